@@ -1,0 +1,45 @@
+# shoal — see README.md. `make demo` runs the demo, `make test` runs all tests.
+GO      ?= go
+BIN     := bin
+GOFLAGS ?=
+
+.PHONY: all build deps test vet fuzz demo bench proto clean
+
+all: build
+
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN)/shoal ./cmd/shoal
+	$(GO) build $(GOFLAGS) -o $(BIN)/demo-backend ./cmd/demo-backend
+	$(GO) build $(GOFLAGS) -o $(BIN)/loadgen ./cmd/loadgen
+
+# deps installs what shoal needs at run time (HAProxy) when it is missing.
+deps:
+	@bash scripts/install-deps.sh haproxy
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+# test runs every test: unit tests and the integration tests that start real
+# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
+test: deps vet
+	$(GO) test -count=1 -timeout 8m ./...
+	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
+
+# fuzz runs the config loader's fuzz target for longer.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./internal/config/
+
+demo: deps build
+	@bash examples/demo/demo.sh
+
+bench: build
+	@bash scripts/install-deps.sh haproxy wrk
+	@bash bench/run.sh
+
+# proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
+proto:
+	@bash tools/gen-proto.sh
+
+clean:
+	rm -rf $(BIN) .shoal examples/demo/.shoal

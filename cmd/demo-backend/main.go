@@ -1,0 +1,99 @@
+// Command demo-backend is the instance shoal's demo and benchmarks scale: a small
+// HTTP server with a realistic page, a health check and a CPU-burning endpoint.
+//
+// Usage:
+//
+//	demo-backend --listen 127.0.0.1:PORT [--name NAME]
+//
+// Endpoints:
+//
+//	/            a ~9 KB HTML page naming the instance
+//	/healthz     200 "ok"
+//	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
+//
+// Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
+// the server gracefully, waiting at most 10s for requests in flight.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// shutdownTimeout bounds how long a stopping server waits for requests in flight.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "demo-backend:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is done, then shuts down gracefully.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo-backend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "address to listen on, host:port (required)")
+	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *listen == "" {
+		return errors.New("--listen is required")
+	}
+	if *name == "" {
+		*name = *listen
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("instance", *name)
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           newHandler(*name),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

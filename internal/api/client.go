@@ -1,0 +1,124 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/jobs"
+)
+
+// ErrCoreNotRunning means nothing answers on the socket.
+var ErrCoreNotRunning = errors.New("shoal core is not running")
+
+// Error is an error answer from the API.
+type Error struct {
+	Status int
+	ErrorResponse
+}
+
+func (e *Error) Error() string { return e.ErrorResponse.Error }
+
+// Client talks to a running core.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the core listening on a unix socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Status returns every group's status.
+func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
+	var s StatusResponse
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// Group returns one group's status.
+func (c *Client) Group(ctx context.Context, name string) (group.Status, error) {
+	var s group.Status
+	return s, c.do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(name), nil, &s)
+}
+
+// Scale submits a scaling request.
+func (c *Client) Scale(ctx context.Context, groupName string, req ScaleRequest) (jobs.Job, error) {
+	var j jobs.Job
+	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/scale", req, &j)
+}
+
+// Jobs lists the newest jobs.
+func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobs.Job, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if groupName != "" {
+		q.Set("group", groupName)
+	}
+	var r JobsResponse
+	return r.Jobs, c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &r)
+}
+
+// Job returns one job; wait > 0 long-polls until it ends or wait passes.
+func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (jobs.Job, error) {
+	path := "/v1/jobs/" + url.PathEscape(id)
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	var j jobs.Job
+	return j, c.do(ctx, http.MethodGet, path, nil, &j)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://shoal"+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w (nothing answers on %s; start it with `shoal serve`)", ErrCoreNotRunning, c.socket)
+		}
+		return fmt.Errorf("talk to shoal core at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read answer from shoal core: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &Error{Status: resp.StatusCode}
+		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.ErrorResponse.Error == "" {
+			e.ErrorResponse.Error = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
+		}
+		return e
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode answer from shoal core: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+// Package cli is shoal's command line: `shoal serve` runs the core, the other
+// commands talk to it over its unix socket.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/core"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // a job failed, the core is unreachable, or an internal error
+	exitUsage   = 2 // bad input: invalid config, unknown group or plan, bad flags
+	exitIgnored = 3 // a job was ignored
+)
+
+// exitError carries an exit code to main; msg may be empty when the command
+// already printed what went wrong.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+type options struct {
+	configPath string
+	socket     string
+	logFormat  string
+	logLevel   string
+	output     string
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	o := &options{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "shoal",
+		Short:         "shoal is a self-hosted autoscaling load balancer (HAProxy data plane)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&o.configPath, "config", "c", "", "config file (default: shoal.yaml in the current directory)")
+	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
+	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
+
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "shoal: "+ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "shoal: "+err.Error())
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func (o *options) configFile() string {
+	if o.configPath != "" {
+		return o.configPath
+	}
+	return "shoal.yaml"
+}
+
+func (o *options) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(o.configFile())
+	if err != nil {
+		var el config.ErrorList
+		if errors.As(err, &el) {
+			fmt.Fprintln(o.stderr, err)
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%s: %d error(s) in config", o.configFile(), len(el))}
+		}
+		return nil, &exitError{code: exitUsage, msg: err.Error()}
+	}
+	return cfg, nil
+}
+
+// client finds the socket from --socket or the config file.
+func (o *options) client() (*api.Client, error) {
+	if o.socket != "" {
+		return api.NewClient(o.socket), nil
+	}
+	if o.configPath == "" {
+		if _, err := os.Stat("shoal.yaml"); err != nil {
+			return nil, &exitError{code: exitUsage, msg: "cannot find the core's socket: pass -c CONFIG or --socket PATH"}
+		}
+	}
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(cfg.Admin.Socket), nil
+}
+
+// apiExit turns a client error into the right exit code and message.
+func apiExit(err error) error {
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && len(ae.Valid) > 0:
+		return &exitError{code: exitUsage, msg: fmt.Sprintf("%s; valid: %s", ae.ErrorResponse.Error, strings.Join(ae.Valid, ", "))}
+	case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+		return &exitError{code: exitUsage, msg: ae.ErrorResponse.Error}
+	case errors.Is(err, api.ErrCoreNotRunning):
+		return &exitError{code: exitFailed, msg: err.Error()}
+	}
+	return &exitError{code: exitFailed, msg: err.Error()}
+}
+
+func serveCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the core: HAProxy, the groups' reconcilers and the control API",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(o.stderr, o.logFormat, o.logLevel)
+			if err != nil {
+				return &exitError{code: exitUsage, msg: err.Error()}
+			}
+			cfg, err := o.loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if err := core.Serve(ctx, cfg, log, frontends(cfg, log)...); err != nil {
+				return &exitError{code: exitFailed, msg: err.Error()}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.logFormat, "log-format", "logfmt", "log format: logfmt or json")
+	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func validateCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "check a config file and exit (status 2 on errors)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.loadConfig()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.stdout, "%s: OK (%d group(s): %s)\n", o.configFile(), len(cfg.Groups), strings.Join(cfg.GroupNames(), ", "))
+			return nil
+		},
+	}
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "logfmt", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be logfmt or json, got %q", format)
+}

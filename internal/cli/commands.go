@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/jobs"
+)
+
+func addOutputFlag(cmd *cobra.Command, o *options) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+}
+
+func (o *options) checkOutput() error {
+	if o.output != "text" && o.output != "json" {
+		return &exitError{code: exitUsage, msg: fmt.Sprintf("-o must be text or json, got %q", o.output)}
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func statusCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "show every group: plan, desired size and instances",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			st, err := c.Status(cmd.Context())
+			if err != nil {
+				return apiExit(err)
+			}
+			if o.output == "json" {
+				return printJSON(o.stdout, st)
+			}
+			for i, g := range st.Groups {
+				if i > 0 {
+					fmt.Fprintln(o.stdout)
+				}
+				printGroup(o.stdout, g)
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, o)
+	return cmd
+}
+
+func printGroup(w io.Writer, g group.Status) {
+	plan := g.Plan
+	if plan == "" {
+		plan = "-"
+	}
+	fmt.Fprintf(w, "group %s  plan %s  desired %d  in service %d  (min %d, max %d)\n", g.Name, plan, g.Desired, g.InService, g.MinSize, g.MaxSize)
+	if g.UpCooldown != nil {
+		fmt.Fprintf(w, "  scale-up cooldown until %s\n", g.UpCooldown.Local().Format(time.TimeOnly))
+	}
+	if g.DownCooldown != nil {
+		fmt.Fprintf(w, "  scale-down cooldown until %s\n", g.DownCooldown.Local().Format(time.TimeOnly))
+	}
+	if g.HAProxyError != "" {
+		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME")
+	for _, in := range g.Instances {
+		up := "-"
+		if !in.StartedAt.IsZero() {
+			up = time.Since(in.StartedAt).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up)
+	}
+	tw.Flush()
+	for _, f := range g.LastFailures {
+		fmt.Fprintf(w, "  failed %s at %s: %s\n", f.Instance, f.At.Local().Format(time.TimeOnly), f.Reason)
+	}
+}
+
+func scaleCmd(o *options) *cobra.Command {
+	var (
+		plan   string
+		size   int
+		sync   bool
+		source string
+	)
+	cmd := &cobra.Command{
+		Use:   "scale GROUP [up|down|keep]",
+		Short: "move a group one plan up or down, or jump with --plan or --size",
+		Long: `Every request becomes a job: accepted → running → done | failed, or ignored
+(cooldown, already at max/min, another job running). Exit status with --sync:
+0 done, 1 failed, 3 ignored; 2 for an unknown group or plan.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.ScaleRequest{Source: source}
+			n := 0
+			if len(args) == 2 {
+				n++
+				req.Direction = args[1]
+				if req.Direction != "up" && req.Direction != "down" && req.Direction != "keep" {
+					return &exitError{code: exitUsage, msg: fmt.Sprintf("direction must be up, down or keep, got %q", args[1])}
+				}
+			}
+			if cmd.Flags().Changed("plan") {
+				n++
+				req.Plan = plan
+			}
+			if cmd.Flags().Changed("size") {
+				n++
+				req.Size = &size
+			}
+			if n != 1 {
+				return &exitError{code: exitUsage, msg: "give exactly one of up, down, keep, --plan NAME or --size N"}
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			job, err := c.Scale(cmd.Context(), args[0], req)
+			if err != nil {
+				return apiExit(err)
+			}
+			printJob(o.stdout, job)
+			if sync && !job.State.Terminal() {
+				job, err = follow(cmd.Context(), c, o.stdout, job)
+				if err != nil {
+					return apiExit(err)
+				}
+			}
+			return jobExit(job)
+		},
+	}
+	cmd.Flags().StringVar(&plan, "plan", "", "jump to this plan")
+	cmd.Flags().IntVar(&size, "size", 0, "jump to this size")
+	cmd.Flags().BoolVar(&sync, "sync", false, "wait for the job to end, showing progress")
+	cmd.Flags().StringVar(&source, "source", "cli", "recorded on the job as its source")
+	return cmd
+}
+
+func jobExit(j jobs.Job) error {
+	switch j.State {
+	case jobs.Failed:
+		return &exitError{code: exitFailed}
+	case jobs.Ignored:
+		return &exitError{code: exitIgnored}
+	}
+	return nil
+}
+
+// follow waits for a job to end, printing each change of the group's instances.
+func follow(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
+	last := ""
+	for {
+		j, err := c.Job(ctx, job.ID, time.Second)
+		if err != nil {
+			return job, err
+		}
+		if g, err := c.Group(ctx, job.Group); err == nil {
+			if p := progress(g); p != last {
+				fmt.Fprintf(w, "  %s  %s\n", time.Now().Format(time.TimeOnly), p)
+				last = p
+			}
+		}
+		if j.State.Terminal() {
+			printJob(w, j)
+			return j, nil
+		}
+	}
+}
+
+func progress(g group.Status) string {
+	var parts []string
+	for _, in := range g.Instances {
+		parts = append(parts, in.Name+" "+string(in.State))
+	}
+	return fmt.Sprintf("%d/%d in service: %s", g.InService, g.Desired, strings.Join(parts, ", "))
+}
+
+func printJob(w io.Writer, j jobs.Job) {
+	what := string(j.Kind)
+	if j.Plan != "" {
+		what += " " + j.Plan
+	}
+	fmt.Fprintf(w, "job %s %s: group %s %s, %d → %d (source %s)", j.ID, j.State, j.Group, what, j.From, j.Target, j.Source)
+	if j.Noop {
+		fmt.Fprint(w, ", nothing to change")
+	}
+	if j.Reason != "" {
+		fmt.Fprintf(w, ": %s", j.Reason)
+	}
+	fmt.Fprintln(w)
+}
+
+func jobsCmd(o *options) *cobra.Command {
+	var (
+		groupName string
+		limit     int
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs [ID]",
+		Short: "list recent jobs, or show one",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				j, err := c.Job(cmd.Context(), args[0], 0)
+				if err != nil {
+					return apiExit(err)
+				}
+				if o.output == "json" {
+					return printJSON(o.stdout, j)
+				}
+				printJobDetail(o.stdout, j)
+				return nil
+			}
+			list, err := c.Jobs(cmd.Context(), groupName, limit)
+			if err != nil {
+				return apiExit(err)
+			}
+			if o.output == "json" {
+				return printJSON(o.stdout, api.JobsResponse{Jobs: list})
+			}
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tGROUP\tKIND\tFROM\tTO\tSTATE\tSOURCE\tCREATED\tREASON")
+			for _, j := range list {
+				kind := string(j.Kind)
+				if j.Plan != "" {
+					kind += ":" + j.Plan
+				}
+				state := string(j.State)
+				if j.Noop {
+					state += " (noop)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Group, kind, j.From, j.Target, state, j.Source,
+					j.CreatedAt.Local().Format(time.DateTime), j.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&groupName, "group", "", "only this group's jobs")
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many jobs")
+	addOutputFlag(cmd, o)
+	return cmd
+}
+
+func printJobDetail(w io.Writer, j jobs.Job) {
+	line := func(k, v string) { fmt.Fprintf(w, "%-9s %s\n", k+":", v) }
+	line("job", j.ID)
+	line("group", j.Group)
+	kind := string(j.Kind)
+	if j.Plan != "" {
+		kind += " " + j.Plan
+	}
+	line("kind", kind)
+	line("size", strconv.Itoa(j.From)+" → "+strconv.Itoa(j.Target))
+	state := string(j.State)
+	if j.Noop {
+		state += " (nothing to change)"
+	}
+	line("state", state)
+	line("source", j.Source)
+	if j.Reason != "" {
+		line("reason", j.Reason)
+	}
+	line("created", j.CreatedAt.Local().Format(time.RFC3339))
+	if j.StartedAt != nil {
+		line("started", j.StartedAt.Local().Format(time.RFC3339))
+	}
+	if j.FinishedAt != nil {
+		line("finished", j.FinishedAt.Local().Format(time.RFC3339))
+	}
+}

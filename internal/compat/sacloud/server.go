@@ -1,0 +1,199 @@
+// Package sacloud serves sacloud/autoscaler's gRPC ScalingService so that its
+// own clients (`autoscaler inputs direct`, and its Grafana, Alertmanager,
+// Zabbix and webhook input servers) drive shoal unchanged. Every call becomes a
+// job through the same job manager as the CLI and API.
+package sacloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/shoal-lb/shoal/internal/compat/sacloud/autoscalerpb"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/unixsock"
+)
+
+// defaultName is what the clients send when the operator named nothing.
+const defaultName = "default"
+
+// stopGrace bounds how long shutdown waits for calls in flight; sync calls
+// waiting on a job end when the job manager stops.
+const stopGrace = 2 * time.Second
+
+// Server is the compatibility frontend.
+type Server struct {
+	cfg config.SacloudAutoscaler
+	log *slog.Logger
+}
+
+// New returns a server for cfg.
+func New(cfg config.SacloudAutoscaler, log *slog.Logger) *Server {
+	return &Server{cfg: cfg, log: log.With("component", "sacloud-autoscaler")}
+}
+
+// Serve listens and answers until ctx ends.
+func (s *Server) Serve(ctx context.Context, m *jobs.Manager) error {
+	l, err := s.listen()
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer()
+	autoscalerpb.RegisterScalingServiceServer(srv, &scaling{jobs: m, log: s.log})
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(autoscalerpb.ScalingService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	s.log.Info("sacloud/autoscaler compatible gRPC server started", "address", s.cfg.Network+":"+s.cfg.Address)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("sacloud/autoscaler gRPC server: %w", err)
+	case <-ctx.Done():
+	}
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(stopGrace):
+		srv.Stop()
+	}
+	return nil
+}
+
+func (s *Server) listen() (net.Listener, error) {
+	if s.cfg.Network == "unix" {
+		mode := os.FileMode(s.cfg.SocketMode)
+		if mode == 0 {
+			mode = 0o600
+		}
+		return unixsock.Listen(s.cfg.Address, mode, s.cfg.SocketGroup)
+	}
+	l, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("compat.sacloud_autoscaler.listen: %w", err)
+	}
+	return l, nil
+}
+
+type scaling struct {
+	autoscalerpb.UnimplementedScalingServiceServer
+	jobs *jobs.Manager
+	log  *slog.Logger
+}
+
+func (h *scaling) Up(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+	return h.handle(ctx, "Up", jobs.Up, req)
+}
+
+func (h *scaling) Down(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+	return h.handle(ctx, "Down", jobs.Down, req)
+}
+
+func (h *scaling) Keep(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+	return h.handle(ctx, "Keep", jobs.Keep, req)
+}
+
+func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+	source := req.GetSource()
+	if source == "" {
+		source = defaultName
+	}
+	log := h.log.With("request", method, "source", source, "resource", req.GetResourceName(), "desired_state", req.GetDesiredStateName(), "sync", req.GetSync())
+	log.Info("request received")
+
+	groupName, err := h.groupName(req.GetResourceName())
+	if err != nil {
+		log.Warn("request refused", "err", err)
+		return nil, err
+	}
+	r := jobs.Request{Group: groupName, Kind: kind, Source: source}
+	if plan := req.GetDesiredStateName(); plan != "" && plan != defaultName {
+		g, _ := h.jobs.Group(groupName)
+		cfg := g.Config()
+		if _, ok := cfg.PlanByName(plan); !ok {
+			err := status.Errorf(codes.InvalidArgument, "unknown desired_state_name %q for %s (plans: %s)", plan, groupName, strings.Join(cfg.PlanNames(), ", "))
+			log.Warn("request refused", "err", err)
+			return nil, err
+		}
+		// Keep restores the current size; a plan only says where Up and Down go.
+		if kind != jobs.Keep {
+			r.Plan = plan
+		}
+	}
+
+	// The job must not depend on this call: a client that hangs up while
+	// waiting leaves the job running.
+	job, err := h.jobs.Submit(context.WithoutCancel(ctx), r)
+	var inErr *jobs.InputError
+	if errors.As(err, &inErr) {
+		return nil, status.Error(codes.InvalidArgument, inErr.Msg)
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if req.GetSync() && !job.State.Terminal() {
+		job, err = h.jobs.Wait(ctx, job.ID)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if !job.State.Terminal() {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	resp := response(job)
+	log.Info("request answered", "job", job.ID, "status", resp.GetStatus().String(), "message", resp.GetMessage())
+	return resp, nil
+}
+
+// groupName resolves resource_name: "" and "default" mean the only group.
+func (h *scaling) groupName(resource string) (string, error) {
+	names := h.jobs.GroupNames()
+	if resource == "" || resource == defaultName {
+		if len(names) == 1 {
+			return names[0], nil
+		}
+		return "", status.Errorf(codes.InvalidArgument, "resource_name is required: shoal has %d groups (%s)", len(names), strings.Join(names, ", "))
+	}
+	if _, ok := h.jobs.Group(resource); !ok {
+		return "", status.Errorf(codes.NotFound, "unknown resource_name %q (groups: %s)", resource, strings.Join(names, ", "))
+	}
+	return resource, nil
+}
+
+// response maps a job onto the protocol's status and message. Only ignored and
+// failed jobs carry a message: the `direct` client exits 130 on any message.
+func response(j jobs.Job) *autoscalerpb.ScalingResponse {
+	r := &autoscalerpb.ScalingResponse{ScalingJobId: j.ID}
+	switch j.State {
+	case jobs.Accepted:
+		r.Status = autoscalerpb.ScalingJobStatus_JOB_ACCEPTED
+	case jobs.Running:
+		r.Status = autoscalerpb.ScalingJobStatus_JOB_RUNNING
+	case jobs.Done:
+		r.Status = autoscalerpb.ScalingJobStatus_JOB_DONE
+		if j.Noop {
+			r.Status = autoscalerpb.ScalingJobStatus_JOB_DONE_NOOP
+		}
+	case jobs.Ignored:
+		r.Status, r.Message = autoscalerpb.ScalingJobStatus_JOB_IGNORED, j.Reason
+	case jobs.Failed:
+		r.Status, r.Message = autoscalerpb.ScalingJobStatus_JOB_FAILED, j.Reason
+	}
+	return r
+}

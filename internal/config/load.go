@@ -1,0 +1,680 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults that are not obvious from the field's meaning.
+var (
+	defaultCompressionTypes = []string{
+		"text/html", "text/plain", "text/css", "text/javascript",
+		"application/javascript", "application/json", "image/svg+xml",
+	}
+	defaultCooldown = Cooldown{Up: 180 * time.Second, Down: 540 * time.Second}
+)
+
+// balanceAlgorithms are HAProxy's dynamic algorithms: only they allow servers
+// to be added to a running backend.
+var balanceAlgorithms = []string{"roundrobin", "leastconn", "first"}
+
+const maxGroupSize = 100
+
+// namePattern keeps group and plan names usable as HAProxy backend names and
+// as instance name prefixes.
+const namePattern = `[a-z0-9][a-z0-9_-]{0,31}`
+
+var nameRE = regexp.MustCompile(`^` + namePattern + `$`)
+
+// maxTokenFile bounds how much of token_file is read; a token is far smaller.
+const maxTokenFile = 4 << 10
+
+// Load reads and validates the configuration file at path. Problems with the
+// content are reported together as an ErrorList; a file that cannot be read
+// yields the underlying error, wrapped.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates data as the configuration file at path; path names the file
+// in errors and relative paths are resolved against its directory.
+func Parse(path string, data []byte) (*Config, error) {
+	absPath, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	// Without aliases a document has fewer values than bytes; sharing a
+	// section between a few groups stays far below this.
+	d := &decoder{file: path, dir: dir, budget: 1000 + 2*len(data)}
+	cfg := d.document(data)
+	if len(d.errs) > 0 {
+		// Report in file order: checks that compare fields (duplicate
+		// names, a second default group) run after the fields themselves.
+		slices.SortStableFunc(d.errs, func(a, b *Error) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+		})
+		return nil, d.errs
+	}
+	cfg.Path = absPath
+	return cfg, nil
+}
+
+// yamlLine extracts the position from a yaml.v3 syntax error; yaml.v3 reports
+// only a line, and not always that.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+func (d *decoder) syntaxError(err error) {
+	e := &Error{File: d.file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	if m := yamlLine.FindStringSubmatchIndex(err.Error()); m != nil {
+		e.Line, _ = strconv.Atoi(err.Error()[m[2]:m[3]])
+		e.Msg = err.Error()[m[1]:]
+	}
+	e.Msg = "invalid YAML: " + e.Msg
+	d.errs = append(d.errs, e)
+}
+
+const msgEmpty = "empty config; expected a mapping with listen and groups"
+
+func (d *decoder) document(data []byte) *Config {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
+		} else {
+			d.syntaxError(err)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		d.errorf(&extra, "", "unexpected second YAML document; a config file holds one")
+	} else if !errors.Is(err, io.EOF) {
+		d.syntaxError(err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root, "", "config must be a mapping with listen and groups, got %s", describe(root))
+		return nil
+	}
+	return d.config(root)
+}
+
+func (d *decoder) config(root *yaml.Node) *Config {
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat")
+	top.require("listen", "groups")
+	cfg := &Config{}
+
+	if s, n := top.str("listen", ""); n != nil {
+		if err := checkHostPort(s); err != nil {
+			d.errorf(n, "listen", "%v", err)
+		}
+		cfg.Listen = s
+	}
+
+	if top.has("compression") {
+		c := d.mapping(top.get("compression"), "compression", "types")
+		cfg.Compression = &Compression{Types: slices.Clone(defaultCompressionTypes)}
+		if n := c.get("types"); n != nil {
+			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
+			}
+			cfg.Compression.Types = d.checkEach(c.strings("types"), checkMediaType)
+		}
+	}
+
+	stateDir, n := top.str("state_dir", "./.shoal")
+	if n != nil && stateDir == "" {
+		d.errorf(n, "state_dir", "must not be empty")
+	}
+	cfg.StateDir = abs(d.dir, stateDir)
+
+	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
+	cfg.HAProxy = d.haproxy(top.get("haproxy"))
+	cfg.Groups = d.groups(top.get("groups"))
+
+	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
+	if n := compat.get("sacloud_autoscaler"); n != nil {
+		cfg.Compat.SacloudAutoscaler = d.sacloud(n, "compat.sacloud_autoscaler", cfg.StateDir)
+	}
+	return cfg
+}
+
+// checkHostPort accepts what HAProxy's bind and Go's net.Listen both accept:
+// an optional host and a numeric port.
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("must be host:port, got %q", s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port must be a number from 1 to 65535, got %q", port)
+	}
+	return nil
+}
+
+func checkMediaType(s string) error {
+	if err := checkWord(s); err != nil {
+		return err
+	}
+	if typ, sub, ok := strings.Cut(s, "/"); !ok || typ == "" || sub == "" {
+		return fmt.Errorf("must be a media type such as text/html, got %q", s)
+	}
+	return nil
+}
+
+func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
+	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file")
+	var a Admin
+
+	sock, sn := f.str("socket", "shoal.sock")
+	if sn != nil && sock == "" {
+		d.errorf(sn, "admin.socket", "must not be empty")
+	}
+	a.Socket = abs(stateDir, sock)
+
+	listen, ln := f.str("listen", "")
+	if ln != nil {
+		if err := checkHostPort(listen); err != nil {
+			d.errorf(ln, "admin.listen", "%v", err)
+		}
+		a.Listen = listen
+	}
+
+	token, tn := f.str("token", "")
+	if tn != nil {
+		if err := checkToken(token); err != nil {
+			d.errorf(tn, "admin.token", "%v", err)
+		}
+		a.Token = token
+	}
+	if file, fn := f.str("token_file", ""); fn != nil {
+		if tn != nil {
+			d.errorf(fn, "admin.token_file", "conflicts with admin.token; set only one")
+		} else if token, err := readToken(abs(d.dir, file)); err != nil {
+			d.errorf(fn, "admin.token_file", "%v", err)
+		} else {
+			a.Token = token
+		}
+	}
+	if ln != nil && tn == nil && f.get("token_file") == nil {
+		d.errorf(ln, "admin.listen", "requires token or token_file: the TCP API must be authenticated")
+	}
+	return a
+}
+
+func checkToken(t string) error {
+	if t == "" {
+		return errors.New("must not be empty")
+	}
+	if strings.ContainsFunc(t, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return errors.New("must not contain spaces or control characters")
+	}
+	return nil
+}
+
+// readToken reads a token file, refusing anything but a regular file so that
+// a mistaken path such as a FIFO or /dev/zero cannot hang or exhaust the load.
+func readToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("%s is larger than %d bytes", path, maxTokenFile)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	if err := checkToken(token); err != nil {
+		return "", fmt.Errorf("token in %s %w", path, err)
+	}
+	return token, nil
+}
+
+func (d *decoder) haproxy(n *yaml.Node) HAProxy {
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults")
+	var h HAProxy
+	bin, bn := f.str("binary", "haproxy")
+	if bn != nil && bin == "" {
+		d.errorf(bn, "haproxy.binary", "must not be empty")
+	}
+	// A bare name is looked up on PATH when shoal starts; a path is relative
+	// to the config file like every other path.
+	if strings.ContainsRune(bin, filepath.Separator) {
+		bin = abs(d.dir, bin)
+	}
+	h.Binary = bin
+	h.Global = d.checkEach(f.strings("global"), checkLine)
+	h.Defaults = d.checkEach(f.strings("defaults"), checkLine)
+	return h
+}
+
+// checkLine keeps an extra haproxy.cfg line from opening a section of its own.
+func checkLine(l string) error {
+	if strings.ContainsAny(l, "\r\n") {
+		return errors.New("must be a single line")
+	}
+	return nil
+}
+
+func (d *decoder) groups(n *yaml.Node) []Group {
+	if n == nil {
+		return nil // reported by require
+	}
+	items, ok := d.sequence(n, "groups", "a list of groups")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.errorf(n, "groups", "must list at least one group")
+		return nil
+	}
+	var (
+		groups       []Group
+		names        = make(map[string]*yaml.Node)
+		defaultGroup string // path and name of the group without routing
+	)
+	for i, item := range items {
+		path := fmt.Sprintf("groups[%d]", i)
+		g, nameNode, ok := d.group(item, path)
+		if !ok {
+			continue
+		}
+		if nameNode != nil {
+			if first, dup := names[g.Name]; dup {
+				d.errorf(nameNode, path+".name", "duplicate group name %q (first at line %d)", g.Name, first.Line)
+			} else {
+				names[g.Name] = nameNode
+			}
+		}
+		if len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
+			if defaultGroup != "" {
+				d.errorf(item, path, "has neither hosts nor path_prefixes, so it would be a second default backend after %s; give one of them hosts or path_prefixes", defaultGroup)
+			} else {
+				defaultGroup = path
+				if g.Name != "" {
+					defaultGroup += fmt.Sprintf(" (%s)", g.Name)
+				}
+			}
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// group decodes one group; ok is false if item is not a mapping.
+func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
+	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template")
+	if f.node == nil {
+		return g, nil, false
+	}
+	f.require("name", "min_size", "max_size", "template")
+
+	if name, n := f.str("name", ""); n != nil {
+		if !nameRE.MatchString(name) {
+			d.errorf(n, f.field("name"), "must match %s (it names an HAProxy backend and its instances), got %q", namePattern, name)
+		} else {
+			g.Name, nameNode = name, n
+		}
+	}
+
+	minOK, maxOK := false, false
+	if v, n := f.integer("min_size", 0); n != nil {
+		if v < 0 {
+			d.errorf(n, f.field("min_size"), "must be >= 0, got %d", v)
+		} else {
+			g.MinSize, minOK = v, true
+		}
+	}
+	if v, n := f.integer("max_size", 0); n != nil {
+		switch {
+		case v < 1 || v > maxGroupSize:
+			d.errorf(n, f.field("max_size"), "must be from 1 to %d, got %d", maxGroupSize, v)
+		case minOK && v < g.MinSize:
+			d.errorf(n, f.field("max_size"), "must be >= min_size (%d), got %d", g.MinSize, v)
+		default:
+			g.MaxSize, maxOK = v, true
+		}
+	}
+	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
+
+	g.Cooldown = defaultCooldown
+	if n := f.get("cooldown"); n != nil {
+		g.Cooldown = d.cooldown(n, f.field("cooldown"))
+	}
+	g.DrainTimeout, _ = f.duration("drain_timeout", 30*time.Second)
+
+	balance, bn := f.str("balance", "roundrobin")
+	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
+		d.errorf(bn, f.field("balance"), "must be one of %s (HAProxy can add servers at runtime only with a dynamic algorithm), got %q",
+			strings.Join(balanceAlgorithms, ", "), balance)
+	}
+	g.Balance = balance
+
+	g.Hosts = d.checkEach(f.strings("hosts"), checkWord)
+	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), checkPath)
+
+	g.Health = d.health(f.get("health"), f.field("health"))
+	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	return g, nameNode, true
+}
+
+func checkPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("must start with \"/\", got %q", p)
+	}
+	return checkWord(p)
+}
+
+// planEntry is a plan with the nodes and field paths to report it by.
+type planEntry struct {
+	Plan
+	nameField, sizeField string
+	nameNode, sizeNode   *yaml.Node
+}
+
+// plans decodes the ladder in either form: a mapping of name to size, whose
+// order is the ladder's, or the seed's list of {name, size}. Sizes are checked
+// against [min, max] only when both are valid.
+func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRange bool) []Plan {
+	if n == nil {
+		return nil
+	}
+	var list []planEntry
+	switch n.Kind {
+	case yaml.SequenceNode:
+		items, _ := d.sequence(n, path, "a list")
+		for i, item := range items {
+			field := fmt.Sprintf("%s[%d]", path, i)
+			f := d.mapping(item, field, "name", "size")
+			f.require("name", "size")
+			name, nn := f.str("name", "")
+			size, sn := f.integer("size", 0)
+			if nn != nil && sn != nil {
+				list = append(list, planEntry{Plan{name, size}, field + ".name", field + ".size", nn, sn})
+			}
+		}
+	case yaml.MappingNode:
+		entries, _ := d.entries(n, path)
+		for _, e := range entries {
+			field := join(path, e.key)
+			if size, ok := d.integer(e.v, field); ok {
+				list = append(list, planEntry{Plan{e.key, size}, field, field, e.k, e.v})
+			}
+		}
+	default:
+		d.errorf(n, path, "must be a mapping of name to size or a list of {name, size}, got %s", describe(n))
+	}
+
+	var (
+		plans []Plan
+		seen  = make(map[string]*yaml.Node)
+		prev  *planEntry
+	)
+	for i := range list {
+		p := &list[i]
+		switch first, dup := seen[p.Name]; {
+		case !nameRE.MatchString(p.Name):
+			d.errorf(p.nameNode, p.nameField, "must match %s, got %q", namePattern, p.Name)
+		case dup:
+			d.errorf(p.nameNode, p.nameField, "duplicate plan name %q (first at line %d)", p.Name, first.Line)
+		default:
+			seen[p.Name] = p.nameNode
+		}
+		switch {
+		case checkRange && (p.Size < minSize || p.Size > maxSize):
+			d.errorf(p.sizeNode, p.sizeField, "must be within min_size..max_size (%d..%d), got %d", minSize, maxSize, p.Size)
+		case prev != nil && p.Size <= prev.Size:
+			d.errorf(p.sizeNode, p.sizeField, "must be greater than the previous plan's size (%s: %d), got %d", prev.Name, prev.Size, p.Size)
+		}
+		prev = p
+		plans = append(plans, p.Plan)
+	}
+	return plans
+}
+
+// cooldown accepts {up, down} or, as the seed wrote it, one duration for both.
+func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v, _ := d.duration(n, path)
+		return Cooldown{Up: v, Down: v}
+	case yaml.MappingNode:
+		f := d.mapping(n, path, "up", "down")
+		var c Cooldown
+		c.Up, _ = f.duration("up", defaultCooldown.Up)
+		c.Down, _ = f.duration("down", defaultCooldown.Down)
+		return c
+	}
+	d.errorf(n, path, "must be a duration or a mapping with up and down, got %s", describe(n))
+	return defaultCooldown
+}
+
+func (d *decoder) health(n *yaml.Node, path string) Health {
+	f := d.mapping(n, path, "path", "interval", "timeout", "rise", "fall", "grace")
+	var h Health
+	p, pn := f.str("path", "/healthz")
+	if pn != nil {
+		if err := checkPath(p); err != nil {
+			d.errorf(pn, f.field("path"), "%v", err)
+		}
+	}
+	h.Path = p
+	// HAProxy counts check intervals in milliseconds.
+	h.Interval = d.atLeast(f, "interval", 2*time.Second, time.Millisecond)
+	h.Timeout = d.atLeast(f, "timeout", time.Second, time.Millisecond)
+	h.Grace = d.atLeast(f, "grace", 30*time.Second, time.Millisecond)
+	h.Rise = d.positive(f, "rise", 2)
+	h.Fall = d.positive(f, "fall", 3)
+	return h
+}
+
+func (d *decoder) atLeast(f *fields, key string, def, least time.Duration) time.Duration {
+	v, n := f.duration(key, def)
+	if n != nil && v < least {
+		d.errorf(n, f.field(key), "must be at least %s, got %s", least, v)
+	}
+	return v
+}
+
+func (d *decoder) positive(f *fields, key string, def int) int {
+	v, n := f.integer(key, def)
+	if n != nil && v < 1 {
+		d.errorf(n, f.field(key), "must be >= 1, got %d", v)
+	}
+	return v
+}
+
+// template decodes and compiles an instance template, trial-running every
+// string with sample data for group.
+func (d *decoder) template(n *yaml.Node, path, group string) Template {
+	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout")
+	f.require("command")
+	t := Template{Dir: d.dir}
+	data := sampleData(group)
+
+	if cn := f.get("command"); cn != nil {
+		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
+		if ok && len(items) == 0 {
+			d.errorf(cn, f.field("command"), "must not be empty")
+		}
+		for i, item := range items {
+			field := fmt.Sprintf("%s[%d]", f.field("command"), i)
+			s, ok := d.str(item, field)
+			if !ok {
+				continue
+			}
+			tt, out, err := compileArg(s, data)
+			if err == nil && i == 0 && out == "" {
+				err = errors.New("expands to an empty program name")
+			}
+			if err != nil {
+				d.errorf(item, field, "%v", err)
+				continue
+			}
+			t.Command = append(t.Command, s)
+			t.command = append(t.command, tt)
+		}
+	}
+
+	if en := f.get("env"); en != nil {
+		entries, _ := d.entries(en, f.field("env"))
+		for _, e := range entries {
+			field := join(f.field("env"), e.key)
+			if err := checkEnvName(e.key); err != nil {
+				d.errorf(e.k, field, "%v", err)
+				continue
+			}
+			// "KEY:" with no value means an empty variable, not an error.
+			s := ""
+			if !isNull(e.v) {
+				var ok bool
+				if s, ok = d.str(e.v, field); !ok {
+					continue
+				}
+			}
+			tt, _, err := compileArg(s, data)
+			if err != nil {
+				d.errorf(e.v, field, "%v", err)
+				continue
+			}
+			if t.Env == nil {
+				t.Env = make(map[string]string)
+				t.env = make(map[string]*template.Template)
+			}
+			t.Env[e.key], t.env[e.key] = s, tt
+		}
+	}
+
+	if dir, n := f.str("dir", ""); n != nil {
+		if dir == "" {
+			d.errorf(n, f.field("dir"), "must not be empty")
+		}
+		t.Dir = abs(d.dir, dir)
+	}
+	t.StopTimeout, _ = f.duration("stop_timeout", 10*time.Second)
+	return t
+}
+
+// sacloud decodes the sacloud/autoscaler compatibility server. Its protocol
+// has no authentication, hence the loopback rule for TCP.
+func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscaler {
+	f := d.mapping(n, path, "listen", "socket_mode", "socket_group", "allow_remote")
+	f.require("listen")
+	s := &SacloudAutoscaler{SocketMode: 0o600}
+	s.AllowRemote, _ = f.boolean("allow_remote", false)
+
+	if listen, ln := f.str("listen", ""); ln != nil {
+		scheme, rest, _ := strings.Cut(listen, ":")
+		switch scheme {
+		case "unix":
+			if rest == "" {
+				d.errorf(ln, f.field("listen"), "unix: needs a socket path")
+			}
+			s.Network, s.Address = "unix", abs(stateDir, rest)
+		case "tcp":
+			s.Network, s.Address = "tcp", rest
+			if err := checkHostPort(rest); err != nil {
+				d.errorf(ln, f.field("listen"), "%v", err)
+			} else if host, _, _ := net.SplitHostPort(rest); !s.AllowRemote && !isLoopback(host) {
+				d.errorf(ln, f.field("listen"), "%q is not a loopback address and the protocol has no authentication; set allow_remote: true to accept that", host)
+			}
+		default:
+			d.errorf(ln, f.field("listen"), `must be "unix:PATH" or "tcp:HOST:PORT", got %q`, listen)
+		}
+	}
+
+	if mn := f.get("socket_mode"); mn != nil {
+		if mode, ok := fileMode(mn); !ok {
+			d.errorf(mn, f.field("socket_mode"), `must be an octal file mode such as "0660", got %s`, describe(mn))
+		} else {
+			s.SocketMode = mode
+		}
+		if s.Network == "tcp" {
+			d.errorf(mn, f.field("socket_mode"), "applies only to a unix: listen address")
+		}
+	}
+	if group, gn := f.str("socket_group", ""); gn != nil {
+		if group == "" {
+			d.errorf(gn, f.field("socket_group"), "must not be empty")
+		}
+		if s.Network == "tcp" {
+			d.errorf(gn, f.field("socket_group"), "applies only to a unix: listen address")
+		}
+		s.SocketGroup = group
+	}
+	return s
+}
+
+// fileMode accepts permission bits as an octal string ("0660") or as a YAML
+// integer, which yaml.v3 reads as octal when it has a leading zero.
+func fileMode(n *yaml.Node) (uint32, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, false
+	}
+	var v uint64
+	switch n.ShortTag() {
+	case "!!int":
+		if n.Decode(&v) != nil {
+			return 0, false
+		}
+	case "!!str":
+		var err error
+		if v, err = strconv.ParseUint(n.Value, 8, 32); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	return uint32(v), v <= 0o777
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

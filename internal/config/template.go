@@ -1,0 +1,195 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"text/template/parse"
+)
+
+// maxExpansion bounds what one template may produce. Arguments are passed to
+// execve, whose per-string limit is 128 KiB on Linux; anything near that is a
+// mistake, and the bound keeps a runaway template from exhausting memory.
+const maxExpansion = 64 << 10
+
+// NewTemplate compiles command and env the way Load does, so that other
+// packages can build a Template without a file. Dir and StopTimeout are left
+// for the caller to set.
+func NewTemplate(command []string, env map[string]string) (Template, error) {
+	if len(command) == 0 {
+		return Template{}, errors.New("command: must not be empty")
+	}
+	// The group is not known here; any valid name serves for the trial run.
+	data := sampleData("web")
+	t := Template{Command: command, Env: env}
+	t.command = make([]*template.Template, len(command))
+	for i, s := range command {
+		tt, out, err := compileArg(s, data)
+		if err == nil && i == 0 && out == "" {
+			err = errors.New("expands to an empty program name")
+		}
+		if err != nil {
+			return Template{}, fmt.Errorf("command[%d]: %w", i, err)
+		}
+		t.command[i] = tt
+	}
+	t.env = make(map[string]*template.Template, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if err := checkEnvName(k); err != nil {
+			return Template{}, fmt.Errorf("env.%s: %w", k, err)
+		}
+		tt, _, err := compileArg(env[k], data)
+		if err != nil {
+			return Template{}, fmt.Errorf("env.%s: %w", k, err)
+		}
+		t.env[k] = tt
+	}
+	return t, nil
+}
+
+// Expand runs the templates for one instance. Each command element expands to
+// exactly one argument (there is no shell), and env comes back as sorted
+// KEY=VALUE strings. A Template built as a literal rather than by Load or
+// NewTemplate is compiled on each call.
+func (t *Template) Expand(d TemplateData) (argv []string, env []string, err error) {
+	compiled := t
+	if len(t.command) != len(t.Command) || len(t.env) != len(t.Env) || len(t.Command) == 0 {
+		c, err := NewTemplate(t.Command, t.Env)
+		if err != nil {
+			return nil, nil, err
+		}
+		compiled = &c
+	}
+	argv = make([]string, len(compiled.command))
+	for i, tt := range compiled.command {
+		if argv[i], err = execute(tt, d); err != nil {
+			return nil, nil, fmt.Errorf("command[%d]: %w", i, err)
+		}
+	}
+	env = make([]string, 0, len(compiled.env))
+	for _, k := range slices.Sorted(maps.Keys(compiled.env)) {
+		v, err := execute(compiled.env[k], d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("env.%s: %w", k, err)
+		}
+		env = append(env, k+"="+v)
+	}
+	return argv, env, nil
+}
+
+// sampleData is what templates are trial-run with at load time, so that a
+// misspelt field fails then rather than at the first scale-up.
+func sampleData(group string) TemplateData {
+	return TemplateData{Name: group + "-001", Port: 10001, Index: 1, Group: group}
+}
+
+// compileArg parses one template, rejects the constructs that could loop or
+// recurse without bound, and trial-runs it with data, returning its output.
+func compileArg(text string, data TemplateData) (*template.Template, string, error) {
+	if strings.IndexByte(text, 0) >= 0 {
+		return nil, "", errors.New("must not contain NUL bytes")
+	}
+	t, err := template.New("t").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, "", templateError(err)
+	}
+	if len(t.Templates()) > 1 {
+		return nil, "", errors.New("template: {{define}} and {{block}} are not supported")
+	}
+	if t.Tree != nil {
+		if err := checkNodes(t.Tree.Root); err != nil {
+			return nil, "", err
+		}
+	}
+	out, err := execute(t, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, out, nil
+}
+
+// checkNodes rejects {{range}} (which can count to any integer) and
+// {{template}} (which can recurse); instance arguments need neither.
+func checkNodes(n parse.Node) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := checkNodes(c); err != nil {
+				return err
+			}
+		}
+	case *parse.IfNode:
+		return checkBranch(&n.BranchNode)
+	case *parse.WithNode:
+		return checkBranch(&n.BranchNode)
+	case *parse.RangeNode:
+		return errors.New("template: {{range}} is not supported")
+	case *parse.TemplateNode:
+		return errors.New("template: {{template}} is not supported")
+	}
+	return nil
+}
+
+func checkBranch(b *parse.BranchNode) error {
+	if err := checkNodes(b.List); err != nil {
+		return err
+	}
+	return checkNodes(b.ElseList)
+}
+
+func execute(t *template.Template, d TemplateData) (string, error) {
+	w := &limitedBuffer{max: maxExpansion}
+	if err := t.Execute(w, d); err != nil {
+		return "", templateError(err)
+	}
+	return w.String(), nil
+}
+
+var errTooLong = fmt.Errorf("expands to more than %d bytes", maxExpansion)
+
+// limitedBuffer fails writes past max, which stops template execution.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, errTooLong
+	}
+	return b.Buffer.Write(p)
+}
+
+// templateLocation matches text/template's "t:LINE:COL: executing "t" at <...>: "
+// prefix, which only repeats what the field path already says.
+var templateLocation = regexp.MustCompile(`^template: t:\d+(?::\d+)?: (?:executing "t" at <.*?>: )?`)
+
+// templateError makes text/template's errors readable in a config error.
+func templateError(err error) error {
+	if errors.Is(err, errTooLong) {
+		return errTooLong
+	}
+	msg := err.Error()
+	if loc := templateLocation.FindStringIndex(msg); loc != nil {
+		msg = "template: " + strings.TrimPrefix(msg[loc[1]:], "template: ")
+	}
+	msg = strings.Replace(msg, fmt.Sprintf(" in type %T", TemplateData{}),
+		" (have .Name, .Port, .Index, .Group)", 1)
+	return errors.New(msg)
+}
+
+// checkEnvName rejects names that cannot round-trip through a KEY=VALUE string.
+func checkEnvName(k string) error {
+	if k == "" || strings.ContainsAny(k, "=\x00") {
+		return fmt.Errorf("invalid environment variable name %q", k)
+	}
+	return nil
+}

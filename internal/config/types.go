@@ -1,0 +1,134 @@
+// Package config loads and validates shoal's YAML configuration.
+//
+// Load returns either a fully defaulted, validated *Config or an ErrorList whose
+// entries each name FILE:LINE:COL, the field path and what was expected. (A
+// file that cannot be read at all yields the wrapped os error instead.)
+package config
+
+import (
+	"text/template"
+	"time"
+)
+
+// Config is a validated shoal configuration. Paths are absolute after Load.
+type Config struct {
+	// Path is the absolute path of the file the config was loaded from.
+	Path string
+
+	// Listen is the balancer's frontend address, host:port.
+	Listen string
+	// Compression is nil when gzip compression is off.
+	Compression *Compression
+	// StateDir holds the SQLite database, sockets, logs and HAProxy files.
+	StateDir string
+	Admin    Admin
+	HAProxy  HAProxy
+	Groups   []Group
+	Compat   Compat
+}
+
+// Compression turns on gzip (HAProxy's libslz) for the listed content types.
+type Compression struct {
+	Types []string
+}
+
+// Admin is where shoal's control API listens.
+type Admin struct {
+	// Socket is the unix socket path (mode 0600), default STATE_DIR/shoal.sock.
+	Socket string
+	// Listen is an optional TCP address; it requires Token.
+	Listen string
+	// Token is the bearer token for Listen, read from token or token_file.
+	Token string
+}
+
+// HAProxy configures the data plane process.
+type HAProxy struct {
+	// Binary is the haproxy executable (absolute, or a name looked up on PATH at start).
+	Binary string
+	// Global and Defaults are extra lines appended to those sections verbatim.
+	Global   []string
+	Defaults []string
+}
+
+// Group is a set of identical instances behind one HAProxy backend.
+type Group struct {
+	Name    string
+	MinSize int
+	MaxSize int
+	// Plans is the scaling ladder, in the order written; sizes strictly increase.
+	Plans        []Plan
+	Cooldown     Cooldown
+	DrainTimeout time.Duration
+	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
+	Balance string
+	// Hosts and PathPrefixes route requests to this group; a group with neither is the
+	// default backend (at most one such group).
+	Hosts        []string
+	PathPrefixes []string
+	Health       Health
+	Template     Template
+}
+
+// Plan is a named size on a group's scaling ladder.
+type Plan struct {
+	Name string
+	Size int
+}
+
+// Cooldown: after a job finishes, the next scale-up waits Up and the next scale-down
+// waits Down (the seed's 180s/540s by default).
+type Cooldown struct {
+	Up   time.Duration
+	Down time.Duration
+}
+
+// Health is the HTTP check HAProxy runs against every instance.
+type Health struct {
+	Path     string
+	Interval time.Duration
+	Timeout  time.Duration
+	Rise     int
+	Fall     int
+	// Grace is how long a new instance may take to pass its first Rise checks.
+	Grace time.Duration
+}
+
+// Template describes how to start one instance.
+type Template struct {
+	// Command and Env hold Go templates; see TemplateData for the fields.
+	Command []string
+	Env     map[string]string
+	// Dir is the working directory (default: the config file's directory).
+	Dir string
+	// StopTimeout is the grace between SIGTERM and SIGKILL.
+	StopTimeout time.Duration
+
+	command []*template.Template
+	env     map[string]*template.Template
+}
+
+// TemplateData is what instance templates can refer to.
+type TemplateData struct {
+	Name  string
+	Port  int
+	Index int
+	Group string
+}
+
+// Compat holds drop-in protocol servers for other tools' clients.
+type Compat struct {
+	// SacloudAutoscaler is nil when off.
+	SacloudAutoscaler *SacloudAutoscaler
+}
+
+// SacloudAutoscaler serves sacloud/autoscaler's gRPC ScalingService.
+type SacloudAutoscaler struct {
+	// Network is "unix" or "tcp"; Address is an absolute socket path or host:port.
+	Network string
+	Address string
+	// SocketMode and SocketGroup apply to a unix socket (default 0600, the owner's group).
+	SocketMode  uint32
+	SocketGroup string
+	AllowRemote bool
+}

@@ -1,0 +1,212 @@
+// Package core is `shoal serve`: it adopts what an earlier run left running,
+// starts HAProxy, runs one reconciler per group and serves the control API,
+// and on shutdown stops HAProxy and every instance.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/provider/local"
+	"github.com/shoal-lb/shoal/internal/store"
+	"github.com/shoal-lb/shoal/internal/unixsock"
+)
+
+// Frontend is an extra protocol server (such as the sacloud/autoscaler
+// compatibility socket) that drives the same job manager as the API.
+type Frontend interface {
+	// Serve runs until ctx ends; it returns an error only if it cannot start or dies.
+	Serve(ctx context.Context, m *jobs.Manager) error
+}
+
+// Serve runs the core until ctx ends. Extra frontends run beside the API.
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends ...Frontend) error {
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	unlock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	st, err := store.Open(filepath.Join(cfg.StateDir, "shoal.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	lb := haproxy.NewManager(cfg, log)
+	prov := local.New(cfg.StateDir, log.With("component", "provider"))
+
+	groups, err := restore(ctx, cfg, st, lb, prov, log)
+	if err != nil {
+		return err
+	}
+	jm, err := jobs.NewManager(ctx, groups, st, log.With("component", "jobs"))
+	if err != nil {
+		return err
+	}
+	if err := lb.Start(ctx); err != nil {
+		return err
+	}
+
+	// Groups outlive ctx: they stop only after HAProxy is down, so no request
+	// reaches a stopped instance.
+	groupCtx, stopGroups := context.WithCancel(context.Background())
+	var groupsWG sync.WaitGroup
+	for _, g := range groups {
+		groupsWG.Add(1)
+		go func() {
+			defer groupsWG.Done()
+			g.Run(groupCtx)
+		}()
+	}
+
+	srvCtx, stopServers := context.WithCancelCause(ctx)
+	servers, err := serveAPI(srvCtx, cfg, jm, log, stopServers)
+	if err == nil {
+		for _, f := range frontends {
+			servers.Add(1)
+			go func() {
+				defer servers.Done()
+				if err := f.Serve(srvCtx, jm); err != nil {
+					stopServers(err)
+				}
+			}()
+		}
+		log.Info("shoal started", "listen", cfg.Listen, "socket", cfg.Admin.Socket, "groups", strings.Join(jm.GroupNames(), ","), "haproxy_pid", lb.PID())
+		<-srvCtx.Done()
+	} else {
+		stopServers(err)
+	}
+	cause := context.Cause(srvCtx)
+	if errors.Is(cause, ctx.Err()) {
+		cause = nil
+		log.Info("shutting down")
+	} else {
+		log.Error("shutting down after a fatal error", "err", cause)
+	}
+	servers.Wait()
+	jm.Close()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
+	defer cancel()
+	if err := lb.Stop(stopCtx); err != nil {
+		log.Error("stopping HAProxy failed", "err", err)
+	}
+	stopGroups()
+	groupsWG.Wait()
+	log.Info("stopped")
+	return cause
+}
+
+// restore builds the groups, adopting instances recorded by an earlier run and
+// stopping our processes that nothing records.
+func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *haproxy.Manager, prov *local.Provider, log *slog.Logger) ([]*group.Group, error) {
+	recs, err := st.Instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byGroup := map[string][]store.Instance{}
+	for _, r := range recs {
+		byGroup[r.Group] = append(byGroup[r.Group], r)
+	}
+	var groups []*group.Group
+	var kept []provider.Record
+	for _, gc := range cfg.Groups {
+		g, err := group.New(ctx, gc, prov, lb, st, log)
+		if err != nil {
+			return nil, err
+		}
+		kept = append(kept, g.Restore(ctx, byGroup[gc.Name])...)
+		delete(byGroup, gc.Name)
+		groups = append(groups, g)
+	}
+	for name, rs := range byGroup {
+		for _, r := range rs {
+			log.Warn("instance of a group no longer configured will be stopped", "group", name, "instance", r.Name, "pid", r.PID)
+			if err := st.DeleteInstance(ctx, r.Name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	stopped, err := prov.StopStrays(ctx, kept)
+	if err != nil {
+		return nil, fmt.Errorf("stop stray instances: %w", err)
+	}
+	for _, r := range stopped {
+		log.Warn("stray instance stopped", "instance", r.Name, "pid", r.PID)
+	}
+	return groups, nil
+}
+
+// serveAPI serves the control API on the unix socket and, if configured, TCP.
+// A listener that dies calls fail. The WaitGroup ends when all have stopped.
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
+	var wg sync.WaitGroup
+	alog := log.With("component", "api")
+	ul, err := unixsock.Listen(cfg.Admin.Socket, 0o600, "")
+	if err != nil {
+		return &wg, err
+	}
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, ""), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	if cfg.Admin.Listen != "" {
+		tl, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			return &wg, fmt.Errorf("admin.listen: %w", err)
+		}
+		serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, cfg.Admin.Token), ReadHeaderTimeout: 10 * time.Second}, tl, fail)
+	}
+	return &wg, nil
+}
+
+func serve(ctx context.Context, wg *sync.WaitGroup, srv *http.Server, l net.Listener, fail context.CancelCauseFunc) {
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fail(fmt.Errorf("api on %s: %w", l.Addr(), err))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+}
+
+// lockStateDir makes sure only one core uses a state directory.
+func lockStateDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "shoal.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another shoal core (pid %s) is using state_dir %s", strings.TrimSpace(string(b)), dir)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
+}

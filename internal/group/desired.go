@@ -1,0 +1,186 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// ErrNotConverged wraps the failure that kept a group from its desired size.
+var ErrNotConverged = errors.New("group did not reach its desired size")
+
+// Desired returns the size the group is reconciling towards.
+func (g *Group) Desired() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.desired
+}
+
+// Cooldowns returns until when scale-up and scale-down are held back.
+func (g *Group) Cooldowns() (up, down time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.upUntil, g.dnUntil
+}
+
+// SetDesired records a new desired size and wakes the reconciler.
+func (g *Group) SetDesired(ctx context.Context, n int) error {
+	if n < g.cfg.MinSize || n > g.cfg.MaxSize {
+		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, g.cfg.MinSize, g.cfg.MaxSize)
+	}
+	g.mu.Lock()
+	g.desired = n
+	g.notifyLocked()
+	g.mu.Unlock()
+	g.poke()
+	return g.persistState(ctx)
+}
+
+// StartCooldowns holds back the next scale-up until now+up and the next
+// scale-down until now+down.
+func (g *Group) StartCooldowns(ctx context.Context, now time.Time) error {
+	g.mu.Lock()
+	g.upUntil, g.dnUntil = now.Add(g.cfg.Cooldown.Up), now.Add(g.cfg.Cooldown.Down)
+	g.mu.Unlock()
+	return g.persistState(ctx)
+}
+
+func (g *Group) persistState(ctx context.Context) error {
+	g.mu.Lock()
+	gs := store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+	g.mu.Unlock()
+	if err := g.st.PutGroupState(ctx, gs); err != nil {
+		return fmt.Errorf("group %s: record state: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// Mark is a point in the group's history that WaitConverged measures from.
+type Mark struct {
+	at        time.Time
+	churn     int
+	converged bool
+}
+
+// Mark returns the group's current point in history.
+func (g *Group) Mark() Mark {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Mark{at: time.Now(), churn: g.churn, converged: g.convergedLocked()}
+}
+
+// WaitConverged waits until every wanted instance is in service and nothing
+// else is left. It fails with ErrNotConverged if an instance fails after m.
+// noop reports that the group was already converged at m and nothing changed.
+func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error) {
+	for {
+		g.mu.Lock()
+		var failed []string
+		for _, f := range g.failures {
+			if f.At.After(m.at) {
+				failed = append(failed, f.Instance+": "+f.Reason)
+			}
+		}
+		conv, churn, ch := g.convergedLocked(), g.churn, g.changed
+		g.mu.Unlock()
+		if len(failed) > 0 {
+			return false, fmt.Errorf("%w: %s", ErrNotConverged, strings.Join(failed, "; "))
+		}
+		if conv {
+			return m.converged && churn == m.churn, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w: %w", ErrNotConverged, context.Cause(ctx))
+		}
+	}
+}
+
+func (g *Group) convergedLocked() bool {
+	if len(g.insts) != g.desired {
+		return false
+	}
+	for _, in := range g.insts {
+		if in.state != InService || in.retiring {
+			return false
+		}
+	}
+	return true
+}
+
+// Status is a group's state as the API shows it.
+type Status struct {
+	Name          string           `json:"name"`
+	Plan          string           `json:"plan"`
+	Desired       int              `json:"desired"`
+	MinSize       int              `json:"min_size"`
+	MaxSize       int              `json:"max_size"`
+	InService     int              `json:"in_service"`
+	UpCooldown    *time.Time       `json:"up_cooldown_until,omitempty"`
+	DownCooldown  *time.Time       `json:"down_cooldown_until,omitempty"`
+	Instances     []InstanceStatus `json:"instances"`
+	LastFailures  []Failure        `json:"recent_failures,omitempty"`
+	HAProxyError string           `json:"haproxy_error,omitempty"`
+}
+
+// InstanceStatus is one instance as the API shows it.
+type InstanceStatus struct {
+	Name      string    `json:"name"`
+	Addr      string    `json:"addr"`
+	State     State     `json:"state"`
+	Health    string    `json:"health"`
+	Check     string    `json:"check,omitempty"`
+	Sessions  int       `json:"sessions"`
+	Requests  int64     `json:"requests"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Status reports the group with live health and sessions from HAProxy.
+func (g *Group) Status(ctx context.Context) Status {
+	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
+	now := time.Now()
+	g.mu.Lock()
+	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: g.cfg.MinSize, MaxSize: g.cfg.MaxSize, Instances: []InstanceStatus{}}
+	if p, ok := g.cfg.PlanBySize(g.desired); ok {
+		s.Plan = p.Name
+	}
+	if g.upUntil.After(now) {
+		s.UpCooldown = &g.upUntil
+	}
+	if g.dnUntil.After(now) {
+		s.DownCooldown = &g.dnUntil
+	}
+	for _, in := range g.insts {
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt})
+		if in.state == InService && !in.retiring {
+			s.InService++
+		}
+	}
+	for _, f := range g.failures {
+		if now.Sub(f.At) < failureWindow {
+			s.LastFailures = append(s.LastFailures, f)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortFunc(s.Instances, func(a, b InstanceStatus) int { return strings.Compare(a.Name, b.Name) })
+	if statErr != nil {
+		s.HAProxyError = statErr.Error()
+	}
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		in.Health = "-"
+		for _, st := range stats {
+			if st.Name == in.Name {
+				in.Health, in.Check, in.Sessions, in.Requests = st.Status, st.CheckStatus, st.Sessions, st.Total
+			}
+		}
+	}
+	return s
+}

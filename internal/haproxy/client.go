@@ -1,0 +1,260 @@
+package haproxy
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to an HAProxy runtime API socket (a worker's stats socket or
+// the master socket), one connection per command line.
+type Client struct {
+	Socket string
+}
+
+// APIError is an answer from HAProxy that means a command failed, such as
+// "No such server." or "Unknown command".
+type APIError struct {
+	Command string
+	// Message is HAProxy's answer without surrounding blank lines.
+	Message string
+}
+
+func (e *APIError) Error() string {
+	msg, _, more := strings.Cut(e.Message, "\n")
+	if more {
+		msg += " …"
+	}
+	return fmt.Sprintf("haproxy %q: %s", e.Command, msg)
+}
+
+// Messages HAProxy 2.6 answers that shoal acts on.
+const (
+	msgServerAdded   = "New server registered."
+	msgServerDeleted = "Server deleted."
+	msgNoSuchServer  = "No such server."
+	msgAlreadyExists = "Already exists a server with the same name"
+	msgStillInUse    = "still has connections attached"
+)
+
+func isAPIError(err error, substr string) bool {
+	var e *APIError
+	return errors.As(err, &e) && strings.Contains(e.Message, substr)
+}
+
+// Exec sends one command line (several commands may be joined with ";") and
+// returns HAProxy's whole answer. Only failing to talk to the socket is an
+// error; see Client's other methods for answers that mean failure.
+func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
+	if strings.ContainsAny(cmd, "\r\n") {
+		return "", fmt.Errorf("haproxy command %q: must be one line", cmd)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return "", fmt.Errorf("haproxy runtime API %s: %w", c.Socket, err)
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	// Cancellation without a deadline must still unblock the read.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	fail := func(err error) (string, error) {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return "", fmt.Errorf("haproxy runtime API %s: %q: %w", c.Socket, cmd, err)
+	}
+	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+		return fail(err)
+	}
+	// The master socket answers but keeps the connection open until our side
+	// is closed; a worker's socket closes by itself.
+	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
+		return fail(err)
+	}
+	out, err := io.ReadAll(conn)
+	if err != nil {
+		return fail(err)
+	}
+	return string(out), nil
+}
+
+// expect runs cmd and turns any answer other than want into an *APIError.
+// Commands that succeed silently have want "", also when several are joined.
+func (c *Client) expect(ctx context.Context, cmd, want string) error {
+	out, err := c.Exec(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if got := strings.TrimSpace(out); got != want {
+		return &APIError{Command: cmd, Message: got}
+	}
+	return nil
+}
+
+// ServerStat is one server's line of "show stat".
+type ServerStat struct {
+	Backend string
+	Name    string
+	Addr    string
+	// Status is "UP", "DOWN", "MAINT", "DRAIN", "UP 1/2", "no check", ...
+	Status string
+	// CheckStatus is the last check's result ("L7OK", "L4CON", ...) without
+	// the "* " HAProxy prefixes while a check runs.
+	CheckStatus string
+	Weight      int
+	// Sessions is the current number of sessions (scur), Total the cumulated
+	// number (stot).
+	Sessions int
+	Total    int64
+}
+
+// Stats returns the servers of backend.
+func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
+	if !isName(backend) {
+		return nil, fmt.Errorf("haproxy stats: invalid backend name %q", backend)
+	}
+	cmd := "show stat " + backend + " 4 -1"
+	out, err := c.Exec(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := parseStats(out)
+	if err != nil {
+		return nil, fmt.Errorf("haproxy %q: %w", cmd, err)
+	}
+	// The filter matches a backend by name or by numeric id.
+	kept := stats[:0]
+	for _, s := range stats {
+		if s.Backend == backend {
+			kept = append(kept, s)
+		}
+	}
+	return kept, nil
+}
+
+// parseStats parses "show stat" CSV by column name, since columns are added
+// between HAProxy versions. It returns server lines only.
+func parseStats(out string) ([]ServerStat, error) {
+	body, ok := strings.CutPrefix(out, "# ")
+	if !ok {
+		return nil, errors.New(firstLine(out))
+	}
+	r := csv.NewReader(strings.NewReader(body))
+	r.FieldsPerRecord = -1
+	records, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("parse CSV: %w", err)
+	}
+	if len(records) == 0 {
+		return nil, errors.New("parse CSV: no header")
+	}
+	col := make(map[string]int)
+	for i, name := range records[0] {
+		col[name] = i
+	}
+	need := []string{"pxname", "svname", "addr", "status", "check_status", "weight", "scur", "stot"}
+	for _, name := range need {
+		if _, ok := col[name]; !ok {
+			return nil, fmt.Errorf("parse CSV: no %q column", name)
+		}
+	}
+	var stats []ServerStat
+	for n, rec := range records[1:] {
+		field := func(name string) string {
+			if i := col[name]; i < len(rec) {
+				return rec[i]
+			}
+			return ""
+		}
+		if sv := field("svname"); sv == "FRONTEND" || sv == "BACKEND" {
+			continue
+		}
+		s := ServerStat{
+			Backend:     field("pxname"),
+			Name:        field("svname"),
+			Addr:        field("addr"),
+			Status:      field("status"),
+			CheckStatus: strings.TrimPrefix(field("check_status"), "* "),
+		}
+		// HAProxy leaves counters that do not apply empty.
+		var errs []error
+		num := func(name string) int64 {
+			v := field(name)
+			if v == "" {
+				return 0
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("column %s: %w", name, err))
+			}
+			return n
+		}
+		s.Weight, s.Sessions, s.Total = int(num("weight")), int(num("scur")), num("stot")
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("parse CSV line %d: %w", n+2, err)
+		}
+		stats = append(stats, s)
+	}
+	return stats, nil
+}
+
+// StreamsOn counts the streams that still reference server in backend,
+// including those that "show stat" no longer counts in scur (a stream waiting
+// to retry a connection). Deleting a server that streams reference crashes
+// HAProxy 2.6.
+func (c *Client) StreamsOn(ctx context.Context, backend, server string) (int, error) {
+	out, err := c.Exec(ctx, "show sess")
+	if err != nil {
+		return 0, err
+	}
+	n, err := countStreams(out, backend, server)
+	if err != nil {
+		return 0, fmt.Errorf(`haproxy "show sess": %w`, err)
+	}
+	return n, nil
+}
+
+// countStreams counts "show sess" lines whose be= and srv= fields are exactly
+// backend and server.
+func countStreams(out, backend, server string) (int, error) {
+	wantBE, wantSrv := "be="+backend, "srv="+server
+	n := 0
+	for line := range strings.Lines(out) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		// Every stream line starts with its address, "0x...:".
+		if !strings.HasPrefix(line, "0x") {
+			return 0, errors.New(firstLine(out))
+		}
+		var be, srv bool
+		for f := range strings.FieldsSeq(line) {
+			be = be || f == wantBE
+			srv = srv || f == wantSrv
+		}
+		if be && srv {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if line == "" {
+		return "empty answer"
+	}
+	return line
+}

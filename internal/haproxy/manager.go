@@ -1,0 +1,534 @@
+package haproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/proc"
+)
+
+const (
+	// startTimeout bounds how long a new master may take to answer on its
+	// admin socket.
+	startTimeout = 10 * time.Second
+	// cmdTimeout bounds one runtime API command.
+	cmdTimeout = 5 * time.Second
+	// replaceGrace is how long a previous master with another configuration
+	// may finish its requests after a soft stop before it is killed.
+	replaceGrace = 5 * time.Second
+	// killGrace is the time between SIGTERM and SIGKILL once a stop gives up.
+	killGrace = time.Second
+
+	backoffMin   = time.Second
+	backoffMax   = 30 * time.Second
+	backoffReset = 60 * time.Second
+)
+
+// Manager owns the HAProxy master process and the set of servers it should
+// have. The registry is the truth: whenever HAProxy (re)starts, the servers
+// in the registry are added to it. All methods are safe for concurrent use.
+type Manager struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	paths  Paths
+	client *Client
+	master *Client
+
+	// servers serializes the runtime API commands that change one server.
+	servers keyedMutex
+
+	// life serializes Start, Stop and Detach.
+	life sync.Mutex
+
+	mu       sync.Mutex
+	registry map[serverKey]*entry
+	proc     *proc.Process
+	// up is true while proc's admin socket has answered: commands are sent.
+	up bool
+	// stopSupervisor cancels the supervision goroutine; supervisorDone is
+	// closed when it has returned. Both are nil when not supervising.
+	stopSupervisor context.CancelFunc
+	supervisorDone chan struct{}
+}
+
+// Server is a dynamic HAProxy server, one instance of a group.
+type Server struct {
+	Backend string
+	Name    string
+	// Host is an IP address: HAProxy gives dynamic servers named by a host
+	// name no address.
+	Host   string
+	Port   int
+	Health config.Health
+	// Weight is HAProxy's weight, 1 to 256; 0 means 100.
+	Weight int
+}
+
+type serverKey struct{ backend, name string }
+
+type entry struct {
+	srv Server
+	// ready servers passed their checks once; after a restart of HAProxy they
+	// are added without the gate that keeps new ones out until checked.
+	ready bool
+	// draining servers get "state drain" again if HAProxy restarts.
+	draining bool
+}
+
+// NewManager returns a Manager for cfg. Servers may be added before Start:
+// Start adds them to HAProxy, or reconciles an adopted HAProxy with them.
+func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := PathsFor(cfg.StateDir)
+	return &Manager{
+		cfg:      cfg,
+		log:      log.With("component", "haproxy"),
+		paths:    p,
+		client:   &Client{Socket: p.AdminSocket},
+		master:   &Client{Socket: p.MasterSocket},
+		registry: make(map[serverKey]*entry),
+	}
+}
+
+// Client returns a runtime API client for the admin socket.
+func (m *Manager) Client() *Client { return m.client }
+
+// PID returns the master's pid, or 0 when HAProxy is not running.
+func (m *Manager) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil {
+		return 0
+	}
+	return m.proc.PID()
+}
+
+// Start checks and writes HAProxy's configuration, adopts a master left
+// running by an earlier Manager with the same configuration or starts a new
+// one, adds the registered servers, and supervises the master until Stop.
+// It returns once the admin socket answers.
+func (m *Manager) Start(ctx context.Context) error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	if m.supervisorDone != nil {
+		return errors.New("start haproxy: already started")
+	}
+
+	bin, err := m.binary(ctx)
+	if err != nil {
+		return err
+	}
+	text, err := Render(m.cfg, m.paths)
+	if err != nil {
+		return fmt.Errorf("render haproxy config: %w", err)
+	}
+	if err := os.MkdirAll(m.paths.Dir, 0o700); err != nil {
+		return fmt.Errorf("create haproxy directory: %w", err)
+	}
+	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
+		return fmt.Errorf("write haproxy config: %w", err)
+	}
+	if out, err := exec.CommandContext(ctx, bin, "-c", "-f", m.paths.Config).CombinedOutput(); err != nil {
+		return fmt.Errorf("haproxy rejected %s (%v): %s", m.paths.Config, err, strings.TrimSpace(string(out)))
+	}
+	sum := sha256.Sum256([]byte(text))
+	hash := hex.EncodeToString(sum[:])
+
+	p, err := m.adopt(ctx, hash)
+	if err != nil {
+		return err
+	}
+	adopted := p != nil
+	if adopted {
+		m.log.Info("adopted running haproxy", "pid", p.PID())
+	} else if p, err = m.launch(ctx, bin, hash); err != nil {
+		return err
+	}
+
+	m.mu.Lock()
+	m.proc, m.up = p, true
+	m.mu.Unlock()
+	m.sync(ctx, adopted)
+
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	m.stopSupervisor, m.supervisorDone = cancel, done
+	go func() {
+		defer close(done)
+		m.supervise(sctx, p, bin, hash)
+	}()
+	return nil
+}
+
+// Stop soft-stops HAProxy (SIGUSR1: listeners close, requests in flight
+// finish) and ends supervision. If ctx ends first, the process group gets
+// SIGTERM, then SIGKILL. Stopping a stopped Manager does nothing.
+func (m *Manager) Stop(ctx context.Context) error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	p := m.detach()
+	if p == nil {
+		return nil
+	}
+	m.log.Info("stopping haproxy", "pid", p.PID())
+	if err := softStop(ctx, p); err != nil {
+		return err
+	}
+	if err := os.Remove(m.recordPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove haproxy master record: %w", err)
+	}
+	return nil
+}
+
+// Detach ends supervision but leaves HAProxy running, so that a later Start
+// (after shoal itself restarts) adopts it without dropping a connection.
+func (m *Manager) Detach() {
+	m.life.Lock()
+	defer m.life.Unlock()
+	if p := m.detach(); p != nil {
+		m.log.Info("leaving haproxy running", "pid", p.PID())
+	}
+}
+
+// detach stops the supervisor and forgets the process, returning it.
+func (m *Manager) detach() *proc.Process {
+	if m.stopSupervisor != nil {
+		m.stopSupervisor()
+		<-m.supervisorDone
+		m.stopSupervisor, m.supervisorDone = nil, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.proc
+	m.proc, m.up = nil, false
+	return p
+}
+
+// softStop sends SIGUSR1 and waits for p to exit; once ctx ends it kills p.
+func softStop(ctx context.Context, p *proc.Process) error {
+	if err := p.Signal(syscall.SIGUSR1); err != nil && !errors.Is(err, proc.ErrGone) {
+		return fmt.Errorf("soft-stop haproxy: %w", err)
+	}
+	select {
+	case <-p.Done():
+		return nil
+	case <-ctx.Done():
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
+	defer cancel()
+	if err := p.Stop(kctx, killGrace); err != nil {
+		return fmt.Errorf("kill haproxy: %w", err)
+	}
+	return nil
+}
+
+var versionRE = regexp.MustCompile(`version (\d+)\.(\d+)`)
+
+// binary finds HAProxy and checks that it is 2.6 or later.
+func (m *Manager) binary(ctx context.Context) (string, error) {
+	name := m.cfg.HAProxy.Binary
+	if name == "" {
+		name = "haproxy"
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		where := "on PATH"
+		if strings.ContainsRune(name, filepath.Separator) {
+			where = "at that path"
+		}
+		cfgPath := m.cfg.Path
+		if cfgPath == "" {
+			cfgPath = "the config file"
+		}
+		return "", fmt.Errorf("haproxy not found (looked for %q %s): install it with \"apt-get install haproxy\" (Debian/Ubuntu) or set haproxy.binary in %s",
+			name, where, cfgPath)
+	}
+	vctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(vctx, bin, "-v").Output()
+	if err != nil {
+		return "", fmt.Errorf("run %s -v: %w", bin, err)
+	}
+	v := versionRE.FindSubmatch(out)
+	if v == nil {
+		return "", fmt.Errorf("%s -v: no version in %q", bin, firstLine(string(out)))
+	}
+	major, _ := strconv.Atoi(string(v[1]))
+	minor, _ := strconv.Atoi(string(v[2]))
+	if major < 2 || major == 2 && minor < 6 {
+		return "", fmt.Errorf("%s is HAProxy %d.%d; shoal needs 2.6 or later", bin, major, minor)
+	}
+	return bin, nil
+}
+
+// masterRecord identifies the running master across restarts of shoal.
+type masterRecord struct {
+	PID          int    `json:"pid"`
+	PIDStart     uint64 `json:"pid_start"`
+	ConfigSHA256 string `json:"config_sha256"`
+}
+
+func (m *Manager) recordPath() string { return filepath.Join(m.paths.Dir, "master.json") }
+
+// adopt returns the master named by master.json if it is still ours, runs
+// the configuration with hash and answers. A master of ours that does not
+// qualify is stopped, so that the new one can bind.
+func (m *Manager) adopt(ctx context.Context, hash string) (*proc.Process, error) {
+	b, err := os.ReadFile(m.recordPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read haproxy master record: %w", err)
+	}
+	var rec masterRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		m.log.Warn("ignoring unreadable haproxy master record", "path", m.recordPath(), "err", err)
+		return nil, nil
+	}
+	p, err := proc.Adopt(rec.PID, rec.PIDStart)
+	if errors.Is(err, proc.ErrGone) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
+	}
+	reason := "its configuration differs"
+	if rec.ConfigSHA256 == hash {
+		err := m.answers(ctx)
+		if err == nil {
+			return p, nil
+		}
+		reason = fmt.Sprintf("it does not answer (%v)", err)
+	}
+	m.log.Info("replacing haproxy from an earlier run", "pid", p.PID(), "reason", reason)
+	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
+	defer cancel()
+	if err := softStop(sctx, p); err != nil {
+		return nil, fmt.Errorf("stop haproxy from an earlier run (pid %d): %w", p.PID(), err)
+	}
+	return nil, nil
+}
+
+// answers checks both sockets: the master's, which proves the master is
+// alive, and the worker's, which proves it serves.
+func (m *Manager) answers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	if _, err := m.master.Exec(ctx, "show proc"); err != nil {
+		return err
+	}
+	_, err := m.client.Exec(ctx, "show info")
+	return err
+}
+
+// launch starts a master and waits for its admin socket. On failure the
+// process is gone and the error quotes HAProxy's log.
+func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, error) {
+	var logStart int64
+	if fi, err := os.Stat(m.paths.LogFile); err == nil {
+		logStart = fi.Size()
+	}
+	p, err := proc.Start(proc.Spec{
+		Argv: []string{bin, "-W", "-S", m.paths.MasterSocket + ",mode,600",
+			"-f", m.paths.Config, "-p", m.paths.PIDFile},
+		Env: os.Environ(),
+		Dir: m.paths.Dir,
+		Log: m.paths.LogFile,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start haproxy: %w", err)
+	}
+	if err := m.waitAdmin(ctx, p); err != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
+		defer cancel()
+		_ = p.Stop(kctx, killGrace)
+		if tail := logTail(m.paths.LogFile, logStart); tail != "" {
+			err = fmt.Errorf("%w; %s says: %s", err, m.paths.LogFile, tail)
+		}
+		return nil, fmt.Errorf("start haproxy: %w", err)
+	}
+	b, _ := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
+	if err := writeFileAtomic(m.recordPath(), b); err != nil {
+		// Only adoption by a later run depends on it.
+		m.log.Warn("cannot record haproxy master", "err", err)
+	}
+	m.log.Info("haproxy started", "pid", p.PID())
+	return p, nil
+}
+
+func (m *Manager) waitAdmin(ctx context.Context, p *proc.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		_, err := m.client.Exec(actx, "show info")
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("haproxy exited during start-up (%s)", p.ExitReason())
+		case <-ctx.Done():
+			return fmt.Errorf("admin socket %s did not answer within %s: %w", m.paths.AdminSocket, startTimeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// supervise restarts the master whenever it exits, with exponential back-off,
+// and adds the registry to the new one. It returns when ctx ends.
+func (m *Manager) supervise(ctx context.Context, p *proc.Process, bin, hash string) {
+	delay := backoffMin
+	upSince := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Done():
+		}
+		if ctx.Err() != nil {
+			return // Stop raced with the exit it caused.
+		}
+		m.mu.Lock()
+		m.proc, m.up = nil, false
+		m.mu.Unlock()
+		if time.Since(upSince) >= backoffReset {
+			delay = backoffMin
+		}
+		m.log.Error("haproxy exited unexpectedly; restarting", "pid", p.PID(), "reason", p.ExitReason(),
+			"log", logTail(m.paths.LogFile, -1), "restart_in", delay)
+		for {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			delay = min(2*delay, backoffMax)
+			np, err := m.launch(ctx, bin, hash)
+			if err == nil {
+				p = np
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Error("haproxy restart failed", "err", err, "retry_in", delay)
+		}
+		upSince = time.Now()
+		m.mu.Lock()
+		m.proc, m.up = p, true
+		m.mu.Unlock()
+		m.sync(ctx, false)
+	}
+}
+
+// logTail returns HAProxy's last alert lines after offset from (or the last
+// lines when there are no alerts); from < 0 reads only the end of the file.
+func logTail(path string, from int64) string {
+	const maxTail = 4 << 10
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil {
+		from = max(from, fi.Size()-maxTail)
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, max(from, 0), maxTail))
+	if err != nil {
+		return ""
+	}
+	var alerts, all []string
+	for line := range bytes.Lines(b) {
+		s := strings.TrimSpace(string(line))
+		if s == "" {
+			continue
+		}
+		all = append(all, s)
+		if strings.HasPrefix(s, "[ALERT]") {
+			alerts = append(alerts, s)
+		}
+	}
+	if len(alerts) == 0 {
+		alerts = all
+	}
+	return strings.Join(alerts[max(0, len(alerts)-3):], " | ")
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// keyedMutex is a set of mutexes by server, each waited for with a context.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[serverKey]*keyLock
+}
+
+type keyLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// lock returns the unlock function once the lock for k is held.
+func (km *keyedMutex) lock(ctx context.Context, k serverKey) (func(), error) {
+	km.mu.Lock()
+	if km.locks == nil {
+		km.locks = make(map[serverKey]*keyLock)
+	}
+	l := km.locks[k]
+	if l == nil {
+		l = &keyLock{ch: make(chan struct{}, 1)}
+		km.locks[k] = l
+	}
+	l.refs++
+	km.mu.Unlock()
+
+	release := func() {
+		km.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(km.locks, k)
+		}
+		km.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, fmt.Errorf("wait for server %s/%s: %w", k.backend, k.name, ctx.Err())
+	}
+}

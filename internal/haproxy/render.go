@@ -1,0 +1,289 @@
+// Package haproxy runs HAProxy as shoal's data plane: it renders HAProxy's
+// configuration, talks to its runtime API, and supervises the master process
+// while keeping HAProxy's dynamic servers in line with a registry.
+//
+// HAProxy 2.6 loses servers added at runtime on reload, so the configuration
+// has no servers at all and is never reloaded: a changed configuration means a
+// restart, after which the registry is added again.
+package haproxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// Paths are the files of one HAProxy instance. All are absolute.
+type Paths struct {
+	Dir          string
+	Config       string
+	AdminSocket  string
+	MasterSocket string
+	PIDFile      string
+	LogFile      string
+}
+
+// PathsFor returns the paths under stateDir/haproxy.
+func PathsFor(stateDir string) Paths {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	dir := filepath.Join(stateDir, "haproxy")
+	return Paths{
+		Dir:          dir,
+		Config:       filepath.Join(dir, "haproxy.cfg"),
+		AdminSocket:  filepath.Join(dir, "admin.sock"),
+		MasterSocket: filepath.Join(dir, "master.sock"),
+		PIDFile:      filepath.Join(dir, "haproxy.pid"),
+		LogFile:      filepath.Join(dir, "haproxy.log"),
+	}
+}
+
+// maxSocketPath is the longest stats socket path HAProxy 2.6 accepts: it binds
+// to PATH.PID.tmp first, which must fit in sun_path.
+const maxSocketPath = 97
+
+// defaultsLines keep clients error-free while servers come and go. Measured on
+// 2.6.12: without redispatch and retry-on, a stream waiting to retry a server
+// that was just deleted crashed the worker, and a killed backend cost errors.
+var defaultsLines = []string{
+	"mode http",
+	"timeout connect 5s",
+	"timeout client 30s",
+	"timeout server 30s",
+	"timeout http-keep-alive 10s",
+	"retries 3",
+	"option redispatch",
+	"retry-on all-retryable-errors",
+}
+
+// sectionKeywords start a new section; a verbatim global or defaults line
+// starting with one would silently move the lines after it.
+var sectionKeywords = map[string]bool{
+	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
+	"peers": true, "resolvers": true, "userlist": true, "mailers": true, "program": true,
+	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
+}
+
+var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
+
+// Render returns HAProxy's configuration for cfg. It refuses any value that
+// could change the configuration's structure (newlines, spaces in words,
+// comment or quote characters) rather than trying to escape it.
+func Render(cfg *config.Config, p Paths) (string, error) {
+	if err := checkPaths(p); err != nil {
+		return "", err
+	}
+	bind, err := bindAddress(cfg.Listen)
+	if err != nil {
+		return "", err
+	}
+
+	var b strings.Builder
+	line := func(format string, args ...any) {
+		b.WriteString("    ")
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+
+	b.WriteString("global\n")
+	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
+	line("hard-stop-after 30s")
+	for _, l := range cfg.HAProxy.Global {
+		if err := checkVerbatim(l); err != nil {
+			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
+		}
+		line("%s", strings.TrimSpace(l))
+	}
+
+	b.WriteString("\ndefaults\n")
+	for _, l := range defaultsLines {
+		line("%s", l)
+	}
+	for _, l := range cfg.HAProxy.Defaults {
+		if err := checkVerbatim(l); err != nil {
+			return "", fmt.Errorf("haproxy.defaults line %q: %w", l, err)
+		}
+		line("%s", strings.TrimSpace(l))
+	}
+
+	b.WriteString("\nfrontend shoal\n")
+	line("bind %s", bind)
+	if c := cfg.Compression; c != nil {
+		line("compression algo gzip")
+		for _, t := range c.Types {
+			if !isMediaType(t) {
+				return "", fmt.Errorf("compression type %q: not a media type such as text/html", t)
+			}
+		}
+		if len(c.Types) > 0 {
+			line("compression type %s", strings.Join(c.Types, " "))
+		}
+	}
+	seen := make(map[string]bool)
+	defaultBackend := ""
+	for _, g := range cfg.Groups {
+		if !isName(g.Name) {
+			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
+		}
+		if seen[g.Name] {
+			return "", fmt.Errorf("group name %q: used twice", g.Name)
+		}
+		seen[g.Name] = true
+		if len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
+			if defaultBackend != "" {
+				return "", fmt.Errorf("groups %q and %q both have neither hosts nor path_prefixes; only one can be the default", defaultBackend, g.Name)
+			}
+			defaultBackend = g.Name
+			continue
+		}
+		// First match wins, in the order the groups are written.
+		var conds []string
+		if len(g.Hosts) > 0 {
+			withPort := make([]string, len(g.Hosts))
+			for i, h := range g.Hosts {
+				if !isHost(h) {
+					return "", fmt.Errorf("group %s: host %q: must be a host name or IP address", g.Name, h)
+				}
+				withPort[i] = h + ":"
+			}
+			// Clients send Host with the port when it is not the scheme's default.
+			line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(g.Hosts, " "))
+			line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			conds = append(conds, "host_"+g.Name)
+		}
+		if len(g.PathPrefixes) > 0 {
+			for _, pp := range g.PathPrefixes {
+				if !isPath(pp, false) {
+					return "", fmt.Errorf("group %s: path prefix %q: must start with \"/\" and hold no spaces, quotes, '#', '\\' or '?'", g.Name, pp)
+				}
+			}
+			line("acl path_%s path_beg %s", g.Name, strings.Join(g.PathPrefixes, " "))
+			conds = append(conds, "path_"+g.Name)
+		}
+		line("use_backend %s if %s", g.Name, strings.Join(conds, " "))
+	}
+	if defaultBackend != "" {
+		line("default_backend %s", defaultBackend)
+	}
+
+	for _, g := range cfg.Groups {
+		if !dynamicBalance[g.Balance] {
+			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)
+		}
+		if !isPath(g.Health.Path, true) {
+			return "", fmt.Errorf("group %s: health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", g.Name, g.Health.Path)
+		}
+		fmt.Fprintf(&b, "\nbackend %s\n", g.Name)
+		line("balance %s", g.Balance)
+		line("option httpchk")
+		line("http-check send meth GET uri %s ver HTTP/1.1 hdr Host localhost", g.Health.Path)
+		line("http-check expect status 200-399")
+		if g.Health.Timeout > 0 {
+			line("timeout check %s", ms(g.Health.Timeout))
+		}
+	}
+	return b.String(), nil
+}
+
+func checkPaths(p Paths) error {
+	for _, f := range []struct{ name, path string }{
+		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
+		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
+	} {
+		if !filepath.IsAbs(f.path) {
+			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)
+		}
+		// The paths are single words in the configuration and on the command line
+		// (-S splits on commas).
+		if strings.ContainsFunc(f.path, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`#"'\,`, r) }) {
+			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
+		}
+	}
+	for _, s := range []string{p.AdminSocket, p.MasterSocket} {
+		if len(s) > maxSocketPath {
+			return fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", s, maxSocketPath)
+		}
+	}
+	return nil
+}
+
+// bindAddress turns host:port into HAProxy's bind syntax.
+func bindAddress(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("listen address %q: %w", listen, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("listen address %q: port must be a number from 1 to 65535", listen)
+	}
+	if host != "" && !isHost(host) {
+		return "", fmt.Errorf("listen address %q: host must be a host name or IP address", listen)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func checkVerbatim(l string) error {
+	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+		return errors.New("must be one line without control characters")
+	}
+	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
+		return fmt.Errorf("must not start a new section (%s)", f[0])
+	}
+	return nil
+}
+
+// isName accepts what HAProxy allows in proxy, server and ACL names.
+func isName(s string) bool {
+	return s != "" && allIn(s, func(r rune) bool {
+		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':'
+	})
+}
+
+// isHost accepts host names and IP literals (IPv6 in or out of brackets).
+func isHost(s string) bool {
+	return s != "" && allIn(s, func(r rune) bool {
+		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':' || r == '[' || r == ']'
+	})
+}
+
+// isPath accepts a URL path of printable ASCII that is one HAProxy word;
+// query allows a query string (the health check URI).
+func isPath(s string, query bool) bool {
+	return strings.HasPrefix(s, "/") && allIn(s, func(r rune) bool {
+		return r > ' ' && r < 0x7f && !strings.ContainsRune(`#"'\`, r) && (query || r != '?')
+	})
+}
+
+func isMediaType(s string) bool {
+	typ, sub, ok := strings.Cut(s, "/")
+	token := func(t string) bool {
+		return t != "" && allIn(t, func(r rune) bool { return isAlnum(r) || strings.ContainsRune("!$&^_.+-*", r) })
+	}
+	return ok && token(typ) && token(sub)
+}
+
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+func allIn(s string, ok func(rune) bool) bool {
+	for _, r := range s {
+		if !ok(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// ms renders d in HAProxy's millisecond syntax, rounding up so a positive
+// duration never becomes 0 (which HAProxy reads as "no timeout").
+func ms(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10) + "ms"
+}

@@ -1,0 +1,466 @@
+package haproxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// ErrNotRunning reports that HAProxy is stopped or being restarted.
+var ErrNotRunning = errors.New("haproxy is not running")
+
+const (
+	pollInterval = 100 * time.Millisecond
+	// streamWait bounds the wait for streams to leave a server in maintenance;
+	// shutdownWait the wait after they were shut down.
+	streamWait   = 10 * time.Second
+	shutdownWait = 2 * time.Second
+	// delRetry bounds retrying "del server" while HAProxy still counts
+	// connections that are about to close.
+	delRetry = 5 * time.Second
+)
+
+// AddServer registers s and, if HAProxy runs, adds it. Unless ready, the
+// server is marked down until it passes Health.Rise checks, so a dead instance
+// never takes a request; the caller polls Stats to see it UP. A server that
+// already exists in HAProxy with the same address is left as it is.
+func (m *Manager) AddServer(ctx context.Context, s Server, ready bool) error {
+	s, err := m.check(s)
+	if err != nil {
+		return err
+	}
+	k := serverKey{s.Backend, s.Name}
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	m.mu.Lock()
+	prev := m.registry[k]
+	m.registry[k] = &entry{srv: s, ready: ready}
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return nil
+	}
+	err = m.addToHAProxy(ctx, s, ready)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		// HAProxy refuses this server: re-adding it after a restart would fail too.
+		m.mu.Lock()
+		if prev != nil {
+			m.registry[k] = prev
+		} else {
+			delete(m.registry, k)
+		}
+		m.mu.Unlock()
+	}
+	return m.tolerateDown(ctx, fmt.Sprintf("add server %s/%s", s.Backend, s.Name), err)
+}
+
+// MarkReady records that a server passed its checks, so that re-adding it
+// after a restart of HAProxy skips the gate. It sends nothing to HAProxy.
+func (m *Manager) MarkReady(backend, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.registry[serverKey{backend, name}]; e != nil {
+		e.ready = true
+	}
+}
+
+// Drain stops sending new requests to a registered server and waits until
+// none are in flight, or timeout (which is logged, not an error: the caller
+// removes the server either way).
+func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.Duration) error {
+	k := serverKey{backend, name}
+	m.mu.Lock()
+	e := m.registry[k]
+	if e != nil {
+		e.draining = true
+	}
+	up := m.up
+	m.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("drain server %q/%q: not registered", backend, name)
+	}
+	if !up {
+		return nil
+	}
+
+	what := fmt.Sprintf("drain server %s/%s", backend, name)
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
+	unlock()
+	if isAPIError(err, msgNoSuchServer) {
+		return nil
+	}
+	if err != nil {
+		return m.tolerateDown(ctx, what, err)
+	}
+
+	start := time.Now()
+	for {
+		idle, err := m.idle(ctx, backend, name)
+		if err != nil {
+			return m.tolerateDown(ctx, what, err)
+		}
+		if idle {
+			m.log.Debug("server drained", "backend", backend, "server", name, "took", time.Since(start))
+			return nil
+		}
+		if time.Since(start) >= timeout {
+			m.log.Warn("drain timed out; requests in flight will be cut", "backend", backend, "server", name, "timeout", timeout)
+			return nil
+		}
+		if err := sleepCtx(ctx, pollInterval); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+}
+
+// RemoveServer unregisters a server and deletes it from HAProxy once no
+// stream refers to it; a server HAProxy does not have counts as removed.
+func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error {
+	if !isName(backend) || !isName(name) {
+		return fmt.Errorf("remove server %q/%q: invalid name", backend, name)
+	}
+	k := serverKey{backend, name}
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	m.mu.Lock()
+	delete(m.registry, k)
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return nil
+	}
+	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
+}
+
+// Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
+func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return nil, fmt.Errorf("haproxy stats for %s: %w", backend, ErrNotRunning)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.Stats(ctx, backend)
+}
+
+// check validates s, which ends up in runtime API command lines, and fills
+// in defaults.
+func (m *Manager) check(s Server) (Server, error) {
+	if s.Weight == 0 {
+		s.Weight = 100
+	}
+	fail := func(format string, args ...any) (Server, error) {
+		return s, fmt.Errorf("server %q/%q: %s", s.Backend, s.Name, fmt.Sprintf(format, args...))
+	}
+	if !slices.ContainsFunc(m.cfg.Groups, func(g config.Group) bool { return g.Name == s.Backend }) {
+		return fail("no group %q", s.Backend)
+	}
+	if !isName(s.Name) {
+		return fail("name must be letters, digits, '-', '_', '.' or ':'")
+	}
+	if ip, err := netip.ParseAddr(s.Host); err != nil || ip.Zone() != "" {
+		return fail("host %q must be an IP address", s.Host)
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return fail("port %d must be 1 to 65535", s.Port)
+	}
+	if s.Weight < 1 || s.Weight > 256 {
+		return fail("weight %d must be 1 to 256", s.Weight)
+	}
+	if h := s.Health; h.Interval < 0 || h.Rise < 0 || h.Fall < 0 {
+		return fail("health interval, rise and fall must not be negative")
+	}
+	return s, nil
+}
+
+// addToHAProxy adds s and takes it out of maintenance. The caller holds the
+// server's lock.
+func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error {
+	id := s.Backend + "/" + s.Name
+	ip, err := netip.ParseAddr(s.Host)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", id, err)
+	}
+	addr := netip.AddrPortFrom(ip, uint16(s.Port))
+	// default-server does not apply to dynamic servers: every setting goes here.
+	add := "add server " + id + " " + addr.String() + " check"
+	if s.Health.Interval > 0 {
+		add += " inter " + ms(s.Health.Interval)
+	}
+	if s.Health.Rise > 0 {
+		add += " rise " + strconv.Itoa(s.Health.Rise)
+	}
+	if s.Health.Fall > 0 {
+		add += " fall " + strconv.Itoa(s.Health.Fall)
+	}
+	add += " weight " + strconv.Itoa(s.Weight)
+
+	err = m.run(ctx, add, msgServerAdded)
+	if isAPIError(err, msgAlreadyExists) {
+		st, found, serr := m.stat(ctx, s.Backend, s.Name)
+		switch {
+		case serr != nil:
+			return serr
+		case !found:
+			return err
+		case sameAddr(st.Addr, addr) && !strings.HasPrefix(st.Status, "MAINT"):
+			return nil
+		case sameAddr(st.Addr, addr):
+			// Added earlier but never enabled: finish the job below.
+		default:
+			m.log.Info("replacing server with a new address", "backend", s.Backend, "server", s.Name, "old", st.Addr, "new", addr)
+			if err := m.removeFromHAProxy(ctx, s.Backend, s.Name); err != nil {
+				return err
+			}
+			if err := m.run(ctx, add, msgServerAdded); err != nil {
+				return err
+			}
+		}
+	} else if err != nil {
+		return err
+	}
+
+	// A new server is in maintenance with checks off, and leaving maintenance
+	// counts as UP before the first check. One line, so no request can reach
+	// it between "enable server" and "health down".
+	enable := "enable health " + id + "; enable server " + id
+	if !ready {
+		enable += "; set server " + id + " health down"
+	}
+	return m.run(ctx, enable, "")
+}
+
+// removeFromHAProxy puts a server in maintenance and deletes it once no
+// stream refers to it: deleting a server that streams still point to crashes
+// HAProxy 2.6. The caller holds the server's lock.
+func (m *Manager) removeFromHAProxy(ctx context.Context, backend, name string) error {
+	id := backend + "/" + name
+	err := m.run(ctx, "set server "+id+" state maint", "")
+	if isAPIError(err, msgNoSuchServer) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n, err := m.waitStreams(ctx, backend, name, streamWait)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		m.log.Warn("server still has streams after maintenance; shutting them down", "backend", backend, "server", name, "streams", n)
+		if err := m.run(ctx, "shutdown sessions server "+id, ""); err != nil {
+			return err
+		}
+		if n, err = m.waitStreams(ctx, backend, name, shutdownWait); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("delete server %s: %d streams still attached; left in maintenance", id, n)
+		}
+	}
+
+	deadline := time.Now().Add(delRetry)
+	for {
+		err := m.run(ctx, "del server "+id, msgServerDeleted)
+		if err == nil || isAPIError(err, msgNoSuchServer) {
+			return nil
+		}
+		if !isAPIError(err, msgStillInUse) || time.Now().After(deadline) {
+			return err
+		}
+		if err := sleepCtx(ctx, pollInterval); err != nil {
+			return fmt.Errorf("delete server %s: %w", id, err)
+		}
+		// The connections HAProxy still counted may have had streams.
+		if n, err := m.waitStreams(ctx, backend, name, time.Until(deadline)); err != nil {
+			return err
+		} else if n > 0 {
+			return fmt.Errorf("delete server %s: %d streams still attached; left in maintenance", id, n)
+		}
+	}
+}
+
+// waitStreams polls until no stream refers to the server or limit has passed,
+// and returns the last count.
+func (m *Manager) waitStreams(ctx context.Context, backend, name string, limit time.Duration) (int, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		n, err := m.client.StreamsOn(cctx, backend, name)
+		cancel()
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		if err := sleepCtx(ctx, pollInterval); err != nil {
+			return n, fmt.Errorf("wait for streams on %s/%s: %w", backend, name, err)
+		}
+	}
+}
+
+// idle reports whether a server has neither sessions nor streams; a server
+// HAProxy no longer has is idle.
+func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) {
+	st, found, err := m.stat(ctx, backend, name)
+	if err != nil || !found || st.Sessions > 0 {
+		return err == nil && !found, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	n, err := m.client.StreamsOn(cctx, backend, name)
+	return err == nil && n == 0, err
+}
+
+func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	stats, err := m.client.Stats(cctx, backend)
+	if err != nil {
+		return ServerStat{}, false, err
+	}
+	i := slices.IndexFunc(stats, func(s ServerStat) bool { return s.Name == name })
+	if i < 0 {
+		return ServerStat{}, false, nil
+	}
+	return stats[i], true, nil
+}
+
+// run sends one command line with a bounded wait and checks the answer.
+func (m *Manager) run(ctx context.Context, cmd, want string) error {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.expect(ctx, cmd, want)
+}
+
+// tolerateDown lets a command fail when HAProxy cannot be reached: the
+// registry changed anyway, and the supervisor applies it after the restart.
+func (m *Manager) tolerateDown(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var netErr *net.OpError
+	if ctx.Err() != nil || !errors.As(err, &netErr) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	m.log.Warn("haproxy unreachable; the change applies when it is back", "op", what, "err", err)
+	return nil
+}
+
+// sync makes HAProxy's servers match the registry: it adds what is missing
+// and, on an adopted HAProxy, removes what is not registered.
+func (m *Manager) sync(ctx context.Context, adopted bool) {
+	if adopted {
+		m.removeUnregistered(ctx)
+	}
+	m.mu.Lock()
+	keys := make([]serverKey, 0, len(m.registry))
+	for k := range m.registry {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(keys, func(a, b serverKey) int {
+		return cmp.Or(cmp.Compare(a.backend, b.backend), cmp.Compare(a.name, b.name))
+	})
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		m.syncServer(ctx, k)
+	}
+}
+
+func (m *Manager) syncServer(ctx context.Context, k serverKey) {
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	m.mu.Lock()
+	e, ok := m.registry[k]
+	var cur entry
+	if ok {
+		cur = *e
+	}
+	up := m.up
+	m.mu.Unlock()
+	if !ok || !up {
+		return // removed meanwhile, or HAProxy died again: the next sync covers it
+	}
+	err = m.addToHAProxy(ctx, cur.srv, cur.ready)
+	if err == nil && cur.draining {
+		err = m.run(ctx, "set server "+k.backend+"/"+k.name+" state drain", "")
+	}
+	if err != nil {
+		m.log.Error("cannot restore server in haproxy", "backend", k.backend, "server", k.name, "err", err)
+	}
+}
+
+// removeUnregistered removes the servers an adopted HAProxy has that the
+// registry does not.
+func (m *Manager) removeUnregistered(ctx context.Context) {
+	for _, g := range m.cfg.Groups {
+		cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		stats, err := m.client.Stats(cctx, g.Name)
+		cancel()
+		if err != nil {
+			m.log.Error("cannot list servers of adopted haproxy", "backend", g.Name, "err", err)
+			continue
+		}
+		for _, st := range stats {
+			k := serverKey{g.Name, st.Name}
+			unlock, err := m.servers.lock(ctx, k)
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			_, registered := m.registry[k]
+			m.mu.Unlock()
+			if !registered {
+				m.log.Info("removing unregistered server from adopted haproxy", "backend", g.Name, "server", st.Name, "addr", st.Addr)
+				if err := m.removeFromHAProxy(ctx, g.Name, st.Name); err != nil {
+					m.log.Error("cannot remove unregistered server", "backend", g.Name, "server", st.Name, "err", err)
+				}
+			}
+			unlock()
+		}
+	}
+}
+
+func sameAddr(haproxyAddr string, want netip.AddrPort) bool {
+	got, err := netip.ParseAddrPort(haproxyAddr)
+	return err == nil && got == want
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,431 @@
+// Package jobs turns scaling requests into jobs: it resolves the target size on
+// a group's plan ladder, refuses requests during cooldowns or while another job
+// runs for the group, runs accepted jobs to completion and records every state.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// State is a job's state: accepted → running → done | failed, or ignored.
+type State string
+
+// Job states.
+const (
+	Accepted State = "accepted"
+	Running  State = "running"
+	Done     State = "done"
+	Failed   State = "failed"
+	Ignored  State = "ignored"
+)
+
+// Terminal reports whether a job in state s has ended.
+func (s State) Terminal() bool { return s == Done || s == Failed || s == Ignored }
+
+// Kind is what a request asks for.
+type Kind string
+
+// Request kinds.
+const (
+	Up   Kind = "up"   // one plan up the ladder (one instance without plans)
+	Down Kind = "down" // one plan down
+	Plan Kind = "plan" // jump to a named plan
+	Size Kind = "size" // jump to a size
+	Keep Kind = "keep" // restore the desired size; no size change
+)
+
+// Request asks for a scaling job. Up or Down with a Plan jump to that plan but
+// never against their direction (an Up to a smaller plan is ignored), which is
+// how sacloud/autoscaler's clients use them.
+type Request struct {
+	Group  string
+	Kind   Kind
+	Plan   string
+	Size   int
+	Source string
+}
+
+// Job is a scaling job as the API and CLI show it.
+type Job struct {
+	ID         string     `json:"id"`
+	Group      string     `json:"group"`
+	Kind       Kind       `json:"kind"`
+	Plan       string     `json:"plan,omitempty"`
+	Source     string     `json:"source"`
+	From       int        `json:"from"`
+	Target     int        `json:"target"`
+	State      State      `json:"state"`
+	Reason     string     `json:"reason,omitempty"`
+	Noop       bool       `json:"noop,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// Input errors: the request itself is wrong, not the moment.
+var (
+	ErrUnknownGroup = errors.New("unknown group")
+	ErrUnknownPlan  = errors.New("unknown plan")
+	ErrInvalid      = errors.New("invalid request")
+	ErrNotFound     = errors.New("job not found")
+)
+
+// InputError is a request that can never succeed as written; Valid lists the
+// names that would have been accepted.
+type InputError struct {
+	Err   error
+	Msg   string
+	Valid []string
+}
+
+func (e *InputError) Error() string { return e.Msg }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Manager runs jobs for a set of groups.
+type Manager struct {
+	groups map[string]*group.Group
+	names  []string
+	st     *store.Store
+	log    *slog.Logger
+	// timeout bounds a running job so a group that never converges fails it.
+	timeout func(*group.Group) time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[string]string        // group → running job id
+	ended   map[string]chan struct{} // job id → closed when it ends
+}
+
+// ErrShuttingDown is the cause given to jobs interrupted by shutdown.
+var ErrShuttingDown = errors.New("shoal is shutting down")
+
+// NewManager returns a manager for groups. Jobs left unfinished by an earlier
+// run of shoal are marked failed.
+func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log *slog.Logger) (*Manager, error) {
+	m := &Manager{
+		groups:  map[string]*group.Group{},
+		st:      st,
+		log:     log,
+		running: map[string]string{},
+		ended:   map[string]chan struct{}{},
+		timeout: defaultTimeout,
+	}
+	for _, g := range groups {
+		m.groups[g.Name()] = g
+		m.names = append(m.names, g.Name())
+	}
+	slices.Sort(m.names)
+	failed, err := st.FailUnfinishedJobs(ctx, "shoal restarted while the job was running", time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	for _, j := range failed {
+		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
+	}
+	m.ctx, m.cancel = context.WithCancelCause(context.Background())
+	return m, nil
+}
+
+// defaultTimeout allows every instance of a step its health grace and drain,
+// twice over, plus stop time.
+func defaultTimeout(g *group.Group) time.Duration {
+	c := g.Config()
+	return 2*(c.Health.Grace+c.DrainTimeout+c.Template.StopTimeout) + 30*time.Second
+}
+
+// GroupNames returns the groups' names, sorted.
+func (m *Manager) GroupNames() []string { return slices.Clone(m.names) }
+
+// Group returns a group by name.
+func (m *Manager) Group(name string) (*group.Group, bool) {
+	g, ok := m.groups[name]
+	return g, ok
+}
+
+// Close interrupts running jobs (they fail with ErrShuttingDown) and waits for them.
+func (m *Manager) Close() {
+	m.cancel(ErrShuttingDown)
+	m.wg.Wait()
+}
+
+// Submit turns a request into a job. The job is returned in state accepted or
+// ignored. An *InputError is returned for an unknown group (no job) and for an
+// unknown plan or a size outside the group's range (with the ignored job).
+func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
+	g, ok := m.groups[req.Group]
+	if !ok {
+		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: m.GroupNames(),
+			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(m.names, ", "))}
+	}
+	if req.Source == "" {
+		req.Source = "default"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	now := time.Now()
+	from := g.Desired()
+	j := store.Job{Group: req.Group, Source: req.Source, Kind: string(req.Kind), Plan: req.Plan, FromSize: from, TargetSize: from, CreatedAt: now}
+	target, reason, inputErr := resolve(g, req, from)
+	switch {
+	case inputErr != nil:
+		reason = inputErr.Msg
+	case m.running[req.Group] != "":
+		reason = fmt.Sprintf("another job (%s) is running for group %s", m.running[req.Group], req.Group)
+	case reason == "":
+		j.TargetSize = target
+		reason = cooldownReason(g, from, target, now)
+	}
+	if reason != "" {
+		j.State, j.Reason, j.FinishedAt = string(Ignored), reason, now
+		if err := m.st.InsertJob(ctx, &j); err != nil {
+			return Job{}, fmt.Errorf("record job: %w", err)
+		}
+		m.logJob(j)
+		if inputErr != nil {
+			return toJob(j), inputErr
+		}
+		return toJob(j), nil
+	}
+
+	j.State = string(Accepted)
+	if err := m.st.InsertJob(ctx, &j); err != nil {
+		return Job{}, fmt.Errorf("record job: %w", err)
+	}
+	m.logJob(j)
+	id := jobID(j.ID)
+	m.running[req.Group] = id
+	m.ended[id] = make(chan struct{})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.run(g, j)
+	}()
+	return toJob(j), nil
+}
+
+// resolve finds the target size for req, or why it cannot move (reason), or
+// why it can never be satisfied (input error).
+func resolve(g *group.Group, req Request, from int) (target int, reason string, inputErr *InputError) {
+	c := g.Config()
+	switch req.Kind {
+	case Keep:
+		return from, "", nil
+	case Up, Down:
+		if req.Plan == "" {
+			break
+		}
+		p, err := planByName(c, req.Plan)
+		if err != nil {
+			return 0, "", err
+		}
+		if req.Kind == Up && p.Size < from {
+			return 0, fmt.Sprintf("plan %s (%d) is smaller than the current size %d: an up request never scales down", p.Name, p.Size, from), nil
+		}
+		if req.Kind == Down && p.Size > from {
+			return 0, fmt.Sprintf("plan %s (%d) is larger than the current size %d: a down request never scales up", p.Name, p.Size, from), nil
+		}
+		return p.Size, "", nil
+	}
+	switch req.Kind {
+	case Plan:
+		p, err := planByName(c, req.Plan)
+		if err != nil {
+			return 0, "", err
+		}
+		return p.Size, "", nil
+	case Size:
+		if req.Size < c.MinSize || req.Size > c.MaxSize {
+			return 0, "", &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("size %d is outside group %s's range [%d, %d]", req.Size, c.Name, c.MinSize, c.MaxSize)}
+		}
+		return req.Size, "", nil
+	case Up:
+		if len(c.Plans) == 0 {
+			if from >= c.MaxSize {
+				return 0, fmt.Sprintf("already at max_size %d", c.MaxSize), nil
+			}
+			return from + 1, "", nil
+		}
+		for _, p := range c.Plans {
+			if p.Size > from {
+				return p.Size, "", nil
+			}
+		}
+		last := c.Plans[len(c.Plans)-1]
+		return 0, fmt.Sprintf("already at the largest plan (%s: %d)", last.Name, last.Size), nil
+	case Down:
+		if len(c.Plans) == 0 {
+			if from <= c.MinSize {
+				return 0, fmt.Sprintf("already at min_size %d", c.MinSize), nil
+			}
+			return from - 1, "", nil
+		}
+		for i := len(c.Plans) - 1; i >= 0; i-- {
+			if c.Plans[i].Size < from {
+				return c.Plans[i].Size, "", nil
+			}
+		}
+		first := c.Plans[0]
+		return 0, fmt.Sprintf("already at the smallest plan (%s: %d)", first.Name, first.Size), nil
+	}
+	return 0, "", &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("unknown request kind %q", req.Kind)}
+}
+
+func planByName(c config.Group, name string) (config.Plan, *InputError) {
+	p, ok := c.PlanByName(name)
+	if ok {
+		return p, nil
+	}
+	names := c.PlanNames()
+	valid := "the group has no plans"
+	if len(names) > 0 {
+		valid = "plans: " + strings.Join(names, ", ")
+	}
+	return config.Plan{}, &InputError{Err: ErrUnknownPlan, Valid: names, Msg: fmt.Sprintf("unknown plan %q for group %s (%s)", name, c.Name, valid)}
+}
+
+func cooldownReason(g *group.Group, from, target int, now time.Time) string {
+	up, down := g.Cooldowns()
+	switch {
+	case target > from && now.Before(up):
+		return fmt.Sprintf("scale-up cooldown runs until %s (%s left)", up.Format(time.RFC3339), up.Sub(now).Round(time.Second))
+	case target < from && now.Before(down):
+		return fmt.Sprintf("scale-down cooldown runs until %s (%s left)", down.Format(time.RFC3339), down.Sub(now).Round(time.Second))
+	}
+	return ""
+}
+
+func (m *Manager) run(g *group.Group, j store.Job) {
+	id := jobID(j.ID)
+	defer func() {
+		m.mu.Lock()
+		delete(m.running, j.Group)
+		close(m.ended[id])
+		delete(m.ended, id)
+		m.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeoutCause(m.ctx, m.timeout(g), errors.New("job timed out"))
+	defer cancel()
+	// Records must be written even when the job is interrupted.
+	rec := context.WithoutCancel(ctx)
+
+	mark := g.Mark()
+	now := time.Now()
+	j.State, j.StartedAt = string(Running), now
+	m.update(rec, j)
+
+	err := g.SetDesired(rec, j.TargetSize)
+	noop := false
+	if err == nil {
+		noop, err = g.WaitConverged(ctx, mark)
+	}
+	j.FinishedAt = time.Now()
+	if err != nil {
+		j.State, j.Reason = string(Failed), err.Error()
+	} else {
+		j.State, j.Noop = string(Done), noop
+		if j.TargetSize != j.FromSize {
+			if err := g.StartCooldowns(rec, j.FinishedAt); err != nil {
+				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
+			}
+		}
+	}
+	m.update(rec, j)
+}
+
+func (m *Manager) update(ctx context.Context, j store.Job) {
+	if err := m.st.UpdateJob(ctx, j); err != nil {
+		m.log.Error("recording job failed", "job", j.ID, "err", err)
+	}
+	m.logJob(j)
+}
+
+func (m *Manager) logJob(j store.Job) {
+	attrs := []any{"job", j.ID, "group", j.Group, "kind", j.Kind, "source", j.Source, "from", j.FromSize, "target", j.TargetSize}
+	if j.Plan != "" {
+		attrs = append(attrs, "plan", j.Plan)
+	}
+	if j.Noop {
+		attrs = append(attrs, "noop", true)
+	}
+	if j.Reason != "" {
+		attrs = append(attrs, "reason", j.Reason)
+	}
+	level := slog.LevelInfo
+	if j.State == string(Failed) {
+		level = slog.LevelWarn
+	}
+	m.log.Log(context.Background(), level, "job "+j.State, attrs...)
+}
+
+// Get returns a job by id.
+func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return Job{}, fmt.Errorf("%w: %q is not a job id", ErrNotFound, id)
+	}
+	j, err := m.st.Job(ctx, n)
+	if errors.Is(err, store.ErrNotFound) {
+		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Job{}, err
+	}
+	return toJob(j), nil
+}
+
+// List returns the newest jobs, for one group or all ("").
+func (m *Manager) List(ctx context.Context, groupName string, limit int) ([]Job, error) {
+	rows, err := m.st.Jobs(ctx, groupName, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(rows))
+	for _, j := range rows {
+		out = append(out, toJob(j))
+	}
+	return out, nil
+}
+
+// Wait returns the job once it has ended, or its current state when ctx ends first.
+func (m *Manager) Wait(ctx context.Context, id string) (Job, error) {
+	m.mu.Lock()
+	ch := m.ended[id]
+	m.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+	return m.Get(context.WithoutCancel(ctx), id)
+}
+
+func jobID(n int64) string { return strconv.FormatInt(n, 10) }
+
+func toJob(j store.Job) Job {
+	out := Job{ID: jobID(j.ID), Group: j.Group, Kind: Kind(j.Kind), Plan: j.Plan, Source: j.Source, From: j.FromSize, Target: j.TargetSize,
+		State: State(j.State), Reason: j.Reason, Noop: j.Noop, CreatedAt: j.CreatedAt}
+	if !j.StartedAt.IsZero() {
+		out.StartedAt = &j.StartedAt
+	}
+	if !j.FinishedAt.IsZero() {
+		out.FinishedAt = &j.FinishedAt
+	}
+	return out
+}

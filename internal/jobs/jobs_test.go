@@ -1,0 +1,112 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+func newGroup(t *testing.T, cfg config.Group) *group.Group {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// Resolving targets needs no provider or balancer.
+	g, err := group.New(context.Background(), cfg, nil, nil, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+var ladder = config.Group{Name: "web", MinSize: 2, MaxSize: 6,
+	Plans: []config.Plan{{Name: "smallest", Size: 2}, {Name: "medium", Size: 3}, {Name: "largest", Size: 5}}}
+
+func TestResolve(t *testing.T) {
+	g := newGroup(t, ladder)
+	flat := newGroup(t, config.Group{Name: "flat", MinSize: 1, MaxSize: 3})
+	for _, tc := range []struct {
+		name   string
+		g      *group.Group
+		req    Request
+		from   int
+		target int
+		reason string
+		input  error
+	}{
+		{"up the ladder", g, Request{Kind: Up}, 2, 3, "", nil},
+		{"up from between plans", g, Request{Kind: Up}, 4, 5, "", nil},
+		{"up at the top", g, Request{Kind: Up}, 5, 0, "already at the largest plan (largest: 5)", nil},
+		{"down the ladder", g, Request{Kind: Down}, 5, 3, "", nil},
+		{"down from above the top plan", g, Request{Kind: Down}, 6, 5, "", nil},
+		{"down at the bottom", g, Request{Kind: Down}, 2, 0, "already at the smallest plan (smallest: 2)", nil},
+		{"up to a plan", g, Request{Kind: Up, Plan: "largest"}, 2, 5, "", nil},
+		{"up to the current plan", g, Request{Kind: Up, Plan: "medium"}, 3, 3, "", nil},
+		{"up to a smaller plan", g, Request{Kind: Up, Plan: "smallest"}, 3, 0, "an up request never scales down", nil},
+		{"down to a larger plan", g, Request{Kind: Down, Plan: "largest"}, 3, 0, "a down request never scales up", nil},
+		{"jump to a plan", g, Request{Kind: Plan, Plan: "smallest"}, 5, 2, "", nil},
+		{"unknown plan", g, Request{Kind: Plan, Plan: "huge"}, 2, 0, "", ErrUnknownPlan},
+		{"size", g, Request{Kind: Size, Size: 6}, 2, 6, "", nil},
+		{"size out of range", g, Request{Kind: Size, Size: 7}, 2, 0, "", ErrInvalid},
+		{"keep", g, Request{Kind: Keep}, 3, 3, "", nil},
+		{"up without plans", flat, Request{Kind: Up}, 1, 2, "", nil},
+		{"up at max without plans", flat, Request{Kind: Up}, 3, 0, "already at max_size 3", nil},
+		{"down at min without plans", flat, Request{Kind: Down}, 1, 0, "already at min_size 1", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, reason, inErr := resolve(tc.g, tc.req, tc.from)
+			if tc.input != nil {
+				if inErr == nil || !errors.Is(inErr, tc.input) {
+					t.Fatalf("input error %v, want %v", inErr, tc.input)
+				}
+				return
+			}
+			if inErr != nil {
+				t.Fatalf("unexpected input error %v", inErr)
+			}
+			if target != tc.target || !strings.Contains(reason, tc.reason) || (tc.reason == "" && reason != "") {
+				t.Fatalf("resolve = %d %q, want %d %q", target, reason, tc.target, tc.reason)
+			}
+		})
+	}
+}
+
+func TestUnknownPlanListsValidNames(t *testing.T) {
+	_, _, inErr := resolve(newGroup(t, ladder), Request{Kind: Plan, Plan: "huge"}, 2)
+	if inErr == nil || strings.Join(inErr.Valid, ",") != "smallest,medium,largest" || !strings.Contains(inErr.Msg, "smallest, medium, largest") {
+		t.Fatalf("error %+v, want the plans listed in ladder order", inErr)
+	}
+}
+
+func TestCooldownReason(t *testing.T) {
+	cfg := ladder
+	cfg.Cooldown = config.Cooldown{Up: time.Minute, Down: time.Hour}
+	g := newGroup(t, cfg)
+	now := time.Now()
+	if err := g.StartCooldowns(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	if r := cooldownReason(g, 2, 3, now.Add(30*time.Second)); !strings.Contains(r, "scale-up cooldown runs until") || !strings.Contains(r, "30s left") {
+		t.Fatalf("up during cooldown: %q", r)
+	}
+	if r := cooldownReason(g, 2, 3, now.Add(2*time.Minute)); r != "" {
+		t.Fatalf("up after its cooldown: %q, want none", r)
+	}
+	if r := cooldownReason(g, 3, 2, now.Add(2*time.Minute)); !strings.Contains(r, "scale-down cooldown") {
+		t.Fatalf("down during its longer cooldown: %q", r)
+	}
+	if r := cooldownReason(g, 3, 3, now); r != "" {
+		t.Fatalf("no size change is never held back: %q", r)
+	}
+}

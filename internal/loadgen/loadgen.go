@@ -1,0 +1,269 @@
+// Package loadgen is a closed-loop HTTP load generator: a fixed number of
+// workers, each sending GET requests one after another over a keep-alive
+// connection, like wrk. shoal's demo uses it for steady load and the
+// integration tests use it as the client that must see no errors.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxFailureSamples bounds Result.FailureSamples.
+const maxFailureSamples = 10
+
+// Options configures a run. The run ends when Duration has passed, Requests
+// requests have completed, or the context is done, whichever comes first; with
+// neither Duration nor Requests set it runs until the context is done.
+type Options struct {
+	// URL is the http or https URL every request GETs.
+	URL string
+	// Concurrency is the number of workers, hence of connections (default 1).
+	Concurrency int
+	Duration    time.Duration
+	// Requests is the number of requests to send; 0 means no limit.
+	Requests int64
+	// Timeout bounds each request, body included; 0 means no limit.
+	Timeout time.Duration
+	// Header is added to every request. A "Host" entry sets the request's Host.
+	Header http.Header
+
+	// Progress, when set, is called every ProgressInterval (default 1s) with the
+	// requests and failures counted so far. Calls come from one goroutine.
+	Progress         func(requests, failures int64)
+	ProgressInterval time.Duration
+}
+
+// Result summarizes a run.
+type Result struct {
+	// Requests counts the requests that completed, failed or not. Requests cut
+	// short by the end of the run are not counted.
+	Requests int64
+	// Failures counts transport errors (timeouts included) and responses
+	// whose status is not 2xx.
+	Failures int64
+	// FailureSamples holds up to 10 distinct failures: an error's text, or
+	// "HTTP 503" and the like for a status.
+	FailureSamples []string
+	Duration       time.Duration
+	RPS            float64
+	// Latency percentiles cover every request that got a response, whatever
+	// its status, to within 1.6%; Max is exact.
+	P50, P90, P99, Max time.Duration
+	// ByInstance counts responses by their X-Instance header; responses
+	// without one are not counted.
+	ByInstance map[string]int64
+}
+
+// Run sends load as o describes and returns what it measured. It returns an
+// error only for invalid options; a canceled ctx ends the run early and yields
+// the result so far.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if o.Requests < 0 || o.Duration < 0 || o.Timeout < 0 || o.Concurrency < 0 {
+		return Result{}, errors.New("loadgen: negative Requests, Duration, Timeout or Concurrency")
+	}
+	base, err := newRequest(o)
+	if err != nil {
+		return Result{}, err
+	}
+	workers := max(o.Concurrency, 1)
+
+	tr := &http.Transport{
+		Proxy:               nil, // load goes straight to the target, whatever the environment says
+		MaxIdleConns:        workers,
+		MaxIdleConnsPerHost: workers,
+		MaxConnsPerHost:     workers,
+		IdleConnTimeout:     90 * time.Second,
+		// Without this Go would ask for gzip and inflate every body, so the
+		// generator would load itself and measure something other than wrk.
+		// A caller that wants gzip sets Accept-Encoding in Header.
+		DisableCompression: true,
+	}
+	defer tr.CloseIdleConnections()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(runCtx, o.Duration)
+		defer cancel()
+	}
+
+	r := &run{opts: o, tr: tr, base: base, ctx: runCtx}
+	stats := make([]*workerStats, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range stats {
+		stats[i] = newWorkerStats()
+		wg.Go(func() { r.work(stats[i]) })
+	}
+	if o.Progress != nil {
+		progressDone := make(chan struct{})
+		defer func() { <-progressDone }()
+		go func() {
+			defer close(progressDone)
+			r.report(runCtx)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cancel() // ends the progress reporter when the run stopped on Requests
+
+	return summarize(stats, elapsed), nil
+}
+
+// newRequest validates o and builds the request every worker copies.
+func newRequest(o Options) (*http.Request, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("loadgen: URL %q: want http://host[:port]/path or https://...", o.URL)
+	}
+	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	for k, vs := range o.Header {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = vs[0]
+			continue
+		}
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	return req, nil
+}
+
+type run struct {
+	opts Options
+	tr   *http.Transport
+	base *http.Request
+	ctx  context.Context
+
+	issued             atomic.Int64 // requests started, to honor Options.Requests
+	requests, failures atomic.Int64 // live counts for Progress
+}
+
+type workerStats struct {
+	lat        histogram
+	requests   int64
+	failures   int64
+	samples    []string
+	byInstance map[string]int64
+}
+
+func newWorkerStats() *workerStats {
+	return &workerStats{byInstance: make(map[string]int64)}
+}
+
+// work sends requests one after another until the run ends.
+func (r *run) work(s *workerStats) {
+	for r.ctx.Err() == nil {
+		// Running out of requests ends only this worker: the others finish
+		// the requests they have in flight, so exactly Requests complete.
+		if r.opts.Requests > 0 && r.issued.Add(1) > r.opts.Requests {
+			return
+		}
+		r.do(s)
+	}
+}
+
+// do sends one request and records its outcome in s.
+func (r *run) do(s *workerStats) {
+	ctx := r.ctx
+	if r.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.Timeout)
+		defer cancel()
+	}
+
+	start := time.Now()
+	resp, err := r.tr.RoundTrip(r.base.WithContext(ctx))
+	if err == nil {
+		// Reading the whole body lets the connection be reused.
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	elapsed := time.Since(start)
+
+	if r.ctx.Err() != nil {
+		return // cut short by the end of the run: neither a success nor a failure
+	}
+	s.requests++
+	r.requests.Add(1)
+	var failure string
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		failure = "timeout after " + r.opts.Timeout.String()
+	case err != nil:
+		failure = err.Error()
+	default:
+		s.lat.record(elapsed)
+		if inst := resp.Header.Get("X-Instance"); inst != "" {
+			s.byInstance[inst]++
+		}
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			failure = "HTTP " + strconv.Itoa(resp.StatusCode)
+		}
+	}
+	if failure != "" {
+		s.failures++
+		r.failures.Add(1)
+		if len(s.samples) < maxFailureSamples && !slices.Contains(s.samples, failure) {
+			s.samples = append(s.samples, failure)
+		}
+	}
+}
+
+// report calls Options.Progress periodically until ctx is done.
+func (r *run) report(ctx context.Context) {
+	interval := r.opts.ProgressInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.opts.Progress(r.requests.Load(), r.failures.Load())
+		}
+	}
+}
+
+func summarize(stats []*workerStats, elapsed time.Duration) Result {
+	var lat histogram
+	res := Result{Duration: elapsed, ByInstance: make(map[string]int64)}
+	for _, s := range stats {
+		lat.merge(&s.lat)
+		res.Requests += s.requests
+		res.Failures += s.failures
+		for _, f := range s.samples {
+			if len(res.FailureSamples) < maxFailureSamples && !slices.Contains(res.FailureSamples, f) {
+				res.FailureSamples = append(res.FailureSamples, f)
+			}
+		}
+		for inst, n := range s.byInstance {
+			res.ByInstance[inst] += n
+		}
+	}
+	if elapsed > 0 {
+		res.RPS = float64(res.Requests) / elapsed.Seconds()
+	}
+	res.P50, res.P90, res.P99 = lat.quantile(0.50), lat.quantile(0.90), lat.quantile(0.99)
+	res.Max = lat.max
+	return res
+}

@@ -1,0 +1,399 @@
+// Package local runs instances as processes on this machine.
+//
+// Every instance gets two environment variables, SHOAL_STATE_DIR and
+// SHOAL_INSTANCE, that mark it as started by shoal for one state directory. The
+// marker is what lets Adopt prove a recorded pid is still ours and StopStrays
+// find instances that a crashed shoal never recorded.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// Marker environment variables.
+const (
+	envStateDir = "SHOAL_STATE_DIR"
+	envInstance = "SHOAL_INSTANCE"
+)
+
+// host is where local instances listen.
+const host = "127.0.0.1"
+
+// strayGrace is how long a stray gets between SIGTERM and SIGKILL; its
+// template, and so its own StopTimeout, is unknown.
+const strayGrace = 5 * time.Second
+
+// Provider starts instances as local processes. It is safe for concurrent use.
+type Provider struct {
+	stateDir string // absolute
+	dirErr   error  // why stateDir could not be made absolute
+	log      *slog.Logger
+
+	mu sync.Mutex
+	// ports holds the ports of instances this Provider started or adopted, so
+	// that a port is not handed out twice while an instance has yet to bind
+	// it. A nil process reserves a port for a Start in progress.
+	ports map[int]*proc.Process
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a Provider whose instances are marked with stateDir and log to
+// stateDir/logs. A nil log discards messages.
+func New(stateDir string, log *slog.Logger) *Provider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
+	}
+	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process)}
+}
+
+// Start allocates a port, expands the template and starts the instance in its
+// own process group. It does not wait for the instance to serve, nor to
+// survive: an instance that exits at once is returned and its Done closes.
+func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
+	if p.dirErr != nil {
+		return nil, p.dirErr
+	}
+	if err := checkName(spec.Name); err != nil {
+		return nil, fmt.Errorf("start instance: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+	}
+	port, err := p.reservePort()
+	if err != nil {
+		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+	}
+	pr, err := p.start(spec, port)
+	if err != nil {
+		p.releasePort(port)
+		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+	}
+	p.mu.Lock()
+	p.ports[port] = pr
+	p.mu.Unlock()
+
+	rec := provider.Record{
+		Group:     spec.Group,
+		Name:      spec.Name,
+		Index:     spec.Index,
+		Host:      host,
+		Port:      port,
+		PID:       pr.PID(),
+		PIDStart:  pr.StartTicks(),
+		StartedAt: time.Now(),
+	}
+	p.log.Debug("started instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
+	return &instance{rec: rec, proc: pr, stopTimeout: spec.Template.StopTimeout}, nil
+}
+
+func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
+	tmpl := spec.Template
+	argv, tenv, err := tmpl.Expand(config.TemplateData{Name: spec.Name, Port: port, Index: spec.Index, Group: spec.Group})
+	if err != nil {
+		return nil, fmt.Errorf("expand template: %w", err)
+	}
+	if argv[0], err = resolveCommand(argv[0], tmpl.Dir); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(p.stateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	// exec uses the last value of a repeated variable, so the template
+	// overrides shoal's environment and nothing overrides the marker.
+	env := slices.Concat(os.Environ(), tenv, []string{
+		envStateDir + "=" + p.stateDir,
+		envInstance + "=" + spec.Name,
+	})
+	return proc.Start(proc.Spec{
+		Argv: argv,
+		Env:  env,
+		Dir:  tmpl.Dir,
+		Log:  filepath.Join(logDir, spec.Name+".log"),
+	})
+}
+
+// resolveCommand finds the program to run. A name with a slash is relative to
+// the instance's working directory, not to shoal's; a bare name is looked up
+// on PATH.
+func resolveCommand(name, dir string) (string, error) {
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(dir, name)
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("find command: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("find command %s: %w", path, err)
+	}
+	return abs, nil
+}
+
+// checkName rejects instance names that cannot serve as a log file name and
+// an environment value.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("invalid instance name %q", name)
+	}
+	return nil
+}
+
+// Adopt re-attaches to a recorded instance if its pid still runs with the
+// recorded start time and carries this state directory's marker for rec.Name.
+func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.Template) (provider.Instance, error) {
+	if p.dirErr != nil {
+		return nil, p.dirErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("adopt instance %s: %w", rec.Name, err)
+	}
+	// The marker is checked before proc.Adopt, which would otherwise watch a
+	// foreign process until it exits. Adopt's start time check then proves the
+	// environment read belonged to the recorded process.
+	if rec.PID <= 0 {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+	}
+	// Unreadable means exited, or another user's process: not ours either way.
+	env, err := proc.Environ(rec.PID)
+	if err != nil {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+	}
+	if name, ok := p.marker(env); !ok || name != rec.Name {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): not marked as this instance: %w", rec.Name, rec.PID, provider.ErrGone)
+	}
+	pr, err := proc.Adopt(rec.PID, rec.PIDStart)
+	if errors.Is(err, proc.ErrGone) {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, err)
+	}
+	if rec.Port > 0 {
+		p.mu.Lock()
+		p.ports[rec.Port] = pr
+		p.mu.Unlock()
+	}
+	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
+	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout}, nil
+}
+
+// marker returns the SHOAL_INSTANCE of env if env carries this Provider's
+// SHOAL_STATE_DIR.
+func (p *Provider) marker(env []string) (name string, ok bool) {
+	var ours, named bool
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case envStateDir:
+			ours = v == p.stateDir
+		case envInstance:
+			name, named = v, true
+		}
+	}
+	return name, ours && named
+}
+
+// StopStrays stops the process groups of marked instances of this state
+// directory that are neither in keep nor started or adopted by p. Only a group whose leader carries the marker
+// counts: a marked process inside someone else's group (say, run by hand from a
+// shell) is left alone, because stopping its group would hit the others in it.
+func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
+	if p.dirErr != nil {
+		return nil, p.dirErr
+	}
+	strays, err := p.findStrays(keep)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped []provider.Record
+		errs    []error
+	)
+	for _, rec := range strays {
+		wg.Go(func() {
+			err := p.stopStray(ctx, rec)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, proc.ErrGone):
+				// It exited by itself since the scan.
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				stopped = append(stopped, rec)
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(stopped, func(a, b provider.Record) int { return a.PID - b.PID })
+	return stopped, errors.Join(errs...)
+}
+
+func (p *Provider) stopStray(ctx context.Context, rec provider.Record) error {
+	// Adopting re-checks the start time, so a pid reused since the scan is not hit.
+	pr, err := proc.Adopt(rec.PID, rec.PIDStart)
+	if err != nil {
+		return err
+	}
+	p.log.Warn("stopping stray instance", "instance", rec.Name, "pid", rec.PID)
+	if err := pr.Stop(ctx, strayGrace); err != nil {
+		return fmt.Errorf("stop stray instance %s: %w", rec.Name, err)
+	}
+	return nil
+}
+
+// findStrays scans /proc for marked process group leaders not in keep.
+func (p *Provider) findStrays(keep []provider.Record) ([]provider.Record, error) {
+	type id struct {
+		pid   int
+		start uint64
+	}
+	kept := make(map[id]bool, len(keep))
+	for _, r := range keep {
+		kept[id{r.PID, r.PIDStart}] = true
+	}
+	// What this Provider started or adopted is never a stray, whatever keep says.
+	p.mu.Lock()
+	for _, pr := range p.ports {
+		if pr != nil {
+			kept[id{pr.PID(), pr.StartTicks()}] = true
+		}
+	}
+	p.mu.Unlock()
+	// Never shoal itself or its group, even if it was started with a marker.
+	self, selfGroup := os.Getpid(), syscall.Getpgrp()
+
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("find stray instances: %w", err)
+	}
+	var strays []provider.Record
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || pid == selfGroup {
+			continue
+		}
+		// Processes of other users are unreadable and not ours; processes
+		// that exit during the scan are gone: skip both.
+		env, err := proc.Environ(pid)
+		if err != nil {
+			continue
+		}
+		name, ok := p.marker(env)
+		if !ok {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+			continue
+		}
+		start, err := proc.StartTicks(pid)
+		if err != nil || kept[id{pid, start}] {
+			continue
+		}
+		strays = append(strays, provider.Record{Name: name, Host: host, PID: pid, PIDStart: start})
+	}
+	return strays, nil
+}
+
+// reservePort finds a free port on host that no instance of this Provider uses.
+func (p *Provider) reservePort() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for port, pr := range p.ports {
+		if pr != nil && exited(pr) {
+			delete(p.ports, port)
+		}
+	}
+	// The kernel may hand out the port of an instance that has not bound it
+	// yet, or that is restarting; retry rather than share it.
+	for range 100 {
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if _, used := p.ports[port]; !used {
+			p.ports[port] = nil
+			return port, nil
+		}
+	}
+	return 0, errors.New("allocate port: every free port found is in use by an instance")
+}
+
+func (p *Provider) releasePort(port int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.ports, port)
+}
+
+// freePort asks the kernel for a port that is free right now. Another process
+// could take it before the instance binds it; the instance then fails its
+// health check and is replaced.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("allocate port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("allocate port: %w", err)
+	}
+	return port, nil
+}
+
+func exited(pr *proc.Process) bool {
+	select {
+	case <-pr.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// instance is a local process serving as an instance.
+type instance struct {
+	rec         provider.Record
+	proc        *proc.Process
+	stopTimeout time.Duration
+}
+
+func (in *instance) Record() provider.Record { return in.rec }
+
+func (in *instance) Done() <-chan struct{} { return in.proc.Done() }
+
+func (in *instance) ExitReason() string { return in.proc.ExitReason() }
+
+// Stop sends SIGTERM to the instance's process group, SIGKILL after the
+// template's StopTimeout, and waits until the process is gone.
+func (in *instance) Stop(ctx context.Context) error {
+	if err := in.proc.Stop(ctx, in.stopTimeout); err != nil {
+		return fmt.Errorf("stop instance %s: %w", in.rec.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,456 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// helperEnv makes the test binary act as an instance (see runHelper) instead
+// of running the tests. Its value is the mode.
+const helperEnv = "SHOAL_LOCAL_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		runHelper(mode, os.Args[1:])
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// helperInfo is what a helper instance reports over HTTP.
+type helperInfo struct {
+	Args []string
+	Env  map[string]string
+	Dir  string
+}
+
+// runHelper serves helperInfo on 127.0.0.1:args[0] until SIGTERM. Modes:
+// "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once.
+func runHelper(mode string, args []string) {
+	fmt.Printf("helper %s starting: %q\n", mode, args)
+	fmt.Fprintln(os.Stderr, "helper stderr line")
+	switch mode {
+	case "exit1":
+		os.Exit(1)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "helper: no port")
+		os.Exit(2)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", args[0]))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	dir, _ := os.Getwd()
+	info := helperInfo{Args: os.Args, Dir: dir, Env: map[string]string{}}
+	for _, k := range []string{envStateDir, envInstance, "HELPER_PORT", "HELPER_NAME"} {
+		info.Env[k] = os.Getenv(k)
+	}
+	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(info)
+	}))
+	fmt.Println("helper listening")
+
+	if mode == "ignore-term" {
+		select {} // until SIGKILL
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	<-term
+	os.Exit(0)
+}
+
+// helperTemplate runs this test binary as an instance in mode.
+func helperTemplate(t *testing.T, mode string) config.Template {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := config.NewTemplate(
+		[]string{exe, "{{.Port}}", "name={{.Name}}", "group={{.Group}}", "index={{.Index}}"},
+		map[string]string{helperEnv: mode, "HELPER_PORT": "{{.Port}}", "HELPER_NAME": "{{.Name}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Dir = t.TempDir()
+	tmpl.StopTimeout = 5 * time.Second
+	return tmpl
+}
+
+// start starts an instance and makes sure it is gone when the test ends.
+func start(t *testing.T, p *Provider, name string, tmpl config.Template) provider.Instance {
+	t.Helper()
+	inst, err := p.Start(context.Background(), provider.Spec{Group: "web", Name: name, Index: 3, Template: tmpl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, inst) })
+	return inst
+}
+
+func stop(t *testing.T, inst provider.Instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := inst.Stop(ctx); err != nil {
+		t.Errorf("stop %s: %v", inst.Record().Name, err)
+	}
+}
+
+// get fetches the helper's info, retrying until it serves.
+func get(t *testing.T, port int) helperInfo {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	var lastErr error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		var info helperInfo
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("decode helper info: %v", err)
+		}
+		return info
+	}
+	t.Fatalf("instance on port %d never served: %v", port, lastErr)
+	return helperInfo{}
+}
+
+func waitDone(t *testing.T, inst provider.Instance) {
+	t.Helper()
+	select {
+	case <-inst.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("instance %s (pid %d) did not exit", inst.Record().Name, inst.Record().PID)
+	}
+}
+
+// running reports whether pid is still the process that started at start.
+func running(pid int, start uint64) bool {
+	got, err := proc.StartTicks(pid)
+	return err == nil && got == start
+}
+
+func TestStartServesLogsAndStops(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	p := New(stateDir, nil)
+	tmpl := helperTemplate(t, "serve")
+	inst := start(t, p, "web-003", tmpl)
+
+	rec := inst.Record()
+	if rec.Group != "web" || rec.Name != "web-003" || rec.Index != 3 || rec.Host != "127.0.0.1" ||
+		rec.Port <= 0 || rec.PID <= 0 || rec.StartedAt.IsZero() {
+		t.Errorf("record = %+v", rec)
+	}
+	if start, err := proc.StartTicks(rec.PID); err != nil || start != rec.PIDStart {
+		t.Errorf("PIDStart = %d, /proc says %d (%v)", rec.PIDStart, start, err)
+	}
+
+	info := get(t, rec.Port)
+	port := strconv.Itoa(rec.Port)
+	wantArgs := []string{port, "name=web-003", "group=web", "index=3"}
+	if !slices.Equal(info.Args[1:], wantArgs) {
+		t.Errorf("argv = %q, want [exe %q]", info.Args, wantArgs)
+	}
+	wantEnv := map[string]string{envStateDir: stateDir, envInstance: "web-003", "HELPER_PORT": port, "HELPER_NAME": "web-003"}
+	for k, v := range wantEnv {
+		if info.Env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, info.Env[k], v)
+		}
+	}
+	if info.Dir != tmpl.Dir {
+		t.Errorf("working directory = %q, want %q", info.Dir, tmpl.Dir)
+	}
+
+	logDir := filepath.Join(stateDir, "logs")
+	fi, err := os.Stat(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o700 {
+		t.Errorf("log directory mode = %o, want 700", m)
+	}
+	b, err := os.ReadFile(filepath.Join(logDir, "web-003.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "helper listening") || !strings.Contains(string(b), "helper stderr line") {
+		t.Errorf("log = %q, want stdout and stderr of the instance", b)
+	}
+
+	stop(t, inst)
+	waitDone(t, inst)
+	if running(rec.PID, rec.PIDStart) {
+		t.Errorf("pid %d still running after Stop", rec.PID)
+	}
+	if r := inst.ExitReason(); r != "exit status 0" {
+		t.Errorf("exit reason = %q, want exit status 0", r)
+	}
+}
+
+func TestStartRelativeCommandUsesDir(t *testing.T) {
+	t.Parallel()
+	tmpl := helperTemplate(t, "serve")
+	if err := os.Mkdir(filepath.Join(tmpl.Dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(tmpl.Command[0], filepath.Join(tmpl.Dir, "bin", "x")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := slices.Clone(tmpl.Command)
+	cmd[0] = "./bin/x"
+	rel, err := config.NewTemplate(cmd, tmpl.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Dir, rel.StopTimeout = tmpl.Dir, tmpl.StopTimeout
+
+	inst := start(t, New(t.TempDir(), nil), "web-001", rel)
+	info := get(t, inst.Record().Port)
+	if want := filepath.Join(tmpl.Dir, "bin", "x"); info.Args[0] != want {
+		t.Errorf("argv[0] = %q, want %q", info.Args[0], want)
+	}
+	if info.Dir != tmpl.Dir {
+		t.Errorf("working directory = %q, want %q", info.Dir, tmpl.Dir)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	p := New(t.TempDir(), nil)
+	tmpl := helperTemplate(t, "serve")
+
+	missing, err := config.NewTemplate([]string{"./no-such-program"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing.Dir = t.TempDir()
+	for name, spec := range map[string]provider.Spec{
+		"missing command": {Group: "web", Name: "web-001", Template: missing},
+		"bad name":        {Group: "web", Name: "../web-001", Template: tmpl},
+		"empty name":      {Group: "web", Template: tmpl},
+	} {
+		if inst, err := p.Start(context.Background(), spec); err == nil {
+			stop(t, inst)
+			t.Errorf("%s: Start succeeded", name)
+		}
+	}
+	if len(p.ports) != 0 {
+		t.Errorf("ports still reserved after failed starts: %v", p.ports)
+	}
+}
+
+func TestStartQuickExit(t *testing.T) {
+	t.Parallel()
+	inst := start(t, New(t.TempDir(), nil), "web-001", helperTemplate(t, "exit1"))
+	waitDone(t, inst)
+	if r := inst.ExitReason(); r != "exit status 1" {
+		t.Errorf("exit reason = %q, want exit status 1", r)
+	}
+}
+
+func TestStartDistinctPorts(t *testing.T) {
+	t.Parallel()
+	p := New(t.TempDir(), nil)
+	tmpl := helperTemplate(t, "serve")
+	seen := map[int]bool{}
+	for i := range 5 {
+		port := start(t, p, fmt.Sprintf("web-%03d", i), tmpl).Record().Port
+		if seen[port] {
+			t.Errorf("port %d handed out twice", port)
+		}
+		seen[port] = true
+	}
+}
+
+func TestStopKillsWhenTERMIgnored(t *testing.T) {
+	t.Parallel()
+	tmpl := helperTemplate(t, "ignore-term")
+	tmpl.StopTimeout = 300 * time.Millisecond
+	inst := start(t, New(t.TempDir(), nil), "web-001", tmpl)
+	get(t, inst.Record().Port) // SIGTERM is ignored once it serves
+
+	began := time.Now()
+	stop(t, inst)
+	if d := time.Since(began); d < tmpl.StopTimeout {
+		t.Errorf("Stop returned after %v, before StopTimeout", d)
+	}
+	waitDone(t, inst)
+	if r := inst.ExitReason(); !strings.Contains(r, "killed") {
+		t.Errorf("exit reason = %q, want killed", r)
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	tmpl := helperTemplate(t, "serve")
+	inst := start(t, New(stateDir, nil), "web-001", tmpl)
+	rec := inst.Record()
+	get(t, rec.Port)
+
+	// A second Provider for the same state dir stands in for a restarted shoal.
+	p2 := New(stateDir, nil)
+	adopted, err := p2.Adopt(ctx, rec, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adopted.Record() != rec {
+		t.Errorf("adopted record = %+v, want %+v", adopted.Record(), rec)
+	}
+	if _, ok := p2.ports[rec.Port]; !ok {
+		t.Errorf("adopted port %d not tracked", rec.Port)
+	}
+
+	self, err := proc.StartTicks(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongName, reused, notMarked, zeroPID := rec, rec, rec, rec
+	wrongName.Name = "web-002"
+	reused.PIDStart++
+	notMarked.PID, notMarked.PIDStart = os.Getpid(), self
+	zeroPID.PID = 0
+	for name, c := range map[string]struct {
+		p   *Provider
+		rec provider.Record
+	}{
+		"other state dir": {New(t.TempDir(), nil), rec},
+		"other name":      {p2, wrongName},
+		"reused pid":      {p2, reused},
+		"unmarked":        {p2, notMarked},
+		"zero pid":        {p2, zeroPID},
+	} {
+		if got, err := c.p.Adopt(ctx, c.rec, tmpl); !errors.Is(err, provider.ErrGone) {
+			if got != nil {
+				stop(t, got)
+			}
+			t.Errorf("%s: Adopt error = %v, want ErrGone", name, err)
+		}
+	}
+
+	stop(t, adopted)
+	waitDone(t, inst)
+	waitDone(t, adopted)
+	if _, err := p2.Adopt(ctx, rec, tmpl); !errors.Is(err, provider.ErrGone) {
+		t.Errorf("Adopt of an exited instance: %v, want ErrGone", err)
+	}
+}
+
+// startUnmanaged runs the helper outside any Provider, in the test's own
+// process group unless ownGroup, and kills it when the test ends.
+func startUnmanaged(t *testing.T, env []string, ownGroup bool) (port int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), append(env, helperEnv+"=serve")...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	get(t, port)
+	return port
+}
+
+// serving reports whether the helper on port answers right now.
+func serving(port int) bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
+func TestStopStrays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	tmpl := helperTemplate(t, "serve")
+	p1 := New(stateDir, nil)
+	kept := start(t, p1, "web-001", tmpl)
+	stray := start(t, p1, "web-002", tmpl)
+	other := start(t, New(t.TempDir(), nil), "web-003", tmpl)
+	for _, in := range []provider.Instance{kept, stray, other} {
+		get(t, in.Record().Port)
+	}
+	// Marked, but in the test binary's process group: stopping that group
+	// would kill the test itself.
+	inForeignGroup := startUnmanaged(t, []string{envStateDir + "=" + stateDir, envInstance + "=web-004"}, false)
+	unmarked := startUnmanaged(t, nil, true)
+
+	// Instances the Provider itself runs are never strays.
+	if got, err := p1.StopStrays(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("StopStrays of the starting Provider = %+v, %v; want none", got, err)
+	}
+
+	stopped, err := New(stateDir, nil).StopStrays(ctx, []provider.Record{kept.Record()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := stray.Record()
+	want := []provider.Record{{Name: "web-002", Host: "127.0.0.1", PID: sr.PID, PIDStart: sr.PIDStart}}
+	if !slices.Equal(stopped, want) {
+		t.Errorf("StopStrays = %+v, want %+v", stopped, want)
+	}
+	waitDone(t, stray)
+
+	for _, in := range []provider.Instance{kept, other} {
+		if !serving(in.Record().Port) {
+			t.Errorf("%s was stopped", in.Record().Name)
+		}
+	}
+	for name, port := range map[string]int{"marked process in a foreign group": inForeignGroup, "unmarked process": unmarked} {
+		if !serving(port) {
+			t.Errorf("%s was stopped", name)
+		}
+	}
+
+	again, err := New(stateDir, nil).StopStrays(ctx, []provider.Record{kept.Record()})
+	if err != nil || len(again) != 0 {
+		t.Errorf("second StopStrays = %+v, %v; want none", again, err)
+	}
+}

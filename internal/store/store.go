@@ -1,0 +1,486 @@
+// Package store keeps shoal's state (group sizes, cooldowns, instances and the
+// job history) in a SQLite database so that it survives a restart of shoal.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrNotFound reports that a requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// maxJobs is how many of the newest jobs are kept; older ones are pruned on insert.
+const maxJobs = 10000
+
+// Job states FailUnfinishedJobs knows; the jobs package defines the full set.
+const (
+	stateAccepted = "accepted"
+	stateRunning  = "running"
+	stateFailed   = "failed"
+)
+
+// migrations[i] brings the schema from user_version i to i+1. Append only.
+var migrations = [][]string{
+	{
+		`CREATE TABLE group_state (
+			name                TEXT PRIMARY KEY,
+			desired             INTEGER NOT NULL,
+			up_cooldown_until   TEXT,
+			down_cooldown_until TEXT
+		) STRICT`,
+		`CREATE TABLE instances (
+			name       TEXT PRIMARY KEY,
+			group_name TEXT NOT NULL,
+			idx        INTEGER NOT NULL,
+			host       TEXT NOT NULL,
+			port       INTEGER NOT NULL,
+			pid        INTEGER NOT NULL,
+			pid_start  INTEGER NOT NULL,
+			started_at TEXT,
+			state      TEXT NOT NULL,
+			updated_at TEXT
+		) STRICT`,
+		`CREATE INDEX instances_group_idx ON instances (group_name, idx)`,
+		// AUTOINCREMENT so that ids of pruned jobs are never handed out again:
+		// clients may hold on to a job id long after it was pruned.
+		`CREATE TABLE jobs (
+			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			group_name  TEXT NOT NULL,
+			source      TEXT NOT NULL,
+			kind        TEXT NOT NULL,
+			plan        TEXT NOT NULL,
+			from_size   INTEGER NOT NULL,
+			target_size INTEGER NOT NULL,
+			state       TEXT NOT NULL,
+			reason      TEXT NOT NULL,
+			noop        INTEGER NOT NULL,
+			created_at  TEXT,
+			started_at  TEXT,
+			finished_at TEXT
+		) STRICT`,
+		`CREATE INDEX jobs_group_id ON jobs (group_name, id)`,
+	},
+}
+
+// Store is shoal's state database. It is safe for concurrent use.
+type Store struct {
+	db      *sql.DB
+	maxJobs int64
+}
+
+// Open opens the database at path, creating it (mode 0600) if needed, and
+// migrates its schema to the current version.
+func Open(path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// SQLite would create the file honouring only the umask; the state may be
+	// sensitive, so create it ourselves. SQLite gives -wal and -shm the
+	// database file's mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+
+	// Pragmas go in the DSN so that they also apply to any connection the pool
+	// opens later, e.g. after a bad connection is discarded.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "foreign_keys(on)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	// One connection serialises all access: SQLite allows one writer anyway and
+	// shoal's load is tiny, and it rules out SQLITE_BUSY between our own
+	// connections. Methods therefore read all rows before the next query.
+	db.SetMaxOpenConns(1)
+
+	s := &Store{db: db, maxJobs: maxJobs}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+
+	var version int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this shoal supports (%d)", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", v+1, err)
+			}
+		}
+	}
+	if version == len(migrations) {
+		return nil
+	}
+	// PRAGMA takes no bound parameters; the value is an int we control.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// GroupState is a group's persistent scaling state.
+type GroupState struct {
+	Name              string
+	Desired           int
+	UpCooldownUntil   time.Time
+	DownCooldownUntil time.Time
+}
+
+// GroupState returns the state of the named group; ok is false if none was stored.
+func (s *Store) GroupState(ctx context.Context, name string) (g GroupState, ok bool, err error) {
+	var up, down sql.NullString
+	err = s.db.QueryRowContext(ctx,
+		`SELECT name, desired, up_cooldown_until, down_cooldown_until FROM group_state WHERE name = ?`,
+		name).Scan(&g.Name, &g.Desired, &up, &down)
+	if errors.Is(err, sql.ErrNoRows) {
+		return GroupState{}, false, nil
+	}
+	if err != nil {
+		return GroupState{}, false, fmt.Errorf("read group state %q: %w", name, err)
+	}
+	if g.UpCooldownUntil, err = parseTime(up); err != nil {
+		return GroupState{}, false, fmt.Errorf("read group state %q: %w", name, err)
+	}
+	if g.DownCooldownUntil, err = parseTime(down); err != nil {
+		return GroupState{}, false, fmt.Errorf("read group state %q: %w", name, err)
+	}
+	return g, true, nil
+}
+
+// PutGroupState creates or replaces the state of g.Name.
+func (s *Store) PutGroupState(ctx context.Context, g GroupState) error {
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO group_state (name, desired, up_cooldown_until, down_cooldown_until)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET
+			desired = excluded.desired,
+			up_cooldown_until = excluded.up_cooldown_until,
+			down_cooldown_until = excluded.down_cooldown_until`,
+		g.Name, g.Desired, formatTime(g.UpCooldownUntil), formatTime(g.DownCooldownUntil))
+	if err != nil {
+		return fmt.Errorf("write group state %q: %w", g.Name, err)
+	}
+	return nil
+}
+
+// Instance is a stored instance: its provider record plus shoal's view of it.
+type Instance struct {
+	Group string
+	Name  string
+	Index int
+	Host  string
+	Port  int
+	PID   int
+	// PIDStart is the process start time in clock ticks since boot.
+	PIDStart  uint64
+	StartedAt time.Time
+	State     string
+	// UpdatedAt is set by PutInstance.
+	UpdatedAt time.Time
+}
+
+// PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
+func (s *Store) PutInstance(ctx context.Context, in Instance) error {
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET
+			group_name = excluded.group_name,
+			idx = excluded.idx,
+			host = excluded.host,
+			port = excluded.port,
+			pid = excluded.pid,
+			pid_start = excluded.pid_start,
+			started_at = excluded.started_at,
+			state = excluded.state,
+			updated_at = excluded.updated_at`,
+		in.Name, in.Group, in.Index, in.Host, in.Port, in.PID,
+		// SQLite integers are signed; the bit pattern round-trips.
+		int64(in.PIDStart),
+		formatTime(in.StartedAt), in.State, formatTime(time.Now()))
+	if err != nil {
+		return fmt.Errorf("write instance %q: %w", in.Name, err)
+	}
+	return nil
+}
+
+// DeleteInstance removes the named instance; removing a missing one is not an error.
+func (s *Store) DeleteInstance(ctx context.Context, name string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM instances WHERE name = ?`, name); err != nil {
+		return fmt.Errorf("delete instance %q: %w", name, err)
+	}
+	return nil
+}
+
+// Instances returns all stored instances ordered by group, then index.
+func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, updated_at
+		FROM instances ORDER BY group_name, idx, name`)
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		var (
+			in                 Instance
+			pidStart           int64
+			started, updatedAt sql.NullString
+		)
+		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.Host, &in.Port, &in.PID,
+			&pidStart, &started, &in.State, &updatedAt); err != nil {
+			return nil, fmt.Errorf("list instances: %w", err)
+		}
+		in.PIDStart = uint64(pidStart)
+		if in.StartedAt, err = parseTime(started); err != nil {
+			return nil, fmt.Errorf("list instances: instance %q: %w", in.Name, err)
+		}
+		if in.UpdatedAt, err = parseTime(updatedAt); err != nil {
+			return nil, fmt.Errorf("list instances: instance %q: %w", in.Name, err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return out, nil
+}
+
+// Job is one scaling job in the history.
+type Job struct {
+	ID         int64
+	Group      string
+	Source     string
+	Kind       string
+	Plan       string
+	FromSize   int
+	TargetSize int
+	State      string
+	Reason     string
+	// Noop is set for a job that found nothing to do.
+	Noop       bool
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+const jobColumns = `id, group_name, source, kind, plan, from_size, target_size, state, reason, noop,
+	created_at, started_at, finished_at`
+
+// InsertJob stores j as a new job and sets j.ID. Ids are never reused. Only the
+// newest 10,000 jobs are kept.
+func (s *Store) InsertJob(ctx context.Context, j *Job) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	defer tx.Rollback()
+
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO jobs (group_name, source, kind, plan, from_size, target_size, state, reason, noop,
+			created_at, started_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
+		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt))
+	if err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	// Ids increase monotonically, so a range delete on the primary key prunes
+	// without counting rows. Gaps only make it keep fewer.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id <= ?`, id-s.maxJobs); err != nil {
+		return fmt.Errorf("insert job: prune old jobs: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	j.ID = id
+	return nil
+}
+
+// UpdateJob replaces the stored job j.ID with j, or returns ErrNotFound.
+func (s *Store) UpdateJob(ctx context.Context, j Job) error {
+	res, err := s.db.ExecContext(ctx,
+		`UPDATE jobs SET group_name = ?, source = ?, kind = ?, plan = ?, from_size = ?, target_size = ?,
+			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?
+		WHERE id = ?`,
+		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
+		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.ID)
+	if err != nil {
+		return fmt.Errorf("update job %d: %w", j.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("update job %d: %w", j.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("update job %d: %w", j.ID, ErrNotFound)
+	}
+	return nil
+}
+
+// Job returns the job with the given id, or ErrNotFound.
+func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
+	if err != nil {
+		return Job{}, fmt.Errorf("read job %d: %w", id, err)
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return Job{}, fmt.Errorf("read job %d: %w", id, err)
+	}
+	if len(jobs) == 0 {
+		return Job{}, fmt.Errorf("read job %d: %w", id, ErrNotFound)
+	}
+	return jobs[0], nil
+}
+
+// Jobs returns up to limit jobs of group ("" for all groups), newest first.
+// A limit of 0 or less means no limit.
+func (s *Store) Jobs(ctx context.Context, group string, limit int) ([]Job, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if group == "" {
+		rows, err = s.db.QueryContext(ctx,
+			`SELECT `+jobColumns+` FROM jobs ORDER BY id DESC LIMIT ?`, limit)
+	} else {
+		rows, err = s.db.QueryContext(ctx,
+			`SELECT `+jobColumns+` FROM jobs WHERE group_name = ? ORDER BY id DESC LIMIT ?`, group, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// FailUnfinishedJobs marks every accepted or running job as failed with reason,
+// finished at at, and returns them ordered by id. Jobs cannot survive a restart
+// of shoal; this records why they ended.
+func (s *Store) FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]Job, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`UPDATE jobs SET state = ?, reason = ?, finished_at = ?
+		WHERE state IN (?, ?)
+		RETURNING `+jobColumns,
+		stateFailed, reason, formatTime(at), stateAccepted, stateRunning)
+	if err != nil {
+		return nil, fmt.Errorf("fail unfinished jobs: %w", err)
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("fail unfinished jobs: %w", err)
+	}
+	// RETURNING yields rows in no particular order.
+	sort.Slice(jobs, func(i, k int) bool { return jobs[i].ID < jobs[k].ID })
+	return jobs, nil
+}
+
+// scanJobs reads all rows of a jobColumns query and closes rows.
+func scanJobs(rows *sql.Rows) ([]Job, error) {
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var (
+			j                          Job
+			created, started, finished sql.NullString
+		)
+		if err := rows.Scan(&j.ID, &j.Group, &j.Source, &j.Kind, &j.Plan, &j.FromSize, &j.TargetSize,
+			&j.State, &j.Reason, &j.Noop, &created, &started, &finished); err != nil {
+			return nil, err
+		}
+		var err error
+		if j.CreatedAt, err = parseTime(created); err != nil {
+			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		if j.StartedAt, err = parseTime(started); err != nil {
+			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		if j.FinishedAt, err = parseTime(finished); err != nil {
+			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// formatTime stores t as UTC RFC 3339 text, readable with the sqlite3 shell; the
+// zero time becomes NULL so that it round-trips as zero.
+func formatTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: t.UTC().Format(time.RFC3339Nano), Valid: true}
+}
+
+func parseTime(v sql.NullString) (time.Time, error) {
+	if !v.Valid {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.String)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse time %q: %w", v.String, err)
+	}
+	return t, nil
+}

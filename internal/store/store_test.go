@@ -1,0 +1,528 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func openTest(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shoal.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestOpenFileModeAndWAL(t *testing.T) {
+	s, path := openTest(t)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Errorf("database mode = %o, want 600", m)
+	}
+
+	var mode string
+	if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+	var fk, busy, sync int
+	if err := s.db.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if fk != 1 || busy != 5000 || sync != 1 {
+		t.Errorf("foreign_keys=%d busy_timeout=%d synchronous=%d, want 1 5000 1 (NORMAL)", fk, busy, sync)
+	}
+	var version int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != len(migrations) {
+		t.Errorf("user_version = %d, want %d", version, len(migrations))
+	}
+
+	// A write creates the WAL file, which must not be more permissive.
+	if err := s.PutGroupState(context.Background(), GroupState{Name: "web", Desired: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err = os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Errorf("WAL mode = %o, want 600", m)
+	}
+}
+
+func TestOpenPathWithSpecialCharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir?with#odd%chars")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "shoal.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutGroupState(context.Background(), GroupState{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "shoal.db" && e.Name() != "shoal.db-wal" && e.Name() != "shoal.db-shm" {
+			t.Errorf("unexpected file %q in %s", e.Name(), dir)
+		}
+	}
+}
+
+func TestOpenNewerSchema(t *testing.T) {
+	s, path := openTest(t)
+	if _, err := s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(migrations)+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s2, err := Open(path); err == nil {
+		s2.Close()
+		t.Fatal("Open of a newer schema succeeded")
+	}
+}
+
+func TestGroupState(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	if _, ok, err := s.GroupState(ctx, "web"); err != nil || ok {
+		t.Fatalf("GroupState of missing group = ok %v, err %v", ok, err)
+	}
+
+	up := time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.FixedZone("JST", 9*3600))
+	want := GroupState{Name: "web", Desired: 3, UpCooldownUntil: up}
+	if err := s.PutGroupState(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.GroupState(ctx, "web")
+	if err != nil || !ok {
+		t.Fatalf("GroupState = ok %v, err %v", ok, err)
+	}
+	if got.Name != "web" || got.Desired != 3 || !got.UpCooldownUntil.Equal(up) || !got.DownCooldownUntil.IsZero() {
+		t.Errorf("GroupState = %+v, want %+v", got, want)
+	}
+
+	// Upsert, and a set time back to zero stays zero.
+	want = GroupState{Name: "web", Desired: 5, DownCooldownUntil: up}
+	if err := s.PutGroupState(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.GroupState(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Desired != 5 || !got.UpCooldownUntil.IsZero() || !got.DownCooldownUntil.Equal(up) {
+		t.Errorf("GroupState after update = %+v, want %+v", got, want)
+	}
+}
+
+func TestInstances(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	started := time.Now()
+	ins := []Instance{
+		{Group: "web", Name: "web-2", Index: 2, Host: "127.0.0.1", Port: 4002, PID: 12, PIDStart: 1 << 63, StartedAt: started, State: "up"},
+		{Group: "api", Name: "api-0", Index: 0, Host: "127.0.0.1", Port: 5000, PID: 20, PIDStart: 7, State: "starting"},
+		{Group: "web", Name: "web-0", Index: 0, Host: "127.0.0.1", Port: 4000, PID: 10, PIDStart: 99, StartedAt: started, State: "up"},
+	}
+	before := time.Now()
+	for _, in := range ins {
+		if err := s.PutInstance(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOrder := []string{"api-0", "web-0", "web-2"}
+	if len(got) != len(wantOrder) {
+		t.Fatalf("Instances returned %d, want %d", len(got), len(wantOrder))
+	}
+	for i, name := range wantOrder {
+		if got[i].Name != name {
+			t.Errorf("Instances[%d] = %q, want %q", i, got[i].Name, name)
+		}
+		if got[i].UpdatedAt.Before(before.Add(-time.Millisecond)) || got[i].UpdatedAt.After(time.Now()) {
+			t.Errorf("%s: UpdatedAt = %v, want about now", name, got[i].UpdatedAt)
+		}
+	}
+	w2 := got[2]
+	if w2.Group != "web" || w2.Index != 2 || w2.Host != "127.0.0.1" || w2.Port != 4002 || w2.PID != 12 ||
+		w2.PIDStart != 1<<63 || !w2.StartedAt.Equal(started) || w2.State != "up" {
+		t.Errorf("web-2 = %+v, want %+v", w2, ins[0])
+	}
+	if !got[0].StartedAt.IsZero() {
+		t.Errorf("api-0 StartedAt = %v, want zero", got[0].StartedAt)
+	}
+
+	// Upsert by name.
+	upd := ins[1]
+	upd.State = "up"
+	upd.PID = 21
+	if err := s.PutInstance(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteInstance(ctx, "web-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteInstance(ctx, "no-such"); err != nil {
+		t.Errorf("DeleteInstance of a missing instance: %v", err)
+	}
+	got, err = s.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "api-0" || got[0].PID != 21 || got[0].State != "up" || got[1].Name != "web-2" {
+		t.Errorf("Instances after upsert and delete = %+v", got)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	created := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	j := Job{Group: "web", Source: "api", Kind: "up", Plan: "large", FromSize: 1, TargetSize: 3,
+		State: stateAccepted, CreatedAt: created}
+	if err := s.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.ID == 0 {
+		t.Fatal("InsertJob did not assign an ID")
+	}
+	got, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jobsEqual(got, j) {
+		t.Errorf("Job = %+v, want %+v", got, j)
+	}
+	if !got.StartedAt.IsZero() || !got.FinishedAt.IsZero() {
+		t.Errorf("zero times did not round-trip: %+v", got)
+	}
+
+	j.State = "succeeded"
+	j.Noop = true
+	j.Reason = "already at size"
+	j.StartedAt = created.Add(time.Second)
+	j.FinishedAt = created.Add(2 * time.Second)
+	if err := s.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Job(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !jobsEqual(got, j) {
+		t.Errorf("Job after update = %+v, want %+v", got, j)
+	}
+
+	if _, err := s.Job(ctx, 9999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Job(9999) error = %v, want ErrNotFound", err)
+	}
+	if err := s.UpdateJob(ctx, Job{ID: 9999}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateJob(9999) error = %v, want ErrNotFound", err)
+	}
+}
+
+func TestJobsListing(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	var ids []int64
+	for i, g := range []string{"web", "api", "web", "web", "api"} {
+		j := Job{Group: g, Kind: "up", TargetSize: i, State: "succeeded"}
+		if err := s.InsertJob(ctx, &j); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+
+	all, err := s.Jobs(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jobIDs(all), []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Jobs(all) ids = %v, want %v", got, want)
+	}
+	web, err := s.Jobs(ctx, "web", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jobIDs(web), []int64{ids[3], ids[2]}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Jobs(web, 2) ids = %v, want %v", got, want)
+	}
+	none, err := s.Jobs(ctx, "nope", 10)
+	if err != nil || len(none) != 0 {
+		t.Errorf("Jobs(nope) = %v, %v; want none", none, err)
+	}
+}
+
+func TestJobsPruneAndIDsNotReused(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	s.maxJobs = 3
+
+	var last int64
+	for i := 0; i < 5; i++ {
+		j := Job{Group: "web", State: "succeeded"}
+		if err := s.InsertJob(ctx, &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.ID <= last {
+			t.Fatalf("job id %d after %d", j.ID, last)
+		}
+		last = j.ID
+	}
+	all, err := s.Jobs(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jobIDs(all), []int64{last, last - 1, last - 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after pruning ids = %v, want %v", got, want)
+	}
+
+	// Deleting the newest rows must not make their ids available again.
+	if _, err := s.db.Exec("DELETE FROM jobs"); err != nil {
+		t.Fatal(err)
+	}
+	j := Job{Group: "web", State: "succeeded"}
+	if err := s.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.ID <= last {
+		t.Errorf("id %d reused (last was %d)", j.ID, last)
+	}
+}
+
+func TestFailUnfinishedJobs(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	states := []string{stateAccepted, "succeeded", stateRunning, stateFailed, stateAccepted}
+	var ids []int64
+	for _, st := range states {
+		j := Job{Group: "web", State: st, Reason: "orig"}
+		if err := s.InsertJob(ctx, &j); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	failed, err := s.FailUnfinishedJobs(ctx, "shoal restarted", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jobIDs(failed), []int64{ids[0], ids[2], ids[4]}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("failed ids = %v, want %v", got, want)
+	}
+	for _, j := range failed {
+		if j.State != stateFailed || j.Reason != "shoal restarted" || !j.FinishedAt.Equal(at) {
+			t.Errorf("returned job = %+v", j)
+		}
+	}
+	for i, id := range ids {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch states[i] {
+		case stateAccepted, stateRunning:
+			if j.State != stateFailed || j.Reason != "shoal restarted" || !j.FinishedAt.Equal(at) {
+				t.Errorf("job %d = %+v, want failed", id, j)
+			}
+		default:
+			if j.State != states[i] || j.Reason != "orig" || !j.FinishedAt.IsZero() {
+				t.Errorf("finished job %d changed: %+v", id, j)
+			}
+		}
+	}
+	again, err := s.FailUnfinishedJobs(ctx, "again", at)
+	if err != nil || len(again) != 0 {
+		t.Errorf("second FailUnfinishedJobs = %v, %v; want none", again, err)
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shoal.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutInstance(ctx, Instance{Group: "web", Name: "web-0", PID: 1, PIDStart: 2, State: "up"}); err != nil {
+		t.Fatal(err)
+	}
+	j := Job{Group: "web", State: stateRunning}
+	if err := s.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g, ok, err := s.GroupState(ctx, "web")
+	if err != nil || !ok || g.Desired != 4 {
+		t.Errorf("GroupState after reopen = %+v, %v, %v", g, ok, err)
+	}
+	ins, err := s.Instances(ctx)
+	if err != nil || len(ins) != 1 || ins[0].Name != "web-0" || ins[0].PIDStart != 2 {
+		t.Errorf("Instances after reopen = %+v, %v", ins, err)
+	}
+	got, err := s.Job(ctx, j.ID)
+	if err != nil || got.State != stateRunning {
+		t.Errorf("Job after reopen = %+v, %v", got, err)
+	}
+	j2 := Job{Group: "web"}
+	if err := s.InsertJob(ctx, &j2); err != nil {
+		t.Fatal(err)
+	}
+	if j2.ID <= j.ID {
+		t.Errorf("id after reopen = %d, want > %d", j2.ID, j.ID)
+	}
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+
+	const workers, each = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for i := 0; i < each; i++ {
+				j := Job{Group: fmt.Sprintf("g%d", w), State: stateRunning}
+				if err := s.InsertJob(ctx, &j); err != nil {
+					errs <- err
+					continue
+				}
+				j.State = "succeeded"
+				if err := s.UpdateJob(ctx, j); err != nil {
+					errs <- err
+				}
+				in := Instance{Group: "web", Name: fmt.Sprintf("w%d-%d", w, i%4), Index: i, State: "up"}
+				if err := s.PutInstance(ctx, in); err != nil {
+					errs <- err
+				}
+				if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: i}); err != nil {
+					errs <- err
+				}
+				if _, err := s.Instances(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	all, err := s.Jobs(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != workers*each {
+		t.Errorf("%d jobs, want %d", len(all), workers*each)
+	}
+	ins, err := s.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ins) != workers*4 {
+		t.Errorf("%d instances, want %d", len(ins), workers*4)
+	}
+}
+
+// TestConcurrentStores checks that two Stores on one file (e.g. shoal and a CLI
+// reading state) wait for each other instead of failing with "database is locked".
+func TestConcurrentStores(t *testing.T) {
+	ctx := context.Background()
+	s1, path := openTest(t)
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for _, s := range []*Store{s1, s2} {
+		for w := 0; w < 4; w++ {
+			wg.Go(func() {
+				for i := 0; i < 50; i++ {
+					j := Job{Group: "web", State: stateRunning}
+					if err := s.InsertJob(ctx, &j); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	all, err := s1.Jobs(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 400 {
+		t.Errorf("%d jobs, want 400", len(all))
+	}
+}
+
+func jobsEqual(a, b Job) bool {
+	return a.ID == b.ID && a.Group == b.Group && a.Source == b.Source && a.Kind == b.Kind &&
+		a.Plan == b.Plan && a.FromSize == b.FromSize && a.TargetSize == b.TargetSize &&
+		a.State == b.State && a.Reason == b.Reason && a.Noop == b.Noop &&
+		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt)
+}
+
+func jobIDs(jobs []Job) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}

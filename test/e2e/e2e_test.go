@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+var web = groupSpec{Name: "web", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3, largest: 5}"}
+
+// load sends keep-alive requests through the balancer until stop is called.
+func load(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan loadgen.Result, 1)
+	go func() {
+		res, err := loadgen.Run(ctx, loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: 4, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Errorf("load: %v", err)
+		}
+		done <- res
+	}()
+	var once sync.Once
+	var res loadgen.Result
+	stop = func() loadgen.Result {
+		once.Do(func() { cancel(); res = <-done })
+		return res
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+func scaleSync(t *testing.T, e *shoalEnv, args ...string) {
+	t.Helper()
+	out, stderr, code := e.cli(append([]string{"scale", "web"}, append(args, "--sync")...)...)
+	if code != 0 {
+		t.Fatalf("shoal scale web %v exited %d:\n%s%s", args, code, out, stderr)
+	}
+	if !strings.Contains(out, "done") {
+		t.Fatalf("shoal scale output does not say done:\n%s", out)
+	}
+}
+
+// TestScaleUnderLoad scales 2→3→5→3→2 (up/down along the ladder and jumps)
+// while a client sends keep-alive requests: no request may fail and HAProxy's
+// server list must equal shoal's status after every step.
+func TestScaleUnderLoad(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	e.checkInSync("web")
+
+	stop := load(t, e)
+	time.Sleep(500 * time.Millisecond)
+	for _, step := range []struct {
+		args []string
+		size int
+	}{
+		{[]string{"up"}, 3},
+		{[]string{"--plan", "largest"}, 5},
+		{[]string{"down"}, 3},
+		{[]string{"--size", "2"}, 2},
+	} {
+		scaleSync(t, e, step.args...)
+		s := e.status().Groups[0]
+		if s.Desired != step.size || len(s.Instances) != step.size || s.InService != step.size {
+			t.Fatalf("after scale %v: desired %d, %d instances, %d in service; want %d", step.args, s.Desired, len(s.Instances), s.InService, step.size)
+		}
+		e.checkInSync("web")
+	}
+	res := stop()
+	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed while scaling: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	if res.Requests < 100 {
+		t.Fatalf("only %d requests went through", res.Requests)
+	}
+	if len(res.ByInstance) < 5 {
+		t.Fatalf("traffic reached %d instances, want all 5 at the largest plan: %v", len(res.ByInstance), res.ByInstance)
+	}
+	e.stop()
+	if left := e.ourProcesses(); len(left) > 0 {
+		t.Fatalf("processes left after SIGTERM: %v", left)
+	}
+}
+
+// TestKilledInstanceIsReplaced SIGKILLs an instance under load: it leaves
+// rotation and a new one takes its place.
+func TestKilledInstanceIsReplaced(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	stop := load(t, e)
+	time.Sleep(500 * time.Millisecond)
+
+	victim := e.status().Groups[0].Instances[0]
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the killed instance is replaced", 30*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		if s.InService != 2 || len(s.Instances) != 2 {
+			return fmt.Errorf("%d in service of %d", s.InService, len(s.Instances))
+		}
+		for _, in := range s.Instances {
+			if in.PID == victim.PID {
+				return fmt.Errorf("pid %d still listed", victim.PID)
+			}
+		}
+		return nil
+	})
+	for _, addr := range e.haproxyServers("web") {
+		if addr == victim.Addr {
+			t.Fatalf("HAProxy still routes to the killed instance at %s", addr)
+		}
+	}
+	e.checkInSync("web")
+	res := stop()
+	t.Logf("%d requests, %d failures", res.Requests, res.Failures)
+	if res.Failures != 0 {
+		t.Fatalf("%d requests failed after SIGKILL of an instance: %v", res.Failures, res.FailureSamples)
+	}
+	s := e.status().Groups[0]
+	if len(s.LastFailures) == 0 || !strings.Contains(s.LastFailures[0].Reason, "exited") {
+		t.Fatalf("status does not report the failure: %+v", s.LastFailures)
+	}
+}
+
+// TestCoreKill9RestartAdopts kills the core with SIGKILL: HAProxy and the
+// instances keep serving, and a restarted core adopts them all.
+func TestCoreKill9RestartAdopts(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "up")
+	before := e.status().Groups[0]
+	haproxyPID := e.haproxyPID()
+
+	stop := load(t, e)
+	e.kill9()
+	time.Sleep(time.Second)
+	e.start()
+	e.waitInService("web", 3)
+	res := stop()
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed across a kill -9 and restart of the core: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+
+	after := e.status().Groups[0]
+	var bp, ap []int
+	for _, in := range before.Instances {
+		bp = append(bp, in.PID)
+	}
+	for _, in := range after.Instances {
+		ap = append(ap, in.PID)
+	}
+	if fmt.Sprint(bp) != fmt.Sprint(ap) {
+		t.Fatalf("instances were not adopted: pids before %v, after %v", bp, ap)
+	}
+	if e.haproxyPID() != haproxyPID {
+		t.Fatalf("HAProxy was restarted (pid %d → %d) instead of adopted", haproxyPID, e.haproxyPID())
+	}
+	e.checkInSync("web")
+	// No strays: every live process of ours is an adopted instance or HAProxy.
+	want := append(slices.Clone(ap), haproxyPID)
+	got := e.ourProcesses()
+	slices.Sort(want)
+	slices.Sort(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("live processes %v, want exactly %v (instances + HAProxy)", got, want)
+	}
+	e.stop()
+	for _, pid := range want {
+		if alive(pid) {
+			t.Fatalf("pid %d still alive after SIGTERM", pid)
+		}
+	}
+}
+
+// TestStrayStoppedOnRestart: an instance process nothing records (e.g. started
+// just before a crash) is stopped by the next core.
+func TestStrayStoppedOnRestart(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	e.kill9()
+	// Forge a stray: an instance-marked process not in shoal's records.
+	stray := startMarked(t, e.stateDir())
+	e.start()
+	e.waitInService("web", 2)
+	e.eventually("the stray is stopped", 15*time.Second, func() error {
+		if alive(stray) {
+			return fmt.Errorf("pid %d alive", stray)
+		}
+		return nil
+	})
+}
+
+func startMarked(t *testing.T, stateDir string) int {
+	t.Helper()
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "300"}, &os.ProcAttr{
+		Env: []string{"SHOAL_STATE_DIR=" + stateDir, "SHOAL_INSTANCE=web-099"},
+		Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+	go func() { _, _ = p.Wait() }()
+	return p.Pid
+}
+
+// TestJobRules: cooldowns ignore with a reason, concurrent requests run one
+// job, edges of the ladder are ignored, and bad names exit 2 with the valid ones.
+func TestJobRules(t *testing.T) {
+	g := web
+	g.CooldownUp, g.CooldownDn = "1h", "1h"
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 2)
+
+	// Concurrent requests on one group: exactly one runs.
+	var wg sync.WaitGroup
+	results := make([]jobs.Job, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j, err := e.client().Scale(context.Background(), "web", api.ScaleRequest{Direction: "up", Source: "test"})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = j
+		}()
+	}
+	wg.Wait()
+	var accepted []jobs.Job
+	for _, j := range results {
+		switch j.State {
+		case jobs.Accepted:
+			accepted = append(accepted, j)
+		case jobs.Ignored:
+			if !strings.Contains(j.Reason, "another job") {
+				t.Fatalf("ignored with reason %q, want another job running", j.Reason)
+			}
+		default:
+			t.Fatalf("job in state %s", j.State)
+		}
+	}
+	if len(accepted) != 1 {
+		t.Fatalf("%d jobs accepted of 6 concurrent requests, want 1", len(accepted))
+	}
+	j, err := e.client().Job(context.Background(), accepted[0].ID, time.Minute)
+	if err != nil || j.State != jobs.Done || j.Target != 3 {
+		t.Fatalf("job %+v, err %v; want done at 3", j, err)
+	}
+
+	// Cooldown: the next scale-up is ignored and says until when (exit 3).
+	out, _, code := e.cli("scale", "web", "up", "--sync")
+	if code != 3 || !strings.Contains(out, "ignored") || !strings.Contains(out, "cooldown runs until") {
+		t.Fatalf("scale up during cooldown: exit %d, output %q; want exit 3 with the cooldown", code, out)
+	}
+
+	// Unknown group and plan: exit 2 with the valid names.
+	_, stderr, code := e.cli("scale", "nope", "up")
+	if code != 2 || !strings.Contains(stderr, "web") {
+		t.Fatalf("unknown group: exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = e.cli("scale", "web", "--plan", "huge")
+	if code != 2 || !strings.Contains(stderr, "smallest, medium, largest") {
+		t.Fatalf("unknown plan: exit %d, stderr %q", code, stderr)
+	}
+
+	// Every job is listed, the unknown plan one as ignored.
+	out, _, code = e.cli("jobs", "-o", "json")
+	if code != 0 || strings.Count(out, `"state": "ignored"`) < 6 || !strings.Contains(out, `"source": "test"`) {
+		t.Fatalf("jobs: exit %d\n%s", code, out)
+	}
+	out, _, code = e.cli("jobs", accepted[0].ID)
+	if code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("jobs ID: exit %d\n%s", code, out)
+	}
+}
+
+// TestLadderEdges: down at the smallest plan and up at the largest are ignored;
+// a jump to the current plan is done with nothing to change.
+func TestLadderEdges(t *testing.T) {
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{one: 1, two: 2}"})
+	e.start()
+	e.waitInService("web", 1)
+	out, _, code := e.cli("scale", "web", "down")
+	if code != 3 || !strings.Contains(out, "already at the smallest plan (one: 1)") {
+		t.Fatalf("down at the bottom: exit %d %q", code, out)
+	}
+	out, _, code = e.cli("scale", "web", "--plan", "one", "--sync")
+	if code != 0 || !strings.Contains(out, "nothing to change") {
+		t.Fatalf("jump to the current plan: exit %d %q", code, out)
+	}
+	scaleSync(t, e, "up")
+	out, _, code = e.cli("scale", "web", "up")
+	if code != 3 || !strings.Contains(out, "already at the largest plan (two: 2)") {
+		t.Fatalf("up at the top: exit %d %q", code, out)
+	}
+}
+
+// TestAdminTCPNeedsToken: the API over TCP answers only with the bearer token.
+func TestAdminTCPNeedsToken(t *testing.T) {
+	port := freePort(t)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: s3cret\n", port), groupSpec{Name: "web", Min: 1, Max: 2})
+	e.start()
+	url := fmt.Sprintf("http://127.0.0.1:%d/v1/status", port)
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer wrong", 401}, {"Bearer s3cret", 200}} {
+		req, _ := http.NewRequest("GET", url, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || !strings.Contains(resp.Header.Get("Content-Type"), "json") {
+			t.Fatalf("auth %q: %d %s, want %d with JSON", tc.auth, resp.StatusCode, body, tc.want)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(e.stateDir(), "shoal.sock"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("unix socket mode %v, err %v; want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+// TestBadInput: an invalid config refuses to start with file:line:col, and the
+// CLI without a running core says so in one line.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 3, Max: 2})
+	_, stderr, code := e.cli("serve")
+	if code != 2 || !strings.Contains(stderr, "shoal.yaml:") || !strings.Contains(stderr, "groups[0].max_size") {
+		t.Fatalf("serve with min > max: exit %d, stderr %q; want 2 with file:line:col", code, stderr)
+	}
+	ok := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 2})
+	_, stderr, code = ok.cli("status")
+	if code != 1 || !strings.Contains(stderr, "not running") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("status without a core: exit %d, stderr %q; want exit 1 and one line", code, stderr)
+	}
+}

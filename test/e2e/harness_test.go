@@ -1,0 +1,341 @@
+// Package e2e tests shoal as an operator runs it: the real shoal binary, real
+// HAProxy, real demo-backend instances and real HTTP traffic on 127.0.0.1.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/proc"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: haproxy is not installed (run `make deps`); these tests need it")
+			return 1
+		}
+		os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin")
+	}
+	dir, err := os.MkdirTemp("", "shoal-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend"} {
+		cmd := exec.Command("go", "build", "-o", dir, "./"+pkg)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// groupSpec is the part of a test config that varies.
+type groupSpec struct {
+	Name       string
+	Min, Max   int
+	Plans      string // YAML flow mapping, e.g. "{small: 2, big: 4}"
+	CooldownUp string
+	CooldownDn string
+	Extra      string // more YAML lines for the group, indented 4 spaces
+	Command    string // YAML flow list replacing the demo-backend command
+}
+
+// shoalEnv is one shoal core under test with its own state dir and ports.
+type shoalEnv struct {
+	t       *testing.T
+	dir     string
+	cfgPath string
+	listen  string
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	exited  chan struct{}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newEnv writes a config for groups and registers cleanup that leaves no
+// process behind, even when the test fails.
+func newEnv(t *testing.T, extraTop string, groups ...groupSpec) *shoalEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &shoalEnv{t: t, dir: dir, cfgPath: filepath.Join(dir, "shoal.yaml"), listen: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: %s\nstate_dir: state\nhaproxy:\n  global: [\"nbthread 1\"]\n%s\ngroups:\n", e.listen, extraTop)
+	for _, g := range groups {
+		fmt.Fprintf(&b, "  - name: %s\n    min_size: %d\n    max_size: %d\n", g.Name, g.Min, g.Max)
+		if g.Plans != "" {
+			fmt.Fprintf(&b, "    plans: %s\n", g.Plans)
+		}
+		up, dn := g.CooldownUp, g.CooldownDn
+		if up == "" {
+			up = "0s"
+		}
+		if dn == "" {
+			dn = "0s"
+		}
+		fmt.Fprintf(&b, "    cooldown: {up: %s, down: %s}\n    drain_timeout: 5s\n", up, dn)
+		fmt.Fprintf(&b, "    health: {path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}\n")
+		command := g.Command
+		if command == "" {
+			command = fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+		}
+		fmt.Fprintf(&b, "    template:\n      command: %s\n      stop_timeout: 3s\n", command)
+		b.WriteString(g.Extra)
+	}
+	if err := os.WriteFile(e.cfgPath, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+func (e *shoalEnv) stateDir() string { return filepath.Join(e.dir, "state") }
+
+// start runs `shoal serve` and waits until its socket answers.
+func (e *shoalEnv) start() {
+	e.t.Helper()
+	e.log = &bytes.Buffer{}
+	e.cmd = exec.Command(filepath.Join(binDir, "shoal"), "serve", "-c", e.cfgPath)
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exited = make(chan struct{})
+	go func() { _ = e.cmd.Wait(); close(e.exited) }()
+	c := e.client()
+	e.eventually("core answers on its socket", 20*time.Second, func() error {
+		select {
+		case <-e.exited:
+			e.t.Fatalf("shoal serve exited early:\n%s", e.log)
+		default:
+		}
+		_, err := c.Status(context.Background())
+		return err
+	})
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (e *shoalEnv) stop() {
+	e.t.Helper()
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(60 * time.Second):
+		e.t.Fatalf("shoal did not stop within 60s after SIGTERM:\n%s", e.log)
+	}
+	if code := e.cmd.ProcessState.ExitCode(); code != 0 {
+		e.t.Fatalf("shoal exited %d after SIGTERM, want 0:\n%s", code, e.log)
+	}
+}
+
+// kill9 kills the core only, leaving HAProxy and instances running.
+func (e *shoalEnv) kill9() {
+	_ = e.cmd.Process.Kill()
+	<-e.exited
+}
+
+func (e *shoalEnv) cleanup() {
+	if e.cmd != nil && e.cmd.ProcessState == nil {
+		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-e.exited:
+		case <-time.After(30 * time.Second):
+			_ = e.cmd.Process.Kill()
+		}
+	}
+	// Whatever is left (after a failure or a kill -9) goes too.
+	for _, pid := range e.ourProcesses() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if e.t.Failed() && e.log != nil {
+		e.t.Logf("shoal log:\n%s", e.log)
+	}
+}
+
+// ourProcesses lists live processes started for this env's state dir: the
+// instances (marked in their environment) and the HAProxy master.
+func (e *shoalEnv) ourProcesses() []int {
+	var pids []int
+	marker := "SHOAL_STATE_DIR=" + e.stateDir()
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if env, err := proc.Environ(pid); err == nil && slices.Contains(env, marker) && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	if pid := e.haproxyPID(); pid > 0 && alive(pid) {
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func (e *shoalEnv) haproxyPID() int {
+	b, err := os.ReadFile(filepath.Join(e.stateDir(), "haproxy", "master.json"))
+	if err != nil {
+		return 0
+	}
+	var m struct {
+		PID int `json:"pid"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.PID
+}
+
+// alive is true for a running (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func (e *shoalEnv) client() *api.Client {
+	return api.NewClient(filepath.Join(e.stateDir(), "shoal.sock"))
+}
+
+// cli runs the shoal CLI and returns its stdout, stderr and exit code.
+func (e *shoalEnv) cli(args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "shoal"), append(args, "-c", e.cfgPath)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// status reads `shoal status -o json` through the CLI.
+func (e *shoalEnv) status() api.StatusResponse {
+	e.t.Helper()
+	out, stderr, code := e.cli("status", "-o", "json")
+	if code != 0 {
+		e.t.Fatalf("shoal status exited %d: %s", code, stderr)
+	}
+	var s api.StatusResponse
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		e.t.Fatalf("decode status: %v\n%s", err, out)
+	}
+	return s
+}
+
+// haproxyServers reads a backend's servers from HAProxy's own admin socket:
+// name → address.
+func (e *shoalEnv) haproxyServers(backend string) map[string]string {
+	e.t.Helper()
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.Stats(ctx, backend)
+	if err != nil {
+		e.t.Fatalf("read HAProxy stats: %v", err)
+	}
+	out := map[string]string{}
+	for _, s := range stats {
+		out[s.Name] = s.Addr
+	}
+	return out
+}
+
+// checkInSync asserts that HAProxy's server list equals shoal's status.
+func (e *shoalEnv) checkInSync(groupName string) {
+	e.t.Helper()
+	want := map[string]string{}
+	for _, g := range e.status().Groups {
+		if g.Name == groupName {
+			for _, in := range g.Instances {
+				want[in.Name] = in.Addr
+			}
+		}
+	}
+	got := e.haproxyServers(groupName)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		e.t.Fatalf("HAProxy servers %v != shoal status %v", got, want)
+	}
+}
+
+// waitInService waits until groupName has n instances, all in service.
+func (e *shoalEnv) waitInService(groupName string, n int) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("%s has %d instances in service", groupName, n), 45*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), groupName)
+		if err != nil {
+			return err
+		}
+		if len(s.Instances) != n || s.InService != n {
+			return fmt.Errorf("%d instances, %d in service", len(s.Instances), s.InService)
+		}
+		return nil
+	})
+}
+
+func (e *shoalEnv) eventually(what string, timeout time.Duration, f func() error) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out waiting until %s: %v", what, err)
+}
+
+// osStat returns a file's permission bits.
+func osStat(path string) (os.FileMode, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Mode().Perm(), nil
+}
