@@ -8,14 +8,17 @@
 #   (b) haproxy    a minimal hand-written haproxy.cfg over two static demo-backends;
 #   (c) shoal      shoal's own HAProxy over the two instances of a shoal group.
 # (c)/(b) is the cost of shoal's HAProxy configuration; the goal is >= 0.97.
+# The machine's speed drifts between rounds, so (b) and (c) are measured back to
+# back in every round, in alternating order, and the ratio reported is the
+# median of the per-round ratios.
 # Then it scales the group to 5 and samples shoal's own idle CPU and RSS.
 #
 # Everything listens on 127.0.0.1 only, and every process started here is
 # stopped on exit, Ctrl-C included.
 #
 # Environment:
-#   BENCH_ROUNDS=3       rounds per target
-#   BENCH_SECONDS=5      seconds per round
+#   BENCH_ROUNDS=7       rounds per target
+#   BENCH_SECONDS=6      seconds per round
 #   BENCH_CONNS=32       connections (wrk -t1 -cN)
 #   BENCH_IDLE_SECONDS=20  how long to sample shoal's idle CPU
 #   BENCH_NBTHREAD=      nbthread for both HAProxies; empty: HAProxy's default,
@@ -27,8 +30,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
-ROUNDS=${BENCH_ROUNDS:-3}
-SECONDS_PER_ROUND=${BENCH_SECONDS:-5}
+ROUNDS=${BENCH_ROUNDS:-7}
+SECONDS_PER_ROUND=${BENCH_SECONDS:-6}
 CONNS=${BENCH_CONNS:-32}
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-20}
 NBTHREAD=${BENCH_NBTHREAD:-}
@@ -352,7 +355,11 @@ for t in "${TARGETS[@]}"; do
 	fi
 done
 for ((r = 1; r <= ROUNDS; r++)); do
-	for t in "${TARGETS[@]}"; do
+	order=("${TARGETS[@]}")
+	if ((r % 2 == 0)); then
+		order=(shoal haproxy direct)
+	fi
+	for t in "${order[@]}"; do
 		[[ ${STATUS[$t]} == ok ]] || continue
 		sample=$(measure "${URL[$t]}" "$SECONDS_PER_ROUND")
 		log "round $r/$ROUNDS $t: $sample (req/s p50_ms p99_ms errors)"
@@ -398,9 +405,17 @@ for t in "${TARGETS[@]}"; do
 done
 
 RATIO=null
+RATIO_OF_MEDIANS=null
+ROUND_RATIOS=""
 VERDICT="n/a"
 if [[ ${RPS[shoal]} != null && ${RPS[haproxy]} != null ]]; then
-	RATIO=$(awk -v c="${RPS[shoal]}" -v b="${RPS[haproxy]}" 'BEGIN { printf "%.3f", c / b }')
+	# Paired: round r of (c) against round r of (b), measured back to back.
+	ratios=$(paste -d' ' <(cut -d' ' -f1 "$WORK/samples.shoal") <(cut -d' ' -f1 "$WORK/samples.haproxy") |
+		awk '{ printf "%.3f\n", $1 / $2 }')
+	RATIO=$(median <<<"$ratios")
+	RATIO=$(awk -v r="$RATIO" 'BEGIN { printf "%.3f", r }')
+	ROUND_RATIOS=$(paste -sd, <<<"$ratios" | sed 's/,/, /g')
+	RATIO_OF_MEDIANS=$(awk -v c="${RPS[shoal]}" -v b="${RPS[haproxy]}" 'BEGIN { printf "%.3f", c / b }')
 	VERDICT=$(awk -v r="$RATIO" -v g="$RATIO_GOAL" 'BEGIN { print (r >= g ? "PASS" : "FAIL") }')
 fi
 
@@ -421,7 +436,7 @@ fmt_num() { [[ $1 == null ]] && echo "-" || awk -v v="$1" -v f="$2" 'BEGIN { pri
 	echo "# shoal bench $DATE"
 	echo
 	echo "- machine: $NPROC CPUs, $KERNEL, $HAPROXY_VERSION, $GO_VERSION, commit $COMMIT"
-	echo "- load: $TOOL_DESC, GET / ($PAGE_BYTES-byte page), $ROUNDS alternating rounds per target, medians shown"
+	echo "- load: $TOOL_DESC, GET / ($PAGE_BYTES-byte page), $ROUNDS rounds per target in alternating order, medians shown"
 	echo "- HAProxy nbthread: ${NBTHREAD:-default (not set)}"
 	echo "- load average (1/5/15 min): $LOAD_BEFORE before, $LOAD_AFTER after"
 	echo
@@ -440,7 +455,7 @@ fmt_num() { [[ $1 == null ]] && echo "-" || awk -v v="$1" -v f="$2" 'BEGIN { pri
 	if [[ $RATIO == null ]]; then
 		echo "**(c)/(b) req/s: n/a** (needs both (b) and (c))"
 	else
-		echo "**(c)/(b) req/s: $RATIO** (goal >= $RATIO_GOAL) **$VERDICT**"
+		echo "**(c)/(b) req/s: $RATIO** (goal >= $RATIO_GOAL) **$VERDICT** — median of the per-round ratios ($ROUND_RATIOS); ratio of the medians: $RATIO_OF_MEDIANS"
 	fi
 	echo
 	if [[ $IDLE_STATUS == ok ]]; then
@@ -470,7 +485,7 @@ jq -n \
 	--arg nbthread "$NBTHREAD" \
 	--argjson direct "$(target_json direct)" --argjson haproxy_t "$(target_json haproxy)" \
 	--argjson shoal "$(target_json shoal)" \
-	--argjson ratio "$RATIO" --argjson goal "$RATIO_GOAL" --arg verdict "$VERDICT" \
+	--argjson ratio "$RATIO" --argjson ratio_of_medians "$RATIO_OF_MEDIANS" --argjson goal "$RATIO_GOAL" --arg verdict "$VERDICT" \
 	--arg idle_status "$IDLE_STATUS" --argjson idle_cpu "$IDLE_CPU" --argjson idle_rss "$IDLE_RSS_KIB" \
 	--argjson idle_seconds "$IDLE_SECONDS" \
 	'{
@@ -480,7 +495,7 @@ jq -n \
 		load: {tool: $tool, path: "/", page_bytes: $page_bytes, rounds: $rounds, seconds: $seconds,
 			connections: $conns, nbthread: (if $nbthread == "" then null else ($nbthread | tonumber) end)},
 		targets: {direct: $direct, haproxy: $haproxy_t, shoal: $shoal},
-		ratio_shoal_haproxy: $ratio, ratio_goal: $goal, verdict: $verdict,
+		ratio_shoal_haproxy: $ratio, ratio_of_medians: $ratio_of_medians, ratio_goal: $goal, verdict: $verdict,
 		shoal_idle: {status: $idle_status, instances: 5, seconds: $idle_seconds,
 			cpu_percent_of_one_core: $idle_cpu, rss_kib: $idle_rss}
 	}' >"$OUT.json.tmp"

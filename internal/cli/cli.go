@@ -150,6 +150,20 @@ func serveCmd(o *options) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP would kill the core by default; operators send it to reload.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-hup:
+						log.Warn("SIGHUP ignored: config reload is not supported yet; restart shoal to apply a new config (running instances are adopted)")
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
 			if err := core.Serve(ctx, cfg, log, frontends(cfg, log)...); err != nil {
 				return &exitError{code: exitFailed, msg: err.Error()}
 			}

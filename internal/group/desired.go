@@ -116,16 +116,16 @@ func (g *Group) convergedLocked() bool {
 
 // Status is a group's state as the API shows it.
 type Status struct {
-	Name          string           `json:"name"`
-	Plan          string           `json:"plan"`
-	Desired       int              `json:"desired"`
-	MinSize       int              `json:"min_size"`
-	MaxSize       int              `json:"max_size"`
-	InService     int              `json:"in_service"`
-	UpCooldown    *time.Time       `json:"up_cooldown_until,omitempty"`
-	DownCooldown  *time.Time       `json:"down_cooldown_until,omitempty"`
-	Instances     []InstanceStatus `json:"instances"`
-	LastFailures  []Failure        `json:"recent_failures,omitempty"`
+	Name         string           `json:"name"`
+	Plan         string           `json:"plan"`
+	Desired      int              `json:"desired"`
+	MinSize      int              `json:"min_size"`
+	MaxSize      int              `json:"max_size"`
+	InService    int              `json:"in_service"`
+	UpCooldown   *time.Time       `json:"up_cooldown_until,omitempty"`
+	DownCooldown *time.Time       `json:"down_cooldown_until,omitempty"`
+	Instances    []InstanceStatus `json:"instances"`
+	LastFailures []Failure        `json:"recent_failures,omitempty"`
 	HAProxyError string           `json:"haproxy_error,omitempty"`
 }
 

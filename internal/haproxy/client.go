@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -69,8 +70,12 @@ func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
 	defer stop()
 
 	fail := func(err error) (string, error) {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Only ctx sets deadlines, and its timer may not have fired yet.
+			err = context.DeadlineExceeded
 		}
 		return "", fmt.Errorf("haproxy runtime API %s: %q: %w", c.Socket, cmd, err)
 	}
@@ -79,8 +84,10 @@ func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
 	}
 	// The master socket answers but keeps the connection open until our side
 	// is closed; a worker's socket closes by itself.
-	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
-		return fail(err)
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err != nil {
+			return fail(err)
+		}
 	}
 	out, err := io.ReadAll(conn)
 	if err != nil {

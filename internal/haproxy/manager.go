@@ -147,7 +147,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
 		return fmt.Errorf("write haproxy config: %w", err)
 	}
-	if out, err := exec.CommandContext(ctx, bin, "-c", "-f", m.paths.Config).CombinedOutput(); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	out, err := exec.CommandContext(cctx, bin, "-c", "-f", m.paths.Config).CombinedOutput()
+	cancel()
+	if err != nil {
 		return fmt.Errorf("haproxy rejected %s (%v): %s", m.paths.Config, err, strings.TrimSpace(string(out)))
 	}
 	sum := sha256.Sum256([]byte(text))
@@ -158,9 +161,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	adopted := p != nil
+	logStart := fileSize(m.paths.LogFile)
 	if adopted {
 		m.log.Info("adopted running haproxy", "pid", p.PID())
-	} else if p, err = m.launch(ctx, bin, hash); err != nil {
+	} else if p, logStart, err = m.launch(ctx, bin, hash); err != nil {
 		return err
 	}
 
@@ -168,13 +172,20 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.proc, m.up = p, true
 	m.mu.Unlock()
 	m.sync(ctx, adopted)
+	if err := ctx.Err(); err != nil {
+		// Left running unsupervised, as after Detach: the next Start adopts it.
+		m.mu.Lock()
+		m.proc, m.up = nil, false
+		m.mu.Unlock()
+		return fmt.Errorf("start haproxy: add registered servers (haproxy %d left running): %w", p.PID(), err)
+	}
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	m.stopSupervisor, m.supervisorDone = cancel, done
 	go func() {
 		defer close(done)
-		m.supervise(sctx, p, bin, hash)
+		m.supervise(sctx, p, logStart, bin, hash)
 	}()
 	return nil
 }
@@ -341,13 +352,11 @@ func (m *Manager) answers(ctx context.Context) error {
 	return err
 }
 
-// launch starts a master and waits for its admin socket. On failure the
-// process is gone and the error quotes HAProxy's log.
-func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, error) {
-	var logStart int64
-	if fi, err := os.Stat(m.paths.LogFile); err == nil {
-		logStart = fi.Size()
-	}
+// launch starts a master and waits for its admin socket. It returns the
+// size of the log before the start. On failure the process is gone and the
+// error quotes HAProxy's log.
+func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, int64, error) {
+	logStart := fileSize(m.paths.LogFile)
 	p, err := proc.Start(proc.Spec{
 		Argv: []string{bin, "-W", "-S", m.paths.MasterSocket + ",mode,600",
 			"-f", m.paths.Config, "-p", m.paths.PIDFile},
@@ -356,7 +365,7 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 		Log: m.paths.LogFile,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start haproxy: %w", err)
+		return nil, 0, fmt.Errorf("start haproxy: %w", err)
 	}
 	if err := m.waitAdmin(ctx, p); err != nil {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
@@ -365,7 +374,7 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 		if tail := logTail(m.paths.LogFile, logStart); tail != "" {
 			err = fmt.Errorf("%w; %s says: %s", err, m.paths.LogFile, tail)
 		}
-		return nil, fmt.Errorf("start haproxy: %w", err)
+		return nil, 0, fmt.Errorf("start haproxy: %w", err)
 	}
 	b, _ := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
 	if err := writeFileAtomic(m.recordPath(), b); err != nil {
@@ -373,7 +382,7 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 		m.log.Warn("cannot record haproxy master", "err", err)
 	}
 	m.log.Info("haproxy started", "pid", p.PID())
-	return p, nil
+	return p, logStart, nil
 }
 
 func (m *Manager) waitAdmin(ctx context.Context, p *proc.Process) error {
@@ -400,7 +409,8 @@ func (m *Manager) waitAdmin(ctx context.Context, p *proc.Process) error {
 
 // supervise restarts the master whenever it exits, with exponential back-off,
 // and adds the registry to the new one. It returns when ctx ends.
-func (m *Manager) supervise(ctx context.Context, p *proc.Process, bin, hash string) {
+// logStart is where p's output begins in the log.
+func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64, bin, hash string) {
 	delay := backoffMin
 	upSince := time.Now()
 	for {
@@ -419,7 +429,7 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, bin, hash stri
 			delay = backoffMin
 		}
 		m.log.Error("haproxy exited unexpectedly; restarting", "pid", p.PID(), "reason", p.ExitReason(),
-			"log", logTail(m.paths.LogFile, -1), "restart_in", delay)
+			"log", logTail(m.paths.LogFile, logStart), "restart_in", delay)
 		for {
 			t := time.NewTimer(delay)
 			select {
@@ -429,9 +439,9 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, bin, hash stri
 			case <-t.C:
 			}
 			delay = min(2*delay, backoffMax)
-			np, err := m.launch(ctx, bin, hash)
+			np, start, err := m.launch(ctx, bin, hash)
 			if err == nil {
-				p = np
+				p, logStart = np, start
 				break
 			}
 			if ctx.Err() != nil {
@@ -447,8 +457,8 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, bin, hash stri
 	}
 }
 
-// logTail returns HAProxy's last alert lines after offset from (or the last
-// lines when there are no alerts); from < 0 reads only the end of the file.
+// logTail returns HAProxy's last alert lines after offset from, or its last
+// lines when there are no alerts.
 func logTail(path string, from int64) string {
 	const maxTail = 4 << 10
 	f, err := os.Open(path)
@@ -466,7 +476,8 @@ func logTail(path string, from int64) string {
 	var alerts, all []string
 	for line := range bytes.Lines(b) {
 		s := strings.TrimSpace(string(line))
-		if s == "" {
+		// HAProxy also logs runtime API errors, which say nothing about the process.
+		if s == "" || strings.Contains(s, " : CLI : ") {
 			continue
 		}
 		all = append(all, s)
@@ -478,6 +489,14 @@ func logTail(path string, from int64) string {
 		alerts = all
 	}
 	return strings.Join(alerts[max(0, len(alerts)-3):], " | ")
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 func writeFileAtomic(path string, data []byte) error {

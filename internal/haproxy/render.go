@@ -99,7 +99,9 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
 		}
-		line("%s", strings.TrimSpace(l))
+		if l = strings.TrimSpace(l); l != "" {
+			line("%s", l)
+		}
 	}
 
 	b.WriteString("\ndefaults\n")
@@ -110,7 +112,9 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.defaults line %q: %w", l, err)
 		}
-		line("%s", strings.TrimSpace(l))
+		if l = strings.TrimSpace(l); l != "" {
+			line("%s", l)
+		}
 	}
 
 	b.WriteString("\nfrontend shoal\n")

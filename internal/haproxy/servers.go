@@ -218,6 +218,10 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 		add += " fall " + strconv.Itoa(s.Health.Fall)
 	}
 	add += " weight " + strconv.Itoa(s.Weight)
+	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
+	// these values by default): without them every request opens a new backend
+	// connection and throughput drops to about 0.45x.
+	add += " pool-max-conn -1 pool-purge-delay 5s"
 
 	err = m.run(ctx, add, msgServerAdded)
 	if isAPIError(err, msgAlreadyExists) {

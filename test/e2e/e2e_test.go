@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -362,5 +363,53 @@ func TestBadInput(t *testing.T) {
 	_, stderr, code = ok.cli("status")
 	if code != 1 || !strings.Contains(stderr, "not running") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Fatalf("status without a core: exit %d, stderr %q; want exit 1 and one line", code, stderr)
+	}
+}
+
+// TestHAProxyDiesIsRestarted kills HAProxy's whole process group: shoal
+// restarts it and puts every instance back in rotation.
+func TestHAProxyDiesIsRestarted(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	before := e.haproxyPID()
+	if err := syscall.Kill(-before, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("HAProxy is restarted with the servers back", 30*time.Second, func() error {
+		pid := e.haproxyPID()
+		if pid == before || !alive(pid) {
+			return fmt.Errorf("HAProxy pid %d", pid)
+		}
+		resp, err := http.Get("http://" + e.listen + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+	e.checkInSync("web")
+	if got := len(e.haproxyServers("web")); got != 2 {
+		t.Fatalf("HAProxy has %d servers after its restart, want 2", got)
+	}
+	if !strings.Contains(e.log.String(), "haproxy") {
+		t.Fatalf("the restart is not logged:\n%s", e.log)
+	}
+}
+
+// TestExamplesValidate: every shipped example config passes `shoal validate`.
+func TestExamplesValidate(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*/shoal.yaml")
+	if len(files) < 2 {
+		t.Fatalf("found %d example configs", len(files))
+	}
+	for _, f := range files {
+		out, err := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "OK") {
+			t.Fatalf("shoal validate -c %s: %v\n%s", f, err, out)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ type shoalEnv struct {
 	cfgPath string
 	listen  string
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *syncBuffer
 	exited  chan struct{}
 }
 
@@ -129,7 +130,7 @@ func (e *shoalEnv) stateDir() string { return filepath.Join(e.dir, "state") }
 // start runs `shoal serve` and waits until its socket answers.
 func (e *shoalEnv) start() {
 	e.t.Helper()
-	e.log = &bytes.Buffer{}
+	e.log = &syncBuffer{}
 	e.cmd = exec.Command(filepath.Join(binDir, "shoal"), "serve", "-c", e.cfgPath)
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -338,4 +339,22 @@ func osStat(path string) (os.FileMode, error) {
 		return 0, err
 	}
 	return fi.Mode().Perm(), nil
+}
+
+// syncBuffer collects shoal's output while tests read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

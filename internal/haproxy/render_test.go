@@ -1,0 +1,168 @@
+package haproxy
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+func testConfig(stateDir, listen string) *config.Config {
+	health := config.Health{Path: "/healthz", Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 2, Fall: 2}
+	return &config.Config{
+		Listen:   listen,
+		StateDir: stateDir,
+		HAProxy:  config.HAProxy{Binary: "haproxy"},
+		Groups: []config.Group{
+			{Name: "web", Balance: "roundrobin", Health: health},
+			{Name: "api", Balance: "leastconn", Hosts: []string{"api.example.com"}, PathPrefixes: []string{"/v1/", "/v2/"}, Health: health},
+			{Name: "static", Balance: "first", PathPrefixes: []string{"/static"}, Health: health},
+		},
+	}
+}
+
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir, "127.0.0.1:8080")
+	cfg.Compression = &config.Compression{Types: []string{"text/html", "application/json"}}
+	cfg.HAProxy.Global = []string{"nbthread 1"}
+	cfg.HAProxy.Defaults = []string{"timeout server 60s"}
+	p := PathsFor(dir)
+	got, err := Render(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"global\n",
+		"    stats socket " + p.AdminSocket + " mode 600 level admin expose-fd listeners\n",
+		"    hard-stop-after 30s\n",
+		"    nbthread 1\n",
+		"\ndefaults\n    mode http\n",
+		"    timeout connect 5s\n", "    timeout client 30s\n", "    timeout server 30s\n",
+		"    timeout http-keep-alive 10s\n",
+		"    retries 3\n    option redispatch\n    retry-on all-retryable-errors\n    timeout server 60s\n",
+		"\nfrontend shoal\n    bind 127.0.0.1:8080\n",
+		"    compression algo gzip\n    compression type text/html application/json\n",
+		"    acl host_api hdr(host) -i api.example.com\n",
+		"    acl host_api hdr_beg(host) -i api.example.com:\n",
+		"    acl path_api path_beg /v1/ /v2/\n",
+		"    use_backend api if host_api path_api\n",
+		"    acl path_static path_beg /static\n    use_backend static if path_static\n",
+		"    default_backend web\n",
+		"\nbackend web\n    balance roundrobin\n    option httpchk\n" +
+			"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host localhost\n" +
+			"    http-check expect status 200-399\n    timeout check 500ms\n",
+		"\nbackend api\n    balance leastconn\n",
+		"\nbackend static\n    balance first\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("config lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "\n    server ") {
+		t.Errorf("config has static servers; all servers must be dynamic:\n%s", got)
+	}
+	// The default backend comes after every routing rule.
+	if strings.Index(got, "default_backend") < strings.LastIndex(got, "use_backend") {
+		t.Errorf("default_backend before use_backend:\n%s", got)
+	}
+
+	if bin, err := exec.LookPath("haproxy"); err == nil {
+		path := filepath.Join(dir, "haproxy.cfg")
+		writeFile(t, path, got)
+		if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+			t.Fatalf("haproxy -c: %v\n%s", err, out)
+		}
+	}
+}
+
+func TestRenderVariants(t *testing.T) {
+	dir := t.TempDir()
+	p := PathsFor(dir)
+
+	cfg := testConfig(dir, ":80")
+	cfg.Groups = cfg.Groups[1:] // no group without routing
+	got, err := Render(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"default_backend", "compression"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("config has %q:\n%s", bad, got)
+		}
+	}
+	if !strings.Contains(got, "    bind :80\n") {
+		t.Errorf("config lacks bind :80:\n%s", got)
+	}
+
+	cfg = testConfig(dir, "[::1]:8443")
+	cfg.Groups[0].Health.Timeout = 0
+	got, err = Render(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "    bind [::1]:8443\n") {
+		t.Errorf("config lacks IPv6 bind:\n%s", got)
+	}
+	web := got[strings.Index(got, "\nbackend web\n"):strings.Index(got, "\nbackend api\n")]
+	if strings.Contains(web, "timeout check") {
+		t.Errorf("timeout check without a health timeout:\n%s", web)
+	}
+
+	cfg = testConfig(dir, "127.0.0.1:80")
+	cfg.Groups[0].Health.Timeout = 1500 * time.Microsecond
+	if got, _ = Render(cfg, p); !strings.Contains(got, "timeout check 2ms\n") {
+		t.Errorf("1.5ms not rounded up to 2ms:\n%s", got)
+	}
+}
+
+func TestRenderRejects(t *testing.T) {
+	dir := t.TempDir()
+	p := PathsFor(dir)
+	cases := map[string]func(c *config.Config, p *Paths){
+		"newline in global":      func(c *config.Config, _ *Paths) { c.HAProxy.Global = []string{"nbthread 1\nfrontend evil"} },
+		"CR in defaults":         func(c *config.Config, _ *Paths) { c.HAProxy.Defaults = []string{"option forwardfor\r"} },
+		"section in defaults":    func(c *config.Config, _ *Paths) { c.HAProxy.Defaults = []string{"backend evil"} },
+		"host with space":        func(c *config.Config, _ *Paths) { c.Groups[1].Hosts = []string{"a.com b.com"} },
+		"host with comment":      func(c *config.Config, _ *Paths) { c.Groups[1].Hosts = []string{"a.com#x"} },
+		"path with space":        func(c *config.Config, _ *Paths) { c.Groups[1].PathPrefixes = []string{"/a b"} },
+		"path with quote":        func(c *config.Config, _ *Paths) { c.Groups[1].PathPrefixes = []string{`/a"`} },
+		"relative path prefix":   func(c *config.Config, _ *Paths) { c.Groups[1].PathPrefixes = []string{"api"} },
+		"health path newline":    func(c *config.Config, _ *Paths) { c.Groups[0].Health.Path = "/h\nbackend x" },
+		"group name with space":  func(c *config.Config, _ *Paths) { c.Groups[0].Name = "web evil" },
+		"duplicate group":        func(c *config.Config, _ *Paths) { c.Groups[1].Name = "web" },
+		"two default groups":     func(c *config.Config, _ *Paths) { c.Groups[2].PathPrefixes = nil },
+		"static balance":         func(c *config.Config, _ *Paths) { c.Groups[0].Balance = "static-rr" },
+		"balance injection":      func(c *config.Config, _ *Paths) { c.Groups[0].Balance = "roundrobin\nserver x 1.2.3.4:80" },
+		"compression type space": func(c *config.Config, _ *Paths) { c.Compression = &config.Compression{Types: []string{"text/html x"}} },
+		"listen without port":    func(c *config.Config, _ *Paths) { c.Listen = "127.0.0.1" },
+		"listen injection":       func(c *config.Config, _ *Paths) { c.Listen = "127.0.0.1 ssl crt /x:80" },
+		"relative socket":        func(_ *config.Config, p *Paths) { p.AdminSocket = "admin.sock" },
+		"socket too long":        func(_ *config.Config, p *Paths) { p.AdminSocket = "/" + strings.Repeat("a", 100) },
+		"socket with space":      func(_ *config.Config, p *Paths) { p.AdminSocket = "/tmp/a b.sock" },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, paths := testConfig(dir, "127.0.0.1:8080"), p
+			mutate(cfg, &paths)
+			if got, err := Render(cfg, paths); err == nil {
+				t.Fatalf("Render accepted it:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestPathsFor(t *testing.T) {
+	p := PathsFor("/var/lib/shoal")
+	if p.Dir != "/var/lib/shoal/haproxy" || p.AdminSocket != "/var/lib/shoal/haproxy/admin.sock" ||
+		p.MasterSocket != "/var/lib/shoal/haproxy/master.sock" || p.Config != "/var/lib/shoal/haproxy/haproxy.cfg" {
+		t.Errorf("PathsFor = %+v", p)
+	}
+	if rel := PathsFor("state"); !filepath.IsAbs(rel.Dir) || !filepath.IsAbs(rel.LogFile) {
+		t.Errorf("PathsFor(relative) = %+v, want absolute paths", rel)
+	}
+}
