@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -345,6 +347,41 @@ func TestAdminTCPNeedsToken(t *testing.T) {
 			t.Fatalf("auth %q: %d %s, want %d with JSON", tc.auth, resp.StatusCode, body, tc.want)
 		}
 	}
+	// Bad requests get JSON errors with the right status, and change nothing.
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for _, tc := range []struct {
+		method, path, body string
+		want               int
+		msg                string
+	}{
+		{"POST", "/v1/groups/web/scale", `{"direction":"sideways"}`, 400, "direction must be"},
+		{"POST", "/v1/groups/web/scale", `{"direction":"up","size":2}`, 400, "exactly one"},
+		{"POST", "/v1/groups/web/scale", `{"size":9}`, 400, "outside"},
+		{"POST", "/v1/groups/web/scale", `{not json`, 400, "invalid JSON"},
+		{"POST", "/v1/groups/web/scale", `{"direction":"up","extra":1}`, 400, "unknown field"},
+		{"POST", "/v1/groups/nope/scale", `{"direction":"up"}`, 404, "unknown group"},
+		{"GET", "/v1/jobs/999", "", 404, "not found"},
+		{"GET", "/v1/jobs/abc", "", 404, "not a job id"},
+		{"GET", "/v1/jobs?limit=0", "", 400, "limit"},
+		{"GET", "/v1/nothing", "", 404, "no such endpoint"},
+	} {
+		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error string }
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || derr != nil || !strings.Contains(body.Error, tc.msg) {
+			t.Fatalf("%s %s %s: %d %q (%v), want %d with %q", tc.method, tc.path, tc.body, resp.StatusCode, body.Error, derr, tc.want, tc.msg)
+		}
+	}
+	if s := e.status().Groups[0]; s.Desired != 1 {
+		t.Fatalf("bad requests changed the group: desired %d", s.Desired)
+	}
+
 	fi, err := os.Stat(filepath.Join(e.stateDir(), "shoal.sock"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("unix socket mode %v, err %v; want 0600", fi.Mode().Perm(), err)
@@ -410,6 +447,124 @@ func TestExamplesValidate(t *testing.T) {
 		out, err := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "OK") {
 			t.Fatalf("shoal validate -c %s: %v\n%s", f, err, out)
+		}
+	}
+}
+
+// TestScaleInDrainsInFlightRequests: requests that are still running on the
+// instances being retired finish normally.
+func TestScaleInDrainsInFlightRequests(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "--plan", "largest")
+
+	// 10 requests burning 400ms of CPU each land on every instance, the ones
+	// retired included; on 2 cores they are still running at the scale-in.
+	type answer struct {
+		instance string
+		err      error
+	}
+	answers := make(chan answer, 10)
+	for range 10 {
+		go func() {
+			resp, err := http.Get("http://" + e.listen + "/work?ms=400")
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			answers <- answer{resp.Header.Get("X-Instance"), err}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	scaleSync(t, e, "--plan", "smallest")
+	retired := 0
+	for range 10 {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("an in-flight request failed during scale-in: %v", a.err)
+		}
+		if a.instance != "web-001" && a.instance != "web-002" {
+			retired++
+		}
+	}
+	// Served by the instances being retired, not retried elsewhere.
+	if retired == 0 {
+		t.Fatal("no in-flight request was answered by a retired instance")
+	}
+	e.checkInSync("web")
+	if s := e.status().Groups[0]; len(s.Instances) != 2 {
+		t.Fatalf("%d instances after scale-in, want 2", len(s.Instances))
+	}
+}
+
+// TestRunningJobFailsAcrossCoreRestart: a job running when the core is killed
+// is failed with a reason by the next core, and the instance it was starting
+// is adopted and still goes into service.
+func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
+	slow := fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 0, Max: 2, Command: slow})
+	e.start()
+	out, _, code := e.cli("scale", "web", "up")
+	if code != 0 || !strings.Contains(out, "accepted") {
+		t.Fatalf("scale up: exit %d %q", code, out)
+	}
+	id := strings.Fields(out)[1]
+	time.Sleep(500 * time.Millisecond)
+	starting := e.status().Groups[0].Instances
+	if len(starting) != 1 || starting[0].State != "starting" {
+		t.Fatalf("instances %+v, want one starting", starting)
+	}
+	e.kill9()
+	e.start()
+	j, err := e.client().Job(context.Background(), id, 0)
+	if err != nil || j.State != jobs.Failed || !strings.Contains(j.Reason, "restarted while the job was running") {
+		t.Fatalf("job %+v, err %v; want failed because the core restarted", j, err)
+	}
+	e.waitInService("web", 1)
+	if got := e.status().Groups[0].Instances[0].PID; got != starting[0].PID {
+		t.Fatalf("instance pid %d, want the adopted %d", got, starting[0].PID)
+	}
+	e.checkInSync("web")
+}
+
+// TestCompression: with compression on, HAProxy gzips the page for clients
+// that accept it, and only for them.
+func TestCompression(t *testing.T) {
+	e := newEnv(t, "compression:\n  types: [text/html]\n", groupSpec{Name: "web", Min: 1, Max: 1})
+	e.start()
+	e.waitInService("web", 1)
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	for _, gzipOK := range []bool{true, false} {
+		req, _ := http.NewRequest("GET", "http://"+e.listen+"/", nil)
+		if gzipOK {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body io.Reader = resp.Body
+		if enc := resp.Header.Get("Content-Encoding"); (enc == "gzip") != gzipOK {
+			t.Fatalf("Accept-Encoding gzip %v: Content-Encoding %q", gzipOK, enc)
+		}
+		if gzipOK {
+			zr, err := gzip.NewReader(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = zr
+		}
+		page, err := io.ReadAll(body)
+		resp.Body.Close()
+		if err != nil || len(page) < 8000 || !strings.Contains(string(page), "web-001") {
+			t.Fatalf("page of %d bytes, err %v", len(page), err)
 		}
 	}
 }

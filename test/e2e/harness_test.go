@@ -47,7 +47,12 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	binDir = dir
 	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend"} {
-		cmd := exec.Command("go", "build", "-o", dir, "./"+pkg)
+		args := []string{"build", "-o", dir}
+		// SHOAL_E2E_RACE=1 runs the suite against a race-detecting shoal.
+		if os.Getenv("SHOAL_E2E_RACE") != "" && pkg == "cmd/shoal" {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./"+pkg)...)
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
