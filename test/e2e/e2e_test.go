@@ -24,13 +24,16 @@ import (
 
 var web = groupSpec{Name: "web", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3, largest: 5}"}
 
+// loadConcurrency is how many keep-alive connections load uses.
+const loadConcurrency = 4
+
 // load sends keep-alive requests through the balancer until stop is called.
 func load(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan loadgen.Result, 1)
 	go func() {
-		res, err := loadgen.Run(ctx, loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: 4, Timeout: 10 * time.Second})
+		res, err := loadgen.Run(ctx, loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second})
 		if err != nil {
 			t.Errorf("load: %v", err)
 		}
@@ -136,9 +139,12 @@ func TestKilledInstanceIsReplaced(t *testing.T) {
 	}
 	e.checkInSync("web")
 	res := stop()
-	t.Logf("%d requests, %d failures", res.Requests, res.Failures)
-	if res.Failures != 0 {
-		t.Fatalf("%d requests failed after SIGKILL of an instance: %v", res.Failures, res.FailureSamples)
+	t.Logf("%d requests, %d failures %v", res.Requests, res.Failures, res.FailureSamples)
+	// A response already streaming to the client when its instance is killed
+	// cannot be retried by any balancer: at most one per connection in flight.
+	// Everything after the kill must be retried or routed elsewhere.
+	if res.Failures > loadConcurrency {
+		t.Fatalf("%d requests failed after SIGKILL of an instance, want at most %d (those in flight): %v", res.Failures, loadConcurrency, res.FailureSamples)
 	}
 	s := e.status().Groups[0]
 	if len(s.LastFailures) == 0 || !strings.Contains(s.LastFailures[0].Reason, "exited") {
