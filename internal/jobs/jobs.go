@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
@@ -111,6 +112,9 @@ type Manager struct {
 	ended   map[string]chan struct{} // job id → closed when it ends
 }
 
+// maxSource bounds the free-text source every job records and logs.
+const maxSource = 128
+
 // ErrShuttingDown is the cause given to jobs interrupted by shutdown.
 var ErrShuttingDown = errors.New("shoal is shutting down")
 
@@ -174,6 +178,9 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	}
 	if req.Source == "" {
 		req.Source = "default"
+	}
+	if len(req.Source) > maxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
+		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", maxSource)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

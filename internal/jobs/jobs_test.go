@@ -110,3 +110,26 @@ func TestCooldownReason(t *testing.T) {
 		t.Fatalf("no size change is never held back: %q", r)
 	}
 }
+
+func TestSubmitRejectsBadSource(t *testing.T) {
+	g := newGroup(t, ladder)
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, src := range []string{strings.Repeat("x", 129), "cron\nINJECTED"} {
+		_, err := m.Submit(context.Background(), Request{Group: "web", Kind: Up, Source: src})
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("source %q: %v, want ErrInvalid", src, err)
+		}
+	}
+	if list, _ := m.List(context.Background(), "", 10); len(list) != 0 {
+		t.Fatalf("rejected requests recorded jobs: %+v", list)
+	}
+}
