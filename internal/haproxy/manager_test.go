@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
 
@@ -187,36 +188,15 @@ func get(client *http.Client, url string) (string, error) {
 	return string(body), nil
 }
 
-// load sends requests over keep-alive connections until stopped.
-type load struct {
-	ok, failed atomic.Int64
-	firstErr   atomic.Value
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-}
-
-func startLoad(client *http.Client, url string, workers int) *load {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{cancel: cancel}
-	for range workers {
-		l.wg.Go(func() {
-			for ctx.Err() == nil {
-				if _, err := get(client, url); err != nil {
-					l.failed.Add(1)
-					l.firstErr.CompareAndSwap(nil, err.Error())
-				} else {
-					l.ok.Add(1)
-				}
-			}
-		})
+// startLoad sends keep-alive requests to url until the returned stop is called.
+func startLoad(t *testing.T, url string, workers int) func() loadgen.Result {
+	t.Helper()
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: url, Concurrency: workers, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return l
-}
-
-func (l *load) stop() (ok, failed int64, firstErr any) {
-	l.cancel()
-	l.wg.Wait()
-	return l.ok.Load(), l.failed.Load(), l.firstErr.Load()
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 func TestManager(t *testing.T) {
@@ -302,7 +282,7 @@ func TestManager(t *testing.T) {
 	}
 
 	// Drain and remove b2 under keep-alive load.
-	l := startLoad(client, url, 4)
+	stopLoad := startLoad(t, url, 4)
 	time.Sleep(300 * time.Millisecond)
 	start = time.Now()
 	if err := m.Drain(ctx, "web", "b2", 5*time.Second); err != nil {
@@ -315,10 +295,10 @@ func TestManager(t *testing.T) {
 	t.Logf("drain took %v, drain+remove %v", drained, time.Since(start))
 	b2hits := backends[1].hits.Load()
 	time.Sleep(300 * time.Millisecond)
-	ok, failed, firstErr := l.stop()
-	t.Logf("load during drain+remove: %d ok, %d failed", ok, failed)
-	if failed != 0 || ok == 0 {
-		t.Errorf("load during drain+remove: %d ok, %d failed (first: %v)", ok, failed, firstErr)
+	res := stopLoad()
+	t.Logf("load during drain+remove: %d requests, %d failed", res.Requests, res.Failures)
+	if res.Failures != 0 || res.Requests == 0 {
+		t.Errorf("load during drain+remove: %d requests, %d failed %v", res.Requests, res.Failures, res.FailureSamples)
 	}
 	if backends[1].hits.Load() != b2hits {
 		t.Error("b2 served requests after it was removed")
@@ -363,7 +343,7 @@ func TestManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l = startLoad(client, url, 2)
+	stopLoad = startLoad(t, url, 2)
 	start = time.Now()
 	if err := m2.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -373,9 +353,9 @@ func TestManager(t *testing.T) {
 	}
 	waitStatus(t, m2, map[string]string{"b1": "UP", "b2": "UP", "dead": "DOWN"}, true)
 	t.Logf("adopted and reconciled in %v", time.Since(start))
-	ok, failed, firstErr = l.stop()
-	if failed != 0 || ok == 0 {
-		t.Errorf("load during adoption: %d ok, %d failed (first: %v)", ok, failed, firstErr)
+	res = stopLoad()
+	if res.Failures != 0 || res.Requests == 0 {
+		t.Errorf("load during adoption: %d requests, %d failed %v", res.Requests, res.Failures, res.FailureSamples)
 	}
 
 	client.CloseIdleConnections()

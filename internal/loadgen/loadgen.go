@@ -120,6 +120,28 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return summarize(stats, elapsed), nil
 }
 
+// Start runs load in the background, for tests that act while traffic flows.
+// The returned stop ends the run and returns its result; it may be called more
+// than once. Invalid options are reported at once.
+func Start(ctx context.Context, o Options) (stop func() Result, err error) {
+	if _, err := newRequest(o); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan Result, 1)
+	go func() {
+		// Options were checked above; an error here is impossible.
+		res, _ := Run(ctx, o)
+		done <- res
+	}()
+	var once sync.Once
+	var res Result
+	return func() Result {
+		once.Do(func() { cancel(); res = <-done })
+		return res
+	}, nil
+}
+
 // newRequest validates o and builds the request every worker copies.
 func newRequest(o Options) (*http.Request, error) {
 	u, err := url.Parse(o.URL)

@@ -200,3 +200,22 @@ func TestHistogram(t *testing.T) {
 		t.Errorf("buckets end at %d, want 2^63", next)
 	}
 }
+
+func TestStartRunsUntilStopped(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	if _, err := Start(context.Background(), Options{URL: "::bad"}); err == nil {
+		t.Fatal("Start accepted an invalid URL")
+	}
+	stop, err := Start(context.Background(), Options{URL: srv.URL, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	res := stop()
+	if res.Requests == 0 || res.Failures != 0 {
+		t.Fatalf("result %+v, want requests and no failures", res)
+	}
+	if again := stop(); again.Requests != res.Requests {
+		t.Fatalf("second stop returned %d requests, first %d", again.Requests, res.Requests)
+	}
+}

@@ -30,20 +30,9 @@ const loadConcurrency = 4
 // load sends keep-alive requests through the balancer until stop is called.
 func load(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan loadgen.Result, 1)
-	go func() {
-		res, err := loadgen.Run(ctx, loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second})
-		if err != nil {
-			t.Errorf("load: %v", err)
-		}
-		done <- res
-	}()
-	var once sync.Once
-	var res loadgen.Result
-	stop = func() loadgen.Result {
-		once.Do(func() { cancel(); res = <-done })
-		return res
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop() })
 	return stop
