@@ -427,8 +427,8 @@ func TestHAProxyDiesIsRestarted(t *testing.T) {
 	if got := len(e.haproxyServers("web")); got != 2 {
 		t.Fatalf("HAProxy has %d servers after its restart, want 2", got)
 	}
-	if !strings.Contains(e.log.String(), "haproxy") {
-		t.Fatalf("the restart is not logged:\n%s", e.log)
+	if !strings.Contains(e.log.String(), "haproxy exited unexpectedly; restarting") {
+		t.Fatalf("the crash and restart are not logged:\n%s", e.log)
 	}
 }
 
