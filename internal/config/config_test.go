@@ -290,7 +290,7 @@ haproxy:
   global: ["nbthread 1", "nbthread 2\nlisten evil"]
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:3:26: haproxy.global[1]: must be a single line`,
+			want: `shoal.yaml:3:26: haproxy.global[1]: must be a single line without control characters`,
 		},
 		{
 			name: "admin.listen without token",
@@ -569,7 +569,7 @@ groups:
     health: {interval: 0}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms, got 0s`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms and at most 596h31m23.647s, got 0s`,
 		},
 		{
 			name: "zero rise",
@@ -581,7 +581,7 @@ groups:
     health: {rise: 0}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:20: groups[0].health.rise: must be >= 1, got 0`,
+			want: `shoal.yaml:6:20: groups[0].health.rise: must be from 1 to 1000, got 0`,
 		},
 		{
 			name: "health path without slash",
@@ -617,7 +617,7 @@ groups:
     hosts: ["www.example.com example.org"]
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:13: groups[0].hosts[0]: must not contain spaces or control characters, got "www.example.com example.org"`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: must be a host name (letters, digits, '-', '_' and '.'), an IP address, or *.domain, got "www.example.com example.org"`,
 		},
 		{
 			name: "static balance algorithm",
@@ -814,6 +814,208 @@ compat:
 `,
 			want: `shoal.yaml:5:5: compat.sacloud_autoscaler.listen: required`,
 		},
+		{
+			name: "path prefix with a space",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    path_prefixes: ["/a b"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:21: groups[0].path_prefixes[0]: must be printable ASCII without spaces, quotes or '\' (percent-encode other characters, e.g. %20 for a space), got "/a b"`,
+		},
+		{
+			name: "path prefix with a query",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    path_prefixes: ["/a?x=1"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:21: groups[0].path_prefixes[0]: must not contain '?': a prefix is matched against the path without the query string, got "/a?x=1"`,
+		},
+		{
+			name: "health path with a fragment",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {path: "/healthz#x"}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].health.path: must not contain '#': a fragment is never sent to a server (and starts a comment in haproxy.cfg), got "/healthz#x"`,
+		},
+		{
+			name: "host with a misplaced wildcard",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["www.*.example.com"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: a wildcard is allowed only as the whole first label, as in *.example.com; got "www.*.example.com"`,
+		},
+		{
+			name: "host with a port",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["www.example.com:8080"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: must be a host name or IP address without a port (any port matches), got "www.example.com:8080"`,
+		},
+		{
+			name: "bad IDN host",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["xn--a.exämple.com"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: not a valid internationalized host name (idna: invalid label "\u0080"), got "xn--a.exämple.com"`,
+		},
+		{
+			name: "health interval over HAProxy's timer",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 600h}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms and at most 596h31m23.647s, got 600h0m0s`,
+		},
+		{
+			name: "health timeout over HAProxy's timer",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {timeout: 2147484s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:23: groups[0].health.timeout: must be at least 1ms and at most 596h31m23.647s, got 596h31m24s`,
+		},
+		{
+			name: "grace shorter than rise checks",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 10s, rise: 3, timeout: 2s, grace: 20s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:58: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
+		},
+		{
+			name: "default grace shorter than rise checks",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 20s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than rise × interval + timeout = 2 × 20s + 1s = 41s, so a healthy instance is stopped before it can pass; set grace to at least 41s`,
+		},
+		{
+			name: "huge drain timeout",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    drain_timeout: 2562047h
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].drain_timeout: must be from 0s to 24h0m0s, got 2562047h0m0s`,
+		},
+		{
+			name: "huge stop timeout",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    template: {command: [app], stop_timeout: 9223372036s}
+`,
+			want: `shoal.yaml:6:46: groups[0].template.stop_timeout: must be from 0s to 24h0m0s, got 2562047h47m16s`,
+		},
+		{
+			name: "huge cooldown",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    cooldown: 100000h
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:15: groups[0].cooldown: must be from 0s to 720h0m0s, got 100000h0m0s`,
+		},
+		{
+			name: "huge rise",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {rise: 9223372036854775807}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].health.rise: must be from 1 to 1000, got 9223372036854775807`,
+		},
+		{
+			name: "compression type with parameters",
+			doc: `listen: :8080
+compression: {types: ["text/html; charset=utf-8"]}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:23: compression.types[0]: give the media type without parameters (such as "text/html"), got "text/html; charset=utf-8"`,
+		},
+		{
+			name: "haproxy global line opening a section",
+			doc: `listen: :8080
+haproxy: {global: ["listen x"]}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:20: haproxy.global[0]: must not start a new haproxy.cfg section ("listen"); shoal writes the sections itself`,
+		},
+		{
+			name: "state_dir with a space",
+			doc: `listen: :8080
+state_dir: "/tmp/my state"
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:12: state_dir: must not contain spaces, control characters, quotes, '#', '\' or ',' (HAProxy takes it as one word), got "/tmp/my state"`,
+		},
+		{
+			name: "state_dir too long for HAProxy's sockets",
+			doc: `listen: :8080
+state_dir: /tmp/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:12: state_dir: /tmp/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd/haproxy/master.sock is 105 bytes, over HAProxy's limit of 97 for a socket path; use a state_dir of at most 77 bytes (absolute), got 85`,
+		},
+		{
+			name: "admin socket too long",
+			doc: `listen: :8080
+admin: {socket: /tmp/ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:17: admin.socket: socket path /tmp/ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss is 115 bytes; a unix socket path can be at most 107 bytes; set admin.socket to a shorter path`,
+		},
+		{
+			name: "listen host not a host",
+			doc: `listen: "exa mple:8080"
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:1:9: listen: host must be an IP address or a host name, got "exa mple"`,
+		},
+
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -980,6 +1182,10 @@ compat:
 	for i := range cfg.Groups {
 		cfg.Groups[i].Template.command, cfg.Groups[i].Template.env = nil, nil
 	}
+	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 31 || e.Col != 85 {
+		t.Errorf("FieldError does not locate groups[1].health.grace: %v", e)
+	}
+	cfg.file, cfg.pos = "", nil
 	stateDir := filepath.Join(dir, "state")
 	want := &Config{
 		Path:        path,

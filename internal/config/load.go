@@ -78,7 +78,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		})
 		return nil, d.errs
 	}
-	cfg.Path = absPath
+	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
 	return cfg, nil
 }
 
@@ -135,6 +135,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if s, n := top.str("listen", ""); n != nil {
 		if err := checkHostPort(s); err != nil {
 			d.errorf(n, "listen", "%v", err)
+		} else if host, _, _ := net.SplitHostPort(s); checkListenHost(host) != nil {
+			d.errorf(n, "listen", "host must be an IP address or a host name, got %q", host)
 		}
 		cfg.Listen = s
 	}
@@ -151,10 +153,15 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 
 	stateDir, n := top.str("state_dir", "./.shoal")
+	cfg.StateDir = abs(d.dir, stateDir)
 	if n != nil && stateDir == "" {
 		d.errorf(n, "state_dir", "must not be empty")
+	} else if err := checkStateDir(cfg.StateDir); err != nil {
+		if n == nil {
+			n = root // the default, under the config file's directory
+		}
+		d.errorf(n, "state_dir", "%v", err)
 	}
-	cfg.StateDir = abs(d.dir, stateDir)
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
@@ -180,16 +187,6 @@ func checkHostPort(s string) error {
 	return nil
 }
 
-func checkMediaType(s string) error {
-	if err := checkWord(s); err != nil {
-		return err
-	}
-	if typ, sub, ok := strings.Cut(s, "/"); !ok || typ == "" || sub == "" {
-		return fmt.Errorf("must be a media type such as text/html, got %q", s)
-	}
-	return nil
-}
-
 func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file")
 	var a Admin
@@ -199,6 +196,16 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 		d.errorf(sn, "admin.socket", "must not be empty")
 	}
 	a.Socket = abs(stateDir, sock)
+	if err := checkUnixSocket(a.Socket); err != nil {
+		if sn == nil {
+			sn = n
+		}
+		if sn != nil {
+			d.errorf(sn, "admin.socket", "%v; set admin.socket to a shorter path", err)
+		} else {
+			d.errs = append(d.errs, &Error{File: d.file, Field: "admin.socket", Msg: err.Error() + "; set admin.socket to a shorter path"})
+		}
+	}
 
 	listen, ln := f.str("listen", "")
 	if ln != nil {
@@ -290,14 +297,6 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	return h
 }
 
-// checkLine keeps an extra haproxy.cfg line from opening a section of its own.
-func checkLine(l string) error {
-	if strings.ContainsAny(l, "\r\n") {
-		return errors.New("must be a single line")
-	}
-	return nil
-}
-
 func (d *decoder) groups(n *yaml.Node) []Group {
 	if n == nil {
 		return nil // reported by require
@@ -384,7 +383,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	if n := f.get("cooldown"); n != nil {
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
-	g.DrainTimeout, _ = f.duration("drain_timeout", 30*time.Second)
+	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
@@ -393,19 +392,18 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	}
 	g.Balance = balance
 
-	g.Hosts = d.checkEach(f.strings("hosts"), checkWord)
-	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), checkPath)
+	for _, it := range f.strings("hosts") {
+		h, err := normalizeHost(it.val)
+		if err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+		}
+		g.Hosts = append(g.Hosts, h)
+	}
+	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), checkPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	return g, nameNode, true
-}
-
-func checkPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("must start with \"/\", got %q", p)
-	}
-	return checkWord(p)
 }
 
 // planEntry is a plan with the nodes and field paths to report it by.
@@ -479,13 +477,16 @@ func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRa
 func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		v, _ := d.duration(n, path)
+		v, ok := d.duration(n, path)
+		if ok && v > maxCooldown {
+			d.errorf(n, path, "must be from 0s to %s, got %s", maxCooldown, v)
+		}
 		return Cooldown{Up: v, Down: v}
 	case yaml.MappingNode:
 		f := d.mapping(n, path, "up", "down")
 		var c Cooldown
-		c.Up, _ = f.duration("up", defaultCooldown.Up)
-		c.Down, _ = f.duration("down", defaultCooldown.Down)
+		c.Up = d.within(f, "up", defaultCooldown.Up, 0, maxCooldown)
+		c.Down = d.within(f, "down", defaultCooldown.Down, 0, maxCooldown)
 		return c
 	}
 	d.errorf(n, path, "must be a duration or a mapping with up and down, got %s", describe(n))
@@ -497,32 +498,53 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	var h Health
 	p, pn := f.str("path", "/healthz")
 	if pn != nil {
-		if err := checkPath(p); err != nil {
+		if err := checkHealthPath(p); err != nil {
 			d.errorf(pn, f.field("path"), "%v", err)
 		}
 	}
 	h.Path = p
-	// HAProxy counts check intervals in milliseconds.
-	h.Interval = d.atLeast(f, "interval", 2*time.Second, time.Millisecond)
-	h.Timeout = d.atLeast(f, "timeout", time.Second, time.Millisecond)
-	h.Grace = d.atLeast(f, "grace", 30*time.Second, time.Millisecond)
-	h.Rise = d.positive(f, "rise", 2)
-	h.Fall = d.positive(f, "fall", 3)
+	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
+	h.Interval = d.within(f, "interval", 2*time.Second, time.Millisecond, MaxTimer)
+	h.Timeout = d.within(f, "timeout", time.Second, time.Millisecond, MaxTimer)
+	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", 2)
+	h.Fall = d.count(f, "fall", 3)
+	// A new instance passes its checks after about rise intervals plus the
+	// last check's timeout; a shorter grace stops every healthy instance.
+	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Rise >= 1 && h.Interval <= MaxTimer && h.Timeout <= MaxTimer && h.Grace < need {
+		at, what := f.get("grace"), ""
+		if at == nil {
+			at, what = cmp.Or(f.get("interval"), f.get("timeout"), f.get("rise"), f.node), " (the default)"
+		}
+		if at != nil {
+			d.errorf(at, f.field("grace"), "%s%s is shorter than rise × interval + timeout = %d × %s + %s = %s, so a healthy instance is stopped before it can pass; set grace to at least %s",
+				h.Grace, what, h.Rise, h.Interval, h.Timeout, need, need)
+		}
+	}
 	return h
 }
 
-func (d *decoder) atLeast(f *fields, key string, def, least time.Duration) time.Duration {
+// within decodes a duration that must lie in [least, most].
+func (d *decoder) within(f *fields, key string, def, least, most time.Duration) time.Duration {
 	v, n := f.duration(key, def)
-	if n != nil && v < least {
-		d.errorf(n, f.field(key), "must be at least %s, got %s", least, v)
+	if n != nil && (v < least || v > most) {
+		if least == 0 {
+			d.errorf(n, f.field(key), "must be from 0s to %s, got %s", most, v)
+		} else {
+			d.errorf(n, f.field(key), "must be at least %s and at most %s, got %s", least, most, v)
+		}
 	}
 	return v
 }
 
-func (d *decoder) positive(f *fields, key string, def int) int {
+// maxChecks bounds rise and fall; more consecutive checks than this is a typo.
+const maxChecks = 1000
+
+func (d *decoder) count(f *fields, key string, def int) int {
 	v, n := f.integer(key, def)
-	if n != nil && v < 1 {
-		d.errorf(n, f.field(key), "must be >= 1, got %d", v)
+	if n != nil && (v < 1 || v > maxChecks) {
+		d.errorf(n, f.field(key), "must be from 1 to %d, got %d", maxChecks, v)
+		return def
 	}
 	return v
 }
@@ -594,7 +616,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Dir = abs(d.dir, dir)
 	}
-	t.StopTimeout, _ = f.duration("stop_timeout", 10*time.Second)
+	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
 	return t
 }
 
@@ -614,6 +636,9 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 				d.errorf(ln, f.field("listen"), "unix: needs a socket path")
 			}
 			s.Network, s.Address = "unix", abs(stateDir, rest)
+			if err := checkUnixSocket(s.Address); err != nil {
+				d.errorf(ln, f.field("listen"), "%v", err)
+			}
 		case "tcp":
 			s.Network, s.Address = "tcp", rest
 			if err := checkHostPort(rest); err != nil {

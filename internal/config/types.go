@@ -25,6 +25,9 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+
+	file string         // the path as given to Parse, for errors
+	pos  map[string]Pos // where each field's value is written
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.

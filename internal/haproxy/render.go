@@ -150,16 +150,27 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		// First match wins, in the order the groups are written.
 		var conds []string
 		if len(g.Hosts) > 0 {
-			withPort := make([]string, len(g.Hosts))
-			for i, h := range g.Hosts {
-				if !isHost(h) {
-					return "", fmt.Errorf("group %s: host %q: must be a host name or IP address", g.Name, h)
+			var exact, withPort, suffixes []string
+			for _, h := range g.Hosts {
+				if !isHostPattern(h) {
+					return "", fmt.Errorf("group %s: host %q: must be a host name, IP address or *.domain", g.Name, h)
 				}
-				withPort[i] = h + ":"
+				if domain, ok := strings.CutPrefix(h, "*"); ok {
+					suffixes = append(suffixes, domain)
+					continue
+				}
+				exact, withPort = append(exact, h), append(withPort, h+":")
 			}
 			// Clients send Host with the port when it is not the scheme's default.
-			line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(g.Hosts, " "))
-			line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			if len(exact) > 0 {
+				line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(exact, " "))
+				line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			}
+			// *.example.com: any subdomain, matched on the host without its
+			// port (wildcards are names, never IPv6 literals with colons).
+			if len(suffixes) > 0 {
+				line("acl host_%s hdr(host),field(1,:) -m end -i %s", g.Name, strings.Join(suffixes, " "))
+			}
 			conds = append(conds, "host_"+g.Name)
 		}
 		if len(g.PathPrefixes) > 0 {
@@ -248,6 +259,12 @@ func isName(s string) bool {
 	return s != "" && allIn(s, func(r rune) bool {
 		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':'
 	})
+}
+
+// isHostPattern accepts what a group's hosts may hold: a host or *.domain.
+// config.Parse has turned internationalized names into punycode.
+func isHostPattern(s string) bool {
+	return isHost(strings.TrimPrefix(s, "*."))
 }
 
 // isHost accepts host names and IP literals (IPv6 in or out of brackets).
