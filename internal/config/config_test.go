@@ -1015,7 +1015,6 @@ groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
 			want: `shoal.yaml:1:9: listen: host must be an IP address or a host name, got "exa mple"`,
 		},
-
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
