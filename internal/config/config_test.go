@@ -2,9 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -689,7 +691,7 @@ groups:
     template:
       command: [app, '{{printf "%0999999d" 0}}']
 `,
-			want: `shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes`,
+			want: `shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`,
 		},
 		{
 			name: "bad template in env",
@@ -1465,4 +1467,84 @@ func TestAliasExpansion(t *testing.T) {
 	if n != 1 {
 		t.Errorf("got %d alias expansion errors among %d, want 1", n, len(list))
 	}
+}
+
+// TestTemplateAmplification: a few bytes of template cannot make shoal build
+// a huge string, neither when the config is loaded nor when an instance is
+// started; the error names the field and the limit.
+func TestTemplateAmplification(t *testing.T) {
+	doc := func(command, env string) string {
+		return "listen: :8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    template:\n      command: " + command + "\n      env: " + env + "\n"
+	}
+	var chain strings.Builder // each variable doubles the previous one
+	chain.WriteString(`{{$a := printf "%s%s" .Name .Name}}`)
+	for v := 'b'; v <= 'z'; v++ {
+		fmt.Fprintf(&chain, `{{$%c := printf "%%s%%s" $%c $%c}}`, v, v-1, v-1)
+	}
+	chain.WriteString(`{{$z}}`)
+	lt := `{{$a := "<<<<<<<<"}}` // doubled to 16384 '<', whose escapes are 65536 bytes
+	for v := 'b'; v <= 'l'; v++ {
+		lt += fmt.Sprintf(`{{$%c := print $%c $%c}}`, v, v-1, v-1)
+	}
+	lt += `{{html (print $l "<")}}`
+	for _, tt := range []struct {
+		name, command, env, want string
+	}{
+		{"printf width", `['{{printf "%0700000000d" 0}}']`, `{}`,
+			`shoal.yaml:7:17: groups[0].template.command[0]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"printf precision", `[app, '{{printf "%.900000000f" 1.0}}']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"printf width from an argument", `[app, '{{printf "%*d" 900000000 1}}']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: template: error calling printf: printf: widths and precisions from arguments (*) are not supported`},
+		{"doubling variables", `[app, '` + chain.String() + `']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"html of a large string", `[app, '` + lt + `']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"env over the total", `[app]`, `{` + envs(20) + `}`,
+			`shoal.yaml:8:`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Parse("shoal.yaml", []byte(doc(tt.command, tt.env)))
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Parse error:\n got: %v\nwant: %s", err, tt.want)
+			}
+			if tt.name == "env over the total" && !strings.Contains(err.Error(), "1 MiB, the limit for a template's command and env together") {
+				t.Fatalf("Parse error %v does not name the total limit", err)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Fatalf("Parse allocated %d MiB", alloc>>20)
+			}
+		})
+	}
+
+	// A template that is small for the sample instance but not for others is
+	// refused when that instance is expanded.
+	cmd := []string{"app"}
+	for range 20 {
+		cmd = append(cmd, `{{if eq .Index 7}}{{printf "%060000d" 0}}{{end}}`)
+	}
+	tmpl, err := NewTemplate(cmd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tmpl.Expand(TemplateData{Name: "web-001", Index: 1}); err != nil {
+		t.Fatalf("Expand(index 1): %v", err)
+	}
+	_, _, err = tmpl.Expand(TemplateData{Name: "web-007", Index: 7})
+	if err == nil || !strings.Contains(err.Error(), "command[18]: expands past 1048576 bytes (1 MiB") {
+		t.Fatalf("Expand(index 7) error = %v, want the 1 MiB total named", err)
+	}
+}
+
+// envs returns n YAML flow entries whose values each expand to 60000 bytes.
+func envs(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `E%d: '{{printf "%%060000d" 0}}', `, i)
+	}
+	return b.String()
 }

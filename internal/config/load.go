@@ -556,6 +556,15 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 	f.require("command")
 	t := Template{Dir: d.dir}
 	data := sampleData(group)
+	// Expand bounds each instance's fields in all; so does the trial run.
+	total := 0
+	overTotal := func(n *yaml.Node, field, out string) bool {
+		if total += len(out); total > maxTotalExpansion {
+			d.errorf(n, field, "%v", errTotalTooLong)
+			return true
+		}
+		return false
+	}
 
 	if cn := f.get("command"); cn != nil {
 		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
@@ -575,6 +584,9 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 			if err != nil {
 				d.errorf(item, field, "%v", err)
 				continue
+			}
+			if overTotal(item, field, out) {
+				break
 			}
 			t.Command = append(t.Command, s)
 			t.command = append(t.command, tt)
@@ -597,10 +609,13 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 					continue
 				}
 			}
-			tt, _, err := compileArg(s, data)
+			tt, out, err := compileArg(s, data)
 			if err != nil {
 				d.errorf(e.v, field, "%v", err)
 				continue
+			}
+			if overTotal(e.v, field, out) {
+				break
 			}
 			if t.Env == nil {
 				t.Env = make(map[string]string)
