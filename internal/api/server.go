@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
@@ -20,6 +21,8 @@ import (
 
 // maxBody bounds request bodies; scale requests are a few bytes.
 const maxBody = 64 << 10
+
+var errTrailing = errors.New("unexpected data after the JSON object")
 
 // maxWait bounds a long-poll on a job.
 const maxWait = 5 * time.Minute
@@ -120,7 +123,22 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 	var body ScaleRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+	err := dec.Decode(&body)
+	if err == nil {
+		// One JSON value and nothing after it but white space.
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailing
+			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
+				err = terr
+			}
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("request body is larger than %d bytes", maxBody)})
+		return
+	case err != nil && !errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
 		return
 	}
@@ -201,15 +219,16 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 
 // getJob returns a job; with ?wait=DURATION it long-polls until the job ends.
 func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id := canonicalID(r.PathValue("id"))
 	var (
 		job jobs.Job
 		err error
 	)
-	if s := r.URL.Query().Get("wait"); s != "" {
+	if q := r.URL.Query(); q.Has("wait") {
+		s := q.Get("wait")
 		d, perr := time.ParseDuration(s)
-		if perr != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be a duration like 30s, got %q", s)})
+		if perr != nil || d < 0 || len(q["wait"]) > 1 {
+			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be one non-negative duration such as 30s (longer waits are cut to %s), got %q", maxWait, truncate(s))})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), min(d, maxWait))
@@ -226,6 +245,27 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, job)
 	}
+}
+
+// canonicalID turns "001" into "1", the form jobs are recorded and waited
+// on by; anything else is passed on for the job manager to refuse.
+func canonicalID(id string) string {
+	if id == "" || strings.ContainsFunc(id, func(r rune) bool { return r < '0' || r > '9' }) {
+		return id
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return id
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// truncate keeps echoed input short.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 func (h *Handler) internal(w http.ResponseWriter, err error) {
