@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
@@ -24,8 +26,8 @@ const maxBody = 64 << 10
 
 var errTrailing = errors.New("unexpected data after the JSON object")
 
-// maxWait bounds a long-poll on a job.
-const maxWait = 5 * time.Minute
+// MaxWait bounds a long-poll on a job; a TCP listener must allow writes that late.
+const MaxWait = 5 * time.Minute
 
 // StatusResponse is GET /v1/status.
 type StatusResponse struct {
@@ -78,19 +80,108 @@ func NewHandler(m *jobs.Manager, log *slog.Logger, token string) http.Handler {
 	if token == "" {
 		return h.mux
 	}
-	return requireToken(token, h.mux)
+	return requireToken(token, h.mux, log, newFailureLimiter(maxAuthFailures, time.Minute, time.Now))
 }
 
-func requireToken(token string, next http.Handler) http.Handler {
+// maxAuthFailures is how many wrong tokens one address may send a minute
+// before it is answered 429 without its token being checked.
+const maxAuthFailures = 10
+
+func requireToken(token string, next http.Handler, log *slog.Logger, lim *failureLimiter) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if wait := lim.blocked(host); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
+			writeError(w, http.StatusTooManyRequests, ErrorResponse{Error: fmt.Sprintf("too many authentication failures from %s: more than %d a minute; retry in %s", host, lim.max, wait.Round(time.Second))})
+			return
+		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			n := lim.fail(host)
+			// Logged until the limit, then once: a flood cannot fill the log.
+			if n <= lim.max {
+				log.Warn("api authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", truncate(r.URL.Path), "failures_this_minute", n)
+			}
+			if n == lim.max {
+				log.Warn("api authentication failures limited: answering 429 without checking", "remote", host, "for", lim.window)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="shoal"`)
 			writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// failureLimiter counts authentication failures per remote address in fixed
+// windows. It remembers at most maxTracked addresses, forgetting expired
+// ones first, so that many addresses cannot grow it without bound.
+type failureLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	addrs map[string]*failures
+}
+
+type failures struct {
+	start time.Time
+	n     int
+}
+
+const maxTracked = 10000
+
+func newFailureLimiter(max int, window time.Duration, now func() time.Time) *failureLimiter {
+	return &failureLimiter{max: max, window: window, now: now, addrs: make(map[string]*failures)}
+}
+
+// blocked returns how long host must still wait, or 0.
+func (l *failureLimiter) blocked(host string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.addrs[host]
+	if f == nil || f.n < l.max {
+		return 0
+	}
+	left := f.start.Add(l.window).Sub(l.now())
+	if left <= 0 {
+		delete(l.addrs, host)
+		return 0
+	}
+	return left
+}
+
+// fail records a failure from host and returns the count in its window.
+func (l *failureLimiter) fail(host string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	f := l.addrs[host]
+	if f == nil || now.Sub(f.start) >= l.window {
+		if f == nil && len(l.addrs) >= maxTracked {
+			for k, v := range l.addrs {
+				if now.Sub(v.start) >= l.window {
+					delete(l.addrs, k)
+				}
+			}
+			if len(l.addrs) >= maxTracked {
+				// Every tracked address is active: drop an arbitrary one
+				// rather than grow.
+				for k := range l.addrs {
+					delete(l.addrs, k)
+					break
+				}
+			}
+		}
+		f = &failures{start: now}
+		l.addrs[host] = f
+	}
+	f.n++
+	return f.n
 }
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
@@ -228,10 +319,10 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 		s := q.Get("wait")
 		d, perr := time.ParseDuration(s)
 		if perr != nil || d < 0 || len(q["wait"]) > 1 {
-			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be one non-negative duration such as 30s (longer waits are cut to %s), got %q", maxWait, truncate(s))})
+			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be one non-negative duration such as 30s (longer waits are cut to %s), got %q", MaxWait, truncate(s))})
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), min(d, maxWait))
+		ctx, cancel := context.WithTimeout(r.Context(), min(d, MaxWait))
 		defer cancel()
 		job, err = h.jobs.Wait(ctx, id)
 	} else {

@@ -1,8 +1,14 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1547,4 +1553,75 @@ func envs(n int) string {
 		fmt.Fprintf(&b, `E%d: '{{printf "%%060000d" 0}}', `, i)
 	}
 	return b.String()
+}
+
+// writeTestCert writes a self-signed certificate and its key as PEM files.
+func writeTestCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeTestFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeTestFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
+	return certFile, keyFile
+}
+
+func writeTestFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParseAdminTLS: TLS files are checked at load, and a TCP admin address
+// other than loopback needs TLS or an explicit insecure_remote.
+func TestParseAdminTLS(t *testing.T) {
+	dir := t.TempDir()
+	writeTestCert(t, dir)
+	other := t.TempDir()
+	writeTestCert(t, other) // a key that does not belong to dir's cert
+	writeTestFile(t, filepath.Join(dir, "token"), "s3cret\n")
+	doc := func(admin string) string {
+		return "listen: :8080\nadmin:\n" + admin + "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n"
+	}
+	for _, tt := range []struct {
+		name, admin, want string
+	}{
+		{"loopback without TLS", "  listen: 127.0.0.1:9090\n  token_file: token\n", ""},
+		{"remote with TLS", "  listen: 0.0.0.0:9090\n  token_file: token\n  tls: {cert: cert.pem, key: key.pem}\n", ""},
+		{"remote without TLS, accepted explicitly", "  listen: 192.0.2.1:9090\n  token_file: token\n  insecure_remote: true\n", ""},
+		{"remote without TLS", "  listen: 192.0.2.1:9090\n  token_file: token\n",
+			`shoal.yaml:3:11: admin.listen: "192.0.2.1" is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that`},
+		{"all interfaces without TLS", "  listen: :9090\n  token_file: token\n",
+			`shoal.yaml:3:11: admin.listen: "(all interfaces)" is not a loopback address`},
+		{"missing key file", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: nokey.pem}\n",
+			`shoal.yaml:5:30: admin.tls.key: stat ` + filepath.Join(dir, "nokey.pem") + `: no such file or directory`},
+		{"key of another certificate", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: " + filepath.Join(other, "key.pem") + "}\n",
+			`shoal.yaml:5:15: admin.tls.cert: cannot use ` + filepath.Join(dir, "cert.pem") + ` with key ` + filepath.Join(other, "key.pem") + `: tls: private key does not match public key`},
+		{"tls without listen", "  tls: {cert: cert.pem, key: key.pem}\n", `shoal.yaml:3:8: admin.tls: applies only with admin.listen`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse(filepath.Join(dir, "shoal.yaml"), []byte(doc(tt.admin)))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(tt.admin, "tls:") && (cfg.Admin.TLS == nil || cfg.Admin.TLS.Key != filepath.Join(dir, "key.pem")) {
+					t.Fatalf("Admin.TLS = %+v", cfg.Admin.TLS)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(strings.TrimPrefix(err.Error(), dir+"/"), tt.want) {
+				t.Fatalf("Parse error:\n got: %v\nwant: %s", err, tt.want)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ const maxGroupSize = 100
 const namePattern = `[a-z0-9][a-z0-9_-]{0,31}`
 
 var nameRE = regexp.MustCompile(`^` + namePattern + `$`)
+
+// maxPEMFile bounds a TLS certificate or key file; a long chain is a few KiB.
+const maxPEMFile = 1 << 20
 
 // maxTokenFile bounds how much of token_file is read; a token is far smaller.
 const maxTokenFile = 4 << 10
@@ -188,7 +192,7 @@ func checkHostPort(s string) error {
 }
 
 func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
-	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file")
+	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file", "tls", "insecure_remote")
 	var a Admin
 
 	sock, sn := f.str("socket", "shoal.sock")
@@ -234,7 +238,50 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 	if ln != nil && tn == nil && f.get("token_file") == nil {
 		d.errorf(ln, "admin.listen", "requires token or token_file: the TCP API must be authenticated")
 	}
+	if tlsNode := f.get("tls"); tlsNode != nil {
+		a.TLS = d.tlsFiles(tlsNode, "admin.tls")
+		if ln == nil {
+			d.errorf(tlsNode, "admin.tls", "applies only with admin.listen")
+		}
+	}
+	a.InsecureRemote, _ = f.boolean("insecure_remote", false)
+	if ln != nil && a.Listen != "" && a.TLS == nil && !a.InsecureRemote && checkHostPort(a.Listen) == nil {
+		if host, _, _ := net.SplitHostPort(a.Listen); !isLoopback(host) {
+			d.errorf(ln, "admin.listen", "%q is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that", cmp.Or(host, "(all interfaces)"))
+		}
+	}
 	return a
+}
+
+// tlsFiles decodes {cert, key} and checks, as serve would, that they load
+// as a certificate and its private key.
+func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
+	f := d.mapping(n, path, "cert", "key")
+	f.require("cert", "key")
+	cert, cn := f.str("cert", "")
+	key, kn := f.str("key", "")
+	if cn == nil || kn == nil {
+		return nil
+	}
+	t := &TLSFiles{Cert: abs(d.dir, cert), Key: abs(d.dir, key)}
+	for _, p := range []struct {
+		path string
+		node *yaml.Node
+		name string
+	}{{t.Cert, cn, "cert"}, {t.Key, kn, "key"}} {
+		if fi, err := os.Stat(p.path); err != nil {
+			d.errorf(p.node, join(path, p.name), "%v", err)
+			return nil
+		} else if !fi.Mode().IsRegular() || fi.Size() > maxPEMFile {
+			d.errorf(p.node, join(path, p.name), "%s must be a regular PEM file of at most %d bytes", p.path, maxPEMFile)
+			return nil
+		}
+	}
+	if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+		d.errorf(cn, join(path, "cert"), "cannot use %s with key %s: %v", t.Cert, t.Key, err)
+		return nil
+	}
+	return t
 }
 
 func checkToken(t string) error {

@@ -43,6 +43,16 @@ type Admin struct {
 	Listen string
 	// Token is the bearer token for Listen, read from token or token_file.
 	Token string
+	// TLS, when set, makes Listen speak HTTPS.
+	TLS *TLSFiles
+	// InsecureRemote allows Listen on a non-loopback address without TLS.
+	InsecureRemote bool
+}
+
+// TLSFiles are PEM files: a certificate chain and its private key.
+type TLSFiles struct {
+	Cert string
+	Key  string
 }
 
 // HAProxy configures the data plane process.
