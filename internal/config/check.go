@@ -47,8 +47,10 @@ var sectionKeywords = map[string]bool{
 	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
 }
 
-// checkLine keeps an extra haproxy.cfg line on its line and in its section.
-func checkLine(l string) error {
+// CheckLine keeps an extra haproxy.cfg line on its line and in its section.
+// Like the other Check functions it is shared with the renderer, which
+// refuses what it could not write safely.
+func CheckLine(l string) error {
 	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
 		return errors.New("must be a single line without control characters")
 	}
@@ -90,8 +92,8 @@ func checkUnixSocket(p string) error {
 	return nil
 }
 
-// checkMediaType accepts type/subtype made of RFC 9110 token characters.
-func checkMediaType(s string) error {
+// CheckMediaType accepts type/subtype made of RFC 9110 token characters.
+func CheckMediaType(s string) error {
 	if s == "" {
 		return errors.New("must not be empty")
 	}
@@ -107,9 +109,11 @@ func checkMediaType(s string) error {
 	return nil
 }
 
+// isToken accepts RFC 9110 token characters except those HAProxy's parser
+// reads specially ('#' comment, quote, backquote) or that no media type uses.
 func isToken(t string) bool {
 	return t != "" && !strings.ContainsFunc(t, func(r rune) bool {
-		return !isAlnum(r) && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+		return !isAlnum(r) && !strings.ContainsRune("!$&^_.+-*", r)
 	})
 }
 
@@ -117,8 +121,8 @@ func isAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
-// checkPathPrefix accepts a URL path HAProxy's path_beg can match.
-func checkPathPrefix(p string) error {
+// CheckPathPrefix accepts a URL path HAProxy's path_beg can match.
+func CheckPathPrefix(p string) error {
 	if err := checkURLPath(p); err != nil {
 		return err
 	}
@@ -128,8 +132,8 @@ func checkPathPrefix(p string) error {
 	return nil
 }
 
-// checkHealthPath accepts a request URI for the health check; it may carry a query.
-func checkHealthPath(p string) error {
+// CheckHealthPath accepts a request URI for the health check; it may carry a query.
+func CheckHealthPath(p string) error {
 	return checkURLPath(p)
 }
 

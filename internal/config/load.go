@@ -152,7 +152,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
 			}
-			cfg.Compression.Types = d.checkEach(c.strings("types"), checkMediaType)
+			cfg.Compression.Types = d.checkEach(c.strings("types"), CheckMediaType)
 		}
 	}
 
@@ -339,8 +339,8 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 		bin = abs(d.dir, bin)
 	}
 	h.Binary = bin
-	h.Global = d.checkEach(f.strings("global"), checkLine)
-	h.Defaults = d.checkEach(f.strings("defaults"), checkLine)
+	h.Global = d.checkEach(f.strings("global"), CheckLine)
+	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
 	return h
 }
 
@@ -446,7 +446,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		}
 		g.Hosts = append(g.Hosts, h)
 	}
-	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), checkPathPrefix)
+	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
@@ -545,7 +545,7 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	var h Health
 	p, pn := f.str("path", "/healthz")
 	if pn != nil {
-		if err := checkHealthPath(p); err != nil {
+		if err := CheckHealthPath(p); err != nil {
 			d.errorf(pn, f.field("path"), "%v", err)
 		}
 	}

@@ -49,9 +49,15 @@ func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err er
 		errs = append(errs, cfg.FieldError("", "cannot render haproxy.cfg: %v", err))
 		return false, errs
 	}
-	bin, lookErr := exec.LookPath(cmp.Or(cfg.HAProxy.Binary, "haproxy"))
-	if lookErr == nil {
+	name := cmp.Or(cfg.HAProxy.Binary, "haproxy")
+	bin, lookErr := exec.LookPath(name)
+	switch {
+	case lookErr == nil:
 		errs = append(errs, haproxyCheck(ctx, cfg, bin, text)...)
+	case strings.ContainsRune(name, filepath.Separator):
+		// A binary named by path must be there; only a missing HAProxy on
+		// PATH (a machine where shoal is not run) skips the check.
+		errs = append(errs, cfg.FieldError("haproxy.binary", "%v", lookErr))
 	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *config.Error) int {

@@ -8,7 +8,6 @@
 package haproxy
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -47,7 +46,7 @@ func PathsFor(stateDir string) Paths {
 
 // maxSocketPath is the longest stats socket path HAProxy 2.6 accepts: it binds
 // to PATH.PID.tmp first, which must fit in sun_path.
-const maxSocketPath = 97
+const maxSocketPath = config.MaxHAProxySocket
 
 // defaultsLines keep clients error-free while servers come and go. Measured on
 // 2.6.12: without redispatch and retry-on, a stream waiting to retry a server
@@ -61,14 +60,6 @@ var defaultsLines = []string{
 	"retries 3",
 	"option redispatch",
 	"retry-on all-retryable-errors",
-}
-
-// sectionKeywords start a new section; a verbatim global or defaults line
-// starting with one would silently move the lines after it.
-var sectionKeywords = map[string]bool{
-	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
-	"peers": true, "resolvers": true, "userlist": true, "mailers": true, "program": true,
-	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
 }
 
 var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
@@ -244,15 +235,9 @@ func bindAddress(listen string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func checkVerbatim(l string) error {
-	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-		return errors.New("must be one line without control characters")
-	}
-	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
-		return fmt.Errorf("must not start a new section (%s)", f[0])
-	}
-	return nil
-}
+// checkVerbatim, isPath and isMediaType apply config's checks again: Render
+// must not write what could change the file's structure, whatever its caller.
+func checkVerbatim(l string) error { return config.CheckLine(l) }
 
 // isName accepts what HAProxy allows in proxy, server and ACL names.
 func isName(s string) bool {
@@ -277,18 +262,13 @@ func isHost(s string) bool {
 // isPath accepts a URL path of printable ASCII that is one HAProxy word;
 // query allows a query string (the health check URI).
 func isPath(s string, query bool) bool {
-	return strings.HasPrefix(s, "/") && allIn(s, func(r rune) bool {
-		return r > ' ' && r < 0x7f && !strings.ContainsRune(`#"'\`, r) && (query || r != '?')
-	})
+	if query {
+		return config.CheckHealthPath(s) == nil
+	}
+	return config.CheckPathPrefix(s) == nil
 }
 
-func isMediaType(s string) bool {
-	typ, sub, ok := strings.Cut(s, "/")
-	token := func(t string) bool {
-		return t != "" && allIn(t, func(r rune) bool { return isAlnum(r) || strings.ContainsRune("!$&^_.+-*", r) })
-	}
-	return ok && token(typ) && token(sub)
-}
+func isMediaType(s string) bool { return config.CheckMediaType(s) == nil }
 
 func isAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
