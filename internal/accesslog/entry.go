@@ -48,7 +48,8 @@ type Entry struct {
 	// the server's response headers, Ta for the whole request. A negative
 	// value means the phase did not happen (no server, connection failed...).
 	Tw, Tc, Tr, Ta time.Duration
-	// Bytes is the size of the response sent to the client, headers included.
+	// Bytes is what HAProxy counted as sent to the client (%B); 0 for its own
+	// error responses such as 408.
 	Bytes int64
 	// Retries is the number of connection retries; Redispatched is true when
 	// the last one went to another server.
