@@ -33,8 +33,9 @@ type Options struct {
 
 // Stats count what the Reader has seen since it started.
 type Stats struct {
-	// Lines is every datagram received; Malformed those Parse rejected
-	// (they are still written to the file).
+	// Lines is every datagram received; Malformed those Parse rejected,
+	// such as HAProxy's own "Proxy shoal stopped" notices (they are still
+	// written to the file).
 	Lines, Malformed uint64
 	// Dropped counts entries a subscriber missed because its buffer was full.
 	Dropped uint64

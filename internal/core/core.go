@@ -153,9 +153,8 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
 	return func() {
 		cancel()
 		<-done
-		if s := r.Stats(); s.Dropped > 0 || s.Malformed > 0 || s.WriteErrors > 0 {
-			log.Warn("access log totals", "lines", s.Lines, "malformed", s.Malformed, "dropped", s.Dropped, "write_errors", s.WriteErrors)
-		}
+		s := r.Stats()
+		log.Info("access log stopped", "lines", s.Lines, "unparsed", s.Malformed, "dropped", s.Dropped, "write_errors", s.WriteErrors)
 	}, nil
 }
 
