@@ -53,10 +53,6 @@ func PathsFor(stateDir string) Paths {
 // to PATH.PID.tmp first, which must fit in sun_path.
 const maxSocketPath = 97
 
-// maxLogSocketPath is the longest unix socket path HAProxy can send its log
-// to: sun_path holds 108 bytes with the terminating NUL.
-const maxLogSocketPath = 107
-
 // defaultsLines keep clients error-free while servers come and go without
 // ever replaying a write. Measured on 2.6.12: without redispatch and retries,
 // a stream waiting to retry a server that was just deleted crashed the worker,
@@ -250,14 +246,13 @@ func checkPaths(p Paths) error {
 			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
 		}
 	}
-	for _, s := range []string{p.AdminSocket, p.MasterSocket} {
+	// HAProxy 2.6 also refuses a "log unix@" path longer than this.
+	for _, s := range []string{p.AdminSocket, p.MasterSocket, p.LogSocket} {
 		if len(s) > maxSocketPath {
 			return fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", s, maxSocketPath)
 		}
 	}
-	if len(p.LogSocket) > maxLogSocketPath {
-		return fmt.Errorf("haproxy log socket path %q: longer than the %d bytes a unix socket path holds; use a shorter state_dir", p.LogSocket, maxLogSocketPath)
-	}
+
 	return nil
 }
 
