@@ -17,9 +17,6 @@ import (
 // haproxy.cfg as one word and HAProxy can hold, so that a config that passes
 // `shoal validate` is one that serve runs.
 
-// MaxTimer is the longest duration HAProxy's millisecond timers hold (2^31-1 ms).
-const MaxTimer = (1<<31 - 1) * time.Millisecond
-
 // maxTimeout bounds grace, drain and stop timeouts: the job timeout adds them
 // up, and anything longer than a day is a typo.
 const maxTimeout = 24 * time.Hour

@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log`,
 		},
 		{
 			name: "unknown group field",
@@ -577,7 +577,7 @@ groups:
     health: {interval: 0}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms and at most 596h31m23.647s, got 0s`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 0s`,
 		},
 		{
 			name: "zero rise",
@@ -897,7 +897,7 @@ groups:
     max_size: 2
     health: {interval: 600h}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms and at most 596h31m23.647s, got 600h0m0s`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 600h0m0s`,
 		},
 		{
 			name: "health timeout over HAProxy's timer",
@@ -908,7 +908,7 @@ groups:
     max_size: 2
     health: {timeout: 2147484s}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:23: groups[0].health.timeout: must be at least 1ms and at most 596h31m23.647s, got 596h31m24s`,
+			want: `shoal.yaml:6:23: groups[0].health.timeout: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 596h31m24s`,
 		},
 		{
 			name: "grace shorter than rise checks",
@@ -1205,9 +1205,11 @@ compat:
 			Token:  "s3cret",
 		},
 		HAProxy: HAProxy{
-			Binary: filepath.Join(dir, "bin/haproxy"),
-			Global: []string{"nbthread 1"},
+			Binary:   filepath.Join(dir, "bin/haproxy"),
+			Global:   []string{"nbthread 1"},
+			Timeouts: DefaultTimeouts,
 		},
+		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
 		Groups: []Group{
 			{
 				Name:    "web",

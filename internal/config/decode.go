@@ -1,14 +1,12 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -382,15 +380,4 @@ func parseDuration(n *yaml.Node) (time.Duration, bool) {
 		return v, err == nil
 	}
 	return 0, false
-}
-
-// checkWord rejects values that are written into haproxy.cfg as one word.
-func checkWord(s string) error {
-	if s == "" {
-		return errors.New("must not be empty")
-	}
-	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return fmt.Errorf("must not contain spaces or control characters, got %q", s)
-	}
-	return nil
 }

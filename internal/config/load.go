@@ -132,7 +132,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -170,6 +170,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
+	cfg.AccessLog = d.accessLog(top.get("access_log"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -327,7 +328,7 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults")
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts")
 	var h HAProxy
 	bin, bn := f.str("binary", "haproxy")
 	if bn != nil && bin == "" {
@@ -341,6 +342,7 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Binary = bin
 	h.Global = d.checkEach(f.strings("global"), CheckLine)
 	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
+	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
 	return h
 }
 
@@ -551,14 +553,14 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 	h.Path = p
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.within(f, "interval", 2*time.Second, time.Millisecond, MaxTimer)
-	h.Timeout = d.within(f, "timeout", time.Second, time.Millisecond, MaxTimer)
+	h.Interval = d.timer(f, "interval", 2*time.Second)
+	h.Timeout = d.timer(f, "timeout", time.Second)
 	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
 	h.Rise = d.count(f, "rise", 2)
 	h.Fall = d.count(f, "fall", 3)
 	// A new instance passes its checks after about rise intervals plus the
 	// last check's timeout; a shorter grace stops every healthy instance.
-	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Rise >= 1 && h.Interval <= MaxTimer && h.Timeout <= MaxTimer && h.Grace < need {
+	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Grace < need {
 		at, what := f.get("grace"), ""
 		if at == nil {
 			at, what = cmp.Or(f.get("interval"), f.get("timeout"), f.get("rise"), f.node), " (the default)"

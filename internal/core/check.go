@@ -163,6 +163,9 @@ func fieldOf(cfg *config.Config, lines []string, n int) string {
 				return fmt.Sprintf("%s[%d]", key, i)
 			}
 		}
+		if section == "defaults" && words[0] == "timeout" {
+			return "haproxy.timeouts"
+		}
 	case "frontend":
 		switch {
 		case words[0] == "bind":
