@@ -1627,3 +1627,27 @@ func TestParseAdminTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestLargestDurationsDoNotOverflow: the longest accepted grace, drain and
+// stop timeouts still add up (as the job timeout does) without overflowing,
+// and a nanosecond more is refused.
+func TestLargestDurationsDoNotOverflow(t *testing.T) {
+	doc := func(d string) string {
+		return "listen: :8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    drain_timeout: " + d +
+			"\n    health: {grace: " + d + "}\n    cooldown: 720h\n    template: {command: [app], stop_timeout: " + d + "}\n"
+	}
+	cfg, err := Parse("shoal.yaml", []byte(doc("24h")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Groups[0]
+	if sum := 2*(g.Health.Grace+g.DrainTimeout+g.Template.StopTimeout) + 30*time.Second; sum <= 0 || sum != 144*time.Hour+30*time.Second {
+		t.Fatalf("2 × (grace + drain + stop) + 30s = %s", sum)
+	}
+	_, err = Parse("shoal.yaml", []byte(doc("24h0m0.000000001s")))
+	for _, field := range []string{"drain_timeout: must be from 0s to 24h0m0s", "health.grace: must be at least 1ms and at most 24h0m0s", "stop_timeout: must be from 0s to 24h0m0s"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("Parse with 24h + 1ns: %v, want %q", err, field)
+		}
+	}
+}
