@@ -128,7 +128,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "metrics")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -159,6 +159,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
+	cfg.Metrics = d.metrics(top.get("metrics"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -530,7 +531,7 @@ func (d *decoder) positive(f *fields, key string, def int) int {
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout")
+	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus")
 	f.require("command")
 	t := Template{Dir: d.dir}
 	data := sampleData(group)
@@ -595,6 +596,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		t.Dir = abs(d.dir, dir)
 	}
 	t.StopTimeout, _ = f.duration("stop_timeout", 10*time.Second)
+	t.CPUs = d.cpus(f)
 	return t
 }
 
