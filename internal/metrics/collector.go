@@ -321,6 +321,11 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		c.log.Debug("metrics: haproxy stats", "err", statErr)
 	}
 
+	c.record(ctx, now, vals, views)
+}
+
+// record stores one tick's values and the groups as sampled.
+func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]float64, views map[string]*groupView) {
 	c.mu.Lock()
 	c.ring.append(now, vals)
 	c.views = views
