@@ -105,7 +105,11 @@ func (s *procScanner) scan(groups map[int]*usage) error {
 		}
 		u.cpu += time.Duration(st.ticks) * clockTick
 		u.rss += st.rssPages * s.pageSize
-		u.procs++
+		// A zombie's CPU time still counts (its parent may reap it into
+		// cutime), but it is no live process.
+		if !st.zombie {
+			u.procs++
+		}
 	}
 	for pid, g := range s.foreign {
 		if g != s.gen {
@@ -116,6 +120,7 @@ func (s *procScanner) scan(groups map[int]*usage) error {
 }
 
 type procStat struct {
+	zombie   bool
 	pgid     int
 	ticks    uint64 // utime + stime + cutime + cstime
 	rssPages int64
@@ -166,6 +171,8 @@ func parseStat(b []byte) (procStat, error) {
 		field := rest[:end]
 		rest = rest[end:]
 		switch {
+		case idx == 0:
+			st.zombie = string(field) == "Z"
 		case idx == fPgrp:
 			v, ok := atoi(string(field))
 			if !ok {
