@@ -17,7 +17,9 @@ const statCmd = "show stat -1 6 -1"
 type counters struct {
 	sessions int64 // scur
 	queue    int64 // qcur
-	total    int64 // stot: one per request HAProxy sent there in HTTP mode
+	// total counts requests: req_tot in HTTP mode, where stot also counts
+	// every retry of a request, or stot (connections) in TCP mode.
+	total    int64
 	errors5x int64 // hrsp_5xx
 	connErrs int64 // econ
 }
@@ -49,7 +51,7 @@ func parseStatCSV(out string) (map[statKey]counters, error) {
 	for i, name := range header {
 		col[name] = i
 	}
-	names := []string{"pxname", "svname", "scur", "qcur", "stot", "hrsp_5xx", "econ"}
+	names := []string{"pxname", "svname", "scur", "qcur", "stot", "hrsp_5xx", "econ", "req_tot"}
 	idx := make([]int, len(names))
 	for i, name := range names {
 		c, ok := col[name]
@@ -88,6 +90,9 @@ func parseStatCSV(out string) (map[statKey]counters, error) {
 		}
 		k := statKey{field(0), field(1)}
 		c := counters{sessions: num(2), queue: num(3), total: num(4), errors5x: num(5), connErrs: num(6)}
+		if field(7) != "" {
+			c.total = num(7)
+		}
 		if bad != nil {
 			return nil, bad
 		}

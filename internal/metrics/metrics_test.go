@@ -98,10 +98,11 @@ func TestReadCgroup(t *testing.T) {
 }
 
 func TestParseStatCSV(t *testing.T) {
-	out := "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,hrsp_5xx,extra\n" +
-		"web,BACKEND,3,0,5,9,,120,0,0,0,0,,2,0,0,0,UP,7,x\n" +
-		"web,web-001,1,0,4,9,,100,0,0,0,0,,1,0,0,0,UP,6,x\n" +
-		"web,web-002,,,1,1,,20,0,0,0,0,,,,0,0,DOWN,,x\n" +
+	// web-001's stot counts retries; req_tot, where set, is what counts.
+	out := "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,hrsp_5xx,req_tot,extra\n" +
+		"web,BACKEND,3,0,5,9,,120,0,0,0,0,,2,0,0,0,UP,7,120,x\n" +
+		"web,web-001,1,0,4,9,,130,0,0,0,0,,1,0,0,0,UP,6,100,x\n" +
+		"web,web-002,,,1,1,,20,0,0,0,0,,,,0,0,DOWN,,,x\n" +
 		"\n"
 	got, err := parseStatCSV(out)
 	if err != nil {
