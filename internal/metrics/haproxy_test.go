@@ -22,7 +22,7 @@ import (
 )
 
 // startHTTP serves 200 on /, 500 on /fail and the health check.
-func startHTTP(t *testing.T) int {
+func startHTTP(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +40,7 @@ func startHTTP(t *testing.T) int {
 
 // startHAProxy runs a real HAProxy with one group "web", stopped (and, if
 // the test dies half-way, killed) at the end.
-func startHAProxy(t *testing.T) (*haproxy.Manager, string) {
+func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 	t.Helper()
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
