@@ -577,3 +577,19 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// GroupHistory is one group's series addressed by metric alone ("cpu.p90"),
+// as the policies read them.
+type GroupHistory struct {
+	c     *Collector
+	group string
+}
+
+// ForGroup returns group's history.
+func (c *Collector) ForGroup(group string) GroupHistory { return GroupHistory{c, group} }
+
+// Points returns the group series metric, as Collector.Points does for
+// Path(group, metric).
+func (h GroupHistory) Points(metric string, from, to time.Time) []Point {
+	return h.c.Points(Path(h.group, metric), from, to)
+}

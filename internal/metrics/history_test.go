@@ -124,3 +124,51 @@ func TestHistoryPrune(t *testing.T) {
 		t.Errorf("Points 25 h ago: %s", describePoints(pts))
 	}
 }
+
+// TestServersCPU checks the sacloud-cpu-usage input built from history:
+// ready instances matching the prefix, their CPU averaged per step and
+// turned into cores' worth.
+func TestServersCPU(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	c.opts.Ring = time.Hour
+	c.ring = newRing(3600)
+	t0 := time.Now().Add(-20 * time.Minute).Truncate(5 * time.Minute)
+	insts := []instanceView{
+		{Target{Group: "web", Name: "web-001", Cores: 2, InService: true}, true},
+		{Target{Group: "web", Name: "web-002", Cores: 1, InService: true}, true},
+		{Target{Group: "web", Name: "web-003", Cores: 1, State: "starting"}, false},
+	}
+	for i := range 600 { // 10 minutes
+		now := t0.Add(time.Duration(i) * time.Second)
+		v := 10.0
+		if i >= 300 {
+			v = 30
+		}
+		c.record(context.Background(), now, map[string]float64{
+			"web/web-001/cpu": v, "web/web-002/cpu": 2 * v, "web/web-003/cpu": 100,
+		}, map[string]*groupView{"web": {at: now, instances: insts}})
+	}
+	jst := time.FixedZone("JST", 9*3600)
+	servers := c.ServersCPU("web-00", 10*time.Minute, 5*time.Minute, jst)
+	got := ""
+	for _, s := range servers {
+		got += fmt.Sprintf("%s cores:%v", s.Name, s.Cores)
+		for _, p := range s.Samples {
+			got += fmt.Sprintf(" %s=%.3f", p.Time.Format("15:04 MST"), p.CPUTime)
+		}
+		got += "\n"
+	}
+	t1, t2 := t0.In(jst).Format("15:04 MST"), t0.Add(5*time.Minute).In(jst).Format("15:04 MST")
+	want := fmt.Sprintf("web-001 cores:2 %s=0.200 %s=0.600\nweb-002 cores:1 %s=0.200 %s=0.600\n", t1, t2, t1, t2)
+	if got != want {
+		t.Errorf("ServersCPU:\n%s\nwant\n%s", got, want)
+	}
+	u := NewCPUUsage(servers, nil)
+	if u.Avg != 30 || u.Min != 20 || u.Max != 40 || len(u.Servers) != 2 {
+		t.Errorf("CPUUsage: %+v", u)
+	}
+	if pts := c.ForGroup("web").Points("nothing", t0, t0.Add(time.Hour)); len(pts) != 0 {
+		t.Errorf("unknown metric: %v", pts)
+	}
+}
