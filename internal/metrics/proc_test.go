@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 // startGroup starts argv in a process group of its own, as the local
@@ -157,4 +160,52 @@ func runtimeNS(t *testing.T, pid int) int64 {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// TestRun runs the sampling loop at a short interval against a real process
+// and an HAProxy socket that does not answer: samples keep coming without
+// HAProxy's rates, and stopping writes the unfinished buckets.
+func TestRun(t *testing.T) {
+	pid := startGroup(t, "sleep", "300")
+	m := config.DefaultMetrics
+	m.Interval = 100 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "metrics.db")
+	targets := []Target{{Group: "web", Name: "web-001", PGID: pid, Cores: 1, State: "in-service", InService: true,
+		ReadySince: time.Now(), Backend: "web", Server: "web-001"}}
+	c, err := Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return targets }),
+		HAProxy: &haproxy.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}, DB: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	time.Sleep(550 * time.Millisecond)
+	cancel()
+	<-done
+	if pts := c.Points("web/web-001/cpu", start, time.Now()); len(pts) < 2 {
+		t.Errorf("cpu samples after 0.55 s at 100 ms: %d", len(pts))
+	}
+	if pts := c.Points("web/requests_per_second", start, time.Now()); len(pts) != 0 {
+		t.Errorf("requests/s without HAProxy: %v", pts)
+	}
+	// Warming up: reported, not aggregated.
+	if pts := c.Points("web/cpu.avg", start, time.Now()); len(pts) != 0 {
+		t.Errorf("cpu.avg while the only instance warms up: %v", pts)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }), DB: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if pts := c.Points("web/size", start.Add(-time.Minute), time.Now()); len(pts) == 0 || pts[0].V != 1 {
+		t.Errorf("size after a restart: %v", pts)
+	}
 }
