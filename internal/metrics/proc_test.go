@@ -79,11 +79,12 @@ func TestCPUOfRealProcesses(t *testing.T) {
 	cpuBusy, cpuIdle, cpuFork, cpuHalf := latest("web/web-001/cpu"), latest("web/web-002/cpu"), latest("web/web-003/cpu"), latest("api/api-001/cpu")
 	t.Logf("busy %.1f%% (scheduler: %.1f%%), forking %.1f%%, idle %.1f%%, busy on 2 cores %.1f%%", cpuBusy, want, cpuFork, cpuIdle, cpuHalf)
 	// /proc counts in 10 ms ticks: 2 ticks over 2 s is 1 %.
-	if cpuBusy < want-5 || cpuBusy > want+5 || cpuBusy < 20 || cpuBusy > 105 {
+	if cpuBusy < want-5 || cpuBusy > want+5 || cpuBusy < 5 || cpuBusy > 105 {
 		t.Errorf("busy group: %.1f%% of a core, want %.1f%% (≈100%% on an idle machine)", cpuBusy, want)
 	}
-	// Without the reaped children's time this would read near 0.
-	if cpuFork < 20 || cpuFork > 105 {
+	// Without the reaped children's time this would read near 0; with it,
+	// like the busy loop, whatever share the machine gives.
+	if cpuFork < cpuBusy/3 || cpuFork < 3 || cpuFork > 105 {
 		t.Errorf("forking group: %.1f%% of a core, want as much as the machine gives a busy loop", cpuFork)
 	}
 	if cpuIdle > 3 {
