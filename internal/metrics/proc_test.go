@@ -185,11 +185,23 @@ func TestRun(t *testing.T) {
 		defer close(done)
 		c.Run(ctx)
 	}()
-	time.Sleep(550 * time.Millisecond)
+	// Readers and the access log run concurrently with sampling.
+	for time.Since(start) < 550*time.Millisecond {
+		c.ObserveLatency("web", 5*time.Millisecond, 4*time.Millisecond, 1)
+		if _, err := c.Document(ctx, "web", time.Minute, ""); err != nil {
+			t.Error(err)
+		}
+		c.Points("web/latency_ms.p99", start, time.Now())
+		c.RequestRate("web")
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	<-done
 	if pts := c.Points("web/web-001/cpu", start, time.Now()); len(pts) < 2 {
 		t.Errorf("cpu samples after 0.55 s at 100 ms: %d", len(pts))
+	}
+	if pts := c.Points("web/latency_ms.p99", start, time.Now()); len(pts) < 2 || pts[len(pts)-1].V != 5 {
+		t.Errorf("latency p99 samples: %v", pts)
 	}
 	if pts := c.Points("web/requests_per_second", start, time.Now()); len(pts) != 0 {
 		t.Errorf("requests/s without HAProxy: %v", pts)
