@@ -96,11 +96,14 @@ type Options struct {
 // ErrUnknownGroup reports a group that is not configured.
 var ErrUnknownGroup = errors.New("unknown group")
 
-// flushEvery bounds how long finished buckets wait for their transaction;
-// pruneEvery how often old buckets are deleted.
+// pruneEvery is how often old buckets are deleted; statWait bounds one
+// "show stat".
 const (
 	pruneEvery = 10 * time.Minute
 	statWait   = 2 * time.Second
+	// maxRateGap is how many intervals apart two reads of HAProxy's
+	// counters may be for a rate between them.
+	maxRateGap = 10
 )
 
 // Collector samples targets and keeps their history. Sample (or Run) must be
@@ -151,8 +154,15 @@ type instanceView struct {
 // Open opens (or creates) the history database and returns a Collector that
 // has not sampled yet.
 func Open(opts Options) (*Collector, error) {
+	if opts.Source == nil {
+		return nil, errors.New("metrics: no source of targets")
+	}
+	def := config.DefaultMetrics
 	if opts.Interval <= 0 {
-		opts.Metrics = config.DefaultMetrics
+		opts.Interval = def.Interval
+	}
+	if opts.Ring <= 0 {
+		opts.Ring = def.Ring
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -221,13 +231,18 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		}
 	}
 	procErr := c.procs.scan(byPGID)
+	// CPU is divided by the time between the reads, not between the ticks,
+	// which may fire late on a busy machine.
+	scanAt := time.Now()
 	if procErr != nil {
 		c.log.Warn("metrics: scan processes", "err", procErr)
 	}
 
 	stats, statAt, statErr := c.haproxyStats(ctx)
+	// Rates need two recent reads: after HAProxy was unreachable for a
+	// while, the first read only sets a new baseline.
 	var statDT float64
-	if statErr == nil && !c.prevStatAt.IsZero() {
+	if statErr == nil && !c.prevStatAt.IsZero() && statAt.Sub(c.prevStatAt) <= maxRateGap*c.opts.Interval {
 		statDT = statAt.Sub(c.prevStatAt).Seconds()
 	}
 
@@ -248,7 +263,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		gv.instances = append(gv.instances, iv)
 		ip := func(m string) string { return InstancePath(t.Group, t.Name, m) }
 
-		if cpu, rss, ok := c.cpu(t, byPGID, procErr, now); ok {
+		if cpu, rss, ok := c.cpu(t, byPGID, procErr, scanAt); ok {
 			vals[ip("rss_bytes")] = float64(rss)
 			if !math.IsNaN(cpu) {
 				vals[ip("cpu")] = cpu
