@@ -243,8 +243,5 @@ func readCgroup(dir string) (usage, error) {
 			u.rss = n
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
-		u.procs = bytes.Count(b, []byte("\n"))
-	}
 	return u, nil
 }

@@ -69,15 +69,6 @@ func (r *ring) oldest() (time.Time, bool) {
 	return time.Unix(0, r.times[first%uint64(r.n)]), true
 }
 
-// latest returns the newest value of key if it was set in the last tick.
-func (r *ring) latest(key string) (float64, bool) {
-	s := r.series[key]
-	if s == nil || r.ticks == 0 || s.last != r.ticks-1 {
-		return 0, false
-	}
-	return s.vals[s.last%uint64(r.n)], true
-}
-
 // read returns key's values with from <= T <= to, oldest first.
 func (r *ring) read(key string, from, to time.Time) []point {
 	s := r.series[key]
