@@ -80,6 +80,9 @@ type SourceFunc func() []Target
 // Targets calls f.
 func (f SourceFunc) Targets() []Target { return f() }
 
+// DBName is the history's file name in the state directory.
+const DBName = "metrics.db"
+
 // Options configure a Collector.
 type Options struct {
 	config.Metrics
@@ -88,7 +91,7 @@ type Options struct {
 	Source Source
 	// HAProxy is asked for "show stat" once per interval; nil skips it.
 	HAProxy *haproxy.Client
-	// DB is the SQLite file for the history, normally STATE_DIR/metrics.db.
+	// DB is the SQLite file for the history, normally STATE_DIR/DBName.
 	DB  string
 	Log *slog.Logger
 }
