@@ -30,7 +30,7 @@ var GroupMetrics = []string{
 	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
 	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
 	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
-	"connection_errors_per_second", "queue", "sessions", "ready", "size",
+	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
 }
 
 // InstanceMetrics are the per-instance series. cpu is a percentage of the
@@ -323,6 +323,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 					vals[gp("requests_per_second")] = rps
 					vals[gp("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
 					vals[gp("connection_errors_per_second")] = float64(delta(prev.connErrs, cur.connErrs)) / statDT
+					vals[gp("retries_per_second")] = float64(delta(prev.retries, cur.retries)) / statDT
 					if ready > 0 {
 						vals[gp("requests_per_second_per_instance")] = rps / float64(ready)
 					}

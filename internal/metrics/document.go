@@ -29,6 +29,7 @@ type Document struct {
 	RequestsPerSecondPerInstance *float64   `json:"requests_per_second_per_instance"`
 	ErrorsPerSecond              *float64   `json:"errors_per_second"`
 	ConnectionErrorsPerSecond    *float64   `json:"connection_errors_per_second"`
+	RetriesPerSecond             *float64   `json:"retries_per_second"`
 	Queue                        *float64   `json:"queue"`
 	Sessions                     *float64   `json:"sessions"`
 	Latency                      LatencyDoc `json:"latency_ms"`
@@ -161,6 +162,7 @@ func (c *Collector) Document(ctx context.Context, group string, window time.Dura
 	doc.RequestsPerSecondPerInstance = mean(gp("requests_per_second_per_instance"))
 	doc.ErrorsPerSecond = mean(gp("errors_per_second"))
 	doc.ConnectionErrorsPerSecond = mean(gp("connection_errors_per_second"))
+	doc.RetriesPerSecond = mean(gp("retries_per_second"))
 	doc.Queue = mean(gp("queue"))
 	doc.Sessions = mean(gp("sessions"))
 	if ls, ok := c.latency(group, from); ok {

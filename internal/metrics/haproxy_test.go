@@ -201,3 +201,64 @@ func TestHAProxyCounters(t *testing.T) {
 	}
 	t.Logf("%d requests (%d 5xx) in %.2fs: %.1f requests/s, %.1f 5xx/s", ok+fail, fail, dt, rps, *doc.ErrorsPerSecond)
 }
+
+// TestHAProxyRetries registers a server on a closed port that HAProxy
+// believes UP until its checks fail: requests sent to it fail to connect and
+// are redispatched (wredis), so clients see no error and econ stays 0, but
+// the collector counts the retries.
+func TestHAProxyRetries(t *testing.T) {
+	m, url := startHAProxy(t)
+	ctx := context.Background()
+	health := config.Health{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Rise: 1, Fall: 3}
+	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-001", Host: "127.0.0.1", Port: startHTTP(t), Health: health}, true); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c, err := Open(Options{Metrics: config.DefaultMetrics, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }),
+		HAProxy: m.Client(), DB: filepath.Join(t.TempDir(), "metrics.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Sample(ctx, time.Now())
+	at0 := c.prevStatAt
+	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-002", Host: "127.0.0.1", Port: closed, Health: health}, true); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	const n = 20
+	for range n {
+		resp, err := client.Get(url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	c.Sample(ctx, time.Now())
+	dt := c.prevStatAt.Sub(at0).Seconds()
+	c.mu.RLock()
+	econ, _ := c.ring.latest("web/connection_errors_per_second")
+	retries, ok := c.ring.latest("web/retries_per_second")
+	rps, _ := c.ring.latest("web/requests_per_second")
+	c.mu.RUnlock()
+	t.Logf("%d requests: %.0f retried, %.0f connection errors, %.0f requests counted", n, retries*dt, econ*dt, rps*dt)
+	if !ok || retries*dt < 1 {
+		t.Errorf("retries over %.2fs: %v, want some", dt, retries*dt)
+	}
+	if econ != 0 {
+		t.Errorf("connection errors: %v, want 0 (every request was redispatched)", econ*dt)
+	}
+	if math.Round(rps*dt) != n {
+		t.Errorf("requests: %v, want %d (a redispatched request counts once)", rps*dt, n)
+	}
+}

@@ -21,7 +21,11 @@ type counters struct {
 	// every retry of a request, or stot (connections) in TCP mode.
 	total    int64
 	errors5x int64 // hrsp_5xx
-	connErrs int64 // econ
+	connErrs int64 // econ: requests that failed to connect, retries exhausted
+	// retries is wretr + wredis: attempts HAProxy retried or sent to another
+	// server, after a failed connection (an instance refusing them) or a
+	// retryable response.
+	retries int64
 }
 
 type statKey struct{ backend, server string }
@@ -51,7 +55,7 @@ func parseStatCSV(out string) (map[statKey]counters, error) {
 	for i, name := range header {
 		col[name] = i
 	}
-	names := []string{"pxname", "svname", "scur", "qcur", "stot", "hrsp_5xx", "econ", "req_tot"}
+	names := []string{"pxname", "svname", "scur", "qcur", "stot", "hrsp_5xx", "econ", "req_tot", "wretr", "wredis"}
 	idx := make([]int, len(names))
 	for i, name := range names {
 		c, ok := col[name]
@@ -89,7 +93,7 @@ func parseStatCSV(out string) (map[statKey]counters, error) {
 			return n
 		}
 		k := statKey{field(0), field(1)}
-		c := counters{sessions: num(2), queue: num(3), total: num(4), errors5x: num(5), connErrs: num(6)}
+		c := counters{sessions: num(2), queue: num(3), total: num(4), errors5x: num(5), connErrs: num(6), retries: num(8) + num(9)}
 		if field(7) != "" {
 			c.total = num(7)
 		}

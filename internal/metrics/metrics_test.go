@@ -99,7 +99,7 @@ func TestReadCgroup(t *testing.T) {
 func TestParseStatCSV(t *testing.T) {
 	// web-001's stot counts retries; req_tot, where set, is what counts.
 	out := "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,hrsp_5xx,req_tot,extra\n" +
-		"web,BACKEND,3,0,5,9,,120,0,0,0,0,,2,0,0,0,UP,7,120,x\n" +
+		"web,BACKEND,3,0,5,9,,120,0,0,0,0,,2,0,4,1,UP,7,120,x\n" +
 		"web,web-001,1,0,4,9,,130,0,0,0,0,,1,0,0,0,UP,6,100,x\n" +
 		"web,web-002,,,1,1,,20,0,0,0,0,,,,0,0,DOWN,,,x\n" +
 		"\n"
@@ -108,7 +108,7 @@ func TestParseStatCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[statKey]counters{
-		{"web", "BACKEND"}: {sessions: 5, queue: 3, total: 120, errors5x: 7, connErrs: 2},
+		{"web", "BACKEND"}: {sessions: 5, queue: 3, total: 120, errors5x: 7, connErrs: 2, retries: 5},
 		{"web", "web-001"}: {sessions: 4, queue: 1, total: 100, errors5x: 6, connErrs: 1},
 		{"web", "web-002"}: {sessions: 1, total: 20},
 	}
