@@ -423,3 +423,20 @@ func (r *ring) latest(key string) (float64, bool) {
 	}
 	return s.vals[s.last%uint64(r.n)], true
 }
+
+func TestWriteTable(t *testing.T) {
+	avg, rss := 12.345, float64(3<<20)
+	d := &Document{Group: "web", Window: "5m0s", Size: 2, Ready: 1, CPU: CPUSummary{Avg: &avg},
+		Instances: []InstanceDoc{{Name: "web-001", State: "in-service", Ready: true, Cores: 1, RSSBytes: &rss}, {Name: "web-002", State: "starting", Cores: 0.5}}}
+	d.Instances[0].CPU.Avg = &avg
+	var b bytes.Buffer
+	if err := d.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"group web over 5m0s: size 2, ready 1", "avg 12.3", "min -", "web-001   in-service  true   1      12.3", "3.0", "web-002   starting    false  0.5    -"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
