@@ -489,9 +489,10 @@ func (r *rollup) drain() []row {
 
 // ObserveLatency records one sampled request of group: its total time %Ta,
 // its response time %Tr (negative when there was no response) and the rate
-// it was sampled at (one request in sampleRate was logged).
+// it was sampled at (one request in sampleRate was logged). Requests of
+// other backends and without a total time are ignored.
 func (c *Collector) ObserveLatency(group string, ta, tr time.Duration, sampleRate int) {
-	if !c.groups[group] {
+	if !c.groups[group] || ta < 0 {
 		return
 	}
 	c.latMu.Lock()

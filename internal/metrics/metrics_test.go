@@ -341,6 +341,7 @@ func TestDocument(t *testing.T) {
 		c.ObserveLatency("web", time.Duration(i+1)*time.Millisecond, time.Duration(i)*time.Millisecond, 10)
 	}
 	c.ObserveLatency("nope", time.Second, time.Second, 1) // unknown groups are ignored
+	c.ObserveLatency("web", -1, -1, 10)                   // so is a request without %Ta
 
 	doc, err := c.Document(ctx, "web", 30*time.Second, "")
 	if err != nil {
