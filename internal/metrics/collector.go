@@ -216,7 +216,8 @@ func (c *Collector) Run(ctx context.Context) {
 	}
 }
 
-// Close writes the unfinished buckets and closes the database.
+// Close writes the unfinished buckets and closes the database; call it after
+// Run has returned.
 func (c *Collector) Close() error {
 	c.flush(context.Background(), true)
 	return c.db.close()
@@ -262,6 +263,9 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 			continue // not a configured group, or listed twice
 		}
 		seen[t.Name] = true
+		if !(t.Cores > 0) {
+			t.Cores = config.DefaultCPUs
+		}
 		iv := instanceView{Target: t, ready: t.InService && !t.ReadySince.IsZero() && now.Sub(t.ReadySince) >= c.opts.Warmup}
 		gv.instances = append(gv.instances, iv)
 		ip := func(m string) string { return InstancePath(t.Group, t.Name, m) }
@@ -397,11 +401,7 @@ func (c *Collector) cpu(t Target, byPGID map[int]*usage, procErr error, now time
 	// A member reaped by a process outside the group takes its CPU time
 	// with it; such an interval is unknown rather than negative.
 	if had && prev.pgid == t.PGID && prev.cgroup == t.Cgroup && u.cpu >= prev.cpu && now.After(prev.at) {
-		cores := t.Cores
-		if !(cores > 0) {
-			cores = config.DefaultCPUs
-		}
-		pct = float64(u.cpu-prev.cpu) / float64(now.Sub(prev.at)) / cores * 100
+		pct = float64(u.cpu-prev.cpu) / float64(now.Sub(prev.at)) / t.Cores * 100
 	}
 	return pct, u.rss, true
 }

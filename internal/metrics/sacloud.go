@@ -121,9 +121,6 @@ func (c *Collector) ServersCPU(prefix string, window, step time.Duration, loc *t
 	var out []ServerCPU
 	for _, iv := range ready {
 		cores := iv.Cores
-		if !(cores > 0) {
-			cores = 1
-		}
 		s := ServerCPU{Name: iv.Name, Cores: cores}
 		pts := c.Points(InstancePath(iv.Group, iv.Name, "cpu"), at.Add(-window), at)
 		var cur time.Time
