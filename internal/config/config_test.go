@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics`,
 		},
 		{
 			name: "unknown group field",
@@ -1091,7 +1091,7 @@ listen: nowhere
 		`shoal.yaml:7:17: groups[0].template.command[0]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group)`,
 		`shoal.yaml:8:5: groups[1]: has neither hosts nor path_prefixes, so it would be a second default backend after groups[0] (web); give one of them hosts or path_prefixes`,
 		`shoal.yaml:8:11: groups[1].name: duplicate group name "web" (first at line 2)`,
-		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout`,
+		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout, cpus`,
 		`shoal.yaml:12:12: state_dir: must be a string, got a list`,
 		`shoal.yaml:13:9: listen: must be host:port, got "nowhere"`,
 	}
@@ -1153,6 +1153,7 @@ groups:
       command: [/usr/bin/api, "--index={{.Index}}"]
       dir: /srv/api
       stop_timeout: 3
+      cpus: 0.5
 compat:
   sacloud_autoscaler:
     listen: unix:autoscaler.sock
@@ -1233,6 +1234,7 @@ compat:
 					Env:         map[string]string{"APP_NAME": "{{.Name}}", "GROUP": "{{.Group}}", "EMPTY": "", "PORT": "8080"},
 					Dir:         dir,
 					StopTimeout: 10 * time.Second,
+					CPUs:        1,
 				},
 			},
 			{
@@ -1257,6 +1259,7 @@ compat:
 					Command:     []string{"/usr/bin/api", "--index={{.Index}}"},
 					Dir:         "/srv/api",
 					StopTimeout: 3 * time.Second,
+					CPUs:        0.5,
 				},
 			},
 		},
@@ -1266,6 +1269,7 @@ compat:
 			SocketMode:  0o660,
 			SocketGroup: "autoscaler",
 		}},
+		Metrics: DefaultMetrics,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got: %+v\nwant: %+v", cfg, want)

@@ -132,7 +132,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -171,6 +171,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
+	cfg.Metrics = d.metrics(top.get("metrics"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -601,7 +602,7 @@ func (d *decoder) count(f *fields, key string, def int) int {
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout")
+	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus")
 	f.require("command")
 	t := Template{Dir: d.dir}
 	data := sampleData(group)
@@ -681,6 +682,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		t.Dir = abs(d.dir, dir)
 	}
 	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
+	t.CPUs = d.cpus(f)
 	return t
 }
 

@@ -25,6 +25,8 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	// Metrics configures sampling and history; see DefaultMetrics.
+	Metrics Metrics
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog
 
@@ -166,6 +168,9 @@ type Template struct {
 	Dir string
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
 	StopTimeout time.Duration
+	// CPUs is the number of cores an instance is allotted (default 1); its
+	// CPU usage is reported as a percentage of them.
+	CPUs float64
 
 	command []*template.Template
 	env     map[string]*template.Template
