@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&o.Requests, "n", 0, "number of requests (0: no limit)")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-request timeout (0: none)")
 	fs.Var(headerFlag(header), "H", "request header 'Name: value' (repeatable)")
-	progress := fs.Duration("progress", 0, "print a running count to stderr at this interval (0: off)")
+	progress := fs.Duration("progress", 0, "print a running count to stderr at this interval (0: off; open loop: any value > 0 prints each second)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	var of openFlags
 	of.register(fs)
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if of.open() || set["rate"] {
-		return runOpen(ctx, &of, set, o.URL, header, o.Duration, o.Timeout, *asJSON, stdout, stderr)
+		return runOpen(ctx, &of, set, o.URL, header, o.Duration, o.Timeout, *progress > 0, *asJSON, stdout, stderr)
 	}
 	for _, name := range []string{"from", "to", "speedup", "scale", "max-inflight", "max-conns", "timeline-csv", "timeline-json"} {
 		if set[name] {

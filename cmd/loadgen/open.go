@@ -120,7 +120,7 @@ func (f *openFlags) schedule(set map[string]bool, dur time.Duration) ([]loadgen.
 
 // runOpen runs an open-loop mode and writes its summary and timelines.
 func runOpen(ctx context.Context, f *openFlags, set map[string]bool, url string, header http.Header,
-	dur, timeout time.Duration, asJSON bool, stdout, stderr io.Writer) error {
+	dur, timeout time.Duration, progress, asJSON bool, stdout, stderr io.Writer) error {
 	segs, desc, err := f.schedule(set, dur)
 	if err != nil {
 		return err
@@ -129,10 +129,17 @@ func runOpen(ctx context.Context, f *openFlags, set map[string]bool, url string,
 		return errors.New("-max-inflight and -max-conns must be >= 1")
 	}
 	fmt.Fprintf(stderr, "loadgen: open loop, %s\n", desc)
-	res, err := loadgen.RunOpen(ctx, loadgen.OpenOptions{
+	o := loadgen.OpenOptions{
 		URL: url, Header: header, Timeout: timeout, Schedule: segs,
 		MaxInFlight: f.maxInFlight, MaxConns: f.maxConns,
-	})
+	}
+	if progress {
+		o.Progress = func(s loadgen.Second) {
+			fmt.Fprintf(stderr, "%6ds  scheduled %d  sent %d  completed %d  errors %d  late %d  p50 %v  p99 %v (so far)\n",
+				s.Second, s.Scheduled, s.Sent, s.Completed, s.Errors, s.Late, round(s.P50), round(s.P99))
+		}
+	}
+	res, err := loadgen.RunOpen(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,10 @@ type OpenOptions struct {
 	// MaxInFlight caps the requests in flight. A request due while the cap
 	// is reached is not sent and counts as late.
 	MaxInFlight int
+	// Progress, when set, is called once a second, just after each second of
+	// the schedule, with what is known of that second so far (requests still
+	// in flight complete later). Calls come from one goroutine.
+	Progress func(Second)
 	// MaxConns caps the connections, opened as needed; requests beyond it
 	// wait for one (and that wait counts in their latency). Without this cap
 	// a burst opens a connection per request, and on a small machine the
@@ -81,7 +85,16 @@ type Second struct {
 	// instant: the generator's own tardiness, already inside the latencies.
 	MaxLag time.Duration
 
-	hist *hdrhistogram.Histogram
+	finished int64                   // sent requests that are over, cut short included
+	closed   bool                    // all its requests are over; hist is gone
+	hist     *hdrhistogram.Histogram // allocated on the first response
+}
+
+// quantiles sets P50 and P99 from the histogram.
+func (s *Second) quantiles() {
+	if s.hist != nil && s.hist.TotalCount() > 0 {
+		s.P50, s.P99 = us(s.hist.ValueAtQuantile(50)), us(s.hist.ValueAtQuantile(99))
+	}
 }
 
 // OpenResult summarizes an open-loop run.
@@ -161,10 +174,20 @@ func RunOpen(ctx context.Context, o OpenOptions) (OpenResult, error) {
 		byInst:  make(map[string]int64),
 	}
 	for i := range r.seconds {
-		r.seconds[i] = Second{Second: i, hist: hdrhistogram.New(histMin, histMax, 2)}
+		r.seconds[i].Second = i
 	}
 
 	start := time.Now()
+	if o.Progress != nil {
+		progressDone := make(chan struct{})
+		defer func() { <-progressDone }()
+		go func() {
+			defer close(progressDone)
+			// The caller's ctx, not runCtx: the report of the last second
+			// comes at its end even if the last response came before.
+			r.report(ctx, start)
+		}()
+	}
 	r.schedule(start)
 	r.wg.Wait()
 	return r.result(total, time.Since(start)), nil
@@ -185,6 +208,49 @@ type openRun struct {
 	samples  []string
 	peak     int
 	inFlight int
+	// schedSec is the second the scheduler is in: earlier seconds get no
+	// more requests, and are closed once their last one is over.
+	schedSec int
+}
+
+// advance records that the scheduler reached second sec, closing the
+// finished seconds before it. Called with r.mu held.
+func (r *openRun) advance(sec int) {
+	for r.schedSec < sec {
+		r.schedSec++
+		r.maybeClose(r.schedSec - 1)
+	}
+}
+
+// maybeClose turns second i's histogram into its quantiles once no request
+// of it can still complete, so a long replay holds histograms only for the
+// seconds with requests in flight (about 27 KB each). Called with r.mu held.
+func (r *openRun) maybeClose(i int) {
+	s := &r.seconds[i]
+	if s.closed || i >= r.schedSec || s.finished < s.Sent {
+		return
+	}
+	s.quantiles()
+	s.hist, s.closed = nil, true
+}
+
+// report calls Options.Progress just after each second of the schedule.
+func (r *openRun) report(ctx context.Context, start time.Time) {
+	for i := range r.seconds {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(time.Duration(i+1) * time.Second))):
+		}
+		r.mu.Lock()
+		s := r.seconds[i]
+		if !s.closed {
+			s.quantiles()
+		}
+		s.hist = nil
+		r.mu.Unlock()
+		r.o.Progress(s)
+	}
 }
 
 // schedule dispatches every request of the schedule at its instant. Instants
@@ -238,6 +304,7 @@ func (r *openRun) dispatch(start time.Time, off time.Duration) bool {
 	case r.sem <- struct{}{}:
 		lag := max(time.Since(at), 0)
 		r.mu.Lock()
+		r.advance(sec)
 		s := &r.seconds[sec]
 		s.Scheduled++
 		s.Sent++
@@ -251,6 +318,7 @@ func (r *openRun) dispatch(start time.Time, off time.Duration) bool {
 		})
 	default:
 		r.mu.Lock()
+		r.advance(sec)
 		r.seconds[sec].Scheduled++
 		r.seconds[sec].Late++
 		r.mu.Unlock()
@@ -279,10 +347,12 @@ func (r *openRun) do(at time.Time, sec int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inFlight--
+	s := &r.seconds[sec]
+	s.finished++
+	defer r.maybeClose(sec)
 	if r.ctx.Err() != nil {
 		return // cut short by the end of the run
 	}
-	s := &r.seconds[sec]
 	var failure string
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -291,6 +361,9 @@ func (r *openRun) do(at time.Time, sec int) {
 		failure = err.Error()
 	default:
 		v := min(max(lat.Microseconds(), histMin), histMax)
+		if s.hist == nil {
+			s.hist = hdrhistogram.New(histMin, histMax, 2)
+		}
 		_ = s.hist.RecordValue(v) // in range by construction
 		_ = r.all.RecordValue(v)
 		if inst != "" {
@@ -315,6 +388,7 @@ func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 func (r *openRun) result(total, elapsed time.Duration) OpenResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.advance(len(r.seconds))
 	res := OpenResult{
 		Duration:       total,
 		Elapsed:        elapsed,
@@ -334,10 +408,10 @@ func (r *openRun) result(total, elapsed time.Duration) OpenResult {
 		res.Late += s.Late
 		res.Completed += s.Completed
 		res.Errors += s.Errors
-		if s.hist.TotalCount() > 0 {
-			s.P50, s.P99 = us(s.hist.ValueAtQuantile(50)), us(s.hist.ValueAtQuantile(99))
+		if !s.closed { // a canceled run: some requests were cut short
+			s.quantiles()
+			s.hist, s.closed = nil, true
 		}
-		s.hist = nil // the quantiles are all a caller gets; free the counters
 	}
 	return res
 }

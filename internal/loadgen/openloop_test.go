@@ -76,10 +76,12 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 			close(release)
 		}
 	})
+	var progress []Second
 	res, err := RunOpen(context.Background(), OpenOptions{
 		URL:      srv.URL,
 		Timeout:  10 * time.Second,
 		Schedule: []Segment{{Rate: 200, Duration: 2 * time.Second}},
+		Progress: func(s Second) { progress = append(progress, s) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +98,14 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 	}
 	if p50 := res.Seconds[1].P50; p50 > 100*time.Millisecond {
 		t.Errorf("second 1 p50 %v: after the stall latency should be back to normal", p50)
+	}
+	if len(progress) != 2 || progress[0].Second != 0 || progress[0].Scheduled != 200 || progress[1].Sent != 200 || progress[1].P50 == 0 {
+		t.Errorf("progress reports %+v, want one a second with its counts and latency so far", progress)
+	}
+	for _, s := range res.Seconds {
+		if !s.closed || s.hist != nil || s.finished != s.Sent {
+			t.Errorf("second %d not closed: finished %d of %d", s.Second, s.finished, s.Sent)
+		}
 	}
 }
 
