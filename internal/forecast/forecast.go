@@ -29,7 +29,8 @@
 // pre-scaling decision by hand. The model needs at least MinDays full periods
 // plus the trend window (and smoothing) of history; with less, Forecast returns
 // an *InsufficientError saying how much it has and needs, and a caller stays
-// off rather than guessing.
+// off rather than guessing; likewise with no data at all in the last
+// TrendWindow (stale metrics).
 package forecast
 
 import (
@@ -164,6 +165,7 @@ func (m Model) Forecast(h History, now time.Time, horizon time.Duration) (Foreca
 
 	// Trend: actual vs seasonal over the last TrendWindow.
 	var actual, expected float64
+	seen := 0
 	for t := now.Add(-m.TrendWindow); t.Before(now); t = t.Add(Step) {
 		x := past.at(t)
 		s, _ := m.seasonal(past, t)
@@ -172,6 +174,12 @@ func (m Model) Forecast(h History, now time.Time, horizon time.Duration) (Foreca
 		}
 		actual += x
 		expected += s
+		seen++
+	}
+	if seen == 0 {
+		// Without recent data the trend is unknown: better no forecast than
+		// one that silently assumes today is like the days before.
+		return Forecast{}, fmt.Errorf("forecast: no history in the last %s before %s", fmtDur(m.TrendWindow), now.UTC().Format(time.RFC3339))
 	}
 	raw := 1.0
 	switch {

@@ -133,6 +133,11 @@ func TestInsufficientHistory(t *testing.T) {
 		t.Errorf("days %d, explanation %q; want 2 days used and the others shown as none", f.Days, f.Explanation)
 	}
 
+	// Stale history (nothing in the trend window) gives no forecast.
+	if _, err := Default.Forecast(h, h.End().Add(2*time.Hour), 10*time.Minute); err == nil || !strings.Contains(err.Error(), "no history in the last 1h") {
+		t.Errorf("forecast on stale history: %v, want an error", err)
+	}
+
 	if _, err := Default.Forecast(h, h.End(), 0); err == nil {
 		t.Error("a zero horizon was accepted")
 	}
