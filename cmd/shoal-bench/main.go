@@ -8,10 +8,11 @@
 //	shoal-bench SUBCOMMAND [flags]
 //	shoal-bench SUBCOMMAND -h
 //
-// Each subcommand lives in its own file and registers itself with register;
-// `shoal-bench` without arguments lists them. Everything a benchmark starts
-// listens on 127.0.0.1 only, runs in its own process group and is stopped
-// when the benchmark ends, Ctrl-C included.
+// Run it from the repository root (paths such as bin/ and bench/results are
+// relative to it). Each subcommand lives in its own file and registers itself
+// with register; `shoal-bench` without arguments lists them. Everything a
+// benchmark starts listens on 127.0.0.1 only, runs in its own process group
+// and is stopped when the benchmark ends, Ctrl-C included. See bench/README.md.
 package main
 
 import (
