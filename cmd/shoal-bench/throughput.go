@@ -162,6 +162,9 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 				continue
 			}
 			s, err := tool.Measure(ctx, t.URL, *seconds)
+			if err == nil {
+				err = ctx.Err() // interrupted: a cut-short round is no sample
+			}
 			if err != nil {
 				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
 			}
@@ -187,6 +190,9 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 		det.Idle.Status = "not measured: " + shoalT.Status
 	default:
 		cpu, rss, err := idleCPU(ctx, env, sh, 5, *idle)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			det.Idle.Status = "not measured: " + err.Error()
 		} else {
