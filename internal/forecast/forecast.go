@@ -81,16 +81,22 @@ type Model struct {
 }
 
 // Default is the model shoal uses: a 7-day lookback weighted towards
-// yesterday, a one-hour trend clamped to [0.5, 3].
+// yesterday, no smoothing, and a 10-minute trend clamped to [0.1, 10]: the
+// seasonal shape scaled to the current level. Chosen on the World Cup 1998
+// trace (TestWorldCup98Window): forecasting the 10-minute peak every minute
+// of 1998-06-30 08:00 to 07-01 08:00 UTC, a one-hour trend window erred by
+// 10-13 % on average and a 30-minute one by 8-9 %, against 5.4 % for this
+// (6.4 % for "the next 10 minutes peak like the last 10"); smoothing the past
+// days over ±2 or ±5 minutes only blurred the ramps.
 var Default = Model{
 	Period:      24 * time.Hour,
 	Days:        7,
 	MinDays:     1,
 	Decay:       0.7,
-	Smooth:      5 * time.Minute,
-	TrendWindow: time.Hour,
-	TrendMin:    0.5,
-	TrendMax:    3,
+	Smooth:      0,
+	TrendWindow: 10 * time.Minute,
+	TrendMin:    0.1,
+	TrendMax:    10,
 }
 
 // Forecast is a prediction for the minutes [Start, Start + len(Values) minutes).

@@ -197,3 +197,23 @@ func WorldCup98Path() string {
 		dir = parent
 	}
 }
+
+// Rates returns s as requests per second, each minute's count × scale / 60:
+// the rates a replay at that scale sends, whatever its speedup.
+func (s Series) Rates(scale float64) []float64 {
+	r := make([]float64, len(s.Counts))
+	for i, n := range s.Counts {
+		r[i] = n * scale / Step.Seconds()
+	}
+	return r
+}
+
+// ScaleFor returns the scale at which the peak minute of s becomes peakRate
+// requests per second, e.g. the rate that N instances saturate.
+func (s Series) ScaleFor(peakRate float64) (float64, error) {
+	peak, _ := s.Peak()
+	if peak <= 0 || !(peakRate > 0) {
+		return 0, fmt.Errorf("scale for a peak of %v req/s: the trace's peak is %v/min; both must be > 0", peakRate, peak)
+	}
+	return peakRate * Step.Seconds() / peak, nil
+}

@@ -46,6 +46,15 @@ func TestReadWindowSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := w.Rates(0.5); len(r) != 3 || r[0] != 1 || r[1] != 5 {
+		t.Errorf("Rates(0.5) = %v, want [1 5 0]", r)
+	}
+	if k, err := s.ScaleFor(100); err != nil || k != 5 {
+		t.Errorf("ScaleFor(100 req/s) = %v, %v; want 5 (peak 1200/min = 20 req/s)", k, err)
+	}
+	if _, err := s.ScaleFor(0); err == nil {
+		t.Error("ScaleFor(0) succeeded")
+	}
 	want := []Segment{{1, time.Second}, {5, time.Second}, {0, time.Second}}
 	if len(segs) != len(want) {
 		t.Fatalf("schedule %v, want %v", segs, want)
