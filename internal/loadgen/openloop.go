@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -31,13 +32,16 @@ func ParseSteps(s string) ([]Segment, error) {
 		rate, dur, ok := strings.Cut(strings.TrimSpace(part), ":")
 		r, err1 := strconv.ParseFloat(rate, 64)
 		d, err2 := time.ParseDuration(dur)
-		if !ok || err1 != nil || err2 != nil || r < 0 || r != r || d <= 0 {
+		if !ok || err1 != nil || err2 != nil || !validRate(r) || d <= 0 {
 			return nil, fmt.Errorf("step %q: want RATE:DURATION such as 300:30s (rate >= 0 req/s, duration > 0)", part)
 		}
 		segs = append(segs, Segment{Rate: r, Duration: d})
 	}
 	return segs, nil
 }
+
+// validRate reports whether r is a usable rate: finite and >= 0.
+func validRate(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
 
 // Defaults for OpenOptions.MaxInFlight and MaxConns.
 const (
@@ -130,7 +134,7 @@ func RunOpen(ctx context.Context, o OpenOptions) (OpenResult, error) {
 	}
 	var total time.Duration
 	for _, s := range o.Schedule {
-		if s.Rate < 0 || s.Rate != s.Rate || s.Duration <= 0 {
+		if !validRate(s.Rate) || s.Duration <= 0 {
 			return OpenResult{}, fmt.Errorf("loadgen: schedule segment %+v: want rate >= 0 and duration > 0", s)
 		}
 		total += s.Duration

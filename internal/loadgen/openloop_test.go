@@ -241,7 +241,7 @@ func TestOpenLoopLateAndSteps(t *testing.T) {
 		t.Errorf("JSON timeline %s, %v", b.String(), err)
 	}
 
-	for _, bad := range []string{"", "100", "x:1s", "100:0s", "-1:1s", "100:1s,"} {
+	for _, bad := range []string{"", "100", "x:1s", "100:0s", "-1:1s", "100:1s,", "NaN:1s", "Inf:1s"} {
 		if _, err := ParseSteps(bad); err == nil {
 			t.Errorf("ParseSteps(%q) succeeded", bad)
 		}
