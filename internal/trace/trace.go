@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,7 +81,7 @@ func Read(r io.Reader) (Series, error) {
 			return Series{}, fmt.Errorf("line %d: timestamp_utc %q: want RFC 3339 such as 1998-06-30T08:00:00Z", line, rec[0])
 		}
 		n, err := strconv.ParseFloat(strings.TrimSpace(rec[1]), 64)
-		if err != nil || n < 0 || n != n {
+		if err != nil || !(n >= 0) || math.IsInf(n, 1) {
 			return Series{}, fmt.Errorf("line %d: requests %q: want a count >= 0", line, rec[1])
 		}
 		if len(s.Counts) == 0 {

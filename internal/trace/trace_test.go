@@ -73,6 +73,7 @@ func TestReadErrors(t *testing.T) {
 		{"timestamp_utc,requests\n", "no rows"},
 		{"timestamp_utc,requests\n1998-06-30 08:00,5\n", "line 2: timestamp_utc"},
 		{"timestamp_utc,requests\n1998-06-30T08:00:00Z,-1\n", "line 2: requests"},
+		{"timestamp_utc,requests\n1998-06-30T08:00:00Z,Inf\n", "line 2: requests"},
 		{"timestamp_utc,requests\n1998-06-30T08:00:00Z,1\n1998-06-30T08:02:00Z,1\n", "line 3: timestamp 1998-06-30T08:02:00Z, want 1998-06-30T08:01:00Z"},
 		{"timestamp_utc,requests\n1998-06-30T08:00:00Z,1,2\n", "wrong number of fields"},
 	} {
