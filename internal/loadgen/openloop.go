@@ -78,6 +78,9 @@ type OpenOptions struct {
 type Second struct {
 	Second    int   // seconds since the start of the schedule
 	Scheduled int64 // due in this second: the scheduled rate
+	// Sent counts requests handed to the HTTP client at their instant (or
+	// as soon after as the generator ran: see MaxLag); with MaxConns
+	// connections busy a request waits there for one, inside its latency.
 	Sent      int64
 	Late      int64 // due but not sent: MaxInFlight requests were in flight
 	Completed int64 // got a 2xx response
