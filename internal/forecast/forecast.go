@@ -20,7 +20,7 @@
 // trend corrects for today being busier or quieter than the days before: it
 // is the ratio of the actual requests in the last TrendWindow to what the
 // seasonal estimate predicted for that same window, clamped to
-// [TrendMin, TrendMax] so that one odd hour cannot multiply a forecast
+// [TrendMin, TrendMax] so that one odd stretch cannot multiply a forecast
 // wildly:
 //
 //	trend = clamp(Σ x[now−TrendWindow, now) / Σ seasonal[now−TrendWindow, now))
