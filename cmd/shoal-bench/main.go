@@ -96,17 +96,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep, err := c.run(ctx, env, fs, args[1:])
-	if cerr := env.Close(err != nil); err == nil && cerr != nil {
+	var ue usageError
+	usageErr := errors.Is(err, flag.ErrHelp) || errors.As(err, &ue)
+	// A failed measurement keeps its logs; bad flags have none worth keeping.
+	if cerr := env.Close(err != nil && !usageErr); err == nil && cerr != nil {
 		err = cerr
 	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		var ue usageError
-		if errors.As(err, &ue) {
-			return fmt.Errorf("%w: %s: %v", errUsage, c.name, ue.err)
-		}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case usageErr:
+		return fmt.Errorf("%w: %s: %v", errUsage, c.name, ue.err)
+	case err != nil:
 		return fmt.Errorf("%s: %w", c.name, err)
 	}
 	rep.Name = c.name

@@ -103,6 +103,7 @@ func TestReportWrite(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
 	for _, args := range [][]string{
 		{"nosuch"},
 		{"throughput", "-rounds", "0"},
@@ -114,6 +115,9 @@ func TestUsage(t *testing.T) {
 		if !errors.Is(err, errUsage) {
 			t.Errorf("run %q = %v, want a usage error", args, err)
 		}
+	}
+	if kept, _ := filepath.Glob(filepath.Join(os.TempDir(), "shoal-bench.*")); len(kept) > 0 {
+		t.Errorf("usage errors left scratch directories: %v", kept)
 	}
 	if err := run(context.Background(), nil, io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("run without arguments = %v, want the subcommand list", err)
