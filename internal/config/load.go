@@ -494,37 +494,10 @@ func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 	return defaultCooldown
 }
 
-func (d *decoder) health(n *yaml.Node, path string) Health {
-	f := d.mapping(n, path, "path", "interval", "timeout", "rise", "fall", "grace")
-	var h Health
-	p, pn := f.str("path", "/healthz")
-	if pn != nil {
-		if err := checkPath(p); err != nil {
-			d.errorf(pn, f.field("path"), "%v", err)
-		}
-	}
-	h.Path = p
-	// HAProxy counts check intervals in milliseconds.
-	h.Interval = d.atLeast(f, "interval", 2*time.Second, time.Millisecond)
-	h.Timeout = d.atLeast(f, "timeout", time.Second, time.Millisecond)
-	h.Grace = d.atLeast(f, "grace", 30*time.Second, time.Millisecond)
-	h.Rise = d.positive(f, "rise", 2)
-	h.Fall = d.positive(f, "fall", 3)
-	return h
-}
-
 func (d *decoder) atLeast(f *fields, key string, def, least time.Duration) time.Duration {
 	v, n := f.duration(key, def)
 	if n != nil && v < least {
 		d.errorf(n, f.field(key), "must be at least %s, got %s", least, v)
-	}
-	return v
-}
-
-func (d *decoder) positive(f *fields, key string, def int) int {
-	v, n := f.integer(key, def)
-	if n != nil && v < 1 {
-		d.errorf(n, f.field(key), "must be >= 1, got %d", v)
 	}
 	return v
 }
