@@ -143,7 +143,6 @@ func TestServerCheckArgs(t *testing.T) {
 	}
 }
 
-
 // startHTTP runs a server whose /healthz answers healthCode and health, and
 // every other path code and its name.
 func startHTTP(t *testing.T, name string, healthCode int, health string, code int) *backend {
