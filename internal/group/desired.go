@@ -190,7 +190,11 @@ func (g *Group) Status(ctx context.Context) Status {
 				in.Health, in.Check, in.Sessions, in.Requests = st.Status, st.CheckStatus, st.Sessions, st.Total
 				in.CheckCode, in.CheckDurationMS = st.CheckCode, st.CheckDuration.Milliseconds()
 				in.CheckDesc, in.CheckReason = st.CheckDesc, st.CheckInfo
+				// lastchg counts whole seconds: never report a change before the start.
 				changed := now.Add(-st.LastChange).Truncate(time.Second)
+				if changed.Before(in.StartedAt) {
+					changed = in.StartedAt
+				}
 				in.LastChange = &changed
 			}
 		}

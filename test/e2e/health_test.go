@@ -317,3 +317,22 @@ func TestInstancesCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthCheckFailureReason: an instance that never passes its check within
+// grace fails with HAProxy's reason, not only its check status.
+func TestHealthCheckFailureReason(t *testing.T) {
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	setHealth(t, e, map[string]string{
+		"web": `{path: /healthz, status: [204], interval: 200ms, rise: 2, fall: 1, timeout: 1s, grace: 2s}`,
+	})
+	e.start()
+	e.eventually("a failure with the check's reason", 30*time.Second, func() error {
+		g := groupOf(t, e.status(), "web")
+		for _, f := range g.LastFailures {
+			if strings.Contains(f.Reason, "did not pass within 2s (last check: L7STS 200 OK)") {
+				return nil
+			}
+		}
+		return fmt.Errorf("failures %+v", g.LastFailures)
+	})
+}
