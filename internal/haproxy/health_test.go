@@ -2,12 +2,14 @@ package haproxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -342,5 +344,89 @@ func TestPassiveCheck(t *testing.T) {
 			return false, err.Error()
 		}
 		return got["broken"].Downs > before["broken"].Downs && got["good"].Downs == before["good"].Downs, fmt.Sprintf("%+v", got)
+	})
+}
+
+// hostile are values meant to break out of a haproxy.cfg word or line.
+var hostile = []string{
+	"ok", trickyBody, "a\nbackend evil", "a\r\nserver x 1.2.3.4:80", "a#b", `a"b`, "a'b", `a\`, `\x41`, "${HOME}",
+	"a b", "\tx", "a\x00b", "%[env(HOME)]", "/ok", "/a b", "/a#b", "GET", "get", "GET /x", "h.example:80", "[::1]:80",
+	"é", "\xff", "((", `^\d+$`, "}", "a;b",
+}
+
+// healthDocs returns configs that put the strings into every field of a
+// health check that takes one.
+func healthDocs(method, path, host, text, send, expect string) []string {
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	head := "listen: 127.0.0.1:8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    template: {command: [app]}\n    health: "
+	return []string{
+		head + fmt.Sprintf("{method: %s, path: %s, host: %s, body: %s}\n", q(method), q(path), q(host), q(text)),
+		head + fmt.Sprintf("{path: %s, body_regex: %s}\n", q(path), q(text)),
+		head + fmt.Sprintf("{type: tcp, send: %s, expect: %s}\n", q(send), q(expect)),
+	}
+}
+
+// renderAccepted renders every config the config package accepts and checks
+// that each backend line is a check keyword with nothing added: what a user
+// writes can fill a word, never add a line or a keyword.
+func renderAccepted(t *testing.T, dir string, docs []string) []string {
+	t.Helper()
+	allowed := []string{"balance roundrobin", "option httpchk", "option tcp-check", "tcp-check connect",
+		"http-check send meth ", "http-check expect status ", "http-check expect string ", "http-check expect rstring ",
+		"tcp-check send-binary ", "tcp-check expect binary ", "timeout check "}
+	var rendered []string
+	for _, doc := range docs {
+		cfg, err := config.Parse("fuzz.yaml", []byte(doc))
+		if err != nil {
+			continue
+		}
+		cfg.StateDir = dir
+		out, err := Render(cfg, PathsFor(dir))
+		if err != nil {
+			t.Fatalf("config accepted but Render refused: %v\n%s", err, doc)
+		}
+		sec := backendSection(t, out, "web")
+		for _, l := range strings.Split(strings.TrimSuffix(sec, "\n"), "\n")[1:] {
+			l = strings.TrimPrefix(l, "    ")
+			if !slices.ContainsFunc(allowed, func(p string) bool { return strings.HasPrefix(l, p) }) ||
+				strings.HasPrefix(l, "http-check send meth ") && len(strings.Fields(l)) != 11 ||
+				!strings.HasPrefix(l, "http-check send") && len(strings.Fields(l)) > 4 {
+				t.Fatalf("unexpected backend line %q from:\n%s\nrendered:\n%s", l, doc, sec)
+			}
+		}
+		rendered = append(rendered, out)
+	}
+	return rendered
+}
+
+// TestRenderHostileHealth: whatever the config package accepts renders to a
+// config that haproxy -c accepts, with nothing injected.
+func TestRenderHostileHealth(t *testing.T) {
+	dir := t.TempDir()
+	var docs []string
+	for _, s := range hostile {
+		docs = append(docs, healthDocs("GET", "/healthz", "localhost", s, s, s)...)
+		docs = append(docs, healthDocs(s, s, s, "ok", "x", "y")...)
+	}
+	rendered := renderAccepted(t, dir, docs)
+	if len(rendered) < len(hostile) {
+		t.Fatalf("only %d of %d configs accepted", len(rendered), len(docs))
+	}
+	// One haproxy -c for all: the first config plus every other's backend.
+	all := rendered[0]
+	for i, out := range rendered[1:] {
+		all += "\n" + strings.Replace(backendSection(t, out, "web"), "backend web\n", fmt.Sprintf("backend web%d\n", i), 1)
+	}
+	haproxyCheck(t, dir, all)
+	t.Logf("%d of %d configs accepted; haproxy -c accepts them all", len(rendered), len(docs))
+}
+
+func FuzzRenderHealth(f *testing.F) {
+	for _, s := range hostile {
+		f.Add("GET", "/healthz", "localhost", s, s, s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, method, path, host, text, send, expect string) {
+		renderAccepted(t, dir, healthDocs(method, path, host, text, send, expect))
 	})
 }
