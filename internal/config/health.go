@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -111,17 +112,26 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	h.Timeout = d.checkDuration(f, "timeout", time.Second)
 	h.FastInter = d.checkDuration(f, "fastinter", 0)
 	h.DownInter = d.checkDuration(f, "downinter", 0)
-	h.Grace = d.atLeast(f, "grace", 30*time.Second, time.Millisecond)
 	h.Rise = d.checkCount(f, "rise", 2)
 	h.Fall = d.checkCount(f, "fall", 3)
-	if gn := f.get("grace"); gn != nil && h.Rise > 0 && h.Grace < time.Duration(h.Rise)*h.Interval {
-		d.errorf(gn, f.field("grace"), "must be at least rise × interval (%s), or no new instance can pass its checks in time; got %s",
-			time.Duration(h.Rise)*h.Interval, h.Grace)
+	// A new instance joins down, so it passes after one check at downinter
+	// and rise-1 at fastinter (each falls back to interval): a shorter grace
+	// would fail every instance, a longer default lets slow checks through.
+	need := minGrace(h)
+	h.Grace = d.atLeast(f, "grace", max(30*time.Second, 2*need), time.Millisecond)
+	if gn := f.get("grace"); gn != nil && h.Grace < need {
+		d.errorf(gn, f.field("grace"), "must be at least the time rise checks take (%s), or no new instance can pass in time; got %s", need, h.Grace)
 	}
 	if pn := f.get("passive"); pn != nil {
 		h.Passive = d.passive(pn, f.field("passive"))
 	}
 	return h
+}
+
+// minGrace is how long a new instance's first rise checks take at least.
+func minGrace(h Health) time.Duration {
+	first, next := cmp.Or(h.DownInter, h.Interval), cmp.Or(h.FastInter, h.Interval)
+	return first + time.Duration(h.Rise-1)*next
 }
 
 // checkDuration reads a check timer: at least 1ms (HAProxy counts in

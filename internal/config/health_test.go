@@ -37,6 +37,12 @@ func TestParseHealth(t *testing.T) {
 				Passive: &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
 		},
 		{
+			name:   "default grace covers slow checks",
+			health: `{interval: 20s, rise: 2}`,
+			want: Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
+				Interval: 20 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 80 * time.Second},
+		},
+		{
 			name:   "tcp with send and expect, passive switched off",
 			health: `{type: tcp, send: "PING\r\n", expect: "+PONG", passive: {enabled: false, error_limit: 3}}`,
 			want: Health{Type: "tcp", Send: "PING\r\n", Expect: "+PONG",
@@ -81,7 +87,8 @@ func TestParseHealthErrors(t *testing.T) {
 		{"interval too long", `{interval: 25h}`, at + `24: groups[0].health.interval: must be at most 24h0m0s, got 25h0m0s`},
 		{"fastinter zero", `{fastinter: 0}`, at + `25: groups[0].health.fastinter: must be at least 1ms, got 0s`},
 		{"fall too large", `{fall: 100000}`, at + `20: groups[0].health.fall: must be from 1 to 1000, got 100000`},
-		{"grace below rise x interval", `{interval: 10s, rise: 3, grace: 20s}`, at + `45: groups[0].health.grace: must be at least rise × interval (30s), or no new instance can pass its checks in time; got 20s`},
+		{"grace below rise x interval", `{interval: 10s, rise: 3, grace: 20s}`, at + `45: groups[0].health.grace: must be at least the time rise checks take (30s), or no new instance can pass in time; got 20s`},
+		{"grace below downinter + fastinter", `{rise: 3, downinter: 10s, fastinter: 1s, grace: 11s}`, at + `61: groups[0].health.grace: must be at least the time rise checks take (12s), or no new instance can pass in time; got 11s`},
 		{"passive on_error", `{passive: {on_error: explode}}`, at + `34: groups[0].health.passive.on_error: must be one of mark-down, fail-check, sudden-death, fastinter, got "explode"`},
 		{"passive error_limit", `{passive: {error_limit: 0}}`, at + `37: groups[0].health.passive.error_limit: must be from 1 to 1000, got 0`},
 		{"passive enabled not bool", `{passive: {enabled: yes please}}`, at + `33: groups[0].health.passive.enabled: must be true or false, got "yes please"`},
