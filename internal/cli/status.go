@@ -14,7 +14,7 @@ import (
 
 func checkStatusOutput(output string) error {
 	if output != "text" && !slices.Contains(api.StatusFormats, output) {
-		return &exitError{code: exitUsage, msg: fmt.Sprintf("-o must be text, %s, got %q", strings.Join(api.StatusFormats, ", "), output)}
+		return &exitError{code: exitUsage, msg: fmt.Sprintf("-o must be one of text, %s, got %q", strings.Join(api.StatusFormats, ", "), output)}
 	}
 	return nil
 }

@@ -213,7 +213,10 @@ func checkHostHeader(s string) error {
 	if host == "" || len(host) > 253 {
 		return fmt.Errorf("must be a host name or IP address with an optional :port, got %q", s)
 	}
-	if net.ParseIP(host) != nil {
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.To4() == nil && !strings.HasPrefix(s, "[") {
+			return fmt.Errorf("an IPv6 address must be in brackets, such as [::1], got %q", s)
+		}
 		return nil
 	}
 	for _, label := range strings.Split(host, ".") {

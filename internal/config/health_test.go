@@ -71,6 +71,7 @@ func TestParseHealthErrors(t *testing.T) {
 		{"path with space", `{path: "/a b"}`, at + `20: groups[0].health.path: must be printable ASCII without spaces, quotes, '#' or '\' (percent-encode them), got "/a b"`},
 		{"path with quote", `{path: '/a"'}`, at + `20: groups[0].health.path: must be printable ASCII without spaces, quotes, '#' or '\' (percent-encode them), got "/a\""`},
 		{"host with space", `{host: "a b"}`, at + `20: groups[0].health.host: must be a host name or IP address with an optional :port, got "a b"`},
+		{"bare IPv6 host", `{host: "::1"}`, at + `20: groups[0].health.host: an IPv6 address must be in brackets, such as [::1], got "::1"`},
 		{"host with bad port", `{host: "a:99999"}`, at + `20: groups[0].health.host: port must be a number from 1 to 65535, got "99999"`},
 		{"status too low", `{status: [200, 99]}`, at + `28: groups[0].health.status[1]: must be an HTTP status code from 100 to 599 or a range such as "200-399": 99 is out of 100-599`},
 		{"status too high", `{status: 200-600}`, at + `22: groups[0].health.status: must be an HTTP status code from 100 to 599 or a range such as "200-399": 200-600 is out of 100-599`},
