@@ -33,12 +33,10 @@ var (
 	onErrors     = []string{"mark-down", "fail-check", "sudden-death", "fastinter"}
 )
 
-var defaultStatus = []StatusRange{{200, 399}}
-
 func (d *decoder) health(n *yaml.Node, path string) Health {
 	f := d.mapping(n, path, "type", "method", "path", "host", "status", "body", "body_regex",
 		"send", "expect", "interval", "timeout", "rise", "fall", "fastinter", "downinter", "passive", "grace")
-	h := Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: defaultStatus}
+	h := Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}}}
 
 	if t, tn := f.str("type", "http"); tn != nil {
 		if !slices.Contains(checkTypes, t) {
