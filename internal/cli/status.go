@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,9 +37,10 @@ func checkColumns(in group.InstanceStatus) string {
 	if in.LastChange != nil {
 		changed = time.Since(*in.LastChange).Round(time.Second).String() + " ago"
 	}
-	reason := in.CheckReason
-	if reason == "" && !strings.HasSuffix(in.Check, "OK") {
-		reason = in.CheckDesc
+	// A passing check needs no reason ("(tcp-check)" says nothing more).
+	reason := ""
+	if !strings.HasSuffix(in.Check, "OK") {
+		reason = cmp.Or(in.CheckReason, in.CheckDesc)
 	}
 	return check + "\t" + changed + "\t" + printable(reason)
 }

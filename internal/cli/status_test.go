@@ -18,6 +18,7 @@ func TestCheckColumns(t *testing.T) {
 		{group.InstanceStatus{Check: "L7RSP", CheckDesc: "Layer7 invalid response"}, "L7RSP\t-\tLayer7 invalid response"},
 		// What a check saw comes from the instance: no terminal escapes.
 		{group.InstanceStatus{Check: "L7STS", CheckCode: 500, CheckReason: "bad\x1b[2J\r\n"}, "L7STS 500\t-\tbad?[2J??"},
+		{group.InstanceStatus{Check: "L7OK", CheckReason: "(tcp-check)"}, "L7OK\t-\t"},
 		{group.InstanceStatus{}, "-\t-\t"},
 	}
 	for _, tt := range tests {
