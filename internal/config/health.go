@@ -16,15 +16,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Health check limits. HAProxy keeps timers as int milliseconds; a day is far
-// below that and above any sensible check interval.
-const (
-	maxCheckDuration = 24 * time.Hour
-	maxCheckCount    = 1000
-	// maxCheckString bounds strings that go into the check request or must be
-	// found in its answer, which HAProxy reads into one buffer (16 KB).
-	maxCheckString = 1024
-)
+// maxCheckString bounds strings that go into the check request or must be
+// found in its answer, which HAProxy reads into one buffer (16 KB).
+const maxCheckString = 1024
 
 var (
 	checkTypes   = []string{"http", "tcp"}
@@ -65,7 +59,9 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 			}
 		}
 		if p, pn := f.str("path", ""); pn != nil {
-			if err := checkCheckPath(p); err != nil {
+			if err := CheckHealthPath(p); err == nil && len(p) > maxCheckString {
+				d.errorf(pn, f.field("path"), "must be at most %d bytes, got %d", maxCheckString, len(p))
+			} else if err != nil {
 				d.errorf(pn, f.field("path"), "%v", err)
 			} else {
 				h.Path = p
@@ -106,56 +102,47 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 		h.Expect, _ = d.checkString(f, "expect", true)
 	}
 
-	h.Interval = d.checkDuration(f, "interval", 2*time.Second)
-	h.Timeout = d.checkDuration(f, "timeout", time.Second)
-	h.FastInter = d.checkDuration(f, "fastinter", 0)
-	h.DownInter = d.checkDuration(f, "downinter", 0)
-	h.Rise = d.checkCount(f, "rise", 2)
-	h.Fall = d.checkCount(f, "fall", 3)
-	// A new instance joins down, so it passes after one check at downinter
-	// and rise-1 at fastinter (each falls back to interval): a shorter grace
-	// would fail every instance, a longer default lets slow checks through.
-	need := minGrace(h)
-	h.Grace = d.atLeast(f, "grace", max(30*time.Second, 2*need), time.Millisecond)
-	if gn := f.get("grace"); gn != nil && h.Grace < need {
-		d.errorf(gn, f.field("grace"), "must be at least the time rise checks take (%s), or no new instance can pass in time; got %s", need, h.Grace)
+	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
+	h.Interval = d.timer(f, "interval", 2*time.Second)
+	h.Timeout = d.timer(f, "timeout", time.Second)
+	if f.get("fastinter") != nil {
+		h.FastInter = d.timer(f, "fastinter", 0)
 	}
+	if f.get("downinter") != nil {
+		h.DownInter = d.timer(f, "downinter", 0)
+	}
+	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", 2)
+	h.Fall = d.count(f, "fall", 3)
+	d.checkGrace(f, h)
 	if pn := f.get("passive"); pn != nil {
 		h.Passive = d.passive(pn, f.field("passive"))
 	}
 	return h
 }
 
-// minGrace is how long a new instance's first rise checks take at least.
-func minGrace(h Health) time.Duration {
+// checkGrace reports a grace too short for a healthy instance to pass: it
+// joins down, so it needs one check at downinter and rise-1 at fastinter
+// (each falls back to interval), the last of which may take the timeout.
+func (d *decoder) checkGrace(f *fields, h Health) {
 	first, next := cmp.Or(h.DownInter, h.Interval), cmp.Or(h.FastInter, h.Interval)
-	return first + time.Duration(h.Rise-1)*next
-}
-
-// checkDuration reads a check timer: at least 1ms (HAProxy counts in
-// milliseconds), at most maxCheckDuration.
-func (d *decoder) checkDuration(f *fields, key string, def time.Duration) time.Duration {
-	v, n := f.duration(key, def)
-	switch {
-	case n == nil:
-		return def
-	case v < time.Millisecond:
-		d.errorf(n, f.field(key), "must be at least 1ms, got %s", v)
-	case v > maxCheckDuration:
-		d.errorf(n, f.field(key), "must be at most %s, got %s", maxCheckDuration, v)
-	default:
-		return v
+	need := first + time.Duration(h.Rise-1)*next + h.Timeout
+	if h.Grace >= need {
+		return
 	}
-	return def
-}
-
-func (d *decoder) checkCount(f *fields, key string, def int) int {
-	v, n := f.integer(key, def)
-	if n != nil && (v < 1 || v > maxCheckCount) {
-		d.errorf(n, f.field(key), "must be from 1 to %d, got %d", maxCheckCount, v)
-		return def
+	at, what := f.get("grace"), ""
+	if at == nil {
+		at, what = cmp.Or(f.get("interval"), f.get("downinter"), f.get("fastinter"), f.get("timeout"), f.get("rise"), f.node), " (the default)"
 	}
-	return v
+	if at == nil {
+		return
+	}
+	sum := fmt.Sprintf("rise × interval + timeout = %d × %s + %s", h.Rise, h.Interval, h.Timeout)
+	if first != h.Interval || next != h.Interval {
+		sum = fmt.Sprintf("downinter + (rise - 1) × fastinter + timeout = %s + %d × %s + %s", first, h.Rise-1, next, h.Timeout)
+	}
+	d.errorf(at, f.field("grace"), "%s%s is shorter than %s = %s, so a healthy instance is stopped before it can pass; set grace to at least %s",
+		h.Grace, what, sum, need, need)
 }
 
 // checkString reads a string that shoal escapes into HAProxy's config, so
@@ -182,21 +169,6 @@ func (d *decoder) checkString(f *fields, key string, binary bool) (string, *yaml
 		return "", nil
 	}
 	return s, n
-}
-
-// checkCheckPath accepts a URL path (and query) that is one word in
-// haproxy.cfg: printable ASCII without quotes, '#' or '\'.
-func checkCheckPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("must start with \"/\", got %q", p)
-	}
-	if len(p) > maxCheckString {
-		return fmt.Errorf("must be at most %d bytes, got %d", maxCheckString, len(p))
-	}
-	if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"'#\`, r) }) {
-		return fmt.Errorf("must be printable ASCII without spaces, quotes, '#' or '\\' (percent-encode them), got %q", p)
-	}
-	return nil
 }
 
 // checkHostHeader accepts a host name or IP address with an optional port.
@@ -299,7 +271,7 @@ func (d *decoder) passive(n *yaml.Node, path string) *Passive {
 			p.Observe = o
 		}
 	}
-	p.ErrorLimit = d.checkCount(f, "error_limit", 10)
+	p.ErrorLimit = d.count(f, "error_limit", 10)
 	if o, on := f.str("on_error", ""); on != nil {
 		if !slices.Contains(onErrors, o) {
 			d.errorf(on, f.field("on_error"), "must be one of %s, got %q", strings.Join(onErrors, ", "), o)

@@ -27,6 +27,9 @@ type Config struct {
 	Compat   Compat
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog
+
+	file string         // the path as given to Parse, for errors
+	pos  map[string]Pos // where each field's value is written
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
@@ -42,6 +45,16 @@ type Admin struct {
 	Listen string
 	// Token is the bearer token for Listen, read from token or token_file.
 	Token string
+	// TLS, when set, makes Listen speak HTTPS.
+	TLS *TLSFiles
+	// InsecureRemote allows Listen on a non-loopback address without TLS.
+	InsecureRemote bool
+}
+
+// TLSFiles are PEM files: a certificate chain and its private key.
+type TLSFiles struct {
+	Cert string
+	Key  string
 }
 
 // HAProxy configures the data plane process.

@@ -209,11 +209,11 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, log *sl
 	}
 	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, ""), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		tl, err := net.Listen("tcp", cfg.Admin.Listen)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token), alog, defaultAdminLimits)
 		if err != nil {
-			return &wg, fmt.Errorf("admin.listen: %w", err)
+			return &wg, err
 		}
-		serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, cfg.Admin.Token), ReadHeaderTimeout: 10 * time.Second}, tl, fail)
+		serve(ctx, &wg, srv, tl, fail)
 	}
 	return &wg, nil
 }
