@@ -51,7 +51,7 @@ func (h *Handler) statusPage(w http.ResponseWriter, r *http.Request) {
 	ct, ok := statusContentTypes[format]
 	if !ok {
 		writeError(w, http.StatusBadRequest, ErrorResponse{
-			Error: fmt.Sprintf("format must be one of %s, got %q", strings.Join(StatusFormats, ", "), format),
+			Error: fmt.Sprintf("format must be one of %s, got %q", strings.Join(StatusFormats, ", "), truncate(format)),
 			Valid: StatusFormats,
 		})
 		return
