@@ -543,37 +543,6 @@ func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 	return defaultCooldown
 }
 
-func (d *decoder) health(n *yaml.Node, path string) Health {
-	f := d.mapping(n, path, "path", "interval", "timeout", "rise", "fall", "grace")
-	var h Health
-	p, pn := f.str("path", "/healthz")
-	if pn != nil {
-		if err := CheckHealthPath(p); err != nil {
-			d.errorf(pn, f.field("path"), "%v", err)
-		}
-	}
-	h.Path = p
-	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.timer(f, "interval", 2*time.Second)
-	h.Timeout = d.timer(f, "timeout", time.Second)
-	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
-	h.Rise = d.count(f, "rise", 2)
-	h.Fall = d.count(f, "fall", 3)
-	// A new instance passes its checks after about rise intervals plus the
-	// last check's timeout; a shorter grace stops every healthy instance.
-	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Grace < need {
-		at, what := f.get("grace"), ""
-		if at == nil {
-			at, what = cmp.Or(f.get("interval"), f.get("timeout"), f.get("rise"), f.node), " (the default)"
-		}
-		if at != nil {
-			d.errorf(at, f.field("grace"), "%s%s is shorter than rise × interval + timeout = %d × %s + %s = %s, so a healthy instance is stopped before it can pass; set grace to at least %s",
-				h.Grace, what, h.Rise, h.Interval, h.Timeout, need, need)
-		}
-	}
-	return h
-}
-
 // within decodes a duration that must lie in [least, most].
 func (d *decoder) within(f *fields, key string, def, least, most time.Duration) time.Duration {
 	v, n := f.duration(key, def)
