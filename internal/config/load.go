@@ -346,7 +346,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -379,6 +379,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		}
 	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
+	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
 	g.Cooldown = defaultCooldown
 	if n := f.get("cooldown"); n != nil {
