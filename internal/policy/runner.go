@@ -1,0 +1,192 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// Submitter files jobs: jobs.Manager, so that the policy's requests go
+// through the same path, checks and records as the CLI's and gRPC's.
+type Submitter interface {
+	Submit(ctx context.Context, req jobs.Request) (jobs.Job, error)
+}
+
+// Runner evaluates one group's policy every interval, submits what it
+// decides and records each decision.
+type Runner struct {
+	Group   config.Group
+	Metrics Metrics
+	Jobs    Submitter
+	// State returns the group's desired size, cooldowns and running job;
+	// the Runner fills in RuleJobs itself.
+	State func() State
+	Store *store.Store
+	Log   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Run evaluates until ctx ends. It returns an error only if it cannot start:
+// a failure to record a decision is logged and the loop goes on.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.Group.Autoscale == nil {
+		return fmt.Errorf("policy: group %s has no autoscale policy", r.Group.Name)
+	}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	// A rule's cooldown runs from its last accepted job, even one accepted
+	// before a restart.
+	ruleJobs, err := r.Store.LastJobs(ctx, r.Group.Name, OutcomeAccepted)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	var dedup Dedup
+	if last, err := r.Store.Decisions(ctx, store.DecisionQuery{Group: r.Group.Name, Limit: 1}); err == nil && len(last) == 1 {
+		dedup.Repeat(FromStore(last[0]))
+	}
+
+	tick := time.NewTicker(r.Group.Autoscale.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		s := r.State()
+		s.RuleJobs = maps.Clone(ruleJobs)
+		d, record := Evaluate(r.Group, r.Metrics, s, now())
+		if d.Request != nil {
+			job, err := r.Jobs.Submit(ctx, *d.Request)
+			switch {
+			case err != nil:
+				d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
+				d.JobID = job.ID
+			case job.State == jobs.Ignored:
+				d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
+			default:
+				d.Outcome, d.JobID = OutcomeAccepted, job.ID
+				ruleJobs[d.Rule] = d.Time
+			}
+		}
+		if !record || dedup.Repeat(d) {
+			continue
+		}
+		r.record(ctx, d)
+	}
+}
+
+func (r *Runner) record(ctx context.Context, d Decision) {
+	sd := toStore(d)
+	if err := r.Store.InsertDecision(context.WithoutCancel(ctx), &sd); err != nil {
+		r.Log.Error("recording decision failed", "group", d.Group, "err", err)
+	}
+	attrs := []any{"group", d.Group, "rule", d.Rule, "outcome", d.Outcome, "code", d.Code,
+		"current", d.Current, "recommendation", d.Recommendation, "reason", d.Reason}
+	if d.JobID != "" {
+		attrs = append(attrs, "job", d.JobID)
+	}
+	r.Log.Info("autoscale decision", attrs...)
+}
+
+// Dedup keeps a run of identical "nothing" decisions (the same rule held back
+// for the same reason, second after second) to its first one.
+type Dedup struct{ last string }
+
+// Repeat reports whether d repeats the previous decision; decisions that
+// request a job never do.
+func (dd *Dedup) Repeat(d Decision) bool {
+	if d.Outcome != OutcomeNothing {
+		dd.last = ""
+		return false
+	}
+	key := fmt.Sprintf("%s|%s|%d|%d", d.Rule, d.Code, d.Current, d.Recommendation)
+	if key == dd.last {
+		return true
+	}
+	dd.last = key
+	return false
+}
+
+func toStore(d Decision) store.Decision {
+	sd := store.Decision{Group: d.Group, At: d.Time, Rule: d.Rule, Sources: d.Sources, Values: d.Values,
+		Current: d.Current, Recommendation: d.Recommendation, Outcome: d.Outcome, Code: d.Code, Reason: d.Reason, JobID: d.JobID}
+	if d.Request != nil {
+		sd.RequestKind, sd.RequestPlan, sd.RequestSize = string(d.Request.Kind), d.Request.Plan, d.Request.Size
+	}
+	return sd
+}
+
+// FromStore converts a recorded decision back, for `shoal events`.
+func FromStore(sd store.Decision) Decision {
+	d := Decision{Time: sd.At, Group: sd.Group, Rule: sd.Rule, Sources: sd.Sources, Values: sd.Values,
+		Current: sd.Current, Recommendation: sd.Recommendation, Outcome: sd.Outcome, Code: sd.Code, Reason: sd.Reason, JobID: sd.JobID}
+	if sd.RequestKind != "" {
+		d.Request = &jobs.Request{Group: sd.Group, Kind: jobs.Kind(sd.RequestKind), Plan: sd.RequestPlan, Size: sd.RequestSize,
+			Source: SourcePrefix + sd.Rule}
+	}
+	return d
+}
+
+// Replay evaluates g's policy over [from, to] at every interval, as the live
+// Runner would have, and returns the decisions it would have recorded without
+// doing anything. The group's size at each moment is the recorded "size"
+// series (min_size before it starts); its cooldowns start when that size
+// changes, and when a replayed decision would have requested a job.
+func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
+	if g.Autoscale == nil {
+		return nil
+	}
+	iv := g.Autoscale.Interval
+	sizes := h.Points("size", from.Add(-time.Hour), to)
+	var (
+		out    []Decision
+		dedup  Dedup
+		s      = State{Desired: g.MinSize, RuleJobs: map[string]time.Time{}}
+		prev   = -1
+		cooled = func(t time.Time) {
+			s.UpCooldownUntil, s.DownCooldownUntil = t.Add(g.Cooldown.Up), t.Add(g.Cooldown.Down)
+		}
+	)
+	// A change shortly before from still holds its cooldowns.
+	for _, p := range sizes {
+		if p.T.After(from) {
+			break
+		}
+		if n := int(p.V); n != prev {
+			if prev >= 0 {
+				cooled(p.T)
+			}
+			prev = n
+		}
+	}
+	for now := from; !now.After(to); now = now.Add(iv) {
+		if p, ok := at(sizes, now); ok {
+			if n := int(p.V); n != prev {
+				if prev >= 0 {
+					cooled(p.T)
+				}
+				prev = n
+			}
+			s.Desired = prev
+		}
+		d, record := Evaluate(g, h, s, now)
+		if d.Request != nil {
+			s.RuleJobs[d.Rule] = now
+			cooled(now)
+		}
+		if record && !dedup.Repeat(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
