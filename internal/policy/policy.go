@@ -445,19 +445,30 @@ func (e *evaluation) ruleCooldown(r config.Rule, op opinion) opinion {
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // recommend is the target's recommendation from one sample: value v with
-// ready instances, for a group of size n. Inside the tolerance band it is n.
-func recommend(t config.Target, v float64, ready, n int) (rec int, inBand bool) {
+// ready instances, for a group of size n, and what the formula alone gives.
+// Inside the tolerance band it is n.
+func recommend(t config.Target, v float64, ready, n int) (rec, raw int, inBand bool) {
+	total := slices.Contains(totals, t.Metric)
 	units := v
-	if !slices.Contains(totals, t.Metric) {
+	if !total {
 		units = v * float64(ready)
 	}
 	exact := units / t.Value
 	// The epsilon keeps 150/50 = 3.0000000001 from becoming 4.
-	raw := int(math.Ceil(exact - 1e-9))
+	raw = int(math.Ceil(exact - 1e-9))
 	if ready > 0 && math.Abs(exact/float64(ready)-1) <= t.Tolerance {
-		return n, raw != n
+		return n, raw, true
 	}
-	return raw, false
+	// As the HPA does, count instances that are not ready yet (warming up)
+	// as loaded to the target before scaling in: otherwise the capacity just
+	// added would be taken away before it could take load.
+	if raw < n && !total && ready < n {
+		if adjusted := int(math.Ceil(exact + float64(n-ready) - 1e-9)); adjusted < n {
+			return adjusted, raw, false
+		}
+		return n, raw, false
+	}
+	return raw, raw, false
 }
 
 func (e *evaluation) target(t config.Target) (opinion, bool) {
@@ -476,15 +487,15 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		return op, false
 	}
 	ready := int(readyP.V)
-	rec, inBand := recommend(t, latest.V, ready, cur)
+	rec, raw, inBand := recommend(t, latest.V, ready, cur)
 	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, num(latest.V), ready, rec, num(t.Value))
 	op.size, op.fired, op.reason = rec, true, desc
 	switch {
-	case inBand:
-		raw := rec
-		op.fired, op.size = false, cur
+	case inBand && raw != cur:
+		op.fired = false
 		op.code = CodeTolerance
-		op.reason = fmt.Sprintf("%s %s is within %s%% of the target %s: the size stays %d", t.Metric, num(latest.V), num(t.Tolerance*100), num(t.Value), raw)
+		op.reason = fmt.Sprintf("%s %s is within %s%% of the target %s: the size stays %d (the formula gives %d)",
+			t.Metric, num(latest.V), num(t.Tolerance*100), num(t.Value), cur, raw)
 		return op, true
 	case rec == cur:
 		return op, true
@@ -512,7 +523,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	stab := t.ScaleInStabilization
 	if stab > 0 {
 		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
-		if !covers(pts, e.now, stab, iv) {
+		if !reaches(pts, e.now, stab, iv) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization
 			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history", desc, stab)
@@ -529,7 +540,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 			if sp, ok := at(sizePts, p.T); ok {
 				n = int(sp.V)
 			}
-			if pr, _ := recommend(t, p.V, r, n); pr > high {
+			if pr, _, _ := recommend(t, p.V, r, n); pr > high {
 				high, highAt = pr, p.T
 			}
 		}

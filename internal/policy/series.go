@@ -37,15 +37,12 @@ func staleAfter(pts []Point, interval time.Duration) time.Duration {
 	return limit
 }
 
-// maxGap is the longest stretch without samples that a window of length w
-// tolerates: three intervals, a tenth of the window, or one and a half mean
-// spacings, whichever is longest.
-func maxGap(pts []Point, w, interval time.Duration) time.Duration {
-	g := max(3*interval, w/10)
-	if n := len(pts); n >= 2 {
-		g = max(g, pts[n-1].T.Sub(pts[0].T)/time.Duration(n-1)*3/2)
-	}
-	return g
+// gapLimit is the longest stretch without samples that a window of length w
+// tolerates between samples otherwise spacing apart: three
+// intervals, a tenth of the window, or one and a half spacings of a coarse
+// series (the stored 10 s averages a restart reads back).
+func gapLimit(w, interval, spacing time.Duration) time.Duration {
+	return max(3*interval, w/10, spacing*3/2)
 }
 
 // fresh reports whether the newest of pts is recent at now.
@@ -53,18 +50,35 @@ func fresh(pts []Point, now time.Time, interval time.Duration) bool {
 	return len(pts) > 0 && now.Sub(pts[len(pts)-1].T) <= staleAfter(pts, interval)
 }
 
-// covers reports whether pts, the samples in [now-w, now], cover the whole
-// window: fresh at the end, starting near now-w, and without a long gap.
-func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
+// reaches reports whether pts, the samples in [now-w, now], are fresh and
+// start near now-w: history as long as the window.
+func reaches(pts []Point, now time.Time, w, interval time.Duration) bool {
 	if !fresh(pts, now, interval) {
 		return false
 	}
-	gap := maxGap(pts, w, interval)
-	if pts[0].T.Sub(now.Add(-w)) > gap {
+	var spacing time.Duration
+	if len(pts) >= 2 {
+		spacing = pts[1].T.Sub(pts[0].T)
+	}
+	return pts[0].T.Sub(now.Add(-w)) <= gapLimit(w, interval, spacing)
+}
+
+// covers reports whether pts, the samples in [now-w, now], cover the whole
+// window: they reach back to its start and have no long gap.
+func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
+	if !reaches(pts, now, w, interval) {
 		return false
 	}
 	for i := 1; i < len(pts); i++ {
-		if pts[i].T.Sub(pts[i-1].T) > gap {
+		// A coarse series is coarse on at least one side of its gaps.
+		var spacing time.Duration
+		if i >= 2 {
+			spacing = pts[i-1].T.Sub(pts[i-2].T)
+		}
+		if i+1 < len(pts) {
+			spacing = max(spacing, pts[i+1].T.Sub(pts[i].T))
+		}
+		if pts[i].T.Sub(pts[i-1].T) > gapLimit(w, interval, spacing) {
 			return false
 		}
 	}
