@@ -79,6 +79,7 @@ const (
 	CodeMissing       = "missing"       // a metric is missing or stale
 	CodeJobRunning    = "job_running"   // a job is running for the group
 	CodeSteady        = "steady"        // the action leads to the current size
+	CodeRefused       = "refused"       // the job manager refused the same request lately
 )
 
 // Decision is one explained evaluation.

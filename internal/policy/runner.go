@@ -54,6 +54,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		dedup.Repeat(FromStore(last[0]))
 	}
 
+	// A request the job manager refused is not repeated at every tick: the
+	// manager would record an ignored job each time.
+	var (
+		refused      *jobs.Request
+		refusedUntil time.Time
+		refusedWhy   string
+	)
+	backoff := max(10*r.Group.Autoscale.Interval, 10*time.Second)
+
 	tick := time.NewTicker(r.Group.Autoscale.Interval)
 	defer tick.Stop()
 	for {
@@ -65,14 +74,23 @@ func (r *Runner) Run(ctx context.Context) error {
 		s := r.State()
 		s.RuleJobs = maps.Clone(ruleJobs)
 		d, record := Evaluate(r.Group, r.Metrics, s, now())
-		if d.Request != nil {
-			job, err := r.Jobs.Submit(ctx, *d.Request)
+		switch {
+		case d.Request == nil:
+		case refused != nil && *refused == *d.Request && d.Time.Before(refusedUntil):
+			d.Outcome, d.Code, d.Request = OutcomeNothing, CodeRefused, nil
+			d.Reason += fmt.Sprintf("; the same request was refused (%s), retried after %s", refusedWhy, refusedUntil.UTC().Format(time.RFC3339))
+		default:
+			req := *d.Request
+			job, err := r.Jobs.Submit(ctx, req)
+			refused = nil
 			switch {
 			case err != nil:
 				d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
 				d.JobID = job.ID
+				refused, refusedUntil, refusedWhy = &req, d.Time.Add(backoff), err.Error()
 			case job.State == jobs.Ignored:
 				d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
+				refused, refusedUntil, refusedWhy = &req, d.Time.Add(backoff), job.Reason
 			default:
 				d.Outcome, d.JobID = OutcomeAccepted, job.ID
 				ruleJobs[d.Rule] = d.Time
