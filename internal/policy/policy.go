@@ -171,6 +171,13 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 			win = op
 		}
 	}
+	// A group outside a schedule's bounds is moved to them, unless a rule
+	// or the target wants it even larger.
+	if (desired < lo && win == nil || desired > hi) && len(bounds) > 0 {
+		ops = append(ops, opinion{name: bounds[0], size: desired, fired: true, reason: "its window is open"})
+		d.Sources = append(d.Sources, bounds[0])
+		win = &ops[len(ops)-1]
+	}
 	if win == nil {
 		for i := range ops {
 			op := &ops[i]
@@ -178,25 +185,15 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 				win = op
 			}
 		}
-		if win != nil {
-			for i := range ops {
-				op := &ops[i]
-				if op != win && op.size > win.size && (op.fired || op.code != "") {
-					d.Rule, d.Recommendation = win.name, win.size
-					d.Code = CodeNotAgreed
-					d.Reason = fmt.Sprintf("%s wants %d (%s), but %s wants %d: scale-in needs every opinion", win.name, win.size, win.reason, op.name, op.size)
-					return d, true
-				}
+		for i := range ops {
+			op := &ops[i]
+			if win != nil && op != win && op.size > win.size && (op.fired || op.code != "") {
+				d.Rule, d.Recommendation = win.name, win.size
+				d.Code = CodeNotAgreed
+				d.Reason = fmt.Sprintf("%s wants %d (%s), but %s wants %d: scale-in needs every opinion", win.name, win.size, win.reason, op.name, op.size)
+				return d, true
 			}
 		}
-	}
-
-	// A schedule whose bounds the group is outside of moves it by itself.
-	if win == nil && (desired < lo || desired > hi) && len(bounds) > 0 {
-		op := opinion{name: bounds[0], size: desired, fired: true, reason: "the schedule's window is open"}
-		ops = append(ops, op)
-		d.Sources = append(d.Sources, op.name)
-		win = &ops[len(ops)-1]
 	}
 
 	if win == nil {
@@ -349,9 +346,10 @@ func (e *evaluation) sample(path string) (Point, bool) {
 		return Point{}, false
 	}
 	p := pts[len(pts)-1]
-	if !math.IsNaN(p.V) && !math.IsInf(p.V, 0) {
-		e.values[path] = p.V
+	if !finite(p.V) {
+		return Point{}, false
 	}
+	e.values[path] = p.V
 	return p, true
 }
 
@@ -392,7 +390,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	}
 	extreme := pts[0].V
 	for _, p := range pts {
-		if r.Above && p.V <= r.Threshold || !r.Above && p.V >= r.Threshold {
+		if !finite(p.V) || r.Above && p.V <= r.Threshold || !r.Above && p.V >= r.Threshold {
 			return op, false
 		}
 		if r.Above {
@@ -442,6 +440,8 @@ func (e *evaluation) ruleCooldown(r config.Rule, op opinion) opinion {
 	op.fired = true
 	return op
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
@@ -534,6 +534,9 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		sizePts := e.h.Points("size", e.now.Add(-stab-maxStaleSlack), e.now)
 		high, highAt := rec, e.now
 		for _, p := range pts {
+			if !finite(p.V) {
+				continue
+			}
 			r, n := ready, cur
 			if rp, ok := at(readyPts, p.T); ok {
 				r = int(rp.V)

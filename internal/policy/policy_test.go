@@ -414,6 +414,25 @@ func TestSchedulesAcrossDST(t *testing.T) {
 	}
 	d, record := Evaluate(g, h, State{Desired: 3}, now)
 	check(t, "capped by the night", d, record, want{record: true, code: CodeSchedule, rule: "hot", reason: "schedule night caps the size at 3"})
+	// Above the night's cap, the schedule wins over a rule that wants more.
+	h["size"], h["ready"] = nil, nil
+	for i := -60; i <= 0; i++ {
+		ts := now.Add(time.Duration(i) * time.Second)
+		h["size"] = append(h["size"], Point{ts, 6})
+		h["ready"] = append(h["ready"], Point{ts, 6})
+	}
+	d, record = Evaluate(g, h, State{Desired: 6}, now)
+	check(t, "night over a hot rule", d, record, want{record: true, code: CodeScale, rule: "night", request: size(3, "night")})
+
+	// Below the office floor, a rule that wants more than the floor wins.
+	now = at("2026-03-30T07:00:00Z")
+	h = calm(now, 2)
+	h["cpu.avg"] = nil
+	for i := -60; i <= 0; i++ {
+		h["cpu.avg"] = append(h["cpu.avg"], Point{now.Add(time.Duration(i) * time.Second), 95})
+	}
+	d, record = Evaluate(g, h, State{Desired: 2}, now)
+	check(t, "hot rule above the floor", d, record, want{record: true, code: CodeScale, rule: "hot", request: size(7, "hot")})
 }
 
 func TestCooldowns(t *testing.T) {
