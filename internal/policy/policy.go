@@ -371,16 +371,24 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		if len(pts) > 0 {
 			what = fmt.Sprintf("%s is stale (newest sample at %s)", r.Metric, pts[len(pts)-1].T.UTC().Format(time.RFC3339))
 		}
-		if r.OnMissing == config.OnMissingUp {
+		// on_missing: up acts on a metric missing for the whole window while
+		// the group itself was measured (its size series), so that the first
+		// seconds of collection, or a restart, do not scale out.
+		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
+			reaches(e.h.Points("size", e.now.Add(-r.For), e.now), e.now, r.For, e.p.Interval) {
 			op.action = config.Action{Kind: config.ActionUp}
-			op.reason = what + "; on_missing: up"
+			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, r.For)
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
 		if e.wentMissing(r.Metric) {
 			if len(e.missing) == 0 {
 				e.missing = append(e.missing, r.Name)
 			}
-			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: keep, the rule holds", r.Name, what))
+			then := "the rule holds"
+			if r.OnMissing == config.OnMissingUp {
+				then = fmt.Sprintf("scaling up if it stays missing for %s", r.For)
+			}
+			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
 		}
 		return op, false
 	}

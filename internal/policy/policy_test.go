@@ -173,12 +173,22 @@ func TestMissingMetric(t *testing.T) {
 	d, record = Evaluate(keep, h, State{Desired: 4}, secs(0))
 	check(t, "keep, still stale", d, record, want{})
 
+	// on_missing: up waits until the metric has been missing for the rule's
+	// whole window: the newest sample, at -10 s, is still inside it.
 	d, record = Evaluate(upOnMissing, h, State{Desired: 4}, secs(0))
+	check(t, "on_missing up, missing for less than the window", d, record, want{})
+	d, record = Evaluate(upOnMissing, h, State{Desired: 4}, secs(-4))
+	check(t, "on_missing up, just went stale", d, record, want{record: true, code: CodeMissing, rule: "blind",
+		reason: "on_missing: up, scaling up if it stays missing for 10s"})
+	h.fill("size", 1, 5, constant(4)).fill("ready", 1, 5, constant(4))
+	d, record = Evaluate(upOnMissing, h, State{Desired: 4}, secs(1))
 	check(t, "on_missing up", d, record, want{record: true, code: CodeScale, rule: "blind", request: up("blind"),
-		reason: "latency_ms.p99 is stale"})
+		reason: "latency_ms.p99 has been missing for 10s; on_missing: up"})
+	d, record = Evaluate(upOnMissing, base(), State{Desired: 4}, secs(0))
+	check(t, "on_missing up, never seen", d, record, want{record: true, code: CodeScale, request: up("blind")})
+	// Without the group's own series (collection just started) nothing is known.
 	d, record = Evaluate(upOnMissing, history{}, State{Desired: 4}, secs(0))
-	check(t, "on_missing up, never seen", d, record, want{record: true, code: CodeScale, request: up("blind"),
-		reason: "latency_ms.p99 is missing"})
+	check(t, "on_missing up, no history at all", d, record, want{})
 
 	// A target whose metric is missing holds the size and never scales in.
 	target := parseGroup(t, 1, 10, "", `      target: {metric: cpu.avg, value: 50, scale_in_stabilization: 0s}
@@ -278,6 +288,49 @@ func TestStabilization(t *testing.T) {
 			t.Errorf("%s: a second evaluation differs:\n%+v\n%+v", tt.name, d, again)
 		}
 	}
+}
+
+// restarted is what the history looks like after a restart of shoal: the
+// stored 10 s averages up to the last batch written (at -60 s), nothing while
+// shoal was down, then live 1 s samples from -40 s.
+func restarted(path string, from int, f func(i int) float64) history {
+	h := history{}
+	for i := from; i <= -60; i += 10 {
+		h[path] = append(h[path], Point{secs(i), f(i)})
+	}
+	return h.fill(path, -40, 0, f)
+}
+
+func TestRestart(t *testing.T) {
+	stab := parseGroup(t, 1, 20, "", `      target: {metric: cpu.avg, value: 50, scale_in_stabilization: 300s}
+`)
+	// Two hundred seconds ago, before the restart, the target recommended 4.
+	h := restarted("cpu.avg", -600, func(i int) float64 {
+		if i == -200 {
+			return 45
+		}
+		return 10
+	})
+	for _, p := range []string{"size", "ready"} {
+		for path, pts := range restarted(p, -600, constant(4)) {
+			h[path] = pts
+		}
+	}
+	d, record := Evaluate(stab, h, State{Desired: 4}, secs(0))
+	check(t, "stabilization across a restart", d, record, want{record: true, code: CodeStabilization, reason: "(4 at 2026-03-02T11:56:40Z)"})
+
+	// A 25-minute window spans the restart's 20 s gap.
+	long := parseGroup(t, 1, 20, "", `      rules: [{name: cold, metric: cpu.avg, below: 35, for: 25m, action: down}]
+`)
+	h["cpu.avg"] = restarted("cpu.avg", -1600, constant(20))["cpu.avg"]
+	d, record = Evaluate(long, h, State{Desired: 4}, secs(0))
+	check(t, "long window across a restart", d, record, want{record: true, code: CodeScale, rule: "cold",
+		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:cold"}})
+	// A one-minute window does not: a third of it is missing.
+	short := parseGroup(t, 1, 20, "", `      rules: [{name: cold, metric: cpu.avg, below: 35, for: 1m, action: down}]
+`)
+	d, record = Evaluate(short, h, State{Desired: 4}, secs(0))
+	check(t, "short window across a restart", d, record, want{})
 }
 
 func TestRateLimit(t *testing.T) {
