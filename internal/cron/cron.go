@@ -202,12 +202,9 @@ func (s *Spec) dayMatches(l time.Time) bool {
 }
 
 // Active reports whether t lies in a window of length d that opens each time
-// the expression fires, and if so when the earliest such window opened.
-func (s *Spec) Active(t time.Time, d time.Duration) (opened time.Time, ok bool) {
+// the expression fires.
+func (s *Spec) Active(t time.Time, d time.Duration) bool {
 	// The first firing after t-d is the earliest window that may still be open.
 	n := s.Next(t.Add(-d))
-	if n.IsZero() || n.After(t) {
-		return time.Time{}, false
-	}
-	return n, true
+	return !n.IsZero() && !n.After(t)
 }

@@ -612,7 +612,7 @@ func (e *evaluation) extremeSize(period time.Duration, largest bool) (int, bool)
 func (e *evaluation) schedules() (lo, hi int, names []string) {
 	lo, hi = e.g.MinSize, e.g.MaxSize
 	for _, s := range e.p.Schedules {
-		if _, ok := s.Cron.Active(e.now, s.Duration); !ok {
+		if !s.Cron.Active(e.now, s.Duration) {
 			continue
 		}
 		names = append(names, s.Name)
