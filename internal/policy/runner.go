@@ -45,7 +45,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	// A rule's cooldown runs from its last accepted job, even one accepted
 	// before a restart.
-	ruleJobs, err := r.Store.LastJobs(ctx, r.Group.Name, OutcomeAccepted)
+	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, OutcomeAccepted)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}

@@ -139,9 +139,9 @@ func (s *Store) Decisions(ctx context.Context, q DecisionQuery) ([]Decision, err
 	return out, nil
 }
 
-// LastJobs returns, for each rule of group, when its newest decision with the
+// LastDecisionTimes returns, for each rule of group, when its newest decision with the
 // given outcome was made: the autoscaler's per-rule cooldowns start there.
-func (s *Store) LastJobs(ctx context.Context, group, outcome string) (map[string]time.Time, error) {
+func (s *Store) LastDecisionTimes(ctx context.Context, group, outcome string) (map[string]time.Time, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT rule, at FROM decisions WHERE id IN (
 			SELECT MAX(id) FROM decisions WHERE group_name = ? AND outcome = ? GROUP BY rule)`,

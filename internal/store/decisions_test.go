@@ -86,13 +86,13 @@ func TestDecisions(t *testing.T) {
 		t.Errorf("all groups: %d decisions, want 9", len(every))
 	}
 
-	last, err := s.LastJobs(ctx, "web", "accepted")
+	last, err := s.LastDecisionTimes(ctx, "web", "accepted")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantLast := map[string]time.Time{"hot": want.At, "cold": t0.Add(3 * time.Minute)}
 	if len(last) != 2 || !last["hot"].Equal(wantLast["hot"]) || !last["cold"].Equal(wantLast["cold"]) {
-		t.Errorf("LastJobs = %v, want %v", last, wantLast)
+		t.Errorf("LastDecisionTimes = %v, want %v", last, wantLast)
 	}
 
 	// Decisions survive a reopen.
