@@ -36,33 +36,14 @@ type Runner struct {
 // Run evaluates until ctx ends. It returns an error only if it cannot start:
 // a failure to record a decision is logged and the loop goes on.
 func (r *Runner) Run(ctx context.Context) error {
-	if r.Group.Autoscale == nil {
-		return fmt.Errorf("policy: group %s has no autoscale policy", r.Group.Name)
+	l, err := r.start(ctx)
+	if err != nil {
+		return err
 	}
 	now := r.Now
 	if now == nil {
 		now = time.Now
 	}
-	// A rule's cooldown runs from its last accepted job, even one accepted
-	// before a restart.
-	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, OutcomeAccepted)
-	if err != nil {
-		return fmt.Errorf("policy: %w", err)
-	}
-	var dedup Dedup
-	if last, err := r.Store.Decisions(ctx, store.DecisionQuery{Group: r.Group.Name, Limit: 1}); err == nil && len(last) == 1 {
-		dedup.Repeat(FromStore(last[0]))
-	}
-
-	// A request the job manager refused is not repeated at every tick: the
-	// manager would record an ignored job each time.
-	var (
-		refused      *jobs.Request
-		refusedUntil time.Time
-		refusedWhy   string
-	)
-	backoff := max(10*r.Group.Autoscale.Interval, 10*time.Second)
-
 	tick := time.NewTicker(r.Group.Autoscale.Interval)
 	defer tick.Stop()
 	for {
@@ -71,34 +52,76 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		s := r.State()
-		s.RuleJobs = maps.Clone(ruleJobs)
-		d, record := Evaluate(r.Group, r.Metrics, s, now())
+		l.step(ctx, now())
+	}
+}
+
+// loop is a running Runner's memory between evaluations; everything in it
+// is recovered from the store at start.
+type loop struct {
+	r *Runner
+	// ruleJobs is when each rule last had a job accepted.
+	ruleJobs map[string]time.Time
+	dedup    Dedup
+	// A request the job manager refused is not repeated at every tick: the
+	// manager would record an ignored job each time.
+	refused      *jobs.Request
+	refusedUntil time.Time
+	refusedWhy   string
+	backoff      time.Duration
+}
+
+func (r *Runner) start(ctx context.Context) (*loop, error) {
+	if r.Group.Autoscale == nil {
+		return nil, fmt.Errorf("policy: group %s has no autoscale policy", r.Group.Name)
+	}
+	// A rule's cooldown runs from its last accepted job, even one accepted
+	// before a restart.
+	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, OutcomeAccepted)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	l := &loop{r: r, ruleJobs: ruleJobs, backoff: max(10*r.Group.Autoscale.Interval, 10*time.Second)}
+	last, err := r.Store.Decisions(ctx, store.DecisionQuery{Group: r.Group.Name, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if len(last) == 1 {
+		l.dedup.Repeat(FromStore(last[0]))
+	}
+	return l, nil
+}
+
+// step evaluates at now, submits what the evaluation asks for, and records
+// the decision.
+func (l *loop) step(ctx context.Context, now time.Time) {
+	r := l.r
+	s := r.State()
+	s.RuleJobs = maps.Clone(l.ruleJobs)
+	d, record := Evaluate(r.Group, r.Metrics, s, now)
+	switch {
+	case d.Request == nil:
+	case l.refused != nil && *l.refused == *d.Request && d.Time.Before(l.refusedUntil):
+		d.Outcome, d.Code, d.Request = OutcomeNothing, CodeRefused, nil
+		d.Reason += fmt.Sprintf("; the same request was refused (%s), retried after %s", l.refusedWhy, l.refusedUntil.UTC().Format(time.RFC3339))
+	default:
+		req := *d.Request
+		job, err := r.Jobs.Submit(ctx, req)
+		l.refused = nil
 		switch {
-		case d.Request == nil:
-		case refused != nil && *refused == *d.Request && d.Time.Before(refusedUntil):
-			d.Outcome, d.Code, d.Request = OutcomeNothing, CodeRefused, nil
-			d.Reason += fmt.Sprintf("; the same request was refused (%s), retried after %s", refusedWhy, refusedUntil.UTC().Format(time.RFC3339))
+		case err != nil:
+			d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
+			d.JobID = job.ID
+			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), err.Error()
+		case job.State == jobs.Ignored:
+			d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
+			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), job.Reason
 		default:
-			req := *d.Request
-			job, err := r.Jobs.Submit(ctx, req)
-			refused = nil
-			switch {
-			case err != nil:
-				d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
-				d.JobID = job.ID
-				refused, refusedUntil, refusedWhy = &req, d.Time.Add(backoff), err.Error()
-			case job.State == jobs.Ignored:
-				d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
-				refused, refusedUntil, refusedWhy = &req, d.Time.Add(backoff), job.Reason
-			default:
-				d.Outcome, d.JobID = OutcomeAccepted, job.ID
-				ruleJobs[d.Rule] = d.Time
-			}
+			d.Outcome, d.JobID = OutcomeAccepted, job.ID
+			l.ruleJobs[d.Rule] = d.Time
 		}
-		if !record || dedup.Repeat(d) {
-			continue
-		}
+	}
+	if record && !l.dedup.Repeat(d) {
 		r.record(ctx, d)
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -235,5 +236,77 @@ func TestReplaySeed004(t *testing.T) {
 		if d.Request != nil && d.Request.Source != "policy:"+d.Rule {
 			t.Errorf("request source %q for rule %s", d.Request.Source, d.Rule)
 		}
+	}
+}
+
+// TestRunnerMatchesReplay drives the live loop and Replay over the same
+// history: the decisions must be the same, the live ones with jobs accepted
+// where the replayed ones would have requested them.
+func TestRunnerMatchesReplay(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g := parseGroup(t, 1, 10, "", `      rules:
+        - {name: out, metric: cpu.avg, above: 75, for: 1m, action: {add: 1}, cooldown: 300s}
+        - {name: in, metric: cpu.avg, below: 35, for: 10m, action: {remove: 1}, cooldown: 600s}
+      target: {metric: cpu.avg, value: 60, scale_in_stabilization: 120s}
+`)
+	h := history{}.fill("cpu.avg", -600, 3000, func(i int) float64 {
+		switch {
+		case i < 600:
+			return 50 + float64(i%5)
+		case i < 1200:
+			return 90
+		}
+		return 10 + float64(i%3)
+	}).fill("size", -600, 3000, constant(3)).fill("ready", -600, 3000, constant(3))
+	// The group's cooldowns start when a job is accepted (as if it finished
+	// at once), as Replay assumes.
+	g.Cooldown = config.Cooldown{Up: 60 * time.Second, Down: 120 * time.Second}
+	var cooldowns State
+	sub := &submitter{}
+	r := &Runner{Group: g, Metrics: h, Jobs: sub, State: func() State {
+		s := cooldowns
+		s.Desired = 3
+		return s
+	}, Store: st, Log: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}
+	ctx := context.Background()
+	l, err := r.start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= 3000; i++ {
+		n := sub.count()
+		l.step(ctx, secs(i))
+		if sub.count() > n {
+			cooldowns.UpCooldownUntil, cooldowns.DownCooldownUntil = secs(i).Add(g.Cooldown.Up), secs(i).Add(g.Cooldown.Down)
+		}
+	}
+	live, err := st.Decisions(ctx, store.DecisionQuery{Group: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := Replay(g, h, secs(0), secs(3000))
+
+	line := func(at time.Time, rule, outcome, code string, rec int) string {
+		if outcome == OutcomeAccepted {
+			outcome = OutcomeRequest
+		}
+		return fmt.Sprintf("%s %s %s %s %d", at.Sub(t0), rule, outcome, code, rec)
+	}
+	var a, b []string
+	for _, d := range live {
+		a = append(a, line(d.At, d.Rule, d.Outcome, d.Code, d.Recommendation))
+	}
+	for _, d := range replayed {
+		b = append(b, line(d.Time, d.Rule, d.Outcome, d.Code, d.Recommendation))
+	}
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("live decisions:\n%s\nreplayed:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	if len(a) < 4 {
+		t.Errorf("only %d decisions; the history should make both rules and the target act:\n%s", len(a), strings.Join(a, "\n"))
 	}
 }
