@@ -431,13 +431,17 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 	}
 
 	minN, maxN, planN := f.get("min_size"), f.get("max_size"), f.get("plan")
-	errs := len(d.errs)
 	if minN == nil && maxN == nil && planN == nil {
 		d.errorf(f.node, path, "needs min_size, max_size or plan: what the schedule sets")
 	}
-	inRange := func(key string, n *yaml.Node) int {
+	// 0 means "not set", so a bound must be at least least.
+	inRange := func(key string, n *yaml.Node, least int) int {
 		v, ok := d.integer(n, f.field(key))
 		if !ok {
+			return 0
+		}
+		if v < least {
+			d.errorf(n, f.field(key), "must be >= %d, got %d", least, v)
 			return 0
 		}
 		if groupOK && (v < g.MinSize || v > g.MaxSize) {
@@ -447,12 +451,10 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 		return v
 	}
 	if minN != nil {
-		s.MinSize = inRange("min_size", minN)
+		s.MinSize = inRange("min_size", minN, 0)
 	}
 	if maxN != nil {
-		if s.MaxSize = inRange("max_size", maxN); s.MaxSize == 0 && len(d.errs) == errs {
-			d.errorf(maxN, f.field("max_size"), "must be >= 1, got 0")
-		}
+		s.MaxSize = inRange("max_size", maxN, 1)
 	}
 	if planN != nil {
 		if minN != nil {

@@ -185,6 +185,18 @@ func TestAutoscaleErrors(t *testing.T) {
 			want: `shoal.yaml:9:62: groups[0].autoscale.schedule[0].max_size: must be within the group's min_size..max_size (1..5), got 7`,
 		},
 		{
+			name: "schedule max_size zero",
+			body: `      schedule: [{cron: "0 8 * * *", duration: 1h, max_size: 0}]
+`,
+			want: `shoal.yaml:9:62: groups[0].autoscale.schedule[0].max_size: must be >= 1, got 0`,
+		},
+		{
+			name: "schedule shorter than a minute",
+			body: `      schedule: [{cron: "0 8 * * *", duration: 30s, max_size: 2}]
+`,
+			want: `shoal.yaml:9:48: groups[0].autoscale.schedule[0].duration: must be at least 1m (cron fires at most once a minute), got 30s`,
+		},
+		{
 			name: "empty policy",
 			body: `      interval: 1s
 `,
