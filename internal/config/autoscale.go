@@ -17,23 +17,22 @@ import (
 // Autoscale is a group's scaling policy: threshold rules, a target to track
 // and schedules that bound the result. Package policy evaluates it.
 type Autoscale struct {
-	// Interval is how often the policy is evaluated.
-	Interval time.Duration
-	// Warmup is how long a new instance is left out of the metrics the
-	// policy sees after it enters service.
-	Warmup    time.Duration
+	// Interval is how often the policy is evaluated. (How long a new
+	// instance stays out of the metrics is metrics.warmup.)
+	Interval  time.Duration
 	Rules     []Rule
 	Target    *Target
 	Schedules []Schedule
 }
 
-// MetricPaths are the group metrics a policy can refer to: aggregates over
-// the group's ready instances.
+// MetricPaths are the group metrics a policy can refer to (package metrics'
+// GroupMetrics): cpu.* over the group's ready instances, the rest over its
+// whole backend.
 var MetricPaths = []string{
 	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
 	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
 	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
-	"queue", "sessions", "ready", "size",
+	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
 }
 
 // untrackable metrics describe the group's size, not its load.
@@ -144,13 +143,12 @@ type Schedule struct {
 }
 
 func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *Autoscale {
-	f := d.mapping(n, path, "interval", "warmup", "rules", "target", "schedule")
+	f := d.mapping(n, path, "interval", "rules", "target", "schedule")
 	if f.node == nil {
 		return nil
 	}
 	a := &Autoscale{}
-	a.Interval = d.atLeast(f, "interval", time.Second, 100*time.Millisecond)
-	a.Warmup, _ = f.duration("warmup", 30*time.Second)
+	a.Interval = d.within(f, "interval", time.Second, 100*time.Millisecond, time.Hour)
 
 	if rn := f.get("rules"); rn != nil {
 		items, _ := d.sequence(rn, f.field("rules"), "a list of rules")
@@ -238,8 +236,12 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	}
 
 	if v, n := f.duration("for", 0); n != nil {
-		if v < interval {
+		// A shorter window would hold one sample, or none.
+		switch {
+		case v < interval:
 			d.errorf(n, f.field("for"), "must be at least the autoscale interval (%s), got %s", interval, v)
+		case v < d.metricsInterval:
+			d.errorf(n, f.field("for"), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
 		}
 		r.For = v
 	}
@@ -357,7 +359,7 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 		}
 	}
 	t.ScaleInStabilization, _ = f.duration("scale_in_stabilization", t.ScaleInStabilization)
-	t.Period = d.atLeast(f, "period", t.Period, time.Second)
+	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
 	if sn := f.get("max_step"); sn != nil {
 		s := d.mapping(sn, f.field("max_step"), "up", "down")
 		if n := s.get("up"); n != nil {

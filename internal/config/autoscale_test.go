@@ -30,7 +30,7 @@ func TestAutoscaleErrors(t *testing.T) {
 			name: "unknown metric path",
 			body: `      rules: [{metric: cpu.p50, above: 50, for: 1m, action: up}]
 `,
-			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, queue, sessions, ready, size`,
+			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, connection_errors_per_second, retries_per_second, queue, sessions, ready, size`,
 		},
 		{
 			name: "above and below together",
@@ -61,6 +61,20 @@ func TestAutoscaleErrors(t *testing.T) {
       rules: [{metric: cpu.avg, above: 50, for: 2s, action: up}]
 `,
 			want: `shoal.yaml:10:49: groups[0].autoscale.rules[0].for: must be at least the autoscale interval (5s), got 2s`,
+		},
+		{
+			name: "for shorter than the metrics interval",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 1s, action: up}]
+metrics: {interval: 2s}
+`,
+			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at least metrics.interval (2s), got 1s`,
+		},
+		{
+			name: "interval too long",
+			body: `      interval: 2h
+      rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]
+`,
+			want: `shoal.yaml:9:17: groups[0].autoscale.interval: must be at least 100ms and at most 1h0m0s, got 2h0m0s`,
 		},
 		{
 			name: "for missing",
@@ -206,7 +220,7 @@ func TestAutoscaleErrors(t *testing.T) {
 			name: "unknown field",
 			body: `      rule: []
 `,
-			want: `shoal.yaml:9:7: groups[0].autoscale.rule: unknown field; allowed: interval, warmup, rules, target, schedule`,
+			want: `shoal.yaml:9:7: groups[0].autoscale.rule: unknown field; allowed: interval, rules, target, schedule`,
 		},
 	}
 	for _, tt := range tests {
@@ -224,7 +238,7 @@ func TestAutoscaleErrors(t *testing.T) {
 }
 
 func TestAutoscaleParse(t *testing.T) {
-	cfg, err := Parse("shoal.yaml", []byte(autoscaleDoc(`      warmup: 20s
+	cfg, err := Parse("shoal.yaml", []byte(autoscaleDoc(`      interval: 2s
       rules:
         - {metric: cpu.avg, above: 75, for: 1m, action: up, cooldown: 300}
         - {name: cold, metric: cpu.avg, below: 35.5, for: 25m, action: {remove: 1}, on_missing: keep}
@@ -248,8 +262,8 @@ func TestAutoscaleParse(t *testing.T) {
 	if !reflect.DeepEqual(a.Rules, wantRules) {
 		t.Errorf("Rules =\n%+v\nwant\n%+v", a.Rules, wantRules)
 	}
-	if a.Interval != time.Second || a.Warmup != 20*time.Second {
-		t.Errorf("Interval, Warmup = %s, %s; want 1s, 20s", a.Interval, a.Warmup)
+	if a.Interval != 2*time.Second {
+		t.Errorf("Interval = %s, want 2s", a.Interval)
 	}
 	wantTarget := &Target{Metric: "requests_per_second_per_instance", Value: 200, Tolerance: 0.1,
 		ScaleInStabilization: 300 * time.Second, MaxStepUp: Step{N: 2}, MaxStepDown: Step{N: 50, Percent: true}, Period: 15 * time.Second}

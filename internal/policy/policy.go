@@ -14,8 +14,8 @@
 //     stale metric never scales in: with on_missing: keep the rule does
 //     nothing, with on_missing: up it scales up one step.
 //   - The target recommends ceil(ready × value / target) for per-instance
-//     metrics and ceil(value / target) for group totals (requests_per_second,
-//     errors_per_second, queue, sessions), the size itself inside the tolerance
+//     metrics and ceil(value / target) for group totals (requests, errors,
+//     connection errors and retries per second, queue, sessions), the size itself inside the tolerance
 //     band. Scale-in goes only to the highest recommendation of the
 //     stabilization window, and each direction moves at most max_step from the
 //     size the group had during the last period.
@@ -110,7 +110,8 @@ const TargetName = "target"
 
 // totals are metrics that sum over the group rather than average over its
 // instances: the target divides them by the target value directly.
-var totals = []string{"requests_per_second", "errors_per_second", "queue", "sessions"}
+var totals = []string{"requests_per_second", "errors_per_second", "connection_errors_per_second",
+	"retries_per_second", "queue", "sessions"}
 
 // opinion is what one rule, the target or a schedule wants.
 type opinion struct {

@@ -11,7 +11,11 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/metrics"
 )
+
+// The collector's history is what the live loop reads.
+var _ Metrics = metrics.GroupHistory{}
 
 // history is an in-memory Metrics for tests: series by path.
 type history map[string][]Point
@@ -34,7 +38,7 @@ func secs(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 // fill sets path to f(i) at every second i in [from, to].
 func (h history) fill(path string, from, to int, f func(i int) float64) history {
 	for i := from; i <= to; i++ {
-		h[path] = append(h[path], Point{secs(i), f(i)})
+		h[path] = append(h[path], Point{T: secs(i), V: f(i)})
 	}
 	return h
 }
@@ -142,7 +146,7 @@ func TestForWindow(t *testing.T) {
 		{"coarse history", func() history {
 			h := history{}
 			for i := -120; i < -20; i += 10 {
-				h["cpu.avg"] = append(h["cpu.avg"], Point{secs(i), 85})
+				h["cpu.avg"] = append(h["cpu.avg"], Point{T: secs(i), V: 85})
 			}
 			return h.fill("cpu.avg", -20, 0, constant(85))
 		}(), want{record: true, code: CodeScale, request: up("hot")}},
@@ -296,7 +300,7 @@ func TestStabilization(t *testing.T) {
 func restarted(path string, from int, f func(i int) float64) history {
 	h := history{}
 	for i := from; i <= -60; i += 10 {
-		h[path] = append(h[path], Point{secs(i), f(i)})
+		h[path] = append(h[path], Point{T: secs(i), V: f(i)})
 	}
 	return h.fill(path, -40, 0, f)
 }
@@ -430,9 +434,9 @@ func TestSchedulesAcrossDST(t *testing.T) {
 		h := history{}
 		for i := -60; i <= 0; i++ {
 			ts := now.Add(time.Duration(i) * time.Second)
-			h["cpu.avg"] = append(h["cpu.avg"], Point{ts, 40})
-			h["size"] = append(h["size"], Point{ts, float64(size)})
-			h["ready"] = append(h["ready"], Point{ts, float64(size)})
+			h["cpu.avg"] = append(h["cpu.avg"], Point{T: ts, V: 40})
+			h["size"] = append(h["size"], Point{T: ts, V: float64(size)})
+			h["ready"] = append(h["ready"], Point{T: ts, V: float64(size)})
 		}
 		return h
 	}
@@ -465,7 +469,7 @@ func TestSchedulesAcrossDST(t *testing.T) {
 	h := calm(now, 3)
 	h["cpu.avg"] = nil
 	for i := -60; i <= 0; i++ {
-		h["cpu.avg"] = append(h["cpu.avg"], Point{now.Add(time.Duration(i) * time.Second), 95})
+		h["cpu.avg"] = append(h["cpu.avg"], Point{T: now.Add(time.Duration(i) * time.Second), V: 95})
 	}
 	d, record := Evaluate(g, h, State{Desired: 3}, now)
 	check(t, "capped by the night", d, record, want{record: true, code: CodeSchedule, rule: "hot", reason: "schedule night caps the size at 3"})
@@ -473,8 +477,8 @@ func TestSchedulesAcrossDST(t *testing.T) {
 	h["size"], h["ready"] = nil, nil
 	for i := -60; i <= 0; i++ {
 		ts := now.Add(time.Duration(i) * time.Second)
-		h["size"] = append(h["size"], Point{ts, 6})
-		h["ready"] = append(h["ready"], Point{ts, 6})
+		h["size"] = append(h["size"], Point{T: ts, V: 6})
+		h["ready"] = append(h["ready"], Point{T: ts, V: 6})
 	}
 	d, record = Evaluate(g, h, State{Desired: 6}, now)
 	check(t, "night over a hot rule", d, record, want{record: true, code: CodeScale, rule: "night", request: size(3, "night")})
@@ -484,7 +488,7 @@ func TestSchedulesAcrossDST(t *testing.T) {
 	h = calm(now, 2)
 	h["cpu.avg"] = nil
 	for i := -60; i <= 0; i++ {
-		h["cpu.avg"] = append(h["cpu.avg"], Point{now.Add(time.Duration(i) * time.Second), 95})
+		h["cpu.avg"] = append(h["cpu.avg"], Point{T: now.Add(time.Duration(i) * time.Second), V: 95})
 	}
 	d, record = Evaluate(g, h, State{Desired: 2}, now)
 	check(t, "hot rule above the floor", d, record, want{record: true, code: CodeScale, rule: "hot", request: size(7, "hot")})

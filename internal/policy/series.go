@@ -3,16 +3,16 @@ package policy
 import (
 	"sort"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
 // Point is one sample of a group metric.
-type Point struct {
-	T time.Time
-	V float64
-}
+type Point = metrics.Point
 
-// Metrics is a group's metric history: the live collector's, the stored
-// down-sampled series after a restart, or a simulator's.
+// Metrics is a group's metric history: the collector's (metrics.GroupHistory:
+// the 1 s ring, then the stored 10 s averages after a restart), or a
+// simulator's.
 type Metrics interface {
 	// Points returns the samples of path (such as "cpu.avg") with
 	// from <= T <= to, oldest first; none when the metric is unknown.
