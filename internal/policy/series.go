@@ -19,12 +19,13 @@ type Metrics interface {
 	Points(path string, from, to time.Time) []Point
 }
 
-// Freshness rules. Samples arrive every collection interval (1 s live, 10 s
-// in the stored history a restart reads), so "recent" and "gap" are measured
-// against both the evaluation interval and the series' own spacing.
+// Freshness rules. Samples arrive every collection interval (1 s live; 10 s
+// or 1 min roll-ups, stamped with their bucket's start, in older history), so
+// "recent" and "gap" are measured against both the evaluation interval and
+// the series' own spacing; maxStaleSlack is enough for a 1-minute bucket.
 const (
 	minStale      = 5 * time.Second
-	maxStaleSlack = 30 * time.Second
+	maxStaleSlack = 90 * time.Second
 )
 
 // staleAfter is how old the newest sample may be: three evaluation intervals
