@@ -169,9 +169,11 @@ func (d *decoder) config(root *yaml.Node) *Config {
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
+	// Metrics first: autoscale rules are checked against its interval.
+	cfg.Metrics = d.metrics(top.get("metrics"))
+	d.metricsInterval = cfg.Metrics.Interval
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
-	cfg.Metrics = d.metrics(top.get("metrics"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -395,7 +397,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -428,6 +430,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		}
 	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
+	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
 	g.Cooldown = defaultCooldown
 	if n := f.get("cooldown"); n != nil {

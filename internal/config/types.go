@@ -133,6 +133,8 @@ type Group struct {
 	PathPrefixes []string
 	Health       Health
 	Template     Template
+	// Autoscale is nil when the group scales only when told to.
+	Autoscale *Autoscale
 }
 
 // Plan is a named size on a group's scaling ladder.
