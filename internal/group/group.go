@@ -294,6 +294,7 @@ func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 	case <-in.inst.Done():
 		g.fail(in, "exited: "+in.inst.ExitReason())
 		g.removeFromLB(in)
+		g.stopProcess(in) // what it forked dies with it
 		g.forget(in)
 	case <-in.retire:
 		g.retire(ctx, in)
@@ -338,6 +339,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 		case <-in.inst.Done():
 			g.fail(in, "exited before passing its health check: "+in.inst.ExitReason())
 			g.removeFromLB(in)
+			g.stopProcess(in) // what it forked dies with it
 			g.forget(in)
 			return false
 		case <-in.retire:

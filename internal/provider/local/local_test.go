@@ -454,3 +454,56 @@ func TestStopStrays(t *testing.T) {
 		t.Errorf("second StopStrays = %+v, %v; want none", again, err)
 	}
 }
+
+// forkingTemplate is an instance whose leader forks a long sleeper and then
+// exits: the shape of a daemon that leaves children behind when it dies.
+func forkingTemplate(t *testing.T) config.Template {
+	t.Helper()
+	tmpl, err := config.NewTemplate([]string{"/bin/sh", "-c", "sleep 1000 & exec sleep 0.3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Dir = t.TempDir()
+	tmpl.StopTimeout = 2 * time.Second
+	return tmpl
+}
+
+func startForking(t *testing.T, p *Provider, name string) provider.Instance {
+	t.Helper()
+	inst, err := p.Start(context.Background(), provider.Spec{Group: "web", Name: name, Index: 1, Template: forkingTemplate(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := inst.Record().PID
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	waitDone(t, inst)
+	if !proc.GroupRunning(pgid) {
+		t.Fatal("the instance's child is not running; the test proves nothing")
+	}
+	return inst
+}
+
+func TestStopAfterLeaderExitStopsChildren(t *testing.T) {
+	t.Parallel()
+	inst := startForking(t, New(t.TempDir(), nil), "web-001")
+	stop(t, inst)
+	if proc.GroupRunning(inst.Record().PID) {
+		t.Fatal("Stop of an exited instance left its children running")
+	}
+}
+
+func TestStopStraysFindsOrphansOfADeadLeader(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	inst := startForking(t, New(stateDir, nil), "web-001")
+	stopped, err := New(stateDir, nil).StopStrays(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stopped) != 1 || stopped[0].Name != "web-001" || stopped[0].PID == inst.Record().PID {
+		t.Fatalf("StopStrays = %+v, want the orphaned child of web-001", stopped)
+	}
+	if proc.GroupRunning(inst.Record().PID) {
+		t.Fatal("the orphaned child still runs")
+	}
+}
