@@ -78,7 +78,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, replace_after`,
 		},
 		{
 			name: "unknown nested field",
@@ -537,6 +537,18 @@ groups:
 			want: `shoal.yaml:6:20: groups[0].drain_timeout: must not be negative, got -1s`,
 		},
 		{
+			name: "replace_after too short",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    replace_after: 500ms
+    template: {command: [app]}
+`,
+			want: `shoal.yaml:6:20: groups[0].replace_after: must be at least 1s, got 500ms`,
+		},
+		{
 			name: "negative seconds",
 			doc: `listen: :8080
 groups:
@@ -936,6 +948,7 @@ groups:
     plans: [{name: one, size: 1}, {name: three, size: 3}]
     cooldown: {up: 60, down: 2m}
     drain_timeout: 5s
+    replace_after: 20s
     balance: leastconn
     hosts: [api.example.com]
     path_prefixes: [/api]
@@ -1004,6 +1017,7 @@ compat:
 				Plans:        []Plan{{"smallest", 2}, {"medium", 3}, {"largest", 5}},
 				Cooldown:     Cooldown{Up: 540 * time.Second, Down: 540 * time.Second},
 				DrainTimeout: 30 * time.Second,
+				ReplaceAfter: 10 * time.Second,
 				Balance:      "roundrobin",
 				Health: Health{
 					Path:     "/healthz",
@@ -1027,6 +1041,7 @@ compat:
 				Plans:        []Plan{{"one", 1}, {"three", 3}},
 				Cooldown:     Cooldown{Up: time.Minute, Down: 2 * time.Minute},
 				DrainTimeout: 5 * time.Second,
+				ReplaceAfter: 20 * time.Second,
 				Balance:      "leastconn",
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},

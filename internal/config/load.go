@@ -346,7 +346,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "replace_after")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -385,6 +385,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
 	g.DrainTimeout, _ = f.duration("drain_timeout", 30*time.Second)
+	g.ReplaceAfter = d.atLeast(f, "replace_after", 10*time.Second, time.Second)
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {

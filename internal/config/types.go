@@ -60,6 +60,9 @@ type Group struct {
 	Plans        []Plan
 	Cooldown     Cooldown
 	DrainTimeout time.Duration
+	// ReplaceAfter is how long an instance in service may fail its health
+	// check (HAProxy has it DOWN) before it is stopped and replaced.
+	ReplaceAfter time.Duration
 	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
 	Balance string
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the

@@ -343,7 +343,16 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	}
 	j.FinishedAt = time.Now()
 	if err != nil {
-		j.State, j.Reason = string(Failed), err.Error()
+		// The desired size stays where SetDesired left it: the target if it
+		// was recorded, else where it was. The reason says which.
+		j.State, j.Reason = string(Failed), fmt.Sprintf("%v (desired size stays %d)", err, g.Desired())
+		// A failure must not be a fast path around the cooldown: without it,
+		// every further alert would raise a broken group by another step.
+		if j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(rec, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
+			}
+		}
 	} else {
 		j.State, j.Noop = string(Done), noop
 		if j.TargetSize != j.FromSize {
