@@ -66,7 +66,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, instance_logs`,
 		},
 		{
 			name: "unknown group field",
@@ -537,6 +537,20 @@ groups:
 			want: `shoal.yaml:6:20: groups[0].drain_timeout: must not be negative, got -1s`,
 		},
 		{
+			name: "instance_logs out of range",
+			doc: `listen: :8080
+instance_logs: {max_size: 10 parsecs, keep: 1000, retention: 1s}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    template: {command: [app]}
+`,
+			want: `shoal.yaml:2:27: instance_logs.max_size: must be a size such as "10MiB", "512KiB" or a number of bytes; got "10 parsecs"
+shoal.yaml:2:45: instance_logs.keep: must be from 0 to 100, got 1000
+shoal.yaml:2:62: instance_logs.retention: must be at least 1m0s, got 1s`,
+		},
+		{
 			name: "replace_after too short",
 			doc: `listen: :8080
 groups:
@@ -930,6 +944,7 @@ admin:
 haproxy:
   binary: ./bin/haproxy
   global: ["nbthread 1"]
+instance_logs: {max_size: 1MiB, keep: 5, retention: 2h}
 groups:
   - name: web
     min_size: 2
@@ -1060,6 +1075,7 @@ compat:
 				},
 			},
 		},
+		InstanceLogs: InstanceLogs{MaxSize: 1 << 20, Keep: 5, Retention: 2 * time.Hour},
 		Compat: Compat{SacloudAutoscaler: &SacloudAutoscaler{
 			Network:     "unix",
 			Address:     filepath.Join(stateDir, "autoscaler.sock"),

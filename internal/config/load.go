@@ -128,7 +128,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "instance_logs")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -159,6 +159,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
+	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {

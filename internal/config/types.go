@@ -25,6 +25,8 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	// InstanceLogs bounds the instances' log files.
+	InstanceLogs InstanceLogs
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.

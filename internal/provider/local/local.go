@@ -51,6 +51,9 @@ type Provider struct {
 	// that a port is not handed out twice while an instance has yet to bind
 	// it. A nil process reserves a port for a Start in progress.
 	ports map[int]*proc.Process
+	// names holds the newest process of each instance name, so that the logs
+	// of running instances are never expired.
+	names map[string]*proc.Process
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -65,7 +68,7 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if err != nil {
 		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
 	}
-	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process)}
+	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process)}
 }
 
 // Start allocates a port, expands the template and starts the instance in its
@@ -92,6 +95,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	}
 	p.mu.Lock()
 	p.ports[port] = pr
+	p.names[spec.Name] = pr
 	p.mu.Unlock()
 
 	rec := provider.Record{
@@ -192,11 +196,12 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	if err != nil {
 		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, err)
 	}
+	p.mu.Lock()
 	if rec.Port > 0 {
-		p.mu.Lock()
 		p.ports[rec.Port] = pr
-		p.mu.Unlock()
 	}
+	p.names[rec.Name] = pr
+	p.mu.Unlock()
 	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
 	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout}, nil
 }

@@ -44,7 +44,8 @@ type helperInfo struct {
 }
 
 // runHelper serves helperInfo on 127.0.0.1:args[0] until SIGTERM. Modes:
-// "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once.
+// "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once;
+// "chatty", which also writes lines to stdout all the time.
 func runHelper(mode string, args []string) {
 	fmt.Printf("helper %s starting: %q\n", mode, args)
 	fmt.Fprintln(os.Stderr, "helper stderr line")
@@ -75,6 +76,16 @@ func runHelper(mode string, args []string) {
 
 	if mode == "ignore-term" {
 		select {} // until SIGKILL
+	}
+	if mode == "chatty" {
+		// Writes about 100 KB/s to its log until stopped.
+		line := strings.Repeat("x", 99)
+		go func() {
+			for {
+				fmt.Println(line)
+				time.Sleep(time.Millisecond)
+			}
+		}()
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
