@@ -123,4 +123,3 @@ func size(fi os.FileInfo) int64 {
 	}
 	return fi.Size()
 }
-
