@@ -47,6 +47,8 @@ const (
 	healthPoll = 200 * time.Millisecond
 	// healthWatch is how often an instance in service has its status read.
 	healthWatch = 500 * time.Millisecond
+	// statsMaxAge is how long one answer of HAProxy's stats serves polls.
+	statsMaxAge = 100 * time.Millisecond
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -109,6 +111,12 @@ type Group struct {
 	jobSeq     uint64
 	owedLaunch int
 	owedRetire int
+
+	// statMu guards the shared answer of serverStat.
+	statMu  sync.Mutex
+	stats   []haproxy.ServerStat
+	statErr error
+	statAt  time.Time
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -577,8 +585,16 @@ func (g *Group) server(in *instance) haproxy.Server {
 	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Host: in.rec.Host, Port: in.rec.Port, Health: g.cfg.Health}
 }
 
+// serverStat returns one server's stats. Every instance's lifecycle polls
+// them, so one answer from HAProxy serves all polls within statsMaxAge.
 func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
-	stats, err := g.lb.Stats(ctx, g.cfg.Name)
+	g.statMu.Lock()
+	if time.Since(g.statAt) >= statsMaxAge {
+		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
+		g.statAt = time.Now()
+	}
+	stats, err := g.stats, g.statErr
+	g.statMu.Unlock()
 	if err != nil {
 		return haproxy.ServerStat{}, false
 	}

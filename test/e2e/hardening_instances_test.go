@@ -364,3 +364,51 @@ func TestDrainResumesAfterCoreRestart(t *testing.T) {
 	}
 	e.checkInSync("web")
 }
+
+// TestInstanceLogsRotatedAndExpired (issue 12 item 7): the core rotates an
+// instance's log past instance_logs.max_size and deletes the logs of
+// instances gone for longer than the retention.
+func TestInstanceLogsRotatedAndExpired(t *testing.T) {
+	g := web
+	g.Min, g.Max, g.Plans = 1, 1, ""
+	e := newEnv(t, "instance_logs: {max_size: 4KiB, keep: 1, retention: 1h}", g)
+	logs := filepath.Join(e.stateDir(), "logs")
+	if err := os.MkdirAll(logs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// web-001 appends to what an earlier run left: already over max_size.
+	big := strings.Repeat("earlier run\n", 1000)
+	if err := os.WriteFile(filepath.Join(logs, "web-001.log"), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(logs, "web-050.log")
+	if err := os.WriteFile(gone, []byte("long gone\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(gone, old, old); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitInService("web", 1)
+	e.eventually("web-001.log is rotated", 20*time.Second, func() error {
+		fi, err := os.Stat(filepath.Join(logs, "web-001.log"))
+		if err != nil {
+			return err
+		}
+		if fi.Size() >= int64(len(big)) {
+			return fmt.Errorf("web-001.log is %d bytes", fi.Size())
+		}
+		b, err := os.ReadFile(filepath.Join(logs, "web-001.log.1"))
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(string(b), "earlier run\n") {
+			return fmt.Errorf("web-001.log.1 starts %q", b[:min(len(b), 20)])
+		}
+		return nil
+	})
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Fatalf("the log of an instance gone for 48h survived a 1h retention: %v", err)
+	}
+}
