@@ -544,6 +544,8 @@ func (g *Group) fail(in *instance, reason string) {
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.log.Warn("instance failed", "instance", in.name, "reason", reason, "recent_failures", recent, "next_start_after", backoff)
+	// Its replacement need not wait until it is stopped and removed.
+	g.poke()
 }
 
 // forget drops a finished instance and lets the reconciler react.
