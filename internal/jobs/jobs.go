@@ -140,6 +140,13 @@ func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log
 	}
 	for _, j := range failed {
 		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
+		// Like any failed job, it holds back its direction: its desired size
+		// was recorded before it took effect, so it stands.
+		if g := m.groups[j.Group]; g != nil && j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(ctx, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				return nil, fmt.Errorf("jobs: %w", err)
+			}
+		}
 	}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	return m, nil

@@ -174,3 +174,33 @@ func TestFailedJobStartsItsCooldown(t *testing.T) {
 		t.Fatalf("second up = %+v, %v (desired %d); want ignored for the scale-up cooldown, size staying 3", j, err, g.Desired())
 	}
 }
+
+// TestJobFailedByRestartStartsItsCooldown: a scale-down running when shoal
+// died is failed by the next start, which also starts the scale-down cooldown.
+func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
+	cfg := ladder
+	cfg.Cooldown = config.Cooldown{Up: time.Hour, Down: time.Hour}
+	g := newGroup(t, cfg)
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	j := store.Job{Group: "web", Source: "test", Kind: string(Down), FromSize: 3, TargetSize: 2, State: string(Running), CreatedAt: time.Now()}
+	if err := st.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(ctx, []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, _ := m.Get(ctx, jobID(j.ID)); got.State != Failed {
+		t.Fatalf("job after restart: %+v, want failed", got)
+	}
+	up, down := g.Cooldowns()
+	if !up.IsZero() || time.Until(down) < 59*time.Minute {
+		t.Fatalf("cooldowns after a down failed by a restart: up %v, down %v; want only the down cooldown", up, down)
+	}
+}
