@@ -507,14 +507,57 @@ func TestStopStraysFindsOrphansOfADeadLeader(t *testing.T) {
 	t.Parallel()
 	stateDir := t.TempDir()
 	inst := startForking(t, New(stateDir, nil), "web-001")
+
+	// A marked process run by hand inside someone's live group (here a shell
+	// that is not marked) is not an instance: it and its group are left alone.
+	shell := exec.Command("/bin/sh", "-c", `env SHOAL_STATE_DIR="$0" SHOAL_INSTANCE=web-009 sleep 1000 & wait`, stateDir)
+	shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-shell.Process.Pid, syscall.SIGKILL)
+		_ = shell.Wait()
+	})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if markedMember(stateDir, shell.Process.Pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hand-run marked process did not show up")
+		}
+	}
+
 	stopped, err := New(stateDir, nil).StopStrays(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stopped) != 1 || stopped[0].Name != "web-001" || stopped[0].PID == inst.Record().PID {
-		t.Fatalf("StopStrays = %+v, want the orphaned child of web-001", stopped)
+		t.Fatalf("StopStrays = %+v, want the orphaned child of web-001 only", stopped)
 	}
 	if proc.GroupRunning(inst.Record().PID) {
 		t.Fatal("the orphaned child still runs")
 	}
+	if !markedMember(stateDir, shell.Process.Pid) {
+		t.Fatal("the marked process in a foreign live group was stopped")
+	}
+}
+
+// markedMember reports whether group pgid has a running member marked with stateDir.
+func markedMember(stateDir string, pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if g, err := proc.Pgid(pid); err != nil || g != pgid {
+			continue
+		}
+		env, _ := proc.Environ(pid)
+		if slices.Contains(env, envStateDir+"="+stateDir) {
+			return true
+		}
+	}
+	return false
 }
