@@ -24,8 +24,9 @@ type InstanceLogs struct {
 var DefaultInstanceLogs = InstanceLogs{MaxSize: 10 << 20, Keep: 3, Retention: 24 * time.Hour}
 
 const (
-	minLogSize = 4 << 10
-	maxLogKeep = 100
+	minLogSize   = 4 << 10
+	maxLogKeep   = 100
+	maxRetention = 10 * 365 * 24 * time.Hour
 )
 
 func (d *decoder) instanceLogs(n *yaml.Node, path string) InstanceLogs {
@@ -52,7 +53,7 @@ func (d *decoder) instanceLogs(n *yaml.Node, path string) InstanceLogs {
 			l.Keep = v
 		}
 	}
-	l.Retention = d.atLeast(f, "retention", l.Retention, time.Minute)
+	l.Retention = d.within(f, "retention", l.Retention, time.Minute, maxRetention)
 	return l
 }
 

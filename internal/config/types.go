@@ -27,6 +27,13 @@ type Config struct {
 	Compat   Compat
 	// InstanceLogs bounds the instances' log files.
 	InstanceLogs InstanceLogs
+	// Metrics configures sampling and history; see DefaultMetrics.
+	Metrics Metrics
+	// AccessLog is HAProxy's per-request log, read by shoal.
+	AccessLog AccessLog
+
+	file string         // the path as given to Parse, for errors
+	pos  map[string]Pos // where each field's value is written
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
@@ -42,6 +49,16 @@ type Admin struct {
 	Listen string
 	// Token is the bearer token for Listen, read from token or token_file.
 	Token string
+	// TLS, when set, makes Listen speak HTTPS.
+	TLS *TLSFiles
+	// InsecureRemote allows Listen on a non-loopback address without TLS.
+	InsecureRemote bool
+}
+
+// TLSFiles are PEM files: a certificate chain and its private key.
+type TLSFiles struct {
+	Cert string
+	Key  string
 }
 
 // HAProxy configures the data plane process.
@@ -51,7 +68,55 @@ type HAProxy struct {
 	// Global and Defaults are extra lines appended to those sections verbatim.
 	Global   []string
 	Defaults []string
+	// Timeouts are HAProxy's client and server timeouts.
+	Timeouts Timeouts
 }
+
+// Timeouts are HAProxy's timeouts; a zero field means its default. Each is
+// within HAProxy's timer range, 1ms to 2^31-1 ms.
+type Timeouts struct {
+	// Connect bounds a connection attempt to an instance.
+	Connect time.Duration
+	// Client and Server bound inactivity on either side of a request.
+	Client time.Duration
+	Server time.Duration
+	// HTTPRequest bounds how long a client may take to send a complete
+	// request's headers (slowloris).
+	HTTPRequest time.Duration
+	// HTTPKeepAlive bounds the wait for the next request on a kept-alive connection.
+	HTTPKeepAlive time.Duration
+	// Queue bounds how long a request waits for a free server slot.
+	Queue time.Duration
+}
+
+// DefaultTimeouts are the timeouts used for fields left out of the config.
+var DefaultTimeouts = Timeouts{
+	Connect:       5 * time.Second,
+	Client:        30 * time.Second,
+	Server:        30 * time.Second,
+	HTTPRequest:   10 * time.Second,
+	HTTPKeepAlive: 10 * time.Second,
+	Queue:         30 * time.Second,
+}
+
+// AccessLog is where HAProxy's per-request log goes: shoal receives it on a
+// unix datagram socket and appends it to STATE_DIR/logs/access.log.
+type AccessLog struct {
+	// Sample logs one request in Sample; 0 turns the access log off.
+	Sample int
+	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
+	// files are kept, access.log included.
+	MaxSize  int64
+	MaxFiles int
+}
+
+// Access log defaults: logging every request costs about 23 % of HAProxy's
+// throughput, one in ten about 4 %.
+const (
+	DefaultAccessLogSample   = 10
+	DefaultAccessLogMaxSize  = 10 << 20
+	DefaultAccessLogMaxFiles = 3
+)
 
 // Group is a set of identical instances behind one HAProxy backend.
 type Group struct {
@@ -108,6 +173,9 @@ type Template struct {
 	Dir string
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
 	StopTimeout time.Duration
+	// CPUs is the number of cores an instance is allotted (default 1); its
+	// CPU usage is reported as a percentage of them.
+	CPUs float64
 
 	command []*template.Template
 	env     map[string]*template.Template

@@ -8,7 +8,6 @@
 package haproxy
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
@@ -27,6 +27,8 @@ type Paths struct {
 	MasterSocket string
 	PIDFile      string
 	LogFile      string
+	// LogSocket is the unix datagram socket HAProxy sends its access log to.
+	LogSocket string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -42,34 +44,33 @@ func PathsFor(stateDir string) Paths {
 		MasterSocket: filepath.Join(dir, "master.sock"),
 		PIDFile:      filepath.Join(dir, "haproxy.pid"),
 		LogFile:      filepath.Join(dir, "haproxy.log"),
+		LogSocket:    filepath.Join(dir, "log.sock"),
 	}
 }
 
 // maxSocketPath is the longest stats socket path HAProxy 2.6 accepts: it binds
 // to PATH.PID.tmp first, which must fit in sun_path.
-const maxSocketPath = 97
+const maxSocketPath = config.MaxHAProxySocket
 
-// defaultsLines keep clients error-free while servers come and go. Measured on
-// 2.6.12: without redispatch and retry-on, a stream waiting to retry a server
-// that was just deleted crashed the worker, and a killed backend cost errors.
+// defaultsLines keep clients error-free while servers come and go without
+// ever replaying a write. Measured on 2.6.12: without redispatch and retries,
+// a stream waiting to retry a server that was just deleted crashed the worker,
+// and a killed backend cost errors. A connection failure is retried (and
+// redispatched) for every method: nothing reached the instance. The layer-7
+// conditions (the instance may have acted on the request) are retried only
+// for idempotent methods, see idempotentOnly; the application's own 500 never.
 var defaultsLines = []string{
 	"mode http",
-	"timeout connect 5s",
-	"timeout client 30s",
-	"timeout server 30s",
-	"timeout http-keep-alive 10s",
 	"retries 3",
 	"option redispatch",
-	"retry-on all-retryable-errors",
+	"retry-on conn-failure empty-response junk-response response-timeout 502 503 504",
+	"option forwardfor",
 }
 
-// sectionKeywords start a new section; a verbatim global or defaults line
-// starting with one would silently move the lines after it.
-var sectionKeywords = map[string]bool{
-	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
-	"peers": true, "resolvers": true, "userlist": true, "mailers": true, "program": true,
-	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
-}
+// idempotentOnly turns off every retry but a connection failure's for the
+// methods RFC 9110 does not call idempotent: a POST must not reach the
+// application twice.
+const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }"
 
 var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
 
@@ -95,6 +96,9 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
 	line("hard-stop-after 30s")
+	// A second HAProxy (an orphan whose record was lost) must fail to bind
+	// rather than share the port and serve a stale server list.
+	line("noreuseport")
 	for _, l := range cfg.HAProxy.Global {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
@@ -108,6 +112,19 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 	for _, l := range defaultsLines {
 		line("%s", l)
 	}
+	t := withDefaults(cfg.HAProxy.Timeouts)
+	for _, to := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"connect", t.Connect}, {"client", t.Client}, {"server", t.Server},
+		{"http-request", t.HTTPRequest}, {"http-keep-alive", t.HTTPKeepAlive}, {"queue", t.Queue},
+	} {
+		if to.d > maxTimer {
+			return "", fmt.Errorf("timeout %s %s: longer than HAProxy's limit of %s", to.name, to.d, maxTimer)
+		}
+		line("timeout %s %s", to.name, ms(to.d))
+	}
 	for _, l := range cfg.HAProxy.Defaults {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.defaults line %q: %w", l, err)
@@ -119,6 +136,15 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 
 	b.WriteString("\nfrontend shoal\n")
 	line("bind %s", bind)
+	line("%s", idempotentOnly)
+	// TLS is not terminated here yet. A client's own X-Forwarded-For would
+	// be passed on in front of the address option forwardfor appends.
+	line("http-request set-header X-Forwarded-Proto http")
+	line("http-request del-header X-Forwarded-For")
+	if n := cfg.AccessLog.Sample; n > 0 {
+		line("log unix@%s format raw sample 1:%d local0", p.LogSocket, n)
+		line("log-format %q", accesslog.Format)
+	}
 	if c := cfg.Compression; c != nil {
 		line("compression algo gzip")
 		for _, t := range c.Types {
@@ -150,16 +176,27 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		// First match wins, in the order the groups are written.
 		var conds []string
 		if len(g.Hosts) > 0 {
-			withPort := make([]string, len(g.Hosts))
-			for i, h := range g.Hosts {
-				if !isHost(h) {
-					return "", fmt.Errorf("group %s: host %q: must be a host name or IP address", g.Name, h)
+			var exact, withPort, suffixes []string
+			for _, h := range g.Hosts {
+				if !isHostPattern(h) {
+					return "", fmt.Errorf("group %s: host %q: must be a host name, IP address or *.domain", g.Name, h)
 				}
-				withPort[i] = h + ":"
+				if domain, ok := strings.CutPrefix(h, "*"); ok {
+					suffixes = append(suffixes, domain)
+					continue
+				}
+				exact, withPort = append(exact, h), append(withPort, h+":")
 			}
 			// Clients send Host with the port when it is not the scheme's default.
-			line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(g.Hosts, " "))
-			line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			if len(exact) > 0 {
+				line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(exact, " "))
+				line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			}
+			// *.example.com: any subdomain, matched on the host without its
+			// port (wildcards are names, never IPv6 literals with colons).
+			if len(suffixes) > 0 {
+				line("acl host_%s hdr(host),field(1,:) -m end -i %s", g.Name, strings.Join(suffixes, " "))
+			}
 			conds = append(conds, "host_"+g.Name)
 		}
 		if len(g.PathPrefixes) > 0 {
@@ -200,6 +237,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
+		{"log socket", p.LogSocket},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)
@@ -210,11 +248,13 @@ func checkPaths(p Paths) error {
 			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
 		}
 	}
-	for _, s := range []string{p.AdminSocket, p.MasterSocket} {
+	// HAProxy 2.6 also refuses a "log unix@" path longer than this.
+	for _, s := range []string{p.AdminSocket, p.MasterSocket, p.LogSocket} {
 		if len(s) > maxSocketPath {
 			return fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", s, maxSocketPath)
 		}
 	}
+
 	return nil
 }
 
@@ -233,21 +273,21 @@ func bindAddress(listen string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func checkVerbatim(l string) error {
-	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-		return errors.New("must be one line without control characters")
-	}
-	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
-		return fmt.Errorf("must not start a new section (%s)", f[0])
-	}
-	return nil
-}
+// checkVerbatim, isPath and isMediaType apply config's checks again: Render
+// must not write what could change the file's structure, whatever its caller.
+func checkVerbatim(l string) error { return config.CheckLine(l) }
 
 // isName accepts what HAProxy allows in proxy, server and ACL names.
 func isName(s string) bool {
 	return s != "" && allIn(s, func(r rune) bool {
 		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':'
 	})
+}
+
+// isHostPattern accepts what a group's hosts may hold: a host or *.domain.
+// config.Parse has turned internationalized names into punycode.
+func isHostPattern(s string) bool {
+	return isHost(strings.TrimPrefix(s, "*."))
 }
 
 // isHost accepts host names and IP literals (IPv6 in or out of brackets).
@@ -260,18 +300,13 @@ func isHost(s string) bool {
 // isPath accepts a URL path of printable ASCII that is one HAProxy word;
 // query allows a query string (the health check URI).
 func isPath(s string, query bool) bool {
-	return strings.HasPrefix(s, "/") && allIn(s, func(r rune) bool {
-		return r > ' ' && r < 0x7f && !strings.ContainsRune(`#"'\`, r) && (query || r != '?')
-	})
+	if query {
+		return config.CheckHealthPath(s) == nil
+	}
+	return config.CheckPathPrefix(s) == nil
 }
 
-func isMediaType(s string) bool {
-	typ, sub, ok := strings.Cut(s, "/")
-	token := func(t string) bool {
-		return t != "" && allIn(t, func(r rune) bool { return isAlnum(r) || strings.ContainsRune("!$&^_.+-*", r) })
-	}
-	return ok && token(typ) && token(sub)
-}
+func isMediaType(s string) bool { return config.CheckMediaType(s) == nil }
 
 func isAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
@@ -284,6 +319,23 @@ func allIn(s string, ok func(rune) bool) bool {
 		}
 	}
 	return true
+}
+
+// maxTimer is the longest duration HAProxy's millisecond timers hold.
+const maxTimer = (1<<31 - 1) * time.Millisecond
+
+// withDefaults fills the timeouts left zero.
+func withDefaults(t config.Timeouts) config.Timeouts {
+	def := config.DefaultTimeouts
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.Connect, &def.Connect}, {&t.Client, &def.Client}, {&t.Server, &def.Server},
+		{&t.HTTPRequest, &def.HTTPRequest}, {&t.HTTPKeepAlive, &def.HTTPKeepAlive}, {&t.Queue, &def.Queue},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return t
 }
 
 // ms renders d in HAProxy's millisecond syntax, rounding up so a positive
