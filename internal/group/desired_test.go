@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -102,5 +104,85 @@ func TestJobFailsOnlyOnItsOwnInstances(t *testing.T) {
 	_, err := g.WaitConverged(ctx, m)
 	if !errors.Is(err, ErrNotConverged) || !strings.Contains(err.Error(), "web-003") || strings.Contains(err.Error(), "web-001") {
 		t.Fatalf("WaitConverged after the job's instance failed = %v; want ErrNotConverged naming web-003 only", err)
+	}
+}
+
+// statsOnly is a Balancer that only answers Stats, for status tests.
+type statsOnly struct{ stats []haproxy.ServerStat }
+
+func (statsOnly) AddServer(context.Context, haproxy.Server, bool) error         { return nil }
+func (statsOnly) MarkReady(string, string)                                      {}
+func (statsOnly) Drain(context.Context, string, string, time.Duration) error    { return nil }
+func (statsOnly) RemoveServer(context.Context, string, string) error            { return nil }
+func (b statsOnly) Stats(context.Context, string) ([]haproxy.ServerStat, error) { return b.stats, nil }
+
+// TestStatusNeverInServiceWhenDown: between HAProxy marking a server DOWN and
+// the health watch noticing, status already reports it unhealthy.
+func TestStatusNeverInServiceWhenDown(t *testing.T) {
+	g, _ := newTestGroup(t)
+	g.lb = statsOnly{stats: []haproxy.ServerStat{
+		{Name: "web-001", Status: "DOWN", CheckStatus: "L7TOUT"},
+		{Name: "web-002", Status: "UP 1/2"},
+	}}
+	g.mu.Lock()
+	for _, n := range []string{"web-001", "web-002"} {
+		g.insts[n] = &instance{name: n, state: InService, retire: make(chan struct{})}
+	}
+	g.mu.Unlock()
+	s := g.Status(context.Background())
+	if s.Instances[0].State != Unhealthy || s.Instances[0].Health != "DOWN" {
+		t.Errorf("web-001 = %+v; want unhealthy with health DOWN", s.Instances[0])
+	}
+	if s.Instances[1].State != InService || s.InService != 1 {
+		t.Errorf("web-002 = %+v, in service %d; want in-service, 1", s.Instances[1], s.InService)
+	}
+}
+
+// drainRecorder records the timeouts of Drain calls.
+type drainRecorder struct {
+	statsOnly
+	timeouts []time.Duration
+}
+
+func (d *drainRecorder) Drain(_ context.Context, _, _ string, timeout time.Duration) error {
+	d.timeouts = append(d.timeouts, timeout)
+	return nil
+}
+
+// stoppedInstance is a provider.Instance that stops at once.
+type stoppedInstance struct{ done chan struct{} }
+
+func (stoppedInstance) Record() provider.Record        { return provider.Record{} }
+func (i stoppedInstance) Done() <-chan struct{}        { return i.done }
+func (stoppedInstance) ExitReason() string             { return "" }
+func (stoppedInstance) Stop(ctx context.Context) error { return nil }
+
+// TestRetireResumesDrainWithWhatIsLeft: an instance adopted while draining
+// (its state_since 15s ago) drains for the rest of drain_timeout only; one
+// adopted while stopping is not drained again.
+func TestRetireResumesDrainWithWhatIsLeft(t *testing.T) {
+	g, _ := newTestGroup(t)
+	g.cfg.DrainTimeout = 20 * time.Second
+	rec := &drainRecorder{}
+	g.lb = rec
+	for _, tc := range []struct {
+		state State
+		ago   time.Duration
+	}{{InService, 0}, {Draining, 15 * time.Second}, {Draining, time.Minute}, {Stopping, 0}} {
+		in := &instance{name: "web-001", state: tc.state, since: time.Now().Add(-tc.ago), inst: stoppedInstance{done: make(chan struct{})}, retire: make(chan struct{})}
+		g.insts[in.name] = in
+		g.retire(context.Background(), in)
+	}
+	if len(rec.timeouts) != 3 {
+		t.Fatalf("drain timeouts %v; want 3 drains (none for the stopping instance)", rec.timeouts)
+	}
+	if rec.timeouts[0] != 20*time.Second {
+		t.Errorf("fresh drain timeout %v, want drain_timeout 20s", rec.timeouts[0])
+	}
+	if d := rec.timeouts[1]; d > 5*time.Second || d < 4*time.Second {
+		t.Errorf("resumed drain timeout %v, want the 5s left", d)
+	}
+	if rec.timeouts[2] != 0 {
+		t.Errorf("drain resumed after its timeout passed got %v, want 0", rec.timeouts[2])
 	}
 }
