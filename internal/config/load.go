@@ -132,7 +132,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -174,6 +174,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	d.metricsInterval = cfg.Metrics.Interval
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
+	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -397,7 +398,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -437,6 +438,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
 	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
+	g.ReplaceAfter = d.within(f, "replace_after", 10*time.Second, time.Second, maxTimeout)
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {

@@ -25,6 +25,8 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	// InstanceLogs bounds the instances' log files.
+	InstanceLogs InstanceLogs
 	// Metrics configures sampling and history; see DefaultMetrics.
 	Metrics Metrics
 	// AccessLog is HAProxy's per-request log, read by shoal.
@@ -125,6 +127,9 @@ type Group struct {
 	Plans        []Plan
 	Cooldown     Cooldown
 	DrainTimeout time.Duration
+	// ReplaceAfter is how long an instance in service may fail its health
+	// check (HAProxy has it DOWN) before it is stopped and replaced.
+	ReplaceAfter time.Duration
 	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
 	Balance string
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the

@@ -66,6 +66,18 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 
 	lb := haproxy.NewManager(cfg, log)
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
+	// Instances write their logs directly; shoal only rotates and expires them.
+	logsCtx, stopLogs := context.WithCancel(context.Background())
+	var logsWG sync.WaitGroup
+	logsWG.Add(1)
+	go func() {
+		defer logsWG.Done()
+		prov.MaintainLogs(logsCtx, cfg.InstanceLogs)
+	}()
+	defer func() {
+		stopLogs()
+		logsWG.Wait()
+	}()
 
 	groups, err := restore(ctx, cfg, st, lb, prov, log)
 	if err != nil {

@@ -140,6 +140,13 @@ func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log
 	}
 	for _, j := range failed {
 		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
+		// Like any failed job, it holds back its direction: its desired size
+		// was recorded before it took effect, so it stands.
+		if g := m.groups[j.Group]; g != nil && j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(ctx, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				return nil, fmt.Errorf("jobs: %w", err)
+			}
+		}
 	}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	return m, nil
@@ -343,7 +350,16 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	}
 	j.FinishedAt = time.Now()
 	if err != nil {
-		j.State, j.Reason = string(Failed), err.Error()
+		// The desired size stays where SetDesired left it: the target if it
+		// was recorded, else where it was. The reason says which.
+		j.State, j.Reason = string(Failed), fmt.Sprintf("%v (desired size stays %d)", err, g.Desired())
+		// A failure must not be a fast path around the cooldown: without it,
+		// every further alert would raise a broken group by another step.
+		if j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(rec, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
+			}
+		}
 	} else {
 		j.State, j.Noop = string(Done), noop
 		if j.TargetSize != j.FromSize {
