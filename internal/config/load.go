@@ -128,7 +128,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "metrics")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -159,6 +159,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
+
+	cfg.Metrics.Listen = d.loopbackListen(d.mapping(top.get("metrics"), "metrics", "listen"), "listen")
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -273,7 +275,7 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults")
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "prometheus")
 	var h HAProxy
 	bin, bn := f.str("binary", "haproxy")
 	if bn != nil && bin == "" {
@@ -287,7 +289,26 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Binary = bin
 	h.Global = d.checkEach(f.strings("global"), checkLine)
 	h.Defaults = d.checkEach(f.strings("defaults"), checkLine)
+	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
+}
+
+// loopbackListen decodes an optional host:port for an unauthenticated
+// listener, which must be a loopback address.
+func (d *decoder) loopbackListen(f *fields, key string) string {
+	s, n := f.str(key, "")
+	if n == nil {
+		return ""
+	}
+	if err := checkHostPort(s); err != nil {
+		d.errorf(n, f.field(key), "%v", err)
+		return ""
+	}
+	if host, _, _ := net.SplitHostPort(s); !isLoopback(host) {
+		d.errorf(n, f.field(key), "must be a loopback address such as 127.0.0.1:9101 (it serves metrics without authentication), got %q", s)
+		return ""
+	}
+	return s
 }
 
 // checkLine keeps an extra haproxy.cfg line from opening a section of its own.

@@ -25,6 +25,14 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	Metrics  Metrics
+}
+
+// Metrics configures the Prometheus exposition.
+type Metrics struct {
+	// Listen is an optional loopback host:port serving GET /metrics without
+	// a token, as exporters usually do.
+	Listen string
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
@@ -49,6 +57,9 @@ type HAProxy struct {
 	// Global and Defaults are extra lines appended to those sections verbatim.
 	Global   []string
 	Defaults []string
+	// Prometheus is an optional loopback host:port where HAProxy's own
+	// exporter serves /metrics.
+	Prometheus string
 }
 
 // Group is a set of identical instances behind one HAProxy backend.

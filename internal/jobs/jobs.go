@@ -110,6 +110,9 @@ type Manager struct {
 	mu      sync.Mutex
 	running map[string]string        // group → running job id
 	ended   map[string]chan struct{} // job id → closed when it ends
+
+	// observe, when set, sees every job as it enters a state (metrics).
+	observe func(Job)
 }
 
 // maxSource bounds the free-text source every job records and logs.
@@ -160,6 +163,10 @@ func (m *Manager) Group(name string) (*group.Group, bool) {
 	g, ok := m.groups[name]
 	return g, ok
 }
+
+// Observe makes f see every job as it enters a state. It must be called
+// before the first Submit; f must not block.
+func (m *Manager) Observe(f func(Job)) { m.observe = f }
 
 // Close interrupts running jobs (they fail with ErrShuttingDown) and waits for them.
 func (m *Manager) Close() {
@@ -378,6 +385,9 @@ func (m *Manager) logJob(j store.Job) {
 		level = slog.LevelWarn
 	}
 	m.log.Log(context.Background(), level, "job "+j.State, attrs...)
+	if m.observe != nil {
+		m.observe(toJob(j))
+	}
 }
 
 // Get returns a job by id.

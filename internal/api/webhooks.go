@@ -1,0 +1,454 @@
+package api
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/promexp"
+)
+
+// maxWebhookBody bounds an alert payload; Alertmanager groups many alerts in one.
+const maxWebhookBody = 1 << 20
+
+// maxJobSource mirrors jobs' bound on a job's source text.
+const maxJobSource = 128
+
+// Labels (or annotations) that route an alert to a scaling job.
+const (
+	labelGroup  = "shoal_group"
+	labelAction = "shoal_action"
+)
+
+// Option configures the API handler.
+type Option func(*Handler)
+
+// WithMetrics serves GET /metrics from met and counts webhook alerts in it.
+func WithMetrics(met *promexp.Metrics) Option {
+	return func(h *Handler) { h.metrics = met }
+}
+
+// WebhookResponse answers a webhook: what became of every alert, and the jobs
+// made (one per group).
+type WebhookResponse struct {
+	Alerts []AlertResult `json:"alerts"`
+	Jobs   []jobs.Job    `json:"jobs"`
+}
+
+// AlertResult is what became of one alert of a webhook payload.
+type AlertResult struct {
+	// Index is the alert's position in the payload's alerts list.
+	Index       int    `json:"index"`
+	Alertname   string `json:"alertname,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Status      string `json:"status"`
+	Group       string `json:"group,omitempty"`
+	Action      string `json:"action,omitempty"`
+	// Result is "accepted" (a job runs), or "ignored" with Reason.
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+	// JobID is the job this alert's group got, accepted or ignored.
+	JobID string `json:"job_id,omitempty"`
+}
+
+// webhookPayload is the part of Alertmanager's (version 4) and Grafana's
+// unified alerting (version 1) webhook bodies that shoal reads; the two share
+// this shape. Unknown fields are ignored: both grow new ones.
+type webhookPayload struct {
+	Version *string         `json:"version"`
+	Alerts  *[]webhookAlert `json:"alerts"`
+}
+
+type webhookAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Fingerprint string            `json:"fingerprint"`
+}
+
+// webhookKind names a webhook and the payload version it reads.
+type webhookKind struct {
+	name    string // source prefix and metrics label
+	product string
+	version string
+}
+
+var (
+	alertmanagerHook = webhookKind{name: "alertmanager", product: "Alertmanager", version: "4"}
+	grafanaHook      = webhookKind{name: "grafana", product: "Grafana unified alerting", version: "1"}
+)
+
+// action is a parsed shoal_action: up, down, plan:NAME or size:N.
+type action struct {
+	kind jobs.Kind
+	plan string
+	size int
+}
+
+func (a action) String() string {
+	switch a.kind {
+	case jobs.Plan:
+		return "plan:" + a.plan
+	case jobs.Size:
+		return "size:" + strconv.Itoa(a.size)
+	}
+	return string(a.kind)
+}
+
+const validActions = "up, down, plan:NAME or size:N"
+
+func parseAction(s string) (action, error) {
+	switch {
+	case s == "up":
+		return action{kind: jobs.Up}, nil
+	case s == "down":
+		return action{kind: jobs.Down}, nil
+	case strings.HasPrefix(s, "plan:") && len(s) > len("plan:"):
+		return action{kind: jobs.Plan, plan: s[len("plan:"):]}, nil
+	case strings.HasPrefix(s, "size:"):
+		n, err := strconv.Atoi(s[len("size:"):])
+		if err != nil {
+			return action{}, fmt.Errorf("%s %q: size must be a whole number", labelAction, s)
+		}
+		return action{kind: jobs.Size, size: n}, nil
+	}
+	return action{}, fmt.Errorf("unknown %s %q: must be %s", labelAction, s, validActions)
+}
+
+// webhookError is a payload refused as a whole.
+type webhookError struct {
+	code  int
+	msg   string
+	valid []string
+}
+
+// routedAlert is a firing alert addressed to a group, validated.
+type routedAlert struct {
+	index  int
+	name   string
+	act    action
+	target int
+}
+
+func (h *Handler) registerMonitoring() {
+	h.mux.HandleFunc("/v1/webhooks/alertmanager", func(w http.ResponseWriter, r *http.Request) {
+		h.webhook(w, r, alertmanagerHook)
+	})
+	h.mux.HandleFunc("/v1/webhooks/grafana", func(w http.ResponseWriter, r *http.Request) {
+		h.webhook(w, r, grafanaHook)
+	})
+	h.mux.HandleFunc("GET /v1/sd/prometheus", h.prometheusSD)
+	if h.metrics != nil {
+		h.mux.Handle("GET /metrics", h.metrics.Handler())
+	}
+}
+
+// webhook turns the firing alerts of an alerting payload into jobs: one per
+// group. The payload is validated as a whole before any job is submitted.
+func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, kind webhookKind) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, ErrorResponse{Error: fmt.Sprintf("method %s not allowed; the %s webhook takes POST", r.Method, kind.product)})
+		return
+	}
+	if r.URL.Query().Has("token") {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "a token in the URL is not accepted (URLs end up in logs); send Authorization: Bearer TOKEN"})
+		return
+	}
+	p, werr := decodePayload(w, r, kind)
+	if werr == nil {
+		var resp WebhookResponse
+		resp, werr = h.applyAlerts(r, kind, *p.Alerts)
+		if werr == nil {
+			writeJSON(w, http.StatusOK, resp)
+			return
+		}
+	}
+	writeError(w, werr.code, ErrorResponse{Error: werr.msg, Valid: werr.valid})
+}
+
+func decodePayload(w http.ResponseWriter, r *http.Request, kind webhookKind) (webhookPayload, *webhookError) {
+	var p webhookPayload
+	tooLarge := &webhookError{code: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("payload larger than %d bytes", maxWebhookBody)}
+	if r.ContentLength > maxWebhookBody {
+		return p, tooLarge
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxWebhookBody))
+	err := dec.Decode(&p)
+	if err == nil {
+		// One JSON value and nothing after it.
+		if _, terr := dec.Token(); terr == nil || isSyntaxError(terr) {
+			err = errors.New("unexpected data after the JSON payload")
+		} else if !errors.Is(terr, io.EOF) {
+			err = terr
+		}
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return p, tooLarge
+	case errors.Is(err, io.EOF):
+		return p, &webhookError{code: http.StatusBadRequest, msg: "empty body; expected a " + kind.product + " webhook payload"}
+	case err != nil:
+		return p, &webhookError{code: http.StatusBadRequest, msg: "invalid JSON payload: " + err.Error()}
+	case p.Alerts == nil:
+		return p, &webhookError{code: http.StatusBadRequest, msg: fmt.Sprintf(`not a %s webhook payload: no "alerts" list`, kind.product)}
+	case p.Version == nil || *p.Version != kind.version:
+		got := "none"
+		if p.Version != nil {
+			got = strconv.Quote(*p.Version)
+		}
+		return p, &webhookError{code: http.StatusBadRequest, msg: fmt.Sprintf("unsupported %s payload version %s; shoal reads version %q", kind.product, got, kind.version)}
+	}
+	return p, nil
+}
+
+func isSyntaxError(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// applyAlerts validates every alert, then submits one job per group.
+func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhookAlert) (WebhookResponse, *webhookError) {
+	resp := WebhookResponse{Alerts: make([]AlertResult, len(alerts)), Jobs: []jobs.Job{}}
+	byGroup := map[string][]routedAlert{}
+	var errs []*webhookError
+	for i, a := range alerts {
+		res := &resp.Alerts[i]
+		*res = AlertResult{Index: i, Alertname: a.Labels["alertname"], Fingerprint: a.Fingerprint, Status: a.Status}
+		res.Group, res.Action = routing(a, labelGroup), routing(a, labelAction)
+		switch a.Status {
+		case "firing":
+		case "resolved":
+			res.Result, res.Reason = "ignored", "resolved alerts do not scale"
+			continue
+		default:
+			errs = append(errs, &webhookError{code: http.StatusBadRequest, msg: fmt.Sprintf("%s: status must be firing or resolved, got %q", alertRef(i, res.Alertname), a.Status)})
+			continue
+		}
+		if res.Group == "" && res.Action == "" {
+			res.Result, res.Reason = "ignored", fmt.Sprintf("no %s and %s labels or annotations: not addressed to shoal", labelGroup, labelAction)
+			continue
+		}
+		ra, werr := h.route(i, res.Alertname, res.Group, res.Action)
+		if werr != nil {
+			errs = append(errs, werr)
+			continue
+		}
+		byGroup[res.Group] = append(byGroup[res.Group], ra)
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.msg
+		}
+		first := *errs[0]
+		first.msg = strings.Join(msgs, "; ")
+		return resp, &first
+	}
+
+	names := make([]string, 0, len(byGroup))
+	for name := range byGroup {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		routed := byGroup[name]
+		// The largest target wins (a scale-out beats a scale-in); ties go to
+		// the action that sorts first, so the choice never depends on order.
+		win := slices.MinFunc(routed, func(a, b routedAlert) int {
+			return cmp.Or(cmp.Compare(b.target, a.target), strings.Compare(a.act.String(), b.act.String()), cmp.Compare(a.index, b.index))
+		})
+		req := jobs.Request{Group: name, Kind: win.act.kind, Plan: win.act.plan, Size: win.act.size, Source: jobSource(kind.name, win.name)}
+		job, err := h.jobs.Submit(r.Context(), req)
+		var inErr *jobs.InputError
+		switch {
+		case errors.As(err, &inErr):
+			// Validated above; only a changed group could get here.
+			return resp, &webhookError{code: http.StatusUnprocessableEntity, msg: inErr.Msg, valid: inErr.Valid}
+		case err != nil:
+			h.log.Error("webhook job submission failed", "webhook", kind.name, "group", name, "err", err)
+			return resp, &webhookError{code: http.StatusInternalServerError, msg: err.Error()}
+		}
+		resp.Jobs = append(resp.Jobs, job)
+		for _, ra := range routed {
+			res := &resp.Alerts[ra.index]
+			res.JobID = job.ID
+			switch {
+			case ra.act != win.act:
+				res.Result = "ignored"
+				res.Reason = fmt.Sprintf("superseded by %s (%s, target %d) for group %s in the same payload: the largest scale-out wins", alertRef(win.index, win.name), win.act, win.target, name)
+			case job.State == jobs.Ignored:
+				res.Result, res.Reason = "ignored", job.Reason
+			default:
+				res.Result = string(job.State)
+			}
+		}
+	}
+	h.logWebhook(kind, resp)
+	return resp, nil
+}
+
+// route validates one firing alert addressed to shoal.
+func (h *Handler) route(i int, alertname, groupName, act string) (routedAlert, *webhookError) {
+	ref := alertRef(i, alertname)
+	switch {
+	case groupName == "":
+		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: has %s %q but no %s", ref, labelAction, act, labelGroup)}
+	case act == "":
+		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: has %s %q but no %s (%s)", ref, labelGroup, groupName, labelAction, validActions)}
+	}
+	g, ok := h.jobs.Group(groupName)
+	if !ok {
+		return routedAlert{}, &webhookError{code: http.StatusNotFound, msg: fmt.Sprintf("%s: unknown group %q", ref, groupName), valid: h.jobs.GroupNames()}
+	}
+	a, err := parseAction(act)
+	if err != nil {
+		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: %v", ref, err)}
+	}
+	target, werr := targetOf(g, a)
+	if werr != nil {
+		werr.msg = ref + ": " + werr.msg
+		return routedAlert{}, werr
+	}
+	return routedAlert{index: i, name: alertname, act: a, target: target}, nil
+}
+
+// targetOf is the size an action would move g to from its desired size. It
+// ranks the actions of one group; jobs.Manager decides what really happens.
+func targetOf(g *group.Group, a action) (int, *webhookError) {
+	c, from := g.Config(), g.Desired()
+	switch a.kind {
+	case jobs.Plan:
+		p, ok := c.PlanByName(a.plan)
+		if !ok {
+			return 0, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("unknown plan %q for group %s (%s)", a.plan, c.Name, planList(c)), valid: c.PlanNames()}
+		}
+		return p.Size, nil
+	case jobs.Size:
+		if a.size < c.MinSize || a.size > c.MaxSize {
+			return 0, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("size %d is outside group %s's range [%d, %d]", a.size, c.Name, c.MinSize, c.MaxSize)}
+		}
+		return a.size, nil
+	case jobs.Up:
+		if len(c.Plans) == 0 {
+			return min(from+1, c.MaxSize), nil
+		}
+		for _, p := range c.Plans {
+			if p.Size > from {
+				return p.Size, nil
+			}
+		}
+		return from, nil
+	default: // jobs.Down
+		if len(c.Plans) == 0 {
+			return max(from-1, c.MinSize), nil
+		}
+		for _, p := range slices.Backward(c.Plans) {
+			if p.Size < from {
+				return p.Size, nil
+			}
+		}
+		return from, nil
+	}
+}
+
+func planList(c config.Group) string {
+	if names := c.PlanNames(); len(names) > 0 {
+		return "plans: " + strings.Join(names, ", ")
+	}
+	return "the group has no plans"
+}
+
+// routing reads a routing key from the alert's labels, then its annotations.
+func routing(a webhookAlert, key string) string {
+	if v := strings.TrimSpace(a.Labels[key]); v != "" {
+		return v
+	}
+	return strings.TrimSpace(a.Annotations[key])
+}
+
+func alertRef(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("alert %d", i)
+	}
+	return fmt.Sprintf("alert %d (%s)", i, name)
+}
+
+// jobSource is "WEBHOOK:ALERTNAME", made printable and cut to the length a
+// job's source may have.
+func jobSource(webhook, alertname string) string {
+	s := webhook
+	if alertname != "" {
+		s += ":" + strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == utf8.RuneError {
+				return '?'
+			}
+			return r
+		}, alertname)
+	}
+	for len(s) > maxJobSource {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+func (h *Handler) logWebhook(kind webhookKind, resp WebhookResponse) {
+	counts := map[string]int{}
+	for _, a := range resp.Alerts {
+		var result string
+		switch {
+		case a.Status == "resolved":
+			result = "resolved"
+		case a.Group == "":
+			result = "unlabelled"
+		case strings.HasPrefix(a.Reason, "superseded"):
+			result = "superseded"
+		default:
+			result = "job"
+		}
+		counts[result]++
+		if h.metrics != nil {
+			h.metrics.ObserveWebhookAlert(kind.name, result)
+		}
+	}
+	ids := make([]string, len(resp.Jobs))
+	for i, j := range resp.Jobs {
+		ids[i] = j.ID
+	}
+	h.log.Info("webhook alerts", "webhook", kind.name, "alerts", len(resp.Alerts), "jobs", strings.Join(ids, ","),
+		"resolved", counts["resolved"], "unlabelled", counts["unlabelled"], "superseded", counts["superseded"])
+}
+
+// SDTarget is one entry of Prometheus' http_sd_config format.
+type SDTarget struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// prometheusSD lists the instances in service for Prometheus' http_sd_configs.
+func (h *Handler) prometheusSD(w http.ResponseWriter, r *http.Request) {
+	out := []SDTarget{}
+	for _, name := range h.jobs.GroupNames() {
+		g, _ := h.jobs.Group(name)
+		for _, in := range g.Status(r.Context()).Instances {
+			if in.State != group.InService || in.Addr == "" {
+				continue
+			}
+			out = append(out, SDTarget{Targets: []string{in.Addr}, Labels: map[string]string{"group": name, "instance": in.Name}})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
