@@ -234,8 +234,24 @@ func TestWebhookResendWithinCooldownIgnored(t *testing.T) {
 
 func TestGrafanaWebhook(t *testing.T) {
 	e := newWebhookEnv(t, "")
-	resp := decodeWebhook(t, e.do(t, "POST", "/v1/webhooks/grafana", payload("1",
-		amAlert{"firing", "alertname=High latency,grafana_folder=web", "shoal_group=web,shoal_action=plan:medium"})))
+	// What Grafana 10's webhook contact point sends for a unified alerting rule.
+	body := `{
+  "receiver": "shoal", "status": "firing", "orgId": 1,
+  "alerts": [{
+    "status": "firing",
+    "labels": {"alertname": "High latency", "grafana_folder": "web"},
+    "annotations": {"shoal_group": "web", "shoal_action": "plan:medium", "summary": "p99 above 500ms"},
+    "startsAt": "2026-11-23T09:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+    "generatorURL": "http://grafana/alerting/grafana/abc/view", "fingerprint": "57c6d9296de2ad39",
+    "silenceURL": "http://grafana/alerting/silence/new", "dashboardURL": "", "panelURL": "",
+    "values": {"B": 0.73, "C": 1}, "valueString": "[ var='B' labels={} value=0.73 ]"
+  }],
+  "groupLabels": {"alertname": "High latency"}, "commonLabels": {"alertname": "High latency"},
+  "commonAnnotations": {}, "externalURL": "http://grafana/", "version": "1",
+  "groupKey": "{}:{alertname=\"High latency\"}", "truncatedAlerts": 0,
+  "title": "[FIRING:1] High latency (web)", "state": "alerting", "message": "**Firing**"
+}`
+	resp := decodeWebhook(t, e.do(t, "POST", "/v1/webhooks/grafana", body))
 	if len(resp.Jobs) != 1 || resp.Jobs[0].Source != "grafana:High latency" || resp.Jobs[0].Target != 3 {
 		t.Fatalf("jobs %+v, want plan medium from grafana:High latency", resp.Jobs)
 	}
@@ -338,5 +354,18 @@ func TestJobSource(t *testing.T) {
 		if got := jobSource("alertmanager", in); got != want || len(got) > maxJobSource {
 			t.Errorf("jobSource(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A body without Content-Length is cut at 1 MiB while it is read.
+func TestWebhookStreamedBodyTooLarge(t *testing.T) {
+	e := newWebhookEnv(t, "")
+	body := `{"version": "4", "alerts": [{"status": "firing", "labels": {"alertname": "` + strings.Repeat("x", 2<<20) + `"}}]}`
+	r := httptest.NewRequest("POST", amPath, io.MultiReader(strings.NewReader(body)))
+	r.ContentLength = -1
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "payload larger than 1048576 bytes") {
+		t.Fatalf("%d %s, want 413", w.Code, w.Body)
 	}
 }
