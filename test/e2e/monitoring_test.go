@@ -383,3 +383,139 @@ receivers:
 		t.Fatalf("sd targets %v, want the instances %v", got, want)
 	}
 }
+
+// startDaemon runs a monitoring daemon in its own process group until the
+// test ends, and waits until readyURL answers 200.
+func startDaemon(t *testing.T, dir, readyURL string, bin string, args ...string) *syncBuffer {
+	t.Helper()
+	log := &syncBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		if t.Failed() {
+			t.Logf("%s log:\n%s", filepath.Base(bin), log)
+		}
+	})
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("%s exited:\n%s", filepath.Base(bin), log)
+		default:
+		}
+		if resp, err := client.Get(readyURL); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return log
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s:\n%s", filepath.Base(bin), log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestPrometheusScrapesShoal runs a real Prometheus on the example
+// prometheus.yml (only addresses and intervals changed): it scrapes shoal with
+// the token and HAProxy's exporter, and discovers the instances through
+// /v1/sd/prometheus.
+func TestPrometheusScrapesShoal(t *testing.T) {
+	promBin := monitoringTool(t, "prometheus", "prometheus")
+	const token = "s3cret"
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	haproxyProm := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: %s\n  token: %s\n", adminAddr, token), web)
+	cfg, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withExporter := strings.Replace(string(cfg), "haproxy:\n", "haproxy:\n  prometheus: "+haproxyProm+"\n", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(withExporter), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitInService("web", 2)
+
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "examples", "prometheus")
+	example, err := os.ReadFile(filepath.Join(src, "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	promCfg := strings.NewReplacer(
+		"127.0.0.1:8081", adminAddr,
+		"127.0.0.1:8405", haproxyProm,
+		"scrape_interval: 15s", "scrape_interval: 1s",
+		"refresh_interval: 15s", "refresh_interval: 1s",
+	).Replace(string(example))
+	rules, err := os.ReadFile(filepath.Join(src, "shoal-rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"prometheus.yml": promCfg, "shoal-rules.yml": string(rules), "shoal.token": token + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	startDaemon(t, dir, promURL+"/-/ready", promBin, "--config.file=prometheus.yml", "--storage.tsdb.path=data",
+		"--web.listen-address="+strings.TrimPrefix(promURL, "http://"))
+
+	type target struct {
+		Labels map[string]string `json:"labels"`
+		Health string            `json:"health"`
+		Error  string            `json:"lastError"`
+	}
+	var instances []string
+	e.eventually("Prometheus scrapes shoal and HAProxy and discovers both instances", 60*time.Second, func() error {
+		code, body := httpGet(t, promURL+"/api/v1/targets?state=active", "")
+		var resp struct {
+			Data struct {
+				ActiveTargets []target `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(body), &resp); code != 200 || err != nil {
+			return fmt.Errorf("targets: %d %v", code, err)
+		}
+		health := map[string]string{}
+		instances = nil
+		for _, tg := range resp.Data.ActiveTargets {
+			switch tg.Labels["job"] {
+			case "shoal-instances":
+				if tg.Labels["group"] == "web" {
+					instances = append(instances, tg.Labels["instance"])
+				}
+			default:
+				health[tg.Labels["job"]] = tg.Health + " " + tg.Error
+			}
+		}
+		slices.Sort(instances)
+		if strings.TrimSpace(health["shoal"]) != "up" || strings.TrimSpace(health["haproxy"]) != "up" || len(instances) != 2 {
+			return fmt.Errorf("health %v, instances %v", health, instances)
+		}
+		return nil
+	})
+	if strings.Join(instances, ",") != "web-001,web-002" {
+		t.Fatalf("discovered instances %v, want web-001 and web-002", instances)
+	}
+
+	// What shoal exposed is queryable.
+	e.eventually("Prometheus has shoal's group size", 30*time.Second, func() error {
+		code, body := httpGet(t, promURL+`/api/v1/query?query=shoal_group_size%7Bgroup%3D%22web%22%7D`, "")
+		if code != 200 || !strings.Contains(body, `"value":[`) || !strings.Contains(body, `,"2"]`) {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+}
