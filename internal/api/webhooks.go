@@ -22,6 +22,9 @@ import (
 // maxWebhookBody bounds an alert payload; Alertmanager groups many alerts in one.
 const maxWebhookBody = 1 << 20
 
+// maxListedErrors bounds the problems one error answer lists.
+const maxListedErrors = 10
+
 // maxJobSource mirrors jobs' bound on a job's source text.
 const maxJobSource = 128
 
@@ -249,9 +252,12 @@ func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhoo
 		byGroup[res.Group] = append(byGroup[res.Group], ra)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.msg
+		var msgs []string
+		for _, e := range errs[:min(len(errs), maxListedErrors)] {
+			msgs = append(msgs, e.msg)
+		}
+		if n := len(errs) - maxListedErrors; n > 0 {
+			msgs = append(msgs, fmt.Sprintf("and %d more", n))
 		}
 		first := *errs[0]
 		first.msg = strings.Join(msgs, "; ")

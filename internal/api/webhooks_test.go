@@ -369,3 +369,15 @@ func TestWebhookStreamedBodyTooLarge(t *testing.T) {
 		t.Fatalf("%d %s, want 413", w.Code, w.Body)
 	}
 }
+
+func TestWebhookListsProblemsBounded(t *testing.T) {
+	e := newWebhookEnv(t, "")
+	var alerts []amAlert
+	for range 25 {
+		alerts = append(alerts, amAlert{"firing", "shoal_group=web,shoal_action=sideways", ""})
+	}
+	w := e.do(t, "POST", amPath, payload("4", alerts...))
+	if w.Code != http.StatusUnprocessableEntity || strings.Count(w.Body.String(), "sideways") != maxListedErrors || !strings.Contains(w.Body.String(), "; and 15 more") {
+		t.Fatalf("%d %s, want 10 problems and a count of the rest", w.Code, w.Body)
+	}
+}
