@@ -382,6 +382,7 @@ receivers:
 	if !slices.Equal(got, want) {
 		t.Fatalf("sd targets %v, want the instances %v", got, want)
 	}
+	e.stop()
 }
 
 // startDaemon runs a monitoring daemon in its own process group until the
@@ -518,4 +519,5 @@ func TestPrometheusScrapesShoal(t *testing.T) {
 		}
 		return nil
 	})
+	e.stop()
 }
