@@ -66,7 +66,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, metrics`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics`,
 		},
 		{
 			name: "unknown group field",
@@ -992,9 +992,11 @@ compat:
 			Token:  "s3cret",
 		},
 		HAProxy: HAProxy{
-			Binary: filepath.Join(dir, "bin/haproxy"),
-			Global: []string{"nbthread 1"},
+			Binary:   filepath.Join(dir, "bin/haproxy"),
+			Global:   []string{"nbthread 1"},
+			Timeouts: DefaultTimeouts,
 		},
+		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
 		Groups: []Group{
 			{
 				Name:    "web",

@@ -128,7 +128,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "metrics")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -159,6 +159,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
+	cfg.AccessLog = d.accessLog(top.get("access_log"))
 
 	cfg.Metrics.Listen = d.loopbackListen(d.mapping(top.get("metrics"), "metrics", "listen"), "listen")
 
@@ -275,7 +276,7 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "prometheus")
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts", "prometheus")
 	var h HAProxy
 	bin, bn := f.str("binary", "haproxy")
 	if bn != nil && bin == "" {
@@ -289,6 +290,7 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Binary = bin
 	h.Global = d.checkEach(f.strings("global"), checkLine)
 	h.Defaults = d.checkEach(f.strings("defaults"), checkLine)
+	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
 	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
@@ -53,6 +54,16 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 		return err
 	}
 	defer st.Close()
+
+	// The access log reader is up before HAProxy can send to it and stops
+	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
+	if cfg.AccessLog.Sample > 0 {
+		stopAccessLog, err := startAccessLog(cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stopAccessLog()
+	}
 
 	lb := haproxy.NewManager(cfg, log)
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
@@ -118,6 +129,36 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	groupsWG.Wait()
 	log.Info("stopped")
 	return cause
+}
+
+// startAccessLog reads HAProxy's access log into STATE_DIR/logs/access.log
+// until the returned function is called.
+func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
+	r, err := accesslog.Open(accesslog.Options{
+		Socket:     haproxy.PathsFor(cfg.StateDir).LogSocket,
+		File:       filepath.Join(cfg.StateDir, "logs", "access.log"),
+		MaxSize:    cfg.AccessLog.MaxSize,
+		MaxFiles:   cfg.AccessLog.MaxFiles,
+		SampleRate: cfg.AccessLog.Sample,
+		Log:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			log.Error("access log stopped", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		s := r.Stats()
+		log.Info("access log stopped", "lines", s.Lines, "unparsed", s.Malformed, "dropped", s.Dropped, "write_errors", s.WriteErrors)
+	}, nil
 }
 
 // restore builds the groups, adopting instances recorded by an earlier run and

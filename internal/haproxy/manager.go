@@ -359,10 +359,13 @@ func (m *Manager) answers(ctx context.Context) error {
 	return err
 }
 
-// launch starts a master and waits for its admin socket. It returns the
-// size of the log before the start. On failure the process is gone and the
-// error quotes HAProxy's log.
+// launch claims the frontend's port, starts a master, records it and waits
+// for its admin socket. It returns the size of the log before the start. On
+// failure the process is gone and the error quotes HAProxy's log.
 func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, int64, error) {
+	if err := m.claimPort(ctx); err != nil {
+		return nil, 0, fmt.Errorf("start haproxy: %w", err)
+	}
 	logStart := fileSize(m.paths.LogFile)
 	p, err := proc.Start(proc.Spec{
 		Argv: []string{bin, "-W", "-S", m.paths.MasterSocket + ",mode,600",
@@ -374,6 +377,15 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("start haproxy: %w", err)
 	}
+	// Recorded before anything else: a master no record names would be
+	// found only by the port it holds.
+	b, _ := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
+	if err := writeFileAtomic(m.recordPath(), b); err != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
+		defer cancel()
+		_ = p.Stop(kctx, killGrace)
+		return nil, 0, fmt.Errorf("start haproxy: write master record (haproxy %d stopped): %w", p.PID(), err)
+	}
 	if err := m.waitAdmin(ctx, p); err != nil {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
 		defer cancel()
@@ -382,11 +394,6 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 			err = fmt.Errorf("%w; %s says: %s", err, m.paths.LogFile, tail)
 		}
 		return nil, 0, fmt.Errorf("start haproxy: %w", err)
-	}
-	b, _ := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
-	if err := writeFileAtomic(m.recordPath(), b); err != nil {
-		// Only adoption by a later run depends on it.
-		m.log.Warn("cannot record haproxy master", "err", err)
 	}
 	m.log.Info("haproxy started", "pid", p.PID())
 	return p, logStart, nil
@@ -399,10 +406,14 @@ func (m *Manager) waitAdmin(ctx context.Context, p *proc.Process) error {
 	defer tick.Stop()
 	for {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
-		_, err := m.client.Exec(actx, "show info")
+		out, err := m.client.Exec(actx, "show info")
 		acancel()
 		if err == nil {
-			return nil
+			// The socket path may still belong to another master's worker
+			// (one that failed to be stopped): only p's own worker counts.
+			if err = workerOf(out, p.PID()); err == nil {
+				return nil
+			}
 		}
 		select {
 		case <-p.Done():
@@ -412,6 +423,20 @@ func (m *Manager) waitAdmin(ctx context.Context, p *proc.Process) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// workerOf checks that "show info" output comes from a worker of master.
+func workerOf(info string, master int) error {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "Pid: "); ok {
+			pid, _ := strconv.Atoi(strings.TrimSpace(v))
+			if pp := parentPID(pid); pp != master {
+				return fmt.Errorf("admin socket answered for haproxy worker %d of master %d, not of %d", pid, pp, master)
+			}
+			return nil
+		}
+	}
+	return errors.New("show info: no Pid line")
 }
 
 // supervise restarts the master whenever it exits, with exponential back-off,
@@ -507,9 +532,23 @@ func fileSize(path string) int64 {
 	return fi.Size()
 }
 
+// writeFileAtomic replaces path with data, synced to disk, so that a crash
+// leaves either the old file or the new one.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {

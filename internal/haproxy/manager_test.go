@@ -414,8 +414,9 @@ func TestStartErrors(t *testing.T) {
 		cleanupHAProxy(t, stateDir)
 		m := newTestManager(t, testConfig(stateDir, ln.Addr().String()))
 		err = m.Start(ctx)
-		if err == nil || !strings.Contains(err.Error(), "cannot bind socket") {
-			t.Errorf("got %v, want HAProxy's cannot bind socket", err)
+		want := fmt.Sprintf("start haproxy: listen address %s is already in use by pid %d (%s", ln.Addr(), os.Getpid(), os.Args[0])
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v\nwant %s...", err, want)
 		}
 		if m.PID() != 0 {
 			t.Errorf("PID after failed Start = %d", m.PID())

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
@@ -27,6 +28,8 @@ type Paths struct {
 	MasterSocket string
 	PIDFile      string
 	LogFile      string
+	// LogSocket is the unix datagram socket HAProxy sends its access log to.
+	LogSocket string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -42,6 +45,7 @@ func PathsFor(stateDir string) Paths {
 		MasterSocket: filepath.Join(dir, "master.sock"),
 		PIDFile:      filepath.Join(dir, "haproxy.pid"),
 		LogFile:      filepath.Join(dir, "haproxy.log"),
+		LogSocket:    filepath.Join(dir, "log.sock"),
 	}
 }
 
@@ -49,19 +53,25 @@ func PathsFor(stateDir string) Paths {
 // to PATH.PID.tmp first, which must fit in sun_path.
 const maxSocketPath = 97
 
-// defaultsLines keep clients error-free while servers come and go. Measured on
-// 2.6.12: without redispatch and retry-on, a stream waiting to retry a server
-// that was just deleted crashed the worker, and a killed backend cost errors.
+// defaultsLines keep clients error-free while servers come and go without
+// ever replaying a write. Measured on 2.6.12: without redispatch and retries,
+// a stream waiting to retry a server that was just deleted crashed the worker,
+// and a killed backend cost errors. A connection failure is retried (and
+// redispatched) for every method: nothing reached the instance. The layer-7
+// conditions (the instance may have acted on the request) are retried only
+// for idempotent methods, see idempotentOnly; the application's own 500 never.
 var defaultsLines = []string{
 	"mode http",
-	"timeout connect 5s",
-	"timeout client 30s",
-	"timeout server 30s",
-	"timeout http-keep-alive 10s",
 	"retries 3",
 	"option redispatch",
-	"retry-on all-retryable-errors",
+	"retry-on conn-failure empty-response junk-response response-timeout 502 503 504",
+	"option forwardfor",
 }
+
+// idempotentOnly turns off every retry but a connection failure's for the
+// methods RFC 9110 does not call idempotent: a POST must not reach the
+// application twice.
+const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }"
 
 // sectionKeywords start a new section; a verbatim global or defaults line
 // starting with one would silently move the lines after it.
@@ -95,6 +105,9 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
 	line("hard-stop-after 30s")
+	// A second HAProxy (an orphan whose record was lost) must fail to bind
+	// rather than share the port and serve a stale server list.
+	line("noreuseport")
 	for _, l := range cfg.HAProxy.Global {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
@@ -108,6 +121,19 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 	for _, l := range defaultsLines {
 		line("%s", l)
 	}
+	t := withDefaults(cfg.HAProxy.Timeouts)
+	for _, to := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"connect", t.Connect}, {"client", t.Client}, {"server", t.Server},
+		{"http-request", t.HTTPRequest}, {"http-keep-alive", t.HTTPKeepAlive}, {"queue", t.Queue},
+	} {
+		if to.d > maxTimer {
+			return "", fmt.Errorf("timeout %s %s: longer than HAProxy's limit of %s", to.name, to.d, maxTimer)
+		}
+		line("timeout %s %s", to.name, ms(to.d))
+	}
 	for _, l := range cfg.HAProxy.Defaults {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.defaults line %q: %w", l, err)
@@ -119,6 +145,15 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 
 	b.WriteString("\nfrontend shoal\n")
 	line("bind %s", bind)
+	line("%s", idempotentOnly)
+	// TLS is not terminated here yet. A client's own X-Forwarded-For would
+	// be passed on in front of the address option forwardfor appends.
+	line("http-request set-header X-Forwarded-Proto http")
+	line("http-request del-header X-Forwarded-For")
+	if n := cfg.AccessLog.Sample; n > 0 {
+		line("log unix@%s format raw sample 1:%d local0", p.LogSocket, n)
+		line("log-format %q", accesslog.Format)
+	}
 	if c := cfg.Compression; c != nil {
 		line("compression algo gzip")
 		for _, t := range c.Types {
@@ -213,6 +248,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
+		{"log socket", p.LogSocket},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)
@@ -223,11 +259,13 @@ func checkPaths(p Paths) error {
 			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
 		}
 	}
-	for _, s := range []string{p.AdminSocket, p.MasterSocket} {
+	// HAProxy 2.6 also refuses a "log unix@" path longer than this.
+	for _, s := range []string{p.AdminSocket, p.MasterSocket, p.LogSocket} {
 		if len(s) > maxSocketPath {
 			return fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", s, maxSocketPath)
 		}
 	}
+
 	return nil
 }
 
@@ -297,6 +335,23 @@ func allIn(s string, ok func(rune) bool) bool {
 		}
 	}
 	return true
+}
+
+// maxTimer is the longest duration HAProxy's millisecond timers hold.
+const maxTimer = (1<<31 - 1) * time.Millisecond
+
+// withDefaults fills the timeouts left zero.
+func withDefaults(t config.Timeouts) config.Timeouts {
+	def := config.DefaultTimeouts
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.Connect, &def.Connect}, {&t.Client, &def.Client}, {&t.Server, &def.Server},
+		{&t.HTTPRequest, &def.HTTPRequest}, {&t.HTTPKeepAlive, &def.HTTPKeepAlive}, {&t.Queue, &def.Queue},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return t
 }
 
 // ms renders d in HAProxy's millisecond syntax, rounding up so a positive

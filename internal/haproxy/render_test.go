@@ -30,6 +30,7 @@ func TestRender(t *testing.T) {
 	cfg.Compression = &config.Compression{Types: []string{"text/html", "application/json"}}
 	cfg.HAProxy.Global = []string{"nbthread 1"}
 	cfg.HAProxy.Defaults = []string{"timeout server 60s"}
+	cfg.AccessLog.Sample = 10
 	p := PathsFor(dir)
 	got, err := Render(cfg, p)
 	if err != nil {
@@ -38,13 +39,20 @@ func TestRender(t *testing.T) {
 	want := []string{
 		"global\n",
 		"    stats socket " + p.AdminSocket + " mode 600 level admin expose-fd listeners\n",
-		"    hard-stop-after 30s\n",
+		"    hard-stop-after 30s\n    noreuseport\n",
 		"    nbthread 1\n",
 		"\ndefaults\n    mode http\n",
-		"    timeout connect 5s\n", "    timeout client 30s\n", "    timeout server 30s\n",
-		"    timeout http-keep-alive 10s\n",
-		"    retries 3\n    option redispatch\n    retry-on all-retryable-errors\n    timeout server 60s\n",
+		"    retries 3\n    option redispatch\n",
+		"    retry-on conn-failure empty-response junk-response response-timeout 502 503 504\n",
+		"    option forwardfor\n",
+		"    timeout connect 5000ms\n    timeout client 30000ms\n    timeout server 30000ms\n",
+		"    timeout http-request 10000ms\n    timeout http-keep-alive 10000ms\n    timeout queue 30000ms\n",
+		"    timeout server 60s\n",
 		"\nfrontend shoal\n    bind 127.0.0.1:8080\n",
+		"    http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }\n",
+		"    http-request set-header X-Forwarded-Proto http\n",
+		"    log unix@" + p.LogSocket + " format raw sample 1:10 local0\n",
+		"    log-format \"%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %HM %HU\"\n",
 		"    compression algo gzip\n    compression type text/html application/json\n",
 		"    acl host_api hdr(host) -i api.example.com\n",
 		"    acl host_api hdr_beg(host) -i api.example.com:\n",

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimalGroups = "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n"
+
+func TestParseTimeoutsAndAccessLog(t *testing.T) {
+	doc := `listen: :8080
+haproxy:
+  timeouts: {connect: 250ms, client: 1m, server: 2m, http_request: 5s, http_keep_alive: 3, queue: 1s}
+access_log: {sample: 1, max_size: 512KiB, max_files: 5}
+` + minimalGroups
+	cfg, err := Parse("shoal.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Timeouts{Connect: 250 * time.Millisecond, Client: time.Minute, Server: 2 * time.Minute,
+		HTTPRequest: 5 * time.Second, HTTPKeepAlive: 3 * time.Second, Queue: time.Second}
+	if cfg.HAProxy.Timeouts != want {
+		t.Errorf("Timeouts = %+v, want %+v", cfg.HAProxy.Timeouts, want)
+	}
+	if want := (AccessLog{Sample: 1, MaxSize: 512 << 10, MaxFiles: 5}); cfg.AccessLog != want {
+		t.Errorf("AccessLog = %+v, want %+v", cfg.AccessLog, want)
+	}
+
+	cfg, err = Parse("shoal.yaml", []byte("listen: :8080\n"+minimalGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HAProxy.Timeouts != DefaultTimeouts {
+		t.Errorf("default Timeouts = %+v", cfg.HAProxy.Timeouts)
+	}
+	if want := (AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+		t.Errorf("default AccessLog = %+v, want %+v", cfg.AccessLog, want)
+	}
+
+	for _, off := range []string{"{sample: 0}", "{enabled: false, sample: 5}"} {
+		cfg, err = Parse("shoal.yaml", []byte("listen: :8080\naccess_log: "+off+"\n"+minimalGroups))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.AccessLog.Sample != 0 {
+			t.Errorf("access_log %s: Sample = %d, want 0 (off)", off, cfg.AccessLog.Sample)
+		}
+	}
+}
+
+func TestParseTimeoutsAndAccessLogErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"haproxy:\n  timeouts: {client: 0s}\n",
+			`shoal.yaml:3:22: haproxy.timeouts.client: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 0s`},
+		{"haproxy:\n  timeouts: {http_request: 600h}\n",
+			`shoal.yaml:3:28: haproxy.timeouts.http_request: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 600h0m0s`},
+		{"haproxy:\n  timeouts: {queue: 1us}\n",
+			`shoal.yaml:3:21: haproxy.timeouts.queue: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 1µs`},
+		{"haproxy:\n  timeouts: {connect: soon}\n",
+			`shoal.yaml:3:23: haproxy.timeouts.connect: must be a duration such as "30s" or "3m", or a whole number of seconds; got "soon"`},
+		{"haproxy:\n  timeouts: {read: 1s}\n",
+			`shoal.yaml:3:14: haproxy.timeouts.read: unknown field; allowed: connect, client, server, http_request, http_keep_alive, queue`},
+		{"access_log: {sample: -1}\n",
+			`shoal.yaml:2:22: access_log.sample: must be from 0 (off) to 1000000 (log one request in N), got -1`},
+		{"access_log: {max_size: 10MB}\n",
+			`shoal.yaml:2:24: access_log.max_size: must be a size such as "10MiB", "512KiB" or a number of bytes, got "10MB"`},
+		{"access_log: {max_size: 100}\n",
+			`shoal.yaml:2:24: access_log.max_size: must be from 4KiB to 1TiB, got 100 bytes`},
+		{"access_log: {max_files: 0}\n",
+			`shoal.yaml:2:25: access_log.max_files: must be from 1 to 100 (access.log and its rotated copies), got 0`},
+		{"access_log: {enabled: no}\n",
+			`shoal.yaml:2:23: access_log.enabled: must be true or false, got "no"`},
+	} {
+		_, err := Parse("shoal.yaml", []byte("listen: :8080\n"+tc.doc+minimalGroups))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got: %v\nwant: %s", tc.doc, err, tc.want)
+		}
+	}
+}
