@@ -360,6 +360,12 @@ receivers:
 		t.Errorf("no ignored resends counted:\n%s", text)
 	}
 	runTool(t, "", text, promtool, "check", "metrics")
+	// The unauthenticated listener serves /metrics and nothing else.
+	for _, path := range []string{"/v1/status", "/v1/sd/prometheus", "/v1/webhooks/alertmanager", "/v1/jobs"} {
+		if code, body := httpGet(t, "http://"+metricsAddr+path, ""); code != http.StatusNotFound {
+			t.Errorf("GET %s on metrics.listen: %d %s, want 404", path, code, body)
+		}
+	}
 
 	// Prometheus' http_sd_configs finds the three instances in service.
 	code, body := httpGet(t, "http://"+adminAddr+"/v1/sd/prometheus", token)
