@@ -527,3 +527,34 @@ func TestPrometheusScrapesShoal(t *testing.T) {
 	})
 	e.stop()
 }
+
+// TestHAProxyRestartCounted kills HAProxy: shoal restarts it and
+// shoal_haproxy_restarts_total counts it.
+func TestHAProxyRestartCounted(t *testing.T) {
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr), web)
+	e.start()
+	e.waitInService("web", 2)
+	scrapeURL := "http://" + metricsAddr + "/metrics"
+	if _, text := httpGet(t, scrapeURL, ""); metricValue(text, "shoal_haproxy_restarts_total") != "0" {
+		t.Fatalf("restarts before any crash: %q, want 0", metricValue(text, "shoal_haproxy_restarts_total"))
+	}
+	pid := e.haproxyPID()
+	if pid <= 0 {
+		t.Fatal("no HAProxy master recorded")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the restart is counted", 30*time.Second, func() error {
+		if _, text := httpGet(t, scrapeURL, ""); metricValue(text, "shoal_haproxy_restarts_total") != "1" {
+			return fmt.Errorf("shoal_haproxy_restarts_total = %q", metricValue(text, "shoal_haproxy_restarts_total"))
+		}
+		return nil
+	})
+	if e.haproxyPID() == pid {
+		t.Fatalf("HAProxy master still recorded as the killed pid %d", pid)
+	}
+	e.waitInService("web", 2)
+	e.stop()
+}
