@@ -16,7 +16,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
-	"github.com/shoal-lb/shoal/internal/promexp"
 )
 
 // maxWebhookBody bounds an alert payload; Alertmanager groups many alerts in one.
@@ -33,14 +32,6 @@ const (
 	labelGroup  = "shoal_group"
 	labelAction = "shoal_action"
 )
-
-// Option configures the API handler.
-type Option func(*Handler)
-
-// WithMetrics serves GET /metrics from met and counts webhook alerts in it.
-func WithMetrics(met *promexp.Metrics) Option {
-	return func(h *Handler) { h.metrics = met }
-}
 
 // WebhookResponse answers a webhook: what became of every alert, and the jobs
 // made (one per group).
@@ -142,19 +133,6 @@ type routedAlert struct {
 	name   string
 	act    action
 	target int
-}
-
-func (h *Handler) registerMonitoring() {
-	h.mux.HandleFunc("/v1/webhooks/alertmanager", func(w http.ResponseWriter, r *http.Request) {
-		h.webhook(w, r, alertmanagerHook)
-	})
-	h.mux.HandleFunc("/v1/webhooks/grafana", func(w http.ResponseWriter, r *http.Request) {
-		h.webhook(w, r, grafanaHook)
-	})
-	h.mux.HandleFunc("GET /v1/sd/prometheus", h.prometheusSD)
-	if h.metrics != nil {
-		h.mux.Handle("GET /metrics", h.metrics.Handler())
-	}
 }
 
 // webhook turns the firing alerts of an alerting payload into jobs: one per
@@ -436,25 +414,4 @@ func (h *Handler) logWebhook(kind webhookKind, resp WebhookResponse) {
 	}
 	h.log.Info("webhook alerts", "webhook", kind.name, "alerts", len(resp.Alerts), "jobs", strings.Join(ids, ","),
 		"resolved", counts["resolved"], "unlabelled", counts["unlabelled"], "superseded", counts["superseded"])
-}
-
-// SDTarget is one entry of Prometheus' http_sd_config format.
-type SDTarget struct {
-	Targets []string          `json:"targets"`
-	Labels  map[string]string `json:"labels"`
-}
-
-// prometheusSD lists the instances in service for Prometheus' http_sd_configs.
-func (h *Handler) prometheusSD(w http.ResponseWriter, r *http.Request) {
-	out := []SDTarget{}
-	for _, name := range h.jobs.GroupNames() {
-		g, _ := h.jobs.Group(name)
-		for _, in := range g.Status(r.Context()).Instances {
-			if in.State != group.InService || in.Addr == "" {
-				continue
-			}
-			out = append(out, SDTarget{Targets: []string{in.Addr}, Labels: map[string]string{"group": name, "instance": in.Name}})
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
 }
