@@ -223,7 +223,14 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
+	// A repeated series would fail the whole scrape; the first one counts.
+	seen := map[[2]string]bool{}
 	for _, u := range src.InstanceUsage(ctx) {
+		key := [2]string{u.Group, u.Instance}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
 		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, u.CPUSeconds, u.Group, u.Instance)
 		gauge(descRSS, u.RSSBytes, u.Group, u.Instance)
 	}

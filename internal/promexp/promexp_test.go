@@ -102,7 +102,10 @@ func TestExposition(t *testing.T) {
 	m.ObserveDecision("web", "scale_up")
 	m.ObserveEvaluation("web", 3*time.Millisecond)
 	m.ObserveWebhookAlert("alertmanager", "job")
-	m.SetInstanceSource(usage{{Group: "web", Instance: "web-001", CPUSeconds: 1.5, RSSBytes: 12 << 20}})
+	m.SetInstanceSource(usage{
+		{Group: "web", Instance: "web-001", CPUSeconds: 1.5, RSSBytes: 12 << 20},
+		{Group: "web", Instance: "web-001", CPUSeconds: 9, RSSBytes: 9}, // a repeat must not fail the scrape
+	})
 
 	text := scrape(t, m)
 	for _, want := range []string{
