@@ -11,6 +11,7 @@ build:
 	$(GO) build $(GOFLAGS) -o $(BIN)/shoal ./cmd/shoal
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo-backend ./cmd/demo-backend
 	$(GO) build $(GOFLAGS) -o $(BIN)/loadgen ./cmd/loadgen
+	$(GO) build $(GOFLAGS) -o $(BIN)/shoal-bench ./cmd/shoal-bench
 
 # deps installs what shoal needs at run time (HAProxy) when it is missing.
 deps:
@@ -33,9 +34,12 @@ fuzz:
 demo: deps build
 	@bash examples/demo/demo.sh
 
+# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/.
+# BENCH_FLAGS passes flags on, e.g. BENCH_FLAGS='-rounds 3 -seconds 4s'.
+BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk
-	@bash bench/run.sh
+	$(BIN)/shoal-bench throughput $(BENCH_FLAGS)
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
 proto:

@@ -10,6 +10,18 @@
 // until interrupted). Ctrl-C ends it early and still prints the summary. A
 // failure is a transport error, a timeout or a non-2xx status; loadgen exits 1
 // if there was any.
+//
+// Open loop: instead of -c workers, requests are sent at the instants a
+// schedule sets, whatever the responses do, and timed from those instants:
+//
+//	loadgen -url URL -rate 500 -d 30s
+//	loadgen -url URL -steps 100:30s,300:30s,100:30s
+//	loadgen -url URL -trace worldcup98.csv -from 1998-06-30T08:00 -to 1998-07-01T08:00 -speedup 60 -scale 0.5
+//
+// with -timeline-csv FILE and -timeline-json FILE for the per-second
+// timeline (scheduled rate, sent, completed, errors, late, p50, p99). A request
+// that falls due while -max-inflight are in flight is late: not sent, and
+// counted as a failure. Flags may be written with one dash or two.
 package main
 
 import (
@@ -70,11 +82,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.URL, "url", "", "URL to GET (required)")
 	fs.IntVar(&o.Concurrency, "c", 16, "concurrent connections")
 	fs.DurationVar(&o.Duration, "d", 10*time.Second, "run duration (0: no limit)")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "the same as -d")
 	fs.Int64Var(&o.Requests, "n", 0, "number of requests (0: no limit)")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-request timeout (0: none)")
 	fs.Var(headerFlag(header), "H", "request header 'Name: value' (repeatable)")
-	progress := fs.Duration("progress", 0, "print a running count to stderr at this interval (0: off)")
+	progress := fs.Duration("progress", 0, "print a running count to stderr at this interval (0: off; open loop: any value > 0 prints each second)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	var of openFlags
+	of.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,6 +98,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.URL == "" {
 		return errors.New("-url is required")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if of.open() || set["rate"] {
+		return runOpen(ctx, &of, set, o.URL, header, o.Duration, o.Timeout, *progress > 0, *asJSON, stdout, stderr)
+	}
+	for _, name := range []string{"from", "to", "speedup", "scale", "max-inflight", "max-conns", "timeline-csv", "timeline-json"} {
+		if set[name] {
+			return fmt.Errorf("-%s is for the open loop (-trace, -rate or -steps)", name)
+		}
 	}
 	if *progress > 0 {
 		start := time.Now()

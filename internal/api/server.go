@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
@@ -22,8 +25,10 @@ import (
 // maxBody bounds request bodies; scale requests are a few bytes.
 const maxBody = 64 << 10
 
-// maxWait bounds a long-poll on a job.
-const maxWait = 5 * time.Minute
+var errTrailing = errors.New("unexpected data after the JSON object")
+
+// MaxWait bounds a long-poll on a job; a TCP listener must allow writes that late.
+const MaxWait = 5 * time.Minute
 
 // StatusResponse is GET /v1/status.
 type StatusResponse struct {
@@ -81,19 +86,108 @@ func NewHandler(m *jobs.Manager, log *slog.Logger, token string, opts ...Option)
 	if token == "" {
 		return h.mux
 	}
-	return requireToken(token, h.mux)
+	return requireToken(token, h.mux, log, newFailureLimiter(maxAuthFailures, time.Minute, time.Now))
 }
 
-func requireToken(token string, next http.Handler) http.Handler {
+// maxAuthFailures is how many wrong tokens one address may send a minute
+// before it is answered 429 without its token being checked.
+const maxAuthFailures = 10
+
+func requireToken(token string, next http.Handler, log *slog.Logger, lim *failureLimiter) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if wait := lim.blocked(host); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
+			writeError(w, http.StatusTooManyRequests, ErrorResponse{Error: fmt.Sprintf("too many authentication failures from %s: more than %d a minute; retry in %s", host, lim.max, wait.Round(time.Second))})
+			return
+		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			n := lim.fail(host)
+			// Logged until the limit, then once: a flood cannot fill the log.
+			if n <= lim.max {
+				log.Warn("api authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", truncate(r.URL.Path), "failures_this_minute", n)
+			}
+			if n == lim.max {
+				log.Warn("api authentication failures limited: answering 429 without checking", "remote", host, "for", lim.window)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="shoal"`)
 			writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// failureLimiter counts authentication failures per remote address in fixed
+// windows. It remembers at most maxTracked addresses, forgetting expired
+// ones first, so that many addresses cannot grow it without bound.
+type failureLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	addrs map[string]*failures
+}
+
+type failures struct {
+	start time.Time
+	n     int
+}
+
+const maxTracked = 10000
+
+func newFailureLimiter(max int, window time.Duration, now func() time.Time) *failureLimiter {
+	return &failureLimiter{max: max, window: window, now: now, addrs: make(map[string]*failures)}
+}
+
+// blocked returns how long host must still wait, or 0.
+func (l *failureLimiter) blocked(host string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.addrs[host]
+	if f == nil || f.n < l.max {
+		return 0
+	}
+	left := f.start.Add(l.window).Sub(l.now())
+	if left <= 0 {
+		delete(l.addrs, host)
+		return 0
+	}
+	return left
+}
+
+// fail records a failure from host and returns the count in its window.
+func (l *failureLimiter) fail(host string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	f := l.addrs[host]
+	if f == nil || now.Sub(f.start) >= l.window {
+		if f == nil && len(l.addrs) >= maxTracked {
+			for k, v := range l.addrs {
+				if now.Sub(v.start) >= l.window {
+					delete(l.addrs, k)
+				}
+			}
+			if len(l.addrs) >= maxTracked {
+				// Every tracked address is active: drop an arbitrary one
+				// rather than grow.
+				for k := range l.addrs {
+					delete(l.addrs, k)
+					break
+				}
+			}
+		}
+		f = &failures{start: now}
+		l.addrs[host] = f
+	}
+	f.n++
+	return f.n
 }
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +220,22 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 	var body ScaleRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+	err := dec.Decode(&body)
+	if err == nil {
+		// One JSON value and nothing after it but white space.
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailing
+			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
+				err = terr
+			}
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("request body is larger than %d bytes", maxBody)})
+		return
+	case err != nil && !errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
 		return
 	}
@@ -207,18 +316,19 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 
 // getJob returns a job; with ?wait=DURATION it long-polls until the job ends.
 func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id := canonicalID(r.PathValue("id"))
 	var (
 		job jobs.Job
 		err error
 	)
-	if s := r.URL.Query().Get("wait"); s != "" {
+	if q := r.URL.Query(); q.Has("wait") {
+		s := q.Get("wait")
 		d, perr := time.ParseDuration(s)
-		if perr != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be a duration like 30s, got %q", s)})
+		if perr != nil || d < 0 || len(q["wait"]) > 1 {
+			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("wait must be one non-negative duration such as 30s (longer waits are cut to %s), got %q", MaxWait, truncate(s))})
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), min(d, maxWait))
+		ctx, cancel := context.WithTimeout(r.Context(), min(d, MaxWait))
 		defer cancel()
 		job, err = h.jobs.Wait(ctx, id)
 	} else {
@@ -232,6 +342,27 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, job)
 	}
+}
+
+// canonicalID turns "001" into "1", the form jobs are recorded and waited
+// on by; anything else is passed on for the job manager to refuse.
+func canonicalID(id string) string {
+	if id == "" || strings.ContainsFunc(id, func(r rune) bool { return r < '0' || r > '9' }) {
+		return id
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return id
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// truncate keeps echoed input short.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 func (h *Handler) internal(w http.ResponseWriter, err error) {

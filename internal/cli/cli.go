@@ -103,6 +103,21 @@ func (o *options) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
+// check runs the checks serve and validate share beyond the file itself
+// (programs found, haproxy -c); problems are bad input, exit status 2.
+func (o *options) check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
+	checked, err := core.Check(ctx, cfg)
+	var el config.ErrorList
+	if errors.As(err, &el) {
+		fmt.Fprintln(o.stderr, err)
+		return checked, &exitError{code: exitUsage, msg: fmt.Sprintf("%s: %d error(s) in config", o.configFile(), len(el))}
+	}
+	if err != nil {
+		return checked, &exitError{code: exitFailed, msg: err.Error()}
+	}
+	return checked, nil
+}
+
 // client finds the socket from --socket or the config file.
 func (o *options) client() (*api.Client, error) {
 	if o.socket != "" {
@@ -150,6 +165,9 @@ func serveCmd(o *options) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if _, err := o.check(ctx, cfg); err != nil {
+				return err
+			}
 			// SIGHUP would kill the core by default; operators send it to reload.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -185,7 +203,15 @@ func validateCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.stdout, "%s: OK (%d group(s): %s)\n", o.configFile(), len(cfg.Groups), strings.Join(cfg.GroupNames(), ", "))
+			checked, err := o.check(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			note := "haproxy -c passed"
+			if !checked {
+				note = "HAProxy not installed: haproxy -c skipped"
+			}
+			fmt.Fprintf(o.stdout, "%s: OK (%d group(s): %s; %s)\n", o.configFile(), len(cfg.Groups), strings.Join(cfg.GroupNames(), ", "), note)
 			return nil
 		},
 	}

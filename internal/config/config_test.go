@@ -1,10 +1,18 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -290,7 +298,7 @@ haproxy:
   global: ["nbthread 1", "nbthread 2\nlisten evil"]
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:3:26: haproxy.global[1]: must be a single line`,
+			want: `shoal.yaml:3:26: haproxy.global[1]: must be a single line without control characters`,
 		},
 		{
 			name: "admin.listen without token",
@@ -569,7 +577,7 @@ groups:
     health: {interval: 0}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:24: groups[0].health.interval: must be at least 1ms, got 0s`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 0s`,
 		},
 		{
 			name: "zero rise",
@@ -581,7 +589,7 @@ groups:
     health: {rise: 0}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:20: groups[0].health.rise: must be >= 1, got 0`,
+			want: `shoal.yaml:6:20: groups[0].health.rise: must be from 1 to 1000, got 0`,
 		},
 		{
 			name: "health path without slash",
@@ -617,7 +625,7 @@ groups:
     hosts: ["www.example.com example.org"]
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:13: groups[0].hosts[0]: must not contain spaces or control characters, got "www.example.com example.org"`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: must be a host name (letters, digits, '-', '_' and '.'), an IP address, or *.domain, got "www.example.com example.org"`,
 		},
 		{
 			name: "static balance algorithm",
@@ -689,7 +697,7 @@ groups:
     template:
       command: [app, '{{printf "%0999999d" 0}}']
 `,
-			want: `shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes`,
+			want: `shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`,
 		},
 		{
 			name: "bad template in env",
@@ -814,6 +822,207 @@ compat:
 `,
 			want: `shoal.yaml:5:5: compat.sacloud_autoscaler.listen: required`,
 		},
+		{
+			name: "path prefix with a space",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    path_prefixes: ["/a b"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:21: groups[0].path_prefixes[0]: must be printable ASCII without spaces, quotes or '\' (percent-encode other characters, e.g. %20 for a space), got "/a b"`,
+		},
+		{
+			name: "path prefix with a query",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    path_prefixes: ["/a?x=1"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:21: groups[0].path_prefixes[0]: must not contain '?': a prefix is matched against the path without the query string, got "/a?x=1"`,
+		},
+		{
+			name: "health path with a fragment",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {path: "/healthz#x"}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].health.path: must not contain '#': a fragment is never sent to a server (and starts a comment in haproxy.cfg), got "/healthz#x"`,
+		},
+		{
+			name: "host with a misplaced wildcard",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["www.*.example.com"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: a wildcard is allowed only as the whole first label, as in *.example.com; got "www.*.example.com"`,
+		},
+		{
+			name: "host with a port",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["www.example.com:8080"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: must be a host name or IP address without a port (any port matches), got "www.example.com:8080"`,
+		},
+		{
+			name: "bad IDN host",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    hosts: ["xn--a.exämple.com"]
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:13: groups[0].hosts[0]: not a valid internationalized host name (idna: invalid label "\u0080"), got "xn--a.exämple.com"`,
+		},
+		{
+			name: "health interval over HAProxy's timer",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 600h}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 600h0m0s`,
+		},
+		{
+			name: "health timeout over HAProxy's timer",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {timeout: 2147484s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:23: groups[0].health.timeout: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 596h31m24s`,
+		},
+		{
+			name: "grace shorter than rise checks",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 10s, rise: 3, timeout: 2s, grace: 20s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:58: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
+		},
+		{
+			name: "default grace shorter than rise checks",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {interval: 20s}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than rise × interval + timeout = 2 × 20s + 1s = 41s, so a healthy instance is stopped before it can pass; set grace to at least 41s`,
+		},
+		{
+			name: "huge drain timeout",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    drain_timeout: 2562047h
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].drain_timeout: must be from 0s to 24h0m0s, got 2562047h0m0s`,
+		},
+		{
+			name: "huge stop timeout",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    template: {command: [app], stop_timeout: 9223372036s}
+`,
+			want: `shoal.yaml:6:46: groups[0].template.stop_timeout: must be from 0s to 24h0m0s, got 2562047h47m16s`,
+		},
+		{
+			name: "huge cooldown",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    cooldown: 100000h
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:15: groups[0].cooldown: must be from 0s to 720h0m0s, got 100000h0m0s`,
+		},
+		{
+			name: "huge rise",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    health: {rise: 9223372036854775807}
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:20: groups[0].health.rise: must be from 1 to 1000, got 9223372036854775807`,
+		},
+		{
+			name: "compression type with parameters",
+			doc: `listen: :8080
+compression: {types: ["text/html; charset=utf-8"]}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:23: compression.types[0]: give the media type without parameters (such as "text/html"), got "text/html; charset=utf-8"`,
+		},
+		{
+			name: "haproxy global line opening a section",
+			doc: `listen: :8080
+haproxy: {global: ["listen x"]}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:20: haproxy.global[0]: must not start a new haproxy.cfg section ("listen"); shoal writes the sections itself`,
+		},
+		{
+			name: "state_dir with a space",
+			doc: `listen: :8080
+state_dir: "/tmp/my state"
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:12: state_dir: must not contain spaces, control characters, quotes, '#', '\' or ',' (HAProxy takes it as one word), got "/tmp/my state"`,
+		},
+		{
+			name: "state_dir too long for HAProxy's sockets",
+			doc: `listen: :8080
+state_dir: /tmp/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:12: state_dir: /tmp/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd/haproxy/master.sock is 105 bytes, over HAProxy's limit of 97 for a socket path; use a state_dir of at most 77 bytes (absolute), got 85`,
+		},
+		{
+			name: "admin socket too long",
+			doc: `listen: :8080
+admin: {socket: /tmp/ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:17: admin.socket: socket path /tmp/ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss is 115 bytes; a unix socket path can be at most 107 bytes; set admin.socket to a shorter path`,
+		},
+		{
+			name: "listen host not a host",
+			doc: `listen: "exa mple:8080"
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:1:9: listen: host must be an IP address or a host name, got "exa mple"`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -882,7 +1091,7 @@ listen: nowhere
 		`shoal.yaml:7:17: groups[0].template.command[0]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group)`,
 		`shoal.yaml:8:5: groups[1]: has neither hosts nor path_prefixes, so it would be a second default backend after groups[0] (web); give one of them hosts or path_prefixes`,
 		`shoal.yaml:8:11: groups[1].name: duplicate group name "web" (first at line 2)`,
-		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout`,
+		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout, cpus`,
 		`shoal.yaml:12:12: state_dir: must be a string, got a list`,
 		`shoal.yaml:13:9: listen: must be host:port, got "nowhere"`,
 	}
@@ -944,6 +1153,7 @@ groups:
       command: [/usr/bin/api, "--index={{.Index}}"]
       dir: /srv/api
       stop_timeout: 3
+      cpus: 0.5
 compat:
   sacloud_autoscaler:
     listen: unix:autoscaler.sock
@@ -980,6 +1190,10 @@ compat:
 	for i := range cfg.Groups {
 		cfg.Groups[i].Template.command, cfg.Groups[i].Template.env = nil, nil
 	}
+	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 31 || e.Col != 85 {
+		t.Errorf("FieldError does not locate groups[1].health.grace: %v", e)
+	}
+	cfg.file, cfg.pos = "", nil
 	stateDir := filepath.Join(dir, "state")
 	want := &Config{
 		Path:        path,
@@ -1020,6 +1234,7 @@ compat:
 					Env:         map[string]string{"APP_NAME": "{{.Name}}", "GROUP": "{{.Group}}", "EMPTY": "", "PORT": "8080"},
 					Dir:         dir,
 					StopTimeout: 10 * time.Second,
+					CPUs:        1,
 				},
 			},
 			{
@@ -1044,6 +1259,7 @@ compat:
 					Command:     []string{"/usr/bin/api", "--index={{.Index}}"},
 					Dir:         "/srv/api",
 					StopTimeout: 3 * time.Second,
+					CPUs:        0.5,
 				},
 			},
 		},
@@ -1053,6 +1269,7 @@ compat:
 			SocketMode:  0o660,
 			SocketGroup: "autoscaler",
 		}},
+		Metrics: DefaultMetrics,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got: %+v\nwant: %+v", cfg, want)
@@ -1261,5 +1478,180 @@ func TestAliasExpansion(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("got %d alias expansion errors among %d, want 1", n, len(list))
+	}
+}
+
+// TestTemplateAmplification: a few bytes of template cannot make shoal build
+// a huge string, neither when the config is loaded nor when an instance is
+// started; the error names the field and the limit.
+func TestTemplateAmplification(t *testing.T) {
+	doc := func(command, env string) string {
+		return "listen: :8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    template:\n      command: " + command + "\n      env: " + env + "\n"
+	}
+	var chain strings.Builder // each variable doubles the previous one
+	chain.WriteString(`{{$a := printf "%s%s" .Name .Name}}`)
+	for v := 'b'; v <= 'z'; v++ {
+		fmt.Fprintf(&chain, `{{$%c := printf "%%s%%s" $%c $%c}}`, v, v-1, v-1)
+	}
+	chain.WriteString(`{{$z}}`)
+	lt := `{{$a := "<<<<<<<<"}}` // doubled to 16384 '<', whose escapes are 65536 bytes
+	for v := 'b'; v <= 'l'; v++ {
+		lt += fmt.Sprintf(`{{$%c := print $%c $%c}}`, v, v-1, v-1)
+	}
+	lt += `{{html (print $l "<")}}`
+	for _, tt := range []struct {
+		name, command, env, want string
+	}{
+		{"printf width", `['{{printf "%0700000000d" 0}}']`, `{}`,
+			`shoal.yaml:7:17: groups[0].template.command[0]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"printf precision", `[app, '{{printf "%.900000000f" 1.0}}']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"printf width from an argument", `[app, '{{printf "%*d" 900000000 1}}']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: template: error calling printf: printf: widths and precisions from arguments (*) are not supported`},
+		{"doubling variables", `[app, '` + chain.String() + `']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"html of a large string", `[app, '` + lt + `']`, `{}`,
+			`shoal.yaml:7:22: groups[0].template.command[1]: expands to more than 65536 bytes (64 KiB, the limit for one field)`},
+		{"env over the total", `[app]`, `{` + envs(20) + `}`,
+			`shoal.yaml:8:`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Parse("shoal.yaml", []byte(doc(tt.command, tt.env)))
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Parse error:\n got: %v\nwant: %s", err, tt.want)
+			}
+			if tt.name == "env over the total" && !strings.Contains(err.Error(), "1 MiB, the limit for a template's command and env together") {
+				t.Fatalf("Parse error %v does not name the total limit", err)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Fatalf("Parse allocated %d MiB", alloc>>20)
+			}
+		})
+	}
+
+	// A template that is small for the sample instance but not for others is
+	// refused when that instance is expanded.
+	cmd := []string{"app"}
+	for range 20 {
+		cmd = append(cmd, `{{if eq .Index 7}}{{printf "%060000d" 0}}{{end}}`)
+	}
+	tmpl, err := NewTemplate(cmd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tmpl.Expand(TemplateData{Name: "web-001", Index: 1}); err != nil {
+		t.Fatalf("Expand(index 1): %v", err)
+	}
+	_, _, err = tmpl.Expand(TemplateData{Name: "web-007", Index: 7})
+	if err == nil || !strings.Contains(err.Error(), "command[18]: expands past 1048576 bytes (1 MiB") {
+		t.Fatalf("Expand(index 7) error = %v, want the 1 MiB total named", err)
+	}
+}
+
+// envs returns n YAML flow entries whose values each expand to 60000 bytes.
+func envs(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `E%d: '{{printf "%%060000d" 0}}', `, i)
+	}
+	return b.String()
+}
+
+// writeTestCert writes a self-signed certificate and its key as PEM files.
+func writeTestCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeTestFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeTestFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
+	return certFile, keyFile
+}
+
+func writeTestFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParseAdminTLS: TLS files are checked at load, and a TCP admin address
+// other than loopback needs TLS or an explicit insecure_remote.
+func TestParseAdminTLS(t *testing.T) {
+	dir := t.TempDir()
+	writeTestCert(t, dir)
+	other := t.TempDir()
+	writeTestCert(t, other) // a key that does not belong to dir's cert
+	writeTestFile(t, filepath.Join(dir, "token"), "s3cret\n")
+	doc := func(admin string) string {
+		return "listen: :8080\nadmin:\n" + admin + "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n"
+	}
+	for _, tt := range []struct {
+		name, admin, want string
+	}{
+		{"loopback without TLS", "  listen: 127.0.0.1:9090\n  token_file: token\n", ""},
+		{"remote with TLS", "  listen: 0.0.0.0:9090\n  token_file: token\n  tls: {cert: cert.pem, key: key.pem}\n", ""},
+		{"remote without TLS, accepted explicitly", "  listen: 192.0.2.1:9090\n  token_file: token\n  insecure_remote: true\n", ""},
+		{"remote without TLS", "  listen: 192.0.2.1:9090\n  token_file: token\n",
+			`shoal.yaml:3:11: admin.listen: "192.0.2.1" is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that`},
+		{"all interfaces without TLS", "  listen: :9090\n  token_file: token\n",
+			`shoal.yaml:3:11: admin.listen: "(all interfaces)" is not a loopback address`},
+		{"missing key file", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: nokey.pem}\n",
+			`shoal.yaml:5:30: admin.tls.key: stat ` + filepath.Join(dir, "nokey.pem") + `: no such file or directory`},
+		{"key of another certificate", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: " + filepath.Join(other, "key.pem") + "}\n",
+			`shoal.yaml:5:15: admin.tls.cert: cannot use ` + filepath.Join(dir, "cert.pem") + ` with key ` + filepath.Join(other, "key.pem") + `: tls: private key does not match public key`},
+		{"tls without listen", "  tls: {cert: cert.pem, key: key.pem}\n", `shoal.yaml:3:8: admin.tls: applies only with admin.listen`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse(filepath.Join(dir, "shoal.yaml"), []byte(doc(tt.admin)))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(tt.admin, "tls:") && (cfg.Admin.TLS == nil || cfg.Admin.TLS.Key != filepath.Join(dir, "key.pem")) {
+					t.Fatalf("Admin.TLS = %+v", cfg.Admin.TLS)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(strings.TrimPrefix(err.Error(), dir+"/"), tt.want) {
+				t.Fatalf("Parse error:\n got: %v\nwant: %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLargestDurationsDoNotOverflow: the longest accepted grace, drain and
+// stop timeouts still add up (as the job timeout does) without overflowing,
+// and a nanosecond more is refused.
+func TestLargestDurationsDoNotOverflow(t *testing.T) {
+	doc := func(d string) string {
+		return "listen: :8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    drain_timeout: " + d +
+			"\n    health: {grace: " + d + "}\n    cooldown: 720h\n    template: {command: [app], stop_timeout: " + d + "}\n"
+	}
+	cfg, err := Parse("shoal.yaml", []byte(doc("24h")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Groups[0]
+	if sum := 2*(g.Health.Grace+g.DrainTimeout+g.Template.StopTimeout) + 30*time.Second; sum <= 0 || sum != 144*time.Hour+30*time.Second {
+		t.Fatalf("2 × (grace + drain + stop) + 30s = %s", sum)
+	}
+	_, err = Parse("shoal.yaml", []byte(doc("24h0m0.000000001s")))
+	for _, field := range []string{"drain_timeout: must be from 0s to 24h0m0s", "health.grace: must be at least 1ms and at most 24h0m0s", "stop_timeout: must be from 0s to 24h0m0s"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("Parse with 24h + 1ns: %v, want %q", err, field)
+		}
 	}
 }

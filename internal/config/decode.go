@@ -1,14 +1,12 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -27,6 +25,17 @@ type decoder struct {
 	// work (each visited string may be a template to compile and run)
 	// proportional to the document's size.
 	budget int
+
+	// pos records where every value is, by field path, so that checks run
+	// after loading (see Config.FieldError) can point at the file too.
+	pos map[string]Pos
+}
+
+func (d *decoder) at(field string, n *yaml.Node) {
+	if d.pos == nil {
+		d.pos = make(map[string]Pos)
+	}
+	d.pos[field] = Pos{n.Line, n.Column}
 }
 
 // spend charges n visited values to the budget, reporting once when it runs
@@ -141,6 +150,7 @@ func (d *decoder) entries(n *yaml.Node, path string) (list []entry, ok bool) {
 			continue
 		}
 		first[k.Value] = k
+		d.at(field, v)
 		list = append(list, entry{key: k.Value, k: k, v: v})
 	}
 	return list, true
@@ -311,6 +321,7 @@ func (d *decoder) sequence(n *yaml.Node, path, what string) ([]*yaml.Node, bool)
 	items := make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
 		items[i] = resolve(c)
+		d.at(fmt.Sprintf("%s[%d]", path, i), c)
 	}
 	return items, true
 }
@@ -369,15 +380,4 @@ func parseDuration(n *yaml.Node) (time.Duration, bool) {
 		return v, err == nil
 	}
 	return 0, false
-}
-
-// checkWord rejects values that are written into haproxy.cfg as one word.
-func checkWord(s string) error {
-	if s == "" {
-		return errors.New("must not be empty")
-	}
-	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return fmt.Errorf("must not contain spaces or control characters, got %q", s)
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,9 @@ const namePattern = `[a-z0-9][a-z0-9_-]{0,31}`
 
 var nameRE = regexp.MustCompile(`^` + namePattern + `$`)
 
+// maxPEMFile bounds a TLS certificate or key file; a long chain is a few KiB.
+const maxPEMFile = 1 << 20
+
 // maxTokenFile bounds how much of token_file is read; a token is far smaller.
 const maxTokenFile = 4 << 10
 
@@ -78,7 +82,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		})
 		return nil, d.errs
 	}
-	cfg.Path = absPath
+	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
 	return cfg, nil
 }
 
@@ -135,6 +139,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if s, n := top.str("listen", ""); n != nil {
 		if err := checkHostPort(s); err != nil {
 			d.errorf(n, "listen", "%v", err)
+		} else if host, _, _ := net.SplitHostPort(s); checkListenHost(host) != nil {
+			d.errorf(n, "listen", "host must be an IP address or a host name, got %q", host)
 		}
 		cfg.Listen = s
 	}
@@ -146,22 +152,26 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
 			}
-			cfg.Compression.Types = d.checkEach(c.strings("types"), checkMediaType)
+			cfg.Compression.Types = d.checkEach(c.strings("types"), CheckMediaType)
 		}
 	}
 
 	stateDir, n := top.str("state_dir", "./.shoal")
+	cfg.StateDir = abs(d.dir, stateDir)
 	if n != nil && stateDir == "" {
 		d.errorf(n, "state_dir", "must not be empty")
+	} else if err := checkStateDir(cfg.StateDir); err != nil {
+		if n == nil {
+			n = root // the default, under the config file's directory
+		}
+		d.errorf(n, "state_dir", "%v", err)
 	}
-	cfg.StateDir = abs(d.dir, stateDir)
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
-
-	cfg.Metrics.Listen = d.loopbackListen(d.mapping(top.get("metrics"), "metrics", "listen"), "listen")
+	cfg.Metrics = d.metrics(top.get("metrics"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -183,18 +193,8 @@ func checkHostPort(s string) error {
 	return nil
 }
 
-func checkMediaType(s string) error {
-	if err := checkWord(s); err != nil {
-		return err
-	}
-	if typ, sub, ok := strings.Cut(s, "/"); !ok || typ == "" || sub == "" {
-		return fmt.Errorf("must be a media type such as text/html, got %q", s)
-	}
-	return nil
-}
-
 func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
-	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file")
+	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file", "tls", "insecure_remote")
 	var a Admin
 
 	sock, sn := f.str("socket", "shoal.sock")
@@ -202,6 +202,16 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 		d.errorf(sn, "admin.socket", "must not be empty")
 	}
 	a.Socket = abs(stateDir, sock)
+	if err := checkUnixSocket(a.Socket); err != nil {
+		if sn == nil {
+			sn = n
+		}
+		if sn != nil {
+			d.errorf(sn, "admin.socket", "%v; set admin.socket to a shorter path", err)
+		} else {
+			d.errs = append(d.errs, &Error{File: d.file, Field: "admin.socket", Msg: err.Error() + "; set admin.socket to a shorter path"})
+		}
+	}
 
 	listen, ln := f.str("listen", "")
 	if ln != nil {
@@ -230,7 +240,50 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 	if ln != nil && tn == nil && f.get("token_file") == nil {
 		d.errorf(ln, "admin.listen", "requires token or token_file: the TCP API must be authenticated")
 	}
+	if tlsNode := f.get("tls"); tlsNode != nil {
+		a.TLS = d.tlsFiles(tlsNode, "admin.tls")
+		if ln == nil {
+			d.errorf(tlsNode, "admin.tls", "applies only with admin.listen")
+		}
+	}
+	a.InsecureRemote, _ = f.boolean("insecure_remote", false)
+	if ln != nil && a.Listen != "" && a.TLS == nil && !a.InsecureRemote && checkHostPort(a.Listen) == nil {
+		if host, _, _ := net.SplitHostPort(a.Listen); !isLoopback(host) {
+			d.errorf(ln, "admin.listen", "%q is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that", cmp.Or(host, "(all interfaces)"))
+		}
+	}
 	return a
+}
+
+// tlsFiles decodes {cert, key} and checks, as serve would, that they load
+// as a certificate and its private key.
+func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
+	f := d.mapping(n, path, "cert", "key")
+	f.require("cert", "key")
+	cert, cn := f.str("cert", "")
+	key, kn := f.str("key", "")
+	if cn == nil || kn == nil {
+		return nil
+	}
+	t := &TLSFiles{Cert: abs(d.dir, cert), Key: abs(d.dir, key)}
+	for _, p := range []struct {
+		path string
+		node *yaml.Node
+		name string
+	}{{t.Cert, cn, "cert"}, {t.Key, kn, "key"}} {
+		if fi, err := os.Stat(p.path); err != nil {
+			d.errorf(p.node, join(path, p.name), "%v", err)
+			return nil
+		} else if !fi.Mode().IsRegular() || fi.Size() > maxPEMFile {
+			d.errorf(p.node, join(path, p.name), "%s must be a regular PEM file of at most %d bytes", p.path, maxPEMFile)
+			return nil
+		}
+	}
+	if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+		d.errorf(cn, join(path, "cert"), "cannot use %s with key %s: %v", t.Cert, t.Key, err)
+		return nil
+	}
+	return t
 }
 
 func checkToken(t string) error {
@@ -288,8 +341,8 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 		bin = abs(d.dir, bin)
 	}
 	h.Binary = bin
-	h.Global = d.checkEach(f.strings("global"), checkLine)
-	h.Defaults = d.checkEach(f.strings("defaults"), checkLine)
+	h.Global = d.checkEach(f.strings("global"), CheckLine)
+	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
 	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
 	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
@@ -311,14 +364,6 @@ func (d *decoder) loopbackListen(f *fields, key string) string {
 		return ""
 	}
 	return s
-}
-
-// checkLine keeps an extra haproxy.cfg line from opening a section of its own.
-func checkLine(l string) error {
-	if strings.ContainsAny(l, "\r\n") {
-		return errors.New("must be a single line")
-	}
-	return nil
 }
 
 func (d *decoder) groups(n *yaml.Node) []Group {
@@ -407,7 +452,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	if n := f.get("cooldown"); n != nil {
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
-	g.DrainTimeout, _ = f.duration("drain_timeout", 30*time.Second)
+	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
@@ -416,19 +461,18 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	}
 	g.Balance = balance
 
-	g.Hosts = d.checkEach(f.strings("hosts"), checkWord)
-	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), checkPath)
+	for _, it := range f.strings("hosts") {
+		h, err := normalizeHost(it.val)
+		if err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+		}
+		g.Hosts = append(g.Hosts, h)
+	}
+	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	return g, nameNode, true
-}
-
-func checkPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("must start with \"/\", got %q", p)
-	}
-	return checkWord(p)
 }
 
 // planEntry is a plan with the nodes and field paths to report it by.
@@ -502,13 +546,16 @@ func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRa
 func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		v, _ := d.duration(n, path)
+		v, ok := d.duration(n, path)
+		if ok && v > maxCooldown {
+			d.errorf(n, path, "must be from 0s to %s, got %s", maxCooldown, v)
+		}
 		return Cooldown{Up: v, Down: v}
 	case yaml.MappingNode:
 		f := d.mapping(n, path, "up", "down")
 		var c Cooldown
-		c.Up, _ = f.duration("up", defaultCooldown.Up)
-		c.Down, _ = f.duration("down", defaultCooldown.Down)
+		c.Up = d.within(f, "up", defaultCooldown.Up, 0, maxCooldown)
+		c.Down = d.within(f, "down", defaultCooldown.Down, 0, maxCooldown)
 		return c
 	}
 	d.errorf(n, path, "must be a duration or a mapping with up and down, got %s", describe(n))
@@ -520,32 +567,53 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	var h Health
 	p, pn := f.str("path", "/healthz")
 	if pn != nil {
-		if err := checkPath(p); err != nil {
+		if err := CheckHealthPath(p); err != nil {
 			d.errorf(pn, f.field("path"), "%v", err)
 		}
 	}
 	h.Path = p
-	// HAProxy counts check intervals in milliseconds.
-	h.Interval = d.atLeast(f, "interval", 2*time.Second, time.Millisecond)
-	h.Timeout = d.atLeast(f, "timeout", time.Second, time.Millisecond)
-	h.Grace = d.atLeast(f, "grace", 30*time.Second, time.Millisecond)
-	h.Rise = d.positive(f, "rise", 2)
-	h.Fall = d.positive(f, "fall", 3)
+	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
+	h.Interval = d.timer(f, "interval", 2*time.Second)
+	h.Timeout = d.timer(f, "timeout", time.Second)
+	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", 2)
+	h.Fall = d.count(f, "fall", 3)
+	// A new instance passes its checks after about rise intervals plus the
+	// last check's timeout; a shorter grace stops every healthy instance.
+	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Grace < need {
+		at, what := f.get("grace"), ""
+		if at == nil {
+			at, what = cmp.Or(f.get("interval"), f.get("timeout"), f.get("rise"), f.node), " (the default)"
+		}
+		if at != nil {
+			d.errorf(at, f.field("grace"), "%s%s is shorter than rise × interval + timeout = %d × %s + %s = %s, so a healthy instance is stopped before it can pass; set grace to at least %s",
+				h.Grace, what, h.Rise, h.Interval, h.Timeout, need, need)
+		}
+	}
 	return h
 }
 
-func (d *decoder) atLeast(f *fields, key string, def, least time.Duration) time.Duration {
+// within decodes a duration that must lie in [least, most].
+func (d *decoder) within(f *fields, key string, def, least, most time.Duration) time.Duration {
 	v, n := f.duration(key, def)
-	if n != nil && v < least {
-		d.errorf(n, f.field(key), "must be at least %s, got %s", least, v)
+	if n != nil && (v < least || v > most) {
+		if least == 0 {
+			d.errorf(n, f.field(key), "must be from 0s to %s, got %s", most, v)
+		} else {
+			d.errorf(n, f.field(key), "must be at least %s and at most %s, got %s", least, most, v)
+		}
 	}
 	return v
 }
 
-func (d *decoder) positive(f *fields, key string, def int) int {
+// maxChecks bounds rise and fall; more consecutive checks than this is a typo.
+const maxChecks = 1000
+
+func (d *decoder) count(f *fields, key string, def int) int {
 	v, n := f.integer(key, def)
-	if n != nil && v < 1 {
-		d.errorf(n, f.field(key), "must be >= 1, got %d", v)
+	if n != nil && (v < 1 || v > maxChecks) {
+		d.errorf(n, f.field(key), "must be from 1 to %d, got %d", maxChecks, v)
+		return def
 	}
 	return v
 }
@@ -553,10 +621,19 @@ func (d *decoder) positive(f *fields, key string, def int) int {
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout")
+	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus")
 	f.require("command")
 	t := Template{Dir: d.dir}
 	data := sampleData(group)
+	// Expand bounds each instance's fields in all; so does the trial run.
+	total := 0
+	overTotal := func(n *yaml.Node, field, out string) bool {
+		if total += len(out); total > maxTotalExpansion {
+			d.errorf(n, field, "%v", errTotalTooLong)
+			return true
+		}
+		return false
+	}
 
 	if cn := f.get("command"); cn != nil {
 		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
@@ -576,6 +653,9 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 			if err != nil {
 				d.errorf(item, field, "%v", err)
 				continue
+			}
+			if overTotal(item, field, out) {
+				break
 			}
 			t.Command = append(t.Command, s)
 			t.command = append(t.command, tt)
@@ -598,10 +678,13 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 					continue
 				}
 			}
-			tt, _, err := compileArg(s, data)
+			tt, out, err := compileArg(s, data)
 			if err != nil {
 				d.errorf(e.v, field, "%v", err)
 				continue
+			}
+			if overTotal(e.v, field, out) {
+				break
 			}
 			if t.Env == nil {
 				t.Env = make(map[string]string)
@@ -617,7 +700,8 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Dir = abs(d.dir, dir)
 	}
-	t.StopTimeout, _ = f.duration("stop_timeout", 10*time.Second)
+	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
+	t.CPUs = d.cpus(f)
 	return t
 }
 
@@ -637,6 +721,9 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 				d.errorf(ln, f.field("listen"), "unix: needs a socket path")
 			}
 			s.Network, s.Address = "unix", abs(stateDir, rest)
+			if err := checkUnixSocket(s.Address); err != nil {
+				d.errorf(ln, f.field("listen"), "%v", err)
+			}
 		case "tcp":
 			s.Network, s.Address = "tcp", rest
 			if err := checkHostPort(rest); err != nil {

@@ -15,7 +15,97 @@ import (
 // maxExpansion bounds what one template may produce. Arguments are passed to
 // execve, whose per-string limit is 128 KiB on Linux; anything near that is a
 // mistake, and the bound keeps a runaway template from exhausting memory.
-const maxExpansion = 64 << 10
+// maxTotalExpansion bounds all of one instance's command and env together.
+const (
+	maxExpansion      = 64 << 10
+	maxTotalExpansion = 1 << 20
+)
+
+// boundedFuncs replace the built-in functions that build a string in memory
+// before it reaches the output writer: without them a 236-byte template
+// ({{printf "%0700000000d" 0}}) allocated 662 MiB before the writer's limit
+// could refuse it.
+var boundedFuncs = template.FuncMap{
+	"printf":   boundedPrintf,
+	"print":    bounded(fmt.Sprint),
+	"println":  bounded(fmt.Sprintln),
+	"html":     bounded(template.HTMLEscaper),
+	"js":       bounded(template.JSEscaper),
+	"urlquery": bounded(template.URLQueryEscaper),
+}
+
+// argsLen is the length of args as fmt prints them; every string a template
+// handles is already bounded, so this stays small.
+func argsLen(args []any) int {
+	n := 0
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			n += len(a)
+		case []byte:
+			n += len(a)
+		default:
+			n += len(fmt.Sprint(a))
+		}
+		n++ // a separator
+	}
+	return n
+}
+
+// bounded wraps a function whose output grows at most a few times its input:
+// the input is checked before the call and the output after.
+func bounded(f func(...any) string) func(...any) (string, error) {
+	return func(args ...any) (string, error) {
+		if argsLen(args) > maxExpansion {
+			return "", errTooLong
+		}
+		out := f(args...)
+		if len(out) > maxExpansion {
+			return "", errTooLong
+		}
+		return out, nil
+	}
+}
+
+// boundedPrintf is printf whose widths and precisions cannot make it build a
+// string longer than maxExpansion: it adds them up before formatting.
+func boundedPrintf(format string, args ...any) (string, error) {
+	n := len(format) + argsLen(args)
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		for i++; i < len(format) && strings.IndexByte("+-# 0[]123456789.*", format[i]) >= 0; i++ {
+			switch c := format[i]; {
+			case c == '*':
+				return "", errors.New("printf: widths and precisions from arguments (*) are not supported")
+			case c >= '1' && c <= '9' && format[i-1] != '[':
+				// A width or precision: read the whole number.
+				v := 0
+				for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
+					if v = v*10 + int(format[i]-'0'); v > maxExpansion {
+						return "", errTooLong
+					}
+				}
+				i--
+				n += v
+			case c == '[':
+				// An argument index such as %[1]d: skip it.
+				for i < len(format) && format[i] != ']' {
+					i++
+				}
+			}
+		}
+	}
+	if n > maxExpansion {
+		return "", errTooLong
+	}
+	out := fmt.Sprintf(format, args...)
+	if len(out) > maxExpansion {
+		return "", errTooLong
+	}
+	return out, nil
+}
 
 // NewTemplate compiles command and env the way Load does, so that other
 // packages can build a Template without a file. Dir and StopTimeout are left
@@ -65,18 +155,23 @@ func (t *Template) Expand(d TemplateData) (argv []string, env []string, err erro
 		}
 		compiled = &c
 	}
+	// Each field is bounded by itself and by what the fields before it left
+	// of the total, so that no instance expands past maxTotalExpansion.
+	left := maxTotalExpansion
 	argv = make([]string, len(compiled.command))
 	for i, tt := range compiled.command {
-		if argv[i], err = execute(tt, d); err != nil {
+		if argv[i], err = execute(tt, d, left); err != nil {
 			return nil, nil, fmt.Errorf("command[%d]: %w", i, err)
 		}
+		left -= len(argv[i])
 	}
 	env = make([]string, 0, len(compiled.env))
 	for _, k := range slices.Sorted(maps.Keys(compiled.env)) {
-		v, err := execute(compiled.env[k], d)
+		v, err := execute(compiled.env[k], d, left)
 		if err != nil {
 			return nil, nil, fmt.Errorf("env.%s: %w", k, err)
 		}
+		left -= len(v)
 		env = append(env, k+"="+v)
 	}
 	return argv, env, nil
@@ -94,7 +189,7 @@ func compileArg(text string, data TemplateData) (*template.Template, string, err
 	if strings.IndexByte(text, 0) >= 0 {
 		return nil, "", errors.New("must not contain NUL bytes")
 	}
-	t, err := template.New("t").Option("missingkey=error").Parse(text)
+	t, err := template.New("t").Option("missingkey=error").Funcs(boundedFuncs).Parse(text)
 	if err != nil {
 		return nil, "", templateError(err)
 	}
@@ -106,7 +201,7 @@ func compileArg(text string, data TemplateData) (*template.Template, string, err
 			return nil, "", err
 		}
 	}
-	out, err := execute(t, data)
+	out, err := execute(t, data, maxExpansion)
 	if err != nil {
 		return nil, "", err
 	}
@@ -145,25 +240,34 @@ func checkBranch(b *parse.BranchNode) error {
 	return checkNodes(b.ElseList)
 }
 
-func execute(t *template.Template, d TemplateData) (string, error) {
-	w := &limitedBuffer{max: maxExpansion}
+// execute runs t, failing once the output passes maxExpansion or left, the
+// part of the total an instance's fields may still use.
+func execute(t *template.Template, d TemplateData, left int) (string, error) {
+	w := &limitedBuffer{max: maxExpansion, err: errTooLong}
+	if left < maxExpansion {
+		w.max, w.err = max(left, 0), errTotalTooLong
+	}
 	if err := t.Execute(w, d); err != nil {
 		return "", templateError(err)
 	}
 	return w.String(), nil
 }
 
-var errTooLong = fmt.Errorf("expands to more than %d bytes", maxExpansion)
+var (
+	errTooLong      = fmt.Errorf("expands to more than %d bytes (64 KiB, the limit for one field)", maxExpansion)
+	errTotalTooLong = fmt.Errorf("expands past %d bytes (1 MiB, the limit for a template's command and env together)", maxTotalExpansion)
+)
 
-// limitedBuffer fails writes past max, which stops template execution.
+// limitedBuffer fails writes past max with err, which stops template execution.
 type limitedBuffer struct {
 	bytes.Buffer
 	max int
+	err error
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > b.max {
-		return 0, errTooLong
+		return 0, b.err
 	}
 	return b.Buffer.Write(p)
 }
@@ -174,8 +278,10 @@ var templateLocation = regexp.MustCompile(`^template: t:\d+(?::\d+)?: (?:executi
 
 // templateError makes text/template's errors readable in a config error.
 func templateError(err error) error {
-	if errors.Is(err, errTooLong) {
-		return errTooLong
+	for _, e := range []error{errTooLong, errTotalTooLong} {
+		if errors.Is(err, e) {
+			return e
+		}
 	}
 	msg := err.Error()
 	if loc := templateLocation.FindStringIndex(msg); loc != nil {

@@ -25,16 +25,13 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	// Metrics configures sampling and history; see DefaultMetrics.
+	Metrics Metrics
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog
-	Metrics   Metrics
-}
 
-// Metrics configures the Prometheus exposition.
-type Metrics struct {
-	// Listen is an optional loopback host:port serving GET /metrics without
-	// a token, as exporters usually do.
-	Listen string
+	file string         // the path as given to Parse, for errors
+	pos  map[string]Pos // where each field's value is written
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
@@ -50,6 +47,16 @@ type Admin struct {
 	Listen string
 	// Token is the bearer token for Listen, read from token or token_file.
 	Token string
+	// TLS, when set, makes Listen speak HTTPS.
+	TLS *TLSFiles
+	// InsecureRemote allows Listen on a non-loopback address without TLS.
+	InsecureRemote bool
+}
+
+// TLSFiles are PEM files: a certificate chain and its private key.
+type TLSFiles struct {
+	Cert string
+	Key  string
 }
 
 // HAProxy configures the data plane process.
@@ -164,6 +171,9 @@ type Template struct {
 	Dir string
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
 	StopTimeout time.Duration
+	// CPUs is the number of cores an instance is allotted (default 1); its
+	// CPU usage is reported as a percentage of them.
+	CPUs float64
 
 	command []*template.Template
 	env     map[string]*template.Template

@@ -212,11 +212,11 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *pr
 	}
 	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		tl, err := net.Listen("tcp", cfg.Admin.Listen)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met)), alog, defaultAdminLimits)
 		if err != nil {
-			return &wg, fmt.Errorf("admin.listen: %w", err)
+			return &wg, err
 		}
-		serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met)), ReadHeaderTimeout: 10 * time.Second}, tl, fail)
+		serve(ctx, &wg, srv, tl, fail)
 	}
 	if cfg.Metrics.Listen != "" {
 		// Loopback only (the config insists): exporters serve without a token.

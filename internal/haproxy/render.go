@@ -8,7 +8,6 @@
 package haproxy
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -51,7 +50,7 @@ func PathsFor(stateDir string) Paths {
 
 // maxSocketPath is the longest stats socket path HAProxy 2.6 accepts: it binds
 // to PATH.PID.tmp first, which must fit in sun_path.
-const maxSocketPath = 97
+const maxSocketPath = config.MaxHAProxySocket
 
 // defaultsLines keep clients error-free while servers come and go without
 // ever replaying a write. Measured on 2.6.12: without redispatch and retries,
@@ -72,14 +71,6 @@ var defaultsLines = []string{
 // methods RFC 9110 does not call idempotent: a POST must not reach the
 // application twice.
 const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }"
-
-// sectionKeywords start a new section; a verbatim global or defaults line
-// starting with one would silently move the lines after it.
-var sectionKeywords = map[string]bool{
-	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
-	"peers": true, "resolvers": true, "userlist": true, "mailers": true, "program": true,
-	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
-}
 
 var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
 
@@ -185,16 +176,27 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		// First match wins, in the order the groups are written.
 		var conds []string
 		if len(g.Hosts) > 0 {
-			withPort := make([]string, len(g.Hosts))
-			for i, h := range g.Hosts {
-				if !isHost(h) {
-					return "", fmt.Errorf("group %s: host %q: must be a host name or IP address", g.Name, h)
+			var exact, withPort, suffixes []string
+			for _, h := range g.Hosts {
+				if !isHostPattern(h) {
+					return "", fmt.Errorf("group %s: host %q: must be a host name, IP address or *.domain", g.Name, h)
 				}
-				withPort[i] = h + ":"
+				if domain, ok := strings.CutPrefix(h, "*"); ok {
+					suffixes = append(suffixes, domain)
+					continue
+				}
+				exact, withPort = append(exact, h), append(withPort, h+":")
 			}
 			// Clients send Host with the port when it is not the scheme's default.
-			line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(g.Hosts, " "))
-			line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			if len(exact) > 0 {
+				line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(exact, " "))
+				line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
+			}
+			// *.example.com: any subdomain, matched on the host without its
+			// port (wildcards are names, never IPv6 literals with colons).
+			if len(suffixes) > 0 {
+				line("acl host_%s hdr(host),field(1,:) -m end -i %s", g.Name, strings.Join(suffixes, " "))
+			}
 			conds = append(conds, "host_"+g.Name)
 		}
 		if len(g.PathPrefixes) > 0 {
@@ -284,21 +286,21 @@ func bindAddress(listen string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func checkVerbatim(l string) error {
-	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-		return errors.New("must be one line without control characters")
-	}
-	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
-		return fmt.Errorf("must not start a new section (%s)", f[0])
-	}
-	return nil
-}
+// checkVerbatim, isPath and isMediaType apply config's checks again: Render
+// must not write what could change the file's structure, whatever its caller.
+func checkVerbatim(l string) error { return config.CheckLine(l) }
 
 // isName accepts what HAProxy allows in proxy, server and ACL names.
 func isName(s string) bool {
 	return s != "" && allIn(s, func(r rune) bool {
 		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':'
 	})
+}
+
+// isHostPattern accepts what a group's hosts may hold: a host or *.domain.
+// config.Parse has turned internationalized names into punycode.
+func isHostPattern(s string) bool {
+	return isHost(strings.TrimPrefix(s, "*."))
 }
 
 // isHost accepts host names and IP literals (IPv6 in or out of brackets).
@@ -311,18 +313,13 @@ func isHost(s string) bool {
 // isPath accepts a URL path of printable ASCII that is one HAProxy word;
 // query allows a query string (the health check URI).
 func isPath(s string, query bool) bool {
-	return strings.HasPrefix(s, "/") && allIn(s, func(r rune) bool {
-		return r > ' ' && r < 0x7f && !strings.ContainsRune(`#"'\`, r) && (query || r != '?')
-	})
+	if query {
+		return config.CheckHealthPath(s) == nil
+	}
+	return config.CheckPathPrefix(s) == nil
 }
 
-func isMediaType(s string) bool {
-	typ, sub, ok := strings.Cut(s, "/")
-	token := func(t string) bool {
-		return t != "" && allIn(t, func(r rune) bool { return isAlnum(r) || strings.ContainsRune("!$&^_.+-*", r) })
-	}
-	return ok && token(typ) && token(sub)
-}
+func isMediaType(s string) bool { return config.CheckMediaType(s) == nil }
 
 func isAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'

@@ -24,6 +24,36 @@ func testConfig(stateDir, listen string) *config.Config {
 	}
 }
 
+// TestRenderWildcardHost: *.example.com routes any subdomain, with or
+// without a port in the Host header, and HAProxy accepts the rule.
+func TestRenderWildcardHost(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir, "127.0.0.1:8080")
+	cfg.Groups[1].Hosts = []string{"api.example.com", "*.example.org", "*.xn--bcher-kva.example"}
+	got, err := Render(cfg, PathsFor(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"    acl host_api hdr(host) -i api.example.com\n",
+		"    acl host_api hdr_beg(host) -i api.example.com:\n",
+		"    acl host_api hdr(host),field(1,:) -m end -i .example.org .xn--bcher-kva.example\n",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("config lacks %q:\n%s", w, got)
+		}
+	}
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy not installed")
+	}
+	path := filepath.Join(dir, "haproxy.cfg")
+	writeFile(t, path, got)
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
 func TestRender(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, "127.0.0.1:8080")

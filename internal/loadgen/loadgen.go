@@ -1,7 +1,11 @@
-// Package loadgen is a closed-loop HTTP load generator: a fixed number of
-// workers, each sending GET requests one after another over a keep-alive
-// connection, like wrk. shoal's demo uses it for steady load and the
-// integration tests use it as the client that must see no errors.
+// Package loadgen is an HTTP load generator. Run is closed-loop: a fixed
+// number of workers, each sending GET requests one after another over a
+// keep-alive connection, like wrk. shoal's demo uses it for steady load and
+// the integration tests use it as the client that must see no errors.
+// RunOpen is open-loop: requests go out at the instants a rate schedule sets
+// (constant, stepped, or a recorded trace), whatever the responses do, and
+// are timed from those instants, like wrk2; the benchmarks use it to put a
+// known load on shoal.
 package loadgen
 
 import (

@@ -438,8 +438,17 @@ func TestExamplesValidate(t *testing.T) {
 	if len(files) < 2 {
 		t.Fatalf("found %d example configs", len(files))
 	}
+	// validate checks that each template's program exists, as serve would:
+	// the demo runs ../../bin/demo-backend (make build), the other finds it on PATH.
+	build := exec.Command("go", "build", "-o", "bin/", "./cmd/demo-backend")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build demo-backend: %v\n%s", err, out)
+	}
 	for _, f := range files {
-		out, err := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f).CombinedOutput()
+		cmd := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f)
+		cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "OK") {
 			t.Fatalf("shoal validate -c %s: %v\n%s", f, err, out)
 		}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,6 +30,17 @@ import (
 
 // defaultName is what the clients send when the operator named nothing.
 const defaultName = "default"
+
+// maxRecvMsg bounds a request message; real ones are a few dozen bytes, and
+// the bound keeps a client from making the server buffer megabytes.
+const maxRecvMsg = 64 << 10
+
+// Field limits: source as the job manager records it, names as long as a
+// group or plan name can be with room to spare.
+const (
+	maxSource = 128
+	maxName   = 64
+)
 
 // stopGrace bounds how long shutdown waits for calls in flight; sync calls
 // waiting on a job end when the job manager stops.
@@ -50,7 +63,7 @@ func (s *Server) Serve(ctx context.Context, m *jobs.Manager) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsg))
 	autoscalerpb.RegisterScalingServiceServer(srv, &scaling{jobs: m, log: s.log})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -109,7 +122,31 @@ func (h *scaling) Keep(ctx context.Context, req *autoscalerpb.ScalingRequest) (*
 	return h.handle(ctx, "Keep", jobs.Keep, req)
 }
 
+// checkRequest bounds every field before anything logs or echoes it.
+func checkRequest(req *autoscalerpb.ScalingRequest) error {
+	for _, f := range []struct {
+		name, val string
+		max       int
+	}{
+		{"source", req.GetSource(), maxSource},
+		{"resource_name", req.GetResourceName(), maxName},
+		{"desired_state_name", req.GetDesiredStateName(), maxName},
+	} {
+		if len(f.val) > f.max {
+			return status.Errorf(codes.InvalidArgument, "%s must be at most %d bytes, got %d", f.name, f.max, len(f.val))
+		}
+		if !utf8.ValidString(f.val) || strings.ContainsFunc(f.val, unicode.IsControl) {
+			return status.Errorf(codes.InvalidArgument, "%s must be printable UTF-8 text without control characters", f.name)
+		}
+	}
+	return nil
+}
+
 func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+	if err := checkRequest(req); err != nil {
+		h.log.Warn("request refused", "request", method, "err", err)
+		return nil, err
+	}
 	source := req.GetSource()
 	if source == "" {
 		source = defaultName

@@ -1,0 +1,104 @@
+package config
+
+import (
+	"math"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Metrics configures how often shoal samples its instances and how long it
+// keeps what it saw.
+type Metrics struct {
+	// Interval is the sampling period.
+	Interval time.Duration
+	// Warmup is how long an instance that entered service is kept out of its
+	// group's aggregates, so a cold start's CPU spike does not read as load.
+	Warmup time.Duration
+	// Ring is how much per-interval history is kept in memory; Ten and Minute
+	// how long the 10-second and 1-minute averages and maxima are kept on disk.
+	Ring, Ten, Minute time.Duration
+	// Listen is an optional loopback host:port serving the Prometheus
+	// exposition (GET /metrics) without a token, as exporters usually do.
+	Listen string
+}
+
+// DefaultMetrics are the metrics settings used for fields left out of the config.
+var DefaultMetrics = Metrics{
+	Interval: time.Second,
+	Warmup:   30 * time.Second,
+	Ring:     time.Hour,
+	Ten:      24 * time.Hour,
+	Minute:   30 * 24 * time.Hour,
+}
+
+// Bounds that keep the collector's cost and memory sane: below 100ms the
+// deltas of /proc's 10ms clock ticks are mostly noise.
+const (
+	minMetricsInterval = 100 * time.Millisecond
+	maxMetricsInterval = time.Minute
+	maxRingPoints      = 100000
+)
+
+// DefaultCPUs is the number of cores an instance is allotted unless its
+// template says otherwise.
+const DefaultCPUs = 1.0
+
+func (d *decoder) metrics(n *yaml.Node) Metrics {
+	f := d.mapping(n, "metrics", "interval", "warmup", "retention", "listen")
+	m := DefaultMetrics
+	m.Listen = d.loopbackListen(f, "listen")
+	if v, vn := f.duration("interval", m.Interval); vn != nil {
+		if v < minMetricsInterval || v > maxMetricsInterval {
+			d.errorf(vn, f.field("interval"), "must be from %s to %s, got %s", minMetricsInterval, maxMetricsInterval, v)
+		} else {
+			m.Interval = v
+		}
+	}
+	m.Warmup, _ = f.duration("warmup", m.Warmup)
+
+	r := d.mapping(f.get("retention"), f.field("retention"), "ring", "10s", "1m")
+	if v, vn := r.duration("ring", m.Ring); vn != nil {
+		switch {
+		case v < m.Interval:
+			d.errorf(vn, r.field("ring"), "must be at least metrics.interval (%s), got %s", m.Interval, v)
+		case v/m.Interval > maxRingPoints:
+			d.errorf(vn, r.field("ring"), "must hold at most %d intervals of %s, got %s", maxRingPoints, m.Interval, v)
+		default:
+			m.Ring = v
+		}
+	}
+	m.Ten = d.retention(r, "10s", m.Ten, 10*time.Second)
+	m.Minute = d.retention(r, "1m", m.Minute, time.Minute)
+	return m
+}
+
+// retention reads how long rollups of step are kept: 0 keeps none, otherwise at
+// least one step.
+func (d *decoder) retention(f *fields, key string, def, step time.Duration) time.Duration {
+	v, n := f.duration(key, def)
+	if n != nil && v != 0 && v < step {
+		d.errorf(n, f.field(key), "must be 0 (keep none) or at least %s, got %s", step, v)
+		return def
+	}
+	return v
+}
+
+// cpus reads template.cpus: the cores an instance is allotted, which its CPU
+// usage is a percentage of.
+func (d *decoder) cpus(f *fields) float64 {
+	n := f.get("cpus")
+	if n == nil {
+		return DefaultCPUs
+	}
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
+		d.errorf(n, f.field("cpus"), "must be a number of cores such as 1 or 0.5, got %s", describe(n))
+		return DefaultCPUs
+	}
+	if !(v > 0) || math.IsInf(v, 0) || v > 1024 {
+		d.errorf(n, f.field("cpus"), "must be greater than 0 and at most 1024, got %s", truncate(n.Value))
+		return DefaultCPUs
+	}
+	return v
+}

@@ -1,0 +1,253 @@
+package core
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "shoal test"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startAdmin serves the real API handler (no job manager: /healthz needs
+// none) on a real TCP listener with lim, and stops it when the test ends.
+func startAdmin(t *testing.T, a config.Admin, lim adminLimits) (addr string, log *lockedBuffer) {
+	t.Helper()
+	log = &lockedBuffer{}
+	h := api.NewHandler(nil, slog.New(slog.NewTextHandler(log, nil)), a.Token)
+	srv, l, err := listenAdmin(a, h, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return l.Addr().String(), log
+}
+
+// closedWithin reports whether the server closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func TestAdminListenerTLSAndAuth(t *testing.T) {
+	certFile, keyFile, pool := writeCert(t, t.TempDir())
+	lim := defaultAdminLimits
+	addr, log := startAdmin(t, config.Admin{Listen: "127.0.0.1:0", Token: "s3cret", TLS: &config.TLSFiles{Cert: certFile, Key: keyFile}}, lim)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	get := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://"+addr+"/healthz", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("s3cret"); code != 200 {
+		t.Fatalf("HTTPS with the token: %d, want 200", code)
+	}
+	// Plain HTTP to the TLS port is refused, never answered in clear text.
+	if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatal("plain HTTP was served on the TLS listener")
+		}
+	}
+
+	for i := range 10 {
+		if code := get("wrong"); code != 401 {
+			t.Fatalf("wrong token #%d: %d, want 401", i+1, code)
+		}
+	}
+	// After 10 failures in a minute even the right token is not checked.
+	if code := get("s3cret"); code != 429 {
+		t.Fatalf("right token after 10 failures: %d, want 429", code)
+	}
+	out := log.String()
+	if !strings.Contains(out, "api authentication failed") || !strings.Contains(out, "remote=127.0.0.1:") || !strings.Contains(out, "failures limited") {
+		t.Fatalf("auth failures not logged with the remote address:\n%s", out)
+	}
+	if n := strings.Count(out, "api authentication failed"); n != 10 {
+		t.Fatalf("%d failure lines logged, want 10", n)
+	}
+}
+
+func TestAdminListenerCutsSlowAndIdleConnections(t *testing.T) {
+	lim := adminLimits{readHeader: 300 * time.Millisecond, read: time.Second, write: 5 * time.Second, idle: 500 * time.Millisecond, maxConns: 8}
+	addr, _ := startAdmin(t, config.Admin{Listen: "127.0.0.1:0", Token: "s3cret"}, lim)
+
+	// Silent: never sends a byte.
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// Slowloris: starts a header and never finishes it.
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if _, err := io.WriteString(slow, "GET /healthz HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if !closedWithin(silent, 10*time.Second) || !closedWithin(slow, 10*time.Second) {
+		t.Fatal("a silent or slow connection was not cut")
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("slow connections cut after %s, want about the 300ms header timeout", d)
+	}
+
+	// Idle keep-alive: one request, then nothing.
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request on the idle connection: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if !closedWithin(idle, 10*time.Second) {
+		t.Fatal("an idle keep-alive connection was not cut")
+	}
+}
+
+func TestAdminListenerConnectionCap(t *testing.T) {
+	lim := adminLimits{readHeader: 30 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 30 * time.Second, maxConns: 3}
+	addr, _ := startAdmin(t, config.Admin{Listen: "127.0.0.1:0", Token: "s3cret"}, lim)
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// The 4th connection is closed at once, not queued.
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if !closedWithin(extra, 5*time.Second) {
+		t.Fatal("a connection over the cap was left open")
+	}
+	// The held ones are still served.
+	if _, err := io.WriteString(held[0], "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = held[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request on a held connection: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// Once one closes, a new connection is served again.
+	held[0].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 401 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new connection served after one closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

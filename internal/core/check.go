@@ -1,0 +1,204 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+)
+
+// checkTimeout bounds `haproxy -c`, which reads only the rendered file.
+const checkTimeout = 30 * time.Second
+
+// Check runs the checks that need this machine rather than the file alone,
+// for `shoal validate` and `shoal serve` alike: every group's program can be
+// found, and the HAProxy configuration shoal renders passes `haproxy -c`.
+// Problems are a config.ErrorList pointing at the most relevant field.
+// haproxyChecked is false when HAProxy is not installed, so only the first
+// check ran.
+func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
+	var errs config.ErrorList
+	for i, g := range cfg.Groups {
+		// The first instance's argv: enough to find the program, which
+		// templates rarely vary.
+		argv, _, err := g.Template.Expand(config.TemplateData{Name: g.Name + "-001", Port: 10001, Index: 1, Group: g.Name})
+		if err != nil {
+			errs = append(errs, cfg.FieldError(fmt.Sprintf("groups[%d].template", i), "%v", err))
+			continue
+		}
+		if _, err := config.ResolveCommand(argv[0], g.Template.Dir); err != nil {
+			errs = append(errs, cfg.FieldError(fmt.Sprintf("groups[%d].template.command[0]", i),
+				"program %q not found (a bare name is looked up on PATH, a name with a slash relative to template.dir %s): %v",
+				argv[0], g.Template.Dir, err))
+		}
+	}
+
+	paths := haproxy.PathsFor(cfg.StateDir)
+	text, err := haproxy.Render(cfg, paths)
+	if err != nil {
+		errs = append(errs, cfg.FieldError("", "cannot render haproxy.cfg: %v", err))
+		return false, errs
+	}
+	name := cmp.Or(cfg.HAProxy.Binary, "haproxy")
+	bin, lookErr := exec.LookPath(name)
+	switch {
+	case lookErr == nil:
+		errs = append(errs, haproxyCheck(ctx, cfg, bin, text)...)
+	case strings.ContainsRune(name, filepath.Separator):
+		// A binary named by path must be there; only a missing HAProxy on
+		// PATH (a machine where shoal is not run) skips the check.
+		errs = append(errs, cfg.FieldError("haproxy.binary", "%v", lookErr))
+	}
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *config.Error) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+		})
+		return lookErr == nil, errs
+	}
+	return lookErr == nil, nil
+}
+
+// alertLine finds the line of the checked file an HAProxy alert is about.
+var alertLine = regexp.MustCompile(`\[[^\]]*haproxy\.cfg:(\d+)\]`)
+
+// haproxyCheck runs `haproxy -c` on text, written to a private temporary
+// file, and maps each alert to the config field its line came from.
+func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) config.ErrorList {
+	dir, err := os.MkdirTemp("", "shoal-check-")
+	if err != nil {
+		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, bin, "-c", "-f", path).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(text, "\n")
+	var errs config.ErrorList
+	for _, l := range strings.Split(string(out), "\n") {
+		_, msg, ok := strings.Cut(l, "[ALERT]")
+		if !ok {
+			continue
+		}
+		// "(PID) : config : parsing [FILE:LINE] : what"
+		if i := strings.Index(msg, ": config : "); i >= 0 {
+			msg = msg[i+len(": config : "):]
+		}
+		m := alertLine.FindStringSubmatch(msg)
+		if m == nil {
+			if strings.Contains(msg, "rror(s) found in configuration file") || strings.Contains(msg, "Fatal errors found") {
+				continue
+			}
+			errs = append(errs, cfg.FieldError("haproxy", "HAProxy (%s) rejected the rendered configuration: %s", bin, strings.TrimSpace(msg)))
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		what := strings.TrimLeft(strings.TrimPrefix(strings.TrimSpace(msg[:strings.Index(msg, m[0])]), "parsing"), " :")
+		what = strings.TrimSpace(what + " " + strings.TrimLeft(msg[strings.Index(msg, m[0])+len(m[0]):], " :"))
+		rendered := ""
+		if n >= 1 && n <= len(lines) {
+			rendered = strings.TrimSpace(lines[n-1])
+		}
+		errs = append(errs, cfg.FieldError(fieldOf(cfg, lines, n), "HAProxy (%s) rejected %q: %s", bin, rendered, what))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, cfg.FieldError("haproxy", "HAProxy (%s) rejected the rendered configuration (%v): %s", bin, err, strings.TrimSpace(string(out))))
+	}
+	return errs
+}
+
+// fieldOf names the config field that line n (1-based) of the rendered
+// haproxy.cfg came from, or "haproxy" when shoal wrote it on its own.
+func fieldOf(cfg *config.Config, lines []string, n int) string {
+	section, backend := "", ""
+	for _, l := range lines[:min(n-1, len(lines))] {
+		if l != "" && l[0] != ' ' && l[0] != '\t' {
+			f := strings.Fields(l)
+			section, backend = f[0], ""
+			if len(f) > 1 {
+				backend = f[1]
+			}
+		}
+	}
+	if n < 1 || n > len(lines) {
+		return "haproxy"
+	}
+	line := strings.TrimSpace(lines[n-1])
+	words := strings.Fields(line)
+	if len(words) == 0 {
+		return "haproxy"
+	}
+	group := func(name string) int {
+		for i, g := range cfg.Groups {
+			if g.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	switch section {
+	case "global", "defaults":
+		list, key := cfg.HAProxy.Global, "haproxy.global"
+		if section == "defaults" {
+			list, key = cfg.HAProxy.Defaults, "haproxy.defaults"
+		}
+		for i, v := range list {
+			if strings.TrimSpace(v) == line {
+				return fmt.Sprintf("%s[%d]", key, i)
+			}
+		}
+		if section == "defaults" && words[0] == "timeout" {
+			return "haproxy.timeouts"
+		}
+	case "frontend":
+		switch {
+		case words[0] == "bind":
+			return "listen"
+		case words[0] == "compression":
+			return "compression.types"
+		case words[0] == "acl" && len(words) > 1:
+			kind, name, _ := strings.Cut(words[1], "_")
+			if i := group(name); i >= 0 {
+				if kind == "host" {
+					return fmt.Sprintf("groups[%d].hosts", i)
+				}
+				return fmt.Sprintf("groups[%d].path_prefixes", i)
+			}
+		case (words[0] == "use_backend" || words[0] == "default_backend") && len(words) > 1:
+			if i := group(words[1]); i >= 0 {
+				return fmt.Sprintf("groups[%d]", i)
+			}
+		}
+	case "backend":
+		i := group(backend)
+		if i < 0 {
+			break
+		}
+		switch words[0] {
+		case "balance":
+			return fmt.Sprintf("groups[%d].balance", i)
+		case "http-check":
+			return fmt.Sprintf("groups[%d].health.path", i)
+		case "timeout":
+			return fmt.Sprintf("groups[%d].health.timeout", i)
+		}
+		return fmt.Sprintf("groups[%d]", i)
+	}
+	return "haproxy"
+}

@@ -1,0 +1,66 @@
+package core
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+func loadConfig(t *testing.T, text string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestCheck: the machine-dependent checks report at the field that caused
+// them: a missing program, a missing haproxy.binary, and HAProxy's own
+// refusal of a line mapped back to the YAML value it came from.
+func TestCheck(t *testing.T) {
+	const base = "listen: 127.0.0.1:18080\nstate_dir: state\n"
+	const group = "groups:\n  - name: web\n    min_size: 1\n    max_size: 1\n    template: {command: [%s]}\n"
+	for _, tc := range []struct {
+		name, text, want string
+		needHAProxy      bool
+	}{
+		{"program on PATH", base + strings.Replace(group, "%s", "sh", 1), "", false},
+		{"program missing", base + strings.Replace(group, "%s", "./nope", 1),
+			`shoal.yaml:7:26: groups[0].template.command[0]: program "./nope" not found`, false},
+		{"binary missing", base + "haproxy: {binary: /nonexistent/haproxy}\n" + strings.Replace(group, "%s", "sh", 1),
+			`shoal.yaml:3:19: haproxy.binary: exec: "/nonexistent/haproxy"`, false},
+		{"haproxy refuses a defaults line", base + "haproxy: {defaults: [\"timeout client forever\"]}\n" + strings.Replace(group, "%s", "sh", 1),
+			`shoal.yaml:3:22: haproxy.defaults[0]: HAProxy (`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath("haproxy"); err != nil && tc.needHAProxy {
+				t.Skip("haproxy not installed")
+			}
+			cfg := loadConfig(t, tc.text)
+			_, err := Check(context.Background(), cfg)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			got := ""
+			if err != nil {
+				got = strings.TrimPrefix(err.Error(), filepath.Dir(cfg.Path)+"/")
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("Check error:\n got: %s\nwant: %s...", got, tc.want)
+			}
+		})
+	}
+}

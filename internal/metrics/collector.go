@@ -1,0 +1,615 @@
+// Package metrics samples every instance's CPU and memory and HAProxy's
+// per-server counters once per interval, aggregates them per group, keeps
+// their history (an in-memory ring and SQLite roll-ups), and renders the
+// metrics document that `shoal metrics`, the policies and the sacloud
+// cpu-usage format read.
+//
+// Series are named by path: "GROUP/METRIC" for a group ("web/cpu.p90") and
+// "GROUP/INSTANCE/METRIC" for an instance ("web/web-001/cpu"); see
+// GroupMetrics and InstanceMetrics.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+)
+
+// GroupMetrics are the per-group series, one value per interval. cpu.* are
+// across the group's ready instances (in service and past warmup);
+// requests, errors, queue and sessions count the whole backend.
+var GroupMetrics = []string{
+	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
+	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
+	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
+	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
+}
+
+// InstanceMetrics are the per-instance series. cpu is a percentage of the
+// instance's allotted cores.
+var InstanceMetrics = []string{"cpu", "rss_bytes", "requests_per_second", "errors_per_second", "sessions"}
+
+// Path names a group series.
+func Path(group, metric string) string { return group + "/" + metric }
+
+// InstancePath names an instance series.
+func InstancePath(group, instance, metric string) string {
+	return group + "/" + instance + "/" + metric
+}
+
+// Target is one instance to sample, as the group that runs it describes it.
+type Target struct {
+	Group string
+	Name  string
+	// PGID is the instance's process group (its leader's pid): every process
+	// in it counts. 0 when no process runs.
+	PGID int
+	// Cgroup is a cgroup v2 directory holding the instance; when set, CPU
+	// and memory come from its cpu.stat and memory.current instead.
+	Cgroup string
+	// Cores is what the instance is allotted (template.cpus).
+	Cores float64
+	// State is reported as is ("starting", "in-service", "draining", ...).
+	State string
+	// InService is true while the instance takes new requests; ReadySince is
+	// when it entered service. Until Warmup has passed since, the instance is
+	// left out of its group's aggregates.
+	InService  bool
+	ReadySince time.Time
+	// Backend and Server are its names in HAProxy; Server is "" if it is not
+	// registered there.
+	Backend, Server string
+}
+
+// Source lists what to sample; the core implements it over its groups.
+type Source interface {
+	Targets() []Target
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func() []Target
+
+// Targets calls f.
+func (f SourceFunc) Targets() []Target { return f() }
+
+// DBName is the history's file name in the state directory.
+const DBName = "metrics.db"
+
+// Options configure a Collector.
+type Options struct {
+	config.Metrics
+	// Groups are the configured groups; each group's HAProxy backend has its name.
+	Groups []string
+	Source Source
+	// HAProxy is asked for "show stat" once per interval; nil skips it.
+	HAProxy *haproxy.Client
+	// DB is the SQLite file for the history, normally STATE_DIR/DBName.
+	DB  string
+	Log *slog.Logger
+}
+
+// ErrUnknownGroup reports a group that is not configured.
+var ErrUnknownGroup = errors.New("unknown group")
+
+// pruneEvery is how often old buckets are deleted; statWait bounds one
+// "show stat".
+const (
+	pruneEvery = 10 * time.Minute
+	statWait   = 2 * time.Second
+	// maxRateGap is how many intervals apart two reads of HAProxy's
+	// counters may be for a rate between them.
+	maxRateGap = 10
+)
+
+// Collector samples targets and keeps their history. Sample (or Run) must be
+// called from one goroutine; every other method is safe for concurrent use.
+type Collector struct {
+	opts   Options
+	log    *slog.Logger
+	db     *db
+	procs  *procScanner
+	groups map[string]bool
+
+	// Sampling state, owned by the goroutine that calls Sample.
+	prevCPU    map[string]cpuPrev
+	prevStat   map[statKey]counters
+	prevStatAt time.Time
+	rollups    []*rollup
+	pending    []row
+	lastPrune  time.Time
+
+	mu    sync.RWMutex
+	ring  *ring
+	views map[string]*groupView
+
+	latMu sync.Mutex
+	lat   map[string]*latencySamples
+}
+
+type cpuPrev struct {
+	pgid   int
+	cgroup string
+	cpu    time.Duration
+	at     time.Time
+}
+
+// groupView is a group as the latest sample saw it.
+type groupView struct {
+	at        time.Time
+	instances []instanceView
+	rps       float64
+	rpsOK     bool
+}
+
+type instanceView struct {
+	Target
+	ready bool
+}
+
+// Open opens (or creates) the history database and returns a Collector that
+// has not sampled yet.
+func Open(opts Options) (*Collector, error) {
+	if opts.Source == nil {
+		return nil, errors.New("metrics: no source of targets")
+	}
+	def := config.DefaultMetrics
+	if opts.Interval <= 0 {
+		opts.Interval = def.Interval
+	}
+	if opts.Ring <= 0 {
+		opts.Ring = def.Ring
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	d, err := openDB(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	n := max(int(opts.Ring/opts.Interval), 1)
+	c := &Collector{
+		opts:     opts,
+		log:      opts.Log,
+		db:       d,
+		procs:    newProcScanner("/proc"),
+		groups:   make(map[string]bool),
+		prevCPU:  make(map[string]cpuPrev),
+		prevStat: make(map[statKey]counters),
+		ring:     newRing(n),
+		views:    make(map[string]*groupView),
+		lat:      make(map[string]*latencySamples),
+	}
+	for _, g := range opts.Groups {
+		c.groups[g] = true
+		c.views[g] = &groupView{}
+	}
+	if opts.Ten > 0 {
+		c.rollups = append(c.rollups, &rollup{lv: &level10s, accs: make(map[string]*bucketAcc)})
+	}
+	if opts.Minute > 0 {
+		c.rollups = append(c.rollups, &rollup{lv: &level1m, accs: make(map[string]*bucketAcc)})
+	}
+	return c, nil
+}
+
+// Run samples every interval until ctx ends, then writes what it has not
+// written yet. The caller still calls Close.
+func (c *Collector) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.flush(context.Background(), true)
+			return
+		case now := <-t.C:
+			c.Sample(ctx, now)
+		}
+	}
+}
+
+// Close writes the unfinished buckets and closes the database; call it after
+// Run has returned.
+func (c *Collector) Close() error {
+	c.flush(context.Background(), true)
+	return c.db.close()
+}
+
+// Sample takes one sample of every target at now.
+func (c *Collector) Sample(ctx context.Context, now time.Time) {
+	targets := c.opts.Source.Targets()
+
+	// CPU and memory: one /proc scan for every process group.
+	byPGID := make(map[int]*usage)
+	for _, t := range targets {
+		if t.Cgroup == "" && t.PGID > 0 {
+			byPGID[t.PGID] = &usage{}
+		}
+	}
+	procErr := c.procs.scan(byPGID)
+	// CPU is divided by the time between the reads, not between the ticks,
+	// which may fire late on a busy machine.
+	scanAt := time.Now()
+	if procErr != nil {
+		c.log.Warn("metrics: scan processes", "err", procErr)
+	}
+
+	stats, statAt, statErr := c.haproxyStats(ctx)
+	// Rates need two recent reads: after HAProxy was unreachable for a
+	// while, the first read only sets a new baseline.
+	var statDT float64
+	if statErr == nil && !c.prevStatAt.IsZero() && statAt.Sub(c.prevStatAt) <= maxRateGap*c.opts.Interval {
+		statDT = statAt.Sub(c.prevStatAt).Seconds()
+	}
+
+	vals := make(map[string]float64)
+	views := make(map[string]*groupView, len(c.groups))
+	for g := range c.groups {
+		views[g] = &groupView{at: now}
+	}
+	seen := make(map[string]bool, len(targets))
+	cpuByGroup := make(map[string][]float64)
+	for _, t := range targets {
+		gv := views[t.Group]
+		if gv == nil || seen[t.Name] {
+			continue // not a configured group, or listed twice
+		}
+		seen[t.Name] = true
+		if !(t.Cores > 0) {
+			t.Cores = config.DefaultCPUs
+		}
+		iv := instanceView{Target: t, ready: t.InService && !t.ReadySince.IsZero() && now.Sub(t.ReadySince) >= c.opts.Warmup}
+		gv.instances = append(gv.instances, iv)
+		ip := func(m string) string { return InstancePath(t.Group, t.Name, m) }
+
+		if cpu, rss, ok := c.cpu(t, byPGID, procErr, scanAt); ok {
+			vals[ip("rss_bytes")] = float64(rss)
+			if !math.IsNaN(cpu) {
+				vals[ip("cpu")] = cpu
+				if iv.ready {
+					cpuByGroup[t.Group] = append(cpuByGroup[t.Group], cpu)
+				}
+			}
+		}
+		if statErr == nil && t.Server != "" {
+			k := statKey{t.Backend, t.Server}
+			if cur, ok := stats[k]; ok {
+				vals[ip("sessions")] = float64(cur.sessions)
+				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
+					vals[ip("requests_per_second")] = float64(delta(prev.total, cur.total)) / statDT
+					vals[ip("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
+				}
+			}
+		}
+	}
+	for name := range c.prevCPU {
+		if !seen[name] {
+			delete(c.prevCPU, name)
+		}
+	}
+
+	for g, gv := range views {
+		gp := func(m string) string { return Path(g, m) }
+		ready := 0
+		for _, iv := range gv.instances {
+			if iv.ready {
+				ready++
+			}
+		}
+		vals[gp("size")] = float64(len(gv.instances))
+		vals[gp("ready")] = float64(ready)
+		if s, ok := summarize(cpuByGroup[g]); ok {
+			vals[gp("cpu.avg")], vals[gp("cpu.min")], vals[gp("cpu.max")] = s.avg, s.min, s.max
+			vals[gp("cpu.p75")], vals[gp("cpu.p90")], vals[gp("cpu.p95")], vals[gp("cpu.p99")] = s.p75, s.p90, s.p95, s.p99
+		}
+		if statErr == nil {
+			k := statKey{g, backendLine}
+			if cur, ok := stats[k]; ok {
+				queue := cur.queue
+				for sk, sc := range stats {
+					if sk.backend == g && sk.server != backendLine {
+						queue += sc.queue
+					}
+				}
+				vals[gp("queue")] = float64(queue)
+				vals[gp("sessions")] = float64(cur.sessions)
+				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
+					rps := float64(delta(prev.total, cur.total)) / statDT
+					gv.rps, gv.rpsOK = rps, true
+					vals[gp("requests_per_second")] = rps
+					vals[gp("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
+					vals[gp("connection_errors_per_second")] = float64(delta(prev.connErrs, cur.connErrs)) / statDT
+					vals[gp("retries_per_second")] = float64(delta(prev.retries, cur.retries)) / statDT
+					if ready > 0 {
+						vals[gp("requests_per_second_per_instance")] = rps / float64(ready)
+					}
+				}
+			}
+		}
+		if ls, ok := c.latency(g, now.Add(-max(latencyTrail, c.opts.Interval))); ok {
+			vals[gp("latency_ms.p50")], vals[gp("latency_ms.p90")], vals[gp("latency_ms.p99")] = ls.ta50, ls.ta90, ls.ta99
+		}
+	}
+	if statErr == nil {
+		c.prevStat, c.prevStatAt = stats, statAt
+	} else if c.opts.HAProxy != nil {
+		c.log.Debug("metrics: haproxy stats", "err", statErr)
+	}
+
+	c.record(ctx, now, vals, views)
+}
+
+// record stores one tick's values and the groups as sampled.
+func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]float64, views map[string]*groupView) {
+	c.mu.Lock()
+	c.ring.append(now, vals)
+	c.views = views
+	c.mu.Unlock()
+
+	flush := false
+	for _, r := range c.rollups {
+		rows := r.add(now, vals)
+		if len(rows) > 0 {
+			c.pending = append(c.pending, rows...)
+			flush = true
+		}
+	}
+	if flush {
+		c.flush(ctx, false)
+	}
+	if now.Sub(c.lastPrune) >= pruneEvery {
+		c.lastPrune = now
+		keep := map[string]time.Duration{level10s.table: c.opts.Ten, level1m.table: c.opts.Minute}
+		if err := c.db.prune(ctx, now, keep); err != nil {
+			c.log.Warn("metrics: prune history", "err", err)
+		}
+	}
+}
+
+// cpu returns t's CPU as a percentage of its cores since the previous sample
+// (NaN on the first) and its resident memory; ok is false when nothing of the
+// instance could be read.
+func (c *Collector) cpu(t Target, byPGID map[int]*usage, procErr error, now time.Time) (pct float64, rss int64, ok bool) {
+	var u usage
+	switch {
+	case t.Cgroup != "":
+		var err error
+		if u, err = readCgroup(t.Cgroup); err != nil {
+			c.log.Debug("metrics: cgroup", "instance", t.Name, "err", err)
+			return 0, 0, false
+		}
+	case t.PGID > 0 && procErr == nil:
+		u = *byPGID[t.PGID]
+		if u.procs == 0 {
+			delete(c.prevCPU, t.Name)
+			return 0, 0, false
+		}
+	default:
+		return 0, 0, false
+	}
+	prev, had := c.prevCPU[t.Name]
+	c.prevCPU[t.Name] = cpuPrev{pgid: t.PGID, cgroup: t.Cgroup, cpu: u.cpu, at: now}
+	pct = math.NaN()
+	// A member reaped by a process outside the group takes its CPU time
+	// with it; such an interval is unknown rather than negative.
+	if had && prev.pgid == t.PGID && prev.cgroup == t.Cgroup && u.cpu >= prev.cpu && now.After(prev.at) {
+		pct = float64(u.cpu-prev.cpu) / float64(now.Sub(prev.at)) / t.Cores * 100
+	}
+	return pct, u.rss, true
+}
+
+func (c *Collector) haproxyStats(ctx context.Context) (map[statKey]counters, time.Time, error) {
+	if c.opts.HAProxy == nil {
+		return nil, time.Time{}, errors.New("no haproxy")
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(c.opts.Interval, statWait))
+	defer cancel()
+	out, err := c.opts.HAProxy.Exec(ctx, statCmd)
+	at := time.Now()
+	if err != nil {
+		return nil, at, err
+	}
+	stats, err := parseStatCSV(out)
+	if err != nil {
+		return nil, at, fmt.Errorf("haproxy %q: %w", statCmd, err)
+	}
+	return stats, at, nil
+}
+
+// flush writes the pending buckets in one transaction; with partial, the
+// unfinished buckets too (at shutdown: the next start merges into them).
+func (c *Collector) flush(ctx context.Context, partial bool) {
+	rows := c.pending
+	if partial {
+		for _, r := range c.rollups {
+			rows = append(rows, r.drain()...)
+		}
+	}
+	c.pending = nil
+	if err := c.db.write(ctx, rows); err != nil {
+		c.log.Warn("metrics: write history", "rows", len(rows), "err", err)
+	}
+}
+
+// bucketAcc accumulates one series in one bucket.
+type bucketAcc struct {
+	n   int64
+	sum float64
+	max float64
+}
+
+// rollup accumulates the current bucket of one level for every series.
+type rollup struct {
+	lv    *level
+	start time.Time
+	accs  map[string]*bucketAcc
+}
+
+// add adds one tick and returns the rows of the bucket it finished, if any.
+func (r *rollup) add(t time.Time, vals map[string]float64) []row {
+	var done []row
+	b := t.Truncate(r.lv.step)
+	if !b.Equal(r.start) {
+		done = r.drain()
+		r.start = b
+	}
+	for p, v := range vals {
+		if math.IsNaN(v) || (!r.lv.instances && isInstancePath(p)) {
+			continue
+		}
+		a := r.accs[p]
+		if a == nil {
+			a = &bucketAcc{max: math.Inf(-1)}
+			r.accs[p] = a
+		}
+		a.n++
+		a.sum += v
+		a.max = max(a.max, v)
+	}
+	return done
+}
+
+// drain returns the current bucket's rows and empties it.
+func (r *rollup) drain() []row {
+	var rows []row
+	for p, a := range r.accs {
+		rows = append(rows, row{level: r.lv, path: p, t: r.start, acc: *a})
+	}
+	clear(r.accs)
+	return rows
+}
+
+// ObserveLatency records one sampled request of group: its total time %Ta,
+// its response time %Tr (negative when there was no response) and the rate
+// it was sampled at (one request in sampleRate was logged). Requests of
+// other backends and without a total time are ignored.
+func (c *Collector) ObserveLatency(group string, ta, tr time.Duration, sampleRate int) {
+	if !c.groups[group] || ta < 0 {
+		return
+	}
+	c.latMu.Lock()
+	defer c.latMu.Unlock()
+	l := c.lat[group]
+	if l == nil {
+		l = &latencySamples{}
+		c.lat[group] = l
+	}
+	l.add(time.Now(), ta, tr, max(sampleRate, 1))
+}
+
+func (c *Collector) latency(group string, from time.Time) (latencyStats, bool) {
+	c.latMu.Lock()
+	defer c.latMu.Unlock()
+	l := c.lat[group]
+	if l == nil {
+		return latencyStats{}, false
+	}
+	return l.since(from)
+}
+
+// RequestRate returns the requests per second group's backend served in the
+// latest interval, for choosing an access-log sample rate (see SampleRate).
+func (c *Collector) RequestRate(group string) (float64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	gv := c.views[group]
+	if gv == nil {
+		return 0, false
+	}
+	return gv.rps, gv.rpsOK
+}
+
+// Point is one value of a series at time T: a sample, or the average of a
+// roll-up bucket that starts at T.
+type Point struct {
+	T time.Time
+	V float64
+}
+
+// point is a Point that keeps the bucket's maximum too.
+type point struct {
+	T        time.Time
+	Avg, Max float64
+}
+
+// Points returns the series at path (see Path and InstancePath) with
+// from <= T <= to, oldest first, at the finest resolution held for each part
+// of the range: the ring, then 10-second, then 1-minute buckets. A path ending
+// in ":max" returns the buckets' maxima instead of their averages. An error
+// reading the database is logged and yields what the ring holds.
+func (c *Collector) Points(path string, from, to time.Time) []Point {
+	key, useMax := strings.CutSuffix(path, ":max")
+	pts, err := c.points(context.Background(), key, from, to)
+	if err != nil {
+		c.log.Warn("metrics: read history", "path", key, "err", err)
+	}
+	out := make([]Point, len(pts))
+	for i, p := range pts {
+		out[i] = Point{T: p.T, V: p.Avg}
+		if useMax {
+			out[i].V = p.Max
+		}
+	}
+	return out
+}
+
+func (c *Collector) points(ctx context.Context, key string, from, to time.Time) ([]point, error) {
+	c.mu.RLock()
+	recent := c.ring.read(key, from, to)
+	ringStart, ok := c.ring.oldest()
+	c.mu.RUnlock()
+	if !ok {
+		ringStart = to.Add(time.Nanosecond)
+	}
+	if !from.Before(ringStart) {
+		return recent, nil
+	}
+	end := minTime(to.Add(time.Nanosecond), ringStart)
+	var older []point
+	var errs []error
+	if c.opts.Ten > 0 {
+		p10, err := c.db.read(ctx, &level10s, key, from, end)
+		errs = append(errs, err)
+		if len(p10) > 0 {
+			end = p10[0].T
+		}
+		older = p10
+	}
+	if from.Before(end) && c.opts.Minute > 0 {
+		p1m, err := c.db.read(ctx, &level1m, key, from, end)
+		errs = append(errs, err)
+		older = append(p1m, older...)
+	}
+	return append(older, recent...), errors.Join(errs...)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// GroupHistory is one group's series addressed by metric alone ("cpu.p90"),
+// as the policies read them.
+type GroupHistory struct {
+	c     *Collector
+	group string
+}
+
+// ForGroup returns group's history.
+func (c *Collector) ForGroup(group string) GroupHistory { return GroupHistory{c, group} }
+
+// Points returns the group series metric, as Collector.Points does for
+// Path(group, metric).
+func (h GroupHistory) Points(metric string, from, to time.Time) []Point {
+	return h.c.Points(Path(h.group, metric), from, to)
+}

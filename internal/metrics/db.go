@@ -1,0 +1,246 @@
+package metrics
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// A level is one down-sampled resolution kept in SQLite.
+type level struct {
+	table string
+	step  time.Duration
+	// instances says whether per-instance series are kept at this level.
+	instances bool
+}
+
+// Per-instance series are kept at one-minute resolution only, and for at
+// most a day: at 10 s for 30 days, 200 instances would need gigabytes.
+var (
+	level10s = level{table: "rollup_10s", step: 10 * time.Second}
+	level1m  = level{table: "rollup_1m", step: time.Minute, instances: true}
+	levels   = []level{level10s, level1m}
+)
+
+const maxInstanceRetention = 24 * time.Hour
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS series (
+		id   INTEGER PRIMARY KEY,
+		path TEXT NOT NULL UNIQUE
+	) STRICT`,
+	// t is the bucket's start in unix seconds; n the samples averaged in it.
+	`CREATE TABLE IF NOT EXISTS rollup_10s (
+		series INTEGER NOT NULL,
+		t      INTEGER NOT NULL,
+		n      INTEGER NOT NULL,
+		v_avg  REAL NOT NULL,
+		v_max  REAL NOT NULL,
+		PRIMARY KEY (series, t)
+	) STRICT, WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS rollup_1m (
+		series INTEGER NOT NULL,
+		t      INTEGER NOT NULL,
+		n      INTEGER NOT NULL,
+		v_avg  REAL NOT NULL,
+		v_max  REAL NOT NULL,
+		PRIMARY KEY (series, t)
+	) STRICT, WITHOUT ROWID`,
+}
+
+// db is the metrics history on disk, a SQLite file of its own so that its
+// writes never wait for (or delay) the state database's.
+type db struct {
+	sql *sql.DB
+	ids map[string]int64 // series path -> id, owned by the flushing goroutine
+}
+
+func openDB(path string) (*db, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open metrics db %s: %w", path, err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open metrics db: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open metrics db: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// Losing the last flush on a power cut is acceptable for metrics.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+	s, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
+	}
+	s.SetMaxOpenConns(1)
+	for _, stmt := range schema {
+		if _, err := s.Exec(stmt); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
+		}
+	}
+	d := &db{sql: s, ids: make(map[string]int64)}
+	rows, err := s.Query(`SELECT id, path FROM series`)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var p string
+		if err := rows.Scan(&id, &p); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
+		}
+		d.ids[p] = id
+	}
+	if err := rows.Err(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
+	}
+	return d, nil
+}
+
+func (d *db) close() error {
+	if err := d.sql.Close(); err != nil {
+		return fmt.Errorf("close metrics db: %w", err)
+	}
+	return nil
+}
+
+// row is one finished (or, at shutdown, partial) bucket of one series.
+type row struct {
+	level *level
+	path  string
+	t     time.Time
+	acc   bucketAcc
+}
+
+// write stores rows in one transaction, merging with a bucket already stored
+// (one cut short by a restart) by weighted average.
+func (d *db) write(ctx context.Context, rows []row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	defer tx.Rollback()
+	newSeries, err := tx.PrepareContext(ctx, `INSERT INTO series (path) VALUES (?) RETURNING id`)
+	if err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	defer newSeries.Close()
+	stmts := make(map[string]*sql.Stmt)
+	created := make(map[string]int64)
+	for _, r := range rows {
+		id, ok := d.ids[r.path]
+		if !ok {
+			if id, ok = created[r.path]; !ok {
+				if err := newSeries.QueryRowContext(ctx, r.path).Scan(&id); err != nil {
+					return fmt.Errorf("write metrics: series %s: %w", r.path, err)
+				}
+				created[r.path] = id
+			}
+		}
+		st := stmts[r.level.table]
+		if st == nil {
+			// The table name comes from levels, not from input.
+			st, err = tx.PrepareContext(ctx, `INSERT INTO `+r.level.table+` (series, t, n, v_avg, v_max) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (series, t) DO UPDATE SET
+					v_avg = (v_avg * n + excluded.v_avg * excluded.n) / (n + excluded.n),
+					v_max = max(v_max, excluded.v_max),
+					n = n + excluded.n`)
+			if err != nil {
+				return fmt.Errorf("write metrics: %w", err)
+			}
+			defer st.Close()
+			stmts[r.level.table] = st
+		}
+		if _, err := st.ExecContext(ctx, id, r.t.Unix(), r.acc.n, r.acc.sum/float64(r.acc.n), r.acc.max); err != nil {
+			return fmt.Errorf("write metrics: %s: %w", r.path, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	for p, id := range created {
+		d.ids[p] = id
+	}
+	return nil
+}
+
+// read returns path's buckets at lv with from <= t < to, oldest first.
+func (d *db) read(ctx context.Context, lv *level, path string, from, to time.Time) ([]point, error) {
+	rows, err := d.sql.QueryContext(ctx, `SELECT r.t, r.v_avg, r.v_max FROM `+lv.table+` r
+		JOIN series s ON s.id = r.series
+		WHERE s.path = ? AND r.t >= ? AND r.t < ? ORDER BY r.t`,
+		path, from.Unix(), ceilUnix(to))
+	if err != nil {
+		return nil, fmt.Errorf("read metrics %s: %w", path, err)
+	}
+	defer rows.Close()
+	var out []point
+	for rows.Next() {
+		var t int64
+		var p point
+		if err := rows.Scan(&t, &p.Avg, &p.Max); err != nil {
+			return nil, fmt.Errorf("read metrics %s: %w", path, err)
+		}
+		p.T = time.Unix(t, 0)
+		if p.T.Before(from) || !p.T.Before(to) {
+			continue
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics %s: %w", path, err)
+	}
+	return out, nil
+}
+
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// prune deletes buckets older than each level's retention, series by series
+// so that every delete is a range of the primary key.
+func (d *db) prune(ctx context.Context, now time.Time, keep map[string]time.Duration) error {
+	for _, lv := range levels {
+		for p, id := range d.ids {
+			k := keep[lv.table]
+			if isInstancePath(p) {
+				if !lv.instances {
+					continue
+				}
+				k = min(k, maxInstanceRetention)
+			}
+			if _, err := d.sql.ExecContext(ctx, `DELETE FROM `+lv.table+` WHERE series = ? AND t < ?`, id, now.Add(-k).Unix()); err != nil {
+				return fmt.Errorf("prune metrics: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// isInstancePath tells GROUP/INSTANCE/METRIC from GROUP/METRIC.
+func isInstancePath(p string) bool { return strings.Count(p, "/") == 2 }

@@ -1,0 +1,174 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+func openHistory(t *testing.T, path string) *Collector {
+	t.Helper()
+	m := config.DefaultMetrics
+	m.Ring = 30 * time.Second
+	c, err := Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }), DB: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func recordTicks(c *Collector, t0 time.Time, from, to int) {
+	for i := from; i < to; i++ {
+		now := t0.Add(time.Duration(i) * time.Second)
+		c.record(context.Background(), now, map[string]float64{
+			"web/cpu.avg":     float64(i),
+			"web/web-001/cpu": float64(i),
+		}, map[string]*groupView{"web": {at: now}})
+	}
+}
+
+func describePoints(pts []Point) string {
+	s := ""
+	for _, p := range pts {
+		s += fmt.Sprintf("%d=%g ", p.T.Unix()%1000, p.V)
+	}
+	return s
+}
+
+// TestHistory checks that Points merges the ring with the SQLite roll-ups at
+// the finest resolution available, and that the history survives closing and
+// reopening the database, a bucket cut by the restart included.
+func TestHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.db")
+	// A minute boundary whose unix time ends in 000, for readable output.
+	t0 := time.Unix(1_700_000_000-1_700_000_000%6000+6000, 0)
+	c := openHistory(t, path)
+	recordTicks(c, t0, 0, 176)
+
+	// The ring holds ticks 146..175; before them come 10 s buckets.
+	pts := c.Points("web/cpu.avg", t0, t0.Add(time.Hour))
+	if len(pts) != 15+30 {
+		t.Fatalf("points: %d: %s", len(pts), describePoints(pts))
+	}
+	if p := pts[0]; !p.T.Equal(t0) || p.V != 4.5 {
+		t.Errorf("first point %v = %v, want the 10 s average 4.5 at %v", p.T, p.V, t0)
+	}
+	if p := pts[14]; !p.T.Equal(t0.Add(140*time.Second)) || p.V != 144.5 {
+		t.Errorf("last bucket %v = %v", p.T, p.V)
+	}
+	if p := pts[15]; !p.T.Equal(t0.Add(146*time.Second)) || p.V != 146 {
+		t.Errorf("first ring point %v = %v", p.T, p.V)
+	}
+	if maxes := c.Points("web/cpu.avg:max", t0, t0.Add(100*time.Second)); len(maxes) != 11 || maxes[0].V != 9 || maxes[10].V != 109 {
+		t.Errorf("maxima: %s", describePoints(maxes))
+	}
+	// Instance series are kept at 1 minute; the unfinished minute is not
+	// written yet (with the default 1 h ring, the ring covers it).
+	inst := c.Points("web/web-001/cpu", t0, t0.Add(time.Hour))
+	if len(inst) != 2+30 || inst[0].V != 29.5 || inst[1].V != 89.5 {
+		t.Errorf("instance points: %s", describePoints(inst))
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// After a restart the ring is empty and everything comes from SQLite,
+	// including the buckets that were unfinished at Close.
+	c = openHistory(t, path)
+	defer c.Close()
+	pts = c.Points("web/cpu.avg", t0, t0.Add(time.Hour))
+	if len(pts) != 18 || pts[17].V != 172.5 {
+		t.Fatalf("after reopening: %s", describePoints(pts))
+	}
+	inst = c.Points("web/web-001/cpu", t0, t0.Add(time.Hour))
+	if len(inst) != 3 || inst[2].V != 147.5 {
+		t.Errorf("instance after reopening: %s", describePoints(inst))
+	}
+	// The rest of the cut bucket merges with its first part.
+	recordTicks(c, t0, 176, 181)
+	pts = c.Points("web/cpu.avg", t0, t0.Add(170*time.Second))
+	if len(pts) != 18 || pts[17].V != 174.5 {
+		t.Errorf("merged bucket: %s", describePoints(pts))
+	}
+	maxes := c.Points("web/cpu.avg:max", t0.Add(170*time.Second), t0.Add(170*time.Second))
+	if len(maxes) != 1 || maxes[0].V != 179 {
+		t.Errorf("merged bucket max: %s", describePoints(maxes))
+	}
+}
+
+// TestHistoryPrune checks that buckets older than their level's retention
+// are deleted while the coarser level keeps them.
+func TestHistoryPrune(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	now := time.Now().Truncate(time.Minute)
+	old := now.Add(-25 * time.Hour)
+	recordTicks(c, old, 0, 61)                      // finishes 10 s and 1 m buckets 25 h ago
+	recordTicks(c, now.Add(-30*time.Second), 0, 30) // prunes: more than 10 minutes later
+	ctx := context.Background()
+	if p, err := c.db.read(ctx, &level10s, "web/cpu.avg", old, old.Add(time.Hour)); err != nil || len(p) != 0 {
+		t.Errorf("10 s buckets 25 h old: %v, %v", p, err)
+	}
+	if p, err := c.db.read(ctx, &level1m, "web/cpu.avg", old, old.Add(time.Hour)); err != nil || len(p) != 2 {
+		t.Errorf("1 m buckets 25 h old: %v, %v", p, err)
+	}
+	// Instance series keep at most a day even at 1 minute.
+	if p, err := c.db.read(ctx, &level1m, "web/web-001/cpu", old, old.Add(time.Hour)); err != nil || len(p) != 0 {
+		t.Errorf("instance buckets 25 h old: %v, %v", p, err)
+	}
+	if pts := c.Points("web/cpu.avg", old, old.Add(time.Hour)); len(pts) != 2 || pts[0].V != 29.5 || pts[1].V != 60 {
+		t.Errorf("Points 25 h ago: %s", describePoints(pts))
+	}
+}
+
+// TestServersCPU checks the sacloud-cpu-usage input built from history:
+// ready instances matching the prefix, their CPU averaged per step and
+// turned into cores' worth.
+func TestServersCPU(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	c.opts.Ring = time.Hour
+	c.ring = newRing(3600)
+	t0 := time.Now().Add(-20 * time.Minute).Truncate(5 * time.Minute)
+	insts := []instanceView{
+		{Target{Group: "web", Name: "web-001", Cores: 2, InService: true}, true},
+		{Target{Group: "web", Name: "web-002", Cores: 1, InService: true}, true},
+		{Target{Group: "web", Name: "web-003", Cores: 1, State: "starting"}, false},
+	}
+	for i := range 600 { // 10 minutes
+		now := t0.Add(time.Duration(i) * time.Second)
+		v := 10.0
+		if i >= 300 {
+			v = 30
+		}
+		c.record(context.Background(), now, map[string]float64{
+			"web/web-001/cpu": v, "web/web-002/cpu": 2 * v, "web/web-003/cpu": 100,
+		}, map[string]*groupView{"web": {at: now, instances: insts}})
+	}
+	jst := time.FixedZone("JST", 9*3600)
+	servers := c.ServersCPU("web-00", 10*time.Minute, 5*time.Minute, jst)
+	got := ""
+	for _, s := range servers {
+		got += fmt.Sprintf("%s cores:%v", s.Name, s.Cores)
+		for _, p := range s.Samples {
+			got += fmt.Sprintf(" %s=%.3f", p.Time.Format("15:04 MST"), p.CPUTime)
+		}
+		got += "\n"
+	}
+	t1, t2 := t0.In(jst).Format("15:04 MST"), t0.Add(5*time.Minute).In(jst).Format("15:04 MST")
+	want := fmt.Sprintf("web-001 cores:2 %s=0.200 %s=0.600\nweb-002 cores:1 %s=0.200 %s=0.600\n", t1, t2, t1, t2)
+	if got != want {
+		t.Errorf("ServersCPU:\n%s\nwant\n%s", got, want)
+	}
+	u := NewCPUUsage(servers, nil)
+	if u.Avg != 30 || u.Min != 20 || u.Max != 40 || len(u.Servers) != 2 {
+		t.Errorf("CPUUsage: %+v", u)
+	}
+	if pts := c.ForGroup("web").Points("nothing", t0, t0.Add(time.Hour)); len(pts) != 0 {
+		t.Errorf("unknown metric: %v", pts)
+	}
+}

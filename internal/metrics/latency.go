@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// latencyCap bounds the access-log samples kept per group (16 bytes each).
+const latencyCap = 1 << 16
+
+// latencyTrail is the window of samples behind each tick's latency series:
+// one second of a sampled log holds too few requests for a p99.
+const latencyTrail = 10 * time.Second
+
+// latencySamples is a ring of one group's sampled request timings.
+type latencySamples struct {
+	at     []int64 // unix nanoseconds
+	ta, tr []float32
+	next   int
+	full   bool
+	rate   int // the sample rate of the latest observation (1 in rate)
+}
+
+func (l *latencySamples) add(at time.Time, ta, tr time.Duration, rate int) {
+	if l.at == nil {
+		l.at = make([]int64, latencyCap)
+		l.ta = make([]float32, latencyCap)
+		l.tr = make([]float32, latencyCap)
+	}
+	l.at[l.next] = at.UnixNano()
+	l.ta[l.next] = float32(ms(ta))
+	l.tr[l.next] = float32(ms(tr))
+	l.rate = rate
+	if l.next++; l.next == latencyCap {
+		l.next, l.full = 0, true
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// latencyStats are percentiles of %Ta and %Tr in milliseconds.
+type latencyStats struct {
+	ta50, ta90, ta99 float64
+	tr50, tr90, tr99 float64
+	samples          int
+	rate             int
+}
+
+// since returns the percentiles of the samples taken at or after from. A
+// negative %Tr (no response) is left out of the %Tr percentiles only.
+func (l *latencySamples) since(from time.Time) (latencyStats, bool) {
+	n := l.next
+	if l.full {
+		n = latencyCap
+	}
+	lo := from.UnixNano()
+	var ta, tr []float64
+	for i := range n {
+		if l.at[i] < lo {
+			continue
+		}
+		ta = append(ta, float64(l.ta[i]))
+		if l.tr[i] >= 0 {
+			tr = append(tr, float64(l.tr[i]))
+		}
+	}
+	if len(ta) == 0 {
+		return latencyStats{}, false
+	}
+	slices.Sort(ta)
+	slices.Sort(tr)
+	return latencyStats{
+		ta50: percentile(ta, 0.50), ta90: percentile(ta, 0.90), ta99: percentile(ta, 0.99),
+		tr50: percentile(tr, 0.50), tr90: percentile(tr, 0.90), tr99: percentile(tr, 0.99),
+		samples: len(ta), rate: l.rate,
+	}, true
+}
+
+// Logging bounds for SampleRate: at least minLogged requests a second are
+// logged when there are that many (enough for a p99 over a few seconds), and
+// at high rates no more than logShare of them, which keeps the access log's
+// cost to HAProxy small (every request logged costs it about 23 % of its
+// throughput, one in ten about 4 %).
+const (
+	minLogged = 100.0
+	logShare  = 0.04
+)
+
+// SampleRate returns N for HAProxy's "sample 1:N" given the requests per
+// second a group serves (see Collector.RequestRate): every request below 100
+// requests/s, then enough to log about 100 a second, and no more than 4 % of
+// requests above 2,500 requests/s.
+func SampleRate(rps float64) int {
+	if !(rps > minLogged) {
+		return 1
+	}
+	return int(math.Floor(rps / max(minLogged, rps*logShare)))
+}

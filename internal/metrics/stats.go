@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+)
+
+// percentile returns the nearest-rank percentile p (0 < p <= 1) of sorted
+// values: the value at rank round(n·p), as sacloud-cpu-usage computes its
+// 75pt–99pt, so shoal's numbers match the tool the seed's scripts read.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Round(float64(len(sorted))*p)) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// summary is avg, min, max and the percentiles shoal reports across instances.
+type summary struct {
+	avg, min, max, p75, p90, p95, p99 float64
+}
+
+// summarize returns the summary of vals (which it sorts), or false if empty.
+func summarize(vals []float64) (summary, bool) {
+	if len(vals) == 0 {
+		return summary{}, false
+	}
+	slices.Sort(vals)
+	sum := 0.0
+	for _, v := range vals {
+		sum += v
+	}
+	return summary{
+		avg: sum / float64(len(vals)),
+		min: vals[0],
+		max: vals[len(vals)-1],
+		p75: percentile(vals, 0.75),
+		p90: percentile(vals, 0.90),
+		p95: percentile(vals, 0.95),
+		p99: percentile(vals, 0.99),
+	}, true
+}
+
+// meanMax averages the points' averages (weighting each point equally) and
+// takes the largest maximum.
+func meanMax(pts []point) (mean, peak float64, ok bool) {
+	if len(pts) == 0 {
+		return 0, 0, false
+	}
+	peak = math.Inf(-1)
+	for _, p := range pts {
+		mean += p.Avg
+		peak = max(peak, p.Max)
+	}
+	return mean / float64(len(pts)), peak, true
+}

@@ -1,0 +1,154 @@
+// Package sim simulates a server group under a request rate, so that a
+// scaling policy can be tried on a day of traffic in seconds.
+//
+// This file holds the capacity and queueing model: how busy instances are,
+// and how slow, for a given arrival rate and instance count.
+//
+// Each instance serves up to Capacity requests per second (measured on the
+// real backend at 100 % CPU). The group is modelled as an M/M/c queue: Poisson
+// arrivals at rate λ, c instances each serving μ = Capacity requests/s. Its
+// utilisation is ρ = λ / (c·μ), which is also each instance's CPU (HAProxy
+// balances evenly). A request's latency is the backend's own latency at low
+// load (BaseP99, measured) plus its wait in the queue. The probability of
+// waiting at all is Erlang's C formula C(c, a) with a = λ/μ, and the wait of
+// those who wait is exponential with rate c·μ − λ, so
+//
+//	P(wait > t) = C(c, a) · e^(−(cμ − λ)·t)
+//
+// and the p-th percentile of the wait is 0 if C ≤ 1 − p, else
+// ln(C / (1 − p)) / (cμ − λ). The model's p99 is BaseP99 plus the 99th
+// percentile of the wait: an upper bound (the two percentiles rarely meet in
+// one request) that is tight where it matters, near saturation. With ρ ≥ 1
+// the queue grows without bound: the p99 is +Inf and the SLO is violated.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Model describes one instance of the backend.
+type Model struct {
+	// Capacity is the requests per second one instance serves at 100 % CPU.
+	Capacity float64
+	// BaseP99 is the backend's p99 latency with no queueing (measured at low load).
+	BaseP99 time.Duration
+}
+
+// Load is the model's verdict for one arrival rate on some instances.
+type Load struct {
+	Rate        float64 // arrival rate λ, requests/s
+	Instances   int     // c
+	Utilisation float64 // ρ = λ / (c·Capacity); ≥ 1 is overload
+	CPU         float64 // per-instance CPU %, min(100, 100·ρ)
+	PWait       float64 // probability a request queues (Erlang C); 1 in overload
+	P99         time.Duration
+	Overloaded  bool // ρ ≥ 1: P99 is unbounded
+}
+
+// Violates reports whether the load breaks a p99 latency SLO.
+func (l Load) Violates(slo time.Duration) bool { return l.Overloaded || l.P99 > slo }
+
+// Validate checks m.
+func (m Model) Validate() error {
+	if !(m.Capacity > 0) || math.IsInf(m.Capacity, 0) {
+		return fmt.Errorf("sim: capacity %v req/s: want > 0", m.Capacity)
+	}
+	if m.BaseP99 < 0 {
+		return fmt.Errorf("sim: base p99 %v: want >= 0", m.BaseP99)
+	}
+	return nil
+}
+
+// maxP99 stands for "unbounded" in a time.Duration.
+const maxP99 = time.Duration(math.MaxInt64)
+
+// Eval returns the model's view of rate requests/s on instances instances.
+// No instances with traffic is an overload; none without traffic is idle.
+func (m Model) Eval(rate float64, instances int) Load {
+	l := Load{Rate: rate, Instances: instances}
+	if rate <= 0 {
+		l.P99 = m.BaseP99
+		return l
+	}
+	if instances <= 0 {
+		l.Utilisation, l.CPU, l.PWait, l.P99, l.Overloaded = math.Inf(1), 100, 1, maxP99, true
+		return l
+	}
+	c := float64(instances)
+	l.Utilisation = rate / (c * m.Capacity)
+	l.CPU = min(100, 100*l.Utilisation)
+	if l.Utilisation >= 1 {
+		l.PWait, l.P99, l.Overloaded = 1, maxP99, true
+		return l
+	}
+	l.PWait = ErlangC(instances, rate/m.Capacity)
+	wait := WaitQuantile(l.PWait, 0.99, c*m.Capacity-rate)
+	l.P99 = m.BaseP99 + time.Duration(wait*float64(time.Second))
+	return l
+}
+
+// InstancesFor returns the fewest instances that serve rate within the p99
+// SLO, or an error if even without queueing BaseP99 exceeds it.
+func (m Model) InstancesFor(rate float64, slo time.Duration) (int, error) {
+	if m.BaseP99 > slo {
+		return 0, fmt.Errorf("sim: base p99 %v exceeds the SLO %v at any size", m.BaseP99, slo)
+	}
+	if rate <= 0 {
+		return 0, nil
+	}
+	c := max(1, int(math.Floor(rate/m.Capacity))+1) // the fewest with ρ < 1
+	for m.Eval(rate, c).Violates(slo) {
+		c++
+	}
+	return c, nil
+}
+
+// ErlangC returns the probability that an arrival waits in an M/M/c queue
+// with c servers and offered load a = λ/μ Erlangs (a < c). It computes
+// Erlang B by its stable recursion B(k) = a·B(k−1) / (k + a·B(k−1)) and
+// converts: C = c·B / (c − a·(1 − B)).
+func ErlangC(c int, a float64) float64 {
+	if a <= 0 {
+		return 0
+	}
+	if c <= 0 || a >= float64(c) {
+		return 1
+	}
+	b := 1.0
+	for k := 1; k <= c; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	return float64(c) * b / (float64(c) - a*(1-b))
+}
+
+// WaitQuantile returns the q-quantile of the queueing wait, in seconds, when
+// a fraction pWait of requests wait and the waits are exponential with rate
+// drain (c·μ − λ, per second).
+func WaitQuantile(pWait, q, drain float64) float64 {
+	if pWait <= 1-q {
+		return 0
+	}
+	if drain <= 0 {
+		return math.Inf(1)
+	}
+	return math.Log(pWait/(1-q)) / drain
+}
+
+// ErrNoCapacity is returned by Calibrate when the measurement shows no throughput.
+var ErrNoCapacity = errors.New("sim: measured throughput is zero")
+
+// Calibrate derives an instance's capacity from a measured run: throughput
+// req/s achieved while the instances' CPU averaged cpuPercent on instances
+// instances. It assumes CPU grows in proportion to load, as the model does.
+func Calibrate(throughput, cpuPercent float64, instances int) (float64, error) {
+	if throughput <= 0 {
+		return 0, ErrNoCapacity
+	}
+	if !(cpuPercent > 0 && cpuPercent <= 100) || instances < 1 {
+		return 0, fmt.Errorf("sim: calibrate with CPU %v%% on %d instances: want 0 < CPU <= 100 and >= 1 instance", cpuPercent, instances)
+	}
+	return throughput / float64(instances) / (cpuPercent / 100), nil
+}
