@@ -66,8 +66,10 @@ func TestMonitoringExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The token the configs read, where shoal.yaml expects it.
+		// The token the configs read where shoal.yaml expects it, and an
+		// application that exists (validate looks the program up).
 		b = bytes.ReplaceAll(b, []byte("/etc/prometheus/shoal.token"), []byte(filepath.Join(dir, "shoal.token")))
+		b = bytes.ReplaceAll(b, []byte("/usr/local/bin/app"), []byte(filepath.Join(binDir, "demo-backend")))
 		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
