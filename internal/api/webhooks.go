@@ -169,8 +169,8 @@ func decodePayload(w http.ResponseWriter, r *http.Request, kind webhookKind) (we
 	err := dec.Decode(&p)
 	if err == nil {
 		// One JSON value and nothing after it.
-		if _, terr := dec.Token(); terr == nil || isSyntaxError(terr) {
-			err = errors.New("unexpected data after the JSON payload")
+		if _, terr := dec.Token(); terr == nil || errors.As(terr, new(*json.SyntaxError)) {
+			err = errTrailing
 		} else if !errors.Is(terr, io.EOF) {
 			err = terr
 		}
@@ -193,11 +193,6 @@ func decodePayload(w http.ResponseWriter, r *http.Request, kind webhookKind) (we
 		return p, &webhookError{code: http.StatusBadRequest, msg: fmt.Sprintf("unsupported %s payload version %s; shoal reads version %q", kind.product, got, kind.version)}
 	}
 	return p, nil
-}
-
-func isSyntaxError(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se)
 }
 
 // applyAlerts validates every alert, then submits one job per group.

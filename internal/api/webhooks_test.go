@@ -271,7 +271,7 @@ func TestWebhookErrors(t *testing.T) {
 	}{
 		{"malformed JSON", "POST", `{"version": "4", "alerts": [}`, 400, "invalid JSON payload: invalid character '}'"},
 		{"wrong type", "POST", `{"version": "4", "alerts": {}}`, 400, "invalid JSON payload: json: cannot unmarshal object"},
-		{"trailing data", "POST", payload("4", up) + `{"alerts": []}`, 400, "unexpected data after the JSON payload"},
+		{"trailing data", "POST", payload("4", up) + `{"alerts": []}`, 400, "unexpected data after the JSON object"},
 		{"empty body", "POST", "", 400, "empty body"},
 		{"no alerts", "POST", `{"version": "4"}`, 400, `no \"alerts\" list`},
 		{"wrong version", "POST", payload("3", up), 400, `unsupported Alertmanager payload version \"3\"`},
