@@ -281,6 +281,7 @@ receivers:
 `, adminAddr, tokenFile))
 
 	alert := map[string]string{"alertname": "WebCPUHigh", "severity": "page", "shoal_group": "web", "shoal_action": "up"}
+	posted := time.Now()
 	am.post(t, alert, time.Now().Add(10*time.Minute))
 
 	// The notification becomes a job: 2 → 3 (medium).
@@ -297,6 +298,7 @@ receivers:
 	if first.Kind != jobs.Up || first.From != 2 || first.Target != 3 {
 		t.Fatalf("job %+v, want up 2 → 3", first)
 	}
+	t.Logf("alert posted to Alertmanager → job %s seen (100ms polls): %s (the alert started a minute ago, so Alertmanager does not wait group_wait)", first.ID, time.Since(posted).Round(time.Millisecond))
 	j, err := e.client().Job(context.Background(), first.ID, time.Minute)
 	if err != nil || j.State != jobs.Done {
 		t.Fatalf("job %+v %v, want done", j, err)
@@ -340,7 +342,9 @@ receivers:
 	if code, _ := httpGet(t, "http://"+adminAddr+"/metrics", ""); code != http.StatusUnauthorized {
 		t.Fatalf("GET /metrics on the admin listener without a token: %d, want 401", code)
 	}
+	scrapeStart := time.Now()
 	code, text := httpGet(t, "http://"+adminAddr+"/metrics", token)
+	t.Logf("GET /metrics (token, 3 instances): %d bytes in %s", len(text), time.Since(scrapeStart).Round(time.Microsecond))
 	if code != 200 {
 		t.Fatalf("GET /metrics with the token: %d %s", code, text)
 	}
