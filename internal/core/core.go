@@ -226,7 +226,10 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *pr
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", met.Handler())
-		serve(ctx, &wg, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ml, fail)
+		lim := defaultAdminLimits
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read,
+			WriteTimeout: 30 * time.Second, IdleTimeout: lim.idle, MaxHeaderBytes: 16 << 10}
+		serve(ctx, &wg, srv, &limitListener{Listener: ml, max: lim.maxConns}, fail)
 	}
 	return &wg, nil
 }
