@@ -13,8 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/shoal-lb/shoal/internal/config"
-	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 )
 
@@ -296,58 +294,16 @@ func (h *Handler) route(i int, alertname, groupName, act string) (routedAlert, *
 	if err != nil {
 		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: %v", ref, err)}
 	}
-	target, werr := targetOf(g, a)
-	if werr != nil {
-		werr.msg = ref + ": " + werr.msg
+	target, err := jobs.Target(g, jobs.Request{Group: groupName, Kind: a.kind, Plan: a.plan, Size: a.size})
+	if err != nil {
+		werr := &webhookError{code: http.StatusUnprocessableEntity, msg: ref + ": " + err.Error()}
+		var inErr *jobs.InputError
+		if errors.As(err, &inErr) {
+			werr.valid = inErr.Valid
+		}
 		return routedAlert{}, werr
 	}
 	return routedAlert{index: i, name: alertname, act: a, target: target}, nil
-}
-
-// targetOf is the size an action would move g to from its desired size. It
-// ranks the actions of one group; jobs.Manager decides what really happens.
-func targetOf(g *group.Group, a action) (int, *webhookError) {
-	c, from := g.Config(), g.Desired()
-	switch a.kind {
-	case jobs.Plan:
-		p, ok := c.PlanByName(a.plan)
-		if !ok {
-			return 0, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("unknown plan %q for group %s (%s)", a.plan, c.Name, planList(c)), valid: c.PlanNames()}
-		}
-		return p.Size, nil
-	case jobs.Size:
-		if a.size < c.MinSize || a.size > c.MaxSize {
-			return 0, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("size %d is outside group %s's range [%d, %d]", a.size, c.Name, c.MinSize, c.MaxSize)}
-		}
-		return a.size, nil
-	case jobs.Up:
-		if len(c.Plans) == 0 {
-			return min(from+1, c.MaxSize), nil
-		}
-		for _, p := range c.Plans {
-			if p.Size > from {
-				return p.Size, nil
-			}
-		}
-		return from, nil
-	default: // jobs.Down
-		if len(c.Plans) == 0 {
-			return max(from-1, c.MinSize), nil
-		}
-		for _, p := range slices.Backward(c.Plans) {
-			if p.Size < from {
-				return p.Size, nil
-			}
-		}
-		return from, nil
-	}
-}
-
-func planList(c config.Group) string {
-	if names := c.PlanNames(); len(names) > 0 {
-		return "plans: " + strings.Join(names, ", ")
-	}
-	return "the group has no plans"
 }
 
 // routing reads a routing key from the alert's labels, then its annotations.

@@ -233,6 +233,21 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	return toJob(j), nil
 }
 
+// Target returns the size req would move g to from its desired size now, or
+// the size it keeps when the request would not move it (at the top of the
+// ladder, say). An *InputError is a request that can never succeed.
+func Target(g *group.Group, req Request) (int, error) {
+	from := g.Desired()
+	target, reason, inputErr := resolve(g, req, from)
+	switch {
+	case inputErr != nil:
+		return 0, inputErr
+	case reason != "":
+		return from, nil
+	}
+	return target, nil
+}
+
 // resolve finds the target size for req, or why it cannot move (reason), or
 // why it can never be satisfied (input error).
 func resolve(g *group.Group, req Request, from int) (target int, reason string, inputErr *InputError) {
