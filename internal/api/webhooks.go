@@ -22,9 +22,6 @@ const maxWebhookBody = 1 << 20
 // maxListedErrors bounds the problems one error answer lists.
 const maxListedErrors = 10
 
-// maxJobSource mirrors jobs' bound on a job's source text.
-const maxJobSource = 128
-
 // Labels (or annotations) that route an alert to a scaling job.
 const (
 	labelGroup  = "shoal_group"
@@ -333,7 +330,7 @@ func jobSource(webhook, alertname string) string {
 			return r
 		}, alertname)
 	}
-	for len(s) > maxJobSource {
+	for len(s) > jobs.MaxSource {
 		_, size := utf8.DecodeLastRuneInString(s)
 		s = s[:len(s)-size]
 	}

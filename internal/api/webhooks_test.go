@@ -351,7 +351,7 @@ func TestJobSource(t *testing.T) {
 		strings.Repeat("é", 100):       "alertmanager:" + strings.Repeat("é", 57),
 		"x" + strings.Repeat("a", 200): "alertmanager:x" + strings.Repeat("a", 114),
 	} {
-		if got := jobSource("alertmanager", in); got != want || len(got) > maxJobSource {
+		if got := jobSource("alertmanager", in); got != want || len(got) > jobs.MaxSource {
 			t.Errorf("jobSource(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -115,8 +115,8 @@ type Manager struct {
 	observe func(Job)
 }
 
-// maxSource bounds the free-text source every job records and logs.
-const maxSource = 128
+// MaxSource bounds the free-text source every job records and logs.
+const MaxSource = 128
 
 // ErrShuttingDown is the cause given to jobs interrupted by shutdown.
 var ErrShuttingDown = errors.New("shoal is shutting down")
@@ -186,8 +186,8 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	if req.Source == "" {
 		req.Source = "default"
 	}
-	if len(req.Source) > maxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
-		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", maxSource)}
+	if len(req.Source) > MaxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
+		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", MaxSource)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
