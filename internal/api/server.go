@@ -76,6 +76,7 @@ func NewHandler(m *jobs.Manager, log *slog.Logger, token string, opts ...Option)
 	h.registerMonitoring()
 	h.mux.HandleFunc("GET /healthz", h.health)
 	h.mux.HandleFunc("GET /v1/status", h.status)
+	h.mux.HandleFunc("GET /status", h.statusPage)
 	h.mux.HandleFunc("GET /v1/groups/{group}", h.groupStatus)
 	h.mux.HandleFunc("POST /v1/groups/{group}/scale", h.scale)
 	h.mux.HandleFunc("GET /v1/jobs", h.listJobs)
@@ -195,12 +196,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	resp := StatusResponse{Groups: []group.Status{}}
-	for _, name := range h.jobs.GroupNames() {
-		g, _ := h.jobs.Group(name)
-		resp.Groups = append(resp.Groups, g.Status(r.Context()))
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, h.collectStatus(r.Context()))
 }
 
 func (h *Handler) groupStatus(w http.ResponseWriter, r *http.Request) {

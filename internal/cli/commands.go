@@ -37,10 +37,10 @@ func printJSON(w io.Writer, v any) error {
 func statusCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "show every group: plan, desired size and instances",
+		Short: "show every group: plan, desired size and instances with their last check",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
+			if err := checkStatusOutput(o.output); err != nil {
 				return err
 			}
 			c, err := o.client()
@@ -51,8 +51,8 @@ func statusCmd(o *options) *cobra.Command {
 			if err != nil {
 				return apiExit(err)
 			}
-			if o.output == "json" {
-				return printJSON(o.stdout, st)
+			if o.output != "text" {
+				return api.WriteStatus(o.stdout, o.output, st, time.Now())
 			}
 			for i, g := range st.Groups {
 				if i > 0 {
@@ -63,7 +63,7 @@ func statusCmd(o *options) *cobra.Command {
 			return nil
 		},
 	}
-	addOutputFlag(cmd, o)
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text (a table), html, csv or json")
 	return cmd
 }
 
@@ -83,13 +83,13 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME")
+	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tCHECK\tCHANGED\tREASON")
 	for _, in := range g.Instances {
 		up := "-"
 		if !in.StartedAt.IsZero() {
 			up = time.Since(in.StartedAt).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, checkColumns(in))
 	}
 	tw.Flush()
 	for _, f := range g.LastFailures {

@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale`,
 		},
 		{
 			name: "unknown nested field",
@@ -98,7 +98,7 @@ groups:
     health: {intervall: 2s}
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:14: groups[0].health.intervall: unknown field; allowed: path, interval, timeout, rise, fall, grace`,
+			want: `shoal.yaml:6:14: groups[0].health.intervall: unknown field; allowed: type, method, path, host, status, body, body_regex, send, expect, interval, timeout, rise, fall, fastinter, downinter, passive, grace`,
 		},
 		{
 			name: "duplicate key",
@@ -1222,7 +1222,11 @@ compat:
 				DrainTimeout: 30 * time.Second,
 				Balance:      "roundrobin",
 				Health: Health{
+					Type:     "http",
+					Method:   "GET",
 					Path:     "/healthz",
+					Host:     "localhost",
+					Status:   []StatusRange{{200, 399}},
 					Interval: 2 * time.Second,
 					Timeout:  time.Second,
 					Rise:     2,
@@ -1248,7 +1252,11 @@ compat:
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
 				Health: Health{
+					Type:     "http",
+					Method:   "GET",
 					Path:     "/ping",
+					Host:     "localhost",
+					Status:   []StatusRange{{200, 399}},
 					Interval: 500 * time.Millisecond,
 					Timeout:  250 * time.Millisecond,
 					Rise:     1,

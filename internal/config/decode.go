@@ -29,6 +29,9 @@ type decoder struct {
 	// pos records where every value is, by field path, so that checks run
 	// after loading (see Config.FieldError) can point at the file too.
 	pos map[string]Pos
+
+	// metricsInterval is metrics.interval, decoded before the groups.
+	metricsInterval time.Duration
 }
 
 func (d *decoder) at(field string, n *yaml.Node) {

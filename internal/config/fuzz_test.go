@@ -57,6 +57,24 @@ listen: *a
 `,
 		`groups: [{name: web, template: {command: ['{{define "t"}}{{template "t"}}{{end}}{{template "t"}}']}}]`,
 		"listen: :1\n---\nlisten: :2\n",
+		`listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 5
+    plans: {small: 1, large: 5}
+    template: {command: [app]}
+    autoscale:
+      interval: 1s
+      rules:
+        - {name: hot, metric: cpu.p90, above: 75, for: 1m, action: up, cooldown: 300s, on_missing: up}
+        - {metric: queue, below: 1.5, for: 10m, action: {percent: -50}}
+        - {metric: size, below: 1, for: 1s, action: {plan: small}}
+      target: {metric: requests_per_second, value: 100, tolerance: 0.2, max_step: {up: "50%", down: 2}, period: 30s}
+      schedule:
+        - {cron: "*/15 8-18 1,15 jan-mar mon-fri", timezone: Asia/Tokyo, duration: 1h, min_size: 2, max_size: 4}
+        - {cron: "0 0 29 2 *", duration: 1m, plan: large}
+`,
 		"<<: {listen: :1}\n",
 		"{? [a]: b}",
 	}

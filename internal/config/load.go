@@ -169,9 +169,11 @@ func (d *decoder) config(root *yaml.Node) *Config {
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
+	// Metrics first: autoscale rules are checked against its interval.
+	cfg.Metrics = d.metrics(top.get("metrics"))
+	d.metricsInterval = cfg.Metrics.Interval
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
-	cfg.Metrics = d.metrics(top.get("metrics"))
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -414,7 +416,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -447,6 +449,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		}
 	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
+	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
 	g.Cooldown = defaultCooldown
 	if n := f.get("cooldown"); n != nil {
@@ -560,37 +563,6 @@ func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 	}
 	d.errorf(n, path, "must be a duration or a mapping with up and down, got %s", describe(n))
 	return defaultCooldown
-}
-
-func (d *decoder) health(n *yaml.Node, path string) Health {
-	f := d.mapping(n, path, "path", "interval", "timeout", "rise", "fall", "grace")
-	var h Health
-	p, pn := f.str("path", "/healthz")
-	if pn != nil {
-		if err := CheckHealthPath(p); err != nil {
-			d.errorf(pn, f.field("path"), "%v", err)
-		}
-	}
-	h.Path = p
-	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.timer(f, "interval", 2*time.Second)
-	h.Timeout = d.timer(f, "timeout", time.Second)
-	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
-	h.Rise = d.count(f, "rise", 2)
-	h.Fall = d.count(f, "fall", 3)
-	// A new instance passes its checks after about rise intervals plus the
-	// last check's timeout; a shorter grace stops every healthy instance.
-	if need := time.Duration(h.Rise)*h.Interval + h.Timeout; h.Grace < need {
-		at, what := f.get("grace"), ""
-		if at == nil {
-			at, what = cmp.Or(f.get("interval"), f.get("timeout"), f.get("rise"), f.node), " (the default)"
-		}
-		if at != nil {
-			d.errorf(at, f.field("grace"), "%s%s is shorter than rise × interval + timeout = %d × %s + %s = %s, so a healthy instance is stopped before it can pass; set grace to at least %s",
-				h.Grace, what, h.Rise, h.Interval, h.Timeout, need, need)
-		}
-	}
-	return h
 }
 
 // within decodes a duration that must lie in [least, most].

@@ -136,6 +136,8 @@ type Group struct {
 	PathPrefixes []string
 	Health       Health
 	Template     Template
+	// Autoscale is nil when the group scales only when told to.
+	Autoscale *Autoscale
 }
 
 // Plan is a named size on a group's scaling ladder.
@@ -151,15 +153,52 @@ type Cooldown struct {
 	Down time.Duration
 }
 
-// Health is the HTTP check HAProxy runs against every instance.
+// Health is the check HAProxy runs against every instance of a group, and
+// optionally the passive check of live traffic.
 type Health struct {
-	Path     string
+	// Type is "http" or "tcp".
+	Type string
+	// For HTTP checks: the request's Method, Path and Host header, the
+	// accepted Status codes, and a Body substring or BodyRegex the response
+	// must contain (at most one of them).
+	Method    string
+	Path      string
+	Host      string
+	Status    []StatusRange
+	Body      string
+	BodyRegex string
+	// For TCP checks: Send is written once connected, then Expect must appear
+	// in the answer. With neither, a check is a connect.
+	Send   string
+	Expect string
+
 	Interval time.Duration
 	Timeout  time.Duration
 	Rise     int
 	Fall     int
+	// FastInter is the interval while a server is changing state, DownInter
+	// while it is down; zero means Interval.
+	FastInter time.Duration
+	DownInter time.Duration
+	// Passive is nil when HAProxy does not watch live traffic.
+	Passive *Passive
 	// Grace is how long a new instance may take to pass its first Rise checks.
 	Grace time.Duration
+}
+
+// StatusRange is an inclusive range of HTTP status codes; Min == Max for one code.
+type StatusRange struct {
+	Min, Max int
+}
+
+// Passive makes HAProxy count errors of live traffic against a server.
+type Passive struct {
+	// Observe is "layer7" (HTTP errors) or "layer4" (connection errors).
+	Observe string
+	// ErrorLimit consecutive errors trigger OnError: "mark-down",
+	// "fail-check", "sudden-death" or "fastinter".
+	ErrorLimit int
+	OnError    string
 }
 
 // Template describes how to start one instance.

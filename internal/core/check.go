@@ -193,8 +193,8 @@ func fieldOf(cfg *config.Config, lines []string, n int) string {
 		switch words[0] {
 		case "balance":
 			return fmt.Sprintf("groups[%d].balance", i)
-		case "http-check":
-			return fmt.Sprintf("groups[%d].health.path", i)
+		case "http-check", "tcp-check":
+			return fmt.Sprintf("groups[%d].health.%s", i, healthField(words))
 		case "timeout":
 			return fmt.Sprintf("groups[%d].health.timeout", i)
 		}

@@ -140,6 +140,15 @@ type InstanceStatus struct {
 	Requests  int64     `json:"requests"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+
+	// The last check's HTTP status and duration, HAProxy's description of
+	// Check and what the check saw; LastChange is when HAProxy last saw the
+	// instance go up or down.
+	CheckCode       int        `json:"check_code,omitempty"`
+	CheckDurationMS int64      `json:"check_duration_ms,omitempty"`
+	CheckDesc       string     `json:"check_desc,omitempty"`
+	CheckReason     string     `json:"check_reason,omitempty"`
+	LastChange      *time.Time `json:"last_change,omitempty"`
 }
 
 // Status reports the group with live health and sessions from HAProxy.
@@ -179,6 +188,14 @@ func (g *Group) Status(ctx context.Context) Status {
 		for _, st := range stats {
 			if st.Name == in.Name {
 				in.Health, in.Check, in.Sessions, in.Requests = st.Status, st.CheckStatus, st.Sessions, st.Total
+				in.CheckCode, in.CheckDurationMS = st.CheckCode, st.CheckDuration.Milliseconds()
+				in.CheckDesc, in.CheckReason = st.CheckDesc, st.CheckInfo
+				// lastchg counts whole seconds: never report a change before the start.
+				changed := now.Add(-st.LastChange).Truncate(time.Second)
+				if changed.Before(in.StartedAt) {
+					changed = in.StartedAt
+				}
+				in.LastChange = &changed
 			}
 		}
 	}

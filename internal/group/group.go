@@ -355,7 +355,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 				continue
 			}
 			if st.CheckStatus != "" {
-				last = st.CheckStatus
+				last = checkSummary(st)
 			}
 			if isUp(st.Status) {
 				g.lb.MarkReady(g.cfg.Name, in.name)

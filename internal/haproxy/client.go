@@ -119,7 +119,19 @@ type ServerStat struct {
 	// CheckStatus is the last check's result ("L7OK", "L4CON", ...) without
 	// the "* " HAProxy prefixes while a check runs.
 	CheckStatus string
-	Weight      int
+	// CheckCode is the last check's HTTP status (0 without one) and
+	// CheckDuration how long it took.
+	CheckCode     int
+	CheckDuration time.Duration
+	// CheckDesc describes CheckStatus ("Layer7 wrong status"); CheckInfo is
+	// what the check saw ("Internal Server Error", "Connection refused").
+	CheckDesc string
+	CheckInfo string
+	// LastChange is how long ago the server last went up or down (lastchg).
+	LastChange time.Duration
+	// Downs counts the server's transitions from UP to DOWN (chkdown).
+	Downs  int
+	Weight int
 	// Sessions is the current number of sessions (scur), Total the cumulated
 	// number (stot).
 	Sessions int
@@ -179,7 +191,7 @@ func parseStats(out string) ([]ServerStat, error) {
 	var stats []ServerStat
 	for n, rec := range records[1:] {
 		field := func(name string) string {
-			if i := col[name]; i < len(rec) {
+			if i, ok := col[name]; ok && i < len(rec) {
 				return rec[i]
 			}
 			return ""
@@ -193,6 +205,8 @@ func parseStats(out string) ([]ServerStat, error) {
 			Addr:        field("addr"),
 			Status:      field("status"),
 			CheckStatus: strings.TrimPrefix(field("check_status"), "* "),
+			CheckDesc:   field("check_desc"),
+			CheckInfo:   field("last_chk"),
 		}
 		// HAProxy leaves counters that do not apply empty.
 		var errs []error
@@ -208,6 +222,9 @@ func parseStats(out string) ([]ServerStat, error) {
 			return n
 		}
 		s.Weight, s.Sessions, s.Total = int(num("weight")), int(num("scur")), num("stot")
+		s.CheckCode, s.Downs = int(num("check_code")), int(num("chkdown"))
+		s.CheckDuration = time.Duration(num("check_duration")) * time.Millisecond
+		s.LastChange = time.Duration(num("lastchg")) * time.Second
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("parse CSV line %d: %w", n+2, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -32,10 +33,10 @@ func TestParseStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ServerStat{
-		{Backend: "web", Name: "s1", Addr: "127.0.0.1:19011", Status: "UP", CheckStatus: "L7OK", Weight: 100, Sessions: 3, Total: 3},
-		{Backend: "web", Name: "s2", Addr: "127.0.0.1:19012", Status: "DRAIN", CheckStatus: "L7OK", Weight: 50, Sessions: 1, Total: 1},
-		{Backend: "web", Name: "s3", Addr: "127.0.0.1:19013", Status: "DOWN", CheckStatus: "L4CON", Weight: 100},
-		{Backend: "web", Name: "s4", Addr: "127.0.0.1:19013", Status: "MAINT", Weight: 1},
+		{Backend: "web", Name: "s1", Addr: "127.0.0.1:19011", Status: "UP", CheckStatus: "L7OK", CheckCode: 200, CheckDesc: "Layer7 check passed", LastChange: 4 * time.Second, Weight: 100, Sessions: 3, Total: 3},
+		{Backend: "web", Name: "s2", Addr: "127.0.0.1:19012", Status: "DRAIN", CheckStatus: "L7OK", CheckCode: 200, CheckDuration: 53 * time.Millisecond, CheckDesc: "Layer7 check passed", LastChange: time.Second, Weight: 50, Sessions: 1, Total: 1},
+		{Backend: "web", Name: "s3", Addr: "127.0.0.1:19013", Status: "DOWN", CheckStatus: "L4CON", CheckDesc: "Layer4 connection problem", CheckInfo: "Connection refused", LastChange: 4 * time.Second, Downs: 1, Weight: 100},
+		{Backend: "web", Name: "s4", Addr: "127.0.0.1:19013", Status: "MAINT", LastChange: 4 * time.Second, Weight: 1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d servers, want %d: %+v", len(got), len(want), got)
@@ -57,7 +58,7 @@ func TestParseStatsByHeaderName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ServerStat{Backend: "be", Name: "s1", Addr: "10.0.0.1:80", Status: "UP 1/2", CheckStatus: "L7OK", Weight: 7, Sessions: 4, Total: 12345678901}
+	want := ServerStat{Backend: "be", Name: "s1", Addr: "10.0.0.1:80", Status: "UP 1/2", CheckStatus: "L7OK", CheckDesc: "OK, fine", Weight: 7, Sessions: 4, Total: 12345678901}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("got %+v, want [%+v]", got, want)
 	}

@@ -231,16 +231,14 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		if !dynamicBalance[g.Balance] {
 			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)
 		}
-		if !isPath(g.Health.Path, true) {
-			return "", fmt.Errorf("group %s: health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", g.Name, g.Health.Path)
+		checks, err := checkLines(g.Health)
+		if err != nil {
+			return "", fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		fmt.Fprintf(&b, "\nbackend %s\n", g.Name)
 		line("balance %s", g.Balance)
-		line("option httpchk")
-		line("http-check send meth GET uri %s ver HTTP/1.1 hdr Host localhost", g.Health.Path)
-		line("http-check expect status 200-399")
-		if g.Health.Timeout > 0 {
-			line("timeout check %s", ms(g.Health.Timeout))
+		for _, l := range checks {
+			line("%s", l)
 		}
 	}
 	return b.String(), nil

@@ -191,8 +191,8 @@ func (m *Manager) check(s Server) (Server, error) {
 	if s.Weight < 1 || s.Weight > 256 {
 		return fail("weight %d must be 1 to 256", s.Weight)
 	}
-	if h := s.Health; h.Interval < 0 || h.Rise < 0 || h.Fall < 0 {
-		return fail("health interval, rise and fall must not be negative")
+	if _, err := serverCheckArgs(s.Health); err != nil {
+		return fail("%v", err)
 	}
 	return s, nil
 }
@@ -207,16 +207,11 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 	}
 	addr := netip.AddrPortFrom(ip, uint16(s.Port))
 	// default-server does not apply to dynamic servers: every setting goes here.
-	add := "add server " + id + " " + addr.String() + " check"
-	if s.Health.Interval > 0 {
-		add += " inter " + ms(s.Health.Interval)
+	checkArgs, err := serverCheckArgs(s.Health)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", id, err)
 	}
-	if s.Health.Rise > 0 {
-		add += " rise " + strconv.Itoa(s.Health.Rise)
-	}
-	if s.Health.Fall > 0 {
-		add += " fall " + strconv.Itoa(s.Health.Fall)
-	}
+	add := "add server " + id + " " + addr.String() + checkArgs
 	add += " weight " + strconv.Itoa(s.Weight)
 	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
 	// these values by default): without them every request opens a new backend

@@ -70,12 +70,34 @@ var migrations = [][]string{
 		) STRICT`,
 		`CREATE INDEX jobs_group_id ON jobs (group_name, id)`,
 	},
+	{
+		// The autoscaler's decisions, each explained; see InsertDecision.
+		`CREATE TABLE decisions (
+			id             INTEGER PRIMARY KEY AUTOINCREMENT,
+			group_name     TEXT NOT NULL,
+			at             TEXT NOT NULL,
+			rule           TEXT NOT NULL,
+			sources        TEXT NOT NULL,
+			metric_values  TEXT NOT NULL,
+			current_size   INTEGER NOT NULL,
+			recommendation INTEGER NOT NULL,
+			request_kind   TEXT NOT NULL,
+			request_plan   TEXT NOT NULL,
+			request_size   INTEGER NOT NULL,
+			outcome        TEXT NOT NULL,
+			code           TEXT NOT NULL,
+			reason         TEXT NOT NULL,
+			job_id         TEXT NOT NULL
+		) STRICT`,
+		`CREATE INDEX decisions_group_id ON decisions (group_name, id)`,
+	},
 }
 
 // Store is shoal's state database. It is safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	maxJobs int64
+	db           *sql.DB
+	maxJobs      int64
+	maxDecisions int64
 }
 
 // Open opens the database at path, creating it (mode 0600) if needed, and
@@ -115,7 +137,7 @@ func Open(path string) (*Store, error) {
 	// connections. Methods therefore read all rows before the next query.
 	db.SetMaxOpenConns(1)
 
-	s := &Store{db: db, maxJobs: maxJobs}
+	s := &Store{db: db, maxJobs: maxJobs, maxDecisions: maxDecisions}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", abs, err)

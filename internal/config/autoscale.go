@@ -1,0 +1,476 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // schedules' time zones must not depend on the host's zoneinfo
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/cron"
+)
+
+// Autoscale is a group's scaling policy: threshold rules, a target to track
+// and schedules that bound the result. Package policy evaluates it.
+type Autoscale struct {
+	// Interval is how often the policy is evaluated. (How long a new
+	// instance stays out of the metrics is metrics.warmup.)
+	Interval  time.Duration
+	Rules     []Rule
+	Target    *Target
+	Schedules []Schedule
+}
+
+// MetricPaths are the group metrics a policy can refer to (package metrics'
+// GroupMetrics): cpu.* over the group's ready instances, the rest over its
+// whole backend.
+var MetricPaths = []string{
+	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
+	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
+	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
+	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
+}
+
+// untrackable metrics describe the group's size, not its load.
+var untrackable = []string{"ready", "size"}
+
+// Rule scales when a metric stays above or below a threshold.
+type Rule struct {
+	Name   string
+	Metric string
+	// Above is true for "above", false for "below".
+	Above     bool
+	Threshold float64
+	// For is how long every sample must be beyond the threshold.
+	For    time.Duration
+	Action Action
+	// Cooldown holds the rule back after it scaled the group (0: none).
+	Cooldown time.Duration
+	// OnMissing is what a missing or stale metric means: OnMissingKeep or OnMissingUp.
+	OnMissing string
+}
+
+// What a rule does when its metric is missing or stale.
+const (
+	OnMissingKeep = "keep" // nothing: a missing metric never scales
+	OnMissingUp   = "up"   // scale up one step, as if the metric were overloaded
+)
+
+// ActionKind is what a rule does when it fires.
+type ActionKind string
+
+// Rule actions.
+const (
+	ActionUp      ActionKind = "up"      // one plan up (one instance without plans)
+	ActionDown    ActionKind = "down"    // one plan down
+	ActionAdd     ActionKind = "add"     // N instances more
+	ActionRemove  ActionKind = "remove"  // N instances fewer
+	ActionPlan    ActionKind = "plan"    // to the named plan
+	ActionSize    ActionKind = "size"    // to N instances
+	ActionPercent ActionKind = "percent" // by P % of the size (negative: in)
+)
+
+// Action is a rule's action; N, Plan or Percent as its kind needs.
+type Action struct {
+	Kind    ActionKind
+	N       int
+	Plan    string
+	Percent float64
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case ActionAdd, ActionRemove, ActionSize:
+		return fmt.Sprintf("%s: %d", a.Kind, a.N)
+	case ActionPlan:
+		return "plan: " + a.Plan
+	case ActionPercent:
+		return "percent: " + strconv.FormatFloat(a.Percent, 'g', -1, 64)
+	}
+	return string(a.Kind)
+}
+
+// Target keeps a metric near Value by resizing the group, like Kubernetes'
+// HorizontalPodAutoscaler.
+type Target struct {
+	Metric string
+	Value  float64
+	// Tolerance is the relative band around Value in which nothing changes.
+	Tolerance float64
+	// ScaleInStabilization: scale in only to the highest recommendation made
+	// within this window.
+	ScaleInStabilization time.Duration
+	// MaxStepUp and MaxStepDown limit the change per Period.
+	MaxStepUp, MaxStepDown Step
+	Period                 time.Duration
+}
+
+// Step is a number of instances, or a percentage of the size when Percent.
+type Step struct {
+	N       float64
+	Percent bool
+}
+
+// Of returns the step for a group of size n, at least one instance.
+func (s Step) Of(n int) int {
+	if !s.Percent {
+		return int(s.N)
+	}
+	return max(1, int(math.Ceil(float64(n)*s.N/100)))
+}
+
+func (s Step) String() string {
+	if s.Percent {
+		return strconv.FormatFloat(s.N, 'g', -1, 64) + "%"
+	}
+	return strconv.Itoa(int(s.N))
+}
+
+// Schedule bounds the group's size for Duration after each time Cron fires.
+type Schedule struct {
+	Name string
+	Cron *cron.Spec
+	// Duration is the length of each window.
+	Duration time.Duration
+	// MinSize and MaxSize are the bounds; 0 when not set. Plan sets MinSize
+	// to the plan's size: the group is at least that plan in the window.
+	MinSize, MaxSize int
+	Plan             string
+}
+
+func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *Autoscale {
+	f := d.mapping(n, path, "interval", "rules", "target", "schedule")
+	if f.node == nil {
+		return nil
+	}
+	a := &Autoscale{}
+	a.Interval = d.within(f, "interval", time.Second, 100*time.Millisecond, time.Hour)
+
+	if rn := f.get("rules"); rn != nil {
+		items, _ := d.sequence(rn, f.field("rules"), "a list of rules")
+		names := make(map[string]*yaml.Node)
+		for i, item := range items {
+			field := fmt.Sprintf("%s[%d]", f.field("rules"), i)
+			r, nameNode, ok := d.rule(item, field, i, a.Interval, g, groupOK)
+			if !ok {
+				continue
+			}
+			if first, dup := names[r.Name]; dup {
+				d.errorf(nameNode, field+".name", "duplicate rule name %q (first at line %d)", r.Name, first.Line)
+			} else {
+				names[r.Name] = nameNode
+			}
+			a.Rules = append(a.Rules, r)
+		}
+	}
+	if tn := f.get("target"); tn != nil {
+		a.Target = d.target(tn, f.field("target"))
+	}
+	if sn := f.get("schedule"); sn != nil {
+		items, _ := d.sequence(sn, f.field("schedule"), "a list of schedules")
+		for i, item := range items {
+			field := fmt.Sprintf("%s[%d]", f.field("schedule"), i)
+			if s, ok := d.schedule(item, field, i, g, groupOK); ok {
+				a.Schedules = append(a.Schedules, s)
+			}
+		}
+	}
+	// Unknown keys (reported above) are likely misspelt rules or targets.
+	if !f.has("rules") && !f.has("target") && !f.has("schedule") && len(f.vals) == len(n.Content)/2 {
+		d.errorf(n, path, "needs rules, a target or a schedule")
+	}
+	return a
+}
+
+func (d *decoder) metric(f *fields, key string) (string, *yaml.Node) {
+	m, mn := f.str(key, "")
+	if mn != nil && !slices.Contains(MetricPaths, m) {
+		d.errorf(mn, f.field(key), "unknown metric %q; known: %s", m, strings.Join(MetricPaths, ", "))
+		return "", nil
+	}
+	return m, mn
+}
+
+func (d *decoder) number(n *yaml.Node, path string) (float64, bool) {
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil ||
+		math.IsNaN(v) || math.IsInf(v, 0) {
+		d.errorf(n, path, "must be a number, got %s", describe(n))
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Duration, g *Group, groupOK bool) (Rule, *yaml.Node, bool) {
+	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "action", "cooldown", "on_missing")
+	if f.node == nil {
+		return Rule{}, nil, false
+	}
+	f.require("metric", "for", "action")
+	r := Rule{Name: fmt.Sprintf("rule-%d", i+1), OnMissing: OnMissingKeep}
+	nameNode := f.node
+	if name, nn := f.str("name", ""); nn != nil {
+		if !nameRE.MatchString(name) {
+			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
+		} else {
+			r.Name, nameNode = name, nn
+		}
+	}
+	r.Metric, _ = d.metric(f, "metric")
+
+	above, below := f.get("above"), f.get("below")
+	switch {
+	case above != nil && below != nil:
+		d.errorf(below, f.field("below"), "conflicts with above; a rule has one threshold (write two rules)")
+	case above != nil:
+		r.Above = true
+		r.Threshold, _ = d.number(above, f.field("above"))
+	case below != nil:
+		r.Threshold, _ = d.number(below, f.field("below"))
+	default:
+		d.errorf(f.node, path, "needs above or below: the threshold")
+	}
+
+	if v, n := f.duration("for", 0); n != nil {
+		// A shorter window would hold one sample, or none.
+		switch {
+		case v < interval:
+			d.errorf(n, f.field("for"), "must be at least the autoscale interval (%s), got %s", interval, v)
+		case v < d.metricsInterval:
+			d.errorf(n, f.field("for"), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
+		}
+		r.For = v
+	}
+	if an := f.get("action"); an != nil {
+		r.Action = d.action(an, f.field("action"), g, groupOK)
+	}
+	r.Cooldown, _ = f.duration("cooldown", 0)
+	if m, mn := f.str("on_missing", OnMissingKeep); mn != nil {
+		if m != OnMissingKeep && m != OnMissingUp {
+			d.errorf(mn, f.field("on_missing"), "must be keep or up, got %q", m)
+		}
+		r.OnMissing = m
+	}
+	return r, nameNode, true
+}
+
+// action accepts "up" or "down", or a one-key mapping such as "add: 2".
+func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Action {
+	const expected = `must be up, down, or one of {add: N}, {remove: N}, {plan: NAME}, {size: N}, {percent: P}`
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "up":
+			return Action{Kind: ActionUp}
+		case "down":
+			return Action{Kind: ActionDown}
+		}
+		d.errorf(n, path, "%s, got %s", expected, describe(n))
+		return Action{}
+	}
+	entries, ok := d.entries(n, path)
+	if !ok {
+		return Action{}
+	}
+	if len(entries) != 1 {
+		d.errorf(n, path, "%s, got %d keys", expected, len(entries))
+		return Action{}
+	}
+	e := entries[0]
+	field := join(path, e.key)
+	a := Action{Kind: ActionKind(e.key)}
+	switch a.Kind {
+	case ActionAdd, ActionRemove:
+		if v, ok := d.integer(e.v, field); ok {
+			if v < 1 {
+				d.errorf(e.v, field, "must be >= 1, got %d", v)
+			}
+			a.N = v
+		}
+	case ActionSize:
+		if v, ok := d.integer(e.v, field); ok {
+			if groupOK && (v < g.MinSize || v > g.MaxSize) {
+				d.errorf(e.v, field, "must be within min_size..max_size (%d..%d), got %d", g.MinSize, g.MaxSize, v)
+			}
+			a.N = v
+		}
+	case ActionPlan:
+		if v, ok := d.str(e.v, field); ok {
+			d.checkPlan(e.v, field, v, g)
+			a.Plan = v
+		}
+	case ActionPercent:
+		if v, ok := d.number(e.v, field); ok {
+			if v == 0 || v < -100 {
+				d.errorf(e.v, field, "must be a non-zero percentage >= -100, got %s", e.v.Value)
+			}
+			a.Percent = v
+		}
+	default:
+		d.errorf(e.k, field, "%s", expected)
+	}
+	return a
+}
+
+func (d *decoder) checkPlan(n *yaml.Node, field, name string, g *Group) {
+	if _, ok := g.PlanByName(name); ok {
+		return
+	}
+	valid := "the group has no plans"
+	if len(g.Plans) > 0 {
+		valid = "plans: " + strings.Join(g.PlanNames(), ", ")
+	}
+	d.errorf(n, field, "unknown plan %q (%s)", name, valid)
+}
+
+func (d *decoder) target(n *yaml.Node, path string) *Target {
+	f := d.mapping(n, path, "metric", "value", "tolerance", "scale_in_stabilization", "max_step", "period")
+	f.require("metric", "value")
+	t := &Target{
+		Tolerance:            0.1,
+		ScaleInStabilization: 300 * time.Second,
+		MaxStepUp:            Step{N: 100, Percent: true},
+		MaxStepDown:          Step{N: 1},
+		Period:               15 * time.Second,
+	}
+	if m, mn := d.metric(f, "metric"); mn != nil {
+		if slices.Contains(untrackable, m) {
+			d.errorf(mn, f.field("metric"), "%s counts instances; a target needs a load metric", m)
+		}
+		t.Metric = m
+	}
+	if vn := f.get("value"); vn != nil {
+		if v, ok := d.number(vn, f.field("value")); ok {
+			if v <= 0 {
+				d.errorf(vn, f.field("value"), "must be > 0, got %s", vn.Value)
+			}
+			t.Value = v
+		}
+	}
+	if tn := f.get("tolerance"); tn != nil {
+		if v, ok := d.number(tn, f.field("tolerance")); ok {
+			if v < 0 || v >= 1 {
+				d.errorf(tn, f.field("tolerance"), "must be from 0 to below 1 (a fraction of value), got %s", tn.Value)
+			}
+			t.Tolerance = v
+		}
+	}
+	t.ScaleInStabilization, _ = f.duration("scale_in_stabilization", t.ScaleInStabilization)
+	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
+	if sn := f.get("max_step"); sn != nil {
+		s := d.mapping(sn, f.field("max_step"), "up", "down")
+		if n := s.get("up"); n != nil {
+			t.MaxStepUp = d.step(n, s.field("up"), t.MaxStepUp)
+		}
+		if n := s.get("down"); n != nil {
+			t.MaxStepDown = d.step(n, s.field("down"), t.MaxStepDown)
+		}
+	}
+	return t
+}
+
+// step accepts a whole number of instances or a percentage such as "50%".
+func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
+		if v, ok := d.integer(n, path); ok {
+			if v < 1 {
+				d.errorf(n, path, "must be >= 1, got %d", v)
+				return def
+			}
+			return Step{N: float64(v)}
+		}
+		return def
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.HasSuffix(n.Value, "%") {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(n.Value, "%"), 64)
+		if err == nil && v > 0 && !math.IsInf(v, 0) {
+			return Step{N: v, Percent: true}
+		}
+	}
+	d.errorf(n, path, `must be a number of instances (>= 1) or a percentage such as "100%%", got %s`, describe(n))
+	return def
+}
+
+func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupOK bool) (Schedule, bool) {
+	f := d.mapping(item, path, "name", "cron", "timezone", "duration", "min_size", "max_size", "plan")
+	if f.node == nil {
+		return Schedule{}, false
+	}
+	f.require("cron", "duration")
+	s := Schedule{Name: fmt.Sprintf("schedule-%d", i+1)}
+	if name, nn := f.str("name", ""); nn != nil {
+		if !nameRE.MatchString(name) {
+			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
+		} else {
+			s.Name = name
+		}
+	}
+	loc := time.UTC
+	if tz, tn := f.str("timezone", ""); tn != nil {
+		l, err := time.LoadLocation(tz)
+		if err != nil || tz == "" || strings.EqualFold(tz, "local") {
+			// "Local" would make the policy depend on the host's TZ.
+			d.errorf(tn, f.field("timezone"), "unknown time zone %q; use an IANA name such as Europe/Berlin or UTC", tz)
+		} else {
+			loc = l
+		}
+	}
+	if expr, cn := f.str("cron", ""); cn != nil {
+		spec, err := cron.Parse(expr, loc)
+		if err != nil {
+			d.errorf(cn, f.field("cron"), "%v", err)
+		}
+		s.Cron = spec
+	}
+	if v, n := f.duration("duration", 0); n != nil {
+		if v < time.Minute {
+			d.errorf(n, f.field("duration"), "must be at least 1m (cron fires at most once a minute), got %s", v)
+		}
+		s.Duration = v
+	}
+
+	minN, maxN, planN := f.get("min_size"), f.get("max_size"), f.get("plan")
+	if minN == nil && maxN == nil && planN == nil {
+		d.errorf(f.node, path, "needs min_size, max_size or plan: what the schedule sets")
+	}
+	// 0 means "not set", so a bound must be at least least.
+	inRange := func(key string, n *yaml.Node, least int) int {
+		v, ok := d.integer(n, f.field(key))
+		if !ok {
+			return 0
+		}
+		if v < least {
+			d.errorf(n, f.field(key), "must be >= %d, got %d", least, v)
+			return 0
+		}
+		if groupOK && (v < g.MinSize || v > g.MaxSize) {
+			d.errorf(n, f.field(key), "must be within the group's min_size..max_size (%d..%d), got %d", g.MinSize, g.MaxSize, v)
+			return 0
+		}
+		return v
+	}
+	if minN != nil {
+		s.MinSize = inRange("min_size", minN, 0)
+	}
+	if maxN != nil {
+		s.MaxSize = inRange("max_size", maxN, 1)
+	}
+	if planN != nil {
+		if minN != nil {
+			d.errorf(planN, f.field("plan"), "conflicts with min_size; the plan sets it")
+		} else if name, ok := d.str(planN, f.field("plan")); ok {
+			d.checkPlan(planN, f.field("plan"), name, g)
+			s.Plan = name
+			if p, ok := g.PlanByName(name); ok {
+				s.MinSize = p.Size
+			}
+		}
+	}
+	if s.MinSize > 0 && s.MaxSize > 0 && s.MinSize > s.MaxSize {
+		d.errorf(maxN, f.field("max_size"), "must be >= the schedule's minimum (%d), got %d", s.MinSize, s.MaxSize)
+	}
+	return s, true
+}

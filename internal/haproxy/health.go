@@ -1,0 +1,179 @@
+package haproxy
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// checkLines returns a backend's health check lines for h. Zero fields take
+// the config package's defaults, so a bare Health{Path: ...} is an HTTP check.
+// Strings that may hold anything (body, regex) are escaped, byte strings (tcp
+// send and expect) are hex, and everything else is refused unless it is a
+// plain word: nothing in h can change the configuration's structure.
+func checkLines(h config.Health) ([]string, error) {
+	var lines []string
+	switch h.Type {
+	case "", "http":
+		method := h.Method
+		if method == "" {
+			method = "GET"
+		}
+		if !isToken(method) {
+			return nil, fmt.Errorf("health method %q: must be an HTTP method such as GET", method)
+		}
+		if !isPath(h.Path, true) {
+			return nil, fmt.Errorf("health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", h.Path)
+		}
+		host := h.Host
+		if host == "" {
+			host = "localhost"
+		}
+		if !isHost(host) {
+			return nil, fmt.Errorf("health host %q: must be a host name or IP address", host)
+		}
+		status, err := statusList(h.Status)
+		if err != nil {
+			return nil, err
+		}
+		if h.Body != "" && h.BodyRegex != "" {
+			return nil, errors.New("health body and body_regex: set only one")
+		}
+		lines = append(lines, "option httpchk",
+			"http-check send meth "+method+" uri "+h.Path+" ver HTTP/1.1 hdr Host "+host,
+			"http-check expect status "+status)
+		// Each expect rule must pass, in order, on the same response.
+		if h.Body != "" {
+			b, err := escapeWord(h.Body)
+			if err != nil {
+				return nil, fmt.Errorf("health body: %w", err)
+			}
+			lines = append(lines, "http-check expect string "+b)
+		}
+		if h.BodyRegex != "" {
+			if _, err := regexp.Compile(h.BodyRegex); err != nil {
+				return nil, fmt.Errorf("health body_regex: %w", err)
+			}
+			re, err := escapeWord(h.BodyRegex)
+			if err != nil {
+				return nil, fmt.Errorf("health body_regex: %w", err)
+			}
+			lines = append(lines, "http-check expect rstring "+re)
+		}
+	case "tcp":
+		// Without send or expect, "check" alone is a connect (layer 4) check.
+		if h.Send != "" || h.Expect != "" {
+			lines = append(lines, "option tcp-check", "tcp-check connect")
+			if h.Send != "" {
+				lines = append(lines, "tcp-check send-binary "+hex.EncodeToString([]byte(h.Send)))
+			}
+			if h.Expect != "" {
+				lines = append(lines, "tcp-check expect binary "+hex.EncodeToString([]byte(h.Expect)))
+			}
+		}
+	default:
+		return nil, fmt.Errorf("health type %q: must be http or tcp", h.Type)
+	}
+	if h.Timeout > 0 {
+		lines = append(lines, "timeout check "+ms(h.Timeout))
+	}
+	return lines, nil
+}
+
+// statusList renders accepted status codes as HAProxy's comma-separated list
+// of codes and ranges; none means 200-399.
+func statusList(rs []config.StatusRange) (string, error) {
+	if len(rs) == 0 {
+		return "200-399", nil
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		if r.Min < 100 || r.Max > 599 || r.Min > r.Max {
+			return "", fmt.Errorf("health status %d-%d: must be a range within 100-599", r.Min, r.Max)
+		}
+		parts[i] = strconv.Itoa(r.Min)
+		if r.Max != r.Min {
+			parts[i] += "-" + strconv.Itoa(r.Max)
+		}
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// serverCheckArgs returns the check keywords of an "add server" line. Dynamic
+// servers take nothing from default-server, so every setting is here.
+func serverCheckArgs(h config.Health) (string, error) {
+	if h.Interval < 0 || h.FastInter < 0 || h.DownInter < 0 || h.Rise < 0 || h.Fall < 0 {
+		return "", errors.New("health intervals, rise and fall must not be negative")
+	}
+	var b strings.Builder
+	b.WriteString(" check")
+	for _, t := range []struct {
+		kw string
+		v  int64
+	}{
+		{"inter", h.Interval.Milliseconds()}, {"fastinter", h.FastInter.Milliseconds()}, {"downinter", h.DownInter.Milliseconds()},
+	} {
+		if t.v > 0 {
+			fmt.Fprintf(&b, " %s %dms", t.kw, t.v)
+		}
+	}
+	if h.Rise > 0 {
+		b.WriteString(" rise " + strconv.Itoa(h.Rise))
+	}
+	if h.Fall > 0 {
+		b.WriteString(" fall " + strconv.Itoa(h.Fall))
+	}
+	if p := h.Passive; p != nil {
+		switch {
+		case p.Observe != "layer7" && p.Observe != "layer4":
+			return "", fmt.Errorf("health passive observe %q: must be layer7 or layer4", p.Observe)
+		case p.ErrorLimit < 1:
+			return "", fmt.Errorf("health passive error_limit %d: must be at least 1", p.ErrorLimit)
+		case !isOnError(p.OnError):
+			return "", fmt.Errorf("health passive on_error %q: must be mark-down, fail-check, sudden-death or fastinter", p.OnError)
+		}
+		fmt.Fprintf(&b, " observe %s error-limit %d on-error %s", p.Observe, p.ErrorLimit, p.OnError)
+	}
+	return b.String(), nil
+}
+
+func isOnError(s string) bool {
+	switch s {
+	case "mark-down", "fail-check", "sudden-death", "fastinter":
+		return true
+	}
+	return false
+}
+
+// escapeWord writes s as one haproxy.cfg word: characters that are plain in
+// every context stay, every other byte becomes \xNN, which HAProxy's parser
+// decodes before the keyword sees it (so no quote, '#', '$' or space is ever
+// read as syntax).
+func escapeWord(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("must not be empty")
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 0 {
+			return "", errors.New("must not contain NUL bytes")
+		}
+		if isAlnum(rune(c)) || strings.IndexByte("-._/:=,@%+", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	return b.String(), nil
+}
+
+// isToken accepts an HTTP method: upper-case letters only.
+func isToken(s string) bool {
+	return s != "" && allIn(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+}

@@ -1,0 +1,631 @@
+// Package policy decides when a group scales: it evaluates a group's
+// autoscale rules, target and schedules against its metric history and
+// explains every decision.
+//
+// Evaluate is a pure function of the history, the group's state and the
+// time, so the live Runner, Replay (`shoal policy test`) and a simulator run
+// the same code, and a restart of shoal loses nothing: `for` windows, the
+// target's stabilization window and rate limits are all read back from the
+// history, and rule cooldowns from the recorded decisions.
+//
+// Semantics:
+//   - A rule holds when every sample in its `for` window is beyond the
+//     threshold and the samples cover the window (see covers). A missing or
+//     stale metric never scales in: with on_missing: keep the rule does
+//     nothing, with on_missing: up it scales up one step.
+//   - The target recommends ceil(ready × value / target) for per-instance
+//     metrics and ceil(value / target) for group totals (requests, errors,
+//     connection errors and retries per second, queue, sessions), the size itself inside the tolerance
+//     band. Scale-in goes only to the highest recommendation of the
+//     stabilization window, and each direction moves at most max_step from the
+//     size the group had during the last period.
+//   - Scale out if any rule or the target says so (the largest size wins);
+//     scale in only if nothing that has an opinion wants more (a rule that
+//     does not hold has none; the target always has one). Schedules and
+//     min/max bound the result; a schedule whose window opens also moves a
+//     group that is outside its bounds.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/jobs"
+)
+
+// State is the group's side of an evaluation.
+type State struct {
+	// Desired is the size the group is reconciling towards.
+	Desired int
+	// UpCooldownUntil and DownCooldownUntil hold back the next job that scales
+	// in that direction.
+	UpCooldownUntil, DownCooldownUntil time.Time
+	// RunningJob is the id of a job running for the group, if any.
+	RunningJob string
+	// RuleJobs is when each rule (by name) last had a job accepted; a rule's
+	// own cooldown runs from there.
+	RuleJobs map[string]time.Time
+}
+
+// Outcomes of a decision.
+const (
+	// OutcomeNothing: nothing to do, and Reason says why.
+	OutcomeNothing = "nothing"
+	// OutcomeRequest: Evaluate wants Request submitted. Replay leaves it so
+	// (it does nothing); the Runner replaces it with one of the three below.
+	OutcomeRequest  = "request"
+	OutcomeAccepted = "accepted"
+	OutcomeIgnored  = "ignored"
+	OutcomeError    = "error"
+)
+
+// Codes name the reason for a decision, for filtering and tests.
+const (
+	CodeScale         = "scale"         // a job is requested
+	CodeCooldown      = "cooldown"      // the group's cooldown holds
+	CodeRuleCooldown  = "rule_cooldown" // the rule's own cooldown holds
+	CodeMaxSize       = "max_size"      // already at the largest size or plan
+	CodeMinSize       = "min_size"      // already at the smallest size or plan
+	CodeSchedule      = "schedule"      // a schedule's bound holds
+	CodeTolerance     = "tolerance"     // the target is inside its band
+	CodeStabilization = "stabilization" // the window holds a higher recommendation
+	CodeRateLimit     = "rate_limit"    // max_step allows no more this period
+	CodeNotAgreed     = "not_agreed"    // scale-in wanted, but something wants more
+	CodeMissing       = "missing"       // a metric is missing or stale
+	CodeJobRunning    = "job_running"   // a job is running for the group
+	CodeSteady        = "steady"        // the action leads to the current size
+	CodeRefused       = "refused"       // the job manager refused the same request lately
+)
+
+// Decision is one explained evaluation.
+type Decision struct {
+	Time  time.Time
+	Group string
+	// Rule is what decided: a rule's name, "target", or a schedule's name.
+	Rule string
+	// Sources are every rule, target or schedule that fired or would have.
+	Sources []string
+	// Values are the metric values seen, by path (the newest sample).
+	Values         map[string]float64
+	Current        int
+	Recommendation int
+	// Request is the job asked for; nil when nothing is to be done.
+	Request *jobs.Request
+	Outcome string
+	Code    string
+	Reason  string
+	JobID   string
+}
+
+// SourcePrefix starts the source of every job the policy requests.
+const SourcePrefix = "policy:"
+
+// TargetName names the target in decisions.
+const TargetName = "target"
+
+// totals are metrics that sum over the group rather than average over its
+// instances: the target divides them by the target value directly.
+var totals = []string{"requests_per_second", "errors_per_second", "connection_errors_per_second",
+	"retries_per_second", "queue", "sessions"}
+
+// opinion is what one rule, the target or a schedule wants.
+type opinion struct {
+	name   string
+	size   int // the size it wants
+	action config.Action
+	fired  bool   // wants size now (false: would have, but is held back)
+	code   string // why it is held back
+	reason string
+}
+
+// evaluation collects an evaluation's findings.
+type evaluation struct {
+	g      config.Group
+	p      *config.Autoscale
+	h      Metrics
+	s      State
+	now    time.Time
+	values map[string]float64
+	// missing notes metrics that just went missing; recorded if nothing else is.
+	missing []string
+}
+
+// Evaluate evaluates g's policy at now. record reports whether a rule, the
+// target or a schedule fired or would have: only those decisions are worth
+// keeping. g.Autoscale must not be nil.
+func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, record bool) {
+	e := &evaluation{g: g, p: g.Autoscale, h: h, s: s, now: now, values: map[string]float64{}}
+	d = Decision{Time: now, Group: g.Name, Current: s.Desired, Recommendation: s.Desired, Outcome: OutcomeNothing}
+
+	var ops []opinion
+	for _, r := range e.p.Rules {
+		if op, ok := e.rule(r); ok {
+			ops = append(ops, op)
+		}
+	}
+	if e.p.Target != nil {
+		if op, ok := e.target(*e.p.Target); ok {
+			ops = append(ops, op)
+		}
+	}
+	lo, hi, bounds := e.schedules()
+	e.sample("size")
+	e.sample("ready")
+	d.Values = e.values
+
+	for _, op := range ops {
+		d.Sources = append(d.Sources, op.name)
+	}
+	desired := s.Desired
+
+	// Scale out if anything fired for more; otherwise scale in only to the
+	// largest size any opinion holds.
+	var win *opinion
+	for i := range ops {
+		op := &ops[i]
+		if op.fired && op.size > desired && (win == nil || op.size > win.size) {
+			win = op
+		}
+	}
+	// A group outside a schedule's bounds is moved to them, unless a rule
+	// or the target wants it even larger.
+	if (desired < lo && win == nil || desired > hi) && len(bounds) > 0 {
+		ops = append(ops, opinion{name: bounds[0], size: desired, fired: true, reason: "its window is open"})
+		d.Sources = append(d.Sources, bounds[0])
+		win = &ops[len(ops)-1]
+	}
+	if win == nil {
+		for i := range ops {
+			op := &ops[i]
+			if op.fired && op.size < desired && (win == nil || op.size > win.size) {
+				win = op
+			}
+		}
+		for i := range ops {
+			op := &ops[i]
+			if win != nil && op != win && op.size > win.size && (op.fired || op.code != "") {
+				d.Rule, d.Recommendation = win.name, win.size
+				d.Code = CodeNotAgreed
+				d.Reason = fmt.Sprintf("%s wants %d (%s), but %s wants %d: scale-in needs every opinion", win.name, win.size, win.reason, op.name, op.size)
+				return d, true
+			}
+		}
+	}
+
+	if win == nil {
+		// Nothing fired: explain what would have, if anything.
+		for _, op := range ops {
+			if op.code != "" {
+				d.Rule, d.Code, d.Recommendation = op.name, op.code, op.size
+				d.Reason = op.reason
+				return d, true
+			}
+		}
+		if len(e.missing) > 0 {
+			d.Code = CodeMissing
+			d.Rule = e.missing[0]
+			d.Reason = strings.Join(e.missing[1:], "; ")
+			return d, true
+		}
+		return d, false
+	}
+
+	d.Rule = win.name
+	target := win.size
+	final := min(max(target, lo), hi)
+	d.Recommendation = final
+	if final == desired {
+		// The winner wanted to move, so a bound holds it.
+		switch {
+		case target > hi && hi < g.MaxSize:
+			d.Code, d.Reason = CodeSchedule, fmt.Sprintf("%s wants %d (%s), but schedule %s caps the size at %d", win.name, target, win.reason, strings.Join(bounds, ", "), hi)
+		case target > hi:
+			d.Code, d.Reason = CodeMaxSize, fmt.Sprintf("%s wants %d (%s), but the group is capped at max_size %d", win.name, target, win.reason, g.MaxSize)
+		case lo > g.MinSize:
+			d.Code, d.Reason = CodeSchedule, fmt.Sprintf("%s wants %d (%s), but schedule %s holds the size at least %d", win.name, target, win.reason, strings.Join(bounds, ", "), lo)
+		default:
+			d.Code, d.Reason = CodeMinSize, fmt.Sprintf("%s wants %d (%s), but the group is at min_size %d", win.name, target, win.reason, g.MinSize)
+		}
+		return d, true
+	}
+
+	reason := fmt.Sprintf("%s: %s", win.name, win.reason)
+	if final != target {
+		reason += fmt.Sprintf("; bounded to %d by %s", final, boundName(bounds, final == hi && hi < g.MaxSize || final == lo && lo > g.MinSize))
+	}
+	switch {
+	case s.RunningJob != "":
+		d.Code, d.Reason = CodeJobRunning, reason+fmt.Sprintf("; job %s is still running", s.RunningJob)
+		return d, true
+	case final > desired && now.Before(s.UpCooldownUntil):
+		d.Code, d.Reason = CodeCooldown, reason+fmt.Sprintf("; in scale-up cooldown until %s", s.UpCooldownUntil.UTC().Format(time.RFC3339))
+		return d, true
+	case final < desired && now.Before(s.DownCooldownUntil):
+		d.Code, d.Reason = CodeCooldown, reason+fmt.Sprintf("; in scale-down cooldown until %s", s.DownCooldownUntil.UTC().Format(time.RFC3339))
+		return d, true
+	}
+	d.Outcome, d.Code, d.Reason = OutcomeRequest, CodeScale, reason
+	d.Request = request(g, win, final)
+	return d, true
+}
+
+// request asks for final in the words of the winning action where they say
+// the same, so that jobs show "up" or "plan: medium" rather than a bare size.
+func request(g config.Group, win *opinion, final int) *jobs.Request {
+	r := &jobs.Request{Group: g.Name, Kind: jobs.Size, Size: final, Source: SourcePrefix + win.name}
+	if win.size != final {
+		return r
+	}
+	switch win.action.Kind {
+	case config.ActionUp:
+		r.Kind, r.Size = jobs.Up, 0
+	case config.ActionDown:
+		r.Kind, r.Size = jobs.Down, 0
+	case config.ActionPlan:
+		r.Kind, r.Size, r.Plan = jobs.Plan, 0, win.action.Plan
+	}
+	return r
+}
+
+func boundName(schedules []string, bySchedule bool) string {
+	if bySchedule {
+		return "schedule " + strings.Join(schedules, ", ")
+	}
+	return "min_size/max_size"
+}
+
+func atEnd(g config.Group, up bool) string {
+	switch {
+	case up && len(g.Plans) > 0:
+		p := g.Plans[len(g.Plans)-1]
+		return fmt.Sprintf("already at the largest plan (%s: %d)", p.Name, p.Size)
+	case up:
+		return fmt.Sprintf("already at max_size %d", g.MaxSize)
+	case len(g.Plans) > 0:
+		return fmt.Sprintf("already at the smallest plan (%s: %d)", g.Plans[0].Name, g.Plans[0].Size)
+	}
+	return fmt.Sprintf("already at min_size %d", g.MinSize)
+}
+
+// Apply returns the size action a leads to from size n in group g, before
+// min_size and max_size are applied.
+func Apply(g config.Group, a config.Action, n int) int {
+	switch a.Kind {
+	case config.ActionUp:
+		if len(g.Plans) == 0 {
+			return min(n+1, max(n, g.MaxSize))
+		}
+		for _, p := range g.Plans {
+			if p.Size > n {
+				return p.Size
+			}
+		}
+		return n
+	case config.ActionDown:
+		if len(g.Plans) == 0 {
+			return max(n-1, min(n, g.MinSize))
+		}
+		for _, p := range slices.Backward(g.Plans) {
+			if p.Size < n {
+				return p.Size
+			}
+		}
+		return n
+	case config.ActionAdd:
+		return n + a.N
+	case config.ActionRemove:
+		return n - a.N
+	case config.ActionSize:
+		return a.N
+	case config.ActionPlan:
+		if p, ok := g.PlanByName(a.Plan); ok {
+			return p.Size
+		}
+		return n
+	case config.ActionPercent:
+		// As AWS does: a change of less than one instance is one instance.
+		change := float64(n) * a.Percent / 100
+		step := int(math.Trunc(change))
+		if step == 0 {
+			step = int(math.Copysign(1, change))
+		}
+		return n + step
+	}
+	return n
+}
+
+// sample records the newest fresh value of path.
+func (e *evaluation) sample(path string) (Point, bool) {
+	iv := e.p.Interval
+	pts := e.h.Points(path, e.now.Add(-max(3*iv, minStale)-maxStaleSlack), e.now)
+	if !fresh(pts, e.now, iv) {
+		return Point{}, false
+	}
+	p := pts[len(pts)-1]
+	if !finite(p.V) {
+		return Point{}, false
+	}
+	e.values[path] = p.V
+	return p, true
+}
+
+// wentMissing reports whether path was fresh one interval ago, so that a
+// metric going missing is recorded once rather than at every evaluation.
+func (e *evaluation) wentMissing(path string) bool {
+	iv := e.p.Interval
+	prev := e.now.Add(-iv)
+	pts := e.h.Points(path, prev.Add(-max(3*iv, minStale)-maxStaleSlack), prev)
+	return fresh(pts, prev, iv)
+}
+
+func (e *evaluation) rule(r config.Rule) (opinion, bool) {
+	op := opinion{name: r.Name, action: r.Action}
+	pts := e.h.Points(r.Metric, e.now.Add(-r.For), e.now)
+	_, ok := e.sample(r.Metric)
+	if !ok {
+		what := fmt.Sprintf("%s is missing", r.Metric)
+		if len(pts) > 0 {
+			what = fmt.Sprintf("%s is stale (newest sample at %s)", r.Metric, pts[len(pts)-1].T.UTC().Format(time.RFC3339))
+		}
+		// on_missing: up acts on a metric missing for the whole window while
+		// the group itself was measured (its size series), so that the first
+		// seconds of collection, or a restart, do not scale out.
+		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
+			reaches(e.h.Points("size", e.now.Add(-r.For), e.now), e.now, r.For, e.p.Interval) {
+			op.action = config.Action{Kind: config.ActionUp}
+			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, r.For)
+			return e.ruleCooldown(r, e.moves(op)), true
+		}
+		if e.wentMissing(r.Metric) {
+			if len(e.missing) == 0 {
+				e.missing = append(e.missing, r.Name)
+			}
+			then := "the rule holds"
+			if r.OnMissing == config.OnMissingUp {
+				then = fmt.Sprintf("scaling up if it stays missing for %s", r.For)
+			}
+			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
+		}
+		return op, false
+	}
+	// A window not yet covered (history too short, or a gap) does not hold.
+	if !covers(pts, e.now, r.For, e.p.Interval) {
+		return op, false
+	}
+	extreme := pts[0].V
+	for _, p := range pts {
+		if !finite(p.V) || r.Above && p.V <= r.Threshold || !r.Above && p.V >= r.Threshold {
+			return op, false
+		}
+		if r.Above {
+			extreme = min(extreme, p.V)
+		} else {
+			extreme = max(extreme, p.V)
+		}
+	}
+	word, bound := "below", "highest"
+	if r.Above {
+		word, bound = "above", "lowest"
+	}
+	op.reason = fmt.Sprintf("%s %s %s for %s (%s %s); %s", r.Metric, word, num(r.Threshold), r.For, bound, num(extreme), r.Action)
+	return e.ruleCooldown(r, e.moves(op)), true
+}
+
+// moves sets the size op's action leads to, and explains an action that
+// cannot move the group (up at the largest plan, say).
+func (e *evaluation) moves(op opinion) opinion {
+	cur := e.s.Desired
+	op.size = Apply(e.g, op.action, cur)
+	if op.size != cur {
+		return op
+	}
+	switch k := op.action.Kind; {
+	case k == config.ActionUp || k == config.ActionPercent && op.action.Percent > 0:
+		op.code, op.reason = CodeMaxSize, op.reason+"; "+atEnd(e.g, true)
+	case k == config.ActionDown || k == config.ActionPercent:
+		op.code, op.reason = CodeMinSize, op.reason+"; "+atEnd(e.g, false)
+	default:
+		op.code, op.reason = CodeSteady, op.reason+fmt.Sprintf("; the size is %d already", cur)
+	}
+	return op
+}
+
+// ruleCooldown fires op unless the rule's own cooldown holds it back.
+func (e *evaluation) ruleCooldown(r config.Rule, op opinion) opinion {
+	if op.code != "" {
+		return op
+	}
+	last, ok := e.s.RuleJobs[r.Name]
+	if until := last.Add(r.Cooldown); ok && r.Cooldown > 0 && e.now.Before(until) {
+		op.code = CodeRuleCooldown
+		op.reason += fmt.Sprintf("; the rule's cooldown runs until %s", until.UTC().Format(time.RFC3339))
+		return op
+	}
+	op.fired = true
+	return op
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// recommend is the target's recommendation from one sample: value v with
+// ready instances, for a group of size n, and what the formula alone gives.
+// Inside the tolerance band it is n.
+func recommend(t config.Target, v float64, ready, n int) (rec, raw int, inBand bool) {
+	total := slices.Contains(totals, t.Metric)
+	units := v
+	if !total {
+		units = v * float64(ready)
+	}
+	exact := units / t.Value
+	// The epsilon keeps 150/50 = 3.0000000001 from becoming 4.
+	raw = int(math.Ceil(exact - 1e-9))
+	if ready > 0 && math.Abs(exact/float64(ready)-1) <= t.Tolerance {
+		return n, raw, true
+	}
+	// As the HPA does, count instances that are not ready yet (warming up)
+	// as loaded to the target before scaling in: otherwise the capacity just
+	// added would be taken away before it could take load.
+	if raw < n && !total && ready < n {
+		if adjusted := int(math.Ceil(exact + float64(n-ready) - 1e-9)); adjusted < n {
+			return adjusted, raw, false
+		}
+		return n, raw, false
+	}
+	return raw, raw, false
+}
+
+func (e *evaluation) target(t config.Target) (opinion, bool) {
+	iv := e.p.Interval
+	op := opinion{name: TargetName, action: config.Action{Kind: config.ActionSize}}
+	cur := e.s.Desired
+	latest, ok := e.sample(t.Metric)
+	readyP, readyOK := e.sample("ready")
+	if !ok || !readyOK {
+		if e.wentMissing(t.Metric) || ok && e.wentMissing("ready") {
+			if len(e.missing) == 0 {
+				e.missing = append(e.missing, TargetName)
+			}
+			e.missing = append(e.missing, fmt.Sprintf("target: %s or ready is missing or stale; the size holds", t.Metric))
+		}
+		return op, false
+	}
+	ready := int(readyP.V)
+	rec, raw, inBand := recommend(t, latest.V, ready, cur)
+	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, num(latest.V), ready, rec, num(t.Value))
+	op.size, op.fired, op.reason = rec, true, desc
+	switch {
+	case inBand && raw != cur:
+		op.fired = false
+		op.code = CodeTolerance
+		op.reason = fmt.Sprintf("%s %s is within %s%% of the target %s: the size stays %d (the formula gives %d)",
+			t.Metric, num(latest.V), num(t.Tolerance*100), num(t.Value), cur, raw)
+		return op, true
+	case rec == cur:
+		return op, true
+	case rec > cur:
+		base, ok := e.extremeSize(t.Period, false)
+		if !ok {
+			base = cur
+		}
+		limit := base + t.MaxStepUp.Of(base)
+		if rec > limit {
+			if limit <= cur {
+				op.fired, op.size = false, cur
+				op.code = CodeRateLimit
+				op.reason = fmt.Sprintf("%s; max_step up %s per %s from %d allows no more than %d", desc, t.MaxStepUp, t.Period, base, limit)
+				return op, true
+			}
+			op.size = limit
+			op.reason += fmt.Sprintf(", limited to %d by max_step up %s per %s", limit, t.MaxStepUp, t.Period)
+		}
+		return op, true
+	}
+
+	// Scale in: only to the highest recommendation of the window, which must
+	// be covered by history.
+	stab := t.ScaleInStabilization
+	if stab > 0 {
+		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
+		if !reaches(pts, e.now, stab, iv) {
+			op.fired, op.size = false, cur
+			op.code = CodeStabilization
+			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history", desc, stab)
+			return op, true
+		}
+		readyPts := e.h.Points("ready", e.now.Add(-stab-maxStaleSlack), e.now)
+		sizePts := e.h.Points("size", e.now.Add(-stab-maxStaleSlack), e.now)
+		high, highAt := rec, e.now
+		for _, p := range pts {
+			if !finite(p.V) {
+				continue
+			}
+			r, n := ready, cur
+			if rp, ok := at(readyPts, p.T); ok {
+				r = int(rp.V)
+			}
+			if sp, ok := at(sizePts, p.T); ok {
+				n = int(sp.V)
+			}
+			if pr, _, _ := recommend(t, p.V, r, n); pr > high {
+				high, highAt = pr, p.T
+			}
+		}
+		if high >= cur {
+			op.fired, op.size = false, cur
+			op.code = CodeStabilization
+			op.reason = fmt.Sprintf("%s; the %s stabilization window holds a higher recommendation (%d at %s)", desc, stab, high, highAt.UTC().Format(time.RFC3339))
+			return op, true
+		}
+		if high > rec {
+			op.size = high
+			op.reason += fmt.Sprintf(", stabilized to %d (the highest in the last %s, at %s)", high, stab, highAt.UTC().Format(time.RFC3339))
+		}
+	}
+	base, ok := e.extremeSize(t.Period, true)
+	if !ok {
+		base = cur
+	}
+	limit := base - t.MaxStepDown.Of(base)
+	if op.size < limit {
+		if limit >= cur {
+			op.fired, op.size = false, cur
+			op.code = CodeRateLimit
+			op.reason = fmt.Sprintf("%s; max_step down %s per %s from %d allows no fewer than %d", desc, t.MaxStepDown, t.Period, base, limit)
+			return op, true
+		}
+		op.size = limit
+		op.reason += fmt.Sprintf(", limited to %d by max_step down %s per %s", limit, t.MaxStepDown, t.Period)
+	}
+	return op, true
+}
+
+// extremeSize is the smallest (or, with largest, the largest) size the group
+// had during the last period, the base a rate limit counts from.
+func (e *evaluation) extremeSize(period time.Duration, largest bool) (int, bool) {
+	pts := e.h.Points("size", e.now.Add(-period), e.now)
+	if len(pts) == 0 {
+		return 0, false
+	}
+	v := pts[0].V
+	for _, p := range pts {
+		if largest {
+			v = max(v, p.V)
+		} else {
+			v = min(v, p.V)
+		}
+	}
+	// The desired size leads the measured one while a job runs.
+	if largest {
+		return max(int(v), e.s.Desired), true
+	}
+	return min(int(v), e.s.Desired), true
+}
+
+// schedules returns the size bounds at now and the names of the schedules
+// that set them.
+func (e *evaluation) schedules() (lo, hi int, names []string) {
+	lo, hi = e.g.MinSize, e.g.MaxSize
+	for _, s := range e.p.Schedules {
+		if !s.Cron.Active(e.now, s.Duration) {
+			continue
+		}
+		names = append(names, s.Name)
+		if s.MinSize > 0 {
+			lo = max(lo, s.MinSize)
+		}
+		if s.MaxSize > 0 {
+			hi = min(hi, s.MaxSize)
+		}
+	}
+	// Overlapping windows that disagree: the floor wins, so capacity asked
+	// for is there.
+	hi = max(hi, lo)
+	return lo, hi, names
+}

@@ -1,0 +1,233 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// Submitter files jobs: jobs.Manager, so that the policy's requests go
+// through the same path, checks and records as the CLI's and gRPC's.
+type Submitter interface {
+	Submit(ctx context.Context, req jobs.Request) (jobs.Job, error)
+}
+
+// Runner evaluates one group's policy every interval, submits what it
+// decides and records each decision.
+type Runner struct {
+	Group   config.Group
+	Metrics Metrics
+	Jobs    Submitter
+	// State returns the group's desired size, cooldowns and running job;
+	// the Runner fills in RuleJobs itself.
+	State func() State
+	Store *store.Store
+	Log   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Run evaluates until ctx ends. It returns an error only if it cannot start:
+// a failure to record a decision is logged and the loop goes on.
+func (r *Runner) Run(ctx context.Context) error {
+	l, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	tick := time.NewTicker(r.Group.Autoscale.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		l.step(ctx, now())
+	}
+}
+
+// loop is a running Runner's memory between evaluations; everything in it
+// is recovered from the store at start.
+type loop struct {
+	r *Runner
+	// ruleJobs is when each rule last had a job accepted.
+	ruleJobs map[string]time.Time
+	dedup    Dedup
+	// A request the job manager refused is not repeated at every tick: the
+	// manager would record an ignored job each time.
+	refused      *jobs.Request
+	refusedUntil time.Time
+	refusedWhy   string
+	backoff      time.Duration
+}
+
+func (r *Runner) start(ctx context.Context) (*loop, error) {
+	if r.Group.Autoscale == nil {
+		return nil, fmt.Errorf("policy: group %s has no autoscale policy", r.Group.Name)
+	}
+	// A rule's cooldown runs from its last accepted job, even one accepted
+	// before a restart.
+	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, OutcomeAccepted)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	l := &loop{r: r, ruleJobs: ruleJobs, backoff: max(10*r.Group.Autoscale.Interval, 10*time.Second)}
+	last, err := r.Store.Decisions(ctx, store.DecisionQuery{Group: r.Group.Name, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if len(last) == 1 {
+		l.dedup.Repeat(FromStore(last[0]))
+	}
+	return l, nil
+}
+
+// step evaluates at now, submits what the evaluation asks for, and records
+// the decision.
+func (l *loop) step(ctx context.Context, now time.Time) {
+	r := l.r
+	s := r.State()
+	s.RuleJobs = maps.Clone(l.ruleJobs)
+	d, record := Evaluate(r.Group, r.Metrics, s, now)
+	switch {
+	case d.Request == nil:
+	case l.refused != nil && *l.refused == *d.Request && d.Time.Before(l.refusedUntil):
+		d.Outcome, d.Code, d.Request = OutcomeNothing, CodeRefused, nil
+		d.Reason += fmt.Sprintf("; the same request was refused (%s), retried after %s", l.refusedWhy, l.refusedUntil.UTC().Format(time.RFC3339))
+	default:
+		req := *d.Request
+		job, err := r.Jobs.Submit(ctx, req)
+		l.refused = nil
+		switch {
+		case err != nil:
+			d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
+			d.JobID = job.ID
+			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), err.Error()
+		case job.State == jobs.Ignored:
+			d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
+			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), job.Reason
+		default:
+			d.Outcome, d.JobID = OutcomeAccepted, job.ID
+			l.ruleJobs[d.Rule] = d.Time
+		}
+	}
+	if record && !l.dedup.Repeat(d) {
+		r.record(ctx, d)
+	}
+}
+
+func (r *Runner) record(ctx context.Context, d Decision) {
+	sd := toStore(d)
+	if err := r.Store.InsertDecision(context.WithoutCancel(ctx), &sd); err != nil {
+		r.Log.Error("recording decision failed", "group", d.Group, "err", err)
+	}
+	attrs := []any{"group", d.Group, "rule", d.Rule, "outcome", d.Outcome, "code", d.Code,
+		"current", d.Current, "recommendation", d.Recommendation, "reason", d.Reason}
+	if d.JobID != "" {
+		attrs = append(attrs, "job", d.JobID)
+	}
+	r.Log.Info("autoscale decision", attrs...)
+}
+
+// Dedup keeps a run of identical "nothing" decisions (the same rule held back
+// for the same reason, second after second) to its first one.
+type Dedup struct{ last string }
+
+// Repeat reports whether d repeats the previous decision; decisions that
+// request a job never do.
+func (dd *Dedup) Repeat(d Decision) bool {
+	if d.Outcome != OutcomeNothing {
+		dd.last = ""
+		return false
+	}
+	key := fmt.Sprintf("%s|%s|%d|%d", d.Rule, d.Code, d.Current, d.Recommendation)
+	if key == dd.last {
+		return true
+	}
+	dd.last = key
+	return false
+}
+
+func toStore(d Decision) store.Decision {
+	sd := store.Decision{Group: d.Group, At: d.Time, Rule: d.Rule, Sources: d.Sources, Values: d.Values,
+		Current: d.Current, Recommendation: d.Recommendation, Outcome: d.Outcome, Code: d.Code, Reason: d.Reason, JobID: d.JobID}
+	if d.Request != nil {
+		sd.RequestKind, sd.RequestPlan, sd.RequestSize = string(d.Request.Kind), d.Request.Plan, d.Request.Size
+	}
+	return sd
+}
+
+// FromStore converts a recorded decision back, for `shoal events`.
+func FromStore(sd store.Decision) Decision {
+	d := Decision{Time: sd.At, Group: sd.Group, Rule: sd.Rule, Sources: sd.Sources, Values: sd.Values,
+		Current: sd.Current, Recommendation: sd.Recommendation, Outcome: sd.Outcome, Code: sd.Code, Reason: sd.Reason, JobID: sd.JobID}
+	if sd.RequestKind != "" {
+		d.Request = &jobs.Request{Group: sd.Group, Kind: jobs.Kind(sd.RequestKind), Plan: sd.RequestPlan, Size: sd.RequestSize,
+			Source: SourcePrefix + sd.Rule}
+	}
+	return d
+}
+
+// Replay evaluates g's policy over [from, to] at every interval, as the live
+// Runner would have, and returns the decisions it would have recorded without
+// doing anything. The group's size at each moment is the recorded "size"
+// series (min_size before it starts); its cooldowns start when that size
+// changes, and when a replayed decision would have requested a job.
+func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
+	if g.Autoscale == nil {
+		return nil
+	}
+	iv := g.Autoscale.Interval
+	sizes := h.Points("size", from.Add(-time.Hour), to)
+	var (
+		out    []Decision
+		dedup  Dedup
+		s      = State{Desired: g.MinSize, RuleJobs: map[string]time.Time{}}
+		prev   = -1
+		cooled = func(t time.Time) {
+			s.UpCooldownUntil, s.DownCooldownUntil = t.Add(g.Cooldown.Up), t.Add(g.Cooldown.Down)
+		}
+	)
+	// A change shortly before from still holds its cooldowns.
+	for _, p := range sizes {
+		if p.T.After(from) {
+			break
+		}
+		if n := int(p.V); n != prev {
+			if prev >= 0 {
+				cooled(p.T)
+			}
+			prev = n
+		}
+	}
+	for now := from; !now.After(to); now = now.Add(iv) {
+		if p, ok := at(sizes, now); ok {
+			if n := int(p.V); n != prev {
+				if prev >= 0 {
+					cooled(p.T)
+				}
+				prev = n
+			}
+			s.Desired = prev
+		}
+		d, record := Evaluate(g, h, s, now)
+		if d.Request != nil {
+			s.RuleJobs[d.Rule] = now
+			cooled(now)
+		}
+		if record && !dedup.Repeat(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"sort"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/metrics"
+)
+
+// Point is one sample of a group metric.
+type Point = metrics.Point
+
+// Metrics is a group's metric history: the collector's (metrics.GroupHistory:
+// the 1 s ring, then the stored 10 s averages after a restart), or a
+// simulator's.
+type Metrics interface {
+	// Points returns the samples of path (such as "cpu.avg") with
+	// from <= T <= to, oldest first; none when the metric is unknown.
+	Points(path string, from, to time.Time) []Point
+}
+
+// Freshness rules. Samples arrive every collection interval (1 s live; 10 s
+// or 1 min roll-ups, stamped with their bucket's start, in older history), so
+// "recent" and "gap" are measured against both the evaluation interval and
+// the series' own spacing; maxStaleSlack is enough for a 1-minute bucket.
+const (
+	minStale      = 5 * time.Second
+	maxStaleSlack = 90 * time.Second
+)
+
+// staleAfter is how old the newest sample may be: three evaluation intervals
+// and at least 5 s, or one and a half sample spacings for a coarse series.
+func staleAfter(pts []Point, interval time.Duration) time.Duration {
+	limit := max(3*interval, minStale)
+	if n := len(pts); n >= 2 {
+		limit = max(limit, min(pts[n-1].T.Sub(pts[n-2].T)*3/2, maxStaleSlack))
+	}
+	return limit
+}
+
+// gapLimit is the longest stretch without samples that a window of length w
+// tolerates between samples otherwise spacing apart: three
+// intervals, a tenth of the window, or one and a half spacings of a coarse
+// series (the stored 10 s averages a restart reads back).
+func gapLimit(w, interval, spacing time.Duration) time.Duration {
+	return max(3*interval, w/10, spacing*3/2)
+}
+
+// fresh reports whether the newest of pts is recent at now.
+func fresh(pts []Point, now time.Time, interval time.Duration) bool {
+	return len(pts) > 0 && now.Sub(pts[len(pts)-1].T) <= staleAfter(pts, interval)
+}
+
+// reaches reports whether pts, the samples in [now-w, now], are fresh and
+// start near now-w: history as long as the window.
+func reaches(pts []Point, now time.Time, w, interval time.Duration) bool {
+	if !fresh(pts, now, interval) {
+		return false
+	}
+	var spacing time.Duration
+	if len(pts) >= 2 {
+		spacing = pts[1].T.Sub(pts[0].T)
+	}
+	return pts[0].T.Sub(now.Add(-w)) <= gapLimit(w, interval, spacing)
+}
+
+// covers reports whether pts, the samples in [now-w, now], cover the whole
+// window: they reach back to its start and have no long gap.
+func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
+	if !reaches(pts, now, w, interval) {
+		return false
+	}
+	for i := 1; i < len(pts); i++ {
+		// A coarse series is coarse on at least one side of its gaps.
+		var spacing time.Duration
+		if i >= 2 {
+			spacing = pts[i-1].T.Sub(pts[i-2].T)
+		}
+		if i+1 < len(pts) {
+			spacing = max(spacing, pts[i+1].T.Sub(pts[i].T))
+		}
+		if pts[i].T.Sub(pts[i-1].T) > gapLimit(w, interval, spacing) {
+			return false
+		}
+	}
+	return true
+}
+
+// at returns the newest sample at or before t.
+func at(pts []Point, t time.Time) (Point, bool) {
+	i := sort.Search(len(pts), func(i int) bool { return pts[i].T.After(t) })
+	if i == 0 {
+		return Point{}, false
+	}
+	return pts[i-1], true
+}
