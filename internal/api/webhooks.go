@@ -249,9 +249,10 @@ func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhoo
 		var inErr *jobs.InputError
 		switch {
 		case errors.As(err, &inErr):
-			// Validated above; only a changed group could get here.
+			// route ran the same checks: only if they drifted apart.
 			return resp, &webhookError{code: http.StatusUnprocessableEntity, msg: inErr.Msg, valid: inErr.Valid}
 		case err != nil:
+			// The store failed; jobs already submitted for other groups stand.
 			h.log.Error("webhook job submission failed", "webhook", kind.name, "group", name, "err", err)
 			return resp, &webhookError{code: http.StatusInternalServerError, msg: err.Error()}
 		}
