@@ -332,7 +332,7 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts")
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts", "prometheus")
 	var h HAProxy
 	bin, bn := f.str("binary", "haproxy")
 	if bn != nil && bin == "" {
@@ -347,7 +347,26 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Global = d.checkEach(f.strings("global"), CheckLine)
 	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
 	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
+	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
+}
+
+// loopbackListen decodes an optional host:port for an unauthenticated
+// listener, which must be a loopback address.
+func (d *decoder) loopbackListen(f *fields, key string) string {
+	s, n := f.str(key, "")
+	if n == nil {
+		return ""
+	}
+	if err := checkHostPort(s); err != nil {
+		d.errorf(n, f.field(key), "%v", err)
+		return ""
+	}
+	if host, _, _ := net.SplitHostPort(s); !isLoopback(host) {
+		d.errorf(n, f.field(key), "must be a loopback address such as 127.0.0.1:9101 (it serves metrics without authentication), got %q", s)
+		return ""
+	}
+	return s
 }
 
 func (d *decoder) groups(n *yaml.Node) []Group {

@@ -70,6 +70,9 @@ type HAProxy struct {
 	Defaults []string
 	// Timeouts are HAProxy's client and server timeouts.
 	Timeouts Timeouts
+	// Prometheus is an optional loopback host:port where HAProxy's own
+	// exporter serves /metrics.
+	Prometheus string
 }
 
 // Timeouts are HAProxy's timeouts; a zero field means its default. Each is
