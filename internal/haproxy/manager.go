@@ -68,7 +68,7 @@ type Manager struct {
 	// text and hash are the configuration HAProxy runs, without servers
 	// (what Render returns); the master record carries the hash.
 	text, hash string
-	proc     *proc.Process
+	proc       *proc.Process
 	// up is true while proc's admin socket has answered: commands are sent.
 	up bool
 	// stopSupervisor cancels the supervision goroutine; supervisorDone is
