@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs, shutdown`,
 		},
 		{
 			name: "unknown group field",
@@ -1239,6 +1239,7 @@ compat:
 			Timeouts: DefaultTimeouts,
 		},
 		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
+		Shutdown:  ShutdownKeep,
 		Groups: []Group{
 			{
 				Name:    "web",

@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+// worker returns the pid of HAProxy's current worker, from its admin socket.
+func (e *shoalEnv) worker() int {
+	e.t.Helper()
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := c.Exec(ctx, "show info")
+	if err != nil {
+		e.t.Fatalf("show info: %v", err)
+	}
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(line, "Pid: "); ok {
+			var pid int
+			fmt.Sscan(v, &pid)
+			return pid
+		}
+	}
+	e.t.Fatalf("show info has no Pid: %q", out)
+	return 0
+}
+
+// reload runs `shoal reload` and fails the test unless it exits 0.
+func (e *shoalEnv) reload() string {
+	e.t.Helper()
+	out, stderr, code := e.cli("reload")
+	if code != 0 {
+		e.t.Fatalf("shoal reload exited %d:\n%s%s", code, out, stderr)
+	}
+	return out
+}
+
+func checkNoFailures(t *testing.T, what string, res loadgen.Result) {
+	t.Helper()
+	t.Logf("%s: %d requests, %d failures, spread %v", what, res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%s: %d of %d requests failed: %v", what, res.Failures, res.Requests, res.FailureSamples)
+	}
+	if res.Requests < 50 {
+		t.Fatalf("%s: only %d requests went through", what, res.Requests)
+	}
+}
+
+// TestReloadInvalidConfigKeepsOld: a reload of a broken file changes
+// nothing: exit status 2 with every error at its position, the old config
+// keeps serving (same HAProxy worker) and no request fails.
+func TestReloadInvalidConfigKeepsOld(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	bad := web
+	bad.Min, bad.Max = 4, 3 // min above max
+	e.writeConfig("", bad)
+	out, stderr, code := e.cli("reload")
+	if code != 2 {
+		t.Fatalf("shoal reload of an invalid config exited %d, want 2:\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "shoal.yaml:") || !strings.Contains(stderr, "max_size: must be >= min_size") {
+		t.Fatalf("shoal reload does not name the error's position and field:\n%s", stderr)
+	}
+	// SIGHUP reports the same in the log and changes nothing either.
+	_ = e.cmd.Process.Signal(syscall.SIGHUP)
+	e.eventually("the failed SIGHUP reload is logged", 10*time.Second, func() error {
+		if !strings.Contains(e.log.String(), "config reload failed") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "invalid reload", stop())
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d on an invalid config", worker, w)
+	}
+	// The CLI cannot read the broken file to find the socket: ask directly.
+	s, err := e.client().Group(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MinSize != 2 || s.MaxSize != 5 || s.InService != 2 {
+		t.Fatalf("the running config changed: min %d max %d, %d in service", s.MinSize, s.MaxSize, s.InService)
+	}
+
+	// Non-reloadable settings are refused with what to do instead.
+	e.writeConfig("admin: {socket: other.sock}\n", web)
+	_, stderr, code = e.cli("reload", "--socket", filepath.Join(e.stateDir(), "shoal.sock"))
+	if code != 2 || !strings.Contains(stderr, "admin changed") || !strings.Contains(stderr, "--keep-running") {
+		t.Fatalf("a changed admin socket: exit %d, want 2 with the reason:\n%s", code, stderr)
+	}
+}
+
+// TestReloadAddsGroupAndRoute adds a group routed by path prefix under load:
+// HAProxy is reloaded without a failed request and the new route serves.
+func TestReloadAddsGroupAndRoute(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	// demo-backend serves /work; the load goes to / (group web).
+	api := groupSpec{Name: "api", Min: 1, Max: 2, Extra: "    path_prefixes: [/work]\n"}
+	e.writeConfig("", web, api)
+	out := e.reload()
+	if !strings.Contains(out, "HAProxy reloaded") || !strings.Contains(out, "added api") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.waitInService("api", 1)
+	resp, err := http.Get("http://" + e.listen + "/work?ms=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Instance") != "api-001" {
+		t.Fatalf("/work answered %d from %q, want 200 from api-001", resp.StatusCode, resp.Header.Get("X-Instance"))
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "reload adding a group", stop())
+	if w := e.worker(); w == worker {
+		t.Fatalf("HAProxy's worker is still %d: not reloaded", worker)
+	}
+	e.checkInSync("web")
+	e.checkInSync("api")
+}
+
+// TestReloadMinSizeOnly: a change HAProxy's config does not show applies
+// without reloading HAProxy.
+func TestReloadMinSizeOnly(t *testing.T) {
+	flat := groupSpec{Name: "web", Min: 2, Max: 5}
+	e := newEnv(t, "", flat)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+
+	bigger := flat
+	bigger.Min = 3
+	e.writeConfig("", bigger)
+	out := e.reload()
+	if !strings.Contains(out, "HAProxy unchanged") || !strings.Contains(out, "changed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.waitInService("web", 3)
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d for a min_size change", worker, w)
+	}
+	if s := e.status().Groups[0]; s.MinSize != 3 || s.Desired != 3 {
+		t.Fatalf("after the reload: min_size %d, desired %d; want 3, 3", s.MinSize, s.Desired)
+	}
+	e.checkInSync("web")
+}
+
+// TestReloadsKeepRuntimeServers reloads HAProxy three times in a row under
+// load, with servers added at runtime (one in service after a scale-up, one
+// still behind its health gate): no request fails and no server is lost.
+func TestReloadsKeepRuntimeServers(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "up")
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	for i := 1; i <= 3; i++ {
+		before := e.worker()
+		servers := e.haproxyServers("web")
+		e.writeConfig(fmt.Sprintf("  timeouts: {server: %ds}\n", 30+i), web)
+		out := e.reload()
+		if !strings.Contains(out, "HAProxy reloaded") {
+			t.Fatalf("reload %d: %q", i, out)
+		}
+		if w := e.worker(); w == before {
+			t.Fatalf("reload %d: worker still %d", i, w)
+		}
+		if got := e.haproxyServers("web"); fmt.Sprint(got) != fmt.Sprint(servers) {
+			t.Fatalf("reload %d: HAProxy's servers %v, before %v", i, got, servers)
+		}
+		e.checkInSync("web")
+	}
+	checkNoFailures(t, "3 reloads", stop())
+	if s := e.status().Groups[0]; s.InService != 3 {
+		t.Fatalf("%d in service after the reloads, want 3", s.InService)
+	}
+	if !strings.Contains(e.log.String(), "haproxy reloaded") {
+		t.Fatalf("the reloads are not logged:\n%s", e.log)
+	}
+}
+
+// TestRestartKeepsServing stops shoal with SIGTERM (shutdown: keep) and with
+// `shoal stop --keep-running` under load: HAProxy and the instances keep
+// serving, and each next `shoal serve` adopts the same processes.
+func TestRestartKeepsServing(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	haproxyPID := e.haproxyPID()
+	var pids []int
+	for _, in := range e.status().Groups[0].Instances {
+		pids = append(pids, in.PID)
+	}
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	for _, how := range []string{"SIGTERM", "shoal stop --keep-running"} {
+		if how == "SIGTERM" {
+			e.signalStop(syscall.SIGTERM)
+		} else {
+			out, stderr, code := e.cli("stop", "--keep-running")
+			if code != 0 || !strings.Contains(out, "keep serving") {
+				t.Fatalf("shoal stop --keep-running exited %d:\n%s%s", code, out, stderr)
+			}
+			<-e.exited
+		}
+		for _, pid := range append([]int{haproxyPID}, pids...) {
+			if !alive(pid) {
+				t.Fatalf("after %s: pid %d is gone", how, pid)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // serving with no core at all
+		e.start()
+		e.waitInService("web", 2)
+		var now []int
+		for _, in := range e.status().Groups[0].Instances {
+			now = append(now, in.PID)
+		}
+		if !slices.Equal(now, pids) || e.haproxyPID() != haproxyPID {
+			t.Fatalf("after %s and a start: instances %v HAProxy %d; want the same %v and %d adopted", how, now, e.haproxyPID(), pids, haproxyPID)
+		}
+		e.checkInSync("web")
+	}
+	checkNoFailures(t, "2 restarts of shoal", stop())
+
+	out, stderr, code := e.cli("stop")
+	if code != 0 {
+		t.Fatalf("shoal stop exited %d:\n%s%s", code, out, stderr)
+	}
+	<-e.exited
+	for _, pid := range append([]int{haproxyPID}, pids...) {
+		if alive(pid) {
+			t.Fatalf("pid %d still alive after shoal stop", pid)
+		}
+	}
+}
+
+// TestReloadRemovesGroupDrains removes a group while a slow request is in
+// flight on it: the request completes, then its instances stop and its
+// backend leaves HAProxy.
+func TestReloadRemovesGroupDrains(t *testing.T) {
+	api := slowGroup(t, groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n", Drain: "10s"})
+	e := newEnv(t, "", web, api)
+	e.start()
+	e.waitInService("web", 2)
+	e.waitInService("api", 1)
+	apiPID := e.status().Groups[1].Instances[0].PID
+	stop := load(t, e)
+
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + e.listen + "/api/sleep?ms=2000")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+		}
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	e.writeConfig("", web)
+	out := e.reload()
+	if !strings.Contains(out, "removed api") || !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	select {
+	case err := <-slow:
+		if err != nil {
+			t.Fatalf("the request in flight on the removed group failed: %v", err)
+		}
+	default:
+		t.Fatal("the reload returned before the removed group's request in flight had finished: not drained")
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Fatalf("the reload took %v: the 2 s request was not waited for", took)
+	}
+	if alive(apiPID) {
+		t.Fatalf("the removed group's instance %d is still running", apiPID)
+	}
+	for _, g := range e.status().Groups {
+		if g.Name == "api" {
+			t.Fatal("the removed group is still in status")
+		}
+	}
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if stats, err := c.Stats(ctx, "api"); err == nil && len(stats) > 0 {
+		t.Fatalf("HAProxy still has backend api: %v", stats)
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "removing a group", stop())
+	e.checkInSync("web")
+}
