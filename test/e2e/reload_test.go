@@ -267,17 +267,21 @@ func TestRestartKeepsServing(t *testing.T) {
 // flight on it: the request completes, then its instances stop and its
 // backend leaves HAProxy.
 func TestReloadRemovesGroupDrains(t *testing.T) {
-	api := slowGroup(t, groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n", Drain: "10s"})
+	api := slowGroup(t, groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/sleep]\n", Drain: "10s"})
 	e := newEnv(t, "", web, api)
 	e.start()
 	e.waitInService("web", 2)
 	e.waitInService("api", 1)
-	apiPID := e.status().Groups[1].Instances[0].PID
+	g, err := e.client().Group(context.Background(), "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiPID := g.Instances[0].PID
 	stop := load(t, e)
 
 	slow := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + e.listen + "/api/sleep?ms=2000")
+		resp, err := http.Get("http://" + e.listen + "/sleep?ms=2000")
 		if err == nil {
 			_, err = io.ReadAll(resp.Body)
 			resp.Body.Close()
