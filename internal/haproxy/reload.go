@@ -19,7 +19,7 @@ import (
 const reloadTimeout = 15 * time.Second
 
 // Reload makes HAProxy run cfg. When the configuration HAProxy runs (Render's
-// output, servers aside) is unchanged, only the registry's health settings are
+// output and the servers' check keywords) is unchanged, only the registry's health settings are
 // updated and HAProxy is left alone. Otherwise every registered server is
 // written into the new configuration as a static line — HAProxy loses the
 // servers added at runtime on a reload — checked with `haproxy -c`, and the
@@ -39,7 +39,7 @@ func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) 
 	hash := configHash(text)
 
 	m.mu.Lock()
-	same := hash == m.hash
+	same := hash == m.hash && sameServerChecks(m.cfg, cfg)
 	p, running := m.proc, m.up && m.supervisorDone != nil
 	if same || !running {
 		// Not running (stopped, or restarting after a crash): the next
@@ -172,6 +172,23 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	}
 	m.log.Info("haproxy reloaded", "pid", master, "worker", worker, "old_worker", before.current, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// sameServerChecks reports whether every group in both configs has the same
+// check keywords on its server lines (interval, rise, fall, passive checks):
+// Render's output does not show them, a reloaded configuration does.
+func sameServerChecks(old, cfg *config.Config) bool {
+	before := map[string]string{}
+	for _, g := range old.Groups {
+		before[g.Name], _ = serverCheckArgs(g.Health)
+	}
+	for _, g := range cfg.Groups {
+		args, _ := serverCheckArgs(g.Health)
+		if prev, ok := before[g.Name]; ok && prev != args {
+			return false
+		}
+	}
+	return true
 }
 
 // setHealthLocked gives registered servers their group's health settings
