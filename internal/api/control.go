@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
 )
@@ -70,8 +69,6 @@ func (h *Handler) reload(w http.ResponseWriter, r *http.Request, ctl Control) {
 	case err != nil:
 		h.internal(w, err)
 	default:
-		h.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),
-			"removed", strings.Join(resp.Removed, ","), "changed", strings.Join(resp.Changed, ","))
 		writeJSON(w, http.StatusOK, resp)
 	}
 }

@@ -96,10 +96,14 @@ func (c *core) Shutdown(keepRunning bool) {
 // then applies the rest: changed groups take their new settings, removed
 // groups are drained and stopped, HAProxy is reloaded if its configuration
 // changed, and added groups start. Nothing changes if the file is invalid.
-func (c *core) Reload(ctx context.Context) (api.ReloadResponse, error) {
+func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) {
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
-	var resp api.ReloadResponse
+	defer func() {
+		if err != nil {
+			c.log.Error("config reload failed; the running config stays in force", "err", err)
+		}
+	}()
 	old := c.cfg
 	cfg, err := config.Load(old.Path)
 	if err != nil {
@@ -160,7 +164,7 @@ func (c *core) Reload(ctx context.Context) (api.ReloadResponse, error) {
 
 	reloaded, err := c.lb.Reload(ctx, cfg)
 	if err != nil {
-		return resp, fmt.Errorf("reload: %w", err)
+		return resp, fmt.Errorf("reload: group settings applied (changed %v, removed %v), but: %w", resp.Changed, resp.Removed, err)
 	}
 	resp.HAProxyReloaded = reloaded
 
@@ -180,6 +184,8 @@ func (c *core) Reload(ctx context.Context) (api.ReloadResponse, error) {
 	c.cfg = cfg
 	slices.Sort(resp.Changed)
 	slices.Sort(resp.Removed)
+	c.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),
+		"removed", strings.Join(resp.Removed, ","), "changed", strings.Join(resp.Changed, ","))
 	return resp, nil
 }
 

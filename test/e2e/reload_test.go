@@ -327,3 +327,45 @@ func TestReloadRemovesGroupDrains(t *testing.T) {
 	checkNoFailures(t, "removing a group", stop())
 	e.checkInSync("web")
 }
+
+// TestReloadKeepsGateClosed reloads HAProxy while a new instance is behind
+// its health gate (its process listens only after 2 s): the reload must not
+// put it in rotation untested, and it goes in service once its checks pass.
+func TestReloadKeepsGateClosed(t *testing.T) {
+	slow := web
+	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+	e := newEnv(t, "", slow)
+	e.start()
+	e.waitInService("web", 2)
+	stop := load(t, e)
+	out, stderr, code := e.cli("scale", "web", "up")
+	if code != 0 {
+		t.Fatalf("shoal scale web up exited %d:\n%s%s", code, out, stderr)
+	}
+	e.eventually("web-003 is in HAProxy behind its gate", 10*time.Second, func() error {
+		if _, ok := e.haproxyServers("web")["web-003"]; !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	e.writeConfig("  timeouts: {server: 31s}\n", slow)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.Stats(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats {
+		if st.Name == "web-003" && strings.HasPrefix(st.Status, "UP") {
+			t.Fatalf("web-003 is %s right after the reload, before its process listens", st.Status)
+		}
+	}
+	e.waitInService("web", 3)
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "a reload with a gated instance", stop())
+	e.checkInSync("web")
+}
