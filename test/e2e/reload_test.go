@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -367,5 +368,45 @@ func TestReloadKeepsGateClosed(t *testing.T) {
 	e.waitInService("web", 3)
 	time.Sleep(300 * time.Millisecond)
 	checkNoFailures(t, "a reload with a gated instance", stop())
+	e.checkInSync("web")
+}
+
+// TestReloadFailureKeepsOldWorker: a config `haproxy -c` accepts but HAProxy
+// cannot run (its new listen address is taken) fails the reload loudly; the
+// old worker keeps serving, and the next good reload works.
+func TestReloadFailureKeepsOldWorker(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	listen := e.listen
+	e.listen = taken.Addr().String()
+	e.writeConfig("", web)
+	e.listen = listen
+	out, stderr, code := e.cli("reload")
+	if code != 1 || !strings.Contains(stderr, "keeps serving") {
+		t.Fatalf("a reload HAProxy cannot run: exit %d, want 1 saying the old worker keeps serving:\n%s%s", code, out, stderr)
+	}
+	t.Logf("failed reload: %s", stderr)
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d on a failed reload", worker, w)
+	}
+
+	e.writeConfig("  timeouts: {server: 31s}\n", web)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("the next reload: %q", out)
+	}
+	if w := e.worker(); w == worker {
+		t.Fatalf("HAProxy's worker is still %d after a good reload", w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "a failed and a good reload", stop())
 	e.checkInSync("web")
 }
