@@ -164,7 +164,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 
 	reloaded, err := c.lb.Reload(ctx, cfg)
 	if err != nil {
-		return resp, fmt.Errorf("reload: group settings applied (changed %v, removed %v), but: %w", resp.Changed, resp.Removed, err)
+		if len(resp.Changed)+len(resp.Removed) > 0 {
+			return resp, fmt.Errorf("reload: group changes applied (changed %v, removed %v), but: %w", resp.Changed, resp.Removed, err)
+		}
+		return resp, fmt.Errorf("reload: %w", err)
 	}
 	resp.HAProxyReloaded = reloaded
 

@@ -497,12 +497,13 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 		g.setState(ctx, in, Draining)
 	}
 	if timeout >= 0 {
-		if err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout); err != nil {
+		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
+		if ctx.Err() != nil && g.keep.Load() {
+			return // recorded as draining: the next run of shoal resumes the drain
+		}
+		if err != nil {
 			g.log.Warn("drain failed; removing anyway", "instance", in.name, "err", err)
 		}
-	}
-	if ctx.Err() != nil && g.keep.Load() {
-		return // recorded as draining: the next run of shoal resumes the drain
 	}
 	g.setState(ctx, in, Stopping)
 	g.removeFromLB(in)
