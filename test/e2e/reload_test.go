@@ -170,6 +170,16 @@ func TestReloadMinSizeOnly(t *testing.T) {
 		t.Fatalf("after the reload: min_size %d, desired %d; want 3, 3", s.MinSize, s.Desired)
 	}
 	e.checkInSync("web")
+
+	// shutdown: stop makes SIGTERM stop everything; it applies on reload.
+	e.writeConfig("shutdown: stop\n", bigger)
+	if out := e.reload(); !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.signalStop(syscall.SIGTERM)
+	if left := e.ourProcesses(); len(left) > 0 {
+		t.Fatalf("processes left after SIGTERM with shutdown: stop: %v", left)
+	}
 }
 
 // TestReloadsKeepRuntimeServers reloads HAProxy three times in a row under
@@ -209,8 +219,9 @@ func TestReloadsKeepRuntimeServers(t *testing.T) {
 }
 
 // TestRestartKeepsServing stops shoal with SIGTERM (shutdown: keep) and with
-// `shoal stop --keep-running` under load: HAProxy and the instances keep
-// serving, and each next `shoal serve` adopts the same processes.
+// `shoal stop --keep-running` under load, after a reload of HAProxy: HAProxy
+// and the instances keep serving, and each next `shoal serve` adopts the same
+// processes.
 func TestRestartKeepsServing(t *testing.T) {
 	e := newEnv(t, "", web)
 	e.start()
@@ -222,6 +233,12 @@ func TestRestartKeepsServing(t *testing.T) {
 	}
 	stop := load(t, e)
 	time.Sleep(300 * time.Millisecond)
+	// After a reload HAProxy runs another configuration: its record must
+	// follow, or the next start would replace it instead of adopting it.
+	e.writeConfig("  timeouts: {server: 31s}\n", web)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
 
 	for _, how := range []string{"SIGTERM", "shoal stop --keep-running"} {
 		if how == "SIGTERM" {
