@@ -120,15 +120,14 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		return err
 	}
 
-	// Groups outlive ctx: they stop only after HAProxy is down, so no request
-	// reaches a stopped instance.
 	srvCtx, stopServers := context.WithCancelCause(ctx)
 	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, runs: map[string]*groupRun{}, stop: stopServers}
 	for _, g := range groups {
 		c.run(g)
 	}
+	var reloads sync.WaitGroup
 	if opts.Reload != nil {
-		go func() {
+		reloads.Go(func() {
 			for {
 				select {
 				case <-srvCtx.Done():
@@ -137,7 +136,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 				}
 				_, _ = c.Reload(srvCtx) // it logs what happened
 			}
-		}()
+		})
 	}
 
 	servers, err := serveAPI(srvCtx, cfg, jm, met, c, log, stopServers)
@@ -174,7 +173,9 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		log.Error("shutting down after a fatal error", "err", cause)
 	}
 	servers.Wait()
-	// A reload in progress finishes first: it may be starting or retiring groups.
+	reloads.Wait()
+	// A reload in progress (from the API) finishes first: it may be starting
+	// or retiring groups.
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
 	jm.Close()
