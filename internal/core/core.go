@@ -134,6 +134,9 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 					return
 				case <-opts.Reload:
 				}
+				if srvCtx.Err() != nil {
+					return
+				}
 				_, _ = c.Reload(srvCtx) // it logs what happened
 			}
 		})
