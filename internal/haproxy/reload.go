@@ -53,10 +53,15 @@ func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) 
 	}
 
 	m.reloadMu.Lock()
-	err = m.reload(ctx, cfg, text, hash, p.PID())
+	down, err := m.reload(ctx, cfg, text, hash, p.PID())
 	m.reloadMu.Unlock()
 	if err != nil {
 		return false, err
+	}
+	// Servers that were DOWN come back behind the gate, as new ones do:
+	// they take traffic again only after rise passing checks.
+	for _, k := range down {
+		m.regate(ctx, k)
 	}
 	// Gate again what was written disabled, drain again what was draining,
 	// and catch anything that changed while the worker was replaced.
@@ -64,8 +69,9 @@ func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) 
 	return true, nil
 }
 
-// reload does Reload's work with reloadMu held.
-func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash string, master int) error {
+// reload does Reload's work with reloadMu held. It returns the registered
+// servers that were ready but DOWN, which it wrote disabled.
+func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash string, master int) ([]serverKey, error) {
 	m.mu.Lock()
 	entries := make([]entry, 0, len(m.registry))
 	for _, e := range m.registry {
@@ -95,6 +101,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 		}
 	}
 	servers := map[string][]string{}
+	var wasDown []serverKey
 	for _, e := range entries {
 		h, ok := health[e.srv.Backend]
 		if !ok {
@@ -104,11 +111,14 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 		s.Health = h
 		_, args, err := serverArgs(s)
 		if err != nil {
-			return fmt.Errorf("reload haproxy: %w", err)
+			return nil, fmt.Errorf("reload haproxy: %w", err)
 		}
 		switch {
-		case !e.ready || down[serverKey{s.Backend, s.Name}]:
+		case !e.ready:
 			args += " disabled"
+		case down[serverKey{s.Backend, s.Name}]:
+			args += " disabled"
+			wasDown = append(wasDown, serverKey{s.Backend, s.Name})
 		case e.draining:
 			args += " weight 0" // the last weight keyword wins
 		}
@@ -116,35 +126,35 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	}
 	full, err := render(cfg, m.paths, servers)
 	if err != nil {
-		return fmt.Errorf("reload haproxy: render config: %w", err)
+		return nil, fmt.Errorf("reload haproxy: render config: %w", err)
 	}
 	bin, err := m.binary(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	next := m.paths.Config + ".next"
 	if err := writeFileAtomic(next, []byte(full)); err != nil {
-		return fmt.Errorf("reload haproxy: write config: %w", err)
+		return nil, fmt.Errorf("reload haproxy: write config: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	out, err := exec.CommandContext(cctx, bin, "-c", "-f", next).CombinedOutput()
 	cancel()
 	if err != nil {
 		_ = os.Remove(next)
-		return fmt.Errorf("reload haproxy: the new configuration was refused (%v): %s; haproxy keeps the old one", err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("reload haproxy: the new configuration was refused (%v): %s; haproxy keeps the old one", err, strings.TrimSpace(string(out)))
 	}
 
 	before, err := m.showProc(ctx)
 	if err != nil {
 		_ = os.Remove(next)
-		return fmt.Errorf("reload haproxy: %w", err)
+		return nil, fmt.Errorf("reload haproxy: %w", err)
 	}
 	m.mu.Lock()
 	oldText := m.text
 	m.mu.Unlock()
 	if err := os.Rename(next, m.paths.Config); err != nil {
 		_ = os.Remove(next)
-		return fmt.Errorf("reload haproxy: install config: %w", err)
+		return nil, fmt.Errorf("reload haproxy: install config: %w", err)
 	}
 	logStart := fileSize(m.paths.LogFile)
 	m.log.Info("reloading haproxy", "pid", master, "worker", before.current, "servers", len(entries))
@@ -158,7 +168,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 			err = fmt.Errorf("%w; %s says: %s", err, m.paths.LogFile, tail)
 		}
 		m.log.Error("haproxy reload failed; the old worker keeps serving", "pid", master, "worker", before.current, "err", err)
-		return fmt.Errorf("reload haproxy: %w (the old worker %d keeps serving)", err, before.current)
+		return nil, fmt.Errorf("reload haproxy: %w (the old worker %d keeps serving)", err, before.current)
 	}
 	m.mu.Lock()
 	m.cfg, m.text, m.hash = cfg, text, hash
@@ -171,7 +181,30 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 		}
 	}
 	m.log.Info("haproxy reloaded", "pid", master, "worker", worker, "old_worker", before.current, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return wasDown, nil
+}
+
+// regate puts a server that was DOWN before a reload behind the health gate:
+// out of rotation until rise checks pass.
+func (m *Manager) regate(ctx context.Context, k serverKey) {
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	m.mu.Lock()
+	_, registered := m.registry[k]
+	m.mu.Unlock()
+	if !registered {
+		return
+	}
+	id := k.backend + "/" + k.name
+	m.reloadMu.RLock()
+	err = m.run(ctx, "enable health "+id+"; enable server "+id+"; set server "+id+" health down", "")
+	m.reloadMu.RUnlock()
+	if err != nil {
+		m.log.Error("cannot gate a server that was down before the reload", "backend", k.backend, "server", k.name, "err", err)
+	}
 }
 
 // sameServerChecks reports whether every group in both configs has the same

@@ -427,3 +427,55 @@ func TestReloadFailureKeepsOldWorker(t *testing.T) {
 	checkNoFailures(t, "a failed and a good reload", stop())
 	e.checkInSync("web")
 }
+
+// TestReloadKeepsDownServerOut: an instance in service that HAProxy has DOWN
+// (SIGSTOPped) stays out of rotation across a reload, instead of coming back
+// UP untested, and returns once its checks pass again.
+func TestReloadKeepsDownServerOut(t *testing.T) {
+	g := web
+	g.Extra = "    replace_after: 60s\n"
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 2)
+	victim := e.status().Groups[0].Instances[0]
+	if err := syscall.Kill(victim.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(victim.PID, syscall.SIGCONT)
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	health := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stats, err := c.Stats(ctx, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range stats {
+			if st.Name == victim.Name {
+				return st.Status
+			}
+		}
+		return "missing"
+	}
+	e.eventually("the stopped instance is DOWN", 15*time.Second, func() error {
+		if h := health(); !strings.HasPrefix(h, "DOWN") {
+			return fmt.Errorf("%s", h)
+		}
+		return nil
+	})
+	e.writeConfig("  timeouts: {server: 31s}\n", g)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	if h := health(); strings.HasPrefix(h, "UP") || h == "missing" {
+		t.Fatalf("the DOWN instance is %s right after the reload", h)
+	}
+	if err := syscall.Kill(victim.PID, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	e.waitInService("web", 2)
+	if pid := e.status().Groups[0].Instances[0].PID; pid != victim.PID {
+		t.Fatalf("the instance was replaced (pid %d → %d), want it back in service", victim.PID, pid)
+	}
+	e.checkInSync("web")
+}
