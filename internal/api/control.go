@@ -22,6 +22,10 @@ type Control interface {
 	Shutdown(keepRunning bool)
 }
 
+// ErrConfigUnreadable is wrapped by Reload's error when the config file
+// cannot be read at all.
+var ErrConfigUnreadable = errors.New("cannot read the config file")
+
 // ErrNotReloadable is wrapped by Reload's error for settings that only a
 // restart of shoal applies.
 var ErrNotReloadable = errors.New("only a restart of shoal applies this")
@@ -64,6 +68,8 @@ func (h *Handler) reload(w http.ResponseWriter, r *http.Request, ctl Control) {
 			msgs[i] = e.Error()
 		}
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("invalid config: %d error(s); the running config stays in force", len(el)), Errors: msgs})
+	case errors.Is(err, ErrConfigUnreadable):
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error() + "; the running config stays in force"})
 	case errors.Is(err, ErrNotReloadable):
 		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error()})
 	case err != nil:

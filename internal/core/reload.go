@@ -106,6 +106,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	}()
 	old := c.cfg
 	cfg, err := config.Load(old.Path)
+	var el config.ErrorList
+	if err != nil && !errors.As(err, &el) {
+		return resp, fmt.Errorf("%w: %w", api.ErrConfigUnreadable, err)
+	}
 	if err != nil {
 		return resp, err
 	}
