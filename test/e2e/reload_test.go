@@ -80,6 +80,12 @@ func TestReloadInvalidConfigKeepsOld(t *testing.T) {
 	if !strings.Contains(stderr, "shoal.yaml:") || !strings.Contains(stderr, "max_size: must be >= min_size") {
 		t.Fatalf("shoal reload does not name the error's position and field:\n%s", stderr)
 	}
+	// Asked through the socket alone, the core itself reads the file and
+	// answers with the same errors.
+	_, stderr, code = e.cli("reload", "--socket", filepath.Join(e.stateDir(), "shoal.sock"))
+	if code != 2 || !strings.Contains(stderr, "shoal.yaml:9:") || !strings.Contains(stderr, "max_size: must be >= min_size") {
+		t.Fatalf("shoal reload --socket of an invalid config: exit %d, want 2 with the error's position:\n%s", code, stderr)
+	}
 	// SIGHUP reports the same in the log and changes nothing either.
 	_ = e.cmd.Process.Signal(syscall.SIGHUP)
 	e.eventually("the failed SIGHUP reload is logged", 10*time.Second, func() error {
