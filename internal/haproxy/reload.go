@@ -19,8 +19,8 @@ import (
 const reloadTimeout = 15 * time.Second
 
 // Reload makes HAProxy run cfg. When the configuration HAProxy runs (Render's
-// output and the servers' check keywords) is unchanged, only the registry's health settings are
-// updated and HAProxy is left alone. Otherwise every registered server is
+// output and the servers' check keywords) is unchanged, only the registry's
+// health settings are updated and HAProxy is left alone. Otherwise every registered server is
 // written into the new configuration as a static line — HAProxy loses the
 // servers added at runtime on a reload — checked with `haproxy -c`, and the
 // master is told to reload: the new worker takes the listening sockets over
