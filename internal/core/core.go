@@ -57,12 +57,14 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 
 	// The access log reader is up before HAProxy can send to it and stops
 	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
+	var reader *accesslog.Reader
 	if cfg.AccessLog.Sample > 0 {
-		stopAccessLog, err := startAccessLog(cfg, log)
+		r, stopAccessLog, err := startAccessLog(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer stopAccessLog()
+		reader = r
 	}
 
 	lb := haproxy.NewManager(cfg, log)
@@ -90,9 +92,15 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	}
 	met := promexp.New(jm, lb.Restarts)
 	jm.Observe(met.ObserveJob)
-	if err := lb.Start(ctx); err != nil {
+	auto, err := openAutoscaler(cfg, groups, lb, log)
+	if err != nil {
 		return err
 	}
+	if err := lb.Start(ctx); err != nil {
+		auto.close()
+		return err
+	}
+	auto.start(st, jm, groups, reader, met)
 
 	// Groups outlive ctx: they stop only after HAProxy is down, so no request
 	// reaches a stopped instance.
@@ -107,7 +115,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	}
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	servers, err := serveAPI(srvCtx, cfg, jm, met, log, stopServers)
+	servers, err := serveAPI(srvCtx, cfg, jm, met, log, stopServers, auto.apiOption(st, cfg))
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -131,7 +139,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 		log.Error("shutting down after a fatal error", "err", cause)
 	}
 	servers.Wait()
+	// Policies stop before the jobs they could submit; collection after the
+	// jobs, so that their last seconds are in the history.
+	auto.stopRunners()
 	jm.Close()
+	auto.close()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
 	defer cancel()
 	if err := lb.Stop(stopCtx); err != nil {
@@ -145,7 +157,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 
 // startAccessLog reads HAProxy's access log into STATE_DIR/logs/access.log
 // until the returned function is called.
-func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
+func startAccessLog(cfg *config.Config, log *slog.Logger) (*accesslog.Reader, func(), error) {
 	r, err := accesslog.Open(accesslog.Options{
 		Socket:     haproxy.PathsFor(cfg.StateDir).LogSocket,
 		File:       filepath.Join(cfg.StateDir, "logs", "access.log"),
@@ -155,7 +167,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
 		Log:        log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -165,7 +177,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
 			log.Error("access log stopped", "err", err)
 		}
 	}()
-	return func() {
+	return r, func() {
 		cancel()
 		<-done
 		s := r.Stats()
@@ -215,16 +227,17 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 
 // serveAPI serves the control API on the unix socket and, if configured, TCP.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
+	opts = append(opts, api.WithMetrics(met))
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
 	ul, err := unixsock.Listen(cfg.Admin.Socket, 0o600, "")
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met)), alog, defaultAdminLimits)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, opts...), alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}
