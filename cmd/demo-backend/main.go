@@ -10,6 +10,9 @@
 //	/            a ~9 KB HTML page naming the instance
 //	/healthz     200 "ok"
 //	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
+//	POST /echo   with X-Request-Id: ID, writes "seen ID" to standard error
+//	             (the instance's log under shoal) before answering, so
+//	             the chaos benchmark can count how often each POST arrived
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
 // the server gracefully, waiting at most 10s for requests in flight.
@@ -71,7 +74,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           newHandler(*name),
+		Handler:           newHandler(*name, stderr),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
