@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,13 +14,8 @@ import (
 // maxWork caps /work so that one request cannot pin a core for long.
 const maxWork = 10 * time.Second
 
-// maxRequestID bounds the X-Request-Id that POST /echo accepts.
-const maxRequestID = 128
-
-// newHandler serves the demo endpoints for the instance called name. POST
-// /echo writes "seen ID" to seen, one line per request, before it answers.
-func newHandler(name string, seen io.Writer) http.Handler {
-	var seenMu sync.Mutex
+// newHandler serves the demo endpoints for the instance called name.
+func newHandler(name string) http.Handler {
 	page := renderPage(name)
 	pageLen := strconv.Itoa(len(page))
 	mux := http.NewServeMux()
@@ -51,42 +44,7 @@ func newHandler(name string, seen io.Writer) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "%s worked %dms\n", name, used.Milliseconds())
 	})
-	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !validRequestID(id) {
-			http.Error(w, "X-Request-Id: want 1 to 128 printable ASCII characters without spaces", http.StatusBadRequest)
-			return
-		}
-		if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)); err != nil {
-			return // the client went away before sending its body: not seen
-		}
-		// One write per line, before the answer: a request the client sees
-		// answered is always counted, and a process killed after this line
-		// counts a request its client saw fail, which is what the chaos
-		// benchmark needs to tell a replay (seen twice) from a failure.
-		seenMu.Lock()
-		_, err := fmt.Fprintf(seen, "seen %s\n", id)
-		seenMu.Unlock()
-		if err != nil {
-			http.Error(w, "recording the request: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "%s %s\n", name, id)
-	})
 	return withInstance(name, mux)
-}
-
-func validRequestID(id string) bool {
-	if id == "" || len(id) > maxRequestID {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 // withInstance sets X-Instance on every response, including errors and 404s.

@@ -10,12 +10,13 @@
 //	/            a ~9 KB HTML page naming the instance
 //	/healthz     200 "ok"
 //	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
-//	POST /echo   with X-Request-Id: ID, writes "seen ID" to standard error
-//	             (the instance's log under shoal) before answering, so
-//	             the chaos benchmark can count how often each POST arrived
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
 // the server gracefully, waiting at most 10s for requests in flight.
+//
+// POST /echo with X-Request-Id: ID writes "seen ID" to standard error (the
+// instance's log under shoal) before answering, so that the chaos benchmark
+// can count how many times each POST reached an instance.
 package main
 
 import (
@@ -74,11 +75,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           newHandler(*name, stderr),
+		Handler:           newHandler(*name),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+
+	srv.Handler = withEcho(srv.Handler, *name, stderr)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
