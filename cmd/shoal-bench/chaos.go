@@ -184,6 +184,13 @@ func startChaosRig(ctx context.Context, env *Env, sbin, backend string) (*chaosR
 	}
 	state := filepath.Join(env.Work, "state")
 	rig := &chaosRig{env: env, stateDir: state, url: fmt.Sprintf("http://127.0.0.1:%d", port), timeout: "30s"}
+	// `shoal deploy` is newer than this benchmark's first runs; without it
+	// the template declares no variables (an older shoal refuses them).
+	rig.hasDeploy = exec.CommandContext(ctx, sbin, "deploy", "--help").Run() == nil
+	vars := ""
+	if rig.hasDeploy {
+		vars = "\n      vars: {release: r0}\n      env: {RELEASE: \"{{.Vars.release}}\"}"
+	}
 	rig.configFor = func(serverTimeout string) string {
 		return fmt.Sprintf(`listen: 127.0.0.1:%d
 state_dir: %s
@@ -200,8 +207,8 @@ groups:
     health: {path: /healthz, interval: 500ms, timeout: 1s, rise: 2, fall: 2, grace: 20s}
     template:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
-      stop_timeout: 5s
-`, port, state, serverTimeout, backend)
+      stop_timeout: 5s%s
+`, port, state, serverTimeout, backend, vars)
 	}
 	env.Log.Info("starting shoal")
 	rig.sh, err = env.StartShoal(sbin, rig.configFor(rig.timeout))
@@ -215,8 +222,6 @@ groups:
 	if err := WaitHTTP(ctx, rig.url+"/", rig.sh.Proc, 10*time.Second); err != nil {
 		return nil, err
 	}
-	// `shoal deploy` is newer than this benchmark's first runs.
-	rig.hasDeploy = exec.CommandContext(ctx, sbin, "deploy", "--help").Run() == nil
 	return rig, nil
 }
 
@@ -279,7 +284,9 @@ func (rig *chaosRig) run(ctx context.Context, n, postPct int, plan map[string]in
 			if err := rig.event(ctx, ev, i, since); err != nil {
 				return nil, fmt.Errorf("%s %d: %w", kind, i+1, err)
 			}
-			ev.Window.To = since() + 1
+			if ev.Window.To == 0 {
+				ev.Window.To = since() + 1
+			}
 			run.Events = append(run.Events, ev)
 			if err := sleep(gap); err != nil {
 				return nil, err
@@ -320,7 +327,7 @@ func (rig *chaosRig) event(ctx context.Context, ev *chaosEvent, i int, since fun
 			ev.Skipped = "shoal has no deploy command"
 			return nil
 		}
-		return rig.deploy(ctx, ev)
+		return rig.deploy(ctx, ev, since)
 	case "reload":
 		return rig.reload(ctx, ev, i)
 	case "restart":
@@ -332,17 +339,19 @@ func (rig *chaosRig) event(ctx context.Context, ev *chaosEvent, i int, since fun
 }
 
 // deploy scales to 4, rolls a new version out over the 4 and scales back to
-// 2; the window covers the deploy alone.
-func (rig *chaosRig) deploy(ctx context.Context, ev *chaosEvent) error {
+// 2; the event's window covers the deploy alone.
+func (rig *chaosRig) deploy(ctx context.Context, ev *chaosEvent, since func() float64) error {
 	if err := rig.scaleTo(ctx, 4); err != nil {
 		return err
 	}
+	ev.Window.From = since()
 	rig.deploys++
 	start := time.Now()
 	if _, err := rig.sh.CLI(ctx, 5*time.Minute, "deploy", chaosGroup, "--set", "release=r"+strconv.Itoa(rig.deploys), "--sync"); err != nil {
 		return err
 	}
-	ev.Detail = fmt.Sprintf("deploy --set release=r%d --sync over 4 instances took %.1fs, then scale --size 2", rig.deploys, time.Since(start).Seconds())
+	ev.Window.To = since() + 1
+	ev.Detail = fmt.Sprintf("scale --size 4, deploy --set release=r%d --sync over the 4 (%.1fs, the window), then scale --size 2", rig.deploys, time.Since(start).Seconds())
 	return rig.scaleTo(ctx, 2)
 }
 
