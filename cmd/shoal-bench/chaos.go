@@ -331,7 +331,7 @@ func (rig *chaosRig) event(ctx context.Context, ev *chaosEvent, i int, since fun
 	case "reload":
 		return rig.reload(ctx, ev, i)
 	case "restart":
-		return rig.restart(ctx, ev)
+		return rig.restart(ctx, ev, i)
 	case "kill", "stop":
 		return rig.signal(ctx, ev, i, since)
 	}
@@ -393,18 +393,27 @@ func (rig *chaosRig) reload(ctx context.Context, ev *chaosEvent, i int) error {
 	return nil
 }
 
-// restart stops the core keeping HAProxy and the instances serving, starts
-// a new `shoal serve` and waits until it has adopted them.
-func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent) error {
+// restart stops the core keeping HAProxy and the instances serving (`shoal
+// stop --keep-running`, every other time SIGTERM as systemd sends it),
+// starts a new `shoal serve` and waits until it has adopted them.
+func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent, i int) error {
 	start := time.Now()
-	if _, err := rig.sh.CLI(ctx, time.Minute, "stop", "--keep-running"); err != nil {
-		return err
-	}
 	old := rig.sh.Proc
+	how := "stop --keep-running"
+	if i%2 == 0 {
+		if _, err := rig.sh.CLI(ctx, time.Minute, "stop", "--keep-running"); err != nil {
+			return err
+		}
+	} else {
+		how = "SIGTERM"
+		if err := syscall.Kill(old.Pid(), syscall.SIGTERM); err != nil {
+			return fmt.Errorf("SIGTERM to shoal: %w", err)
+		}
+	}
 	select {
 	case <-old.done:
 	case <-time.After(30 * time.Second):
-		return errors.New("shoal stop --keep-running returned but the core is still running")
+		return fmt.Errorf("the core still runs 30s after %s", how)
 	}
 	down := time.Since(start)
 	rig.restarts++
@@ -418,7 +427,7 @@ func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent) error {
 	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, time.Minute); err != nil {
 		return fmt.Errorf("after the restart: %w: %s", err, rig.env.LogTail(name, 3))
 	}
-	ev.Detail = fmt.Sprintf("stop --keep-running took %.2fs; the new core had adopted 2 in service %.2fs after the stop began", down.Seconds(), time.Since(start).Seconds())
+	ev.Detail = fmt.Sprintf("%s: the core was gone after %.2fs; the new core had adopted 2 in service %.2fs after the stop began", how, down.Seconds(), time.Since(start).Seconds())
 	return nil
 }
 
