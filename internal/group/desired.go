@@ -99,7 +99,7 @@ func (g *Group) persistState(ctx context.Context) error {
 }
 
 func (g *Group) stateLocked() store.GroupState {
-	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil, TemplateVars: encodeVars(g.vars)}
 }
 
 func (g *Group) putState(ctx context.Context, gs store.GroupState) error {
@@ -171,8 +171,12 @@ func (g *Group) convergedLocked() bool {
 
 // Status is a group's state as the API shows it.
 type Status struct {
-	Name         string           `json:"name"`
-	Plan         string           `json:"plan"`
+	Name string `json:"name"`
+	Plan string `json:"plan"`
+	// Version is the template version in force: what new instances run.
+	Version string `json:"version"`
+	// Deploying is the version a running deploy rolls out.
+	Deploying    string           `json:"deploying,omitempty"`
 	Desired      int              `json:"desired"`
 	MinSize      int              `json:"min_size"`
 	MaxSize      int              `json:"max_size"`
@@ -195,6 +199,7 @@ type InstanceStatus struct {
 	Requests  int64     `json:"requests"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+	Version   string    `json:"version"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -211,7 +216,8 @@ func (g *Group) Status(ctx context.Context) Status {
 	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
 	now := time.Now()
 	g.mu.Lock()
-	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: g.cfg.MinSize, MaxSize: g.cfg.MaxSize, Instances: []InstanceStatus{}}
+	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: g.cfg.MinSize, MaxSize: g.cfg.MaxSize, Instances: []InstanceStatus{},
+		Version: g.version, Deploying: g.deployTarget}
 	if p, ok := g.cfg.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}
@@ -223,7 +229,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt})
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt, Version: in.version})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {

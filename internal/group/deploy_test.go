@@ -1,0 +1,135 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+)
+
+func olds(serving ...bool) []oldInstance {
+	var out []oldInstance
+	for i, s := range serving {
+		out = append(out, oldInstance{Name: fmt.Sprintf("web-%03d", i+1), Serving: s})
+	}
+	return out
+}
+
+func TestPlanDeploy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    deployView
+		want deployStep
+	}{
+		{"start: surge one, retire nothing",
+			deployView{Desired: 4, MaxSurge: 1, Old: olds(true, true, true, true)},
+			deployStep{Surge: 1}},
+		{"a new one is ready: retire one old, keep surging",
+			deployView{Desired: 4, MaxSurge: 1, Old: olds(true, true, true, true), NewActive: 1, NewReady: 1},
+			deployStep{Surge: 1, Retire: []string{"web-001"}}},
+		{"a new one starting only: nothing to retire",
+			deployView{Desired: 4, MaxSurge: 1, Old: olds(true, true, true), NewActive: 2, NewReady: 1},
+			deployStep{Surge: 1}},
+		{"last old retired: no surge left, no extra instance",
+			deployView{Desired: 4, MaxSurge: 1, Old: olds(true), NewActive: 4, NewReady: 4},
+			deployStep{Surge: 0, Retire: []string{"web-001"}}},
+		{"surge two",
+			deployView{Desired: 4, MaxSurge: 2, Old: olds(true, true, true, true)},
+			deployStep{Surge: 2}},
+		{"surge never exceeds the old ones left",
+			deployView{Desired: 4, MaxSurge: 3, Old: olds(true), NewActive: 3, NewReady: 2},
+			deployStep{Surge: 1}},
+		{"max_unavailable: retire before anything new is ready",
+			deployView{Desired: 4, MaxUnavailable: 1, Old: olds(true, true, true, true)},
+			deployStep{Surge: 0, Retire: []string{"web-001"}}},
+		{"max_unavailable reached: wait",
+			deployView{Desired: 4, MaxUnavailable: 1, Old: olds(true, true, true), NewActive: 1},
+			deployStep{Surge: 0}},
+		{"old ones that serve nobody go at once",
+			deployView{Desired: 3, MaxSurge: 1, Old: olds(false, true, true)},
+			deployStep{Surge: 1, Retire: []string{"web-001"}}},
+		{"done",
+			deployView{Desired: 4, MaxSurge: 1, NewActive: 4, NewReady: 4},
+			deployStep{Done: true}},
+		{"not done while a new one is not ready",
+			deployView{Desired: 4, MaxSurge: 1, NewActive: 4, NewReady: 3},
+			deployStep{}},
+		{"empty group",
+			deployView{Desired: 0, MaxSurge: 1},
+			deployStep{Done: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planDeploy(tc.v)
+			if got.Surge != tc.want.Surge || got.Done != tc.want.Done || !slices.Equal(got.Retire, tc.want.Retire) {
+				t.Fatalf("planDeploy(%+v) = %+v, want %+v", tc.v, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanDeploySimulated runs the planner against a model of the
+// reconciler (it starts surge instances beyond desired; new ones become
+// ready one step later; retired ones leave) and checks that serving
+// instances never fall below desired − max_unavailable, that no more than
+// desired + max_surge are active, and that the deploy ends with every
+// instance new.
+func TestPlanDeploySimulated(t *testing.T) {
+	for _, c := range []struct{ desired, surge, unavail int }{{4, 1, 0}, {4, 2, 0}, {4, 0, 1}, {5, 2, 1}, {1, 1, 0}, {3, 3, 0}} {
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			old := olds(slices.Repeat([]bool{true}, c.desired)...)
+			starting, ready := 0, 0
+			for step := 0; ; step++ {
+				if step > 100 {
+					t.Fatal("no progress after 100 steps")
+				}
+				v := deployView{Desired: c.desired, MaxSurge: c.surge, MaxUnavailable: c.unavail, Old: old, NewActive: starting + ready, NewReady: ready}
+				s := planDeploy(v)
+				if s.Done {
+					if ready != c.desired || len(old) != 0 {
+						t.Fatalf("done with %d ready and %d old", ready, len(old))
+					}
+					return
+				}
+				old = slices.DeleteFunc(old, func(o oldInstance) bool { return slices.Contains(s.Retire, o.Name) })
+				if serving := len(old) + ready; serving < c.desired-c.unavail {
+					t.Fatalf("step %d: %d serving, below %d", step, serving, c.desired-c.unavail)
+				}
+				// The started ones of the last step are ready now; the
+				// reconciler starts what desired + surge asks for.
+				ready += starting
+				starting = max(0, c.desired+s.Surge-len(old)-ready)
+				if active := len(old) + ready + starting; active > c.desired+c.surge {
+					t.Fatalf("step %d: %d active, above %d", step, active, c.desired+c.surge)
+				}
+			}
+		})
+	}
+}
+
+func TestFailStreak(t *testing.T) {
+	h := config.Health{Interval: 300 * time.Millisecond, Fall: 3}
+	var f failStreak
+	t0 := time.Now()
+	bad := haproxy.ServerStat{CheckStatus: "L7STS", CheckCode: 500}
+	if f.observe(haproxy.ServerStat{CheckStatus: "L4CON"}, h, t0) {
+		t.Fatal("a refused connection counts as an answer")
+	}
+	if f.observe(bad, h, t0) || f.observe(bad, h, t0.Add(500*time.Millisecond)) {
+		t.Fatal("failed before fall checks")
+	}
+	if f.observe(haproxy.ServerStat{CheckStatus: "L7OK"}, h, t0.Add(550*time.Millisecond)) {
+		t.Fatal("a passing check failed it")
+	}
+	if f.observe(bad, h, t0.Add(600*time.Millisecond)) {
+		t.Fatal("a passing check did not restart the streak")
+	}
+	if !f.observe(bad, h, t0.Add(1200*time.Millisecond)) {
+		t.Fatal("fall failing answers in a row did not fail it")
+	}
+	if got := checkReason(bad); got != "HTTP 500" {
+		t.Fatalf("checkReason = %q, want HTTP 500", got)
+	}
+}
