@@ -286,6 +286,9 @@ func printJobDetail(w io.Writer, j jobs.Job) {
 	}
 	line("kind", kind)
 	line("size", strconv.Itoa(j.From)+" → "+strconv.Itoa(j.Target))
+	if j.Version != "" {
+		line("version", j.Version)
+	}
 	state := string(j.State)
 	if j.Noop {
 		state += " (nothing to change)"

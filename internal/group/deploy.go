@@ -39,16 +39,23 @@ func (g *Group) Version() string {
 // calls it). The variables set by the last deploy stay set where the new
 // template still declares them. Instances already running keep their
 // version; new ones (replacements, scale-ups) start from the new template,
-// and `shoal deploy` rolls it out to the rest. It must not be called while
-// a deploy runs for the group (the group lock is the caller's).
+// and `shoal deploy` rolls it out to the rest. While a deploy runs, the
+// template it rolls out (or back to) stays in force and t is what the next
+// deploy starts from.
 func (g *Group) SetTemplate(ctx context.Context, t config.Template) error {
 	g.mu.Lock()
+	if g.deploying {
+		g.base = t
+		g.mu.Unlock()
+		g.log.Info("template changed during a deploy; the next deploy rolls it out")
+		return nil
+	}
 	old := g.version
 	g.setBaseLocked(t)
-	changed := g.version != old
+	now := g.version
 	g.mu.Unlock()
-	if changed {
-		g.log.Info("template changed; deploy to roll it out", "version", g.Version(), "was", old)
+	if now != old {
+		g.log.Info("template changed; new instances start from it and a deploy rolls it out", "version", now, "was", old)
 	}
 	return g.persistState(ctx)
 }
@@ -125,8 +132,13 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	version := target.Version(g.cfg.Name)
 	g.mu.Lock()
 	prev, prevVersion := g.tmpl, g.version
-	g.tmpl, g.version = target, version
+	g.tmpl, g.version, g.deploying = target, version, true
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.deploying = false
+		g.mu.Unlock()
+	}()
 	progress(fmt.Sprintf("deploying version %s (was %s)", version, prevVersion))
 	started := time.Now()
 

@@ -1,13 +1,18 @@
 package group
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 func olds(serving ...bool) []oldInstance {
@@ -131,5 +136,48 @@ func TestFailStreak(t *testing.T) {
 	}
 	if got := checkReason(bad); got != "HTTP 500" {
 		t.Fatalf("checkReason = %q, want HTTP 500", got)
+	}
+}
+
+// TestTemplateInForce: the variables of the last deploy survive a restart
+// (they are stored with the group's state) and a reload that still
+// declares them; SetTemplate drops the ones it no longer declares.
+func TestTemplateInForce(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.PutGroupState(ctx, store.GroupState{Name: "web", Desired: 1, TemplateVars: `{"tag":"v2"}`}); err != nil {
+		t.Fatal(err)
+	}
+	base := config.Template{Command: []string{"app", "{{.Vars.tag}}", "{{.Vars.mode}}"}, Vars: map[string]string{"tag": "v1", "mode": "a"}}
+	cfg := config.Group{Name: "web", MinSize: 1, MaxSize: 3, Template: base, Deploy: config.DefaultDeploy}
+	g, err := New(ctx, cfg, nil, nil, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Template().Vars["tag"] != "v2" || g.Version() == base.Version("web") {
+		t.Fatalf("restored template vars %v, version %s (base %s)", g.Template().Vars, g.Version(), base.Version("web"))
+	}
+	target, err := g.DeployTarget(map[string]string{"mode": "b"})
+	if err != nil || target.Vars["tag"] != "v2" || target.Vars["mode"] != "b" {
+		t.Fatalf("DeployTarget = %v, %v; want tag v2 kept and mode b", target.Vars, err)
+	}
+	var unknown *config.UnknownVarError
+	if _, err := g.DeployTarget(map[string]string{"colour": "x"}); !errors.As(err, &unknown) {
+		t.Fatalf("DeployTarget with an unknown variable: %v", err)
+	}
+
+	reloaded := config.Template{Command: []string{"app2", "{{.Vars.mode}}"}, Vars: map[string]string{"mode": "a"}}
+	if err := g.SetTemplate(ctx, reloaded); err != nil {
+		t.Fatal(err)
+	}
+	if g.Version() != reloaded.Version("web") || g.Template().Command[0] != "app2" {
+		t.Fatalf("after SetTemplate: version %s, command %v", g.Version(), g.Template().Command)
+	}
+	if gs, _, _ := st.GroupState(ctx, "web"); gs.TemplateVars != "" {
+		t.Fatalf("stored vars %q after the reload dropped them", gs.TemplateVars)
 	}
 }

@@ -130,6 +130,8 @@ type Group struct {
 	// deployTarget is the version it rolls out ("" when none runs).
 	surge        int
 	deployTarget string
+	// deploying is set for the whole of a Deploy, rollback included.
+	deploying bool
 
 	// statMu guards the shared answer of serverStat.
 	statMu  sync.Mutex
