@@ -15,14 +15,15 @@ import (
 
 // deployGroup is a group whose demo-backend answers /healthz with the
 // template variable health, so that `deploy --set health=500` is a broken
-// release; release changes nothing but the version.
-func deployGroup(size int, deploy string) groupSpec {
+// release; release changes nothing but the version. templateExtra are more
+// lines of the template, indented 6 spaces.
+func deployGroup(size int, deploy, templateExtra string) groupSpec {
 	return groupSpec{
 		Name: "web", Min: size, Max: size + 2,
 		Command: fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}", "--health-status", "{{.Vars.health}}"]`,
 			filepath.Join(binDir, "demo-backend")),
 		Env:   `{RELEASE: "{{.Vars.release}}"}`,
-		Extra: "      vars: {health: \"200\", release: \"1\"}\n    deploy: " + deploy + "\n",
+		Extra: "      vars: {health: \"200\", release: \"1\"}\n" + templateExtra + "    deploy: " + deploy + "\n",
 	}
 }
 
@@ -39,7 +40,7 @@ func versions(g group.Status) map[string]int {
 // instance, removes it, the previous template is in force again, the job
 // fails with the reason, and no request fails.
 func TestDeployBrokenVersionRollsBack(t *testing.T) {
-	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}"))
+	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", ""))
 	e.start()
 	e.waitInService("web", 2)
 	before := groupOf(t, e.status(), "web")
@@ -91,7 +92,7 @@ func TestDeployBrokenVersionRollsBack(t *testing.T) {
 // a scale request while the deploy runs is ignored (one job per group), and
 // a variable the template does not declare is refused with the known ones.
 func TestDeployUnderLoad(t *testing.T) {
-	e := newEnv(t, "", deployGroup(4, "{max_surge: 1, max_unavailable: 0, min_ready: 1s}"))
+	e := newEnv(t, "", deployGroup(4, "{max_surge: 1, max_unavailable: 0, min_ready: 1s}", ""))
 	e.start()
 	e.waitInService("web", 4)
 	old := groupOf(t, e.status(), "web").Version
@@ -219,5 +220,47 @@ func TestPreStopRunsBeforeDrain(t *testing.T) {
 	// shoal drained it after the hook: the drain is logged after the hook began.
 	if !strings.Contains(e.log.String(), "instance draining") {
 		t.Fatalf("no drain logged:\n%s", e.log)
+	}
+}
+
+// TestDeployRollbackReplacesNewInstancesInService: the first instance of a
+// release passes and takes an old one's place, the second fails its
+// pre_start; the rollback brings the old version back instance by instance
+// (the new one in service is drained only once an old-version replacement
+// is ready), with no failed request.
+func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "first-new-instance-started")
+	// A release=2 instance may start once: the second fails in pre_start.
+	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}",
+		fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ \"$RELEASE\" = 2 ]; then [ -e %s ] && exit 1; touch %s; fi; exit 0'], timeout: 10s}\n", marker, marker)))
+	e.start()
+	e.waitInService("web", 2)
+	old := groupOf(t, e.status(), "web").Version
+
+	stop := load(t, e)
+	time.Sleep(500 * time.Millisecond)
+	out, stderr, code := e.cli("deploy", "web", "--set", "release=2", "--sync")
+	t.Logf("shoal deploy:\n%s%s", out, stderr)
+	if code != 1 || !strings.Contains(out, "rolled back: ") || !strings.Contains(out, "pre_start: exit status 1") {
+		t.Fatalf("deploy exited %d, want 1 with a rollback naming the pre_start failure", code)
+	}
+	if !strings.Contains(out, "in-service (version") {
+		t.Fatalf("no instance of the new version went in service before the rollback:\n%s", out)
+	}
+	e.waitInService("web", 2)
+	time.Sleep(500 * time.Millisecond)
+	res := stop()
+	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed during the deploy and rollback: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	after := groupOf(t, e.status(), "web")
+	if after.Version != old || versions(after)[old] != 2 {
+		t.Fatalf("after the rollback: version %s, versions %v; want all on %s", after.Version, versions(after), old)
+	}
+	e.checkInSync("web")
+	// The new instance that served was drained like any other retirement.
+	if !strings.Contains(e.log.String(), "for=deploy") || !strings.Contains(e.log.String(), "instance draining") {
+		t.Fatalf("no deploy retirement and drain logged:\n%s", e.log)
 	}
 }
