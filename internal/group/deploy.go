@@ -342,8 +342,10 @@ func planDeploy(v deployView) deployStep {
 // failStreak tells when a starting instance has answered its health check
 // with an error fall times in a row. Connection failures do not count: the
 // process may still be starting, which grace covers. HAProxy's stats give
-// the last check only, so the streak is measured in time: fall checks span
-// (fall − 1) intervals of a DOWN server (downinter, else inter).
+// the last check only, and its status stays until the next check ends, so
+// the streak is measured in time: the fall-th check ends at most
+// (fall − 1) × (interval + timeout) after the first, with the longest of
+// inter, fastinter and downinter, plus one poll of the stats.
 type failStreak struct {
 	since time.Time
 }
@@ -356,11 +358,8 @@ func (f *failStreak) observe(st haproxy.ServerStat, h config.Health, now time.Ti
 	if f.since.IsZero() {
 		f.since = now
 	}
-	inter := h.Interval
-	if h.DownInter > 0 {
-		inter = h.DownInter
-	}
-	return now.Sub(f.since) >= time.Duration(h.Fall-1)*inter
+	inter := max(h.Interval, h.FastInter, h.DownInter)
+	return now.Sub(f.since) >= time.Duration(h.Fall-1)*(inter+h.Timeout)+statsMaxAge+healthPoll
 }
 
 // answeredBadly is true for HAProxy check results where the instance

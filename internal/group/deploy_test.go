@@ -115,24 +115,33 @@ func TestPlanDeploySimulated(t *testing.T) {
 }
 
 func TestFailStreak(t *testing.T) {
-	h := config.Health{Interval: 300 * time.Millisecond, Fall: 3}
+	// Checks every 300ms taking up to 1s: the second of fall 2 ends at most
+	// 1.3s after the first, and the stats are read every 200ms (100ms old).
+	h := config.Health{Interval: 300 * time.Millisecond, Timeout: time.Second, Fall: 2}
 	var f failStreak
 	t0 := time.Now()
 	bad := haproxy.ServerStat{CheckStatus: "L7STS", CheckCode: 500}
 	if f.observe(haproxy.ServerStat{CheckStatus: "L4CON"}, h, t0) {
 		t.Fatal("a refused connection counts as an answer")
 	}
-	if f.observe(bad, h, t0) || f.observe(bad, h, t0.Add(500*time.Millisecond)) {
-		t.Fatal("failed before fall checks")
+	// One bad answer stays in the stats until the next check ends: it
+	// must not count twice.
+	if f.observe(bad, h, t0) || f.observe(bad, h, t0.Add(1200*time.Millisecond)) {
+		t.Fatal("failed before fall checks can have ended")
 	}
-	if f.observe(haproxy.ServerStat{CheckStatus: "L7OK"}, h, t0.Add(550*time.Millisecond)) {
+	if f.observe(haproxy.ServerStat{CheckStatus: "L7OK"}, h, t0.Add(1300*time.Millisecond)) {
 		t.Fatal("a passing check failed it")
 	}
-	if f.observe(bad, h, t0.Add(600*time.Millisecond)) {
+	if f.observe(bad, h, t0.Add(1400*time.Millisecond)) {
 		t.Fatal("a passing check did not restart the streak")
 	}
-	if !f.observe(bad, h, t0.Add(1200*time.Millisecond)) {
+	if !f.observe(bad, h, t0.Add(3000*time.Millisecond)) {
 		t.Fatal("fall failing answers in a row did not fail it")
+	}
+	one := config.Health{Interval: time.Second, Timeout: time.Second, Fall: 1}
+	var g failStreak
+	if g.observe(bad, one, t0); !g.observe(bad, one, t0.Add(300*time.Millisecond)) {
+		t.Fatal("with fall 1, one bad answer did not fail it")
 	}
 	if got := checkReason(bad); got != "HTTP 500" {
 		t.Fatalf("checkReason = %q, want HTTP 500", got)

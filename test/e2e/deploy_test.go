@@ -244,8 +244,9 @@ func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "rolled back: ") || !strings.Contains(out, "pre_start: exit status 1") {
 		t.Fatalf("deploy exited %d, want 1 with a rollback naming the pre_start failure", code)
 	}
-	if !strings.Contains(out, "in-service (version") {
-		t.Fatalf("no instance of the new version went in service before the rollback:\n%s", out)
+	newVersion := strings.TrimSuffix(strings.Fields(out)[8], ",") // "job 1 accepted: group web deploy of version V, ..."
+	if !strings.Contains(out, "in-service (version "+newVersion+")") {
+		t.Fatalf("no instance of the new version %s went in service before the rollback:\n%s", newVersion, out)
 	}
 	e.waitInService("web", 2)
 	time.Sleep(500 * time.Millisecond)
