@@ -35,20 +35,20 @@ func (g *Group) Version() string {
 	return g.version
 }
 
-// SetTemplate replaces the group's configured template (a config reload
-// calls it). The variables set by the last deploy stay set where the new
-// template still declares them. Instances already running keep their
+// setTemplate replaces the group's configured template (Update, for a
+// config reload). The variables set by the last deploy stay set where the
+// new template still declares them. Instances already running keep their
 // version; new ones (replacements, scale-ups) start from the new template,
 // and `shoal deploy` rolls it out to the rest. While a deploy runs, the
 // template it rolls out (or back to) stays in force and t is what the next
-// deploy starts from.
-func (g *Group) SetTemplate(ctx context.Context, t config.Template) error {
+// deploy starts from. The caller records the group's state.
+func (g *Group) setTemplate(t config.Template) {
 	g.mu.Lock()
 	if g.deploying {
 		g.base = t
 		g.mu.Unlock()
 		g.log.Info("template changed during a deploy; the next deploy rolls it out")
-		return nil
+		return
 	}
 	old := g.version
 	g.setBaseLocked(t)
@@ -57,7 +57,6 @@ func (g *Group) SetTemplate(ctx context.Context, t config.Template) error {
 	if now != old {
 		g.log.Info("template changed; new instances start from it and a deploy rolls it out", "version", now, "was", old)
 	}
-	return g.persistState(ctx)
 }
 
 // setBaseLocked makes t the configured template and recomputes the one in
@@ -142,7 +141,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	progress(fmt.Sprintf("deploying version %s (was %s)", version, prevVersion))
 	started := time.Now()
 
-	failure, err := g.roll(ctx, version, started, g.cfg.Deploy.FailureThreshold, progress)
+	failure, err := g.roll(ctx, version, started, g.conf().Deploy.FailureThreshold, progress)
 	if err == nil && failure == "" {
 		g.mu.Lock()
 		g.vars = target.Overrides()
@@ -189,7 +188,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 // instances of version have failed since started (threshold 0: never), or
 // ctx's error.
 func (g *Group) roll(ctx context.Context, version string, started time.Time, threshold int, progress DeployProgress) (failure string, err error) {
-	dep := g.cfg.Deploy
+	dep := g.conf().Deploy
 	g.mu.Lock()
 	g.deployTarget = version
 	g.mu.Unlock()

@@ -149,8 +149,9 @@ func TestFailStreak(t *testing.T) {
 }
 
 // TestTemplateInForce: the variables of the last deploy survive a restart
-// (they are stored with the group's state) and a reload that still
-// declares them; SetTemplate drops the ones it no longer declares.
+// (they are stored with the group's state); a reload makes its template the
+// one in force, dropping variables it no longer declares, except during a
+// deploy.
 func TestTemplateInForce(t *testing.T) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
 	if err != nil {
@@ -179,14 +180,27 @@ func TestTemplateInForce(t *testing.T) {
 		t.Fatalf("DeployTarget with an unknown variable: %v", err)
 	}
 
+	// A reload that still declares mode but no longer tag.
 	reloaded := config.Template{Command: []string{"app2", "{{.Vars.mode}}"}, Vars: map[string]string{"mode": "a"}}
-	if err := g.SetTemplate(ctx, reloaded); err != nil {
+	cfg.Template = reloaded
+	if err := g.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if g.Version() != reloaded.Version("web") || g.Template().Command[0] != "app2" {
-		t.Fatalf("after SetTemplate: version %s, command %v", g.Version(), g.Template().Command)
+	if g.Version() != reloaded.Version("web") || g.Template().Command[0] != "app2" || len(g.Template().Overrides()) != 0 {
+		t.Fatalf("after a reload: version %s, command %v, overrides %v", g.Version(), g.Template().Command, g.Template().Overrides())
 	}
-	if gs, _, _ := st.GroupState(ctx, "web"); gs.TemplateVars != "" {
-		t.Fatalf("stored vars %q after the reload dropped them", gs.TemplateVars)
+	// While a deploy runs, a reload changes only what the next one starts from.
+	g.mu.Lock()
+	g.deploying = true
+	g.mu.Unlock()
+	cfg.Template = config.Template{Command: []string{"app3"}}
+	if err := g.Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if g.Template().Command[0] != "app2" {
+		t.Fatalf("a reload during a deploy changed the template in force to %v", g.Template().Command)
+	}
+	if next, _ := g.DeployTarget(nil); next.Command[0] != "app3" {
+		t.Fatalf("the next deploy would roll out %v, want the reloaded template", next.Command)
 	}
 }
