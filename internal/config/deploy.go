@@ -307,3 +307,18 @@ func (t Template) Version(group string) string {
 	}
 	return sum[:12]
 }
+
+// SameSource reports whether t and u were loaded from the same template
+// text and settings; each load compiles its own templates, so they are not
+// comparable with ==.
+func (t Template) SameSource(u Template) bool {
+	sameHook := func(a, b *Hook) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return slices.Equal(a.Command, b.Command) && a.Timeout == b.Timeout
+	}
+	return slices.Equal(t.Command, u.Command) && maps.Equal(t.Env, u.Env) && t.Dir == u.Dir &&
+		t.StopTimeout == u.StopTimeout && t.CPUs == u.CPUs && maps.Equal(t.Vars, u.Vars) && t.Label == u.Label &&
+		maps.Equal(t.overrides, u.overrides) && sameHook(t.PreStart, u.PreStart) && sameHook(t.PreStop, u.PreStop)
+}

@@ -111,3 +111,29 @@ groups:
 		t.Fatalf("labelled version with an override %q", v)
 	}
 }
+
+// TestTemplateSameSource: two loads of one template are the same; a change
+// of a variable, the label or a hook is not (a reload must apply it).
+func TestTemplateSameSource(t *testing.T) {
+	load := func(extra string) Template {
+		t.Helper()
+		cfg, err := Parse("shoal.yaml", []byte("listen: 127.0.0.1:8080\ngroups:\n  - {name: web, min_size: 1, max_size: 2, template: {command: [app], vars: {tag: v1}"+extra+"}}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Groups[0].Template
+	}
+	a := load(", pre_stop: {command: [dereg]}")
+	if !a.SameSource(load(", pre_stop: {command: [dereg]}")) {
+		t.Fatal("two loads of one template differ")
+	}
+	for _, extra := range []string{"", ", pre_stop: {command: [dereg], timeout: 1s}", ", pre_stop: {command: [dereg]}, version: v1"} {
+		if a.SameSource(load(extra)) {
+			t.Errorf("a template with %q is the same as without", extra)
+		}
+	}
+	over, _ := a.WithVars("web", map[string]string{"tag": "v2"})
+	if a.SameSource(over) {
+		t.Error("overridden variables are the same template")
+	}
+}

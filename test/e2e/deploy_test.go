@@ -265,3 +265,38 @@ func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
 		t.Fatalf("no deploy retirement and drain logged:\n%s", e.log)
 	}
 }
+
+// TestReloadThenDeploy is the config path: the template changes in the
+// file, `shoal reload` makes it the one in force (the running instances
+// keep their version), and `shoal deploy` rolls it out under load.
+func TestReloadThenDeploy(t *testing.T) {
+	g := deployGroup(2, "{max_surge: 1}", "")
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 2)
+	old := groupOf(t, e.status(), "web").Version
+
+	g.Extra = strings.Replace(g.Extra, `release: "1"`, `release: "2"`, 1)
+	e.writeConfig("", g)
+	e.reload()
+	st := groupOf(t, e.status(), "web")
+	if st.Version == old || versions(st)[old] != 2 {
+		t.Fatalf("after the reload: version %s (was %s), instances %v; want a new version in force and both instances on the old one", st.Version, old, versions(st))
+	}
+	if out, _, _ := e.cli("deploy", "web", "--status"); !strings.Contains(out, "new ("+st.Version+"): 0") || !strings.Contains(out, "old ("+old+"): 2") {
+		t.Fatalf("deploy --status after the reload:\n%s", out)
+	}
+
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+	out, stderr, code := e.cli("deploy", "web", "--sync")
+	if code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "deploy after a reload", stop())
+	if after := groupOf(t, e.status(), "web"); versions(after)[st.Version] != 2 || len(after.Instances) != 2 {
+		t.Fatalf("after the deploy: versions %v, want both on %s", versions(after), st.Version)
+	}
+	e.checkInSync("web")
+}
