@@ -30,10 +30,11 @@ var ErrUnknownVar = errors.New("unknown template variable")
 // An unknown variable is an *InputError listing the declared ones; no job
 // is recorded for it.
 func (m *Manager) SubmitDeploy(ctx context.Context, req DeployRequest) (Job, error) {
-	g, ok := m.groups[req.Group]
+	g, ok := m.Group(req.Group)
 	if !ok {
-		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: m.GroupNames(),
-			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(m.names, ", "))}
+		names := m.GroupNames()
+		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: names,
+			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(names, ", "))}
 	}
 	if req.Source == "" {
 		req.Source = "default"
