@@ -175,12 +175,8 @@ func (g *Group) convergedLocked() bool {
 
 // Status is a group's state as the API shows it.
 type Status struct {
-	Name string `json:"name"`
-	Plan string `json:"plan"`
-	// Version is the template version in force: what new instances run.
-	Version string `json:"version"`
-	// Deploying is the version a running deploy rolls out.
-	Deploying    string           `json:"deploying,omitempty"`
+	Name         string           `json:"name"`
+	Plan         string           `json:"plan"`
 	Desired      int              `json:"desired"`
 	MinSize      int              `json:"min_size"`
 	MaxSize      int              `json:"max_size"`
@@ -190,6 +186,10 @@ type Status struct {
 	Instances    []InstanceStatus `json:"instances"`
 	LastFailures []Failure        `json:"recent_failures,omitempty"`
 	HAProxyError string           `json:"haproxy_error,omitempty"`
+	// Version is the template version in force: what new instances run.
+	// Deploying is the version a running deploy rolls out (or back to).
+	Version   string `json:"version"`
+	Deploying string `json:"deploying,omitempty"`
 }
 
 // InstanceStatus is one instance as the API shows it.

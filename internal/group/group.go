@@ -129,7 +129,7 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
-	// base is the configured template (SetTemplate replaces it); tmpl is
+	// base is the configured template (a reload replaces it); tmpl is
 	// the one in force, base with the variables of the last deploy (vars),
 	// and version names it. New instances start from tmpl.
 	base    config.Template
