@@ -67,6 +67,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(instancesCmd(o))
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o))
+	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 
 	err := root.Execute()
 	if err == nil {

@@ -293,13 +293,6 @@ func (m *Manager) release(j store.Job) {
 	m.mu.Unlock()
 }
 
-// Running returns the id of the job running for a group, or "".
-func (m *Manager) Running(groupName string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.running[groupName]
-}
-
 // Target returns the size req would move g to from its desired size now, or
 // the size it keeps when the request would not move it (at the top of the
 // ladder, say). An *InputError is a request that can never succeed.
