@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 )
@@ -299,4 +300,38 @@ func TestReloadThenDeploy(t *testing.T) {
 		t.Fatalf("after the deploy: versions %v, want both on %s", versions(after), st.Version)
 	}
 	e.checkInSync("web")
+}
+
+// TestPolicyWaitsForDeploy: a policy that wants to scale while a deploy
+// runs is held back with the deploy's job as the reason (one job per
+// group), and the deploy finishes on every instance.
+func TestPolicyWaitsForDeploy(t *testing.T) {
+	g := deployGroup(1, "{max_surge: 1, min_ready: 2s}", "")
+	g.Max, g.CooldownUp = 3, "1h"
+	// Scales 1 → 2 at once, then wants 3 but waits for its cooldown (the
+	// deploy's surge instance counts in size, hence below 4).
+	g.Extra += "    autoscale:\n      rules:\n        - {name: grow, metric: size, below: 4, for: 1s, action: up}\n"
+	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
+	e.start()
+	e.waitEvent("the policy scales 1 → 2", 30*time.Second, 0, accepted("grow", "up"))
+	e.waitInService("web", 2)
+
+	out, stderr, code := e.cli("deploy", "web", "--set", "release=2")
+	if code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	id := strings.Fields(out)[1]
+	held := e.waitEvent("the policy is held back by the deploy", 30*time.Second, 0, func(ev api.Event) bool {
+		return ev.Code == "job_running" && strings.Contains(ev.Reason, "job "+id+" is still running")
+	})
+	t.Logf("held back: %s", held.Reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := e.client().Job(ctx, id, 2*time.Minute)
+	if err != nil || j.State != jobs.Done {
+		t.Fatalf("deploy job %+v, %v; want done", j, err)
+	}
+	if st := groupOf(t, e.status(), "web"); st.Desired != 2 || versions(st)[j.Version] != 2 {
+		t.Fatalf("after the deploy: desired %d, versions %v; want 2 on %s", st.Desired, versions(st), j.Version)
+	}
 }
