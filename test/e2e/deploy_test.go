@@ -310,7 +310,7 @@ func TestPolicyWaitsForDeploy(t *testing.T) {
 	g.Max, g.CooldownUp = 3, "1h"
 	// Scales 1 → 2 at once, then wants 3 but waits for its cooldown (the
 	// deploy's surge instance counts in size, hence below 4).
-	g.Extra += "    autoscale:\n      rules:\n        - {name: grow, metric: size, below: 4, for: 1s, action: up}\n"
+	g.Extra += "    autoscale:\n      rules:\n        - {name: grow, metric: size, below: 4, for: 2s, action: up}\n"
 	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
 	e.start()
 	e.waitEvent("the policy scales 1 → 2", 30*time.Second, 0, accepted("grow", "up"))
