@@ -118,7 +118,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	met := promexp.New(jm, lb.Restarts)
 	jm.Observe(met.ObserveJob)
-	auto, err := openAutoscaler(cfg, groups, lb, log)
+	auto, err := openAutoscaler(cfg, groups, lb, jm, log)
 	if err != nil {
 		return err
 	}
@@ -126,10 +126,10 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		auto.close()
 		return err
 	}
-	auto.start(st, jm, groups, reader, met)
+	auto.start(st, reader, met)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, runs: map[string]*groupRun{}, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, auto: auto, runs: map[string]*groupRun{}, stop: stopServers}
 	for _, g := range groups {
 		c.run(g)
 	}
