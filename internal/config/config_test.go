@@ -1238,7 +1238,7 @@ compat:
 			Global:   []string{"nbthread 1"},
 			Timeouts: DefaultTimeouts,
 		},
-		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
+		AccessLog: AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
 		Groups: []Group{
 			{
 				Name:    "web",

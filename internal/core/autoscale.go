@@ -24,13 +24,14 @@ import (
 const logFeedBuffer = 4096
 
 // autoscaler owns what makes shoal scale by itself: the metrics collector,
-// the access-log feed into its latency percentiles and one policy runner per
-// group with an autoscale policy.
+// the access-log feed into its latency percentiles, the adaptive sampling of
+// that log and one policy runner per group with an autoscale policy.
 type autoscaler struct {
-	col *metrics.Collector
-	log *slog.Logger
+	col     *metrics.Collector
+	sampler *sampler
+	log     *slog.Logger
 
-	// Collection (collector, log feed) and the runners stop apart:
+	// Collection (collector, log feed, sampler) and the runners stop apart:
 	// the runners before the job manager closes, collection after it.
 	stopCollect, stopRun context.CancelFunc
 	collectWG, runWG     sync.WaitGroup
@@ -60,7 +61,7 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 	if err != nil {
 		return nil, err
 	}
-	return &autoscaler{col: col, log: log}, nil
+	return &autoscaler{col: col, sampler: newSampler(cfg, names, lb.Client(), col, alog), log: log}, nil
 }
 
 // start runs the collector, feeds it the access log (reader may be nil when
@@ -73,6 +74,13 @@ func (a *autoscaler) start(st *store.Store, jm *jobs.Manager, groups []*group.Gr
 		defer a.collectWG.Done()
 		a.col.Run(cctx)
 	}()
+	if a.sampler != nil {
+		a.collectWG.Add(1)
+		go func() {
+			defer a.collectWG.Done()
+			a.sampler.run(cctx)
+		}()
+	}
 	if reader != nil {
 		entries, unsubscribe := reader.Subscribe(logFeedBuffer)
 		context.AfterFunc(cctx, unsubscribe)
@@ -80,7 +88,7 @@ func (a *autoscaler) start(st *store.Store, jm *jobs.Manager, groups []*group.Gr
 		go func() {
 			defer a.collectWG.Done()
 			for e := range entries {
-				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, e.SampleRate)
+				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, a.sampler.rateFor(e.Backend, e.SampleRate))
 			}
 		}()
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -441,4 +442,86 @@ func httpGetUnix(t *testing.T, e *shoalEnv, path string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestAccessLogAdaptiveSampling: with access_log.sample: auto (the default)
+// every request is logged while a group is quiet, and under load shoal
+// raises the group's sample rate at runtime so that about 4 % of its
+// requests are logged; the metrics document reports the rate.
+func TestAccessLogAdaptiveSampling(t *testing.T) {
+	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
+	e.start()
+	e.waitInService("web", 1)
+	logFile := filepath.Join(e.stateDir(), "logs", "access.log")
+	countLines := func(marker string) int {
+		b, _ := os.ReadFile(logFile)
+		return strings.Count(string(b), marker)
+	}
+
+	// Quiet: every request is logged.
+	client := &http.Client{}
+	for range 20 {
+		resp, err := client.Get("http://" + e.listen + "/?quiet=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.eventually("20 quiet requests logged", 5*time.Second, func() error {
+		if n := countLines("GET /?quiet=1"); n != 20 {
+			return fmt.Errorf("%d logged", n)
+		}
+		return nil
+	})
+
+	// Busy: the rate rises.
+	var sent atomic.Int64
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/?busy=1", Concurrency: 2, Timeout: 10 * time.Second,
+		Progress: func(requests, _ int64) { sent.Store(requests) }, ProgressInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	var rate int
+	e.eventually("the sample rate rises under load", 8*time.Second, func() error {
+		doc, err := e.client().Metrics(context.Background(), "web", 3*time.Second, "")
+		if err != nil {
+			return err
+		}
+		rate = doc.Latency.SampleRate
+		if rate < 2 || doc.Latency.P99 == nil {
+			return fmt.Errorf("sample rate %d at %v requests/s, latency p99 %v", rate, doc.RequestsPerSecond, doc.Latency.P99)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the next rates are set on the settled request rate
+	before, sentBefore := countLines("GET /?busy=1"), sent.Load()
+	time.Sleep(3 * time.Second)
+	sentAfter := sent.Load()
+	res := stop()
+	time.Sleep(300 * time.Millisecond)
+	logged := countLines("GET /?busy=1")
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	// Measured over the last 3 s, when the rate has settled. The rate is
+	// chosen for 4 % from 2,500 requests/s up, so allow twice that.
+	share := float64(logged-before) / float64(sentAfter-sentBefore)
+	t.Logf("%d requests at %.0f/s, %d logged; last 3 s: %d of %d logged (%.1f %%), sample rate 1 in %d",
+		res.Requests, res.RPS, logged, logged-before, sentAfter-sentBefore, share*100, rate)
+	if limit := max(0.08, 2.0/float64(rate)); share > limit {
+		t.Fatalf("%.1f %% of the busy requests logged in the last 3 s, want at most %.1f %%", share*100, limit*100)
+	}
+	// HAProxy holds the rate shoal set.
+	c := haproxyClient(e)
+	out, err := c.Exec(context.Background(), "show map /dev/null")
+	if err != nil || !strings.Contains(out, " web ") {
+		t.Fatalf("show map: %q, %v", out, err)
+	}
+}
+
+func haproxyClient(e *shoalEnv) *haproxy.Client {
+	return &haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
 }
