@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
@@ -33,12 +34,28 @@ type autoscaler struct {
 
 	// Collection (collector, log feed, sampler) and the runners stop apart:
 	// the runners before the job manager closes, collection after it.
-	stopCollect, stopRun context.CancelFunc
-	collectWG, runWG     sync.WaitGroup
+	stopCollect context.CancelFunc
+	collectWG   sync.WaitGroup
+
+	// What runners need; set by start.
+	st  *store.Store
+	jm  *jobs.Manager
+	met *promexp.Metrics
+
+	mu      sync.Mutex
+	runners map[string]*policyRun // by group; a reload restarts a changed group's
 }
 
-// openAutoscaler opens the metrics history; nothing runs until start.
-func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manager, log *slog.Logger) (*autoscaler, error) {
+// policyRun is one group's policy runner goroutine.
+type policyRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// openAutoscaler opens the metrics history; nothing runs until start. The
+// collector samples the groups jm has at each tick, so groups a reload adds
+// or removes are followed (see syncRunners).
+func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
 	names := make([]string, len(groups))
 	for i, g := range groups {
 		names[i] = g.Name()
@@ -49,8 +66,10 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 		Groups:  names,
 		Source: metrics.SourceFunc(func() []metrics.Target {
 			var out []metrics.Target
-			for _, g := range groups {
-				out = append(out, g.Targets()...)
+			for _, name := range jm.GroupNames() {
+				if g, ok := jm.Group(name); ok {
+					out = append(out, g.Targets()...)
+				}
 			}
 			return out
 		}),
@@ -61,12 +80,12 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 	if err != nil {
 		return nil, err
 	}
-	return &autoscaler{col: col, sampler: newSampler(cfg, names, lb.Client(), col, alog), log: log}, nil
+	return &autoscaler{col: col, sampler: newSampler(cfg, jm.GroupNames, lb.Client(), col, alog), log: log, jm: jm, runners: map[string]*policyRun{}}, nil
 }
 
 // start runs the collector, feeds it the access log (reader may be nil when
 // the log is off) and starts a runner for every group with a policy.
-func (a *autoscaler) start(st *store.Store, jm *jobs.Manager, groups []*group.Group, reader *accesslog.Reader, met *promexp.Metrics) {
+func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *promexp.Metrics) {
 	cctx, cancel := context.WithCancel(context.Background())
 	a.stopCollect = cancel
 	a.collectWG.Add(1)
@@ -92,45 +111,72 @@ func (a *autoscaler) start(st *store.Store, jm *jobs.Manager, groups []*group.Gr
 			}
 		}()
 	}
+	a.st, a.met = st, met
+	a.syncRunners(nil)
+}
 
-	rctx, stop := context.WithCancel(context.Background())
-	a.stopRun = stop
-	for _, g := range groups {
-		gc := g.Config()
-		if gc.Autoscale == nil {
+// syncRunners makes the runners match the job manager's groups: it stops the
+// runners of groups that are gone or named in changed (a reload gave them a
+// new config), and starts one for every group with a policy that has none.
+func (a *autoscaler) syncRunners(changed []string) {
+	names := a.jm.GroupNames()
+	a.col.SetGroups(names)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, r := range a.runners {
+		if _, ok := a.jm.Group(name); ok && !slices.Contains(changed, name) {
 			continue
 		}
-		r := &policy.Runner{
-			Group:   gc,
-			Metrics: a.col.ForGroup(gc.Name),
-			Jobs:    jm,
-			State: func() policy.State {
-				up, down := g.Cooldowns()
-				return policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: jm.Running(gc.Name)}
-			},
-			Store: st,
-			Log:   a.log.With("component", "policy"),
-		}
-		if met != nil {
-			r.Observe = met
-		}
-		a.runWG.Add(1)
-		go func() {
-			defer a.runWG.Done()
-			if err := r.Run(rctx); err != nil && !errors.Is(err, context.Canceled) {
-				a.log.Error("autoscaler stopped", "group", gc.Name, "err", err)
-			}
-		}()
+		r.cancel()
+		<-r.done
+		delete(a.runners, name)
 	}
+	for _, name := range names {
+		g, ok := a.jm.Group(name)
+		if !ok || a.runners[name] != nil || g.Config().Autoscale == nil {
+			continue
+		}
+		a.runners[name] = a.runPolicy(g)
+	}
+}
+
+func (a *autoscaler) runPolicy(g *group.Group) *policyRun {
+	gc := g.Config()
+	r := &policy.Runner{
+		Group:   gc,
+		Metrics: a.col.ForGroup(gc.Name),
+		Jobs:    a.jm,
+		State: func() policy.State {
+			up, down := g.Cooldowns()
+			return policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: a.jm.Running(gc.Name)}
+		},
+		Store: a.st,
+		Log:   a.log.With("component", "policy"),
+	}
+	if a.met != nil {
+		r.Observe = a.met
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &policyRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error("autoscaler stopped", "group", gc.Name, "err", err)
+		}
+	}()
+	return pr
 }
 
 // stopRunners stops every policy runner and waits for them: no job is
 // submitted after it returns.
 func (a *autoscaler) stopRunners() {
-	if a.stopRun != nil {
-		a.stopRun()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, r := range a.runners {
+		r.cancel()
+		<-r.done
+		delete(a.runners, name)
 	}
-	a.runWG.Wait()
 }
 
 // close stops collection, writes what the history has not written yet and

@@ -21,7 +21,7 @@ const resetEvery = 5
 // rates) and remembers the rates so the latency percentiles are weighted
 // by them. A nil sampler (access_log.sample fixed or off) does nothing.
 type sampler struct {
-	groups   []string
+	groups   func() []string // the groups now (a reload adds and removes)
 	haproxy  *haproxy.Client
 	col      *metrics.Collector
 	interval time.Duration
@@ -31,7 +31,7 @@ type sampler struct {
 	rates map[string]int // the rate last set, by group
 }
 
-func newSampler(cfg *config.Config, groups []string, c *haproxy.Client, col *metrics.Collector, log *slog.Logger) *sampler {
+func newSampler(cfg *config.Config, groups func() []string, c *haproxy.Client, col *metrics.Collector, log *slog.Logger) *sampler {
 	if !cfg.AccessLog.Adaptive || cfg.AccessLog.Sample == 0 {
 		return nil
 	}
@@ -67,7 +67,7 @@ func (s *sampler) run(ctx context.Context) {
 }
 
 func (s *sampler) step(ctx context.Context, all bool) {
-	for _, g := range s.groups {
+	for _, g := range s.groups() {
 		rps, ok := s.col.RequestRate(g)
 		if !ok {
 			continue
