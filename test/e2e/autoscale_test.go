@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -524,4 +525,83 @@ func TestAccessLogAdaptiveSampling(t *testing.T) {
 
 func haproxyClient(e *shoalEnv) *haproxy.Client {
 	return &haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+}
+
+// TestSacloudMigrationScript runs the seed's cron script as shipped in
+// examples/sacloud-migration/autoscale.sh, with only its binary, config and
+// socket paths pointed at this test's: `shoal cpu-usage` reads the group's
+// CPU, and a small Go stand-in for `autoscaler inputs direct` (the real
+// sacloud binary is not installed here) sends the seed's gRPC calls to
+// shoal's compatible socket. Idle, the script keeps the smallest plan; under
+// CPU load it scales up.
+func TestSacloudMigrationScript(t *testing.T) {
+	client := filepath.Join(binDir, "autoscaler")
+	cmd := exec.Command("go", "build", "-o", client, "./test/e2e/autoscalerclient")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the autoscaler stand-in: %v\n%s", err, out)
+	}
+	g := groupSpec{Name: "hscale-group", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3, largest: 5}"}
+	e := newEnv(t, compatTop+"metrics: {warmup: 1s}\n", g)
+	e.start()
+	e.waitInService("hscale-group", 2)
+	sock := filepath.Join(e.stateDir(), "autoscaler.sock")
+
+	src, err := os.ReadFile("../../examples/sacloud-migration/autoscale.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer(
+		"/usr/local/bin/shoal", filepath.Join(binDir, "shoal"),
+		"/etc/shoal/shoal.yaml", e.cfgPath,
+		"/usr/local/sbin/autoscaler", client,
+		"unix:/var/run/autoscaler/autoscaler.sock", "unix:"+sock,
+	).Replace(string(src))
+	if strings.Contains(script, "/usr/local/") || strings.Contains(script, "/var/run/") {
+		t.Fatalf("the script has paths this test does not replace:\n%s", script)
+	}
+	path := filepath.Join(e.dir, "autoscale.sh")
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run := func() string {
+		t.Helper()
+		out, err := exec.Command("bash", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("autoscale.sh: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+
+	// Idle (once the instances have CPU samples): keep the smallest plan.
+	e.eventually("cpu-usage lists both instances", 10*time.Second, func() error {
+		out, _, code := e.cli("cpu-usage", "--prefix", "hscale-group", "--time", "1", "--query", ".servers|length")
+		if code != 0 || strings.TrimSpace(out) != "2" {
+			return fmt.Errorf("exit %d: %q", code, out)
+		}
+		return nil
+	})
+	out := run()
+	if !strings.Contains(out, "Keep") || !strings.Contains(out, "hscale-group-001 avg:") || !strings.Contains(out, "status: JOB_") {
+		t.Fatalf("idle run:\n%s", out)
+	}
+
+	// Busy: above 50 % over the minute, the script scales up.
+	stop := cpuLoad(t, e, 4)
+	var last string
+	e.eventually("the script scales up", 40*time.Second, func() error {
+		last = run()
+		if !strings.Contains(last, "Scale up") {
+			return fmt.Errorf("output:\n%s", last)
+		}
+		return nil
+	})
+	if res := stop(); res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	if !strings.Contains(last, "status: JOB_ACCEPTED") {
+		t.Fatalf("scale-up run:\n%s", last)
+	}
+	e.waitInService("hscale-group", 3)
+	t.Logf("scale-up run:\n%s", last)
 }
