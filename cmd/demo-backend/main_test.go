@@ -25,7 +25,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 }
 
 func TestHandler(t *testing.T) {
-	srv := httptest.NewServer(newHandler("web-7"))
+	srv := httptest.NewServer(newHandler("web-7", http.StatusOK))
 	defer srv.Close()
 
 	tests := []struct {

@@ -65,6 +65,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
 	root.AddCommand(instancesCmd(o))
+	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 

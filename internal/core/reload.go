@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -230,6 +229,5 @@ func reloadable(old, cfg *config.Config) error {
 func sameGroup(a, b config.Group) bool {
 	at, bt := a.Template, b.Template
 	a.Template, b.Template = config.Template{}, config.Template{}
-	return reflect.DeepEqual(a, b) && slices.Equal(at.Command, bt.Command) && maps.Equal(at.Env, bt.Env) &&
-		at.Dir == bt.Dir && at.StopTimeout == bt.StopTimeout && at.CPUs == bt.CPUs
+	return reflect.DeepEqual(a, b) && at.SameSource(bt)
 }
