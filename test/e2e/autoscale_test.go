@@ -23,6 +23,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
+// halfCore allots each instance half a core (template.cpus; the line
+// continues the template mapping groupSpec writes last): CPU percentages
+// double, so thresholds are crossed however busy the test machine is.
+const halfCore = "      cpus: 0.5\n"
+
 // cpuLoad keeps the group's instances busy: closed-loop workers whose every
 // request burns CPU in the demo backend.
 func cpuLoad(t *testing.T, e *shoalEnv, workers int) (stop func() loadgen.Result) {
@@ -128,7 +133,7 @@ func accepted(rule, kind string) func(api.Event) bool {
 // scales it back in; a client sending requests all along sees no failure,
 // and each decision is an event with its values, rule and job.
 func TestAutoscaleCPUScaleOutAndIn(t *testing.T) {
-	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: halfCore + `    autoscale:
       rules:
         - {name: hot, metric: cpu.avg, above: 40, for: 2s, action: up}
         - {name: cold, metric: cpu.avg, below: 15, for: 3s, action: down}
@@ -211,7 +216,7 @@ func containsID(ids []int64, id int64) bool {
 // holds the higher recommendation made before the restart, so the group
 // scales in only when both have passed.
 func TestAutoscaleRestartKeepsHistory(t *testing.T) {
-	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", CooldownDn: "20s", Extra: `    autoscale:
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", CooldownDn: "20s", Extra: halfCore + `    autoscale:
       target: {metric: cpu.avg, value: 40, scale_in_stabilization: 20s}
 `}
 	e := newEnv(t, "metrics: {warmup: 2s}\n", g)
@@ -243,14 +248,14 @@ func TestAutoscaleRestartKeepsHistory(t *testing.T) {
 
 	// History: the loaded seconds before the restart are still there. A
 	// policy test replays them: a rule on the group's CPU fires in them.
-	hot := []byte("rules:\n  - {name: hot, metric: cpu.avg, above: 40, for: 1s, action: up}\n")
+	hot := []byte("rules:\n  - {name: hot, metric: cpu.avg, above: 20, for: 1s, action: up}\n")
 	decs, err := e.client().PolicyTest(context.Background(), "web", 3*time.Minute, hot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fired := false
 	for _, d := range decs {
-		if d.Rule == "hot" && d.Time.Before(killed) && d.Values["cpu.avg"] > 40 {
+		if d.Rule == "hot" && d.Time.Before(killed) && d.Values["cpu.avg"] > 20 {
 			fired = true
 		}
 	}
@@ -541,7 +546,9 @@ func TestSacloudMigrationScript(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the autoscaler stand-in: %v\n%s", err, out)
 	}
-	g := groupSpec{Name: "hscale-group", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3, largest: 5}"}
+	// A quarter core each: the script's 50 % is reached however busy the
+	// machine running the test is.
+	g := groupSpec{Name: "hscale-group", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3, largest: 5}", Extra: "      cpus: 0.25\n"}
 	e := newEnv(t, compatTop+"metrics: {warmup: 1s}\n", g)
 	e.start()
 	e.waitInService("hscale-group", 2)
