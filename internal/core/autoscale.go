@@ -112,6 +112,9 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 		}()
 	}
 	a.st, a.met = st, met
+	if met != nil {
+		met.SetInstanceSource(instanceUsage{a.col})
+	}
 	a.syncRunners(nil)
 }
 
@@ -195,4 +198,17 @@ func (a *autoscaler) close() {
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st *store.Store, cfg *config.Config) api.Option {
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval})
+}
+
+// instanceUsage exposes the collector's per-instance CPU and memory to
+// Prometheus scrapes.
+type instanceUsage struct{ col *metrics.Collector }
+
+func (u instanceUsage) InstanceUsage(context.Context) []promexp.InstanceUsage {
+	src := u.col.Usage()
+	out := make([]promexp.InstanceUsage, len(src))
+	for i, s := range src {
+		out[i] = promexp.InstanceUsage{Group: s.Group, Instance: s.Instance, CPUSeconds: s.CPUSeconds, RSSBytes: float64(s.RSSBytes)}
+	}
+	return out
 }
