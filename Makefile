@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all build deps test vet fuzz demo bench proto clean
+.PHONY: all build deps test-deps test vet fuzz demo bench proto clean
 
 all: build
 
@@ -17,14 +17,23 @@ build:
 deps:
 	@bash scripts/install-deps.sh haproxy
 
+# test-deps adds what the monitoring tests run for real: promtool, amtool and
+# Alertmanager (Debian's prometheus and prometheus-alertmanager packages).
+test-deps:
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
 # test runs every test: unit tests and the integration tests that start real
-# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
-test: deps vet
-	$(GO) test -count=1 -timeout 8m ./...
+# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1. The
+# end-to-end suite runs on its own after the packages, so its load tests do not
+# share the machine with the packages' HAProxy tests.
+E2E := ./test/e2e/
+test: test-deps vet
+	$(GO) test -count=1 -timeout 8m $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 -timeout 9m $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 
 # fuzz runs the config loader's fuzz target for longer.
