@@ -31,8 +31,10 @@ test: deps vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./internal/config/
 
+# demo: load rises and falls, the group scales out and in by its policy
+# (bin/shoal-bench demo on examples/demo/shoal.yaml, about 3 minutes).
 demo: deps build
-	@bash examples/demo/demo.sh
+	@$(BIN)/shoal-bench demo
 
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/.
 # BENCH_FLAGS passes flags on, e.g. BENCH_FLAGS='-rounds 3 -seconds 4s'.
