@@ -36,12 +36,14 @@ fuzz:
 demo: deps build
 	@$(BIN)/shoal-bench demo
 
-# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/.
-# BENCH_FLAGS passes flags on, e.g. BENCH_FLAGS='-rounds 3 -seconds 4s'.
+# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
+# all of them take about 45 minutes. BENCH picks some, BENCH_FLAGS passes
+# flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
+BENCH       ?= throughput reaction collection overload
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk
-	$(BIN)/shoal-bench throughput $(BENCH_FLAGS)
+	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
 proto:

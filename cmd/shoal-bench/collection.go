@@ -110,6 +110,16 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 			return ctx.Err()
 		case <-time.After(*settle):
 		}
+		// The figure means something only if shoal collects every instance.
+		if n > 0 {
+			d, err := sh.API.Metrics(ctx, "idle1", 5*time.Second)
+			if err != nil {
+				return fmt.Errorf("shoal's metrics: %w", err)
+			}
+			if want := min(n, groupCap); d.Size != want {
+				return fmt.Errorf("shoal's metrics of idle1 list %d instances, want %d", d.Size, want)
+			}
+		}
 		env.Log.Info("sampling shoal's CPU", "instances", n, "seconds", sample.Seconds())
 		cpu, rss, err := processCPU(ctx, sh.Proc.Pid(), *sample)
 		if err != nil {
