@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -64,8 +65,13 @@ func (m *Monitor) pollEvents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Oldest first whatever order the API lists them in.
+		slices.SortFunc(evs, func(a, b Event) int { return cmp.Compare(a.ID, b.ID) })
 		for _, e := range evs {
-			m.last = max(m.last, e.ID)
+			if e.ID <= m.last {
+				continue
+			}
+			m.last = e.ID
 			m.Events = append(m.Events, e)
 			if e.JobID != "" {
 				m.Scaled = append(m.Scaled, e)
