@@ -89,7 +89,7 @@ func TestScaleUnderLoad(t *testing.T) {
 	}
 	e.stop()
 	if left := e.ourProcesses(); len(left) > 0 {
-		t.Fatalf("processes left after SIGTERM: %v", left)
+		t.Fatalf("processes left after shoal stopped: %v", left)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestCoreKill9RestartAdopts(t *testing.T) {
 	e.stop()
 	for _, pid := range want {
 		if alive(pid) {
-			t.Fatalf("pid %d still alive after SIGTERM", pid)
+			t.Fatalf("pid %d still alive after shoal stopped", pid)
 		}
 	}
 }
@@ -446,6 +446,11 @@ func TestExamplesValidate(t *testing.T) {
 		t.Fatalf("build demo-backend: %v\n%s", err, out)
 	}
 	for _, f := range files {
+		if filepath.Base(filepath.Dir(f)) == "prometheus" {
+			// Its token file and program are the operator's; TestMonitoringExamples
+			// validates it with both in place.
+			continue
+		}
 		cmd := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f)
 		cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
