@@ -110,7 +110,7 @@ func TestOverloaded(t *testing.T) {
 
 func TestDescribeEvent(t *testing.T) {
 	e := Event{Time: time.Date(2026, 11, 23, 10, 0, 5, 0, time.Local), Rule: "target", Current: 2, Recommendation: 3,
-		Values: map[string]float64{"cpu.avg": 44.44}, Outcome: "accepted", JobID: "j7"}
+		Values: map[string]float64{"cpu.avg": 44.44, "ready": 2, "size": 2}, Outcome: "accepted", JobID: "j7"}
 	if got := describe(e); got != "10:00:05 target 2→3 cpu.avg=44.4: job j7" {
 		t.Errorf("describe = %q", got)
 	}

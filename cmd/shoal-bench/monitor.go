@@ -97,7 +97,10 @@ func (m *Monitor) Last() (Event, bool) {
 func describe(e Event) string {
 	var vals []string
 	for _, k := range slices.Sorted(maps.Keys(e.Values)) {
-		vals = append(vals, fmt.Sprintf("%s=%.1f", k, e.Values[k]))
+		// ready and size come with every decision; Current says as much.
+		if k != "ready" && k != "size" || len(e.Values) == 1 {
+			vals = append(vals, fmt.Sprintf("%s=%.1f", k, e.Values[k]))
+		}
 	}
 	out := e.Outcome
 	switch {
