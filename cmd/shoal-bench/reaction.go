@@ -95,7 +95,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	det := &reactionDetails{}
 	rep.Details = det
-	mon := &Monitor{API: sh.API, Group: "web", Window: 2 * time.Second}
+	mon := &Monitor{API: sh.API, Group: "web", Window: *forD + time.Second}
 	for i := 1; i <= *runs; i++ {
 		var r reactionRun
 		// Baseline: the same scale-out by hand.
@@ -181,7 +181,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	var md strings.Builder
 	md.WriteString("| run | reaction | detection | by hand | decision |\n|---:|---:|---:|---:|---|\n")
 	for i, r := range det.Runs {
-		fmt.Fprintf(&md, "| %d | %.2f s | %.2f s | %.2f s | %s: %s |\n", i+1, r.Reaction, r.Detection, r.Manual, r.Rule, r.Reason)
+		fmt.Fprintf(&md, "| %d | %.2f s | %.2f s | %.2f s | %s |\n", i+1, r.Reaction, r.Detection, r.Manual, r.Reason)
 	}
 	md.WriteString(`
 Anchors (not measured here): Kubernetes' HPA syncs every 15 s, so >= 15 s plus the pod's start;
@@ -208,21 +208,37 @@ autoscale:
 	return benchConfig(port, stateDir, "interval: 1s\nwarmup: 5s\n", groupYAML("web", backend, 1, 2, "250ms", rule))
 }
 
-// resetToOne scales web back to one instance by hand and
-// waits until its CPU (over 2 s) is below threshold, so the next step starts
-// from idle.
+// resetToOne scales web back to one idle instance by hand. It first waits
+// until the CPU of the instances, averaged over the monitor's window (longer
+// than the rule's for), is below threshold: scaled in while the window still
+// holds the step's load, the rule would fire again at once.
 func resetToOne(ctx context.Context, sh *Shoal, mon *Monitor, threshold float64, timeout time.Duration) error {
+	idle := func(v View) bool { return v.Err == "" && v.CPUAvg != nil && *v.CPUAvg < threshold }
+	if err := waitView(ctx, mon, timeout, idle); err != nil {
+		return fmt.Errorf("web not idle: %w", err)
+	}
 	if err := sh.API.Size(ctx, "web", 1, timeout); err != nil {
 		return err
 	}
+	err := waitView(ctx, mon, timeout, func(v View) bool {
+		return idle(v) && v.InService == 1 && v.Desired == 1 && v.Ready == 1
+	})
+	if err != nil {
+		return fmt.Errorf("web not back to 1 idle instance: %w", err)
+	}
+	return nil
+}
+
+// waitView polls mon every 500 ms until ok holds.
+func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(View) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		v := mon.Poll(ctx)
-		if v.Err == "" && v.InService == 1 && v.Desired == 1 && v.Ready == 1 && v.CPUAvg != nil && *v.CPUAvg < threshold {
+		if ok(v) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("web not back to 1 idle instance after %v: %+v", timeout, v)
+			return fmt.Errorf("after %v: %d in service, %d desired, %d ready, cpu.avg %s %s", timeout, v.InService, v.Desired, v.Ready, f1(v.CPUAvg), v.Err)
 		}
 		select {
 		case <-ctx.Done():
