@@ -44,7 +44,7 @@ type overloadPolicy struct {
 
 var overloadPolicies = []overloadPolicy{{
 	Name: "target", Desc: "shoal target tracking: cpu.avg 50 %, tolerance 0.1, scale-in stabilization 300 s; 1 s metrics",
-	Metrics: "interval: 1s\n",
+	Metrics: "interval: 1s\nwarmup: 10s\n",
 	Extra: `cooldown: {up: 0s, down: 0s}
 autoscale:
   interval: 1s
@@ -54,7 +54,7 @@ autoscale:
 `,
 }, {
 	Name: "seed-000", Desc: "seed 000: cpu.avg above 50 % for 1m: up, below 20 % for 1m: down, cooldown 540 s; 1 min metrics, evaluated every minute",
-	Metrics: "interval: 1m\n",
+	Metrics: "interval: 1m\nwarmup: 10s\n",
 	Extra: `cooldown: 540s
 autoscale:
   interval: 1m
@@ -72,7 +72,7 @@ autoscale:
 `,
 }, {
 	Name: "seed-004", Desc: "seed 004: cpu.avg above 75 % for 1m: +1, cooldown 300 s; below 35 % for 25m: −1, cooldown 1500 s; 1 min metrics, evaluated every minute",
-	Metrics: "interval: 1m\n",
+	Metrics: "interval: 1m\nwarmup: 10s\n",
 	Extra: `cooldown: {up: 0s, down: 0s}
 autoscale:
   interval: 1m
@@ -97,6 +97,14 @@ func (p overloadPolicy) config(port int, stateDir, backend string, maxSize int) 
 	return benchConfig(port, stateDir, p.Metrics, groupYAML("web", backend, 1, maxSize, "500ms", p.Extra))
 }
 
+// window is twice the policy's metrics interval: long enough to hold a sample.
+func (p overloadPolicy) window() time.Duration {
+	if strings.Contains(p.Metrics, "interval: 1m") {
+		return 2 * time.Minute
+	}
+	return 2 * time.Second
+}
+
 // overloadResult is one policy's run.
 type overloadResult struct {
 	Policy           string                `json:"policy"`
@@ -114,6 +122,7 @@ type overloadResult struct {
 	Sizes            []int                 `json:"in_service_per_second"`
 	Timeline         []loadgen.TimelineRow `json:"timeline"`
 	FirstScaleOutSec *float64              `json:"first_scale_out_after_step_s"`
+	FailureSamples   []string              `json:"failure_samples,omitempty"`
 }
 
 func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
@@ -163,20 +172,20 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	for _, r := range results {
 		byName[r.Policy] = r
 	}
-	if t := byName["target"]; t != nil {
-		for _, seed := range []string{"seed-000", "seed-004"} {
-			s := byName[seed]
-			f := Figure{
-				Name: "overload seconds, shoal target tracking", Unit: "s", Value: num(float64(t.OverloadSeconds)),
-				Note: fmt.Sprintf("instance-seconds used: %d (target) vs %s", t.InstanceSeconds, instSecs(s)),
-			}
-			if s != nil {
-				f.Baseline, f.BaselineValue = seed+" rules", num(float64(s.OverloadSeconds))
-				f.Ratio = ratioOf(f.Value, f.BaselineValue)
-			}
-			rep.Figures = append(rep.Figures, f)
+	t := byName["target"]
+	for _, seed := range []string{"seed-000", "seed-004"} {
+		s := byName[seed]
+		if t == nil || s == nil {
+			continue
 		}
-	} else {
+		rep.Figures = append(rep.Figures, Figure{
+			Name: "overload seconds, shoal target tracking", Unit: "s", Value: num(float64(t.OverloadSeconds)),
+			Baseline: seed + " rules", BaselineValue: num(float64(s.OverloadSeconds)),
+			Ratio: ratioOf(num(float64(t.OverloadSeconds)), num(float64(s.OverloadSeconds))),
+			Note:  fmt.Sprintf("instance-seconds used: %d (target) vs %d (%s)", t.InstanceSeconds, s.InstanceSeconds, seed),
+		})
+	}
+	if len(rep.Figures) == 0 { // not both sides of a comparison: each on its own
 		for _, r := range results {
 			rep.Figures = append(rep.Figures, Figure{Name: "overload seconds, " + r.Policy, Unit: "s", Value: num(float64(r.OverloadSeconds))})
 		}
@@ -184,20 +193,13 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	rep.Settings = []Setting{
 		{"load", fmt.Sprintf("open loop on /work?ms=%d: %s (×3 and back); %g req/s is %.0f %% of one core", *workMS, describeSchedule(schedule), *rate, *rate*float64(*workMS)/10)},
 		{"SLO", fmt.Sprintf("p99 of the requests scheduled in a second <= %v (client side, from the scheduled instant); a second with a failed or unsent request is overloaded too", *slo)},
-		{"group", fmt.Sprintf("demo-backends (GOMAXPROCS=1, cpus: 1), min_size 1, max_size %d, warmup 30 s (default)", *maxSize)},
+		{"group", fmt.Sprintf("demo-backends (GOMAXPROCS=1, cpus: 1), min_size 1, max_size %d, metrics warmup 10 s; the load starts once the first instance is in the metrics", *maxSize)},
 	}
 	for _, p := range policies {
 		rep.Settings = append(rep.Settings, Setting{"policy " + p.Name, p.Desc})
 	}
 	rep.Markdown = overloadMarkdown(results)
 	return rep, nil
-}
-
-func instSecs(r *overloadResult) string {
-	if r == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%d (%s)", r.InstanceSeconds, r.Policy)
 }
 
 // stepSchedule is rate for the first fifth of total, 3×rate for half, and
@@ -235,8 +237,13 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
+	// The load starts once the instance is in the metrics the policy reads
+	// (past warmup, sampled): before, every policy is blind alike.
+	mon := &Monitor{API: sh.API, Group: "web", Window: p.window()}
+	if err := waitView(ctx, mon, 3*time.Minute, func(v View) bool { return v.Err == "" && v.Ready >= 1 && v.CPUAvg != nil }); err != nil {
+		return nil, fmt.Errorf("the instance did not enter the metrics: %w", err)
+	}
 	r := &overloadResult{Policy: p.Name, Description: p.Desc}
-	mon := &Monitor{API: sh.API, Group: "web"}
 	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, workMS)
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -297,6 +304,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		r.InstanceSeconds += max(n, 0)
 	}
 	r.Timeline = res.Timeline()
+	r.FailureSamples = res.FailureSamples
 	return r, nil
 }
 
