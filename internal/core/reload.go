@@ -31,6 +31,7 @@ type core struct {
 	lb   *haproxy.Manager
 	prov *local.Provider
 	jm   *jobs.Manager
+	auto *autoscaler
 	stop context.CancelCauseFunc
 
 	// reloadMu makes reloads one at a time, and shutdown wait for one.
@@ -189,6 +190,8 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 		resp.Added = append(resp.Added, gc.Name)
 	}
 	c.cfg = cfg
+	// Policies follow: a changed group's runner restarts with its new policy.
+	c.auto.syncRunners(resp.Changed)
 	slices.Sort(resp.Changed)
 	slices.Sort(resp.Removed)
 	c.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),

@@ -1,0 +1,13 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+func policyCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "try autoscaling policies without scaling anything",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(policyTestCmd(o))
+	return cmd
+}
