@@ -112,7 +112,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 		}
 		// The figure means something only if shoal collects every instance.
 		if n > 0 {
-			d, err := sh.API.Metrics(ctx, "idle1", 5*time.Second)
+			d, err := sh.API.Window(ctx, "idle1", 5*time.Second)
 			if err != nil {
 				return fmt.Errorf("shoal's metrics: %w", err)
 			}
