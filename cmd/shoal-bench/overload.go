@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,6 +124,9 @@ type overloadResult struct {
 	Timeline         []loadgen.TimelineRow `json:"timeline"`
 	FirstScaleOutSec *float64              `json:"first_scale_out_after_step_s"`
 	FailureSamples   []string              `json:"failure_samples,omitempty"`
+	// Decisions counts the policy's recorded decisions by outcome and code,
+	// so a policy that never scaled shows why.
+	Decisions map[string]int `json:"decisions"`
 }
 
 func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
@@ -286,6 +290,12 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		return nil, err
 	}
 	r.ScaleEvents = mon.Scaled
+	r.Decisions = map[string]int{}
+	for _, e := range mon.Events {
+		if !e.Time.Before(start) {
+			r.Decisions[strings.TrimSuffix(e.Outcome+" "+e.Code, " ")]++
+		}
+	}
 	stepAt := start.Add(schedule[0].Duration)
 	for _, e := range mon.Scaled {
 		if e.Recommendation > e.Current && e.Time.After(stepAt) {
@@ -320,7 +330,14 @@ func overloadMarkdown(results []*overloadResult) string {
 			r.Policy, r.OverloadSeconds, r.Seconds, first, r.MaxSize, r.InstanceSeconds, r.P99ms, r.Errors, r.Late)
 	}
 	for _, r := range results {
-		fmt.Fprintf(&b, "\nScale events, %s:\n", r.Policy)
+		var counts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Decisions)) {
+			counts = append(counts, fmt.Sprintf("%s %d", k, r.Decisions[k]))
+		}
+		if len(counts) == 0 {
+			counts = []string{"none"}
+		}
+		fmt.Fprintf(&b, "\nDecisions of %s during the load: %s. Scale events:\n", r.Policy, strings.Join(counts, ", "))
 		if len(r.ScaleEvents) == 0 {
 			b.WriteString("- none\n")
 		}
