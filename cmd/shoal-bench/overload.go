@@ -280,6 +280,10 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 			n = -1 // unknown this second
 		}
 		r.Sizes = append(r.Sizes, n)
+		// Every second: a page holds 100, and a long run makes more.
+		if err := mon.pollEvents(ctx); err != nil {
+			env.Log.Warn("policy events", "err", err)
+		}
 	}
 	tick.Stop()
 	wg.Wait()
