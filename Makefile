@@ -40,15 +40,19 @@ test: test-deps vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./internal/config/
 
+# demo: load rises and falls, the group scales out and in by its policy
+# (bin/shoal-bench demo on examples/demo/shoal.yaml, about 3 minutes).
 demo: deps build
-	@bash examples/demo/demo.sh
+	@$(BIN)/shoal-bench demo
 
-# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/.
-# BENCH_FLAGS passes flags on, e.g. BENCH_FLAGS='-rounds 3 -seconds 4s'.
+# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
+# all of them take about 45 minutes. BENCH picks some, BENCH_FLAGS passes
+# flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
+BENCH       ?= throughput reaction collection overload
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk
-	$(BIN)/shoal-bench throughput $(BENCH_FLAGS)
+	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
 proto:
