@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all build deps test vet fuzz demo bench proto clean
+.PHONY: all build deps test-deps test vet fuzz demo bench proto clean
 
 all: build
 
@@ -17,29 +17,42 @@ build:
 deps:
 	@bash scripts/install-deps.sh haproxy
 
+# test-deps adds what the monitoring tests run for real: promtool, amtool and
+# Alertmanager (Debian's prometheus and prometheus-alertmanager packages).
+test-deps:
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
 # test runs every test: unit tests and the integration tests that start real
-# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
-test: deps vet
-	$(GO) test -count=1 -timeout 8m ./...
+# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1. The
+# end-to-end suite runs on its own after the packages, so its load tests do not
+# share the machine with the packages' HAProxy tests.
+E2E := ./test/e2e/
+test: test-deps vet
+	$(GO) test -count=1 -timeout 8m $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 -timeout 9m $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 
 # fuzz runs the config loader's fuzz target for longer.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./internal/config/
 
+# demo: load rises and falls, the group scales out and in by its policy
+# (bin/shoal-bench demo on examples/demo/shoal.yaml, about 3 minutes).
 demo: deps build
-	@bash examples/demo/demo.sh
+	@$(BIN)/shoal-bench demo
 
-# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/.
-# BENCH_FLAGS passes flags on, e.g. BENCH_FLAGS='-rounds 3 -seconds 4s'.
+# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
+# all of them take about 45 minutes. BENCH picks some, BENCH_FLAGS passes
+# flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
+BENCH       ?= throughput reaction collection overload
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk
-	$(BIN)/shoal-bench throughput $(BENCH_FLAGS)
+	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
 proto:

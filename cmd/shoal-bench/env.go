@@ -219,6 +219,12 @@ func RSSKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// Stop stops p now (it no longer waits for Close).
+func (e *Env) Stop(p *Proc) {
+	p.stop()
+	e.procs = slices.DeleteFunc(e.procs, func(q *Proc) bool { return q == p })
+}
+
 // Close stops every process, latest first, and removes the scratch
 // directory unless keep is set (a failed run keeps its logs).
 func (e *Env) Close(keep bool) error {

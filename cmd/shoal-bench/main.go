@@ -34,7 +34,7 @@ type command struct {
 	name    string
 	summary string
 	// run parses args with fs (whose common flags are already registered)
-	// and measures. It returns the report to write.
+	// and measures. It returns the report to write, or nil for none.
 	run func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error)
 }
 
@@ -109,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %s: %v", errUsage, c.name, ue.err)
 	case err != nil:
 		return fmt.Errorf("%s: %w", c.name, err)
+	}
+	if rep == nil { // the demo: its output is the terminal
+		return nil
 	}
 	rep.Name = c.name
 	rep.Smoke = common.smoke

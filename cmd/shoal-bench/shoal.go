@@ -9,14 +9,18 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // Shoal is a `shoal serve` the benchmark started, driven through its CLI as an
-// operator would.
+// operator would, or through its API where a benchmark polls.
 type Shoal struct {
 	Bin    string // the shoal binary
 	Config string // its config file
+	Cfg    *config.Config
 	Proc   *Proc
+	API    *API
 }
 
 // StartShoal writes config to WORK/shoal.yaml and runs `shoal serve` on it.
@@ -28,6 +32,15 @@ func (e *Env) StartShoal(bin, config string) (*Shoal, error) {
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
+	return e.StartShoalFile(bin, path)
+}
+
+// StartShoalFile runs `shoal serve` on the config file at path.
+func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
 	p, err := e.Start("shoal", bin, "serve", "-c", path)
 	if err != nil {
 		return nil, err
@@ -35,7 +48,7 @@ func (e *Env) StartShoal(bin, config string) (*Shoal, error) {
 	// SIGINT stops HAProxy and the instances too (SIGTERM would leave them
 	// serving); give shoal time before SIGKILL, and stop whatever it leaves.
 	p.Grace, p.Descendants, p.StopSignal = 20*time.Second, true, syscall.SIGINT
-	return &Shoal{Bin: bin, Config: path, Proc: p}, nil
+	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket)}, nil
 }
 
 // CLI runs `shoal ARGS... -c CONFIG` and returns its standard output.

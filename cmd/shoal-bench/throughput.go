@@ -395,24 +395,5 @@ func idleCPU(ctx context.Context, env *Env, sh *Shoal, n int, d time.Duration) (
 	case <-time.After(2 * time.Second):
 	}
 	env.Log.Info("sampling shoal's idle CPU", "seconds", d.Seconds())
-	pid := sh.Proc.Pid()
-	t0, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(d):
-	}
-	t1, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	rss, err := RSSKiB(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	return 100 * float64(t1-t0) / clockTicks / time.Since(start).Seconds(), float64(rss), nil
+	return processCPU(ctx, sh.Proc.Pid(), d)
 }

@@ -1,13 +1,17 @@
 #!/bin/bash
-# The seed's cron script, unchanged except for --dest, which now points at
-# shoal's sacloud/autoscaler-compatible socket (here the same path the seed
-# used, so not even that changes). Run it from cron as in the seed:
+# The seed's cron script, unchanged except for the CPU command: `shoal
+# cpu-usage` takes sacloud-cpu-usage's flags (--env-from and --zone are
+# accepted and ignored) and prints its log lines and JSON from shoal's own
+# per-second metrics; -c names shoal's config, where it finds its socket.
+# --dest is shoal's sacloud/autoscaler-compatible socket (here the same path
+# the seed used, so it does not change). Run it from cron as in the seed:
 #   SHELL=/bin/bash
 #   */2 * * * * bash /etc/autoscaler/autoscale.sh |& logger -t autoscale
-# The CPU query stays as in the seed until shoal's own metrics arrive.
+# shoal's own policy (examples/seed-000.yaml) does the same every second
+# without cron; this script is for keeping the seed's setup while moving.
 set -e
 
-cpu_usage=$(/usr/local/bin/sacloud-cpu-usage --env-from /etc/autoscaler/core.config  --zone tk1b --prefix hscale-group --time 1 --query '.avg|round')
+cpu_usage=$(/usr/local/bin/shoal cpu-usage -c /etc/shoal/shoal.yaml --env-from /etc/autoscaler/core.config  --zone tk1b --prefix hscale-group --time 1 --query '.avg|round')
 
 if [ $cpu_usage -gt 50 ]; then
     echo "Scale up"

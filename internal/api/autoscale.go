@@ -90,8 +90,8 @@ type Event struct {
 // EventRequest is the job a decision asked for.
 type EventRequest struct {
 	Kind   string `json:"kind"`
-	Plan   string `json:"plan,omitempty"`
-	Size   int    `json:"size,omitempty"`
+	Plan   string `json:"plan"`
+	Size   int    `json:"size"`
 	Source string `json:"source"`
 }
 

@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -122,16 +121,17 @@ func (p *eventPrinter) print(evs []api.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	// Fixed widths rather than a tabwriter: with -f, lines arriving later
+	// must line up with the first ones.
+	const row = "%-19s  %-12s  %-12s  %-7s  %-22s  %s\n"
 	if !p.header {
-		fmt.Fprintln(tw, "TIME\tGROUP\tRULE\tSIZE\tOUTCOME\tREASON")
+		fmt.Fprintf(p.w, row, "TIME", "GROUP", "RULE", "SIZE", "OUTCOME", "REASON")
 		p.header = true
 	}
 	for _, e := range evs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d→%d\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Group, e.Rule,
-			e.Current, e.Recommendation, outcome(e), oneLine(e.Reason))
+		fmt.Fprintf(p.w, row, e.Time.Local().Format("2006-01-02 15:04:05"), e.Group, e.Rule,
+			fmt.Sprintf("%d→%d", e.Current, e.Recommendation), outcome(e), oneLine(e.Reason))
 	}
-	_ = tw.Flush()
 }
 
 // outcome is the OUTCOME column: the job for an accepted one, else the

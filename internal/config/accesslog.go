@@ -48,16 +48,20 @@ const (
 
 func (d *decoder) accessLog(n *yaml.Node) AccessLog {
 	f := d.mapping(n, "access_log", "enabled", "sample", "max_size", "max_files")
-	a := AccessLog{Sample: DefaultAccessLogSample, MaxSize: DefaultAccessLogMaxSize, MaxFiles: DefaultAccessLogMaxFiles}
-	if v, sn := f.integer("sample", a.Sample); sn != nil {
-		if v < 0 || v > maxAccessLogSample {
-			d.errorf(sn, f.field("sample"), "must be from 0 (off) to %d (log one request in N), got %d", maxAccessLogSample, v)
-		} else {
-			a.Sample = v
+	a := AccessLog{Sample: 1, Adaptive: true, MaxSize: DefaultAccessLogMaxSize, MaxFiles: DefaultAccessLogMaxFiles}
+	// "auto" is the default written out; a number fixes the rate.
+	if sn := f.get("sample"); sn == nil || sn.Kind != yaml.ScalarNode || sn.Value != "auto" {
+		if v, sn := f.integer("sample", 0); sn != nil {
+			a.Adaptive = false
+			if v < 0 || v > maxAccessLogSample {
+				d.errorf(sn, f.field("sample"), "must be auto, or from 0 (off) to %d (log one request in N), got %d", maxAccessLogSample, v)
+			} else {
+				a.Sample = v
+			}
 		}
 	}
 	if on, _ := f.boolean("enabled", true); !on {
-		a.Sample = 0
+		a.Sample, a.Adaptive = 0, false
 	}
 	if sn := f.get("max_size"); sn != nil {
 		if v, ok := byteSize(sn); !ok {

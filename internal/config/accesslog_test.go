@@ -34,8 +34,15 @@ access_log: {sample: 1, max_size: 512KiB, max_files: 5}
 	if cfg.HAProxy.Timeouts != DefaultTimeouts {
 		t.Errorf("default Timeouts = %+v", cfg.HAProxy.Timeouts)
 	}
-	if want := (AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+	if want := (AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
 		t.Errorf("default AccessLog = %+v, want %+v", cfg.AccessLog, want)
+	}
+	cfg, err = Parse("shoal.yaml", []byte("listen: :8080\naccess_log: {sample: auto}\n"+minimalGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+		t.Errorf("sample: auto: AccessLog = %+v, want %+v", cfg.AccessLog, want)
 	}
 
 	for _, off := range []string{"{sample: 0}", "{enabled: false, sample: 5}"} {
@@ -62,7 +69,7 @@ func TestParseTimeoutsAndAccessLogErrors(t *testing.T) {
 		{"haproxy:\n  timeouts: {read: 1s}\n",
 			`shoal.yaml:3:14: haproxy.timeouts.read: unknown field; allowed: connect, client, server, http_request, http_keep_alive, queue`},
 		{"access_log: {sample: -1}\n",
-			`shoal.yaml:2:22: access_log.sample: must be from 0 (off) to 1000000 (log one request in N), got -1`},
+			`shoal.yaml:2:22: access_log.sample: must be auto, or from 0 (off) to 1000000 (log one request in N), got -1`},
 		{"access_log: {max_size: 10MB}\n",
 			`shoal.yaml:2:24: access_log.max_size: must be a size such as "10MiB", "512KiB" or a number of bytes, got "10MB"`},
 		{"access_log: {max_size: 100}\n",

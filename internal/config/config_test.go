@@ -1247,7 +1247,7 @@ compat:
 			Global:   []string{"nbthread 1"},
 			Timeouts: DefaultTimeouts,
 		},
-		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
+		AccessLog: AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
 		Shutdown:  ShutdownKeep,
 		Groups: []Group{
 			{

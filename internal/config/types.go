@@ -115,8 +115,12 @@ var DefaultTimeouts = Timeouts{
 // AccessLog is where HAProxy's per-request log goes: shoal receives it on a
 // unix datagram socket and appends it to STATE_DIR/logs/access.log.
 type AccessLog struct {
-	// Sample logs one request in Sample; 0 turns the access log off.
-	Sample int
+	// Sample logs one request in Sample; 0 turns the access log off. With
+	// Adaptive ("sample: auto", the default) it is 1, and shoal sets each
+	// group's rate at runtime so that logging stays under about 4 % of its
+	// requests (see metrics.SampleRate).
+	Sample   int
+	Adaptive bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
 	// files are kept, access.log included.
 	MaxSize  int64
@@ -124,9 +128,8 @@ type AccessLog struct {
 }
 
 // Access log defaults: logging every request costs about 23 % of HAProxy's
-// throughput, one in ten about 4 %.
+// throughput, one in ten about 4 % (so `sample: auto` stays near that).
 const (
-	DefaultAccessLogSample   = 10
 	DefaultAccessLogMaxSize  = 10 << 20
 	DefaultAccessLogMaxFiles = 3
 )

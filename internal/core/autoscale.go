@@ -25,13 +25,14 @@ import (
 const logFeedBuffer = 4096
 
 // autoscaler owns what makes shoal scale by itself: the metrics collector,
-// the access-log feed into its latency percentiles and one policy runner per
-// group with an autoscale policy.
+// the access-log feed into its latency percentiles, the adaptive sampling of
+// that log and one policy runner per group with an autoscale policy.
 type autoscaler struct {
-	col *metrics.Collector
-	log *slog.Logger
+	col     *metrics.Collector
+	sampler *sampler
+	log     *slog.Logger
 
-	// Collection (collector, log feed) and the runners stop apart:
+	// Collection (collector, log feed, sampler) and the runners stop apart:
 	// the runners before the job manager closes, collection after it.
 	stopCollect context.CancelFunc
 	collectWG   sync.WaitGroup
@@ -79,7 +80,7 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 	if err != nil {
 		return nil, err
 	}
-	return &autoscaler{col: col, log: log, jm: jm, runners: map[string]*policyRun{}}, nil
+	return &autoscaler{col: col, sampler: newSampler(cfg, jm.GroupNames, lb.Client(), col, alog), log: log, jm: jm, runners: map[string]*policyRun{}}, nil
 }
 
 // start runs the collector, feeds it the access log (reader may be nil when
@@ -92,6 +93,13 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 		defer a.collectWG.Done()
 		a.col.Run(cctx)
 	}()
+	if a.sampler != nil {
+		a.collectWG.Add(1)
+		go func() {
+			defer a.collectWG.Done()
+			a.sampler.run(cctx)
+		}()
+	}
 	if reader != nil {
 		entries, unsubscribe := reader.Subscribe(logFeedBuffer)
 		context.AfterFunc(cctx, unsubscribe)
@@ -99,11 +107,14 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 		go func() {
 			defer a.collectWG.Done()
 			for e := range entries {
-				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, e.SampleRate)
+				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, a.sampler.rateFor(e.Backend, e.SampleRate))
 			}
 		}()
 	}
 	a.st, a.met = st, met
+	if met != nil {
+		met.SetInstanceSource(instanceUsage{a.col})
+	}
 	a.syncRunners(nil)
 }
 
@@ -187,4 +198,17 @@ func (a *autoscaler) close() {
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st *store.Store, cfg *config.Config) api.Option {
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval})
+}
+
+// instanceUsage exposes the collector's per-instance CPU and memory to
+// Prometheus scrapes.
+type instanceUsage struct{ col *metrics.Collector }
+
+func (u instanceUsage) InstanceUsage(context.Context) []promexp.InstanceUsage {
+	src := u.col.Usage()
+	out := make([]promexp.InstanceUsage, len(src))
+	for i, s := range src {
+		out[i] = promexp.InstanceUsage{Group: s.Group, Instance: s.Instance, CPUSeconds: s.CPUSeconds, RSSBytes: float64(s.RSSBytes)}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,29 @@ const (
 	msgStillInUse    = "still has connections attached"
 )
 
+// dial connects to a unix socket, waiting while its accept queue is full. A
+// unix socket refuses with EAGAIN rather than queueing, and HAProxy's CLI
+// queue overflows when dozens of commands arrive at once (a scale-out of many
+// servers): such a refusal is not HAProxy being down.
+func dial(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	delay := 2 * time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "unix", socket)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
 func isAPIError(err error, substr string) bool {
 	var e *APIError
 	return errors.As(err, &e) && strings.Contains(e.Message, substr)
@@ -56,8 +80,7 @@ func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
 	if strings.ContainsAny(cmd, "\r\n") {
 		return "", fmt.Errorf("haproxy command %q: must be one line", cmd)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	conn, err := dial(ctx, c.Socket)
 	if err != nil {
 		return "", fmt.Errorf("haproxy runtime API %s: %w", c.Socket, err)
 	}

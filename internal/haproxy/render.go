@@ -148,7 +148,12 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	// be passed on in front of the address option forwardfor appends.
 	line("http-request set-header X-Forwarded-Proto http")
 	line("http-request del-header X-Forwarded-For")
-	if n := cfg.AccessLog.Sample; n > 0 {
+	switch n := cfg.AccessLog.Sample; {
+	case cfg.AccessLog.Adaptive:
+		// Each backend samples at the rate shoal sets (see SampleMap).
+		line("log unix@%s format raw local0", p.LogSocket)
+		line("log-format %q", accesslog.Format)
+	case n > 0:
 		line("log unix@%s format raw sample 1:%d local0", p.LogSocket, n)
 		line("log-format %q", accesslog.Format)
 	}
@@ -246,6 +251,11 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		line("balance %s", g.Balance)
 		for _, l := range checks {
 			line("%s", l)
+		}
+		if cfg.AccessLog.Adaptive {
+			for _, l := range sampleLines {
+				line("%s", l)
+			}
 		}
 		for _, l := range servers[g.Name] {
 			line("server %s", l)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,7 @@ type Collector struct {
 	mu    sync.RWMutex
 	ring  *ring
 	views map[string]*groupView
+	usage []InstanceUsage
 
 	latMu sync.Mutex
 	lat   map[string]*latencySamples
@@ -271,6 +273,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		views[g] = &groupView{at: now}
 	}
 	seen := make(map[string]bool, len(targets))
+	var usages []InstanceUsage
 	cpuByGroup := make(map[string][]float64)
 	for _, t := range targets {
 		gv := views[t.Group]
@@ -286,6 +289,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		ip := func(m string) string { return InstancePath(t.Group, t.Name, m) }
 
 		if cpu, rss, ok := c.cpu(t, byPGID, procErr, scanAt); ok {
+			usages = append(usages, InstanceUsage{Group: t.Group, Instance: t.Name, CPUSeconds: c.prevCPU[t.Name].cpu.Seconds(), RSSBytes: rss})
 			vals[ip("rss_bytes")] = float64(rss)
 			if !math.IsNaN(cpu) {
 				vals[ip("cpu")] = cpu
@@ -359,14 +363,31 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		c.log.Debug("metrics: haproxy stats", "err", statErr)
 	}
 
-	c.record(ctx, now, vals, views)
+	c.record(ctx, now, vals, views, usages)
+}
+
+// InstanceUsage is an instance's cumulative CPU time and its resident memory
+// as the latest sample read them.
+type InstanceUsage struct {
+	Group, Instance string
+	CPUSeconds      float64
+	RSSBytes        int64
+}
+
+// Usage returns every instance's usage as of the latest sample, for
+// exposition as counters.
+func (c *Collector) Usage() []InstanceUsage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.usage)
 }
 
 // record stores one tick's values and the groups as sampled.
-func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]float64, views map[string]*groupView) {
+func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]float64, views map[string]*groupView, usages []InstanceUsage) {
 	c.mu.Lock()
 	c.ring.append(now, vals)
 	c.views = views
+	c.usage = usages
 	c.mu.Unlock()
 
 	flush := false

@@ -27,7 +27,7 @@ func recordTicks(c *Collector, t0 time.Time, from, to int) {
 		c.record(context.Background(), now, map[string]float64{
 			"web/cpu.avg":     float64(i),
 			"web/web-001/cpu": float64(i),
-		}, map[string]*groupView{"web": {at: now}})
+		}, map[string]*groupView{"web": {at: now}}, nil)
 	}
 }
 
@@ -147,7 +147,7 @@ func TestServersCPU(t *testing.T) {
 		}
 		c.record(context.Background(), now, map[string]float64{
 			"web/web-001/cpu": v, "web/web-002/cpu": 2 * v, "web/web-003/cpu": 100,
-		}, map[string]*groupView{"web": {at: now, instances: insts}})
+		}, map[string]*groupView{"web": {at: now, instances: insts}}, nil)
 	}
 	jst := time.FixedZone("JST", 9*3600)
 	servers := c.ServersCPU("web-00", 10*time.Minute, 5*time.Minute, jst)

@@ -335,7 +335,7 @@ func TestDocument(t *testing.T) {
 			}
 			vals["web/"+name+"/rss_bytes"] = float64(1<<20 + i)
 		}
-		c.record(ctx, now, vals, map[string]*groupView{"web": {at: now, instances: insts}, "api": {at: now}})
+		c.record(ctx, now, vals, map[string]*groupView{"web": {at: now, instances: insts}, "api": {at: now}}, nil)
 	}
 	for i := range 100 {
 		c.ObserveLatency("web", time.Duration(i+1)*time.Millisecond, time.Duration(i)*time.Millisecond, 10)

@@ -365,6 +365,17 @@ receivers:
 	if v := metricValue(text, `shoal_jobs_total{group="web",source="alertmanager:WebCPUHigh",state="ignored"}`); v == "" || v == "0" {
 		t.Errorf("no ignored resends counted:\n%s", text)
 	}
+	// Per-instance usage comes from the metrics collector: every instance in
+	// service has its CPU time and a resident size above zero.
+	for _, in := range s.Instances {
+		labels := fmt.Sprintf(`{group="web",instance=%q}`, in.Name)
+		if v := metricValue(text, "shoal_instance_cpu_seconds_total"+labels); v == "" {
+			t.Errorf("no shoal_instance_cpu_seconds_total for %s", in.Name)
+		}
+		if v := metricValue(text, "shoal_instance_resident_memory_bytes"+labels); v == "" || v == "0" {
+			t.Errorf("shoal_instance_resident_memory_bytes for %s = %q, want > 0", in.Name, v)
+		}
+	}
 	runTool(t, "", text, promtool, "check", "metrics")
 	// The unauthenticated listener serves /metrics and nothing else.
 	for _, path := range []string{"/v1/status", "/v1/sd/prometheus", "/v1/webhooks/alertmanager", "/v1/jobs"} {

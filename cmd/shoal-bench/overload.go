@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+// overload counts the seconds in which a group was overloaded — the p99 of
+// the requests scheduled in that second above the SLO, or any of them
+// failed or not sent — in a run with two load steps: a base rate, three
+// times it, and back. The same run is made with three policies, each on a
+// fresh shoal with a group of one instance:
+//
+//	target    shoal's target tracking (cpu.avg 50 %) on 1 s metrics;
+//	seed-000  the seed's cron script as rules (up above 50 %, down below
+//	          20 %, group cooldown 540 s) at its native cadence: metrics
+//	          and evaluation every minute, for: 1m;
+//	seed-004  EC2's simple scaling (+1 above 75 % for 1 min, cooldown 300 s;
+//	          −1 below 35 % for 25 min, cooldown 1500 s), likewise every minute.
+//
+// shoal's target is the figure; the seed policies are its baselines.
+func init() {
+	register(&command{
+		name:    "overload",
+		summary: "seconds over the p99 SLO in a ×3 load step: shoal's target tracking vs the seed 000 and 004 rules",
+		run:     runOverload,
+	})
+}
+
+// overloadPolicy is one policy under test: its metrics section and the
+// group's cooldown and autoscale fields.
+type overloadPolicy struct {
+	Name, Desc     string
+	Metrics, Extra string
+}
+
+var overloadPolicies = []overloadPolicy{{
+	Name: "target", Desc: "shoal target tracking: cpu.avg 50 %, tolerance 0.1, scale-in stabilization 300 s; 1 s metrics",
+	Metrics: "interval: 1s\nwarmup: 10s\n",
+	Extra: `cooldown: {up: 0s, down: 0s}
+autoscale:
+  interval: 1s
+  target:
+    metric: cpu.avg
+    value: 50
+`,
+}, {
+	Name: "seed-000", Desc: "seed 000: cpu.avg above 50 % for 1m: up, below 20 % for 1m: down, cooldown 540 s; 1 min metrics, evaluated every minute",
+	Metrics: "interval: 1m\nwarmup: 10s\n",
+	Extra: `cooldown: 540s
+autoscale:
+  interval: 1m
+  rules:
+    - name: scale-up
+      metric: cpu.avg
+      above: 50
+      for: 1m
+      action: up
+    - name: scale-down
+      metric: cpu.avg
+      below: 20
+      for: 1m
+      action: down
+`,
+}, {
+	Name: "seed-004", Desc: "seed 004: cpu.avg above 75 % for 1m: +1, cooldown 300 s; below 35 % for 25m: −1, cooldown 1500 s; 1 min metrics, evaluated every minute",
+	Metrics: "interval: 1m\nwarmup: 10s\n",
+	Extra: `cooldown: {up: 0s, down: 0s}
+autoscale:
+  interval: 1m
+  rules:
+    - name: cdp-out
+      metric: cpu.avg
+      above: 75
+      for: 1m
+      action: {add: 1}
+      cooldown: 300s
+    - name: cdp-down
+      metric: cpu.avg
+      below: 35
+      for: 25m
+      action: {remove: 1}
+      cooldown: 1500s
+`,
+}}
+
+// config is a group of 1 to maxSize instances under the policy.
+func (p overloadPolicy) config(port int, stateDir, backend string, maxSize int) string {
+	return benchConfig(port, stateDir, p.Metrics, groupYAML("web", backend, 1, maxSize, "500ms", p.Extra))
+}
+
+// window is twice the policy's metrics interval: long enough to hold a sample.
+func (p overloadPolicy) window() time.Duration {
+	if strings.Contains(p.Metrics, "interval: 1m") {
+		return 2 * time.Minute
+	}
+	return 2 * time.Second
+}
+
+// overloadResult is one policy's run.
+type overloadResult struct {
+	Policy           string                `json:"policy"`
+	Description      string                `json:"description"`
+	OverloadSeconds  int                   `json:"overload_seconds"`
+	Seconds          int                   `json:"seconds"`
+	Scheduled        int64                 `json:"scheduled"`
+	Completed        int64                 `json:"completed"`
+	Errors           int64                 `json:"errors"`
+	Late             int64                 `json:"late"`
+	P99ms            float64               `json:"p99_ms"`
+	MaxSize          int                   `json:"max_in_service"`
+	InstanceSeconds  int                   `json:"instance_seconds"`
+	ScaleEvents      []Event               `json:"scale_events"`
+	Sizes            []int                 `json:"in_service_per_second"`
+	Timeline         []loadgen.TimelineRow `json:"timeline"`
+	FirstScaleOutSec *float64              `json:"first_scale_out_after_step_s"`
+	FailureSamples   []string              `json:"failure_samples,omitempty"`
+	// Decisions counts the policy's recorded decisions by outcome and code,
+	// so a policy that never scaled shows why.
+	Decisions map[string]int `json:"decisions"`
+}
+
+func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
+	minutes := fs.Float64("minutes", 10, "length of each policy's run")
+	rate := fs.Float64("rate", 35, "base open-loop rate, requests/s (the step is 3×)")
+	workMS := fs.Int("work-ms", 10, "CPU milliseconds per request (/work?ms=N)")
+	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO per second")
+	maxSize := fs.Int("max-size", 4, "the group's max_size")
+	which := fs.String("policies", "target,seed-000,seed-004", "policies to run, comma-separated")
+	bin := fs.String("bin", "bin", "directory with demo-backend")
+	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *minutes < 1.0/6 || *rate <= 0 || *workMS < 1 || *slo <= 0 || *maxSize < 2 || *maxSize > groupCap {
+		return nil, badUsage("-minutes >= 0.17, -rate > 0, -work-ms >= 1, -slo > 0 and -max-size 2..%d please", groupCap)
+	}
+	var policies []overloadPolicy
+	for name := range strings.SplitSeq(*which, ",") {
+		i := slices.IndexFunc(overloadPolicies, func(p overloadPolicy) bool { return p.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, badUsage("-policies: unknown %q (want target, seed-000, seed-004)", name)
+		}
+		policies = append(policies, overloadPolicies[i])
+	}
+	backend, sbin, err := binaries(*bin, *shoalBin)
+	if err != nil {
+		return nil, err
+	}
+	total := time.Duration(*minutes * float64(time.Minute)).Round(time.Second)
+	schedule := stepSchedule(*rate, total)
+
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	var results []*overloadResult
+	rep.Details = &results
+	for _, p := range policies {
+		env.Log.Info("overload run", "policy", p.Name, "minutes", *minutes)
+		r, err := runOverloadPolicy(ctx, env, p, backend, sbin, *maxSize, *workMS, schedule, *slo)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		env.Log.Info("overload result", "policy", p.Name, "overload_seconds", r.OverloadSeconds, "max_in_service", r.MaxSize, "errors", r.Errors, "late", r.Late)
+		results = append(results, r)
+	}
+
+	byName := map[string]*overloadResult{}
+	for _, r := range results {
+		byName[r.Policy] = r
+	}
+	t := byName["target"]
+	for _, seed := range []string{"seed-000", "seed-004"} {
+		s := byName[seed]
+		if t == nil || s == nil {
+			continue
+		}
+		rep.Figures = append(rep.Figures, Figure{
+			Name: "overload seconds, shoal target tracking", Unit: "s", Value: num(float64(t.OverloadSeconds)),
+			Baseline: seed + " rules", BaselineValue: num(float64(s.OverloadSeconds)),
+			Ratio: ratioOf(num(float64(t.OverloadSeconds)), num(float64(s.OverloadSeconds))),
+			Note:  fmt.Sprintf("instance-seconds used: %d (target) vs %d (%s)", t.InstanceSeconds, s.InstanceSeconds, seed),
+		})
+	}
+	if len(rep.Figures) == 0 { // not both sides of a comparison: each on its own
+		for _, r := range results {
+			rep.Figures = append(rep.Figures, Figure{Name: "overload seconds, " + r.Policy, Unit: "s", Value: num(float64(r.OverloadSeconds))})
+		}
+	}
+	rep.Settings = []Setting{
+		{"load", fmt.Sprintf("open loop on /work?ms=%d: %s (×3 and back); %g req/s is %.0f %% of one core", *workMS, describeSchedule(schedule), *rate, *rate*float64(*workMS)/10)},
+		{"SLO", fmt.Sprintf("p99 of the requests scheduled in a second <= %v (client side, from the scheduled instant); a second with a failed or unsent request is overloaded too", *slo)},
+		{"group", fmt.Sprintf("demo-backends (GOMAXPROCS=1, cpus: 1), min_size 1, max_size %d, metrics warmup 10 s; the load starts once the first instance is in the metrics", *maxSize)},
+	}
+	for _, p := range policies {
+		rep.Settings = append(rep.Settings, Setting{"policy " + p.Name, p.Desc})
+	}
+	rep.Markdown = overloadMarkdown(results)
+	return rep, nil
+}
+
+// stepSchedule is rate for the first fifth of total, 3×rate for half, and
+// rate for the rest.
+func stepSchedule(rate float64, total time.Duration) []loadgen.Segment {
+	first := (total / 5).Round(time.Second)
+	high := (total / 2).Round(time.Second)
+	return []loadgen.Segment{{Rate: rate, Duration: first}, {Rate: 3 * rate, Duration: high}, {Rate: rate, Duration: total - first - high}}
+}
+
+func describeSchedule(segs []loadgen.Segment) string {
+	var parts []string
+	for _, s := range segs {
+		parts = append(parts, fmt.Sprintf("%g req/s for %v", s.Rate, s.Duration))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// overloaded reports whether a second missed the SLO.
+func overloaded(s loadgen.Second, slo time.Duration) bool {
+	return s.P99 > slo || s.Errors > 0 || s.Late > 0 || s.Completed < s.Scheduled
+}
+
+func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend, sbin string, maxSize, workMS int, schedule []loadgen.Segment, slo time.Duration) (*overloadResult, error) {
+	port, err := env.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.config(port, filepath.Join(env.Work, "state-"+p.Name), backend, maxSize)
+	sh, err := env.StartShoal(sbin, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop(sh.Proc)
+	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	}
+	// The load starts once the instance is in the metrics the policy reads
+	// (past warmup, sampled): before, every policy is blind alike.
+	mon := &Monitor{API: sh.API, Group: "web", Window: p.window()}
+	if err := waitView(ctx, mon, 3*time.Minute, func(v View) bool { return v.Err == "" && v.Ready >= 1 && v.CPUAvg != nil }); err != nil {
+		return nil, fmt.Errorf("the instance did not enter the metrics: %w", err)
+	}
+	r := &overloadResult{Policy: p.Name, Description: p.Desc}
+	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, workMS)
+
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	var res loadgen.OpenResult
+	var loadErr error
+	wg.Add(1)
+	start := time.Now()
+	go func() {
+		defer wg.Done()
+		res, loadErr = loadgen.RunOpen(loadCtx, loadgen.OpenOptions{URL: url, Schedule: schedule, Timeout: 10 * time.Second})
+	}()
+	tick := time.NewTicker(time.Second)
+	var total time.Duration
+	for _, s := range schedule {
+		total += s.Duration
+	}
+	for time.Since(start) < total {
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			stopLoad()
+			wg.Wait()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		n, err := sh.API.InService(ctx, "web")
+		if err != nil {
+			n = -1 // unknown this second
+		}
+		r.Sizes = append(r.Sizes, n)
+		// Every second: a page holds 100, and a long run makes more.
+		if err := mon.pollEvents(ctx); err != nil {
+			env.Log.Warn("policy events", "err", err)
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	if err := mon.pollEvents(ctx); err != nil {
+		return nil, err
+	}
+	r.ScaleEvents = mon.Scaled
+	r.Decisions = map[string]int{}
+	for _, e := range mon.Events {
+		if !e.Time.Before(start) {
+			r.Decisions[strings.TrimSuffix(e.Outcome+" "+e.Code, " ")]++
+		}
+	}
+	stepAt := start.Add(schedule[0].Duration)
+	for _, e := range mon.Scaled {
+		if e.Recommendation > e.Current && e.Time.After(stepAt) {
+			r.FirstScaleOutSec = num(e.Time.Sub(stepAt).Seconds())
+			break
+		}
+	}
+	r.Seconds, r.Scheduled, r.Completed, r.Errors, r.Late, r.P99ms = len(res.Seconds), res.Scheduled, res.Completed, res.Errors, res.Late, msf(res.P99)
+	for _, s := range res.Seconds {
+		if overloaded(s, slo) {
+			r.OverloadSeconds++
+		}
+	}
+	for _, n := range r.Sizes {
+		r.MaxSize = max(r.MaxSize, n)
+		r.InstanceSeconds += max(n, 0)
+	}
+	r.Timeline = res.Timeline()
+	r.FailureSamples = res.FailureSamples
+	return r, nil
+}
+
+func overloadMarkdown(results []*overloadResult) string {
+	var b strings.Builder
+	b.WriteString("| policy | overload seconds | of | first scale-out after the step | most in service | instance-seconds | p99 (whole run) | failed | late |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		first := "none"
+		if r.FirstScaleOutSec != nil {
+			first = fmt.Sprintf("%.0f s", *r.FirstScaleOutSec)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %d | %.0f ms | %d | %d |\n",
+			r.Policy, r.OverloadSeconds, r.Seconds, first, r.MaxSize, r.InstanceSeconds, r.P99ms, r.Errors, r.Late)
+	}
+	for _, r := range results {
+		var counts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Decisions)) {
+			counts = append(counts, fmt.Sprintf("%s %d", k, r.Decisions[k]))
+		}
+		if len(counts) == 0 {
+			counts = []string{"none"}
+		}
+		fmt.Fprintf(&b, "\nDecisions of %s during the load: %s. Scale events:\n", r.Policy, strings.Join(counts, ", "))
+		if len(r.ScaleEvents) == 0 {
+			b.WriteString("- none\n")
+		}
+		for _, e := range r.ScaleEvents {
+			fmt.Fprintf(&b, "- %s — %s\n", describe(e), e.Reason)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+// reaction measures how long shoal takes from a load step to the first new
+// instance in service: a group of one instance with the rule "cpu.avg above
+// THRESHOLD for 2s: add 1" gets an open-loop load that keeps its CPU well
+// over the threshold, and the clock runs from the first request of the step
+// until shoal reports a second instance in service. Each run also records
+// when the policy decided (the decision's time), splitting the reaction
+// into detection and start. The baseline, measured in the same run before
+// each reaction run, is the start alone: the same scale-out asked for by
+// hand (POST /v1/groups/web/scale, as `shoal scale web --size 2`) to in
+// service. After each run the group is scaled back to one by hand and the
+// load stopped until its CPU is below the threshold again.
+func init() {
+	register(&command{
+		name:    "reaction",
+		summary: "load step to the first new instance in service, by policy (for: 2s) vs by hand",
+		run:     runReaction,
+	})
+}
+
+const reactionGoal = 5 * time.Second
+
+// reactionRun is one run.
+type reactionRun struct {
+	Manual    float64 `json:"manual_s"`              // scale by hand to in service
+	Reaction  float64 `json:"reaction_s"`            // load step to in service
+	Detection float64 `json:"detection_s,omitempty"` // load step to the decision
+	Rule      string  `json:"rule,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+	JobID     string  `json:"job_id,omitempty"`
+}
+
+type reactionDetails struct {
+	Runs []reactionRun `json:"runs"`
+	// Medians and maxima in seconds.
+	ReactionMedian  *float64 `json:"reaction_median_s"`
+	ReactionMax     *float64 `json:"reaction_max_s"`
+	ManualMedian    *float64 `json:"manual_median_s"`
+	DetectionMedian *float64 `json:"detection_median_s"`
+}
+
+func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
+	runs := fs.Int("runs", 5, "runs")
+	rate := fs.Float64("rate", 40, "open-loop rate of the step, requests/s")
+	workMS := fs.Int("work-ms", 20, "CPU milliseconds per request (/work?ms=N); rate × work-ms / 10 is the CPU % of one instance")
+	threshold := fs.Float64("threshold", 40, "the rule's cpu.avg threshold, %")
+	forD := fs.Duration("for", 2*time.Second, "the rule's for")
+	timeout := fs.Duration("timeout", 60*time.Second, "longest a run may take")
+	bin := fs.String("bin", "bin", "directory with demo-backend")
+	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	stepCPU := *rate * float64(*workMS) / 10
+	if *runs < 1 || *rate <= 0 || *workMS < 1 || *forD < time.Second || *timeout < 10*time.Second {
+		return nil, badUsage("-runs >= 1, -rate > 0, -work-ms >= 1, -for >= 1s and -timeout >= 10s please")
+	}
+	if stepCPU <= *threshold {
+		return nil, badUsage("the step (-rate × -work-ms = %.0f %% of a core) must exceed -threshold %.0f %%", stepCPU, *threshold)
+	}
+	backend, sbin, err := binaries(*bin, *shoalBin)
+	if err != nil {
+		return nil, err
+	}
+	port, err := env.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := reactionConfig(port, filepath.Join(env.Work, "state"), backend, *threshold, *forD)
+	sh, err := env.StartShoal(sbin, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, *workMS)
+
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	det := &reactionDetails{}
+	rep.Details = det
+	mon := &Monitor{API: sh.API, Group: "web", Window: *forD + time.Second}
+	for i := 1; i <= *runs; i++ {
+		var r reactionRun
+		// Baseline: the same scale-out by hand.
+		t0 := time.Now()
+		if err := sh.API.Size(ctx, "web", 2, *timeout); err != nil {
+			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
+		}
+		if err := waitInService(ctx, sh, "web", 2, *timeout); err != nil {
+			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
+		}
+		r.Manual = time.Since(t0).Seconds()
+		if err := resetToOne(ctx, sh, mon, *threshold, *timeout); err != nil {
+			return nil, fmt.Errorf("run %d: %w", i, err)
+		}
+		// The step.
+		if err := mon.pollEvents(ctx); err != nil { // skip the decisions before the step
+			return nil, err
+		}
+		seen := len(mon.Events)
+		loadCtx, stopLoad := context.WithCancel(ctx)
+		loadDone := make(chan error, 1)
+		t0 = time.Now()
+		go func() {
+			_, err := loadgen.RunOpen(loadCtx, loadgen.OpenOptions{
+				URL: url, Timeout: 10 * time.Second,
+				Schedule: []loadgen.Segment{{Rate: *rate, Duration: *timeout}},
+			})
+			loadDone <- err
+		}()
+		err := waitInServiceFast(ctx, sh, 2, *timeout)
+		r.Reaction = time.Since(t0).Seconds()
+		stopLoad()
+		if lerr := <-loadDone; err == nil {
+			err = lerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run %d, by policy: %w: %s", i, err, env.LogTail("shoal", 5))
+		}
+		if err := mon.pollEvents(ctx); err != nil {
+			return nil, err
+		}
+		for _, e := range mon.Events[seen:] {
+			if e.JobID != "" {
+				r.Detection, r.Rule, r.Reason, r.JobID = e.Time.Sub(t0).Seconds(), e.Rule, e.Reason, e.JobID
+				break
+			}
+		}
+		env.Log.Info("run", "n", i, "of", *runs, "reaction_s", round2(r.Reaction), "detection_s", round2(r.Detection), "manual_s", round2(r.Manual))
+		det.Runs = append(det.Runs, r)
+		if err := resetToOne(ctx, sh, mon, *threshold, *timeout); err != nil {
+			return nil, fmt.Errorf("run %d: %w", i, err)
+		}
+	}
+
+	var reaction, manual, detection []float64
+	for _, r := range det.Runs {
+		reaction, manual = append(reaction, r.Reaction), append(manual, r.Manual)
+		if r.JobID != "" {
+			detection = append(detection, r.Detection)
+		}
+	}
+	det.ReactionMedian, det.ReactionMax = num(median(reaction)), num(slices.Max(reaction))
+	det.ManualMedian, det.DetectionMedian = num(median(manual)), num(median(detection))
+	goal := fmt.Sprintf("<= %.0f s", reactionGoal.Seconds())
+	ok := func(v float64) bool { return v <= reactionGoal.Seconds() }
+	rep.Figures = []Figure{{
+		Name: fmt.Sprintf("reaction time, median of %d", len(reaction)), Unit: "s", Value: det.ReactionMedian,
+		Baseline: "same scale-out by hand, median", BaselineValue: det.ManualMedian, Ratio: ratioOf(det.ReactionMedian, det.ManualMedian),
+		Goal: goal, Verdict: verdict(det.ReactionMedian, ok),
+		Note: "from the first request of the step to a second instance in service; the baseline is the start alone (scale request to in service)",
+	}, {
+		Name: fmt.Sprintf("reaction time, max of %d", len(reaction)), Unit: "s", Value: det.ReactionMax,
+		Goal: goal, Verdict: verdict(det.ReactionMax, ok),
+	}, {
+		Name: "detection (step to the policy's decision), median", Unit: "s", Value: det.DetectionMedian,
+		Note: fmt.Sprintf("includes the rule's for: %s, 1 s samples and 1 s evaluations", *forD),
+	}}
+	rep.Settings = []Setting{
+		{"group", "1 instance of demo-backend (GOMAXPROCS=1, cpus: 1), max_size 2, health check every 250 ms, rise 2; metrics every 1 s, warmup 5 s"},
+		{"rule", fmt.Sprintf("cpu.avg above %g for %s: add 1", *threshold, *forD)},
+		{"step", fmt.Sprintf("open loop %g req/s of /work?ms=%d (%.0f %% of one core) from idle", *rate, *workMS, stepCPU)},
+	}
+	var md strings.Builder
+	md.WriteString("| run | reaction | detection | by hand | decision |\n|---:|---:|---:|---:|---|\n")
+	for i, r := range det.Runs {
+		fmt.Fprintf(&md, "| %d | %.2f s | %.2f s | %.2f s | %s |\n", i+1, r.Reaction, r.Detection, r.Manual, r.Reason)
+	}
+	md.WriteString(`
+Anchors (not measured here): Kubernetes' HPA syncs every 15 s, so >= 15 s plus the pod's start;
+AWS target tracking needs 3 one-minute datapoints, >= 3 min plus the instance's start; the seed
+(000: cron every 2 min on 5-minute metrics, then ~3.5 min to create a server) ~ 2 + 5 + 3.5 min.
+`)
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+// reactionConfig is a group of one instance (at most 2) that adds one when
+// cpu.avg stays above threshold for forD.
+func reactionConfig(port int, stateDir, backend string, threshold float64, forD time.Duration) string {
+	rule := fmt.Sprintf(`cooldown: {up: 0s, down: 0s}
+autoscale:
+  interval: 1s
+  rules:
+    - name: hot
+      metric: cpu.avg
+      above: %g
+      for: %s
+      action: {add: 1}
+`, threshold, forD)
+	return benchConfig(port, stateDir, "interval: 1s\nwarmup: 5s\n", groupYAML("web", backend, 1, 2, "250ms", rule))
+}
+
+// resetToOne scales web back to one idle instance by hand. It first waits
+// until the CPU of the instances, averaged over the monitor's window (longer
+// than the rule's for), is below threshold: scaled in while the window still
+// holds the step's load, the rule would fire again at once.
+func resetToOne(ctx context.Context, sh *Shoal, mon *Monitor, threshold float64, timeout time.Duration) error {
+	idle := func(v View) bool { return v.Err == "" && v.CPUAvg != nil && *v.CPUAvg < threshold }
+	if err := waitView(ctx, mon, timeout, idle); err != nil {
+		return fmt.Errorf("web not idle: %w", err)
+	}
+	if err := sh.API.Size(ctx, "web", 1, timeout); err != nil {
+		return err
+	}
+	err := waitView(ctx, mon, timeout, func(v View) bool {
+		return idle(v) && v.InService == 1 && v.Desired == 1 && v.Ready == 1
+	})
+	if err != nil {
+		return fmt.Errorf("web not back to 1 idle instance: %w", err)
+	}
+	return nil
+}
+
+// waitView polls mon every 500 ms until ok holds.
+func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(View) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		v := mon.Poll(ctx)
+		if ok(v) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %d in service, %d desired, %d ready, cpu.avg %s %s", timeout, v.InService, v.Desired, v.Ready, f1(v.CPUAvg), v.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// waitInServiceFast polls every 50 ms: the reaction is timed to it.
+func waitInServiceFast(ctx context.Context, sh *Shoal, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := sh.API.InService(ctx, "web")
+		if err == nil && got >= n {
+			return nil
+		}
+		if !sh.Proc.Alive() {
+			return errors.New("shoal exited")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d instances in service after %v (last error: %v)", got, n, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// binaries returns the absolute paths of demo-backend in dir and of shoal.
+func binaries(dir, shoal string) (backend, shoalBin string, err error) {
+	backend, err = filepath.Abs(filepath.Join(dir, "demo-backend"))
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(backend); err != nil {
+		return "", "", fmt.Errorf("demo-backend: %w (run make build)", err)
+	}
+	shoalBin, err = filepath.Abs(shoal)
+	return backend, shoalBin, err
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
