@@ -187,12 +187,33 @@ func startChaosRig(ctx context.Context, env *Env, sbin, backend string) (*chaosR
 	// `shoal deploy` is newer than this benchmark's first runs; without it
 	// the template declares no variables (an older shoal refuses them).
 	rig.hasDeploy = exec.CommandContext(ctx, sbin, "deploy", "--help").Run() == nil
+	rig.configFor = func(serverTimeout string) string {
+		return chaosConfig(port, state, backend, serverTimeout, rig.hasDeploy)
+	}
+	env.Log.Info("starting shoal")
+	rig.sh, err = env.StartShoal(sbin, rig.configFor(rig.timeout))
+	if err != nil {
+		return nil, err
+	}
+	rig.client = api.NewClient(filepath.Join(state, "shoal.sock"))
+	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
+	}
+	if err := WaitHTTP(ctx, rig.url+"/", rig.sh.Proc, 10*time.Second); err != nil {
+		return nil, err
+	}
+	return rig, nil
+}
+
+// chaosConfig is the config of the shoal under test. With deploy, the
+// template declares the variable `release` that each deploy sets (an older
+// shoal without deploys refuses template variables).
+func chaosConfig(port int, state, backend, serverTimeout string, deploy bool) string {
 	vars := ""
-	if rig.hasDeploy {
+	if deploy {
 		vars = "\n      vars: {release: r0}\n      env: {RELEASE: \"{{.Vars.release}}\"}"
 	}
-	rig.configFor = func(serverTimeout string) string {
-		return fmt.Sprintf(`listen: 127.0.0.1:%d
+	return fmt.Sprintf(`listen: 127.0.0.1:%d
 state_dir: %s
 haproxy:
   timeouts: {server: %s}
@@ -209,20 +230,6 @@ groups:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
       stop_timeout: 5s%s
 `, port, state, serverTimeout, backend, vars)
-	}
-	env.Log.Info("starting shoal")
-	rig.sh, err = env.StartShoal(sbin, rig.configFor(rig.timeout))
-	if err != nil {
-		return nil, err
-	}
-	rig.client = api.NewClient(filepath.Join(state, "shoal.sock"))
-	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
-	}
-	if err := WaitHTTP(ctx, rig.url+"/", rig.sh.Proc, 10*time.Second); err != nil {
-		return nil, err
-	}
-	return rig, nil
 }
 
 // chaosRun is one run's raw results.

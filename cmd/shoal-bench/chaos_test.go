@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 func TestParseEvents(t *testing.T) {
@@ -116,5 +122,47 @@ func TestCountSeen(t *testing.T) {
 	}
 	if len(seen) != 3 || seen["r2-1"] != 2 || seen["r2-2"] != 1 || seen["r2-3"] != 1 {
 		t.Errorf("countSeen = %v, want r2-1:2 r2-2:1 r2-3:1", seen)
+	}
+}
+
+// TestChaosConfig checks that the config the chaos run renders is one shoal
+// accepts, with and without the deploy variable, and that its reload toggle
+// changes HAProxy's server timeout.
+func TestChaosConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, deploy := range []bool{false, true} {
+		for _, timeout := range []string{"30s", "31s"} {
+			text := chaosConfig(18090, filepath.Join(dir, "state"), "/usr/local/bin/demo-backend", timeout, deploy)
+			cfg, err := config.Parse(filepath.Join(dir, "shoal.yaml"), []byte(text))
+			if err != nil {
+				t.Errorf("deploy %v, timeout %s: %v\n%s", deploy, timeout, err, text)
+				continue
+			}
+			g := cfg.Groups[0]
+			if g.Name != chaosGroup || g.MinSize != 2 || g.MaxSize != 6 || g.ReplaceAfter != 3*time.Second {
+				t.Errorf("group %s %d..%d replace_after %v, want web 2..6 3s", g.Name, g.MinSize, g.MaxSize, g.ReplaceAfter)
+			}
+			if want, _ := time.ParseDuration(timeout); cfg.HAProxy.Timeouts.Server != want {
+				t.Errorf("timeouts.server %v, want %s", cfg.HAProxy.Timeouts.Server, timeout)
+			}
+			if _, ok := g.Template.Vars["release"]; ok != deploy {
+				t.Errorf("deploy %v: template vars %v", deploy, g.Template.Vars)
+			}
+		}
+	}
+}
+
+func TestChaosUsage(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for _, args := range [][]string{
+		{"chaos", "-events", "explode"},
+		{"chaos", "-events", "kill:0"},
+		{"chaos", "-posts", "200"},
+		{"chaos", "-requests", "0"},
+		{"chaos", "-quiet", "0s"},
+	} {
+		if err := run(context.Background(), args, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("run %q = %v, want a usage error", args, err)
+		}
 	}
 }
