@@ -13,6 +13,10 @@
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
 // the server gracefully, waiting at most 10s for requests in flight.
+//
+// POST /echo with X-Request-Id: ID writes "seen ID" to standard error (the
+// instance's log under shoal) before answering, so that the chaos benchmark
+// can count how many times each POST reached an instance.
 package main
 
 import (
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+
+	srv.Handler = withEcho(srv.Handler, *name, stderr)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
