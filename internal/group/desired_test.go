@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -187,5 +188,34 @@ func TestRetireResumesDrainWithWhatIsLeft(t *testing.T) {
 	}
 	if rec.timeouts[2] != 0 {
 		t.Errorf("drain resumed after its timeout passed got %v, want 0", rec.timeouts[2])
+	}
+}
+
+// TestSteadyInstanceFailureDoesNotBackOff: instances killed one after another
+// after serving steadily are accidents, replaced at once; instances that die
+// before serving steadily are a crash loop and back off, doubling.
+func TestSteadyInstanceFailureDoesNotBackOff(t *testing.T) {
+	g, _ := newTestGroup(t)
+	now := time.Now()
+	for i := range 7 {
+		in := &instance{name: fmt.Sprintf("web-%03d", i+1), state: InService, servingSince: now.Add(-time.Hour), retire: make(chan struct{})}
+		g.fail(in, "exited: signal: killed")
+	}
+	g.mu.Lock()
+	wait := time.Until(g.nextLaunch)
+	g.mu.Unlock()
+	if wait > 0 {
+		t.Fatalf("after 7 kills of steady instances the next start waits %s; want none", wait)
+	}
+
+	for i := range 3 {
+		in := &instance{name: fmt.Sprintf("web-1%02d", i), state: Starting, retire: make(chan struct{})}
+		g.fail(in, "exited before passing its health check: exit status 1")
+	}
+	g.mu.Lock()
+	wait = time.Until(g.nextLaunch)
+	g.mu.Unlock()
+	if wait < 3*time.Second || wait > 4*time.Second {
+		t.Fatalf("after 3 instances died before serving the next start waits %s; want 4s (1s doubling, the steady ones not counted)", wait)
 	}
 }

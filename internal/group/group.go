@@ -37,6 +37,9 @@ const (
 )
 
 const (
+	// stableService is how long an instance must have served for its
+	// failure not to count towards crash-loop back-off.
+	stableService = 30 * time.Second
 	// failureWindow bounds how far back failures count towards crash-loop back-off.
 	failureWindow = 5 * time.Minute
 	maxBackoff    = time.Minute
@@ -71,6 +74,9 @@ type Failure struct {
 	// version is the failed instance's template version: a deploy counts
 	// the failures of the version it rolls out.
 	version string
+	// crash is a failure that counts towards crash-loop back-off: the
+	// instance never served steadily (see stableService).
+	crash bool
 }
 
 type instance struct {
@@ -90,6 +96,9 @@ type instance struct {
 	version string
 	// tmpl is what start runs: the template in force at launch.
 	tmpl config.Template
+	// servingSince is when the instance first went into service (zero
+	// before): how long it served tells an accident from a crash loop.
+	servingSince time.Time
 }
 
 // Group reconciles one configured group.
@@ -209,6 +218,9 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
 			version: r.Version, tmpl: g.tmpl}
+		if in.state == InService || in.state == Unhealthy {
+			in.servingSince = since
+		}
 		if in.version == "" {
 			// Recorded before instances had versions: it runs what the
 			// config said then, most likely the template in force now.
@@ -602,18 +614,25 @@ func (g *Group) stopProcess(in *instance) {
 func (g *Group) fail(in *instance, reason string) {
 	g.mu.Lock()
 	now := time.Now()
+	// An instance that served steadily and then died (killed, or its host
+	// failed) is an accident: its replacement starts at once. Failures of
+	// instances that never got that far are a crash loop and back off.
+	crash := in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService
 	in.state, in.since = Failed, now
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version})
+	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version, crash: crash})
 	if len(g.failures) > maxFailures {
 		g.failures = g.failures[len(g.failures)-maxFailures:]
 	}
 	recent := 0
 	for _, f := range g.failures {
-		if now.Sub(f.At) < failureWindow {
+		if f.crash && now.Sub(f.At) < failureWindow {
 			recent++
 		}
 	}
-	backoff := min(time.Second<<(recent-1), maxBackoff)
+	backoff := time.Duration(0)
+	if recent > 0 {
+		backoff = min(time.Second<<(recent-1), maxBackoff)
+	}
 	g.nextLaunch = now.Add(backoff)
 	g.notifyLocked()
 	g.mu.Unlock()
@@ -635,6 +654,9 @@ func (g *Group) forget(in *instance) {
 func (g *Group) setState(ctx context.Context, in *instance, s State) {
 	g.mu.Lock()
 	in.state, in.since = s, time.Now()
+	if s == InService && in.servingSince.IsZero() {
+		in.servingSince = in.since
+	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.log.Info("instance "+string(s), "instance", in.name, "addr", addr(in.rec))
