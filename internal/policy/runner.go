@@ -69,6 +69,7 @@ type loop struct {
 	refusedUntil time.Time
 	refusedWhy   string
 	backoff      time.Duration
+	predictor    Predictor
 }
 
 func (r *Runner) start(ctx context.Context) (*loop, error) {
@@ -98,6 +99,7 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 	r := l.r
 	s := r.State()
 	s.RuleJobs = maps.Clone(l.ruleJobs)
+	s.Prediction = l.predictor.At(r.Group, r.Metrics, now)
 	d, record := Evaluate(r.Group, r.Metrics, s, now)
 	switch {
 	case d.Request == nil:
@@ -193,6 +195,7 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 		out    []Decision
 		dedup  Dedup
 		s      = State{Desired: g.MinSize, RuleJobs: map[string]time.Time{}}
+		pred   Predictor
 		prev   = -1
 		cooled = func(t time.Time) {
 			s.UpCooldownUntil, s.DownCooldownUntil = t.Add(g.Cooldown.Up), t.Add(g.Cooldown.Down)
@@ -220,6 +223,7 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 			}
 			s.Desired = prev
 		}
+		s.Prediction = pred.At(g, h, now)
 		d, record := Evaluate(g, h, s, now)
 		if d.Request != nil {
 			s.RuleJobs[d.Rule] = now
