@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -151,8 +152,14 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 	f, err := model.Forecast(hist, m, cfg.Horizon)
 	if err != nil {
 		kind := "forecast"
-		if forecast.IsInsufficient(err) {
+		var short *forecast.InsufficientError
+		if errors.As(err, &short) {
 			kind = "history"
+			// The windows above skip most of the lookback; say how much
+			// history there really is (a short one is cheap to read).
+			if pts := h.Points("requests_per_second", start, m); len(pts) > 0 {
+				short.Have = m.Sub(pts[0].T.Truncate(forecast.Step))
+			}
 		}
 		return off(kind, "%s", strings.TrimPrefix(err.Error(), "forecast: "))
 	}
