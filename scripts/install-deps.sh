@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs the named Debian packages that are missing (their commands are the
-# package names). Needs root for apt-get; otherwise says what to run.
+# Installs the Debian packages that are missing. Each argument is PACKAGE, whose
+# command has the package's name, or PACKAGE:COMMAND when the command that
+# shows it is installed is named differently (prometheus:promtool). Needs root
+# for apt-get; otherwise says what to run.
 set -euo pipefail
 missing=()
-for pkg in "$@"; do
-  command -v "$pkg" >/dev/null 2>&1 || [ -x "/usr/sbin/$pkg" ] || missing+=("$pkg")
+for arg in "$@"; do
+  pkg=${arg%%:*}
+  cmd=${arg#*:}
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+    case " ${missing[*]-} " in *" $pkg "*) ;; *) missing+=("$pkg") ;; esac
+  fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

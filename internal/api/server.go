@@ -19,6 +19,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/promexp"
 )
 
 // maxBody bounds request bodies; scale requests are a few bytes.
@@ -59,15 +60,20 @@ type ErrorResponse struct {
 
 // Handler serves the API from a job manager.
 type Handler struct {
-	jobs *jobs.Manager
-	log  *slog.Logger
-	mux  *http.ServeMux
+	jobs    *jobs.Manager
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *promexp.Metrics
 }
 
 // NewHandler returns the API handler. token, when non-empty, is required as
 // "Authorization: Bearer TOKEN" on every request (for TCP listeners).
-func NewHandler(m *jobs.Manager, log *slog.Logger, token string) http.Handler {
+func NewHandler(m *jobs.Manager, log *slog.Logger, token string, opts ...Option) http.Handler {
 	h := &Handler{jobs: m, log: log, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(h)
+	}
+	h.registerMonitoring()
 	h.mux.HandleFunc("GET /healthz", h.health)
 	h.mux.HandleFunc("GET /v1/status", h.status)
 	h.mux.HandleFunc("GET /status", h.statusPage)

@@ -53,7 +53,7 @@ state, such as in-service for a deploy tool's targets.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only instances in this state (starting, in-service, draining, stopping, failed)")
+	cmd.Flags().StringVar(&state, "state", "", "only instances in this state (starting, in-service, unhealthy, draining, stopping, failed)")
 	cmd.Flags().StringVarP(&output, "output", "o", "plain", "output format: plain (one address per line) or json")
 	return cmd
 }

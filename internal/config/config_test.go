@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs`,
 		},
 		{
 			name: "unknown group field",
@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after`,
 		},
 		{
 			name: "unknown nested field",
@@ -543,6 +543,32 @@ groups:
     template: {command: [app]}
 `,
 			want: `shoal.yaml:6:20: groups[0].drain_timeout: must not be negative, got -1s`,
+		},
+		{
+			name: "instance_logs out of range",
+			doc: `listen: :8080
+instance_logs: {max_size: 10 parsecs, keep: 1000, retention: 1s}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    template: {command: [app]}
+`,
+			want: `shoal.yaml:2:27: instance_logs.max_size: must be a size such as "10MiB", "512KiB" or a number of bytes; got "10 parsecs"
+shoal.yaml:2:45: instance_logs.keep: must be from 0 to 100, got 1000
+shoal.yaml:2:62: instance_logs.retention: must be at least 1m0s and at most 87600h0m0s, got 1s`,
+		},
+		{
+			name: "replace_after too short",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    replace_after: 500ms
+    template: {command: [app]}
+`,
+			want: `shoal.yaml:6:20: groups[0].replace_after: must be at least 1s and at most 24h0m0s, got 500ms`,
 		},
 		{
 			name: "negative seconds",
@@ -1127,6 +1153,7 @@ admin:
 haproxy:
   binary: ./bin/haproxy
   global: ["nbthread 1"]
+instance_logs: {max_size: 1MiB, keep: 5, retention: 2h}
 groups:
   - name: web
     min_size: 2
@@ -1145,6 +1172,7 @@ groups:
     plans: [{name: one, size: 1}, {name: three, size: 3}]
     cooldown: {up: 60, down: 2m}
     drain_timeout: 5s
+    replace_after: 20s
     balance: leastconn
     hosts: [api.example.com]
     path_prefixes: [/api]
@@ -1190,7 +1218,7 @@ compat:
 	for i := range cfg.Groups {
 		cfg.Groups[i].Template.command, cfg.Groups[i].Template.env = nil, nil
 	}
-	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 31 || e.Col != 85 {
+	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 33 || e.Col != 85 {
 		t.Errorf("FieldError does not locate groups[1].health.grace: %v", e)
 	}
 	cfg.file, cfg.pos = "", nil
@@ -1220,6 +1248,7 @@ compat:
 				Plans:        []Plan{{"smallest", 2}, {"medium", 3}, {"largest", 5}},
 				Cooldown:     Cooldown{Up: 540 * time.Second, Down: 540 * time.Second},
 				DrainTimeout: 30 * time.Second,
+				ReplaceAfter: 10 * time.Second,
 				Balance:      "roundrobin",
 				Health: Health{
 					Type:     "http",
@@ -1248,6 +1277,7 @@ compat:
 				Plans:        []Plan{{"one", 1}, {"three", 3}},
 				Cooldown:     Cooldown{Up: time.Minute, Down: 2 * time.Minute},
 				DrainTimeout: 5 * time.Second,
+				ReplaceAfter: 20 * time.Second,
 				Balance:      "leastconn",
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
@@ -1271,6 +1301,7 @@ compat:
 				},
 			},
 		},
+		InstanceLogs: InstanceLogs{MaxSize: 1 << 20, Keep: 5, Retention: 2 * time.Hour},
 		Compat: Compat{SacloudAutoscaler: &SacloudAutoscaler{
 			Network:     "unix",
 			Address:     filepath.Join(stateDir, "autoscaler.sock"),

@@ -132,7 +132,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -174,6 +174,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	d.metricsInterval = cfg.Metrics.Interval
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
+	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
@@ -331,7 +332,7 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts")
+	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts", "prometheus")
 	var h HAProxy
 	bin, bn := f.str("binary", "haproxy")
 	if bn != nil && bin == "" {
@@ -346,7 +347,26 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Global = d.checkEach(f.strings("global"), CheckLine)
 	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
 	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
+	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
+}
+
+// loopbackListen decodes an optional host:port for an unauthenticated
+// listener, which must be a loopback address.
+func (d *decoder) loopbackListen(f *fields, key string) string {
+	s, n := f.str(key, "")
+	if n == nil {
+		return ""
+	}
+	if err := checkHostPort(s); err != nil {
+		d.errorf(n, f.field(key), "%v", err)
+		return ""
+	}
+	if host, _, _ := net.SplitHostPort(s); !isLoopback(host) {
+		d.errorf(n, f.field(key), "must be a loopback address such as 127.0.0.1:9101 (it serves metrics without authentication), got %q", s)
+		return ""
+	}
+	return s
 }
 
 func (d *decoder) groups(n *yaml.Node) []Group {
@@ -397,7 +417,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -437,6 +457,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
 	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
+	g.ReplaceAfter = d.within(f, "replace_after", 10*time.Second, time.Second, maxTimeout)
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {

@@ -18,6 +18,9 @@ type Metrics struct {
 	// Ring is how much per-interval history is kept in memory; Ten and Minute
 	// how long the 10-second and 1-minute averages and maxima are kept on disk.
 	Ring, Ten, Minute time.Duration
+	// Listen is an optional loopback host:port serving the Prometheus
+	// exposition (GET /metrics) without a token, as exporters usually do.
+	Listen string
 }
 
 // DefaultMetrics are the metrics settings used for fields left out of the config.
@@ -42,8 +45,9 @@ const (
 const DefaultCPUs = 1.0
 
 func (d *decoder) metrics(n *yaml.Node) Metrics {
-	f := d.mapping(n, "metrics", "interval", "warmup", "retention")
+	f := d.mapping(n, "metrics", "interval", "warmup", "retention", "listen")
 	m := DefaultMetrics
+	m.Listen = d.loopbackListen(f, "listen")
 	if v, vn := f.duration("interval", m.Interval); vn != nil {
 		if v < minMetricsInterval || v > maxMetricsInterval {
 			d.errorf(vn, f.field("interval"), "must be from %s to %s, got %s", minMetricsInterval, maxMetricsInterval, v)

@@ -25,6 +25,8 @@ type Config struct {
 	HAProxy  HAProxy
 	Groups   []Group
 	Compat   Compat
+	// InstanceLogs bounds the instances' log files.
+	InstanceLogs InstanceLogs
 	// Metrics configures sampling and history; see DefaultMetrics.
 	Metrics Metrics
 	// AccessLog is HAProxy's per-request log, read by shoal.
@@ -68,6 +70,9 @@ type HAProxy struct {
 	Defaults []string
 	// Timeouts are HAProxy's client and server timeouts.
 	Timeouts Timeouts
+	// Prometheus is an optional loopback host:port where HAProxy's own
+	// exporter serves /metrics.
+	Prometheus string
 }
 
 // Timeouts are HAProxy's timeouts; a zero field means its default. Each is
@@ -125,6 +130,9 @@ type Group struct {
 	Plans        []Plan
 	Cooldown     Cooldown
 	DrainTimeout time.Duration
+	// ReplaceAfter is how long an instance in service may fail its health
+	// check (HAProxy has it DOWN) before it is stopped and replaced.
+	ReplaceAfter time.Duration
 	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
 	Balance string
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the

@@ -24,6 +24,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -66,6 +67,18 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 
 	lb := haproxy.NewManager(cfg, log)
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
+	// Instances write their logs directly; shoal only rotates and expires them.
+	logsCtx, stopLogs := context.WithCancel(context.Background())
+	var logsWG sync.WaitGroup
+	logsWG.Add(1)
+	go func() {
+		defer logsWG.Done()
+		prov.MaintainLogs(logsCtx, cfg.InstanceLogs)
+	}()
+	defer func() {
+		stopLogs()
+		logsWG.Wait()
+	}()
 
 	groups, err := restore(ctx, cfg, st, lb, prov, log)
 	if err != nil {
@@ -75,6 +88,8 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	if err != nil {
 		return err
 	}
+	met := promexp.New(jm, lb.Restarts)
+	jm.Observe(met.ObserveJob)
 	if err := lb.Start(ctx); err != nil {
 		return err
 	}
@@ -92,7 +107,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	}
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	servers, err := serveAPI(srvCtx, cfg, jm, log, stopServers)
+	servers, err := serveAPI(srvCtx, cfg, jm, met, log, stopServers)
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -200,20 +215,33 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 
 // serveAPI serves the control API on the unix socket and, if configured, TCP.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
 	ul, err := unixsock.Listen(cfg.Admin.Socket, 0o600, "")
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, ""), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token), alog, defaultAdminLimits)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met)), alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}
 		serve(ctx, &wg, srv, tl, fail)
+	}
+	if cfg.Metrics.Listen != "" {
+		// Loopback only (the config insists): exporters serve without a token.
+		ml, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return &wg, fmt.Errorf("metrics.listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", met.Handler())
+		lim := defaultAdminLimits
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read,
+			WriteTimeout: 30 * time.Second, IdleTimeout: lim.idle, MaxHeaderBytes: 16 << 10}
+		serve(ctx, &wg, srv, &limitListener{Listener: ml, max: lim.maxConns}, fail)
 	}
 	return &wg, nil
 }

@@ -28,61 +28,116 @@ func (g *Group) Cooldowns() (up, down time.Time) {
 	return g.upUntil, g.dnUntil
 }
 
-// SetDesired records a new desired size and wakes the reconciler.
+// SetDesired records a new desired size and wakes the reconciler. The size
+// is written to the store before it takes effect, so that what a restart
+// finds is never behind what ran; if the write fails nothing changes. The
+// launches or retirements the new size calls for belong to the job of the
+// newest Mark.
 func (g *Group) SetDesired(ctx context.Context, n int) error {
 	if n < g.cfg.MinSize || n > g.cfg.MaxSize {
 		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, g.cfg.MinSize, g.cfg.MaxSize)
 	}
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	g.mu.Lock()
+	gs := g.stateLocked()
+	g.mu.Unlock()
+	gs.Desired = n
+	if err := g.putState(ctx, gs); err != nil {
+		return err
+	}
 	g.mu.Lock()
 	g.desired = n
+	active := len(g.activeLocked())
+	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()
-	return g.persistState(ctx)
+	return nil
 }
 
 // StartCooldowns holds back the next scale-up until now+up and the next
 // scale-down until now+down.
 func (g *Group) StartCooldowns(ctx context.Context, now time.Time) error {
+	return g.setCooldowns(ctx, now, true, true)
+}
+
+// StartCooldown holds back the next change in one direction: scale-up (up)
+// or scale-down. A failed job starts the cooldown of its direction only.
+func (g *Group) StartCooldown(ctx context.Context, now time.Time, up bool) error {
+	return g.setCooldowns(ctx, now, up, !up)
+}
+
+func (g *Group) setCooldowns(ctx context.Context, now time.Time, up, down bool) error {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
 	g.mu.Lock()
-	g.upUntil, g.dnUntil = now.Add(g.cfg.Cooldown.Up), now.Add(g.cfg.Cooldown.Down)
+	gs := g.stateLocked()
 	g.mu.Unlock()
-	return g.persistState(ctx)
+	if up {
+		gs.UpCooldownUntil = now.Add(g.cfg.Cooldown.Up)
+	}
+	if down {
+		gs.DownCooldownUntil = now.Add(g.cfg.Cooldown.Down)
+	}
+	if err := g.putState(ctx, gs); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.upUntil, g.dnUntil = gs.UpCooldownUntil, gs.DownCooldownUntil
+	g.mu.Unlock()
+	return nil
 }
 
 func (g *Group) persistState(ctx context.Context) error {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
 	g.mu.Lock()
-	gs := store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+	gs := g.stateLocked()
 	g.mu.Unlock()
+	return g.putState(ctx, gs)
+}
+
+func (g *Group) stateLocked() store.GroupState {
+	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+}
+
+func (g *Group) putState(ctx context.Context, gs store.GroupState) error {
 	if err := g.st.PutGroupState(ctx, gs); err != nil {
 		return fmt.Errorf("group %s: record state: %w", g.cfg.Name, err)
 	}
 	return nil
 }
 
-// Mark is a point in the group's history that WaitConverged measures from.
+// Mark is a point in the group's history that WaitConverged measures from,
+// and the job that the next SetDesired's launches and retirements belong to.
 type Mark struct {
-	at        time.Time
+	job       uint64
 	churn     int
 	converged bool
 }
 
-// Mark returns the group's current point in history.
+// Mark returns the group's current point in history for a new job; call it
+// before the job's SetDesired. One job at a time may use a group.
 func (g *Group) Mark() Mark {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Mark{at: time.Now(), churn: g.churn, converged: g.convergedLocked()}
+	g.jobSeq++
+	g.owedLaunch, g.owedRetire = 0, 0
+	return Mark{job: g.jobSeq, churn: g.churn, converged: g.convergedLocked()}
 }
 
 // WaitConverged waits until every wanted instance is in service and nothing
-// else is left. It fails with ErrNotConverged if an instance fails after m.
-// noop reports that the group was already converged at m and nothing changed.
+// else is left. It fails with ErrNotConverged if an instance that m's job
+// started or retired fails; other instances failing meanwhile are replaced
+// by the reconciler and only delay convergence. noop reports that the group
+// was already converged at m and nothing changed.
 func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error) {
 	for {
 		g.mu.Lock()
 		var failed []string
 		for _, f := range g.failures {
-			if f.At.After(m.at) {
+			if f.job == m.job {
 				failed = append(failed, f.Instance+": "+f.Reason)
 			}
 		}
@@ -166,11 +221,10 @@ func (g *Group) Status(ctx context.Context) Status {
 	if g.dnUntil.After(now) {
 		s.DownCooldown = &g.dnUntil
 	}
+	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt})
-		if in.state == InService && !in.retiring {
-			s.InService++
-		}
+		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {
 		if now.Sub(f.At) < failureWindow {
@@ -197,6 +251,14 @@ func (g *Group) Status(ctx context.Context) Status {
 				}
 				in.LastChange = &changed
 			}
+		}
+		// The health watch notices a DOWN server only at its next poll; what
+		// HAProxy says now wins, so status never calls a DOWN server in service.
+		if in.State == InService && isDown(in.Health) {
+			in.State = Unhealthy
+		}
+		if in.State == InService && !retiring[in.Name] {
+			s.InService++
 		}
 	}
 	return s

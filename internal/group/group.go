@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type State string
 const (
 	Starting  State = "starting"
 	InService State = "in-service"
+	// Unhealthy is an instance that was in service and that HAProxy has
+	// marked DOWN; it is replaced if it stays down for replace_after.
+	Unhealthy State = "unhealthy"
 	Draining  State = "draining"
 	Stopping  State = "stopping"
 	Failed    State = "failed"
@@ -41,6 +45,10 @@ const (
 	resyncEvery = 2 * time.Second
 	// healthPoll is how often a starting instance's check status is read.
 	healthPoll = 200 * time.Millisecond
+	// healthWatch is how often an instance in service has its status read.
+	healthWatch = 500 * time.Millisecond
+	// statsMaxAge is how long one answer of HAProxy's stats serves polls.
+	statsMaxAge = 100 * time.Millisecond
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -57,6 +65,8 @@ type Failure struct {
 	Instance string    `json:"instance"`
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
+	// job is the instance's job tag (see instance.job).
+	job uint64
 }
 
 type instance struct {
@@ -69,6 +79,9 @@ type instance struct {
 	// retire is closed to ask the instance to drain and stop (scale-in).
 	retire   chan struct{}
 	retiring bool
+	// job tags the instance with the job whose size change started or retired
+	// it (0: none): only failures of its own instances fail a job.
+	job uint64
 }
 
 // Group reconciles one configured group.
@@ -79,6 +92,8 @@ type Group struct {
 	st   *store.Store
 	log  *slog.Logger
 
+	// stateMu serialises writes of the group's state to the store.
+	stateMu sync.Mutex
 	mu      sync.Mutex
 	desired int
 	upUntil time.Time
@@ -91,6 +106,17 @@ type Group struct {
 	failures   []Failure
 	nextLaunch time.Time
 	restored   []*instance
+	// jobSeq numbers the marks of jobs; the newest one owns the launches and
+	// retirements its SetDesired made necessary (owedLaunch, owedRetire).
+	jobSeq     uint64
+	owedLaunch int
+	owedRetire int
+
+	// statMu guards the shared answer of serverStat.
+	statMu  sync.Mutex
+	stats   []haproxy.ServerStat
+	statErr error
+	statAt  time.Time
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -137,16 +163,30 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 	var kept []provider.Record
 	for _, r := range recs {
 		rec := provider.Record{Group: r.Group, Name: r.Name, Index: r.Index, Host: r.Host, Port: r.Port, PID: r.PID, PIDStart: r.PIDStart, StartedAt: r.StartedAt}
+		since := r.StateSince
+		if since.IsZero() {
+			since = time.Now()
+		}
 		pi, err := g.prov.Adopt(ctx, rec, g.cfg.Template)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "pid", r.PID, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
-		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: time.Now(), retire: make(chan struct{})}
+		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{})}
 		switch in.state {
-		case InService:
+		case InService, Unhealthy:
+			// Its health watch finds out again whether HAProxy has it DOWN.
+			in.state = InService
 			_ = g.lb.AddServer(ctx, g.server(in), true)
+		case Draining:
+			// Registered and marked draining before HAProxy is synced, so an
+			// adopted HAProxy keeps it draining (an unregistered server would
+			// be removed at once, cutting its requests) and the drain resumes.
+			_ = g.lb.AddServer(ctx, g.server(in), true)
+			_ = g.lb.Drain(ctx, g.cfg.Name, in.name, 0)
+			in.retiring = true
+			close(in.retire)
 		case Starting:
 			// Re-gated by its lifecycle in Run.
 		default:
@@ -204,12 +244,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var active []*instance
-	for _, in := range g.insts {
-		if !in.retiring && (in.state == Starting || in.state == InService) {
-			active = append(active, in)
-		}
-	}
+	active := g.activeLocked()
 	switch {
 	case len(active) < g.desired:
 		if wait := time.Until(g.nextLaunch); wait > 0 {
@@ -220,24 +255,39 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > g.desired:
-		// Retire instances that serve nobody yet first, then the newest.
+		// Retire instances that serve nobody first (starting, then
+		// unhealthy), then the newest.
+		rank := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
 		slices.SortFunc(active, func(a, b *instance) int {
-			if (a.state == Starting) != (b.state == Starting) {
-				if a.state == Starting {
-					return -1
-				}
-				return 1
+			if ra, rb := rank[a.state], rank[b.state]; ra != rb {
+				return ra - rb
 			}
 			return b.index - a.index
 		})
 		for _, in := range active[:len(active)-g.desired] {
 			in.retiring = true
 			close(in.retire)
+			if g.owedRetire > 0 {
+				in.job = g.jobSeq
+				g.owedRetire--
+			}
 			g.churn++
 			g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired)
 		}
 		g.notifyLocked()
 	}
+}
+
+// activeLocked returns the instances that count towards the desired size.
+// An unhealthy one still counts until it is replaced.
+func (g *Group) activeLocked() []*instance {
+	var active []*instance
+	for _, in := range g.insts {
+		if !in.retiring && (in.state == Starting || in.state == InService || in.state == Unhealthy) {
+			active = append(active, in)
+		}
+	}
+	return active
 }
 
 func (g *Group) launchLocked(ctx context.Context) {
@@ -251,6 +301,10 @@ func (g *Group) launchLocked(ctx context.Context) {
 		state:  Starting,
 		since:  time.Now(),
 		retire: make(chan struct{}),
+	}
+	if g.owedLaunch > 0 {
+		in.job = g.jobSeq
+		g.owedLaunch--
 	}
 	g.insts[in.name] = in
 	g.churn++
@@ -288,16 +342,63 @@ func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 			return
 		}
 	}
-	select {
-	case <-ctx.Done():
-		g.shutdown(in)
-	case <-in.inst.Done():
-		g.fail(in, "exited: "+in.inst.ExitReason())
-		g.removeFromLB(in)
-		g.forget(in)
-	case <-in.retire:
-		g.retire(ctx, in)
+	g.serve(ctx, in)
+}
+
+// serve watches an instance in service until it exits, is retired, or has
+// been DOWN in HAProxy for replace_after, when it is replaced: a hung
+// process (SIGSTOPped, deadlocked) does not exit by itself.
+func (g *Group) serve(ctx context.Context, in *instance) {
+	tick := time.NewTicker(healthWatch)
+	defer tick.Stop()
+	var downSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			g.shutdown(in)
+			return
+		case <-in.inst.Done():
+			g.fail(in, "exited: "+in.inst.ExitReason())
+			g.removeFromLB(in)
+			g.stopProcess(in) // what it forked dies with it
+			g.forget(in)
+			return
+		case <-in.retire:
+			g.retire(ctx, in)
+			return
+		case <-tick.C:
+			st, ok := g.serverStat(ctx, in.name)
+			switch {
+			case !ok:
+				// HAProxy is restarting or unreachable: no news.
+			case isDown(st.Status):
+				if downSince.IsZero() {
+					downSince = time.Now()
+					g.setState(ctx, in, Unhealthy)
+				}
+				if d := time.Since(downSince); d >= g.cfg.ReplaceAfter {
+					g.fail(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
+						d.Round(time.Second), g.cfg.ReplaceAfter, checkText(st)))
+					// Stopped before removal: a hung process's streams end
+					// with it instead of holding up the removal.
+					g.stopProcess(in)
+					g.removeFromLB(in)
+					g.forget(in)
+					return
+				}
+			case isUp(st.Status) && !downSince.IsZero():
+				downSince = time.Time{}
+				g.setState(ctx, in, InService)
+			}
+		}
 	}
+}
+
+func checkText(st haproxy.ServerStat) string {
+	if st.CheckStatus == "" {
+		return "none"
+	}
+	return st.CheckStatus
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
@@ -338,6 +439,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 		case <-in.inst.Done():
 			g.fail(in, "exited before passing its health check: "+in.inst.ExitReason())
 			g.removeFromLB(in)
+			g.stopProcess(in) // what it forked dies with it
 			g.forget(in)
 			return false
 		case <-in.retire:
@@ -366,11 +468,27 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 	}
 }
 
-// retire drains the instance, removes it from HAProxy, then stops it.
+// retire drains the instance, removes it from HAProxy, then stops it. An
+// instance adopted while draining gets what is left of drain_timeout; one
+// adopted while stopping is not drained again.
 func (g *Group) retire(ctx context.Context, in *instance) {
-	g.setState(ctx, in, Draining)
-	if err := g.lb.Drain(ctx, g.cfg.Name, in.name, g.cfg.DrainTimeout); err != nil {
-		g.log.Warn("drain failed; removing anyway", "instance", in.name, "err", err)
+	g.mu.Lock()
+	state, since := in.state, in.since
+	g.mu.Unlock()
+	timeout := g.cfg.DrainTimeout
+	switch state {
+	case Draining:
+		timeout = max(0, timeout-time.Since(since))
+		g.log.Info("drain resumed", "instance", in.name, "remaining", timeout.Round(time.Millisecond))
+	case Stopping, Failed:
+		timeout = -1
+	default:
+		g.setState(ctx, in, Draining)
+	}
+	if timeout >= 0 {
+		if err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout); err != nil {
+			g.log.Warn("drain failed; removing anyway", "instance", in.name, "err", err)
+		}
 	}
 	g.setState(ctx, in, Stopping)
 	g.removeFromLB(in)
@@ -411,7 +529,7 @@ func (g *Group) fail(in *instance, reason string) {
 	g.mu.Lock()
 	now := time.Now()
 	in.state, in.since = Failed, now
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now})
+	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job})
 	if len(g.failures) > maxFailures {
 		g.failures = g.failures[len(g.failures)-maxFailures:]
 	}
@@ -426,6 +544,8 @@ func (g *Group) fail(in *instance, reason string) {
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.log.Warn("instance failed", "instance", in.name, "reason", reason, "recent_failures", recent, "next_start_after", backoff)
+	// Its replacement need not wait until it is stopped and removed.
+	g.poke()
 }
 
 // forget drops a finished instance and lets the reconciler react.
@@ -450,7 +570,7 @@ func (g *Group) setState(ctx context.Context, in *instance, s State) {
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	row := store.Instance{Group: g.cfg.Name, Name: in.name, Index: in.index, Host: in.rec.Host, Port: in.rec.Port,
-		PID: in.rec.PID, PIDStart: in.rec.PIDStart, StartedAt: in.rec.StartedAt, State: string(in.state)}
+		PID: in.rec.PID, PIDStart: in.rec.PIDStart, StartedAt: in.rec.StartedAt, State: string(in.state), StateSince: in.since}
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {
 		g.log.Error("recording instance failed", "instance", in.name, "err", err)
@@ -467,8 +587,16 @@ func (g *Group) server(in *instance) haproxy.Server {
 	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Host: in.rec.Host, Port: in.rec.Port, Health: g.cfg.Health}
 }
 
+// serverStat returns one server's stats. Every instance's lifecycle polls
+// them, so one answer from HAProxy serves all polls within statsMaxAge.
 func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
-	stats, err := g.lb.Stats(ctx, g.cfg.Name)
+	g.statMu.Lock()
+	if time.Since(g.statAt) >= statsMaxAge {
+		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
+		g.statAt = time.Now()
+	}
+	stats, err := g.stats, g.statErr
+	g.statMu.Unlock()
 	if err != nil {
 		return haproxy.ServerStat{}, false
 	}
@@ -482,7 +610,13 @@ func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat
 
 // isUp reads HAProxy's status column: "UP", or "UP 1/3" while going down.
 func isUp(status string) bool {
-	return status == "UP" || (len(status) > 3 && status[:3] == "UP ")
+	return status == "UP" || strings.HasPrefix(status, "UP ")
+}
+
+// isDown reads HAProxy's status column: "DOWN", or "DOWN 1/2" while coming
+// back up (still taking no traffic).
+func isDown(status string) bool {
+	return status == "DOWN" || strings.HasPrefix(status, "DOWN ")
 }
 
 func addr(r provider.Record) string {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,8 @@ type Manager struct {
 	// closed when it has returned. Both are nil when not supervising.
 	stopSupervisor context.CancelFunc
 	supervisorDone chan struct{}
+	// restarts counts masters started after one exited unexpectedly.
+	restarts atomic.Int64
 }
 
 // Server is a dynamic HAProxy server, one instance of a group.
@@ -108,6 +111,10 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 		registry: make(map[serverKey]*entry),
 	}
 }
+
+// Restarts returns how many times HAProxy was restarted after it exited
+// unexpectedly.
+func (m *Manager) Restarts() int64 { return m.restarts.Load() }
 
 // Client returns a runtime API client for the admin socket.
 func (m *Manager) Client() *Client { return m.client }
@@ -475,6 +482,7 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64
 			m.log.Error("haproxy restart failed", "err", err, "retry_in", delay)
 		}
 		upSince = time.Now()
+		m.restarts.Add(1)
 		m.mu.Lock()
 		m.proc, m.up = p, true
 		m.mu.Unlock()

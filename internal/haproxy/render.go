@@ -214,6 +214,19 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		line("default_backend %s", defaultBackend)
 	}
 
+	if cfg.HAProxy.Prometheus != "" {
+		pbind, err := bindAddress(cfg.HAProxy.Prometheus)
+		if err != nil {
+			return "", fmt.Errorf("haproxy.prometheus: %w", err)
+		}
+		// HAProxy's built-in exporter; dynamic servers appear in it at once.
+		b.WriteString("\nfrontend prometheus\n")
+		line("bind %s", pbind)
+		line("no log")
+		line("http-request use-service prometheus-exporter if { path /metrics }")
+		line("http-request return status 404 content-type text/plain string \"only /metrics is served here\\n\"")
+	}
+
 	for _, g := range cfg.Groups {
 		if !dynamicBalance[g.Balance] {
 			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)

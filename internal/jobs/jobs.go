@@ -110,10 +110,13 @@ type Manager struct {
 	mu      sync.Mutex
 	running map[string]string        // group → running job id
 	ended   map[string]chan struct{} // job id → closed when it ends
+
+	// observe, when set, sees every job as it enters a state (metrics).
+	observe func(Job)
 }
 
-// maxSource bounds the free-text source every job records and logs.
-const maxSource = 128
+// MaxSource bounds the free-text source every job records and logs.
+const MaxSource = 128
 
 // ErrShuttingDown is the cause given to jobs interrupted by shutdown.
 var ErrShuttingDown = errors.New("shoal is shutting down")
@@ -140,6 +143,13 @@ func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log
 	}
 	for _, j := range failed {
 		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
+		// Like any failed job, it holds back its direction: its desired size
+		// was recorded before it took effect, so it stands.
+		if g := m.groups[j.Group]; g != nil && j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(ctx, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				return nil, fmt.Errorf("jobs: %w", err)
+			}
+		}
 	}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	return m, nil
@@ -161,6 +171,10 @@ func (m *Manager) Group(name string) (*group.Group, bool) {
 	return g, ok
 }
 
+// Observe makes f see every job as it enters a state. It must be called
+// before the first Submit; f must not block.
+func (m *Manager) Observe(f func(Job)) { m.observe = f }
+
 // Close interrupts running jobs (they fail with ErrShuttingDown) and waits for them.
 func (m *Manager) Close() {
 	m.cancel(ErrShuttingDown)
@@ -179,8 +193,8 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	if req.Source == "" {
 		req.Source = "default"
 	}
-	if len(req.Source) > maxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
-		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", maxSource)}
+	if len(req.Source) > MaxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
+		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", MaxSource)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,6 +238,21 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		m.run(g, j)
 	}()
 	return toJob(j), nil
+}
+
+// Target returns the size req would move g to from its desired size now, or
+// the size it keeps when the request would not move it (at the top of the
+// ladder, say). An *InputError is a request that can never succeed.
+func Target(g *group.Group, req Request) (int, error) {
+	from := g.Desired()
+	target, reason, inputErr := resolve(g, req, from)
+	switch {
+	case inputErr != nil:
+		return 0, inputErr
+	case reason != "":
+		return from, nil
+	}
+	return target, nil
 }
 
 // resolve finds the target size for req, or why it cannot move (reason), or
@@ -343,7 +372,16 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	}
 	j.FinishedAt = time.Now()
 	if err != nil {
-		j.State, j.Reason = string(Failed), err.Error()
+		// The desired size stays where SetDesired left it: the target if it
+		// was recorded, else where it was. The reason says which.
+		j.State, j.Reason = string(Failed), fmt.Sprintf("%v (desired size stays %d)", err, g.Desired())
+		// A failure must not be a fast path around the cooldown: without it,
+		// every further alert would raise a broken group by another step.
+		if j.TargetSize != j.FromSize {
+			if err := g.StartCooldown(rec, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
+			}
+		}
 	} else {
 		j.State, j.Noop = string(Done), noop
 		if j.TargetSize != j.FromSize {
@@ -378,6 +416,9 @@ func (m *Manager) logJob(j store.Job) {
 		level = slog.LevelWarn
 	}
 	m.log.Log(context.Background(), level, "job "+j.State, attrs...)
+	if m.observe != nil {
+		m.observe(toJob(j))
+	}
 }
 
 // Get returns a job by id.

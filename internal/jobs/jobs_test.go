@@ -133,3 +133,74 @@ func TestSubmitRejectsBadSource(t *testing.T) {
 		t.Fatalf("rejected requests recorded jobs: %+v", list)
 	}
 }
+
+// TestFailedJobStartsItsCooldown: a scale-up that fails (here it times out,
+// as when new instances never pass their check) must start the scale-up
+// cooldown, or each further alert would raise the group by another step.
+func TestFailedJobStartsItsCooldown(t *testing.T) {
+	cfg := ladder
+	cfg.Cooldown = config.Cooldown{Up: time.Hour, Down: time.Hour}
+	g := newGroup(t, cfg) // no reconciler runs: the job cannot converge
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.timeout = func(*group.Group) time.Duration { return 100 * time.Millisecond }
+
+	ctx := context.Background()
+	j, err := m.Submit(ctx, Request{Group: "web", Kind: Up})
+	if err != nil || j.State != Accepted {
+		t.Fatalf("first up = %+v, %v; want accepted", j, err)
+	}
+	j, err = m.Wait(ctx, j.ID)
+	if err != nil || j.State != Failed {
+		t.Fatalf("first up ended %+v, %v; want failed", j, err)
+	}
+	if g.Desired() != j.Target || !strings.Contains(j.Reason, "desired size stays 3") {
+		t.Fatalf("desired size %d after job %+v; want the job's target, said in the reason", g.Desired(), j)
+	}
+	up, down := g.Cooldowns()
+	if time.Until(up) < 59*time.Minute || !down.IsZero() {
+		t.Fatalf("cooldowns after a failed up: up %v, down %v; want only the up cooldown", up, down)
+	}
+	j, err = m.Submit(ctx, Request{Group: "web", Kind: Up})
+	if err != nil || j.State != Ignored || !strings.Contains(j.Reason, "scale-up cooldown") || j.From != 3 || g.Desired() != 3 {
+		t.Fatalf("second up = %+v, %v (desired %d); want ignored for the scale-up cooldown, size staying 3", j, err, g.Desired())
+	}
+}
+
+// TestJobFailedByRestartStartsItsCooldown: a scale-down running when shoal
+// died is failed by the next start, which also starts the scale-down cooldown.
+func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
+	cfg := ladder
+	cfg.Cooldown = config.Cooldown{Up: time.Hour, Down: time.Hour}
+	g := newGroup(t, cfg)
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	j := store.Job{Group: "web", Source: "test", Kind: string(Down), FromSize: 3, TargetSize: 2, State: string(Running), CreatedAt: time.Now()}
+	if err := st.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(ctx, []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, _ := m.Get(ctx, jobID(j.ID)); got.State != Failed {
+		t.Fatalf("job after restart: %+v, want failed", got)
+	}
+	up, down := g.Cooldowns()
+	if !up.IsZero() || time.Until(down) < 59*time.Minute {
+		t.Fatalf("cooldowns after a down failed by a restart: up %v, down %v; want only the down cooldown", up, down)
+	}
+}

@@ -41,6 +41,9 @@ type Process struct {
 	pid   int
 	start uint64
 	done  chan struct{}
+	// group is false for a process adopted with AdoptMember: signals go to it
+	// alone, not to the process group it is a member of.
+	group bool
 
 	mu     sync.Mutex
 	reason string
@@ -67,10 +70,11 @@ func Start(spec Spec) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
-	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{})}
+	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{}), group: true}
 	// The start time can only be missing if the child already exited and was
 	// reaped, which cannot happen before Wait below.
 	p.start, _ = StartTicks(p.pid)
+	waitExec(p.pid)
 	go func() {
 		err := cmd.Wait()
 		reason := "exit status 0"
@@ -82,9 +86,42 @@ func Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
+// execWait bounds waitExec; exec finishes in microseconds unless the machine
+// is badly overloaded.
+const execWait = 2 * time.Second
+
+// waitExec waits until the kernel has set up the new program's argument and
+// environment area. cmd.Start returns as soon as exec has closed the
+// close-on-exec descriptors, which is before that: until then
+// /proc/PID/environ and /proc/PID/cmdline read empty, and the marker that
+// Adopt and StopStrays rely on would look absent. argv is never empty, so a
+// non-empty cmdline means the area is there.
+func waitExec(pid int) {
+	deadline := time.Now().Add(execWait)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(b) > 0 || isZombie(pid) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Adopt re-attaches to a process started by an earlier shoal, identified by pid
 // and start time. Exit is detected by polling because it is not our child.
+// Signals go to its process group, which it leads.
 func Adopt(pid int, start uint64) (*Process, error) {
+	return adopt(pid, start, true)
+}
+
+// AdoptMember is Adopt for a process that does not lead its process group
+// (say, the child of an instance whose leader is gone): signals go to that
+// process alone.
+func AdoptMember(pid int, start uint64) (*Process, error) {
+	return adopt(pid, start, false)
+}
+
+func adopt(pid int, start uint64, group bool) (*Process, error) {
 	if pid <= 0 {
 		return nil, ErrGone
 	}
@@ -92,7 +129,7 @@ func Adopt(pid int, start uint64) (*Process, error) {
 	if err != nil || got != start || isZombie(pid) {
 		return nil, ErrGone
 	}
-	p := &Process{pid: pid, start: start, done: make(chan struct{})}
+	p := &Process{pid: pid, start: start, done: make(chan struct{}), group: group}
 	go func() {
 		t := time.NewTicker(adoptPoll)
 		defer t.Stop()
@@ -129,29 +166,39 @@ func (p *Process) ExitReason() string {
 	return p.reason
 }
 
-// Signal sends sig to the process group.
+// Signal sends sig to the process group (to the process alone if it was
+// adopted with AdoptMember).
 func (p *Process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return ErrGone
 	default:
 	}
-	if err := syscall.Kill(-p.pid, sig); err != nil {
+	target := p.pid
+	if p.group {
+		target = -p.pid
+	}
+	if err := syscall.Kill(target, sig); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
 			return ErrGone
 		}
-		return fmt.Errorf("signal %v to process group %d: %w", sig, p.pid, err)
+		return fmt.Errorf("signal %v to process (group) %d: %w", sig, p.pid, err)
 	}
 	return nil
 }
 
 // Stop sends SIGTERM to the process group, SIGKILL after grace, and waits for
-// the process to exit or ctx to end.
+// the process to exit or ctx to end. SIGCONT follows SIGTERM so that a
+// stopped (SIGSTOPped, hung) process can act on it. If the leader has already
+// exited, what it left in its group gets the same treatment: nothing of the
+// process outlives Stop.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 	if err := p.Signal(syscall.SIGTERM); errors.Is(err, ErrGone) {
 		<-p.waitOrDeadline(ctx)
+		p.stopGroupRemains(ctx, grace)
 		return nil
 	}
+	_ = p.Signal(syscall.SIGCONT)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
@@ -171,10 +218,28 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
+// stopGroupRemains stops what an exited leader left in its process group:
+// SIGTERM and SIGCONT, then SIGKILL after grace.
+func (p *Process) stopGroupRemains(ctx context.Context, grace time.Duration) {
+	if !p.group || !GroupRunning(p.pid) {
+		return
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.pid, syscall.SIGCONT)
+	deadline := time.Now().Add(grace)
+	for GroupRunning(p.pid) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.killGroupRemains(ctx)
+}
+
 // killGroupRemains kills what the leader left behind in its process group and
 // waits briefly until the group is empty, so Stop returning means nothing of
 // this process is still running.
 func (p *Process) killGroupRemains(ctx context.Context) {
+	if !p.group {
+		return
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for GroupRunning(p.pid) && time.Now().Before(deadline) && ctx.Err() == nil {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
@@ -190,21 +255,33 @@ func GroupRunning(pgid int) bool {
 	if err != nil {
 		return syscall.Kill(-pgid, 0) == nil
 	}
-	const pgrpIdx = 5 - 3
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		f, err := statFields(pid)
-		if err != nil || len(f) <= pgrpIdx || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if f[pgrpIdx] == strconv.Itoa(pgid) {
+		if g, err := Pgid(pid); err == nil && g == pgid {
 			return true
 		}
 	}
 	return false
+}
+
+// Pgid returns the process group of a running process; a zombie counts as gone.
+func Pgid(pid int) (int, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	const pgrpIdx = 5 - 3
+	if len(f) <= pgrpIdx || f[0] == "Z" || f[0] == "X" {
+		return 0, ErrGone
+	}
+	g, err := strconv.Atoi(f[pgrpIdx])
+	if err != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat process group: %w", pid, err)
+	}
+	return g, nil
 }
 
 func (p *Process) waitOrDeadline(ctx context.Context) <-chan struct{} {

@@ -71,6 +71,11 @@ var migrations = [][]string{
 		`CREATE INDEX jobs_group_id ON jobs (group_name, id)`,
 	},
 	{
+		// When the instance entered its state: a drain interrupted by a
+		// restart of shoal resumes with what is left of drain_timeout.
+		`ALTER TABLE instances ADD COLUMN state_since TEXT`,
+	},
+	{
 		// The autoscaler's decisions, each explained; see InsertDecision.
 		`CREATE TABLE decisions (
 			id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -244,6 +249,8 @@ type Instance struct {
 	PIDStart  uint64
 	StartedAt time.Time
 	State     string
+	// StateSince is when the instance entered State.
+	StateSince time.Time
 	// UpdatedAt is set by PutInstance.
 	UpdatedAt time.Time
 }
@@ -251,8 +258,8 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
@@ -262,11 +269,12 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 			pid_start = excluded.pid_start,
 			started_at = excluded.started_at,
 			state = excluded.state,
+			state_since = excluded.state_since,
 			updated_at = excluded.updated_at`,
 		in.Name, in.Group, in.Index, in.Host, in.Port, in.PID,
 		// SQLite integers are signed; the bit pattern round-trips.
 		int64(in.PIDStart),
-		formatTime(in.StartedAt), in.State, formatTime(time.Now()))
+		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()))
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
 	}
@@ -284,7 +292,7 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, updated_at
+		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -293,16 +301,19 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	var out []Instance
 	for rows.Next() {
 		var (
-			in                 Instance
-			pidStart           int64
-			started, updatedAt sql.NullString
+			in                        Instance
+			pidStart                  int64
+			started, since, updatedAt sql.NullString
 		)
 		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.Host, &in.Port, &in.PID,
-			&pidStart, &started, &in.State, &updatedAt); err != nil {
+			&pidStart, &started, &in.State, &since, &updatedAt); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
 		in.PIDStart = uint64(pidStart)
 		if in.StartedAt, err = parseTime(started); err != nil {
+			return nil, fmt.Errorf("list instances: instance %q: %w", in.Name, err)
+		}
+		if in.StateSince, err = parseTime(since); err != nil {
 			return nil, fmt.Errorf("list instances: instance %q: %w", in.Name, err)
 		}
 		if in.UpdatedAt, err = parseTime(updatedAt); err != nil {

@@ -151,7 +151,7 @@ func TestInstances(t *testing.T) {
 
 	started := time.Now()
 	ins := []Instance{
-		{Group: "web", Name: "web-2", Index: 2, Host: "127.0.0.1", Port: 4002, PID: 12, PIDStart: 1 << 63, StartedAt: started, State: "up"},
+		{Group: "web", Name: "web-2", Index: 2, Host: "127.0.0.1", Port: 4002, PID: 12, PIDStart: 1 << 63, StartedAt: started, State: "up", StateSince: started.Add(time.Second)},
 		{Group: "api", Name: "api-0", Index: 0, Host: "127.0.0.1", Port: 5000, PID: 20, PIDStart: 7, State: "starting"},
 		{Group: "web", Name: "web-0", Index: 0, Host: "127.0.0.1", Port: 4000, PID: 10, PIDStart: 99, StartedAt: started, State: "up"},
 	}
@@ -179,7 +179,7 @@ func TestInstances(t *testing.T) {
 	}
 	w2 := got[2]
 	if w2.Group != "web" || w2.Index != 2 || w2.Host != "127.0.0.1" || w2.Port != 4002 || w2.PID != 12 ||
-		w2.PIDStart != 1<<63 || !w2.StartedAt.Equal(started) || w2.State != "up" {
+		w2.PIDStart != 1<<63 || !w2.StartedAt.Equal(started) || w2.State != "up" || !w2.StateSince.Equal(started.Add(time.Second)) {
 		t.Errorf("web-2 = %+v, want %+v", w2, ins[0])
 	}
 	if !got[0].StartedAt.IsZero() {

@@ -11,7 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"syscall"
+	"sync"
 	"time"
 )
 
@@ -24,18 +24,53 @@ func Listen(path string, mode os.FileMode, grp string) (net.Listener, error) {
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
-	// Until the chmod below, the socket must not be reachable by others.
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	// The socket is bound inside a fresh 0700 directory, so nobody else can
+	// reach it before its mode is set, then renamed into place. Setting the
+	// umask instead would change it for the whole process, including
+	// instances being forked at that moment.
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".sock")
 	if err != nil {
 		return nil, fmt.Errorf("listen on socket %s: %w", path, err)
 	}
-	if err := setOwnership(path, mode, grp); err != nil {
-		l.Close()
-		return nil, err
+	defer os.RemoveAll(tmp)
+	bound := filepath.Join(tmp, "s")
+	if len(bound) >= maxPath && len(path) < maxPath {
+		return nil, fmt.Errorf("listen on socket %s: its temporary path %s is %d bytes, over the %d a unix socket allows; use a shorter directory", path, bound, len(bound), maxPath-1)
 	}
-	return l, nil
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on socket %s: %w", path, err)
+	}
+	// The file is renamed; Close removes it under its final name instead.
+	l.SetUnlinkOnClose(false)
+	if err := setOwnership(bound, mode, grp); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	if err := os.Rename(bound, path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("listen on socket %s: %w", path, err)
+	}
+	return &listener{UnixListener: l, addr: &net.UnixAddr{Name: path, Net: "unix"}}, nil
+}
+
+// maxPath is the size of sun_path on Linux, including the terminating NUL.
+const maxPath = 108
+
+// listener reports the socket's final path and removes it on Close, as a
+// listener bound to that path directly would.
+type listener struct {
+	*net.UnixListener
+	addr *net.UnixAddr
+	once sync.Once
+}
+
+func (l *listener) Addr() net.Addr { return l.addr }
+
+func (l *listener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { _ = os.Remove(l.addr.Name) })
+	return err
 }
 
 func removeStale(path string) error {
@@ -65,16 +100,16 @@ func setOwnership(path string, mode os.FileMode, grp string) error {
 		if err != nil {
 			g, lerr := user.LookupGroup(grp)
 			if lerr != nil {
-				return fmt.Errorf("socket %s: group %q: %w", path, grp, lerr)
+				return fmt.Errorf("group %q: %w", grp, lerr)
 			}
 			gid, _ = strconv.Atoi(g.Gid)
 		}
 		if err := os.Chown(path, -1, gid); err != nil {
-			return fmt.Errorf("socket %s: set group %s: %w", path, grp, err)
+			return fmt.Errorf("set group %s: %w", grp, err)
 		}
 	}
 	if err := os.Chmod(path, mode); err != nil {
-		return fmt.Errorf("socket %s: set mode %o: %w", path, mode, err)
+		return fmt.Errorf("set mode %o: %w", mode, err)
 	}
 	return nil
 }

@@ -446,6 +446,11 @@ func TestExamplesValidate(t *testing.T) {
 		t.Fatalf("build demo-backend: %v\n%s", err, out)
 	}
 	for _, f := range files {
+		if filepath.Base(filepath.Dir(f)) == "prometheus" {
+			// Its token file and program are the operator's; TestMonitoringExamples
+			// validates it with both in place.
+			continue
+		}
 		cmd := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", f)
 		cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()

@@ -28,6 +28,12 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as an instance with a slow endpoint (see
+	// slowBackend) when a test's template asks for it.
+	if addr := os.Getenv(slowBackendEnv); addr != "" {
+		slowBackend(addr)
+		return
+	}
 	os.Exit(run(m))
 }
 
@@ -71,6 +77,9 @@ type groupSpec struct {
 	CooldownDn string
 	Extra      string // more YAML lines for the group, indented 4 spaces
 	Command    string // YAML flow list replacing the demo-backend command
+	Env        string // YAML flow mapping for template.env
+	Health     string // YAML flow mapping replacing the default health settings
+	Drain      string // drain_timeout, default 5s
 }
 
 // shoalEnv is one shoal core under test with its own state dir and ports.
@@ -114,13 +123,24 @@ func newEnv(t *testing.T, extraTop string, groups ...groupSpec) *shoalEnv {
 		if dn == "" {
 			dn = "0s"
 		}
-		fmt.Fprintf(&b, "    cooldown: {up: %s, down: %s}\n    drain_timeout: 5s\n", up, dn)
-		fmt.Fprintf(&b, "    health: {path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}\n")
+		drain := g.Drain
+		if drain == "" {
+			drain = "5s"
+		}
+		fmt.Fprintf(&b, "    cooldown: {up: %s, down: %s}\n    drain_timeout: %s\n", up, dn, drain)
+		health := g.Health
+		if health == "" {
+			health = "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}"
+		}
+		fmt.Fprintf(&b, "    health: %s\n", health)
 		command := g.Command
 		if command == "" {
 			command = fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 		}
 		fmt.Fprintf(&b, "    template:\n      command: %s\n      stop_timeout: 3s\n", command)
+		if g.Env != "" {
+			fmt.Fprintf(&b, "      env: %s\n", g.Env)
+		}
 		b.WriteString(g.Extra)
 	}
 	if err := os.WriteFile(e.cfgPath, []byte(b.String()), 0o600); err != nil {

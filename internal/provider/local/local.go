@@ -51,6 +51,9 @@ type Provider struct {
 	// that a port is not handed out twice while an instance has yet to bind
 	// it. A nil process reserves a port for a Start in progress.
 	ports map[int]*proc.Process
+	// names holds the newest process of each instance name, so that the logs
+	// of running instances are never expired.
+	names map[string]*proc.Process
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -65,7 +68,7 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if err != nil {
 		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
 	}
-	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process)}
+	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process)}
 }
 
 // Start allocates a port, expands the template and starts the instance in its
@@ -92,6 +95,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	}
 	p.mu.Lock()
 	p.ports[port] = pr
+	p.names[spec.Name] = pr
 	p.mu.Unlock()
 
 	rec := provider.Record{
@@ -192,11 +196,12 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	if err != nil {
 		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, err)
 	}
+	p.mu.Lock()
 	if rec.Port > 0 {
-		p.mu.Lock()
 		p.ports[rec.Port] = pr
-		p.mu.Unlock()
 	}
+	p.names[rec.Name] = pr
+	p.mu.Unlock()
 	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
 	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout}, nil
 }
@@ -217,10 +222,12 @@ func (p *Provider) marker(env []string) (name string, ok bool) {
 	return name, ours && named
 }
 
-// StopStrays stops the process groups of marked instances of this state
-// directory that are neither in keep nor started or adopted by p. Only a group whose leader carries the marker
-// counts: a marked process inside someone else's group (say, run by hand from a
-// shell) is left alone, because stopping its group would hit the others in it.
+// StopStrays stops marked instances of this state directory that are neither
+// in keep nor started or adopted by p: the process group of a marked group
+// leader, and a marked process whose group leader is gone (what an instance
+// forked and left behind when it died). A marked process inside a live group
+// whose leader is not marked (say, run by hand from a shell) is left alone,
+// because it is not an instance and stopping its group would hit the others.
 func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
 	if p.dirErr != nil {
 		return nil, p.dirErr
@@ -236,9 +243,10 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 		stopped []provider.Record
 		errs    []error
 	)
-	for _, rec := range strays {
+	for _, s := range strays {
 		wg.Go(func() {
-			err := p.stopStray(ctx, rec)
+			rec := s.rec
+			err := p.stopStray(ctx, s)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -256,9 +264,14 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 	return stopped, errors.Join(errs...)
 }
 
-func (p *Provider) stopStray(ctx context.Context, rec provider.Record) error {
+func (p *Provider) stopStray(ctx context.Context, s stray) error {
+	rec := s.rec
 	// Adopting re-checks the start time, so a pid reused since the scan is not hit.
-	pr, err := proc.Adopt(rec.PID, rec.PIDStart)
+	adopt := proc.Adopt
+	if s.orphan {
+		adopt = proc.AdoptMember
+	}
+	pr, err := adopt(rec.PID, rec.PIDStart)
 	if err != nil {
 		return err
 	}
@@ -269,8 +282,15 @@ func (p *Provider) stopStray(ctx context.Context, rec provider.Record) error {
 	return nil
 }
 
-// findStrays scans /proc for marked process group leaders not in keep.
-func (p *Provider) findStrays(keep []provider.Record) ([]provider.Record, error) {
+// stray is a marked process to stop: a group leader, or an orphan whose
+// group leader is gone (stopped on its own, not by group).
+type stray struct {
+	rec    provider.Record
+	orphan bool
+}
+
+// findStrays scans /proc for marked processes not in keep.
+func (p *Provider) findStrays(keep []provider.Record) ([]stray, error) {
 	type id struct {
 		pid   int
 		start uint64
@@ -294,7 +314,7 @@ func (p *Provider) findStrays(keep []provider.Record) ([]provider.Record, error)
 	if err != nil {
 		return nil, fmt.Errorf("find stray instances: %w", err)
 	}
-	var strays []provider.Record
+	var strays []stray
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self || pid == selfGroup {
@@ -310,14 +330,25 @@ func (p *Provider) findStrays(keep []provider.Record) ([]provider.Record, error)
 		if !ok {
 			continue
 		}
-		if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		pgid, err := proc.Pgid(pid)
+		if err != nil || pgid == selfGroup {
 			continue
+		}
+		orphan := false
+		if pgid != pid {
+			// A member of a live group belongs to its leader: a marked leader
+			// is handled as itself (stray or kept), any other leader makes
+			// it foreign. Only a member whose leader is gone is a stray.
+			if _, err := proc.Pgid(pgid); err == nil || !errors.Is(err, proc.ErrGone) {
+				continue
+			}
+			orphan = true
 		}
 		start, err := proc.StartTicks(pid)
 		if err != nil || kept[id{pid, start}] {
 			continue
 		}
-		strays = append(strays, provider.Record{Name: name, Host: host, PID: pid, PIDStart: start})
+		strays = append(strays, stray{rec: provider.Record{Name: name, Host: host, PID: pid, PIDStart: start}, orphan: orphan})
 	}
 	return strays, nil
 }

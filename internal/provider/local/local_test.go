@@ -44,7 +44,8 @@ type helperInfo struct {
 }
 
 // runHelper serves helperInfo on 127.0.0.1:args[0] until SIGTERM. Modes:
-// "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once.
+// "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once;
+// "chatty", which also writes lines to stdout all the time.
 func runHelper(mode string, args []string) {
 	fmt.Printf("helper %s starting: %q\n", mode, args)
 	fmt.Fprintln(os.Stderr, "helper stderr line")
@@ -75,6 +76,16 @@ func runHelper(mode string, args []string) {
 
 	if mode == "ignore-term" {
 		select {} // until SIGKILL
+	}
+	if mode == "chatty" {
+		// Writes about 100 KB/s to its log until stopped.
+		line := strings.Repeat("x", 99)
+		go func() {
+			for {
+				fmt.Println(line)
+				time.Sleep(time.Millisecond)
+			}
+		}()
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -453,4 +464,100 @@ func TestStopStrays(t *testing.T) {
 	if err != nil || len(again) != 0 {
 		t.Errorf("second StopStrays = %+v, %v; want none", again, err)
 	}
+}
+
+// forkingTemplate is an instance whose leader forks a long sleeper and then
+// exits: the shape of a daemon that leaves children behind when it dies.
+func forkingTemplate(t *testing.T) config.Template {
+	t.Helper()
+	tmpl, err := config.NewTemplate([]string{"/bin/sh", "-c", "sleep 1000 & exec sleep 0.3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Dir = t.TempDir()
+	tmpl.StopTimeout = 2 * time.Second
+	return tmpl
+}
+
+func startForking(t *testing.T, p *Provider, name string) provider.Instance {
+	t.Helper()
+	inst, err := p.Start(context.Background(), provider.Spec{Group: "web", Name: name, Index: 1, Template: forkingTemplate(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := inst.Record().PID
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	waitDone(t, inst)
+	if !proc.GroupRunning(pgid) {
+		t.Fatal("the instance's child is not running; the test proves nothing")
+	}
+	return inst
+}
+
+func TestStopAfterLeaderExitStopsChildren(t *testing.T) {
+	t.Parallel()
+	inst := startForking(t, New(t.TempDir(), nil), "web-001")
+	stop(t, inst)
+	if proc.GroupRunning(inst.Record().PID) {
+		t.Fatal("Stop of an exited instance left its children running")
+	}
+}
+
+func TestStopStraysFindsOrphansOfADeadLeader(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	inst := startForking(t, New(stateDir, nil), "web-001")
+
+	// A marked process run by hand inside someone's live group (here a shell
+	// that is not marked) is not an instance: it and its group are left alone.
+	shell := exec.Command("/bin/sh", "-c", `env SHOAL_STATE_DIR="$0" SHOAL_INSTANCE=web-009 sleep 1000 & wait`, stateDir)
+	shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-shell.Process.Pid, syscall.SIGKILL)
+		_ = shell.Wait()
+	})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if markedMember(stateDir, shell.Process.Pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hand-run marked process did not show up")
+		}
+	}
+
+	stopped, err := New(stateDir, nil).StopStrays(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stopped) != 1 || stopped[0].Name != "web-001" || stopped[0].PID == inst.Record().PID {
+		t.Fatalf("StopStrays = %+v, want the orphaned child of web-001 only", stopped)
+	}
+	if proc.GroupRunning(inst.Record().PID) {
+		t.Fatal("the orphaned child still runs")
+	}
+	if !markedMember(stateDir, shell.Process.Pid) {
+		t.Fatal("the marked process in a foreign live group was stopped")
+	}
+}
+
+// markedMember reports whether group pgid has a running member marked with stateDir.
+func markedMember(stateDir string, pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if g, err := proc.Pgid(pid); err != nil || g != pgid {
+			continue
+		}
+		env, _ := proc.Environ(pid)
+		if slices.Contains(env, envStateDir+"="+stateDir) {
+			return true
+		}
+	}
+	return false
 }
