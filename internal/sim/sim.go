@@ -43,9 +43,12 @@ type Run struct {
 	// Initial is the size at Start (0: min_size).
 	Initial int
 	// Start and Rates are the window: Rates[i] requests per second during
-	// the minute Start + i minutes.
+	// [Start + i·Step, Start + (i+1)·Step).
 	Start time.Time
 	Rates []float64
+	// Step is how long each rate lasts: a trace minute (the default), or a
+	// minute / K for a replay compressed K times.
+	Step time.Duration
 	// History is the per-minute request rate of the minutes just before
 	// Start, oldest first, as the 1-minute roll-ups a live shoal keeps
 	// (what predictive pre-scaling reads).
@@ -60,13 +63,13 @@ type Result struct {
 	ScaleEvents, Ups, Downs int
 	MaxSize                 int
 	Decisions               []policy.Decision
-	// Minutes is the per-minute timeline, for plots.
+	// Minutes is the timeline, one per rate step, for plots.
 	Minutes []Minute
 	// History is the simulated metric history, as policy.Replay reads it.
 	History *History
 }
 
-// Minute summarises one simulated minute.
+// Minute summarises one simulated rate step (a minute unless compressed).
 type Minute struct {
 	T time.Time `json:"t"`
 	// Rate is the offered load, requests/s.
@@ -95,9 +98,12 @@ func Simulate(r Run) (*Result, error) {
 	if err := r.Model.Validate(); err != nil {
 		return nil, err
 	}
+	if r.Step == 0 {
+		r.Step = time.Minute
+	}
 	switch {
-	case r.Interval <= 0 || r.Interval > time.Minute || time.Minute%r.Interval != 0:
-		return nil, fmt.Errorf("sim: interval %v: want a divisor of 1m", r.Interval)
+	case r.Interval <= 0 || r.Step < r.Interval || r.Step%r.Interval != 0:
+		return nil, fmt.Errorf("sim: interval %v: want a divisor of the rate step %v", r.Interval, r.Step)
 	case len(r.Rates) == 0:
 		return nil, fmt.Errorf("sim: no rates to simulate")
 	case r.StartDelay < 0 || r.Warmup < 0 || r.SLO <= 0:
@@ -130,13 +136,13 @@ func Simulate(r Run) (*Result, error) {
 		coarse    = map[string]float64{} // sums over the current resolution bucket
 		coarseN   int
 		iv        = r.Interval
-		end       = r.Start.Add(time.Duration(len(r.Rates)) * time.Minute)
+		end       = r.Start.Add(time.Duration(len(r.Rates)) * r.Step)
 		minute    *Minute
 	)
 	for t := r.Start; t.Before(end); t = t.Add(iv) {
-		i := int(t.Sub(r.Start) / time.Minute)
-		if minute == nil || !minute.T.Equal(r.Start.Add(time.Duration(i)*time.Minute)) {
-			res.Minutes = append(res.Minutes, Minute{T: r.Start.Add(time.Duration(i) * time.Minute), Rate: r.Rates[i]})
+		i := int(t.Sub(r.Start) / r.Step)
+		if minute == nil || !minute.T.Equal(r.Start.Add(time.Duration(i)*r.Step)) {
+			res.Minutes = append(res.Minutes, Minute{T: r.Start.Add(time.Duration(i) * r.Step), Rate: r.Rates[i]})
 			minute = &res.Minutes[len(res.Minutes)-1]
 		}
 		// A job that is done frees the group and starts its cooldowns, as
@@ -160,7 +166,7 @@ func Simulate(r Run) (*Result, error) {
 		l := r.Model.Eval(rate, serving)
 		secs := iv.Seconds()
 		res.InstanceSeconds += float64(len(insts)) * secs
-		// Instance-seconds now; means over the minute at the end.
+		// Instance-seconds now; means over the step at the end.
 		minute.Instances += float64(len(insts)) * secs
 		minute.Serving += float64(serving) * secs
 		if l.Violates(r.SLO) {
@@ -244,8 +250,8 @@ func Simulate(r Run) (*Result, error) {
 	res.ScaleEvents = res.Ups + res.Downs
 	for i := range res.Minutes {
 		m := &res.Minutes[i]
-		m.Instances /= 60
-		m.Serving /= 60
+		m.Instances /= r.Step.Seconds()
+		m.Serving /= r.Step.Seconds()
 		m.Capacity = m.Serving * r.Model.Capacity
 	}
 	return res, nil
