@@ -14,8 +14,15 @@ import (
 // maxWork caps /work so that one request cannot pin a core for long.
 const maxWork = 10 * time.Second
 
-// newHandler serves the demo endpoints for the instance called name.
-func newHandler(name string) http.Handler {
+// newHandler serves the demo endpoints for the instance called name. With
+// workers > 0 at most that many /work requests are served at once and the
+// rest wait their turn, as in a server with a fixed worker pool: its capacity
+// is then workers / service time, however many cores the machine has.
+func newHandler(name string, workers int) http.Handler {
+	var pool chan struct{}
+	if workers > 0 {
+		pool = make(chan struct{}, workers)
+	}
 	page := renderPage(name)
 	pageLen := strconv.Itoa(len(page))
 	mux := http.NewServeMux()
@@ -35,10 +42,31 @@ func newHandler(name string) http.Handler {
 			http.Error(w, "ms: want a non-negative integer number of milliseconds", http.StatusBadRequest)
 			return
 		}
+		wait := 0
+		if v := r.URL.Query().Get("wait"); v != "" {
+			if wait, err = strconv.Atoi(v); err != nil || wait < 0 {
+				http.Error(w, "wait: want a non-negative integer number of milliseconds", http.StatusBadRequest)
+				return
+			}
+		}
+		if pool != nil {
+			select {
+			case pool <- struct{}{}:
+				defer func() { <-pool }()
+			case <-r.Context().Done():
+				return
+			}
+		}
 		d := min(time.Duration(ms)*time.Millisecond, maxWork)
 		used, err := burnCPU(r, d)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		// wait stands for I/O the request does while it holds its worker.
+		select {
+		case <-time.After(min(time.Duration(wait)*time.Millisecond, maxWork)):
+		case <-r.Context().Done():
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

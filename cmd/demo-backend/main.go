@@ -3,13 +3,15 @@
 //
 // Usage:
 //
-//	demo-backend --listen 127.0.0.1:PORT [--name NAME]
+//	demo-backend --listen 127.0.0.1:PORT [--name NAME] [--workers N]
 //
 // Endpoints:
 //
 //	/            a ~9 KB HTML page naming the instance
 //	/healthz     200 "ok"
-//	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
+//	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance;
+//	             &wait=M then waits M ms more (I/O) before answering. With
+//	             --workers N at most N run at once, the rest queue.
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
 // the server gracefully, waiting at most 10s for requests in flight.
@@ -51,11 +53,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required)")
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
+	workers := fs.Int("workers", 0, "serve at most N /work requests at once, queueing the rest (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *workers < 0 {
+		return errors.New("--workers must be >= 0")
 	}
 	if *listen == "" {
 		return errors.New("--listen is required")
@@ -71,7 +77,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           newHandler(*name),
+		Handler:           newHandler(*name, *workers),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
