@@ -174,7 +174,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.StringVar(&to, "to", "1998-07-01T08:00", "window end, UTC")
 	f.StringArrayVar(&policies, "policy", nil, "shoal config with the policy (repeat to compare; default: --config)")
 	f.StringVar(&group, "group", "", "the group to simulate (default: the first with an autoscale section)")
-	f.Float64Var(&capacity, "capacity", 100, "requests/s one instance serves at 100% CPU (demo-backend /work?ms=10 on one core)")
+	f.Float64Var(&capacity, "capacity", 100, "requests/s one instance serves at 100% CPU (a demo-backend --workers 1 serving /work?ms=1&wait=9 calibrates at about 93)")
 	f.Float64Var(&scale, "scale", 0, "requests per trace minute × scale / 60 = req/s (default: the peak needs 5 instances)")
 	f.DurationVar(&startDelay, "start-delay", sim.LocalStartDelay, "time from a scale-out to the new instance in service (the seeds' cloud: 3m30s)")
 	f.DurationVar(&slo, "slo", 200*time.Millisecond, "p99 latency SLO")
