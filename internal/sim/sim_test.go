@@ -138,3 +138,31 @@ func TestStartDelayAndWarmup(t *testing.T) {
 		t.Errorf("ready at 08:01:50 = %v, want >= 2: the warmup is over", ready)
 	}
 }
+
+// TestCoarseResolution: with 5-minute averages read by a 2-minute cron, as
+// in seed 000, a load step at 08:10 is seen when the 08:10-08:15 average is
+// published (08:15) and acted on at the next evaluation (08:16).
+func TestCoarseResolution(t *testing.T) {
+	g := group(t, 1, 5, "540", `      interval: 2m
+      rules:
+        - {name: scale-up, metric: cpu.avg, above: 50, for: 5m, action: up}
+`)
+	rates := make([]float64, 30)
+	for i := range rates {
+		rates[i] = 30
+		if i >= 10 {
+			rates[i] = 80
+		}
+	}
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+		Interval: time.Second, Warmup: 30 * time.Second, Resolution: 5 * time.Minute, Start: t0, Rates: rates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ups != 1 || res.Decisions[0].Time != t0.Add(16*time.Minute) {
+		t.Fatalf("ups %d, first decision %+v: want one scale-up at 08:16", res.Ups, res.Decisions[0])
+	}
+	if pts := res.History.Points("cpu.avg", t0, t0.Add(30*time.Minute)); len(pts) != 6 || pts[2].T != t0.Add(15*time.Minute) || pts[2].V != 80 {
+		t.Errorf("cpu.avg %v: want one 5-minute average every 5 minutes, 80 for 08:10-08:15 at 08:15", pts)
+	}
+}
