@@ -14,15 +14,8 @@ import (
 // maxWork caps /work so that one request cannot pin a core for long.
 const maxWork = 10 * time.Second
 
-// newHandler serves the demo endpoints for the instance called name. With
-// workers > 0 at most that many /work requests are served at once and the
-// rest wait their turn, as in a server with a fixed worker pool: its capacity
-// is then workers / service time, however many cores the machine has.
-func newHandler(name string, workers int) http.Handler {
-	var pool chan struct{}
-	if workers > 0 {
-		pool = make(chan struct{}, workers)
-	}
+// newHandler serves the demo endpoints for the instance called name.
+func newHandler(name string) http.Handler {
 	page := renderPage(name)
 	pageLen := strconv.Itoa(len(page))
 	mux := http.NewServeMux()
@@ -49,14 +42,6 @@ func newHandler(name string, workers int) http.Handler {
 				return
 			}
 		}
-		if pool != nil {
-			select {
-			case pool <- struct{}{}:
-				defer func() { <-pool }()
-			case <-r.Context().Done():
-				return
-			}
-		}
 		d := min(time.Duration(ms)*time.Millisecond, maxWork)
 		used, err := burnCPU(r, d)
 		if err != nil {
@@ -73,6 +58,26 @@ func newHandler(name string, workers int) http.Handler {
 		fmt.Fprintf(w, "%s worked %dms\n", name, used.Milliseconds())
 	})
 	return withInstance(name, mux)
+}
+
+// withWorkers serves at most n /work requests at once; the rest wait their
+// turn, as in a server with a fixed worker pool, so that its capacity is
+// n / service time however many cores the machine has.
+func withWorkers(n int, next http.Handler) http.Handler {
+	pool := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/work" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case pool <- struct{}{}:
+			defer func() { <-pool }()
+		case <-r.Context().Done():
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withInstance sets X-Instance on every response, including errors and 404s.

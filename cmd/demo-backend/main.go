@@ -3,18 +3,20 @@
 //
 // Usage:
 //
-//	demo-backend --listen 127.0.0.1:PORT [--name NAME] [--workers N]
+//	demo-backend --listen 127.0.0.1:PORT [--name NAME]
 //
 // Endpoints:
 //
 //	/            a ~9 KB HTML page naming the instance
 //	/healthz     200 "ok"
-//	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance;
-//	             &wait=M then waits M ms more (I/O) before answering. With
-//	             --workers N at most N run at once, the rest queue.
+//	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
 // the server gracefully, waiting at most 10s for requests in flight.
+//
+// /work?ms=N&wait=M waits M ms more (I/O) after the CPU. With --workers N at
+// most N /work requests run at once and the rest queue: an instance with a
+// fixed capacity, as the policy lab's replay needs.
 package main
 
 import (
@@ -51,9 +53,9 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo-backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	workers := fs.Int("workers", 0, "serve at most N /work requests at once, queueing the rest (0: no limit)")
 	listen := fs.String("listen", "", "address to listen on, host:port (required)")
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
-	workers := fs.Int("workers", 0, "serve at most N /work requests at once, queueing the rest (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,10 +79,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           newHandler(*name, *workers),
+		Handler:           newHandler(*name),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if *workers > 0 {
+		srv.Handler = withWorkers(*workers, srv.Handler)
 	}
 
 	served := make(chan error, 1)
