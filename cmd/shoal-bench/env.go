@@ -42,8 +42,10 @@ func NewEnv(log *slog.Logger) (*Env, error) {
 type Proc struct {
 	Name string
 	Cmd  *exec.Cmd
-	// Grace is how long Close waits after SIGTERM before SIGKILL.
+	// Grace is how long Close waits after StopSignal before SIGKILL.
 	Grace time.Duration
+	// StopSignal asks the process to stop; 0 means SIGTERM.
+	StopSignal syscall.Signal
 	// Descendants, when set, makes Close also stop every process below this
 	// one that is still there after it exits: shoal starts HAProxy and its
 	// instances in process groups of their own, and if shoal failed to stop
@@ -96,7 +98,7 @@ func (e *Env) LogTail(name string, lines int) string {
 	return strings.Join(all[max(0, len(all)-lines):], " | ")
 }
 
-// stop sends SIGTERM to p's process group, then SIGKILL after p.Grace.
+// stop sends p.StopSignal to p's process group, then SIGKILL after p.Grace.
 func (p *Proc) stop() {
 	var below []int
 	if p.Descendants {
@@ -104,7 +106,11 @@ func (p *Proc) stop() {
 	}
 	pgid := p.Pid()
 	if p.Alive() {
-		syscall.Kill(-pgid, syscall.SIGTERM)
+		sig := p.StopSignal
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		syscall.Kill(-pgid, sig)
 		select {
 		case <-p.done:
 		case <-time.After(p.Grace):

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -31,9 +32,9 @@ func (e *Env) StartShoal(bin, config string) (*Shoal, error) {
 	if err != nil {
 		return nil, err
 	}
-	// shoal drains its instances on SIGTERM; give it time before SIGKILL,
-	// and stop whatever it leaves behind.
-	p.Grace, p.Descendants = 20*time.Second, true
+	// SIGINT stops HAProxy and the instances too (SIGTERM would leave them
+	// serving); give shoal time before SIGKILL, and stop whatever it leaves.
+	p.Grace, p.Descendants, p.StopSignal = 20*time.Second, true, syscall.SIGINT
 	return &Shoal{Bin: bin, Config: path, Proc: p}, nil
 }
 

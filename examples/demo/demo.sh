@@ -16,8 +16,8 @@ cleanup() {
   trap - EXIT INT TERM
   [ -n "$load_pid" ] && kill -INT "$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null || true
   if [ -n "$shoal_pid" ] && kill -0 "$shoal_pid" 2>/dev/null; then
-    echo "== stopping shoal (SIGTERM: HAProxy and every instance stop)"
-    kill -TERM "$shoal_pid"; wait "$shoal_pid" 2>/dev/null || true
+    echo "== stopping shoal (SIGINT: HAProxy and every instance stop; SIGTERM would leave them serving)"
+    kill -INT "$shoal_pid"; wait "$shoal_pid" 2>/dev/null || true
   fi
 }
 trap cleanup EXIT

@@ -40,7 +40,10 @@ type SDTarget struct {
 func (h *Handler) prometheusSD(w http.ResponseWriter, r *http.Request) {
 	out := []SDTarget{}
 	for _, name := range h.jobs.GroupNames() {
-		g, _ := h.jobs.Group(name)
+		g, ok := h.jobs.Group(name)
+		if !ok {
+			continue // removed by a config reload meanwhile
+		}
 		for _, in := range g.Status(r.Context()).Instances {
 			if in.State != group.InService || in.Addr == "" {
 				continue

@@ -54,6 +54,9 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 	// Valid lists accepted names when a group or plan was unknown.
 	Valid []string `json:"valid,omitempty"`
+	// Errors lists every problem of an invalid config (POST /v1/reload),
+	// each as FILE:LINE:COL: field: what was expected.
+	Errors []string `json:"errors,omitempty"`
 	// Job is the ignored job recorded for a request that named an unknown plan.
 	Job *jobs.Job `json:"job,omitempty"`
 }

@@ -70,7 +70,10 @@ func (h *Handler) statusPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 	resp := StatusResponse{Groups: []group.Status{}}
 	for _, name := range h.jobs.GroupNames() {
-		g, _ := h.jobs.Group(name)
+		g, ok := h.jobs.Group(name)
+		if !ok {
+			continue // removed by a config reload meanwhile
+		}
 		resp.Groups = append(resp.Groups, g.Status(ctx))
 	}
 	return resp

@@ -66,6 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(policyCmd(o))
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
 	root.AddCommand(instancesCmd(o))
+	root.AddCommand(reloadCmd(o), stopCmd(o))
 
 	err := root.Execute()
 	if err == nil {
@@ -165,26 +166,40 @@ func serveCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			if _, err := o.check(ctx, cfg); err != nil {
-				return err
-			}
-			// SIGHUP would kill the core by default; operators send it to reload.
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
+			// SIGTERM does what the config's shutdown says (keep: leave
+			// HAProxy and the instances serving for the next shoal serve);
+			// SIGINT stops everything; SIGHUP reloads the config.
+			ctx, stop := context.WithCancelCause(context.Background())
+			defer stop(nil)
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer signal.Stop(sigs)
+			reload := make(chan struct{}, 1)
 			go func() {
 				for {
 					select {
-					case <-hup:
-						log.Warn("SIGHUP ignored: config reload is not supported yet; restart shoal to apply a new config (running instances are adopted)")
 					case <-ctx.Done():
 						return
+					case sig := <-sigs:
+						switch sig {
+						case syscall.SIGHUP:
+							log.Info("SIGHUP: reloading the config", "config", cfg.Path)
+							select {
+							case reload <- struct{}{}:
+							default: // one is pending already
+							}
+						case syscall.SIGTERM:
+							stop(core.ErrTerminated)
+						default:
+							stop(nil)
+						}
 					}
 				}
 			}()
-			if err := core.Serve(ctx, cfg, log, frontends(cfg, log)...); err != nil {
+			if _, err := o.check(ctx, cfg); err != nil {
+				return err
+			}
+			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload}); err != nil {
 				return &exitError{code: exitFailed, msg: err.Error()}
 			}
 			return nil

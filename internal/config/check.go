@@ -54,6 +54,9 @@ func CheckLine(l string) error {
 	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
 		return fmt.Errorf("must not start a new haproxy.cfg section (%q); shoal writes the sections itself", f[0])
 	}
+	if f := strings.Fields(l); len(f) > 0 && (f[0] == "server-state-file" || f[0] == "server-state-base" || f[0] == "load-server-state-from-file") {
+		return fmt.Errorf("must not use a server-state file (%q): shoal writes every server into the configuration before each reload, and a state file would override it at every reload", f[0])
+	}
 	return nil
 }
 

@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs, shutdown`,
 		},
 		{
 			name: "unknown group field",
@@ -1019,6 +1019,15 @@ groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 			want: `shoal.yaml:2:20: haproxy.global[0]: must not start a new haproxy.cfg section ("listen"); shoal writes the sections itself`,
 		},
 		{
+			name: "haproxy server-state file",
+			doc: `listen: :8080
+haproxy: {global: ["server-state-file /tmp/s"], defaults: ["load-server-state-from-file global"]}
+groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
+`,
+			want: `shoal.yaml:2:20: haproxy.global[0]: must not use a server-state file ("server-state-file"): shoal writes every server into the configuration before each reload, and a state file would override it at every reload
+shoal.yaml:2:60: haproxy.defaults[0]: must not use a server-state file ("load-server-state-from-file"): shoal writes every server into the configuration before each reload, and a state file would override it at every reload`,
+		},
+		{
 			name: "state_dir with a space",
 			doc: `listen: :8080
 state_dir: "/tmp/my state"
@@ -1239,6 +1248,7 @@ compat:
 			Timeouts: DefaultTimeouts,
 		},
 		AccessLog: AccessLog{Sample: 10, MaxSize: 10 << 20, MaxFiles: 3},
+		Shutdown:  ShutdownKeep,
 		Groups: []Group{
 			{
 				Name:    "web",

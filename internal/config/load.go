@@ -132,7 +132,7 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs")
+	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs", "shutdown")
 	top.require("listen", "groups")
 	cfg := &Config{}
 
@@ -175,6 +175,11 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
+
+	cfg.Shutdown, n = top.str("shutdown", ShutdownKeep)
+	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {
+		d.errorf(n, "shutdown", "must be %s or %s, got %q", ShutdownKeep, ShutdownStop, cfg.Shutdown)
+	}
 
 	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
 	if n := compat.get("sacloud_autoscaler"); n != nil {

@@ -31,10 +31,20 @@ type Config struct {
 	Metrics Metrics
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog
+	// Shutdown is what SIGTERM does: ShutdownKeep leaves HAProxy and the
+	// instances serving for the next shoal serve to adopt (a restart or an
+	// upgrade); ShutdownStop stops them all, as SIGINT and `shoal stop` do.
+	Shutdown string
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written
 }
+
+// Values of Config.Shutdown.
+const (
+	ShutdownKeep = "keep"
+	ShutdownStop = "stop"
+)
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
 type Compression struct {

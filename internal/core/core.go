@@ -1,6 +1,7 @@
 // Package core is `shoal serve`: it adopts what an earlier run left running,
 // starts HAProxy, runs one reconciler per group and serves the control API,
-// and on shutdown stops HAProxy and every instance.
+// applies a reloaded config, and on shutdown either stops HAProxy and every
+// instance or leaves them serving for the next run to adopt.
 package core
 
 import (
@@ -38,8 +39,33 @@ type Frontend interface {
 	Serve(ctx context.Context, m *jobs.Manager) error
 }
 
+// ErrKeepRunning, as the cause of the context given to Serve, makes Serve
+// leave HAProxy and the instances serving when it returns, for the next
+// `shoal serve` (possibly a new binary) to adopt. Any other end of the
+// context stops them all.
+var ErrKeepRunning = errors.New("shoal is restarting: HAProxy and the instances keep serving")
+
+// ErrTerminated, as the cause of the context given to Serve (SIGTERM), does
+// what the config's shutdown setting says: ErrKeepRunning's or a full stop.
+var ErrTerminated = errors.New("terminated")
+
+// Options are Serve's optional inputs.
+type Options struct {
+	// Frontends are extra protocol servers run beside the API.
+	Frontends []Frontend
+	// Reload, on each receive, re-reads the config file as POST /v1/reload
+	// does (SIGHUP).
+	Reload <-chan struct{}
+}
+
 // Serve runs the core until ctx ends. Extra frontends run beside the API.
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends ...Frontend) error {
+	return ServeOptions(ctx, cfg, log, Options{Frontends: frontends})
+}
+
+// ServeOptions is Serve with every option.
+func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) error {
+	frontends := opts.Frontends
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o700); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
@@ -94,20 +120,29 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 		return err
 	}
 
-	// Groups outlive ctx: they stop only after HAProxy is down, so no request
-	// reaches a stopped instance.
-	groupCtx, stopGroups := context.WithCancel(context.Background())
-	var groupsWG sync.WaitGroup
+	srvCtx, stopServers := context.WithCancelCause(ctx)
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, runs: map[string]*groupRun{}, stop: stopServers}
 	for _, g := range groups {
-		groupsWG.Add(1)
-		go func() {
-			defer groupsWG.Done()
-			g.Run(groupCtx)
-		}()
+		c.run(g)
+	}
+	var reloads sync.WaitGroup
+	if opts.Reload != nil {
+		reloads.Go(func() {
+			for {
+				select {
+				case <-srvCtx.Done():
+					return
+				case <-opts.Reload:
+				}
+				if srvCtx.Err() != nil {
+					return
+				}
+				_, _ = c.Reload(srvCtx) // it logs what happened
+			}
+		})
 	}
 
-	srvCtx, stopServers := context.WithCancelCause(ctx)
-	servers, err := serveAPI(srvCtx, cfg, jm, met, log, stopServers)
+	servers, err := serveAPI(srvCtx, cfg, jm, met, c, log, stopServers)
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -124,21 +159,42 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 		stopServers(err)
 	}
 	cause := context.Cause(srvCtx)
-	if errors.Is(cause, ctx.Err()) {
+	keep := errors.Is(cause, ErrKeepRunning)
+	if errors.Is(cause, ErrTerminated) {
+		c.reloadMu.Lock()
+		keep = c.cfg.Shutdown != config.ShutdownStop
+		c.reloadMu.Unlock()
+	}
+	switch {
+	case keep:
 		cause = nil
-		log.Info("shutting down")
-	} else {
+		log.Info("shutting down, leaving HAProxy and the instances serving for the next shoal serve to adopt")
+	case errors.Is(cause, context.Canceled), errors.Is(cause, errStopAll), errors.Is(cause, ErrTerminated):
+		cause = nil
+		log.Info("shutting down: stopping HAProxy and every instance")
+	default:
 		log.Error("shutting down after a fatal error", "err", cause)
 	}
 	servers.Wait()
+	reloads.Wait()
+	// A reload in progress (from the API) finishes first: it may be starting
+	// or retiring groups.
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
 	jm.Close()
+	if keep {
+		c.stopGroups(true)
+		pid := lb.PID()
+		lb.Detach()
+		log.Info("stopped; HAProxy and the instances keep serving", "haproxy_pid", pid)
+		return nil
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
 	defer cancel()
 	if err := lb.Stop(stopCtx); err != nil {
 		log.Error("stopping HAProxy failed", "err", err)
 	}
-	stopGroups()
-	groupsWG.Wait()
+	c.stopGroups(false)
 	log.Info("stopped")
 	return cause
 }
@@ -215,16 +271,16 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 
 // serveAPI serves the control API on the unix socket and, if configured, TCP.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
 	ul, err := unixsock.Listen(cfg.Admin.Socket, 0o600, "")
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met), api.WithControl(ctl)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met)), alog, defaultAdminLimits)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met), api.WithControl(ctl)), alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}

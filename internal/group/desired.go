@@ -34,8 +34,8 @@ func (g *Group) Cooldowns() (up, down time.Time) {
 // launches or retirements the new size calls for belong to the job of the
 // newest Mark.
 func (g *Group) SetDesired(ctx context.Context, n int) error {
-	if n < g.cfg.MinSize || n > g.cfg.MaxSize {
-		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, g.cfg.MinSize, g.cfg.MaxSize)
+	if c := g.conf(); n < c.MinSize || n > c.MaxSize {
+		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, c.MinSize, c.MaxSize)
 	}
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
@@ -47,6 +47,10 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 		return err
 	}
 	g.mu.Lock()
+	if g.removed {
+		g.mu.Unlock()
+		return fmt.Errorf("group %s: removed by a config reload", g.cfg.Name)
+	}
 	g.desired = n
 	active := len(g.activeLocked())
 	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)
@@ -75,10 +79,10 @@ func (g *Group) setCooldowns(ctx context.Context, now time.Time, up, down bool) 
 	gs := g.stateLocked()
 	g.mu.Unlock()
 	if up {
-		gs.UpCooldownUntil = now.Add(g.cfg.Cooldown.Up)
+		gs.UpCooldownUntil = now.Add(g.conf().Cooldown.Up)
 	}
 	if down {
-		gs.DownCooldownUntil = now.Add(g.cfg.Cooldown.Down)
+		gs.DownCooldownUntil = now.Add(g.conf().Cooldown.Down)
 	}
 	if err := g.putState(ctx, gs); err != nil {
 		return err
@@ -210,9 +214,10 @@ type InstanceStatus struct {
 func (g *Group) Status(ctx context.Context) Status {
 	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
 	now := time.Now()
+	c := g.conf()
 	g.mu.Lock()
-	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: g.cfg.MinSize, MaxSize: g.cfg.MaxSize, Instances: []InstanceStatus{}}
-	if p, ok := g.cfg.PlanBySize(g.desired); ok {
+	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{}}
+	if p, ok := c.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}
 	if g.upUntil.After(now) {

@@ -162,7 +162,9 @@ func (stoppedInstance) Stop(ctx context.Context) error { return nil }
 // adopted while stopping is not drained again.
 func TestRetireResumesDrainWithWhatIsLeft(t *testing.T) {
 	g, _ := newTestGroup(t)
-	g.cfg.DrainTimeout = 20 * time.Second
+	c := g.conf()
+	c.DrainTimeout = 20 * time.Second
+	g.live.Store(&c)
 	rec := &drainRecorder{}
 	g.lb = rec
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -86,7 +87,13 @@ type instance struct {
 
 // Group reconciles one configured group.
 type Group struct {
+	// cfg is the configuration the group was created with; its Name never
+	// changes. Everything else is read with conf(): a reload replaces it.
 	cfg  config.Group
+	live atomic.Pointer[config.Group]
+	// keep, set before Run's context ends, leaves the instances running for
+	// the next run of shoal to adopt.
+	keep atomic.Bool
 	prov provider.Provider
 	lb   Balancer
 	st   *store.Store
@@ -96,6 +103,9 @@ type Group struct {
 	stateMu sync.Mutex
 	mu      sync.Mutex
 	desired int
+	// removed is set when a config reload removes the group: it retires
+	// every instance and takes no new size.
+	removed bool
 	upUntil time.Time
 	dnUntil time.Time
 	insts   map[string]*instance
@@ -133,6 +143,7 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
+	g.live.Store(&cfg)
 	gs, ok, err := st.GroupState(ctx, cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", cfg.Name, err)
@@ -154,7 +165,7 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 func (g *Group) Name() string { return g.cfg.Name }
 
 // Config returns the group's configuration.
-func (g *Group) Config() config.Group { return g.cfg }
+func (g *Group) Config() config.Group { return g.conf() }
 
 // Restore adopts instances recorded by an earlier run of shoal. It must be
 // called before HAProxy starts (servers are only registered) and before Run.
@@ -167,7 +178,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		if since.IsZero() {
 			since = time.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, rec, g.cfg.Template)
+		pi, err := g.prov.Adopt(ctx, rec, g.conf().Template)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "pid", r.PID, "err", err)
 			g.deleteRecord(ctx, r.Name)
@@ -376,9 +387,9 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 					downSince = time.Now()
 					g.setState(ctx, in, Unhealthy)
 				}
-				if d := time.Since(downSince); d >= g.cfg.ReplaceAfter {
+				if d := time.Since(downSince); d >= g.conf().ReplaceAfter {
 					g.fail(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
-						d.Round(time.Second), g.cfg.ReplaceAfter, checkText(st)))
+						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)))
 					// Stopped before removal: a hung process's streams end
 					// with it instead of holding up the removal.
 					g.stopProcess(in)
@@ -402,7 +413,7 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: g.cfg.Template})
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: g.conf().Template})
 	if err != nil {
 		g.fail(in, "start failed: "+err.Error())
 		g.forget(in)
@@ -426,7 +437,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 		g.forget(in)
 		return false
 	}
-	deadline := time.NewTimer(g.cfg.Health.Grace)
+	deadline := time.NewTimer(g.conf().Health.Grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(healthPoll)
 	defer tick.Stop()
@@ -446,7 +457,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			g.retire(ctx, in)
 			return false
 		case <-deadline.C:
-			g.fail(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.cfg.Health.Grace, last))
+			g.fail(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last))
 			g.removeFromLB(in)
 			g.stopProcess(in)
 			g.forget(in)
@@ -475,7 +486,7 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	state, since := in.state, in.since
 	g.mu.Unlock()
-	timeout := g.cfg.DrainTimeout
+	timeout := g.conf().DrainTimeout
 	switch state {
 	case Draining:
 		timeout = max(0, timeout-time.Since(since))
@@ -486,7 +497,11 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 		g.setState(ctx, in, Draining)
 	}
 	if timeout >= 0 {
-		if err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout); err != nil {
+		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
+		if ctx.Err() != nil && g.keep.Load() {
+			return // recorded as draining: the next run of shoal resumes the drain
+		}
+		if err != nil {
 			g.log.Warn("drain failed; removing anyway", "instance", in.name, "err", err)
 		}
 	}
@@ -497,8 +512,12 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already
-// stopped by then, so there is nothing to drain.
+// stopped by then, so there is nothing to drain. After KeepInstances it
+// leaves the instance running and recorded for the next run to adopt.
 func (g *Group) shutdown(in *instance) {
+	if g.keep.Load() {
+		return
+	}
 	g.setState(context.Background(), in, Stopping)
 	g.stopProcess(in)
 	g.forget(in)
@@ -515,7 +534,7 @@ func (g *Group) removeFromLB(in *instance) {
 }
 
 func (g *Group) stopProcess(in *instance) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Template.StopTimeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), g.conf().Template.StopTimeout+10*time.Second)
 	defer cancel()
 	if err := in.inst.Stop(ctx); err != nil {
 		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.rec.PID, "err", err)
@@ -584,7 +603,7 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 }
 
 func (g *Group) server(in *instance) haproxy.Server {
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Host: in.rec.Host, Port: in.rec.Port, Health: g.cfg.Health}
+	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Host: in.rec.Host, Port: in.rec.Port, Health: g.conf().Health}
 }
 
 // serverStat returns one server's stats. Every instance's lifecycle polls

@@ -46,6 +46,7 @@ const (
 // have. The registry is the truth: whenever HAProxy (re)starts, the servers
 // in the registry are added to it. All methods are safe for concurrent use.
 type Manager struct {
+	// cfg is guarded by mu; Start and Reload, which write it, hold life too.
 	cfg    *config.Config
 	log    *slog.Logger
 	paths  Paths
@@ -54,13 +55,20 @@ type Manager struct {
 
 	// servers serializes the runtime API commands that change one server.
 	servers keyedMutex
+	// reloadMu is held shared around runtime API commands and exclusively by
+	// Reload, so that no command reaches a worker being replaced and the
+	// servers written into the reloaded configuration are the registry's.
+	reloadMu sync.RWMutex
 
-	// life serializes Start, Stop and Detach.
+	// life serializes Start, Stop, Detach and Reload.
 	life sync.Mutex
 
 	mu       sync.Mutex
 	registry map[serverKey]*entry
-	proc     *proc.Process
+	// text and hash are the configuration HAProxy runs, without servers
+	// (what Render returns); the master record carries the hash.
+	text, hash string
+	proc       *proc.Process
 	// up is true while proc's admin socket has answered: commands are sent.
 	up bool
 	// stopSupervisor cancels the supervision goroutine; supervisorDone is
@@ -116,6 +124,13 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 // unexpectedly.
 func (m *Manager) Restarts() int64 { return m.restarts.Load() }
 
+// config returns the configuration in force: Reload replaces it.
+func (m *Manager) config() *config.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg
+}
+
 // Client returns a runtime API client for the admin socket.
 func (m *Manager) Client() *Client { return m.client }
 
@@ -160,8 +175,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("haproxy rejected %s (%v): %s", m.paths.Config, err, strings.TrimSpace(string(out)))
 	}
-	sum := sha256.Sum256([]byte(text))
-	hash := hex.EncodeToString(sum[:])
+	hash := configHash(text)
+	m.mu.Lock()
+	m.text, m.hash = text, hash
+	m.mu.Unlock()
 
 	p, err := m.adopt(ctx, hash)
 	if err != nil {
@@ -171,7 +188,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	logStart := fileSize(m.paths.LogFile)
 	if adopted {
 		m.log.Info("adopted running haproxy", "pid", p.PID())
-	} else if p, logStart, err = m.launch(ctx, bin, hash); err != nil {
+	} else if p, logStart, err = m.launch(ctx, bin); err != nil {
 		return err
 	}
 
@@ -192,7 +209,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.stopSupervisor, m.supervisorDone = cancel, done
 	go func() {
 		defer close(done)
-		m.supervise(sctx, p, logStart, bin, hash)
+		m.supervise(sctx, p, logStart, bin)
 	}()
 	return nil
 }
@@ -307,6 +324,20 @@ type masterRecord struct {
 
 func (m *Manager) recordPath() string { return filepath.Join(m.paths.Dir, "master.json") }
 
+// writeRecord records p as the master running the configuration with hash.
+func (m *Manager) writeRecord(p *proc.Process, hash string) error {
+	b, err := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(m.recordPath(), b)
+}
+
+func configHash(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
 // adopt returns the master named by master.json if it is still ours, runs
 // the configuration with hash and answers. A master of ours that does not
 // qualify is stopped, so that the new one can bind.
@@ -362,9 +393,18 @@ func (m *Manager) answers(ctx context.Context) error {
 // launch claims the frontend's port, starts a master, records it and waits
 // for its admin socket. It returns the size of the log before the start. On
 // failure the process is gone and the error quotes HAProxy's log.
-func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, int64, error) {
+func (m *Manager) launch(ctx context.Context, bin string) (*proc.Process, int64, error) {
 	if err := m.claimPort(ctx); err != nil {
 		return nil, 0, fmt.Errorf("start haproxy: %w", err)
+	}
+	// After a reload the file also lists that moment's servers as static
+	// lines: a new master starts from the configuration alone, and the
+	// registry is added at runtime.
+	m.mu.Lock()
+	text, hash := m.text, m.hash
+	m.mu.Unlock()
+	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
+		return nil, 0, fmt.Errorf("start haproxy: write config: %w", err)
 	}
 	logStart := fileSize(m.paths.LogFile)
 	p, err := proc.Start(proc.Spec{
@@ -379,8 +419,7 @@ func (m *Manager) launch(ctx context.Context, bin, hash string) (*proc.Process, 
 	}
 	// Recorded before anything else: a master no record names would be
 	// found only by the port it holds.
-	b, _ := json.Marshal(masterRecord{PID: p.PID(), PIDStart: p.StartTicks(), ConfigSHA256: hash})
-	if err := writeFileAtomic(m.recordPath(), b); err != nil {
+	if err := m.writeRecord(p, hash); err != nil {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+2*time.Second)
 		defer cancel()
 		_ = p.Stop(kctx, killGrace)
@@ -442,7 +481,7 @@ func workerOf(info string, master int) error {
 // supervise restarts the master whenever it exits, with exponential back-off,
 // and adds the registry to the new one. It returns when ctx ends.
 // logStart is where p's output begins in the log.
-func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64, bin, hash string) {
+func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64, bin string) {
 	delay := backoffMin
 	upSince := time.Now()
 	for {
@@ -471,7 +510,7 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64
 			case <-t.C:
 			}
 			delay = min(2*delay, backoffMax)
-			np, start, err := m.launch(ctx, bin, hash)
+			np, start, err := m.launch(ctx, bin)
 			if err == nil {
 				p, logStart = np, start
 				break

@@ -193,17 +193,17 @@ func portHolders(listen string) (pids []int, inodes map[uint64]bool, err error) 
 // lost) is soft-stopped so that it cannot keep serving a stale server list;
 // any other holder of the port is an error that names it.
 func (m *Manager) claimPort(ctx context.Context) error {
-	pids, inodes, err := portHolders(m.cfg.Listen)
+	pids, inodes, err := portHolders(m.config().Listen)
 	if err != nil || inodes == nil {
 		return err
 	}
 	if len(pids) == 0 {
-		return fmt.Errorf("listen address %s is already in use by a process shoal cannot inspect (another user's?)", m.cfg.Listen)
+		return fmt.Errorf("listen address %s is already in use by a process shoal cannot inspect (another user's?)", m.config().Listen)
 	}
 	masters := make(map[int]bool)
 	for _, pid := range pids {
 		if !runsConfig(cmdline(pid), m.paths.Config) {
-			return fmt.Errorf("listen address %s is already in use by %s", m.cfg.Listen, describeProc(pid))
+			return fmt.Errorf("listen address %s is already in use by %s", m.config().Listen, describeProc(pid))
 		}
 		// A worker's parent is its master; the master's parent is not ours.
 		master := pid
@@ -220,7 +220,7 @@ func (m *Manager) claimPort(ctx context.Context) error {
 	// The sockets close as the processes exit.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		pids, inodes, err := portHolders(m.cfg.Listen)
+		pids, inodes, err := portHolders(m.config().Listen)
 		if err != nil || inodes == nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (m *Manager) claimPort(ctx context.Context) error {
 			if len(pids) > 0 {
 				who = describeProc(pids[0])
 			}
-			return fmt.Errorf("listen address %s is still in use by %s after stopping the unrecorded haproxy", m.cfg.Listen, who)
+			return fmt.Errorf("listen address %s is still in use by %s after stopping the unrecorded haproxy", m.config().Listen, who)
 		}
 		select {
 		case <-ctx.Done():
@@ -245,7 +245,7 @@ func (m *Manager) stopOrphan(ctx context.Context, pid int) error {
 	// shoal starts each master as the leader of its own process group;
 	// anything else was not started by shoal and is not ours to stop.
 	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
-		return fmt.Errorf("listen address %s is already in use by %s, which runs shoal's haproxy config but was not started by shoal", m.cfg.Listen, describeProc(pid))
+		return fmt.Errorf("listen address %s is already in use by %s, which runs shoal's haproxy config but was not started by shoal", m.config().Listen, describeProc(pid))
 	}
 	start, err := proc.StartTicks(pid)
 	if err != nil {
@@ -258,7 +258,7 @@ func (m *Manager) stopOrphan(ctx context.Context, pid int) error {
 	if err != nil {
 		return fmt.Errorf("adopt unrecorded haproxy %d: %w", pid, err)
 	}
-	m.log.Warn("stopping an haproxy of this state directory that no record names (its master record was lost)", "pid", pid, "listen", m.cfg.Listen)
+	m.log.Warn("stopping an haproxy of this state directory that no record names (its master record was lost)", "pid", pid, "listen", m.config().Listen)
 	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
 	defer cancel()
 	if err := softStop(sctx, p); err != nil {

@@ -3,8 +3,9 @@
 // while keeping HAProxy's dynamic servers in line with a registry.
 //
 // HAProxy 2.6 loses servers added at runtime on reload, so the configuration
-// has no servers at all and is never reloaded: a changed configuration means a
-// restart, after which the registry is added again.
+// HAProxy starts with has no servers (the registry is added at runtime), and a
+// reload (see Manager.Reload) writes every current server into it as a static
+// line just before the master re-reads it.
 package haproxy
 
 import (
@@ -78,6 +79,12 @@ var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "fir
 // could change the configuration's structure (newlines, spaces in words,
 // comment or quote characters) rather than trying to escape it.
 func Render(cfg *config.Config, p Paths) (string, error) {
+	return render(cfg, p, nil)
+}
+
+// render is Render with static server lines (the words after "server") per
+// backend.
+func render(cfg *config.Config, p Paths, servers map[string][]string) (string, error) {
 	if err := checkPaths(p); err != nil {
 		return "", err
 	}
@@ -239,6 +246,9 @@ func Render(cfg *config.Config, p Paths) (string, error) {
 		line("balance %s", g.Balance)
 		for _, l := range checks {
 			line("%s", l)
+		}
+		for _, l := range servers[g.Name] {
+			line("server %s", l)
 		}
 	}
 	return b.String(), nil

@@ -53,7 +53,9 @@ func (m *Manager) AddServer(ctx context.Context, s Server, ready bool) error {
 	if !up {
 		return nil
 	}
+	m.reloadMu.RLock()
 	err = m.addToHAProxy(ctx, s, ready)
+	m.reloadMu.RUnlock()
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
 		// HAProxy refuses this server: re-adding it after a restart would fail too.
@@ -102,7 +104,9 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	if err != nil {
 		return err
 	}
+	m.reloadMu.RLock()
 	err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
+	m.reloadMu.RUnlock()
 	unlock()
 	if isAPIError(err, msgNoSuchServer) {
 		return nil
@@ -113,7 +117,9 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 
 	start := time.Now()
 	for {
+		m.reloadMu.RLock()
 		idle, err := m.idle(ctx, backend, name)
+		m.reloadMu.RUnlock()
 		if err != nil {
 			return m.tolerateDown(ctx, what, err)
 		}
@@ -151,6 +157,8 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 	if !up {
 		return nil
 	}
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
 	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
 }
 
@@ -176,7 +184,7 @@ func (m *Manager) check(s Server) (Server, error) {
 	fail := func(format string, args ...any) (Server, error) {
 		return s, fmt.Errorf("server %q/%q: %s", s.Backend, s.Name, fmt.Sprintf(format, args...))
 	}
-	if !slices.ContainsFunc(m.cfg.Groups, func(g config.Group) bool { return g.Name == s.Backend }) {
+	if !slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == s.Backend }) {
 		return fail("no group %q", s.Backend)
 	}
 	if !isName(s.Name) {
@@ -201,22 +209,11 @@ func (m *Manager) check(s Server) (Server, error) {
 // server's lock.
 func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error {
 	id := s.Backend + "/" + s.Name
-	ip, err := netip.ParseAddr(s.Host)
+	addr, args, err := serverArgs(s)
 	if err != nil {
-		return fmt.Errorf("server %s: %w", id, err)
+		return err
 	}
-	addr := netip.AddrPortFrom(ip, uint16(s.Port))
-	// default-server does not apply to dynamic servers: every setting goes here.
-	checkArgs, err := serverCheckArgs(s.Health)
-	if err != nil {
-		return fmt.Errorf("server %s: %w", id, err)
-	}
-	add := "add server " + id + " " + addr.String() + checkArgs
-	add += " weight " + strconv.Itoa(s.Weight)
-	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
-	// these values by default): without them every request opens a new backend
-	// connection and throughput drops to about 0.45x.
-	add += " pool-max-conn -1 pool-purge-delay 5s"
+	add := "add server " + id + " " + args
 
 	err = m.run(ctx, add, msgServerAdded)
 	if isAPIError(err, msgAlreadyExists) {
@@ -251,6 +248,29 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 		enable += "; set server " + id + " health down"
 	}
 	return m.run(ctx, enable, "")
+}
+
+// serverArgs returns s's address and the words that follow "server NAME" on
+// an "add server" line or a static server line in the configuration.
+func serverArgs(s Server) (netip.AddrPort, string, error) {
+	ip, err := netip.ParseAddr(s.Host)
+	if err != nil {
+		return netip.AddrPort{}, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
+	}
+	addr := netip.AddrPortFrom(ip, uint16(s.Port))
+	// default-server does not apply to dynamic servers: every setting goes here.
+	checkArgs, err := serverCheckArgs(s.Health)
+	if err != nil {
+		return addr, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
+	}
+	weight := s.Weight
+	if weight == 0 {
+		weight = 100
+	}
+	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
+	// these values by default): without them every request opens a new backend
+	// connection and throughput drops to about 0.45x.
+	return addr, addr.String() + checkArgs + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay 5s", nil
 }
 
 // removeFromHAProxy puts a server in maintenance and deletes it once no
@@ -321,7 +341,9 @@ func (m *Manager) waitStreams(ctx context.Context, backend, name string, limit t
 }
 
 // idle reports whether a server has neither sessions nor streams; a server
-// HAProxy no longer has is idle.
+// HAProxy no longer has is idle. The current worker's counts do not cover
+// requests an old worker (one a reload replaced) still serves, so no server
+// is idle while an old worker is left.
 func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) {
 	st, found, err := m.stat(ctx, backend, name)
 	if err != nil || !found || st.Sessions > 0 {
@@ -330,7 +352,11 @@ func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) 
 	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	n, err := m.client.StreamsOn(cctx, backend, name)
-	return err == nil && n == 0, err
+	if err != nil || n > 0 {
+		return false, err
+	}
+	procs, err := m.showProc(cctx)
+	return err == nil && len(procs.old) == 0, err
 }
 
 func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, bool, error) {
@@ -408,10 +434,12 @@ func (m *Manager) syncServer(ctx context.Context, k serverKey) {
 	if !ok || !up {
 		return // removed meanwhile, or HAProxy died again: the next sync covers it
 	}
+	m.reloadMu.RLock()
 	err = m.addToHAProxy(ctx, cur.srv, cur.ready)
 	if err == nil && cur.draining {
 		err = m.run(ctx, "set server "+k.backend+"/"+k.name+" state drain", "")
 	}
+	m.reloadMu.RUnlock()
 	if err != nil {
 		m.log.Error("cannot restore server in haproxy", "backend", k.backend, "server", k.name, "err", err)
 	}
@@ -420,7 +448,7 @@ func (m *Manager) syncServer(ctx context.Context, k serverKey) {
 // removeUnregistered removes the servers an adopted HAProxy has that the
 // registry does not.
 func (m *Manager) removeUnregistered(ctx context.Context) {
-	for _, g := range m.cfg.Groups {
+	for _, g := range m.config().Groups {
 		cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 		stats, err := m.client.Stats(cctx, g.Name)
 		cancel()
@@ -438,10 +466,12 @@ func (m *Manager) removeUnregistered(ctx context.Context) {
 			_, registered := m.registry[k]
 			m.mu.Unlock()
 			if !registered {
-				m.log.Info("removing unregistered server from adopted haproxy", "backend", g.Name, "server", st.Name, "addr", st.Addr)
+				m.log.Info("removing unregistered server from haproxy", "backend", g.Name, "server", st.Name, "addr", st.Addr)
+				m.reloadMu.RLock()
 				if err := m.removeFromHAProxy(ctx, g.Name, st.Name); err != nil {
 					m.log.Error("cannot remove unregistered server", "backend", g.Name, "server", st.Name, "err", err)
 				}
+				m.reloadMu.RUnlock()
 			}
 			unlock()
 		}

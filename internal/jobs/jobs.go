@@ -96,6 +96,8 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // Manager runs jobs for a set of groups.
 type Manager struct {
+	// gmu guards groups and names: a config reload adds and removes groups.
+	gmu    sync.RWMutex
 	groups map[string]*group.Group
 	names  []string
 	st     *store.Store
@@ -163,12 +165,35 @@ func defaultTimeout(g *group.Group) time.Duration {
 }
 
 // GroupNames returns the groups' names, sorted.
-func (m *Manager) GroupNames() []string { return slices.Clone(m.names) }
+func (m *Manager) GroupNames() []string {
+	m.gmu.RLock()
+	defer m.gmu.RUnlock()
+	return slices.Clone(m.names)
+}
 
 // Group returns a group by name.
 func (m *Manager) Group(name string) (*group.Group, bool) {
+	m.gmu.RLock()
+	defer m.gmu.RUnlock()
 	g, ok := m.groups[name]
 	return g, ok
+}
+
+// AddGroup makes a group added by a config reload take jobs.
+func (m *Manager) AddGroup(g *group.Group) {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	m.groups[g.Name()] = g
+	m.names = append(m.names, g.Name())
+	slices.Sort(m.names)
+}
+
+// RemoveGroup makes a group removed by a config reload take no more jobs.
+func (m *Manager) RemoveGroup(name string) {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	delete(m.groups, name)
+	m.names = slices.DeleteFunc(m.names, func(n string) bool { return n == name })
 }
 
 // Observe makes f see every job as it enters a state. It must be called
@@ -185,10 +210,11 @@ func (m *Manager) Close() {
 // ignored. An *InputError is returned for an unknown group (no job) and for an
 // unknown plan or a size outside the group's range (with the ignored job).
 func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
-	g, ok := m.groups[req.Group]
+	g, ok := m.Group(req.Group)
 	if !ok {
-		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: m.GroupNames(),
-			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(m.names, ", "))}
+		names := m.GroupNames()
+		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: names,
+			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(names, ", "))}
 	}
 	if req.Source == "" {
 		req.Source = "default"

@@ -202,7 +202,10 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, name := range c.jm.GroupNames() {
-		g, _ := c.jm.Group(name)
+		g, ok := c.jm.Group(name)
+		if !ok {
+			continue // removed by a config reload meanwhile
+		}
 		s := g.Status(ctx)
 		gauge(descDesired, float64(s.Desired), name)
 		gauge(descActual, float64(s.InService), name)

@@ -89,7 +89,7 @@ func TestScaleUnderLoad(t *testing.T) {
 	}
 	e.stop()
 	if left := e.ourProcesses(); len(left) > 0 {
-		t.Fatalf("processes left after SIGTERM: %v", left)
+		t.Fatalf("processes left after shoal stopped: %v", left)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestCoreKill9RestartAdopts(t *testing.T) {
 	e.stop()
 	for _, pid := range want {
 		if alive(pid) {
-			t.Fatalf("pid %d still alive after SIGTERM", pid)
+			t.Fatalf("pid %d still alive after shoal stopped", pid)
 		}
 	}
 }

@@ -216,9 +216,10 @@ func TestSacloudCompatFieldLimits(t *testing.T) {
 	}
 }
 
-// TestSystemdUnit: the shipped unit stops only shoal's main process (which
-// stops HAProxy and the instances itself), restarts it on failure, owns the
-// state directory and sends SIGHUP on reload; systemd-analyze accepts it.
+// TestSystemdUnit: the shipped unit signals only shoal's main process (which
+// leaves HAProxy and the instances serving on SIGTERM, for the next start to
+// adopt), restarts it on failure, owns the state directory and sends SIGHUP
+// on reload; systemd-analyze accepts it.
 func TestSystemdUnit(t *testing.T) {
 	const unit = "../../examples/systemd/shoal.service"
 	f, err := os.Open(unit)

@@ -190,7 +190,7 @@ func TestInstanceChildrenStopWithIt(t *testing.T) {
 	e.waitInService("web", 1)
 	e.stop()
 	if left := e.ourProcesses(); len(left) > 0 {
-		t.Fatalf("processes left after SIGTERM: %v", left)
+		t.Fatalf("processes left after shoal stopped: %v", left)
 	}
 }
 

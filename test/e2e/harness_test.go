@@ -109,6 +109,14 @@ func newEnv(t *testing.T, extraTop string, groups ...groupSpec) *shoalEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &shoalEnv{t: t, dir: dir, cfgPath: filepath.Join(dir, "shoal.yaml"), listen: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	e.writeConfig(extraTop, groups...)
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// writeConfig (re)writes the env's config file for groups.
+func (e *shoalEnv) writeConfig(extraTop string, groups ...groupSpec) {
+	e.t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nstate_dir: state\nhaproxy:\n  global: [\"nbthread 1\"]\n%s\ngroups:\n", e.listen, extraTop)
 	for _, g := range groups {
@@ -144,10 +152,8 @@ func newEnv(t *testing.T, extraTop string, groups ...groupSpec) *shoalEnv {
 		b.WriteString(g.Extra)
 	}
 	if err := os.WriteFile(e.cfgPath, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(e.cleanup)
-	return e
 }
 
 func (e *shoalEnv) stateDir() string { return filepath.Join(e.dir, "state") }
@@ -176,17 +182,22 @@ func (e *shoalEnv) start() {
 	})
 }
 
-// stop sends SIGTERM and waits for a clean exit.
-func (e *shoalEnv) stop() {
+// stop sends SIGINT (stop everything: HAProxy and the instances too) and
+// waits for a clean exit.
+func (e *shoalEnv) stop() { e.signalStop(syscall.SIGINT) }
+
+// signalStop sends sig and waits for a clean exit. SIGTERM leaves HAProxy
+// and the instances running (shutdown: keep, the default).
+func (e *shoalEnv) signalStop(sig syscall.Signal) {
 	e.t.Helper()
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	_ = e.cmd.Process.Signal(sig)
 	select {
 	case <-e.exited:
 	case <-time.After(60 * time.Second):
-		e.t.Fatalf("shoal did not stop within 60s after SIGTERM:\n%s", e.log)
+		e.t.Fatalf("shoal did not stop within 60s after %v:\n%s", sig, e.log)
 	}
 	if code := e.cmd.ProcessState.ExitCode(); code != 0 {
-		e.t.Fatalf("shoal exited %d after SIGTERM, want 0:\n%s", code, e.log)
+		e.t.Fatalf("shoal exited %d after %v, want 0:\n%s", code, sig, e.log)
 	}
 }
 
@@ -198,7 +209,7 @@ func (e *shoalEnv) kill9() {
 
 func (e *shoalEnv) cleanup() {
 	if e.cmd != nil && e.cmd.ProcessState == nil {
-		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+		_ = e.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-e.exited:
 		case <-time.After(30 * time.Second):

@@ -161,7 +161,10 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 	}
 	r := jobs.Request{Group: groupName, Kind: kind, Source: source}
 	if plan := req.GetDesiredStateName(); plan != "" && plan != defaultName {
-		g, _ := h.jobs.Group(groupName)
+		g, ok := h.jobs.Group(groupName)
+		if !ok { // removed by a config reload meanwhile
+			return nil, status.Errorf(codes.NotFound, "group %s was removed", groupName)
+		}
 		cfg := g.Config()
 		if _, ok := cfg.PlanByName(plan); !ok {
 			err := status.Errorf(codes.InvalidArgument, "unknown desired_state_name %q for %s (plans: %s)", plan, groupName, strings.Join(cfg.PlanNames(), ", "))

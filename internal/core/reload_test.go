@@ -1,0 +1,58 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+func TestReloadable(t *testing.T) {
+	old := &config.Config{StateDir: "/var/lib/shoal", Admin: config.Admin{Socket: "/var/lib/shoal/shoal.sock"}, Listen: "127.0.0.1:80"}
+	same := *old
+	same.Listen = "127.0.0.1:81" // HAProxy's: a reload applies it
+	same.Shutdown = config.ShutdownStop
+	if err := reloadable(old, &same); err != nil {
+		t.Fatalf("listen and shutdown changes refused: %v", err)
+	}
+	moved := *old
+	moved.StateDir = "/srv/shoal"
+	moved.Admin.Socket = "/srv/shoal/shoal.sock"
+	err := reloadable(old, &moved)
+	if !errors.Is(err, api.ErrNotReloadable) || !strings.Contains(err.Error(), "state_dir, admin changed") || !strings.Contains(err.Error(), "--keep-running") {
+		t.Fatalf("state_dir and admin changes: %v", err)
+	}
+}
+
+// TestSameGroup: two loads of one group compare equal although each compiled
+// its own templates; a changed template or size does not.
+func TestSameGroup(t *testing.T) {
+	load := func(cmd string, minSize int) config.Group {
+		t.Helper()
+		text := "listen: 127.0.0.1:8080\ngroups:\n  - name: web\n    min_size: " + string(rune('0'+minSize)) +
+			"\n    max_size: 5\n    template: {command: [" + cmd + ", \"{{.Port}}\"], dir: /}\n"
+		cfg, err := config.Parse("shoal.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Groups[0]
+	}
+	a, b := load("/bin/app", 2), load("/bin/app", 2)
+	if !sameGroup(a, b) {
+		t.Fatal("two loads of the same group differ")
+	}
+	if sameGroup(a, load("/bin/app2", 2)) {
+		t.Fatal("a changed template command was not seen")
+	}
+	if sameGroup(a, load("/bin/app", 3)) {
+		t.Fatal("a changed min_size was not seen")
+	}
+	c := b
+	c.DrainTimeout += time.Second
+	if sameGroup(a, c) {
+		t.Fatal("a changed drain_timeout was not seen")
+	}
+}

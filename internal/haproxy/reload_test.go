@@ -1,0 +1,87 @@
+package haproxy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+func TestParseShowProc(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		want      procList
+	}{
+		{"one worker", `#<PID>          <type>          <reloads>       <uptime>        <version>
+15870           master          0 [failed: 0]   0d00h00m01s     2.6.12-1+deb12u4
+# workers
+15873           worker          0               0d00h00m01s     2.6.12-1+deb12u4
+# programs
+`, procList{current: 15873}},
+		{"old worker finishing", `#<PID>          <type>          <reloads>       <uptime>        <version>
+15870           master          1 [failed: 0]   0d00h00m05s     2.6.12-1+deb12u4
+# workers
+16127           worker          0               0d00h00m00s     2.6.12-1+deb12u4
+15873           worker          1               0d00h00m05s     2.6.12-1+deb12u4
+# programs
+`, procList{current: 16127, old: []int{15873}}},
+		// After a failed reload the surviving worker counts it: it is still current.
+		{"after a failed reload", `#<PID>          <type>          <reloads>       <uptime>        <version>
+15870           master          2 [failed: 1]   0d00h00m06s     2.6.12-1+deb12u4
+# workers
+16127           worker          1               0d00h00m01s     2.6.12-1+deb12u4
+# programs
+`, procList{current: 16127, failed: 1}},
+	} {
+		got, err := parseShowProc(tc.out)
+		if err != nil || got.current != tc.want.current || got.failed != tc.want.failed || !slices.Equal(got.old, tc.want.old) {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := parseShowProc("Unknown command.\n"); err == nil {
+		t.Error("an answer without a master line was accepted")
+	}
+}
+
+// TestRenderStaticServers: the servers a reload writes go into their own
+// backend, after its check lines, with the dynamic servers' keywords.
+func TestRenderStaticServers(t *testing.T) {
+	cfg := &config.Config{Listen: "127.0.0.1:8080", AccessLog: config.AccessLog{}, Groups: []config.Group{
+		{Name: "web", Balance: "roundrobin", Health: config.Health{Path: "/healthz", Interval: 300 * time.Millisecond, Rise: 2, Fall: 3}},
+		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.Health{Path: "/healthz"}},
+	}}
+	s := Server{Backend: "web", Name: "web-001", Host: "127.0.0.1", Port: 4000, Health: cfg.Groups[0].Health}
+	_, args, err := serverArgs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "127.0.0.1:4000 check inter 300ms rise 2 fall 3 weight 100 pool-max-conn -1 pool-purge-delay 5s"
+	if args != want {
+		t.Fatalf("server args %q, want %q", args, want)
+	}
+	text, err := render(cfg, PathsFor("/tmp/shoal-test"), map[string][]string{"web": {"web-001 " + args + " disabled"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := text[strings.Index(text, "\nbackend web"):strings.Index(text, "\nbackend api")]
+	if !strings.HasSuffix(strings.TrimSpace(web), "server web-001 "+want+" disabled") {
+		t.Fatalf("backend web does not end with the server line:\n%s", web)
+	}
+	if strings.Count(text, "\n    server ") != 1 {
+		t.Fatalf("servers outside backend web:\n%s", text)
+	}
+
+	// Server check keywords are not in Render's text: a change of them
+	// alone still needs a reload.
+	changed := *cfg
+	changed.Groups = slices.Clone(cfg.Groups)
+	changed.Groups[0].Health.Rise = 5
+	if sameServerChecks(cfg, &changed) {
+		t.Fatal("a changed rise was not seen")
+	}
+	if !sameServerChecks(cfg, cfg) {
+		t.Fatal("identical configs differ")
+	}
+}

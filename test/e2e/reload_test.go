@@ -1,0 +1,487 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+// worker returns the pid of HAProxy's current worker, from its admin socket.
+func (e *shoalEnv) worker() int {
+	e.t.Helper()
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := c.Exec(ctx, "show info")
+	if err != nil {
+		e.t.Fatalf("show info: %v", err)
+	}
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(line, "Pid: "); ok {
+			var pid int
+			fmt.Sscan(v, &pid)
+			return pid
+		}
+	}
+	e.t.Fatalf("show info has no Pid: %q", out)
+	return 0
+}
+
+// reload runs `shoal reload` and fails the test unless it exits 0.
+func (e *shoalEnv) reload() string {
+	e.t.Helper()
+	out, stderr, code := e.cli("reload")
+	if code != 0 {
+		e.t.Fatalf("shoal reload exited %d:\n%s%s", code, out, stderr)
+	}
+	return out
+}
+
+func checkNoFailures(t *testing.T, what string, res loadgen.Result) {
+	t.Helper()
+	t.Logf("%s: %d requests, %d failures, spread %v", what, res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%s: %d of %d requests failed: %v", what, res.Failures, res.Requests, res.FailureSamples)
+	}
+	if res.Requests < 50 {
+		t.Fatalf("%s: only %d requests went through", what, res.Requests)
+	}
+}
+
+// TestReloadInvalidConfigKeepsOld: a reload of a broken file changes
+// nothing: exit status 2 with every error at its position, the old config
+// keeps serving (same HAProxy worker) and no request fails.
+func TestReloadInvalidConfigKeepsOld(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	bad := web
+	bad.Min, bad.Max = 4, 3 // min above max
+	e.writeConfig("", bad)
+	out, stderr, code := e.cli("reload")
+	if code != 2 {
+		t.Fatalf("shoal reload of an invalid config exited %d, want 2:\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "shoal.yaml:") || !strings.Contains(stderr, "max_size: must be >= min_size") {
+		t.Fatalf("shoal reload does not name the error's position and field:\n%s", stderr)
+	}
+	// Asked through the socket alone, the core itself reads the file and
+	// answers with the same errors.
+	_, stderr, code = e.cli("reload", "--socket", filepath.Join(e.stateDir(), "shoal.sock"))
+	if code != 2 || !strings.Contains(stderr, "shoal.yaml:9:") || !strings.Contains(stderr, "max_size: must be >= min_size") {
+		t.Fatalf("shoal reload --socket of an invalid config: exit %d, want 2 with the error's position:\n%s", code, stderr)
+	}
+	// SIGHUP reports the same in the log and changes nothing either.
+	_ = e.cmd.Process.Signal(syscall.SIGHUP)
+	e.eventually("the failed SIGHUP reload is logged", 10*time.Second, func() error {
+		if !strings.Contains(e.log.String(), "config reload failed") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "invalid reload", stop())
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d on an invalid config", worker, w)
+	}
+	// The CLI cannot read the broken file to find the socket: ask directly.
+	s, err := e.client().Group(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MinSize != 2 || s.MaxSize != 5 || s.InService != 2 {
+		t.Fatalf("the running config changed: min %d max %d, %d in service", s.MinSize, s.MaxSize, s.InService)
+	}
+
+	// Non-reloadable settings are refused with what to do instead.
+	e.writeConfig("admin: {socket: other.sock}\n", web)
+	_, stderr, code = e.cli("reload", "--socket", filepath.Join(e.stateDir(), "shoal.sock"))
+	if code != 2 || !strings.Contains(stderr, "admin changed") || !strings.Contains(stderr, "--keep-running") {
+		t.Fatalf("a changed admin socket: exit %d, want 2 with the reason:\n%s", code, stderr)
+	}
+}
+
+// TestReloadAddsGroupAndRoute adds a group routed by path prefix under load:
+// HAProxy is reloaded without a failed request and the new route serves.
+func TestReloadAddsGroupAndRoute(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	// demo-backend serves /work; the load goes to / (group web).
+	api := groupSpec{Name: "api", Min: 1, Max: 2, Extra: "    path_prefixes: [/work]\n"}
+	e.writeConfig("", web, api)
+	out := e.reload()
+	if !strings.Contains(out, "HAProxy reloaded") || !strings.Contains(out, "added api") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.waitInService("api", 1)
+	resp, err := http.Get("http://" + e.listen + "/work?ms=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Instance") != "api-001" {
+		t.Fatalf("/work answered %d from %q, want 200 from api-001", resp.StatusCode, resp.Header.Get("X-Instance"))
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "reload adding a group", stop())
+	if w := e.worker(); w == worker {
+		t.Fatalf("HAProxy's worker is still %d: not reloaded", worker)
+	}
+	e.checkInSync("web")
+	e.checkInSync("api")
+}
+
+// TestReloadMinSizeOnly: a change HAProxy's config does not show applies
+// without reloading HAProxy.
+func TestReloadMinSizeOnly(t *testing.T) {
+	flat := groupSpec{Name: "web", Min: 2, Max: 5}
+	e := newEnv(t, "", flat)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+
+	bigger := flat
+	bigger.Min = 3
+	e.writeConfig("", bigger)
+	out := e.reload()
+	if !strings.Contains(out, "HAProxy unchanged") || !strings.Contains(out, "changed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.waitInService("web", 3)
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d for a min_size change", worker, w)
+	}
+	if s := e.status().Groups[0]; s.MinSize != 3 || s.Desired != 3 {
+		t.Fatalf("after the reload: min_size %d, desired %d; want 3, 3", s.MinSize, s.Desired)
+	}
+	e.checkInSync("web")
+
+	// shutdown: stop makes SIGTERM stop everything; it applies on reload.
+	e.writeConfig("shutdown: stop\n", bigger)
+	if out := e.reload(); !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.signalStop(syscall.SIGTERM)
+	if left := e.ourProcesses(); len(left) > 0 {
+		t.Fatalf("processes left after SIGTERM with shutdown: stop: %v", left)
+	}
+}
+
+// TestReloadsKeepRuntimeServers reloads HAProxy three times in a row under
+// load, with servers added at runtime (one in service after a scale-up, one
+// still behind its health gate): no request fails and no server is lost.
+func TestReloadsKeepRuntimeServers(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "up")
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+
+	for i := 1; i <= 3; i++ {
+		before := e.worker()
+		servers := e.haproxyServers("web")
+		e.writeConfig(fmt.Sprintf("  timeouts: {server: %ds}\n", 30+i), web)
+		out := e.reload()
+		if !strings.Contains(out, "HAProxy reloaded") {
+			t.Fatalf("reload %d: %q", i, out)
+		}
+		if w := e.worker(); w == before {
+			t.Fatalf("reload %d: worker still %d", i, w)
+		}
+		if got := e.haproxyServers("web"); fmt.Sprint(got) != fmt.Sprint(servers) {
+			t.Fatalf("reload %d: HAProxy's servers %v, before %v", i, got, servers)
+		}
+		e.checkInSync("web")
+	}
+	checkNoFailures(t, "3 reloads", stop())
+	if s := e.status().Groups[0]; s.InService != 3 {
+		t.Fatalf("%d in service after the reloads, want 3", s.InService)
+	}
+	if !strings.Contains(e.log.String(), "haproxy reloaded") {
+		t.Fatalf("the reloads are not logged:\n%s", e.log)
+	}
+}
+
+// TestRestartKeepsServing stops shoal with SIGTERM (shutdown: keep) and with
+// `shoal stop --keep-running` under load, after a reload of HAProxy: HAProxy
+// and the instances keep serving, and each next `shoal serve` adopts the same
+// processes.
+func TestRestartKeepsServing(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	haproxyPID := e.haproxyPID()
+	var pids []int
+	for _, in := range e.status().Groups[0].Instances {
+		pids = append(pids, in.PID)
+	}
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+	// After a reload HAProxy runs another configuration: its record must
+	// follow, or the next start would replace it instead of adopting it.
+	e.writeConfig("  timeouts: {server: 31s}\n", web)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+
+	for _, how := range []string{"SIGTERM", "shoal stop --keep-running"} {
+		if how == "SIGTERM" {
+			e.signalStop(syscall.SIGTERM)
+		} else {
+			out, stderr, code := e.cli("stop", "--keep-running")
+			if code != 0 || !strings.Contains(out, "keep serving") {
+				t.Fatalf("shoal stop --keep-running exited %d:\n%s%s", code, out, stderr)
+			}
+			<-e.exited
+		}
+		for _, pid := range append([]int{haproxyPID}, pids...) {
+			if !alive(pid) {
+				t.Fatalf("after %s: pid %d is gone", how, pid)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // serving with no core at all
+		e.start()
+		e.waitInService("web", 2)
+		var now []int
+		for _, in := range e.status().Groups[0].Instances {
+			now = append(now, in.PID)
+		}
+		if !slices.Equal(now, pids) || e.haproxyPID() != haproxyPID {
+			t.Fatalf("after %s and a start: instances %v HAProxy %d; want the same %v and %d adopted", how, now, e.haproxyPID(), pids, haproxyPID)
+		}
+		e.checkInSync("web")
+	}
+	checkNoFailures(t, "2 restarts of shoal", stop())
+
+	out, stderr, code := e.cli("stop")
+	if code != 0 {
+		t.Fatalf("shoal stop exited %d:\n%s%s", code, out, stderr)
+	}
+	<-e.exited
+	for _, pid := range append([]int{haproxyPID}, pids...) {
+		if alive(pid) {
+			t.Fatalf("pid %d still alive after shoal stop", pid)
+		}
+	}
+}
+
+// TestReloadRemovesGroupDrains removes a group while a slow request is in
+// flight on it: the request completes, then its instances stop and its
+// backend leaves HAProxy.
+func TestReloadRemovesGroupDrains(t *testing.T) {
+	api := slowGroup(t, groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/sleep]\n", Drain: "10s"})
+	e := newEnv(t, "", web, api)
+	e.start()
+	e.waitInService("web", 2)
+	e.waitInService("api", 1)
+	g, err := e.client().Group(context.Background(), "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiPID := g.Instances[0].PID
+	stop := load(t, e)
+
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + e.listen + "/sleep?ms=2000")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+		}
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	e.writeConfig("", web)
+	out := e.reload()
+	if !strings.Contains(out, "removed api") || !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	select {
+	case err := <-slow:
+		if err != nil {
+			t.Fatalf("the request in flight on the removed group failed: %v", err)
+		}
+	default:
+		t.Fatal("the reload returned before the removed group's request in flight had finished: not drained")
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Fatalf("the reload took %v: the 2 s request was not waited for", took)
+	}
+	if alive(apiPID) {
+		t.Fatalf("the removed group's instance %d is still running", apiPID)
+	}
+	for _, g := range e.status().Groups {
+		if g.Name == "api" {
+			t.Fatal("the removed group is still in status")
+		}
+	}
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if stats, err := c.Stats(ctx, "api"); err == nil && len(stats) > 0 {
+		t.Fatalf("HAProxy still has backend api: %v", stats)
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "removing a group", stop())
+	e.checkInSync("web")
+}
+
+// TestReloadKeepsGateClosed reloads HAProxy while a new instance is behind
+// its health gate (its process listens only after 2 s): the reload must not
+// put it in rotation untested, and it goes in service once its checks pass.
+func TestReloadKeepsGateClosed(t *testing.T) {
+	slow := web
+	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+	e := newEnv(t, "", slow)
+	e.start()
+	e.waitInService("web", 2)
+	stop := load(t, e)
+	out, stderr, code := e.cli("scale", "web", "up")
+	if code != 0 {
+		t.Fatalf("shoal scale web up exited %d:\n%s%s", code, out, stderr)
+	}
+	e.eventually("web-003 is in HAProxy behind its gate", 10*time.Second, func() error {
+		if _, ok := e.haproxyServers("web")["web-003"]; !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	e.writeConfig("  timeouts: {server: 31s}\n", slow)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.Stats(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats {
+		if st.Name == "web-003" && strings.HasPrefix(st.Status, "UP") {
+			t.Fatalf("web-003 is %s right after the reload, before its process listens", st.Status)
+		}
+	}
+	e.waitInService("web", 3)
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "a reload with a gated instance", stop())
+	e.checkInSync("web")
+}
+
+// TestReloadFailureKeepsOldWorker: a config `haproxy -c` accepts but HAProxy
+// cannot run (its new listen address is taken) fails the reload loudly; the
+// old worker keeps serving, and the next good reload works.
+func TestReloadFailureKeepsOldWorker(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	worker := e.worker()
+	stop := load(t, e)
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	listen := e.listen
+	e.listen = taken.Addr().String()
+	e.writeConfig("", web)
+	e.listen = listen
+	out, stderr, code := e.cli("reload")
+	if code != 1 || !strings.Contains(stderr, "keeps serving") {
+		t.Fatalf("a reload HAProxy cannot run: exit %d, want 1 saying the old worker keeps serving:\n%s%s", code, out, stderr)
+	}
+	t.Logf("failed reload: %s", stderr)
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d on a failed reload", worker, w)
+	}
+
+	e.writeConfig("  timeouts: {server: 31s}\n", web)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("the next reload: %q", out)
+	}
+	if w := e.worker(); w == worker {
+		t.Fatalf("HAProxy's worker is still %d after a good reload", w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	checkNoFailures(t, "a failed and a good reload", stop())
+	e.checkInSync("web")
+}
+
+// TestReloadKeepsDownServerOut: an instance in service that HAProxy has DOWN
+// (SIGSTOPped) stays out of rotation across a reload, instead of coming back
+// UP untested, and returns once its checks pass again.
+func TestReloadKeepsDownServerOut(t *testing.T) {
+	g := web
+	g.Extra = "    replace_after: 60s\n"
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 2)
+	victim := e.status().Groups[0].Instances[0]
+	if err := syscall.Kill(victim.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(victim.PID, syscall.SIGCONT)
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	health := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stats, err := c.Stats(ctx, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range stats {
+			if st.Name == victim.Name {
+				return st.Status
+			}
+		}
+		return "missing"
+	}
+	e.eventually("the stopped instance is DOWN", 15*time.Second, func() error {
+		if h := health(); !strings.HasPrefix(h, "DOWN") {
+			return fmt.Errorf("%s", h)
+		}
+		return nil
+	})
+	e.writeConfig("  timeouts: {server: 31s}\n", g)
+	if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	if h := health(); strings.HasPrefix(h, "UP") || h == "missing" {
+		t.Fatalf("the DOWN instance is %s right after the reload", h)
+	}
+	if err := syscall.Kill(victim.PID, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	e.waitInService("web", 2)
+	if pid := e.status().Groups[0].Instances[0].PID; pid != victim.PID {
+		t.Fatalf("the instance was replaced (pid %d → %d), want it back in service", victim.PID, pid)
+	}
+	e.checkInSync("web")
+}
