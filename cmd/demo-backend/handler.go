@@ -14,8 +14,9 @@ import (
 // maxWork caps /work so that one request cannot pin a core for long.
 const maxWork = 10 * time.Second
 
-// newHandler serves the demo endpoints for the instance called name.
-func newHandler(name string) http.Handler {
+// newHandler serves the demo endpoints for the instance called name;
+// /healthz answers healthStatus.
+func newHandler(name string, healthStatus int) http.Handler {
 	page := renderPage(name)
 	pageLen := strconv.Itoa(len(page))
 	mux := http.NewServeMux()
@@ -27,6 +28,11 @@ func newHandler(name string) http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if healthStatus != http.StatusOK {
+			w.WriteHeader(healthStatus)
+			fmt.Fprintln(w, "unhealthy (--health-status)")
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /work", func(w http.ResponseWriter, r *http.Request) {

@@ -3,12 +3,12 @@
 //
 // Usage:
 //
-//	demo-backend --listen 127.0.0.1:PORT [--name NAME]
+//	demo-backend --listen 127.0.0.1:PORT [--name NAME] [--health-status CODE]
 //
 // Endpoints:
 //
 //	/            a ~9 KB HTML page naming the instance
-//	/healthz     200 "ok"
+//	/healthz     200 "ok" (or CODE: a broken release for deploy tests)
 //	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
 //
 // Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
@@ -56,8 +56,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	workers := fs.Int("workers", 0, "serve at most N /work requests at once, queueing the rest (0: no limit)")
 	listen := fs.String("listen", "", "address to listen on, host:port (required)")
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
+	healthStatus := fs.Int("health-status", http.StatusOK, "HTTP status /healthz answers (200-599)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *healthStatus < 200 || *healthStatus > 599 {
+		return fmt.Errorf("--health-status must be from 200 to 599, got %d", *healthStatus)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -79,7 +83,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           newHandler(*name),
+		Handler:           newHandler(*name, *healthStatus),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

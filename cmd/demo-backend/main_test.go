@@ -26,7 +26,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 }
 
 func TestHandler(t *testing.T) {
-	srv := httptest.NewServer(newHandler("web-7"))
+	srv := httptest.NewServer(newHandler("web-7", http.StatusOK))
 	defer srv.Close()
 
 	tests := []struct {
@@ -112,7 +112,7 @@ func TestRunRequiresListen(t *testing.T) {
 // TestWorkers: with one worker, /work requests are served one at a time, so
 // two concurrent requests that each wait 200 ms take 400 ms together.
 func TestWorkers(t *testing.T) {
-	srv := httptest.NewServer(withWorkers(1, newHandler("web-1")))
+	srv := httptest.NewServer(withWorkers(1, newHandler("web-1", http.StatusOK)))
 	defer srv.Close()
 	start := time.Now()
 	var wg sync.WaitGroup

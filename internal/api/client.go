@@ -62,6 +62,12 @@ func (c *Client) Scale(ctx context.Context, groupName string, req ScaleRequest) 
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/scale", req, &j)
 }
 
+// Deploy submits a rolling deploy.
+func (c *Client) Deploy(ctx context.Context, groupName string, req DeployRequest) (jobs.Job, error) {
+	var j jobs.Job
+	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/deploy", req, &j)
+}
+
 // Jobs lists the newest jobs.
 func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobs.Job, error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}

@@ -82,6 +82,7 @@ func NewHandler(m *jobs.Manager, log *slog.Logger, token string, opts ...Option)
 	h.mux.HandleFunc("GET /status", h.statusPage)
 	h.mux.HandleFunc("GET /v1/groups/{group}", h.groupStatus)
 	h.mux.HandleFunc("POST /v1/groups/{group}/scale", h.scale)
+	h.mux.HandleFunc("POST /v1/groups/{group}/deploy", h.deploy)
 	h.mux.HandleFunc("GET /v1/jobs", h.listJobs)
 	h.mux.HandleFunc("GET /v1/jobs/{id}", h.getJob)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

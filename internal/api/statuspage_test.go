@@ -23,9 +23,9 @@ func sampleStatus(now time.Time) StatusResponse {
 		Instances: []group.InstanceStatus{
 			{Name: "web-001", Addr: "127.0.0.1:4001", State: group.InService, Health: "UP", Check: "L7OK",
 				CheckCode: 200, CheckDurationMS: 3, CheckDesc: "Layer7 check passed", LastChange: &changed,
-				Sessions: 1, Requests: 42, PID: 100, StartedAt: now.Add(-time.Hour)},
+				Sessions: 1, Requests: 42, PID: 100, StartedAt: now.Add(-time.Hour), Version: "v2"},
 			{Name: "web-002", Addr: "127.0.0.1:4002", State: group.Starting, Health: "DOWN", Check: "L7STS",
-				CheckCode: 500, CheckDesc: "Layer7 wrong status", CheckReason: hostile, LastChange: &changed, PID: 101},
+				CheckCode: 500, CheckDesc: "Layer7 wrong status", CheckReason: hostile, LastChange: &changed, PID: 101, Version: "1a2b3c4d5e6f"},
 		},
 		LastFailures: []group.Failure{{Instance: "web-003", Reason: hostile, At: now}},
 		HAProxyError: hostile,
@@ -91,8 +91,8 @@ func TestStatusHTML(t *testing.T) {
 		t.Errorf("hostile string appears as text %d times, want 3:\n%s", hostileIn, buf.String())
 	}
 	want := [][]string{
-		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100"},
-		{"web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101"},
+		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2"},
+		{"web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101", "1a2b3c4d5e6f"},
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows:\n got %q\nwant %q", rows, want)
@@ -125,9 +125,9 @@ func TestStatusCSV(t *testing.T) {
 	want := [][]string{
 		StatusCSVHeader,
 		{"web", "web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3", "Layer7 check passed", "",
-			"2026-11-23T09:58:30Z", "1", "42", "100", "2026-11-23T09:00:00Z"},
+			"2026-11-23T09:58:30Z", "1", "42", "100", "2026-11-23T09:00:00Z", "v2"},
 		{"web", "web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile,
-			"2026-11-23T09:58:30Z", "0", "0", "101", ""},
+			"2026-11-23T09:58:30Z", "0", "0", "101", "", "1a2b3c4d5e6f"},
 	}
 	if !reflect.DeepEqual(recs, want) {
 		t.Errorf("CSV:\n got %q\nwant %q", recs, want)

@@ -72,7 +72,10 @@ func printGroup(w io.Writer, g group.Status) {
 	if plan == "" {
 		plan = "-"
 	}
-	fmt.Fprintf(w, "group %s  plan %s  desired %d  in service %d  (min %d, max %d)\n", g.Name, plan, g.Desired, g.InService, g.MinSize, g.MaxSize)
+	fmt.Fprintf(w, "group %s  plan %s  desired %d  in service %d  (min %d, max %d)  version %s\n", g.Name, plan, g.Desired, g.InService, g.MinSize, g.MaxSize, g.Version)
+	if g.Deploying != "" {
+		fmt.Fprintf(w, "  deploying %s\n", g.Deploying)
+	}
 	if g.UpCooldown != nil {
 		fmt.Fprintf(w, "  scale-up cooldown until %s\n", g.UpCooldown.Local().Format(time.TimeOnly))
 	}
@@ -83,13 +86,13 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tCHECK\tCHANGED\tREASON")
+	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
 	for _, in := range g.Instances {
 		up := "-"
 		if !in.StartedAt.IsZero() {
 			up = time.Since(in.StartedAt).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, checkColumns(in))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, f := range g.LastFailures {
@@ -201,7 +204,11 @@ func printJob(w io.Writer, j jobs.Job) {
 	if j.Plan != "" {
 		what += " " + j.Plan
 	}
-	fmt.Fprintf(w, "job %s %s: group %s %s, %d → %d (source %s)", j.ID, j.State, j.Group, what, j.From, j.Target, j.Source)
+	if j.Kind == jobs.Deploy {
+		fmt.Fprintf(w, "job %s %s: group %s deploy of version %s, %d instances (source %s)", j.ID, j.State, j.Group, j.Version, j.Target, j.Source)
+	} else {
+		fmt.Fprintf(w, "job %s %s: group %s %s, %d → %d (source %s)", j.ID, j.State, j.Group, what, j.From, j.Target, j.Source)
+	}
 	if j.Noop {
 		fmt.Fprint(w, ", nothing to change")
 	}
@@ -279,6 +286,9 @@ func printJobDetail(w io.Writer, j jobs.Job) {
 	}
 	line("kind", kind)
 	line("size", strconv.Itoa(j.From)+" → "+strconv.Itoa(j.Target))
+	if j.Version != "" {
+		line("version", j.Version)
+	}
 	state := string(j.State)
 	if j.Noop {
 		state += " (nothing to change)"

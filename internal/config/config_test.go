@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy`,
 		},
 		{
 			name: "unknown nested field",
@@ -675,7 +675,7 @@ groups:
     template:
       command: [app, --listen, "127.0.0.1:{{.Prot}}"]
 `,
-			want: `shoal.yaml:7:32: groups[0].template.command[2]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group)`,
+			want: `shoal.yaml:7:32: groups[0].template.command[2]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group, .Vars)`,
 		},
 		{
 			name: "template that does not parse",
@@ -1123,10 +1123,10 @@ listen: nowhere
 	want := []string{
 		`shoal.yaml:4:15: groups[0].max_size: must be >= min_size (3), got 2`,
 		`shoal.yaml:5:20: groups[0].cooldown.up: must be a duration such as "30s" or "3m", or a whole number of seconds; got "3 minutes"`,
-		`shoal.yaml:7:17: groups[0].template.command[0]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group)`,
+		`shoal.yaml:7:17: groups[0].template.command[0]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group, .Vars)`,
 		`shoal.yaml:8:5: groups[1]: has neither hosts nor path_prefixes, so it would be a second default backend after groups[0] (web); give one of them hosts or path_prefixes`,
 		`shoal.yaml:8:11: groups[1].name: duplicate group name "web" (first at line 2)`,
-		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout, cpus`,
+		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout, cpus, vars, version, pre_start, pre_stop`,
 		`shoal.yaml:12:12: state_dir: must be a string, got a list`,
 		`shoal.yaml:13:9: listen: must be host:port, got "nowhere"`,
 	}
@@ -1279,6 +1279,7 @@ compat:
 					StopTimeout: 10 * time.Second,
 					CPUs:        1,
 				},
+				Deploy: DefaultDeploy,
 			},
 			{
 				Name:         "api",
@@ -1309,6 +1310,7 @@ compat:
 					StopTimeout: 3 * time.Second,
 					CPUs:        0.5,
 				},
+				Deploy: DefaultDeploy,
 			},
 		},
 		InstanceLogs: InstanceLogs{MaxSize: 1 << 20, Keep: 5, Retention: 2 * time.Hour},
@@ -1463,7 +1465,7 @@ func TestNewTemplate(t *testing.T) {
 		want    string
 	}{
 		{nil, nil, "command: must not be empty"},
-		{[]string{"app", "{{.Nope}}"}, nil, "command[1]: template: can't evaluate field Nope (have .Name, .Port, .Index, .Group)"},
+		{[]string{"app", "{{.Nope}}"}, nil, "command[1]: template: can't evaluate field Nope (have .Name, .Port, .Index, .Group, .Vars)"},
 		{[]string{"app"}, map[string]string{"X": "{{"}, "env.X: template: unclosed action"},
 		{[]string{"app"}, map[string]string{"": "x"}, `env.: invalid environment variable name ""`},
 		{[]string{`{{define "x"}}x{{end}}{{template "x"}}`}, nil, "command[0]: template: {{define}} and {{block}} are not supported"},

@@ -97,7 +97,7 @@ groups:
 			t.Fatalf("Parse succeeded with config %+v", cfg)
 		}
 		for _, g := range cfg.Groups {
-			if _, _, err := g.Template.Expand(sampleData(g.Name)); err != nil {
+			if _, _, err := g.Template.Expand(sampleData(g.Name, g.Template.Vars)); err != nil {
 				t.Errorf("group %s: template that passed Parse fails Expand: %v", g.Name, err)
 			}
 		}

@@ -422,7 +422,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after", "deploy")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -482,6 +482,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }
 
@@ -600,10 +601,12 @@ func (d *decoder) count(f *fields, key string, def int) int {
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus")
+	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus", "vars", "version", "pre_start", "pre_stop")
 	f.require("command")
 	t := Template{Dir: d.dir}
-	data := sampleData(group)
+	// Variables first: every other field is trial-run with them.
+	t.Vars = d.vars(f.get("vars"), f.field("vars"))
+	data := sampleData(group, t.Vars)
 	// Expand bounds each instance's fields in all; so does the trial run.
 	total := 0
 	overTotal := func(n *yaml.Node, field, out string) bool {
@@ -681,6 +684,14 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 	}
 	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
 	t.CPUs = d.cpus(f)
+	if label, ln := f.str("version", ""); ln != nil {
+		if err := checkLabel(label); err != nil {
+			d.errorf(ln, f.field("version"), "%v", err)
+		}
+		t.Label = label
+	}
+	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, DefaultPreStartTimeout)
+	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, DefaultPreStopTimeout)
 	return t
 }
 

@@ -111,12 +111,16 @@ func boundedPrintf(format string, args ...any) (string, error) {
 // packages can build a Template without a file. Dir and StopTimeout are left
 // for the caller to set.
 func NewTemplate(command []string, env map[string]string) (Template, error) {
+	return compileTemplate(command, env, nil)
+}
+
+func compileTemplate(command []string, env, vars map[string]string) (Template, error) {
 	if len(command) == 0 {
 		return Template{}, errors.New("command: must not be empty")
 	}
 	// The group is not known here; any valid name serves for the trial run.
-	data := sampleData("web")
-	t := Template{Command: command, Env: env}
+	data := sampleData("web", vars)
+	t := Template{Command: command, Env: env, Vars: vars}
 	t.command = make([]*template.Template, len(command))
 	for i, s := range command {
 		tt, out, err := compileArg(s, data)
@@ -149,12 +153,13 @@ func NewTemplate(command []string, env map[string]string) (Template, error) {
 func (t *Template) Expand(d TemplateData) (argv []string, env []string, err error) {
 	compiled := t
 	if len(t.command) != len(t.Command) || len(t.env) != len(t.Env) || len(t.Command) == 0 {
-		c, err := NewTemplate(t.Command, t.Env)
+		c, err := compileTemplate(t.Command, t.Env, t.Vars)
 		if err != nil {
 			return nil, nil, err
 		}
 		compiled = &c
 	}
+	d.Vars = t.Vars
 	// Each field is bounded by itself and by what the fields before it left
 	// of the total, so that no instance expands past maxTotalExpansion.
 	left := maxTotalExpansion
@@ -179,8 +184,8 @@ func (t *Template) Expand(d TemplateData) (argv []string, env []string, err erro
 
 // sampleData is what templates are trial-run with at load time, so that a
 // misspelt field fails then rather than at the first scale-up.
-func sampleData(group string) TemplateData {
-	return TemplateData{Name: group + "-001", Port: 10001, Index: 1, Group: group}
+func sampleData(group string, vars map[string]string) TemplateData {
+	return TemplateData{Name: group + "-001", Port: 10001, Index: 1, Group: group, Vars: vars}
 }
 
 // compileArg parses one template, rejects the constructs that could loop or
@@ -288,7 +293,7 @@ func templateError(err error) error {
 		msg = "template: " + strings.TrimPrefix(msg[loc[1]:], "template: ")
 	}
 	msg = strings.Replace(msg, fmt.Sprintf(" in type %T", TemplateData{}),
-		" (have .Name, .Port, .Index, .Group)", 1)
+		" (have .Name, .Port, .Index, .Group, .Vars)", 1)
 	return errors.New(msg)
 }
 

@@ -153,6 +153,8 @@ type Group struct {
 	Template     Template
 	// Autoscale is nil when the group scales only when told to.
 	Autoscale *Autoscale
+	// Deploy paces rolling deploys of the group's template.
+	Deploy Deploy
 }
 
 // Plan is a named size on a group's scaling ladder.
@@ -228,9 +230,21 @@ type Template struct {
 	// CPUs is the number of cores an instance is allotted (default 1); its
 	// CPU usage is reported as a percentage of them.
 	CPUs float64
+	// Vars are the template's variables, {{.Vars.KEY}}; a deploy may
+	// override them (see WithVars).
+	Vars map[string]string
+	// Label is an explicit version (template.version); empty means the
+	// version is a hash of the rendered template (see Version).
+	Label string
+	// PreStart and PreStop are lifecycle hooks; nil when not configured.
+	PreStart *Hook
+	PreStop  *Hook
 
 	command []*template.Template
 	env     map[string]*template.Template
+	// overrides are the Vars set by WithVars, which make a labelled
+	// template's version differ from its label.
+	overrides map[string]string
 }
 
 // TemplateData is what instance templates can refer to.
@@ -239,6 +253,7 @@ type TemplateData struct {
 	Port  int
 	Index int
 	Group string
+	Vars  map[string]string
 }
 
 // Compat holds drop-in protocol servers for other tools' clients.

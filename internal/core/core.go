@@ -83,12 +83,14 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 
 	// The access log reader is up before HAProxy can send to it and stops
 	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
+	var reader *accesslog.Reader
 	if cfg.AccessLog.Sample > 0 {
-		stopAccessLog, err := startAccessLog(cfg, log)
+		r, stopAccessLog, err := startAccessLog(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer stopAccessLog()
+		reader = r
 	}
 
 	lb := haproxy.NewManager(cfg, log)
@@ -116,12 +118,18 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	met := promexp.New(jm, lb.Restarts)
 	jm.Observe(met.ObserveJob)
-	if err := lb.Start(ctx); err != nil {
+	auto, err := openAutoscaler(cfg, groups, lb, jm, log)
+	if err != nil {
 		return err
 	}
+	if err := lb.Start(ctx); err != nil {
+		auto.close()
+		return err
+	}
+	auto.start(st, reader, met)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, runs: map[string]*groupRun{}, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, auto: auto, runs: map[string]*groupRun{}, stop: stopServers}
 	for _, g := range groups {
 		c.run(g)
 	}
@@ -142,7 +150,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		})
 	}
 
-	servers, err := serveAPI(srvCtx, cfg, jm, met, c, log, stopServers)
+	servers, err := serveAPI(srvCtx, cfg, jm, met, c, log, stopServers, auto.apiOption(st, cfg))
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -181,7 +189,11 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	// or retiring groups.
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
+	// Policies stop before the jobs they could submit; collection after the
+	// jobs, so that their last seconds are in the history.
+	auto.stopRunners()
 	jm.Close()
+	auto.close()
 	if keep {
 		c.stopGroups(true)
 		pid := lb.PID()
@@ -201,7 +213,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 
 // startAccessLog reads HAProxy's access log into STATE_DIR/logs/access.log
 // until the returned function is called.
-func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
+func startAccessLog(cfg *config.Config, log *slog.Logger) (*accesslog.Reader, func(), error) {
 	r, err := accesslog.Open(accesslog.Options{
 		Socket:     haproxy.PathsFor(cfg.StateDir).LogSocket,
 		File:       filepath.Join(cfg.StateDir, "logs", "access.log"),
@@ -211,7 +223,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
 		Log:        log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -221,7 +233,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (func(), error) {
 			log.Error("access log stopped", "err", err)
 		}
 	}()
-	return func() {
+	return r, func() {
 		cancel()
 		<-done
 		s := r.Stats()
@@ -271,16 +283,17 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 
 // serveAPI serves the control API on the unix socket and, if configured, TCP.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
+	opts = append(opts, api.WithMetrics(met), api.WithControl(ctl))
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
 	ul, err := unixsock.Listen(cfg.Admin.Socket, 0o600, "")
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", api.WithMetrics(met), api.WithControl(ctl)), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, api.WithMetrics(met), api.WithControl(ctl)), alog, defaultAdminLimits)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, opts...), alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}

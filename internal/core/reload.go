@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -31,6 +30,7 @@ type core struct {
 	lb   *haproxy.Manager
 	prov *local.Provider
 	jm   *jobs.Manager
+	auto *autoscaler
 	stop context.CancelCauseFunc
 
 	// reloadMu makes reloads one at a time, and shutdown wait for one.
@@ -189,6 +189,8 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 		resp.Added = append(resp.Added, gc.Name)
 	}
 	c.cfg = cfg
+	// Policies follow: a changed group's runner restarts with its new policy.
+	c.auto.syncRunners(resp.Changed)
 	slices.Sort(resp.Changed)
 	slices.Sort(resp.Removed)
 	c.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),
@@ -227,6 +229,5 @@ func reloadable(old, cfg *config.Config) error {
 func sameGroup(a, b config.Group) bool {
 	at, bt := a.Template, b.Template
 	a.Template, b.Template = config.Template{}, config.Template{}
-	return reflect.DeepEqual(a, b) && slices.Equal(at.Command, bt.Command) && maps.Equal(at.Env, bt.Env) &&
-		at.Dir == bt.Dir && at.StopTimeout == bt.StopTimeout && at.CPUs == bt.CPUs
+	return reflect.DeepEqual(a, b) && at.SameSource(bt)
 }

@@ -103,7 +103,7 @@ func (g *Group) persistState(ctx context.Context) error {
 }
 
 func (g *Group) stateLocked() store.GroupState {
-	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil, TemplateVars: encodeVars(g.vars)}
 }
 
 func (g *Group) putState(ctx context.Context, gs store.GroupState) error {
@@ -186,6 +186,10 @@ type Status struct {
 	Instances    []InstanceStatus `json:"instances"`
 	LastFailures []Failure        `json:"recent_failures,omitempty"`
 	HAProxyError string           `json:"haproxy_error,omitempty"`
+	// Version is the template version in force: what new instances run.
+	// Deploying is the version a running deploy rolls out (or back to).
+	Version   string `json:"version"`
+	Deploying string `json:"deploying,omitempty"`
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -199,6 +203,7 @@ type InstanceStatus struct {
 	Requests  int64     `json:"requests"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+	Version   string    `json:"version"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -216,7 +221,8 @@ func (g *Group) Status(ctx context.Context) Status {
 	now := time.Now()
 	c := g.conf()
 	g.mu.Lock()
-	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{}}
+	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},
+		Version: g.version, Deploying: g.deployTarget}
 	if p, ok := c.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}
@@ -228,7 +234,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt})
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt, Version: in.version})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {

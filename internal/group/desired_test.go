@@ -155,6 +155,7 @@ type stoppedInstance struct{ done chan struct{} }
 func (stoppedInstance) Record() provider.Record        { return provider.Record{} }
 func (i stoppedInstance) Done() <-chan struct{}        { return i.done }
 func (stoppedInstance) ExitReason() string             { return "" }
+func (stoppedInstance) PreStop(context.Context) error  { return nil }
 func (stoppedInstance) Stop(ctx context.Context) error { return nil }
 
 // TestRetireResumesDrainWithWhatIsLeft: an instance adopted while draining

@@ -68,6 +68,9 @@ type Failure struct {
 	At       time.Time `json:"at"`
 	// job is the instance's job tag (see instance.job).
 	job uint64
+	// version is the failed instance's template version: a deploy counts
+	// the failures of the version it rolls out.
+	version string
 }
 
 type instance struct {
@@ -83,6 +86,10 @@ type instance struct {
 	// job tags the instance with the job whose size change started or retired
 	// it (0: none): only failures of its own instances fail a job.
 	job uint64
+	// version is the template version the instance runs (or will run).
+	version string
+	// tmpl is what start runs: the template in force at launch.
+	tmpl config.Template
 }
 
 // Group reconciles one configured group.
@@ -122,6 +129,20 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
+	// base is the configured template (a reload replaces it); tmpl is
+	// the one in force, base with the variables of the last deploy (vars),
+	// and version names it. New instances start from tmpl.
+	base    config.Template
+	tmpl    config.Template
+	version string
+	vars    map[string]string
+	// surge is how many instances a running deploy keeps beyond desired;
+	// deployTarget is the version it rolls out ("" when none runs).
+	surge        int
+	deployTarget string
+	// deploying is set for the whole of a Deploy, rollback included.
+	deploying bool
+
 	// statMu guards the shared answer of serverStat.
 	statMu  sync.Mutex
 	stats   []haproxy.ServerStat
@@ -154,7 +175,9 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 			g.log.Warn("stored desired size is outside the configured range; clamped", "stored", gs.Desired, "desired", g.desired)
 		}
 		g.upUntil, g.dnUntil = gs.UpCooldownUntil, gs.DownCooldownUntil
+		g.vars = g.decodeVars(gs.TemplateVars)
 	}
+	g.setBaseLocked(cfg.Template)
 	if err := g.persistState(ctx); err != nil {
 		return nil, err
 	}
@@ -178,13 +201,19 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		if since.IsZero() {
 			since = time.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, rec, g.conf().Template)
+		pi, err := g.prov.Adopt(ctx, rec, g.tmpl)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "pid", r.PID, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
-		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{})}
+		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
+			version: r.Version, tmpl: g.tmpl}
+		if in.version == "" {
+			// Recorded before instances had versions: it runs what the
+			// config said then, most likely the template in force now.
+			in.version = g.version
+		}
 		switch in.state {
 		case InService, Unhealthy:
 			// Its health watch finds out again whether HAProxy has it DOWN.
@@ -256,16 +285,18 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
+	// A deploy's surge instances are wanted too.
+	want := g.desired + g.surge
 	switch {
-	case len(active) < g.desired:
+	case len(active) < want:
 		if wait := time.Until(g.nextLaunch); wait > 0 {
 			time.AfterFunc(wait, g.poke)
 			return
 		}
-		for range g.desired - len(active) {
+		for range want - len(active) {
 			g.launchLocked(ctx)
 		}
-	case len(active) > g.desired:
+	case len(active) > want:
 		// Retire instances that serve nobody first (starting, then
 		// unhealthy), then the newest.
 		rank := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
@@ -275,7 +306,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			}
 			return b.index - a.index
 		})
-		for _, in := range active[:len(active)-g.desired] {
+		for _, in := range active[:len(active)-want] {
 			in.retiring = true
 			close(in.retire)
 			if g.owedRetire > 0 {
@@ -307,11 +338,13 @@ func (g *Group) launchLocked(ctx context.Context) {
 		idx++
 	}
 	in := &instance{
-		name:   fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
-		index:  idx,
-		state:  Starting,
-		since:  time.Now(),
-		retire: make(chan struct{}),
+		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
+		index:   idx,
+		state:   Starting,
+		since:   time.Now(),
+		retire:  make(chan struct{}),
+		version: g.version,
+		tmpl:    g.tmpl,
 	}
 	if g.owedLaunch > 0 {
 		in.job = g.jobSeq
@@ -413,7 +446,7 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: g.conf().Template})
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl})
 	if err != nil {
 		g.fail(in, "start failed: "+err.Error())
 		g.forget(in)
@@ -422,7 +455,7 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	in.inst, in.rec = pi, pi.Record()
 	g.mu.Unlock()
-	g.log.Info("instance started", "instance", in.name, "pid", in.rec.PID, "addr", addr(in.rec))
+	g.log.Info("instance started", "instance", in.name, "pid", in.rec.PID, "addr", addr(in.rec), "version", in.version)
 	g.persist(ctx, in)
 	return true
 }
@@ -442,6 +475,10 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 	tick := time.NewTicker(healthPoll)
 	defer tick.Stop()
 	last := "no check yet"
+	g.mu.Lock()
+	deployed := g.deployTarget != "" && in.version == g.deployTarget
+	g.mu.Unlock()
+	var answered failStreak
 	for {
 		select {
 		case <-ctx.Done():
@@ -470,6 +507,16 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			if st.CheckStatus != "" {
 				last = checkSummary(st)
 			}
+			// An instance of a deploy that answers its check with errors
+			// fall times in a row fails now rather than after grace: the
+			// new version is broken, not slow to start.
+			if deployed && answered.observe(st, g.conf().Health, time.Now()) {
+				g.fail(in, fmt.Sprintf("failed health check %d times: %s", g.conf().Health.Fall, checkReason(st)))
+				g.removeFromLB(in)
+				g.stopProcess(in)
+				g.forget(in)
+				return false
+			}
 			if isUp(st.Status) {
 				g.lb.MarkReady(g.cfg.Name, in.name)
 				g.setState(ctx, in, InService)
@@ -494,6 +541,14 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 	case Stopping, Failed:
 		timeout = -1
 	default:
+		// pre_stop runs while the instance still serves: it may deregister
+		// it elsewhere or flush what it holds before the drain. An
+		// instance that never entered rotation has nothing to hand over.
+		if state != Starting {
+			if err := in.inst.PreStop(ctx); err != nil {
+				g.log.Warn("pre_stop hook failed; draining anyway", "instance", in.name, "err", err)
+			}
+		}
 		g.setState(ctx, in, Draining)
 	}
 	if timeout >= 0 {
@@ -548,7 +603,7 @@ func (g *Group) fail(in *instance, reason string) {
 	g.mu.Lock()
 	now := time.Now()
 	in.state, in.since = Failed, now
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job})
+	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version})
 	if len(g.failures) > maxFailures {
 		g.failures = g.failures[len(g.failures)-maxFailures:]
 	}
@@ -589,7 +644,7 @@ func (g *Group) setState(ctx context.Context, in *instance, s State) {
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	row := store.Instance{Group: g.cfg.Name, Name: in.name, Index: in.index, Host: in.rec.Host, Port: in.rec.Port,
-		PID: in.rec.PID, PIDStart: in.rec.PIDStart, StartedAt: in.rec.StartedAt, State: string(in.state), StateSince: in.since}
+		PID: in.rec.PID, PIDStart: in.rec.PIDStart, StartedAt: in.rec.StartedAt, State: string(in.state), StateSince: in.since, Version: in.version}
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {
 		g.log.Error("recording instance failed", "instance", in.name, "err", err)

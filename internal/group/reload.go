@@ -23,6 +23,7 @@ func (g *Group) Update(ctx context.Context, c config.Group) error {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	g.live.Store(&c)
+	g.setTemplate(c.Template)
 	g.mu.Lock()
 	desired := min(max(g.desired, c.MinSize), c.MaxSize)
 	gs := g.stateLocked()

@@ -45,6 +45,8 @@ const (
 	Plan Kind = "plan" // jump to a named plan
 	Size Kind = "size" // jump to a size
 	Keep Kind = "keep" // restore the desired size; no size change
+	// Deploy rolls out the group's template; see SubmitDeploy.
+	Deploy Kind = "deploy"
 )
 
 // Request asks for a scaling job. Up or Down with a Plan jump to that plan but
@@ -73,6 +75,8 @@ type Job struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Version is the template version a deploy rolls out.
+	Version string `json:"version,omitempty"`
 }
 
 // Input errors: the request itself is wrong, not the moment.
@@ -102,8 +106,10 @@ type Manager struct {
 	names  []string
 	st     *store.Store
 	log    *slog.Logger
-	// timeout bounds a running job so a group that never converges fails it.
-	timeout func(*group.Group) time.Duration
+	// timeout bounds a running job so a group that never converges fails it;
+	// deployTimeout bounds a deploy.
+	timeout       func(*group.Group) time.Duration
+	deployTimeout func(*group.Group) time.Duration
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -127,12 +133,13 @@ var ErrShuttingDown = errors.New("shoal is shutting down")
 // run of shoal are marked failed.
 func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log *slog.Logger) (*Manager, error) {
 	m := &Manager{
-		groups:  map[string]*group.Group{},
-		st:      st,
-		log:     log,
-		running: map[string]string{},
-		ended:   map[string]chan struct{}{},
-		timeout: defaultTimeout,
+		groups:        map[string]*group.Group{},
+		st:            st,
+		log:           log,
+		running:       map[string]string{},
+		ended:         map[string]chan struct{}{},
+		timeout:       defaultTimeout,
+		deployTimeout: deployTimeout,
 	}
 	for _, g := range groups {
 		m.groups[g.Name()] = g
@@ -224,6 +231,9 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if req.Kind == Deploy {
+		return Job{}, &InputError{Err: ErrInvalid, Msg: "a deploy is submitted with SubmitDeploy"}
+	}
 
 	now := time.Now()
 	from := g.Desired()
@@ -250,20 +260,37 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		return toJob(j), nil
 	}
 
+	return m.accept(ctx, g, j, m.run)
+}
+
+// accept records j as accepted, takes the group's lock for it and runs it.
+// m.mu must be held.
+func (m *Manager) accept(ctx context.Context, g *group.Group, j store.Job, run func(*group.Group, store.Job)) (Job, error) {
 	j.State = string(Accepted)
 	if err := m.st.InsertJob(ctx, &j); err != nil {
 		return Job{}, fmt.Errorf("record job: %w", err)
 	}
 	m.logJob(j)
 	id := jobID(j.ID)
-	m.running[req.Group] = id
+	m.running[j.Group] = id
 	m.ended[id] = make(chan struct{})
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.run(g, j)
+		defer m.release(j)
+		run(g, j)
 	}()
 	return toJob(j), nil
+}
+
+// release ends a job's hold on its group and wakes its waiters.
+func (m *Manager) release(j store.Job) {
+	id := jobID(j.ID)
+	m.mu.Lock()
+	delete(m.running, j.Group)
+	close(m.ended[id])
+	delete(m.ended, id)
+	m.mu.Unlock()
 }
 
 // Target returns the size req would move g to from its desired size now, or
@@ -373,14 +400,6 @@ func cooldownReason(g *group.Group, from, target int, now time.Time) string {
 }
 
 func (m *Manager) run(g *group.Group, j store.Job) {
-	id := jobID(j.ID)
-	defer func() {
-		m.mu.Lock()
-		delete(m.running, j.Group)
-		close(m.ended[id])
-		delete(m.ended, id)
-		m.mu.Unlock()
-	}()
 	ctx, cancel := context.WithTimeoutCause(m.ctx, m.timeout(g), errors.New("job timed out"))
 	defer cancel()
 	// Records must be written even when the job is interrupted.
@@ -428,6 +447,9 @@ func (m *Manager) update(ctx context.Context, j store.Job) {
 
 func (m *Manager) logJob(j store.Job) {
 	attrs := []any{"job", j.ID, "group", j.Group, "kind", j.Kind, "source", j.Source, "from", j.FromSize, "target", j.TargetSize}
+	if j.Version != "" {
+		attrs = append(attrs, "version", j.Version)
+	}
 	if j.Plan != "" {
 		attrs = append(attrs, "plan", j.Plan)
 	}
@@ -494,7 +516,7 @@ func jobID(n int64) string { return strconv.FormatInt(n, 10) }
 
 func toJob(j store.Job) Job {
 	out := Job{ID: jobID(j.ID), Group: j.Group, Kind: Kind(j.Kind), Plan: j.Plan, Source: j.Source, From: j.FromSize, Target: j.TargetSize,
-		State: State(j.State), Reason: j.Reason, Noop: j.Noop, CreatedAt: j.CreatedAt}
+		State: State(j.State), Reason: j.Reason, Noop: j.Noop, CreatedAt: j.CreatedAt, Version: j.Version}
 	if !j.StartedAt.IsZero() {
 		out.StartedAt = &j.StartedAt
 	}

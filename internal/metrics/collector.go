@@ -17,6 +17,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -112,11 +113,13 @@ const (
 // Collector samples targets and keeps their history. Sample (or Run) must be
 // called from one goroutine; every other method is safe for concurrent use.
 type Collector struct {
-	opts   Options
-	log    *slog.Logger
-	db     *db
-	procs  *procScanner
-	groups map[string]bool
+	opts  Options
+	log   *slog.Logger
+	db    *db
+	procs *procScanner
+	// groups is the set of configured groups; a reload of the config
+	// replaces it (SetGroups).
+	groups atomic.Pointer[map[string]bool]
 
 	// Sampling state, owned by the goroutine that calls Sample.
 	prevCPU    map[string]cpuPrev
@@ -180,15 +183,14 @@ func Open(opts Options) (*Collector, error) {
 		log:      opts.Log,
 		db:       d,
 		procs:    newProcScanner("/proc"),
-		groups:   make(map[string]bool),
 		prevCPU:  make(map[string]cpuPrev),
 		prevStat: make(map[statKey]counters),
 		ring:     newRing(n),
 		views:    make(map[string]*groupView),
 		lat:      make(map[string]*latencySamples),
 	}
+	c.SetGroups(opts.Groups)
 	for _, g := range opts.Groups {
-		c.groups[g] = true
 		c.views[g] = &groupView{}
 	}
 	if opts.Ten > 0 {
@@ -223,6 +225,18 @@ func (c *Collector) Close() error {
 	return c.db.close()
 }
 
+// SetGroups replaces the set of groups whose backends are aggregated, as a
+// reload of the config adds or removes groups.
+func (c *Collector) SetGroups(names []string) {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	c.groups.Store(&m)
+}
+
+func (c *Collector) groupSet() map[string]bool { return *c.groups.Load() }
+
 // Sample takes one sample of every target at now.
 func (c *Collector) Sample(ctx context.Context, now time.Time) {
 	targets := c.opts.Source.Targets()
@@ -251,8 +265,9 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 	}
 
 	vals := make(map[string]float64)
-	views := make(map[string]*groupView, len(c.groups))
-	for g := range c.groups {
+	groups := c.groupSet()
+	views := make(map[string]*groupView, len(groups))
+	for g := range groups {
 		views[g] = &groupView{at: now}
 	}
 	seen := make(map[string]bool, len(targets))
@@ -492,7 +507,7 @@ func (r *rollup) drain() []row {
 // it was sampled at (one request in sampleRate was logged). Requests of
 // other backends and without a total time are ignored.
 func (c *Collector) ObserveLatency(group string, ta, tr time.Duration, sampleRate int) {
-	if !c.groups[group] || ta < 0 {
+	if !c.groupSet()[group] || ta < 0 {
 		return
 	}
 	c.latMu.Lock()

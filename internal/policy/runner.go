@@ -31,6 +31,15 @@ type Runner struct {
 	Log   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observe, if set, is told of every recorded decision and how long each
+	// evaluation took (for shoal's Prometheus metrics).
+	Observe Observer
+}
+
+// Observer counts what a Runner does.
+type Observer interface {
+	ObserveDecision(group, outcome string)
+	ObserveEvaluation(group string, d time.Duration)
 }
 
 // Run evaluates until ctx ends. It returns an error only if it cannot start:
@@ -99,8 +108,12 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 	r := l.r
 	s := r.State()
 	s.RuleJobs = maps.Clone(l.ruleJobs)
+	began := time.Now()
 	s.Prediction = l.predictor.At(r.Group, r.Metrics, now)
 	d, record := Evaluate(r.Group, r.Metrics, s, now)
+	if r.Observe != nil {
+		r.Observe.ObserveEvaluation(r.Group.Name, time.Since(began))
+	}
 	switch {
 	case d.Request == nil:
 	case l.refused != nil && *l.refused == *d.Request && d.Time.Before(l.refusedUntil):
@@ -139,6 +152,9 @@ func (r *Runner) record(ctx context.Context, d Decision) {
 		attrs = append(attrs, "job", d.JobID)
 	}
 	r.Log.Info("autoscale decision", attrs...)
+	if r.Observe != nil {
+		r.Observe.ObserveDecision(d.Group, d.Outcome)
+	}
 }
 
 // Dedup keeps a run of identical "nothing" decisions (the same rule held back

@@ -48,11 +48,16 @@ type Instance interface {
 	// Stop asks the instance to exit (SIGTERM), kills it after the template's
 	// StopTimeout, and returns once it is gone or ctx ends.
 	Stop(ctx context.Context) error
+	// PreStop runs the template's pre_stop hook (nothing without one) and
+	// returns once it has ended; its output goes to the instance's log.
+	PreStop(ctx context.Context) error
 }
 
 // Provider creates instances and re-attaches to them after a restart.
 type Provider interface {
-	// Start creates an instance and returns once its process runs (not yet healthy).
+	// Start creates an instance and returns once its process runs (not yet
+	// healthy). The template's pre_start hook runs first; its failure fails
+	// the start.
 	Start(ctx context.Context, spec Spec) (Instance, error)
 	// Adopt re-attaches to a recorded instance, or returns ErrGone.
 	Adopt(ctx context.Context, rec Record, tmpl config.Template) (Instance, error)

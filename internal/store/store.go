@@ -96,6 +96,13 @@ var migrations = [][]string{
 		) STRICT`,
 		`CREATE INDEX decisions_group_id ON decisions (group_name, id)`,
 	},
+	{
+		// Rolling deploys: the version each instance runs, the template
+		// variables a deploy set (JSON), and the version a deploy job rolls out.
+		`ALTER TABLE instances ADD COLUMN version TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE group_state ADD COLUMN template_vars TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE jobs ADD COLUMN version TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // Store is shoal's state database. It is safe for concurrent use.
@@ -198,14 +205,17 @@ type GroupState struct {
 	Desired           int
 	UpCooldownUntil   time.Time
 	DownCooldownUntil time.Time
+	// TemplateVars are the template variables the last deploy set, as the
+	// group encodes them ("" for none).
+	TemplateVars string
 }
 
 // GroupState returns the state of the named group; ok is false if none was stored.
 func (s *Store) GroupState(ctx context.Context, name string) (g GroupState, ok bool, err error) {
 	var up, down sql.NullString
 	err = s.db.QueryRowContext(ctx,
-		`SELECT name, desired, up_cooldown_until, down_cooldown_until FROM group_state WHERE name = ?`,
-		name).Scan(&g.Name, &g.Desired, &up, &down)
+		`SELECT name, desired, up_cooldown_until, down_cooldown_until, template_vars FROM group_state WHERE name = ?`,
+		name).Scan(&g.Name, &g.Desired, &up, &down, &g.TemplateVars)
 	if errors.Is(err, sql.ErrNoRows) {
 		return GroupState{}, false, nil
 	}
@@ -224,13 +234,14 @@ func (s *Store) GroupState(ctx context.Context, name string) (g GroupState, ok b
 // PutGroupState creates or replaces the state of g.Name.
 func (s *Store) PutGroupState(ctx context.Context, g GroupState) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO group_state (name, desired, up_cooldown_until, down_cooldown_until)
-		VALUES (?, ?, ?, ?)
+		`INSERT INTO group_state (name, desired, up_cooldown_until, down_cooldown_until, template_vars)
+		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			desired = excluded.desired,
 			up_cooldown_until = excluded.up_cooldown_until,
-			down_cooldown_until = excluded.down_cooldown_until`,
-		g.Name, g.Desired, formatTime(g.UpCooldownUntil), formatTime(g.DownCooldownUntil))
+			down_cooldown_until = excluded.down_cooldown_until,
+			template_vars = excluded.template_vars`,
+		g.Name, g.Desired, formatTime(g.UpCooldownUntil), formatTime(g.DownCooldownUntil), g.TemplateVars)
 	if err != nil {
 		return fmt.Errorf("write group state %q: %w", g.Name, err)
 	}
@@ -251,6 +262,8 @@ type Instance struct {
 	State     string
 	// StateSince is when the instance entered State.
 	StateSince time.Time
+	// Version is the template version the instance runs.
+	Version string
 	// UpdatedAt is set by PutInstance.
 	UpdatedAt time.Time
 }
@@ -258,8 +271,8 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
@@ -270,11 +283,12 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 			started_at = excluded.started_at,
 			state = excluded.state,
 			state_since = excluded.state_since,
-			updated_at = excluded.updated_at`,
+			updated_at = excluded.updated_at,
+			version = excluded.version`,
 		in.Name, in.Group, in.Index, in.Host, in.Port, in.PID,
 		// SQLite integers are signed; the bit pattern round-trips.
 		int64(in.PIDStart),
-		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()))
+		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version)
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
 	}
@@ -292,7 +306,7 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at
+		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at, version
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -306,7 +320,7 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 			started, since, updatedAt sql.NullString
 		)
 		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.Host, &in.Port, &in.PID,
-			&pidStart, &started, &in.State, &since, &updatedAt); err != nil {
+			&pidStart, &started, &in.State, &since, &updatedAt, &in.Version); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
 		in.PIDStart = uint64(pidStart)
@@ -339,14 +353,16 @@ type Job struct {
 	State      string
 	Reason     string
 	// Noop is set for a job that found nothing to do.
-	Noop       bool
+	Noop bool
+	// Version is the template version a deploy job rolls out.
+	Version    string
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
 }
 
 const jobColumns = `id, group_name, source, kind, plan, from_size, target_size, state, reason, noop,
-	created_at, started_at, finished_at`
+	created_at, started_at, finished_at, version`
 
 // InsertJob stores j as a new job and sets j.ID. Ids are never reused. Only the
 // newest 10,000 jobs are kept.
@@ -359,10 +375,10 @@ func (s *Store) InsertJob(ctx context.Context, j *Job) error {
 
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO jobs (group_name, source, kind, plan, from_size, target_size, state, reason, noop,
-			created_at, started_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, started_at, finished_at, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt))
+		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.Version)
 	if err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
@@ -386,10 +402,10 @@ func (s *Store) InsertJob(ctx context.Context, j *Job) error {
 func (s *Store) UpdateJob(ctx context.Context, j Job) error {
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE jobs SET group_name = ?, source = ?, kind = ?, plan = ?, from_size = ?, target_size = ?,
-			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?
+			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?, version = ?
 		WHERE id = ?`,
 		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.ID)
+		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.Version, j.ID)
 	if err != nil {
 		return fmt.Errorf("update job %d: %w", j.ID, err)
 	}
@@ -477,7 +493,7 @@ func scanJobs(rows *sql.Rows) ([]Job, error) {
 			created, started, finished sql.NullString
 		)
 		if err := rows.Scan(&j.ID, &j.Group, &j.Source, &j.Kind, &j.Plan, &j.FromSize, &j.TargetSize,
-			&j.State, &j.Reason, &j.Noop, &created, &started, &finished); err != nil {
+			&j.State, &j.Reason, &j.Noop, &created, &started, &finished, &j.Version); err != nil {
 			return nil, err
 		}
 		var err error

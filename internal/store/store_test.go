@@ -526,3 +526,34 @@ func jobIDs(jobs []Job) []int64 {
 	}
 	return ids
 }
+
+// TestDeployFields: migration 3's columns round-trip: an instance's version,
+// a group's deployed variables and a deploy job's version.
+func TestDeployFields(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	if err := s.PutInstance(ctx, Instance{Group: "web", Name: "web-001", Index: 1, Host: "127.0.0.1", Port: 4000, PID: 1, State: "in-service", Version: "1a2b3c4d5e6f"}); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := s.Instances(ctx)
+	if err != nil || len(ins) != 1 || ins[0].Version != "1a2b3c4d5e6f" {
+		t.Fatalf("instances %+v, %v", ins, err)
+	}
+	if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: 2, TemplateVars: `{"tag":"v2"}`}); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok, err := s.GroupState(ctx, "web"); err != nil || !ok || g.TemplateVars != `{"tag":"v2"}` {
+		t.Fatalf("group state %+v, %v, %v", g, ok, err)
+	}
+	j := Job{Group: "web", Source: "cli", Kind: "deploy", State: "accepted", Version: "v2"}
+	if err := s.InsertJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	j.State = "done"
+	if err := s.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Job(ctx, j.ID); err != nil || got.Version != "v2" || got.State != "done" {
+		t.Fatalf("job %+v, %v", got, err)
+	}
+}

@@ -88,6 +88,15 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	if err != nil {
 		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
 	}
+	data := config.TemplateData{Name: spec.Name, Port: port, Index: spec.Index, Group: spec.Group}
+	// pre_start runs before the instance's process, so that what it
+	// prepares (code synced at boot, say) is there when the process starts.
+	if h := spec.Template.PreStart; h != nil {
+		if err := p.runHook(ctx, "pre_start", h, spec.Template, data); err != nil {
+			p.releasePort(port)
+			return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+		}
+	}
 	pr, err := p.start(spec, port)
 	if err != nil {
 		p.releasePort(port)
@@ -109,7 +118,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 		StartedAt: time.Now(),
 	}
 	p.log.Debug("started instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
-	return &instance{rec: rec, proc: pr, stopTimeout: spec.Template.StopTimeout}, nil
+	return &instance{rec: rec, proc: pr, stopTimeout: spec.Template.StopTimeout, p: p, tmpl: spec.Template}, nil
 }
 
 func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
@@ -203,7 +212,7 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	p.names[rec.Name] = pr
 	p.mu.Unlock()
 	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
-	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout}, nil
+	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout, p: p, tmpl: tmpl}, nil
 }
 
 // marker returns the SHOAL_INSTANCE of env if env carries this Provider's
@@ -412,6 +421,23 @@ type instance struct {
 	rec         provider.Record
 	proc        *proc.Process
 	stopTimeout time.Duration
+	p           *Provider
+	// tmpl is the template the instance was started (or adopted) with; its
+	// pre_stop hook runs before the instance is drained.
+	tmpl config.Template
+}
+
+// PreStop runs the template's pre_stop hook, if it has one.
+func (in *instance) PreStop(ctx context.Context) error {
+	h := in.tmpl.PreStop
+	if h == nil {
+		return nil
+	}
+	data := config.TemplateData{Name: in.rec.Name, Port: in.rec.Port, Index: in.rec.Index, Group: in.rec.Group}
+	if err := in.p.runHook(ctx, "pre_stop", h, in.tmpl, data); err != nil {
+		return fmt.Errorf("instance %s: %w", in.rec.Name, err)
+	}
+	return nil
 }
 
 func (in *instance) Record() provider.Record { return in.rec }

@@ -1,0 +1,398 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/metrics"
+	"github.com/shoal-lb/shoal/internal/policy"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// Autoscaling is what the metrics, events and policy-test endpoints read.
+type Autoscaling struct {
+	Metrics *metrics.Collector
+	Store   *store.Store
+	// MetricsInterval is metrics.interval, for validating candidate policies.
+	MetricsInterval time.Duration
+}
+
+// Bounds of the autoscaling endpoints' parameters.
+const (
+	// DefaultMetricsWindow is the window of GET .../metrics without one.
+	DefaultMetricsWindow = 5 * time.Minute
+	// MaxMetricsWindow is the longest history kept (1-minute roll-ups).
+	MaxMetricsWindow = 31 * 24 * time.Hour
+	// DefaultPolicyTestWindow and MaxPolicyTestWindow bound a replay: one
+	// evaluation per autoscale interval over the window.
+	DefaultPolicyTestWindow = time.Hour
+	MaxPolicyTestWindow     = 24 * time.Hour
+	// DefaultEventsLimit and MaxEventsLimit bound GET /v1/events.
+	DefaultEventsLimit = 1000
+	MaxEventsLimit     = 10000
+	// maxPolicyBody bounds a candidate policy.
+	maxPolicyBody = 1 << 20
+	// eventsPoll is how often a long-polling GET /v1/events looks again.
+	eventsPoll = 200 * time.Millisecond
+)
+
+// WithAutoscaling serves GET /v1/groups/{group}/metrics, GET /v1/cpu-usage,
+// GET /v1/events and POST /v1/groups/{group}/policy/test from a.
+func WithAutoscaling(a Autoscaling) Option {
+	return func(h *Handler) {
+		s := &autoscaleAPI{Handler: h, a: a}
+		// Registered here rather than in NewHandler: these routes exist only
+		// when the core runs an autoscaler.
+		h.mux.HandleFunc("GET /v1/groups/{group}/metrics", s.metrics)
+		h.mux.HandleFunc("GET /v1/cpu-usage", s.cpuUsage)
+		h.mux.HandleFunc("GET /v1/events", s.events)
+		h.mux.HandleFunc("POST /v1/groups/{group}/policy/test", s.policyTest)
+	}
+}
+
+type autoscaleAPI struct {
+	*Handler
+	a Autoscaling
+}
+
+// Event is one explained autoscaling decision, as GET /v1/events and the
+// policy test list them.
+type Event struct {
+	// ID orders recorded events; 0 for a policy test's.
+	ID    int64     `json:"id"`
+	Time  time.Time `json:"time"`
+	Group string    `json:"group"`
+	// Rule decided: a rule's name, "target" or a schedule's name.
+	Rule string `json:"rule"`
+	// Sources are every rule, target or schedule that fired or would have.
+	Sources []string `json:"sources"`
+	// Values are the metric values the evaluation saw, by path.
+	Values         map[string]float64 `json:"values"`
+	Current        int                `json:"current"`
+	Recommendation int                `json:"recommendation"`
+	// Request is the job asked for; null when nothing was to be done.
+	Request *EventRequest `json:"request"`
+	// Outcome is nothing, request (policy test only), accepted, ignored or
+	// error; Code a stable word for the reason (see package policy).
+	Outcome string `json:"outcome"`
+	Code    string `json:"code"`
+	Reason  string `json:"reason"`
+	JobID   string `json:"job_id"`
+}
+
+// EventRequest is the job a decision asked for.
+type EventRequest struct {
+	Kind   string `json:"kind"`
+	Plan   string `json:"plan,omitempty"`
+	Size   int    `json:"size,omitempty"`
+	Source string `json:"source"`
+}
+
+// EventsResponse is GET /v1/events.
+type EventsResponse struct {
+	Events []Event `json:"events"`
+}
+
+// PolicyTestResponse is POST /v1/groups/{group}/policy/test.
+type PolicyTestResponse struct {
+	Decisions []Event `json:"decisions"`
+}
+
+// NewEvent converts a decision; id is its store id (0 if not stored).
+func NewEvent(id int64, d policy.Decision) Event {
+	e := Event{ID: id, Time: d.Time, Group: d.Group, Rule: d.Rule, Sources: d.Sources, Values: d.Values,
+		Current: d.Current, Recommendation: d.Recommendation, Outcome: d.Outcome, Code: d.Code, Reason: d.Reason, JobID: d.JobID}
+	if e.Sources == nil {
+		e.Sources = []string{}
+	}
+	if e.Values == nil {
+		e.Values = map[string]float64{}
+	}
+	if r := d.Request; r != nil {
+		e.Request = &EventRequest{Kind: string(r.Kind), Plan: r.Plan, Size: r.Size, Source: r.Source}
+	}
+	return e
+}
+
+// parseWindow reads a duration parameter: Go's syntax ("90s", "5m", "1h30m")
+// or whole minutes ("5"), positive and at most most.
+func parseWindow(r *http.Request, name string, def, most time.Duration) (time.Duration, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	d, err := ParseWindow(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if d > most {
+		return 0, fmt.Errorf("%s: must be at most %s, got %s", name, most, d)
+	}
+	return d, nil
+}
+
+// ParseWindow reads a window as the API and CLI take it: a Go duration
+// ("90s", "5m", "1h") or a whole number of minutes ("5", as
+// sacloud-cpu-usage's --time). It must be positive.
+func ParseWindow(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, err := strconv.Atoi(s); err == nil {
+		if n > int(MaxMetricsWindow/time.Minute) {
+			return 0, fmt.Errorf("must be at most %s, got %s minutes", MaxMetricsWindow, truncate(s))
+		}
+		d = time.Duration(n) * time.Minute
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf(`must be a duration such as "90s", "5m" or "1h" or a number of minutes, got %q`, truncate(s))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("must be positive, got %q", truncate(s))
+	}
+	return d, nil
+}
+
+func (s *autoscaleAPI) groupConfig(w http.ResponseWriter, r *http.Request) (config.Group, bool) {
+	name := r.PathValue("group")
+	g, ok := s.jobs.Group(name)
+	if !ok {
+		s.unknownGroup(w, name)
+		return config.Group{}, false
+	}
+	return g.Config(), true
+}
+
+func badRequest(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+}
+
+// metrics is GET /v1/groups/{group}/metrics?window=5m&prefix=NAME.
+func (s *autoscaleAPI) metrics(w http.ResponseWriter, r *http.Request) {
+	g, ok := s.groupConfig(w, r)
+	if !ok {
+		return
+	}
+	window, err := parseWindow(r, "window", DefaultMetricsWindow, MaxMetricsWindow)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	doc, err := s.a.Metrics.Document(r.Context(), g.Name, window, r.URL.Query().Get("prefix"))
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// CPUUsageResponse is GET /v1/cpu-usage: each ready instance's CPU in
+// step-long periods, from which the CLI prints sacloud-cpu-usage's log lines
+// and JSON (metrics.NewCPUUsage).
+type CPUUsageResponse struct {
+	Servers []CPUUsageServer `json:"servers"`
+}
+
+// CPUUsageServer is one instance's CPU samples.
+type CPUUsageServer struct {
+	Name    string              `json:"name"`
+	Cores   float64             `json:"cores"`
+	Samples []metrics.CPUSample `json:"samples"`
+}
+
+// cpuUsage is GET /v1/cpu-usage?prefix=P&prefix=Q&group=G&window=5m&step=1m:
+// the ready instances whose names start with any prefix (all when none is
+// given), of group G when given.
+func (s *autoscaleAPI) cpuUsage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	grp := q.Get("group")
+	if grp != "" {
+		if _, ok := s.jobs.Group(grp); !ok {
+			s.unknownGroup(w, grp)
+			return
+		}
+	}
+	window, err := parseWindow(r, "window", DefaultMetricsWindow, MaxMetricsWindow)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	step, err := parseWindow(r, "step", time.Minute, MaxMetricsWindow)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	prefixes := q["prefix"]
+	if len(prefixes) == 0 {
+		prefixes = []string{""}
+	}
+	out := CPUUsageResponse{Servers: []CPUUsageServer{}}
+	seen := map[string]bool{}
+	for _, p := range prefixes {
+		for _, sv := range s.a.Metrics.ServersCPU(p, window, step, time.Local) {
+			if seen[sv.Name] || grp != "" && !instanceOf(grp, sv.Name) {
+				continue
+			}
+			seen[sv.Name] = true
+			samples := sv.Samples
+			if samples == nil {
+				samples = []metrics.CPUSample{}
+			}
+			out.Servers = append(out.Servers, CPUUsageServer{Name: sv.Name, Cores: sv.Cores, Samples: samples})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// instanceOf reports whether name is an instance of group: GROUP-NNN. A
+// plain prefix test would count web-api-001 as an instance of web.
+func instanceOf(group, name string) bool {
+	n, ok := strings.CutPrefix(name, group+"-")
+	if !ok || n == "" {
+		return false
+	}
+	return !strings.ContainsFunc(n, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// EventsQuery selects events; zero fields do not restrict.
+type EventsQuery struct {
+	Group string
+	// Since keeps events at or after this time.
+	Since time.Time
+	// After keeps events with a larger id, oldest first: for following.
+	After int64
+	// Limit bounds the answer (default 1000, at most 10000): the oldest
+	// after After when it is set, else the newest.
+	Limit int
+	// Wait, when positive, waits up to this long for at least one event.
+	Wait time.Duration
+}
+
+// events is GET /v1/events?group=G&since=10m|RFC3339&after=ID&limit=N&wait=30s.
+func (s *autoscaleAPI) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	sq := store.DecisionQuery{Group: q.Get("group"), Limit: DefaultEventsLimit}
+	if sq.Group != "" {
+		if _, ok := s.jobs.Group(sq.Group); !ok {
+			s.unknownGroup(w, sq.Group)
+			return
+		}
+	}
+	if v := q.Get("since"); v != "" {
+		t, err := parseSince(v, time.Now())
+		if err != nil {
+			badRequest(w, err)
+			return
+		}
+		sq.Since = t
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			badRequest(w, fmt.Errorf("after: must be an event id (a number >= 0), got %q", truncate(v)))
+			return
+		}
+		sq.AfterID = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxEventsLimit {
+			badRequest(w, fmt.Errorf("limit: must be from 1 to %d, got %q", MaxEventsLimit, truncate(v)))
+			return
+		}
+		sq.Limit = n
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxWait {
+			badRequest(w, fmt.Errorf("wait: must be a duration from 0 to %s, got %q", MaxWait, truncate(v)))
+			return
+		}
+		wait = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		rows, err := s.a.Store.Decisions(r.Context(), sq)
+		if err != nil {
+			s.internal(w, err)
+			return
+		}
+		if len(rows) > 0 || wait == 0 || ctx.Err() != nil {
+			out := EventsResponse{Events: make([]Event, 0, len(rows))}
+			for _, d := range rows {
+				out.Events = append(out.Events, NewEvent(d.ID, policy.FromStore(d)))
+			}
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(eventsPoll):
+		}
+	}
+}
+
+// parseSince reads "10m" (that long before now) or an RFC 3339 time.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if d, err := ParseWindow(v); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf(`since: must be a duration such as "10m" or an RFC 3339 time such as "2026-01-02T15:04:05Z", got %q`, truncate(v))
+	}
+	return t, nil
+}
+
+// policyTest is POST /v1/groups/{group}/policy/test?window=1h&file=NAME with
+// an optional candidate policy (YAML) as the body; file names it in errors.
+func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
+	g, ok := s.groupConfig(w, r)
+	if !ok {
+		return
+	}
+	window, err := parseWindow(r, "window", DefaultPolicyTestWindow, MaxPolicyTestWindow)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("policy is larger than %d bytes", maxPolicyBody)})
+		return
+	case err != nil:
+		badRequest(w, fmt.Errorf("read policy: %w", err))
+		return
+	}
+	file := r.URL.Query().Get("file")
+	if file == "" {
+		file = "policy"
+	}
+	candidate, err := config.ParseAutoscale(truncate(file), body, g, s.a.MetricsInterval)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	if candidate != nil {
+		g.Autoscale = candidate
+	}
+	if g.Autoscale == nil {
+		badRequest(w, fmt.Errorf("group %s has no autoscale policy; send a candidate policy to test", g.Name))
+		return
+	}
+	to := time.Now()
+	decisions := policy.Replay(g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	out := PolicyTestResponse{Decisions: make([]Event, 0, len(decisions))}
+	for _, d := range decisions {
+		out.Decisions = append(out.Decisions, NewEvent(0, d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/jobs"
+)
+
+func deployCmd(o *options) *cobra.Command {
+	var (
+		sets   []string
+		sync   bool
+		status bool
+		source string
+	)
+	cmd := &cobra.Command{
+		Use:   "deploy GROUP [--set KEY=VALUE ...] [--sync] | deploy GROUP --status",
+		Short: "roll the group's template out to every instance, or show how far a rollout is",
+		Long: `A deploy replaces the group's instances with ones started from its current
+template (after a config reload changed it), or from the template with variables
+overridden: --set KEY=VALUE for a variable declared in template.vars (the values
+stay set for later deploys and replacements). It is a job (kind deploy) that takes
+the group's lock; its pace is the group's deploy section (max_surge,
+max_unavailable, min_ready, failure_threshold). If new instances fail, it rolls
+back and the job fails with the reason.
+Exit status with --sync: 0 done, 1 failed (rolled back), 3 ignored; 2 for an
+unknown group or variable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set, err := parseSets(sets)
+			if err != nil {
+				return err
+			}
+			if status && (len(set) > 0 || sync) {
+				return &exitError{code: exitUsage, msg: "--status takes neither --set nor --sync"}
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if status {
+				g, err := c.Group(cmd.Context(), args[0])
+				if err != nil {
+					return apiExit(err)
+				}
+				printDeployStatus(o.stdout, g)
+				return nil
+			}
+			job, err := c.Deploy(cmd.Context(), args[0], api.DeployRequest{Set: set, Source: source})
+			if err != nil {
+				return apiExit(err)
+			}
+			printJob(o.stdout, job)
+			if sync && !job.State.Terminal() {
+				if job, err = followDeploy(cmd.Context(), c, o.stdout, job); err != nil {
+					return apiExit(err)
+				}
+			}
+			return jobExit(job)
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a template variable, KEY=VALUE (repeatable)")
+	cmd.Flags().BoolVar(&sync, "sync", false, "wait for the deploy to end, printing each instance's progress")
+	cmd.Flags().BoolVar(&status, "status", false, "show how many instances run the template's version and how many others")
+	cmd.Flags().StringVar(&source, "source", "cli", "recorded on the job as its source")
+	return cmd
+}
+
+// parseSets reads KEY=VALUE pairs; a key given twice is an error rather
+// than a silent last-one-wins.
+func parseSets(sets []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("--set wants KEY=VALUE, got %q", s)}
+		}
+		if _, dup := out[k]; dup {
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("--set %s is given twice", k)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// followDeploy waits for a deploy job to end, printing each instance's
+// change of state or version as it happens.
+func followDeploy(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
+	seen := map[string]string{}
+	for {
+		j, err := c.Job(ctx, job.ID, time.Second)
+		if err != nil {
+			return job, err
+		}
+		if g, err := c.Group(ctx, job.Group); err == nil {
+			now := map[string]string{}
+			for _, in := range g.Instances {
+				now[in.Name] = fmt.Sprintf("%s (version %s)", in.State, in.Version)
+			}
+			for _, name := range slices.Sorted(maps.Keys(now)) {
+				if seen[name] != now[name] {
+					fmt.Fprintf(w, "  %s  %s %s\n", time.Now().Format(time.TimeOnly), name, now[name])
+				}
+			}
+			for _, name := range slices.Sorted(maps.Keys(seen)) {
+				if _, ok := now[name]; !ok {
+					fmt.Fprintf(w, "  %s  %s gone\n", time.Now().Format(time.TimeOnly), name)
+				}
+			}
+			seen = now
+		}
+		if j.State.Terminal() {
+			printJob(w, j)
+			return j, nil
+		}
+	}
+}
+
+// printDeployStatus counts the group's instances by version against the
+// version in force.
+func printDeployStatus(w io.Writer, g group.Status) {
+	others := map[string]int{}
+	current := 0
+	for _, in := range g.Instances {
+		if in.Version == g.Version {
+			current++
+		} else {
+			others[in.Version]++
+		}
+	}
+	fmt.Fprintf(w, "group %s  version %s  desired %d\n", g.Name, g.Version, g.Desired)
+	if g.Deploying != "" {
+		fmt.Fprintf(w, "  deploying %s\n", g.Deploying)
+	}
+	fmt.Fprintf(w, "  new (%s): %d\n", g.Version, current)
+	old := 0
+	for _, v := range slices.Sorted(maps.Keys(others)) {
+		old += others[v]
+		fmt.Fprintf(w, "  old (%s): %d\n", v, others[v])
+	}
+	if old == 0 {
+		fmt.Fprintln(w, "  old: 0")
+	}
+}

@@ -1,0 +1,324 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Deploy paces a group's rolling deploy: MaxSurge new instances start at a
+// time beyond the desired size, at most MaxUnavailable of the desired size
+// may be out of service, every new instance must stay in service MinReady
+// before an old one is retired, and FailureThreshold failed new instances
+// roll the deploy back.
+type Deploy struct {
+	MaxSurge         int
+	MaxUnavailable   int
+	MinReady         time.Duration
+	FailureThreshold int
+}
+
+// DefaultDeploy is a group's deploy pacing when its config has none: one new
+// instance at a time and never fewer than the desired size in service.
+var DefaultDeploy = Deploy{MaxSurge: 1, MaxUnavailable: 0, MinReady: 0, FailureThreshold: 1}
+
+// Hook is a lifecycle command run for an instance: argv expanded like the
+// instance's command, run in its own process group, killed after Timeout.
+type Hook struct {
+	Command []string
+	Timeout time.Duration
+
+	command []*template.Template
+}
+
+// Default hook timeouts.
+const (
+	DefaultPreStartTimeout = 60 * time.Second
+	DefaultPreStopTimeout  = 30 * time.Second
+)
+
+// Bounds of template variables: names are identifiers so that {{.Vars.KEY}}
+// parses; values are bounded like any expanded field.
+const (
+	maxVars     = 100
+	maxVarValue = 4 << 10
+	maxLabel    = 64
+)
+
+var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// deploy decodes a group's deploy section.
+func (d *decoder) deploy(n *yaml.Node, path string) Deploy {
+	dep := DefaultDeploy
+	if n == nil {
+		return dep
+	}
+	f := d.mapping(n, path, "max_surge", "max_unavailable", "min_ready", "failure_threshold")
+	bound := func(key string, def, least int) int {
+		v, vn := f.integer(key, def)
+		if vn != nil && (v < least || v > maxGroupSize) {
+			d.errorf(vn, f.field(key), "must be from %d to %d, got %d", least, maxGroupSize, v)
+			return def
+		}
+		return v
+	}
+	dep.MaxSurge = bound("max_surge", dep.MaxSurge, 0)
+	dep.MaxUnavailable = bound("max_unavailable", dep.MaxUnavailable, 0)
+	dep.FailureThreshold = bound("failure_threshold", dep.FailureThreshold, 1)
+	dep.MinReady = d.within(f, "min_ready", dep.MinReady, 0, maxTimeout)
+	if dep.MaxSurge == 0 && dep.MaxUnavailable == 0 {
+		field, at := f.field("max_surge"), f.get("max_surge")
+		if at == nil {
+			at = n
+		}
+		d.errorf(at, field, "max_surge and max_unavailable must not both be 0: a deploy could never replace an instance")
+	}
+	return dep
+}
+
+// vars decodes template.vars: a mapping of identifier to string.
+func (d *decoder) vars(n *yaml.Node, path string) map[string]string {
+	if n == nil {
+		return nil
+	}
+	entries, _ := d.entries(n, path)
+	if len(entries) > maxVars {
+		d.errorf(n, path, "at most %d variables, got %d", maxVars, len(entries))
+		return nil
+	}
+	vars := make(map[string]string, len(entries))
+	for _, e := range entries {
+		field := join(path, e.key)
+		if !varNameRE.MatchString(e.key) {
+			d.errorf(e.k, field, "a variable name must match %s (it is used as {{.Vars.NAME}}), got %q", varNameRE, e.key)
+			continue
+		}
+		v := ""
+		if !isNull(e.v) {
+			var ok bool
+			if v, ok = d.str(e.v, field); !ok {
+				continue
+			}
+		}
+		if err := checkVarValue(v); err != nil {
+			d.errorf(e.v, field, "%v", err)
+			continue
+		}
+		vars[e.key] = v
+	}
+	return vars
+}
+
+func checkVarValue(v string) error {
+	if len(v) > maxVarValue {
+		return fmt.Errorf("must be at most %d bytes, got %d", maxVarValue, len(v))
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return errors.New("must not contain NUL bytes")
+	}
+	return nil
+}
+
+// checkLabel keeps an explicit version printable in one status column.
+func checkLabel(s string) error {
+	if s == "" || len(s) > maxLabel || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("must be 1 to %d printable characters without spaces, got %q", maxLabel, truncate(s))
+	}
+	return nil
+}
+
+// hook decodes pre_start or pre_stop, trial-running its command with data.
+func (d *decoder) hook(n *yaml.Node, path string, data TemplateData, defTimeout time.Duration) *Hook {
+	if n == nil {
+		return nil
+	}
+	f := d.mapping(n, path, "command", "timeout")
+	if f.node == nil {
+		return nil
+	}
+	f.require("command")
+	h := &Hook{}
+	if cn := f.get("command"); cn != nil {
+		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
+		if ok && len(items) == 0 {
+			d.errorf(cn, f.field("command"), "must not be empty")
+		}
+		for i, item := range items {
+			field := fmt.Sprintf("%s[%d]", f.field("command"), i)
+			s, ok := d.str(item, field)
+			if !ok {
+				continue
+			}
+			tt, out, err := compileArg(s, data)
+			if err == nil && i == 0 && out == "" {
+				err = errors.New("expands to an empty program name")
+			}
+			if err != nil {
+				d.errorf(item, field, "%v", err)
+				continue
+			}
+			h.Command = append(h.Command, s)
+			h.command = append(h.command, tt)
+		}
+	}
+	h.Timeout = d.within(f, "timeout", defTimeout, time.Millisecond, maxTimeout)
+	return h
+}
+
+// UnknownVarError is a variable override naming a variable the template does
+// not declare.
+type UnknownVarError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownVarError) Error() string {
+	known := "the template declares no vars"
+	if len(e.Known) > 0 {
+		known = "known: " + strings.Join(e.Known, ", ")
+	}
+	return fmt.Sprintf("unknown template variable %q (%s)", e.Name, known)
+}
+
+// VarNames returns the template's variable names, sorted.
+func (t Template) VarNames() []string { return slices.Sorted(maps.Keys(t.Vars)) }
+
+// Overrides returns the variables set by WithVars.
+func (t Template) Overrides() map[string]string { return maps.Clone(t.overrides) }
+
+// WithVars returns t with variables overridden (on top of earlier overrides).
+// Every name must be declared in t.Vars; the result is trial-run like a
+// loaded template, so a value that breaks an expansion is refused here.
+func (t Template) WithVars(group string, set map[string]string) (Template, error) {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if _, ok := t.Vars[k]; !ok {
+			return Template{}, &UnknownVarError{Name: k, Known: t.VarNames()}
+		}
+		if err := checkVarValue(set[k]); err != nil {
+			return Template{}, fmt.Errorf("variable %s: %w", k, err)
+		}
+	}
+	if len(set) == 0 {
+		return t, nil
+	}
+	out := t
+	out.Vars = maps.Clone(t.Vars)
+	out.overrides = maps.Clone(t.overrides)
+	if out.overrides == nil {
+		out.overrides = map[string]string{}
+	}
+	for k, v := range set {
+		out.Vars[k], out.overrides[k] = v, v
+	}
+	if _, _, err := out.Expand(sampleData(group, nil)); err != nil {
+		return Template{}, err
+	}
+	for _, h := range []*Hook{out.PreStart, out.PreStop} {
+		if h != nil {
+			if _, err := out.ExpandHook(h, sampleData(group, nil)); err != nil {
+				return Template{}, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// ExpandHook expands a hook's command for one instance, with t's variables.
+func (t *Template) ExpandHook(h *Hook, d TemplateData) ([]string, error) {
+	d.Vars = t.Vars
+	cmds := h.command
+	if len(cmds) != len(h.Command) || len(cmds) == 0 {
+		cmds = make([]*template.Template, len(h.Command))
+		for i, s := range h.Command {
+			tt, _, err := compileArg(s, d)
+			if err != nil {
+				return nil, fmt.Errorf("command[%d]: %w", i, err)
+			}
+			cmds[i] = tt
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, errors.New("command: must not be empty")
+	}
+	left := maxTotalExpansion
+	argv := make([]string, len(cmds))
+	for i, tt := range cmds {
+		var err error
+		if argv[i], err = execute(tt, d, left); err != nil {
+			return nil, fmt.Errorf("command[%d]: %w", i, err)
+		}
+		left -= len(argv[i])
+	}
+	return argv, nil
+}
+
+// Version names what t runs: its explicit label, or a hash of the template
+// rendered with fixed per-instance fields (name, port, index), so that every
+// instance started from one template has the same version and any change to
+// the command, env, directory, variables or hooks gives a new one. Overridden
+// variables extend a label with their hash ("v2+1a2b3c4d").
+func (t Template) Version(group string) string {
+	if t.Label != "" && len(t.overrides) == 0 {
+		return t.Label
+	}
+	h := sha256.New()
+	write := func(parts ...string) {
+		for _, p := range parts {
+			h.Write([]byte(strconv.Itoa(len(p))))
+			h.Write([]byte{':'})
+			h.Write([]byte(p))
+		}
+	}
+	data := sampleData(group, nil)
+	if argv, env, err := t.Expand(data); err == nil {
+		write("argv")
+		write(argv...)
+		write("env")
+		write(env...)
+	} else {
+		// Unreachable for a loaded template; hash the source instead.
+		write("src")
+		write(t.Command...)
+	}
+	write("dir", t.Dir)
+	for _, hk := range []*Hook{t.PreStart, t.PreStop} {
+		write("hook")
+		if hk == nil {
+			continue
+		}
+		if argv, err := t.ExpandHook(hk, data); err == nil {
+			write(argv...)
+		}
+		write(hk.Timeout.String())
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if t.Label != "" {
+		return t.Label + "+" + sum[:8]
+	}
+	return sum[:12]
+}
+
+// SameSource reports whether t and u were loaded from the same template
+// text and settings; each load compiles its own templates, so they are not
+// comparable with ==.
+func (t Template) SameSource(u Template) bool {
+	sameHook := func(a, b *Hook) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return slices.Equal(a.Command, b.Command) && a.Timeout == b.Timeout
+	}
+	return slices.Equal(t.Command, u.Command) && maps.Equal(t.Env, u.Env) && t.Dir == u.Dir &&
+		t.StopTimeout == u.StopTimeout && t.CPUs == u.CPUs && maps.Equal(t.Vars, u.Vars) && t.Label == u.Label &&
+		maps.Equal(t.overrides, u.overrides) && sameHook(t.PreStart, u.PreStart) && sameHook(t.PreStop, u.PreStop)
+}

@@ -1,0 +1,41 @@
+package group
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/shoal-lb/shoal/internal/metrics"
+)
+
+// Targets lists the group's instances for the metrics collector: each one's
+// process group, allotted cores, state and, once it has a process, its
+// server in HAProxy. An instance in service since a restart of shoal keeps
+// the time it entered service, so its warmup is not served twice.
+func (g *Group) Targets() []metrics.Target {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]metrics.Target, 0, len(g.insts))
+	for _, in := range g.insts {
+		t := metrics.Target{
+			Group:   g.cfg.Name,
+			Name:    in.name,
+			Cores:   g.cfg.Template.CPUs,
+			State:   string(in.state),
+			Backend: g.cfg.Name,
+		}
+		if in.retiring && in.state == InService {
+			t.State = string(Draining)
+		}
+		if in.inst != nil {
+			// Every instance is its own process group, led by its first process.
+			t.PGID = in.rec.PID
+			t.Server = in.name
+		}
+		if in.state == InService && !in.retiring {
+			t.InService, t.ReadySince = true, in.since
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b metrics.Target) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,435 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/loadgen"
+)
+
+// cpuLoad keeps the group's instances busy: closed-loop workers whose every
+// request burns CPU in the demo backend.
+func cpuLoad(t *testing.T, e *shoalEnv, workers int) (stop func() loadgen.Result) {
+	t.Helper()
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{
+		URL: "http://" + e.listen + "/work?ms=40", Concurrency: workers, Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// trickle sends a light request every 50ms for the whole test, scale-out
+// and scale-in included, and counts what fails.
+type trickle struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	samples    []string
+	stop       context.CancelFunc
+	done       chan struct{}
+}
+
+func startTrickle(t *testing.T, e *shoalEnv) *trickle {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &trickle{stop: cancel, done: make(chan struct{})}
+	client := &http.Client{Timeout: 10 * time.Second}
+	go func() {
+		defer close(tr.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.listen+"/healthz", nil)
+			resp, err := client.Do(req)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					tr.ok.Add(1)
+					continue
+				}
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			tr.failed.Add(1)
+			tr.mu.Lock()
+			if len(tr.samples) < 10 {
+				tr.samples = append(tr.samples, err.Error())
+			}
+			tr.mu.Unlock()
+		}
+	}()
+	t.Cleanup(tr.end)
+	return tr
+}
+
+func (tr *trickle) end() {
+	tr.stop()
+	<-tr.done
+}
+
+// events reads the group's decisions through the API.
+func (e *shoalEnv) events(q api.EventsQuery) []api.Event {
+	e.t.Helper()
+	evs, err := e.client().Events(context.Background(), q)
+	if err != nil {
+		e.t.Fatalf("read events: %v", err)
+	}
+	return evs
+}
+
+// waitEvent waits for a decision of web that match accepts.
+func (e *shoalEnv) waitEvent(what string, timeout time.Duration, after int64, match func(api.Event) bool) api.Event {
+	e.t.Helper()
+	var found api.Event
+	e.eventually(what, timeout, func() error {
+		for _, ev := range e.events(api.EventsQuery{Group: "web", After: after}) {
+			if match(ev) {
+				found = ev
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	return found
+}
+
+func accepted(rule, kind string) func(api.Event) bool {
+	return func(ev api.Event) bool {
+		return ev.Rule == rule && ev.Outcome == "accepted" && ev.JobID != "" && ev.Request != nil && ev.Request.Kind == kind
+	}
+}
+
+// TestAutoscaleCPUScaleOutAndIn: CPU load on the instances makes the
+// group's rule scale it out by itself, and when the load stops another rule
+// scales it back in; a client sending requests all along sees no failure,
+// and each decision is an event with its values, rule and job.
+func TestAutoscaleCPUScaleOutAndIn(t *testing.T) {
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
+      rules:
+        - {name: hot, metric: cpu.avg, above: 40, for: 2s, action: up}
+        - {name: cold, metric: cpu.avg, below: 15, for: 3s, action: down}
+`}
+	e := newEnv(t, "metrics: {warmup: 2s}\n", g)
+	e.start()
+	e.waitInService("web", 1)
+	tr := startTrickle(t, e)
+
+	stopLoad := cpuLoad(t, e, 3)
+	up := e.waitEvent("the hot rule scales out", 40*time.Second, 0, accepted("hot", "up"))
+	if v, ok := up.Values["cpu.avg"]; !ok || v <= 40 {
+		t.Fatalf("scale-out event saw cpu.avg %v (present %t), want > 40: %+v", v, ok, up)
+	}
+	if len(up.Sources) == 0 || !strings.Contains(up.Reason, "cpu.avg above 40") {
+		t.Fatalf("scale-out event does not explain itself: %+v", up)
+	}
+	e.waitInService("web", 2)
+	res := stopLoad()
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d loaded requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+
+	down := e.waitEvent("the cold rule scales in", 40*time.Second, up.ID, accepted("cold", "down"))
+	if v := down.Values["cpu.avg"]; v >= 15 {
+		t.Fatalf("scale-in event saw cpu.avg %v, want < 15: %+v", v, down)
+	}
+	e.waitInService("web", 1)
+	tr.end()
+	if n := tr.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed across scale-out and scale-in: %v", n, n+tr.ok.Load(), tr.samples)
+	}
+	t.Logf("load: %d requests, p99 %s; trickle: %d requests", res.Requests, res.P99, tr.ok.Load())
+
+	// The jobs are the policy's, through the normal path.
+	for _, ev := range []api.Event{up, down} {
+		j, err := e.client().Job(context.Background(), ev.JobID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Source != "policy:"+ev.Rule || j.State != "done" {
+			t.Fatalf("job %s of event %d: source %q state %s, want policy:%s done", j.ID, ev.ID, j.Source, j.State, ev.Rule)
+		}
+	}
+	// The CLI prints the same events as JSON lines, and the metrics the rule read.
+	out, stderr, code := e.cli("events", "web", "-o", "json", "--since", "5m")
+	if code != 0 {
+		t.Fatalf("shoal events exited %d: %s", code, stderr)
+	}
+	var ids []int64
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("events line %q: %v", line, err)
+		}
+		ids = append(ids, ev.ID)
+	}
+	if !containsID(ids, up.ID) || !containsID(ids, down.ID) {
+		t.Fatalf("shoal events lists %v, want %d and %d among them", ids, up.ID, down.ID)
+	}
+	out, stderr, code = e.cli("metrics", "web", "--time", "2m", "--query", ".instances|map(.cpu.max)|max > 40")
+	if code != 0 || strings.TrimSpace(out) != "true" {
+		t.Fatalf("shoal metrics --query exited %d: %q %s", code, out, stderr)
+	}
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, i := range ids {
+		if i == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAutoscaleRestartKeepsHistory: shoal is killed right after a
+// scale-out by target tracking, as the load stops. The restarted core reads
+// the metrics history from before (the metrics API shows the loaded
+// seconds), keeps the group's cooldown, and its stabilization window still
+// holds the higher recommendation made before the restart, so the group
+// scales in only when both have passed.
+func TestAutoscaleRestartKeepsHistory(t *testing.T) {
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", CooldownDn: "20s", Extra: `    autoscale:
+      target: {metric: cpu.avg, value: 40, scale_in_stabilization: 20s}
+`}
+	e := newEnv(t, "metrics: {warmup: 2s}\n", g)
+	e.start()
+	e.waitInService("web", 1)
+
+	stopLoad := cpuLoad(t, e, 3)
+	up := e.waitEvent("the target scales out", 40*time.Second, 0, accepted("target", "size"))
+	e.waitInService("web", 2)
+	// Loaded seconds with both instances past warmup, so that a 10-second
+	// roll-up of them is on disk.
+	time.Sleep(12 * time.Second)
+	before, err := e.client().Group(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.DownCooldown == nil {
+		t.Fatalf("no scale-down cooldown after the scale-out: %+v", before)
+	}
+	// Killed as the load stops: nothing has decided to scale in yet.
+	res := stopLoad()
+	e.kill9()
+	killed := time.Now()
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d loaded requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	e.start()
+	restarted := time.Now()
+	tr := startTrickle(t, e)
+
+	// History: the loaded seconds before the restart are still there.
+	doc, err := e.client().Metrics(context.Background(), "web", 2*time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0.0
+	for _, in := range doc.Instances {
+		if in.CPU.Max != nil {
+			peak = max(peak, *in.CPU.Max)
+		}
+	}
+	if peak < 40 {
+		t.Fatalf("after the restart, the metrics of the last 2m show a CPU peak of %.1f%%, want the loaded seconds (> 40%%): %+v", peak, doc.Instances)
+	}
+	// Cooldown: the same as before the restart.
+	after, err := e.client().Group(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.DownCooldown == nil || !after.DownCooldown.Equal(*before.DownCooldown) {
+		t.Fatalf("scale-down cooldown %v before the restart, %v after", before.DownCooldown, after.DownCooldown)
+	}
+	// Stabilization: the restarted runner's first word on scaling in is that
+	// the window holds a higher recommendation, made before the restart.
+	held := e.waitEvent("the stabilization window holds the scale-in", 30*time.Second, up.ID, func(ev api.Event) bool {
+		return ev.Time.After(killed) && (ev.Code == "stabilization" || ev.Request != nil)
+	})
+	m := heldAt.FindStringSubmatch(held.Reason)
+	if held.Code != "stabilization" || m == nil {
+		t.Fatalf("first scale-in decision after the restart: %+v; want it held by the stabilization window", held)
+	}
+	if at, err := time.Parse(time.RFC3339, m[1]); err != nil || !at.Before(killed) {
+		t.Fatalf("the window's higher recommendation is from %s (%v), want from before the restart at %s", m[1], err, killed)
+	}
+	down := e.waitEvent("the target scales in", 60*time.Second, up.ID, accepted("target", "size"))
+	if down.Request.Size != 1 {
+		t.Fatalf("scale-in event requests size %d, want 1: %+v", down.Request.Size, down)
+	}
+	if down.Time.Before(*before.DownCooldown) {
+		t.Fatalf("scaled in at %s, inside the cooldown that ran until %s", down.Time, before.DownCooldown)
+	}
+	e.waitInService("web", 1)
+	tr.end()
+	if n := tr.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed across the restart and scale-in: %v", n, n+tr.ok.Load(), tr.samples)
+	}
+	t.Logf("scale-out %s (event %d); killed %s; restarted %s; held by %q; scale-in %s (event %d)",
+		up.Time.Format(time.TimeOnly), up.ID, killed.Format(time.TimeOnly), restarted.Format(time.TimeOnly), held.Reason, down.Time.Format(time.TimeOnly), down.ID)
+}
+
+// heldAt finds when the stabilization window's higher recommendation was made.
+var heldAt = regexp.MustCompile(`holds a higher recommendation \(\d+ at ([^)]+)\)`)
+
+// TestAutoscaleAPIErrors: the error contract of the metrics, events and
+// policy test endpoints and of their commands.
+func TestAutoscaleAPIErrors(t *testing.T) {
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{small: 1, big: 2}", Extra: `    autoscale:
+      rules:
+        - {name: hot, metric: cpu.avg, above: 90, for: 5s, action: up}
+`}
+	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
+	e.start()
+	e.waitInService("web", 1)
+	ctx := context.Background()
+	c := e.client()
+	status := func(err error) int {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return ae.Status
+		}
+		t.Fatalf("want an API error, got %v", err)
+		return 0
+	}
+
+	if _, err := c.Metrics(ctx, "nosuch", time.Minute, ""); status(err) != http.StatusNotFound {
+		t.Fatalf("metrics of an unknown group: %v", err)
+	}
+	code, body := httpGetUnix(t, e, "/v1/groups/web/metrics?window=5x")
+	if code != http.StatusBadRequest || !strings.Contains(body, `"error"`) || !strings.Contains(body, "window") {
+		t.Fatalf("bad window: %d %s", code, body)
+	}
+	code, body = httpGetUnix(t, e, "/v1/groups/web/metrics?window=-5m")
+	if code != http.StatusBadRequest {
+		t.Fatalf("negative window: %d %s", code, body)
+	}
+	// The document lists what the collector's latest sample saw.
+	e.eventually("metrics list web-001", 10*time.Second, func() error {
+		doc, err := c.Metrics(ctx, "web", time.Minute, "")
+		if err != nil || doc.Group != "web" || doc.Size != 1 || doc.Instances[0].Name != "web-001" {
+			return fmt.Errorf("metrics of web: %+v, %v", doc, err)
+		}
+		return nil
+	})
+	for _, q := range []string{"since=yesterday", "after=x", "limit=0", "wait=1h", "group=nosuch"} {
+		code, body := httpGetUnix(t, e, "/v1/events?"+q)
+		want := http.StatusBadRequest
+		if q == "group=nosuch" {
+			want = http.StatusNotFound
+		}
+		if code != want {
+			t.Fatalf("events?%s: %d %s, want %d", q, code, body, want)
+		}
+	}
+	// A long poll with nothing new returns empty after its wait.
+	began := time.Now()
+	evs, err := c.Events(ctx, api.EventsQuery{Group: "web", After: 1 << 40, Wait: time.Second})
+	if err != nil || len(evs) != 0 || time.Since(began) < 900*time.Millisecond {
+		t.Fatalf("long poll: %v, %v after %s", evs, err, time.Since(began))
+	}
+
+	// Candidate policies are validated like the config, with positions.
+	bad := []byte("rules:\n  - name: x\n    metric: cpu.avgg\n    above: 50\n    below: 10\n    for: 1s\n    action: {plan: huge}\n")
+	_, err = c.PolicyTestFile(ctx, "web", time.Minute, "cand.yaml", bad)
+	if status(err) != http.StatusBadRequest {
+		t.Fatalf("bad candidate: %v", err)
+	}
+	for _, want := range []string{"cand.yaml:3:13: autoscale.rules[0].metric: unknown metric", "cand.yaml:5:12: autoscale.rules[0].below: conflicts with above", `cand.yaml:7:20: autoscale.rules[0].action.plan: unknown plan "huge"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("candidate errors do not contain %q:\n%v", want, err)
+		}
+	}
+	if _, err := c.PolicyTest(ctx, "nosuch", time.Minute, nil); status(err) != http.StatusNotFound {
+		t.Fatalf("policy test of an unknown group: %v", err)
+	}
+	// A good candidate replays the stored history and changes nothing.
+	good := []byte("autoscale:\n  rules:\n    - {name: always, metric: size, below: 2, for: 1s, action: up}\n")
+	time.Sleep(2 * time.Second)
+	decs, err := c.PolicyTest(ctx, "web", time.Minute, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decs) == 0 || decs[0].Rule != "always" || decs[0].Request == nil || decs[0].Outcome != "request" {
+		t.Fatalf("candidate replay: %+v", decs)
+	}
+	if s, _ := c.Group(ctx, "web"); s.Desired != 1 {
+		t.Fatalf("policy test changed the group: desired %d", s.Desired)
+	}
+
+	// The commands: bad input exits 2 with one line.
+	cand := filepath.Join(e.dir, "cand.yaml")
+	if err := os.WriteFile(cand, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"metrics", "nosuch"}, `unknown group "nosuch"`},
+		{[]string{"metrics", "web", "--time", "5x"}, "--time"},
+		{[]string{"metrics", "web", "--query", ".cpu | |"}, "--query: invalid query"},
+		{[]string{"metrics", "web", "-o", "yaml"}, "-o must be json or table"},
+		{[]string{"events", "nosuch"}, `unknown group "nosuch"`},
+		{[]string{"events", "--since", "yesterday"}, "--since"},
+		{[]string{"policy", "test", "web", "--policy", cand}, cand + ":3:13:"},
+		{[]string{"policy", "test", "nosuch"}, `unknown group "nosuch"`},
+		{[]string{"cpu-usage", "--time", "1"}, "--prefix is required"},
+		{[]string{"cpu-usage", "--prefix", "web", "--query", "{"}, "--query: invalid query"},
+	} {
+		out, stderr, code := e.cli(tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("shoal %v: exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, stderr, out, tc.want)
+		}
+		if strings.HasPrefix(tc.args[0], "metrics") && strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Fatalf("shoal %v: error is not one line: %q", tc.args, stderr)
+		}
+	}
+	// cpu-usage takes the seed's flags: --env-from and --zone with a note.
+	// web-001 is ready (past warmup) by now.
+	out, stderr, code := e.cli("cpu-usage", "--prefix", "web", "--time", "1", "--zone", "tk1b", "--env-from", "/etc/autoscaler/core.config", "--query", ".servers|length")
+	if code != 0 || strings.TrimSpace(out) != "1" || !strings.Contains(stderr, "--zone tk1b ignored") || !strings.Contains(stderr, "web-001 avg:") {
+		t.Fatalf("cpu-usage: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// httpGetUnix GETs path from the core's unix socket: status and body.
+func httpGetUnix(t *testing.T, e *shoalEnv, path string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", filepath.Join(e.stateDir(), "shoal.sock"))
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://shoal" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
