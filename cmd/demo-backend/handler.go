@@ -41,16 +41,49 @@ func newHandler(name string, healthStatus int) http.Handler {
 			http.Error(w, "ms: want a non-negative integer number of milliseconds", http.StatusBadRequest)
 			return
 		}
+		wait := 0
+		if v := r.URL.Query().Get("wait"); v != "" {
+			if wait, err = strconv.Atoi(v); err != nil || wait < 0 {
+				http.Error(w, "wait: want a non-negative integer number of milliseconds", http.StatusBadRequest)
+				return
+			}
+		}
 		d := min(time.Duration(ms)*time.Millisecond, maxWork)
 		used, err := burnCPU(r, d)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		// wait stands for I/O the request does while it holds its worker.
+		select {
+		case <-time.After(min(time.Duration(wait)*time.Millisecond, maxWork)):
+		case <-r.Context().Done():
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "%s worked %dms\n", name, used.Milliseconds())
 	})
 	return withInstance(name, mux)
+}
+
+// withWorkers serves at most n /work requests at once; the rest wait their
+// turn, as in a server with a fixed worker pool, so that its capacity is
+// n / service time however many cores the machine has.
+func withWorkers(n int, next http.Handler) http.Handler {
+	pool := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/work" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case pool <- struct{}{}:
+			defer func() { <-pool }()
+		case <-r.Context().Done():
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withInstance sets X-Instance on every response, including errors and 404s.

@@ -17,6 +17,10 @@
 // POST /echo with X-Request-Id: ID writes "seen ID" to standard error (the
 // instance's log under shoal) before answering, so that the chaos benchmark
 // can count how many times each POST reached an instance.
+//
+// /work?ms=N&wait=M waits M ms more (I/O) after the CPU. With --workers N at
+// most N /work requests run at once and the rest queue: an instance with a
+// fixed capacity, as the policy lab's replay needs.
 package main
 
 import (
@@ -53,6 +57,7 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo-backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	workers := fs.Int("workers", 0, "serve at most N /work requests at once, queueing the rest (0: no limit)")
 	listen := fs.String("listen", "", "address to listen on, host:port (required)")
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
 	healthStatus := fs.Int("health-status", http.StatusOK, "HTTP status /healthz answers (200-599)")
@@ -64,6 +69,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *workers < 0 {
+		return errors.New("--workers must be >= 0")
 	}
 	if *listen == "" {
 		return errors.New("--listen is required")
@@ -83,6 +91,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if *workers > 0 {
+		srv.Handler = withWorkers(*workers, srv.Handler)
 	}
 
 	srv.Handler = withEcho(srv.Handler, *name, stderr)

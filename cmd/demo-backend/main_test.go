@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,6 +42,8 @@ func TestHandler(t *testing.T) {
 		{"/work?ms=abc", 400, "", "ms:"},
 		{"/work?ms=-1", 400, "", "ms:"},
 		{"/work", 400, "", "ms:"},
+		{"/work?ms=0&wait=x", 400, "", "wait:"},
+		{"/work?ms=0&wait=5", 200, "text/plain; charset=utf-8", "web-7 worked 0ms"},
 		{"/missing", 404, "", ""},
 	}
 	for _, tt := range tests {
@@ -103,5 +106,33 @@ func TestRunShutsDown(t *testing.T) {
 func TestRunRequiresListen(t *testing.T) {
 	if err := run(context.Background(), nil, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Errorf("run without --listen: %v, want an error naming --listen", err)
+	}
+}
+
+// TestWorkers: with one worker, /work requests are served one at a time, so
+// two concurrent requests that each wait 200 ms take 400 ms together.
+func TestWorkers(t *testing.T) {
+	srv := httptest.NewServer(withWorkers(1, newHandler("web-1", http.StatusOK)))
+	defer srv.Close()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(srv.URL + "/work?ms=0&wait=200")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Errorf("two requests on one worker took %v, want >= 400ms: they ran at once", took)
 	}
 }

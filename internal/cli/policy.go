@@ -9,5 +9,6 @@ func policyCmd(o *options) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(policyTestCmd(o))
+	cmd.AddCommand(simulateCmd(o))
 	return cmd
 }

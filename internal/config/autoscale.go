@@ -23,6 +23,8 @@ type Autoscale struct {
 	Rules     []Rule
 	Target    *Target
 	Schedules []Schedule
+	// Predictive is nil when the group does not pre-scale.
+	Predictive *Predictive
 }
 
 // MetricPaths are the group metrics a policy can refer to (package metrics'
@@ -143,7 +145,7 @@ type Schedule struct {
 }
 
 func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *Autoscale {
-	f := d.mapping(n, path, "interval", "rules", "target", "schedule")
+	f := d.mapping(n, path, "interval", "rules", "target", "schedule", "predictive")
 	if f.node == nil {
 		return nil
 	}
@@ -179,8 +181,11 @@ func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *
 			}
 		}
 	}
+	if pn := f.get("predictive"); pn != nil {
+		a.Predictive = d.predictive(pn, f.field("predictive"))
+	}
 	// Unknown keys (reported above) are likely misspelt rules or targets.
-	if !f.has("rules") && !f.has("target") && !f.has("schedule") && len(f.vals) == len(n.Content)/2 {
+	if !f.has("rules") && !f.has("target") && !f.has("schedule") && !f.has("predictive") && len(f.vals) == len(n.Content)/2 {
 		d.errorf(n, path, "needs rules, a target or a schedule")
 	}
 	return a

@@ -220,7 +220,7 @@ metrics: {interval: 2s}
 			name: "unknown field",
 			body: `      rule: []
 `,
-			want: `shoal.yaml:9:7: groups[0].autoscale.rule: unknown field; allowed: interval, rules, target, schedule`,
+			want: `shoal.yaml:9:7: groups[0].autoscale.rule: unknown field; allowed: interval, rules, target, schedule, predictive`,
 		},
 	}
 	for _, tt := range tests {

@@ -50,6 +50,9 @@ type State struct {
 	// RuleJobs is when each rule (by name) last had a job accepted; a rule's
 	// own cooldown runs from there.
 	RuleJobs map[string]time.Time
+	// Prediction is the predictive floor for now (Predictor.At); nil when
+	// the group does not pre-scale.
+	Prediction *Prediction
 }
 
 // Outcomes of a decision.
@@ -139,6 +142,16 @@ type evaluation struct {
 // target or a schedule fired or would have: only those decisions are worth
 // keeping. g.Autoscale must not be nil.
 func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, record bool) {
+	d, record = evaluate(g, h, s, now)
+	if p := s.Prediction; p != nil && g.Autoscale.Predictive != nil && d.Request == nil {
+		if pd, ok := predictiveOnly(g, d, g.Autoscale.Predictive, p); ok {
+			return pd, true
+		}
+	}
+	return d, record
+}
+
+func evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, record bool) {
 	e := &evaluation{g: g, p: g.Autoscale, h: h, s: s, now: now, values: map[string]float64{}}
 	d = Decision{Time: now, Group: g.Name, Current: s.Desired, Recommendation: s.Desired, Outcome: OutcomeNothing}
 
@@ -154,6 +167,21 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 		}
 	}
 	lo, hi, bounds := e.schedules()
+	pred := s.Prediction
+	if pred != nil && e.p.Predictive == nil {
+		pred = nil
+	}
+	predLo := false
+	if pred != nil && pred.Off == "" {
+		e.values["forecast.requests_per_second"] = pred.Rate
+		e.values["forecast.floor"] = float64(pred.Floor)
+		// The forecast raises the floor; it never lowers anything, so it
+		// cannot scale in on its own.
+		if f := min(pred.Floor, g.MaxSize); e.p.Predictive.Mode == config.PredictiveScale && f > lo {
+			lo, hi, predLo = f, max(hi, f), true
+			bounds = append([]string{PredictiveName}, bounds...)
+		}
+	}
 	e.sample("size")
 	e.sample("ready")
 	d.Values = e.values
@@ -175,7 +203,11 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 	// A group outside a schedule's bounds is moved to them, unless a rule
 	// or the target wants it even larger.
 	if (desired < lo && win == nil || desired > hi) && len(bounds) > 0 {
-		ops = append(ops, opinion{name: bounds[0], size: desired, fired: true, reason: "its window is open"})
+		why := "its window is open"
+		if predLo && desired < lo {
+			why = pred.Explanation
+		}
+		ops = append(ops, opinion{name: bounds[0], size: desired, fired: true, reason: why})
 		d.Sources = append(d.Sources, bounds[0])
 		win = &ops[len(ops)-1]
 	}
@@ -252,6 +284,22 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 	d.Outcome, d.Code, d.Reason = OutcomeRequest, CodeScale, reason
 	d.Request = request(g, win, final)
 	return d, true
+}
+
+// predictiveOnly records what the forecast alone has to say when nothing
+// else has: once that it is off and why, or (forecast_only) once a minute
+// what it would have done.
+func predictiveOnly(g config.Group, d Decision, cfg *config.Predictive, pred *Prediction) (Decision, bool) {
+	switch {
+	case pred.Off != "" && pred.Announce:
+		d.Rule, d.Outcome, d.Code, d.Recommendation, d.Reason = PredictiveName, OutcomeNothing, CodePredictiveOff, d.Current, pred.Off
+		return d, true
+	case pred.Off == "" && cfg.Mode == config.PredictiveForecastOnly && pred.Fresh && min(pred.Floor, g.MaxSize) > d.Current:
+		d.Rule, d.Outcome, d.Code, d.Recommendation = PredictiveName, OutcomeForecastOnly, CodeForecast, min(pred.Floor, g.MaxSize)
+		d.Reason = fmt.Sprintf("mode forecast_only: would raise the floor from %d to %d; %s", d.Current, d.Recommendation, pred.Explanation)
+		return d, true
+	}
+	return d, false
 }
 
 // request asks for final in the words of the winning action where they say

@@ -78,6 +78,7 @@ type loop struct {
 	refusedUntil time.Time
 	refusedWhy   string
 	backoff      time.Duration
+	predictor    Predictor
 }
 
 func (r *Runner) start(ctx context.Context) (*loop, error) {
@@ -108,6 +109,7 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 	s := r.State()
 	s.RuleJobs = maps.Clone(l.ruleJobs)
 	began := time.Now()
+	s.Prediction = l.predictor.At(r.Group, r.Metrics, now)
 	d, record := Evaluate(r.Group, r.Metrics, s, now)
 	if r.Observe != nil {
 		r.Observe.ObserveEvaluation(r.Group.Name, time.Since(began))
@@ -209,6 +211,7 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 		out    []Decision
 		dedup  Dedup
 		s      = State{Desired: g.MinSize, RuleJobs: map[string]time.Time{}}
+		pred   Predictor
 		prev   = -1
 		cooled = func(t time.Time) {
 			s.UpCooldownUntil, s.DownCooldownUntil = t.Add(g.Cooldown.Up), t.Add(g.Cooldown.Down)
@@ -236,6 +239,7 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 			}
 			s.Desired = prev
 		}
+		s.Prediction = pred.At(g, h, now)
 		d, record := Evaluate(g, h, s, now)
 		if d.Request != nil {
 			s.RuleJobs[d.Rule] = now

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/sim"
+	"github.com/shoal-lb/shoal/internal/trace"
+)
+
+// compare simulates the policies the autoscaling issue compares on the World
+// Cup 1998 day, each with the same policy code as the live loop
+// (internal/sim), at the local start delay and at the seeds' cloud's 3.5
+// minutes. It needs no processes: a day takes seconds per policy.
+func init() {
+	register(&command{
+		name:    "compare",
+		summary: "simulate static, seed 000/004, HPA-style, recommended and predictive policies on the World Cup 1998 day",
+		run:     runCompare,
+	})
+}
+
+// comparedPolicy is one row of the comparison.
+type comparedPolicy struct {
+	key, file string
+	// resolution of the load metrics the policy sees (its native cadence).
+	resolution time.Duration
+	about      string
+}
+
+var comparedPolicies = []comparedPolicy{
+	{"seed-000", "bench/policies/seed-000-native.yaml", 5 * time.Minute,
+		"cron every 2 min on the 5-min average CPU: up > 50 %, down < 20 %, plans 2/3/5, cooldown 540 s"},
+	{"seed-004", "bench/policies/seed-004-native.yaml", time.Minute,
+		"1-min CPU evaluated every minute: +1 > 75 % for 1 min (300 s), -1 < 35 % for 25 min (1500 s), 1..9"},
+	{"hpa-style", "bench/policies/hpa-style.yaml", 15 * time.Second,
+		"target 70 % CPU, 15 s sync on 15 s averages, tolerance 0.1, 300 s stabilization"},
+	{"recommended", "examples/recommended.yaml", 0,
+		"target 60 % CPU p90 per second, 10 min stabilization, in by 1 a minute"},
+	{"reactive-80", "bench/policies/reactive-80.yaml", 0,
+		"predictive's target (80 % CPU p90) without the forecast: its reactive twin"},
+	{"predictive", "examples/recommended-predictive.yaml", 0,
+		"target 80 % CPU p90 + forecast floor (7 d lookback, 10 min horizon, forecast_and_scale)"},
+}
+
+type compareRow struct {
+	Policy           string  `json:"policy"`
+	About            string  `json:"about"`
+	File             string  `json:"file,omitempty"`
+	Resolution       string  `json:"metric_resolution"`
+	InstanceSeconds  float64 `json:"instance_seconds"`
+	VsStatic         float64 `json:"instance_seconds_vs_static"`
+	ViolationSeconds float64 `json:"slo_violation_seconds"`
+	ScaleEvents      int     `json:"scale_events"`
+	Ups              int     `json:"scale_ups"`
+	Downs            int     `json:"scale_downs"`
+	MaxSize          int     `json:"max_size"`
+}
+
+type compareRun struct {
+	StartDelay string       `json:"start_delay"`
+	Plot       string       `json:"plot"`
+	Rows       []compareRow `json:"rows"`
+}
+
+func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
+	tracePath := fs.String("trace", "", "per-minute trace (default: ../shared/traces/worldcup98_requests_per_minute.csv)")
+	from := fs.String("from", "1998-06-30T08:00", "window start, UTC")
+	to := fs.String("to", "1998-07-01T08:00", "window end, UTC")
+	capacity := fs.Float64("capacity", 100, "req/s one instance serves at 100% CPU")
+	baseP99 := fs.Duration("base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
+	slo := fs.Duration("slo", 200*time.Millisecond, "p99 latency SLO")
+	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
+	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 {
+		return nil, badUsage("-capacity and -slo > 0, -base-p99 and start delays >= 0 please")
+	}
+	fromT, err := trace.ParseTime(*from)
+	if err != nil {
+		return nil, badUsage("-from: %v", err)
+	}
+	toT, err := trace.ParseTime(*to)
+	if err != nil {
+		return nil, badUsage("-to: %v", err)
+	}
+	if *tracePath == "" {
+		if *tracePath = trace.WorldCup98Path(); *tracePath == "" {
+			return nil, badUsage("-trace: not given and the World Cup 1998 trace was not found")
+		}
+	}
+	series, err := trace.ReadFile(*tracePath)
+	if err != nil {
+		return nil, badUsage("%v", err)
+	}
+	w, err := series.Window(fromT, toT)
+	if err != nil {
+		return nil, badUsage("%v", err)
+	}
+	scale, err := sim.DefaultScale(w, *capacity)
+	if err != nil {
+		return nil, err
+	}
+	_, rates, hist, err := sim.Window(series, fromT, toT, scale, 7*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	model := sim.Model{Capacity: *capacity, BaseP99: *baseP99}
+	staticN, err := model.StaticFor(rates, *slo)
+	if err != nil {
+		return nil, err
+	}
+	var pols []sim.Policy
+	for _, cp := range comparedPolicies {
+		p, err := sim.LoadPolicy(cp.file, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cp.key, err)
+		}
+		p.Name = cp.key
+		pols = append(pols, p)
+	}
+
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	peak, peakAt := w.Peak()
+	rep.Settings = []Setting{
+		{"trace", fmt.Sprintf("%s, %s to %s (peak %.0f/min at %s)", filepath.Base(*tracePath), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), peak, peakAt.Format("15:04"))},
+		{"scale S", fmt.Sprintf("%.5g (req/s = requests per minute × S / 60; the peak is %.0f req/s, %d instances' worth at 90 %%)", scale, peak*scale/60, sim.PeakInstances)},
+		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c (Erlang C) p99; SLO p99 %s", *capacity, *baseP99, *slo)},
+		{"collector", "1 s samples (coarser where a policy's native cadence says), 30 s warmup excluded from aggregates"},
+		{"history", "the 7 days before the window, per minute, for predictive"},
+		{"static at peak", fmt.Sprintf("%d instances", staticN)},
+		{"command", "shoal-bench compare (or per policy: shoal policy simulate --policy FILE --start-delay D [--resolution R])"},
+	}
+	outDir := "bench/results"
+	if f := fs.Lookup("out"); f != nil {
+		outDir = f.Value.String()
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	staticSecs := float64(staticN) * toT.Sub(fromT).Seconds()
+	var (
+		runs []compareRun
+		md   strings.Builder
+	)
+	for _, delay := range []struct {
+		name string
+		d    time.Duration
+	}{{"local", *local}, {"cloud", *cloud}} {
+		run := compareRun{StartDelay: delay.d.String()}
+		var plots []sim.Series
+		all := append([]sim.Policy{sim.Static(pols[0], staticN)}, pols...)
+		for i, p := range all {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			row := compareRow{Policy: p.Name, About: "fixed at the size the peak needs", Resolution: "1s"}
+			var res time.Duration
+			if i > 0 {
+				cp := comparedPolicies[i-1]
+				row.About, row.File, res = cp.about, cp.file, cp.resolution
+				if res > 0 {
+					row.Resolution = res.String()
+				}
+			}
+			r, err := sim.Simulate(sim.Run{Group: p.Group, Model: model, SLO: *slo, StartDelay: delay.d, Interval: p.Interval,
+				Warmup: p.Warmup, Resolution: res, Initial: p.Group.MinSize, Start: fromT, Rates: rates, History: hist})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Name, err)
+			}
+			row.InstanceSeconds, row.VsStatic, row.ViolationSeconds = r.InstanceSeconds, r.InstanceSeconds/staticSecs, r.ViolationSeconds
+			row.ScaleEvents, row.Ups, row.Downs, row.MaxSize = r.ScaleEvents, r.Ups, r.Downs, r.MaxSize
+			run.Rows = append(run.Rows, row)
+			plots = append(plots, sim.Series{Name: p.Name, Minutes: r.Minutes})
+			env.Log.Info("simulated", "policy", p.Name, "start_delay", delay.d, "instance_seconds", r.InstanceSeconds, "violation_seconds", r.ViolationSeconds)
+		}
+		run.Plot = filepath.Join(outDir, rep.Date.UTC().Format("20060102-150405")+"-compare-"+delay.name+".svg")
+		f, err := os.Create(run.Plot)
+		if err != nil {
+			return nil, err
+		}
+		title := fmt.Sprintf("World Cup 1998, %s to %s; start delay %s", fromT.Format("01-02 15:04"), toT.Format("01-02 15:04 UTC"), delay.d)
+		if err := errors.Join(sim.WriteSVG(f, title, plots), f.Close()); err != nil {
+			return nil, err
+		}
+		runs = append(runs, run)
+		rep.Figures = append(rep.Figures, compareFigures(delay.name, run.Rows)...)
+
+		fmt.Fprintf(&md, "## Start delay %s (%s)\n\nPlot: `%s`\n\n", delay.d, delay.name, filepath.Base(run.Plot))
+		md.WriteString("| policy | instance-seconds | vs static | SLO-violation seconds | scale events (up/down) | max size | metric resolution | what |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+		for _, r := range run.Rows {
+			fmt.Fprintf(&md, "| %s | %.0f | %.3f | %.0f | %d (%d/%d) | %d | %s | %s |\n", r.Policy, r.InstanceSeconds, r.VsStatic,
+				r.ViolationSeconds, r.ScaleEvents, r.Ups, r.Downs, r.MaxSize, r.Resolution, r.About)
+		}
+		md.WriteString("\n")
+	}
+	rep.Details = map[string]any{"scale": scale, "static_at_peak": staticN, "runs": runs}
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+// compareFigures states the issue's goals for one start delay.
+func compareFigures(delay string, rows []compareRow) []Figure {
+	by := map[string]compareRow{}
+	for _, r := range rows {
+		by[r.Policy] = r
+	}
+	rec, static, pred := by["recommended"], rows[0], by["predictive"]
+	ratio := rec.InstanceSeconds / static.InstanceSeconds
+	figs := []Figure{{
+		Name: fmt.Sprintf("%s: recommended instance-seconds", delay), Unit: "s", Value: num(rec.InstanceSeconds),
+		Baseline: static.Policy, BaselineValue: num(static.InstanceSeconds), Ratio: num(ratio),
+		Goal: "<= 0.6× static", Verdict: verdict(num(ratio), func(v float64) bool { return v <= 0.6 }),
+	}}
+	for _, other := range []string{"seed-000", "seed-004", "hpa-style"} {
+		o := by[other]
+		f := Figure{
+			Name: fmt.Sprintf("%s: recommended SLO-violation seconds", delay), Unit: "s", Value: num(rec.ViolationSeconds),
+			Baseline: other, BaselineValue: num(o.ViolationSeconds), Goal: "fewer than " + other,
+			Verdict: verdict(num(rec.ViolationSeconds), func(v float64) bool { return v < o.ViolationSeconds }),
+		}
+		if rec.ViolationSeconds == 0 && o.ViolationSeconds == 0 {
+			f.Note = fmt.Sprintf("both have none; %s uses %.0f instance-seconds more", other, o.InstanceSeconds-rec.InstanceSeconds)
+		}
+		figs = append(figs, f)
+	}
+	for _, reactive := range []string{"hpa-style", "reactive-80"} {
+		o := by[reactive]
+		ok := pred.ViolationSeconds < o.ViolationSeconds && pred.InstanceSeconds <= o.InstanceSeconds
+		v := "FAIL"
+		if ok {
+			v = "PASS"
+		}
+		figs = append(figs, Figure{
+			Name: fmt.Sprintf("%s: predictive SLO-violation seconds", delay), Unit: "s", Value: num(pred.ViolationSeconds),
+			Baseline: reactive, BaselineValue: num(o.ViolationSeconds),
+			Goal:    "fewer than reactive target tracking, at no more instance-seconds",
+			Verdict: v,
+			Note:    fmt.Sprintf("instance-seconds: predictive %.0f, %s %.0f", pred.InstanceSeconds, reactive, o.InstanceSeconds),
+		})
+	}
+	return figs
+}

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/sim"
+	"github.com/shoal-lb/shoal/internal/trace"
+)
+
+// simulation is one policy's result, as printed with -o json.
+type simulation struct {
+	Policy           string  `json:"policy"`
+	Group            string  `json:"group"`
+	InstanceSeconds  float64 `json:"instance_seconds"`
+	VsStatic         float64 `json:"instance_seconds_vs_static,omitempty"`
+	ViolationSeconds float64 `json:"slo_violation_seconds"`
+	ScaleEvents      int     `json:"scale_events"`
+	Ups              int     `json:"scale_ups"`
+	Downs            int     `json:"scale_downs"`
+	MaxSize          int     `json:"max_size"`
+	Decisions        int     `json:"decisions"`
+}
+
+func simulateCmd(o *options) *cobra.Command {
+	var (
+		tracePath, from, to, group, svg string
+		policies                        []string
+		capacity, scale                 float64
+		startDelay, slo, baseP99        time.Duration
+		resolution, history             time.Duration
+		static                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "run policies over a recorded request trace with a capacity model, a day in seconds",
+		Long: `Simulates each --policy (a shoal config; its first group with an autoscale
+section, or --group) on the requests per minute of a trace window, with the
+same policy code as the live loop: every metrics.interval the simulated
+collector samples the group (instances in warmup excluded, as live) and the
+policy is evaluated through an injected clock; its jobs start instances that
+enter service after --start-delay, one job at a time, with the group's
+cooldowns, min/max and plans. Each instance serves up to --capacity req/s;
+CPU is the utilisation, p99 latency an M/M/c (Erlang C) estimate.
+
+Prints per policy the instance-seconds, the seconds the p99 exceeded --slo,
+and the scale events; --svg plots load, capacity and instances over time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bad := func(format string, a ...any) error {
+				return &exitError{code: exitUsage, msg: fmt.Sprintf(format, a...)}
+			}
+			if o.output != "text" && o.output != "json" {
+				return bad("-o must be text or json, got %q", o.output)
+			}
+			if !(capacity > 0) || scale < 0 || startDelay < 0 || slo <= 0 || baseP99 < 0 || resolution < 0 || history < 0 {
+				return bad("--capacity and --slo must be > 0; --scale, --start-delay, --base-p99, --resolution and --history >= 0")
+			}
+			fromT, err := trace.ParseTime(from)
+			if err != nil {
+				return bad("--from: %v", err)
+			}
+			toT, err := trace.ParseTime(to)
+			if err != nil {
+				return bad("--to: %v", err)
+			}
+			if tracePath == "" {
+				if tracePath = trace.WorldCup98Path(); tracePath == "" {
+					return bad("--trace: no trace given and ../shared/traces/worldcup98_requests_per_minute.csv not found")
+				}
+			}
+			if len(policies) == 0 {
+				policies = []string{o.configFile()}
+			}
+			var pols []sim.Policy
+			for _, path := range policies {
+				p, err := sim.LoadPolicy(path, group)
+				var el config.ErrorList
+				if errors.As(err, &el) {
+					fmt.Fprintln(o.stderr, err)
+					return bad("%s: %d error(s) in config", path, len(el))
+				}
+				if err != nil {
+					return bad("%v", err)
+				}
+				pols = append(pols, p)
+			}
+			series, err := trace.ReadFile(tracePath)
+			if err != nil {
+				return bad("%v", err)
+			}
+			model := sim.Model{Capacity: capacity, BaseP99: baseP99}
+			if err := model.Validate(); err != nil {
+				return bad("%v", err)
+			}
+			w, err := series.Window(fromT, toT)
+			if err != nil {
+				return bad("--from/--to: %v", err)
+			}
+			scaleNote := ""
+			if scale == 0 {
+				if scale, err = sim.DefaultScale(w, capacity); err != nil {
+					return bad("%v", err)
+				}
+				scaleNote = fmt.Sprintf(" (the peak needs %d instances)", sim.PeakInstances)
+			}
+			_, rates, hist, err := sim.Window(series, fromT, toT, scale, history)
+			if err != nil {
+				return bad("%v", err)
+			}
+			staticN, err := model.StaticFor(rates, slo)
+			if err != nil {
+				return bad("%v", err)
+			}
+			if static {
+				pols = append([]sim.Policy{sim.Static(pols[0], staticN)}, pols...)
+			}
+
+			var (
+				out   []simulation
+				plots []sim.Series
+			)
+			staticSecs := float64(staticN) * toT.Sub(fromT).Seconds()
+			for _, p := range pols {
+				res, err := sim.Simulate(sim.Run{Group: p.Group, Model: model, SLO: slo, StartDelay: startDelay,
+					Interval: p.Interval, Warmup: p.Warmup, Resolution: resolution, Initial: p.Group.MinSize,
+					Start: fromT, Rates: rates, History: hist})
+				if err != nil {
+					return bad("%s: %v", p.Name, err)
+				}
+				out = append(out, simulation{Policy: p.Name, Group: p.Group.Name, InstanceSeconds: res.InstanceSeconds,
+					VsStatic: res.InstanceSeconds / staticSecs, ViolationSeconds: res.ViolationSeconds, ScaleEvents: res.ScaleEvents,
+					Ups: res.Ups, Downs: res.Downs, MaxSize: res.MaxSize, Decisions: len(res.Decisions)})
+				plots = append(plots, sim.Series{Name: p.Name, Minutes: res.Minutes})
+			}
+			if svg != "" {
+				f, err := os.Create(svg)
+				if err != nil {
+					return &exitError{code: exitFailed, msg: err.Error()}
+				}
+				title := fmt.Sprintf("%s to %s, scale %.4g, capacity %.0f req/s/instance, start delay %s", fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, capacity, startDelay)
+				err = errors.Join(sim.WriteSVG(f, title, plots), f.Close())
+				if err != nil {
+					return &exitError{code: exitFailed, msg: fmt.Sprintf("--svg: %v", err)}
+				}
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(o.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"trace": tracePath, "from": fromT, "to": toT, "scale": scale,
+					"capacity_rps": capacity, "start_delay": startDelay.String(), "slo": slo.String(), "static_at_peak": staticN,
+					"policies": out})
+			}
+			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.0f req/s per instance, base p99 %s, SLO p99 %s, start delay %s; static at peak: %d instances\n\n",
+				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, baseP99, slo, startDelay, staticN)
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "POLICY\tINSTANCE-SECONDS\tVS STATIC\tSLO-VIOLATION SECONDS\tSCALE EVENTS (UP/DOWN)\tMAX SIZE")
+			for _, s := range out {
+				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.0f\t%d (%d/%d)\t%d\n", s.Policy, s.InstanceSeconds, s.VsStatic, s.ViolationSeconds, s.ScaleEvents, s.Ups, s.Downs, s.MaxSize)
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tracePath, "trace", "", "per-minute trace CSV (default: ../shared/traces/worldcup98_requests_per_minute.csv)")
+	f.StringVar(&from, "from", "1998-06-30T08:00", "window start, UTC")
+	f.StringVar(&to, "to", "1998-07-01T08:00", "window end, UTC")
+	f.StringArrayVar(&policies, "policy", nil, "shoal config with the policy (repeat to compare; default: --config)")
+	f.StringVar(&group, "group", "", "the group to simulate (default: the first with an autoscale section)")
+	f.Float64Var(&capacity, "capacity", 100, "requests/s one instance serves at 100% CPU (a demo-backend --workers 1 serving /work?ms=1&wait=9 calibrates at about 93)")
+	f.Float64Var(&scale, "scale", 0, "requests per trace minute × scale / 60 = req/s (default: the peak needs 5 instances)")
+	f.DurationVar(&startDelay, "start-delay", sim.LocalStartDelay, "time from a scale-out to the new instance in service (the seeds' cloud: 3m30s)")
+	f.DurationVar(&slo, "slo", 200*time.Millisecond, "p99 latency SLO")
+	f.DurationVar(&baseP99, "base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
+	f.DurationVar(&resolution, "resolution", 0, "load metrics as averages over this period (a cloud API's 1m or 5m; default: every metrics.interval)")
+	f.DurationVar(&history, "history", 7*24*time.Hour, "trace before --from fed as history (for predictive)")
+	f.BoolVar(&static, "static", false, "also simulate the group fixed at the size the peak needs")
+	f.StringVar(&svg, "svg", "", "write a plot of load, capacity and instances to this SVG file")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}

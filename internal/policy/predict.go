@@ -1,0 +1,236 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/forecast"
+)
+
+// PredictiveName names the predictive floor in decisions and job sources.
+const PredictiveName = "predictive"
+
+// Predictive outcomes and codes.
+const (
+	// OutcomeForecastOnly: mode forecast_only, and the forecast would have
+	// raised the floor; nothing was done.
+	OutcomeForecastOnly = "forecast only"
+	CodeForecast        = "forecast"       // what the forecast wants
+	CodePredictiveOff   = "predictive_off" // the forecast cannot be made; why
+)
+
+// defaultUtilisation is the CPU the floor plans for when the group's target
+// does not say (a target on cpu.* plans for its own value; one on
+// requests_per_second_per_instance gives the rate per instance directly).
+const defaultUtilisation = 0.7
+
+// Prediction is a group's predictive floor for one minute.
+//
+// The model (package forecast): the requests per second of each minute of
+// the next horizon is the weighted mean of the same minute on the previous
+// lookback days (yesterday weighs most), times the ratio of the last 10
+// minutes' actual rate to what the same estimate said for them. The floor is
+// sized for max(the horizon's forecast peak, the last horizon's actual peak),
+// divided by what one instance is planned to serve, so a forecast only ever
+// raises capacity.
+type Prediction struct {
+	Minute time.Time
+	// Off says why there is no forecast, "" when there is one.
+	Off string
+	// Rate is the requests per second the floor is sized for.
+	Rate float64
+	// PerInstance is the requests per second one instance is planned to
+	// serve; Capacity is its measured (or configured) 100 % CPU rate.
+	PerInstance, Capacity float64
+	// Floor is the instances Rate needs.
+	Floor       int
+	Explanation string
+	// Fresh is true for the first evaluation of the minute, so that
+	// forecast_only records what it would do once a minute, not every second.
+	Fresh bool
+	// Announce is true when the prediction has just gone off (or off for a
+	// new reason): it is recorded once.
+	Announce bool
+	offKind  string
+}
+
+// Predictor computes a group's Prediction once a minute. The Runner, Replay
+// and the simulator each keep one per group; the zero value is ready.
+type Predictor struct {
+	last    *Prediction
+	offKind string
+	used    bool
+}
+
+// At returns the prediction for the minute of now, computing it on the
+// minute's first call; nil when g does not pre-scale.
+func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
+	if g.Autoscale == nil || g.Autoscale.Predictive == nil {
+		return nil
+	}
+	m := now.Truncate(time.Minute)
+	if p.last == nil || !p.last.Minute.Equal(m) {
+		pr := Predict(g, h, m)
+		pr.Announce = pr.offKind != "" && pr.offKind != p.offKind
+		p.offKind = pr.offKind
+		p.last, p.used = &pr, false
+	}
+	out := *p.last
+	out.Fresh = !p.used
+	if p.used {
+		out.Announce = false
+	}
+	p.used = true
+	return &out
+}
+
+// Predict computes g's prediction for the minute starting at m from the
+// requests_per_second history h holds before m.
+func Predict(g config.Group, h Metrics, m time.Time) Prediction {
+	cfg := g.Autoscale.Predictive
+	pr := Prediction{Minute: m}
+	off := func(kind, format string, a ...any) Prediction {
+		pr.offKind = kind
+		pr.Off = fmt.Sprintf(format, a...) + "; predictive stays off, the reactive policy acts alone"
+		return pr
+	}
+	model := forecast.Default
+	model.Days = max(1, int(cfg.Lookback/model.Period))
+	tw := model.TrendWindow
+	start := m.Add(-time.Duration(model.Days)*model.Period - tw)
+	vals := make([]float64, int(m.Sub(start)/forecast.Step))
+	for i := range vals {
+		vals[i] = math.NaN()
+	}
+	// Only the minutes the forecast reads are fetched: the recent ones and
+	// the same stretch on each previous day, not the whole lookback.
+	fill := func(from, to time.Time) {
+		from, to = maxTime(from, start), minTime(to, m)
+		if !from.Before(to) {
+			return
+		}
+		pts := h.Points("requests_per_second", from, to.Add(-time.Nanosecond))
+		i0 := int(from.Sub(start) / forecast.Step)
+		sums := make([]float64, int(to.Sub(from)/forecast.Step)+1)
+		ns := make([]int, len(sums))
+		for _, p := range pts {
+			if !finite(p.V) || p.T.Before(from) {
+				continue
+			}
+			j := int(p.T.Sub(from) / forecast.Step)
+			if j < len(sums) {
+				sums[j] += p.V
+				ns[j]++
+			}
+		}
+		for j, n := range ns {
+			if n > 0 && i0+j < len(vals) {
+				vals[i0+j] = sums[j] / float64(n)
+			}
+		}
+	}
+	fill(m.Add(-max(tw, cfg.Horizon)), m)
+	for d := 1; d <= model.Days; d++ {
+		base := m.Add(-time.Duration(d) * model.Period)
+		fill(base.Add(-tw), base.Add(cfg.Horizon))
+	}
+	first := -1
+	for i, v := range vals {
+		if !math.IsNaN(v) {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return off("history", "no requests_per_second history yet (need %s)", model.Need())
+	}
+	hist := forecast.History{Start: start.Add(time.Duration(first) * forecast.Step), Values: vals[first:]}
+	f, err := model.Forecast(hist, m, cfg.Horizon)
+	if err != nil {
+		kind := "forecast"
+		var short *forecast.InsufficientError
+		if errors.As(err, &short) {
+			kind = "history"
+			// The windows above skip most of the lookback; say how much
+			// history there really is (a short one is cheap to read).
+			if pts := h.Points("requests_per_second", start, m); len(pts) > 0 {
+				short.Have = m.Sub(pts[0].T.Truncate(forecast.Step))
+			}
+		}
+		return off(kind, "%s", strings.TrimPrefix(err.Error(), "forecast: "))
+	}
+
+	pr.Capacity = cfg.Capacity
+	source := "configured"
+	if pr.Capacity == 0 {
+		rps, cpu := mean(h.Points("requests_per_second_per_instance", m.Add(-tw), m)), mean(h.Points("cpu.avg", m.Add(-tw), m))
+		if math.IsNaN(rps) || math.IsNaN(cpu) || cpu < 10 {
+			return off("capacity", "cannot measure an instance's capacity: the last %s had no requests per instance or CPU under 10 %%; set predictive.capacity", fmtDur(tw))
+		}
+		pr.Capacity, source = rps*100/cpu, fmt.Sprintf("measured: %.1f req/s per instance at %.0f %% CPU", rps, cpu)
+	}
+	pr.PerInstance = pr.Capacity * defaultUtilisation
+	plan := fmt.Sprintf("%.0f %% of capacity %.1f req/s (%s)", 100*defaultUtilisation, pr.Capacity, source)
+	if t := g.Autoscale.Target; t != nil {
+		switch {
+		case t.Metric == "requests_per_second_per_instance":
+			pr.PerInstance = t.Value
+			plan = "the target's requests_per_second_per_instance"
+		case strings.HasPrefix(t.Metric, "cpu."):
+			pr.PerInstance = pr.Capacity * t.Value / 100
+			plan = fmt.Sprintf("the target's %s %s %% of capacity %.1f req/s (%s)", t.Metric, num(t.Value), pr.Capacity, source)
+		}
+	}
+	pr.Rate = max(f.Peak, f.RecentPeak)
+	if pr.Rate > 0 {
+		pr.Floor = int(math.Ceil(pr.Rate/pr.PerInstance - 1e-9))
+	}
+	pr.Explanation = fmt.Sprintf("floor %d = ⌈%.1f req/s ÷ %.1f req/s per instance (%s)⌉, sized for max(forecast peak %.1f, last %s peak %.1f); %s",
+		pr.Floor, pr.Rate, pr.PerInstance, plan, f.Peak, fmtDur(cfg.Horizon), f.RecentPeak, f.Explanation)
+	return pr
+}
+
+func mean(pts []Point) float64 {
+	var sum float64
+	n := 0
+	for _, p := range pts {
+		if finite(p.V) {
+			sum += p.V
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// fmtDur prints d without trailing zero units ("10m", "1h30m").
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

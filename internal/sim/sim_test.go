@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/policy"
+)
+
+var t0 = time.Date(1998, 6, 30, 8, 0, 0, 0, time.UTC)
+
+// group parses a one-group config with the given autoscale section.
+func group(t *testing.T, minSize, maxSize int, cooldown, autoscale string) config.Group {
+	t.Helper()
+	doc := "listen: 127.0.0.1:8080\ngroups:\n  - name: web\n    min_size: " + itoa(minSize) + "\n    max_size: " + itoa(maxSize) +
+		"\n    cooldown: " + cooldown + "\n    template: {command: [app]}\n    autoscale:\n" + autoscale
+	path := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Groups[0]
+}
+
+func itoa(n int) string { return string(rune('0'+n/10)) + string(rune('0'+n%10)) }
+
+// wave is a day-shaped load: a slow sine between lo and hi req/s, one period
+// per period minutes, with a step at the top.
+func wave(minutes, period int, lo, hi float64) []float64 {
+	r := make([]float64, minutes)
+	for i := range r {
+		r[i] = lo + (hi-lo)*(0.5-0.5*math.Cos(2*math.Pi*float64(i)/float64(period)))
+	}
+	return r
+}
+
+// TestSimulatorDecidesAsReplay runs the simulator, then feeds the metric
+// history it recorded to policy.Replay (the code `shoal policy test` and the
+// live loop share) and compares the decisions one by one: the simulator's
+// evaluation path is the live one. With no start delay a job ends at the next
+// sample, as Replay assumes when it starts cooldowns at size changes.
+func TestSimulatorDecidesAsReplay(t *testing.T) {
+	policies := map[string]string{
+		"target": `      target: {metric: cpu.p90, value: 60, scale_in_stabilization: 120s}
+`,
+		"rules": `      rules:
+        - {name: out, metric: cpu.avg, above: 75, for: 1m, action: {add: 1}, cooldown: 300s}
+        - {name: in, metric: cpu.avg, below: 35, for: 5m, action: {remove: 1}, cooldown: 600s}
+`,
+	}
+	for name, as := range policies {
+		t.Run(name, func(t *testing.T) {
+			g := group(t, 1, 20, "{up: 30s, down: 60s}", as)
+			run := Run{Group: g, Model: Model{Capacity: 100, BaseP99: 20 * time.Millisecond}, SLO: 200 * time.Millisecond,
+				Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: wave(240, 120, 50, 900)}
+			res, err := Simulate(run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ScaleEvents < 4 {
+				t.Fatalf("only %d scale events: the test load should move the group", res.ScaleEvents)
+			}
+			end := t0.Add(240*time.Minute - time.Second)
+			replayed := policy.Replay(g, res.History, t0, end)
+			if len(replayed) != len(res.Decisions) {
+				t.Fatalf("simulator recorded %d decisions, Replay %d", len(res.Decisions), len(replayed))
+			}
+			for i, d := range res.Decisions {
+				r := replayed[i]
+				if d.Outcome == policy.OutcomeAccepted {
+					d.Outcome, d.JobID = policy.OutcomeRequest, ""
+				}
+				if !reflect.DeepEqual(d, r) {
+					t.Fatalf("decision %d differs:\n sim    %+v\n replay %+v", i, d, r)
+				}
+			}
+			t.Logf("%d decisions, %d scale events, %.0f instance-seconds, %.0f violation seconds",
+				len(res.Decisions), res.ScaleEvents, res.InstanceSeconds, res.ViolationSeconds)
+		})
+	}
+}
+
+// TestSimulateAccounting checks the bookkeeping on a static group: the
+// instance-seconds are size × duration, and an overloaded stretch counts as
+// violation seconds, exactly.
+func TestSimulateAccounting(t *testing.T) {
+	g := config.Group{Name: "web", MinSize: 2, MaxSize: 2}
+	rates := []float64{100, 100, 250, 100} // the third minute overloads 2 × 100 req/s
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+		Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: rates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InstanceSeconds != 2*240 || res.ViolationSeconds != 60 || res.ScaleEvents != 0 {
+		t.Errorf("instance-seconds %v (want 480), violation seconds %v (want 60), events %d (want 0)",
+			res.InstanceSeconds, res.ViolationSeconds, res.ScaleEvents)
+	}
+	if res.Minutes[2].P99ms != -1 || math.Abs(res.Minutes[2].Capacity-200) > 1e-9 {
+		t.Errorf("minute 2: %+v, want an unbounded p99 and capacity 200", res.Minutes[2])
+	}
+}
+
+// TestStartDelayAndWarmup checks that new instances serve only after the
+// start delay and count in the aggregates only after the warmup.
+func TestStartDelayAndWarmup(t *testing.T) {
+	g := group(t, 1, 10, "{up: 0s, down: 600s}", `      target: {metric: cpu.avg, value: 50}
+`)
+	rates := append([]float64{40}, make([]float64, 9)...)
+	for i := 1; i < len(rates); i++ {
+		rates[i] = 160
+	}
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+		StartDelay: 20 * time.Second, Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: rates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.Decisions[0]
+	if first.Request == nil || first.Time != t0.Add(time.Minute) || first.Recommendation != 2 {
+		t.Fatalf("first decision %+v: want a request for 2 at 08:01:00, the first sample of the higher load", first)
+	}
+	// 160 req/s on one instance of 100 overloads for the 20 s start delay.
+	if res.Minutes[1].ViolationSeconds < 20 {
+		t.Errorf("minute 1 violated %v s, want >= 20 (the start delay)", res.Minutes[1].ViolationSeconds)
+	}
+	ready := res.History.Points("ready", t0.Add(time.Minute+49*time.Second), t0.Add(time.Minute+49*time.Second))
+	if len(ready) != 1 || ready[0].V != 1 {
+		t.Errorf("ready at 08:01:49 = %v, want 1: the new instance (in service 08:01:20) is warming up until 08:01:50", ready)
+	}
+	if ready := res.History.Points("ready", t0.Add(time.Minute+50*time.Second), t0.Add(time.Minute+50*time.Second)); len(ready) != 1 || ready[0].V < 2 {
+		t.Errorf("ready at 08:01:50 = %v, want >= 2: the warmup is over", ready)
+	}
+}
+
+// TestCoarseResolution: with 5-minute averages read by a 2-minute cron, as
+// in seed 000, a load step at 08:10 is seen when the 08:10-08:15 average is
+// published (08:15) and acted on at the next evaluation (08:16).
+func TestCoarseResolution(t *testing.T) {
+	g := group(t, 1, 5, "540", `      interval: 2m
+      rules:
+        - {name: scale-up, metric: cpu.avg, above: 50, for: 5m, action: up}
+`)
+	rates := make([]float64, 30)
+	for i := range rates {
+		rates[i] = 30
+		if i >= 10 {
+			rates[i] = 80
+		}
+	}
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+		Interval: time.Second, Warmup: 30 * time.Second, Resolution: 5 * time.Minute, Start: t0, Rates: rates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ups != 1 || res.Decisions[0].Time != t0.Add(16*time.Minute) {
+		t.Fatalf("ups %d, first decision %+v: want one scale-up at 08:16", res.Ups, res.Decisions[0])
+	}
+	if pts := res.History.Points("cpu.avg", t0, t0.Add(30*time.Minute)); len(pts) != 6 || pts[2].T != t0.Add(15*time.Minute) || pts[2].V != 80 {
+		t.Errorf("cpu.avg %v: want one 5-minute average every 5 minutes, 80 for 08:10-08:15 at 08:15", pts)
+	}
+}
