@@ -42,7 +42,7 @@ var comparedPolicies = []comparedPolicy{
 	{"hpa-style", "bench/policies/hpa-style.yaml", 15 * time.Second,
 		"target 70 % CPU, 15 s sync on 15 s averages, tolerance 0.1, 300 s stabilization"},
 	{"recommended", "examples/recommended.yaml", 0,
-		"target 60 % CPU p90 per second, 10 min stabilization, in by 1 a minute"},
+		"target 45 % CPU p90 per second, 10 min stabilization, in by 1 a minute"},
 	{"reactive-80", "bench/policies/reactive-80.yaml", 0,
 		"predictive's target (80 % CPU p90) without the forecast: its reactive twin"},
 	{"predictive", "examples/recommended-predictive.yaml", 0,
