@@ -1,16 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/metrics"
@@ -95,36 +89,4 @@ func (c *Client) PolicyTestFile(ctx context.Context, group string, window time.D
 	var r PolicyTestResponse
 	err := c.doRaw(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/policy/test?"+q.Encode(), "application/yaml", policyYAML, &r)
 	return r.Decisions, err
-}
-
-// doRaw is do with a body sent as is.
-func (c *Client) doRaw(ctx context.Context, method, path, contentType string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://shoal"+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", contentType)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w (nothing answers on %s; start it with `shoal serve`)", ErrCoreNotRunning, c.socket)
-		}
-		return fmt.Errorf("talk to shoal core at %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("read answer from shoal core: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.ErrorResponse.Error == "" {
-			e.ErrorResponse.Error = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
-		}
-		return e
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode answer from shoal core: %w", err)
-	}
-	return nil
 }

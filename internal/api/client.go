@@ -89,20 +89,29 @@ func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (jobs.J
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	if body == nil {
+		return c.doRaw(ctx, method, path, "", nil, out)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return c.doRaw(ctx, method, path, "application/json", b, out)
+}
+
+// doRaw sends body as is (none when contentType is empty) and decodes the
+// JSON answer into out, or returns the API's error.
+func (c *Client) doRaw(ctx context.Context, method, path, contentType string, body []byte, out any) error {
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	if contentType != "" {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://shoal"+path, rd)
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
