@@ -149,27 +149,7 @@ func (d *decoder) hook(n *yaml.Node, path string, data TemplateData, defTimeout 
 	f.require("command")
 	h := &Hook{}
 	if cn := f.get("command"); cn != nil {
-		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
-		if ok && len(items) == 0 {
-			d.errorf(cn, f.field("command"), "must not be empty")
-		}
-		for i, item := range items {
-			field := fmt.Sprintf("%s[%d]", f.field("command"), i)
-			s, ok := d.str(item, field)
-			if !ok {
-				continue
-			}
-			tt, out, err := compileArg(s, data)
-			if err == nil && i == 0 && out == "" {
-				err = errors.New("expands to an empty program name")
-			}
-			if err != nil {
-				d.errorf(item, field, "%v", err)
-				continue
-			}
-			h.Command = append(h.Command, s)
-			h.command = append(h.command, tt)
-		}
+		h.Command, h.command = d.argv(cn, f.field("command"), data, nil)
 	}
 	h.Timeout = d.within(f, "timeout", defTimeout, time.Millisecond, maxTimeout)
 	return h

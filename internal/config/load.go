@@ -598,6 +598,37 @@ func (d *decoder) count(f *fields, key string, def int) int {
 	return v
 }
 
+// argv decodes a command list: every element is a template trial-run with
+// data, and the first must not expand to nothing. over, when not nil, sees
+// every expansion and ends the list once it reports a bound exceeded.
+func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(n *yaml.Node, field, out string) bool) (texts []string, compiled []*template.Template) {
+	items, ok := d.sequence(n, field, "a list of strings")
+	if ok && len(items) == 0 {
+		d.errorf(n, field, "must not be empty")
+	}
+	for i, item := range items {
+		ifield := fmt.Sprintf("%s[%d]", field, i)
+		s, ok := d.str(item, ifield)
+		if !ok {
+			continue
+		}
+		tt, out, err := compileArg(s, data)
+		if err == nil && i == 0 && out == "" {
+			err = errors.New("expands to an empty program name")
+		}
+		if err != nil {
+			d.errorf(item, ifield, "%v", err)
+			continue
+		}
+		if over != nil && over(item, ifield, out) {
+			break
+		}
+		texts = append(texts, s)
+		compiled = append(compiled, tt)
+	}
+	return texts, compiled
+}
+
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
@@ -618,30 +649,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 	}
 
 	if cn := f.get("command"); cn != nil {
-		items, ok := d.sequence(cn, f.field("command"), "a list of strings")
-		if ok && len(items) == 0 {
-			d.errorf(cn, f.field("command"), "must not be empty")
-		}
-		for i, item := range items {
-			field := fmt.Sprintf("%s[%d]", f.field("command"), i)
-			s, ok := d.str(item, field)
-			if !ok {
-				continue
-			}
-			tt, out, err := compileArg(s, data)
-			if err == nil && i == 0 && out == "" {
-				err = errors.New("expands to an empty program name")
-			}
-			if err != nil {
-				d.errorf(item, field, "%v", err)
-				continue
-			}
-			if overTotal(item, field, out) {
-				break
-			}
-			t.Command = append(t.Command, s)
-			t.command = append(t.command, tt)
-		}
+		t.Command, t.command = d.argv(cn, f.field("command"), data, overTotal)
 	}
 
 	if en := f.get("env"); en != nil {
