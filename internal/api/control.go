@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -81,16 +79,7 @@ func (h *Handler) reload(w http.ResponseWriter, r *http.Request, ctl Control) {
 
 func (h *Handler) shutdown(w http.ResponseWriter, r *http.Request, ctl Control) {
 	var body ShutdownRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&body)
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errTrailing
-		}
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, ShutdownResponse{Stopping: true, KeepRunning: body.KeepRunning})

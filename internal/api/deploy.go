@@ -1,10 +1,7 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/shoal-lb/shoal/internal/jobs"
@@ -41,31 +38,4 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, job)
 	}
-}
-
-// decodeBody reads one JSON object of at most maxBody bytes into v, with
-// no unknown fields and nothing after it; an empty body leaves v as it is.
-// It answers the error itself and reports whether v may be used.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errTrailing
-			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
-				err = terr
-			}
-		}
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("request body is larger than %d bytes", maxBody)})
-		return false
-	case err != nil && !errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
-		return false
-	}
-	return true
 }

@@ -218,25 +218,7 @@ func (h *Handler) unknownGroup(w http.ResponseWriter, name string) {
 
 func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 	var body ScaleRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&body)
-	if err == nil {
-		// One JSON value and nothing after it but white space.
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errTrailing
-			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
-				err = terr
-			}
-		}
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("request body is larger than %d bytes", maxBody)})
-		return
-	case err != nil && !errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	req := jobs.Request{Group: r.PathValue("group"), Source: body.Source}
@@ -380,4 +362,31 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// decodeBody reads one JSON object of at most maxBody bytes into v, with
+// no unknown fields and nothing after it; an empty body leaves v as it is.
+// It answers the error itself and reports whether v may be used.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailing
+			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
+				err = terr
+			}
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Error: fmt.Sprintf("request body is larger than %d bytes", maxBody)})
+		return false
+	case err != nil && !errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "invalid JSON body: " + err.Error()})
+		return false
+	}
+	return true
 }
