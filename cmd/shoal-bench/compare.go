@@ -84,22 +84,9 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 {
 		return nil, badUsage("-capacity and -slo > 0, -base-p99 and start delays >= 0 please")
 	}
-	fromT, err := trace.ParseTime(*from)
+	series, fromT, toT, err := readTrace(*tracePath, *from, *to)
 	if err != nil {
-		return nil, badUsage("-from: %v", err)
-	}
-	toT, err := trace.ParseTime(*to)
-	if err != nil {
-		return nil, badUsage("-to: %v", err)
-	}
-	if *tracePath == "" {
-		if *tracePath = trace.WorldCup98Path(); *tracePath == "" {
-			return nil, badUsage("-trace: not given and the World Cup 1998 trace was not found")
-		}
-	}
-	series, err := trace.ReadFile(*tracePath)
-	if err != nil {
-		return nil, badUsage("%v", err)
+		return nil, err
 	}
 	w, err := series.Window(fromT, toT)
 	if err != nil {
@@ -248,4 +235,24 @@ func compareFigures(delay string, rows []compareRow) []Figure {
 		})
 	}
 	return figs
+}
+
+// readTrace reads the per-minute trace at path (the World Cup 1998 trace when
+// empty) and the window's bounds; its errors are usage errors.
+func readTrace(path, from, to string) (series trace.Series, fromT, toT time.Time, err error) {
+	if fromT, err = trace.ParseTime(from); err != nil {
+		return series, fromT, toT, badUsage("-from: %v", err)
+	}
+	if toT, err = trace.ParseTime(to); err != nil {
+		return series, fromT, toT, badUsage("-to: %v", err)
+	}
+	if path == "" {
+		if path = trace.WorldCup98Path(); path == "" {
+			return series, fromT, toT, badUsage("-trace: not given and the World Cup 1998 trace was not found")
+		}
+	}
+	if series, err = trace.ReadFile(path); err != nil {
+		return series, fromT, toT, badUsage("%v", err)
+	}
+	return series, fromT, toT, nil
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/sim"
-	"github.com/shoal-lb/shoal/internal/trace"
 )
 
 // replay runs `shoal serve` with a policy on the demo backend and replays a
@@ -83,22 +82,9 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		return nil, badUsage("-speedup >= 1, -scale >= 0, -ms >= 1, -wait >= 0, -slo > 0 and -calibrate >= 1s please")
 	}
 	query := fmt.Sprintf("/work?ms=%d&wait=%d", *workMS, *waitMS)
-	fromT, err := trace.ParseTime(*from)
+	series, fromT, toT, err := readTrace(*tracePath, *from, *to)
 	if err != nil {
-		return nil, badUsage("-from: %v", err)
-	}
-	toT, err := trace.ParseTime(*to)
-	if err != nil {
-		return nil, badUsage("-to: %v", err)
-	}
-	if *tracePath == "" {
-		if *tracePath = trace.WorldCup98Path(); *tracePath == "" {
-			return nil, badUsage("-trace: not given and the World Cup 1998 trace was not found")
-		}
-	}
-	series, err := trace.ReadFile(*tracePath)
-	if err != nil {
-		return nil, badUsage("%v", err)
+		return nil, err
 	}
 	w, err := series.Window(fromT, toT)
 	if err != nil {
