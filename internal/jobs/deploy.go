@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
@@ -30,18 +28,11 @@ var ErrUnknownVar = errors.New("unknown template variable")
 // An unknown variable is an *InputError listing the declared ones; no job
 // is recorded for it.
 func (m *Manager) SubmitDeploy(ctx context.Context, req DeployRequest) (Job, error) {
-	g, ok := m.Group(req.Group)
-	if !ok {
-		names := m.GroupNames()
-		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: names,
-			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(names, ", "))}
+	g, source, err := m.checkRequest(req.Group, req.Source)
+	if err != nil {
+		return Job{}, err
 	}
-	if req.Source == "" {
-		req.Source = "default"
-	}
-	if len(req.Source) > MaxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
-		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", MaxSource)}
-	}
+	req.Source = source
 	target, err := g.DeployTarget(req.Set)
 	var unknown *config.UnknownVarError
 	switch {

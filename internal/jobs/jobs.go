@@ -213,22 +213,33 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
+// checkRequest finds the group a request names and checks its free-text
+// source ("default" when empty): the input errors every kind of job shares.
+func (m *Manager) checkRequest(groupName, source string) (*group.Group, string, error) {
+	g, ok := m.Group(groupName)
+	if !ok {
+		names := m.GroupNames()
+		return nil, "", &InputError{Err: ErrUnknownGroup, Valid: names,
+			Msg: fmt.Sprintf("unknown group %q (groups: %s)", groupName, strings.Join(names, ", "))}
+	}
+	if source == "" {
+		source = "default"
+	}
+	if len(source) > MaxSource || strings.ContainsFunc(source, unicode.IsControl) {
+		return nil, "", &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", MaxSource)}
+	}
+	return g, source, nil
+}
+
 // Submit turns a request into a job. The job is returned in state accepted or
 // ignored. An *InputError is returned for an unknown group (no job) and for an
 // unknown plan or a size outside the group's range (with the ignored job).
 func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
-	g, ok := m.Group(req.Group)
-	if !ok {
-		names := m.GroupNames()
-		return Job{}, &InputError{Err: ErrUnknownGroup, Valid: names,
-			Msg: fmt.Sprintf("unknown group %q (groups: %s)", req.Group, strings.Join(names, ", "))}
+	g, source, err := m.checkRequest(req.Group, req.Source)
+	if err != nil {
+		return Job{}, err
 	}
-	if req.Source == "" {
-		req.Source = "default"
-	}
-	if len(req.Source) > MaxSource || strings.ContainsFunc(req.Source, unicode.IsControl) {
-		return Job{}, &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("source must be at most %d bytes of printable text", MaxSource)}
-	}
+	req.Source = source
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if req.Kind == Deploy {
