@@ -80,6 +80,7 @@ func (m *Manager) runDeploy(g *group.Group, j store.Job, target config.Template)
 	rec := context.WithoutCancel(ctx)
 	j.State, j.StartedAt = string(Running), time.Now()
 	m.update(rec, j)
+	m.deployEvent(rec, j)
 
 	noop := g.Version() == j.Version
 	err := g.Deploy(ctx, target, func(msg string) {
@@ -92,4 +93,22 @@ func (m *Manager) runDeploy(g *group.Group, j store.Job, target config.Template)
 		j.State, j.Noop = string(Done), noop
 	}
 	m.update(rec, j)
+	m.deployEvent(rec, j)
+}
+
+// DeployOutcome marks a deploy's start and end in a group's event log, beside
+// the autoscaler's decisions, so `shoal events` shows why the policy waited.
+const DeployOutcome = "deploy"
+
+func (m *Manager) deployEvent(ctx context.Context, j store.Job) {
+	reason := fmt.Sprintf("deploy of version %s (job %d) %s", j.Version, j.ID, j.State)
+	if j.Reason != "" {
+		reason += ": " + j.Reason
+	}
+	d := store.Decision{Group: j.Group, At: time.Now(), Rule: DeployOutcome, Sources: []string{j.Source},
+		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: string(Deploy),
+		Outcome: DeployOutcome, Code: j.State, Reason: reason, JobID: jobID(j.ID)}
+	if err := m.st.InsertDecision(ctx, &d); err != nil {
+		m.log.Error("recording deploy event failed", "job", j.ID, "err", err)
+	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,6 +140,19 @@ func TestDeployUnderLoad(t *testing.T) {
 		t.Fatalf("after the deploy: version %s (was %s, job %s), %d in service, versions %v", g.Version, old, j.Version, g.InService, versions(g))
 	}
 	e.checkInSync("web")
+	// The deploy is in the group's event log (shoal events) beside the
+	// autoscaler's decisions: its start and its end, with the job id.
+	out, stderr, code = e.cli("events", "web", "-o", "json")
+	var deployEvents []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.Outcome == jobs.DeployOutcome && ev.JobID == id {
+			deployEvents = append(deployEvents, ev.Code)
+		}
+	}
+	if code != 0 || strings.Join(deployEvents, ",") != "running,done" {
+		t.Fatalf("shoal events -o json exited %d with deploy events %v, want running,done:\n%s%s", code, deployEvents, out, stderr)
+	}
 	out, _, code = e.cli("deploy", "web", "--status")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("new (%s): 4", g.Version)) || !strings.Contains(out, "old: 0") {
 		t.Fatalf("deploy --status exited %d:\n%s", code, out)
