@@ -137,14 +137,7 @@ func runChaos(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	if haproxyPath() == "" {
 		return nil, errors.New("haproxy is not installed (scripts/install-deps.sh haproxy)")
 	}
-	backend, err := filepath.Abs(filepath.Join(*bin, "demo-backend"))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(backend); err != nil {
-		return nil, fmt.Errorf("demo-backend: %w (run make build)", err)
-	}
-	sbin, err := filepath.Abs(*shoalBin)
+	backend, sbin, err := binaries(*bin, *shoalBin)
 	if err != nil {
 		return nil, err
 	}

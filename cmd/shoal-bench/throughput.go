@@ -82,14 +82,7 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	if err != nil {
 		return nil, err
 	}
-	backend, err := filepath.Abs(filepath.Join(*bin, "demo-backend"))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(backend); err != nil {
-		return nil, fmt.Errorf("demo-backend: %w (run make build)", err)
-	}
-	sbin, err := filepath.Abs(*shoalBin)
+	backend, sbin, err := binaries(*bin, *shoalBin)
 	if err != nil {
 		return nil, err
 	}
