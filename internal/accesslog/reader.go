@@ -169,7 +169,6 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("access log socket %s: %w", r.opts.Socket, err)
 		}
-		r.lines.Add(1)
 		line := trimLine(buf[:n])
 		if err := r.out.WriteLine(line); err != nil {
 			r.writeErrors.Add(1)
@@ -179,13 +178,16 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 		}
 		pending = true
+		// A line counts once it is handled: Stats never shows one that is
+		// neither published nor counted as malformed.
 		e, err := Parse(string(line))
 		if err != nil {
 			r.malformed.Add(1)
-			continue
+		} else {
+			e.SampleRate = r.opts.SampleRate
+			r.publish(e)
 		}
-		e.SampleRate = r.opts.SampleRate
-		r.publish(e)
+		r.lines.Add(1)
 	}
 }
 
