@@ -82,7 +82,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		return nil, badUsage("-speedup >= 1, -scale >= 0, -ms >= 1, -wait >= 0, -slo > 0 and -calibrate >= 1s please")
 	}
 	query := fmt.Sprintf("/work?ms=%d&wait=%d", *workMS, *waitMS)
-	series, fromT, toT, err := readTrace(*tracePath, *from, *to)
+	series, tracePathRead, fromT, toT, err := readTrace(*tracePath, *from, *to)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	rep.Settings = []Setting{
 		{"policy", *policyPath + " (group " + pol.Group.Name + ")"},
-		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(*tracePath), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
+		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(tracePathRead), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
 		{"K (speedup)", fmt.Sprintf("%g: a trace minute lasts %s; %d minutes in %s", *speedup, step, len(schedule), res.Duration.Round(time.Second))},
 		{"S (scale)", fmt.Sprintf("%.5g: req/s = requests per minute × S / 60 (peak %.0f req/s)", *scale, slices.Max(w.Rates(*scale)))},
 		{"request mix", fmt.Sprintf("GET %s on demo-backend --workers 1", query)},

@@ -112,13 +112,6 @@ type Forecast struct {
 	// sizes for.
 	Peak   float64
 	PeakAt time.Time
-	// RecentPeak is the largest rate in the last horizon before Start. A
-	// floor for pre-scaling is best max(Peak, RecentPeak): it only ever
-	// raises capacity, and on the World Cup window (TestWorldCup98Window) it
-	// fell short of the coming 10 minutes' peak by more than 10 % in 4.2 % of
-	// the minutes, against 7.3 % for Peak alone and 7.1 % for RecentPeak
-	// alone, at 6.0 % mean error.
-	RecentPeak float64
 	// Explanation says in one line how Peak was reached.
 	Explanation string
 }
@@ -224,11 +217,6 @@ func (m Model) Forecast(h History, now time.Time, horizon time.Duration) (Foreca
 			f.Days++
 		}
 	}
-	for t := now.Add(-horizon); t.Before(now); t = t.Add(Step) {
-		if v := past.at(t); !math.IsNaN(v) {
-			f.RecentPeak = max(f.RecentPeak, v)
-		}
-	}
 	f.Explanation = m.explain(f, peakDetail, actual, expected)
 	return f, nil
 }
@@ -289,7 +277,6 @@ func (m Model) explain(f Forecast, per []float64, actual, expected float64) stri
 	if f.Trend != f.RawTrend {
 		fmt.Fprintf(&b, ", clamped to [%.2g, %.2g]", m.TrendMin, m.TrendMax)
 	}
-	fmt.Fprintf(&b, "; the last %s peaked at %.1f req/s", fmtDur(time.Duration(len(f.Values))*Step), f.RecentPeak)
 	return b.String()
 }
 

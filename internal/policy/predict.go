@@ -34,14 +34,19 @@ const defaultUtilisation = 0.7
 // the next horizon is the weighted mean of the same minute on the previous
 // lookback days (yesterday weighs most), times the ratio of the last 10
 // minutes' actual rate to what the same estimate said for them. The floor is
-// sized for max(the horizon's forecast peak, the last horizon's actual peak),
-// divided by what one instance is planned to serve, so a forecast only ever
-// raises capacity.
+// the horizon's forecast peak divided by what one instance is planned to
+// serve. With a cpu.* or per-instance target, that is the load at the upper
+// edge of the target's tolerance band: the most the target itself lets an
+// instance carry before it scales out. So the floor puts in service, ahead
+// of time, the instances the target would ask for once the forecast load
+// arrives, and no headroom of its own; the target keeps acting on top, and
+// since a floor only raises the minimum, a forecast never scales in.
 type Prediction struct {
 	Minute time.Time
 	// Off says why there is no forecast, "" when there is one.
 	Off string
-	// Rate is the requests per second the floor is sized for.
+	// Rate is the requests per second the floor is sized for: the
+	// forecast's peak over the horizon.
 	Rate float64
 	// PerInstance is the requests per second one instance is planned to
 	// serve; Capacity is its measured (or configured) 100 % CPU rate.
@@ -176,21 +181,22 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 	pr.PerInstance = pr.Capacity * defaultUtilisation
 	plan := fmt.Sprintf("%.0f %% of capacity %.1f req/s (%s)", 100*defaultUtilisation, pr.Capacity, source)
 	if t := g.Autoscale.Target; t != nil {
+		edge := 1 + t.Tolerance
 		switch {
 		case t.Metric == "requests_per_second_per_instance":
-			pr.PerInstance = t.Value
-			plan = "the target's requests_per_second_per_instance"
+			pr.PerInstance = t.Value * edge
+			plan = fmt.Sprintf("the target's requests_per_second_per_instance %s at its +%s tolerance edge", num(t.Value), num(t.Tolerance))
 		case strings.HasPrefix(t.Metric, "cpu."):
-			pr.PerInstance = pr.Capacity * t.Value / 100
-			plan = fmt.Sprintf("the target's %s %s %% of capacity %.1f req/s (%s)", t.Metric, num(t.Value), pr.Capacity, source)
+			pr.PerInstance = pr.Capacity * t.Value * edge / 100
+			plan = fmt.Sprintf("the target's %s %s %% at its +%s tolerance edge, of capacity %.1f req/s (%s)", t.Metric, num(t.Value), num(t.Tolerance), pr.Capacity, source)
 		}
 	}
-	pr.Rate = max(f.Peak, f.RecentPeak)
+	pr.Rate = f.Peak
 	if pr.Rate > 0 {
 		pr.Floor = int(math.Ceil(pr.Rate/pr.PerInstance - 1e-9))
 	}
-	pr.Explanation = fmt.Sprintf("floor %d = ⌈%.1f req/s ÷ %.1f req/s per instance (%s)⌉, sized for max(forecast peak %.1f, last %s peak %.1f); %s",
-		pr.Floor, pr.Rate, pr.PerInstance, plan, f.Peak, fmtDur(cfg.Horizon), f.RecentPeak, f.Explanation)
+	pr.Explanation = fmt.Sprintf("floor %d = ⌈forecast peak %.1f req/s ÷ %.1f req/s per instance (%s)⌉; %s",
+		pr.Floor, pr.Rate, pr.PerInstance, plan, f.Explanation)
 	return pr
 }
 
