@@ -151,7 +151,8 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 		}
 	}
 	if first < 0 {
-		return off("history", "no requests_per_second history yet (need %s)", model.Need())
+		short := &forecast.InsufficientError{Need: model.Need()}
+		return off("history", "no requests_per_second history yet: %s", strings.TrimPrefix(short.Error(), "forecast: "))
 	}
 	hist := forecast.History{Start: start.Add(time.Duration(first) * forecast.Step), Values: vals[first:]}
 	f, err := model.Forecast(hist, m, cfg.Horizon)
