@@ -95,14 +95,15 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	to := fs.String("to", "1998-07-01T08:00", "window end, UTC")
 	capacity := fs.Float64("capacity", 100, "req/s one instance serves at 100% CPU")
 	baseP99 := fs.Duration("base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
+	serviceCV := fs.Float64("service-cv", 1, "coefficient of variation of a request's service time (1: exponential, M/M/c; 0: constant)")
 	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
 	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
-	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 {
-		return nil, badUsage("-capacity and -slo > 0, -base-p99 and start delays >= 0 please")
+	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 || !(*serviceCV >= 0) {
+		return nil, badUsage("-capacity and -slo > 0, -base-p99, -service-cv and start delays >= 0 please")
 	}
 	series, tracePathRead, fromT, toT, err := readTrace(*tracePath, *from, *to)
 	if err != nil {
@@ -120,7 +121,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	if err != nil {
 		return nil, err
 	}
-	model := sim.Model{Capacity: *capacity, BaseP99: *baseP99}
+	model := sim.Model{Capacity: *capacity, BaseP99: *baseP99, ServiceCV: *serviceCV}
 	staticN, err := model.StaticFor(rates, *slo)
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	rep.Settings = []Setting{
 		{"trace", fmt.Sprintf("%s, %s to %s (peak %.0f/min at %s)", filepath.Base(tracePathRead), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), peak, peakAt.Format("15:04"))},
 		{"scale S", fmt.Sprintf("%.5g (req/s = requests per minute × S / 60; the peak is %.0f req/s, %d instances' worth at 90 %%)", scale, peak*scale/60, sim.PeakInstances)},
-		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c (Erlang C) p99; SLO p99 %s", *capacity, *baseP99, *slo)},
+		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c (Erlang C) p99 with service time CV %g, and the queue an overload leaves; SLO p99 %s", *capacity, *baseP99, *serviceCV, *slo)},
 		{"collector", "1 s samples (coarser where a policy's native cadence says), 30 s warmup excluded from aggregates"},
 		{"history", "the 7 days before the window, per minute, for predictive"},
 		{"static at peak", fmt.Sprintf("%d instances", staticN)},

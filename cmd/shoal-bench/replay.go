@@ -49,6 +49,9 @@ type replayMinute struct {
 	P99ms     float64 `json:"worst_second_p99_ms"`
 	Instances float64 `json:"mean_instances"`
 	OverSLO   int     `json:"seconds_over_slo"`
+	// The simulator's figures for the same minute.
+	SimInstances float64 `json:"simulated_mean_instances"`
+	SimOverSLO   float64 `json:"simulated_seconds_over_slo"`
 }
 
 type replayEvent struct {
@@ -71,7 +74,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	scale := fs.Float64("scale", 0, "S: req/s = requests per minute × S / 60 (default: the peak needs 5 calibrated instances)")
 	workMS := fs.Int("ms", 1, "CPU per request: GET /work?ms=M")
 	waitMS := fs.Int("wait", 9, "waiting (I/O) per request after its CPU: &wait=W")
-	slo := fs.Duration("slo", 200*time.Millisecond, "p99 latency SLO")
+	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
 	calib := fs.Duration("calibrate", 5*time.Second, "how long to calibrate an instance's capacity")
 	bin := fs.String("bin", "bin", "directory with demo-backend")
 	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
@@ -100,11 +103,12 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	}
 
 	// 1. Calibrate one instance.
-	capacity, cpus, baseP99, err := calibrate(ctx, env, backend, query, *calib)
+	cal, err := calibrate(ctx, env, backend, query, *calib)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	env.Log.Info("calibrated", "capacity_rps", capacity, "cpus", cpus, "base_p99", baseP99)
+	capacity, cpus, baseP99 := cal.capacity, cal.cpus, cal.p99
+	env.Log.Info("calibrated", "capacity_rps", capacity, "cpus", cpus, "base_p99", baseP99, "service_cv", cal.serviceCV, "saturated_cpu", cal.saturatedCPU)
 	if *scale == 0 {
 		if *scale, err = sim.DefaultScale(w, capacity); err != nil {
 			return nil, err
@@ -198,7 +202,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 
 	// 5. The simulator on the same compressed window.
 	step := time.Duration(float64(time.Minute) / *speedup)
-	model := sim.Model{Capacity: capacity, BaseP99: baseP99}
+	model := sim.Model{Capacity: capacity, BaseP99: baseP99, ServiceCV: cal.serviceCV, SaturatedCPU: cal.saturatedCPU}
 	interval := pol.Interval
 	if step%interval != 0 {
 		interval = step
@@ -208,6 +212,15 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		Warmup: pol.Warmup, Initial: pol.Group.MinSize, Start: fromT, Rates: w.Rates(*scale), Step: step})
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	// The simulator ran on the replay's clock, a step (a trace minute) per
+	// minute / K: fold its steps into the replay's minutes.
+	for _, sm := range simRes.Minutes {
+		m := int(sm.T.Sub(fromT) / time.Minute)
+		if m < len(minutes) {
+			minutes[m].SimInstances += sm.Instances * step.Seconds() / time.Minute.Seconds()
+			minutes[m].SimOverSLO += sm.ViolationSeconds
+		}
 	}
 	ups := 0
 	for _, e := range events {
@@ -223,7 +236,8 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		{"K (speedup)", fmt.Sprintf("%g: a trace minute lasts %s; %d minutes in %s", *speedup, step, len(schedule), res.Duration.Round(time.Second))},
 		{"S (scale)", fmt.Sprintf("%.5g: req/s = requests per minute × S / 60 (peak %.0f req/s)", *scale, slices.Max(w.Rates(*scale)))},
 		{"request mix", fmt.Sprintf("GET %s on demo-backend --workers 1", query)},
-		{"calibrated capacity", fmt.Sprintf("%.1f req/s per instance (serial requests for %s); a saturated instance uses %.3f core, its template.cpus; base p99 %s", capacity, *calib, cpus, baseP99.Round(10*time.Microsecond))},
+		{"calibrated capacity", fmt.Sprintf("%.1f req/s per instance (serial requests for %s) at %.3f core, its template.cpus; base p99 %s; service time CV %.2f; with requests queued for it (%d clients for %s) it shows %.0f %% CPU",
+			capacity, *calib, cpus, baseP99.Round(10*time.Microsecond), cal.serviceCV, saturatingClients, *calib, cal.saturatedCPU)},
 		{"SLO", fmt.Sprintf("p99 %s per second (a second with errors counts as over)", *slo)},
 		{"simulator start delay", fmt.Sprintf("%s (median of the replay's scale-out jobs)", startDelay)},
 	}
@@ -245,9 +259,9 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 			Note: fmt.Sprintf("%d up, %d down", ups, len(events)-ups)},
 	}
 	var md strings.Builder
-	md.WriteString("## Per minute of the replay\n\n| minute | requests | failed | worst 1-s p99 (ms) | mean instances | seconds over SLO |\n|---:|---:|---:|---:|---:|---:|\n")
+	md.WriteString("## Per minute of the replay\n\n| minute | requests | failed | worst 1-s p99 (ms) | mean instances | seconds over SLO | simulated: mean instances | simulated: seconds over SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range minutes {
-		fmt.Fprintf(&md, "| %d | %d | %d | %.1f | %.2f | %d |\n", m.Minute, m.Requests, m.Failed, m.P99ms, m.Instances, m.OverSLO)
+		fmt.Fprintf(&md, "| %d | %d | %d | %.1f | %.2f | %d | %.2f | %.0f |\n", m.Minute, m.Requests, m.Failed, m.P99ms, m.Instances, m.OverSLO, m.SimInstances, m.SimOverSLO)
 	}
 	md.WriteString("\n## Scale events\n\n| at (s) | kind | from | to | took (s) | state | source |\n|---:|---|---:|---:|---:|---|---|\n")
 	for _, e := range events {
@@ -267,59 +281,116 @@ func violationNote(simV, real float64) string {
 	return fmt.Sprintf("simulator error %+.1f%%", 100*(simV-real)/real)
 }
 
+// calibration is what calibrate measured on one instance.
+type calibration struct {
+	// capacity (requests/s), p99 and the coefficient of variation of the
+	// service time, from serial requests: a serial request's latency is its
+	// service time.
+	capacity  float64
+	p99       time.Duration
+	serviceCV float64
+	// cpus is the CPU per request (from /proc) times the capacity: the
+	// share of a core that reads as 100 %.
+	cpus float64
+	// saturatedCPU is the CPU, in percent of cpus, the instance shows with
+	// requests always queued for it: less than 100, as it spends less per
+	// request when the next one is already waiting.
+	saturatedCPU float64
+}
+
+// saturatingClients keep a one-worker instance's queue from running dry.
+const saturatingClients = 4
+
 // calibrate measures one demo-backend with one worker: serial GET query for
-// d gives its capacity (requests/s) and p99; its CPU (from /proc) per
-// request times the capacity is the share of a core it uses when saturated.
-func calibrate(ctx context.Context, env *Env, backend, query string, d time.Duration) (capacity, cpus float64, p99 time.Duration, err error) {
+// d, then saturatingClients at once for d.
+func calibrate(ctx context.Context, env *Env, backend, query string, d time.Duration) (calibration, error) {
+	var cal calibration
 	port, err := env.FreePort()
 	if err != nil {
-		return 0, 0, 0, err
+		return cal, err
 	}
 	p, err := env.Start("calibrate", backend, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--name", "calibrate", "--workers", "1")
 	if err != nil {
-		return 0, 0, 0, err
+		return cal, err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
 	if err := WaitHTTP(ctx, url, p, 10*time.Second); err != nil {
-		return 0, 0, 0, err
+		return cal, err
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer client.CloseIdleConnections()
 	t0, err := CPUTicks(p.Pid())
 	if err != nil {
-		return 0, 0, 0, err
+		return cal, err
 	}
 	var lat []time.Duration
 	start := time.Now()
 	for time.Since(start) < d {
 		if err := ctx.Err(); err != nil {
-			return 0, 0, 0, err
+			return cal, err
 		}
 		s := time.Now()
 		resp, err := client.Get(url)
 		if err != nil {
-			return 0, 0, 0, err
+			return cal, err
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return 0, 0, 0, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+			return cal, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
 		}
 		lat = append(lat, time.Since(s))
 	}
 	elapsed := time.Since(start)
 	t1, err := CPUTicks(p.Pid())
 	if err != nil {
-		return 0, 0, 0, err
+		return cal, err
 	}
 	cpuPerReq := float64(t1-t0) / clockTicks / float64(len(lat))
 	if cpuPerReq <= 0 {
-		return 0, 0, 0, fmt.Errorf("no CPU time measured for %d requests", len(lat))
+		return cal, fmt.Errorf("no CPU time measured for %d requests", len(lat))
 	}
+	var sum, sumSq float64
+	for _, l := range lat {
+		sum += l.Seconds()
+		sumSq += l.Seconds() * l.Seconds()
+	}
+	mean := sum / float64(len(lat))
+	cal.serviceCV = math.Sqrt(max(0, sumSq/float64(len(lat))-mean*mean)) / mean
 	slices.Sort(lat)
-	capacity = float64(len(lat)) / elapsed.Seconds()
-	cpus = max(0.001, math.Round(cpuPerReq*capacity*1000)/1000)
-	return capacity, cpus, lat[len(lat)*99/100], nil
+	cal.p99 = lat[len(lat)*99/100]
+	cal.capacity = float64(len(lat)) / elapsed.Seconds()
+	cal.cpus = max(0.001, math.Round(cpuPerReq*cal.capacity*1000)/1000)
+
+	stop, err := loadgen.Start(ctx, loadgen.Options{URL: url, Concurrency: saturatingClients, Timeout: 10 * time.Second})
+	if err != nil {
+		return cal, err
+	}
+	time.Sleep(time.Second) // the queue fills
+	t0, err = CPUTicks(p.Pid())
+	if err != nil {
+		stop()
+		return cal, err
+	}
+	start = time.Now()
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	t1, err = CPUTicks(p.Pid())
+	elapsed = time.Since(start)
+	res := stop()
+	if err != nil {
+		return cal, err
+	}
+	if err := ctx.Err(); err != nil {
+		return cal, err
+	}
+	if res.Failures > 0 {
+		return cal, fmt.Errorf("%s: %d of %d saturating requests failed: %v", url, res.Failures, res.Requests, res.FailureSamples)
+	}
+	cal.saturatedCPU = min(100, 100*float64(t1-t0)/clockTicks/elapsed.Seconds()/cal.cpus)
+	return cal, nil
 }
 
 // replayConfig rewrites the policy file for the replay: its listen address,

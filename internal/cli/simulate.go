@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -33,8 +36,11 @@ func simulateCmd(o *options) *cobra.Command {
 	var (
 		tracePath, from, to, group, svg string
 		policies                        []string
-		capacity, scale                 float64
+		capacityFlag                    string
+		scale                           float64
+		measureWindow                   time.Duration
 		startDelay, slo, baseP99        time.Duration
+		serviceCV, saturatedCPU         float64
 		resolution, history             time.Duration
 		static                          bool
 	)
@@ -48,7 +54,12 @@ collector samples the group (instances in warmup excluded, as live) and the
 policy is evaluated through an injected clock; its jobs start instances that
 enter service after --start-delay, one job at a time, with the group's
 cooldowns, min/max and plans. Each instance serves up to --capacity req/s;
-CPU is the utilisation, p99 latency an M/M/c (Erlang C) estimate.
+CPU is the utilisation (at most --saturated-cpu), p99 latency an M/M/c (Erlang C) estimate (its wait
+scaled by (1 + --service-cv²)/2) plus the wait for any queue an overload left.
+
+--capacity measured asks the running core (--config or --socket) what the
+group's ready instances served over the last --measure-window and at what CPU:
+an instance at 100 % CPU serves requests per instance × 100 / CPU %.
 
 Prints per policy the instance-seconds, the seconds the p99 exceeded --slo,
 and the scale events; --svg plots load, capacity and instances over time.`,
@@ -60,8 +71,15 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			if o.output != "text" && o.output != "json" {
 				return bad("-o must be text or json, got %q", o.output)
 			}
-			if !(capacity > 0) || scale < 0 || startDelay < 0 || slo <= 0 || baseP99 < 0 || resolution < 0 || history < 0 {
-				return bad("--capacity and --slo must be > 0; --scale, --start-delay, --base-p99, --resolution and --history >= 0")
+			capacity, err := parseCapacity(capacityFlag)
+			if err != nil {
+				return bad("%v", err)
+			}
+			if slo <= 0 || scale < 0 || startDelay < 0 || baseP99 < 0 || resolution < 0 || history < 0 {
+				return bad("--slo must be > 0; --scale, --start-delay, --base-p99, --resolution and --history >= 0")
+			}
+			if measureWindow <= 0 {
+				return bad("--measure-window must be > 0")
 			}
 			fromT, err := trace.ParseTime(from)
 			if err != nil {
@@ -92,11 +110,17 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 				}
 				pols = append(pols, p)
 			}
+			capacitySource := "--capacity"
+			if capacity == 0 {
+				if capacity, capacitySource, err = o.measuredCapacity(cmd.Context(), pols[0].Group.Name, measureWindow); err != nil {
+					return err
+				}
+			}
 			series, err := trace.ReadFile(tracePath)
 			if err != nil {
 				return bad("%v", err)
 			}
-			model := sim.Model{Capacity: capacity, BaseP99: baseP99}
+			model := sim.Model{Capacity: capacity, BaseP99: baseP99, ServiceCV: serviceCV, SaturatedCPU: saturatedCPU}
 			if err := model.Validate(); err != nil {
 				return bad("%v", err)
 			}
@@ -155,11 +179,11 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 				enc := json.NewEncoder(o.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(map[string]any{"trace": tracePath, "from": fromT, "to": toT, "scale": scale,
-					"capacity_rps": capacity, "start_delay": startDelay.String(), "slo": slo.String(), "static_at_peak": staticN,
+					"capacity_rps": capacity, "capacity_source": capacitySource, "start_delay": startDelay.String(), "slo": slo.String(), "static_at_peak": staticN,
 					"policies": out})
 			}
-			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.0f req/s per instance, base p99 %s, SLO p99 %s, start delay %s; static at peak: %d instances\n\n",
-				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, baseP99, slo, startDelay, staticN)
+			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.1f req/s per instance (%s), base p99 %s, SLO p99 %s, start delay %s; static at peak: %d instances\n\n",
+				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, capacitySource, baseP99, slo, startDelay, staticN)
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "POLICY\tINSTANCE-SECONDS\tVS STATIC\tSLO-VIOLATION SECONDS\tSCALE EVENTS (UP/DOWN)\tMAX SIZE")
 			for _, s := range out {
@@ -174,11 +198,14 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.StringVar(&to, "to", "1998-07-01T08:00", "window end, UTC")
 	f.StringArrayVar(&policies, "policy", nil, "shoal config with the policy (repeat to compare; default: --config)")
 	f.StringVar(&group, "group", "", "the group to simulate (default: the first with an autoscale section)")
-	f.Float64Var(&capacity, "capacity", 100, "requests/s one instance serves at 100% CPU (a demo-backend --workers 1 serving /work?ms=1&wait=9 calibrates at about 93)")
+	f.StringVar(&capacityFlag, "capacity", "100", `requests/s one instance serves at 100% CPU (a demo-backend --workers 1 serving /work?ms=1&wait=9 calibrates at about 93), or "measured": from the running core`)
+	f.DurationVar(&measureWindow, "measure-window", time.Hour, "with --capacity measured: how far back to measure")
 	f.Float64Var(&scale, "scale", 0, "requests per trace minute × scale / 60 = req/s (default: the peak needs 5 instances)")
 	f.DurationVar(&startDelay, "start-delay", sim.LocalStartDelay, "time from a scale-out to the new instance in service (the seeds' cloud: 3m30s)")
-	f.DurationVar(&slo, "slo", 200*time.Millisecond, "p99 latency SLO")
+	f.DurationVar(&slo, "slo", 100*time.Millisecond, "p99 latency SLO")
 	f.DurationVar(&baseP99, "base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
+	f.Float64Var(&saturatedCPU, "saturated-cpu", 100, "the CPU % an instance shows when requests queue for it (servers often spend less per request then)")
+	f.Float64Var(&serviceCV, "service-cv", 1, "coefficient of variation of a request's service time (1: exponential, M/M/c; 0: every request costs the same)")
 	f.DurationVar(&resolution, "resolution", 0, "load metrics as averages over this period (a cloud API's 1m or 5m; default: every metrics.interval)")
 	f.DurationVar(&history, "history", 7*24*time.Hour, "trace before --from fed as history (for predictive)")
 	f.BoolVar(&static, "static", false, "also simulate the group fixed at the size the peak needs")
@@ -186,3 +213,47 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
+
+// capacityMeasured is the --capacity value that measures it on the running core.
+const capacityMeasured = "measured"
+
+// parseCapacity reads --capacity: requests/s > 0, or 0 for "measured".
+func parseCapacity(v string) (float64, error) {
+	if v == capacityMeasured {
+		return 0, nil
+	}
+	c, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(c > 0) || math.IsInf(c, 0) {
+		return 0, fmt.Errorf("--capacity %q: want requests/s > 0 or %q", v, capacityMeasured)
+	}
+	return c, nil
+}
+
+// measuredCapacity asks the running core for group's metrics over window:
+// the requests/s each ready instance served and their mean CPU (in percent
+// of template.cpus) give what one serves at 100 %, as the model assumes CPU
+// grows in proportion to load. An idle group tells nothing: CPU under 10 %
+// is mostly the instances' own overhead, not requests.
+func (o *options) measuredCapacity(ctx context.Context, group string, window time.Duration) (float64, string, error) {
+	c, err := o.client()
+	if err != nil {
+		return 0, "", err
+	}
+	doc, err := c.Metrics(ctx, group, window, "")
+	if err != nil {
+		return 0, "", apiExit(err)
+	}
+	rps, cpu := doc.RequestsPerSecondPerInstance, doc.CPU.Avg
+	if rps == nil || cpu == nil || *cpu < minMeasuredCPU {
+		have := "no ready instance"
+		if rps != nil && cpu != nil {
+			have = fmt.Sprintf("%.1f req/s per instance at %.1f %% CPU", *rps, *cpu)
+		}
+		return 0, "", &exitError{code: exitUsage, msg: fmt.Sprintf("--capacity measured: group %s over the last %s: %s; need at least %g %% CPU to measure, or pass --capacity RPS",
+			group, window, have, minMeasuredCPU)}
+	}
+	return *rps * 100 / *cpu, fmt.Sprintf("measured by shoal: group %s served %.1f req/s per instance at %.1f %% CPU over the last %s", group, *rps, *cpu, window), nil
+}
+
+// minMeasuredCPU is the least mean CPU that measures a capacity.
+const minMeasuredCPU = 10.0

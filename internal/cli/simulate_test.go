@@ -34,7 +34,7 @@ func TestPolicySimulate(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "plot.svg")
 	var out, errb bytes.Buffer
 	code := Main([]string{"policy", "simulate", "--trace", tr, "--from", "1998-06-30T08:00", "--to", "1998-06-30T11:00",
-		"--policy", "../../examples/recommended.yaml", "--static", "--svg", svg, "-o", "json"}, &out, &errb)
+		"--policy", "../../examples/recommended.yaml", "--static", "--slo", "200ms", "--svg", svg, "-o", "json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -74,7 +74,11 @@ func TestPolicySimulateBadInput(t *testing.T) {
 	}{
 		{[]string{"--from", "yesterday"}, "--from:"},
 		{[]string{"--from", "1998-06-30T08:00", "--to", "1998-07-30T08:00"}, "not inside the trace"},
-		{[]string{"--capacity", "0"}, "--capacity and --slo must be > 0"},
+		{[]string{"--capacity", "0"}, `--capacity "0": want requests/s > 0 or "measured"`},
+		{[]string{"--capacity", "lots"}, `--capacity "lots": want requests/s > 0 or "measured"`},
+		{[]string{"--slo", "0s"}, "--slo must be > 0"},
+		{[]string{"--service-cv", "-1"}, "service time CV -1: want >= 0"},
+		{[]string{"--capacity", "measured", "--measure-window", "0s"}, "--measure-window must be > 0"},
 		{[]string{"--policy", bad}, "bad.yaml:7:26: groups[0].autoscale.predictive.mode: must be forecast_only or forecast_and_scale"},
 	}
 	for _, tt := range tests {

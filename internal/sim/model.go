@@ -20,6 +20,17 @@
 // percentile of the wait: an upper bound (the two percentiles rarely meet in
 // one request) that is tight where it matters, near saturation. With ρ ≥ 1
 // the queue grows without bound: the p99 is +Inf and the SLO is violated.
+//
+// Service times are exponential in M/M/c (a coefficient of variation, CV, of
+// 1). A backend whose requests all cost about the same queues less: by
+// Allen and Cunneen's approximation for Poisson arrivals the wait scales by
+// (1 + CV²) / 2, half of M/M/c's for constant service. ServiceCV sets it;
+// the replay measures it on the real backend.
+//
+// The queueing formulas hold in steady state; they forget an overload the
+// moment it ends. A real queue drains only at the spare capacity, and every
+// request that arrives meanwhile waits for it: Backlog carries that queue
+// from one step of a simulation to the next.
 package sim
 
 import (
@@ -35,6 +46,16 @@ type Model struct {
 	Capacity float64
 	// BaseP99 is the backend's p99 latency with no queueing (measured at low load).
 	BaseP99 time.Duration
+	// ServiceCV is the coefficient of variation of a request's service
+	// time: 1 (exponential) is M/M/c, 0 a backend whose every request costs
+	// the same.
+	ServiceCV float64
+	// SaturatedCPU is the CPU % an instance shows when requests queue for
+	// it; 0 means 100. Servers spend less CPU per request when they always
+	// have the next one waiting (fewer wake-ups, batched reads): the demo
+	// backend's CPU levels off at about 85 %, and a policy reading it scales
+	// less than one reading 100 % would.
+	SaturatedCPU float64
 }
 
 // Load is the model's verdict for one arrival rate on some instances.
@@ -42,7 +63,7 @@ type Load struct {
 	Rate        float64 // arrival rate λ, requests/s
 	Instances   int     // c
 	Utilisation float64 // ρ = λ / (c·Capacity); ≥ 1 is overload
-	CPU         float64 // per-instance CPU %, min(100, 100·ρ)
+	CPU         float64 // per-instance CPU %, min(SaturatedCPU, 100·ρ)
 	PWait       float64 // probability a request queues (Erlang C); 1 in overload
 	P99         time.Duration
 	Overloaded  bool // ρ ≥ 1: P99 is unbounded
@@ -59,7 +80,20 @@ func (m Model) Validate() error {
 	if m.BaseP99 < 0 {
 		return fmt.Errorf("sim: base p99 %v: want >= 0", m.BaseP99)
 	}
+	if !(m.ServiceCV >= 0) || math.IsInf(m.ServiceCV, 0) {
+		return fmt.Errorf("sim: service time CV %v: want >= 0", m.ServiceCV)
+	}
+	if !(m.SaturatedCPU >= 0 && m.SaturatedCPU <= 100) {
+		return fmt.Errorf("sim: saturated CPU %v %%: want 0 to 100", m.SaturatedCPU)
+	}
 	return nil
+}
+
+func (m Model) saturatedCPU() float64 {
+	if m.SaturatedCPU == 0 {
+		return 100
+	}
+	return m.SaturatedCPU
 }
 
 // maxP99 stands for "unbounded" in a time.Duration.
@@ -74,18 +108,19 @@ func (m Model) Eval(rate float64, instances int) Load {
 		return l
 	}
 	if instances <= 0 {
-		l.Utilisation, l.CPU, l.PWait, l.P99, l.Overloaded = math.Inf(1), 100, 1, maxP99, true
+		l.Utilisation, l.CPU, l.PWait, l.P99, l.Overloaded = math.Inf(1), m.saturatedCPU(), 1, maxP99, true
 		return l
 	}
 	c := float64(instances)
 	l.Utilisation = rate / (c * m.Capacity)
-	l.CPU = min(100, 100*l.Utilisation)
+	l.CPU = min(m.saturatedCPU(), 100*l.Utilisation)
 	if l.Utilisation >= 1 {
 		l.PWait, l.P99, l.Overloaded = 1, maxP99, true
 		return l
 	}
 	l.PWait = ErlangC(instances, rate/m.Capacity)
-	wait := WaitQuantile(l.PWait, 0.99, c*m.Capacity-rate)
+	// Allen–Cunneen: waits shrink by (1 + CV²) / 2, so they drain that much faster.
+	wait := WaitQuantile(l.PWait, 0.99, (c*m.Capacity-rate)*2/(1+m.ServiceCV*m.ServiceCV))
 	l.P99 = m.BaseP99 + time.Duration(wait*float64(time.Second))
 	return l
 }
@@ -104,6 +139,42 @@ func (m Model) InstancesFor(rate float64, slo time.Duration) (int, error) {
 		c++
 	}
 	return c, nil
+}
+
+// maxBacklogWait bounds a backlog: requests that would wait longer than
+// this time out (HAProxy's, or their clients') instead of queueing on.
+const maxBacklogWait = time.Minute
+
+// Backlog is the queue an overload leaves behind, carried from one step of a
+// simulation to the next.
+type Backlog struct {
+	// Requests waiting beyond what the steady-state model accounts for.
+	Requests float64
+}
+
+// Step advances the backlog over d at load l and returns l with the wait it
+// adds: the queue grows by what arrives beyond the instances' capacity and
+// drains at the spare capacity, and a request arriving when it is longest
+// waits for all of it, so the p99 is at least BaseP99 plus that wait.
+func (b *Backlog) Step(m Model, l Load, d time.Duration) Load {
+	service := float64(l.Instances) * m.Capacity
+	longest := b.Requests
+	b.Requests = max(0, b.Requests+(l.Rate-service)*d.Seconds())
+	if service > 0 {
+		b.Requests = min(b.Requests, service*maxBacklogWait.Seconds())
+	}
+	longest = max(longest, b.Requests)
+	if longest == 0 || l.Overloaded {
+		return l
+	}
+	if service <= 0 {
+		l.P99, l.Overloaded = maxP99, true
+		return l
+	}
+	if p99 := m.BaseP99 + time.Duration(longest/service*float64(time.Second)); p99 > l.P99 {
+		l.P99 = p99
+	}
+	return l
 }
 
 // ErlangC returns the probability that an arrival waits in an M/M/c queue

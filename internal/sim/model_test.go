@@ -27,7 +27,7 @@ func TestErlangCKnownValues(t *testing.T) {
 }
 
 func TestEvalMM1(t *testing.T) {
-	m := Model{Capacity: 100, BaseP99: time.Millisecond}
+	m := Model{Capacity: 100, BaseP99: time.Millisecond, ServiceCV: 1}
 	l := m.Eval(50, 1)
 	// M/M/1 at ρ = 0.5: half the requests wait, waits are exponential with
 	// rate μ − λ = 50/s, so the p99 wait is ln(0.5/0.01)/50 s = 78.24 ms.
@@ -52,8 +52,65 @@ func TestEvalMM1(t *testing.T) {
 	}
 }
 
+// TestServiceCV: constant service times (CV 0) halve M/M/c's queueing wait,
+// by Allen and Cunneen's approximation.
+func TestServiceCV(t *testing.T) {
+	mm := Model{Capacity: 100, BaseP99: time.Millisecond, ServiceCV: 1}
+	md := Model{Capacity: 100, BaseP99: time.Millisecond, ServiceCV: 0}
+	a, b := mm.Eval(150, 2), md.Eval(150, 2)
+	if a.CPU != b.CPU || a.PWait != b.PWait {
+		t.Errorf("CV changes utilisation or the chance to wait: %+v vs %+v", a, b)
+	}
+	if d := 2*(b.P99-time.Millisecond) - (a.P99 - time.Millisecond); d < -time.Microsecond || d > time.Microsecond {
+		t.Errorf("wait with CV 0 %v, with CV 1 %v: want half", b.P99-time.Millisecond, a.P99-time.Millisecond)
+	}
+	if err := (Model{Capacity: 1, ServiceCV: -1}).Validate(); err == nil {
+		t.Error("a negative CV was accepted")
+	}
+}
+
+// TestSaturatedCPU: CPU follows utilisation up to the level a queued-for
+// instance shows, and stays there in overload.
+func TestSaturatedCPU(t *testing.T) {
+	m := Model{Capacity: 100, BaseP99: time.Millisecond, ServiceCV: 1, SaturatedCPU: 85}
+	for _, tt := range []struct{ rate, cpu float64 }{{50, 50}, {84, 84}, {95, 85}, {300, 85}} {
+		if l := m.Eval(tt.rate, 1); l.CPU != tt.cpu {
+			t.Errorf("%v req/s on one instance: CPU %v, want %v", tt.rate, l.CPU, tt.cpu)
+		}
+	}
+	if l := (Model{Capacity: 100}).Eval(300, 1); l.CPU != 100 {
+		t.Errorf("unset SaturatedCPU: overloaded CPU %v, want 100", l.CPU)
+	}
+	if err := (Model{Capacity: 1, SaturatedCPU: 120}).Validate(); err == nil {
+		t.Error("a saturated CPU over 100 % was accepted")
+	}
+}
+
+// TestBacklog: an overload's queue outlives it, growing by the excess,
+// draining at the spare capacity, and at most a minute's worth of service.
+func TestBacklog(t *testing.T) {
+	m := Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}
+	var b Backlog
+	if l := b.Step(m, m.Eval(150, 1), 2*time.Second); !l.Overloaded || b.Requests != 100 {
+		t.Fatalf("after 2 s of 150 req/s on 100: %+v, backlog %v; want overloaded, 100 queued", l, b.Requests)
+	}
+	// Two instances now: 200 req/s of service for 100 req/s of load drain
+	// 100 a second; the second's worst arrival waits for all 100: 500 ms.
+	l := b.Step(m, m.Eval(100, 2), time.Second)
+	if b.Requests != 0 || l.Overloaded || l.P99 != 510*time.Millisecond {
+		t.Errorf("draining second: %+v, backlog %v; want p99 510ms, drained", l, b.Requests)
+	}
+	if l := b.Step(m, m.Eval(100, 2), time.Second); l.P99 != m.Eval(100, 2).P99 {
+		t.Errorf("after the drain the p99 is %v, want the steady state's %v", l.P99, m.Eval(100, 2).P99)
+	}
+	b.Step(m, m.Eval(1000, 1), time.Hour)
+	if b.Requests != 100*60 {
+		t.Errorf("an hour of overload queued %v, want a minute of service (6000): the rest time out", b.Requests)
+	}
+}
+
 func TestOverload(t *testing.T) {
-	m := Model{Capacity: 100, BaseP99: time.Millisecond}
+	m := Model{Capacity: 100, BaseP99: time.Millisecond, ServiceCV: 1}
 	for _, tt := range []struct {
 		rate float64
 		n    int
@@ -69,7 +126,7 @@ func TestOverload(t *testing.T) {
 }
 
 func TestInstancesFor(t *testing.T) {
-	m := Model{Capacity: 1000, BaseP99: 2 * time.Millisecond}
+	m := Model{Capacity: 1000, BaseP99: 2 * time.Millisecond, ServiceCV: 1}
 	n, err := m.InstancesFor(4500, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

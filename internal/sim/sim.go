@@ -135,6 +135,7 @@ func Simulate(r Run) (*Result, error) {
 		jobs      int
 		dedup     policy.Dedup
 		predictor policy.Predictor
+		backlog   Backlog
 		coarse    = map[string]float64{} // sums over the current resolution bucket
 		coarseN   int
 		iv        = r.Interval
@@ -165,7 +166,7 @@ func Simulate(r Run) (*Result, error) {
 			}
 		}
 		rate := r.Rates[i]
-		l := r.Model.Eval(rate, serving)
+		l := backlog.Step(r.Model, r.Model.Eval(rate, serving), iv)
 		secs := iv.Seconds()
 		res.InstanceSeconds += float64(len(insts)) * secs
 		// Instance-seconds now; means over the step at the end.

@@ -59,7 +59,7 @@ func TestSimulatorDecidesAsReplay(t *testing.T) {
 	for name, as := range policies {
 		t.Run(name, func(t *testing.T) {
 			g := group(t, 1, 20, "{up: 30s, down: 60s}", as)
-			run := Run{Group: g, Model: Model{Capacity: 100, BaseP99: 20 * time.Millisecond}, SLO: 200 * time.Millisecond,
+			run := Run{Group: g, Model: Model{Capacity: 100, BaseP99: 20 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
 				Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: wave(240, 120, 50, 900)}
 			res, err := Simulate(run)
 			if err != nil {
@@ -90,17 +90,20 @@ func TestSimulatorDecidesAsReplay(t *testing.T) {
 
 // TestSimulateAccounting checks the bookkeeping on a static group: the
 // instance-seconds are size × duration, and an overloaded stretch counts as
-// violation seconds, exactly.
+// violation seconds, exactly, as does the drain of the queue it left.
 func TestSimulateAccounting(t *testing.T) {
 	g := config.Group{Name: "web", MinSize: 2, MaxSize: 2}
 	rates := []float64{100, 100, 250, 100} // the third minute overloads 2 × 100 req/s
-	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
 		Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: rates})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.InstanceSeconds != 2*240 || res.ViolationSeconds != 60 || res.ScaleEvents != 0 {
-		t.Errorf("instance-seconds %v (want 480), violation seconds %v (want 60), events %d (want 0)",
+	// The overloaded minute leaves 50 × 60 = 3,000 requests queued, which
+	// drain at the spare 100 req/s; a second's p99 is over 200 ms while more
+	// than 38 of them wait for 200 req/s: the first 30 seconds of minute 3.
+	if res.InstanceSeconds != 2*240 || res.ViolationSeconds != 60+30 || res.ScaleEvents != 0 {
+		t.Errorf("instance-seconds %v (want 480), violation seconds %v (want 90), events %d (want 0)",
 			res.InstanceSeconds, res.ViolationSeconds, res.ScaleEvents)
 	}
 	if res.Minutes[2].P99ms != -1 || math.Abs(res.Minutes[2].Capacity-200) > 1e-9 {
@@ -117,7 +120,7 @@ func TestStartDelayAndWarmup(t *testing.T) {
 	for i := 1; i < len(rates); i++ {
 		rates[i] = 160
 	}
-	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
 		StartDelay: 20 * time.Second, Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Rates: rates})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +157,7 @@ func TestCoarseResolution(t *testing.T) {
 			rates[i] = 80
 		}
 	}
-	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond}, SLO: 200 * time.Millisecond,
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
 		Interval: time.Second, Warmup: 30 * time.Second, Resolution: 5 * time.Minute, Start: t0, Rates: rates})
 	if err != nil {
 		t.Fatal(err)

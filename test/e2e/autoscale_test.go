@@ -32,8 +32,14 @@ const halfCore = "      cpus: 0.5\n"
 // request burns CPU in the demo backend.
 func cpuLoad(t *testing.T, e *shoalEnv, workers int) (stop func() loadgen.Result) {
 	t.Helper()
+	return workLoad(t, e, "/work?ms=40", workers)
+}
+
+// workLoad runs closed-loop workers that GET path through shoal's listener.
+func workLoad(t *testing.T, e *shoalEnv, path string, workers int) (stop func() loadgen.Result) {
+	t.Helper()
 	stop, err := loadgen.Start(context.Background(), loadgen.Options{
-		URL: "http://" + e.listen + "/work?ms=40", Concurrency: workers, Timeout: 20 * time.Second,
+		URL: "http://" + e.listen + path, Concurrency: workers, Timeout: 20 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
