@@ -75,8 +75,23 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			if err != nil {
 				return bad("%v", err)
 			}
-			if slo <= 0 || scale < 0 || startDelay < 0 || baseP99 < 0 || resolution < 0 || history < 0 {
-				return bad("--slo must be > 0; --scale, --start-delay, --base-p99, --resolution and --history >= 0")
+			if slo <= 0 {
+				return bad("--slo %v: want > 0", slo)
+			}
+			for _, d := range []struct {
+				flag  string
+				value time.Duration
+			}{{"--start-delay", startDelay}, {"--base-p99", baseP99}, {"--resolution", resolution}, {"--history", history}} {
+				if d.value < 0 {
+					return bad("%s %v: want >= 0", d.flag, d.value)
+				}
+			}
+			if scale < 0 {
+				return bad("--scale %v: want >= 0", scale)
+			}
+			// 0 would read as the model's default (100); on the command line it is a mistake.
+			if !(saturatedCPU > 0 && saturatedCPU <= 100) {
+				return bad("--saturated-cpu %v: want a CPU %% above 0, at most 100", saturatedCPU)
 			}
 			if measureWindow <= 0 {
 				return bad("--measure-window must be > 0")
