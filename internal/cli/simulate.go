@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/sim"
 	"github.com/shoal-lb/shoal/internal/trace"
 )
@@ -246,9 +247,8 @@ func parseCapacity(v string) (float64, error) {
 
 // measuredCapacity asks the running core for group's metrics over window:
 // the requests/s each ready instance served and their mean CPU (in percent
-// of template.cpus) give what one serves at 100 %, as the model assumes CPU
-// grows in proportion to load. An idle group tells nothing: CPU under 10 %
-// is mostly the instances' own overhead, not requests.
+// of template.cpus) give what one serves at 100 %, by the rule predictive
+// scaling measures with (policy.MeasuredCapacity); an idle group is refused.
 func (o *options) measuredCapacity(ctx context.Context, group string, window time.Duration) (float64, string, error) {
 	c, err := o.client()
 	if err != nil {
@@ -258,17 +258,13 @@ func (o *options) measuredCapacity(ctx context.Context, group string, window tim
 	if err != nil {
 		return 0, "", apiExit(err)
 	}
-	rps, cpu := doc.RequestsPerSecondPerInstance, doc.CPU.Avg
-	if rps == nil || cpu == nil || *cpu < minMeasuredCPU {
-		have := "no ready instance"
-		if rps != nil && cpu != nil {
-			have = fmt.Sprintf("%.1f req/s per instance at %.1f %% CPU", *rps, *cpu)
+	have := "no ready instance"
+	if rps, cpu := doc.RequestsPerSecondPerInstance, doc.CPU.Avg; rps != nil && cpu != nil {
+		if c, ok := policy.MeasuredCapacity(*rps, *cpu); ok {
+			return c, fmt.Sprintf("measured by shoal: group %s served %.1f req/s per instance at %.1f %% CPU over the last %s", group, *rps, *cpu, window), nil
 		}
-		return 0, "", &exitError{code: exitUsage, msg: fmt.Sprintf("--capacity measured: group %s over the last %s: %s; need at least %g %% CPU to measure, or pass --capacity RPS",
-			group, window, have, minMeasuredCPU)}
+		have = fmt.Sprintf("%.1f req/s per instance at %.1f %% CPU", *rps, *cpu)
 	}
-	return *rps * 100 / *cpu, fmt.Sprintf("measured by shoal: group %s served %.1f req/s per instance at %.1f %% CPU over the last %s", group, *rps, *cpu, window), nil
+	return 0, "", &exitError{code: exitUsage, msg: fmt.Sprintf("--capacity measured: group %s over the last %s: %s; need at least %g %% CPU to measure, or pass --capacity RPS",
+		group, window, have, policy.MinCapacityCPU)}
 }
-
-// minMeasuredCPU is the least mean CPU that measures a capacity.
-const minMeasuredCPU = 10.0

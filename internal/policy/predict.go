@@ -174,10 +174,11 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 	source := "configured"
 	if pr.Capacity == 0 {
 		rps, cpu := mean(h.Points("requests_per_second_per_instance", m.Add(-tw), m)), mean(h.Points("cpu.avg", m.Add(-tw), m))
-		if math.IsNaN(rps) || math.IsNaN(cpu) || cpu < 10 {
-			return off("capacity", "cannot measure an instance's capacity: the last %s had no requests per instance or CPU under 10 %%; set predictive.capacity", fmtDur(tw))
+		c, ok := MeasuredCapacity(rps, cpu)
+		if !ok {
+			return off("capacity", "cannot measure an instance's capacity: the last %s had no requests per instance or CPU under %g %%; set predictive.capacity", fmtDur(tw), MinCapacityCPU)
 		}
-		pr.Capacity, source = rps*100/cpu, fmt.Sprintf("measured: %.1f req/s per instance at %.0f %% CPU", rps, cpu)
+		pr.Capacity, source = c, fmt.Sprintf("measured: %.1f req/s per instance at %.0f %% CPU", rps, cpu)
 	}
 	pr.PerInstance = pr.Capacity * defaultUtilisation
 	plan := fmt.Sprintf("%.0f %% of capacity %.1f req/s (%s)", 100*defaultUtilisation, pr.Capacity, source)
@@ -199,6 +200,22 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 	pr.Explanation = fmt.Sprintf("floor %d = ⌈forecast peak %.1f req/s ÷ %.1f req/s per instance (%s)⌉; %s",
 		pr.Floor, pr.Rate, pr.PerInstance, plan, f.Explanation)
 	return pr
+}
+
+// MinCapacityCPU is the least mean CPU % that measures an instance's
+// capacity: under it the CPU is mostly the instance's own overhead, not
+// its requests.
+const MinCapacityCPU = 10.0
+
+// MeasuredCapacity is the requests/s one instance serves at 100 % CPU, from
+// the requests/s per instance it served at a mean CPU %, assuming CPU grows
+// in proportion to load. ok is false when either is unknown (NaN) or the CPU
+// is under MinCapacityCPU.
+func MeasuredCapacity(rps, cpu float64) (capacity float64, ok bool) {
+	if math.IsNaN(rps) || math.IsNaN(cpu) || cpu < MinCapacityCPU {
+		return 0, false
+	}
+	return rps * 100 / cpu, true
 }
 
 func mean(pts []Point) float64 {
