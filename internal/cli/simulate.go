@@ -87,8 +87,8 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 					return bad("%s %v: want >= 0", d.flag, d.value)
 				}
 			}
-			if scale < 0 {
-				return bad("--scale %v: want >= 0", scale)
+			if !(scale >= 0) || math.IsInf(scale, 1) {
+				return bad("--scale %v: want >= 0 and finite", scale)
 			}
 			// 0 would read as the model's default (100); on the command line it is a mistake.
 			if !(saturatedCPU > 0 && saturatedCPU <= 100) {

@@ -79,6 +79,8 @@ func TestPolicySimulateBadInput(t *testing.T) {
 		{[]string{"--slo", "0s"}, "--slo 0s: want > 0"},
 		{[]string{"--start-delay", "-1s"}, "--start-delay -1s: want >= 0"},
 		{[]string{"--scale", "-0.5"}, "--scale -0.5: want >= 0"},
+		{[]string{"--scale", "+Inf"}, "--scale +Inf: want >= 0 and finite"},
+		{[]string{"--scale", "1e308"}, "needs more than 10000 instances"},
 		{[]string{"--saturated-cpu", "0"}, "--saturated-cpu 0: want a CPU % above 0, at most 100"},
 		{[]string{"--saturated-cpu", "120"}, "--saturated-cpu 120: want a CPU % above 0, at most 100"},
 		{[]string{"--service-cv", "-1"}, "service time CV -1: want >= 0"},

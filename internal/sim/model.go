@@ -125,14 +125,26 @@ func (m Model) Eval(rate float64, instances int) Load {
 	return l
 }
 
+// MaxInstances bounds the sizes the model answers for: far beyond any group
+// (config allows 100), and a rate that needs more is a mistaken scale or
+// capacity, not a plan.
+const MaxInstances = 10000
+
 // InstancesFor returns the fewest instances that serve rate within the p99
-// SLO, or an error if even without queueing BaseP99 exceeds it.
+// SLO, or an error if even without queueing BaseP99 exceeds it or it takes
+// more than MaxInstances.
 func (m Model) InstancesFor(rate float64, slo time.Duration) (int, error) {
 	if m.BaseP99 > slo {
 		return 0, fmt.Errorf("sim: base p99 %v exceeds the SLO %v at any size", m.BaseP99, slo)
 	}
+	if math.IsNaN(rate) {
+		return 0, fmt.Errorf("sim: NaN rate")
+	}
 	if rate <= 0 {
 		return 0, nil
+	}
+	if rate/m.Capacity >= MaxInstances {
+		return 0, fmt.Errorf("sim: %.4g req/s at %.4g req/s per instance needs more than %d instances", rate, m.Capacity, MaxInstances)
 	}
 	c := max(1, int(math.Floor(rate/m.Capacity))+1) // the fewest with ρ < 1
 	for m.Eval(rate, c).Violates(slo) {

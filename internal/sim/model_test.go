@@ -137,6 +137,12 @@ func TestInstancesFor(t *testing.T) {
 	if _, err := m.InstancesFor(1, time.Millisecond); err == nil {
 		t.Error("an SLO below the base p99 was accepted")
 	}
+	// A mistaken scale or capacity is refused, not counted up to forever.
+	for _, rate := range []float64{math.Inf(1), 1e308, math.NaN()} {
+		if n, err := m.InstancesFor(rate, time.Second); err == nil {
+			t.Errorf("InstancesFor(%v) = %d, want an error", rate, n)
+		}
+	}
 }
 
 func TestCalibrate(t *testing.T) {

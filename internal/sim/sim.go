@@ -6,7 +6,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -290,9 +289,6 @@ func (m Model) StaticFor(rates []float64, slo time.Duration) (int, error) {
 	peak := 0.0
 	for _, r := range rates {
 		peak = max(peak, r)
-	}
-	if math.IsNaN(peak) {
-		return 0, fmt.Errorf("sim: NaN rate")
 	}
 	return m.InstancesFor(peak, slo)
 }
