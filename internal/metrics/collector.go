@@ -570,10 +570,11 @@ type Point struct {
 	V float64
 }
 
-// point is a Point that keeps the bucket's maximum too.
+// point is a Point that keeps the bucket's maximum and sample count too.
 type point struct {
 	T        time.Time
 	Avg, Max float64
+	N        int64 // samples in the bucket; 0 for the ring's
 }
 
 // Points returns the series at path (see Path and InstancePath) with
@@ -601,6 +602,8 @@ func (c *Collector) points(ctx context.Context, key string, from, to time.Time) 
 	c.mu.RLock()
 	recent := c.ring.read(key, from, to)
 	ringStart, ok := c.ring.oldest()
+	edge := ringStart.Truncate(level10s.step) // the 10 s bucket the ring starts in
+	inRing := len(c.ring.read(key, edge, edge.Add(level10s.step-time.Nanosecond)))
 	c.mu.RUnlock()
 	if !ok {
 		ringStart = to.Add(time.Nanosecond)
@@ -614,6 +617,12 @@ func (c *Collector) points(ctx context.Context, key string, from, to time.Time) 
 	if c.opts.Ten > 0 {
 		p10, err := c.db.read(ctx, &level10s, key, from, end)
 		errs = append(errs, err)
+		// When the ring holds every sample of that bucket's row (a kill -9
+		// lost the rest before it was written), the row, stamped at the
+		// bucket's start, would claim the lost seconds: read the ring there.
+		if n := len(p10); ok && n > 0 && p10[n-1].T.Equal(edge) && p10[n-1].N <= int64(inRing) {
+			p10 = p10[:n-1]
+		}
 		if len(p10) > 0 {
 			end = p10[0].T
 		}

@@ -187,7 +187,7 @@ func (d *db) write(ctx context.Context, rows []row) error {
 
 // read returns path's buckets at lv with from <= t < to, oldest first.
 func (d *db) read(ctx context.Context, lv *level, path string, from, to time.Time) ([]point, error) {
-	rows, err := d.sql.QueryContext(ctx, `SELECT r.t, r.v_avg, r.v_max FROM `+lv.table+` r
+	rows, err := d.sql.QueryContext(ctx, `SELECT r.t, r.v_avg, r.v_max, r.n FROM `+lv.table+` r
 		JOIN series s ON s.id = r.series
 		WHERE s.path = ? AND r.t >= ? AND r.t < ? ORDER BY r.t`,
 		path, from.Unix(), ceilUnix(to))
@@ -199,7 +199,7 @@ func (d *db) read(ctx context.Context, lv *level, path string, from, to time.Tim
 	for rows.Next() {
 		var t int64
 		var p point
-		if err := rows.Scan(&t, &p.Avg, &p.Max); err != nil {
+		if err := rows.Scan(&t, &p.Avg, &p.Max, &p.N); err != nil {
 			return nil, fmt.Errorf("read metrics %s: %w", path, err)
 		}
 		p.T = time.Unix(t, 0)

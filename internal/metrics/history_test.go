@@ -100,6 +100,36 @@ func TestHistory(t *testing.T) {
 	}
 }
 
+// TestHistoryAfterKill: a core killed mid-bucket never writes that bucket's
+// first part; the restarted core's samples of the same bucket are in its ring
+// and must not come back as the bucket's row, stamped at its start, claiming
+// the seconds the kill lost (a policy would read them as covered).
+func TestHistoryAfterKill(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.db")
+	t0 := time.Unix(1_700_000_000-1_700_000_000%6000+6000, 0)
+	c := openHistory(t, path)
+	recordTicks(c, t0, 0, 175) // buckets to 160 written; 170..174 unfinished
+	for _, r := range c.rollups {
+		clear(r.accs) // kill -9: the unfinished buckets die with the process
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openHistory(t, path)
+	defer c.Close()
+	recordTicks(c, t0, 178, 183) // 178, 179 finish bucket 170 in this core
+	pts := c.Points("web/cpu.avg", t0.Add(150*time.Second), t0.Add(183*time.Second))
+	want := []int64{150, 160, 178, 179, 180, 181, 182}
+	if len(pts) != len(want) {
+		t.Fatalf("points %s, want at %v", describePoints(pts), want)
+	}
+	for i, p := range pts {
+		if p.T.Unix()-t0.Unix() != want[i] {
+			t.Errorf("point %d at %d, want %d: %s", i, p.T.Unix()-t0.Unix(), want[i], describePoints(pts))
+		}
+	}
+}
+
 // TestHistoryPrune checks that buckets older than their level's retention
 // are deleted while the coarser level keeps them.
 func TestHistoryPrune(t *testing.T) {
