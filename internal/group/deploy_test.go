@@ -224,3 +224,31 @@ func TestServingTemplate(t *testing.T) {
 		t.Fatalf("after a deploy and a restart: serving %s, configured %q; want %s on both", g3.Version(), g3.Status(ctx).Configured, next.Version("web"))
 	}
 }
+
+// TestRemovedGroupForgetsServingTemplate: a group a reload removes keeps no
+// serving template, so added back later it starts from its configured one
+// rather than from what served before its removal.
+func TestRemovedGroupForgetsServingTemplate(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	cfg := config.Group{Name: "web", MinSize: 0, MaxSize: 3, Template: config.Template{Command: []string{"app1"}}, Deploy: config.DefaultDeploy}
+	g, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RetireAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Template = config.Template{Command: []string{"app2"}}
+	g2, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Template().Command[0] != "app2" {
+		t.Fatalf("the group added back serves %v, want its configured template", g2.Template().Command)
+	}
+}
