@@ -318,6 +318,10 @@ func TestReloadThenDeploy(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	checkNoFailures(t, "deploy after a reload", stop())
+	// It replaced every instance: not a no-op.
+	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobs.Done || list[0].Noop {
+		t.Fatalf("deploy job %+v, %v; want done, not a no-op", list, err)
+	}
 	if after := groupOf(t, e.status(), "web"); after.Version != st.Configured || after.Configured != "" || versions(after)[st.Configured] != 2 || len(after.Instances) != 2 {
 		t.Fatalf("after the deploy: serving %s, configured %q, versions %v; want both on %s, serving", after.Version, after.Configured, versions(after), st.Configured)
 	}
