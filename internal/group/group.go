@@ -94,7 +94,7 @@ type instance struct {
 	job uint64
 	// version is the template version the instance runs (or will run).
 	version string
-	// tmpl is what start runs: the template in force at launch.
+	// tmpl is what start runs: the serving template at launch, or the one a deploy rolls.
 	tmpl config.Template
 	// servingSince is when the instance first went into service (zero
 	// before): how long it served tells an accident from a crash loop.
@@ -244,7 +244,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		}
 		if in.version == "" {
 			// Recorded before instances had versions: it runs what the
-			// config said then, most likely the template in force now.
+			// config said then, most likely the serving template.
 			in.version = g.version
 		}
 		switch in.state {

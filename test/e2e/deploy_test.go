@@ -43,7 +43,7 @@ func versions(g group.Status) map[string]int {
 
 // TestDeployBrokenVersionRollsBack deploys a release whose health check
 // answers 500 under keep-alive load: the deploy stops at the first new
-// instance, removes it, the previous template is in force again, the job
+// instance, removes it, the serving template starts replacements again, the job
 // fails with the reason, and no request fails.
 func TestDeployBrokenVersionRollsBack(t *testing.T) {
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", ""))
