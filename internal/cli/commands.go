@@ -76,6 +76,9 @@ func printGroup(w io.Writer, g group.Status) {
 	if g.Deploying != "" {
 		fmt.Fprintf(w, "  deploying %s\n", g.Deploying)
 	}
+	if g.Configured != "" {
+		fmt.Fprintf(w, "  configured %s, not deployed (`shoal deploy %s` rolls it out)\n", g.Configured, g.Name)
+	}
 	if g.UpCooldown != nil {
 		fmt.Fprintf(w, "  scale-up cooldown until %s\n", g.UpCooldown.Local().Format(time.TimeOnly))
 	}

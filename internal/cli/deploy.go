@@ -127,12 +127,20 @@ func followDeploy(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job)
 }
 
 // printDeployStatus counts the group's instances by version against the
-// version in force.
+// new one: the version a running deploy rolls out, else the configured one
+// waiting for a deploy, else the serving one.
 func printDeployStatus(w io.Writer, g group.Status) {
+	newVersion := g.Version
+	switch {
+	case g.Deploying != "":
+		newVersion = g.Deploying
+	case g.Configured != "":
+		newVersion = g.Configured
+	}
 	others := map[string]int{}
 	current := 0
 	for _, in := range g.Instances {
-		if in.Version == g.Version {
+		if in.Version == newVersion {
 			current++
 		} else {
 			others[in.Version]++
@@ -142,7 +150,10 @@ func printDeployStatus(w io.Writer, g group.Status) {
 	if g.Deploying != "" {
 		fmt.Fprintf(w, "  deploying %s\n", g.Deploying)
 	}
-	fmt.Fprintf(w, "  new (%s): %d\n", g.Version, current)
+	if g.Configured != "" {
+		fmt.Fprintf(w, "  configured %s, not deployed\n", g.Configured)
+	}
+	fmt.Fprintf(w, "  new (%s): %d\n", newVersion, current)
 	old := 0
 	for _, v := range slices.Sorted(maps.Keys(others)) {
 		old += others[v]

@@ -21,14 +21,15 @@ const deployPoll = 200 * time.Millisecond
 // ErrRolledBack wraps the reason a deploy was rolled back.
 var ErrRolledBack = errors.New("rolled back")
 
-// Template returns the template in force: what new instances start from.
+// Template returns the serving template: what the instances in service run
+// and what new instances start from outside a deploy.
 func (g *Group) Template() config.Template {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.tmpl
 }
 
-// Version returns the version of the template in force.
+// Version returns the version of the serving template.
 func (g *Group) Version() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -36,31 +37,26 @@ func (g *Group) Version() string {
 }
 
 // setTemplate replaces the group's configured template (Update, for a
-// config reload). The variables set by the last deploy stay set where the
-// new template still declares them. Instances already running keep their
-// version; new ones (replacements, scale-ups) start from the new template,
-// and `shoal deploy` rolls it out to the rest. While a deploy runs, the
-// template it rolls out (or back to) stays in force and t is what the next
-// deploy starts from. The caller records the group's state.
+// config reload): it changes what the next deploy rolls out, never the
+// serving template, so that a template that has not served yet does not
+// replace crashed instances of the one that does. The variables set by the
+// last deploy stay set where the new template still declares them. The
+// caller records the group's state.
 func (g *Group) setTemplate(t config.Template) {
 	g.mu.Lock()
-	if g.deploying {
-		g.base = t
-		g.mu.Unlock()
-		g.log.Info("template changed during a deploy; the next deploy rolls it out")
-		return
-	}
-	old := g.version
+	was := g.nextVersion
 	g.setBaseLocked(t)
-	now := g.version
+	now, serving := g.nextVersion, g.version
 	g.mu.Unlock()
-	if now != old {
-		g.log.Info("template changed; new instances start from it and a deploy rolls it out", "version", now, "was", old)
+	if now != was {
+		g.log.Info("template changed; `shoal deploy` rolls it out, new instances start from the serving version until then",
+			"configured", now, "was", was, "serving", serving)
 	}
 }
 
-// setBaseLocked makes t the configured template and recomputes the one in
-// force. Deployed variables t no longer declares are dropped.
+// setBaseLocked makes t the configured template and recomputes the one the
+// next deploy rolls out. Deployed variables t no longer declares are
+// dropped.
 func (g *Group) setBaseLocked(t config.Template) {
 	g.base = t
 	keep := map[string]string{}
@@ -71,15 +67,26 @@ func (g *Group) setBaseLocked(t config.Template) {
 			g.log.Warn("deployed template variable is no longer declared; dropped", "var", k)
 		}
 	}
-	tmpl, err := t.WithVars(g.cfg.Name, keep)
+	next, err := t.WithVars(g.cfg.Name, keep)
 	if err != nil {
 		g.log.Warn("deployed template variables no longer apply; using the configured template", "err", err)
-		tmpl, keep = t, nil
+		next, keep = t, nil
 	}
 	if len(keep) == 0 {
 		keep = nil
 	}
-	g.tmpl, g.vars, g.version = tmpl, keep, tmpl.Version(g.cfg.Name)
+	g.next, g.vars, g.nextVersion = next, keep, next.Version(g.cfg.Name)
+}
+
+// setServing makes t, which a deploy has just put on every instance, the
+// serving template, with the variables it overrides as those the next
+// deploy starts from, and records both.
+func (g *Group) setServing(ctx context.Context, t config.Template, version string) error {
+	g.mu.Lock()
+	g.tmpl, g.version, g.vars = t, version, t.Overrides()
+	g.setBaseLocked(g.base)
+	g.mu.Unlock()
+	return g.persistState(ctx)
 }
 
 // DeployTarget returns the template a deploy with these variable overrides
@@ -123,74 +130,84 @@ type DeployProgress func(msg string)
 // of target starting beyond the desired size, retires an instance of
 // another version each time one of target has been in service for
 // min_ready, and never lets fewer than desired − max_unavailable instances
-// serve. Once failure_threshold instances of target have failed it rolls
-// back the same way (the previous template is in force again, the new
-// instances are replaced) and returns an error wrapping ErrRolledBack with
-// the first failure. One deploy or job at a time may use a group.
+// serve. One deploy or job at a time may use a group.
+//
+// The serving template S is what the instances in service run and what
+// replacements and scale-ups start from; a reload changes only the
+// configured template, which the next deploy rolls out. S changes only when
+// a deploy succeeds; every other way out fails the job with a reason:
+//
+//	serving S --Deploy(T)--> rolling out T --every instance on T, ready--> serving T
+//	   ^                      |         |                                  (stored)
+//	   |        interrupted   |         | failure_threshold failures of T
+//	   +--- (timeout, stop) --+         v
+//	   |                          rolling back to S --failure_threshold----+
+//	   |                                |               failures of S      |
+//	   |                                | every instance on S, ready       v
+//	   +--------------------------------+                     rollback failed:
+//	                                                          S still starts,
+//	                                                          with back-off
+//
+// While a roll runs, launches start the version it rolls; otherwise S.
+//
+// A failed deploy returns an error wrapping ErrRolledBack with the first
+// failure, and the rollback's own if it could not finish; an interrupted
+// one says so with ctx's cause.
 func (g *Group) Deploy(ctx context.Context, target config.Template, progress DeployProgress) error {
 	version := target.Version(g.cfg.Name)
+	threshold := g.conf().Deploy.FailureThreshold
 	g.mu.Lock()
-	prev, prevVersion := g.tmpl, g.version
-	g.tmpl, g.version, g.deploying = target, version, true
+	serving, servingVersion := g.tmpl, g.version
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.deploying = false
-		g.mu.Unlock()
-	}()
-	progress(fmt.Sprintf("deploying version %s (was %s)", version, prevVersion))
-	started := time.Now()
+	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 
-	failure, err := g.roll(ctx, version, started, g.conf().Deploy.FailureThreshold, progress)
+	failure, err := g.roll(ctx, target, version, time.Now(), threshold, progress)
 	if err == nil && failure == "" {
-		g.mu.Lock()
-		g.vars = target.Overrides()
-		if len(g.vars) == 0 {
-			g.vars = nil
-		}
-		g.mu.Unlock()
-		if err := g.persistState(context.WithoutCancel(ctx)); err != nil {
-			return fmt.Errorf("deploy of %s done, but recording its variables failed: %w", version, err)
+		if err := g.setServing(context.WithoutCancel(ctx), target, version); err != nil {
+			return fmt.Errorf("deploy of %s done, but recording it as the serving version failed: %w", version, err)
 		}
 		progress(fmt.Sprintf("version %s in service on every instance", version))
 		return nil
 	}
 
-	// Roll back: the previous template is in force again; instances of the
-	// new version that serve nobody go at once, the others are replaced
-	// as gently as they came.
+	// The roll has ended, so new instances start from the serving template
+	// again. Instances of the new version that serve nobody go at once; the
+	// others are replaced as gently as they came.
 	g.mu.Lock()
-	g.tmpl, g.version = prev, prevVersion
 	for _, in := range g.activeLocked() {
-		if in.version == version && in.state != InService {
+		if in.version == version && version != servingVersion && in.state != InService {
 			g.retireLocked(in, "rollback")
 		}
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()
-	if err != nil {
-		// Interrupted (shutdown or timeout): the previous template is in
-		// force for what the reconciler starts next; nothing else moves.
-		g.endDeploy()
-		return fmt.Errorf("deploy of %s interrupted (%w); the previous template (%s) is back in force", version, err, prevVersion)
+	switch {
+	case err != nil:
+		// Interrupted (shutdown or timeout): nothing else moves.
+		return fmt.Errorf("deploy of %s interrupted (%w); new instances start from the serving version %s", version, err, servingVersion)
+	case version == servingVersion:
+		return fmt.Errorf("deploy of %s, the serving version, failed: %s", version, failure)
 	}
-	progress(fmt.Sprintf("rolling back to %s: %s", prevVersion, failure))
-	if _, rerr := g.roll(ctx, prevVersion, time.Now(), 0, progress); rerr != nil {
-		g.endDeploy()
-		return fmt.Errorf("%w: %s; the rollback to %s did not finish: %w", ErrRolledBack, failure, prevVersion, rerr)
+	progress(fmt.Sprintf("rolling back to %s: %s", servingVersion, failure))
+	rfailure, rerr := g.roll(ctx, serving, servingVersion, time.Now(), threshold, progress)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("%w: %s; the rollback to %s did not finish: %w", ErrRolledBack, failure, servingVersion, rerr)
+	case rfailure != "":
+		return fmt.Errorf("%w: %s; the rollback to %s failed: %s (new instances go on starting from it, with back-off)", ErrRolledBack, failure, servingVersion, rfailure)
 	}
 	return fmt.Errorf("%w: %s", ErrRolledBack, failure)
 }
 
-// roll replaces every active instance whose version is not version, step by
-// step (see planDeploy). It returns the first failure once threshold
-// instances of version have failed since started (threshold 0: never), or
-// ctx's error.
-func (g *Group) roll(ctx context.Context, version string, started time.Time, threshold int, progress DeployProgress) (failure string, err error) {
+// roll replaces every active instance whose version is not version with
+// instances started from tmpl, step by step (see planDeploy). It returns
+// the first failure once threshold instances of version have failed since
+// started, or ctx's error.
+func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, started time.Time, threshold int, progress DeployProgress) (failure string, err error) {
 	dep := g.conf().Deploy
 	g.mu.Lock()
-	g.deployTarget = version
+	g.deployTarget, g.rollTmpl = version, tmpl
 	g.mu.Unlock()
 	defer g.endDeploy()
 	// wentDown remembers new instances already counted as failed after
@@ -224,7 +241,7 @@ func (g *Group) roll(ctx context.Context, version string, started time.Time, thr
 				view.NewReady++
 			}
 		}
-		if threshold > 0 && len(fails) >= threshold {
+		if len(fails) >= threshold {
 			g.mu.Unlock()
 			return fails[0], nil
 		}
@@ -261,7 +278,7 @@ func (g *Group) roll(ctx context.Context, version string, started time.Time, thr
 
 func (g *Group) endDeploy() {
 	g.mu.Lock()
-	g.surge, g.deployTarget = 0, ""
+	g.surge, g.deployTarget, g.rollTmpl = 0, "", config.Template{}
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()

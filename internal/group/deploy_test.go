@@ -148,11 +148,12 @@ func TestFailStreak(t *testing.T) {
 	}
 }
 
-// TestTemplateInForce: the variables of the last deploy survive a restart
-// (they are stored with the group's state); a reload makes its template the
-// one in force, dropping variables it no longer declares, except during a
-// deploy.
-func TestTemplateInForce(t *testing.T) {
+// TestServingTemplate: the variables of the last deploy survive a restart
+// (they are stored with the group's state); a reload, or a restart with an
+// edited config, changes what the next deploy rolls out (dropping variables
+// the new template no longer declares) but never the serving template,
+// which is stored; a successful deploy makes its template the serving one.
+func TestServingTemplate(t *testing.T) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,12 +165,15 @@ func TestTemplateInForce(t *testing.T) {
 	}
 	base := config.Template{Command: []string{"app", "{{.Vars.tag}}", "{{.Vars.mode}}"}, Vars: map[string]string{"tag": "v1", "mode": "a"}}
 	cfg := config.Group{Name: "web", MinSize: 1, MaxSize: 3, Template: base, Deploy: config.DefaultDeploy}
-	g, err := New(ctx, cfg, nil, nil, st, slog.New(slog.DiscardHandler))
+	g, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Template().Vars["tag"] != "v2" || g.Version() == base.Version("web") {
-		t.Fatalf("restored template vars %v, version %s (base %s)", g.Template().Vars, g.Version(), base.Version("web"))
+	// No serving template was stored: the configured one, with the
+	// deployed variables, serves.
+	serving := g.Version()
+	if g.Template().Vars["tag"] != "v2" || serving == base.Version("web") || g.Status(ctx).Configured != "" {
+		t.Fatalf("restored template vars %v, version %s (base %s), configured %q", g.Template().Vars, serving, base.Version("web"), g.Status(ctx).Configured)
 	}
 	target, err := g.DeployTarget(map[string]string{"mode": "b"})
 	if err != nil || target.Vars["tag"] != "v2" || target.Vars["mode"] != "b" {
@@ -186,21 +190,65 @@ func TestTemplateInForce(t *testing.T) {
 	if err := g.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if g.Version() != reloaded.Version("web") || g.Template().Command[0] != "app2" || len(g.Template().Overrides()) != 0 {
-		t.Fatalf("after a reload: version %s, command %v, overrides %v", g.Version(), g.Template().Command, g.Template().Overrides())
+	if g.Version() != serving || g.Template().Command[0] != "app" || g.Status(ctx).Configured != reloaded.Version("web") {
+		t.Fatalf("after a reload: serving %s %v, configured %q; want %s still serving and %s configured",
+			g.Version(), g.Template().Command, g.Status(ctx).Configured, serving, reloaded.Version("web"))
 	}
-	// While a deploy runs, a reload changes only what the next one starts from.
-	g.mu.Lock()
-	g.deploying = true
-	g.mu.Unlock()
-	cfg.Template = config.Template{Command: []string{"app3"}}
-	if err := g.Update(ctx, cfg); err != nil {
+	if next, _ := g.DeployTarget(nil); next.Command[0] != "app2" || len(next.Overrides()) != 0 {
+		t.Fatalf("the next deploy would roll out %v with overrides %v, want the reloaded template without tag", next.Command, next.Overrides())
+	}
+
+	// A restart with the reloaded config (or an edit before a restart)
+	// finds the serving template in the store.
+	g2, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Template().Command[0] != "app2" {
-		t.Fatalf("a reload during a deploy changed the template in force to %v", g.Template().Command)
+	if g2.Version() != serving || g2.Template().Command[0] != "app" || g2.Template().Vars["tag"] != "v2" {
+		t.Fatalf("after a restart: serving %s %v %v, want %s", g2.Version(), g2.Template().Command, g2.Template().Vars, serving)
 	}
-	if next, _ := g.DeployTarget(nil); next.Command[0] != "app3" {
-		t.Fatalf("the next deploy would roll out %v, want the reloaded template", next.Command)
+
+	// A deploy that succeeds makes its template the serving one, stored.
+	next, err := g2.DeployTarget(map[string]string{"mode": "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.setServing(ctx, next, next.Version("web")); err != nil {
+		t.Fatal(err)
+	}
+	g3, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g3.Version() != next.Version("web") || g3.Status(ctx).Configured != "" {
+		t.Fatalf("after a deploy and a restart: serving %s, configured %q; want %s on both", g3.Version(), g3.Status(ctx).Configured, next.Version("web"))
+	}
+}
+
+// TestRemovedGroupForgetsServingTemplate: a group a reload removes keeps no
+// serving template, so added back later it starts from its configured one
+// rather than from what served before its removal.
+func TestRemovedGroupForgetsServingTemplate(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	cfg := config.Group{Name: "web", MinSize: 0, MaxSize: 3, Template: config.Template{Command: []string{"app1"}}, Deploy: config.DefaultDeploy}
+	g, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RetireAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Template = config.Template{Command: []string{"app2"}}
+	g2, err := New(ctx, cfg, nil, statsOnly{}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Template().Command[0] != "app2" {
+		t.Fatalf("the group added back serves %v, want its configured template", g2.Template().Command)
 	}
 }

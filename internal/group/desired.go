@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -103,7 +104,13 @@ func (g *Group) persistState(ctx context.Context) error {
 }
 
 func (g *Group) stateLocked() store.GroupState {
-	return store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil, TemplateVars: encodeVars(g.vars)}
+	gs := store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil, TemplateVars: encodeVars(g.vars)}
+	// A removed group serves nothing: added back, it starts its configured
+	// template.
+	if !g.removed {
+		gs.ServingTemplate = config.EncodeTemplate(g.tmpl)
+	}
+	return gs
 }
 
 func (g *Group) putState(ctx context.Context, gs store.GroupState) error {
@@ -186,10 +193,14 @@ type Status struct {
 	Instances    []InstanceStatus `json:"instances"`
 	LastFailures []Failure        `json:"recent_failures,omitempty"`
 	HAProxyError string           `json:"haproxy_error,omitempty"`
-	// Version is the template version in force: what new instances run.
-	// Deploying is the version a running deploy rolls out (or back to).
-	Version   string `json:"version"`
-	Deploying string `json:"deploying,omitempty"`
+	// Version is the serving version: what the instances in service run
+	// and replacements start from. Configured, when it differs, is the
+	// version the configuration describes (a reload changed the template),
+	// which `shoal deploy` rolls out. Deploying is the version a running
+	// deploy rolls out (or back to).
+	Version    string `json:"version"`
+	Configured string `json:"configured,omitempty"`
+	Deploying  string `json:"deploying,omitempty"`
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -223,6 +234,9 @@ func (g *Group) Status(ctx context.Context) Status {
 	g.mu.Lock()
 	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},
 		Version: g.version, Deploying: g.deployTarget}
+	if g.nextVersion != g.version {
+		s.Configured = g.nextVersion
+	}
 	if p, ok := c.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}

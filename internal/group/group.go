@@ -94,7 +94,7 @@ type instance struct {
 	job uint64
 	// version is the template version the instance runs (or will run).
 	version string
-	// tmpl is what start runs: the template in force at launch.
+	// tmpl is what start runs: the serving template at launch, or the one a deploy rolls.
 	tmpl config.Template
 	// servingSince is when the instance first went into service (zero
 	// before): how long it served tells an accident from a crash loop.
@@ -138,19 +138,26 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
-	// base is the configured template (a reload replaces it); tmpl is
-	// the one in force, base with the variables of the last deploy (vars),
-	// and version names it. New instances start from tmpl.
-	base    config.Template
+	// base is the configured template (a reload replaces it), vars the
+	// variables the last successful deploy set, and next is base with
+	// vars: what `shoal deploy` rolls out; nextVersion names it.
+	base        config.Template
+	vars        map[string]string
+	next        config.Template
+	nextVersion string
+	// tmpl is the serving template: what the instances in service run and
+	// what replacements and scale-ups start from; version names it. It is
+	// stored with the group's state and changes only when a deploy
+	// succeeds (see Deploy).
 	tmpl    config.Template
 	version string
-	vars    map[string]string
 	// surge is how many instances a running deploy keeps beyond desired;
-	// deployTarget is the version it rolls out ("" when none runs).
+	// deployTarget is the version it rolls out or back to ("" when none
+	// runs) and rollTmpl its template, which new instances start from
+	// meanwhile.
 	surge        int
 	deployTarget string
-	// deploying is set for the whole of a Deploy, rollback included.
-	deploying bool
+	rollTmpl     config.Template
 
 	// statMu guards the shared answer of serverStat.
 	statMu  sync.Mutex
@@ -187,6 +194,20 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 		g.vars = g.decodeVars(gs.TemplateVars)
 	}
 	g.setBaseLocked(cfg.Template)
+	// A group with no serving template yet (new, or stored by an older
+	// shoal) serves its configured one.
+	g.tmpl, g.version = g.next, g.nextVersion
+	if ok && gs.ServingTemplate != "" {
+		if t, err := config.DecodeTemplate(cfg.Name, gs.ServingTemplate); err != nil {
+			g.log.Warn("stored serving template is unreadable; serving the configured one", "err", err)
+		} else {
+			g.tmpl, g.version = t, t.Version(cfg.Name)
+		}
+	}
+	if g.version != g.nextVersion {
+		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
+			"serving", g.version, "configured", g.nextVersion)
+	}
 	if err := g.persistState(ctx); err != nil {
 		return nil, err
 	}
@@ -223,7 +244,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		}
 		if in.version == "" {
 			// Recorded before instances had versions: it runs what the
-			// config said then, most likely the template in force now.
+			// config said then, most likely the serving template.
 			in.version = g.version
 		}
 		switch in.state {
@@ -349,14 +370,21 @@ func (g *Group) launchLocked(ctx context.Context) {
 	for g.indexUsedLocked(idx) {
 		idx++
 	}
+	// A replacement or scale-up starts the serving version, never a
+	// reloaded template that has not served yet; a deploy's launches start
+	// the version it rolls.
+	tmpl, version := g.tmpl, g.version
+	if g.deployTarget != "" {
+		tmpl, version = g.rollTmpl, g.deployTarget
+	}
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
 		state:   Starting,
 		since:   time.Now(),
 		retire:  make(chan struct{}),
-		version: g.version,
-		tmpl:    g.tmpl,
+		version: version,
+		tmpl:    tmpl,
 	}
 	if g.owedLaunch > 0 {
 		in.job = g.jobSeq

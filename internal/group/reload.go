@@ -13,9 +13,10 @@ func (g *Group) conf() config.Group { return *g.live.Load() }
 // Update applies a reloaded configuration of the same group: sizes, plans,
 // cooldowns, policy, drain and replace times take effect at once (a desired
 // size outside the new range is clamped to it and recorded); a changed
-// template or health check applies to instances started from now on, and
-// HAProxy's side of the health check changes with HAProxy's reload. Running
-// instances are left alone.
+// health check applies to instances started from now on, and HAProxy's side
+// of it changes with HAProxy's reload. A changed template is what the next
+// deploy rolls out: replacements and scale-ups keep starting the serving
+// one (see Deploy). Running instances are left alone.
 func (g *Group) Update(ctx context.Context, c config.Group) error {
 	if c.Name != g.cfg.Name {
 		return fmt.Errorf("group %s: cannot become group %s", g.cfg.Name, c.Name)
@@ -59,7 +60,9 @@ func (g *Group) RetireAll(ctx context.Context) error {
 		n, ch := len(g.insts), g.changed
 		g.mu.Unlock()
 		if n == 0 {
-			return nil
+			// Recorded without its serving template: a group added back
+			// later starts from its own.
+			return g.persistState(context.WithoutCancel(ctx))
 		}
 		select {
 		case <-ch:

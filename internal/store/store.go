@@ -103,6 +103,12 @@ var migrations = [][]string{
 		`ALTER TABLE group_state ADD COLUMN template_vars TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE jobs ADD COLUMN version TEXT NOT NULL DEFAULT ''`,
 	},
+	{
+		// The template the group's instances run (JSON), so that
+		// replacements start it after a reload or a restart with an edited
+		// config, until a deploy succeeds.
+		`ALTER TABLE group_state ADD COLUMN serving_template TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // Store is shoal's state database. It is safe for concurrent use.
@@ -208,14 +214,17 @@ type GroupState struct {
 	// TemplateVars are the template variables the last deploy set, as the
 	// group encodes them ("" for none).
 	TemplateVars string
+	// ServingTemplate is the template the group's instances run, as
+	// config.EncodeTemplate writes it ("" for none yet).
+	ServingTemplate string
 }
 
 // GroupState returns the state of the named group; ok is false if none was stored.
 func (s *Store) GroupState(ctx context.Context, name string) (g GroupState, ok bool, err error) {
 	var up, down sql.NullString
 	err = s.db.QueryRowContext(ctx,
-		`SELECT name, desired, up_cooldown_until, down_cooldown_until, template_vars FROM group_state WHERE name = ?`,
-		name).Scan(&g.Name, &g.Desired, &up, &down, &g.TemplateVars)
+		`SELECT name, desired, up_cooldown_until, down_cooldown_until, template_vars, serving_template FROM group_state WHERE name = ?`,
+		name).Scan(&g.Name, &g.Desired, &up, &down, &g.TemplateVars, &g.ServingTemplate)
 	if errors.Is(err, sql.ErrNoRows) {
 		return GroupState{}, false, nil
 	}
@@ -234,14 +243,15 @@ func (s *Store) GroupState(ctx context.Context, name string) (g GroupState, ok b
 // PutGroupState creates or replaces the state of g.Name.
 func (s *Store) PutGroupState(ctx context.Context, g GroupState) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO group_state (name, desired, up_cooldown_until, down_cooldown_until, template_vars)
-		VALUES (?, ?, ?, ?, ?)
+		`INSERT INTO group_state (name, desired, up_cooldown_until, down_cooldown_until, template_vars, serving_template)
+		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			desired = excluded.desired,
 			up_cooldown_until = excluded.up_cooldown_until,
 			down_cooldown_until = excluded.down_cooldown_until,
-			template_vars = excluded.template_vars`,
-		g.Name, g.Desired, formatTime(g.UpCooldownUntil), formatTime(g.DownCooldownUntil), g.TemplateVars)
+			template_vars = excluded.template_vars,
+			serving_template = excluded.serving_template`,
+		g.Name, g.Desired, formatTime(g.UpCooldownUntil), formatTime(g.DownCooldownUntil), g.TemplateVars, g.ServingTemplate)
 	if err != nil {
 		return fmt.Errorf("write group state %q: %w", g.Name, err)
 	}

@@ -527,8 +527,9 @@ func jobIDs(jobs []Job) []int64 {
 	return ids
 }
 
-// TestDeployFields: migration 3's columns round-trip: an instance's version,
-// a group's deployed variables and a deploy job's version.
+// TestDeployFields: migration 3's and 4's columns round-trip: an instance's
+// version, a group's deployed variables and serving template, and a deploy
+// job's version.
 func TestDeployFields(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -539,10 +540,10 @@ func TestDeployFields(t *testing.T) {
 	if err != nil || len(ins) != 1 || ins[0].Version != "1a2b3c4d5e6f" {
 		t.Fatalf("instances %+v, %v", ins, err)
 	}
-	if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: 2, TemplateVars: `{"tag":"v2"}`}); err != nil {
+	if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: 2, TemplateVars: `{"tag":"v2"}`, ServingTemplate: `{"command":["app"]}`}); err != nil {
 		t.Fatal(err)
 	}
-	if g, ok, err := s.GroupState(ctx, "web"); err != nil || !ok || g.TemplateVars != `{"tag":"v2"}` {
+	if g, ok, err := s.GroupState(ctx, "web"); err != nil || !ok || g.TemplateVars != `{"tag":"v2"}` || g.ServingTemplate != `{"command":["app"]}` {
 		t.Fatalf("group state %+v, %v, %v", g, ok, err)
 	}
 	j := Job{Group: "web", Source: "cli", Kind: "deploy", State: "accepted", Version: "v2"}

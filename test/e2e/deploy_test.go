@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +43,7 @@ func versions(g group.Status) map[string]int {
 
 // TestDeployBrokenVersionRollsBack deploys a release whose health check
 // answers 500 under keep-alive load: the deploy stops at the first new
-// instance, removes it, the previous template is in force again, the job
+// instance, removes it, the serving template starts replacements again, the job
 // fails with the reason, and no request fails.
 func TestDeployBrokenVersionRollsBack(t *testing.T) {
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", ""))
@@ -282,8 +286,9 @@ func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
 }
 
 // TestReloadThenDeploy is the config path: the template changes in the
-// file, `shoal reload` makes it the one in force (the running instances
-// keep their version), and `shoal deploy` rolls it out under load.
+// file, `shoal reload` makes it the configured one (the running instances
+// and the serving version stay), and `shoal deploy` rolls it out under load
+// and makes it the serving version.
 func TestReloadThenDeploy(t *testing.T) {
 	g := deployGroup(2, "{max_surge: 1}", "")
 	e := newEnv(t, "", g)
@@ -295,11 +300,14 @@ func TestReloadThenDeploy(t *testing.T) {
 	e.writeConfig("", g)
 	e.reload()
 	st := groupOf(t, e.status(), "web")
-	if st.Version == old || versions(st)[old] != 2 {
-		t.Fatalf("after the reload: version %s (was %s), instances %v; want a new version in force and both instances on the old one", st.Version, old, versions(st))
+	if st.Version != old || st.Configured == "" || st.Configured == old || versions(st)[old] != 2 {
+		t.Fatalf("after the reload: serving %s (was %s), configured %q, instances %v; want the old version serving on both and a new one configured", st.Version, old, st.Configured, versions(st))
 	}
-	if out, _, _ := e.cli("deploy", "web", "--status"); !strings.Contains(out, "new ("+st.Version+"): 0") || !strings.Contains(out, "old ("+old+"): 2") {
+	if out, _, _ := e.cli("deploy", "web", "--status"); !strings.Contains(out, "new ("+st.Configured+"): 0") || !strings.Contains(out, "old ("+old+"): 2") {
 		t.Fatalf("deploy --status after the reload:\n%s", out)
+	}
+	if out, _, _ := e.cli("status"); !strings.Contains(out, "configured "+st.Configured+", not deployed") {
+		t.Fatalf("status after the reload does not show the configured version:\n%s", out)
 	}
 
 	stop := load(t, e)
@@ -310,8 +318,12 @@ func TestReloadThenDeploy(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	checkNoFailures(t, "deploy after a reload", stop())
-	if after := groupOf(t, e.status(), "web"); versions(after)[st.Version] != 2 || len(after.Instances) != 2 {
-		t.Fatalf("after the deploy: versions %v, want both on %s", versions(after), st.Version)
+	// It replaced every instance: not a no-op.
+	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobs.Done || list[0].Noop {
+		t.Fatalf("deploy job %+v, %v; want done, not a no-op", list, err)
+	}
+	if after := groupOf(t, e.status(), "web"); after.Version != st.Configured || after.Configured != "" || versions(after)[st.Configured] != 2 || len(after.Instances) != 2 {
+		t.Fatalf("after the deploy: serving %s, configured %q, versions %v; want both on %s, serving", after.Version, after.Configured, versions(after), st.Configured)
 	}
 	e.checkInSync("web")
 }
@@ -348,4 +360,175 @@ func TestPolicyWaitsForDeploy(t *testing.T) {
 	if st := groupOf(t, e.status(), "web"); st.Desired != 2 || versions(st)[j.Version] != 2 {
 		t.Fatalf("after the deploy: desired %d, versions %v; want 2 on %s", st.Desired, versions(st), j.Version)
 	}
+}
+
+// cliWithin runs the CLI like cli but fails the test if it has not
+// returned within d: a deploy --sync that never ends is the defect.
+func (e *shoalEnv) cliWithin(d time.Duration, args ...string) (string, string, int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "shoal"), append(args, "-c", e.cfgPath)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		e.t.Fatalf("shoal %s did not return within %s:\n%s%s", strings.Join(args, " "), d, out.String(), errb.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		e.t.Fatal(err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// killInstance SIGKILLs the named instance's process.
+func killInstance(t *testing.T, e *shoalEnv, name string) {
+	t.Helper()
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		if in.Name == name {
+			if err := syscall.Kill(in.PID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no instance %s", name)
+}
+
+// TestDeployAfterReloadRollsBackToServing is the ordinary workflow with a
+// broken release: the template is edited in the file (its /healthz now
+// answers 500), `shoal reload`, `shoal deploy web --sync`. The reload does
+// not put the never-served template in force; the deploy fails at the first
+// new instance and rolls back to what the instances in service run, and
+// --sync returns with the job failed and the reason. The group serves from
+// the old version throughout with no failed request, takes a scale request
+// afterwards, and — across a kill -9 of the core too — replaces a crashed
+// instance with the old version, not the reloaded one.
+func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
+	g := deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", "")
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 2)
+	old := groupOf(t, e.status(), "web").Version
+
+	stop := load(t, e)
+	time.Sleep(300 * time.Millisecond)
+	g.Extra = strings.Replace(g.Extra, `{health: "200", release: "1"}`, `{health: "500", release: "2"}`, 1)
+	e.writeConfig("", g)
+	e.reload()
+	st := groupOf(t, e.status(), "web")
+	if st.Version != old || st.Configured == "" || st.Configured == old || versions(st)[old] != 2 {
+		t.Fatalf("after the reload: serving %q, configured %q, instances %v; want %s serving on both and the reloaded version configured", st.Version, st.Configured, versions(st), old)
+	}
+	broken := st.Configured
+
+	began := time.Now()
+	out, stderr, code := e.cliWithin(90*time.Second, "deploy", "web", "--sync")
+	t.Logf("shoal deploy returned after %s:\n%s%s", time.Since(began).Round(time.Millisecond), out, stderr)
+	if code != 1 || !strings.Contains(out, "job 1 failed") || !strings.Contains(out, "rolled back: web-003 failed health check 2 times: HTTP 500") {
+		t.Fatalf("deploy of a broken release exited %d, want 1 with the job failed and the rollback reason", code)
+	}
+	if want := "rolling back to " + old; !strings.Contains(e.log.String(), want) {
+		t.Fatalf("the log lacks %q (the version in service)", want)
+	}
+	e.waitInService("web", 2)
+	time.Sleep(300 * time.Millisecond)
+	res := stop()
+	checkNoFailures(t, "deploy and rollback after a reload", res)
+	for name := range res.ByInstance {
+		if name != "web-001" && name != "web-002" {
+			t.Fatalf("%s took requests; only the old version's web-001 and web-002 should: %v", name, res.ByInstance)
+		}
+	}
+	after := groupOf(t, e.status(), "web")
+	if after.Version != old || after.Configured != broken || after.Deploying != "" || versions(after)[old] != 2 || len(after.Instances) != 2 {
+		t.Fatalf("after the rollback: serving %q, configured %q, deploying %q, instances %v; want both on %s", after.Version, after.Configured, after.Deploying, versions(after), old)
+	}
+	e.checkInSync("web")
+	list, err := e.client().Jobs(context.Background(), "web", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := list[0]; j.Kind != jobs.Deploy || j.State != jobs.Failed || j.Version != broken || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") {
+		t.Fatalf("job %+v: want a failed deploy of %s with the rollback reason", j, broken)
+	}
+
+	// The job is over: a scale request is accepted and starts the old version.
+	scaleSync(t, e, "up")
+	e.waitInService("web", 3)
+	if st := groupOf(t, e.status(), "web"); versions(st)[old] != 3 {
+		t.Fatalf("after scaling up: instances %v, want 3 on %s", versions(st), old)
+	}
+
+	// kill -9 of the core loses nothing: the serving version is the stored
+	// one, and a crashed instance is replaced by it.
+	e.kill9()
+	e.start()
+	e.waitInService("web", 3)
+	if st := groupOf(t, e.status(), "web"); st.Version != old || st.Configured != broken {
+		t.Fatalf("after kill -9 and restart: serving %q, configured %q; want %s and %s", st.Version, st.Configured, old, broken)
+	}
+	killInstance(t, e, "web-002")
+	e.eventually("web-002 is replaced", 60*time.Second, func() error {
+		st := groupOf(t, e.status(), "web")
+		for _, in := range st.Instances {
+			if in.Name == "web-002" && in.State == group.InService && in.Version == old && st.InService == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("instances %+v", st.Instances)
+	})
+	if st := groupOf(t, e.status(), "web"); versions(st)[old] != 3 {
+		t.Fatalf("after the replacement: instances %v, want 3 on %s", versions(st), old)
+	}
+	e.checkInSync("web")
+}
+
+// TestDeployRollbackThatCannotFinishFails: the new release fails in
+// pre_start and, doing so, breaks the old one too (its pre_start fails
+// while a marker file exists). The rollback cannot bring an old-version
+// instance up: after failure_threshold failures the job fails with both
+// reasons instead of retrying for ever, the lock is free, and the group
+// recovers on the old version by itself once the marker is gone.
+func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "old-version-broken")
+	e := newEnv(t, "", deployGroup(2, "{max_surge: 0, max_unavailable: 1, failure_threshold: 1}",
+		fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ \"$RELEASE\" = 2 ]; then touch %s; exit 1; fi; [ ! -e %s ]'], timeout: 10s}\n", marker, marker)))
+	e.start()
+	e.waitInService("web", 2)
+	old := groupOf(t, e.status(), "web").Version
+
+	began := time.Now()
+	out, stderr, code := e.cliWithin(90*time.Second, "deploy", "web", "--set", "release=2", "--sync")
+	t.Logf("shoal deploy returned after %s:\n%s%s", time.Since(began).Round(time.Millisecond), out, stderr)
+	if code != 1 || !strings.Contains(out, "rolled back: ") || !strings.Contains(out, "the rollback to "+old+" failed: ") {
+		t.Fatalf("deploy exited %d, want 1 with the rollback's own failure", code)
+	}
+	list, err := e.client().Jobs(context.Background(), "web", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := list[0]; j.State != jobs.Failed || strings.Count(j.Reason, "pre_start: exit status 1") != 2 {
+		t.Fatalf("job %+v: want failed, naming both pre_start failures", j)
+	}
+	if st := groupOf(t, e.status(), "web"); st.Version != old || st.Deploying != "" || st.InService != 1 {
+		t.Fatalf("after the failed rollback: serving %q, deploying %q, %d in service; want %s, none, 1", st.Version, st.Deploying, st.InService, old)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	// Back-off after three crashes is at most 4 s; one more failed attempt may
+	// double it.
+	e.eventually("the group recovers on the old version", 60*time.Second, func() error {
+		if st := groupOf(t, e.status(), "web"); st.InService != 2 || versions(st)[old] != 2 {
+			return fmt.Errorf("%d in service, versions %v", st.InService, versions(st))
+		}
+		return nil
+	})
+	scaleSync(t, e, "up")
+	if st := groupOf(t, e.status(), "web"); versions(st)[old] != 3 {
+		t.Fatalf("after scaling up: versions %v, want 3 on %s", versions(st), old)
+	}
+	e.checkInSync("web")
 }

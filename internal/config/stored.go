@@ -1,0 +1,84 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// storedTemplate is a Template as the store keeps it: its source and the
+// variables a deploy set, not its compiled form.
+type storedTemplate struct {
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env,omitempty"`
+	Dir         string            `json:"dir,omitempty"`
+	StopTimeout time.Duration     `json:"stop_timeout"`
+	CPUs        float64           `json:"cpus"`
+	Vars        map[string]string `json:"vars,omitempty"`
+	Label       string            `json:"label,omitempty"`
+	Overrides   map[string]string `json:"overrides,omitempty"`
+	PreStart    *storedHook       `json:"pre_start,omitempty"`
+	PreStop     *storedHook       `json:"pre_stop,omitempty"`
+}
+
+type storedHook struct {
+	Command []string      `json:"command"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// EncodeTemplate returns t as JSON for the store: a group's serving
+// template must outlive the config file it came from (a reload or an edit
+// before a restart replaces that), so that replacements keep starting it.
+func EncodeTemplate(t Template) string {
+	s := storedTemplate{Command: t.Command, Env: t.Env, Dir: t.Dir, StopTimeout: t.StopTimeout, CPUs: t.CPUs,
+		Vars: t.Vars, Label: t.Label, Overrides: t.overrides}
+	hook := func(h *Hook) *storedHook {
+		if h == nil {
+			return nil
+		}
+		return &storedHook{Command: h.Command, Timeout: h.Timeout}
+	}
+	s.PreStart, s.PreStop = hook(t.PreStart), hook(t.PreStop)
+	b, _ := json.Marshal(s) // strings, maps of strings and numbers always encode
+	return string(b)
+}
+
+// DecodeTemplate reads what EncodeTemplate wrote for the named group and
+// compiles it as Load would, so that a stored template that no longer
+// compiles is an error here rather than at an instance's start.
+func DecodeTemplate(group, data string) (Template, error) {
+	var s storedTemplate
+	if err := json.Unmarshal([]byte(data), &s); err != nil {
+		return Template{}, fmt.Errorf("stored template: %w", err)
+	}
+	t, err := compileTemplate(s.Command, s.Env, s.Vars)
+	if err != nil {
+		return Template{}, fmt.Errorf("stored template: %w", err)
+	}
+	t.Dir, t.StopTimeout, t.CPUs, t.Label = s.Dir, s.StopTimeout, s.CPUs, s.Label
+	if len(s.Overrides) > 0 {
+		t.overrides = s.Overrides
+	}
+	sample := sampleData(group, s.Vars)
+	hook := func(sh *storedHook, name string) (*Hook, error) {
+		if sh == nil {
+			return nil, nil
+		}
+		h := &Hook{Command: sh.Command, Timeout: sh.Timeout}
+		for i, a := range sh.Command {
+			tt, _, err := compileArg(a, sample)
+			if err != nil {
+				return nil, fmt.Errorf("stored template: %s.command[%d]: %w", name, i, err)
+			}
+			h.command = append(h.command, tt)
+		}
+		return h, nil
+	}
+	if t.PreStart, err = hook(s.PreStart, "pre_start"); err != nil {
+		return Template{}, err
+	}
+	if t.PreStop, err = hook(s.PreStop, "pre_stop"); err != nil {
+		return Template{}, err
+	}
+	return t, nil
+}
