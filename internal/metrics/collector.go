@@ -574,8 +574,13 @@ type Point struct {
 type point struct {
 	T        time.Time
 	Avg, Max float64
-	N        int64 // samples in the bucket; 0 for the ring's
+	N        int64 // samples in the bucket; 1 for the ring's
 }
+
+// weight is how many samples p stands for: what its average weighs in a mean
+// over a window that mixes the ring with roll-ups. Samples come once per
+// interval, so this is its duration in intervals.
+func (p point) weight() int64 { return max(p.N, 1) }
 
 // Points returns the series at path (see Path and InstancePath) with
 // from <= T <= to, oldest first, at the finest resolution held for each part

@@ -42,16 +42,20 @@ func summarize(vals []float64) (summary, bool) {
 	}, true
 }
 
-// meanMax averages the points' averages (weighting each point equally) and
-// takes the largest maximum.
+// meanMax averages the points' averages, each weighted by the samples it
+// holds (a 1-minute roll-up counts as its 60 seconds, not as one sample
+// beside the ring's 1-second ones), and takes the largest maximum.
 func meanMax(pts []point) (mean, peak float64, ok bool) {
-	if len(pts) == 0 {
-		return 0, 0, false
-	}
+	var sum, n float64
 	peak = math.Inf(-1)
 	for _, p := range pts {
-		mean += p.Avg
+		w := float64(p.weight())
+		sum += p.Avg * w
+		n += w
 		peak = max(peak, p.Max)
 	}
-	return mean / float64(len(pts)), peak, true
+	if n == 0 {
+		return 0, 0, false
+	}
+	return sum / n, peak, true
 }
