@@ -61,6 +61,15 @@ type Prediction struct {
 	// new reason): it is recorded once.
 	Announce bool
 	offKind  string
+	// measured is the capacity measured this minute, or carried from an
+	// earlier one; nil when it is configured or unknown.
+	measured *measurement
+}
+
+// measurement is a measured capacity and the minute it was measured in.
+type measurement struct {
+	Capacity
+	at time.Time
 }
 
 // Predictor computes a group's Prediction once a minute. The Runner, Replay
@@ -69,6 +78,10 @@ type Predictor struct {
 	last    *Prediction
 	offKind string
 	used    bool
+	// measured is the latest capacity measured: a target keeps each
+	// instance's load near its value, so the minutes the forecast reads
+	// often span too little load to measure it again.
+	measured *measurement
 }
 
 // At returns the prediction for the minute of now, computing it on the
@@ -79,7 +92,10 @@ func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
 	}
 	m := now.Truncate(time.Minute)
 	if p.last == nil || !p.last.Minute.Equal(m) {
-		pr := Predict(g, h, m)
+		pr := predict(g, h, m, p.measured)
+		if pr.measured != nil {
+			p.measured = pr.measured
+		}
 		pr.Announce = pr.offKind != "" && pr.offKind != p.offKind
 		p.offKind = pr.offKind
 		p.last, p.used = &pr, false
@@ -96,6 +112,12 @@ func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
 // Predict computes g's prediction for the minute starting at m from the
 // requests_per_second history h holds before m.
 func Predict(g config.Group, h Metrics, m time.Time) Prediction {
+	return predict(g, h, m, nil)
+}
+
+// predict is Predict with the capacity measured last (nil for none), used
+// when the minutes read now cannot measure it.
+func predict(g config.Group, h Metrics, m time.Time, last *measurement) Prediction {
 	cfg := g.Autoscale.Predictive
 	pr := Prediction{Minute: m}
 	off := func(kind, format string, a ...any) Prediction {
@@ -184,10 +206,17 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 			samples = append(samples, CapacitySamples(h, maxTime(w[0], start), minTime(w[1], m), forecast.Step)...)
 		}
 		c, err := MeasuredCapacity(samples)
-		if err != nil {
+		switch {
+		case err == nil:
+			pr.measured = &measurement{c, m}
+			source = "measured: " + c.String()
+		case last != nil:
+			pr.measured = last
+			source = fmt.Sprintf("measured at %s: %s; kept, as the minutes read now cannot measure it: %v", last.at.Format("2006-01-02 15:04"), last.String(), err)
+		default:
 			return off("capacity", "cannot estimate an instance's capacity yet from the minutes the forecast reads: %v; set predictive.capacity to pre-scale meanwhile", err)
 		}
-		pr.Capacity, source = c.RPS, "measured: "+c.String()
+		pr.Capacity = pr.measured.RPS
 	}
 	pr.PerInstance = pr.Capacity * defaultUtilisation
 	plan := fmt.Sprintf("%.0f %% of capacity %.1f req/s (%s)", 100*defaultUtilisation, pr.Capacity, source)

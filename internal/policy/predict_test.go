@@ -233,3 +233,32 @@ func TestPredictiveIdleCapacity(t *testing.T) {
 		t.Errorf("no load: %+v, want off with no floor", pr)
 	}
 }
+
+// TestPredictiveKeepsMeasuredCapacity: a target holds each instance's load
+// near its value, so the minutes the forecast reads often span too little
+// load to measure the capacity again. The last measure is kept, and said to
+// be; a Predictor that never measured one stays off.
+func TestPredictiveKeepsMeasuredCapacity(t *testing.T) {
+	g := predictive(t, "forecast_and_scale")
+	var p Predictor
+	if pr := p.At(g, daily(3), t0); pr.Off != "" || math.Abs(pr.Capacity-100) > 1e-9 {
+		t.Fatalf("measured: %+v, want capacity 100", pr)
+	}
+	flat := daily(3)
+	for _, path := range []string{"cpu.avg", "requests_per_second_per_instance"} {
+		for i := range flat[path] {
+			flat[path][i].V = 50
+		}
+	}
+	at := t0.Add(time.Minute)
+	pr := p.At(g, flat, at)
+	if pr.Off != "" || math.Abs(pr.Capacity-100) > 1e-9 || pr.Floor != 19 ||
+		!strings.Contains(pr.Explanation, "measured at 2026-03-02 12:00: 100.0 req/s at 100 % CPU = (100 − 10.0 % idle) ÷ 0.9 % CPU per req/s") ||
+		!strings.Contains(pr.Explanation, "kept, as the minutes read now cannot measure it: the load was 50.0 req/s per instance throughout") {
+		t.Fatalf("flat load after a measure: %+v, want the measure kept and said so", pr)
+	}
+	var fresh Predictor
+	if pr := fresh.At(g, flat, at); pr.Off == "" || !pr.Announce {
+		t.Errorf("flat load, never measured: %+v, want off", pr)
+	}
+}
