@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,16 @@ func TestSimulateMeasuresCapacity(t *testing.T) {
 	}
 
 	time.Sleep(3 * time.Second)
+	// The endpoint simulate asks: bad input is a JSON error.
+	for path, want := range map[string]int{
+		"/v1/groups/web/capacity?window=5x":    http.StatusBadRequest,
+		"/v1/groups/web/capacity?window=-1m":   http.StatusBadRequest,
+		"/v1/groups/nosuch/capacity?window=1m": http.StatusNotFound,
+	} {
+		if code, body := httpGetUnix(t, e, path); code != want || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s: %d %s, want %d and a JSON error", path, code, body, want)
+		}
+	}
 	if _, stderr, code := simulate("3s"); code != 2 || !strings.Contains(stderr, "cannot estimate an instance's capacity: ") ||
 		!strings.Contains(stderr, "or pass --capacity RPS") {
 		t.Fatalf("idle group: exit %d, stderr %q; want exit 2 and why", code, stderr)
