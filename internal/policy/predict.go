@@ -384,15 +384,3 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-// fmtDur prints d without trailing zero units ("10m", "1h30m").
-func fmtDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
