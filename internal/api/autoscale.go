@@ -43,7 +43,7 @@ const (
 	eventsPoll = 200 * time.Millisecond
 )
 
-// WithAutoscaling serves GET /v1/groups/{group}/metrics, GET /v1/cpu-usage,
+// WithAutoscaling serves GET /v1/groups/{group}/metrics and .../capacity, GET /v1/cpu-usage,
 // GET /v1/events and POST /v1/groups/{group}/policy/test from a.
 func WithAutoscaling(a Autoscaling) Option {
 	return func(h *Handler) {
@@ -51,6 +51,7 @@ func WithAutoscaling(a Autoscaling) Option {
 		// Registered here rather than in NewHandler: these routes exist only
 		// when the core runs an autoscaler.
 		h.mux.HandleFunc("GET /v1/groups/{group}/metrics", s.metrics)
+		h.mux.HandleFunc("GET /v1/groups/{group}/capacity", s.capacity)
 		h.mux.HandleFunc("GET /v1/cpu-usage", s.cpuUsage)
 		h.mux.HandleFunc("GET /v1/events", s.events)
 		h.mux.HandleFunc("POST /v1/groups/{group}/policy/test", s.policyTest)

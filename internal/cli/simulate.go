@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoal-lb/shoal/internal/config"
-	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/sim"
 	"github.com/shoal-lb/shoal/internal/trace"
 )
@@ -60,7 +59,9 @@ scaled by (1 + --service-cv²)/2) plus the wait for any queue an overload left.
 
 --capacity measured asks the running core (--config or --socket) what the
 group's ready instances served over the last --measure-window and at what CPU:
-an instance at 100 % CPU serves requests per instance × 100 / CPU %.
+the line of CPU against requests per instance, extended to 100 % CPU (the
+rule predictive scaling uses). A window whose load did not vary enough to
+show the slope is refused.
 
 Prints per policy the instance-seconds, the seconds the p99 exceeded --slo,
 and the scale events; --svg plots load, capacity and instances over time.`,
@@ -245,26 +246,22 @@ func parseCapacity(v string) (float64, error) {
 	return c, nil
 }
 
-// measuredCapacity asks the running core for group's metrics over window:
-// the requests/s each ready instance served and their mean CPU (in percent
-// of template.cpus) give what one serves at 100 %, by the rule predictive
-// scaling measures with (policy.MeasuredCapacity); an idle group is refused.
+// measuredCapacity asks the running core what one of group's instances
+// serves at 100 % CPU, measured over window by the rule predictive scaling
+// uses (policy.MeasuredCapacity: the slope of CPU against load); a window
+// whose load did not vary enough is refused with why.
 func (o *options) measuredCapacity(ctx context.Context, group string, window time.Duration) (float64, string, error) {
 	c, err := o.client()
 	if err != nil {
 		return 0, "", err
 	}
-	doc, err := c.Metrics(ctx, group, window, "")
+	resp, err := c.Capacity(ctx, group, window)
 	if err != nil {
 		return 0, "", apiExit(err)
 	}
-	have := "no ready instance"
-	if rps, cpu := doc.RequestsPerSecondPerInstance, doc.CPU.Avg; rps != nil && cpu != nil {
-		if c, ok := policy.MeasuredCapacity(*rps, *cpu); ok {
-			return c, fmt.Sprintf("measured by shoal: group %s served %.1f req/s per instance at %.1f %% CPU over the last %s", group, *rps, *cpu, window), nil
-		}
-		have = fmt.Sprintf("%.1f req/s per instance at %.1f %% CPU", *rps, *cpu)
+	if resp.CapacityRPS == nil {
+		return 0, "", &exitError{code: exitUsage, msg: fmt.Sprintf("--capacity measured: group %s over the last %s: cannot estimate an instance's capacity: %s; measure over a window whose load varied, or pass --capacity RPS",
+			group, window, resp.Explanation)}
 	}
-	return 0, "", &exitError{code: exitUsage, msg: fmt.Sprintf("--capacity measured: group %s over the last %s: %s; need at least %g %% CPU to measure, or pass --capacity RPS",
-		group, window, have, policy.MinCapacityCPU)}
+	return *resp.CapacityRPS, fmt.Sprintf("measured by shoal: group %s over the last %s: %s", group, window, resp.Explanation), nil
 }

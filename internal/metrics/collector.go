@@ -26,8 +26,9 @@ import (
 )
 
 // GroupMetrics are the per-group series, one value per interval. cpu.* are
-// across the group's ready instances (in service and past warmup);
-// requests, errors, queue and sessions count the whole backend.
+// across the group's ready instances (in service and past warmup), and so is
+// requests_per_second_per_instance: what they served, divided by how many
+// they are; requests, errors, queue and sessions count the whole backend.
 var GroupMetrics = []string{
 	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
 	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
@@ -275,6 +276,12 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 	seen := make(map[string]bool, len(targets))
 	var usages []InstanceUsage
 	cpuByGroup := make(map[string][]float64)
+	// What the ready instances served, and how many of them were read: a
+	// warming instance's requests over the ready count would inflate the
+	// per-instance rate right after a scale-out, and a rule on it would fire
+	// again.
+	readyRPS := make(map[string]float64)
+	readyRPSN := make(map[string]int)
 	for _, t := range targets {
 		gv := views[t.Group]
 		if gv == nil || seen[t.Name] {
@@ -303,8 +310,13 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 			if cur, ok := stats[k]; ok {
 				vals[ip("sessions")] = float64(cur.sessions)
 				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
-					vals[ip("requests_per_second")] = float64(delta(prev.total, cur.total)) / statDT
+					rps := float64(delta(prev.total, cur.total)) / statDT
+					vals[ip("requests_per_second")] = rps
 					vals[ip("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
+					if iv.ready {
+						readyRPS[t.Group] += rps
+						readyRPSN[t.Group]++
+					}
 				}
 			}
 		}
@@ -347,11 +359,11 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 					vals[gp("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
 					vals[gp("connection_errors_per_second")] = float64(delta(prev.connErrs, cur.connErrs)) / statDT
 					vals[gp("retries_per_second")] = float64(delta(prev.retries, cur.retries)) / statDT
-					if ready > 0 {
-						vals[gp("requests_per_second_per_instance")] = rps / float64(ready)
-					}
 				}
 			}
+		}
+		if n := readyRPSN[g]; n > 0 {
+			vals[gp("requests_per_second_per_instance")] = readyRPS[g] / float64(n)
 		}
 		if ls, ok := c.latency(g, now.Add(-max(latencyTrail, c.opts.Interval))); ok {
 			vals[gp("latency_ms.p50")], vals[gp("latency_ms.p90")], vals[gp("latency_ms.p99")] = ls.ta50, ls.ta90, ls.ta99
@@ -574,8 +586,13 @@ type Point struct {
 type point struct {
 	T        time.Time
 	Avg, Max float64
-	N        int64 // samples in the bucket; 0 for the ring's
+	N        int64 // samples in the bucket; 1 for the ring's
 }
+
+// weight is how many samples p stands for: what its average weighs in a mean
+// over a window that mixes the ring with roll-ups. Samples come once per
+// interval, so this is its duration in intervals.
+func (p point) weight() int64 { return max(p.N, 1) }
 
 // Points returns the series at path (see Path and InstancePath) with
 // from <= T <= to, oldest first, at the finest resolution held for each part

@@ -64,8 +64,9 @@ type InstanceDoc struct {
 }
 
 // LatencyDoc holds percentiles of HAProxy's %Ta (total time) and %Tr
-// (response time) over the window's sampled requests; SampleRate is the
-// latest rate (one request in SampleRate logged), Samples how many were seen.
+// (response time) over the window's requests, each logged line weighing the
+// sample rate it was logged at; SampleRate is the latest rate (one request
+// in SampleRate logged), Samples how many lines were seen.
 type LatencyDoc struct {
 	P50        *float64 `json:"p50"`
 	P90        *float64 `json:"p90"`

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -200,5 +201,76 @@ func TestServersCPU(t *testing.T) {
 	}
 	if pts := c.ForGroup("web").Points("nothing", t0, t0.Add(time.Hour)); len(pts) != 0 {
 		t.Errorf("unknown metric: %v", pts)
+	}
+}
+
+// TestDocumentTimeWeighted: a window that mixes the ring's 1 s samples with
+// 10 s and 1 min roll-ups weighs each by the seconds it stands for. Over
+// 24 h, 23 h at 10 req/s (12 h of 1 min rows, 11 h of 10 s rows) and the last
+// hour at 100 req/s (the ring) average (23·10 + 100) / 24 = 13.75 req/s, not
+// the 37.3 of counting a row as one sample. Instance CPU (1 min rows, then
+// the ring) is 20 % for 23 h and 80 % for the last hour: 22.5 %.
+func TestDocumentTimeWeighted(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	c.opts.Ring = time.Hour
+	c.ring = newRing(3600)
+	ctx := context.Background()
+	// On a 4 h boundary, so that one 4 h period of ServersCPU holds the
+	// last 2 h.
+	end := time.Now().Truncate(4 * time.Hour)
+	from := end.Add(-24 * time.Hour)
+	ringFrom := end.Add(-time.Hour)
+
+	var rows []row
+	add := func(lv *level, path string, t time.Time, n int64, v float64) {
+		rows = append(rows, row{level: lv, path: path, t: t, acc: bucketAcc{n: n, sum: v * float64(n), max: v}})
+	}
+	for t := from; t.Before(ringFrom); t = t.Add(time.Minute) {
+		add(&level1m, "web/web-001/cpu", t, 60, 20)
+		if t.Before(from.Add(12 * time.Hour)) {
+			add(&level1m, "web/requests_per_second", t, 60, 10)
+		}
+	}
+	for t := from.Add(12 * time.Hour); t.Before(ringFrom); t = t.Add(10 * time.Second) {
+		add(&level10s, "web/requests_per_second", t, 10, 10)
+	}
+	if err := c.db.write(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	// The ring's hour goes through record, as sampling does; its roll-ups
+	// land after the rows above and are read from the ring instead.
+	c.rollups = nil
+	inst := []instanceView{{Target{Group: "web", Name: "web-001", Cores: 1, State: "in-service", InService: true, ReadySince: from.Add(-time.Hour)}, true}}
+	for i := range 3600 {
+		now := ringFrom.Add(time.Duration(i) * time.Second)
+		c.record(ctx, now, map[string]float64{"web/requests_per_second": 100, "web/web-001/cpu": 80},
+			map[string]*groupView{"web": {at: now, instances: inst}}, nil)
+	}
+
+	doc, err := c.Document(ctx, "web", 24*time.Hour, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(what string, got *float64, want float64) {
+		t.Helper()
+		if got == nil || math.Abs(*got-want) > 0.01 {
+			t.Errorf("%s = %v, want %g", what, deref(got), want)
+		}
+	}
+	near("requests_per_second", doc.RequestsPerSecond, 13.75)
+	near("instance cpu avg", doc.Instances[0].CPU.Avg, 22.5)
+	near("instance cpu max", doc.Instances[0].CPU.Max, 80)
+	near("cpu.avg", doc.CPU.Avg, 22.5)
+	near("cpu.p90", doc.CPU.P90, 22.5)
+
+	// sacloud-cpu-usage's monitors too: one period holding an hour of 1 min
+	// rows at 20 % and an hour of the ring at 80 % averages 50 %.
+	servers := c.ServersCPU("web-", 2*time.Hour, 4*time.Hour, time.UTC)
+	if len(servers) != 1 || len(servers[0].Samples) == 0 {
+		t.Fatalf("ServersCPU: %+v", servers)
+	}
+	if u := NewCPUUsage(servers, nil); len(servers[0].Samples) != 1 || math.Abs(u.Avg-50) > 0.01 {
+		t.Errorf("cpu-usage over 2h in one period: %+v, avg %g; want one monitor at 50 (an hour at 20 %%, an hour at 80 %%)", servers[0].Samples, u.Avg)
 	}
 }

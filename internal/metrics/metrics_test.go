@@ -35,6 +35,14 @@ func TestPercentile(t *testing.T) {
 		if got := percentile(tt.vals, tt.p); got != tt.want {
 			t.Errorf("percentile(%v, %v) = %v, want %v", tt.vals, tt.p, got, tt.want)
 		}
+		// Every value weighing 1: the same rank.
+		ws := make([]weighted, len(tt.vals))
+		for i, v := range tt.vals {
+			ws[i] = weighted{v, 1}
+		}
+		if got := weightedPercentile(ws, tt.p); got != tt.want {
+			t.Errorf("weightedPercentile(%v weighing 1, %v) = %v, want %v", tt.vals, tt.p, got, tt.want)
+		}
 	}
 	if got := percentile(nil, 0.5); !math.IsNaN(got) {
 		t.Errorf("percentile of nothing = %v, want NaN", got)
@@ -439,5 +447,42 @@ func TestWriteTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestLatencyWeightedBySampleRate: through a ramp the access log's rate
+// rises, and each line stands for as many requests as its rate. 60 fast
+// requests (10 ms) logged one in one, 100 slow ones (500 ms) logged one in 25
+// (4 lines) and one line of a request with no response after 1 s, also one
+// in 25: 185 requests by %Ta, p50 at rank 93 is a slow one, p90 (rank 167)
+// and p99 (183) are past the 160 of 500 ms or less. %Tr leaves out the
+// request with no response, weight and all: 160 requests, all three
+// percentiles slow. Counting lines (65, 4 slow) said p50 = p90 = 10 ms.
+func TestLatencyWeightedBySampleRate(t *testing.T) {
+	var l latencySamples
+	t0 := time.Now()
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	for i := range 60 {
+		l.add(t0.Add(ms(i)), ms(10), ms(8), 1)
+	}
+	for i := range 4 {
+		l.add(t0.Add(ms(100+i)), ms(500), ms(490), 25)
+	}
+	l.add(t0.Add(ms(200)), ms(1000), -1, 25) // no response: in %Ta only
+	s, ok := l.since(t0)
+	if !ok {
+		t.Fatal("no samples")
+	}
+	want := latencyStats{ta50: 500, ta90: 1000, ta99: 1000, tr50: 490, tr90: 490, tr99: 490, samples: 65, rate: 25}
+	if s != want {
+		t.Errorf("since = %+v\nwant    %+v", s, want)
+	}
+	// Before the slow lines: only the fast ones, weighing 1.
+	l = latencySamples{}
+	for i := range 60 {
+		l.add(t0.Add(ms(i)), ms(10+i%3), ms(8), 1)
+	}
+	if s, _ := l.since(t0); s.ta50 != 11 || s.ta99 != 12 {
+		t.Errorf("unit weights: %+v", s)
 	}
 }

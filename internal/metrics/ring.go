@@ -88,7 +88,7 @@ func (r *ring) read(key string, from, to time.Time) []point {
 			continue
 		}
 		if v := s.vals[i]; !math.IsNaN(v) {
-			out = append(out, point{T: time.Unix(0, t), Avg: v, Max: v})
+			out = append(out, point{T: time.Unix(0, t), Avg: v, Max: v, N: 1})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -122,24 +123,28 @@ func (c *Collector) ServersCPU(prefix string, window, step time.Duration, loc *t
 	for _, iv := range ready {
 		cores := iv.Cores
 		s := ServerCPU{Name: iv.Name, Cores: cores}
-		pts := c.Points(InstancePath(iv.Group, iv.Name, "cpu"), at.Add(-window), at)
+		path := InstancePath(iv.Group, iv.Name, "cpu")
+		pts, err := c.points(context.Background(), path, at.Add(-window), at)
+		if err != nil {
+			c.log.Warn("metrics: read history", "path", path, "err", err)
+		}
 		var cur time.Time
-		var sum float64
-		var n int
+		var period []point
 		emit := func() {
-			if n > 0 {
-				s.Samples = append(s.Samples, CPUSample{Time: cur.In(loc), CPUTime: sum / float64(n) / 100 * cores})
+			// A period may hold a roll-up beside the ring's samples: each
+			// weighs the seconds it stands for.
+			if m, _, ok := meanMax(period); ok {
+				s.Samples = append(s.Samples, CPUSample{Time: cur.In(loc), CPUTime: m / 100 * cores})
 			}
 		}
 		for _, p := range pts {
 			b := p.T.Truncate(step)
 			if !b.Equal(cur) {
 				emit()
-				cur, sum, n = b, 0, 0
+				cur, period = b, period[:0]
 			}
-			if !math.IsNaN(p.V) {
-				sum += p.V
-				n++
+			if !math.IsNaN(p.Avg) {
+				period = append(period, p)
 			}
 		}
 		emit()

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -14,6 +15,36 @@ func percentile(sorted []float64, p float64) float64 {
 	}
 	i := int(math.Round(float64(len(sorted))*p)) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// weighted is a value that stands for w observations (w > 0).
+type weighted struct {
+	v, w float64
+}
+
+func sortWeighted(vals []weighted) {
+	slices.SortFunc(vals, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
+}
+
+// weightedPercentile is percentile over sorted values each repeated by its
+// weight: the value at cumulative weight round(W·p), W the total weight.
+// With every weight 1 it is percentile.
+func weightedPercentile(sorted []weighted, p float64) float64 {
+	var total float64
+	for _, x := range sorted {
+		total += x.w
+	}
+	if len(sorted) == 0 || !(total > 0) {
+		return math.NaN()
+	}
+	rank := max(math.Round(total*p), 1)
+	var cum float64
+	for _, x := range sorted {
+		if cum += x.w; cum >= rank {
+			return x.v
+		}
+	}
+	return sorted[len(sorted)-1].v
 }
 
 // summary is avg, min, max and the percentiles shoal reports across instances.
@@ -42,16 +73,20 @@ func summarize(vals []float64) (summary, bool) {
 	}, true
 }
 
-// meanMax averages the points' averages (weighting each point equally) and
-// takes the largest maximum.
+// meanMax averages the points' averages, each weighted by the samples it
+// holds (a 1-minute roll-up counts as its 60 seconds, not as one sample
+// beside the ring's 1-second ones), and takes the largest maximum.
 func meanMax(pts []point) (mean, peak float64, ok bool) {
-	if len(pts) == 0 {
-		return 0, 0, false
-	}
+	var sum, n float64
 	peak = math.Inf(-1)
 	for _, p := range pts {
-		mean += p.Avg
+		w := float64(p.weight())
+		sum += p.Avg * w
+		n += w
 		peak = max(peak, p.Max)
 	}
-	return mean / float64(len(pts)), peak, true
+	if n == 0 {
+		return 0, 0, false
+	}
+	return sum / n, peak, true
 }

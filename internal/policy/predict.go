@@ -61,6 +61,15 @@ type Prediction struct {
 	// new reason): it is recorded once.
 	Announce bool
 	offKind  string
+	// measured is the capacity measured this minute, or carried from an
+	// earlier one; nil when it is configured or unknown.
+	measured *measurement
+}
+
+// measurement is a measured capacity and the minute it was measured in.
+type measurement struct {
+	Capacity
+	at time.Time
 }
 
 // Predictor computes a group's Prediction once a minute. The Runner, Replay
@@ -69,6 +78,10 @@ type Predictor struct {
 	last    *Prediction
 	offKind string
 	used    bool
+	// measured is the latest capacity measured: a target keeps each
+	// instance's load near its value, so the minutes the forecast reads
+	// often span too little load to measure it again.
+	measured *measurement
 }
 
 // At returns the prediction for the minute of now, computing it on the
@@ -79,7 +92,10 @@ func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
 	}
 	m := now.Truncate(time.Minute)
 	if p.last == nil || !p.last.Minute.Equal(m) {
-		pr := Predict(g, h, m)
+		pr := predict(g, h, m, p.measured)
+		if pr.measured != nil {
+			p.measured = pr.measured
+		}
 		pr.Announce = pr.offKind != "" && pr.offKind != p.offKind
 		p.offKind = pr.offKind
 		p.last, p.used = &pr, false
@@ -96,6 +112,12 @@ func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
 // Predict computes g's prediction for the minute starting at m from the
 // requests_per_second history h holds before m.
 func Predict(g config.Group, h Metrics, m time.Time) Prediction {
+	return predict(g, h, m, nil)
+}
+
+// predict is Predict with the capacity measured last (nil for none), used
+// when the minutes read now cannot measure it.
+func predict(g config.Group, h Metrics, m time.Time, last *measurement) Prediction {
 	cfg := g.Autoscale.Predictive
 	pr := Prediction{Minute: m}
 	off := func(kind, format string, a ...any) Prediction {
@@ -138,10 +160,13 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 			}
 		}
 	}
-	fill(m.Add(-max(tw, cfg.Horizon)), m)
+	windows := [][2]time.Time{{m.Add(-max(tw, cfg.Horizon)), m}}
 	for d := 1; d <= model.Days; d++ {
 		base := m.Add(-time.Duration(d) * model.Period)
-		fill(base.Add(-tw), base.Add(cfg.Horizon))
+		windows = append(windows, [2]time.Time{base.Add(-tw), base.Add(cfg.Horizon)})
+	}
+	for _, w := range windows {
+		fill(w[0], w[1])
 	}
 	first := -1
 	for i, v := range vals {
@@ -173,12 +198,25 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 	pr.Capacity = cfg.Capacity
 	source := "configured"
 	if pr.Capacity == 0 {
-		rps, cpu := mean(h.Points("requests_per_second_per_instance", m.Add(-tw), m)), mean(h.Points("cpu.avg", m.Add(-tw), m))
-		c, ok := MeasuredCapacity(rps, cpu)
-		if !ok {
-			return off("capacity", "cannot measure an instance's capacity: the last %s had no requests per instance or CPU under %g %%; set predictive.capacity", fmtDur(tw), MinCapacityCPU)
+		// The same minutes the forecast reads: the recent ones and each
+		// previous day's run-up to the horizon, whose load spans what the
+		// floor is sized for.
+		var samples []LoadCPU
+		for _, w := range windows {
+			samples = append(samples, CapacitySamples(h, maxTime(w[0], start), minTime(w[1], m), forecast.Step)...)
 		}
-		pr.Capacity, source = c, fmt.Sprintf("measured: %.1f req/s per instance at %.0f %% CPU", rps, cpu)
+		c, err := MeasuredCapacity(samples)
+		switch {
+		case err == nil:
+			pr.measured = &measurement{c, m}
+			source = "measured: " + c.String()
+		case last != nil:
+			pr.measured = last
+			source = fmt.Sprintf("measured at %s: %s; kept, as the minutes read now cannot measure it: %v", last.at.Format("2006-01-02 15:04"), last.String(), err)
+		default:
+			return off("capacity", "cannot estimate an instance's capacity yet from the minutes the forecast reads: %v; set predictive.capacity to pre-scale meanwhile", err)
+		}
+		pr.Capacity = pr.measured.RPS
 	}
 	pr.PerInstance = pr.Capacity * defaultUtilisation
 	plan := fmt.Sprintf("%.0f %% of capacity %.1f req/s (%s)", 100*defaultUtilisation, pr.Capacity, source)
@@ -194,43 +232,143 @@ func Predict(g config.Group, h Metrics, m time.Time) Prediction {
 		}
 	}
 	pr.Rate = f.Peak
-	if pr.Rate > 0 {
-		pr.Floor = int(math.Ceil(pr.Rate/pr.PerInstance - 1e-9))
+	need := pr.Rate / pr.PerInstance
+	if !finite(need) || need < 0 {
+		return off("forecast", "floor = forecast peak %v req/s ÷ %v req/s per instance is not a number of instances", pr.Rate, pr.PerInstance)
+	}
+	if need > 0 {
+		// Bounded before the conversion, which is undefined past int's range;
+		// max_size bounds it far below anyway.
+		pr.Floor = int(math.Ceil(min(need, math.MaxInt32) - 1e-9))
 	}
 	pr.Explanation = fmt.Sprintf("floor %d = ⌈forecast peak %.1f req/s ÷ %.1f req/s per instance (%s)⌉; %s",
 		pr.Floor, pr.Rate, pr.PerInstance, plan, f.Explanation)
 	return pr
 }
 
-// MinCapacityCPU is the least mean CPU % that measures an instance's
-// capacity: under it the CPU is mostly the instance's own overhead, not
-// its requests.
-const MinCapacityCPU = 10.0
-
-// MeasuredCapacity is the requests/s one instance serves at 100 % CPU, from
-// the requests/s per instance it served at a mean CPU %, assuming CPU grows
-// in proportion to load. ok is false when either is unknown (NaN) or the CPU
-// is under MinCapacityCPU.
-func MeasuredCapacity(rps, cpu float64) (capacity float64, ok bool) {
-	if math.IsNaN(rps) || math.IsNaN(cpu) || cpu < MinCapacityCPU {
-		return 0, false
-	}
-	return rps * 100 / cpu, true
+// LoadCPU is one period's requests/s per ready instance and their mean CPU
+// (percent of their cores).
+type LoadCPU struct {
+	RPS, CPU float64
 }
 
-func mean(pts []Point) float64 {
-	var sum float64
-	n := 0
-	for _, p := range pts {
-		if finite(p.V) {
-			sum += p.V
-			n++
+// CapacitySamples returns h's requests_per_second_per_instance and cpu.avg
+// over [from, to), averaged in step-long periods and paired where both have
+// a value.
+func CapacitySamples(h Metrics, from, to time.Time, step time.Duration) []LoadCPU {
+	if !from.Before(to) || step <= 0 {
+		return nil
+	}
+	n := int((to.Sub(from) + step - 1) / step)
+	bin := func(metric string) ([]float64, []int) {
+		sums, ns := make([]float64, n), make([]int, n)
+		for _, p := range h.Points(metric, from, to.Add(-time.Nanosecond)) {
+			if i := int(p.T.Sub(from) / step); finite(p.V) && !p.T.Before(from) && i < n {
+				sums[i] += p.V
+				ns[i]++
+			}
+		}
+		return sums, ns
+	}
+	rps, rn := bin("requests_per_second_per_instance")
+	cpu, cn := bin("cpu.avg")
+	var out []LoadCPU
+	for i := range n {
+		if rn[i] > 0 && cn[i] > 0 {
+			out = append(out, LoadCPU{RPS: rps[i] / float64(rn[i]), CPU: cpu[i] / float64(cn[i])})
 		}
 	}
-	if n == 0 {
-		return math.NaN()
+	return out
+}
+
+// The rule that measures an instance's capacity. An idle instance's CPU is
+// not zero (runtime, health checks, logging), so CPU ÷ load says little:
+// 15 % at 1 req/s is not 6.7 req/s at 100 %. The capacity comes from how
+// CPU grows with load instead, which the samples show only when the load in
+// them varied.
+const (
+	// MinCapacityCPU is the least rise of CPU (percentage points) the fitted
+	// line must show across the samples' load: under it, noise or an
+	// instance's own overhead decide the slope.
+	MinCapacityCPU = 10.0
+	// minCapacitySamples is the least number of periods fitted.
+	minCapacitySamples = 10
+	// minCapacityFit is the least share of CPU's variance the load explains
+	// (R²): CPU must follow the load for its slope to mean anything.
+	minCapacityFit = 0.5
+)
+
+// Capacity is an instance's measured capacity and the line it comes from.
+type Capacity struct {
+	// RPS is the requests/s one instance serves at 100 % CPU.
+	RPS float64
+	// Idle is the fitted CPU % at no load, PerRequest the CPU % each req/s
+	// adds; Low and High bound the load per instance the Samples periods saw.
+	Idle, PerRequest float64
+	Low, High        float64
+	Samples          int
+}
+
+// String explains c, as events and the simulator print it.
+func (c Capacity) String() string {
+	return fmt.Sprintf("%.1f req/s at 100 %% CPU = (100 − %.1f %% idle) ÷ %.3g %% CPU per req/s, fitted over %d periods at %.1f–%.1f req/s per instance",
+		c.RPS, max(c.Idle, 0), c.PerRequest, c.Samples, c.Low, c.High)
+}
+
+// MeasuredCapacity is the requests/s one instance serves at 100 % CPU,
+// from periods of load per instance and CPU: the least-squares line
+// CPU = idle + k·load is extended to 100 %, (100 − idle) ÷ k. predictive
+// pre-scaling and `shoal policy simulate --capacity measured` both measure
+// with it. It refuses (saying why) too few periods, a load that did not vary
+// enough for the CPU it explains to rise MinCapacityCPU points, a CPU that
+// does not follow the load, and anything not finite.
+func MeasuredCapacity(samples []LoadCPU) (Capacity, error) {
+	var c Capacity
+	var sx, sy float64
+	var pts []LoadCPU
+	c.Low, c.High = math.Inf(1), math.Inf(-1)
+	for _, s := range samples {
+		if !finite(s.RPS) || !finite(s.CPU) || s.RPS < 0 || s.CPU < 0 {
+			continue
+		}
+		pts = append(pts, s)
+		sx += s.RPS
+		sy += s.CPU
+		c.Low, c.High = min(c.Low, s.RPS), max(c.High, s.RPS)
 	}
-	return sum / float64(n)
+	c.Samples = len(pts)
+	if c.Samples < minCapacitySamples {
+		return c, fmt.Errorf("%d periods with both requests per instance and CPU, need %d", c.Samples, minCapacitySamples)
+	}
+	n := float64(c.Samples)
+	mx, my := sx/n, sy/n
+	var sxx, sxy, syy float64
+	for _, s := range pts {
+		dx, dy := s.RPS-mx, s.CPU-my
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	if !(sxx > 0) {
+		return c, fmt.Errorf("the load was %.1f req/s per instance throughout; CPU's slope against load needs it to vary", mx)
+	}
+	c.PerRequest = sxy / sxx
+	c.Idle = my - c.PerRequest*mx
+	if rise := c.PerRequest * (c.High - c.Low); !(rise >= MinCapacityCPU) {
+		return c, fmt.Errorf("the load varied only over %.1f–%.1f req/s per instance, where CPU rose %.1f points; need %g", c.Low, c.High, rise, MinCapacityCPU)
+	}
+	if r2 := sxy * sxy / (sxx * syy); !(r2 >= minCapacityFit) {
+		return c, fmt.Errorf("CPU does not follow the load (R² %.2f over %d periods, need %g)", r2, c.Samples, minCapacityFit)
+	}
+	if c.Idle >= 100 {
+		return c, fmt.Errorf("CPU is %.0f %% with no load", c.Idle)
+	}
+	// An idle CPU below zero is the fit's error, not a machine's.
+	c.RPS = (100 - max(c.Idle, 0)) / c.PerRequest
+	if !finite(c.RPS) || !(c.RPS > 0) {
+		return c, fmt.Errorf("the fit gives %v req/s", c.RPS)
+	}
+	return c, nil
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -245,16 +383,4 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// fmtDur prints d without trailing zero units ("10m", "1h30m").
-func fmtDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }

@@ -183,7 +183,8 @@ func Simulate(r Run) (*Result, error) {
 		}
 
 		// The collector's sample at t: the aggregates count ready instances
-		// only; requests are what HAProxy saw.
+		// only; requests are what HAProxy saw, and a ready instance serves
+		// its share of them, as every serving one does.
 		h.add("size", t, float64(len(insts)))
 		h.add("ready", t, float64(ready))
 		load := map[string]float64{"requests_per_second": rate}
@@ -191,7 +192,7 @@ func Simulate(r Run) (*Result, error) {
 			for _, p := range []string{"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99"} {
 				load[p] = l.CPU
 			}
-			load["requests_per_second_per_instance"] = rate / float64(ready)
+			load["requests_per_second_per_instance"] = rate / float64(serving)
 		}
 		if serving > 0 {
 			// An overloaded queue grows without bound; the access log sees

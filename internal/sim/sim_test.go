@@ -142,6 +142,36 @@ func TestStartDelayAndWarmup(t *testing.T) {
 	}
 }
 
+// TestPerInstanceRateWhileWarming: a new instance serves its share of the
+// load while it warms up, so the ready instance's requests per second is
+// the load over the instances serving it, as the live collector measures it:
+// 160 req/s on two is 80, not 160 over the one ready instance.
+func TestPerInstanceRateWhileWarming(t *testing.T) {
+	g := group(t, 1, 10, "{up: 0s, down: 600s}", `      target: {metric: requests_per_second_per_instance, value: 100}
+`)
+	rates := []float64{160, 160, 160}
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 200, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
+		StartDelay: 20 * time.Second, Interval: time.Second, Warmup: 30 * time.Second, Start: t0, Initial: 1, Rates: rates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The target asks for 2 at 08:00:00; the second serves from 08:00:20 and
+	// is ready at 08:00:50.
+	for _, c := range []struct {
+		at   time.Duration
+		want float64
+	}{{10 * time.Second, 160}, {30 * time.Second, 80}, {49 * time.Second, 80}, {55 * time.Second, 80}} {
+		pts := res.History.Points("requests_per_second_per_instance", t0.Add(c.at), t0.Add(c.at))
+		ready := res.History.Points("ready", t0.Add(c.at), t0.Add(c.at))
+		if len(pts) != 1 || pts[0].V != c.want {
+			t.Errorf("requests_per_second_per_instance at +%s (ready %v) = %v, want %v", c.at, ready, pts, c.want)
+		}
+	}
+	if res.Ups != 1 {
+		t.Errorf("%d scale-ups, want 1: the warming instance's share must not read as load on the ready one (decisions %+v)", res.Ups, res.Decisions)
+	}
+}
+
 // TestCoarseResolution: with 5-minute averages read by a 2-minute cron, as
 // in seed 000, a load step at 08:10 is seen when the 08:10-08:15 average is
 // published (08:15) and acted on at the next evaluation (08:16).
