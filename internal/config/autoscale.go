@@ -117,12 +117,18 @@ type Step struct {
 	Percent bool
 }
 
-// Of returns the step for a group of size n, at least one instance.
+// Of returns the step for a group of size n, at least one instance and at
+// most maxGroupSize (validation bounds N; this keeps a Step built in code
+// from overflowing the size it is added to).
 func (s Step) Of(n int) int {
-	if !s.Percent {
-		return int(s.N)
+	v := s.N
+	if s.Percent {
+		v = math.Ceil(float64(n) * s.N / 100)
 	}
-	return max(1, int(math.Ceil(float64(n)*s.N/100)))
+	if !(v < maxGroupSize) { // also NaN
+		return maxGroupSize
+	}
+	return max(1, int(v))
 }
 
 func (s Step) String() string {
@@ -289,9 +295,10 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 	a := Action{Kind: ActionKind(e.key)}
 	switch a.Kind {
 	case ActionAdd, ActionRemove:
+		// More than a group can hold is a typo, and n+N must not overflow.
 		if v, ok := d.integer(e.v, field); ok {
-			if v < 1 {
-				d.errorf(e.v, field, "must be >= 1, got %d", v)
+			if v < 1 || v > maxGroupSize {
+				d.errorf(e.v, field, "must be from 1 to %d (the largest max_size), got %d", maxGroupSize, v)
 			}
 			a.N = v
 		}
@@ -309,8 +316,8 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 		}
 	case ActionPercent:
 		if v, ok := d.number(e.v, field); ok {
-			if v == 0 || v < -100 {
-				d.errorf(e.v, field, "must be a non-zero percentage >= -100, got %s", e.v.Value)
+			if v == 0 || v < -100 || v > maxPercent {
+				d.errorf(e.v, field, "must be a non-zero percentage from -100 to %d, got %s", maxPercent, e.v.Value)
 			}
 			a.Percent = v
 		}
@@ -377,12 +384,18 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 	return t
 }
 
+// maxPercent bounds percentages of a group's size: 10000 % takes one
+// instance to the largest max_size, so more changes nothing (and 1e300 %
+// would overflow the size).
+const maxPercent = 100 * maxGroupSize
+
 // step accepts a whole number of instances or a percentage such as "50%".
 func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
+	const expected = `must be a number of instances (1 to %d) or a percentage such as "100%%" (above 0 to %d%%), got %s`
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
 		if v, ok := d.integer(n, path); ok {
-			if v < 1 {
-				d.errorf(n, path, "must be >= 1, got %d", v)
+			if v < 1 || v > maxGroupSize {
+				d.errorf(n, path, expected, maxGroupSize, maxPercent, describe(n))
 				return def
 			}
 			return Step{N: float64(v)}
@@ -391,11 +404,11 @@ func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.HasSuffix(n.Value, "%") {
 		v, err := strconv.ParseFloat(strings.TrimSuffix(n.Value, "%"), 64)
-		if err == nil && v > 0 && !math.IsInf(v, 0) {
+		if err == nil && v > 0 && v <= maxPercent {
 			return Step{N: v, Percent: true}
 		}
 	}
-	d.errorf(n, path, `must be a number of instances (>= 1) or a percentage such as "100%%", got %s`, describe(n))
+	d.errorf(n, path, expected, maxGroupSize, maxPercent, describe(n))
 	return def
 }
 

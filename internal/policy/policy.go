@@ -365,9 +365,9 @@ func Apply(g config.Group, a config.Action, n int) int {
 		}
 		return n
 	case config.ActionAdd:
-		return n + a.N
+		return addSat(n, a.N)
 	case config.ActionRemove:
-		return n - a.N
+		return addSat(n, -a.N)
 	case config.ActionSize:
 		return a.N
 	case config.ActionPlan:
@@ -378,13 +378,40 @@ func Apply(g config.Group, a config.Action, n int) int {
 	case config.ActionPercent:
 		// As AWS does: a change of less than one instance is one instance.
 		change := float64(n) * a.Percent / 100
-		step := int(math.Trunc(change))
+		step := truncSat(change)
 		if step == 0 {
 			step = int(math.Copysign(1, change))
 		}
-		return n + step
+		return addSat(n, step)
 	}
 	return n
+}
+
+// addSat is n+d, saturating at the int range rather than wrapping: a huge
+// step scales to max_size and never wraps into a scale-in to min_size.
+// (Validation bounds steps; this is the defence behind it.)
+func addSat(n, d int) int {
+	switch {
+	case d > 0 && n > math.MaxInt-d:
+		return math.MaxInt
+	case d < 0 && n < math.MinInt-d:
+		return math.MinInt
+	}
+	return n + d
+}
+
+// truncSat is f truncated towards zero, saturating at the int range (a
+// conversion out of range is implementation-defined in Go).
+func truncSat(f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt:
+		return math.MaxInt
+	case f <= math.MinInt:
+		return math.MinInt
+	}
+	return int(f)
 }
 
 // sample records the newest fresh value of path.
@@ -562,7 +589,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		if !ok {
 			base = cur
 		}
-		limit := base + t.MaxStepUp.Of(base)
+		limit := addSat(base, t.MaxStepUp.Of(base))
 		if rec > limit {
 			if limit <= cur {
 				op.fired, op.size = false, cur
@@ -620,7 +647,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	if !ok {
 		base = cur
 	}
-	limit := base - t.MaxStepDown.Of(base)
+	limit := addSat(base, -t.MaxStepDown.Of(base))
 	if op.size < limit {
 		if limit >= cur {
 			op.fired, op.size = false, cur

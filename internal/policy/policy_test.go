@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -616,6 +617,43 @@ func TestActionsAtEdges(t *testing.T) {
 		d, record := Evaluate(c.g, h, State{Desired: c.desired}, secs(0))
 		check(t, c.name, d, record, c.want)
 	}
+}
+
+// TestHugeActionsSaturate: steps that pass no validation (built in code, as
+// a simulator or a future decoder might) saturate. n + N wrapped around
+// before, and a scale-up became a scale-in to min_size.
+func TestHugeActionsSaturate(t *testing.T) {
+	g := parseGroup(t, 2, 5, "", `      rules: [{name: r, metric: cpu.avg, above: 70, for: 10s, action: up}]
+`)
+	for _, tt := range []struct {
+		name string
+		a    config.Action
+		want int
+	}{
+		{"add MaxInt", config.Action{Kind: config.ActionAdd, N: math.MaxInt}, math.MaxInt},
+		{"remove MaxInt", config.Action{Kind: config.ActionRemove, N: math.MaxInt}, 3 - math.MaxInt},
+		{"percent 1e300", config.Action{Kind: config.ActionPercent, Percent: 1e300}, math.MaxInt},
+		{"percent -1e300", config.Action{Kind: config.ActionPercent, Percent: -1e300}, 3 + math.MinInt},
+	} {
+		if got := Apply(g, tt.a, 3); got != tt.want {
+			t.Errorf("%s: Apply from 3 = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	h := history{}.fill("cpu.avg", -60, 0, constant(90)).fill("size", -60, 0, constant(3)).fill("ready", -60, 0, constant(3))
+	for _, a := range []config.Action{{Kind: config.ActionAdd, N: math.MaxInt}, {Kind: config.ActionPercent, Percent: 1e300}} {
+		g.Autoscale.Rules[0].Action = a
+		d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+		check(t, a.String(), d, record, want{record: true, code: CodeScale, rule: "r", request: size(5, "r")})
+	}
+	// A max_step that large lets the target go to what it recommends.
+	g = parseGroup(t, 2, 5, "", `      target: {metric: cpu.avg, value: 50}
+`)
+	g.Autoscale.Target.MaxStepUp = config.Step{N: math.MaxInt}
+	d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+	check(t, "max_step up MaxInt", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
+	g.Autoscale.Target.MaxStepUp = config.Step{N: 1e300, Percent: true}
+	d, record = Evaluate(g, h, State{Desired: 3}, secs(0))
+	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
 }
 
 func TestDedup(t *testing.T) {
