@@ -487,7 +487,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	if r.Above {
 		word, bound = "above", "lowest"
 	}
-	op.reason = fmt.Sprintf("%s %s %s for %s (%s %s); %s", r.Metric, word, num(r.Threshold), r.For, bound, num(extreme), r.Action)
+	op.reason = fmt.Sprintf("%s %s %s for %s (%s %s); %s", r.Metric, word, num(r.Threshold), r.For, bound, reading(extreme), r.Action)
 	return e.ruleCooldown(r, e.moves(op)), true
 }
 
@@ -527,7 +527,21 @@ func (e *evaluation) ruleCooldown(r config.Rule, op opinion) opinion {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// num formats a configured number (a threshold, a target) as written.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// reading formats a measured value as a person reads it: three significant
+// digits, but never fewer than its integer digits (43.41537141505418 → 43.4,
+// 134.38 → 134, 0.04995 → 0.05). Reasons use it; Decision.Values keeps the
+// exact values.
+func reading(v float64) string {
+	if v == 0 || !finite(v) {
+		return num(v)
+	}
+	decimals := max(0, 2-int(math.Floor(math.Log10(math.Abs(v)))))
+	p := math.Pow10(decimals)
+	return num(math.Round(v*p) / p)
+}
 
 // recommend is the target's recommendation from one sample: value v with
 // ready instances, for a group of size n, and what the formula alone gives.
@@ -573,14 +587,14 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	}
 	ready := int(readyP.V)
 	rec, raw, inBand := recommend(t, latest.V, ready, cur)
-	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, num(latest.V), ready, rec, num(t.Value))
+	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, reading(latest.V), ready, rec, num(t.Value))
 	op.size, op.fired, op.reason = rec, true, desc
 	switch {
 	case inBand && raw != cur:
 		op.fired = false
 		op.code = CodeTolerance
 		op.reason = fmt.Sprintf("%s %s is within %s%% of the target %s: the size stays %d (the formula gives %d)",
-			t.Metric, num(latest.V), num(t.Tolerance*100), num(t.Value), cur, raw)
+			t.Metric, reading(latest.V), reading(t.Tolerance*100), num(t.Value), cur, raw)
 		return op, true
 	case rec == cur:
 		return op, true

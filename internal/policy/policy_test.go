@@ -656,6 +656,37 @@ func TestHugeActionsSaturate(t *testing.T) {
 	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
 }
 
+// TestReasonsRound: a reason shows measured values as a person reads them
+// (three significant digits), not as float64 prints them; Values keeps them
+// exact.
+func TestReasonsRound(t *testing.T) {
+	const raw = 43.41537141505418
+	h := base().fill("cpu.avg", -600, 0, constant(raw))
+	rule := parseGroup(t, 1, 10, "", `      rules: [{name: hot, metric: cpu.avg, above: 40.25, for: 1m, action: up}]
+`)
+	d, record := Evaluate(rule, h, State{Desired: 4}, secs(0))
+	check(t, "rule", d, record, want{record: true, code: CodeScale, request: up("hot"),
+		reason: "hot: cpu.avg above 40.25 for 1m0s (lowest 43.4); up"})
+	if d.Values["cpu.avg"] != raw {
+		t.Errorf("Values[cpu.avg] = %v, want the exact %v", d.Values["cpu.avg"], raw)
+	}
+	target := parseGroup(t, 1, 10, "", `      target: {metric: cpu.avg, value: 20, tolerance: 0.15}
+`)
+	d, record = Evaluate(target, h, State{Desired: 4}, secs(0))
+	check(t, "target", d, record, want{record: true, code: CodeScale, request: size(8, "target"),
+		reason: "target: cpu.avg 43.4 with 4 ready → 9 for target 20, limited to 8 by max_step up 100% per 15s"})
+	d, _ = Evaluate(target, base().fill("cpu.avg", -600, 0, constant(22.0123456)), State{Desired: 4}, secs(0))
+	if want := "cpu.avg 22 is within 15% of the target 20: the size stays 4 (the formula gives 5)"; d.Reason != want {
+		t.Errorf("tolerance reason %q, want %q", d.Reason, want)
+	}
+	for v, want := range map[float64]string{raw: "43.4", 134.387807330411: "134", 0.4995350896855209: "0.5",
+		9.0041561023571: "9", 0.012345: "0.0123", -3.14159: "-3.14", 1234.5: "1235", 0: "0"} {
+		if got := reading(v); got != want {
+			t.Errorf("reading(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
 func TestDedup(t *testing.T) {
 	var dd Dedup
 	held := Decision{Rule: "hot", Code: CodeCooldown, Outcome: OutcomeNothing, Current: 4, Recommendation: 5}
