@@ -618,7 +618,9 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	}
 
 	// Scale in: only to the highest recommendation of the window, which must
-	// be covered by history.
+	// be covered by history. Time not observed (before the history starts,
+	// or a gap while shoal was down) recommends no scale-in, as it makes a
+	// rule's window not hold: what the load was then is unknown.
 	stab := t.ScaleInStabilization
 	if stab > 0 {
 		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
@@ -626,6 +628,13 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization
 			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history", desc, stab)
+			return op, true
+		}
+		if from, to, gap := hole(pts, stab, iv); gap {
+			op.fired, op.size = false, cur
+			op.code = CodeStabilization
+			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history: no samples from %s to %s",
+				desc, stab, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 			return op, true
 		}
 		readyPts := e.h.Points("ready", e.now.Add(-stab-maxStaleSlack), e.now)

@@ -282,9 +282,16 @@ func TestStabilization(t *testing.T) {
 		}, -600, want{record: true, code: CodeScale, request: size(1, "target")}},
 		{"history shorter than the window", constant(10), -200,
 			want{record: true, code: CodeStabilization, reason: "not yet covered by history"}},
+		// Only the window's start was checked: a gap in it (shoal down for
+		// 150 s) let the scale-in through at once.
+		{"a gap in the window", constant(10), -600,
+			want{record: true, code: CodeStabilization, reason: "not yet covered by history: no samples from 2026-03-02T11:55:50Z to 2026-03-02T11:58:20Z"}},
 	}
 	for _, tt := range tests {
 		h := base().fill("cpu.avg", tt.from, 0, tt.cpu)
+		if tt.name == "a gap in the window" {
+			h = base().fill("cpu.avg", tt.from, -250, tt.cpu).fill("cpu.avg", -100, 0, tt.cpu)
+		}
 		d, record := Evaluate(g, h, State{Desired: 4}, secs(0))
 		check(t, tt.name, d, record, tt.want)
 		// A restart is a new evaluation over the same history: the same answer.
