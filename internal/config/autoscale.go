@@ -40,20 +40,50 @@ var MetricPaths = []string{
 // untrackable metrics describe the group's size, not its load.
 var untrackable = []string{"ready", "size"}
 
-// Rule scales when a metric stays above or below a threshold.
+// Rule scales when a metric is above or below a threshold, or between two:
+// every sample of a window (For), or the window's aggregate (Statistic over
+// Over, as a CloudWatch alarm compares one datapoint).
 type Rule struct {
 	Name   string
 	Metric string
-	// Above is true for "above", false for "below".
-	Above     bool
-	Threshold float64
-	// For is how long every sample must be beyond the threshold.
-	For    time.Duration
-	Action Action
+	// Above and Below are the thresholds, each set when its Has flag is: the
+	// value must be above Above and below Below, strictly (with both, between).
+	HasAbove, HasBelow bool
+	Above, Below       float64
+	// For is how long every sample must be beyond the thresholds; 0 when
+	// Statistic is set.
+	For time.Duration
+	// Statistic (StatAverage, StatMin, StatMax or "pNN") of the samples of
+	// the last Over is what is compared, once per evaluation.
+	Statistic string
+	Over      time.Duration
+	Action    Action
 	// Cooldown holds the rule back after it scaled the group (0: none).
 	Cooldown time.Duration
 	// OnMissing is what a missing or stale metric means: OnMissingKeep or OnMissingUp.
 	OnMissing string
+}
+
+// Window is the stretch of history the rule reads: For or Over.
+func (r Rule) Window() time.Duration {
+	if r.Statistic != "" {
+		return r.Over
+	}
+	return r.For
+}
+
+// Statistics a rule can compare over its window; "pNN" (0 < NN < 100) is a
+// percentile.
+const (
+	StatAverage = "average"
+	StatMin     = "min"
+	StatMax     = "max"
+)
+
+// Percentile returns NN of a "pNN" statistic.
+func Percentile(stat string) (float64, bool) {
+	v, err := strconv.ParseFloat(strings.TrimPrefix(stat, "p"), 64)
+	return v, strings.HasPrefix(stat, "p") && err == nil && v > 0 && v < 100
 }
 
 // What a rule does when its metric is missing or stale.
@@ -217,11 +247,11 @@ func (d *decoder) number(n *yaml.Node, path string) (float64, bool) {
 }
 
 func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Duration, g *Group, groupOK bool) (Rule, *yaml.Node, bool) {
-	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "action", "cooldown", "on_missing")
+	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "statistic", "over", "action", "cooldown", "on_missing")
 	if f.node == nil {
 		return Rule{}, nil, false
 	}
-	f.require("metric", "for", "action")
+	f.require("metric", "action")
 	r := Rule{Name: fmt.Sprintf("rule-%d", i+1), OnMissing: OnMissingKeep}
 	nameNode := f.node
 	if name, nn := f.str("name", ""); nn != nil {
@@ -234,27 +264,55 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	r.Metric, _ = d.metric(f, "metric")
 
 	above, below := f.get("above"), f.get("below")
+	if above != nil {
+		r.Above, r.HasAbove = d.number(above, f.field("above"))
+	}
+	if below != nil {
+		r.Below, r.HasBelow = d.number(below, f.field("below"))
+	}
 	switch {
-	case above != nil && below != nil:
-		d.errorf(below, f.field("below"), "conflicts with above; a rule has one threshold (write two rules)")
-	case above != nil:
-		r.Above = true
-		r.Threshold, _ = d.number(above, f.field("above"))
-	case below != nil:
-		r.Threshold, _ = d.number(below, f.field("below"))
-	default:
-		d.errorf(f.node, path, "needs above or below: the threshold")
+	case above == nil && below == nil:
+		d.errorf(f.node, path, "needs above or below: the threshold (both: a band the value must be inside)")
+	case r.HasAbove && r.HasBelow && r.Below <= r.Above:
+		d.errorf(below, f.field("below"), "must be greater than above (%s) for a band between them, got %s", above.Value, below.Value)
 	}
 
-	if v, n := f.duration("for", 0); n != nil {
+	window := func(key string) time.Duration {
+		v, n := f.duration(key, 0)
 		// A shorter window would hold one sample, or none.
 		switch {
+		case n == nil:
 		case v < interval:
-			d.errorf(n, f.field("for"), "must be at least the autoscale interval (%s), got %s", interval, v)
+			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
 		case v < d.metricsInterval:
-			d.errorf(n, f.field("for"), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
+			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
 		}
-		r.For = v
+		return v
+	}
+	forN, statN, overN := f.get("for"), f.get("statistic"), f.get("over")
+	switch {
+	case forN != nil && (statN != nil || overN != nil):
+		key := "statistic"
+		if statN == nil {
+			key = "over"
+		}
+		d.errorf(f.get(key), f.field(key), "conflicts with for: a rule compares every sample (for) or the window's statistic (statistic and over), not both")
+	case forN != nil:
+		r.For = window("for")
+	case statN == nil && overN == nil:
+		d.errorf(f.node, path, "needs for (every sample of the window beyond the threshold) or statistic and over (the window's aggregate)")
+	case overN == nil:
+		d.errorf(statN, f.field("over"), "required with statistic: the window the statistic is taken over")
+	case statN == nil:
+		d.errorf(overN, f.field("statistic"), "required with over: average, min, max or a percentile such as p90")
+	default:
+		r.Over = window("over")
+		if st, ok := d.str(statN, f.field("statistic")); ok {
+			if _, pct := Percentile(st); st != StatAverage && st != StatMin && st != StatMax && !pct {
+				d.errorf(statN, f.field("statistic"), "must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got %q", st)
+			}
+			r.Statistic = st
+		}
 	}
 	if an := f.get("action"); an != nil {
 		r.Action = d.action(an, f.field("action"), g, groupOK)

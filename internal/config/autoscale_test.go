@@ -33,7 +33,7 @@ func TestAutoscaleErrors(t *testing.T) {
 			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, connection_errors_per_second, retries_per_second, queue, sessions, ready, size`,
 		},
 		{
-			name: "above and below together",
+			name: "a band upside down",
 			body: `      rules:
         - metric: cpu.avg
           above: 50
@@ -41,13 +41,56 @@ func TestAutoscaleErrors(t *testing.T) {
           for: 1m
           action: up
 `,
-			want: `shoal.yaml:12:18: groups[0].autoscale.rules[0].below: conflicts with above; a rule has one threshold (write two rules)`,
+			want: `shoal.yaml:12:18: groups[0].autoscale.rules[0].below: must be greater than above (50) for a band between them, got 20`,
 		},
 		{
 			name: "neither above nor below",
 			body: `      rules: [{metric: cpu.avg, for: 1m, action: up}]
 `,
-			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs above or below: the threshold`,
+			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs above or below: the threshold (both: a band the value must be inside)`,
+		},
+		{
+			name: "neither for nor statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, action: up}]
+`,
+			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs for (every sample of the window beyond the threshold) or statistic and over (the window's aggregate)`,
+		},
+		{
+			name: "for and over",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, statistic: average, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:64: groups[0].autoscale.rules[0].statistic: conflicts with for: a rule compares every sample (for) or the window's statistic (statistic and over), not both`,
+		},
+		{
+			name: "statistic without over",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: average, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].over: required with statistic: the window the statistic is taken over`,
+		},
+		{
+			name: "over without statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:50: groups[0].autoscale.rules[0].statistic: required with over: average, min, max or a percentile such as p90`,
+		},
+		{
+			name: "unknown statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: mean, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].statistic: must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got "mean"`,
+		},
+		{
+			name: "percentile out of range",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: p100, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].statistic: must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got "p100"`,
+		},
+		{
+			name: "over shorter than the interval",
+			body: `      interval: 5s
+      rules: [{metric: cpu.avg, above: 50, statistic: max, over: 2s, action: up}]
+`,
+			want: `shoal.yaml:10:66: groups[0].autoscale.rules[0].over: must be at least the autoscale interval (5s), got 2s`,
 		},
 		{
 			name: "threshold not a number",
@@ -75,12 +118,6 @@ metrics: {interval: 2s}
       rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]
 `,
 			want: `shoal.yaml:9:17: groups[0].autoscale.interval: must be at least 100ms and at most 1h0m0s, got 2h0m0s`,
-		},
-		{
-			name: "for missing",
-			body: `      rules: [{metric: cpu.avg, above: 50, action: up}]
-`,
-			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0].for: required`,
 		},
 		{
 			name: "unknown plan in an action",
@@ -269,6 +306,8 @@ func TestAutoscaleParse(t *testing.T) {
         - {metric: cpu.avg, above: 75, for: 1m, action: up, cooldown: 300}
         - {name: cold, metric: cpu.avg, below: 35.5, for: 25m, action: {remove: 1}, on_missing: keep}
         - {metric: queue, above: 10, for: 5s, action: {percent: 50}, on_missing: up}
+        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}, cooldown: 1500s}
+        - {name: band, metric: cpu.avg, above: 1.5, below: 19.5, statistic: p90, over: 5m, action: down}
       target: {metric: requests_per_second_per_instance, value: 200, max_step: {up: 2, down: "50%"}}
       schedule:
         - {name: morning, cron: "0 8 * * mon-fri", timezone: Europe/Berlin, duration: 10h, plan: medium}
@@ -281,9 +320,11 @@ func TestAutoscaleParse(t *testing.T) {
 		t.Fatal("Autoscale is nil")
 	}
 	wantRules := []Rule{
-		{Name: "rule-1", Metric: "cpu.avg", Above: true, Threshold: 75, For: time.Minute, Action: Action{Kind: ActionUp}, Cooldown: 300 * time.Second, OnMissing: "keep"},
-		{Name: "cold", Metric: "cpu.avg", Threshold: 35.5, For: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, OnMissing: "keep"},
-		{Name: "rule-3", Metric: "queue", Above: true, Threshold: 10, For: 5 * time.Second, Action: Action{Kind: ActionPercent, Percent: 50}, OnMissing: "up"},
+		{Name: "rule-1", Metric: "cpu.avg", HasAbove: true, Above: 75, For: time.Minute, Action: Action{Kind: ActionUp}, Cooldown: 300 * time.Second, OnMissing: "keep"},
+		{Name: "cold", Metric: "cpu.avg", HasBelow: true, Below: 35.5, For: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, OnMissing: "keep"},
+		{Name: "rule-3", Metric: "queue", HasAbove: true, Above: 10, For: 5 * time.Second, Action: Action{Kind: ActionPercent, Percent: 50}, OnMissing: "up"},
+		{Name: "cw", Metric: "cpu.avg", HasBelow: true, Below: 35, Statistic: "average", Over: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, Cooldown: 1500 * time.Second, OnMissing: "keep"},
+		{Name: "band", Metric: "cpu.avg", HasAbove: true, Above: 1.5, HasBelow: true, Below: 19.5, Statistic: "p90", Over: 5 * time.Minute, Action: Action{Kind: ActionDown}, OnMissing: "keep"},
 	}
 	if !reflect.DeepEqual(a.Rules, wantRules) {
 		t.Errorf("Rules =\n%+v\nwant\n%+v", a.Rules, wantRules)

@@ -9,8 +9,9 @@
 // history, and rule cooldowns from the recorded decisions.
 //
 // Semantics:
-//   - A rule holds when every sample in its `for` window is beyond the
-//     threshold and the samples cover the window (see covers). A missing or
+//   - A rule holds when the samples cover its window (see covers) and every
+//     sample in its `for` window is beyond the threshold(s), or (statistic
+//     and over) the window's time-weighted statistic is. A missing or
 //     stale metric never scales in: with on_missing: keep the rule does
 //     nothing, with on_missing: up it scales up one step.
 //   - The target recommends ceil(ready × value / target) for per-instance
@@ -27,6 +28,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -440,7 +442,8 @@ func (e *evaluation) wentMissing(path string) bool {
 
 func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	op := opinion{name: r.Name, action: r.Action}
-	pts := e.h.Points(r.Metric, e.now.Add(-r.For), e.now)
+	w := r.Window()
+	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
 	_, ok := e.sample(r.Metric)
 	if !ok {
 		what := fmt.Sprintf("%s is missing", r.Metric)
@@ -451,9 +454,9 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		// the group itself was measured (its size series), so that the first
 		// seconds of collection, or a restart, do not scale out.
 		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
-			reaches(e.h.Points("size", e.now.Add(-r.For), e.now), e.now, r.For, e.p.Interval) {
+			reaches(e.h.Points("size", e.now.Add(-w), e.now), e.now, w, e.p.Interval) {
 			op.action = config.Action{Kind: config.ActionUp}
-			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, r.For)
+			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, w)
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
 		if e.wentMissing(r.Metric) {
@@ -462,33 +465,115 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			}
 			then := "the rule holds"
 			if r.OnMissing == config.OnMissingUp {
-				then = fmt.Sprintf("scaling up if it stays missing for %s", r.For)
+				then = fmt.Sprintf("scaling up if it stays missing for %s", w)
 			}
 			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
 		}
 		return op, false
 	}
 	// A window not yet covered (history too short, or a gap) does not hold.
-	if !covers(pts, e.now, r.For, e.p.Interval) {
+	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false
 	}
-	extreme := pts[0].V
-	for _, p := range pts {
-		if !finite(p.V) || r.Above && p.V <= r.Threshold || !r.Above && p.V >= r.Threshold {
+	if r.Statistic != "" {
+		v := statistic(r.Statistic, pts)
+		if !finite(v) || !beyond(r, v) {
 			return op, false
 		}
-		if r.Above {
-			extreme = min(extreme, p.V)
-		} else {
-			extreme = max(extreme, p.V)
+		op.reason = fmt.Sprintf("%s %s over %s is %s, %s; %s", r.Metric, r.Statistic, w, reading(v), thresholds(r), r.Action)
+		return e.ruleCooldown(r, e.moves(op)), true
+	}
+	lo, hi := pts[0].V, pts[0].V
+	for _, p := range pts {
+		if !finite(p.V) || !beyond(r, p.V) {
+			return op, false
+		}
+		lo, hi = min(lo, p.V), max(hi, p.V)
+	}
+	var seen string
+	switch {
+	case r.HasAbove && r.HasBelow:
+		seen = fmt.Sprintf("from %s to %s", reading(lo), reading(hi))
+	case r.HasAbove:
+		seen = "lowest " + reading(lo)
+	default:
+		seen = "highest " + reading(hi)
+	}
+	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), w, seen, r.Action)
+	return e.ruleCooldown(r, e.moves(op)), true
+}
+
+// beyond reports whether v is beyond r's thresholds (strictly: a value equal
+// to a threshold is not above or below it).
+func beyond(r config.Rule, v float64) bool {
+	return (!r.HasAbove || v > r.Above) && (!r.HasBelow || v < r.Below)
+}
+
+// thresholds says what r wants of its metric: "above 75", "below 35" or
+// "between 1.5 and 19.5".
+func thresholds(r config.Rule) string {
+	switch {
+	case r.HasAbove && r.HasBelow:
+		return fmt.Sprintf("between %s and %s", num(r.Above), num(r.Below))
+	case r.HasAbove:
+		return "above " + num(r.Above)
+	}
+	return "below " + num(r.Below)
+}
+
+// statistic is stat of pts, the samples of a window, weighted by time: each
+// sample stands for the time until the next one (the last for the spacing
+// before it), so that the 10 s roll-ups read back after a restart weigh ten
+// times a live 1 s sample, as the seconds they average do. NaN when pts has
+// no finite value.
+func statistic(stat string, pts []Point) float64 {
+	type weighted struct{ v, w float64 }
+	var ws []weighted
+	total := 0.0
+	for i, p := range pts {
+		if !finite(p.V) {
+			continue
+		}
+		var d time.Duration
+		switch {
+		case i+1 < len(pts):
+			d = pts[i+1].T.Sub(p.T)
+		case i > 0:
+			d = p.T.Sub(pts[i-1].T)
+		}
+		w := max(d.Seconds(), 1e-3) // samples at the same instant still count
+		ws = append(ws, weighted{p.V, w})
+		total += w
+	}
+	if len(ws) == 0 {
+		return math.NaN()
+	}
+	switch stat {
+	case config.StatMin:
+		return slices.MinFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) }).v
+	case config.StatMax:
+		return slices.MaxFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) }).v
+	case config.StatAverage:
+		sum := 0.0
+		for _, x := range ws {
+			sum += x.v * x.w
+		}
+		return sum / total
+	}
+	// pNN: the least value at or under which NN % of the window's time lies.
+	pct, ok := config.Percentile(stat)
+	if !ok {
+		return math.NaN()
+	}
+	slices.SortFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
+	acc := 0.0
+	for _, x := range ws {
+		acc += x.w
+		if acc >= total*pct/100-1e-9 {
+			return x.v
 		}
 	}
-	word, bound := "below", "highest"
-	if r.Above {
-		word, bound = "above", "lowest"
-	}
-	op.reason = fmt.Sprintf("%s %s %s for %s (%s %s); %s", r.Metric, word, num(r.Threshold), r.For, bound, reading(extreme), r.Action)
-	return e.ruleCooldown(r, e.moves(op)), true
+	return ws[len(ws)-1].v
 }
 
 // moves sets the size op's action leads to, and explains an action that

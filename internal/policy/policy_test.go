@@ -694,6 +694,83 @@ func TestReasonsRound(t *testing.T) {
 	}
 }
 
+// TestStatisticRules: a rule with statistic and over compares the window's
+// aggregate once, as a CloudWatch alarm of one evaluation period does; a
+// load whose samples swing across the threshold holds it on average where
+// `for` (every sample) never does.
+func TestStatisticRules(t *testing.T) {
+	swing := func(i int) float64 { // 15 and 45: 30 on average
+		if i%2 == 0 {
+			return 15
+		}
+		return 45
+	}
+	h := base().fill("cpu.avg", -1800, 0, swing)
+	eval := func(rules string, h history) (Decision, bool) {
+		g := parseGroup(t, 1, 9, "", "      rules:\n"+rules)
+		return Evaluate(g, h, State{Desired: 4}, secs(0))
+	}
+	d, record := eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", h)
+	check(t, "average below", d, record, want{record: true, code: CodeScale, request: size(3, "cw"),
+		reason: "cw: cpu.avg average over 25m0s is 30, below 35; remove: 1"})
+	d, record = eval("        - {name: every, metric: cpu.avg, below: 35, for: 25m, action: {remove: 1}}\n", h)
+	check(t, "for: every sample", d, record, want{})
+	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p90, over: 1m, action: up}\n", h)
+	check(t, "p90 above", d, record, want{record: true, code: CodeScale, request: up("p"), reason: "cpu.avg p90 over 1m0s is 45, above 40"})
+	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p40, over: 1m, action: up}\n", h)
+	check(t, "p40 not above", d, record, want{})
+	d, record = eval("        - {name: lo, metric: cpu.avg, above: 10, statistic: min, over: 1m, action: up}\n", h)
+	check(t, "min above", d, record, want{record: true, code: CodeScale, request: up("lo"), reason: "cpu.avg min over 1m0s is 15, above 10"})
+	d, record = eval("        - {name: hi, metric: cpu.avg, below: 45, statistic: max, over: 1m, action: down}\n", h)
+	check(t, "max not below", d, record, want{})
+	// A band: the seed's `-lt 20 -a -gt 1`.
+	band := "        - {name: b, metric: cpu.avg, above: 1.5, below: 19.5, statistic: average, over: 5m, action: down}\n"
+	for _, c := range []struct {
+		v    float64
+		want want
+	}{
+		{10, want{record: true, code: CodeScale, request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"},
+			reason: "cpu.avg average over 5m0s is 10, between 1.5 and 19.5; down"}},
+		{1, want{}},
+		{1.5, want{}},
+		{19.5, want{}},
+		{30, want{}},
+	} {
+		d, record := eval(band, base().fill("cpu.avg", -600, 0, constant(c.v)))
+		check(t, fmt.Sprintf("band at %v", c.v), d, record, c.want)
+	}
+	d, record = eval("        - {name: b, metric: cpu.avg, above: 1.5, below: 19.5, for: 10s, action: down}\n", base().fill("cpu.avg", -600, 0, constant(3.14159)))
+	check(t, "band for", d, record, want{record: true, code: CodeScale, reason: "b: cpu.avg between 1.5 and 19.5 for 10s (from 3.14 to 3.14); down",
+		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"}})
+	// A gap in the window: what the load was then is unknown.
+	gap := base().fill("cpu.avg", -1800, -1000, swing).fill("cpu.avg", -700, 0, swing)
+	d, record = eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", gap)
+	check(t, "average over a gap", d, record, want{})
+}
+
+// TestStatisticWeighsTime: after a restart the window holds 10 s roll-ups
+// and live 1 s samples; each counts for the time it stands for.
+func TestStatisticWeighsTime(t *testing.T) {
+	var pts []Point
+	for i := 0; i < 30; i += 10 {
+		pts = append(pts, Point{T: secs(i), V: 60}) // three 10 s roll-ups
+	}
+	for i := 30; i < 40; i++ {
+		pts = append(pts, Point{T: secs(i), V: 0}) // ten live seconds
+	}
+	for stat, want := range map[string]float64{"average": 45, "min": 0, "max": 60, "p25": 0, "p26": 60, "p99": 60} {
+		if got := statistic(stat, pts); got != want {
+			t.Errorf("%s = %v, want %v", stat, got, want)
+		}
+	}
+	if got := statistic("average", []Point{{T: secs(0), V: 7}}); got != 7 {
+		t.Errorf("average of one sample = %v, want 7", got)
+	}
+	if got := statistic("average", nil); !math.IsNaN(got) {
+		t.Errorf("average of none = %v, want NaN", got)
+	}
+}
+
 func TestDedup(t *testing.T) {
 	var dd Dedup
 	held := Decision{Rule: "hot", Code: CodeCooldown, Outcome: OutcomeNothing, Current: 4, Recommendation: 5}
