@@ -804,8 +804,8 @@ groups:
     template: {command: [app]}
     autoscale:
       rules:
-        - {name: out, metric: cpu.avg, above: 75, for: 1m, action: {add: 1}, cooldown: 300s}
-        - {name: in, metric: cpu.avg, below: 35, for: 25m, action: {remove: 1}, cooldown: 1500s}
+        - {name: out, metric: cpu.avg, above: 75, statistic: average, over: 1m, action: {add: 1}, cooldown: 300s}
+        - {name: in, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}, cooldown: 1500s}
       target: {metric: cpu.avg, value: 50}
 `
 	cfg, err := config.Parse("shoal.yaml", []byte(doc))
