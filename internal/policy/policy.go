@@ -456,7 +456,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
 			reaches(e.h.Points("size", e.now.Add(-w), e.now), e.now, w, e.p.Interval) {
 			op.action = config.Action{Kind: config.ActionUp}
-			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, w)
+			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
 		if e.wentMissing(r.Metric) {
@@ -465,7 +465,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			}
 			then := "the rule holds"
 			if r.OnMissing == config.OnMissingUp {
-				then = fmt.Sprintf("scaling up if it stays missing for %s", w)
+				then = fmt.Sprintf("scaling up if it stays missing for %s", fmtDur(w))
 			}
 			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
 		}
@@ -480,7 +480,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		if !finite(v) || !beyond(r, v) {
 			return op, false
 		}
-		op.reason = fmt.Sprintf("%s %s over %s is %s, %s; %s", r.Metric, r.Statistic, w, reading(v), thresholds(r), r.Action)
+		op.reason = fmt.Sprintf("%s %s over %s is %s, %s; %s", r.Metric, r.Statistic, fmtDur(w), reading(v), thresholds(r), r.Action)
 		return e.ruleCooldown(r, e.moves(op)), true
 	}
 	lo, hi := pts[0].V, pts[0].V
@@ -499,7 +499,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	default:
 		seen = "highest " + reading(hi)
 	}
-	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), w, seen, r.Action)
+	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), fmtDur(w), seen, r.Action)
 	return e.ruleCooldown(r, e.moves(op)), true
 }
 

@@ -126,7 +126,7 @@ func TestForWindow(t *testing.T) {
 		want want
 	}{
 		{"held for the whole window", history{}.fill("cpu.avg", -120, 0, constant(80)),
-			want{record: true, code: CodeScale, rule: "hot", request: up("hot"), reason: "cpu.avg above 75 for 1m0s (lowest 80)"}},
+			want{record: true, code: CodeScale, rule: "hot", request: up("hot"), reason: "cpu.avg above 75 for 1m (lowest 80)"}},
 		{"broken by one sample", history{}.fill("cpu.avg", -120, 0, func(i int) float64 {
 			if i == -30 {
 				return 75 // not above
@@ -673,7 +673,7 @@ func TestReasonsRound(t *testing.T) {
 `)
 	d, record := Evaluate(rule, h, State{Desired: 4}, secs(0))
 	check(t, "rule", d, record, want{record: true, code: CodeScale, request: up("hot"),
-		reason: "hot: cpu.avg above 40.25 for 1m0s (lowest 43.4); up"})
+		reason: "hot: cpu.avg above 40.25 for 1m (lowest 43.4); up"})
 	if d.Values["cpu.avg"] != raw {
 		t.Errorf("Values[cpu.avg] = %v, want the exact %v", d.Values["cpu.avg"], raw)
 	}
@@ -712,15 +712,15 @@ func TestStatisticRules(t *testing.T) {
 	}
 	d, record := eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", h)
 	check(t, "average below", d, record, want{record: true, code: CodeScale, request: size(3, "cw"),
-		reason: "cw: cpu.avg average over 25m0s is 30, below 35; remove: 1"})
+		reason: "cw: cpu.avg average over 25m is 30, below 35; remove: 1"})
 	d, record = eval("        - {name: every, metric: cpu.avg, below: 35, for: 25m, action: {remove: 1}}\n", h)
 	check(t, "for: every sample", d, record, want{})
 	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p90, over: 1m, action: up}\n", h)
-	check(t, "p90 above", d, record, want{record: true, code: CodeScale, request: up("p"), reason: "cpu.avg p90 over 1m0s is 45, above 40"})
+	check(t, "p90 above", d, record, want{record: true, code: CodeScale, request: up("p"), reason: "cpu.avg p90 over 1m is 45, above 40"})
 	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p40, over: 1m, action: up}\n", h)
 	check(t, "p40 not above", d, record, want{})
 	d, record = eval("        - {name: lo, metric: cpu.avg, above: 10, statistic: min, over: 1m, action: up}\n", h)
-	check(t, "min above", d, record, want{record: true, code: CodeScale, request: up("lo"), reason: "cpu.avg min over 1m0s is 15, above 10"})
+	check(t, "min above", d, record, want{record: true, code: CodeScale, request: up("lo"), reason: "cpu.avg min over 1m is 15, above 10"})
 	d, record = eval("        - {name: hi, metric: cpu.avg, below: 45, statistic: max, over: 1m, action: down}\n", h)
 	check(t, "max not below", d, record, want{})
 	// A band: the seed's `-lt 20 -a -gt 1`.
@@ -730,7 +730,7 @@ func TestStatisticRules(t *testing.T) {
 		want want
 	}{
 		{10, want{record: true, code: CodeScale, request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"},
-			reason: "cpu.avg average over 5m0s is 10, between 1.5 and 19.5; down"}},
+			reason: "cpu.avg average over 5m is 10, between 1.5 and 19.5; down"}},
 		{1, want{}},
 		{1.5, want{}},
 		{19.5, want{}},

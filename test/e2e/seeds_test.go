@@ -268,7 +268,7 @@ func TestSeedPoliciesReplay(t *testing.T) {
 		}
 		// The reason a person reads: the statistic, rounded.
 		out, _, _ := e.cli("policy", "test", "web", "--policy", ex.policyFile, "--time", "2h")
-		if !regexp.MustCompile(`cdp-down: cpu\.avg average over 25m0s is \d+(\.\d)?, below 35; remove: 1`).MatchString(out) {
+		if !regexp.MustCompile(`cdp-down: cpu\.avg average over 25m is \d+(\.\d)?, below 35; remove: 1`).MatchString(out) {
 			t.Errorf("policy test table has no rounded cdp-down reason:\n%s", out)
 		}
 		// The previous example's `for: 25m` (every sample below 35) never
