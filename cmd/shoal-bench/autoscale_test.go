@@ -48,7 +48,9 @@ func TestBenchConfigsParse(t *testing.T) {
 	cfg, _ := config.Parse(filepath.Join(dir, "x.yaml"), []byte(configs["overload-seed-004"]))
 	if cfg != nil {
 		rules := cfg.Groups[0].Autoscale.Rules
-		if len(rules) != 2 || rules[0].Threshold != 75 || rules[0].Cooldown != 300*time.Second || rules[1].For != 25*time.Minute || cfg.Metrics.Interval != time.Minute {
+		if len(rules) != 2 || rules[0].Above != 75 || rules[0].Statistic != "average" || rules[0].Over != time.Minute ||
+			rules[1].Below != 35 || rules[1].Over != 25*time.Minute || rules[1].Cooldown != 1500*time.Second ||
+			cfg.Groups[0].Cooldown.Up != 300*time.Second || cfg.Metrics.Interval != time.Minute {
 			t.Errorf("seed-004 policy is not the seed's: %+v, metrics every %v", rules, cfg.Metrics.Interval)
 		}
 	}

@@ -36,9 +36,9 @@ type comparedPolicy struct {
 
 var comparedPolicies = []comparedPolicy{
 	{"seed-000", "bench/policies/seed-000-native.yaml", 5 * time.Minute,
-		"cron every 2 min on the 5-min average CPU: up > 50 %, down < 20 %, plans 2/3/5, cooldown 540 s"},
+		"cron every 2 min on the 5-min average CPU: up > 50 %, down when 1 < CPU < 20 %, plans 2/3/5, cooldown 540 s"},
 	{"seed-004", "bench/policies/seed-004-native.yaml", time.Minute,
-		"1-min CPU evaluated every minute: +1 > 75 % for 1 min (300 s), -1 < 35 % for 25 min (1500 s), 1..9"},
+		"1-min CPU evaluated every minute: +1 when the 1-min average > 75 % (300 s), -1 when the 25-min average < 35 % (1500 s), 1..9"},
 	{"hpa-style", "bench/policies/hpa-style.yaml", 15 * time.Second,
 		"target 70 % CPU, 15 s sync on 15 s averages, tolerance 0.1, 300 s stabilization"},
 	{"recommended", "examples/recommended.yaml", 0,

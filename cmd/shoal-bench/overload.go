@@ -21,11 +21,14 @@ import (
 // fresh shoal with a group of one instance:
 //
 //	target    shoal's target tracking (cpu.avg 50 %) on 1 s metrics;
-//	seed-000  the seed's cron script as rules (up above 50 %, down below
-//	          20 %, group cooldown 540 s) at its native cadence: metrics
-//	          and evaluation every minute, for: 1m;
-//	seed-004  EC2's simple scaling (+1 above 75 % for 1 min, cooldown 300 s;
-//	          −1 below 35 % for 25 min, cooldown 1500 s), likewise every minute.
+//	seed-000  the seed's cron script as rules (up when the average is
+//	          above 50 %, down when it is above 1 and below 20 %, one 540 s
+//	          cooldown) on 1-minute metrics evaluated every minute: a
+//	          faster cadence than the seed's (a 2-minute cron on 5-minute
+//	          averages), so that it can act within a 10-minute run;
+//	seed-004  EC2's simple scaling (+1 when the 1-minute average is above
+//	          75 %, −1 when the 25-minute average is below 35 %; cooldowns
+//	          300 s and 1500 s), evaluated every minute as CloudWatch does.
 //
 // shoal's target is the figure; the seed policies are its baselines.
 func init() {
@@ -54,7 +57,7 @@ autoscale:
     value: 50
 `,
 }, {
-	Name: "seed-000", Desc: "seed 000: cpu.avg above 50 % for 1m: up, below 20 % for 1m: down, cooldown 540 s; 1 min metrics, evaluated every minute",
+	Name: "seed-000", Desc: "seed 000: cpu.avg 1-min average above 50.5 %: up, between 1.5 and 19.5 %: down, cooldown 540 s; 1 min metrics, evaluated every minute (the seed: every 2 min on 5-min averages)",
 	Metrics: "interval: 1m\nwarmup: 10s\n",
 	Extra: `cooldown: 540s
 autoscale:
@@ -62,32 +65,36 @@ autoscale:
   rules:
     - name: scale-up
       metric: cpu.avg
-      above: 50
-      for: 1m
+      above: 50.5
+      statistic: average
+      over: 1m
       action: up
     - name: scale-down
       metric: cpu.avg
-      below: 20
-      for: 1m
+      above: 1.5
+      below: 19.5
+      statistic: average
+      over: 1m
       action: down
 `,
 }, {
-	Name: "seed-004", Desc: "seed 004: cpu.avg above 75 % for 1m: +1, cooldown 300 s; below 35 % for 25m: −1, cooldown 1500 s; 1 min metrics, evaluated every minute",
+	Name: "seed-004", Desc: "seed 004: cpu.avg 1-min average above 75 %: +1; 25-min average below 35 %: −1, its own cooldown 1500 s; group cooldown 300 s; 1 min metrics, evaluated every minute",
 	Metrics: "interval: 1m\nwarmup: 10s\n",
-	Extra: `cooldown: {up: 0s, down: 0s}
+	Extra: `cooldown: 300s
 autoscale:
   interval: 1m
   rules:
     - name: cdp-out
       metric: cpu.avg
       above: 75
-      for: 1m
+      statistic: average
+      over: 1m
       action: {add: 1}
-      cooldown: 300s
     - name: cdp-down
       metric: cpu.avg
       below: 35
-      for: 25m
+      statistic: average
+      over: 25m
       action: {remove: 1}
       cooldown: 1500s
 `,

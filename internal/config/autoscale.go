@@ -40,20 +40,50 @@ var MetricPaths = []string{
 // untrackable metrics describe the group's size, not its load.
 var untrackable = []string{"ready", "size"}
 
-// Rule scales when a metric stays above or below a threshold.
+// Rule scales when a metric is above or below a threshold, or between two:
+// every sample of a window (For), or the window's aggregate (Statistic over
+// Over, as a CloudWatch alarm compares one datapoint).
 type Rule struct {
 	Name   string
 	Metric string
-	// Above is true for "above", false for "below".
-	Above     bool
-	Threshold float64
-	// For is how long every sample must be beyond the threshold.
-	For    time.Duration
-	Action Action
+	// Above and Below are the thresholds, each set when its Has flag is: the
+	// value must be above Above and below Below, strictly (with both, between).
+	HasAbove, HasBelow bool
+	Above, Below       float64
+	// For is how long every sample must be beyond the thresholds; 0 when
+	// Statistic is set.
+	For time.Duration
+	// Statistic (StatAverage, StatMin, StatMax or "pNN") of the samples of
+	// the last Over is what is compared, once per evaluation.
+	Statistic string
+	Over      time.Duration
+	Action    Action
 	// Cooldown holds the rule back after it scaled the group (0: none).
 	Cooldown time.Duration
 	// OnMissing is what a missing or stale metric means: OnMissingKeep or OnMissingUp.
 	OnMissing string
+}
+
+// Window is the stretch of history the rule reads: For or Over.
+func (r Rule) Window() time.Duration {
+	if r.Statistic != "" {
+		return r.Over
+	}
+	return r.For
+}
+
+// Statistics a rule can compare over its window; "pNN" (0 < NN < 100) is a
+// percentile.
+const (
+	StatAverage = "average"
+	StatMin     = "min"
+	StatMax     = "max"
+)
+
+// Percentile returns NN of a "pNN" statistic.
+func Percentile(stat string) (float64, bool) {
+	v, err := strconv.ParseFloat(strings.TrimPrefix(stat, "p"), 64)
+	return v, strings.HasPrefix(stat, "p") && err == nil && v > 0 && v < 100
 }
 
 // What a rule does when its metric is missing or stale.
@@ -117,12 +147,18 @@ type Step struct {
 	Percent bool
 }
 
-// Of returns the step for a group of size n, at least one instance.
+// Of returns the step for a group of size n, at least one instance and at
+// most maxGroupSize (validation bounds N; this keeps a Step built in code
+// from overflowing the size it is added to).
 func (s Step) Of(n int) int {
-	if !s.Percent {
-		return int(s.N)
+	v := s.N
+	if s.Percent {
+		v = math.Ceil(float64(n) * s.N / 100)
 	}
-	return max(1, int(math.Ceil(float64(n)*s.N/100)))
+	if !(v < maxGroupSize) { // also NaN
+		return maxGroupSize
+	}
+	return max(1, int(v))
 }
 
 func (s Step) String() string {
@@ -211,11 +247,11 @@ func (d *decoder) number(n *yaml.Node, path string) (float64, bool) {
 }
 
 func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Duration, g *Group, groupOK bool) (Rule, *yaml.Node, bool) {
-	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "action", "cooldown", "on_missing")
+	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "statistic", "over", "action", "cooldown", "on_missing")
 	if f.node == nil {
 		return Rule{}, nil, false
 	}
-	f.require("metric", "for", "action")
+	f.require("metric", "action")
 	r := Rule{Name: fmt.Sprintf("rule-%d", i+1), OnMissing: OnMissingKeep}
 	nameNode := f.node
 	if name, nn := f.str("name", ""); nn != nil {
@@ -228,27 +264,55 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	r.Metric, _ = d.metric(f, "metric")
 
 	above, below := f.get("above"), f.get("below")
+	if above != nil {
+		r.Above, r.HasAbove = d.number(above, f.field("above"))
+	}
+	if below != nil {
+		r.Below, r.HasBelow = d.number(below, f.field("below"))
+	}
 	switch {
-	case above != nil && below != nil:
-		d.errorf(below, f.field("below"), "conflicts with above; a rule has one threshold (write two rules)")
-	case above != nil:
-		r.Above = true
-		r.Threshold, _ = d.number(above, f.field("above"))
-	case below != nil:
-		r.Threshold, _ = d.number(below, f.field("below"))
-	default:
-		d.errorf(f.node, path, "needs above or below: the threshold")
+	case above == nil && below == nil:
+		d.errorf(f.node, path, "needs above or below: the threshold (both: a band the value must be inside)")
+	case r.HasAbove && r.HasBelow && r.Below <= r.Above:
+		d.errorf(below, f.field("below"), "must be greater than above (%s) for a band between them, got %s", above.Value, below.Value)
 	}
 
-	if v, n := f.duration("for", 0); n != nil {
+	window := func(key string) time.Duration {
+		v, n := f.duration(key, 0)
 		// A shorter window would hold one sample, or none.
 		switch {
+		case n == nil:
 		case v < interval:
-			d.errorf(n, f.field("for"), "must be at least the autoscale interval (%s), got %s", interval, v)
+			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
 		case v < d.metricsInterval:
-			d.errorf(n, f.field("for"), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
+			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
 		}
-		r.For = v
+		return v
+	}
+	forN, statN, overN := f.get("for"), f.get("statistic"), f.get("over")
+	switch {
+	case forN != nil && (statN != nil || overN != nil):
+		key := "statistic"
+		if statN == nil {
+			key = "over"
+		}
+		d.errorf(f.get(key), f.field(key), "conflicts with for: a rule compares every sample (for) or the window's statistic (statistic and over), not both")
+	case forN != nil:
+		r.For = window("for")
+	case statN == nil && overN == nil:
+		d.errorf(f.node, path, "needs for (every sample of the window beyond the threshold) or statistic and over (the window's aggregate)")
+	case overN == nil:
+		d.errorf(statN, f.field("over"), "required with statistic: the window the statistic is taken over")
+	case statN == nil:
+		d.errorf(overN, f.field("statistic"), "required with over: average, min, max or a percentile such as p90")
+	default:
+		r.Over = window("over")
+		if st, ok := d.str(statN, f.field("statistic")); ok {
+			if _, pct := Percentile(st); st != StatAverage && st != StatMin && st != StatMax && !pct {
+				d.errorf(statN, f.field("statistic"), "must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got %q", st)
+			}
+			r.Statistic = st
+		}
 	}
 	if an := f.get("action"); an != nil {
 		r.Action = d.action(an, f.field("action"), g, groupOK)
@@ -289,9 +353,10 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 	a := Action{Kind: ActionKind(e.key)}
 	switch a.Kind {
 	case ActionAdd, ActionRemove:
+		// More than a group can hold is a typo, and n+N must not overflow.
 		if v, ok := d.integer(e.v, field); ok {
-			if v < 1 {
-				d.errorf(e.v, field, "must be >= 1, got %d", v)
+			if v < 1 || v > maxGroupSize {
+				d.errorf(e.v, field, "must be from 1 to %d (the largest max_size), got %d", maxGroupSize, v)
 			}
 			a.N = v
 		}
@@ -309,8 +374,8 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 		}
 	case ActionPercent:
 		if v, ok := d.number(e.v, field); ok {
-			if v == 0 || v < -100 {
-				d.errorf(e.v, field, "must be a non-zero percentage >= -100, got %s", e.v.Value)
+			if v == 0 || v < -100 || v > maxPercent {
+				d.errorf(e.v, field, "must be a non-zero percentage from -100 to %d, got %s", maxPercent, e.v.Value)
 			}
 			a.Percent = v
 		}
@@ -377,12 +442,18 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 	return t
 }
 
+// maxPercent bounds percentages of a group's size: 10000 % takes one
+// instance to the largest max_size, so more changes nothing (and 1e300 %
+// would overflow the size).
+const maxPercent = 100 * maxGroupSize
+
 // step accepts a whole number of instances or a percentage such as "50%".
 func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
+	const expected = `must be a number of instances (1 to %d) or a percentage such as "100%%" (above 0 to %d%%), got %s`
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
 		if v, ok := d.integer(n, path); ok {
-			if v < 1 {
-				d.errorf(n, path, "must be >= 1, got %d", v)
+			if v < 1 || v > maxGroupSize {
+				d.errorf(n, path, expected, maxGroupSize, maxPercent, describe(n))
 				return def
 			}
 			return Step{N: float64(v)}
@@ -391,11 +462,11 @@ func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.HasSuffix(n.Value, "%") {
 		v, err := strconv.ParseFloat(strings.TrimSuffix(n.Value, "%"), 64)
-		if err == nil && v > 0 && !math.IsInf(v, 0) {
+		if err == nil && v > 0 && v <= maxPercent {
 			return Step{N: v, Percent: true}
 		}
 	}
-	d.errorf(n, path, `must be a number of instances (>= 1) or a percentage such as "100%%", got %s`, describe(n))
+	d.errorf(n, path, expected, maxGroupSize, maxPercent, describe(n))
 	return def
 }
 

@@ -33,7 +33,7 @@ func TestAutoscaleErrors(t *testing.T) {
 			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, connection_errors_per_second, retries_per_second, queue, sessions, ready, size`,
 		},
 		{
-			name: "above and below together",
+			name: "a band upside down",
 			body: `      rules:
         - metric: cpu.avg
           above: 50
@@ -41,13 +41,56 @@ func TestAutoscaleErrors(t *testing.T) {
           for: 1m
           action: up
 `,
-			want: `shoal.yaml:12:18: groups[0].autoscale.rules[0].below: conflicts with above; a rule has one threshold (write two rules)`,
+			want: `shoal.yaml:12:18: groups[0].autoscale.rules[0].below: must be greater than above (50) for a band between them, got 20`,
 		},
 		{
 			name: "neither above nor below",
 			body: `      rules: [{metric: cpu.avg, for: 1m, action: up}]
 `,
-			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs above or below: the threshold`,
+			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs above or below: the threshold (both: a band the value must be inside)`,
+		},
+		{
+			name: "neither for nor statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, action: up}]
+`,
+			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0]: needs for (every sample of the window beyond the threshold) or statistic and over (the window's aggregate)`,
+		},
+		{
+			name: "for and over",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, statistic: average, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:64: groups[0].autoscale.rules[0].statistic: conflicts with for: a rule compares every sample (for) or the window's statistic (statistic and over), not both`,
+		},
+		{
+			name: "statistic without over",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: average, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].over: required with statistic: the window the statistic is taken over`,
+		},
+		{
+			name: "over without statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:50: groups[0].autoscale.rules[0].statistic: required with over: average, min, max or a percentile such as p90`,
+		},
+		{
+			name: "unknown statistic",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: mean, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].statistic: must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got "mean"`,
+		},
+		{
+			name: "percentile out of range",
+			body: `      rules: [{metric: cpu.avg, above: 50, statistic: p100, over: 5m, action: up}]
+`,
+			want: `shoal.yaml:9:55: groups[0].autoscale.rules[0].statistic: must be average, min, max or a percentile such as p90 (p followed by more than 0, less than 100), got "p100"`,
+		},
+		{
+			name: "over shorter than the interval",
+			body: `      interval: 5s
+      rules: [{metric: cpu.avg, above: 50, statistic: max, over: 2s, action: up}]
+`,
+			want: `shoal.yaml:10:66: groups[0].autoscale.rules[0].over: must be at least the autoscale interval (5s), got 2s`,
 		},
 		{
 			name: "threshold not a number",
@@ -77,12 +120,6 @@ metrics: {interval: 2s}
 			want: `shoal.yaml:9:17: groups[0].autoscale.interval: must be at least 100ms and at most 1h0m0s, got 2h0m0s`,
 		},
 		{
-			name: "for missing",
-			body: `      rules: [{metric: cpu.avg, above: 50, action: up}]
-`,
-			want: `shoal.yaml:9:15: groups[0].autoscale.rules[0].for: required`,
-		},
-		{
 			name: "unknown plan in an action",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {plan: huge}}]
 `,
@@ -98,7 +135,7 @@ metrics: {interval: 2s}
 			name: "add zero",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {add: 0}}]
 `,
-			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be >= 1, got 0`,
+			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 100 (the largest max_size), got 0`,
 		},
 		{
 			name: "size outside the group",
@@ -110,7 +147,7 @@ metrics: {interval: 2s}
 			name: "percent zero",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {percent: 0}}]
 `,
-			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage >= -100, got 0`,
+			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 10000, got 0`,
 		},
 		{
 			name: "bad on_missing",
@@ -154,7 +191,33 @@ metrics: {interval: 2s}
 			name: "bad max_step",
 			body: `      target: {metric: cpu.avg, value: 50, max_step: {up: lots}}
 `,
-			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (>= 1) or a percentage such as "100%", got "lots"`,
+			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got "lots"`,
+		},
+		// Sizes that overflow n+N wrapped a scale-up into a scale-in to min_size.
+		{
+			name: "add overflowing the size",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {add: 9223372036854775807}}]
+`,
+			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 100 (the largest max_size), got 9223372036854775807`,
+		},
+		{
+			name: "remove more than a group holds",
+			body: `      rules: [{metric: cpu.avg, below: 5, for: 1m, action: {remove: 101}}]
+`,
+			want: `shoal.yaml:9:69: groups[0].autoscale.rules[0].action.remove: must be from 1 to 100 (the largest max_size), got 101`,
+		},
+		{
+			name: "percent overflowing the size",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {percent: 1e300}}]
+`,
+			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 10000, got 1e300`,
+		},
+		{
+			name: "max_step overflowing the size",
+			body: `      target: {metric: cpu.avg, value: 50, max_step: {up: "1e300%", down: 9223372036854775807}}
+`,
+			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got "1e300%"
+shoal.yaml:9:75: groups[0].autoscale.target.max_step.down: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got 9223372036854775807`,
 		},
 		{
 			name: "cron with six fields",
@@ -243,6 +306,8 @@ func TestAutoscaleParse(t *testing.T) {
         - {metric: cpu.avg, above: 75, for: 1m, action: up, cooldown: 300}
         - {name: cold, metric: cpu.avg, below: 35.5, for: 25m, action: {remove: 1}, on_missing: keep}
         - {metric: queue, above: 10, for: 5s, action: {percent: 50}, on_missing: up}
+        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}, cooldown: 1500s}
+        - {name: band, metric: cpu.avg, above: 1.5, below: 19.5, statistic: p90, over: 5m, action: down}
       target: {metric: requests_per_second_per_instance, value: 200, max_step: {up: 2, down: "50%"}}
       schedule:
         - {name: morning, cron: "0 8 * * mon-fri", timezone: Europe/Berlin, duration: 10h, plan: medium}
@@ -255,9 +320,11 @@ func TestAutoscaleParse(t *testing.T) {
 		t.Fatal("Autoscale is nil")
 	}
 	wantRules := []Rule{
-		{Name: "rule-1", Metric: "cpu.avg", Above: true, Threshold: 75, For: time.Minute, Action: Action{Kind: ActionUp}, Cooldown: 300 * time.Second, OnMissing: "keep"},
-		{Name: "cold", Metric: "cpu.avg", Threshold: 35.5, For: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, OnMissing: "keep"},
-		{Name: "rule-3", Metric: "queue", Above: true, Threshold: 10, For: 5 * time.Second, Action: Action{Kind: ActionPercent, Percent: 50}, OnMissing: "up"},
+		{Name: "rule-1", Metric: "cpu.avg", HasAbove: true, Above: 75, For: time.Minute, Action: Action{Kind: ActionUp}, Cooldown: 300 * time.Second, OnMissing: "keep"},
+		{Name: "cold", Metric: "cpu.avg", HasBelow: true, Below: 35.5, For: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, OnMissing: "keep"},
+		{Name: "rule-3", Metric: "queue", HasAbove: true, Above: 10, For: 5 * time.Second, Action: Action{Kind: ActionPercent, Percent: 50}, OnMissing: "up"},
+		{Name: "cw", Metric: "cpu.avg", HasBelow: true, Below: 35, Statistic: "average", Over: 25 * time.Minute, Action: Action{Kind: ActionRemove, N: 1}, Cooldown: 1500 * time.Second, OnMissing: "keep"},
+		{Name: "band", Metric: "cpu.avg", HasAbove: true, Above: 1.5, HasBelow: true, Below: 19.5, Statistic: "p90", Over: 5 * time.Minute, Action: Action{Kind: ActionDown}, OnMissing: "keep"},
 	}
 	if !reflect.DeepEqual(a.Rules, wantRules) {
 		t.Errorf("Rules =\n%+v\nwant\n%+v", a.Rules, wantRules)

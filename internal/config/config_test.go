@@ -1706,3 +1706,28 @@ func TestLargestDurationsDoNotOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestCooldownForms: one duration (as sacloud/autoscaler's one cooldown, in
+// seconds or with a unit) sets both directions; {up, down} each; left out,
+// both are 600 s, sacloud/autoscaler's default.
+func TestCooldownForms(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want Cooldown
+	}{
+		{"    cooldown: 600s\n", Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}},
+		{"    cooldown: 540\n", Cooldown{Up: 540 * time.Second, Down: 540 * time.Second}},
+		{"    cooldown: {up: 0s, down: 30s}\n", Cooldown{Up: 0, Down: 30 * time.Second}},
+		{"    cooldown: {down: 30s}\n", Cooldown{Up: 600 * time.Second, Down: 30 * time.Second}},
+		{"", Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}},
+	} {
+		cfg, err := Parse("shoal.yaml", []byte("listen: :8080\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 2\n"+tt.yaml+"    template: {command: [app]}\n"))
+		if err != nil {
+			t.Errorf("%q: %v", tt.yaml, err)
+			continue
+		}
+		if got := cfg.Groups[0].Cooldown; got != tt.want {
+			t.Errorf("%q: cooldown %+v, want %+v", tt.yaml, got, tt.want)
+		}
+	}
+}

@@ -27,7 +27,11 @@ var (
 		"text/html", "text/plain", "text/css", "text/javascript",
 		"application/javascript", "application/json", "image/svg+xml",
 	}
-	defaultCooldown = Cooldown{Up: 180 * time.Second, Down: 540 * time.Second}
+	// sacloud/autoscaler's default (600 s, one value for both directions):
+	// shoal's cooldown is its autoscaler.cooldown, so a migrated config that
+	// leaves it out behaves the same. Neither seed's 180 s or 540 s is a
+	// default: each post set its own.
+	defaultCooldown = Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}
 )
 
 // balanceAlgorithms are HAProxy's dynamic algorithms: only they allow servers

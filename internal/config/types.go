@@ -167,7 +167,7 @@ type Plan struct {
 }
 
 // Cooldown: after a job finishes, the next scale-up waits Up and the next scale-down
-// waits Down (the seed's 180s/540s by default).
+// waits Down (600 s each by default, sacloud/autoscaler's).
 type Cooldown struct {
 	Up   time.Duration
 	Down time.Duration

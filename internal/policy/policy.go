@@ -9,8 +9,9 @@
 // history, and rule cooldowns from the recorded decisions.
 //
 // Semantics:
-//   - A rule holds when every sample in its `for` window is beyond the
-//     threshold and the samples cover the window (see covers). A missing or
+//   - A rule holds when the samples cover its window (see covers) and every
+//     sample in its `for` window is beyond the threshold(s), or (statistic
+//     and over) the window's time-weighted statistic is. A missing or
 //     stale metric never scales in: with on_missing: keep the rule does
 //     nothing, with on_missing: up it scales up one step.
 //   - The target recommends ceil(ready × value / target) for per-instance
@@ -27,6 +28,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -365,9 +367,9 @@ func Apply(g config.Group, a config.Action, n int) int {
 		}
 		return n
 	case config.ActionAdd:
-		return n + a.N
+		return addSat(n, a.N)
 	case config.ActionRemove:
-		return n - a.N
+		return addSat(n, -a.N)
 	case config.ActionSize:
 		return a.N
 	case config.ActionPlan:
@@ -378,13 +380,40 @@ func Apply(g config.Group, a config.Action, n int) int {
 	case config.ActionPercent:
 		// As AWS does: a change of less than one instance is one instance.
 		change := float64(n) * a.Percent / 100
-		step := int(math.Trunc(change))
+		step := truncSat(change)
 		if step == 0 {
 			step = int(math.Copysign(1, change))
 		}
-		return n + step
+		return addSat(n, step)
 	}
 	return n
+}
+
+// addSat is n+d, saturating at the int range rather than wrapping: a huge
+// step scales to max_size and never wraps into a scale-in to min_size.
+// (Validation bounds steps; this is the defence behind it.)
+func addSat(n, d int) int {
+	switch {
+	case d > 0 && n > math.MaxInt-d:
+		return math.MaxInt
+	case d < 0 && n < math.MinInt-d:
+		return math.MinInt
+	}
+	return n + d
+}
+
+// truncSat is f truncated towards zero, saturating at the int range (a
+// conversion out of range is implementation-defined in Go).
+func truncSat(f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt:
+		return math.MaxInt
+	case f <= math.MinInt:
+		return math.MinInt
+	}
+	return int(f)
 }
 
 // sample records the newest fresh value of path.
@@ -413,7 +442,8 @@ func (e *evaluation) wentMissing(path string) bool {
 
 func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	op := opinion{name: r.Name, action: r.Action}
-	pts := e.h.Points(r.Metric, e.now.Add(-r.For), e.now)
+	w := r.Window()
+	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
 	_, ok := e.sample(r.Metric)
 	if !ok {
 		what := fmt.Sprintf("%s is missing", r.Metric)
@@ -424,9 +454,9 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		// the group itself was measured (its size series), so that the first
 		// seconds of collection, or a restart, do not scale out.
 		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
-			reaches(e.h.Points("size", e.now.Add(-r.For), e.now), e.now, r.For, e.p.Interval) {
+			reaches(e.h.Points("size", e.now.Add(-w), e.now), e.now, w, e.p.Interval) {
 			op.action = config.Action{Kind: config.ActionUp}
-			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, r.For)
+			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
 		if e.wentMissing(r.Metric) {
@@ -435,33 +465,115 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			}
 			then := "the rule holds"
 			if r.OnMissing == config.OnMissingUp {
-				then = fmt.Sprintf("scaling up if it stays missing for %s", r.For)
+				then = fmt.Sprintf("scaling up if it stays missing for %s", fmtDur(w))
 			}
 			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
 		}
 		return op, false
 	}
 	// A window not yet covered (history too short, or a gap) does not hold.
-	if !covers(pts, e.now, r.For, e.p.Interval) {
+	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false
 	}
-	extreme := pts[0].V
-	for _, p := range pts {
-		if !finite(p.V) || r.Above && p.V <= r.Threshold || !r.Above && p.V >= r.Threshold {
+	if r.Statistic != "" {
+		v := statistic(r.Statistic, pts)
+		if !finite(v) || !beyond(r, v) {
 			return op, false
 		}
-		if r.Above {
-			extreme = min(extreme, p.V)
-		} else {
-			extreme = max(extreme, p.V)
+		op.reason = fmt.Sprintf("%s %s over %s is %s, %s; %s", r.Metric, r.Statistic, fmtDur(w), reading(v), thresholds(r), r.Action)
+		return e.ruleCooldown(r, e.moves(op)), true
+	}
+	lo, hi := pts[0].V, pts[0].V
+	for _, p := range pts {
+		if !finite(p.V) || !beyond(r, p.V) {
+			return op, false
+		}
+		lo, hi = min(lo, p.V), max(hi, p.V)
+	}
+	var seen string
+	switch {
+	case r.HasAbove && r.HasBelow:
+		seen = fmt.Sprintf("from %s to %s", reading(lo), reading(hi))
+	case r.HasAbove:
+		seen = "lowest " + reading(lo)
+	default:
+		seen = "highest " + reading(hi)
+	}
+	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), fmtDur(w), seen, r.Action)
+	return e.ruleCooldown(r, e.moves(op)), true
+}
+
+// beyond reports whether v is beyond r's thresholds (strictly: a value equal
+// to a threshold is not above or below it).
+func beyond(r config.Rule, v float64) bool {
+	return (!r.HasAbove || v > r.Above) && (!r.HasBelow || v < r.Below)
+}
+
+// thresholds says what r wants of its metric: "above 75", "below 35" or
+// "between 1.5 and 19.5".
+func thresholds(r config.Rule) string {
+	switch {
+	case r.HasAbove && r.HasBelow:
+		return fmt.Sprintf("between %s and %s", num(r.Above), num(r.Below))
+	case r.HasAbove:
+		return "above " + num(r.Above)
+	}
+	return "below " + num(r.Below)
+}
+
+// statistic is stat of pts, the samples of a window, weighted by time: each
+// sample stands for the time until the next one (the last for the spacing
+// before it), so that the 10 s roll-ups read back after a restart weigh ten
+// times a live 1 s sample, as the seconds they average do. NaN when pts has
+// no finite value.
+func statistic(stat string, pts []Point) float64 {
+	type weighted struct{ v, w float64 }
+	var ws []weighted
+	total := 0.0
+	for i, p := range pts {
+		if !finite(p.V) {
+			continue
+		}
+		var d time.Duration
+		switch {
+		case i+1 < len(pts):
+			d = pts[i+1].T.Sub(p.T)
+		case i > 0:
+			d = p.T.Sub(pts[i-1].T)
+		}
+		w := max(d.Seconds(), 1e-3) // samples at the same instant still count
+		ws = append(ws, weighted{p.V, w})
+		total += w
+	}
+	if len(ws) == 0 {
+		return math.NaN()
+	}
+	switch stat {
+	case config.StatMin:
+		return slices.MinFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) }).v
+	case config.StatMax:
+		return slices.MaxFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) }).v
+	case config.StatAverage:
+		sum := 0.0
+		for _, x := range ws {
+			sum += x.v * x.w
+		}
+		return sum / total
+	}
+	// pNN: the least value at or under which NN % of the window's time lies.
+	pct, ok := config.Percentile(stat)
+	if !ok {
+		return math.NaN()
+	}
+	slices.SortFunc(ws, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
+	acc := 0.0
+	for _, x := range ws {
+		acc += x.w
+		if acc >= total*pct/100-1e-9 {
+			return x.v
 		}
 	}
-	word, bound := "below", "highest"
-	if r.Above {
-		word, bound = "above", "lowest"
-	}
-	op.reason = fmt.Sprintf("%s %s %s for %s (%s %s); %s", r.Metric, word, num(r.Threshold), r.For, bound, num(extreme), r.Action)
-	return e.ruleCooldown(r, e.moves(op)), true
+	return ws[len(ws)-1].v
 }
 
 // moves sets the size op's action leads to, and explains an action that
@@ -500,7 +612,21 @@ func (e *evaluation) ruleCooldown(r config.Rule, op opinion) opinion {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// num formats a configured number (a threshold, a target) as written.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// reading formats a measured value as a person reads it: three significant
+// digits, but never fewer than its integer digits (43.41537141505418 → 43.4,
+// 134.38 → 134, 0.04995 → 0.05). Reasons use it; Decision.Values keeps the
+// exact values.
+func reading(v float64) string {
+	if v == 0 || !finite(v) {
+		return num(v)
+	}
+	decimals := max(0, 2-int(math.Floor(math.Log10(math.Abs(v)))))
+	p := math.Pow10(decimals)
+	return num(math.Round(v*p) / p)
+}
 
 // recommend is the target's recommendation from one sample: value v with
 // ready instances, for a group of size n, and what the formula alone gives.
@@ -546,14 +672,14 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	}
 	ready := int(readyP.V)
 	rec, raw, inBand := recommend(t, latest.V, ready, cur)
-	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, num(latest.V), ready, rec, num(t.Value))
+	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, reading(latest.V), ready, rec, num(t.Value))
 	op.size, op.fired, op.reason = rec, true, desc
 	switch {
 	case inBand && raw != cur:
 		op.fired = false
 		op.code = CodeTolerance
 		op.reason = fmt.Sprintf("%s %s is within %s%% of the target %s: the size stays %d (the formula gives %d)",
-			t.Metric, num(latest.V), num(t.Tolerance*100), num(t.Value), cur, raw)
+			t.Metric, reading(latest.V), reading(t.Tolerance*100), num(t.Value), cur, raw)
 		return op, true
 	case rec == cur:
 		return op, true
@@ -562,7 +688,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		if !ok {
 			base = cur
 		}
-		limit := base + t.MaxStepUp.Of(base)
+		limit := addSat(base, t.MaxStepUp.Of(base))
 		if rec > limit {
 			if limit <= cur {
 				op.fired, op.size = false, cur
@@ -577,7 +703,9 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	}
 
 	// Scale in: only to the highest recommendation of the window, which must
-	// be covered by history.
+	// be covered by history. Time not observed (before the history starts,
+	// or a gap while shoal was down) recommends no scale-in, as it makes a
+	// rule's window not hold: what the load was then is unknown.
 	stab := t.ScaleInStabilization
 	if stab > 0 {
 		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
@@ -585,6 +713,13 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization
 			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history", desc, stab)
+			return op, true
+		}
+		if from, to, gap := hole(pts, stab, iv); gap {
+			op.fired, op.size = false, cur
+			op.code = CodeStabilization
+			op.reason = fmt.Sprintf("%s; the %s stabilization window is not yet covered by history: no samples from %s to %s",
+				desc, stab, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 			return op, true
 		}
 		readyPts := e.h.Points("ready", e.now.Add(-stab-maxStaleSlack), e.now)
@@ -620,7 +755,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	if !ok {
 		base = cur
 	}
-	limit := base - t.MaxStepDown.Of(base)
+	limit := addSat(base, -t.MaxStepDown.Of(base))
 	if op.size < limit {
 		if limit >= cur {
 			op.fired, op.size = false, cur

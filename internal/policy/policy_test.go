@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -125,7 +126,7 @@ func TestForWindow(t *testing.T) {
 		want want
 	}{
 		{"held for the whole window", history{}.fill("cpu.avg", -120, 0, constant(80)),
-			want{record: true, code: CodeScale, rule: "hot", request: up("hot"), reason: "cpu.avg above 75 for 1m0s (lowest 80)"}},
+			want{record: true, code: CodeScale, rule: "hot", request: up("hot"), reason: "cpu.avg above 75 for 1m (lowest 80)"}},
 		{"broken by one sample", history{}.fill("cpu.avg", -120, 0, func(i int) float64 {
 			if i == -30 {
 				return 75 // not above
@@ -281,9 +282,16 @@ func TestStabilization(t *testing.T) {
 		}, -600, want{record: true, code: CodeScale, request: size(1, "target")}},
 		{"history shorter than the window", constant(10), -200,
 			want{record: true, code: CodeStabilization, reason: "not yet covered by history"}},
+		// Only the window's start was checked: a gap in it (shoal down for
+		// 150 s) let the scale-in through at once.
+		{"a gap in the window", constant(10), -600,
+			want{record: true, code: CodeStabilization, reason: "not yet covered by history: no samples from 2026-03-02T11:55:50Z to 2026-03-02T11:58:20Z"}},
 	}
 	for _, tt := range tests {
 		h := base().fill("cpu.avg", tt.from, 0, tt.cpu)
+		if tt.name == "a gap in the window" {
+			h = base().fill("cpu.avg", tt.from, -250, tt.cpu).fill("cpu.avg", -100, 0, tt.cpu)
+		}
 		d, record := Evaluate(g, h, State{Desired: 4}, secs(0))
 		check(t, tt.name, d, record, tt.want)
 		// A restart is a new evaluation over the same history: the same answer.
@@ -618,6 +626,151 @@ func TestActionsAtEdges(t *testing.T) {
 	}
 }
 
+// TestHugeActionsSaturate: steps that pass no validation (built in code, as
+// a simulator or a future decoder might) saturate. n + N wrapped around
+// before, and a scale-up became a scale-in to min_size.
+func TestHugeActionsSaturate(t *testing.T) {
+	g := parseGroup(t, 2, 5, "", `      rules: [{name: r, metric: cpu.avg, above: 70, for: 10s, action: up}]
+`)
+	for _, tt := range []struct {
+		name string
+		a    config.Action
+		want int
+	}{
+		{"add MaxInt", config.Action{Kind: config.ActionAdd, N: math.MaxInt}, math.MaxInt},
+		{"remove MaxInt", config.Action{Kind: config.ActionRemove, N: math.MaxInt}, 3 - math.MaxInt},
+		{"percent 1e300", config.Action{Kind: config.ActionPercent, Percent: 1e300}, math.MaxInt},
+		{"percent -1e300", config.Action{Kind: config.ActionPercent, Percent: -1e300}, 3 + math.MinInt},
+	} {
+		if got := Apply(g, tt.a, 3); got != tt.want {
+			t.Errorf("%s: Apply from 3 = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	h := history{}.fill("cpu.avg", -60, 0, constant(90)).fill("size", -60, 0, constant(3)).fill("ready", -60, 0, constant(3))
+	for _, a := range []config.Action{{Kind: config.ActionAdd, N: math.MaxInt}, {Kind: config.ActionPercent, Percent: 1e300}} {
+		g.Autoscale.Rules[0].Action = a
+		d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+		check(t, a.String(), d, record, want{record: true, code: CodeScale, rule: "r", request: size(5, "r")})
+	}
+	// A max_step that large lets the target go to what it recommends.
+	g = parseGroup(t, 2, 5, "", `      target: {metric: cpu.avg, value: 50}
+`)
+	g.Autoscale.Target.MaxStepUp = config.Step{N: math.MaxInt}
+	d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+	check(t, "max_step up MaxInt", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
+	g.Autoscale.Target.MaxStepUp = config.Step{N: 1e300, Percent: true}
+	d, record = Evaluate(g, h, State{Desired: 3}, secs(0))
+	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
+}
+
+// TestReasonsRound: a reason shows measured values as a person reads them
+// (three significant digits), not as float64 prints them; Values keeps them
+// exact.
+func TestReasonsRound(t *testing.T) {
+	const raw = 43.41537141505418
+	h := base().fill("cpu.avg", -600, 0, constant(raw))
+	rule := parseGroup(t, 1, 10, "", `      rules: [{name: hot, metric: cpu.avg, above: 40.25, for: 1m, action: up}]
+`)
+	d, record := Evaluate(rule, h, State{Desired: 4}, secs(0))
+	check(t, "rule", d, record, want{record: true, code: CodeScale, request: up("hot"),
+		reason: "hot: cpu.avg above 40.25 for 1m (lowest 43.4); up"})
+	if d.Values["cpu.avg"] != raw {
+		t.Errorf("Values[cpu.avg] = %v, want the exact %v", d.Values["cpu.avg"], raw)
+	}
+	target := parseGroup(t, 1, 10, "", `      target: {metric: cpu.avg, value: 20, tolerance: 0.15}
+`)
+	d, record = Evaluate(target, h, State{Desired: 4}, secs(0))
+	check(t, "target", d, record, want{record: true, code: CodeScale, request: size(8, "target"),
+		reason: "target: cpu.avg 43.4 with 4 ready → 9 for target 20, limited to 8 by max_step up 100% per 15s"})
+	d, _ = Evaluate(target, base().fill("cpu.avg", -600, 0, constant(22.0123456)), State{Desired: 4}, secs(0))
+	if want := "cpu.avg 22 is within 15% of the target 20: the size stays 4 (the formula gives 5)"; d.Reason != want {
+		t.Errorf("tolerance reason %q, want %q", d.Reason, want)
+	}
+	for v, want := range map[float64]string{raw: "43.4", 134.387807330411: "134", 0.4995350896855209: "0.5",
+		9.0041561023571: "9", 0.012345: "0.0123", -3.14159: "-3.14", 1234.5: "1235", 0: "0"} {
+		if got := reading(v); got != want {
+			t.Errorf("reading(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestStatisticRules: a rule with statistic and over compares the window's
+// aggregate once, as a CloudWatch alarm of one evaluation period does; a
+// load whose samples swing across the threshold holds it on average where
+// `for` (every sample) never does.
+func TestStatisticRules(t *testing.T) {
+	swing := func(i int) float64 { // 15 and 45: 30 on average
+		if i%2 == 0 {
+			return 15
+		}
+		return 45
+	}
+	h := base().fill("cpu.avg", -1800, 0, swing)
+	eval := func(rules string, h history) (Decision, bool) {
+		g := parseGroup(t, 1, 9, "", "      rules:\n"+rules)
+		return Evaluate(g, h, State{Desired: 4}, secs(0))
+	}
+	d, record := eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", h)
+	check(t, "average below", d, record, want{record: true, code: CodeScale, request: size(3, "cw"),
+		reason: "cw: cpu.avg average over 25m is 30, below 35; remove: 1"})
+	d, record = eval("        - {name: every, metric: cpu.avg, below: 35, for: 25m, action: {remove: 1}}\n", h)
+	check(t, "for: every sample", d, record, want{})
+	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p90, over: 1m, action: up}\n", h)
+	check(t, "p90 above", d, record, want{record: true, code: CodeScale, request: up("p"), reason: "cpu.avg p90 over 1m is 45, above 40"})
+	d, record = eval("        - {name: p, metric: cpu.avg, above: 40, statistic: p40, over: 1m, action: up}\n", h)
+	check(t, "p40 not above", d, record, want{})
+	d, record = eval("        - {name: lo, metric: cpu.avg, above: 10, statistic: min, over: 1m, action: up}\n", h)
+	check(t, "min above", d, record, want{record: true, code: CodeScale, request: up("lo"), reason: "cpu.avg min over 1m is 15, above 10"})
+	d, record = eval("        - {name: hi, metric: cpu.avg, below: 45, statistic: max, over: 1m, action: down}\n", h)
+	check(t, "max not below", d, record, want{})
+	// A band: the seed's `-lt 20 -a -gt 1`.
+	band := "        - {name: b, metric: cpu.avg, above: 1.5, below: 19.5, statistic: average, over: 5m, action: down}\n"
+	for _, c := range []struct {
+		v    float64
+		want want
+	}{
+		{10, want{record: true, code: CodeScale, request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"},
+			reason: "cpu.avg average over 5m is 10, between 1.5 and 19.5; down"}},
+		{1, want{}},
+		{1.5, want{}},
+		{19.5, want{}},
+		{30, want{}},
+	} {
+		d, record := eval(band, base().fill("cpu.avg", -600, 0, constant(c.v)))
+		check(t, fmt.Sprintf("band at %v", c.v), d, record, c.want)
+	}
+	d, record = eval("        - {name: b, metric: cpu.avg, above: 1.5, below: 19.5, for: 10s, action: down}\n", base().fill("cpu.avg", -600, 0, constant(3.14159)))
+	check(t, "band for", d, record, want{record: true, code: CodeScale, reason: "b: cpu.avg between 1.5 and 19.5 for 10s (from 3.14 to 3.14); down",
+		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"}})
+	// A gap in the window: what the load was then is unknown.
+	gap := base().fill("cpu.avg", -1800, -1000, swing).fill("cpu.avg", -700, 0, swing)
+	d, record = eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", gap)
+	check(t, "average over a gap", d, record, want{})
+}
+
+// TestStatisticWeighsTime: after a restart the window holds 10 s roll-ups
+// and live 1 s samples; each counts for the time it stands for.
+func TestStatisticWeighsTime(t *testing.T) {
+	var pts []Point
+	for i := 0; i < 30; i += 10 {
+		pts = append(pts, Point{T: secs(i), V: 60}) // three 10 s roll-ups
+	}
+	for i := 30; i < 40; i++ {
+		pts = append(pts, Point{T: secs(i), V: 0}) // ten live seconds
+	}
+	for stat, want := range map[string]float64{"average": 45, "min": 0, "max": 60, "p25": 0, "p26": 60, "p99": 60} {
+		if got := statistic(stat, pts); got != want {
+			t.Errorf("%s = %v, want %v", stat, got, want)
+		}
+	}
+	if got := statistic("average", []Point{{T: secs(0), V: 7}}); got != 7 {
+		t.Errorf("average of one sample = %v, want 7", got)
+	}
+	if got := statistic("average", nil); !math.IsNaN(got) {
+		t.Errorf("average of none = %v, want NaN", got)
+	}
+}
+
 func TestDedup(t *testing.T) {
 	var dd Dedup
 	held := Decision{Rule: "hot", Code: CodeCooldown, Outcome: OutcomeNothing, Current: 4, Recommendation: 5}
@@ -651,8 +804,8 @@ groups:
     template: {command: [app]}
     autoscale:
       rules:
-        - {name: out, metric: cpu.avg, above: 75, for: 1m, action: {add: 1}, cooldown: 300s}
-        - {name: in, metric: cpu.avg, below: 35, for: 25m, action: {remove: 1}, cooldown: 1500s}
+        - {name: out, metric: cpu.avg, above: 75, statistic: average, over: 1m, action: {add: 1}, cooldown: 300s}
+        - {name: in, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}, cooldown: 1500s}
       target: {metric: cpu.avg, value: 50}
 `
 	cfg, err := config.Parse("shoal.yaml", []byte(doc))

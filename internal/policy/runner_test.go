@@ -219,15 +219,19 @@ func TestReplaySeed004(t *testing.T) {
 		got = append(got, d.Time.Sub(t0).String()+" "+d.Rule+" "+d.Outcome+" "+d.Code)
 	}
 	want := []string{
-		// Above 75 % for a full minute: every sample of [0:01, 1:01].
-		"1m1s cdp-out request scale",
-		"1m2s cdp-out nothing rule_cooldown",
-		"6m1s cdp-out request scale", // the rule's 300 s cooldown is over
-		"6m2s cdp-out nothing rule_cooldown",
-		"35m1s cdp-down request scale", // below 35 % for 25 minutes after the peak
-		"35m2s cdp-down nothing rule_cooldown",
-		"1h0m1s cdp-down request scale", // its 1500 s cooldown is over
-		"1h0m2s cdp-down nothing rule_cooldown",
+		// Evaluated once a minute, as CloudWatch does: the average of
+		// [0:00, 1:00] is 89 (one sample of 50, sixty of 90).
+		"1m0s cdp-out request scale",
+		"2m0s cdp-out nothing cooldown", // the group's 300 s
+		"6m0s cdp-out request scale",
+		"7m0s cdp-out nothing cooldown",
+		// The 25-minute average falls below 35 % once less than 7.8
+		// minutes of the 90 % peak are in it (every sample below 35, as
+		// `for: 25m` wanted, only at 35m).
+		"28m0s cdp-down request scale",
+		"29m0s cdp-down nothing rule_cooldown",
+		"53m0s cdp-down request scale", // its 1500 s cooldown is over
+		"54m0s cdp-down nothing rule_cooldown",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("replayed decisions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -70,6 +70,14 @@ func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
 	if !reaches(pts, now, w, interval) {
 		return false
 	}
+	_, _, gap := hole(pts, w, interval)
+	return !gap
+}
+
+// hole returns the first gap between pts, the samples of a window of length
+// w, that is longer than the window tolerates (see gapLimit): the time shoal
+// did not observe, while it was down, say.
+func hole(pts []Point, w, interval time.Duration) (from, to time.Time, ok bool) {
 	for i := 1; i < len(pts); i++ {
 		// A coarse series is coarse on at least one side of its gaps.
 		var spacing time.Duration
@@ -80,10 +88,10 @@ func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
 			spacing = max(spacing, pts[i+1].T.Sub(pts[i].T))
 		}
 		if pts[i].T.Sub(pts[i-1].T) > gapLimit(w, interval, spacing) {
-			return false
+			return pts[i-1].T, pts[i].T, true
 		}
 	}
-	return true
+	return time.Time{}, time.Time{}, false
 }
 
 // at returns the newest sample at or before t.

@@ -319,6 +319,54 @@ func TestAutoscaleRestartKeepsHistory(t *testing.T) {
 		up.Time.Format(time.TimeOnly), up.ID, killed.Format(time.TimeOnly), restarted.Format(time.TimeOnly), held.Reason, down.Time.Format(time.TimeOnly), down.ID)
 }
 
+// TestAutoscaleStabilizationGap: time shoal did not observe (it was killed
+// for part of the window) recommends no scale-in. The window used to be
+// checked only at its start, so a restarted shoal scaled in at once on the
+// few seconds it had seen; now it waits until the gap has left the window.
+func TestAutoscaleStabilizationGap(t *testing.T) {
+	const stab = 40 * time.Second
+	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
+      target: {metric: cpu.avg, value: 40, scale_in_stabilization: 40s}
+`}
+	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
+	e.start()
+	began := time.Now()
+	e.waitInService("web", 1)
+	// Idle at two instances: the target wants one as soon as its window is
+	// covered, 40 s after shoal began to measure.
+	if out, stderr, code := e.cli("scale", "web", "up", "--sync"); code != 0 {
+		t.Fatalf("shoal scale web up: exit %d: %s %s", code, out, stderr)
+	}
+	e.waitInService("web", 2)
+	// 15 s of history (its 10 s roll-ups on disk), then 20 s unobserved.
+	time.Sleep(time.Until(began.Add(15 * time.Second)))
+	e.kill9()
+	killed := time.Now()
+	time.Sleep(20 * time.Second)
+	e.start()
+	restarted := time.Now()
+
+	down := e.waitEvent("the target scales in", stab+40*time.Second, 0, accepted("target", "size"))
+	for _, ev := range e.events(api.EventsQuery{Group: "web"}) {
+		t.Logf("event %d %s %s %s %s: %s", ev.ID, ev.Time.Format("15:04:05.000"), ev.Rule, ev.Outcome, ev.Code, ev.Reason)
+	}
+	// The window [restart-40s, restart] reached back to the first samples,
+	// so only the gap held the scale-in: it may come once the gap's end is
+	// within a few seconds of the window's start (the gap tolerance of a 40 s
+	// window is 4.5 s), not before.
+	if earliest := restarted.Add(stab - 5*time.Second); down.Time.Before(earliest) {
+		t.Fatalf("scaled in at %s, %s after the restart at %s: the window [%s, %s] had shoal down from %s to %s in it",
+			down.Time.Format(time.TimeOnly), down.Time.Sub(restarted).Round(time.Millisecond), restarted.Format(time.TimeOnly),
+			down.Time.Add(-stab).Format(time.TimeOnly), down.Time.Format(time.TimeOnly), killed.Format(time.TimeOnly), restarted.Format(time.TimeOnly))
+	}
+	if down.Request.Size != 1 {
+		t.Fatalf("scale-in requests size %d, want 1: %+v", down.Request.Size, down)
+	}
+	e.waitInService("web", 1)
+	t.Logf("began %s, killed %s, restarted %s, scaled in %s (%s after the restart)", began.Format(time.TimeOnly),
+		killed.Format(time.TimeOnly), restarted.Format(time.TimeOnly), down.Time.Format(time.TimeOnly), down.Time.Sub(restarted).Round(time.Millisecond))
+}
+
 // heldAt finds when the stabilization window's higher recommendation was made.
 var heldAt = regexp.MustCompile(`holds a higher recommendation \(\d+ at ([^)]+)\)`)
 
