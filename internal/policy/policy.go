@@ -615,6 +615,18 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // num formats a configured number (a threshold, a target) as written.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
+// fmtDur prints d without trailing zero units ("10m", "1h30m").
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
 // reading formats a measured value as a person reads it: three significant
 // digits, but never fewer than its integer digits (43.41537141505418 → 43.4,
 // 134.38 → 134, 0.04995 → 0.05). Reasons use it; Decision.Values keeps the
