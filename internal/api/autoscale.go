@@ -42,7 +42,7 @@ const (
 	// 100 ms), so the window alone does not bound the work.
 	MaxPolicyTestSteps = 86400
 	// MaxPolicyTestSamples bounds the samples a replay scans: evaluations ×
-	// the samples in the longest window the policy reads (policy.CostOf). A
+	// the samples of the windows the policy reads back (policy.CostOf). A
 	// day at 1 s of a rule `for: 25m` is 129,600,000; about a minute's work
 	// on a busy 2-core machine.
 	MaxPolicyTestSamples = 200_000_000
@@ -409,12 +409,12 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), MaxPolicyTestTime)
 	defer cancel()
-	began, to := time.Now(), time.Now()
+	to := time.Now()
 	decisions, err := policy.Replay(ctx, g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
 	switch {
 	case r.Context().Err() != nil:
 		// Nobody reads an answer; the log says the work stopped.
-		s.log.Info("policy test stopped: the client went away", "group", g.Name, "window", window, "after", time.Since(began).Round(time.Millisecond), "err", err)
+		s.log.Info("policy test stopped: the client went away", "group", g.Name, "window", window, "after", time.Since(to).Round(time.Millisecond), "err", err)
 		return
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf("policy test of %s over %s did not finish within %s: %v; test a shorter window", g.Name, window, MaxPolicyTestTime, err)})

@@ -22,10 +22,14 @@ type level struct {
 	instances bool
 }
 
+// RollupStep is the spacing of the history older than the ring: its
+// finest roll-up.
+const RollupStep = 10 * time.Second
+
 // Per-instance series are kept at one-minute resolution only, and for at
 // most a day: at 10 s for 30 days, 200 instances would need gigabytes.
 var (
-	level10s = level{table: "rollup_10s", step: 10 * time.Second}
+	level10s = level{table: "rollup_10s", step: RollupStep}
 	level1m  = level{table: "rollup_1m", step: time.Minute, instances: true}
 	levels   = []level{level10s, level1m}
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -263,10 +264,6 @@ func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) 
 	return out, nil
 }
 
-// rolledUp is the spacing of the history older than the collector's ring:
-// its 10 s roll-ups (package metrics).
-const rolledUp = 10 * time.Second
-
 // ReplayCost is what a replay costs: Steps evaluations (window ÷ interval),
 // each scanning up to Samples samples of the windows the policy reads back
 // (each rule's for, the target's stabilization window and period), the
@@ -288,7 +285,7 @@ func CostOf(a *config.Autoscale, window, interval, ring time.Duration) ReplayCos
 	c := ReplayCost{Steps: int64(window / a.Interval)}
 	scans := func(w time.Duration) {
 		c.Window = max(c.Window, w)
-		c.Samples += int64(min(w, ring)/interval) + int64(max(w-ring, 0)/rolledUp)
+		c.Samples += int64(min(w, ring)/interval) + int64(max(w-ring, 0)/metrics.RollupStep)
 	}
 	for _, r := range a.Rules {
 		scans(r.For)
