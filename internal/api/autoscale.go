@@ -22,6 +22,9 @@ type Autoscaling struct {
 	Store   *store.Store
 	// MetricsInterval is metrics.interval, for validating candidate policies.
 	MetricsInterval time.Duration
+	// MetricsRing is metrics.ring, the history held at MetricsInterval, for
+	// bounding what a policy test reads.
+	MetricsRing time.Duration
 }
 
 // Bounds of the autoscaling endpoints' parameters.
@@ -34,6 +37,18 @@ const (
 	// evaluation per autoscale interval over the window.
 	DefaultPolicyTestWindow = time.Hour
 	MaxPolicyTestWindow     = 24 * time.Hour
+	// MaxPolicyTestSteps bounds a replay's evaluations, window ÷ interval: a
+	// day at the default 1 s. A candidate chooses its interval (down to
+	// 100 ms), so the window alone does not bound the work.
+	MaxPolicyTestSteps = 86400
+	// MaxPolicyTestSamples bounds the samples a replay scans: evaluations ×
+	// the samples of the windows the policy reads back (policy.CostOf). A
+	// day at 1 s of a rule `for: 25m` is 129,600,000; about a minute's work
+	// on a busy 2-core machine.
+	MaxPolicyTestSamples = 200_000_000
+	// MaxPolicyTestTime bounds a replay's run time (within the TCP
+	// listener's write timeout); a client that goes away stops it sooner.
+	MaxPolicyTestTime = MaxWait
 	// DefaultEventsLimit and MaxEventsLimit bound GET /v1/events.
 	DefaultEventsLimit = 1000
 	MaxEventsLimit     = 10000
@@ -389,11 +404,46 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Errorf("group %s has no autoscale policy; send a candidate policy to test", g.Name))
 		return
 	}
+	if err := checkPolicyTestCost(g.Autoscale, window, s.a.MetricsInterval, s.a.MetricsRing); err != nil {
+		badRequest(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), MaxPolicyTestTime)
+	defer cancel()
 	to := time.Now()
-	decisions := policy.Replay(g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	decisions, err := policy.Replay(ctx, g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	switch {
+	case r.Context().Err() != nil:
+		// Nobody reads an answer; the log says the work stopped.
+		s.log.Info("policy test stopped: the client went away", "group", g.Name, "window", window, "after", time.Since(to).Round(time.Millisecond), "err", err)
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf("policy test of %s over %s did not finish within %s: %v; test a shorter window", g.Name, window, MaxPolicyTestTime, err)})
+		return
+	}
 	out := PolicyTestResponse{Decisions: make([]Event, 0, len(decisions))}
 	for _, d := range decisions {
 		out.Decisions = append(out.Decisions, NewEvent(0, d))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// checkPolicyTestCost refuses a replay over MaxPolicyTestSteps or
+// MaxPolicyTestSamples, saying what was asked and the longest window allowed.
+func checkPolicyTestCost(a *config.Autoscale, window, interval, ring time.Duration) error {
+	c := policy.CostOf(a, window, interval, ring)
+	if c.Steps > MaxPolicyTestSteps {
+		return fmt.Errorf("window %s at autoscale.interval %s is %d evaluations; a policy test makes at most %d: ask for a window of at most %s, or test a longer interval",
+			window, a.Interval, c.Steps, MaxPolicyTestSteps, a.Interval*MaxPolicyTestSteps)
+	}
+	if c.Total() > MaxPolicyTestSamples {
+		allowed := a.Interval * time.Duration(MaxPolicyTestSamples/c.Samples)
+		if allowed == 0 {
+			return fmt.Errorf("the policy reads %s back, up to %d samples at each evaluation; a policy test scans at most %d in all: test a shorter window in the policy",
+				c.Window, c.Samples, MaxPolicyTestSamples)
+		}
+		return fmt.Errorf("window %s at autoscale.interval %s is %d evaluations, each scanning up to %d samples (the policy reads %s back), %d in all; a policy test scans at most %d: ask for a window of at most %s",
+			window, a.Interval, c.Steps, c.Samples, c.Window, c.Total(), MaxPolicyTestSamples, allowed)
+	}
+	return nil
 }

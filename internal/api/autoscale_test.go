@@ -1,8 +1,11 @@
 package api
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 func TestParseWindow(t *testing.T) {
@@ -53,6 +56,50 @@ func TestInstanceOf(t *testing.T) {
 	} {
 		if got := instanceOf(tc.group, tc.name); got != tc.want {
 			t.Errorf("instanceOf(%q, %q) = %t", tc.group, tc.name, got)
+		}
+	}
+}
+
+// TestCheckPolicyTestCost: a policy test is refused when it makes too many
+// evaluations or scans too many samples, with what was asked and the longest
+// window allowed.
+func TestCheckPolicyTestCost(t *testing.T) {
+	rule := func(iv, f time.Duration) *config.Autoscale {
+		return &config.Autoscale{Interval: iv, Rules: []config.Rule{{Name: "r", For: f}}}
+	}
+	stab := &config.Autoscale{Interval: time.Second, Target: &config.Target{ScaleInStabilization: 12 * time.Hour, Period: 15 * time.Second}}
+	for _, tc := range []struct {
+		name   string
+		a      *config.Autoscale
+		window time.Duration
+		want   []string // substrings of the error; none for no error
+	}{
+		{"a day at 100ms", rule(100*time.Millisecond, time.Second), 24 * time.Hour,
+			[]string{"window 24h0m0s at autoscale.interval 100ms is 864000 evaluations", "at most 86400", "at most 2h24m0s"}},
+		{"2h24m at 100ms", rule(100*time.Millisecond, time.Second), 144 * time.Minute, nil},
+		{"a day at 1s of a 25-minute rule", rule(time.Second, 25*time.Minute), 24 * time.Hour, nil},
+		// 3600 samples of the ring, then 39600 s of 10 s roll-ups, and the
+		// 15 s period.
+		{"a day of a 12-hour stabilization window", stab, 24 * time.Hour,
+			[]string{"86400 evaluations, each scanning up to 7575 samples (the policy reads 12h0m0s back), 654480000 in all", "at most 200000000", "at most 7h20m2s"}},
+		{"a 100-year rule", rule(time.Second, 100*365*24*time.Hour), time.Minute,
+			[]string{"reads 876000h0m0s back", "shorter window in the policy"}},
+	} {
+		err := checkPolicyTestCost(tc.a, tc.window, time.Second, time.Hour)
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: allowed, want an error", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
 		}
 	}
 }

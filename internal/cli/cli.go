@@ -45,6 +45,10 @@ type options struct {
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
+
+	// core is where client found the core from the config file; empty with
+	// --socket.
+	core config.CoreAddress
 }
 
 // Main runs the command line and returns the process exit code.
@@ -122,21 +126,42 @@ func (o *options) check(ctx context.Context, cfg *config.Config) (haproxyChecked
 	return checked, nil
 }
 
-// client finds the socket from --socket or the config file.
+// client finds the socket from --socket or the config file. A config file
+// with errors (a bad edit under a running core) is read leniently and its
+// errors are a warning: the core runs its own config, and the operator must
+// still be able to look at it, stop it or ask it to reload.
 func (o *options) client() (*api.Client, error) {
+	c, local, err := o.coreClient()
+	if len(local) > 0 {
+		o.warnConfig(local)
+	}
+	return c, err
+}
+
+// coreClient is client without the warning: the config's errors, if any, are
+// returned for the caller to report.
+func (o *options) coreClient() (*api.Client, config.ErrorList, error) {
 	if o.socket != "" {
-		return api.NewClient(o.socket), nil
+		return api.NewClient(o.socket), nil, nil
 	}
 	if o.configPath == "" {
 		if _, err := os.Stat("shoal.yaml"); err != nil {
-			return nil, &exitError{code: exitUsage, msg: "cannot find the core's socket: pass -c CONFIG or --socket PATH"}
+			return nil, nil, &exitError{code: exitUsage, msg: "cannot find the core's socket: pass -c CONFIG or --socket PATH"}
 		}
 	}
-	cfg, err := o.loadConfig()
-	if err != nil {
-		return nil, err
+	addr, err := config.LocateCore(o.configFile())
+	var el config.ErrorList
+	if err != nil && !errors.As(err, &el) {
+		return nil, nil, &exitError{code: exitUsage, msg: err.Error()}
 	}
-	return api.NewClient(cfg.Admin.Socket), nil
+	o.core = addr
+	return api.NewClient(addr.Socket), el, nil
+}
+
+// warnConfig prints the config file's errors as a warning.
+func (o *options) warnConfig(el config.ErrorList) {
+	fmt.Fprintf(o.stderr, "shoal: warning: %s: %d error(s) in config (the running core keeps its own; shoal reload would refuse this file); using socket %s\n%v\n",
+		o.configFile(), len(el), o.core.Socket, el)
 }
 
 // apiExit turns a client error into the right exit code and message.

@@ -20,18 +20,24 @@ func reloadCmd(o *options) *cobra.Command {
 		Use:   "reload",
 		Short: "re-read the config file in the running core (as SIGHUP does); exit 2 if it is invalid",
 		Long: `The core re-reads the file it was started with and runs every check of
-shoal validate. An invalid file changes nothing (every error is printed as
-FILE:LINE:COL: field: what was expected; exit status 2). Otherwise group
+shoal validate. An invalid file changes nothing (the core answers with every
+error as FILE:LINE:COL: field: what was expected; exit status 2); the CLI
+finds the core's socket in such a file as far as it can be read. Otherwise group
 settings apply at once, removed groups are drained and stopped, added groups
 start, and HAProxy is reloaded without dropping a connection — only when its
 configuration changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
+			// The core reads the file itself and reports its errors; the
+			// CLI's own reading only finds the socket.
+			c, local, err := o.coreClient()
 			if err != nil {
 				return err
 			}
 			resp, err := c.Reload(cmd.Context())
+			if len(local) > 0 && errors.Is(err, api.ErrCoreNotRunning) {
+				o.warnConfig(local)
+			}
 			var ae *api.Error
 			if errors.As(err, &ae) && len(ae.Errors) > 0 {
 				for _, e := range ae.Errors {
@@ -97,12 +103,8 @@ dropping a request. Waits until the core has exited.`,
 			}
 			// The API closes first: the core has exited when it lets go of
 			// its state directory, and only then can the next one start.
-			if o.socket == "" {
-				cfg, err := o.loadConfig()
-				if err != nil {
-					return err
-				}
-				if err := waitUnlocked(ctx, filepath.Join(cfg.StateDir, "shoal.lock")); err != nil {
+			if o.core.StateDir != "" {
+				if err := waitUnlocked(ctx, filepath.Join(o.core.StateDir, "shoal.lock")); err != nil {
 					return &exitError{code: exitFailed, msg: fmt.Sprintf("the core has not exited %s after the stop request: %v", timeout, err)}
 				}
 			}

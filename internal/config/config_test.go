@@ -1731,3 +1731,59 @@ func TestCooldownForms(t *testing.T) {
 		}
 	}
 }
+
+// TestLocateCore: a file with errors still names its core's socket and state
+// directory, as far as it can be read, with the errors beside them.
+func TestLocateCore(t *testing.T) {
+	dir := t.TempDir()
+	group := "groups:\n  - name: web\n    min_size: %d\n    max_size: 2\n    template: {command: [/bin/true]}\n"
+	tests := []struct {
+		name       string
+		doc        string
+		socket     string // relative to dir
+		stateDir   string
+		wantErrors string // a substring of the ErrorList; "" for none
+	}{
+		{
+			name:   "valid",
+			doc:    "listen: 127.0.0.1:8080\nstate_dir: st\nadmin: {socket: ctl.sock}\n" + fmt.Sprintf(group, 1),
+			socket: "st/ctl.sock", stateDir: "st",
+		},
+		{
+			name:   "an invalid value elsewhere",
+			doc:    "listen: 127.0.0.1:8080\nstate_dir: st\nadmin: {socket: ctl.sock}\n" + fmt.Sprintf(group, 3),
+			socket: "st/ctl.sock", stateDir: "st", wantErrors: "shoal.yaml:7:15: groups[0].max_size: must be >= min_size",
+		},
+		{
+			name:   "a YAML syntax error after state_dir",
+			doc:    "listen: 127.0.0.1:8080\nstate_dir: st\nadmin: {socket: ctl.sock}\n" + fmt.Sprintf(group, 1) + "  - name: api\n   min_size: 1\n",
+			socket: "st/ctl.sock", stateDir: "st", wantErrors: "invalid YAML",
+		},
+		{
+			name:   "a YAML syntax error on the first line: the defaults",
+			doc:    "listen: [\nstate_dir: st\n",
+			socket: ".shoal/shoal.sock", stateDir: ".shoal", wantErrors: "invalid YAML",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "shoal.yaml")
+			writeTestFile(t, path, tc.doc)
+			addr, err := LocateCore(path)
+			var el ErrorList
+			switch {
+			case tc.wantErrors == "" && err != nil:
+				t.Fatalf("LocateCore: %v", err)
+			case tc.wantErrors != "" && (!errors.As(err, &el) || !strings.Contains(el.Error(), tc.wantErrors)):
+				t.Fatalf("LocateCore error = %v, want an ErrorList with %q", err, tc.wantErrors)
+			}
+			want := CoreAddress{Socket: filepath.Join(dir, tc.socket), StateDir: filepath.Join(dir, tc.stateDir)}
+			if addr != want {
+				t.Fatalf("LocateCore = %+v, want %+v", addr, want)
+			}
+		})
+	}
+	if _, err := LocateCore(filepath.Join(dir, "nope.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LocateCore of a missing file: %v, want one wrapping os.ErrNotExist", err)
+	}
+}

@@ -63,6 +63,56 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
+// CoreAddress is where the core a config file describes answers: what the
+// commands that only talk to a running core need from the file.
+type CoreAddress struct {
+	// Socket is admin.socket, absolute.
+	Socket string
+	// StateDir holds the core's lock file.
+	StateDir string
+}
+
+// LocateCore reads the file at path leniently for its core's address: a bad
+// edit under a running core must not keep the operator from looking at it,
+// stopping it or asking it to reload. The file's problems come back as an
+// ErrorList beside an address read from whatever could be decoded (the lines
+// before a YAML syntax error, else the defaults). Only a file that cannot be
+// read yields no address.
+func LocateCore(path string) (CoreAddress, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return CoreAddress{}, fmt.Errorf("load config: %w", err)
+	}
+	cfg, err := Parse(path, data)
+	if err == nil {
+		return CoreAddress{Socket: cfg.Admin.Socket, StateDir: cfg.StateDir}, nil
+	}
+	var el ErrorList
+	if !errors.As(err, &el) {
+		return CoreAddress{}, err
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return CoreAddress{}, fmt.Errorf("load config: %w", err)
+	}
+	partial := func(data []byte) *Config {
+		d := &decoder{file: path, dir: dir, budget: 1000 + 2*len(data)}
+		return d.document(data)
+	}
+	// The decoder goes on past errors in values, so state_dir and admin are
+	// read even when another field is wrong; a YAML syntax error leaves no
+	// document, but the lines before it usually are one.
+	cfg = partial(data)
+	if cfg == nil && len(el) > 0 && el[0].Line > 1 {
+		lines := bytes.SplitAfter(data, []byte("\n"))
+		cfg = partial(bytes.Join(lines[:min(el[0].Line-1, len(lines))], nil))
+	}
+	if cfg == nil {
+		cfg = partial([]byte("{}"))
+	}
+	return CoreAddress{Socket: cfg.Admin.Socket, StateDir: cfg.StateDir}, el
+}
+
 // Parse validates data as the configuration file at path; path names the file
 // in errors and relative paths are resolved against its directory.
 func Parse(path string, data []byte) (*Config, error) {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -21,10 +22,14 @@ type level struct {
 	instances bool
 }
 
+// RollupStep is the spacing of the history older than the ring: its
+// finest roll-up.
+const RollupStep = 10 * time.Second
+
 // Per-instance series are kept at one-minute resolution only, and for at
 // most a day: at 10 s for 30 days, 200 instances would need gigabytes.
 var (
-	level10s = level{table: "rollup_10s", step: 10 * time.Second}
+	level10s = level{table: "rollup_10s", step: RollupStep}
 	level1m  = level{table: "rollup_1m", step: time.Minute, instances: true}
 	levels   = []level{level10s, level1m}
 )
@@ -56,11 +61,19 @@ var schema = []string{
 }
 
 // db is the metrics history on disk, a SQLite file of its own so that its
-// writes never wait for (or delay) the state database's.
+// writes never wait for (or delay) the state database's. Reads go through
+// read-only connections of their own: in WAL mode they see the last commit
+// without waiting for the writer, and the collector's one writing connection
+// never waits for a reader (a policy test reading a day of history, say).
 type db struct {
-	sql *sql.DB
+	sql *sql.DB          // the collector's writes and prunes
+	ro  *sql.DB          // reads
 	ids map[string]int64 // series path -> id, owned by the flushing goroutine
 }
+
+// maxReaders bounds the read-only connections: the API's requests and the
+// policy runners read concurrently.
+const maxReaders = 4
 
 func openDB(path string) (*db, error) {
 	abs, err := filepath.Abs(path)
@@ -92,10 +105,21 @@ func openDB(path string) (*db, error) {
 			return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
 		}
 	}
-	d := &db{sql: s, ids: make(map[string]int64)}
-	rows, err := s.Query(`SELECT id, path FROM series`)
+	// After the schema and WAL mode are set: a query-only connection may
+	// change neither.
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout(5000)")
+	rq.Add("_pragma", "query_only(true)")
+	ro, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: rq.Encode()}).String())
 	if err != nil {
 		s.Close()
+		return nil, fmt.Errorf("open metrics db %s for reading: %w", abs, err)
+	}
+	ro.SetMaxOpenConns(maxReaders)
+	d := &db{sql: s, ro: ro, ids: make(map[string]int64)}
+	rows, err := s.Query(`SELECT id, path FROM series`)
+	if err != nil {
+		d.close()
 		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
 	}
 	defer rows.Close()
@@ -103,20 +127,20 @@ func openDB(path string) (*db, error) {
 		var id int64
 		var p string
 		if err := rows.Scan(&id, &p); err != nil {
-			s.Close()
+			d.close()
 			return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
 		}
 		d.ids[p] = id
 	}
 	if err := rows.Err(); err != nil {
-		s.Close()
+		d.close()
 		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
 	}
 	return d, nil
 }
 
 func (d *db) close() error {
-	if err := d.sql.Close(); err != nil {
+	if err := errors.Join(d.ro.Close(), d.sql.Close()); err != nil {
 		return fmt.Errorf("close metrics db: %w", err)
 	}
 	return nil
@@ -187,7 +211,7 @@ func (d *db) write(ctx context.Context, rows []row) error {
 
 // read returns path's buckets at lv with from <= t < to, oldest first.
 func (d *db) read(ctx context.Context, lv *level, path string, from, to time.Time) ([]point, error) {
-	rows, err := d.sql.QueryContext(ctx, `SELECT r.t, r.v_avg, r.v_max, r.n FROM `+lv.table+` r
+	rows, err := d.ro.QueryContext(ctx, `SELECT r.t, r.v_avg, r.v_max, r.n FROM `+lv.table+` r
 		JOIN series s ON s.id = r.series
 		WHERE s.path = ? AND r.t >= ? AND r.t < ? ORDER BY r.t`,
 		path, from.Unix(), ceilUnix(to))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -201,12 +202,18 @@ func FromStore(sd store.Decision) Decision {
 // doing anything. The group's size at each moment is the recorded "size"
 // series (min_size before it starts); its cooldowns start when that size
 // changes, and when a replayed decision would have requested a job.
-func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
+//
+// History is read from h once per metric, not at every step (see
+// heldHistory). Replay stops with ctx's error when ctx ends; the caller
+// bounds the number of steps.
+func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) ([]Decision, error) {
 	if g.Autoscale == nil {
-		return nil
+		return nil, nil
 	}
 	iv := g.Autoscale.Interval
-	sizes := h.Points("size", from.Add(-time.Hour), to)
+	held := newHeldHistory(h, to)
+	held.now = from
+	sizes := held.Points("size", from.Add(-time.Hour), to)
 	var (
 		out    []Decision
 		dedup  Dedup
@@ -230,6 +237,11 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 		}
 	}
 	for now := from; !now.After(to); now = now.Add(iv) {
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("policy: replay stopped at %s of [%s, %s]: %w",
+				now.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+		}
+		held.now = now
 		if p, ok := at(sizes, now); ok {
 			if n := int(p.V); n != prev {
 				if prev >= 0 {
@@ -239,8 +251,8 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 			}
 			s.Desired = prev
 		}
-		s.Prediction = pred.At(g, h, now)
-		d, record := Evaluate(g, h, s, now)
+		s.Prediction = pred.At(g, held, now)
+		d, record := Evaluate(g, held, s, now)
 		if d.Request != nil {
 			s.RuleJobs[d.Rule] = now
 			cooled(now)
@@ -249,5 +261,39 @@ func Replay(g config.Group, h Metrics, from, to time.Time) []Decision {
 			out = append(out, d)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// ReplayCost is what a replay costs: Steps evaluations (window ÷ interval),
+// each scanning up to Samples samples of the windows the policy reads back
+// (each rule's for, the target's stabilization window and period), the
+// longest of which is Window.
+type ReplayCost struct {
+	Steps, Samples int64
+	Window         time.Duration
+}
+
+// Total is the samples a replay scans in all.
+func (c ReplayCost) Total() int64 { return c.Steps * c.Samples }
+
+// CostOf estimates a replay of a over window on a history sampled every
+// interval for ring, then at the 10 s roll-ups.
+func CostOf(a *config.Autoscale, window, interval, ring time.Duration) ReplayCost {
+	if interval <= 0 {
+		interval = config.DefaultMetrics.Interval
+	}
+	c := ReplayCost{Steps: int64(window / a.Interval)}
+	scans := func(w time.Duration) {
+		c.Window = max(c.Window, w)
+		c.Samples += int64(min(w, ring)/interval) + int64(max(w-ring, 0)/metrics.RollupStep)
+	}
+	for _, r := range a.Rules {
+		scans(r.For)
+	}
+	if t := a.Target; t != nil {
+		scans(t.ScaleInStabilization)
+		scans(t.Period)
+	}
+	c.Samples = max(c.Samples, 1)
+	return c
 }

@@ -212,7 +212,10 @@ func TestReplaySeed004(t *testing.T) {
 	// stays at 3 (nothing is done in a replay).
 	h := history{}.fill("cpu.avg", -600, 0, constant(50)).fill("cpu.avg", 1, 600, constant(90)).
 		fill("cpu.avg", 601, 4200, constant(10)).fill("size", -600, 4200, constant(3)).fill("ready", -600, 4200, constant(3))
-	ds := Replay(g, h, secs(0), secs(4200))
+	ds, err := Replay(context.Background(), g, h, secs(0), secs(4200))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var got []string
 	for _, d := range ds {
@@ -292,7 +295,10 @@ func TestRunnerMatchesReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayed := Replay(g, h, secs(0), secs(3000))
+	replayed, err := Replay(ctx, g, h, secs(0), secs(3000))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	line := func(at time.Time, rule, outcome, code string, rec int) string {
 		if outcome == OutcomeAccepted {

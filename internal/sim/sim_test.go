@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,7 +70,10 @@ func TestSimulatorDecidesAsReplay(t *testing.T) {
 				t.Fatalf("only %d scale events: the test load should move the group", res.ScaleEvents)
 			}
 			end := t0.Add(240*time.Minute - time.Second)
-			replayed := policy.Replay(g, res.History, t0, end)
+			replayed, err := policy.Replay(context.Background(), g, res.History, t0, end)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(replayed) != len(res.Decisions) {
 				t.Fatalf("simulator recorded %d decisions, Replay %d", len(res.Decisions), len(replayed))
 			}

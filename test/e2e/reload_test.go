@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -99,7 +100,6 @@ func TestReloadInvalidConfigKeepsOld(t *testing.T) {
 	if w := e.worker(); w != worker {
 		t.Fatalf("HAProxy's worker changed %d → %d on an invalid config", worker, w)
 	}
-	// The CLI cannot read the broken file to find the socket: ask directly.
 	s, err := e.client().Group(context.Background(), "web")
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +113,71 @@ func TestReloadInvalidConfigKeepsOld(t *testing.T) {
 	_, stderr, code = e.cli("reload", "--socket", filepath.Join(e.stateDir(), "shoal.sock"))
 	if code != 2 || !strings.Contains(stderr, "admin changed") || !strings.Contains(stderr, "--keep-running") {
 		t.Fatalf("a changed admin socket: exit %d, want 2 with the reason:\n%s", code, stderr)
+	}
+}
+
+// TestCLIReachesCoreWithBrokenConfig: after a bad edit of shoal.yaml under a
+// running core, the commands that talk to the core still find its socket in
+// the file: status and jobs answer (the file's errors are a warning), reload
+// reaches the core, which refuses the file with its errors and keeps the
+// running config, and stop stops it. Both an invalid value and a YAML syntax
+// error below state_dir.
+func TestCLIReachesCoreWithBrokenConfig(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	good, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := web
+	bad.Min, bad.Max = 4, 3
+	e.writeConfig("", bad)
+	valueError, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"invalid value", string(valueError), "shoal.yaml:9:15: groups[0].max_size: must be >= min_size"},
+		{"YAML syntax error", string(good) + "  - name: api\n   min_size: 1\n", "invalid YAML"},
+	} {
+		if err := os.WriteFile(e.cfgPath, []byte(tc.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := e.cli("status")
+		if code != 0 || !strings.Contains(out, "group web") || !strings.Contains(stderr, "warning") || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("%s: shoal status exited %d, want 0 with the group and the file's errors as a warning:\n%s%s", tc.name, code, out, stderr)
+		}
+		out, stderr, code = e.cli("jobs")
+		if code != 0 || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("%s: shoal jobs exited %d, want 0 with a warning:\n%s%s", tc.name, code, out, stderr)
+		}
+		// The refusal is the core's: its message, and each error once.
+		out, stderr, code = e.cli("reload")
+		if code != 2 || !strings.Contains(stderr, "the running config stays in force") || strings.Count(stderr, tc.want) != 1 {
+			t.Fatalf("%s: shoal reload exited %d, want 2 with the core's refusal and the error once:\n%s%s", tc.name, code, out, stderr)
+		}
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.MinSize != 2 || s.MaxSize != 5 || s.InService != 2 {
+			t.Fatalf("%s: the running config changed: min %d max %d, %d in service", tc.name, s.MinSize, s.MaxSize, s.InService)
+		}
+	}
+	out, stderr, code := e.cli("stop")
+	if code != 0 || !strings.Contains(out, "shoal stopped") {
+		t.Fatalf("shoal stop with a broken config exited %d:\n%s%s", code, out, stderr)
+	}
+	select {
+	case <-e.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shoal serve still runs after shoal stop returned")
+	}
+	if left := e.ourProcesses(); len(left) > 0 {
+		t.Fatalf("processes left after shoal stop: %v", left)
 	}
 }
 
