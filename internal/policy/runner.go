@@ -107,6 +107,11 @@ func (r *Runner) start(ctx context.Context) (*loop, error) {
 func (l *loop) step(ctx context.Context, now time.Time) {
 	r := l.r
 	s := r.State()
+	if s.Desired == 0 && r.Group.ScaleToZero != nil {
+		// Asleep: no instance, so no metric to read. Requests wake the
+		// group (core's waker); the policy takes over once it is awake.
+		return
+	}
 	s.RuleJobs = maps.Clone(l.ruleJobs)
 	began := time.Now()
 	s.Prediction = l.predictor.At(r.Group, r.Metrics, now)
