@@ -55,6 +55,9 @@ type waker struct {
 // sleepState is what the waker remembers of one group.
 type sleepState struct {
 	lastActive time.Time
+	// asleepSince is the first sample that saw the group at 0 with no job
+	// running; zero while it is awake.
+	asleepSince time.Time
 	// idleUntil holds back a refused scale to zero (cooldown) until then.
 	idleUntil time.Time
 }
@@ -101,20 +104,35 @@ func (w *waker) step(ctx context.Context, g *group.Group, now time.Time) {
 		s = &sleepState{lastActive: now}
 		w.groups[c.Name] = s
 	}
-	vals, active := w.activity(c.Name, now)
+	desired := g.Desired()
+	running := w.jm.Running(c.Name) != ""
+	// Requests served before the group went to sleep are no reason to wake
+	// it: while it sleeps, only what arrived since counts — held requests
+	// at once, a rate once a whole interval lies after the first sample
+	// that saw it asleep.
+	rates := true
+	switch {
+	case desired > 0 || running:
+		s.asleepSince = time.Time{}
+	case s.asleepSince.IsZero():
+		s.asleepSince, rates = now, false
+	}
+	vals, active := w.activity(c.Name, now, rates)
 	if active {
 		s.lastActive = now
 	}
-	desired := g.Desired()
-	if w.jm.Running(c.Name) != "" {
+	if running {
 		return // the next sample decides again once it has ended
 	}
 	switch {
 	case desired == 0 && active:
+		// The wake and a sleep after it may both end before the next
+		// sample: the group is then asleep anew, and what it served is
+		// no reason to wake it again.
+		s.asleepSince = time.Time{}
 		w.submit(ctx, store.Decision{Group: c.Name, At: now, Rule: ruleWake, Code: codeWake, Values: vals,
 			Current: 0, Recommendation: c.WakeSize(),
-			Reason: fmt.Sprintf("requests arrived while asleep (%s held, %s/s); waking to %d",
-				num(vals[metrics.Path(c.Name, "sessions")]), num(vals[metrics.Path(c.Name, "requests_per_second")]), c.WakeSize())},
+			Reason: fmt.Sprintf("requests arrived while asleep (%s); waking to %d", describeActivity(c.Name, vals), c.WakeSize())},
 			jobs.Request{Group: c.Name, Kind: jobs.Wake, Source: sourceWake})
 	case desired > 0 && c.MinSize == 0 && now.Sub(s.lastActive) >= c.ScaleToZero.IdleAfter && !now.Before(s.idleUntil):
 		d := store.Decision{Group: c.Name, At: now, Rule: ruleIdle, Code: codeIdle, Values: vals, Current: desired, Recommendation: 0,
@@ -132,14 +150,21 @@ func (w *waker) step(ctx context.Context, g *group.Group, now time.Time) {
 }
 
 // activity reads the group's newest sample: requests held (HAProxy's
-// backend sessions and queue) or served. A missing sample is no activity.
-func (w *waker) activity(name string, now time.Time) (map[string]float64, bool) {
+// backend sessions and queue) or, with rates, served. A missing sample is
+// no activity.
+func (w *waker) activity(name string, now time.Time, rates bool) (map[string]float64, bool) {
 	vals := map[string]float64{}
 	active := false
-	for _, m := range []string{"sessions", "queue", "requests_per_second"} {
+	metricsRead := []string{"sessions", "queue"}
+	if rates {
+		metricsRead = append(metricsRead, "requests_per_second")
+	}
+	for _, m := range metricsRead {
 		path := metrics.Path(name, m)
-		pts := w.col.Points(path, now.Add(-time.Second), now)
-		if len(pts) == 0 {
+		// This sample's value only: an older one may count what the
+		// group served before it slept.
+		pts := w.col.Points(path, now, now)
+		if len(pts) == 0 || !pts[len(pts)-1].T.Equal(now) {
 			continue
 		}
 		v := pts[len(pts)-1].V
@@ -172,5 +197,12 @@ func (w *waker) submit(ctx context.Context, d store.Decision, req jobs.Request) 
 	return job, err == nil && job.State != jobs.Ignored
 }
 
-// num formats a sampled value without a needless fraction.
-func num(v float64) string { return fmt.Sprintf("%.4g", v) }
+// describeActivity says what a sample saw of a sleeping group.
+func describeActivity(group string, vals map[string]float64) string {
+	held := vals[metrics.Path(group, "sessions")] + vals[metrics.Path(group, "queue")]
+	out := fmt.Sprintf("%.4g held", held)
+	if rps, ok := vals[metrics.Path(group, "requests_per_second")]; ok {
+		out += fmt.Sprintf(", %.4g requests/s", rps)
+	}
+	return out
+}

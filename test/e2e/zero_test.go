@@ -140,6 +140,42 @@ func TestScaleFromZero(t *testing.T) {
 	e.checkInSync("web")
 }
 
+// TestScaleFromZeroNoSpuriousWake: a group woken and put back to sleep
+// between two metrics samples (3 s apart here) stays asleep: the requests it
+// served before the sleep are no reason to wake it (they once were, and the
+// next sample woke it again).
+func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
+	e := newEnv(t, "metrics: {interval: 3s}\n", zeroGroup("60s"))
+	e.start()
+	e.waitAsleep(5 * time.Second)
+	c := e.client()
+	for i := range 3 {
+		if failed, why := burst(t, e, 2); failed > 0 {
+			t.Fatalf("round %d: %d of 2 requests failed (e.g. %v)", i, failed, why)
+		}
+		// At once, as soon as the wake's job lets it.
+		size := 0
+		e.eventually("the scale to 0 is accepted", 20*time.Second, func() error {
+			j, err := c.Scale(context.Background(), "web", api.ScaleRequest{Size: &size, Source: "test"})
+			if err != nil {
+				return err
+			}
+			if j.State == "ignored" {
+				return fmt.Errorf("ignored: %s", j.Reason)
+			}
+			return nil
+		})
+		e.waitAsleep(10 * time.Second)
+		time.Sleep(7 * time.Second) // two more samples
+		e.waitAsleep(time.Second)
+	}
+	for _, ev := range e.events(api.EventsQuery{Group: "web"}) {
+		if ev.Rule == "wake" && strings.Contains(ev.Reason, "(0 held") {
+			t.Errorf("a wake for no held request: %+v", ev)
+		}
+	}
+}
+
 // TestScaleFromZeroKill9: requests that arrive while the group sleeps and
 // shoal is dead (kill -9) are held by HAProxy; the restarted shoal adopts
 // HAProxy, sees them and wakes the group, and none is lost.
