@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -129,11 +130,14 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 			}
 		}
 		// Two samples without the requests of the run before, so the next
-		// request is what wakes the group.
+		// request is what wakes the group; then a random part of an
+		// interval, or every request would arrive at the same point
+		// between two samples and the detection delay would be measured
+		// at one value instead of over its range.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(2 * *interval):
+		case <-time.After(2**interval + rand.N(*interval)):
 		}
 		return nil
 	}
@@ -211,7 +215,7 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	}}
 	rep.Settings = []Setting{
 		{"group", fmt.Sprintf("demo-backend (GOMAXPROCS=1), min_size 0, max_size 2, scale_to_zero {idle_after: 10m, max_queue: 1000}; health check every 100 ms, rise 1; metrics every %s", *interval)},
-		{"sleep", "by hand before each wake-up and burst (a job to size 0), then two metrics intervals without requests"},
+		{"sleep", "by hand before each wake-up and burst (a job to size 0), then two metrics intervals and a random part of a third without requests"},
 		{"requests", "GET / (9 KB page), one connection per request, from this process on 127.0.0.1"},
 	}
 	var md strings.Builder
