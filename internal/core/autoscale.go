@@ -118,6 +118,9 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 	}
 	a.st, a.met = st, met
 	a.waker.st = st
+	if met != nil {
+		a.waker.observe = met
+	}
 	a.collectWG.Add(1)
 	go func() {
 		defer a.collectWG.Done()

@@ -42,11 +42,13 @@ const (
 // sees: a restart of shoal postpones a sleep by up to idle_after, never
 // brings it forward.
 type waker struct {
-	jm    *jobs.Manager
-	col   *metrics.Collector
-	st    *store.Store
-	log   *slog.Logger
-	ticks chan time.Time
+	jm  *jobs.Manager
+	col *metrics.Collector
+	st  *store.Store
+	log *slog.Logger
+	// observe, when set, counts decisions (shoal_policy_decisions_total).
+	observe policy.Observer
+	ticks   chan time.Time
 
 	// Owned by run's goroutine.
 	groups map[string]*sleepState
@@ -191,6 +193,9 @@ func (w *waker) submit(ctx context.Context, d store.Decision, req jobs.Request) 
 	d.JobID = job.ID
 	if err := w.st.InsertDecision(context.WithoutCancel(ctx), &d); err != nil {
 		w.log.Error("recording decision failed", "group", d.Group, "err", err)
+	}
+	if w.observe != nil {
+		w.observe.ObserveDecision(d.Group, d.Outcome)
 	}
 	w.log.Info("autoscale decision", "group", d.Group, "rule", d.Rule, "outcome", d.Outcome, "code", d.Code,
 		"current", d.Current, "recommendation", d.Recommendation, "reason", d.Reason, "job", d.JobID)
