@@ -16,12 +16,14 @@ import (
 // Rules and sources of the waker's decisions and jobs, as `shoal events`
 // and `shoal jobs` show them.
 const (
-	ruleWake     = "wake"
-	ruleIdle     = "idle_after"
-	codeWake     = "wake"
-	codeIdle     = "idle"
-	sourceWake   = "scale_to_zero:wake"
-	sourceIdle   = "scale_to_zero:idle"
+	ruleWake = "wake"
+	ruleIdle = "idle_after"
+	codeWake = "wake"
+	codeIdle = "idle"
+	// Like the policy's jobs, sources are "policy:" and the rule, which is
+	// how `shoal events` shows the request (policy.FromStore).
+	sourceWake   = policy.SourcePrefix + ruleWake
+	sourceIdle   = policy.SourcePrefix + ruleIdle
 	idleRetryMin = 10 * time.Second
 )
 
