@@ -389,7 +389,7 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to := time.Now()
-	decisions := policy.Replay(g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	decisions := policy.Replay(g.PolicyGroup(), s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
 	out := PolicyTestResponse{Decisions: make([]Event, 0, len(decisions))}
 	for _, d := range decisions {
 		out.Decisions = append(out.Decisions, NewEvent(0, d))

@@ -32,6 +32,16 @@ func (g Group) WakeSize() int {
 	return max(1, g.MinSize)
 }
 
+// PolicyGroup is the group as its autoscale policy sees it: one that scales
+// to zero is never below 1 for the policy, since only idle_after scales it
+// to 0.
+func (g Group) PolicyGroup() Group {
+	if g.ScaleToZero != nil {
+		g.MinSize = max(g.MinSize, 1)
+	}
+	return g
+}
+
 // scaleToZero decodes a group's scale_to_zero and checks it against the
 // rest of the group: it needs min_size 0, and both the hold (the queue
 // timeout) and idle_after must outlast a cold start (health.grace). A group

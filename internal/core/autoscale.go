@@ -158,12 +158,7 @@ func (a *autoscaler) syncRunners(changed []string) {
 }
 
 func (a *autoscaler) runPolicy(g *group.Group) *policyRun {
-	gc := g.Config()
-	if gc.ScaleToZero != nil {
-		// Only idle_after scales such a group to 0 (the waker): a policy
-		// reading no load at one instance must stop there.
-		gc.MinSize = max(gc.MinSize, 1)
-	}
+	gc := g.Config().PolicyGroup()
 	r := &policy.Runner{
 		Group:   gc,
 		Metrics: a.col.ForGroup(gc.Name),

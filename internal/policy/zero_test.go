@@ -21,7 +21,7 @@ func TestRunnerAsleep(t *testing.T) {
 	}
 	defer st.Close()
 	g := parseGroup(t, 0, 5, "    scale_to_zero: {}\n", "      rules: [{name: hot, metric: cpu.avg, above: 75, for: 10s, action: up}]\n")
-	g.MinSize = 1 // as core's runPolicy passes it
+	g = g.PolicyGroup() // as core's runPolicy passes it
 	h := history{}.fill("cpu.avg", -600, 600, constant(90)).fill("size", -600, 600, constant(1)).fill("ready", -600, 600, constant(1))
 	desired := 0
 	sub := &submitter{}
@@ -32,17 +32,26 @@ func TestRunnerAsleep(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.step(context.Background(), secs(0))
-	ds, err := st.Decisions(context.Background(), store.DecisionQuery{Group: "web"})
+	recorded, err := st.Decisions(context.Background(), store.DecisionQuery{Group: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub.count() != 0 || len(ds) != 0 {
-		t.Fatalf("asleep: submitted %d jobs, recorded %+v; want nothing", sub.count(), ds)
+	if sub.count() != 0 || len(recorded) != 0 {
+		t.Fatalf("asleep: submitted %d jobs, recorded %+v; want nothing", sub.count(), recorded)
 	}
 
 	desired = 1
 	l.step(context.Background(), secs(1))
 	if sub.count() != 1 || sub.reqs[0].Kind != "up" {
 		t.Fatalf("awake: submitted %+v, want the rule's up", sub.reqs)
+	}
+
+	// A policy test replays the same: nothing while the recorded size is 0,
+	// the rule's up once it is 1.
+	rh := history{}.fill("cpu.avg", -600, 600, constant(90)).fill("ready", 0, 600, constant(1)).
+		fill("size", -600, -1, constant(0)).fill("size", 0, 600, constant(1))
+	ds := Replay(g, rh, secs(-300), secs(60))
+	if len(ds) == 0 || ds[0].Time.Before(secs(0)) || ds[0].Request == nil || ds[0].Request.Kind != "up" {
+		t.Fatalf("replay: first decision %+v, want the rule's up at 0 s or later", ds)
 	}
 }
