@@ -156,6 +156,8 @@ type Group struct {
 	Template     Template
 	// Autoscale is nil when the group scales only when told to.
 	Autoscale *Autoscale
+	// ScaleToZero is nil unless the group may sleep at 0 instances.
+	ScaleToZero *ScaleToZero
 	// Deploy paces rolling deploys of the group's template.
 	Deploy Deploy
 }

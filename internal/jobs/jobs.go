@@ -47,6 +47,9 @@ const (
 	Keep Kind = "keep" // restore the desired size; no size change
 	// Deploy rolls out the group's template; see SubmitDeploy.
 	Deploy Kind = "deploy"
+	// Wake starts a group at 0 instances (config.Group.WakeSize): requests
+	// are held for it, so no cooldown delays it.
+	Wake Kind = "wake"
 )
 
 // Request asks for a scaling job. Up or Down with a Plan jump to that plan but
@@ -257,7 +260,9 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		reason = fmt.Sprintf("another job (%s) is running for group %s", m.running[req.Group], req.Group)
 	case reason == "":
 		j.TargetSize = target
-		reason = cooldownReason(g, from, target, now)
+		if req.Kind != Wake {
+			reason = cooldownReason(g, from, target, now)
+		}
 	}
 	if reason != "" {
 		j.State, j.Reason, j.FinishedAt = string(Ignored), reason, now
@@ -326,6 +331,11 @@ func resolve(g *group.Group, req Request, from int) (target int, reason string, 
 	switch req.Kind {
 	case Keep:
 		return from, "", nil
+	case Wake:
+		if from > 0 {
+			return 0, fmt.Sprintf("the group is awake (size %d): only a group at 0 is woken", from), nil
+		}
+		return c.WakeSize(), "", nil
 	case Up, Down:
 		if req.Plan == "" {
 			break
