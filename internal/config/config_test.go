@@ -943,9 +943,9 @@ groups:
   - name: web
     min_size: 1
     max_size: 2
-    health: {interval: 10s, rise: 3, timeout: 2s, grace: 20s}
+    health: {interval: 10s, fastinter: 10s, rise: 3, timeout: 2s, grace: 20s}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:58: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
+			want: `shoal.yaml:6:74: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
 		},
 		{
 			name: "default grace shorter than rise checks",
@@ -954,9 +954,9 @@ groups:
   - name: web
     min_size: 1
     max_size: 2
-    health: {interval: 20s}
+    health: {interval: 40s}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than rise × interval + timeout = 2 × 20s + 1s = 41s, so a healthy instance is stopped before it can pass; set grace to at least 41s`,
+			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than downinter + (rise - 1) × fastinter + timeout = 40s + 1 × 500ms + 1s = 41.5s, so a healthy instance is stopped before it can pass; set grace to at least 41.5s`,
 		},
 		{
 			name: "huge drain timeout",
@@ -1261,16 +1261,17 @@ compat:
 				ReplaceAfter: 10 * time.Second,
 				Balance:      "roundrobin",
 				Health: Health{
-					Type:     "http",
-					Method:   "GET",
-					Path:     "/healthz",
-					Host:     "localhost",
-					Status:   []StatusRange{{200, 399}},
-					Interval: 2 * time.Second,
-					Timeout:  time.Second,
-					Rise:     2,
-					Fall:     3,
-					Grace:    30 * time.Second,
+					Type:      "http",
+					Method:    "GET",
+					Path:      "/healthz",
+					Host:      "localhost",
+					Status:    []StatusRange{{200, 399}},
+					Interval:  2 * time.Second,
+					Timeout:   time.Second,
+					Rise:      2,
+					Fall:      3,
+					FastInter: DefaultFastInter,
+					Grace:     30 * time.Second,
 				},
 				Template: Template{
 					Command:     []string{"./bin/demo-backend", "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"},
@@ -1293,16 +1294,17 @@ compat:
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
 				Health: Health{
-					Type:     "http",
-					Method:   "GET",
-					Path:     "/ping",
-					Host:     "localhost",
-					Status:   []StatusRange{{200, 399}},
-					Interval: 500 * time.Millisecond,
-					Timeout:  250 * time.Millisecond,
-					Rise:     1,
-					Fall:     2,
-					Grace:    time.Minute,
+					Type:      "http",
+					Method:    "GET",
+					Path:      "/ping",
+					Host:      "localhost",
+					Status:    []StatusRange{{200, 399}},
+					Interval:  500 * time.Millisecond,
+					Timeout:   250 * time.Millisecond,
+					Rise:      1,
+					Fall:      2,
+					FastInter: 500 * time.Millisecond,
+					Grace:     time.Minute,
 				},
 				Template: Template{
 					Command:     []string{"/usr/bin/api", "--index={{.Index}}"},

@@ -197,7 +197,8 @@ type Health struct {
 	Rise     int
 	Fall     int
 	// FastInter is the interval while a server is changing state, DownInter
-	// while it is down; zero means Interval.
+	// while it is down; zero means Interval. Load defaults FastInter to
+	// DefaultFastInter, or Interval when that is shorter.
 	FastInter time.Duration
 	DownInter time.Duration
 	// Passive is nil when HAProxy does not watch live traffic.
@@ -205,6 +206,9 @@ type Health struct {
 	// Grace is how long a new instance may take to pass its first Rise checks.
 	Grace time.Duration
 }
+
+// DefaultFastInter is health.fastinter when the config leaves it out.
+const DefaultFastInter = 500 * time.Millisecond
 
 // StatusRange is an inclusive range of HTTP status codes; Min == Max for one code.
 type StatusRange struct {
