@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_in`,
 		},
 		{
 			name: "unknown nested field",
@@ -959,6 +959,17 @@ groups:
 			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than downinter + (rise - 1) × fastinter + timeout = 40s + 1 × 500ms + 1s = 41.5s, so a healthy instance is stopped before it can pass; set grace to at least 41.5s`,
 		},
 		{
+			name: "unknown scale_in",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    scale_in: random
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:15: groups[0].scale_in: must be one of newest, oldest, least_busy (which instance in service a scale-in retires), got "random"`,
+		},
+		{
 			name: "huge drain timeout",
 			doc: `listen: :8080
 groups:
@@ -1191,6 +1202,7 @@ groups:
       dir: /srv/api
       stop_timeout: 3
       cpus: 0.5
+    scale_in: least_busy
 compat:
   sacloud_autoscaler:
     listen: unix:autoscaler.sock
@@ -1259,6 +1271,7 @@ compat:
 				Cooldown:     Cooldown{Up: 540 * time.Second, Down: 540 * time.Second},
 				DrainTimeout: 30 * time.Second,
 				ReplaceAfter: 10 * time.Second,
+				ScaleIn:      ScaleInNewest,
 				Balance:      "roundrobin",
 				Health: Health{
 					Type:      "http",
@@ -1290,6 +1303,7 @@ compat:
 				Cooldown:     Cooldown{Up: time.Minute, Down: 2 * time.Minute},
 				DrainTimeout: 5 * time.Second,
 				ReplaceAfter: 20 * time.Second,
+				ScaleIn:      ScaleInLeastBusy,
 				Balance:      "leastconn",
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},

@@ -146,6 +146,10 @@ type Group struct {
 	// ReplaceAfter is how long an instance in service may fail its health
 	// check (HAProxy has it DOWN) before it is stopped and replaced.
 	ReplaceAfter time.Duration
+	// ScaleIn is which instance in service a scale-in retires: ScaleInNewest,
+	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
+	// (starting, DOWN) always go first.
+	ScaleIn string
 	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
 	Balance string
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the
@@ -159,6 +163,20 @@ type Group struct {
 	// Deploy paces rolling deploys of the group's template.
 	Deploy Deploy
 }
+
+// Values of Group.ScaleIn.
+const (
+	// ScaleInNewest retires the instance that started last.
+	ScaleInNewest = "newest"
+	// ScaleInOldest retires the instance that started first.
+	ScaleInOldest = "oldest"
+	// ScaleInLeastBusy retires the instance with the fewest sessions in
+	// HAProxy (scur), the newest of those tied.
+	ScaleInLeastBusy = "least_busy"
+)
+
+// ScaleInPolicies lists the values of Group.ScaleIn.
+var ScaleInPolicies = []string{ScaleInNewest, ScaleInOldest, ScaleInLeastBusy}
 
 // Plan is a named size on a group's scaling ladder.
 type Plan struct {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +130,7 @@ type Group struct {
 	// churn counts launches and retirements; a job that saw none was a no-op.
 	churn      int
 	failures   []Failure
+	retired    []Retirement // the newest scale-in choices (see Retirements)
 	nextLaunch time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
@@ -296,9 +296,19 @@ func (g *Group) reconcile(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
+	// A deploy's surge instances are wanted too.
+	surplus := len(g.activeLocked()) > g.desired+g.surge
+	g.mu.Unlock()
+	var (
+		sessions map[string]int
+		statErr  error
+	)
+	if surplus {
+		sessions, statErr = g.busyness(ctx)
+	}
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
-	// A deploy's surge instances are wanted too.
 	want := g.desired + g.surge
 	switch {
 	case len(active) < want:
@@ -310,26 +320,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
-		// Retire instances that serve nobody first (starting, then
-		// unhealthy), then the newest.
-		rank := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
-		slices.SortFunc(active, func(a, b *instance) int {
-			if ra, rb := rank[a.state], rank[b.state]; ra != rb {
-				return ra - rb
-			}
-			return b.index - a.index
-		})
-		for _, in := range active[:len(active)-want] {
-			in.retiring = true
-			close(in.retire)
-			if g.owedRetire > 0 {
-				in.job = g.jobSeq
-				g.owedRetire--
-			}
-			g.churn++
-			g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired)
-		}
-		g.notifyLocked()
+		g.retireSurplusLocked(want, sessions, statErr)
 	}
 }
 
