@@ -141,13 +141,13 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		if g.owedRetire > 0 {
 			in.job, r.job = g.jobSeq, g.jobSeq
 			g.owedRetire--
+			// A job reads its retirements as soon as SetDesired returns:
+			// only the newest job's are kept.
+			g.retired = slices.DeleteFunc(g.retired, func(o Retirement) bool { return o.job != g.jobSeq })
+			g.retired = append(g.retired, r)
 		}
-		g.retired = append(g.retired, r)
 		g.churn++
 		g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired, "why", r.Reason)
-	}
-	if len(g.retired) > maxFailures {
-		g.retired = g.retired[len(g.retired)-maxFailures:]
 	}
 	g.notifyLocked()
 }

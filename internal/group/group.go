@@ -130,7 +130,7 @@ type Group struct {
 	// churn counts launches and retirements; a job that saw none was a no-op.
 	churn      int
 	failures   []Failure
-	retired    []Retirement // the newest scale-in choices (see Retirements)
+	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,39 @@ type statsDown struct{ statsOnly }
 
 func (statsDown) Stats(context.Context, string) ([]haproxy.ServerStat, error) {
 	return nil, errors.New("haproxy is not running")
+}
+
+// TestScaleInReportsEveryRetirement: a large scale-in names every instance
+// it retires, and a later job sees only its own.
+func TestScaleInReportsEveryRetirement(t *testing.T) {
+	g, _ := newTestGroup(t)
+	c := g.conf()
+	c.MaxSize, c.ScaleIn = 30, config.ScaleInNewest
+	g.live.Store(&c)
+	for i := range 30 {
+		name := fmt.Sprintf("web-%03d", i+1)
+		g.insts[name] = &instance{name: name, index: i + 1, state: InService, retire: make(chan struct{})}
+	}
+	m := g.Mark()
+	if err := g.SetDesired(context.Background(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.Retirements(m); len(r) != 25 || r[0].Instance != "web-030" || r[24].Instance != "web-006" {
+		t.Fatalf("%d retirements (first %+v); want 25, web-030 to web-006", len(r), r[:min(len(r), 1)])
+	}
+	for name, in := range g.insts {
+		if in.retiring {
+			delete(g.insts, name) // gone, as their lifecycles would make them
+		}
+	}
+	m2 := g.Mark()
+	if err := g.SetDesired(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.Retirements(m2); len(r) != 1 || r[0].Instance != "web-005" {
+		t.Fatalf("second job's retirements %+v; want web-005 alone", r)
+	}
+	if r := g.Retirements(m); len(r) != 0 {
+		t.Fatalf("the first job's retirements are still kept: %d", len(r))
+	}
 }
