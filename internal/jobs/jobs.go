@@ -434,6 +434,9 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	err := g.SetDesired(rec, j.TargetSize)
 	noop := false
 	if err == nil {
+		if r := g.Retirements(mark); len(r) > 0 {
+			m.scaleInEvent(rec, j, g.Config().ScaleIn, r)
+		}
 		noop, err = g.WaitConverged(ctx, mark)
 	}
 	j.FinishedAt = time.Now()
@@ -457,6 +460,24 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 		}
 	}
 	m.update(rec, j)
+}
+
+// ScaleInOutcome marks, in a group's event log, which instances a job's
+// scale-in retires and why (the group's scale_in policy is the code).
+const ScaleInOutcome = "scale_in"
+
+func (m *Manager) scaleInEvent(ctx context.Context, j store.Job, policy string, retired []group.Retirement) {
+	var picks []string
+	for _, r := range retired {
+		picks = append(picks, r.Instance+": "+r.Reason)
+	}
+	reason := fmt.Sprintf("job %d retires %s", j.ID, strings.Join(picks, "; "))
+	d := store.Decision{Group: j.Group, At: time.Now(), Rule: ScaleInOutcome, Sources: []string{j.Source},
+		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: j.Kind, RequestPlan: j.Plan,
+		Outcome: ScaleInOutcome, Code: policy, Reason: reason, JobID: jobID(j.ID)}
+	if err := m.st.InsertDecision(ctx, &d); err != nil {
+		m.log.Error("recording scale-in event failed", "job", j.ID, "err", err)
+	}
 }
 
 func (m *Manager) update(ctx context.Context, j store.Job) {
