@@ -342,8 +342,8 @@ func (m *Manager) waitStreams(ctx context.Context, backend, name string, limit t
 
 // idle reports whether a server has neither sessions nor streams; a server
 // HAProxy no longer has is idle. The current worker's counts do not cover
-// requests an old worker (one a reload replaced) still serves, so no server
-// is idle while an old worker is left.
+// requests an old worker (one a reload replaced) still serves, so each old
+// worker is asked too.
 func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) {
 	st, found, err := m.stat(ctx, backend, name)
 	if err != nil || !found || st.Sessions > 0 {
@@ -356,7 +356,50 @@ func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) 
 		return false, err
 	}
 	procs, err := m.showProc(cctx)
-	return err == nil && len(procs.old) == 0, err
+	if err != nil {
+		return false, err
+	}
+	for _, pid := range procs.old {
+		if busy, err := m.busyOn(cctx, pid, backend, name); err != nil || busy {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// busyOn reports whether the old worker pid has sessions or streams on a
+// server. An old worker lives until its last connection closes, idle
+// keep-alive ones included (measured: 10 s, timeout http-keep-alive, after
+// a request in flight at the reload ended), so only what it still has on
+// the server counts. One that has exited, or that never had the backend,
+// has nothing on it.
+func (m *Manager) busyOn(ctx context.Context, pid int, backend, name string) (bool, error) {
+	c := &Client{Socket: m.paths.MasterSocket, Process: pid}
+	gone := func(err error) bool {
+		return strings.Contains(err.Error(), msgNoProcess) || strings.Contains(err.Error(), msgNoSuchProxy)
+	}
+	stats, err := c.Stats(ctx, backend)
+	if err != nil {
+		if gone(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("old worker %d: %w", pid, err)
+	}
+	i := slices.IndexFunc(stats, func(s ServerStat) bool { return s.Name == name })
+	if i < 0 {
+		return false, nil
+	}
+	if stats[i].Sessions > 0 {
+		return true, nil
+	}
+	n, err := c.StreamsOn(ctx, backend, name)
+	if err != nil {
+		if gone(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("old worker %d: %w", pid, err)
+	}
+	return n > 0, nil
 }
 
 func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, bool, error) {
