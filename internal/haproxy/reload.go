@@ -105,7 +105,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	for _, e := range entries {
 		h, ok := health[e.srv.Backend]
 		if !ok {
-			continue // its group is gone; the caller removed it first
+			continue // its group was removed: it is retired after the reload
 		}
 		s := e.srv
 		s.Health = h

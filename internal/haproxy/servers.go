@@ -100,19 +100,24 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	}
 
 	what := fmt.Sprintf("drain server %s/%s", backend, name)
-	unlock, err := m.servers.lock(ctx, k)
-	if err != nil {
-		return err
-	}
-	m.reloadMu.RLock()
-	err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
-	m.reloadMu.RUnlock()
-	unlock()
-	if isAPIError(err, msgNoSuchServer) {
-		return nil
-	}
-	if err != nil {
-		return m.tolerateDown(ctx, what, err)
+	// A server of a group a reload removed has no backend in the current
+	// worker, which sends it nothing: only an old worker may still have
+	// requests on it, and idle waits for those.
+	if m.configured(backend) {
+		unlock, err := m.servers.lock(ctx, k)
+		if err != nil {
+			return err
+		}
+		m.reloadMu.RLock()
+		err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
+		m.reloadMu.RUnlock()
+		unlock()
+		if isAPIError(err, msgNoSuchServer) {
+			return nil
+		}
+		if err != nil {
+			return m.tolerateDown(ctx, what, err)
+		}
 	}
 
 	start := time.Now()
@@ -154,8 +159,8 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 	delete(m.registry, k)
 	up := m.up
 	m.mu.Unlock()
-	if !up {
-		return nil
+	if !up || !m.configured(backend) {
+		return nil // not running, or its backend left HAProxy with its group
 	}
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
@@ -184,7 +189,7 @@ func (m *Manager) check(s Server) (Server, error) {
 	fail := func(format string, args ...any) (Server, error) {
 		return s, fmt.Errorf("server %q/%q: %s", s.Backend, s.Name, fmt.Sprintf(format, args...))
 	}
-	if !slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == s.Backend }) {
+	if !m.configured(s.Backend) {
 		return fail("no group %q", s.Backend)
 	}
 	if !isName(s.Name) {
@@ -203,6 +208,13 @@ func (m *Manager) check(s Server) (Server, error) {
 		return fail("%v", err)
 	}
 	return s, nil
+}
+
+// configured reports whether the configuration HAProxy runs has backend. A
+// group a reload removed leaves HAProxy with that reload, before its
+// instances are retired: its servers stay registered until then.
+func (m *Manager) configured(backend string) bool {
+	return slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == backend })
 }
 
 // addToHAProxy adds s and takes it out of maintenance. The caller holds the
@@ -343,17 +355,20 @@ func (m *Manager) waitStreams(ctx context.Context, backend, name string, limit t
 // idle reports whether a server has neither sessions nor streams; a server
 // HAProxy no longer has is idle. The current worker's counts do not cover
 // requests an old worker (one a reload replaced) still serves, so each old
-// worker is asked too.
+// worker is asked too. A server whose backend left HAProxy with its group
+// has only old workers' requests.
 func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) {
-	st, found, err := m.stat(ctx, backend, name)
-	if err != nil || !found || st.Sessions > 0 {
-		return err == nil && !found, err
-	}
 	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
-	n, err := m.client.StreamsOn(cctx, backend, name)
-	if err != nil || n > 0 {
-		return false, err
+	if m.configured(backend) {
+		st, found, err := m.stat(ctx, backend, name)
+		if err != nil || !found || st.Sessions > 0 {
+			return err == nil && !found, err
+		}
+		n, err := m.client.StreamsOn(cctx, backend, name)
+		if err != nil || n > 0 {
+			return false, err
+		}
 	}
 	procs, err := m.showProc(cctx)
 	if err != nil {
@@ -476,6 +491,9 @@ func (m *Manager) syncServer(ctx context.Context, k serverKey) {
 	m.mu.Unlock()
 	if !ok || !up {
 		return // removed meanwhile, or HAProxy died again: the next sync covers it
+	}
+	if !m.configured(k.backend) {
+		return // its group was removed: the backend is gone, the server is retiring
 	}
 	m.reloadMu.RLock()
 	err = m.addToHAProxy(ctx, cur.srv, cur.ready)
