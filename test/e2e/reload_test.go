@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/loadgen"
+	"github.com/shoal-lb/shoal/internal/proc"
 )
 
 // worker returns the pid of HAProxy's current worker, from its admin socket.
@@ -591,4 +592,68 @@ func TestReloadFailureChangesNothing(t *testing.T) {
 	}
 	e.checkInSync("web")
 	e.checkInSync("extra")
+}
+
+// TestReloadCPUsDividesByNewCores: after a reload changes template.cpus, the
+// CPU % shoal reports for a group's running instance (the metrics API, what
+// policies read) is its CPU time divided by the new core count, measured
+// here from /proc while the instance burns CPU under load.
+func TestReloadCPUsDividesByNewCores(t *testing.T) {
+	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "      cpus: 1\n"}
+	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
+	e.start()
+	e.waitInService("web", 1)
+	pid := e.status().Groups[0].Instances[0].PID
+	stopLoad := cpuLoad(t, e, 2)
+
+	// measure compares the group's CPU % over a window with the instance's
+	// CPU time over about the same seconds, read from /proc, as a % of cores.
+	measure := func(cores float64) {
+		t.Helper()
+		const window = 5 * time.Second
+		t0 := time.Now()
+		c0, err := proc.CPUTicks(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window + time.Second)
+		c1, err := proc.CPUTicks(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// /proc counts CPU time in USER_HZ ticks, 100 per second on Linux.
+		used := time.Duration(c1-c0) * 10 * time.Millisecond
+		want := 100 * used.Seconds() / time.Since(t0).Seconds() / cores
+		doc, err := e.client().Metrics(context.Background(), "web", window, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Instances) != 1 || doc.Instances[0].Cores != cores || doc.CPU.Avg == nil {
+			t.Fatalf("metrics with cpus %v: %+v; want one instance with %v cores and a CPU average", cores, doc.Instances, cores)
+		}
+		got := *doc.CPU.Avg
+		t.Logf("cpus %v: shoal reports %.1f %%, /proc gives %.1f %% (%v of CPU)", cores, got, want, used)
+		if want < 5 {
+			t.Fatalf("the instance used only %v of CPU: the load did not reach it", used)
+		}
+		if r := got / want; r < 0.6 || r > 1.6 {
+			t.Fatalf("with cpus %v shoal reports %.1f %% CPU, /proc gives %.1f %%: not divided by %v cores", cores, got, want, cores)
+		}
+	}
+	time.Sleep(2 * time.Second) // the load's first seconds are in the window
+	measure(1)
+
+	g.Extra = "      cpus: 4\n"
+	e.writeConfig("metrics: {warmup: 1s}\n", g)
+	if out := e.reload(); !strings.Contains(out, "changed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	time.Sleep(2 * time.Second) // samples from before the reload leave the window
+	measure(4)
+	if res := stopLoad(); res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	if pid2 := e.status().Groups[0].Instances[0].PID; pid2 != pid {
+		t.Fatalf("the instance was replaced (pid %d → %d): the reload must only change how its CPU is counted", pid, pid2)
+	}
 }
