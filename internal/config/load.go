@@ -21,19 +21,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Defaults that are not obvious from the field's meaning.
-var (
-	defaultCompressionTypes = []string{
-		"text/html", "text/plain", "text/css", "text/javascript",
-		"application/javascript", "application/json", "image/svg+xml",
-	}
-	// sacloud/autoscaler's default (600 s, one value for both directions):
-	// shoal's cooldown is its autoscaler.cooldown, so a migrated config that
-	// leaves it out behaves the same. Neither seed's 180 s or 540 s is a
-	// default: each post set its own.
-	defaultCooldown = Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}
-)
-
 // balanceAlgorithms are HAProxy's dynamic algorithms: only they allow servers
 // to be added to a running backend.
 var balanceAlgorithms = []string{"roundrobin", "leastconn", "first"}
@@ -186,8 +173,8 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs", "shutdown")
-	top.require("listen", "groups")
+	top := section[Config](d, root, "")
+	def := defaultConfig
 	cfg := &Config{}
 
 	if s, n := top.str("listen", ""); n != nil {
@@ -200,8 +187,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 
 	if top.has("compression") {
-		c := d.mapping(top.get("compression"), "compression", "types")
-		cfg.Compression = &Compression{Types: slices.Clone(defaultCompressionTypes)}
+		c := section[Compression](d, top.get("compression"), "compression")
+		cfg.Compression = &Compression{Types: slices.Clone(defaultCompression.Types)}
 		if n := c.get("types"); n != nil {
 			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
@@ -210,7 +197,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 	}
 
-	stateDir, n := top.str("state_dir", "./.shoal")
+	stateDir, n := top.str("state_dir", def.StateDir)
 	cfg.StateDir = abs(d.dir, stateDir)
 	if n != nil && stateDir == "" {
 		d.errorf(n, "state_dir", "must not be empty")
@@ -230,12 +217,12 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
-	cfg.Shutdown, n = top.str("shutdown", ShutdownKeep)
+	cfg.Shutdown, n = top.str("shutdown", def.Shutdown)
 	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {
 		d.errorf(n, "shutdown", "must be %s or %s, got %q", ShutdownKeep, ShutdownStop, cfg.Shutdown)
 	}
 
-	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
+	compat := section[Compat](d, top.get("compat"), "compat")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
 		cfg.Compat.SacloudAutoscaler = d.sacloud(n, "compat.sacloud_autoscaler", cfg.StateDir)
 	}
@@ -256,10 +243,11 @@ func checkHostPort(s string) error {
 }
 
 func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
-	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file", "tls", "insecure_remote")
+	f := section[Admin](d, n, "admin")
+	def := defaultConfig.Admin
 	var a Admin
 
-	sock, sn := f.str("socket", "shoal.sock")
+	sock, sn := f.str("socket", def.Socket)
 	if sn != nil && sock == "" {
 		d.errorf(sn, "admin.socket", "must not be empty")
 	}
@@ -308,7 +296,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 			d.errorf(tlsNode, "admin.tls", "applies only with admin.listen")
 		}
 	}
-	a.InsecureRemote, _ = f.boolean("insecure_remote", false)
+	a.InsecureRemote, _ = f.boolean("insecure_remote", def.InsecureRemote)
 	if ln != nil && a.Listen != "" && a.TLS == nil && !a.InsecureRemote && checkHostPort(a.Listen) == nil {
 		if host, _, _ := net.SplitHostPort(a.Listen); !isLoopback(host) {
 			d.errorf(ln, "admin.listen", "%q is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that", cmp.Or(host, "(all interfaces)"))
@@ -320,8 +308,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 // tlsFiles decodes {cert, key} and checks, as serve would, that they load
 // as a certificate and its private key.
 func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
-	f := d.mapping(n, path, "cert", "key")
-	f.require("cert", "key")
+	f := section[TLSFiles](d, n, path)
 	cert, cn := f.str("cert", "")
 	key, kn := f.str("key", "")
 	if cn == nil || kn == nil {
@@ -391,9 +378,9 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts", "prometheus")
+	f := section[HAProxy](d, n, "haproxy")
 	var h HAProxy
-	bin, bn := f.str("binary", "haproxy")
+	bin, bn := f.str("binary", defaultConfig.HAProxy.Binary)
 	if bn != nil && bin == "" {
 		d.errorf(bn, "haproxy.binary", "must not be empty")
 	}
@@ -475,12 +462,11 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
-	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after", "deploy")
+	f := section[Group](d, item, path)
 	if f.node == nil {
 		return g, nil, false
 	}
-	f.require("name", "min_size", "max_size", "template")
+	def := defaultGroup
 
 	if name, n := f.str("name", ""); n != nil {
 		if !nameRE.MatchString(name) {
@@ -511,14 +497,14 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
 	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
-	g.Cooldown = defaultCooldown
+	g.Cooldown = def.Cooldown
 	if n := f.get("cooldown"); n != nil {
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
-	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
-	g.ReplaceAfter = d.within(f, "replace_after", 10*time.Second, time.Second, maxTimeout)
+	g.DrainTimeout = d.within(f, "drain_timeout", def.DrainTimeout, 0, maxTimeout)
+	g.ReplaceAfter = d.within(f, "replace_after", def.ReplaceAfter, time.Second, maxTimeout)
 
-	balance, bn := f.str("balance", "roundrobin")
+	balance, bn := f.str("balance", def.Balance)
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
 		d.errorf(bn, f.field("balance"), "must be one of %s (HAProxy can add servers at runtime only with a dynamic algorithm), got %q",
 			strings.Join(balanceAlgorithms, ", "), balance)
@@ -560,8 +546,7 @@ func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRa
 		items, _ := d.sequence(n, path, "a list")
 		for i, item := range items {
 			field := fmt.Sprintf("%s[%d]", path, i)
-			f := d.mapping(item, field, "name", "size")
-			f.require("name", "size")
+			f := section[Plan](d, item, field)
 			name, nn := f.str("name", "")
 			size, sn := f.integer("size", 0)
 			if nn != nil && sn != nil {
@@ -617,7 +602,7 @@ func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 		}
 		return Cooldown{Up: v, Down: v}
 	case yaml.MappingNode:
-		f := d.mapping(n, path, "up", "down")
+		f := section[Cooldown](d, n, path)
 		var c Cooldown
 		c.Up = d.within(f, "up", defaultCooldown.Up, 0, maxCooldown)
 		c.Down = d.within(f, "down", defaultCooldown.Down, 0, maxCooldown)
@@ -686,8 +671,8 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus", "vars", "version", "pre_start", "pre_stop")
-	f.require("command")
+	f := section[Template](d, n, path)
+	def := defaultTemplate
 	t := Template{Dir: d.dir}
 	// Variables first: every other field is trial-run with them.
 	t.Vars = d.vars(f.get("vars"), f.field("vars"))
@@ -744,7 +729,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Dir = abs(d.dir, dir)
 	}
-	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
+	t.StopTimeout = d.within(f, "stop_timeout", def.StopTimeout, 0, maxTimeout)
 	t.CPUs = d.cpus(f)
 	if label, ln := f.str("version", ""); ln != nil {
 		if err := checkLabel(label); err != nil {
@@ -752,18 +737,17 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Label = label
 	}
-	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, DefaultPreStartTimeout)
-	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, DefaultPreStopTimeout)
+	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, defaultPreStart)
+	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, defaultPreStop)
 	return t
 }
 
 // sacloud decodes the sacloud/autoscaler compatibility server. Its protocol
 // has no authentication, hence the loopback rule for TCP.
 func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscaler {
-	f := d.mapping(n, path, "listen", "socket_mode", "socket_group", "allow_remote")
-	f.require("listen")
-	s := &SacloudAutoscaler{SocketMode: 0o600}
-	s.AllowRemote, _ = f.boolean("allow_remote", false)
+	f := section[SacloudAutoscaler](d, n, path)
+	s := &SacloudAutoscaler{SocketMode: defaultSacloud.SocketMode}
+	s.AllowRemote, _ = f.boolean("allow_remote", defaultSacloud.AllowRemote)
 
 	if listen, ln := f.str("listen", ""); ln != nil {
 		scheme, rest, _ := strings.Cut(listen, ":")
@@ -786,6 +770,7 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 		default:
 			d.errorf(ln, f.field("listen"), `must be "unix:PATH" or "tcp:HOST:PORT", got %q`, listen)
 		}
+		s.Listen = s.Network + ":" + s.Address
 	}
 
 	if mn := f.get("socket_mode"); mn != nil {
