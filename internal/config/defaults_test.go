@@ -32,6 +32,7 @@ func defaultsTree() Config {
 	a.Schedules = []Schedule{defaultSchedule}
 	a.Predictive = &defaultPredictive
 	g.Autoscale = &a
+	g.ScaleToZero = &defaultScaleToZero
 	c.Groups = []Group{g}
 	return c
 }
@@ -110,7 +111,7 @@ instance_logs: {}
 compat: {sacloud_autoscaler: {listen: "tcp:127.0.0.1:50051"}}
 groups:
   - name: web
-    min_size: 1
+    min_size: 0
     max_size: 2
     plans: [{name: one, size: 1}]
     cooldown: {}
@@ -120,6 +121,7 @@ groups:
       pre_start: {command: [pre]}
       pre_stop: {command: [post]}
     deploy: {}
+    scale_to_zero: {}
     autoscale:
       rules: [{metric: cpu.avg, above: 80, for: 1m, action: up}]
       target: {metric: cpu.avg, value: 50, max_step: {}}
@@ -230,7 +232,7 @@ var defaultNotes = map[string]string{
 	"admin.socket":                           "relative to state_dir; mode 0600",
 	"haproxy.binary":                         "looked up on PATH",
 	"access_log.sample":                      "one in N, adapted per group to stay near 4 % of its requests",
-	"groups[].health.fastinter":              "the interval",
+	"groups[].health.fastinter":              "or interval when that is shorter",
 	"groups[].health.downinter":              "the interval",
 	"groups[].template.dir":                  "the config file's directory",
 	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",

@@ -210,6 +210,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
+	// Before the groups: scale_to_zero holds requests this long.
+	d.queueTimeout = cfg.HAProxy.Timeouts.Queue
 	// Metrics first: autoscale rules are checked against its interval.
 	cfg.Metrics = d.metrics(top.get("metrics"))
 	d.metricsInterval = cfg.Metrics.Interval
@@ -503,6 +505,13 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	}
 	g.DrainTimeout = d.within(f, "drain_timeout", def.DrainTimeout, 0, maxTimeout)
 	g.ReplaceAfter = d.within(f, "replace_after", def.ReplaceAfter, time.Second, maxTimeout)
+	scaleIn, sn := f.str("scale_in", def.ScaleIn)
+	if sn != nil && !slices.Contains(ScaleInPolicies, scaleIn) {
+		d.errorf(sn, f.field("scale_in"), "must be one of %s (which instance in service a scale-in retires), got %q",
+			strings.Join(ScaleInPolicies, ", "), scaleIn)
+		scaleIn = def.ScaleIn
+	}
+	g.ScaleIn = scaleIn
 
 	balance, bn := f.str("balance", def.Balance)
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
@@ -521,6 +530,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
+	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true

@@ -182,6 +182,12 @@ type Group struct {
 	ReplaceAfter time.Duration `yaml:"replace_after"`
 	// Deploy paces rolling deploys of the group's template.
 	Deploy Deploy `yaml:"deploy"`
+	// ScaleToZero is nil unless the group may sleep at 0 instances.
+	ScaleToZero *ScaleToZero `yaml:"scale_to_zero"`
+	// ScaleIn is which instance in service a scale-in retires: ScaleInNewest,
+	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
+	// (starting, DOWN) always go first.
+	ScaleIn string `yaml:"scale_in"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
@@ -193,7 +199,22 @@ var defaultGroup = Group{
 	Template:     defaultTemplate,
 	ReplaceAfter: 10 * time.Second,
 	Deploy:       DefaultDeploy,
+	ScaleIn:      ScaleInNewest,
 }
+
+// Values of Group.ScaleIn.
+const (
+	// ScaleInNewest retires the instance that started last.
+	ScaleInNewest = "newest"
+	// ScaleInOldest retires the instance that started first.
+	ScaleInOldest = "oldest"
+	// ScaleInLeastBusy retires the instance with the fewest sessions in
+	// HAProxy (scur), the newest of those tied.
+	ScaleInLeastBusy = "least_busy"
+)
+
+// ScaleInPolicies lists the values of Group.ScaleIn.
+var ScaleInPolicies = []string{ScaleInNewest, ScaleInOldest, ScaleInLeastBusy}
 
 // Plan is a named size on a group's scaling ladder.
 type Plan struct {
@@ -238,7 +259,8 @@ type Health struct {
 	Rise     int           `yaml:"rise"`
 	Fall     int           `yaml:"fall"`
 	// FastInter is the interval while a server is changing state, DownInter
-	// while it is down; zero means Interval.
+	// while it is down; zero means Interval. Load defaults FastInter to
+	// DefaultFastInter, or Interval when that is shorter.
 	FastInter time.Duration `yaml:"fastinter"`
 	DownInter time.Duration `yaml:"downinter"`
 	// Passive is nil when HAProxy does not watch live traffic.
@@ -251,8 +273,11 @@ type Health struct {
 // path, host or status.
 var DefaultHealth = Health{
 	Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
-	Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second,
+	Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, FastInter: DefaultFastInter, Grace: 30 * time.Second,
 }
+
+// DefaultFastInter is health.fastinter when the config leaves it out.
+const DefaultFastInter = 500 * time.Millisecond
 
 // StatusRange is an inclusive range of HTTP status codes; Min == Max for one code.
 type StatusRange struct {

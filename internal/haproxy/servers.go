@@ -162,6 +162,31 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
 }
 
+// ShutdownSessions ends every request a server holds. A request that got no
+// response is then retried on another server if its method allows it (see
+// defaultsLines: the stream ends as an empty response, so the idempotent ones
+// are retried and redispatched, the others get 502). The server stays where it
+// is: a hung instance that HAProxy has DOWN lets go of the requests it holds
+// at once, not when its process is stopped or timeout server ends them.
+func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) error {
+	if !isName(backend) || !isName(name) {
+		return fmt.Errorf("shutdown sessions of %q/%q: invalid name", backend, name)
+	}
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return nil
+	}
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	err := m.run(ctx, "shutdown sessions server "+backend+"/"+name, "")
+	if isAPIError(err, msgNoSuchServer) {
+		return nil
+	}
+	return m.tolerateDown(ctx, fmt.Sprintf("shutdown sessions server %s/%s", backend, name), err)
+}
+
 // Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
 func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
 	m.mu.Lock()
