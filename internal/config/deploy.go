@@ -103,12 +103,9 @@ func (d *decoder) vars(n *yaml.Node, path string) map[string]string {
 			d.errorf(e.k, field, "a variable name must match %s (it is used as {{.Vars.NAME}}), got %q", varNameRE, e.key)
 			continue
 		}
-		v := ""
-		if !isNull(e.v) {
-			var ok bool
-			if v, ok = d.str(e.v, field); !ok {
-				continue
-			}
+		v, ok := d.value(e.v, field)
+		if !ok {
+			continue
 		}
 		if err := checkVarValue(v); err != nil {
 			d.errorf(e.v, field, "%v", err)

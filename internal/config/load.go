@@ -116,15 +116,45 @@ func Parse(path string, data []byte) (*Config, error) {
 	d := &decoder{file: path, dir: dir, budget: 1000 + 2*len(data)}
 	cfg := d.document(data)
 	if len(d.errs) > 0 {
-		// Report in file order: checks that compare fields (duplicate
-		// names, a second default group) run after the fields themselves.
-		slices.SortStableFunc(d.errs, func(a, b *Error) int {
-			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
-		})
-		return nil, d.errs
+		return nil, d.sorted()
 	}
 	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
 	return cfg, nil
+}
+
+// top decodes data, which holds one YAML document, and returns the
+// document's top node: nil when the document is empty, and not ok after a
+// syntax error that leaves none. what names the file for the error about a
+// second document.
+func (d *decoder) top(data []byte, what string) (root *yaml.Node, ok bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, true
+		}
+		d.syntaxError(err)
+		return nil, false
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		d.errorf(&extra, "", "unexpected second YAML document; %s holds one", what)
+	} else if !errors.Is(err, io.EOF) {
+		d.syntaxError(err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, true
+	}
+	return doc.Content[0], true
+}
+
+// sorted returns the errors in file order: checks that compare fields
+// (duplicate names, a second default group) run after the fields themselves.
+func (d *decoder) sorted() ErrorList {
+	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+	return d.errs
 }
 
 // yamlLine extracts the position from a yaml.v3 syntax error; yaml.v3 reports
@@ -144,27 +174,14 @@ func (d *decoder) syntaxError(err error) {
 const msgEmpty = "empty config; expected a mapping with listen and groups"
 
 func (d *decoder) document(data []byte) *Config {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
-		} else {
-			d.syntaxError(err)
-		}
+	root, ok := d.top(data, "a config file")
+	if !ok {
 		return nil
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		d.errorf(&extra, "", "unexpected second YAML document; a config file holds one")
-	} else if !errors.Is(err, io.EOF) {
-		d.syntaxError(err)
-	}
-	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+	if root == nil {
 		d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
 		return nil
 	}
-	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		d.errorf(root, "", "config must be a mapping with listen and groups, got %s", describe(root))
 		return nil
@@ -709,13 +726,9 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 				d.errorf(e.k, field, "%v", err)
 				continue
 			}
-			// "KEY:" with no value means an empty variable, not an error.
-			s := ""
-			if !isNull(e.v) {
-				var ok bool
-				if s, ok = d.str(e.v, field); !ok {
-					continue
-				}
+			s, ok := d.value(e.v, field)
+			if !ok {
+				continue
 			}
 			tt, out, err := compileArg(s, data)
 			if err != nil {
