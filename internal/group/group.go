@@ -171,8 +171,23 @@ type Group struct {
 }
 
 // New creates a group with its persisted state (desired size, cooldowns) or,
-// for a group never seen before, min_size.
+// for a group never seen before, min_size, and records that state.
 func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
+	g, err := Open(ctx, cfg, prov, lb, st, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.persistState(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Open is New without the write: a reload builds the groups it adds before
+// HAProxy takes the new config, and one that fails there must leave the
+// store as it was. The state is recorded at its first change; until then
+// the stored one stands, clamped into the configured range at every start.
+func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
 	g := &Group{
 		cfg: cfg, prov: prov, lb: lb, st: st,
 		log:     log.With("group", cfg.Name),
@@ -208,9 +223,6 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 	if g.version != g.nextVersion {
 		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
 			"serving", g.version, "configured", g.nextVersion)
-	}
-	if err := g.persistState(ctx); err != nil {
-		return nil, err
 	}
 	return g, nil
 }
