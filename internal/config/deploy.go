@@ -35,8 +35,8 @@ var DefaultDeploy = Deploy{MaxSurge: 1, MaxUnavailable: 0, MinReady: 0, FailureT
 // Hook is a lifecycle command run for an instance: argv expanded like the
 // instance's command, run in its own process group, killed after Timeout.
 type Hook struct {
-	Command []string      `yaml:"command" required:"true"`
-	Timeout time.Duration `yaml:"timeout"`
+	Command []string      `yaml:"command" required:"true" json:"command"`
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
 	command []*template.Template
 }

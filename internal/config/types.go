@@ -309,27 +309,29 @@ type Passive struct {
 // it says otherwise.
 var defaultPassive = Passive{Enabled: true, Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}
 
-// Template describes how to start one instance.
+// Template describes how to start one instance. Its json tags are the
+// store's form of it (see EncodeTemplate), which has kept "label" for
+// version.
 type Template struct {
 	// Command and Env hold Go templates; see TemplateData for the fields.
-	Command []string          `yaml:"command" required:"true"`
-	Env     map[string]string `yaml:"env"`
+	Command []string          `yaml:"command" required:"true" json:"command"`
+	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
-	Dir string `yaml:"dir"`
+	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
-	StopTimeout time.Duration `yaml:"stop_timeout"`
+	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout"`
 	// CPUs is the number of cores an instance is allotted; its CPU usage is
 	// reported as a percentage of them.
-	CPUs float64 `yaml:"cpus"`
+	CPUs float64 `yaml:"cpus" json:"cpus"`
 	// Vars are the template's variables, {{.Vars.KEY}}; a deploy may
 	// override them (see WithVars).
-	Vars map[string]string `yaml:"vars"`
+	Vars map[string]string `yaml:"vars" json:"vars,omitempty"`
 	// Label is an explicit version (template.version); empty means the
 	// version is a hash of the rendered template (see Version).
-	Label string `yaml:"version"`
+	Label string `yaml:"version" json:"label,omitempty"`
 	// PreStart and PreStop are lifecycle hooks; nil when not configured.
-	PreStart *Hook `yaml:"pre_start"`
-	PreStop  *Hook `yaml:"pre_stop"`
+	PreStart *Hook `yaml:"pre_start" json:"pre_start,omitempty"`
+	PreStop  *Hook `yaml:"pre_stop" json:"pre_stop,omitempty"`
 
 	command []*template.Template
 	env     map[string]*template.Template
