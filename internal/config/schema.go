@@ -12,14 +12,18 @@ import (
 // file: a field that a key fills carries the key as its yaml tag, and
 // `required:"true"` when the file must give it. The order of the fields is
 // the order in which "unknown field" messages list the keys. Fields without
-// a tag are derived by Load (Admin.Token from token_file, Rule.HasAbove).
+// a tag are derived by Load (SacloudAutoscaler.Network, Rule.HasAbove); a
+// key read into another field is a blank field with its tag (token_file).
 //
 // Defaults are written once too, in one table per type (DefaultHealth,
-// defaultGroup, ...): a decoder starts its section from its table, and
-// docs/config-defaults.md is generated from the tables.
+// defaultGroup, ...): a decoder starts its section from its table.
+// TestLoadAppliesDefaults checks that Load applies what the tables say, and
+// docs/config-defaults.md is generated from them.
 //
 // A new key is a tagged field, its default (if any) a line of its type's
-// table, and its checks a few lines in the type's decoder.
+// table, and its checks a few lines in the type's decoder; a new optional
+// section's table also goes into defaultsTree (TestDefaultsTreeComplete
+// fails until it does).
 
 // schemaKey is one key a section accepts.
 type schemaKey struct {
