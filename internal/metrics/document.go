@@ -94,10 +94,13 @@ func (c *Collector) Document(ctx context.Context, group string, window time.Dura
 	if window <= 0 {
 		return nil, fmt.Errorf("metrics of %q: window must be positive, got %s", group, window)
 	}
+	var at time.Time
+	var instances []instanceView
 	c.mu.RLock()
-	gv := c.views[group]
-	at := gv.at
-	instances := slices.Clone(gv.instances)
+	// A group a reload has just added has no view until the next sample.
+	if gv := c.views[group]; gv != nil {
+		at, instances = gv.at, slices.Clone(gv.instances)
+	}
 	c.mu.RUnlock()
 	if at.IsZero() {
 		at = time.Now()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -309,6 +310,28 @@ func newTestCollector(t *testing.T, dbPath string, groups []string, targets func
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestDocumentOfAddedGroup: a group a reload has added since the last
+// sample has an empty document until the next one, and a group it removed
+// is unknown.
+func TestDocumentOfAddedGroup(t *testing.T) {
+	c, err := Open(Options{Metrics: config.DefaultMetrics, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }),
+		DB: filepath.Join(t.TempDir(), "metrics.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	c.Sample(ctx, time.Now())
+	c.SetGroups([]string{"api"})
+	doc, err := c.Document(ctx, "api", time.Minute, "")
+	if err != nil || doc.Group != "api" || len(doc.Instances) != 0 {
+		t.Fatalf("document of an added group before its first sample: %+v, %v; want an empty one", doc, err)
+	}
+	if _, err := c.Document(ctx, "web", time.Minute, ""); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("document of a removed group: %v, want ErrUnknownGroup", err)
+	}
 }
 
 // TestDocument builds a group's document from recorded ticks: aggregates
