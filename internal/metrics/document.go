@@ -88,7 +88,7 @@ func num(v float64) *float64 {
 // Document returns group's metrics over the window ending now, for the
 // instances whose names start with prefix.
 func (c *Collector) Document(ctx context.Context, group string, window time.Duration, prefix string) (*Document, error) {
-	if !c.groupSet()[group] {
+	if !c.known(group) {
 		return nil, fmt.Errorf("metrics of %q: %w", group, ErrUnknownGroup)
 	}
 	if window <= 0 {
