@@ -75,7 +75,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 		return nil, err
 	}
 	// With no instances, waiting for 0 in service waits for the API.
-	if err := waitInService(ctx, sh, "idle1", 0, 30*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "idle1", 0, 30*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
 
@@ -100,7 +100,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 			if err := sh.API.Size(ctx, g, size, 10*time.Minute); err != nil {
 				return err
 			}
-			if err := waitInService(ctx, sh, g, size, 5*time.Minute); err != nil {
+			if err := sh.WaitInService(ctx, g, size, 5*time.Minute, pollEvery); err != nil {
 				return err
 			}
 		}
@@ -112,7 +112,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 		}
 		// The figure means something only if shoal collects every instance.
 		if n > 0 {
-			d, err := sh.API.Window(ctx, "idle1", 5*time.Second)
+			d, err := sh.API.Metrics(ctx, "idle1", 5*time.Second, "")
 			if err != nil {
 				return fmt.Errorf("shoal's metrics: %w", err)
 			}

@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	if !found {
 		return nil, badUsage("no group %q in %s", *groupName, *cfgPath)
 	}
-	if err := waitInService(ctx, sh, *groupName, max(1, minSize), 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, *groupName, max(1, minSize), 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
 	url := fmt.Sprintf("http://%s/work?ms=%d", sh.Cfg.Listen, *workMS)
@@ -200,26 +200,4 @@ func demoSummary(w io.Writer, res loadgen.OpenResult, mon *Monitor, settle time.
 	}
 	fmt.Fprintln(w, "== 0 failed requests while the policy scaled the group out and back in")
 	return nil
-}
-
-// waitInService waits until n instances of group are in service.
-func waitInService(ctx context.Context, sh *Shoal, group string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := sh.API.InService(ctx, group)
-		if err == nil && got >= n {
-			return nil
-		}
-		if !sh.Proc.Alive() {
-			return errors.New("shoal exited")
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v)", got, n, group, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -47,7 +47,7 @@ func (m *Monitor) Poll(ctx context.Context) View {
 	} else {
 		v.Desired, v.InService = st.Desired, st.InService
 	}
-	if d, err := m.API.Window(ctx, m.Group, m.Window); err != nil {
+	if d, err := m.API.Metrics(ctx, m.Group, m.Window, ""); err != nil {
 		errs = append(errs, err.Error())
 	} else {
 		v.Ready, v.CPUAvg, v.CPUP90, v.RPS, v.P99ms = d.Ready, d.CPU.Avg, d.CPU.P90, d.RequestsPerSecond, d.Latency.P99

@@ -245,7 +245,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		return nil, err
 	}
 	defer env.Stop(sh.Proc)
-	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
 	// The load starts once the instance is in the metrics the policy reads

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -87,7 +86,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, *workMS)
@@ -103,7 +102,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		if err := sh.API.Size(ctx, "web", 2, *timeout); err != nil {
 			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
 		}
-		if err := waitInService(ctx, sh, "web", 2, *timeout); err != nil {
+		if err := sh.WaitInService(ctx, "web", 2, *timeout, pollEvery); err != nil {
 			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
 		}
 		r.Manual = time.Since(t0).Seconds()
@@ -125,7 +124,8 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			})
 			loadDone <- err
 		}()
-		err := waitInServiceFast(ctx, sh, 2, *timeout)
+		// Polled every 50 ms: the reaction is timed to it.
+		err := sh.WaitInService(ctx, "web", 2, *timeout, 50*time.Millisecond)
 		r.Reaction = time.Since(t0).Seconds()
 		stopLoad()
 		if lerr := <-loadDone; err == nil {
@@ -244,28 +244,6 @@ func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// waitInServiceFast polls every 50 ms: the reaction is timed to it.
-func waitInServiceFast(ctx context.Context, sh *Shoal, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := sh.API.InService(ctx, "web")
-		if err == nil && got >= n {
-			return nil
-		}
-		if !sh.Proc.Alive() {
-			return errors.New("shoal exited")
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances in service after %v (last error: %v)", got, n, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -132,7 +131,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := sh.WaitInService(ctx, pol.Group.Name, pol.Group.MinSize, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, pol.Group.Name, pol.Group.MinSize, 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("shoal: %v: %s", err, env.LogTail("shoal", 5))
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
@@ -457,7 +456,7 @@ func setKey(m *yaml.Node, key string, v *yaml.Node) {
 }
 
 // sizeSampler counts a group's instances (all states: each costs) once a
-// second through `shoal status`.
+// second through the API.
 type sizeSampler struct {
 	mu      sync.Mutex
 	samples []sizeSample
@@ -472,7 +471,7 @@ func (s *sizeSampler) run(ctx context.Context, sh *Shoal, group string) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if n, err := countInstances(ctx, sh, group); err == nil {
+		if n, err := sh.API.Instances(ctx, group); err == nil {
 			s.mu.Lock()
 			s.samples = append(s.samples, sizeSample{time.Now(), n})
 			s.mu.Unlock()
@@ -522,55 +521,18 @@ func (s *sizeSampler) mean(from, to time.Time) float64 {
 	return float64(sum) / float64(n)
 }
 
-func countInstances(ctx context.Context, sh *Shoal, group string) (int, error) {
-	out, err := sh.CLI(ctx, 5*time.Second, "status", "-o", "json")
-	if err != nil {
-		return 0, err
-	}
-	var st struct {
-		Groups []struct {
-			Name      string            `json:"name"`
-			Instances []json.RawMessage `json:"instances"`
-		} `json:"groups"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, err
-	}
-	for _, g := range st.Groups {
-		if g.Name == group {
-			return len(g.Instances), nil
-		}
-	}
-	return 0, fmt.Errorf("no group %s in status", group)
-}
-
 // replayEvents lists the policy's jobs since start.
 func replayEvents(ctx context.Context, sh *Shoal, group string, start time.Time) ([]replayEvent, error) {
-	out, err := sh.CLI(ctx, 10*time.Second, "jobs", "--group", group, "--limit", "1000", "-o", "json")
+	jobs, err := sh.API.Jobs(ctx, group, 1000)
 	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Jobs []struct {
-			Kind       string     `json:"kind"`
-			Source     string     `json:"source"`
-			From       int        `json:"from"`
-			Target     int        `json:"target"`
-			State      string     `json:"state"`
-			CreatedAt  time.Time  `json:"created_at"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(out, &list); err != nil {
-		return nil, fmt.Errorf("shoal jobs: %w", err)
+		return nil, fmt.Errorf("jobs of %s: %w", group, err)
 	}
 	var evs []replayEvent
-	for _, j := range list.Jobs {
+	for _, j := range jobs {
 		if !strings.HasPrefix(j.Source, "policy:") || j.CreatedAt.Before(start) || j.From == j.Target {
 			continue
 		}
-		e := replayEvent{At: j.CreatedAt.Sub(start).Seconds(), Kind: j.Kind, From: j.From, To: j.Target, Source: j.Source, State: j.State}
+		e := replayEvent{At: j.CreatedAt.Sub(start).Seconds(), Kind: string(j.Kind), From: j.From, To: j.Target, Source: j.Source, State: string(j.State)}
 		if j.StartedAt != nil && j.FinishedAt != nil {
 			e.Took = j.FinishedAt.Sub(*j.StartedAt).Seconds()
 		}

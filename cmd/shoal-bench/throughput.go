@@ -362,7 +362,7 @@ func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthrea
 		return nil, err
 	}
 	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
 	}
 	if err := WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
@@ -379,7 +379,7 @@ func idleCPU(ctx context.Context, env *Env, sh *Shoal, n int, d time.Duration) (
 	if _, err := sh.CLI(ctx, 180*time.Second, "scale", "web", "--size", strconv.Itoa(n), "--sync"); err != nil {
 		return 0, 0, err
 	}
-	if err := sh.WaitInService(ctx, "web", n, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "web", n, 60*time.Second, pollEvery); err != nil {
 		return 0, 0, err
 	}
 	select { // let the scale-up's own work settle

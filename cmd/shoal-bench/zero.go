@@ -90,7 +90,7 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 		return nil, err
 	}
 	// In service: none, once the API answers (the group starts asleep).
-	if err := waitInService(ctx, sh, "web", 0, *timeout); err != nil {
+	if err := sh.WaitInService(ctx, "web", 0, *timeout, pollEvery); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
