@@ -114,8 +114,8 @@ func runChaos(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	posts := fs.String("posts", "0,10", "one run per value: the percentage of requests that are POST /echo")
 	quiet := fs.Duration("quiet", 10*time.Second, "the quiet window before the first event: the at-rest baseline")
 	gap := fs.Duration("gap", 2*time.Second, "pause between events")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func runChaos(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	if haproxyPath() == "" {
 		return nil, errors.New("haproxy is not installed (scripts/install-deps.sh haproxy)")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}

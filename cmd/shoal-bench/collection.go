@@ -43,8 +43,8 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	sample := fs.Duration("seconds", 60*time.Second, "how long to sample shoal's CPU at each size")
 	settle := fs.Duration("settle", 10*time.Second, "wait after a scale-out before sampling")
 	interval := fs.Duration("interval", time.Second, "metrics.interval")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	if *sample < time.Second || *settle < 0 {
 		return nil, badUsage("-seconds >= 1s and -settle >= 0 please")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}

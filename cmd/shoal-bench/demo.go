@@ -39,7 +39,8 @@ const demoSteps = "15:15s,45:25s,90:25s,120:30s,45:25s,15:30s"
 func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
 	cfgPath := fs.String("config", "examples/demo/shoal.yaml", "shoal config with an autoscale policy")
 	groupName := fs.String("group", "web", "the group to watch")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.registerShoal(fs)
 	steps := fs.String("steps", demoSteps, "open-loop load, RATE:DURATION,... in requests/s")
 	workMS := fs.Int("work-ms", 10, "CPU milliseconds per request (/work?ms=N)")
 	settle := fs.Duration("settle", 45*time.Second, "after the load, how long to wait for the group to scale back in")
@@ -54,7 +55,7 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 		return nil, badUsage("-work-ms >= 1 and -settle >= 0 please")
 	}
 	out := os.Stdout
-	bin, err := filepath.Abs(*shoalBin)
+	bin, err := filepath.Abs(bins.shoal)
 	if err != nil {
 		return nil, err
 	}

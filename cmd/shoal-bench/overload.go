@@ -140,11 +140,11 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	minutes := fs.Float64("minutes", 10, "length of each policy's run")
 	rate := fs.Float64("rate", 35, "base open-loop rate, requests/s (the step is 3×)")
 	workMS := fs.Int("work-ms", 10, "CPU milliseconds per request (/work?ms=N)")
-	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO per second")
+	slo := sloFlag(fs)
 	maxSize := fs.Int("max-size", 4, "the group's max_size")
 	which := fs.String("policies", "target,seed-000,seed-004", "policies to run, comma-separated")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		}
 		policies = append(policies, overloadPolicies[i])
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,8 +60,8 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	threshold := fs.Float64("threshold", 40, "the rule's cpu.avg threshold, %")
 	forD := fs.Duration("for", 2*time.Second, "the rule's for")
 	timeout := fs.Duration("timeout", 60*time.Second, "longest a run may take")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -73,7 +72,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if stepCPU <= *threshold {
 		return nil, badUsage("the step (-rate × -work-ms = %.0f %% of a core) must exceed -threshold %.0f %%", stepCPU, *threshold)
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -246,19 +245,6 @@ func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// binaries returns the absolute paths of demo-backend in dir and of shoal.
-func binaries(dir, shoal string) (backend, shoalBin string, err error) {
-	backend, err = filepath.Abs(filepath.Join(dir, "demo-backend"))
-	if err != nil {
-		return "", "", err
-	}
-	if _, err := os.Stat(backend); err != nil {
-		return "", "", fmt.Errorf("demo-backend: %w (run make build)", err)
-	}
-	shoalBin, err = filepath.Abs(shoal)
-	return backend, shoalBin, err
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -66,17 +66,16 @@ type replayEvent struct {
 
 func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
 	policyPath := fs.String("policy", "examples/recommended.yaml", "shoal config whose first autoscaled group's policy is replayed")
-	tracePath := fs.String("trace", "", "per-minute trace (default: ../shared/traces/worldcup98_requests_per_minute.csv)")
-	from := fs.String("from", "1998-06-30T08:00", "window start, UTC")
-	to := fs.String("to", "1998-07-01T08:00", "window end, UTC")
+	var trc traceFlags
+	trc.register(fs)
 	speedup := fs.Float64("speedup", 60, "K: a trace minute lasts 1m/K")
 	scale := fs.Float64("scale", 0, "S: req/s = requests per minute × S / 60 (default: the peak needs 5 calibrated instances)")
 	workMS := fs.Int("ms", 1, "CPU per request: GET /work?ms=M")
 	waitMS := fs.Int("wait", 9, "waiting (I/O) per request after its CPU: &wait=W")
-	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
+	slo := sloFlag(fs)
 	calib := fs.Duration("calibrate", 5*time.Second, "how long to calibrate an instance's capacity")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -84,19 +83,16 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		return nil, badUsage("-speedup >= 1, -scale >= 0, -ms >= 1, -wait >= 0, -slo > 0 and -calibrate >= 1s please")
 	}
 	query := fmt.Sprintf("/work?ms=%d&wait=%d", *workMS, *waitMS)
-	series, tracePathRead, fromT, toT, err := readTrace(*tracePath, *from, *to)
+	tw, err := trc.read()
 	if err != nil {
 		return nil, err
 	}
-	w, err := series.Window(fromT, toT)
-	if err != nil {
-		return nil, badUsage("%v", err)
-	}
+	fromT, toT, w := tw.From, tw.To, tw.Window
 	pol, err := sim.LoadPolicy(*policyPath, "")
 	if err != nil {
 		return nil, badUsage("-policy: %v", err)
 	}
-	backend, err := filepath.Abs(filepath.Join(*bin, "demo-backend"))
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +123,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	if err != nil {
 		return nil, err
 	}
-	sh, err := env.StartShoal(*shoalBin, cfg)
+	sh, err := env.StartShoal(sbin, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +227,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	rep.Settings = []Setting{
 		{"policy", *policyPath + " (group " + pol.Group.Name + ")"},
-		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(tracePathRead), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
+		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(tw.Path), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
 		{"K (speedup)", fmt.Sprintf("%g: a trace minute lasts %s; %d minutes in %s", *speedup, step, len(schedule), res.Duration.Round(time.Second))},
 		{"S (scale)", fmt.Sprintf("%.5g: req/s = requests per minute × S / 60 (peak %.0f req/s)", *scale, slices.Max(w.Rates(*scale)))},
 		{"request mix", fmt.Sprintf("GET %s on demo-backend --workers 1", query)},

@@ -69,8 +69,8 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	conns := fs.Int("conns", 32, "connections")
 	idle := fs.Duration("idle", 20*time.Second, "how long to sample shoal's idle CPU (0: skip)")
 	nbthread := fs.Int("nbthread", 0, "nbthread for both HAProxies (0: HAProxy's default, which shoal uses unless told otherwise)")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary to measure")
+	var bins binFlags
+	bins.register(fs)
 	toolName := fs.String("tool", "wrk", "wrk, or loadgen (also the fallback without wrk)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	if err != nil {
 		return nil, err
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}

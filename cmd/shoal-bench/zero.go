@@ -69,15 +69,15 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	burstN := fs.Int("burst", 200, "concurrent requests per burst")
 	interval := fs.Duration("interval", time.Second, "metrics.interval: how often shoal looks for held requests")
 	timeout := fs.Duration("timeout", 60*time.Second, "longest a wake-up or sleep may take")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
 	if *runs < 1 || *bursts < 0 || *burstN < 1 || *burstN > 5000 || *interval < 100*time.Millisecond || *timeout < 10*time.Second {
 		return nil, badUsage("-runs >= 1, -bursts >= 0, -burst 1..5000, -interval >= 100ms and -timeout >= 10s please")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
