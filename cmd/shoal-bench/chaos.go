@@ -185,7 +185,7 @@ func startChaosRig(ctx context.Context, env *Env, sbin, backend string) (*chaosR
 		return nil, err
 	}
 	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
 	if err := WaitHTTP(ctx, rig.url+"/", rig.sh.Proc, 10*time.Second); err != nil {
 		return nil, err
@@ -419,7 +419,7 @@ func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent, i int) error {
 	}
 	rig.sh.Proc = p
 	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, time.Minute, pollEvery); err != nil {
-		return fmt.Errorf("after the restart: %w: %s", err, rig.env.LogTail(name, 3))
+		return fmt.Errorf("after the restart: %w", err)
 	}
 	ev.Detail = fmt.Sprintf("%s: the core was gone after %.2fs; the new core had adopted 2 in service %.2fs after the stop began", how, down.Seconds(), time.Since(start).Seconds())
 	return nil

@@ -65,18 +65,15 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	}
 	largest := sizes[len(sizes)-1]
 	ngroups := (largest + groupCap - 1) / groupCap
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := collectionConfig(port, filepath.Join(env.Work, "state"), backend, ngroups, *interval)
-	sh, err := env.StartShoal(sbin, cfg)
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return collectionConfig(port, filepath.Join(env.Work, "state"), backend, ngroups, *interval)
+	})
 	if err != nil {
 		return nil, err
 	}
 	// With no instances, waiting for 0 in service waits for the API.
 	if err := sh.WaitInService(ctx, "idle1", 0, 30*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+		return nil, err
 	}
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
@@ -135,7 +132,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	}
 	for _, n := range sizes {
 		if err := measure(n); err != nil {
-			return nil, fmt.Errorf("%d instances: %w: %s", n, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("%d instances: %w: %s", n, err, sh.LogTail(5))
 		}
 	}
 

@@ -79,7 +79,7 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 		return nil, badUsage("no group %q in %s", *groupName, *cfgPath)
 	}
 	if err := sh.WaitInService(ctx, *groupName, max(1, minSize), 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+		return nil, err
 	}
 	url := fmt.Sprintf("http://%s/work?ms=%d", sh.Cfg.Listen, *workMS)
 	fmt.Fprintf(out, "== %d instances in service; open-loop load on %s: %s (req/s:duration)\n", max(1, minSize), url, *steps)

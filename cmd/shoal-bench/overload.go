@@ -235,18 +235,15 @@ func overloaded(s loadgen.Second, slo time.Duration) bool {
 }
 
 func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend, sbin string, maxSize, workMS int, schedule []loadgen.Segment, slo time.Duration) (*overloadResult, error) {
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := p.config(port, filepath.Join(env.Work, "state-"+p.Name), backend, maxSize)
-	sh, err := env.StartShoal(sbin, cfg)
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return p.config(port, filepath.Join(env.Work, "state-"+p.Name), backend, maxSize)
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop(sh.Proc)
 	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+		return nil, err
 	}
 	// The load starts once the instance is in the metrics the policy reads
 	// (past warmup, sampled): before, every policy is blind alike.
@@ -255,7 +252,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		return nil, fmt.Errorf("the instance did not enter the metrics: %w", err)
 	}
 	r := &overloadResult{Policy: p.Name, Description: p.Desc}
-	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, workMS)
+	url := sh.URL(fmt.Sprintf("/work?ms=%d", workMS))
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()

@@ -76,19 +76,16 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if err != nil {
 		return nil, err
 	}
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := reactionConfig(port, filepath.Join(env.Work, "state"), backend, *threshold, *forD)
-	sh, err := env.StartShoal(sbin, cfg)
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return reactionConfig(port, filepath.Join(env.Work, "state"), backend, *threshold, *forD)
+	})
 	if err != nil {
 		return nil, err
 	}
 	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+		return nil, err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, *workMS)
+	url := sh.URL(fmt.Sprintf("/work?ms=%d", *workMS))
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	det := &reactionDetails{}
@@ -131,7 +128,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			err = lerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("run %d, by policy: %w: %s", i, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("run %d, by policy: %w", i, err)
 		}
 		if err := mon.pollEvents(ctx); err != nil {
 			return nil, err

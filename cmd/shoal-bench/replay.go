@@ -128,7 +128,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		return nil, err
 	}
 	if err := sh.WaitInService(ctx, pol.Group.Name, pol.Group.MinSize, 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("shoal: %v: %s", err, env.LogTail("shoal", 5))
+		return nil, fmt.Errorf("shoal: %w", err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
 	if err := WaitHTTP(ctx, url, sh.Proc, 10*time.Second); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +21,17 @@ type Shoal struct {
 	Cfg    *config.Config
 	Proc   *Proc
 	API    *API
+	env    *Env
+}
+
+// StartShoalOn picks a free port on 127.0.0.1 for shoal's frontend and
+// starts shoal on the config render writes for it (sh.URL is its frontend).
+func (e *Env) StartShoalOn(bin string, render func(port int) string) (*Shoal, error) {
+	port, err := e.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return e.StartShoal(bin, render(port))
 }
 
 // StartShoal writes config to WORK/shoal.yaml and runs `shoal serve` on it.
@@ -46,8 +56,14 @@ func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket)}, nil
+	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket), env: e}, nil
 }
+
+// URL returns the address of shoal's frontend followed by path.
+func (s *Shoal) URL(path string) string { return "http://" + s.Cfg.Listen + path }
+
+// LogTail returns the last lines of the running core's log, for errors.
+func (s *Shoal) LogTail(lines int) string { return s.env.LogTail(s.Proc.Name, lines) }
 
 // startServe runs `shoal serve -c path` as the process name (its log is
 // WORK/NAME.log).
@@ -81,7 +97,8 @@ func (s *Shoal) CLI(ctx context.Context, timeout time.Duration, args ...string) 
 const pollEvery = 200 * time.Millisecond
 
 // WaitInService polls shoal's API every `every` until at least n instances
-// of group are in service; n = 0 waits for the API to answer.
+// of group are in service; n = 0 waits for the API to answer. Its errors
+// end with the tail of shoal's log.
 func (s *Shoal) WaitInService(ctx context.Context, group string, n int, timeout, every time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -90,10 +107,10 @@ func (s *Shoal) WaitInService(ctx context.Context, group string, n int, timeout,
 			return nil
 		}
 		if !s.Proc.Alive() {
-			return errors.New("shoal exited")
+			return fmt.Errorf("shoal exited: %s", s.LogTail(5))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v)", got, n, group, timeout, err)
+			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v): %s", got, n, group, timeout, err, s.LogTail(5))
 		}
 		select {
 		case <-ctx.Done():

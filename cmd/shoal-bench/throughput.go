@@ -337,16 +337,13 @@ backend be
 }
 
 func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthread int, t *target) (*Shoal, error) {
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, "state"))
-	if nbthread > 0 {
-		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
-	}
-	fmt.Fprintf(&cfg, `groups:
+	render := func(port int) string {
+		var cfg strings.Builder
+		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, "state"))
+		if nbthread > 0 {
+			fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
+		}
+		fmt.Fprintf(&cfg, `groups:
   - name: web
     min_size: 2
     max_size: 5
@@ -356,14 +353,16 @@ func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthrea
     template:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
 `, backend)
+		return cfg.String()
+	}
 	env.Log.Info("starting shoal")
-	sh, err := env.StartShoal(bin, cfg.String())
+	sh, err := env.StartShoalOn(bin, render)
 	if err != nil {
 		return nil, err
 	}
-	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
+	t.URL = sh.URL("/")
 	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
-		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
 	if err := WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
 		return nil, err
