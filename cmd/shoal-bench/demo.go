@@ -88,39 +88,31 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	mon := &Monitor{API: sh.API, Group: *groupName, Window: 2 * time.Second}
 	var mu sync.Mutex
 	var lastSec loadgen.Second
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	type loadResult struct {
-		res loadgen.OpenResult
-		err error
-	}
-	loadDone := make(chan loadResult, 1)
-	go func() {
-		res, err := loadgen.RunOpen(loadCtx, loadgen.OpenOptions{
-			URL: url, Schedule: schedule, Timeout: 10 * time.Second,
-			Progress: func(s loadgen.Second) { mu.Lock(); lastSec = s; mu.Unlock() },
-		})
-		loadDone <- loadResult{res, err}
-	}()
+	load := startOpenLoad(ctx, loadgen.OpenOptions{
+		URL: url, Schedule: schedule, Timeout: 10 * time.Second,
+		Progress: func(s loadgen.Second) { mu.Lock(); lastSec = s; mu.Unlock() },
+	})
+	defer load.Stop()
 
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var (
-		load    *loadResult
-		endedAt time.Time
-		rows    int
+		loadDone = load.Done() // nil once the load has ended
+		res      *loadgen.OpenResult
+		endedAt  time.Time
+		rows     int
 	)
 	for {
 		select {
 		case <-ctx.Done():
-			stopLoad()
-			<-loadDone
+			load.Stop()
 			return nil, ctx.Err()
-		case r := <-loadDone:
-			load, endedAt = &r, time.Now()
-			if r.err != nil {
-				return nil, fmt.Errorf("load: %w", r.err)
+		case <-loadDone:
+			r, err := load.Wait()
+			res, endedAt, loadDone = &r, time.Now(), nil
+			if err != nil {
+				return nil, fmt.Errorf("load: %w", err)
 			}
 			fmt.Fprintln(out, "== load finished; waiting for the group to scale back in")
 			continue
@@ -134,12 +126,12 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 			fmt.Fprintf(out, "%5s %7s %6s %7s %8s %8s %8s  %s\n", "t", "load/s", "size", "cpu.p90", "req/s", "p99", "p99(lb)", "last decision")
 		}
 		rows++
-		printDemoRow(out, time.Since(start), load == nil, s, v, mon)
-		if load != nil && (v.Err == "" && v.Desired <= minSize && v.InService <= minSize || time.Since(endedAt) > *settle) {
+		printDemoRow(out, time.Since(start), res == nil, s, v, mon)
+		if res != nil && (v.Err == "" && v.Desired <= minSize && v.InService <= minSize || time.Since(endedAt) > *settle) {
 			break
 		}
 	}
-	return nil, demoSummary(out, load.res, mon, *settle)
+	return nil, demoSummary(out, *res, mon, *settle)
 }
 
 func printDemoRow(w io.Writer, t time.Duration, loading bool, s loadgen.Second, v View, mon *Monitor) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -286,28 +285,6 @@ func WaitHTTP(ctx context.Context, url string, p *Proc, timeout time.Duration) e
 	}
 }
 
-// Machine describes where a benchmark ran.
-type Machine struct {
-	NProc      int    `json:"nproc"`
-	Kernel     string `json:"kernel"`
-	HAProxy    string `json:"haproxy"`
-	Go         string `json:"go"`
-	Commit     string `json:"commit"`
-	LoadBefore string `json:"loadavg_before"`
-	LoadAfter  string `json:"loadavg_after,omitempty"`
-}
-
-// loadavg returns the 1, 5 and 15 minute load averages; other work on the
-// machine skews every figure, so reports show how busy it was.
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
 // haproxyPath finds HAProxy in PATH or /usr/sbin, where Debian puts it.
 func haproxyPath() string {
 	if p, err := exec.LookPath("haproxy"); err == nil {
@@ -317,20 +294,4 @@ func haproxyPath() string {
 		return "/usr/sbin/haproxy"
 	}
 	return ""
-}
-
-func newMachine() Machine {
-	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadavg(), HAProxy: "not installed", Commit: "unknown"}
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(data))
-	}
-	if p := haproxyPath(); p != "" {
-		if out, err := exec.Command(p, "-v").Output(); err == nil {
-			m.HAProxy = strings.SplitN(string(out), "\n", 2)[0]
-		}
-	}
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		m.Commit = strings.TrimSpace(string(out))
-	}
-	return m
 }

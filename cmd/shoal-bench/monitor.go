@@ -111,19 +111,3 @@ func describe(e Event) string {
 	}
 	return fmt.Sprintf("%s %s %d→%d %s: %s", e.Time.Local().Format("15:04:05"), e.Rule, e.Current, e.Recommendation, strings.Join(vals, " "), out)
 }
-
-// pct formats a percentage, or "-" when not measured.
-func pct(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", *v)
-}
-
-// f1 formats a number with one decimal, or "-".
-func f1(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *v)
-}

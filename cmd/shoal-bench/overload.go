@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/loadgen"
@@ -254,17 +253,9 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 	r := &overloadResult{Policy: p.Name, Description: p.Desc}
 	url := sh.URL(fmt.Sprintf("/work?ms=%d", workMS))
 
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var wg sync.WaitGroup
-	var res loadgen.OpenResult
-	var loadErr error
-	wg.Add(1)
 	start := time.Now()
-	go func() {
-		defer wg.Done()
-		res, loadErr = loadgen.RunOpen(loadCtx, loadgen.OpenOptions{URL: url, Schedule: schedule, Timeout: 10 * time.Second})
-	}()
+	load := startOpenLoad(ctx, loadgen.OpenOptions{URL: url, Schedule: schedule, Timeout: 10 * time.Second})
+	defer load.Stop()
 	tick := time.NewTicker(time.Second)
 	var total time.Duration
 	for _, s := range schedule {
@@ -274,8 +265,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		select {
 		case <-ctx.Done():
 			tick.Stop()
-			stopLoad()
-			wg.Wait()
+			load.Stop()
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
@@ -290,9 +280,9 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		}
 	}
 	tick.Stop()
-	wg.Wait()
-	if loadErr != nil {
-		return nil, loadErr
+	res, err := load.Wait()
+	if err != nil {
+		return nil, err
 	}
 	if err := mon.pollEvents(ctx); err != nil {
 		return nil, err

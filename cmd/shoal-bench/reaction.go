@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,21 +109,15 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			return nil, err
 		}
 		seen := len(mon.Events)
-		loadCtx, stopLoad := context.WithCancel(ctx)
-		loadDone := make(chan error, 1)
 		t0 = time.Now()
-		go func() {
-			_, err := loadgen.RunOpen(loadCtx, loadgen.OpenOptions{
-				URL: url, Timeout: 10 * time.Second,
-				Schedule: []loadgen.Segment{{Rate: *rate, Duration: *timeout}},
-			})
-			loadDone <- err
-		}()
+		load := startOpenLoad(ctx, loadgen.OpenOptions{
+			URL: url, Timeout: 10 * time.Second,
+			Schedule: []loadgen.Segment{{Rate: *rate, Duration: *timeout}},
+		})
 		// Polled every 50 ms: the reaction is timed to it.
 		err := sh.WaitInService(ctx, "web", 2, *timeout, 50*time.Millisecond)
 		r.Reaction = time.Since(t0).Seconds()
-		stopLoad()
-		if lerr := <-loadDone; err == nil {
+		if _, lerr := load.Stop(); err == nil {
 			err = lerr
 		}
 		if err != nil {
@@ -243,5 +236,3 @@ func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(
 		}
 	}
 }
-
-func round2(v float64) float64 { return math.Round(v*100) / 100 }

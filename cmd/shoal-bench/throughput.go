@@ -249,13 +249,6 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	return rep, nil
 }
 
-func ratioOf(a, b *float64) *float64 {
-	if a == nil || b == nil || *b == 0 {
-		return nil
-	}
-	return num(*a / *b)
-}
-
 func joinFloats(vs []float64, format string) string {
 	s := make([]string, len(vs))
 	for i, v := range vs {
