@@ -175,33 +175,3 @@ func collectionConfig(port int, stateDir, backend string, ngroups int, interval 
 	}
 	return benchConfig(port, stateDir, fmt.Sprintf("interval: %s\n", interval), groups...)
 }
-
-// processCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
-func processCPU(ctx context.Context, pid int, d time.Duration) (cpu, rssKiB float64, err error) {
-	t0, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(d):
-	}
-	t1, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	rss, err := RSSKiB(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	return 100 * float64(t1-t0) / clockTicks / time.Since(start).Seconds(), float64(rss), nil
-}
-
-func diff(a, b *float64) *float64 {
-	if a == nil || b == nil {
-		return nil
-	}
-	return num(*a - *b)
-}

@@ -218,6 +218,29 @@ func RSSKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// processCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
+func processCPU(ctx context.Context, pid int, d time.Duration) (cpu, rssKiB float64, err error) {
+	t0, err := CPUTicks(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(d):
+	}
+	t1, err := CPUTicks(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, err := RSSKiB(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return 100 * float64(t1-t0) / clockTicks / time.Since(start).Seconds(), float64(rss), nil
+}
+
 // Stop stops p now (it no longer waits for Close).
 func (e *Env) Stop(p *Proc) {
 	p.stop()

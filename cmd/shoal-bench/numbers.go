@@ -84,3 +84,11 @@ func f1(v *float64) string {
 	}
 	return fmt.Sprintf("%.1f", *v)
 }
+
+// diff returns a − b, or nil when either was not measured.
+func diff(a, b *float64) *float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	return num(*a - *b)
+}
