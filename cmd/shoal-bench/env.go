@@ -77,6 +77,25 @@ func (e *Env) Start(name string, argv ...string) (*Proc, error) {
 	return p, nil
 }
 
+// StartBackend runs a demo-backend (the binary at path) called name on a
+// free port of 127.0.0.1, with more flags in args, and waits until it
+// answers /healthz.
+func (e *Env) StartBackend(ctx context.Context, path, name string, args ...string) (*Proc, int, error) {
+	port, err := e.FreePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	argv := append([]string{path, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--name", name}, args...)
+	p, err := e.Start(name, argv...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), p, 10*time.Second); err != nil {
+		return nil, 0, fmt.Errorf("demo-backend %s: %w: %s", name, err, e.LogTail(name, 3))
+	}
+	return p, port, nil
+}
+
 // Alive reports whether p is still running.
 func (p *Proc) Alive() bool {
 	select {

@@ -300,18 +300,11 @@ const saturatingClients = 4
 // d, then saturatingClients at once for d.
 func calibrate(ctx context.Context, env *Env, backend, query string, d time.Duration) (calibration, error) {
 	var cal calibration
-	port, err := env.FreePort()
-	if err != nil {
-		return cal, err
-	}
-	p, err := env.Start("calibrate", backend, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--name", "calibrate", "--workers", "1")
+	p, port, err := env.StartBackend(ctx, backend, "calibrate", "--workers", "1")
 	if err != nil {
 		return cal, err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
-	if err := WaitHTTP(ctx, url, p, 10*time.Second); err != nil {
-		return cal, err
-	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer client.CloseIdleConnections()
 	t0, err := CPUTicks(p.Pid())

@@ -98,16 +98,9 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	// (a), and the two static backends of (b).
 	var backendPorts []int
 	for _, name := range []string{"bench-a", "bench-b"} {
-		port, err := env.FreePort()
+		_, port, err := env.StartBackend(ctx, backend, name)
 		if err != nil {
 			return nil, err
-		}
-		p, err := env.Start(name, backend, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--name", name)
-		if err != nil {
-			return nil, err
-		}
-		if err := WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), p, 10*time.Second); err != nil {
-			return nil, fmt.Errorf("demo-backend %s: %w: %s", name, err, env.LogTail(name, 3))
 		}
 		backendPorts = append(backendPorts, port)
 	}
