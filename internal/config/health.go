@@ -105,9 +105,10 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
 	h.Interval = d.timer(f, "interval", 2*time.Second)
 	h.Timeout = d.timer(f, "timeout", time.Second)
-	if f.get("fastinter") != nil {
-		h.FastInter = d.timer(f, "fastinter", 0)
-	}
+	// A server that stops answering is DOWN after about interval +
+	// fall × (timeout + fastinter), and HAProxy retries the requests it held
+	// then (see internal/haproxy): the default fastinter keeps that near 6 s.
+	h.FastInter = d.timer(f, "fastinter", min(h.Interval, DefaultFastInter))
 	if f.get("downinter") != nil {
 		h.DownInter = d.timer(f, "downinter", 0)
 	}

@@ -322,6 +322,17 @@ func (b *fakeBalancer) Drain(ctx context.Context, _, name string, timeout time.D
 	return nil
 }
 
+// ShutdownSessions ends the requests a server holds.
+func (b *fakeBalancer) ShutdownSessions(_ context.Context, _, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.servers[name]
+	st.Sessions = 0
+	b.servers[name] = st
+	b.ev.add("shutdown_sessions %s", name)
+	return nil
+}
+
 func (b *fakeBalancer) RemoveServer(_ context.Context, _, name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -341,11 +352,16 @@ func (b *fakeBalancer) Stats(context.Context, string) ([]haproxy.ServerStat, err
 	return out, nil
 }
 
-// set makes HAProxy report a server with status and the last check's status.
-func (b *fakeBalancer) set(name, status, check string) {
+// set makes HAProxy report a server with status, the last check's status
+// and, if given, the requests it holds.
+func (b *fakeBalancer) set(name, status, check string, sessions ...int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.servers[name] = haproxy.ServerStat{Name: name, Status: status, CheckStatus: check}
+	st := haproxy.ServerStat{Name: name, Status: status, CheckStatus: check}
+	if len(sessions) > 0 {
+		st.Sessions = sessions[0]
+	}
+	b.servers[name] = st
 }
 
 // drain ends every drain, now and from now on.

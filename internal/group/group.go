@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +61,7 @@ type Balancer interface {
 	MarkReady(backend, name string)
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
 	RemoveServer(ctx context.Context, backend, name string) error
+	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
 }
 
@@ -141,6 +141,7 @@ type Group struct {
 	// churn counts launches and retirements; a job that saw none was a no-op.
 	churn      int
 	failures   []Failure
+	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
@@ -181,13 +182,28 @@ type Group struct {
 }
 
 // New creates a group with its persisted state (desired size, cooldowns) or,
-// for a group never seen before, min_size.
+// for a group never seen before, min_size, and records that state.
 func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
-	return newGroup(ctx, cfg, prov, lb, st, log, wallClock{})
+	g, err := Open(ctx, cfg, prov, lb, st, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.persistState(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
-// newGroup is New on clk: the reconciler's unit tests run it on a fake clock.
-func newGroup(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger, clk clock) (*Group, error) {
+// Open is New without the write: a reload builds the groups it adds before
+// HAProxy takes the new config, and one that fails there must leave the
+// store as it was. The state is recorded at its first change; until then
+// the stored one stands, clamped into the configured range at every start.
+func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
+	return open(ctx, cfg, prov, lb, st, log, wallClock{})
+}
+
+// open is Open on clk: the reconciler's unit tests run it on a fake clock.
+func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger, clk clock) (*Group, error) {
 	g := &Group{
 		cfg: cfg, prov: prov, lb: lb, st: st, clk: clk,
 		log:     log.With("group", cfg.Name),
@@ -223,9 +239,6 @@ func newGroup(ctx context.Context, cfg config.Group, prov provider.Provider, lb 
 	if g.version != g.nextVersion {
 		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
 			"serving", g.version, "configured", g.nextVersion)
-	}
-	if err := g.persistState(ctx); err != nil {
-		return nil, err
 	}
 	return g, nil
 }
@@ -332,9 +345,19 @@ func (g *Group) reconcile(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
+	// A deploy's surge instances are wanted too.
+	surplus := len(g.activeLocked()) > g.desired+g.surge
+	g.mu.Unlock()
+	var (
+		sessions map[string]int
+		statErr  error
+	)
+	if surplus {
+		sessions, statErr = g.busyness(ctx)
+	}
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
-	// A deploy's surge instances are wanted too.
 	want := g.desired + g.surge
 	switch {
 	case len(active) < want:
@@ -346,26 +369,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
-		// Retire instances that serve nobody first (starting, then
-		// unhealthy), then the newest.
-		rank := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
-		slices.SortFunc(active, func(a, b *instance) int {
-			if ra, rb := rank[a.state], rank[b.state]; ra != rb {
-				return ra - rb
-			}
-			return b.index - a.index
-		})
-		for _, in := range active[:len(active)-want] {
-			in.retiring = true
-			close(in.retire)
-			if g.owedRetire > 0 {
-				in.job = g.jobSeq
-				g.owedRetire--
-			}
-			g.churn++
-			g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired)
-		}
-		g.notifyLocked()
+		g.retireSurplusLocked(want, sessions, statErr)
 	}
 }
 
@@ -461,8 +465,10 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 //	+--------+    backs off 1 s doubling to 60 s if it had not served
 //	              steadily for 30 s (crash loop); else it starts at once.
 //
-// Shutdown of shoal takes every state to stopping, or leaves it as it is
-// for the next run to adopt (KeepInstances).
+// An unhealthy instance whose checks time out while it holds requests is
+// hung: those requests are ended at once (see hung). Shutdown of shoal
+// takes every state to stopping, or leaves it as it is for the next run to
+// adopt (KeepInstances).
 func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 	if in.inst == nil {
 		if !g.start(ctx, in) {
@@ -479,7 +485,8 @@ func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 
 // serve watches an instance in service until it exits, is retired, or has
 // been DOWN in HAProxy for replace_after, when it is replaced: a hung
-// process (SIGSTOPped, deadlocked) does not exit by itself.
+// process (SIGSTOPped, deadlocked) does not exit by itself. The requests a
+// hung instance holds are let go as soon as HAProxy has it DOWN (see hung).
 func (g *Group) serve(ctx context.Context, in *instance) {
 	tick, stop := g.clk.NewTicker(healthWatch)
 	defer stop()
@@ -505,6 +512,9 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 					downSince = g.clk.Now()
 					g.setState(ctx, in, Unhealthy)
 				}
+				if hung(st) {
+					g.releaseHeld(ctx, in, st)
+				}
 				if d := g.clk.Now().Sub(downSince); d >= g.conf().ReplaceAfter {
 					g.drop(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
 						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)), stopThenRemove)
@@ -516,6 +526,27 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 		}
 	}
+}
+
+// hung reports a server HAProxy has DOWN because its checks got no answer
+// in time (a SIGSTOPped or deadlocked process), while it still holds
+// requests: those would wait for replace_after and the process's stop, or
+// for timeout server, although they can no longer be answered in time.
+func hung(st haproxy.ServerStat) bool {
+	return st.Sessions > 0 && (st.CheckStatus == "L7TOUT" || st.CheckStatus == "L4TOUT")
+}
+
+// releaseHeld ends the requests a hung instance holds: HAProxy retries the
+// idempotent ones on another instance, the others get 502 (never replayed).
+// An instance that answers its checks badly is left alone: it is alive and
+// may still finish what it holds.
+func (g *Group) releaseHeld(ctx context.Context, in *instance, st haproxy.ServerStat) {
+	if err := g.lb.ShutdownSessions(ctx, g.cfg.Name, in.name); err != nil {
+		g.log.Warn("ending the requests of a hung instance failed", "instance", in.name, "err", err)
+		return
+	}
+	g.log.Warn("instance hung: requests it held ended, idempotent ones retried elsewhere",
+		"instance", in.name, "sessions", st.Sessions, "check", checkText(st))
 }
 
 func checkText(st haproxy.ServerStat) string {

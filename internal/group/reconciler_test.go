@@ -51,7 +51,7 @@ func newReconciler(t *testing.T, desired int, setup func(*reconciler)) *reconcil
 		st: &fakeStore{state: map[string]store.GroupState{"web": {Name: "web", Desired: desired}},
 			insts: map[string]store.Instance{}},
 	}
-	g, err := newGroup(context.Background(), reconcilerConfig(), r.prov, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
+	g, err := open(context.Background(), reconcilerConfig(), r.prov, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,16 +422,18 @@ func TestReconcilerInServiceToUnhealthyToInService(t *testing.T) {
 	}
 }
 
-// TestReconcilerUnhealthyToFailedHung: an instance DOWN for replace_after
-// is stopped, then removed (its streams end with it), and replaced.
+// TestReconcilerUnhealthyToFailedHung: the requests a hung instance holds
+// are ended as soon as HAProxy has it DOWN; DOWN for replace_after, it is
+// stopped, then removed (its streams end with it), and replaced.
 func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 	r := newReconciler(t, 1, nil)
 	r.bringUp("web-001")
 	r.poll(stableService)
 	gone := r.watchGone("web-001")
-	r.lb.set("web-001", "DOWN", "L7TOUT")
+	r.lb.set("web-001", "DOWN", "L7TOUT", 3)
 	r.poll(healthWatch)
 	r.awaitState("web-001", Unhealthy)
+	eventually(t, "web-001's requests ended", func() bool { return slices.Contains(r.ev.of("web-001"), "shutdown_sessions") })
 	down := r.clk.Now()
 	r.poll(reconcilerConfig().ReplaceAfter)
 
@@ -440,7 +442,7 @@ func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 		t.Fatalf("failure %+v; want %q at %v", f, want, down.Add(10*time.Second))
 	}
 	gone()
-	wantEvents(t, r.ev, "web-001", "start", "add", "ready", "stop", "remove")
+	wantEvents(t, r.ev, "web-001", "start", "add", "ready", "shutdown_sessions", "stop", "remove")
 	// It had served steadily: replaced at once.
 	if starts := r.awaitStarts(2); !starts[1].Equal(f.At) {
 		t.Fatalf("replacement started %v after the failure, want at once", starts[1].Sub(f.At))
