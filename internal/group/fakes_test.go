@@ -128,7 +128,7 @@ func (c *fakeClock) awaitAfterFunc(t *testing.T, at time.Time, what string) {
 
 func (c *fakeClock) await(t *testing.T, at time.Time, n int, what string, kind func(*fakeWaiter) bool) {
 	t.Helper()
-	eventually(t, what+" waiting for "+at.Format(time.TimeOnly+".000"), func() bool {
+	waitFor(t, what+" waiting for "+at.Format(time.TimeOnly+".000"), func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		found := 0
@@ -141,9 +141,9 @@ func (c *fakeClock) await(t *testing.T, at time.Time, n int, what string, kind f
 	})
 }
 
-// eventually waits until cond holds. The bound is real time: everything
+// waitFor waits until cond holds. The bound is real time: everything
 // reacts within microseconds, the bound only ends a test that went wrong.
-func eventually(t *testing.T, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -352,16 +352,16 @@ func (b *fakeBalancer) Stats(context.Context, string) ([]haproxy.ServerStat, err
 	return out, nil
 }
 
-// set makes HAProxy report a server with status, the last check's status
-// and, if given, the requests it holds.
-func (b *fakeBalancer) set(name, status, check string, sessions ...int) {
+// set makes HAProxy report a server with status and the last check's status.
+func (b *fakeBalancer) set(name, status, check string) {
+	b.setStat(haproxy.ServerStat{Name: name, Status: status, CheckStatus: check})
+}
+
+// setStat makes HAProxy report st for the server st.Name.
+func (b *fakeBalancer) setStat(st haproxy.ServerStat) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := haproxy.ServerStat{Name: name, Status: status, CheckStatus: check}
-	if len(sessions) > 0 {
-		st.Sessions = sessions[0]
-	}
-	b.servers[name] = st
+	b.servers[st.Name] = st
 }
 
 // drain ends every drain, now and from now on.

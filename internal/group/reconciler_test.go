@@ -89,7 +89,7 @@ func (r *reconciler) state(name string) (State, bool) {
 
 func (r *reconciler) awaitState(name string, want State) {
 	r.t.Helper()
-	eventually(r.t, name+" "+string(want), func() bool {
+	waitFor(r.t, name+" "+string(want), func() bool {
 		s, ok := r.state(name)
 		return ok && s == want
 	})
@@ -107,7 +107,7 @@ func (r *reconciler) watchGone(name string) (await func()) {
 	}
 	return func() {
 		r.t.Helper()
-		eventually(r.t, name+" forgotten", func() bool {
+		waitFor(r.t, name+" forgotten", func() bool {
 			r.g.mu.Lock()
 			defer r.g.mu.Unlock()
 			return r.g.insts[name] != in
@@ -118,7 +118,7 @@ func (r *reconciler) watchGone(name string) (await func()) {
 // awaitStarts waits for the n-th start and returns when each happened.
 func (r *reconciler) awaitStarts(n int) []time.Time {
 	r.t.Helper()
-	eventually(r.t, "start number "+strconv.Itoa(n), func() bool { return len(r.prov.startTimes()) >= n })
+	waitFor(r.t, "start number "+strconv.Itoa(n), func() bool { return len(r.prov.startTimes()) >= n })
 	return r.prov.startTimes()
 }
 
@@ -126,7 +126,7 @@ func (r *reconciler) awaitStarts(n int) []time.Time {
 func (r *reconciler) awaitFailure(n int) Failure {
 	r.t.Helper()
 	var f Failure
-	eventually(r.t, "failure number "+strconv.Itoa(n), func() bool {
+	waitFor(r.t, "failure number "+strconv.Itoa(n), func() bool {
 		r.g.mu.Lock()
 		defer r.g.mu.Unlock()
 		if len(r.g.failures) < n {
@@ -169,7 +169,7 @@ func (r *reconciler) poll(d time.Duration) {
 	r.t.Helper()
 	n := r.lb.pollCount()
 	r.clk.Advance(d)
-	eventually(r.t, "a health poll", func() bool { return r.lb.pollCount() > n })
+	waitFor(r.t, "a health poll", func() bool { return r.lb.pollCount() > n })
 }
 
 // wantEvents checks the calls about the instance named name, in order. A
@@ -251,7 +251,7 @@ func TestReconcilerStartingToFailedStartFailed(t *testing.T) {
 	if f.Reason != "start failed: pre_start hook: exit status 3" {
 		t.Fatalf("failure reason %q", f.Reason)
 	}
-	eventually(t, "web-001 forgotten", func() bool { _, ok := r.state("web-001"); return !ok })
+	waitFor(t, "web-001 forgotten", func() bool { _, ok := r.state("web-001"); return !ok })
 	// Nothing started: nothing to add, remove or stop.
 	wantEvents(t, r.ev, "web-001", "start")
 	r.clk.awaitAfterFunc(t, f.At.Add(time.Second), "the back-off")
@@ -268,6 +268,46 @@ func TestReconcilerStartingToFailedExited(t *testing.T) {
 	}
 	gone()
 	// Stopped anyway: what it forked dies with it.
+	wantEvents(t, r.ev, "web-001", "start", "add", "remove", "stop")
+}
+
+// TestReconcilerStartingToFailedDeployCheckFailing: an instance of the
+// version a deploy rolls out that answers its check with errors fall times
+// in a row fails then, not after grace: that version is broken.
+func TestReconcilerStartingToFailedDeployCheckFailing(t *testing.T) {
+	r := newReconciler(t, 1, func(r *reconciler) {
+		r.g.mu.Lock()
+		r.g.deployTarget, r.g.rollTmpl = "v2", config.Template{StopTimeout: 5 * time.Second}
+		r.g.mu.Unlock()
+	})
+	t0 := r.clk.Now()
+	r.awaitGate("web-001")
+	gone := r.watchGone("web-001")
+	r.lb.setStat(haproxy.ServerStat{Name: "web-001", Status: "DOWN", CheckStatus: "L7STS", CheckCode: 500})
+	failed := func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		return len(r.g.failures) > 0
+	}
+	// The streak is measured from the first poll that saw an error: fall −
+	// 1 checks of interval + timeout, plus a stats refresh and a poll.
+	h := reconcilerConfig().Health
+	streak := time.Duration(h.Fall-1)*(h.Interval+h.Timeout) + statsMaxAge + healthPoll
+	for !failed() && r.clk.Now().Before(t0.Add(h.Grace)) {
+		n := r.lb.pollCount()
+		r.clk.Advance(healthPoll)
+		waitFor(t, "a health poll or the failure", func() bool { return r.lb.pollCount() > n || failed() })
+	}
+	f := r.awaitFailure(1)
+	if f.Reason != "failed health check 3 times: HTTP 500" || f.version != "v2" {
+		t.Fatalf("failure %+v; want version v2's check failing with HTTP 500", f)
+	}
+	// The poll that observes or decides may read the clock one advance
+	// late: each can add a poll.
+	if d, want := f.At.Sub(t0), healthPoll+streak; d < want || d > want+2*healthPoll {
+		t.Fatalf("failed %v after the start, want %v (the streak from the first poll), up to two polls later; grace is %v", d, want, h.Grace)
+	}
+	gone()
 	wantEvents(t, r.ev, "web-001", "start", "add", "remove", "stop")
 }
 
@@ -343,7 +383,7 @@ func TestReconcilerInServiceToDrainingToStopping(t *testing.T) {
 	}
 	// The newest goes; it stays draining until HAProxy's drain ends.
 	r.awaitState("web-002", Draining)
-	eventually(t, "web-002 drained", func() bool { _, ok := r.lb.drainTimeout("web-002"); return ok })
+	waitFor(t, "web-002 drained", func() bool { _, ok := r.lb.drainTimeout("web-002"); return ok })
 	if d, _ := r.lb.drainTimeout("web-002"); d != 30*time.Second {
 		t.Fatalf("drained for %v, want drain_timeout 30s", d)
 	}
@@ -389,7 +429,7 @@ func TestReconcilerDrainingResumed(t *testing.T) {
 		r.g.Restore(context.Background(), []store.Instance{{Group: "web", Name: "web-001", Index: 1,
 			Host: "127.0.0.1", Port: 20001, PID: 1001, State: string(Draining), StateSince: since}})
 	})
-	eventually(t, "web-001 forgotten", func() bool { _, ok := r.state("web-001"); return !ok })
+	waitFor(t, "web-001 forgotten", func() bool { _, ok := r.state("web-001"); return !ok })
 	if d, _ := r.lb.drainTimeout("web-001"); d != 18*time.Second {
 		t.Fatalf("resumed drain for %v, want what was left of 30s after 12s: 18s", d)
 	}
@@ -430,10 +470,10 @@ func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 	r.bringUp("web-001")
 	r.poll(stableService)
 	gone := r.watchGone("web-001")
-	r.lb.set("web-001", "DOWN", "L7TOUT", 3)
+	r.lb.setStat(haproxy.ServerStat{Name: "web-001", Status: "DOWN", CheckStatus: "L7TOUT", Sessions: 3})
 	r.poll(healthWatch)
 	r.awaitState("web-001", Unhealthy)
-	eventually(t, "web-001's requests ended", func() bool { return slices.Contains(r.ev.of("web-001"), "shutdown_sessions") })
+	waitFor(t, "web-001's requests ended", func() bool { return slices.Contains(r.ev.of("web-001"), "shutdown_sessions") })
 	down := r.clk.Now()
 	r.poll(reconcilerConfig().ReplaceAfter)
 
