@@ -809,9 +809,9 @@ func (g *Group) server(in *instance) haproxy.Server {
 // them, so one answer from HAProxy serves all polls within statsMaxAge.
 func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
 	g.statMu.Lock()
-	if now := g.clk.Now(); now.Sub(g.statAt) >= statsMaxAge {
+	if g.clk.Now().Sub(g.statAt) >= statsMaxAge {
 		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
-		g.statAt = now
+		g.statAt = g.clk.Now()
 	}
 	stats, err := g.stats, g.statErr
 	g.statMu.Unlock()
