@@ -28,11 +28,11 @@ var (
 )
 
 func (d *decoder) health(n *yaml.Node, path string) Health {
-	f := d.mapping(n, path, "type", "method", "path", "host", "status", "body", "body_regex",
-		"send", "expect", "interval", "timeout", "rise", "fall", "fastinter", "downinter", "passive", "grace")
-	h := Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}}}
+	f := section[Health](d, n, path)
+	def := DefaultHealth
+	h := Health{Type: def.Type, Method: def.Method, Path: def.Path, Host: def.Host, Status: slices.Clone(def.Status)}
 
-	if t, tn := f.str("type", "http"); tn != nil {
+	if t, tn := f.str("type", def.Type); tn != nil {
 		if !slices.Contains(checkTypes, t) {
 			d.errorf(tn, f.field("type"), "must be http or tcp, got %q", t)
 		} else {
@@ -51,7 +51,7 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	if h.Type == "http" {
-		if m, mn := f.str("method", "GET"); mn != nil {
+		if m, mn := f.str("method", def.Method); mn != nil {
 			if !slices.Contains(checkMethods, m) {
 				d.errorf(mn, f.field("method"), "must be one of %s, got %q", strings.Join(checkMethods, ", "), m)
 			} else {
@@ -103,18 +103,18 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.timer(f, "interval", 2*time.Second)
-	h.Timeout = d.timer(f, "timeout", time.Second)
+	h.Interval = d.timer(f, "interval", def.Interval)
+	h.Timeout = d.timer(f, "timeout", def.Timeout)
 	// A server that stops answering is DOWN after about interval +
 	// fall × (timeout + fastinter), and HAProxy retries the requests it held
 	// then (see internal/haproxy): the default fastinter keeps that near 6 s.
-	h.FastInter = d.timer(f, "fastinter", min(h.Interval, DefaultFastInter))
+	h.FastInter = d.timer(f, "fastinter", min(h.Interval, def.FastInter))
 	if f.get("downinter") != nil {
 		h.DownInter = d.timer(f, "downinter", 0)
 	}
-	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
-	h.Rise = d.count(f, "rise", 2)
-	h.Fall = d.count(f, "fall", 3)
+	h.Grace = d.within(f, "grace", def.Grace, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", def.Rise)
+	h.Fall = d.count(f, "fall", def.Fall)
 	d.checkGrace(f, h)
 	if pn := f.get("passive"); pn != nil {
 		h.Passive = d.passive(pn, f.field("passive"))
@@ -257,14 +257,14 @@ func parseStatusRange(n *yaml.Node) (StatusRange, error) {
 }
 
 func (d *decoder) passive(n *yaml.Node, path string) *Passive {
-	f := d.mapping(n, path, "enabled", "observe", "error_limit", "on_error")
+	f := section[Passive](d, n, path)
 	if f.node == nil {
 		return nil
 	}
 	// A passive section is on unless it says otherwise, so it can be switched
 	// off without deleting its settings.
-	enabled, _ := f.boolean("enabled", true)
-	p := &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}
+	p := new(defaultPassive)
+	p.Enabled, _ = f.boolean("enabled", p.Enabled)
 	if o, on := f.str("observe", ""); on != nil {
 		if !slices.Contains(observeModes, o) {
 			d.errorf(on, f.field("observe"), "must be one of %s, got %q", strings.Join(observeModes, ", "), o)
@@ -272,7 +272,7 @@ func (d *decoder) passive(n *yaml.Node, path string) *Passive {
 			p.Observe = o
 		}
 	}
-	p.ErrorLimit = d.count(f, "error_limit", 10)
+	p.ErrorLimit = d.count(f, "error_limit", p.ErrorLimit)
 	if o, on := f.str("on_error", ""); on != nil {
 		if !slices.Contains(onErrors, o) {
 			d.errorf(on, f.field("on_error"), "must be one of %s, got %q", strings.Join(onErrors, ", "), o)
@@ -280,7 +280,7 @@ func (d *decoder) passive(n *yaml.Node, path string) *Passive {
 			p.OnError = o
 		}
 	}
-	if !enabled {
+	if !p.Enabled {
 		return nil
 	}
 	return p

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,28 +13,24 @@ import (
 )
 
 // checkLines returns a backend's health check lines for h. Zero fields take
-// the config package's defaults, so a bare Health{Path: ...} is an HTTP check.
+// the config package's defaults (config.DefaultHealth), so a bare
+// Health{Path: ...} is an HTTP check.
 // Strings that may hold anything (body, regex) are escaped, byte strings (tcp
 // send and expect) are hex, and everything else is refused unless it is a
 // plain word: nothing in h can change the configuration's structure.
 func checkLines(h config.Health) ([]string, error) {
 	var lines []string
-	switch h.Type {
-	case "", "http":
-		method := h.Method
-		if method == "" {
-			method = "GET"
-		}
+	def := config.DefaultHealth
+	switch cmp.Or(h.Type, def.Type) {
+	case "http":
+		method := cmp.Or(h.Method, def.Method)
 		if !isToken(method) {
 			return nil, fmt.Errorf("health method %q: must be an HTTP method such as GET", method)
 		}
 		if !isPath(h.Path, true) {
 			return nil, fmt.Errorf("health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", h.Path)
 		}
-		host := h.Host
-		if host == "" {
-			host = "localhost"
-		}
+		host := cmp.Or(h.Host, def.Host)
 		if !isHost(host) {
 			return nil, fmt.Errorf("health host %q: must be a host name or IP address", host)
 		}
@@ -86,20 +83,17 @@ func checkLines(h config.Health) ([]string, error) {
 }
 
 // statusList renders accepted status codes as HAProxy's comma-separated list
-// of codes and ranges; none means 200-399.
+// of codes and ranges; none means the default.
 func statusList(rs []config.StatusRange) (string, error) {
 	if len(rs) == 0 {
-		return "200-399", nil
+		rs = config.DefaultHealth.Status
 	}
 	parts := make([]string, len(rs))
 	for i, r := range rs {
 		if r.Min < 100 || r.Max > 599 || r.Min > r.Max {
 			return "", fmt.Errorf("health status %d-%d: must be a range within 100-599", r.Min, r.Max)
 		}
-		parts[i] = strconv.Itoa(r.Min)
-		if r.Max != r.Min {
-			parts[i] += "-" + strconv.Itoa(r.Max)
-		}
+		parts[i] = r.String()
 	}
 	return strings.Join(parts, ","), nil
 }
