@@ -402,7 +402,7 @@ type InstanceStatus struct {
 // Status reports the group with live health and sessions from HAProxy.
 func (g *Group) Status(ctx context.Context) Status {
 	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
-	now := time.Now()
+	now := g.clk.Now()
 	c := g.conf()
 	g.mu.Lock()
 	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},
@@ -460,4 +460,11 @@ func (g *Group) Status(ctx context.Context) Status {
 		}
 	}
 	return s
+}
+
+// Serving reports whether HAProxy sends the instance new requests: in
+// service and UP, not on its way down. Clients of the API (shoal-bench)
+// ask this rather than read HAProxy's status words themselves.
+func (in InstanceStatus) Serving() bool {
+	return in.State == InService && in.Health == "UP"
 }

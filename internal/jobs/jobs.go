@@ -100,6 +100,17 @@ type InputError struct {
 func (e *InputError) Error() string { return e.Msg }
 func (e *InputError) Unwrap() error { return e.Err }
 
+// stateStore is where a Manager records jobs and the decisions they end
+// with. *store.Store is one.
+type stateStore interface {
+	InsertJob(ctx context.Context, j *store.Job) error
+	UpdateJob(ctx context.Context, j store.Job) error
+	Job(ctx context.Context, id int64) (store.Job, error)
+	Jobs(ctx context.Context, group string, limit int) ([]store.Job, error)
+	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]store.Job, error)
+	InsertDecision(ctx context.Context, d *store.Decision) error
+}
+
 // Groups finds the groups jobs act on. core's registry implements it; a
 // config reload changes what it holds.
 type Groups interface {
@@ -112,7 +123,7 @@ type Groups interface {
 // Manager runs jobs for the groups it is given.
 type Manager struct {
 	groups Groups
-	st     *store.Store
+	st     stateStore
 	log    *slog.Logger
 	// timeout bounds a running job so a group that never converges fails it;
 	// deployTimeout bounds a deploy.
@@ -139,7 +150,7 @@ var ErrShuttingDown = errors.New("shoal is shutting down")
 
 // NewManager returns a manager for groups. Jobs left unfinished by an earlier
 // run of shoal are marked failed.
-func NewManager(ctx context.Context, groups Groups, st *store.Store, log *slog.Logger) (*Manager, error) {
+func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Logger) (*Manager, error) {
 	m := &Manager{
 		groups:        groups,
 		st:            st,
