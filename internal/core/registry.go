@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 
@@ -84,7 +85,7 @@ func newRegistry(groups []*group.Group) *registry {
 	for _, g := range groups {
 		r.members[g.Name()] = &member{g: g}
 	}
-	r.names = sortedNames(r.members)
+	r.names = slices.Sorted(maps.Keys(r.members))
 	return r
 }
 
@@ -174,7 +175,7 @@ func (r *registry) apply(ctx context.Context, ch change) (removed []*member) {
 		added[i] = &member{g: g}
 		r.members[g.Name()] = added[i]
 	}
-	r.names = sortedNames(r.members)
+	r.names = slices.Sorted(maps.Keys(r.members))
 	r.mu.Unlock()
 
 	for _, m := range removed {
@@ -213,16 +214,12 @@ func (r *registry) stopPolicies() {
 	r.loops.Lock()
 	defer r.loops.Unlock()
 	r.policy = nil
-	ms := r.snapshot()
-	for _, m := range ms {
-		if m.policy != nil {
-			m.policy.cancel()
-		}
-	}
-	for _, m := range ms {
-		m.policy.stop()
+	var ls []*loop
+	for _, m := range r.snapshot() {
+		ls = append(ls, m.policy)
 		m.policy = nil
 	}
+	stopAll(ls)
 }
 
 // stopReconcilers ends every reconciler; with keep, their instances are
@@ -230,18 +227,26 @@ func (r *registry) stopPolicies() {
 func (r *registry) stopReconcilers(keep bool) {
 	r.loops.Lock()
 	defer r.loops.Unlock()
-	ms := r.snapshot()
-	for _, m := range ms {
+	var ls []*loop
+	for _, m := range r.snapshot() {
 		if keep {
 			m.g.KeepInstances()
 		}
-		if m.run != nil {
-			m.run.cancel()
+		ls = append(ls, m.run)
+		m.run = nil
+	}
+	stopAll(ls)
+}
+
+// stopAll ends loops (nil ones are stopped) together, then waits for them.
+func stopAll(ls []*loop) {
+	for _, l := range ls {
+		if l != nil {
+			l.cancel()
 		}
 	}
-	for _, m := range ms {
-		m.run.stop()
-		m.run = nil
+	for _, l := range ls {
+		l.stop()
 	}
 }
 
@@ -254,13 +259,4 @@ func (r *registry) snapshot() []*member {
 		out[i] = r.members[name]
 	}
 	return out
-}
-
-func sortedNames(members map[string]*member) []string {
-	names := make([]string, 0, len(members))
-	for name := range members {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
