@@ -440,7 +440,7 @@ func (rig *chaosRig) signal(ctx context.Context, ev *chaosEvent, i int, since fu
 	}
 	var serving []group.InstanceStatus
 	for _, in := range st.Instances {
-		if in.State == group.InService && in.Health == "UP" && in.PID > 0 {
+		if in.State == group.InService && in.Health.IsUp() && !in.Health.GoingDown() && in.PID > 0 {
 			serving = append(serving, in)
 		}
 	}
@@ -473,7 +473,7 @@ func (rig *chaosRig) signal(ctx context.Context, ev *chaosEvent, i int, since fu
 			ms := float64(time.Since(sent).Microseconds()) / 1000
 			inRotation, replaced := false, 0
 			for _, in := range st.Instances {
-				up := in.Health == "UP" && in.State == group.InService
+				up := in.Health.IsUp() && !in.Health.GoingDown() && in.State == group.InService
 				if in.Name == victim.Name && in.PID == victim.PID && up {
 					inRotation = true
 				} else if up {

@@ -10,7 +10,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -455,7 +454,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			switch {
 			case !ok:
 				// HAProxy is restarting or unreachable: no news.
-			case isDown(st.Status):
+			case st.Status.IsDown():
 				if downSince.IsZero() {
 					downSince = time.Now()
 					g.setState(ctx, in, Unhealthy)
@@ -470,7 +469,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 					g.forget(in)
 					return
 				}
-			case isUp(st.Status) && !downSince.IsZero():
+			case st.Status.IsUp() && !downSince.IsZero():
 				downSince = time.Time{}
 				g.setState(ctx, in, InService)
 			}
@@ -557,7 +556,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 				g.forget(in)
 				return false
 			}
-			if isUp(st.Status) {
+			if st.Status.IsUp() {
 				g.lb.MarkReady(g.cfg.Name, in.name)
 				g.setState(ctx, in, InService)
 				return true
@@ -730,17 +729,6 @@ func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat
 		}
 	}
 	return haproxy.ServerStat{}, false
-}
-
-// isUp reads HAProxy's status column: "UP", or "UP 1/3" while going down.
-func isUp(status string) bool {
-	return status == "UP" || strings.HasPrefix(status, "UP ")
-}
-
-// isDown reads HAProxy's status column: "DOWN", or "DOWN 1/2" while coming
-// back up (still taking no traffic).
-func isDown(status string) bool {
-	return status == "DOWN" || strings.HasPrefix(status, "DOWN ")
 }
 
 func addr(r provider.Record) string {

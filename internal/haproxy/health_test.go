@@ -229,7 +229,7 @@ func waitChecks(t *testing.T, m *Manager, want map[string][2]string) map[string]
 		}
 		for name, w := range want {
 			s := got[name]
-			if !strings.HasPrefix(s.Status, w[0]) || s.CheckStatus != w[1] {
+			if !strings.HasPrefix(string(s.Status), w[0]) || s.CheckStatus != w[1] {
 				return false, fmt.Sprintf("%+v", got)
 			}
 		}

@@ -105,7 +105,7 @@ func TestHAProxyCounters(t *testing.T) {
 		stats, err := m.Stats(ctx, "web")
 		up := 0
 		for _, s := range stats {
-			if strings.HasPrefix(s.Status, "UP") {
+			if strings.HasPrefix(string(s.Status), "UP") {
 				up++
 			}
 		}
