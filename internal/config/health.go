@@ -27,12 +27,21 @@ var (
 	onErrors     = []string{"mark-down", "fail-check", "sudden-death", "fastinter"}
 )
 
+// DefaultHealth is the check of a group whose health section leaves every
+// field out: GET /healthz with Host localhost answered 200-399, every 2 s
+// with a 1 s timeout, up after 2 passes and down after 3 failures, and 30 s
+// for a new instance to pass. Whoever renders a check takes these as given.
+func DefaultHealth() Health {
+	return Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
+		Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second}
+}
+
 func (d *decoder) health(n *yaml.Node, path string) Health {
 	f := d.mapping(n, path, "type", "method", "path", "host", "status", "body", "body_regex",
 		"send", "expect", "interval", "timeout", "rise", "fall", "fastinter", "downinter", "passive", "grace")
-	h := Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}}}
+	h := DefaultHealth()
 
-	if t, tn := f.str("type", "http"); tn != nil {
+	if t, tn := f.str("type", h.Type); tn != nil {
 		if !slices.Contains(checkTypes, t) {
 			d.errorf(tn, f.field("type"), "must be http or tcp, got %q", t)
 		} else {
@@ -51,7 +60,7 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	if h.Type == "http" {
-		if m, mn := f.str("method", "GET"); mn != nil {
+		if m, mn := f.str("method", h.Method); mn != nil {
 			if !slices.Contains(checkMethods, m) {
 				d.errorf(mn, f.field("method"), "must be one of %s, got %q", strings.Join(checkMethods, ", "), m)
 			} else {
@@ -103,17 +112,17 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.timer(f, "interval", 2*time.Second)
-	h.Timeout = d.timer(f, "timeout", time.Second)
+	h.Interval = d.timer(f, "interval", h.Interval)
+	h.Timeout = d.timer(f, "timeout", h.Timeout)
 	if f.get("fastinter") != nil {
 		h.FastInter = d.timer(f, "fastinter", 0)
 	}
 	if f.get("downinter") != nil {
 		h.DownInter = d.timer(f, "downinter", 0)
 	}
-	h.Grace = d.within(f, "grace", 30*time.Second, time.Millisecond, maxTimeout)
-	h.Rise = d.count(f, "rise", 2)
-	h.Fall = d.count(f, "fall", 3)
+	h.Grace = d.within(f, "grace", h.Grace, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", h.Rise)
+	h.Fall = d.count(f, "fall", h.Fall)
 	d.checkGrace(f, h)
 	if pn := f.get("passive"); pn != nil {
 		h.Passive = d.passive(pn, f.field("passive"))
