@@ -21,7 +21,8 @@ import (
 )
 
 // TestHAProxyAnswersStayHere: no non-test Go file outside this package names
-// one of HAProxy's status words or sends a raw Runtime API command (Exec), so
+// one of HAProxy's status or check-result words or sends a raw Runtime API
+// command (Exec), so
 // what HAProxy answers is read in one place. It type-checks the module's
 // packages, so another package's Exec (database/sql's) is not mistaken for
 // Client.Exec.
@@ -30,7 +31,10 @@ func TestHAProxyAnswersStayHere(t *testing.T) {
 		t.Skip("no go command to list the module's packages")
 	}
 	self := reflect.TypeFor[Client]().PkgPath()
-	words := []string{"UP", "DOWN", "MAINT", "NOLB", "DRAIN", "no check"}
+	// Server statuses, and the check results of HAProxy 2.6 (check.c).
+	words := []string{"UP", "DOWN", "MAINT", "NOLB", "DRAIN", "no check",
+		"UNK", "INI", "SOCKERR", "L4OK", "L4TOUT", "L4CON", "L6OK", "L6TOUT", "L6RSP",
+		"L7TOUT", "L7RSP", "L7OK", "L7OKC", "L7STS", "PROCERR", "PROCTOUT", "PROCOK"}
 
 	// Export data of every dependency, for type-checking from source only
 	// the module's own packages.
@@ -78,7 +82,7 @@ func TestHAProxyAnswersStayHere(t *testing.T) {
 					}
 					s, err := strconv.Unquote(n.Value)
 					if err == nil && slices.Contains(words, strings.TrimSpace(s)) {
-						t.Errorf("%s: names HAProxy's status word %s: ask haproxy.Status instead", fset.Position(n.Pos()), n.Value)
+						t.Errorf("%s: names HAProxy's status word %s: ask haproxy.Status or ServerStat instead", fset.Position(n.Pos()), n.Value)
 					}
 				case *ast.SelectorExpr:
 					if obj := info.Uses[n.Sel]; obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == self && obj.Name() == "Exec" {

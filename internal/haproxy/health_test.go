@@ -282,6 +282,14 @@ func TestHealthCheckBody(t *testing.T) {
 	if s := got["s500"]; s.CheckCode != 500 || s.CheckInfo != "Internal Server Error" {
 		t.Errorf("s500: %+v", s)
 	}
+	// What a deploy reads of them: two answered wrongly, the one with its
+	// refused status.
+	for name, want := range map[string][2]int{"good": {0, 0}, "wrong": {1, 0}, "s500": {1, 500}} {
+		s := got[name]
+		if bad := s.AnsweredBadly(); bad != (want[0] == 1) || s.RefusedStatus() != want[1] {
+			t.Errorf("%s: AnsweredBadly %v, RefusedStatus %d; want %v, %d", name, bad, s.RefusedStatus(), want[0] == 1, want[1])
+		}
+	}
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()

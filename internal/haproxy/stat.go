@@ -129,6 +129,27 @@ type ServerStat struct {
 	TotalTime    time.Duration
 }
 
+// AnsweredBadly reports whether the last check reached the server and it
+// answered wrongly: a refused HTTP status (L7STS), content that did not match
+// (L7RSP, L6RSP) or an answer too slow (L7TOUT). A refused connection is not:
+// the server may still be starting.
+func (s ServerStat) AnsweredBadly() bool {
+	switch s.CheckStatus {
+	case "L7STS", "L7RSP", "L7TOUT", "L6RSP":
+		return true
+	}
+	return false
+}
+
+// RefusedStatus returns the HTTP status the last check refused, or 0 if the
+// check did not fail on its status.
+func (s ServerStat) RefusedStatus() int {
+	if s.CheckStatus != "L7STS" {
+		return 0
+	}
+	return s.CheckCode
+}
+
 // Stats returns the servers of backend.
 func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
 	if !isName(backend) {
