@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -203,15 +204,13 @@ func parseStats(out string) ([]ServerStat, error) {
 	}
 	r := csv.NewReader(strings.NewReader(body))
 	r.FieldsPerRecord = -1
-	records, err := r.ReadAll()
+	r.ReuseRecord = true
+	header, err := r.Read()
 	if err != nil {
-		return nil, fmt.Errorf("parse CSV: %w", err)
+		return nil, fmt.Errorf("parse CSV header: %w", err)
 	}
-	if len(records) == 0 {
-		return nil, errors.New("parse CSV: no header")
-	}
-	col := make(map[string]int)
-	for i, name := range records[0] {
+	col := make(map[string]int, len(header))
+	for i, name := range header {
 		col[name] = i
 	}
 	for _, name := range statColumns {
@@ -220,62 +219,84 @@ func parseStats(out string) ([]ServerStat, error) {
 		}
 	}
 	var stats []ServerStat
-	for n, rec := range records[1:] {
-		field := func(name string) string {
-			if i, ok := col[name]; ok && i < len(rec) {
-				return rec[i]
-			}
-			return ""
+	for n := 0; ; n++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		var errs []error
-		num := func(name string) int64 {
-			v := field(name)
-			if v == "" {
-				return 0
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("column %s: %w", name, err))
-			}
-			return n
+		if err != nil {
+			return nil, fmt.Errorf("parse CSV: %w", err)
 		}
-		ms := func(name string) time.Duration { return time.Duration(num(name)) * time.Millisecond }
+		l := statLine{col: col, rec: rec}
 		s := ServerStat{
-			Type:          StatType(num("type")),
-			Backend:       field("pxname"),
-			Name:          field("svname"),
-			Addr:          field("addr"),
-			Status:        Status(field("status")),
-			CheckStatus:   strings.TrimPrefix(field("check_status"), "* "),
-			CheckCode:     int(num("check_code")),
-			CheckDuration: ms("check_duration"),
-			CheckDesc:     field("check_desc"),
-			CheckInfo:     field("last_chk"),
-			LastChange:    time.Duration(num("lastchg")) * time.Second,
-			Downs:         int(num("chkdown")),
-			Weight:        int(num("weight")),
-			Sessions:      int(num("scur")),
-			Queue:         int(num("qcur")),
-			Total:         num("stot"),
-			Requests:      num("req_tot"),
-			Rate:          int(num("rate")),
-			ConnErrors:    num("econ"),
-			Retries:       num("wretr"),
-			Redispatches:  num("wredis"),
-			ResponseTime:  ms("rtime"),
-			TotalTime:     ms("ttime"),
+			Type:          StatType(l.num("type")),
+			Backend:       l.str("pxname"),
+			Name:          l.str("svname"),
+			Addr:          l.str("addr"),
+			Status:        Status(l.str("status")),
+			CheckStatus:   strings.TrimPrefix(l.str("check_status"), "* "),
+			CheckCode:     int(l.num("check_code")),
+			CheckDuration: l.dur("check_duration", time.Millisecond),
+			CheckDesc:     l.str("check_desc"),
+			CheckInfo:     l.str("last_chk"),
+			LastChange:    l.dur("lastchg", time.Second),
+			Downs:         int(l.num("chkdown")),
+			Weight:        int(l.num("weight")),
+			Sessions:      int(l.num("scur")),
+			Queue:         int(l.num("qcur")),
+			Total:         l.num("stot"),
+			Requests:      l.num("req_tot"),
+			Rate:          int(l.num("rate")),
+			ConnErrors:    l.num("econ"),
+			Retries:       l.num("wretr"),
+			Redispatches:  l.num("wredis"),
+			ResponseTime:  l.dur("rtime", time.Millisecond),
+			TotalTime:     l.dur("ttime", time.Millisecond),
 		}
-		if field("req_tot") == "" {
+		if l.str("req_tot") == "" {
 			s.Requests = s.Total
 		}
-		s.Responses[0] = num("hrsp_other")
-		for class := 1; class <= 5; class++ {
-			s.Responses[class] = num("hrsp_" + strconv.Itoa(class) + "xx")
+		for class, name := range responseColumns {
+			s.Responses[class] = l.num(name)
 		}
-		if err := errors.Join(errs...); err != nil {
+		if err := errors.Join(l.errs...); err != nil {
 			return nil, fmt.Errorf("parse CSV line %d: %w", n+2, err)
 		}
 		stats = append(stats, s)
 	}
 	return stats, nil
+}
+
+// responseColumns are the columns of ServerStat.Responses, by class.
+var responseColumns = [6]string{"hrsp_other", "hrsp_1xx", "hrsp_2xx", "hrsp_3xx", "hrsp_4xx", "hrsp_5xx"}
+
+// statLine reads one line of "show stat" by column name. HAProxy leaves
+// counters that do not apply empty: they read as 0.
+type statLine struct {
+	col  map[string]int
+	rec  []string
+	errs []error
+}
+
+func (l *statLine) str(name string) string {
+	if i, ok := l.col[name]; ok && i < len(l.rec) {
+		return l.rec[i]
+	}
+	return ""
+}
+
+func (l *statLine) num(name string) int64 {
+	v := l.str(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		l.errs = append(l.errs, fmt.Errorf("column %s: %w", name, err))
+	}
+	return n
+}
+
+func (l *statLine) dur(name string, unit time.Duration) time.Duration {
+	return time.Duration(l.num(name)) * unit
 }
