@@ -48,7 +48,7 @@ demo: deps build
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
 # all of them take about 45 minutes. BENCH picks some, BENCH_FLAGS passes
 # flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput reaction collection overload
+BENCH       ?= throughput reaction collection overload zero
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -81,6 +86,32 @@ func withWorkers(n int, next http.Handler) http.Handler {
 			defer func() { <-pool }()
 		case <-r.Context().Done():
 			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withHang serves next until the process gets SIGUSR1 (until ctx ends), then
+// holds every request that reaches it from then on without an answer (and
+// reads nothing more on its connection): a deadlock.
+func withHang(ctx context.Context, next http.Handler, log *slog.Logger) http.Handler {
+	hung := make(chan struct{})
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		select {
+		case <-usr1:
+			log.Warn("hanging (SIGUSR1): no request is answered from now on")
+			close(hung)
+		case <-ctx.Done():
+		}
+		signal.Stop(usr1)
+	}()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+			<-make(chan struct{}) // never answers, never reads on
+		default:
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -18,6 +18,10 @@
 // instance's log under shoal) before answering, so that the chaos benchmark
 // can count how many times each POST reached an instance.
 //
+// SIGUSR1 makes the instance hang for good, as a deadlocked process does:
+// from then on no request gets an answer, health checks included, and SIGCONT
+// changes nothing (shoal's tests and benchmarks of hung instances use it).
+//
 // /work?ms=N&wait=M waits M ms more (I/O) after the CPU. With --workers N at
 // most N /work requests run at once and the rest queue: an instance with a
 // fixed capacity, as the policy lab's replay needs.
@@ -97,6 +101,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	srv.Handler = withEcho(srv.Handler, *name, stderr)
+	srv.Handler = withHang(ctx, srv.Handler, log)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -411,7 +411,7 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), MaxPolicyTestTime)
 	defer cancel()
 	to := time.Now()
-	decisions, err := policy.Replay(ctx, g, s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	decisions, err := policy.Replay(ctx, g.PolicyGroup(), s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
 	switch {
 	case r.Context().Err() != nil:
 		// Nobody reads an answer; the log says the work stopped.

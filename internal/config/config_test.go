@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, scale_in`,
 		},
 		{
 			name: "unknown nested field",
@@ -943,9 +943,9 @@ groups:
   - name: web
     min_size: 1
     max_size: 2
-    health: {interval: 10s, rise: 3, timeout: 2s, grace: 20s}
+    health: {interval: 10s, fastinter: 10s, rise: 3, timeout: 2s, grace: 20s}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:58: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
+			want: `shoal.yaml:6:74: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 2s = 32s, so a healthy instance is stopped before it can pass; set grace to at least 32s`,
 		},
 		{
 			name: "default grace shorter than rise checks",
@@ -954,9 +954,20 @@ groups:
   - name: web
     min_size: 1
     max_size: 2
-    health: {interval: 20s}
+    health: {interval: 40s}
     template: {command: [app]}`,
-			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than rise × interval + timeout = 2 × 20s + 1s = 41s, so a healthy instance is stopped before it can pass; set grace to at least 41s`,
+			want: `shoal.yaml:6:24: groups[0].health.grace: 30s (the default) is shorter than downinter + (rise - 1) × fastinter + timeout = 40s + 1 × 500ms + 1s = 41.5s, so a healthy instance is stopped before it can pass; set grace to at least 41.5s`,
+		},
+		{
+			name: "unknown scale_in",
+			doc: `listen: :8080
+groups:
+  - name: web
+    min_size: 1
+    max_size: 2
+    scale_in: random
+    template: {command: [app]}`,
+			want: `shoal.yaml:6:15: groups[0].scale_in: must be one of newest, oldest, least_busy (which instance in service a scale-in retires), got "random"`,
 		},
 		{
 			name: "huge drain timeout",
@@ -1191,6 +1202,7 @@ groups:
       dir: /srv/api
       stop_timeout: 3
       cpus: 0.5
+    scale_in: least_busy
 compat:
   sacloud_autoscaler:
     listen: unix:autoscaler.sock
@@ -1259,18 +1271,20 @@ compat:
 				Cooldown:     Cooldown{Up: 540 * time.Second, Down: 540 * time.Second},
 				DrainTimeout: 30 * time.Second,
 				ReplaceAfter: 10 * time.Second,
+				ScaleIn:      ScaleInNewest,
 				Balance:      "roundrobin",
 				Health: Health{
-					Type:     "http",
-					Method:   "GET",
-					Path:     "/healthz",
-					Host:     "localhost",
-					Status:   []StatusRange{{200, 399}},
-					Interval: 2 * time.Second,
-					Timeout:  time.Second,
-					Rise:     2,
-					Fall:     3,
-					Grace:    30 * time.Second,
+					Type:      "http",
+					Method:    "GET",
+					Path:      "/healthz",
+					Host:      "localhost",
+					Status:    []StatusRange{{200, 399}},
+					Interval:  2 * time.Second,
+					Timeout:   time.Second,
+					Rise:      2,
+					Fall:      3,
+					FastInter: DefaultFastInter,
+					Grace:     30 * time.Second,
 				},
 				Template: Template{
 					Command:     []string{"./bin/demo-backend", "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"},
@@ -1289,20 +1303,22 @@ compat:
 				Cooldown:     Cooldown{Up: time.Minute, Down: 2 * time.Minute},
 				DrainTimeout: 5 * time.Second,
 				ReplaceAfter: 20 * time.Second,
+				ScaleIn:      ScaleInLeastBusy,
 				Balance:      "leastconn",
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
 				Health: Health{
-					Type:     "http",
-					Method:   "GET",
-					Path:     "/ping",
-					Host:     "localhost",
-					Status:   []StatusRange{{200, 399}},
-					Interval: 500 * time.Millisecond,
-					Timeout:  250 * time.Millisecond,
-					Rise:     1,
-					Fall:     2,
-					Grace:    time.Minute,
+					Type:      "http",
+					Method:    "GET",
+					Path:      "/ping",
+					Host:      "localhost",
+					Status:    []StatusRange{{200, 399}},
+					Interval:  500 * time.Millisecond,
+					Timeout:   250 * time.Millisecond,
+					Rise:      1,
+					Fall:      2,
+					FastInter: 500 * time.Millisecond,
+					Grace:     time.Minute,
 				},
 				Template: Template{
 					Command:     []string{"/usr/bin/api", "--index={{.Index}}"},

@@ -32,6 +32,8 @@ type decoder struct {
 
 	// metricsInterval is metrics.interval, decoded before the groups.
 	metricsInterval time.Duration
+	// queueTimeout is haproxy.timeouts.queue, decoded before the groups.
+	queueTimeout time.Duration
 }
 
 func (d *decoder) at(field string, n *yaml.Node) {

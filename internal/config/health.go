@@ -29,11 +29,12 @@ var (
 
 // DefaultHealth is the check of a group whose health section leaves every
 // field out: GET /healthz with Host localhost answered 200-399, every 2 s
-// with a 1 s timeout, up after 2 passes and down after 3 failures, and 30 s
-// for a new instance to pass. Whoever renders a check takes these as given.
+// (DefaultFastInter while a server changes state) with a 1 s timeout, up
+// after 2 passes and down after 3 failures, and 30 s for a new instance to
+// pass. Whoever renders a check takes these as given.
 func DefaultHealth() Health {
 	return Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
-		Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second}
+		Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, FastInter: DefaultFastInter, Grace: 30 * time.Second}
 }
 
 func (d *decoder) health(n *yaml.Node, path string) Health {
@@ -114,9 +115,10 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
 	h.Interval = d.timer(f, "interval", h.Interval)
 	h.Timeout = d.timer(f, "timeout", h.Timeout)
-	if f.get("fastinter") != nil {
-		h.FastInter = d.timer(f, "fastinter", 0)
-	}
+	// A server that stops answering is DOWN after about interval +
+	// fall × (timeout + fastinter), and HAProxy retries the requests it held
+	// then (see internal/haproxy): the default fastinter keeps that near 6 s.
+	h.FastInter = d.timer(f, "fastinter", min(h.Interval, DefaultFastInter))
 	if f.get("downinter") != nil {
 		h.DownInter = d.timer(f, "downinter", 0)
 	}

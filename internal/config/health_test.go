@@ -41,13 +41,20 @@ func TestParseHealth(t *testing.T) {
 			want: Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost",
 				Status: []StatusRange{{200, 299}}, BodyRegex: `^\d+ ok$`,
 				Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second,
-				Passive: &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
+				FastInter: DefaultFastInter, Passive: &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
 		},
 		{
 			name:   "tcp with send and expect, passive switched off",
 			health: `{type: tcp, send: "PING\r\n", expect: "+PONG", passive: {enabled: false, error_limit: 3}}`,
 			want: Health{Type: "tcp", Send: "PING\r\n", Expect: "+PONG",
-				Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second},
+				Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second, FastInter: DefaultFastInter},
+		},
+		{
+			// fastinter never defaults to more than interval.
+			name:   "short interval",
+			health: `{interval: 300ms, grace: 2s}`,
+			want: Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
+				Interval: 300 * time.Millisecond, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 2 * time.Second, FastInter: 300 * time.Millisecond},
 		},
 	}
 	for _, tt := range tests {
@@ -89,7 +96,8 @@ func TestParseHealthErrors(t *testing.T) {
 		{"interval too long", `{interval: 600h}`, at + `24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 600h0m0s`},
 		{"fastinter zero", `{fastinter: 0}`, at + `25: groups[0].health.fastinter: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range), got 0s`},
 		{"fall too large", `{fall: 100000}`, at + `20: groups[0].health.fall: must be from 1 to 1000, got 100000`},
-		{"grace below rise x interval", `{interval: 10s, rise: 3, grace: 20s}`, at + `45: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 1s = 31s, so a healthy instance is stopped before it can pass; set grace to at least 31s`},
+		{"grace below rise x interval", `{interval: 10s, fastinter: 10s, rise: 3, grace: 20s}`, at + `61: groups[0].health.grace: 20s is shorter than rise × interval + timeout = 3 × 10s + 1s = 31s, so a healthy instance is stopped before it can pass; set grace to at least 31s`},
+		{"grace below interval + default fastinter", `{interval: 10s, rise: 3, grace: 11s}`, at + `45: groups[0].health.grace: 11s is shorter than downinter + (rise - 1) × fastinter + timeout = 10s + 2 × 500ms + 1s = 12s, so a healthy instance is stopped before it can pass; set grace to at least 12s`},
 		{"grace below downinter + fastinter", `{rise: 3, downinter: 10s, fastinter: 1s, grace: 11s}`, at + `61: groups[0].health.grace: 11s is shorter than downinter + (rise - 1) × fastinter + timeout = 10s + 2 × 1s + 1s = 13s, so a healthy instance is stopped before it can pass; set grace to at least 13s`},
 		{"passive on_error", `{passive: {on_error: explode}}`, at + `34: groups[0].health.passive.on_error: must be one of mark-down, fail-check, sudden-death, fastinter, got "explode"`},
 		{"passive error_limit", `{passive: {error_limit: 0}}`, at + `37: groups[0].health.passive.error_limit: must be from 1 to 1000, got 0`},

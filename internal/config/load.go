@@ -223,6 +223,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
+	// Before the groups: scale_to_zero holds requests this long.
+	d.queueTimeout = cfg.HAProxy.Timeouts.Queue
 	// Metrics first: autoscale rules are checked against its interval.
 	cfg.Metrics = d.metrics(top.get("metrics"))
 	d.metricsInterval = cfg.Metrics.Interval
@@ -476,7 +478,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
 	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after", "deploy")
+		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after", "deploy", "scale_to_zero", "scale_in")
 	if f.node == nil {
 		return g, nil, false
 	}
@@ -517,6 +519,13 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	}
 	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
 	g.ReplaceAfter = d.within(f, "replace_after", 10*time.Second, time.Second, maxTimeout)
+	scaleIn, sn := f.str("scale_in", ScaleInNewest)
+	if sn != nil && !slices.Contains(ScaleInPolicies, scaleIn) {
+		d.errorf(sn, f.field("scale_in"), "must be one of %s (which instance in service a scale-in retires), got %q",
+			strings.Join(ScaleInPolicies, ", "), scaleIn)
+		scaleIn = ScaleInNewest
+	}
+	g.ScaleIn = scaleIn
 
 	balance, bn := f.str("balance", "roundrobin")
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
@@ -535,6 +544,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
+	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true

@@ -146,6 +146,10 @@ type Group struct {
 	// ReplaceAfter is how long an instance in service may fail its health
 	// check (HAProxy has it DOWN) before it is stopped and replaced.
 	ReplaceAfter time.Duration
+	// ScaleIn is which instance in service a scale-in retires: ScaleInNewest,
+	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
+	// (starting, DOWN) always go first.
+	ScaleIn string
 	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
 	Balance string
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the
@@ -156,9 +160,25 @@ type Group struct {
 	Template     Template
 	// Autoscale is nil when the group scales only when told to.
 	Autoscale *Autoscale
+	// ScaleToZero is nil unless the group may sleep at 0 instances.
+	ScaleToZero *ScaleToZero
 	// Deploy paces rolling deploys of the group's template.
 	Deploy Deploy
 }
+
+// Values of Group.ScaleIn.
+const (
+	// ScaleInNewest retires the instance that started last.
+	ScaleInNewest = "newest"
+	// ScaleInOldest retires the instance that started first.
+	ScaleInOldest = "oldest"
+	// ScaleInLeastBusy retires the instance with the fewest sessions in
+	// HAProxy (scur), the newest of those tied.
+	ScaleInLeastBusy = "least_busy"
+)
+
+// ScaleInPolicies lists the values of Group.ScaleIn.
+var ScaleInPolicies = []string{ScaleInNewest, ScaleInOldest, ScaleInLeastBusy}
 
 // Plan is a named size on a group's scaling ladder.
 type Plan struct {
@@ -197,7 +217,8 @@ type Health struct {
 	Rise     int
 	Fall     int
 	// FastInter is the interval while a server is changing state, DownInter
-	// while it is down; zero means Interval.
+	// while it is down; zero means Interval. Load defaults FastInter to
+	// DefaultFastInter, or Interval when that is shorter.
 	FastInter time.Duration
 	DownInter time.Duration
 	// Passive is nil when HAProxy does not watch live traffic.
@@ -205,6 +226,9 @@ type Health struct {
 	// Grace is how long a new instance may take to pass its first Rise checks.
 	Grace time.Duration
 }
+
+// DefaultFastInter is health.fastinter when the config leaves it out.
+const DefaultFastInter = 500 * time.Millisecond
 
 // StatusRange is an inclusive range of HTTP status codes; Min == Max for one code.
 type StatusRange struct {

@@ -30,7 +30,9 @@ const logFeedBuffer = 4096
 type autoscaler struct {
 	col     *metrics.Collector
 	sampler *sampler
-	log     *slog.Logger
+	// waker wakes and puts to sleep the groups that scale to zero.
+	waker *waker
+	log   *slog.Logger
 
 	// Collection (collector, log feed, sampler) and the runners stop apart:
 	// the runners before the job manager closes, collection after it.
@@ -61,6 +63,7 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 		names[i] = g.Name()
 	}
 	alog := log.With("component", "metrics")
+	wk := newWaker(jm, log.With("component", "scale_to_zero"))
 	col, err := metrics.Open(metrics.Options{
 		Metrics: cfg.Metrics,
 		Groups:  names,
@@ -73,14 +76,16 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 			}
 			return out
 		}),
-		HAProxy: lb.Client(),
-		DB:      filepath.Join(cfg.StateDir, metrics.DBName),
-		Log:     alog,
+		HAProxy:     lb.Client(),
+		DB:          filepath.Join(cfg.StateDir, metrics.DBName),
+		Log:         alog,
+		AfterSample: wk.sampled,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &autoscaler{col: col, sampler: newSampler(cfg, jm.GroupNames, lb.Client(), col, alog), log: log, jm: jm, runners: map[string]*policyRun{}}, nil
+	wk.col = col
+	return &autoscaler{col: col, sampler: newSampler(cfg, jm.GroupNames, lb.Client(), col, alog), waker: wk, log: log, jm: jm, runners: map[string]*policyRun{}}, nil
 }
 
 // start runs the collector, feeds it the access log (reader may be nil when
@@ -112,6 +117,15 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 		}()
 	}
 	a.st, a.met = st, met
+	a.waker.st = st
+	if met != nil {
+		a.waker.observe = met
+	}
+	a.collectWG.Add(1)
+	go func() {
+		defer a.collectWG.Done()
+		a.waker.run(cctx)
+	}()
 	if met != nil {
 		met.SetInstanceSource(instanceUsage{a.col})
 	}
@@ -144,7 +158,7 @@ func (a *autoscaler) syncRunners(changed []string) {
 }
 
 func (a *autoscaler) runPolicy(g *group.Group) *policyRun {
-	gc := g.Config()
+	gc := g.Config().PolicyGroup()
 	r := &policy.Runner{
 		Group:   gc,
 		Metrics: a.col.ForGroup(gc.Name),

@@ -79,6 +79,13 @@ func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) con
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
 	}
 	defer os.RemoveAll(dir)
+	// The Lua script lives in STATE_DIR, which validate must not write:
+	// check with a copy beside the file (same number of lines, same fields).
+	lua := filepath.Join(dir, "hold.lua")
+	if err := os.WriteFile(lua, haproxy.HoldScript(), 0o600); err != nil {
+		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
+	}
+	text = strings.Replace(text, "lua-load "+haproxy.PathsFor(cfg.StateDir).Lua+"\n", "lua-load "+lua+"\n", 1)
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}

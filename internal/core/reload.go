@@ -91,16 +91,38 @@ func (c *core) Shutdown(keepRunning bool) {
 	c.stop(errStopAll)
 }
 
-// Reload implements api.Control: it re-reads the config file, runs every
-// check `shoal validate` runs, refuses changes only a restart applies, and
-// then applies the rest: changed groups take their new settings, removed
-// groups are drained and stopped, HAProxy is reloaded if its configuration
-// changed, and added groups start. Nothing changes if the file is invalid.
+// Reload implements api.Control: it re-reads the config file and applies it
+// all or nothing, in this order:
+//
+//	validate  the file loads, passes every check `shoal validate` runs and
+//	          changes nothing only a restart applies
+//	prepare   the groups to change, remove and add are found; added groups
+//	          are built from their stored state (nothing runs, nothing is
+//	          written)
+//	HAProxy   takes the new config, reloaded if what it runs changed: added
+//	          groups' backends and routes appear, removed groups' leave (the
+//	          old worker finishes the requests in flight on them)
+//	commit    cannot fail: changed groups take their new settings, removed
+//	          groups take no more jobs, added groups start, the config in
+//	          force is replaced and the policy runners follow it (a changed
+//	          group's restarts with its new policy and bounds)
+//	retire    removed groups' instances are drained (until no old worker has
+//	          a request on them, at most drain_timeout) and stopped
+//
+// An error up to HAProxy's step changes nothing — groups, policy runners
+// and HAProxy keep the running config — and says so. HAProxy's step is the
+// only one a valid file can still fail (a listen port taken, a file HAProxy
+// refuses), so nothing else changes before it. An error while retiring
+// comes after the new config is in force, and says that instead.
 func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) {
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
+	applied := false
 	defer func() {
-		if err != nil {
+		switch {
+		case err != nil && applied:
+			c.log.Error("config reloaded, but a removed group did not retire in time", "err", err)
+		case err != nil:
 			c.log.Error("config reload failed; the running config stays in force", "err", err)
 		}
 	}()
@@ -120,82 +142,120 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 		return resp, err
 	}
 
+	// Once the file is valid, the caller going away (a CLI interrupted)
+	// must not stop the reload half way.
+	ctx = context.WithoutCancel(ctx)
+	plan, err := c.prepare(ctx, cfg)
+	if err != nil {
+		return resp, fmt.Errorf("reload: %w; nothing changed: the running config stays in force", err)
+	}
+	reloaded, err := c.lb.Reload(ctx, cfg)
+	if err != nil {
+		return resp, fmt.Errorf("reload: %w; nothing changed: groups, policies and HAProxy keep the running config", err)
+	}
+	resp.HAProxyReloaded = reloaded
+
+	for _, ch := range plan.changed {
+		ch.g.Update(ctx, ch.cfg)
+		resp.Changed = append(resp.Changed, ch.g.Name())
+	}
+	for _, r := range plan.removed {
+		c.log.Info("group removed from the config: draining and stopping its instances", "group", r.g.Name())
+		c.jm.RemoveGroup(r.g.Name())
+	}
+	for _, g := range plan.added {
+		c.jm.AddGroup(g)
+		c.run(g)
+		c.log.Info("group added from the config", "group", g.Name(), "min_size", g.Config().MinSize)
+		resp.Added = append(resp.Added, g.Name())
+	}
+	c.cfg = cfg
+	applied = true
+	// Policies follow: a changed group's runner restarts with its new
+	// policy, a removed group's stops before its instances are retired.
+	c.auto.syncRunners(resp.Changed)
+
+	var errs []error
+	for _, r := range plan.removed {
+		if err := c.retire(ctx, r); err != nil {
+			errs = append(errs, err)
+		}
+		resp.Removed = append(resp.Removed, r.g.Name())
+	}
+	slices.Sort(resp.Changed)
+	slices.Sort(resp.Removed)
+	if len(errs) > 0 {
+		return resp, fmt.Errorf("config reloaded (haproxy reloaded %t, added %v, removed %v, changed %v), but: %w",
+			resp.HAProxyReloaded, resp.Added, resp.Removed, resp.Changed, errors.Join(errs...))
+	}
+	c.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),
+		"removed", strings.Join(resp.Removed, ","), "changed", strings.Join(resp.Changed, ","))
+	return resp, nil
+}
+
+// reloadPlan is what a reload changes, found before anything changes.
+type reloadPlan struct {
+	changed []groupChange
+	removed []*groupRun
+	added   []*group.Group
+}
+
+// groupChange is a running group and its reloaded config.
+type groupChange struct {
+	g   *group.Group
+	cfg config.Group
+}
+
+// prepare compares cfg's groups with the running ones and builds the added
+// ones, ready to run. It changes nothing.
+func (c *core) prepare(ctx context.Context, cfg *config.Config) (reloadPlan, error) {
 	c.mu.Lock()
 	running := make(map[string]*groupRun, len(c.runs))
 	for name, r := range c.runs {
 		running[name] = r
 	}
 	c.mu.Unlock()
-	wanted := map[string]config.Group{}
+	var p reloadPlan
+	wanted := map[string]bool{}
 	for _, gc := range cfg.Groups {
-		wanted[gc.Name] = gc
+		wanted[gc.Name] = true
+		r, ok := running[gc.Name]
+		switch {
+		case !ok:
+			g, err := group.Open(ctx, gc, c.prov, c.lb, c.st, c.log)
+			if err != nil {
+				return p, fmt.Errorf("add group %s: %w", gc.Name, err)
+			}
+			p.added = append(p.added, g)
+		case !sameGroup(r.g.Config(), gc):
+			p.changed = append(p.changed, groupChange{g: r.g, cfg: gc})
+		}
 	}
-
 	for name, r := range running {
-		gc, ok := wanted[name]
-		if !ok {
-			continue
+		if !wanted[name] {
+			p.removed = append(p.removed, r)
 		}
-		if sameGroup(r.g.Config(), gc) {
-			continue
-		}
-		if err := r.g.Update(ctx, gc); err != nil {
-			return resp, fmt.Errorf("reload: %w", err)
-		}
-		resp.Changed = append(resp.Changed, name)
 	}
+	slices.SortFunc(p.removed, func(a, b *groupRun) int { return strings.Compare(a.g.Name(), b.g.Name()) })
+	return p, nil
+}
 
-	for name, r := range running {
-		if _, ok := wanted[name]; ok {
-			continue
-		}
-		c.log.Info("group removed from the config: draining and stopping its instances", "group", name)
-		c.jm.RemoveGroup(name)
-		gc := r.g.Config()
-		rctx, cancel := context.WithTimeout(ctx, gc.DrainTimeout+gc.Template.StopTimeout+time.Minute)
-		err := r.g.RetireAll(rctx)
-		cancel()
-		r.cancel()
-		<-r.done
-		c.mu.Lock()
-		delete(c.runs, name)
-		c.mu.Unlock()
-		if err != nil {
-			return resp, fmt.Errorf("reload: remove group %s: %w", name, err)
-		}
-		resp.Removed = append(resp.Removed, name)
-	}
-
-	reloaded, err := c.lb.Reload(ctx, cfg)
+// retire drains and stops a removed group's instances and ends its
+// reconciler; whatever is still running when the time is up is stopped.
+func (c *core) retire(ctx context.Context, r *groupRun) error {
+	name, gc := r.g.Name(), r.g.Config()
+	rctx, cancel := context.WithTimeout(ctx, gc.DrainTimeout+gc.Template.StopTimeout+time.Minute)
+	err := r.g.RetireAll(rctx)
+	cancel()
+	r.cancel()
+	<-r.done
+	c.mu.Lock()
+	delete(c.runs, name)
+	c.mu.Unlock()
 	if err != nil {
-		if len(resp.Changed)+len(resp.Removed) > 0 {
-			return resp, fmt.Errorf("reload: group changes applied (changed %v, removed %v), but: %w", resp.Changed, resp.Removed, err)
-		}
-		return resp, fmt.Errorf("reload: %w", err)
+		return fmt.Errorf("remove group %s: %w (they were stopped when the time was up)", name, err)
 	}
-	resp.HAProxyReloaded = reloaded
-
-	for _, gc := range cfg.Groups {
-		if _, ok := running[gc.Name]; ok {
-			continue
-		}
-		g, err := group.New(ctx, gc, c.prov, c.lb, c.st, c.log)
-		if err != nil {
-			return resp, fmt.Errorf("reload: add group %s: %w", gc.Name, err)
-		}
-		c.jm.AddGroup(g)
-		c.run(g)
-		c.log.Info("group added from the config", "group", gc.Name, "min_size", gc.MinSize)
-		resp.Added = append(resp.Added, gc.Name)
-	}
-	c.cfg = cfg
-	// Policies follow: a changed group's runner restarts with its new policy.
-	c.auto.syncRunners(resp.Changed)
-	slices.Sort(resp.Changed)
-	slices.Sort(resp.Removed)
-	c.log.Info("config reloaded", "haproxy_reloaded", resp.HAProxyReloaded, "added", strings.Join(resp.Added, ","),
-		"removed", strings.Join(resp.Removed, ","), "changed", strings.Join(resp.Changed, ","))
-	return resp, nil
+	return nil
 }
 
 // reloadable refuses changes to what is bound or opened once, at start.

@@ -34,7 +34,8 @@ func (g *Group) Cooldowns() (up, down time.Time) {
 // is written to the store before it takes effect, so that what a restart
 // finds is never behind what ran; if the write fails nothing changes. The
 // launches or retirements the new size calls for belong to the job of the
-// newest Mark.
+// newest Mark; the instances a smaller size retires are chosen before
+// SetDesired returns (see Retirements).
 func (g *Group) SetDesired(ctx context.Context, n int) error {
 	if c := g.conf(); n < c.MinSize || n > c.MaxSize {
 		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, c.MinSize, c.MaxSize)
@@ -48,6 +49,16 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	if err := g.putState(ctx, gs); err != nil {
 		return err
 	}
+	var (
+		sessions map[string]int
+		statErr  error
+	)
+	g.mu.Lock()
+	shrinks := len(g.activeLocked()) > n+g.surge
+	g.mu.Unlock()
+	if shrinks {
+		sessions, statErr = g.busyness(ctx)
+	}
 	g.mu.Lock()
 	if g.removed {
 		g.mu.Unlock()
@@ -56,10 +67,172 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	g.desired = n
 	active := len(g.activeLocked())
 	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)
+	// The instances a smaller size retires are chosen now, so that the job
+	// can say which and why (Retirements); the reconciler starts the rest.
+	if active > n+g.surge {
+		g.retireSurplusLocked(n+g.surge, sessions, statErr)
+	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()
 	return nil
+}
+
+// Retirement is an instance a scale-in chose, and why.
+type Retirement struct {
+	Instance string
+	Reason   string
+	// job is the job whose size change retired it (0: none).
+	job uint64
+}
+
+// Retirements returns the instances the size change of m's job retired, in
+// the order they were chosen.
+func (g *Group) Retirements(m Mark) []Retirement {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Retirement
+	for _, r := range g.retired {
+		if r.job == m.job {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// busyness returns each server's current sessions (HAProxy's scur) when the
+// group retires its least busy instance; nil, nil otherwise.
+func (g *Group) busyness(ctx context.Context) (map[string]int, error) {
+	if g.conf().ScaleIn != config.ScaleInLeastBusy {
+		return nil, nil
+	}
+	stats, err := g.lb.Stats(ctx, g.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	sessions := make(map[string]int, len(stats))
+	for _, st := range stats {
+		sessions[st.Name] = st.Sessions
+	}
+	return sessions, nil
+}
+
+// retireSurplusLocked retires the active instances beyond want, in the order
+// of scaleInOrder, and records each choice. g.mu must be held.
+func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error) {
+	active := g.activeLocked()
+	if len(active) <= want {
+		return
+	}
+	policy := g.conf().ScaleIn
+	if policy == config.ScaleInLeastBusy && sessions == nil {
+		// Without HAProxy's counts (it is restarting) the newest goes.
+		g.log.Warn("scale_in least_busy: no session counts from HAProxy; retiring the newest", "err", statErr)
+		policy = config.ScaleInNewest
+	}
+	picks := scaleInOrder(active, policy, sessions)[:len(active)-want]
+	for _, p := range picks {
+		in := p.in
+		in.retiring = true
+		close(in.retire)
+		r := Retirement{Instance: in.name, Reason: p.why}
+		if policy != g.conf().ScaleIn {
+			r.Reason += " (least_busy had no session counts from HAProxy)"
+		}
+		if g.owedRetire > 0 {
+			in.job, r.job = g.jobSeq, g.jobSeq
+			g.owedRetire--
+			// A job reads its retirements as soon as SetDesired returns:
+			// only the newest job's are kept.
+			g.retired = slices.DeleteFunc(g.retired, func(o Retirement) bool { return o.job != g.jobSeq })
+			g.retired = append(g.retired, r)
+		}
+		g.churn++
+		g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired, "why", r.Reason)
+	}
+	g.notifyLocked()
+}
+
+// pick is an instance in scale-in order with the reason for its place.
+type pick struct {
+	in  *instance
+	why string
+}
+
+// scaleInOrder returns active in the order scale-in retires them. Those that
+// serve nobody go first: starting ones, then unhealthy ones (DOWN in
+// HAProxy), each newest first. Then those in service by policy: the newest
+// (latest start), the oldest, or the least busy (fewest sessions, the newest
+// of those tied). Indexes are reused, so the start time decides, not the
+// name; the index only breaks ties of equal start times.
+func scaleInOrder(active []*instance, policy string, sessions map[string]int) []pick {
+	tier := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
+	newer := func(a, b *instance) int {
+		if c := started(b).Compare(started(a)); c != 0 {
+			return c
+		}
+		return b.index - a.index
+	}
+	sorted := slices.Clone(active)
+	slices.SortFunc(sorted, func(a, b *instance) int {
+		if ta, tb := tier[a.state], tier[b.state]; ta != tb {
+			return ta - tb
+		}
+		if a.state == InService {
+			switch policy {
+			case config.ScaleInOldest:
+				return -newer(a, b)
+			case config.ScaleInLeastBusy:
+				if c := sessions[a.name] - sessions[b.name]; c != 0 {
+					return c
+				}
+			}
+		}
+		return newer(a, b)
+	})
+	out := make([]pick, len(sorted))
+	for i, in := range sorted {
+		at := started(in).UTC().Format(time.RFC3339)
+		why := ""
+		switch {
+		case in.state == Starting:
+			why = "still starting: serves nobody yet"
+		case in.state == Unhealthy:
+			why = "unhealthy: DOWN in HAProxy, serves nobody"
+		case policy == config.ScaleInOldest:
+			why = "scale_in oldest: in service, started first (" + at + ")"
+		case policy == config.ScaleInLeastBusy:
+			why = fmt.Sprintf("scale_in least_busy: in service, %d sessions%s, started %s", sessions[in.name], otherSessions(sorted[i+1:], sessions), at)
+		default:
+			why = "scale_in newest: in service, started last (" + at + ")"
+		}
+		out[i] = pick{in, why}
+	}
+	return out
+}
+
+// otherSessions lists the sessions of the in-service instances ranked after
+// one, for least_busy's reason: " (web-001 has 4, web-003 has 7)".
+func otherSessions(rest []*instance, sessions map[string]int) string {
+	var parts []string
+	for _, in := range rest {
+		if in.state == InService {
+			parts = append(parts, fmt.Sprintf("%s has %d", in.name, sessions[in.name]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// started is when the instance's process started, or, before it has one,
+// when it was created.
+func started(in *instance) time.Time {
+	if !in.rec.StartedAt.IsZero() {
+		return in.rec.StartedAt
+	}
+	return in.since
 }
 
 // StartCooldowns holds back the next scale-up until now+up and the next

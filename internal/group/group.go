@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,6 +59,7 @@ type Balancer interface {
 	MarkReady(backend, name string)
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
 	RemoveServer(ctx context.Context, backend, name string) error
+	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
 }
 
@@ -129,6 +129,7 @@ type Group struct {
 	// churn counts launches and retirements; a job that saw none was a no-op.
 	churn      int
 	failures   []Failure
+	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
@@ -169,8 +170,23 @@ type Group struct {
 }
 
 // New creates a group with its persisted state (desired size, cooldowns) or,
-// for a group never seen before, min_size.
+// for a group never seen before, min_size, and records that state.
 func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
+	g, err := Open(ctx, cfg, prov, lb, st, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.persistState(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Open is New without the write: a reload builds the groups it adds before
+// HAProxy takes the new config, and one that fails there must leave the
+// store as it was. The state is recorded at its first change; until then
+// the stored one stands, clamped into the configured range at every start.
+func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
 	g := &Group{
 		cfg: cfg, prov: prov, lb: lb, st: st,
 		log:     log.With("group", cfg.Name),
@@ -206,9 +222,6 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 	if g.version != g.nextVersion {
 		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
 			"serving", g.version, "configured", g.nextVersion)
-	}
-	if err := g.persistState(ctx); err != nil {
-		return nil, err
 	}
 	return g, nil
 }
@@ -315,9 +328,19 @@ func (g *Group) reconcile(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
+	// A deploy's surge instances are wanted too.
+	surplus := len(g.activeLocked()) > g.desired+g.surge
+	g.mu.Unlock()
+	var (
+		sessions map[string]int
+		statErr  error
+	)
+	if surplus {
+		sessions, statErr = g.busyness(ctx)
+	}
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
-	// A deploy's surge instances are wanted too.
 	want := g.desired + g.surge
 	switch {
 	case len(active) < want:
@@ -329,26 +352,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
-		// Retire instances that serve nobody first (starting, then
-		// unhealthy), then the newest.
-		rank := map[State]int{Starting: 0, Unhealthy: 1, InService: 2}
-		slices.SortFunc(active, func(a, b *instance) int {
-			if ra, rb := rank[a.state], rank[b.state]; ra != rb {
-				return ra - rb
-			}
-			return b.index - a.index
-		})
-		for _, in := range active[:len(active)-want] {
-			in.retiring = true
-			close(in.retire)
-			if g.owedRetire > 0 {
-				in.job = g.jobSeq
-				g.owedRetire--
-			}
-			g.churn++
-			g.log.Info("instance retiring", "instance", in.name, "state", in.state, "desired", g.desired)
-		}
-		g.notifyLocked()
+		g.retireSurplusLocked(want, sessions, statErr)
 	}
 }
 
@@ -430,7 +434,8 @@ func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 
 // serve watches an instance in service until it exits, is retired, or has
 // been DOWN in HAProxy for replace_after, when it is replaced: a hung
-// process (SIGSTOPped, deadlocked) does not exit by itself.
+// process (SIGSTOPped, deadlocked) does not exit by itself. The requests a
+// hung instance holds are let go as soon as HAProxy has it DOWN (see hung).
 func (g *Group) serve(ctx context.Context, in *instance) {
 	tick := time.NewTicker(healthWatch)
 	defer tick.Stop()
@@ -459,6 +464,9 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 					downSince = time.Now()
 					g.setState(ctx, in, Unhealthy)
 				}
+				if hung(st) {
+					g.releaseHeld(ctx, in, st)
+				}
 				if d := time.Since(downSince); d >= g.conf().ReplaceAfter {
 					g.fail(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
 						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)))
@@ -475,6 +483,27 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 		}
 	}
+}
+
+// hung reports a server HAProxy has DOWN because its checks got no answer
+// in time (a SIGSTOPped or deadlocked process), while it still holds
+// requests: those would wait for replace_after and the process's stop, or
+// for timeout server, although they can no longer be answered in time.
+func hung(st haproxy.ServerStat) bool {
+	return st.Sessions > 0 && st.CheckTimedOut()
+}
+
+// releaseHeld ends the requests a hung instance holds: HAProxy retries the
+// idempotent ones on another instance, the others get 502 (never replayed).
+// An instance that answers its checks badly is left alone: it is alive and
+// may still finish what it holds.
+func (g *Group) releaseHeld(ctx context.Context, in *instance, st haproxy.ServerStat) {
+	if err := g.lb.ShutdownSessions(ctx, g.cfg.Name, in.name); err != nil {
+		g.log.Warn("ending the requests of a hung instance failed", "instance", in.name, "err", err)
+		return
+	}
+	g.log.Warn("instance hung: requests it held ended, idempotent ones retried elsewhere",
+		"instance", in.name, "sessions", st.Sessions, "check", checkText(st))
 }
 
 func checkText(st haproxy.ServerStat) string {

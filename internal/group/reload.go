@@ -10,39 +10,40 @@ import (
 // conf returns the group's configuration in force.
 func (g *Group) conf() config.Group { return *g.live.Load() }
 
-// Update applies a reloaded configuration of the same group: sizes, plans,
-// cooldowns, policy, drain and replace times take effect at once (a desired
-// size outside the new range is clamped to it and recorded); a changed
-// health check applies to instances started from now on, and HAProxy's side
-// of it changes with HAProxy's reload. A changed template is what the next
-// deploy rolls out: replacements and scale-ups keep starting the serving
-// one (see Deploy). Running instances are left alone.
-func (g *Group) Update(ctx context.Context, c config.Group) error {
-	if c.Name != g.cfg.Name {
-		return fmt.Errorf("group %s: cannot become group %s", g.cfg.Name, c.Name)
-	}
+// Update applies a reloaded configuration of the same group (c.Name is the
+// group's name): sizes, plans, cooldowns, policy, drain and replace times
+// take effect at once (a desired size outside the new range is clamped to
+// it and recorded); a changed health check applies to instances started
+// from now on, and HAProxy's side of it changes with HAProxy's reload. A
+// changed template is what the next deploy rolls out: replacements and
+// scale-ups keep starting the serving one (see Deploy). Running instances
+// are left alone.
+//
+// Update cannot fail: a reload calls it once HAProxy runs the new config,
+// when going back is no longer possible. A failed write of the clamped size
+// is logged; the stored size is clamped into the configured range again at
+// the next start, which gives the same size.
+func (g *Group) Update(ctx context.Context, c config.Group) {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	g.live.Store(&c)
 	g.setTemplate(c.Template)
 	g.mu.Lock()
-	desired := min(max(g.desired, c.MinSize), c.MaxSize)
+	old := g.desired
+	desired := min(max(old, c.MinSize), c.MaxSize)
+	g.desired = desired
 	gs := g.stateLocked()
-	g.mu.Unlock()
-	if desired != gs.Desired {
-		old := gs.Desired
-		gs.Desired = desired
-		if err := g.putState(ctx, gs); err != nil {
-			return err
-		}
-		g.mu.Lock()
-		g.desired = desired
+	if desired != old {
 		g.notifyLocked()
-		g.mu.Unlock()
+	}
+	g.mu.Unlock()
+	if desired != old {
 		g.log.Info("desired size moved into the reloaded range", "from", old, "desired", desired, "min_size", c.MinSize, "max_size", c.MaxSize)
+		if err := g.putState(ctx, gs); err != nil {
+			g.log.Error("recording the clamped desired size failed; the next start clamps the stored size again", "desired", desired, "err", err)
+		}
 	}
 	g.poke()
-	return nil
 }
 
 // RetireAll drains and stops every instance (the group is being removed) and

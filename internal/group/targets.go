@@ -10,8 +10,12 @@ import (
 // Targets lists the group's instances for the metrics collector: each one's
 // process group, allotted cores, state and, once it has a process, its
 // server in HAProxy. An instance in service since a restart of shoal keeps
-// the time it entered service, so its warmup is not served twice.
+// the time it entered service, so its warmup is not served twice. The cores
+// are those of the config in force: template.cpus only tells shoal what every
+// instance is allotted, so a reload that changes it applies to running
+// instances too, as a restart would.
 func (g *Group) Targets() []metrics.Target {
+	cores := g.conf().Template.CPUs
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]metrics.Target, 0, len(g.insts))
@@ -19,7 +23,7 @@ func (g *Group) Targets() []metrics.Target {
 		t := metrics.Target{
 			Group:   g.cfg.Name,
 			Name:    in.name,
-			Cores:   g.cfg.Template.CPUs,
+			Cores:   cores,
 			State:   string(in.state),
 			Backend: g.cfg.Name,
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,9 @@ import (
 // the master socket), one connection per command line.
 type Client struct {
 	Socket string
+	// Process, on the master socket, sends every command to that process
+	// ("@!PID"), such as an old worker a reload replaced.
+	Process int
 }
 
 // APIError is an answer from HAProxy that means a command failed, such as
@@ -41,6 +45,9 @@ const (
 	msgNoSuchServer  = "No such server."
 	msgAlreadyExists = "Already exists a server with the same name"
 	msgStillInUse    = "still has connections attached"
+	msgNoSuchProxy   = "No such proxy."
+	// msgNoProcess is the master's answer for a Process that has exited.
+	msgNoProcess = "Can't find the target PID"
 )
 
 // dial connects to a unix socket, waiting while its accept queue is full. A
@@ -77,6 +84,9 @@ func isAPIError(err error, substr string) bool {
 func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
 	if strings.ContainsAny(cmd, "\r\n") {
 		return "", fmt.Errorf("haproxy command %q: must be one line", cmd)
+	}
+	if c.Process != 0 {
+		cmd = "@!" + strconv.Itoa(c.Process) + " " + cmd
 	}
 	conn, err := dial(ctx, c.Socket)
 	if err != nil {

@@ -166,6 +166,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := os.MkdirAll(m.paths.Dir, 0o700); err != nil {
 		return fmt.Errorf("create haproxy directory: %w", err)
 	}
+	// The configuration may load it; its text is shoal's, so every start
+	// writes it (a reload then reads this version).
+	if err := writeFileAtomic(m.paths.Lua, HoldScript()); err != nil {
+		return fmt.Errorf("write haproxy lua script: %w", err)
+	}
 	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
 		return fmt.Errorf("write haproxy config: %w", err)
 	}

@@ -105,7 +105,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	for _, e := range entries {
 		h, ok := health[e.srv.Backend]
 		if !ok {
-			continue // its group is gone; the caller removed it first
+			continue // its group was removed: it is retired after the reload
 		}
 		s := e.srv
 		s.Health = h
@@ -302,10 +302,13 @@ func (m *Manager) showProc(ctx context.Context) (procList, error) {
 //	15870    master   1 [failed: 0]   ...
 //	# workers
 //	16127    worker   0               ...
+//	# old workers
 //	15873    worker   1               ...
 //
-// A worker's reload count is how many reloads it has outlived; the current
-// one has the lowest (a failed reload counts too, so it may not be 0).
+// Workers a reload replaced and that still finish requests are listed under
+// "old workers". A worker's reload count is how many reloads it has
+// outlived; of those under "workers" the current one has the lowest (a
+// failed reload counts too, so it may not be 0).
 func parseShowProc(out string) (procList, error) {
 	var pl procList
 	type worker struct{ pid, reloads int }
@@ -339,6 +342,8 @@ func parseShowProc(out string) (procList, error) {
 				return pl, fmt.Errorf("show proc: worker %d: reloads %q is not a number", pid, f[2])
 			}
 			workers = append(workers, worker{pid, n})
+		case section == "old workers" && f[1] == "worker":
+			pl.old = append(pl.old, pid)
 		}
 	}
 	if !master {

@@ -27,6 +27,15 @@ func TestParseShowProc(t *testing.T) {
 15873           worker          1               0d00h00m05s     2.6.12-1+deb12u4
 # programs
 `, procList{current: 16127, old: []int{15873}}},
+		// What HAProxy 2.6.12 answers while the replaced worker finishes a request.
+		{"old workers section", `#<PID>          <type>          <reloads>       <uptime>        <version>
+21525           master          1 [failed: 0]   0d00h00m02s     2.6.12-1+deb12u4
+# workers
+21734           worker          0               0d00h00m01s     2.6.12-1+deb12u4
+# old workers
+21528           worker          1               0d00h00m02s     2.6.12-1+deb12u4
+# programs
+`, procList{current: 21734, old: []int{21528}}},
 		// After a failed reload the surviving worker counts it: it is still current.
 		{"after a failed reload", `#<PID>          <type>          <reloads>       <uptime>        <version>
 15870           master          2 [failed: 1]   0d00h00m06s     2.6.12-1+deb12u4

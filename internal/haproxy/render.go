@@ -30,6 +30,8 @@ type Paths struct {
 	LogFile      string
 	// LogSocket is the unix datagram socket HAProxy sends its access log to.
 	LogSocket string
+	// Lua is the script that holds requests for groups that scale to zero.
+	Lua string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -46,6 +48,7 @@ func PathsFor(stateDir string) Paths {
 		PIDFile:      filepath.Join(dir, "haproxy.pid"),
 		LogFile:      filepath.Join(dir, "haproxy.log"),
 		LogSocket:    filepath.Join(dir, "log.sock"),
+		Lua:          filepath.Join(dir, "hold.lua"),
 	}
 }
 
@@ -106,6 +109,9 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
 	line("noreuseport")
+	if needsHold(cfg) {
+		line("lua-load %s", p.Lua)
+	}
 	for _, l := range cfg.HAProxy.Global {
 		if err := checkVerbatim(l); err != nil {
 			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
@@ -257,6 +263,11 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 				line("%s", l)
 			}
 		}
+		if g.ScaleToZero != nil {
+			for _, l := range holdLines(g, t.Queue) {
+				line("%s", l)
+			}
+		}
 		for _, l := range servers[g.Name] {
 			line("server %s", l)
 		}
@@ -268,7 +279,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
-		{"log socket", p.LogSocket},
+		{"log socket", p.LogSocket}, {"lua script", p.Lua},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)

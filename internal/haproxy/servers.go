@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -99,19 +100,24 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	}
 
 	what := fmt.Sprintf("drain server %s/%s", backend, name)
-	unlock, err := m.servers.lock(ctx, k)
-	if err != nil {
-		return err
-	}
-	m.reloadMu.RLock()
-	err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
-	m.reloadMu.RUnlock()
-	unlock()
-	if isAPIError(err, msgNoSuchServer) {
-		return nil
-	}
-	if err != nil {
-		return m.tolerateDown(ctx, what, err)
+	// A server of a group a reload removed has no backend in the current
+	// worker, which sends it nothing: only an old worker may still have
+	// requests on it, and idle waits for those.
+	if m.configured(backend) {
+		unlock, err := m.servers.lock(ctx, k)
+		if err != nil {
+			return err
+		}
+		m.reloadMu.RLock()
+		err = m.run(ctx, "set server "+backend+"/"+name+" state drain", "")
+		m.reloadMu.RUnlock()
+		unlock()
+		if isAPIError(err, msgNoSuchServer) {
+			return nil
+		}
+		if err != nil {
+			return m.tolerateDown(ctx, what, err)
+		}
 	}
 
 	start := time.Now()
@@ -153,12 +159,37 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 	delete(m.registry, k)
 	up := m.up
 	m.mu.Unlock()
+	if !up || !m.configured(backend) {
+		return nil // not running, or its backend left HAProxy with its group
+	}
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
+}
+
+// ShutdownSessions ends every request a server holds. A request that got no
+// response is then retried on another server if its method allows it (see
+// defaultsLines: the stream ends as an empty response, so the idempotent ones
+// are retried and redispatched, the others get 502). The server stays where it
+// is: a hung instance that HAProxy has DOWN lets go of the requests it holds
+// at once, not when its process is stopped or timeout server ends them.
+func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) error {
+	if !isName(backend) || !isName(name) {
+		return fmt.Errorf("shutdown sessions of %q/%q: invalid name", backend, name)
+	}
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
 	if !up {
 		return nil
 	}
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
-	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
+	err := m.run(ctx, "shutdown sessions server "+backend+"/"+name, "")
+	if isAPIError(err, msgNoSuchServer) {
+		return nil
+	}
+	return m.tolerateDown(ctx, fmt.Sprintf("shutdown sessions server %s/%s", backend, name), err)
 }
 
 // Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
@@ -183,7 +214,7 @@ func (m *Manager) check(s Server) (Server, error) {
 	fail := func(format string, args ...any) (Server, error) {
 		return s, fmt.Errorf("server %q/%q: %s", s.Backend, s.Name, fmt.Sprintf(format, args...))
 	}
-	if !slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == s.Backend }) {
+	if !m.configured(s.Backend) {
 		return fail("no group %q", s.Backend)
 	}
 	if !isName(s.Name) {
@@ -202,6 +233,13 @@ func (m *Manager) check(s Server) (Server, error) {
 		return fail("%v", err)
 	}
 	return s, nil
+}
+
+// configured reports whether the configuration HAProxy runs has backend. A
+// group a reload removed leaves HAProxy with that reload, before its
+// instances are retired: its servers stay registered until then.
+func (m *Manager) configured(backend string) bool {
+	return slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == backend })
 }
 
 // addToHAProxy adds s and takes it out of maintenance. The caller holds the
@@ -341,21 +379,67 @@ func (m *Manager) waitStreams(ctx context.Context, backend, name string, limit t
 
 // idle reports whether a server has neither sessions nor streams; a server
 // HAProxy no longer has is idle. The current worker's counts do not cover
-// requests an old worker (one a reload replaced) still serves, so no server
-// is idle while an old worker is left.
+// requests an old worker (one a reload replaced) still serves, so each old
+// worker is asked too. A server whose backend left HAProxy with its group
+// has only old workers' requests.
 func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) {
-	st, found, err := m.stat(ctx, backend, name)
-	if err != nil || !found || st.Sessions > 0 {
-		return err == nil && !found, err
-	}
 	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
-	n, err := m.client.StreamsOn(cctx, backend, name)
-	if err != nil || n > 0 {
-		return false, err
+	if m.configured(backend) {
+		st, found, err := m.stat(ctx, backend, name)
+		if err != nil || !found || st.Sessions > 0 {
+			return err == nil && !found, err
+		}
+		n, err := m.client.StreamsOn(cctx, backend, name)
+		if err != nil || n > 0 {
+			return false, err
+		}
 	}
 	procs, err := m.showProc(cctx)
-	return err == nil && len(procs.old) == 0, err
+	if err != nil {
+		return false, err
+	}
+	for _, pid := range procs.old {
+		if busy, err := m.busyOn(cctx, pid, backend, name); err != nil || busy {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// busyOn reports whether the old worker pid has sessions or streams on a
+// server. An old worker lives until its last connection closes, idle
+// keep-alive ones included (measured: 10 s, timeout http-keep-alive, after
+// a request in flight at the reload ended), so only what it still has on
+// the server counts. One that has exited, or that never had the backend,
+// has nothing on it.
+func (m *Manager) busyOn(ctx context.Context, pid int, backend, name string) (bool, error) {
+	c := &Client{Socket: m.paths.MasterSocket, Process: pid}
+	gone := func(err error) bool {
+		return strings.Contains(err.Error(), msgNoProcess) || strings.Contains(err.Error(), msgNoSuchProxy)
+	}
+	stats, err := c.Stats(ctx, backend)
+	if err != nil {
+		if gone(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("old worker %d: %w", pid, err)
+	}
+	i := slices.IndexFunc(stats, func(s ServerStat) bool { return s.Name == name })
+	if i < 0 {
+		return false, nil
+	}
+	if stats[i].Sessions > 0 {
+		return true, nil
+	}
+	n, err := c.StreamsOn(ctx, backend, name)
+	if err != nil {
+		if gone(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("old worker %d: %w", pid, err)
+	}
+	return n > 0, nil
 }
 
 func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, bool, error) {
@@ -432,6 +516,9 @@ func (m *Manager) syncServer(ctx context.Context, k serverKey) {
 	m.mu.Unlock()
 	if !ok || !up {
 		return // removed meanwhile, or HAProxy died again: the next sync covers it
+	}
+	if !m.configured(k.backend) {
+		return // its group was removed: the backend is gone, the server is retiring
 	}
 	m.reloadMu.RLock()
 	err = m.addToHAProxy(ctx, cur.srv, cur.ready)

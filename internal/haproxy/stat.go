@@ -142,6 +142,13 @@ func (s ServerStat) AnsweredBadly() bool {
 	return false
 }
 
+// CheckTimedOut reports whether the last check got no connection (L4TOUT)
+// or no HTTP answer (L7TOUT) in time: the server's process may be stopped
+// or deadlocked.
+func (s ServerStat) CheckTimedOut() bool {
+	return s.CheckStatus == "L4TOUT" || s.CheckStatus == "L7TOUT"
+}
+
 // RefusedStatus returns the HTTP status the last check refused, or 0 if the
 // check did not fail on its status.
 func (s ServerStat) RefusedStatus() int {

@@ -129,6 +129,32 @@ func TestStatusWords(t *testing.T) {
 	}
 }
 
+func TestCheckResults(t *testing.T) {
+	for _, tc := range []struct {
+		check           string
+		code            int
+		badly, timedOut bool
+		refused         int
+	}{
+		{"L7OK", 200, false, false, 0},
+		{"L7OKC", 404, false, false, 0},
+		{"L7STS", 500, true, false, 500},
+		{"L7RSP", 0, true, false, 0},
+		{"L6RSP", 0, true, false, 0},
+		{"L7TOUT", 0, true, true, 0},
+		{"L4TOUT", 0, false, true, 0},
+		{"L4CON", 0, false, false, 0},
+		{"INI", 0, false, false, 0},
+		{"", 0, false, false, 0},
+	} {
+		s := ServerStat{CheckStatus: tc.check, CheckCode: tc.code}
+		if s.AnsweredBadly() != tc.badly || s.CheckTimedOut() != tc.timedOut || s.RefusedStatus() != tc.refused {
+			t.Errorf("%s %d: AnsweredBadly %v, CheckTimedOut %v, RefusedStatus %d; want %v, %v, %d", tc.check, tc.code,
+				s.AnsweredBadly(), s.CheckTimedOut(), s.RefusedStatus(), tc.badly, tc.timedOut, tc.refused)
+		}
+	}
+}
+
 func TestParseStatsByHeaderName(t *testing.T) {
 	// Columns in another order, a quoted field with a comma, a check in
 	// progress, and the BACKEND line that "show stat" without a filter adds.

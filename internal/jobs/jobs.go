@@ -47,6 +47,9 @@ const (
 	Keep Kind = "keep" // restore the desired size; no size change
 	// Deploy rolls out the group's template; see SubmitDeploy.
 	Deploy Kind = "deploy"
+	// Wake starts a group at 0 instances (config.Group.WakeSize): requests
+	// are held for it, so no cooldown delays it.
+	Wake Kind = "wake"
 )
 
 // Request asks for a scaling job. Up or Down with a Plan jump to that plan but
@@ -257,7 +260,9 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		reason = fmt.Sprintf("another job (%s) is running for group %s", m.running[req.Group], req.Group)
 	case reason == "":
 		j.TargetSize = target
-		reason = cooldownReason(g, from, target, now)
+		if req.Kind != Wake {
+			reason = cooldownReason(g, from, target, now)
+		}
 	}
 	if reason != "" {
 		j.State, j.Reason, j.FinishedAt = string(Ignored), reason, now
@@ -326,6 +331,11 @@ func resolve(g *group.Group, req Request, from int) (target int, reason string, 
 	switch req.Kind {
 	case Keep:
 		return from, "", nil
+	case Wake:
+		if from > 0 {
+			return 0, fmt.Sprintf("the group is awake (size %d): only a group at 0 is woken", from), nil
+		}
+		return c.WakeSize(), "", nil
 	case Up, Down:
 		if req.Plan == "" {
 			break
@@ -424,6 +434,9 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	err := g.SetDesired(rec, j.TargetSize)
 	noop := false
 	if err == nil {
+		if r := g.Retirements(mark); len(r) > 0 {
+			m.scaleInEvent(rec, j, g.Config().ScaleIn, r)
+		}
 		noop, err = g.WaitConverged(ctx, mark)
 	}
 	j.FinishedAt = time.Now()
@@ -447,6 +460,24 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 		}
 	}
 	m.update(rec, j)
+}
+
+// ScaleInOutcome marks, in a group's event log, which instances a job's
+// scale-in retires and why (the group's scale_in policy is the code).
+const ScaleInOutcome = "scale_in"
+
+func (m *Manager) scaleInEvent(ctx context.Context, j store.Job, policy string, retired []group.Retirement) {
+	var picks []string
+	for _, r := range retired {
+		picks = append(picks, r.Instance+": "+r.Reason)
+	}
+	reason := fmt.Sprintf("job %d retires %s", j.ID, strings.Join(picks, "; "))
+	d := store.Decision{Group: j.Group, At: time.Now(), Rule: ScaleInOutcome, Sources: []string{j.Source},
+		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: j.Kind, RequestPlan: j.Plan,
+		Outcome: ScaleInOutcome, Code: policy, Reason: reason, JobID: jobID(j.ID)}
+	if err := m.st.InsertDecision(ctx, &d); err != nil {
+		m.log.Error("recording scale-in event failed", "job", j.ID, "err", err)
+	}
 }
 
 func (m *Manager) update(ctx context.Context, j store.Job) {

@@ -96,6 +96,9 @@ type Options struct {
 	// DB is the SQLite file for the history, normally STATE_DIR/DBName.
 	DB  string
 	Log *slog.Logger
+	// AfterSample, if set, is called by Run after each sample, which Points
+	// then holds (core wakes groups that scale to zero from it).
+	AfterSample func(now time.Time)
 }
 
 // ErrUnknownGroup reports a group that is not configured.
@@ -216,6 +219,9 @@ func (c *Collector) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			c.Sample(ctx, now)
+			if c.opts.AfterSample != nil {
+				c.opts.AfterSample(now)
+			}
 		}
 	}
 }

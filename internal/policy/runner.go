@@ -108,6 +108,9 @@ func (r *Runner) start(ctx context.Context) (*loop, error) {
 func (l *loop) step(ctx context.Context, now time.Time) {
 	r := l.r
 	s := r.State()
+	if asleep(r.Group, s) {
+		return
+	}
 	s.RuleJobs = maps.Clone(l.ruleJobs)
 	began := time.Now()
 	s.Prediction = l.predictor.At(r.Group, r.Metrics, now)
@@ -157,6 +160,11 @@ func (r *Runner) record(ctx context.Context, d Decision) {
 		r.Observe.ObserveDecision(d.Group, d.Outcome)
 	}
 }
+
+// asleep reports a group that scales to zero sleeping at 0: with no
+// instance there is no metric to read, so its policy does nothing; requests
+// wake it (core's waker) and the policy takes over once it is awake.
+func asleep(g config.Group, s State) bool { return s.Desired == 0 && g.ScaleToZero != nil }
 
 // Dedup keeps a run of identical "nothing" decisions (the same rule held back
 // for the same reason, second after second) to its first one.
@@ -250,6 +258,9 @@ func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) 
 				prev = n
 			}
 			s.Desired = prev
+		}
+		if asleep(g, s) {
+			continue
 		}
 		s.Prediction = pred.At(g, held, now)
 		d, record := Evaluate(g, held, s, now)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,15 +26,20 @@ import (
 // it holds (see slowBackend).
 const slowBackendEnv = "SHOAL_E2E_SLOW_BACKEND"
 
-// slowBackend serves /healthz and /sleep?ms=N, which sends its headers (with
-// X-Instance) at once and its body after N ms of wall time, without the CPU
-// that demo-backend's /work burns. It exits on SIGTERM.
+// slowBackend serves /healthz and /sleep?ms=N[&on=NAMES], which sends its
+// headers (with X-Instance) at once and its body after N ms of wall time (on
+// the instances named in on, when given), without the CPU that
+// demo-backend's /work burns. It exits on SIGTERM.
 func slowBackend(addr string) {
 	name := os.Getenv("SHOAL_INSTANCE")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
 		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		// on=NAME,NAME: only these instances sleep; the others answer at once.
+		if on := r.URL.Query().Get("on"); on != "" && !slices.Contains(strings.Split(on, ","), name) {
+			ms = 0
+		}
 		w.Header().Set("X-Instance", name)
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()

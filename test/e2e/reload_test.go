@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/loadgen"
+	"github.com/shoal-lb/shoal/internal/proc"
 )
 
 // worker returns the pid of HAProxy's current worker, from its admin socket.
@@ -549,4 +551,174 @@ func TestReloadKeepsDownServerOut(t *testing.T) {
 		t.Fatalf("the instance was replaced (pid %d → %d), want it back in service", victim.PID, pid)
 	}
 	e.checkInSync("web")
+}
+
+// TestReloadFailureChangesNothing: a reload HAProxy cannot run (its new
+// listen address is taken) changes nothing at all — the changed group keeps
+// its bounds and its policy runner the old rule, the group the file removes
+// keeps serving and the one it adds does not start — and once the port is
+// free, reloading the same file applies all of it, the new policy included.
+func TestReloadFailureChangesNothing(t *testing.T) {
+	sizeRule := func(name, action string) string {
+		return fmt.Sprintf("    autoscale:\n      rules:\n        - {name: %s, metric: size, below: 100, for: 1s, action: %s}\n", name, action)
+	}
+	oldWeb := groupSpec{Name: "web", Min: 1, Max: 2, Extra: sizeRule("old", "down")}
+	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
+	e := newEnv(t, "", oldWeb, apiGroup)
+	e.start()
+	e.waitInService("web", 1)
+	e.waitInService("api", 1)
+	// The old rule decides: it would scale in, but web is at min_size.
+	first := e.waitEvent("the old rule's decision", 20*time.Second, 0, func(ev api.Event) bool { return ev.Rule == "old" })
+	apiPID := groupOf(t, e.status(), "api").Instances[0].PID
+	worker := e.worker()
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { taken.Close() })
+	newWeb := groupSpec{Name: "web", Min: 1, Max: 3, Extra: sizeRule("new", "up")}
+	extra := groupSpec{Name: "extra", Min: 1, Max: 1, Extra: "    path_prefixes: [/extra]\n"}
+	oldListen := e.listen
+	e.listen = taken.Addr().String()
+	e.writeConfig("", newWeb, extra)
+	e.listen = oldListen
+	out, stderr, code := e.cli("reload")
+	if code != 1 || !strings.Contains(stderr, "nothing changed") {
+		t.Fatalf("a reload HAProxy cannot run: exit %d, want 1 saying nothing changed:\n%s%s", code, out, stderr)
+	}
+	t.Logf("failed reload: %s", stderr)
+
+	// Several policy intervals later, everything still runs the old config.
+	time.Sleep(4 * time.Second)
+	if w := e.worker(); w != worker {
+		t.Fatalf("HAProxy's worker changed %d → %d on a failed reload", worker, w)
+	}
+	s := e.status()
+	if len(s.Groups) != 2 {
+		t.Fatalf("groups after the failed reload: %+v; want web and api only", s.Groups)
+	}
+	if g := groupOf(t, s, "web"); g.MinSize != 1 || g.MaxSize != 2 || g.Desired != 1 || len(g.Instances) != 1 {
+		t.Fatalf("web after the failed reload: min %d max %d desired %d, %d instances; want the old 1, 2, 1, 1",
+			g.MinSize, g.MaxSize, g.Desired, len(g.Instances))
+	}
+	if g := groupOf(t, s, "api"); len(g.Instances) != 1 || g.Instances[0].PID != apiPID || g.InService != 1 {
+		t.Fatalf("api after the failed reload that removes it: %+v; want its instance %d still in service", g.Instances, apiPID)
+	}
+	for _, ev := range e.events(api.EventsQuery{Group: "web", After: first.ID}) {
+		if ev.Rule != "old" {
+			t.Fatalf("after the failed reload the policy decided with rule %q: %+v", ev.Rule, ev)
+		}
+	}
+	// The policy the API shows for web (what a policy test replays) is the old one too.
+	decisions, err := e.client().PolicyTest(context.Background(), "web", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range decisions {
+		if d.Rule != "old" {
+			t.Fatalf("policy test after the failed reload decides with rule %q: %+v", d.Rule, d)
+		}
+	}
+	resp, err := http.Get("http://" + e.listen + "/work?ms=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Instance") != "api-001" {
+		t.Fatalf("/work answered %d from %q after the failed reload, want 200 from api-001", resp.StatusCode, resp.Header.Get("X-Instance"))
+	}
+
+	// The port is free: the same file now applies in full.
+	taken.Close()
+	e.listen = taken.Addr().String()
+	out = e.reload()
+	for _, want := range []string{"HAProxy reloaded", "added extra", "removed api", "changed web"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the second reload's output %q does not say %q", out, want)
+		}
+	}
+	e.waitEvent("the new rule scales web up", 20*time.Second, first.ID, accepted("new", "up"))
+	e.waitInService("web", 3)
+	e.waitInService("extra", 1)
+	s = e.status()
+	if g := groupOf(t, s, "web"); g.MaxSize != 3 {
+		t.Fatalf("web's max_size is %d after the good reload, want 3", g.MaxSize)
+	}
+	for _, g := range s.Groups {
+		if g.Name == "api" {
+			t.Fatal("api is still in status after the good reload removed it")
+		}
+	}
+	if alive(apiPID) {
+		t.Fatalf("the removed group's instance %d is still running", apiPID)
+	}
+	e.checkInSync("web")
+	e.checkInSync("extra")
+}
+
+// TestReloadCPUsDividesByNewCores: after a reload changes template.cpus, the
+// CPU % shoal reports for a group's running instance (the metrics API, what
+// policies read) is its CPU time divided by the new core count, measured
+// here from /proc while the instance burns CPU under load.
+func TestReloadCPUsDividesByNewCores(t *testing.T) {
+	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "      cpus: 1\n"}
+	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
+	e.start()
+	e.waitInService("web", 1)
+	pid := e.status().Groups[0].Instances[0].PID
+	stopLoad := cpuLoad(t, e, 2)
+
+	// measure compares the group's CPU % over a window with the instance's
+	// CPU time over about the same seconds, read from /proc, as a % of cores.
+	measure := func(cores float64) {
+		t.Helper()
+		const window = 5 * time.Second
+		t0 := time.Now()
+		c0, err := proc.CPUTicks(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window + time.Second)
+		c1, err := proc.CPUTicks(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// /proc counts CPU time in USER_HZ ticks, 100 per second on Linux.
+		used := time.Duration(c1-c0) * 10 * time.Millisecond
+		want := 100 * used.Seconds() / time.Since(t0).Seconds() / cores
+		doc, err := e.client().Metrics(context.Background(), "web", window, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Instances) != 1 || doc.Instances[0].Cores != cores || doc.CPU.Avg == nil {
+			t.Fatalf("metrics with cpus %v: %+v; want one instance with %v cores and a CPU average", cores, doc.Instances, cores)
+		}
+		got := *doc.CPU.Avg
+		t.Logf("cpus %v: shoal reports %.1f %%, /proc gives %.1f %% (%v of CPU)", cores, got, want, used)
+		if want < 5 {
+			t.Fatalf("the instance used only %v of CPU: the load did not reach it", used)
+		}
+		if r := got / want; r < 0.6 || r > 1.6 {
+			t.Fatalf("with cpus %v shoal reports %.1f %% CPU, /proc gives %.1f %%: not divided by %v cores", cores, got, want, cores)
+		}
+	}
+	time.Sleep(2 * time.Second) // the load's first seconds are in the window
+	measure(1)
+
+	g.Extra = "      cpus: 4\n"
+	e.writeConfig("metrics: {warmup: 1s}\n", g)
+	if out := e.reload(); !strings.Contains(out, "changed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	time.Sleep(2 * time.Second) // samples from before the reload leave the window
+	measure(4)
+	if res := stopLoad(); res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	if pid2 := e.status().Groups[0].Instances[0].PID; pid2 != pid {
+		t.Fatalf("the instance was replaced (pid %d → %d): the reload must only change how its CPU is counted", pid, pid2)
+	}
 }

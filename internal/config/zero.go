@@ -1,0 +1,90 @@
+package config
+
+import "time"
+
+// ScaleToZero lets a group with min_size 0 sleep at no instance: HAProxy
+// holds the requests that arrive meanwhile and shoal starts an instance for
+// them (see core's waker); after IdleAfter without a request it goes back to 0.
+type ScaleToZero struct {
+	// IdleAfter is how long the group goes without a request before it is
+	// scaled to 0.
+	IdleAfter time.Duration
+	// MaxQueue is how many requests HAProxy holds while no instance is in
+	// service; more get 503 at once. Each waits at most haproxy.timeouts.queue.
+	MaxQueue int
+}
+
+// Scale-to-zero defaults and bounds.
+const (
+	DefaultIdleAfter = 10 * time.Minute
+	DefaultMaxQueue  = 1000
+	maxMaxQueue      = 1_000_000
+)
+
+// WakeSize is the size a sleeping group wakes to: the first plan with an
+// instance, else max(1, min_size).
+func (g Group) WakeSize() int {
+	for _, p := range g.Plans {
+		if p.Size >= 1 {
+			return p.Size
+		}
+	}
+	return max(1, g.MinSize)
+}
+
+// PolicyGroup is the group as its autoscale policy sees it: one that scales
+// to zero is never below 1 for the policy, since only idle_after scales it
+// to 0.
+func (g Group) PolicyGroup() Group {
+	if g.ScaleToZero != nil {
+		g.MinSize = max(g.MinSize, 1)
+	}
+	return g
+}
+
+// scaleToZero decodes a group's scale_to_zero and checks it against the
+// rest of the group: it needs min_size 0, and both the hold (the queue
+// timeout) and idle_after must outlast a cold start (health.grace). A group
+// with min_size 0 and a policy needs it, since at 0 instances a policy has
+// no metric to act on.
+func (d *decoder) scaleToZero(f *fields, g *Group, minOK bool) *ScaleToZero {
+	key := "scale_to_zero"
+	n := f.get(key)
+	if n == nil {
+		if minOK && g.MinSize == 0 && g.Autoscale != nil {
+			d.errorf(f.get("min_size"), f.field("min_size"),
+				"0 with an autoscale policy needs scale_to_zero (e.g. scale_to_zero: {idle_after: 10m}): at 0 instances the policy's metrics have no value, so nothing would ever start an instance and every request would get 503; set min_size to at least 1, or add scale_to_zero so that requests wake the group")
+		}
+		return nil
+	}
+	z := d.mapping(n, f.field(key), "idle_after", "max_queue")
+	if z.node == nil {
+		return nil
+	}
+	s := &ScaleToZero{
+		IdleAfter: d.within(z, "idle_after", DefaultIdleAfter, time.Second, maxCooldown),
+		MaxQueue:  DefaultMaxQueue,
+	}
+	if v, vn := z.integer("max_queue", DefaultMaxQueue); vn != nil {
+		if v < 1 || v > maxMaxQueue {
+			d.errorf(vn, z.field("max_queue"), "must be from 1 to %d, got %d", maxMaxQueue, v)
+		} else {
+			s.MaxQueue = v
+		}
+	}
+	if minOK && g.MinSize != 0 {
+		d.errorf(n, f.field(key), "needs min_size: 0 (the group sleeps at no instance), got min_size %d", g.MinSize)
+	}
+	grace := g.Health.Grace
+	if grace > 0 && d.queueTimeout > 0 && d.queueTimeout < grace {
+		d.errorf(n, f.field(key), "haproxy.timeouts.queue (%s) is shorter than health.grace (%s): the requests held while an instance starts would get 503 before it may be in service; raise timeouts.queue to at least %s or lower grace",
+			d.queueTimeout, grace, grace)
+	}
+	if at := z.get("idle_after"); grace > 0 && s.IdleAfter < grace {
+		if at == nil {
+			at = n
+		}
+		d.errorf(at, z.field("idle_after"), "must be at least health.grace (%s), got %s: a group that sleeps sooner than an instance may take to start spends its time starting", grace, s.IdleAfter)
+	}
+	return s
+}

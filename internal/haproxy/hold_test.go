@@ -1,0 +1,125 @@
+package haproxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// heldGet is one request's outcome: its status (0 on a transport error),
+// body and when it was answered.
+type heldGet struct {
+	status int
+	body   string
+	at     time.Duration
+}
+
+// fire sends n concurrent GETs of url, each on its own connection, and
+// returns a channel that delivers each outcome as it comes.
+func fire(url string, n int) <-chan heldGet {
+	out := make(chan heldGet, n)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get(url)
+			if err != nil {
+				out <- heldGet{at: time.Since(start), body: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			out <- heldGet{status: resp.StatusCode, body: string(b), at: time.Since(start)}
+		}()
+	}
+	go func() { wg.Wait(); client.CloseIdleConnections() }()
+	return out
+}
+
+// TestHoldWhileNoServer: HAProxy 2.6 answers 503 at once for a backend with
+// no usable server; for a group that scales to zero, the rendered hold keeps
+// up to max_queue requests waiting instead (visible as the backend's scur),
+// answers the ones beyond it 503 at once, and sends the held ones to the
+// first server once it is UP, after its health gate. With no server they
+// get 503 after timeouts.queue.
+func TestHoldWhileNoServer(t *testing.T) {
+	requireHAProxy(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	port := freePort(t)
+	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
+	cfg.HAProxy.Timeouts.Queue = 3 * time.Second
+	for _, i := range []int{0, 2} { // web (the default backend) and static
+		cfg.Groups[i].ScaleToZero = &config.ScaleToZero{IdleAfter: time.Minute, MaxQueue: 20}
+	}
+	m := newTestManager(t, cfg)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	// 30 requests: 10 over max_queue get 503 at once, 20 are held.
+	results := fire(base+"/", 30)
+	for i := 0; i < 10; i++ {
+		select {
+		case r := <-results:
+			if r.status != http.StatusServiceUnavailable {
+				t.Fatalf("request beyond max_queue: %d %q, want 503", r.status, r.body)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("only %d requests beyond max_queue were refused within 2 s, want 10", i)
+		}
+	}
+	waitFor(t, 2*time.Second, "20 held requests in the backend's scur", func() (bool, string) {
+		out, err := m.Client().Exec(ctx, "show stat web 2 -1")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Split(l, ","); len(f) > 4 && f[1] == "BACKEND" {
+				return f[4] == "20", "scur " + f[4]
+			}
+		}
+		return false, out
+	})
+
+	// A server added behind the health gate takes them once it is UP.
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Host: "127.0.0.1", Port: b.port, Health: cfg.Groups[0].Health}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		select {
+		case r := <-results:
+			if r.status != http.StatusOK || r.body != "b1" {
+				t.Fatalf("held request %d: %d %q, want 200 from b1", i, r.status, r.body)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of 20 held requests were answered within 5 s of adding a server", i)
+		}
+	}
+	if n := b.hits.Load(); n != 20 {
+		t.Fatalf("the server saw %d requests, want the 20 held ones", n)
+	}
+
+	// No server ever: held for timeouts.queue, then HAProxy's 503.
+	noServer := fire(base+"/static/x", 3)
+	for range 3 {
+		r := <-noServer
+		if r.status != http.StatusServiceUnavailable || r.at < 2900*time.Millisecond || r.at > 10*time.Second {
+			t.Fatalf("request with no server: %d after %v, want 503 after about 3 s", r.status, r.at)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+)
+
+// zeroGroup is a group that sleeps at 0 instances and has a CPU target
+// policy: the combination that, before scale_to_zero, never came back from
+// 0. Its checks are quick so a cold start takes about a second; the scale-up
+// cooldown is long to show that a wake does not wait for it.
+func zeroGroup(idleAfter string) groupSpec {
+	return groupSpec{
+		Name: "web", Min: 0, Max: 3, CooldownUp: "300s", CooldownDn: "1s",
+		Health: "{path: /healthz, interval: 200ms, rise: 1, fall: 2, timeout: 1s, grace: 3s}",
+		Extra: fmt.Sprintf("    scale_to_zero: {idle_after: %s, max_queue: 500}\n", idleAfter) +
+			"    autoscale:\n      target: {metric: cpu.avg, value: 50}\n",
+	}
+}
+
+// burst sends n concurrent GETs, each on its own connection, and returns
+// how many were not answered 200 and a sample of what they got instead.
+func burst(t *testing.T, e *shoalEnv, n int) (failed int, why []string) {
+	t.Helper()
+	client := &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
+	defer client.CloseIdleConnections()
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get("http://" + e.listen + "/")
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			} else {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					msg = resp.Status
+				}
+			}
+			if msg != "" {
+				mu.Lock()
+				failed++
+				if len(why) < 5 {
+					why = append(why, msg)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed, why
+}
+
+// waitAsleep waits until web has no instance in shoal and in HAProxy.
+func (e *shoalEnv) waitAsleep(timeout time.Duration) {
+	e.t.Helper()
+	e.eventually("web is asleep (desired 0, no instance)", timeout, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		if s.Desired != 0 || len(s.Instances) != 0 {
+			return fmt.Errorf("desired %d, %d instances", s.Desired, len(s.Instances))
+		}
+		return nil
+	})
+	if got := e.haproxyServers("web"); len(got) != 0 {
+		e.t.Fatalf("HAProxy still has servers for a sleeping group: %v", got)
+	}
+}
+
+// TestScaleFromZero: a group with min_size 0 and a CPU policy starts asleep;
+// a burst of 200 concurrent GETs while it sleeps is held by HAProxy, wakes
+// it through a job, and every request gets 200. With no more requests it
+// goes back to 0 after idle_after, and a second burst wakes it again (the
+// scale-up cooldown the first wake started does not hold the wake back).
+// Both decisions are events.
+func TestScaleFromZero(t *testing.T) {
+	e := newEnv(t, "", zeroGroup("4s"))
+	e.start()
+
+	// Asleep from the start, and it stays so with no traffic: the policy
+	// does not start an instance for want of a metric.
+	e.waitAsleep(5 * time.Second)
+	time.Sleep(3 * time.Second)
+	e.waitAsleep(time.Second)
+
+	start := time.Now()
+	failed, why := burst(t, e, 200)
+	took := time.Since(start)
+	if failed > 0 {
+		t.Fatalf("%d of 200 requests sent while asleep failed (e.g. %v), want 0", failed, why)
+	}
+	t.Logf("200 requests sent while asleep: all 200 OK within %v", took.Round(time.Millisecond))
+	if took > 30*time.Second {
+		t.Fatalf("the burst took %v: the wake should take seconds", took)
+	}
+	wake := e.waitEvent("a wake decision", 5*time.Second, 0, accepted("wake", "wake"))
+	if wake.Current != 0 || wake.Recommendation != 1 || !strings.Contains(wake.Reason, "requests arrived while asleep") {
+		t.Fatalf("wake event = %+v", wake)
+	}
+	s, err := e.client().Group(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Desired != 1 {
+		t.Fatalf("desired %d after the wake, want 1 (the policy has no reason to go further)", s.Desired)
+	}
+
+	// idle_after 4s without a request: back to 0, through a job.
+	e.waitAsleep(30 * time.Second)
+	sleep := e.waitEvent("an idle decision", 5*time.Second, wake.ID, accepted("idle_after", "size"))
+	if sleep.Current != 1 || sleep.Recommendation != 0 {
+		t.Fatalf("idle event = %+v", sleep)
+	}
+	out, stderr, code := e.cli("events", "web", "--since", "5m")
+	if code != 0 || !strings.Contains(out, "wake") || !strings.Contains(out, "idle_after") {
+		t.Fatalf("shoal events (exit %d) shows no wake or idle_after decision:\n%s%s", code, out, stderr)
+	}
+
+	// Asleep again, inside the 300 s scale-up cooldown of the first wake.
+	if failed, why := burst(t, e, 20); failed > 0 {
+		t.Fatalf("%d of 20 requests after the group went back to sleep failed (e.g. %v)", failed, why)
+	}
+	e.waitEvent("a second wake", 5*time.Second, sleep.ID, accepted("wake", "wake"))
+	e.checkInSync("web")
+}
+
+// TestScaleFromZeroNoSpuriousWake: a group woken and put back to sleep
+// between two metrics samples (3 s apart here) stays asleep: the requests it
+// served before the sleep are no reason to wake it (they once were, and the
+// next sample woke it again).
+func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
+	e := newEnv(t, "metrics: {interval: 3s}\n", zeroGroup("60s"))
+	e.start()
+	e.waitAsleep(5 * time.Second)
+	c := e.client()
+	for i := range 3 {
+		if failed, why := burst(t, e, 2); failed > 0 {
+			t.Fatalf("round %d: %d of 2 requests failed (e.g. %v)", i, failed, why)
+		}
+		// At once, as soon as the wake's job lets it.
+		size := 0
+		e.eventually("the scale to 0 is accepted", 20*time.Second, func() error {
+			j, err := c.Scale(context.Background(), "web", api.ScaleRequest{Size: &size, Source: "test"})
+			if err != nil {
+				return err
+			}
+			if j.State == "ignored" {
+				return fmt.Errorf("ignored: %s", j.Reason)
+			}
+			return nil
+		})
+		e.waitAsleep(10 * time.Second)
+		time.Sleep(7 * time.Second) // two more samples
+		e.waitAsleep(time.Second)
+	}
+	for _, ev := range e.events(api.EventsQuery{Group: "web"}) {
+		if ev.Rule == "wake" && strings.Contains(ev.Reason, "(0 held") {
+			t.Errorf("a wake for no held request: %+v", ev)
+		}
+	}
+}
+
+// TestScaleFromZeroKill9: requests that arrive while the group sleeps and
+// shoal is dead (kill -9) are held by HAProxy; the restarted shoal adopts
+// HAProxy, sees them and wakes the group, and none is lost.
+func TestScaleFromZeroKill9(t *testing.T) {
+	e := newEnv(t, "", zeroGroup("60s"))
+	e.start()
+	e.waitAsleep(5 * time.Second)
+	e.kill9()
+
+	type result struct {
+		failed int
+		why    []string
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, w := burst(t, e, 50)
+		done <- result{f, w}
+	}()
+	// The requests wait in HAProxy while no shoal runs.
+	time.Sleep(2 * time.Second)
+	select {
+	case r := <-done:
+		t.Fatalf("the burst ended while shoal was dead (%d failed: %v): nothing can have woken the group", r.failed, r.why)
+	default:
+	}
+	e.start()
+	select {
+	case r := <-done:
+		if r.failed > 0 {
+			t.Fatalf("%d of 50 requests held across the kill -9 failed (e.g. %v), want 0", r.failed, r.why)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the held requests were not answered within 45 s of the restart")
+	}
+	evs := e.events(api.EventsQuery{Group: "web"})
+	found := false
+	for _, ev := range evs {
+		found = found || accepted("wake", "wake")(ev)
+	}
+	if !found {
+		t.Fatalf("no accepted wake decision after the restart: %+v", evs)
+	}
+	e.checkInSync("web")
+}
+
+// TestScaleFromZeroValidate: the review's reproduction, min_size 0 with a
+// CPU policy and nothing that can wake the group, which `validate` passed
+// and which then slept for good, is refused with its position and the fix.
+func TestScaleFromZeroValidate(t *testing.T) {
+	g := zeroGroup("60s")
+	g.Extra = "    autoscale:\n      target: {metric: cpu.avg, value: 50}\n"
+	e := newEnv(t, "", g)
+	_, stderr, code := e.cli("validate")
+	want := e.cfgPath + ":8:15: groups[0].min_size: 0 with an autoscale policy needs scale_to_zero"
+	if code != 2 || !strings.Contains(stderr, want) {
+		t.Fatalf("shoal validate exited %d, want 2 with %q:\n%s", code, want, stderr)
+	}
+	// With scale_to_zero the same group is valid, haproxy -c included.
+	e.writeConfig("", zeroGroup("60s"))
+	if out, stderr, code := e.cli("validate"); code != 0 || !strings.Contains(out, "haproxy -c passed") {
+		t.Fatalf("shoal validate exited %d: %s%s", code, out, stderr)
+	}
+}
