@@ -262,7 +262,7 @@ func TestHealthCheckBody(t *testing.T) {
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
 	h := config.DefaultHealth()
 	h.Status, h.Body = []config.StatusRange{{Min: 200, Max: 204}}, trickyBody
-	h.Interval, h.Timeout, h.Rise, h.Fall = 200*time.Millisecond, time.Second, 2, 2
+	h.Interval, h.Timeout, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, time.Second, 2, 2, 0
 	cfg.Groups[0].Health = h
 	good := startHTTP(t, "good", 200, "status: "+trickyBody+"\n", 200)
 	wrong := startHTTP(t, "wrong", 200, "I'm live", 200)
@@ -310,7 +310,7 @@ func TestHealthCheckRegex(t *testing.T) {
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 	h := config.DefaultHealth()
 	h.BodyRegex = `^\d+ "ok"$`
-	h.Interval, h.Rise, h.Fall = 200*time.Millisecond, 1, 1
+	h.Interval, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, 1, 1, 0
 	cfg.Groups[0].Health = h
 	num := startHTTP(t, "num", 200, `42 "ok"`, 200)
 	text := startHTTP(t, "text", 200, `forty-two "ok"`, 200)
@@ -349,7 +349,7 @@ func TestPassiveCheck(t *testing.T) {
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
 	h := config.DefaultHealth()
-	h.Interval, h.Rise, h.Fall = time.Second, 2, 2
+	h.Interval, h.Rise, h.Fall, h.FastInter = time.Second, 2, 2, 0
 	h.Passive = &config.Passive{Observe: "layer7", ErrorLimit: 3, OnError: "mark-down"}
 	cfg.Groups[0].Health = h
 	good := startHTTP(t, "good", 200, "ok", 200)
