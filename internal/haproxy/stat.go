@@ -22,6 +22,8 @@ import (
 //	MAINT               in maintenance; also "MAINT (via be/s)" when it tracks one
 //	no check            in rotation, never checked
 //
+// and "DOWN (agent)", "DRAIN (agent)" when an agent check set them.
+//
 // A backend's is UP or DOWN, a frontend's OPEN, STOP or FULL. Callers ask the
 // methods rather than compare words, so HAProxy's vocabulary stays here.
 type Status string
@@ -31,7 +33,9 @@ type Status string
 func (s Status) word() (word string, counting bool) {
 	w, rest, _ := strings.Cut(string(s), " ")
 	n, m, ok := strings.Cut(rest, "/")
-	return w, ok && isDigits(n) && isDigits(m)
+	_, errN := strconv.Atoi(n)
+	_, errM := strconv.Atoi(m)
+	return w, ok && errN == nil && errM == nil
 }
 
 // IsUp reports whether the server is UP, also while failing checks ("UP 1/3").
@@ -56,15 +60,11 @@ func (s Status) CheckedUp() bool {
 	return w == "UP" || w == "NOLB" || w == "DRAIN"
 }
 
-// GoingDown reports whether the server is up but has failed checks that,
-// should fall of them fail in a row, take it down ("UP 1/3").
+// GoingDown reports whether the server is up but its latest checks failed,
+// short of the fall failures that take it down ("UP 1/3").
 func (s Status) GoingDown() bool {
 	_, counting := s.word()
 	return counting && s.CheckedUp()
-}
-
-func isDigits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // StatType is the type column of a "show stat" line.

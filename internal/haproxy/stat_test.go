@@ -32,7 +32,13 @@ func TestParseStats(t *testing.T) {
 
 // testdata/show_stat_all.txt is a whole "show stat" of HAProxy 2.6.12: an
 // HTTP frontend and backend "web" with a server in every status, a backend
-// whose one server is down, and a TCP frontend and backend.
+// whose one server is down, and a TCP frontend and backend, after 40 HTTP
+// requests (4 of them answered 500) and 3 TCP connections. Checks ran every
+// 100ms; going-down (fall 3) and going-up (rise 3) had fastinter 60s and
+// their checks had just started failing and passing; via tracks maint; nolb
+// answered its check 404 under http-check disable-on-404; drain was set by
+// "set server web/drain state drain"; nocheck has no check; down and dead's
+// one server are on a closed port.
 func TestParseStatsEveryStatus(t *testing.T) {
 	got, err := parseStats(readTestdata(t, "show_stat_all.txt"))
 	if err != nil {
