@@ -16,7 +16,7 @@ const maxTimer = (1<<31 - 1) * time.Millisecond
 var timerRange = fmt.Sprintf("1ms to %dms (%s, HAProxy's timer range)", int64(maxTimer/time.Millisecond), maxTimer)
 
 func (d *decoder) timeouts(n *yaml.Node, path string) Timeouts {
-	f := d.mapping(n, path, "connect", "client", "server", "http_request", "http_keep_alive", "queue")
+	f := section[Timeouts](d, n, path)
 	def := DefaultTimeouts
 	return Timeouts{
 		Connect:       d.timer(f, "connect", def.Connect),
@@ -47,8 +47,8 @@ const (
 )
 
 func (d *decoder) accessLog(n *yaml.Node) AccessLog {
-	f := d.mapping(n, "access_log", "enabled", "sample", "max_size", "max_files")
-	a := AccessLog{Sample: 1, Adaptive: true, MaxSize: DefaultAccessLogMaxSize, MaxFiles: DefaultAccessLogMaxFiles}
+	f := section[AccessLog](d, n, "access_log")
+	a := defaultAccessLog
 	// "auto" is the default written out; a number fixes the rate.
 	if sn := f.get("sample"); sn == nil || sn.Kind != yaml.ScalarNode || sn.Value != "auto" {
 		if v, sn := f.integer("sample", 0); sn != nil {
@@ -60,9 +60,10 @@ func (d *decoder) accessLog(n *yaml.Node) AccessLog {
 			}
 		}
 	}
-	if on, _ := f.boolean("enabled", true); !on {
+	if on, _ := f.boolean("enabled", a.Enabled); !on {
 		a.Sample, a.Adaptive = 0, false
 	}
+	a.Enabled = a.Sample > 0
 	if sn := f.get("max_size"); sn != nil {
 		if v, ok := byteSize(sn); !ok {
 			d.errorf(sn, f.field("max_size"), `must be a size such as "10MiB", "512KiB" or a number of bytes, got %s`, describe(sn))

@@ -23,7 +23,7 @@ access_log: {sample: 1, max_size: 512KiB, max_files: 5}
 	if cfg.HAProxy.Timeouts != want {
 		t.Errorf("Timeouts = %+v, want %+v", cfg.HAProxy.Timeouts, want)
 	}
-	if want := (AccessLog{Sample: 1, MaxSize: 512 << 10, MaxFiles: 5}); cfg.AccessLog != want {
+	if want := (AccessLog{Enabled: true, Sample: 1, MaxSize: 512 << 10, MaxFiles: 5}); cfg.AccessLog != want {
 		t.Errorf("AccessLog = %+v, want %+v", cfg.AccessLog, want)
 	}
 
@@ -34,14 +34,14 @@ access_log: {sample: 1, max_size: 512KiB, max_files: 5}
 	if cfg.HAProxy.Timeouts != DefaultTimeouts {
 		t.Errorf("default Timeouts = %+v", cfg.HAProxy.Timeouts)
 	}
-	if want := (AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+	if want := (AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
 		t.Errorf("default AccessLog = %+v, want %+v", cfg.AccessLog, want)
 	}
 	cfg, err = Parse("shoal.yaml", []byte("listen: :8080\naccess_log: {sample: auto}\n"+minimalGroups))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+	if want := (AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
 		t.Errorf("sample: auto: AccessLog = %+v, want %+v", cfg.AccessLog, want)
 	}
 

@@ -19,13 +19,16 @@ import (
 type Autoscale struct {
 	// Interval is how often the policy is evaluated. (How long a new
 	// instance stays out of the metrics is metrics.warmup.)
-	Interval  time.Duration
-	Rules     []Rule
-	Target    *Target
-	Schedules []Schedule
+	Interval  time.Duration `yaml:"interval"`
+	Rules     []Rule        `yaml:"rules"`
+	Target    *Target       `yaml:"target"`
+	Schedules []Schedule    `yaml:"schedule"`
 	// Predictive is nil when the group does not pre-scale.
-	Predictive *Predictive
+	Predictive *Predictive `yaml:"predictive"`
 }
+
+// defaultAutoscale holds the defaults of an autoscale section's keys.
+var defaultAutoscale = Autoscale{Interval: time.Second}
 
 // MetricPaths are the group metrics a policy can refer to (package metrics'
 // GroupMetrics): cpu.* over the group's ready instances, the rest over its
@@ -44,25 +47,30 @@ var untrackable = []string{"ready", "size"}
 // every sample of a window (For), or the window's aggregate (Statistic over
 // Over, as a CloudWatch alarm compares one datapoint).
 type Rule struct {
-	Name   string
-	Metric string
+	// Name is "rule-N" (N counting from 1) unless the file names the rule.
+	Name   string `yaml:"name"`
+	Metric string `yaml:"metric" required:"true"`
 	// Above and Below are the thresholds, each set when its Has flag is: the
 	// value must be above Above and below Below, strictly (with both, between).
 	HasAbove, HasBelow bool
-	Above, Below       float64
+	Above              float64 `yaml:"above"`
+	Below              float64 `yaml:"below"`
 	// For is how long every sample must be beyond the thresholds; 0 when
 	// Statistic is set.
-	For time.Duration
+	For time.Duration `yaml:"for"`
 	// Statistic (StatAverage, StatMin, StatMax or "pNN") of the samples of
 	// the last Over is what is compared, once per evaluation.
-	Statistic string
-	Over      time.Duration
-	Action    Action
+	Statistic string        `yaml:"statistic"`
+	Over      time.Duration `yaml:"over"`
+	Action    Action        `yaml:"action" required:"true"`
 	// Cooldown holds the rule back after it scaled the group (0: none).
-	Cooldown time.Duration
+	Cooldown time.Duration `yaml:"cooldown"`
 	// OnMissing is what a missing or stale metric means: OnMissingKeep or OnMissingUp.
-	OnMissing string
+	OnMissing string `yaml:"on_missing"`
 }
+
+// defaultRule holds the defaults of a rule's keys.
+var defaultRule = Rule{OnMissing: OnMissingKeep}
 
 // Window is the stretch of history the rule reads: For or Over.
 func (r Rule) Window() time.Duration {
@@ -129,16 +137,31 @@ func (a Action) String() string {
 // Target keeps a metric near Value by resizing the group, like Kubernetes'
 // HorizontalPodAutoscaler.
 type Target struct {
-	Metric string
-	Value  float64
+	Metric string  `yaml:"metric" required:"true"`
+	Value  float64 `yaml:"value" required:"true"`
 	// Tolerance is the relative band around Value in which nothing changes.
-	Tolerance float64
+	Tolerance float64 `yaml:"tolerance"`
 	// ScaleInStabilization: scale in only to the highest recommendation made
 	// within this window.
-	ScaleInStabilization time.Duration
-	// MaxStepUp and MaxStepDown limit the change per Period.
-	MaxStepUp, MaxStepDown Step
-	Period                 time.Duration
+	ScaleInStabilization time.Duration `yaml:"scale_in_stabilization"`
+	// MaxStep limits the change per Period.
+	MaxStep MaxStep       `yaml:"max_step"`
+	Period  time.Duration `yaml:"period"`
+}
+
+// defaultTarget holds the defaults of a target's keys.
+var defaultTarget = Target{
+	Tolerance:            0.1,
+	ScaleInStabilization: 300 * time.Second,
+	MaxStep:              MaxStep{Up: Step{N: 100, Percent: true}, Down: Step{N: 1}},
+	Period:               15 * time.Second,
+}
+
+// MaxStep is the most a target may change the group's size per period, up
+// and down.
+type MaxStep struct {
+	Up   Step `yaml:"up"`
+	Down Step `yaml:"down"`
 }
 
 // Step is a number of instances, or a percentage of the size when Percent.
@@ -170,23 +193,30 @@ func (s Step) String() string {
 
 // Schedule bounds the group's size for Duration after each time Cron fires.
 type Schedule struct {
-	Name string
-	Cron *cron.Spec
+	// Name is "schedule-N" (N counting from 1) unless the file names it.
+	Name string     `yaml:"name"`
+	Cron *cron.Spec `yaml:"cron" required:"true"`
+	// Timezone is the IANA zone Cron is read in.
+	Timezone string `yaml:"timezone"`
 	// Duration is the length of each window.
-	Duration time.Duration
+	Duration time.Duration `yaml:"duration" required:"true"`
 	// MinSize and MaxSize are the bounds; 0 when not set. Plan sets MinSize
 	// to the plan's size: the group is at least that plan in the window.
-	MinSize, MaxSize int
-	Plan             string
+	MinSize int    `yaml:"min_size"`
+	MaxSize int    `yaml:"max_size"`
+	Plan    string `yaml:"plan"`
 }
 
+// defaultSchedule holds the defaults of a schedule's keys.
+var defaultSchedule = Schedule{Timezone: "UTC"}
+
 func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *Autoscale {
-	f := d.mapping(n, path, "interval", "rules", "target", "schedule", "predictive")
+	f := section[Autoscale](d, n, path)
 	if f.node == nil {
 		return nil
 	}
-	a := &Autoscale{}
-	a.Interval = d.within(f, "interval", time.Second, 100*time.Millisecond, time.Hour)
+	a := new(defaultAutoscale)
+	a.Interval = d.within(f, "interval", a.Interval, 100*time.Millisecond, time.Hour)
 
 	if rn := f.get("rules"); rn != nil {
 		items, _ := d.sequence(rn, f.field("rules"), "a list of rules")
@@ -247,12 +277,12 @@ func (d *decoder) number(n *yaml.Node, path string) (float64, bool) {
 }
 
 func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Duration, g *Group, groupOK bool) (Rule, *yaml.Node, bool) {
-	f := d.mapping(item, path, "name", "metric", "above", "below", "for", "statistic", "over", "action", "cooldown", "on_missing")
+	f := section[Rule](d, item, path)
 	if f.node == nil {
 		return Rule{}, nil, false
 	}
-	f.require("metric", "action")
-	r := Rule{Name: fmt.Sprintf("rule-%d", i+1), OnMissing: OnMissingKeep}
+	r := defaultRule
+	r.Name = fmt.Sprintf("rule-%d", i+1)
 	nameNode := f.node
 	if name, nn := f.str("name", ""); nn != nil {
 		if !nameRE.MatchString(name) {
@@ -317,8 +347,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	if an := f.get("action"); an != nil {
 		r.Action = d.action(an, f.field("action"), g, groupOK)
 	}
-	r.Cooldown, _ = f.duration("cooldown", 0)
-	if m, mn := f.str("on_missing", OnMissingKeep); mn != nil {
+	r.Cooldown, _ = f.duration("cooldown", r.Cooldown)
+	if m, mn := f.str("on_missing", r.OnMissing); mn != nil {
 		if m != OnMissingKeep && m != OnMissingUp {
 			d.errorf(mn, f.field("on_missing"), "must be keep or up, got %q", m)
 		}
@@ -397,15 +427,8 @@ func (d *decoder) checkPlan(n *yaml.Node, field, name string, g *Group) {
 }
 
 func (d *decoder) target(n *yaml.Node, path string) *Target {
-	f := d.mapping(n, path, "metric", "value", "tolerance", "scale_in_stabilization", "max_step", "period")
-	f.require("metric", "value")
-	t := &Target{
-		Tolerance:            0.1,
-		ScaleInStabilization: 300 * time.Second,
-		MaxStepUp:            Step{N: 100, Percent: true},
-		MaxStepDown:          Step{N: 1},
-		Period:               15 * time.Second,
-	}
+	f := section[Target](d, n, path)
+	t := new(defaultTarget)
 	if m, mn := d.metric(f, "metric"); mn != nil {
 		if slices.Contains(untrackable, m) {
 			d.errorf(mn, f.field("metric"), "%s counts instances; a target needs a load metric", m)
@@ -431,12 +454,12 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 	t.ScaleInStabilization, _ = f.duration("scale_in_stabilization", t.ScaleInStabilization)
 	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
 	if sn := f.get("max_step"); sn != nil {
-		s := d.mapping(sn, f.field("max_step"), "up", "down")
+		s := section[MaxStep](d, sn, f.field("max_step"))
 		if n := s.get("up"); n != nil {
-			t.MaxStepUp = d.step(n, s.field("up"), t.MaxStepUp)
+			t.MaxStep.Up = d.step(n, s.field("up"), t.MaxStep.Up)
 		}
 		if n := s.get("down"); n != nil {
-			t.MaxStepDown = d.step(n, s.field("down"), t.MaxStepDown)
+			t.MaxStep.Down = d.step(n, s.field("down"), t.MaxStep.Down)
 		}
 	}
 	return t
@@ -471,12 +494,12 @@ func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
 }
 
 func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupOK bool) (Schedule, bool) {
-	f := d.mapping(item, path, "name", "cron", "timezone", "duration", "min_size", "max_size", "plan")
+	f := section[Schedule](d, item, path)
 	if f.node == nil {
 		return Schedule{}, false
 	}
-	f.require("cron", "duration")
-	s := Schedule{Name: fmt.Sprintf("schedule-%d", i+1)}
+	s := defaultSchedule
+	s.Name = fmt.Sprintf("schedule-%d", i+1)
 	if name, nn := f.str("name", ""); nn != nil {
 		if !nameRE.MatchString(name) {
 			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
@@ -484,14 +507,14 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 			s.Name = name
 		}
 	}
-	loc := time.UTC
+	loc, _ := time.LoadLocation(s.Timezone) // the table's zone, which always loads
 	if tz, tn := f.str("timezone", ""); tn != nil {
 		l, err := time.LoadLocation(tz)
 		if err != nil || tz == "" || strings.EqualFold(tz, "local") {
 			// "Local" would make the policy depend on the host's TZ.
 			d.errorf(tn, f.field("timezone"), "unknown time zone %q; use an IANA name such as Europe/Berlin or UTC", tz)
 		} else {
-			loc = l
+			loc, s.Timezone = l, tz
 		}
 	}
 	if expr, cn := f.str("cron", ""); cn != nil {

@@ -333,7 +333,7 @@ func TestAutoscaleParse(t *testing.T) {
 		t.Errorf("Interval = %s, want 2s", a.Interval)
 	}
 	wantTarget := &Target{Metric: "requests_per_second_per_instance", Value: 200, Tolerance: 0.1,
-		ScaleInStabilization: 300 * time.Second, MaxStepUp: Step{N: 2}, MaxStepDown: Step{N: 50, Percent: true}, Period: 15 * time.Second}
+		ScaleInStabilization: 300 * time.Second, MaxStep: MaxStep{Up: Step{N: 2}, Down: Step{N: 50, Percent: true}}, Period: 15 * time.Second}
 	if !reflect.DeepEqual(a.Target, wantTarget) {
 		t.Errorf("Target = %+v, want %+v", a.Target, wantTarget)
 	}

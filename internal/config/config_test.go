@@ -1247,7 +1247,7 @@ compat:
 	want := &Config{
 		Path:        path,
 		Listen:      "127.0.0.1:8080",
-		Compression: &Compression{Types: defaultCompressionTypes},
+		Compression: &Compression{Types: defaultCompression.Types},
 		StateDir:    stateDir,
 		Admin: Admin{
 			Socket: filepath.Join(stateDir, "shoal.sock"),
@@ -1259,7 +1259,7 @@ compat:
 			Global:   []string{"nbthread 1"},
 			Timeouts: DefaultTimeouts,
 		},
-		AccessLog: AccessLog{Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
+		AccessLog: AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
 		Shutdown:  ShutdownKeep,
 		Groups: []Group{
 			{
@@ -1331,6 +1331,7 @@ compat:
 		},
 		InstanceLogs: InstanceLogs{MaxSize: 1 << 20, Keep: 5, Retention: 2 * time.Hour},
 		Compat: Compat{SacloudAutoscaler: &SacloudAutoscaler{
+			Listen:      "unix:" + filepath.Join(stateDir, "autoscaler.sock"),
 			Network:     "unix",
 			Address:     filepath.Join(stateDir, "autoscaler.sock"),
 			SocketMode:  0o660,
@@ -1381,7 +1382,7 @@ compat:
 	if g.Cooldown != defaultCooldown || g.Plans != nil || g.Template.Dir != confDir || g.Template.StopTimeout != 10*time.Second {
 		t.Errorf("group defaults: %+v", g)
 	}
-	if want := (SacloudAutoscaler{Network: "tcp", Address: "[::1]:8081", SocketMode: 0o600}); *cfg.Compat.SacloudAutoscaler != want {
+	if want := (SacloudAutoscaler{Listen: "tcp:[::1]:8081", Network: "tcp", Address: "[::1]:8081", SocketMode: 0o600}); *cfg.Compat.SacloudAutoscaler != want {
 		t.Errorf("SacloudAutoscaler = %+v, want %+v", *cfg.Compat.SacloudAutoscaler, want)
 	}
 }

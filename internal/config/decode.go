@@ -340,6 +340,15 @@ func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
+// value reads the string value of an env or vars entry: "KEY:" with no
+// value is the empty string, not an error.
+func (d *decoder) value(n *yaml.Node, path string) (string, bool) {
+	if isNull(n) {
+		return "", true
+	}
+	return d.str(n, path)
+}
+
 func (d *decoder) integer(n *yaml.Node, path string) (int, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		d.errorf(n, path, "must be an integer, got %s", describe(n))

@@ -22,10 +22,10 @@ import (
 // before an old one is retired, and FailureThreshold failed new instances
 // roll the deploy back.
 type Deploy struct {
-	MaxSurge         int
-	MaxUnavailable   int
-	MinReady         time.Duration
-	FailureThreshold int
+	MaxSurge         int           `yaml:"max_surge"`
+	MaxUnavailable   int           `yaml:"max_unavailable"`
+	MinReady         time.Duration `yaml:"min_ready"`
+	FailureThreshold int           `yaml:"failure_threshold"`
 }
 
 // DefaultDeploy is a group's deploy pacing when its config has none: one new
@@ -35,16 +35,16 @@ var DefaultDeploy = Deploy{MaxSurge: 1, MaxUnavailable: 0, MinReady: 0, FailureT
 // Hook is a lifecycle command run for an instance: argv expanded like the
 // instance's command, run in its own process group, killed after Timeout.
 type Hook struct {
-	Command []string
-	Timeout time.Duration
+	Command []string      `yaml:"command" required:"true" json:"command"`
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
 	command []*template.Template
 }
 
-// Default hook timeouts.
-const (
-	DefaultPreStartTimeout = 60 * time.Second
-	DefaultPreStopTimeout  = 30 * time.Second
+// The hooks' defaults: the type serves both, with their own timeouts.
+var (
+	defaultPreStart = Hook{Timeout: 60 * time.Second}
+	defaultPreStop  = Hook{Timeout: 30 * time.Second}
 )
 
 // Bounds of template variables: names are identifiers so that {{.Vars.KEY}}
@@ -63,7 +63,7 @@ func (d *decoder) deploy(n *yaml.Node, path string) Deploy {
 	if n == nil {
 		return dep
 	}
-	f := d.mapping(n, path, "max_surge", "max_unavailable", "min_ready", "failure_threshold")
+	f := section[Deploy](d, n, path)
 	bound := func(key string, def, least int) int {
 		v, vn := f.integer(key, def)
 		if vn != nil && (v < least || v > maxGroupSize) {
@@ -103,12 +103,9 @@ func (d *decoder) vars(n *yaml.Node, path string) map[string]string {
 			d.errorf(e.k, field, "a variable name must match %s (it is used as {{.Vars.NAME}}), got %q", varNameRE, e.key)
 			continue
 		}
-		v := ""
-		if !isNull(e.v) {
-			var ok bool
-			if v, ok = d.str(e.v, field); !ok {
-				continue
-			}
+		v, ok := d.value(e.v, field)
+		if !ok {
+			continue
 		}
 		if err := checkVarValue(v); err != nil {
 			d.errorf(e.v, field, "%v", err)
@@ -137,21 +134,21 @@ func checkLabel(s string) error {
 	return nil
 }
 
-// hook decodes pre_start or pre_stop, trial-running its command with data.
-func (d *decoder) hook(n *yaml.Node, path string, data TemplateData, defTimeout time.Duration) *Hook {
+// hook decodes pre_start or pre_stop, trial-running its command with data;
+// def is the hook's table.
+func (d *decoder) hook(n *yaml.Node, path string, data TemplateData, def Hook) *Hook {
 	if n == nil {
 		return nil
 	}
-	f := d.mapping(n, path, "command", "timeout")
+	f := section[Hook](d, n, path)
 	if f.node == nil {
 		return nil
 	}
-	f.require("command")
 	h := &Hook{}
 	if cn := f.get("command"); cn != nil {
 		h.Command, h.command = d.argv(cn, f.field("command"), data, nil)
 	}
-	h.Timeout = d.within(f, "timeout", defTimeout, time.Millisecond, maxTimeout)
+	h.Timeout = d.within(f, "timeout", def.Timeout, time.Millisecond, maxTimeout)
 	return h
 }
 

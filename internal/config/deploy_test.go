@@ -67,7 +67,7 @@ groups:
 		t.Fatalf("deploy = %+v", g.Deploy)
 	}
 	tmpl := g.Template
-	if tmpl.PreStart.Timeout != DefaultPreStartTimeout || tmpl.PreStop.Timeout != 3*time.Second {
+	if tmpl.PreStart.Timeout != defaultPreStart.Timeout || tmpl.PreStop.Timeout != 3*time.Second {
 		t.Fatalf("hook timeouts %s, %s", tmpl.PreStart.Timeout, tmpl.PreStop.Timeout)
 	}
 	argv, _, err := tmpl.Expand(TemplateData{Name: "web-002", Port: 4000, Index: 2, Group: "web"})

@@ -27,22 +27,12 @@ var (
 	onErrors     = []string{"mark-down", "fail-check", "sudden-death", "fastinter"}
 )
 
-// DefaultHealth is the check of a group whose health section leaves every
-// field out: GET /healthz with Host localhost answered 200-399, every 2 s
-// (DefaultFastInter while a server changes state) with a 1 s timeout, up
-// after 2 passes and down after 3 failures, and 30 s for a new instance to
-// pass. Whoever renders a check takes these as given.
-func DefaultHealth() Health {
-	return Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
-		Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, FastInter: DefaultFastInter, Grace: 30 * time.Second}
-}
-
 func (d *decoder) health(n *yaml.Node, path string) Health {
-	f := d.mapping(n, path, "type", "method", "path", "host", "status", "body", "body_regex",
-		"send", "expect", "interval", "timeout", "rise", "fall", "fastinter", "downinter", "passive", "grace")
-	h := DefaultHealth()
+	f := section[Health](d, n, path)
+	def := DefaultHealth
+	h := Health{Type: def.Type, Method: def.Method, Path: def.Path, Host: def.Host, Status: slices.Clone(def.Status)}
 
-	if t, tn := f.str("type", h.Type); tn != nil {
+	if t, tn := f.str("type", def.Type); tn != nil {
 		if !slices.Contains(checkTypes, t) {
 			d.errorf(tn, f.field("type"), "must be http or tcp, got %q", t)
 		} else {
@@ -61,7 +51,7 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	if h.Type == "http" {
-		if m, mn := f.str("method", h.Method); mn != nil {
+		if m, mn := f.str("method", def.Method); mn != nil {
 			if !slices.Contains(checkMethods, m) {
 				d.errorf(mn, f.field("method"), "must be one of %s, got %q", strings.Join(checkMethods, ", "), m)
 			} else {
@@ -113,18 +103,18 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 	}
 
 	// HAProxy counts check intervals in milliseconds, in a signed 32-bit timer.
-	h.Interval = d.timer(f, "interval", h.Interval)
-	h.Timeout = d.timer(f, "timeout", h.Timeout)
+	h.Interval = d.timer(f, "interval", def.Interval)
+	h.Timeout = d.timer(f, "timeout", def.Timeout)
 	// A server that stops answering is DOWN after about interval +
 	// fall × (timeout + fastinter), and HAProxy retries the requests it held
 	// then (see internal/haproxy): the default fastinter keeps that near 6 s.
-	h.FastInter = d.timer(f, "fastinter", min(h.Interval, DefaultFastInter))
+	h.FastInter = d.timer(f, "fastinter", min(h.Interval, def.FastInter))
 	if f.get("downinter") != nil {
 		h.DownInter = d.timer(f, "downinter", 0)
 	}
-	h.Grace = d.within(f, "grace", h.Grace, time.Millisecond, maxTimeout)
-	h.Rise = d.count(f, "rise", h.Rise)
-	h.Fall = d.count(f, "fall", h.Fall)
+	h.Grace = d.within(f, "grace", def.Grace, time.Millisecond, maxTimeout)
+	h.Rise = d.count(f, "rise", def.Rise)
+	h.Fall = d.count(f, "fall", def.Fall)
 	d.checkGrace(f, h)
 	if pn := f.get("passive"); pn != nil {
 		h.Passive = d.passive(pn, f.field("passive"))
@@ -267,14 +257,14 @@ func parseStatusRange(n *yaml.Node) (StatusRange, error) {
 }
 
 func (d *decoder) passive(n *yaml.Node, path string) *Passive {
-	f := d.mapping(n, path, "enabled", "observe", "error_limit", "on_error")
+	f := section[Passive](d, n, path)
 	if f.node == nil {
 		return nil
 	}
 	// A passive section is on unless it says otherwise, so it can be switched
 	// off without deleting its settings.
-	enabled, _ := f.boolean("enabled", true)
-	p := &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}
+	p := new(defaultPassive)
+	p.Enabled, _ = f.boolean("enabled", p.Enabled)
 	if o, on := f.str("observe", ""); on != nil {
 		if !slices.Contains(observeModes, o) {
 			d.errorf(on, f.field("observe"), "must be one of %s, got %q", strings.Join(observeModes, ", "), o)
@@ -282,7 +272,7 @@ func (d *decoder) passive(n *yaml.Node, path string) *Passive {
 			p.Observe = o
 		}
 	}
-	p.ErrorLimit = d.count(f, "error_limit", 10)
+	p.ErrorLimit = d.count(f, "error_limit", p.ErrorLimit)
 	if o, on := f.str("on_error", ""); on != nil {
 		if !slices.Contains(onErrors, o) {
 			d.errorf(on, f.field("on_error"), "must be one of %s, got %q", strings.Join(onErrors, ", "), o)
@@ -290,7 +280,7 @@ func (d *decoder) passive(n *yaml.Node, path string) *Passive {
 			p.OnError = o
 		}
 	}
-	if !enabled {
+	if !p.Enabled {
 		return nil
 	}
 	return p

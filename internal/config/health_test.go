@@ -26,14 +26,14 @@ func TestParseHealth(t *testing.T) {
 				Status: []StatusRange{{200, 200}, {204, 204}, {300, 399}}, Body: `I'm "live" #1`,
 				Interval: time.Second, Timeout: 500 * time.Millisecond, Rise: 3, Fall: 4,
 				FastInter: 100 * time.Millisecond, DownInter: 5 * time.Second, Grace: 10 * time.Second,
-				Passive: &Passive{Observe: "layer7", ErrorLimit: 5, OnError: "sudden-death"}},
+				Passive: &Passive{Enabled: true, Observe: "layer7", ErrorLimit: 5, OnError: "sudden-death"}},
 		},
 		{
 			// What every other package takes as given: DefaultHealth is
 			// what the loader fills in, and no one fills it in again.
 			name:   "every field left out",
 			health: `{}`,
-			want:   DefaultHealth(),
+			want:   DefaultHealth,
 		},
 		{
 			name:   "status range as a scalar and a regex",
@@ -41,7 +41,7 @@ func TestParseHealth(t *testing.T) {
 			want: Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost",
 				Status: []StatusRange{{200, 299}}, BodyRegex: `^\d+ ok$`,
 				Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, Grace: 30 * time.Second,
-				FastInter: DefaultFastInter, Passive: &Passive{Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
+				FastInter: DefaultFastInter, Passive: &Passive{Enabled: true, Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
 		},
 		{
 			name:   "tcp with send and expect, passive switched off",

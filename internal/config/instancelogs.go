@@ -13,11 +13,11 @@ import (
 // InstanceLogs bounds the instances' logs in STATE_DIR/logs.
 type InstanceLogs struct {
 	// MaxSize is the size in bytes past which NAME.log is rotated.
-	MaxSize int64
+	MaxSize int64 `yaml:"max_size"`
 	// Keep is how many rotated files (NAME.log.1 … NAME.log.Keep) are kept.
-	Keep int
+	Keep int `yaml:"keep"`
 	// Retention is how long the logs of an instance that is gone are kept.
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention"`
 }
 
 // DefaultInstanceLogs applies when instance_logs is left out.
@@ -34,7 +34,7 @@ func (d *decoder) instanceLogs(n *yaml.Node, path string) InstanceLogs {
 	if n == nil {
 		return l
 	}
-	f := d.mapping(n, path, "max_size", "keep", "retention")
+	f := section[InstanceLogs](d, n, path)
 	if n := f.get("max_size"); n != nil {
 		v, err := parseSize(n)
 		switch {

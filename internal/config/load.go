@@ -21,19 +21,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Defaults that are not obvious from the field's meaning.
-var (
-	defaultCompressionTypes = []string{
-		"text/html", "text/plain", "text/css", "text/javascript",
-		"application/javascript", "application/json", "image/svg+xml",
-	}
-	// sacloud/autoscaler's default (600 s, one value for both directions):
-	// shoal's cooldown is its autoscaler.cooldown, so a migrated config that
-	// leaves it out behaves the same. Neither seed's 180 s or 540 s is a
-	// default: each post set its own.
-	defaultCooldown = Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}
-)
-
 // balanceAlgorithms are HAProxy's dynamic algorithms: only they allow servers
 // to be added to a running backend.
 var balanceAlgorithms = []string{"roundrobin", "leastconn", "first"}
@@ -129,15 +116,45 @@ func Parse(path string, data []byte) (*Config, error) {
 	d := &decoder{file: path, dir: dir, budget: 1000 + 2*len(data)}
 	cfg := d.document(data)
 	if len(d.errs) > 0 {
-		// Report in file order: checks that compare fields (duplicate
-		// names, a second default group) run after the fields themselves.
-		slices.SortStableFunc(d.errs, func(a, b *Error) int {
-			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
-		})
-		return nil, d.errs
+		return nil, d.sorted()
 	}
 	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
 	return cfg, nil
+}
+
+// top decodes data, which holds one YAML document, and returns the
+// document's top node: nil when the document is empty, and not ok after a
+// syntax error that leaves none. what names the file for the error about a
+// second document.
+func (d *decoder) top(data []byte, what string) (root *yaml.Node, ok bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, true
+		}
+		d.syntaxError(err)
+		return nil, false
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		d.errorf(&extra, "", "unexpected second YAML document; %s holds one", what)
+	} else if !errors.Is(err, io.EOF) {
+		d.syntaxError(err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, true
+	}
+	return doc.Content[0], true
+}
+
+// sorted returns the errors in file order: checks that compare fields
+// (duplicate names, a second default group) run after the fields themselves.
+func (d *decoder) sorted() ErrorList {
+	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+	return d.errs
 }
 
 // yamlLine extracts the position from a yaml.v3 syntax error; yaml.v3 reports
@@ -157,27 +174,14 @@ func (d *decoder) syntaxError(err error) {
 const msgEmpty = "empty config; expected a mapping with listen and groups"
 
 func (d *decoder) document(data []byte) *Config {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
-		} else {
-			d.syntaxError(err)
-		}
+	root, ok := d.top(data, "a config file")
+	if !ok {
 		return nil
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		d.errorf(&extra, "", "unexpected second YAML document; a config file holds one")
-	} else if !errors.Is(err, io.EOF) {
-		d.syntaxError(err)
-	}
-	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+	if root == nil {
 		d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Msg: msgEmpty})
 		return nil
 	}
-	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		d.errorf(root, "", "config must be a mapping with listen and groups, got %s", describe(root))
 		return nil
@@ -186,8 +190,8 @@ func (d *decoder) document(data []byte) *Config {
 }
 
 func (d *decoder) config(root *yaml.Node) *Config {
-	top := d.mapping(root, "", "listen", "compression", "state_dir", "admin", "haproxy", "groups", "compat", "access_log", "metrics", "instance_logs", "shutdown")
-	top.require("listen", "groups")
+	top := section[Config](d, root, "")
+	def := defaultConfig
 	cfg := &Config{}
 
 	if s, n := top.str("listen", ""); n != nil {
@@ -200,8 +204,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 
 	if top.has("compression") {
-		c := d.mapping(top.get("compression"), "compression", "types")
-		cfg.Compression = &Compression{Types: slices.Clone(defaultCompressionTypes)}
+		c := section[Compression](d, top.get("compression"), "compression")
+		cfg.Compression = &Compression{Types: slices.Clone(defaultCompression.Types)}
 		if n := c.get("types"); n != nil {
 			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
@@ -210,7 +214,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 	}
 
-	stateDir, n := top.str("state_dir", "./.shoal")
+	stateDir, n := top.str("state_dir", def.StateDir)
 	cfg.StateDir = abs(d.dir, stateDir)
 	if n != nil && stateDir == "" {
 		d.errorf(n, "state_dir", "must not be empty")
@@ -232,12 +236,12 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
-	cfg.Shutdown, n = top.str("shutdown", ShutdownKeep)
+	cfg.Shutdown, n = top.str("shutdown", def.Shutdown)
 	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {
 		d.errorf(n, "shutdown", "must be %s or %s, got %q", ShutdownKeep, ShutdownStop, cfg.Shutdown)
 	}
 
-	compat := d.mapping(top.get("compat"), "compat", "sacloud_autoscaler")
+	compat := section[Compat](d, top.get("compat"), "compat")
 	if n := compat.get("sacloud_autoscaler"); n != nil {
 		cfg.Compat.SacloudAutoscaler = d.sacloud(n, "compat.sacloud_autoscaler", cfg.StateDir)
 	}
@@ -258,10 +262,11 @@ func checkHostPort(s string) error {
 }
 
 func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
-	f := d.mapping(n, "admin", "socket", "listen", "token", "token_file", "tls", "insecure_remote")
+	f := section[Admin](d, n, "admin")
+	def := defaultConfig.Admin
 	var a Admin
 
-	sock, sn := f.str("socket", "shoal.sock")
+	sock, sn := f.str("socket", def.Socket)
 	if sn != nil && sock == "" {
 		d.errorf(sn, "admin.socket", "must not be empty")
 	}
@@ -310,7 +315,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 			d.errorf(tlsNode, "admin.tls", "applies only with admin.listen")
 		}
 	}
-	a.InsecureRemote, _ = f.boolean("insecure_remote", false)
+	a.InsecureRemote, _ = f.boolean("insecure_remote", def.InsecureRemote)
 	if ln != nil && a.Listen != "" && a.TLS == nil && !a.InsecureRemote && checkHostPort(a.Listen) == nil {
 		if host, _, _ := net.SplitHostPort(a.Listen); !isLoopback(host) {
 			d.errorf(ln, "admin.listen", "%q is not a loopback address, and without TLS the token and every request cross the network in clear text; set admin.tls: {cert, key}, or insecure_remote: true to accept that", cmp.Or(host, "(all interfaces)"))
@@ -322,8 +327,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 // tlsFiles decodes {cert, key} and checks, as serve would, that they load
 // as a certificate and its private key.
 func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
-	f := d.mapping(n, path, "cert", "key")
-	f.require("cert", "key")
+	f := section[TLSFiles](d, n, path)
 	cert, cn := f.str("cert", "")
 	key, kn := f.str("key", "")
 	if cn == nil || kn == nil {
@@ -393,9 +397,9 @@ func readToken(path string) (string, error) {
 }
 
 func (d *decoder) haproxy(n *yaml.Node) HAProxy {
-	f := d.mapping(n, "haproxy", "binary", "global", "defaults", "timeouts", "prometheus")
+	f := section[HAProxy](d, n, "haproxy")
 	var h HAProxy
-	bin, bn := f.str("binary", "haproxy")
+	bin, bn := f.str("binary", defaultConfig.HAProxy.Binary)
 	if bn != nil && bin == "" {
 		d.errorf(bn, "haproxy.binary", "must not be empty")
 	}
@@ -477,12 +481,11 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 
 // group decodes one group; ok is false if item is not a mapping.
 func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
-	f := d.mapping(item, path, "name", "min_size", "max_size", "plans", "cooldown",
-		"drain_timeout", "balance", "hosts", "path_prefixes", "health", "template", "autoscale", "replace_after", "deploy", "scale_to_zero", "scale_in")
+	f := section[Group](d, item, path)
 	if f.node == nil {
 		return g, nil, false
 	}
-	f.require("name", "min_size", "max_size", "template")
+	def := defaultGroup
 
 	if name, n := f.str("name", ""); n != nil {
 		if !nameRE.MatchString(name) {
@@ -513,21 +516,21 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
 	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
-	g.Cooldown = defaultCooldown
+	g.Cooldown = def.Cooldown
 	if n := f.get("cooldown"); n != nil {
 		g.Cooldown = d.cooldown(n, f.field("cooldown"))
 	}
-	g.DrainTimeout = d.within(f, "drain_timeout", 30*time.Second, 0, maxTimeout)
-	g.ReplaceAfter = d.within(f, "replace_after", 10*time.Second, time.Second, maxTimeout)
-	scaleIn, sn := f.str("scale_in", ScaleInNewest)
+	g.DrainTimeout = d.within(f, "drain_timeout", def.DrainTimeout, 0, maxTimeout)
+	g.ReplaceAfter = d.within(f, "replace_after", def.ReplaceAfter, time.Second, maxTimeout)
+	scaleIn, sn := f.str("scale_in", def.ScaleIn)
 	if sn != nil && !slices.Contains(ScaleInPolicies, scaleIn) {
 		d.errorf(sn, f.field("scale_in"), "must be one of %s (which instance in service a scale-in retires), got %q",
 			strings.Join(ScaleInPolicies, ", "), scaleIn)
-		scaleIn = ScaleInNewest
+		scaleIn = def.ScaleIn
 	}
 	g.ScaleIn = scaleIn
 
-	balance, bn := f.str("balance", "roundrobin")
+	balance, bn := f.str("balance", def.Balance)
 	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
 		d.errorf(bn, f.field("balance"), "must be one of %s (HAProxy can add servers at runtime only with a dynamic algorithm), got %q",
 			strings.Join(balanceAlgorithms, ", "), balance)
@@ -570,8 +573,7 @@ func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRa
 		items, _ := d.sequence(n, path, "a list")
 		for i, item := range items {
 			field := fmt.Sprintf("%s[%d]", path, i)
-			f := d.mapping(item, field, "name", "size")
-			f.require("name", "size")
+			f := section[Plan](d, item, field)
 			name, nn := f.str("name", "")
 			size, sn := f.integer("size", 0)
 			if nn != nil && sn != nil {
@@ -627,7 +629,7 @@ func (d *decoder) cooldown(n *yaml.Node, path string) Cooldown {
 		}
 		return Cooldown{Up: v, Down: v}
 	case yaml.MappingNode:
-		f := d.mapping(n, path, "up", "down")
+		f := section[Cooldown](d, n, path)
 		var c Cooldown
 		c.Up = d.within(f, "up", defaultCooldown.Up, 0, maxCooldown)
 		c.Down = d.within(f, "down", defaultCooldown.Down, 0, maxCooldown)
@@ -696,8 +698,8 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 // template decodes and compiles an instance template, trial-running every
 // string with sample data for group.
 func (d *decoder) template(n *yaml.Node, path, group string) Template {
-	f := d.mapping(n, path, "command", "env", "dir", "stop_timeout", "cpus", "vars", "version", "pre_start", "pre_stop")
-	f.require("command")
+	f := section[Template](d, n, path)
+	def := defaultTemplate
 	t := Template{Dir: d.dir}
 	// Variables first: every other field is trial-run with them.
 	t.Vars = d.vars(f.get("vars"), f.field("vars"))
@@ -724,13 +726,9 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 				d.errorf(e.k, field, "%v", err)
 				continue
 			}
-			// "KEY:" with no value means an empty variable, not an error.
-			s := ""
-			if !isNull(e.v) {
-				var ok bool
-				if s, ok = d.str(e.v, field); !ok {
-					continue
-				}
+			s, ok := d.value(e.v, field)
+			if !ok {
+				continue
 			}
 			tt, out, err := compileArg(s, data)
 			if err != nil {
@@ -754,7 +752,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Dir = abs(d.dir, dir)
 	}
-	t.StopTimeout = d.within(f, "stop_timeout", 10*time.Second, 0, maxTimeout)
+	t.StopTimeout = d.within(f, "stop_timeout", def.StopTimeout, 0, maxTimeout)
 	t.CPUs = d.cpus(f)
 	if label, ln := f.str("version", ""); ln != nil {
 		if err := checkLabel(label); err != nil {
@@ -762,18 +760,17 @@ func (d *decoder) template(n *yaml.Node, path, group string) Template {
 		}
 		t.Label = label
 	}
-	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, DefaultPreStartTimeout)
-	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, DefaultPreStopTimeout)
+	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, defaultPreStart)
+	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, defaultPreStop)
 	return t
 }
 
 // sacloud decodes the sacloud/autoscaler compatibility server. Its protocol
 // has no authentication, hence the loopback rule for TCP.
 func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscaler {
-	f := d.mapping(n, path, "listen", "socket_mode", "socket_group", "allow_remote")
-	f.require("listen")
-	s := &SacloudAutoscaler{SocketMode: 0o600}
-	s.AllowRemote, _ = f.boolean("allow_remote", false)
+	f := section[SacloudAutoscaler](d, n, path)
+	s := &SacloudAutoscaler{SocketMode: defaultSacloud.SocketMode}
+	s.AllowRemote, _ = f.boolean("allow_remote", defaultSacloud.AllowRemote)
 
 	if listen, ln := f.str("listen", ""); ln != nil {
 		scheme, rest, _ := strings.Cut(listen, ":")
@@ -796,6 +793,7 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 		default:
 			d.errorf(ln, f.field("listen"), `must be "unix:PATH" or "tcp:HOST:PORT", got %q`, listen)
 		}
+		s.Listen = s.Network + ":" + s.Address
 	}
 
 	if mn := f.get("socket_mode"); mn != nil {

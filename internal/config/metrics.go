@@ -11,25 +11,30 @@ import (
 // keeps what it saw.
 type Metrics struct {
 	// Interval is the sampling period.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval"`
 	// Warmup is how long an instance that entered service is kept out of its
 	// group's aggregates, so a cold start's CPU spike does not read as load.
-	Warmup time.Duration
-	// Ring is how much per-interval history is kept in memory; Ten and Minute
-	// how long the 10-second and 1-minute averages and maxima are kept on disk.
-	Ring, Ten, Minute time.Duration
+	Warmup    time.Duration `yaml:"warmup"`
+	Retention `yaml:"retention"`
 	// Listen is an optional loopback host:port serving the Prometheus
 	// exposition (GET /metrics) without a token, as exporters usually do.
-	Listen string
+	Listen string `yaml:"listen"`
+}
+
+// Retention is how long metrics history is kept: Ring is how much
+// per-interval history is kept in memory; Ten and Minute how long the
+// 10-second and 1-minute averages and maxima are kept on disk.
+type Retention struct {
+	Ring   time.Duration `yaml:"ring"`
+	Ten    time.Duration `yaml:"10s"`
+	Minute time.Duration `yaml:"1m"`
 }
 
 // DefaultMetrics are the metrics settings used for fields left out of the config.
 var DefaultMetrics = Metrics{
-	Interval: time.Second,
-	Warmup:   30 * time.Second,
-	Ring:     time.Hour,
-	Ten:      24 * time.Hour,
-	Minute:   30 * 24 * time.Hour,
+	Interval:  time.Second,
+	Warmup:    30 * time.Second,
+	Retention: Retention{Ring: time.Hour, Ten: 24 * time.Hour, Minute: 30 * 24 * time.Hour},
 }
 
 // Bounds that keep the collector's cost and memory sane: below 100ms the
@@ -45,7 +50,7 @@ const (
 const DefaultCPUs = 1.0
 
 func (d *decoder) metrics(n *yaml.Node) Metrics {
-	f := d.mapping(n, "metrics", "interval", "warmup", "retention", "listen")
+	f := section[Metrics](d, n, "metrics")
 	m := DefaultMetrics
 	m.Listen = d.loopbackListen(f, "listen")
 	if v, vn := f.duration("interval", m.Interval); vn != nil {
@@ -57,7 +62,7 @@ func (d *decoder) metrics(n *yaml.Node) Metrics {
 	}
 	m.Warmup, _ = f.duration("warmup", m.Warmup)
 
-	r := d.mapping(f.get("retention"), f.field("retention"), "ring", "10s", "1m")
+	r := section[Retention](d, f.get("retention"), f.field("retention"))
 	if v, vn := r.duration("ring", m.Ring); vn != nil {
 		switch {
 		case v < m.Interval:

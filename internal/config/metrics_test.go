@@ -24,7 +24,7 @@ groups:
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour}
+	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Retention: Retention{Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour}}
 	if cfg.Metrics != want {
 		t.Errorf("Metrics = %+v, want %+v", cfg.Metrics, want)
 	}

@@ -14,15 +14,18 @@ import (
 type Predictive struct {
 	// Lookback is how many days of history the seasonal forecast weighs
 	// (whole days; at least one).
-	Lookback time.Duration
+	Lookback time.Duration `yaml:"lookback"`
 	// Horizon is how far ahead the floor is sized.
-	Horizon time.Duration
+	Horizon time.Duration `yaml:"horizon"`
 	// Mode is PredictiveForecastOnly or PredictiveScale.
-	Mode string
+	Mode string `yaml:"mode"`
 	// Capacity is the requests per second one instance serves at 100 % CPU;
 	// 0 means measured from the group's own recent history.
-	Capacity float64
+	Capacity float64 `yaml:"capacity"`
 }
+
+// defaultPredictive holds the defaults of a predictive section's keys.
+var defaultPredictive = Predictive{Lookback: 7 * 24 * time.Hour, Horizon: 10 * time.Minute, Mode: PredictiveForecastOnly}
 
 // Predictive modes.
 const (
@@ -33,11 +36,11 @@ const (
 )
 
 func (d *decoder) predictive(n *yaml.Node, path string) *Predictive {
-	f := d.mapping(n, path, "lookback", "horizon", "mode", "capacity")
+	f := section[Predictive](d, n, path)
 	if f.node == nil {
 		return nil
 	}
-	p := &Predictive{Lookback: 7 * 24 * time.Hour, Horizon: 10 * time.Minute, Mode: PredictiveForecastOnly}
+	p := new(defaultPredictive)
 	if ln := f.get("lookback"); ln != nil {
 		v, ok := days(ln)
 		switch {

@@ -3,43 +3,21 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
-// storedTemplate is a Template as the store keeps it: its source and the
-// variables a deploy set, not its compiled form.
+// storedTemplate is a Template as the store keeps it: its source (the
+// fields with json tags) and the variables a deploy set, not its compiled
+// form.
 type storedTemplate struct {
-	Command     []string          `json:"command"`
-	Env         map[string]string `json:"env,omitempty"`
-	Dir         string            `json:"dir,omitempty"`
-	StopTimeout time.Duration     `json:"stop_timeout"`
-	CPUs        float64           `json:"cpus"`
-	Vars        map[string]string `json:"vars,omitempty"`
-	Label       string            `json:"label,omitempty"`
-	Overrides   map[string]string `json:"overrides,omitempty"`
-	PreStart    *storedHook       `json:"pre_start,omitempty"`
-	PreStop     *storedHook       `json:"pre_stop,omitempty"`
-}
-
-type storedHook struct {
-	Command []string      `json:"command"`
-	Timeout time.Duration `json:"timeout"`
+	Template
+	Overrides map[string]string `json:"overrides,omitempty"`
 }
 
 // EncodeTemplate returns t as JSON for the store: a group's serving
 // template must outlive the config file it came from (a reload or an edit
 // before a restart replaces that), so that replacements keep starting it.
 func EncodeTemplate(t Template) string {
-	s := storedTemplate{Command: t.Command, Env: t.Env, Dir: t.Dir, StopTimeout: t.StopTimeout, CPUs: t.CPUs,
-		Vars: t.Vars, Label: t.Label, Overrides: t.overrides}
-	hook := func(h *Hook) *storedHook {
-		if h == nil {
-			return nil
-		}
-		return &storedHook{Command: h.Command, Timeout: h.Timeout}
-	}
-	s.PreStart, s.PreStop = hook(t.PreStart), hook(t.PreStop)
-	b, _ := json.Marshal(s) // strings, maps of strings and numbers always encode
+	b, _ := json.Marshal(storedTemplate{t, t.overrides}) // strings, maps of strings and numbers always encode
 	return string(b)
 }
 
@@ -60,7 +38,7 @@ func DecodeTemplate(group, data string) (Template, error) {
 		t.overrides = s.Overrides
 	}
 	sample := sampleData(group, s.Vars)
-	hook := func(sh *storedHook, name string) (*Hook, error) {
+	hook := func(sh *Hook, name string) (*Hook, error) {
 		if sh == nil {
 			return nil, nil
 		}

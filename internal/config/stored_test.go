@@ -1,8 +1,11 @@
 package config
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStoredTemplate: a loaded template with variables overridden by a
@@ -53,5 +56,35 @@ groups:
 		if _, err := DecodeTemplate("web", bad); err == nil || !strings.HasPrefix(err.Error(), "stored template: ") {
 			t.Errorf("DecodeTemplate(%s) = %v, want a stored template error", bad, err)
 		}
+	}
+}
+
+// TestStoredTemplateFormat: a row written before Template carried the json
+// tags itself (storedTemplate listed the fields) still reads back whole, and
+// writes back the same keys.
+func TestStoredTemplateFormat(t *testing.T) {
+	const row = `{"command":["app","--tag={{.Vars.tag}}"],"env":{"MODE":"x"},"dir":"/srv","stop_timeout":4000000000,"cpus":0.5,` +
+		`"vars":{"tag":"v1"},"label":"2026.11","overrides":{"tag":"v2"},` +
+		`"pre_start":{"command":["rsync","{{.Name}}"],"timeout":60000000000},"pre_stop":{"command":["deregister"],"timeout":3000000000}}`
+	got, err := DecodeTemplate("web", row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Command, " ") != "app --tag={{.Vars.tag}}" || got.Env["MODE"] != "x" || got.Dir != "/srv" ||
+		got.StopTimeout != 4*time.Second || got.CPUs != 0.5 || got.Vars["tag"] != "v1" || got.Label != "2026.11" ||
+		got.Overrides()["tag"] != "v2" || got.Version("web") == "2026.11" ||
+		got.PreStart == nil || got.PreStart.Timeout != time.Minute || strings.Join(got.PreStart.Command, " ") != "rsync {{.Name}}" ||
+		got.PreStop == nil || got.PreStop.Timeout != 3*time.Second {
+		t.Fatalf("decoded %+v", got)
+	}
+	var old, now map[string]any
+	if err := json.Unmarshal([]byte(row), &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(EncodeTemplate(got)), &now); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(now, old) {
+		t.Errorf("EncodeTemplate wrote %v, want the row's %v", now, old)
 	}
 }

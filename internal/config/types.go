@@ -6,35 +6,39 @@
 package config
 
 import (
+	"strconv"
 	"text/template"
 	"time"
 )
 
 // Config is a validated shoal configuration. Paths are absolute after Load.
+//
+// The config's types are its schema (see schema.go): each field a key of the
+// file fills has that key as its yaml tag, in the order messages list them.
 type Config struct {
 	// Path is the absolute path of the file the config was loaded from.
 	Path string
 
 	// Listen is the balancer's frontend address, host:port.
-	Listen string
+	Listen string `yaml:"listen" required:"true"`
 	// Compression is nil when gzip compression is off.
-	Compression *Compression
+	Compression *Compression `yaml:"compression"`
 	// StateDir holds the SQLite database, sockets, logs and HAProxy files.
-	StateDir string
-	Admin    Admin
-	HAProxy  HAProxy
-	Groups   []Group
-	Compat   Compat
-	// InstanceLogs bounds the instances' log files.
-	InstanceLogs InstanceLogs
-	// Metrics configures sampling and history; see DefaultMetrics.
-	Metrics Metrics
+	StateDir string  `yaml:"state_dir"`
+	Admin    Admin   `yaml:"admin"`
+	HAProxy  HAProxy `yaml:"haproxy"`
+	Groups   []Group `yaml:"groups" required:"true"`
+	Compat   Compat  `yaml:"compat"`
 	// AccessLog is HAProxy's per-request log, read by shoal.
-	AccessLog AccessLog
+	AccessLog AccessLog `yaml:"access_log"`
+	// Metrics configures sampling and history; see DefaultMetrics.
+	Metrics Metrics `yaml:"metrics"`
+	// InstanceLogs bounds the instances' log files.
+	InstanceLogs InstanceLogs `yaml:"instance_logs"`
 	// Shutdown is what SIGTERM does: ShutdownKeep leaves HAProxy and the
 	// instances serving for the next shoal serve to adopt (a restart or an
 	// upgrade); ShutdownStop stops them all, as SIGINT and `shoal stop` do.
-	Shutdown string
+	Shutdown string `yaml:"shutdown"`
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written
@@ -46,60 +50,80 @@ const (
 	ShutdownStop = "stop"
 )
 
+// defaultConfig holds the defaults of the top-level keys. State_dir is
+// relative to the config file's directory, admin.socket to state_dir.
+var defaultConfig = Config{
+	StateDir:     "./.shoal",
+	Admin:        Admin{Socket: "shoal.sock"},
+	HAProxy:      HAProxy{Binary: "haproxy", Timeouts: DefaultTimeouts},
+	AccessLog:    defaultAccessLog,
+	Metrics:      DefaultMetrics,
+	InstanceLogs: DefaultInstanceLogs,
+	Shutdown:     ShutdownKeep,
+}
+
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.
 type Compression struct {
-	Types []string
+	Types []string `yaml:"types"`
 }
+
+// defaultCompression applies when the compression section is there.
+var defaultCompression = Compression{Types: []string{
+	"text/html", "text/plain", "text/css", "text/javascript",
+	"application/javascript", "application/json", "image/svg+xml",
+}}
 
 // Admin is where shoal's control API listens.
 type Admin struct {
 	// Socket is the unix socket path (mode 0600), default STATE_DIR/shoal.sock.
-	Socket string
+	Socket string `yaml:"socket"`
 	// Listen is an optional TCP address; it requires Token.
-	Listen string
-	// Token is the bearer token for Listen, read from token or token_file.
-	Token string
+	Listen string `yaml:"listen"`
+	// Token is the bearer token for Listen, as written or read from the
+	// file token_file names (which is not kept: the token is what counts).
+	Token string   `yaml:"token"`
+	_     struct{} `yaml:"token_file"`
 	// TLS, when set, makes Listen speak HTTPS.
-	TLS *TLSFiles
+	TLS *TLSFiles `yaml:"tls"`
 	// InsecureRemote allows Listen on a non-loopback address without TLS.
-	InsecureRemote bool
+	InsecureRemote bool `yaml:"insecure_remote"`
 }
 
 // TLSFiles are PEM files: a certificate chain and its private key.
 type TLSFiles struct {
-	Cert string
-	Key  string
+	Cert string `yaml:"cert" required:"true"`
+	Key  string `yaml:"key" required:"true"`
 }
 
 // HAProxy configures the data plane process.
 type HAProxy struct {
 	// Binary is the haproxy executable (absolute, or a name looked up on PATH at start).
-	Binary string
+	Binary string `yaml:"binary"`
 	// Global and Defaults are extra lines appended to those sections verbatim.
-	Global   []string
-	Defaults []string
+	Global   []string `yaml:"global"`
+	Defaults []string `yaml:"defaults"`
 	// Timeouts are HAProxy's client and server timeouts.
-	Timeouts Timeouts
+	Timeouts Timeouts `yaml:"timeouts"`
 	// Prometheus is an optional loopback host:port where HAProxy's own
 	// exporter serves /metrics.
-	Prometheus string
+	Prometheus string `yaml:"prometheus"`
 }
 
 // Timeouts are HAProxy's timeouts; a zero field means its default. Each is
 // within HAProxy's timer range, 1ms to 2^31-1 ms.
 type Timeouts struct {
 	// Connect bounds a connection attempt to an instance.
-	Connect time.Duration
+	Connect time.Duration `yaml:"connect"`
 	// Client and Server bound inactivity on either side of a request.
-	Client time.Duration
-	Server time.Duration
+	Client time.Duration `yaml:"client"`
+	Server time.Duration `yaml:"server"`
 	// HTTPRequest bounds how long a client may take to send a complete
 	// request's headers (slowloris).
-	HTTPRequest time.Duration
+	HTTPRequest time.Duration `yaml:"http_request"`
 	// HTTPKeepAlive bounds the wait for the next request on a kept-alive connection.
-	HTTPKeepAlive time.Duration
+	HTTPKeepAlive time.Duration `yaml:"http_keep_alive"`
 	// Queue bounds how long a request waits for a free server slot.
-	Queue time.Duration
+	Queue time.Duration `yaml:"queue"`
 }
 
 // DefaultTimeouts are the timeouts used for fields left out of the config.
@@ -115,55 +139,67 @@ var DefaultTimeouts = Timeouts{
 // AccessLog is where HAProxy's per-request log goes: shoal receives it on a
 // unix datagram socket and appends it to STATE_DIR/logs/access.log.
 type AccessLog struct {
+	// Enabled is whether the log is on: false with "enabled: false" or
+	// "sample: 0".
+	Enabled bool `yaml:"enabled"`
 	// Sample logs one request in Sample; 0 turns the access log off. With
 	// Adaptive ("sample: auto", the default) it is 1, and shoal sets each
 	// group's rate at runtime so that logging stays under about 4 % of its
 	// requests (see metrics.SampleRate).
-	Sample   int
+	Sample   int `yaml:"sample"`
 	Adaptive bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
 	// files are kept, access.log included.
-	MaxSize  int64
-	MaxFiles int
+	MaxSize  int64 `yaml:"max_size"`
+	MaxFiles int   `yaml:"max_files"`
 }
 
-// Access log defaults: logging every request costs about 23 % of HAProxy's
-// throughput, one in ten about 4 % (so `sample: auto` stays near that).
-const (
-	DefaultAccessLogMaxSize  = 10 << 20
-	DefaultAccessLogMaxFiles = 3
-)
+// defaultAccessLog is `sample: auto`: logging every request costs about
+// 23 % of HAProxy's throughput, one in ten about 4 % (so auto stays near that).
+var defaultAccessLog = AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}
 
 // Group is a set of identical instances behind one HAProxy backend.
 type Group struct {
-	Name    string
-	MinSize int
-	MaxSize int
+	Name    string `yaml:"name" required:"true"`
+	MinSize int    `yaml:"min_size" required:"true"`
+	MaxSize int    `yaml:"max_size" required:"true"`
 	// Plans is the scaling ladder, in the order written; sizes strictly increase.
-	Plans        []Plan
-	Cooldown     Cooldown
-	DrainTimeout time.Duration
+	Plans        []Plan        `yaml:"plans"`
+	Cooldown     Cooldown      `yaml:"cooldown"`
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
+	Balance string `yaml:"balance"`
+	// Hosts and PathPrefixes route requests to this group; a group with neither is the
+	// default backend (at most one such group).
+	Hosts        []string `yaml:"hosts"`
+	PathPrefixes []string `yaml:"path_prefixes"`
+	Health       Health   `yaml:"health"`
+	Template     Template `yaml:"template" required:"true"`
+	// Autoscale is nil when the group scales only when told to.
+	Autoscale *Autoscale `yaml:"autoscale"`
 	// ReplaceAfter is how long an instance in service may fail its health
 	// check (HAProxy has it DOWN) before it is stopped and replaced.
-	ReplaceAfter time.Duration
+	ReplaceAfter time.Duration `yaml:"replace_after"`
+	// Deploy paces rolling deploys of the group's template.
+	Deploy Deploy `yaml:"deploy"`
+	// ScaleToZero is nil unless the group may sleep at 0 instances.
+	ScaleToZero *ScaleToZero `yaml:"scale_to_zero"`
 	// ScaleIn is which instance in service a scale-in retires: ScaleInNewest,
 	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
 	// (starting, DOWN) always go first.
-	ScaleIn string
-	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
-	Balance string
-	// Hosts and PathPrefixes route requests to this group; a group with neither is the
-	// default backend (at most one such group).
-	Hosts        []string
-	PathPrefixes []string
-	Health       Health
-	Template     Template
-	// Autoscale is nil when the group scales only when told to.
-	Autoscale *Autoscale
-	// ScaleToZero is nil unless the group may sleep at 0 instances.
-	ScaleToZero *ScaleToZero
-	// Deploy paces rolling deploys of the group's template.
-	Deploy Deploy
+	ScaleIn string `yaml:"scale_in"`
+}
+
+// defaultGroup holds the defaults of a group's keys.
+var defaultGroup = Group{
+	Cooldown:     defaultCooldown,
+	DrainTimeout: 30 * time.Second,
+	Balance:      "roundrobin",
+	Health:       DefaultHealth,
+	Template:     defaultTemplate,
+	ReplaceAfter: 10 * time.Second,
+	Deploy:       DefaultDeploy,
+	ScaleIn:      ScaleInNewest,
 }
 
 // Values of Group.ScaleIn.
@@ -182,49 +218,62 @@ var ScaleInPolicies = []string{ScaleInNewest, ScaleInOldest, ScaleInLeastBusy}
 
 // Plan is a named size on a group's scaling ladder.
 type Plan struct {
-	Name string
-	Size int
+	Name string `yaml:"name" required:"true"`
+	Size int    `yaml:"size" required:"true"`
 }
 
 // Cooldown: after a job finishes, the next scale-up waits Up and the next scale-down
-// waits Down (600 s each by default, sacloud/autoscaler's).
+// waits Down.
 type Cooldown struct {
-	Up   time.Duration
-	Down time.Duration
+	Up   time.Duration `yaml:"up"`
+	Down time.Duration `yaml:"down"`
 }
+
+// defaultCooldown is sacloud/autoscaler's (600 s, one value for both
+// directions): shoal's cooldown is its autoscaler.cooldown, so a migrated
+// config that leaves it out behaves the same. Neither seed's 180 s or 540 s
+// is a default: each post set its own.
+var defaultCooldown = Cooldown{Up: 600 * time.Second, Down: 600 * time.Second}
 
 // Health is the check HAProxy runs against every instance of a group, and
 // optionally the passive check of live traffic.
 type Health struct {
 	// Type is "http" or "tcp".
-	Type string
+	Type string `yaml:"type"`
 	// For HTTP checks: the request's Method, Path and Host header, the
 	// accepted Status codes, and a Body substring or BodyRegex the response
 	// must contain (at most one of them).
-	Method    string
-	Path      string
-	Host      string
-	Status    []StatusRange
-	Body      string
-	BodyRegex string
+	Method    string        `yaml:"method"`
+	Path      string        `yaml:"path"`
+	Host      string        `yaml:"host"`
+	Status    []StatusRange `yaml:"status"`
+	Body      string        `yaml:"body"`
+	BodyRegex string        `yaml:"body_regex"`
 	// For TCP checks: Send is written once connected, then Expect must appear
 	// in the answer. With neither, a check is a connect.
-	Send   string
-	Expect string
+	Send   string `yaml:"send"`
+	Expect string `yaml:"expect"`
 
-	Interval time.Duration
-	Timeout  time.Duration
-	Rise     int
-	Fall     int
+	Interval time.Duration `yaml:"interval"`
+	Timeout  time.Duration `yaml:"timeout"`
+	Rise     int           `yaml:"rise"`
+	Fall     int           `yaml:"fall"`
 	// FastInter is the interval while a server is changing state, DownInter
 	// while it is down; zero means Interval. Load defaults FastInter to
 	// DefaultFastInter, or Interval when that is shorter.
-	FastInter time.Duration
-	DownInter time.Duration
+	FastInter time.Duration `yaml:"fastinter"`
+	DownInter time.Duration `yaml:"downinter"`
 	// Passive is nil when HAProxy does not watch live traffic.
-	Passive *Passive
+	Passive *Passive `yaml:"passive"`
 	// Grace is how long a new instance may take to pass its first Rise checks.
-	Grace time.Duration
+	Grace time.Duration `yaml:"grace"`
+}
+
+// DefaultHealth is an HTTP check's defaults; a TCP check has no method,
+// path, host or status.
+var DefaultHealth = Health{
+	Type: "http", Method: "GET", Path: "/healthz", Host: "localhost", Status: []StatusRange{{200, 399}},
+	Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, FastInter: DefaultFastInter, Grace: 30 * time.Second,
 }
 
 // DefaultFastInter is health.fastinter when the config leaves it out.
@@ -235,37 +284,54 @@ type StatusRange struct {
 	Min, Max int
 }
 
-// Passive makes HAProxy count errors of live traffic against a server.
-type Passive struct {
-	// Observe is "layer7" (HTTP errors) or "layer4" (connection errors).
-	Observe string
-	// ErrorLimit consecutive errors trigger OnError: "mark-down",
-	// "fail-check", "sudden-death" or "fastinter".
-	ErrorLimit int
-	OnError    string
+// String writes r as the config and HAProxy do: "200" or "200-399".
+func (r StatusRange) String() string {
+	if r.Min == r.Max {
+		return strconv.Itoa(r.Min)
+	}
+	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
-// Template describes how to start one instance.
+// Passive makes HAProxy count errors of live traffic against a server.
+type Passive struct {
+	// Enabled false keeps the section's settings but turns it off: Load
+	// leaves Health.Passive nil then.
+	Enabled bool `yaml:"enabled"`
+	// Observe is "layer7" (HTTP errors) or "layer4" (connection errors).
+	Observe string `yaml:"observe"`
+	// ErrorLimit consecutive errors trigger OnError: "mark-down",
+	// "fail-check", "sudden-death" or "fastinter".
+	ErrorLimit int    `yaml:"error_limit"`
+	OnError    string `yaml:"on_error"`
+}
+
+// defaultPassive applies when the passive section is there: it is on unless
+// it says otherwise.
+var defaultPassive = Passive{Enabled: true, Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}
+
+// Template describes how to start one instance. Its json tags are the
+// store's form of it (see EncodeTemplate), which has kept "label" for
+// version.
 type Template struct {
 	// Command and Env hold Go templates; see TemplateData for the fields.
-	Command []string
-	Env     map[string]string
+	Command []string          `yaml:"command" required:"true" json:"command"`
+	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
-	Dir string
+	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
-	StopTimeout time.Duration
-	// CPUs is the number of cores an instance is allotted (default 1); its
-	// CPU usage is reported as a percentage of them.
-	CPUs float64
+	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout"`
+	// CPUs is the number of cores an instance is allotted; its CPU usage is
+	// reported as a percentage of them.
+	CPUs float64 `yaml:"cpus" json:"cpus"`
 	// Vars are the template's variables, {{.Vars.KEY}}; a deploy may
 	// override them (see WithVars).
-	Vars map[string]string
+	Vars map[string]string `yaml:"vars" json:"vars,omitempty"`
 	// Label is an explicit version (template.version); empty means the
 	// version is a hash of the rendered template (see Version).
-	Label string
+	Label string `yaml:"version" json:"label,omitempty"`
 	// PreStart and PreStop are lifecycle hooks; nil when not configured.
-	PreStart *Hook
-	PreStop  *Hook
+	PreStart *Hook `yaml:"pre_start" json:"pre_start,omitempty"`
+	PreStop  *Hook `yaml:"pre_stop" json:"pre_stop,omitempty"`
 
 	command []*template.Template
 	env     map[string]*template.Template
@@ -273,6 +339,10 @@ type Template struct {
 	// template's version differ from its label.
 	overrides map[string]string
 }
+
+// defaultTemplate holds the defaults of a template's keys; Load resolves
+// Dir against the config file's directory.
+var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs}
 
 // TemplateData is what instance templates can refer to.
 type TemplateData struct {
@@ -286,16 +356,22 @@ type TemplateData struct {
 // Compat holds drop-in protocol servers for other tools' clients.
 type Compat struct {
 	// SacloudAutoscaler is nil when off.
-	SacloudAutoscaler *SacloudAutoscaler
+	SacloudAutoscaler *SacloudAutoscaler `yaml:"sacloud_autoscaler"`
 }
 
 // SacloudAutoscaler serves sacloud/autoscaler's gRPC ScalingService.
 type SacloudAutoscaler struct {
-	// Network is "unix" or "tcp"; Address is an absolute socket path or host:port.
+	// Listen is "unix:PATH" or "tcp:HOST:PORT", with PATH made absolute:
+	// Network is "unix" or "tcp" and Address an absolute socket path or
+	// host:port.
+	Listen  string `yaml:"listen" required:"true"`
 	Network string
 	Address string
 	// SocketMode and SocketGroup apply to a unix socket (default 0600, the owner's group).
-	SocketMode  uint32
-	SocketGroup string
-	AllowRemote bool
+	SocketMode  uint32 `yaml:"socket_mode"`
+	SocketGroup string `yaml:"socket_group"`
+	AllowRemote bool   `yaml:"allow_remote"`
 }
+
+// defaultSacloud applies when compat.sacloud_autoscaler is there.
+var defaultSacloud = SacloudAutoscaler{SocketMode: 0o600}

@@ -8,11 +8,14 @@ import "time"
 type ScaleToZero struct {
 	// IdleAfter is how long the group goes without a request before it is
 	// scaled to 0.
-	IdleAfter time.Duration
+	IdleAfter time.Duration `yaml:"idle_after"`
 	// MaxQueue is how many requests HAProxy holds while no instance is in
 	// service; more get 503 at once. Each waits at most haproxy.timeouts.queue.
-	MaxQueue int
+	MaxQueue int `yaml:"max_queue"`
 }
+
+// defaultScaleToZero applies when the scale_to_zero section is there.
+var defaultScaleToZero = ScaleToZero{IdleAfter: DefaultIdleAfter, MaxQueue: DefaultMaxQueue}
 
 // Scale-to-zero defaults and bounds.
 const (
@@ -57,15 +60,13 @@ func (d *decoder) scaleToZero(f *fields, g *Group, minOK bool) *ScaleToZero {
 		}
 		return nil
 	}
-	z := d.mapping(n, f.field(key), "idle_after", "max_queue")
+	z := section[ScaleToZero](d, n, f.field(key))
 	if z.node == nil {
 		return nil
 	}
-	s := &ScaleToZero{
-		IdleAfter: d.within(z, "idle_after", DefaultIdleAfter, time.Second, maxCooldown),
-		MaxQueue:  DefaultMaxQueue,
-	}
-	if v, vn := z.integer("max_queue", DefaultMaxQueue); vn != nil {
+	s := new(defaultScaleToZero)
+	s.IdleAfter = d.within(z, "idle_after", s.IdleAfter, time.Second, maxCooldown)
+	if v, vn := z.integer("max_queue", s.MaxQueue); vn != nil {
 		if v < 1 || v > maxMaxQueue {
 			d.errorf(vn, z.field("max_queue"), "must be from 1 to %d, got %d", maxMaxQueue, v)
 		} else {

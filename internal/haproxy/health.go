@@ -74,10 +74,7 @@ func checkLines(h config.Health) ([]string, error) {
 func statusList(rs []config.StatusRange) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {
-		parts[i] = strconv.Itoa(r.Min)
-		if r.Max != r.Min {
-			parts[i] += "-" + strconv.Itoa(r.Max)
-		}
+		parts[i] = r.String()
 	}
 	return strings.Join(parts, ",")
 }

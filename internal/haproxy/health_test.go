@@ -56,7 +56,7 @@ func TestRenderHealthChecks(t *testing.T) {
 	cfg := testConfig(dir, "127.0.0.1:8080")
 	cfg.Groups[0].Health = config.Health{Type: "http", Method: "POST", Path: "/live?x=1", Host: "www.example.com:8080",
 		Status: []config.StatusRange{{Min: 200, Max: 200}, {Min: 204, Max: 204}, {Min: 300, Max: 399}}, Body: trickyBody, Timeout: time.Second}
-	cfg.Groups[1].Health = config.DefaultHealth()
+	cfg.Groups[1].Health = config.DefaultHealth
 	cfg.Groups[1].Health.BodyRegex = `^\d+ "ok"$`
 	cfg.Groups[2].Health = config.Health{Type: "tcp", Send: "PING\r\n", Expect: "+PONG", Timeout: 250 * time.Millisecond}
 	got, err := Render(cfg, PathsFor(dir))
@@ -119,7 +119,7 @@ func TestRenderHealthRejects(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig(dir, "127.0.0.1:8080")
-			h := config.DefaultHealth()
+			h := config.DefaultHealth
 			tc.set(&h)
 			cfg.Groups[0].Health = h
 			got, err := Render(cfg, PathsFor(dir))
@@ -260,7 +260,7 @@ func TestHealthCheckBody(t *testing.T) {
 	stateDir := t.TempDir()
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	h := config.DefaultHealth()
+	h := config.DefaultHealth
 	h.Status, h.Body = []config.StatusRange{{Min: 200, Max: 204}}, trickyBody
 	h.Interval, h.Timeout, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, time.Second, 2, 2, 0
 	cfg.Groups[0].Health = h
@@ -308,7 +308,7 @@ func TestHealthCheckBody(t *testing.T) {
 func TestHealthCheckRegex(t *testing.T) {
 	stateDir := t.TempDir()
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(freePort(t)))
-	h := config.DefaultHealth()
+	h := config.DefaultHealth
 	h.BodyRegex = `^\d+ "ok"$`
 	h.Interval, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, 1, 1, 0
 	cfg.Groups[0].Health = h
@@ -348,7 +348,7 @@ func TestPassiveCheck(t *testing.T) {
 	stateDir := t.TempDir()
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	h := config.DefaultHealth()
+	h := config.DefaultHealth
 	h.Interval, h.Rise, h.Fall, h.FastInter = time.Second, 2, 2, 0
 	h.Passive = &config.Passive{Observe: "layer7", ErrorLimit: 3, OnError: "mark-down"}
 	cfg.Groups[0].Health = h

@@ -11,7 +11,7 @@ import (
 )
 
 func testConfig(stateDir, listen string) *config.Config {
-	health := config.DefaultHealth()
+	health := config.DefaultHealth
 	health.Interval, health.Timeout, health.Rise, health.Fall, health.FastInter = 200*time.Millisecond, 500*time.Millisecond, 2, 2, 0
 	return &config.Config{
 		Listen:   listen,

@@ -55,7 +55,7 @@ func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
-	health := config.DefaultHealth()
+	health := config.DefaultHealth
 	health.Interval, health.Timeout, health.Rise, health.Fall, health.FastInter = 200*time.Millisecond, 500*time.Millisecond, 1, 2, 0
 	cfg := &config.Config{
 		Listen:   listen,

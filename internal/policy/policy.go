@@ -700,16 +700,16 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		if !ok {
 			base = cur
 		}
-		limit := addSat(base, t.MaxStepUp.Of(base))
+		limit := addSat(base, t.MaxStep.Up.Of(base))
 		if rec > limit {
 			if limit <= cur {
 				op.fired, op.size = false, cur
 				op.code = CodeRateLimit
-				op.reason = fmt.Sprintf("%s; max_step up %s per %s from %d allows no more than %d", desc, t.MaxStepUp, t.Period, base, limit)
+				op.reason = fmt.Sprintf("%s; max_step up %s per %s from %d allows no more than %d", desc, t.MaxStep.Up, t.Period, base, limit)
 				return op, true
 			}
 			op.size = limit
-			op.reason += fmt.Sprintf(", limited to %d by max_step up %s per %s", limit, t.MaxStepUp, t.Period)
+			op.reason += fmt.Sprintf(", limited to %d by max_step up %s per %s", limit, t.MaxStep.Up, t.Period)
 		}
 		return op, true
 	}
@@ -767,16 +767,16 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	if !ok {
 		base = cur
 	}
-	limit := addSat(base, -t.MaxStepDown.Of(base))
+	limit := addSat(base, -t.MaxStep.Down.Of(base))
 	if op.size < limit {
 		if limit >= cur {
 			op.fired, op.size = false, cur
 			op.code = CodeRateLimit
-			op.reason = fmt.Sprintf("%s; max_step down %s per %s from %d allows no fewer than %d", desc, t.MaxStepDown, t.Period, base, limit)
+			op.reason = fmt.Sprintf("%s; max_step down %s per %s from %d allows no fewer than %d", desc, t.MaxStep.Down, t.Period, base, limit)
 			return op, true
 		}
 		op.size = limit
-		op.reason += fmt.Sprintf(", limited to %d by max_step down %s per %s", limit, t.MaxStepDown, t.Period)
+		op.reason += fmt.Sprintf(", limited to %d by max_step down %s per %s", limit, t.MaxStep.Down, t.Period)
 	}
 	return op, true
 }

@@ -655,10 +655,10 @@ func TestHugeActionsSaturate(t *testing.T) {
 	// A max_step that large lets the target go to what it recommends.
 	g = parseGroup(t, 2, 5, "", `      target: {metric: cpu.avg, value: 50}
 `)
-	g.Autoscale.Target.MaxStepUp = config.Step{N: math.MaxInt}
+	g.Autoscale.Target.MaxStep.Up = config.Step{N: math.MaxInt}
 	d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
 	check(t, "max_step up MaxInt", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
-	g.Autoscale.Target.MaxStepUp = config.Step{N: 1e300, Percent: true}
+	g.Autoscale.Target.MaxStep.Up = config.Step{N: 1e300, Percent: true}
 	d, record = Evaluate(g, h, State{Desired: 3}, secs(0))
 	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
 }

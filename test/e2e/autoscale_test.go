@@ -433,7 +433,7 @@ func TestAutoscaleAPIErrors(t *testing.T) {
 	if status(err) != http.StatusBadRequest {
 		t.Fatalf("bad candidate: %v", err)
 	}
-	for _, want := range []string{"cand.yaml:3:13: autoscale.rules[0].metric: unknown metric", "cand.yaml:5:12: autoscale.rules[0].below: conflicts with above", `cand.yaml:7:20: autoscale.rules[0].action.plan: unknown plan "huge"`} {
+	for _, want := range []string{"cand.yaml:3:13: autoscale.rules[0].metric: unknown metric", "cand.yaml:5:12: autoscale.rules[0].below: must be greater than above (50) for a band between them, got 10", `cand.yaml:7:20: autoscale.rules[0].action.plan: unknown plan "huge"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("candidate errors do not contain %q:\n%v", want, err)
 		}

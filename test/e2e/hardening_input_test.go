@@ -40,7 +40,7 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		{"program not found", "", `    template: {command: [./no-such-program]}`, `:8:26: groups[0].template.command[0]: program "./no-such-program" not found`},
 		{"HAProxy refuses a verbatim line", `haproxy: {global: ["nbthread many"]}`, "", `:3:20: haproxy.global[0]: HAProxy (`},
 		{"health interval over HAProxy's timer", "", `    health: {interval: 600h}`, `:8:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range)`},
-		{"grace shorter than the checks", "", `    health: {interval: 10s, grace: 15s}`, `:8:36: groups[0].health.grace: 15s is shorter than rise × interval + timeout = 2 × 10s + 1s = 21s`},
+		{"grace shorter than the checks", "", `    health: {interval: 10s, grace: 5s}`, `:8:36: groups[0].health.grace: 5s is shorter than downinter + (rise - 1) × fastinter + timeout = 10s + 1 × 500ms + 1s = 11.5s`},
 		{"template amplification", "", `    template: {command: [app, '{{printf "%0700000000d" 0}}']}`, `:8:31: groups[0].template.command[1]: expands to more than 65536 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,346 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/config-defaults.md from the defaults tables")
+
+// defaultsTree is every table in one Config: a pointer is the defaults of
+// its section when the file has it, a list holds the defaults of each item.
+// It only assembles the tables; no default is written here.
+func defaultsTree() Config {
+	c := defaultConfig
+	c.Compression = &defaultCompression
+	c.Admin.TLS = &TLSFiles{}
+	c.Compat.SacloudAutoscaler = &defaultSacloud
+	g := defaultGroup
+	g.Plans = []Plan{{}}
+	g.Health.Passive = &defaultPassive
+	g.Template.PreStart, g.Template.PreStop = &defaultPreStart, &defaultPreStop
+	a := defaultAutoscale
+	a.Rules = []Rule{defaultRule}
+	a.Target = &defaultTarget
+	a.Schedules = []Schedule{defaultSchedule}
+	a.Predictive = &defaultPredictive
+	g.Autoscale = &a
+	g.ScaleToZero = &defaultScaleToZero
+	c.Groups = []Group{g}
+	return c
+}
+
+// isSection reports whether t is a section of the file: a struct with keys.
+func isSection(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && len(schemaOf(t)) > 0
+}
+
+// walkDefaults calls leaf for every key below v, a section, with its path
+// (list items as [0]) and its value; sections are entered, not passed.
+func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect.StructField, v reflect.Value)) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		fv, p := v.Field(i), join(path, key)
+		switch t := f.Type; {
+		case isSection(t):
+			walkDefaults(fv, p, leaf)
+			continue
+		case t.Kind() == reflect.Pointer && isSection(t.Elem()) && !fv.IsNil():
+			walkDefaults(fv.Elem(), p, leaf)
+			continue
+		case t.Kind() == reflect.Slice && isSection(t.Elem()) && fv.Len() > 0:
+			walkDefaults(fv.Index(0), p+"[0]", leaf)
+			continue
+		}
+		leaf(p, f, fv)
+	}
+}
+
+// TestDefaultsTreeComplete fails when a section has no table in
+// defaultsTree, so that its defaults would be neither checked nor listed.
+func TestDefaultsTreeComplete(t *testing.T) {
+	var check func(tp reflect.Type, v reflect.Value, path string)
+	check = func(tp reflect.Type, v reflect.Value, path string) {
+		for i := range tp.NumField() {
+			f := tp.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			fv, p := v.Field(i), join(path, key)
+			switch {
+			case isSection(f.Type):
+				check(f.Type, fv, p)
+			case (f.Type.Kind() == reflect.Pointer || f.Type.Kind() == reflect.Slice) && isSection(f.Type.Elem()):
+				if fv.IsNil() || f.Type.Kind() == reflect.Slice && fv.Len() == 0 {
+					t.Errorf("%s: section without a table in defaultsTree", p)
+					continue
+				}
+				if f.Type.Kind() == reflect.Slice {
+					check(f.Type.Elem(), fv.Index(0), p+"[0]")
+				} else {
+					check(f.Type.Elem(), fv.Elem(), p)
+				}
+			}
+		}
+	}
+	tree := defaultsTree()
+	check(reflect.TypeFor[Config](), reflect.ValueOf(tree), "")
+}
+
+// everySection has every section there, with only its required keys, so that
+// every other key takes the default Load applies.
+const everySection = `listen: 127.0.0.1:8080
+compression: {}
+admin: {}
+haproxy: {timeouts: {}}
+access_log: {}
+metrics: {retention: {}}
+instance_logs: {}
+compat: {sacloud_autoscaler: {listen: "tcp:127.0.0.1:50051"}}
+groups:
+  - name: web
+    min_size: 0
+    max_size: 2
+    plans: [{name: one, size: 1}]
+    cooldown: {}
+    health: {passive: {}}
+    template:
+      command: [app]
+      pre_start: {command: [pre]}
+      pre_stop: {command: [post]}
+    deploy: {}
+    scale_to_zero: {}
+    autoscale:
+      rules: [{metric: cpu.avg, above: 80, for: 1m, action: up}]
+      target: {metric: cpu.avg, value: 50, max_step: {}}
+      schedule: [{cron: "0 9 * * *", duration: 1h, min_size: 1}]
+      predictive: {}
+`
+
+// TestLoadAppliesDefaults fails when a default in a table and the value Load
+// applies for a key left out differ: every key of every section is compared.
+func TestLoadAppliesDefaults(t *testing.T) {
+	cfg, err := Parse("conf/shoal.yaml", []byte(everySection))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	// The defaults that are relative to where the file is, and the names
+	// made from an item's index, as Load resolves them.
+	want := defaultsTree()
+	confDir := filepath.Dir(cfg.Path)
+	want.StateDir = abs(confDir, want.StateDir)
+	want.Admin.Socket = abs(want.StateDir, want.Admin.Socket)
+	want.Groups[0].Template.Dir = confDir
+	want.Groups[0].Autoscale.Rules[0].Name = "rule-1"
+	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
+
+	got := reflect.ValueOf(cfg).Elem()
+	compared := 0
+	walkDefaults(reflect.ValueOf(want), "", func(path string, f reflect.StructField, v reflect.Value) {
+		if f.Name == "_" || f.Tag.Get("required") == "true" {
+			return // read into another field, which is compared; no default
+		}
+		if _, written := cfg.pos[path]; written {
+			return // a required key, given in everySection
+		}
+		g := valueAt(got, path)
+		if !g.IsValid() {
+			t.Errorf("%s: not in the loaded config", path)
+			return
+		}
+		compared++
+		if !reflect.DeepEqual(g.Interface(), v.Interface()) {
+			t.Errorf("%s: Load applies %v, the table says %v", path, g.Interface(), v.Interface())
+		}
+	})
+	if compared < 80 {
+		t.Errorf("compared %d defaults; the walk missed sections", compared)
+	}
+}
+
+// valueAt follows a key path such as "groups[0].health.rise" in v.
+func valueAt(v reflect.Value, path string) reflect.Value {
+	for part := range strings.SplitSeq(path, ".") {
+		key, indexed := strings.CutSuffix(part, "[0]")
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}
+			}
+			v = v.Elem()
+		}
+		found := false
+		for i := range v.NumField() {
+			if k, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); k == key {
+				v, found = v.Field(i), true
+				break
+			}
+		}
+		if !found {
+			return reflect.Value{}
+		}
+		if indexed {
+			if v.Len() == 0 {
+				return reflect.Value{}
+			}
+			v = v.Index(0)
+		}
+	}
+	return v
+}
+
+// TestConfigDefaultsDoc fails when docs/config-defaults.md is not what the
+// tables say; `go test ./internal/config -run TestConfigDefaultsDoc -update`
+// rewrites it.
+func TestConfigDefaultsDoc(t *testing.T) {
+	const file = "../../docs/config-defaults.md"
+	doc := renderDefaults()
+	if *update {
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(old) != doc {
+		t.Errorf("%s is stale; rerun with -update to write:\n%s", file, doc)
+	}
+}
+
+// writtenAs is how the file writes a default that its table holds in
+// another form: the table has what `auto` loads as (Sample 1, Adaptive).
+var writtenAs = map[string]string{
+	"access_log.sample": "`auto`",
+}
+
+// defaultNotes say what a default is relative to, or how Load makes it.
+var defaultNotes = map[string]string{
+	"state_dir":                              "relative to the config file's directory",
+	"admin.socket":                           "relative to state_dir; mode 0600",
+	"haproxy.binary":                         "looked up on PATH",
+	"access_log.sample":                      "one in N, adapted per group to stay near 4 % of its requests",
+	"groups[].health.fastinter":              "or interval when that is shorter",
+	"groups[].health.downinter":              "the interval",
+	"groups[].template.dir":                  "the config file's directory",
+	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
+	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].for":         "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.rules[].over":        "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.schedule[].name":     "`schedule-N`, N counting from 1",
+	"groups[].autoscale.schedule[].min_size": "0: not set",
+	"groups[].autoscale.schedule[].max_size": "0: not set",
+	"groups[].autoscale.predictive.capacity": "0: measured from the group's own history",
+}
+
+func renderDefaults() string {
+	var b strings.Builder
+	b.WriteString(`# Config defaults
+
+<!-- Generated from the defaults tables in internal/config by
+     go test ./internal/config -run TestConfigDefaultsDoc -update
+     Do not edit; TestConfigDefaultsDoc fails when this file is stale. -->
+
+What each key of shoal.yaml is when the file leaves it out (see the
+[config reference](../README.md#config-reference) for what the keys mean and
+the values they accept). ` + "`[]`" + ` marks the items of a list; the keys of an
+optional section apply when the section is there.
+
+| key | default |
+| --- | --- |
+`)
+	tree := defaultsTree()
+	walkDefaults(reflect.ValueOf(tree), "", func(path string, f reflect.StructField, v reflect.Value) {
+		path = strings.ReplaceAll(path, "[0]", "[]")
+		def := formatDefault(f, v)
+		if w := writtenAs[path]; w != "" {
+			def = w
+		}
+		if note := defaultNotes[path]; note != "" {
+			def += " (" + note + ")"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", path, def)
+	})
+	return b.String()
+}
+
+// formatDefault writes a table's value as the file would.
+func formatDefault(f reflect.StructField, v reflect.Value) string {
+	if f.Tag.Get("required") == "true" {
+		return "required"
+	}
+	if f.Name == "_" {
+		return "none"
+	}
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return "`" + formatDuration(x) + "`"
+	case fmt.Stringer:
+		return "`" + x.String() + "`"
+	case uint32: // socket_mode, a file mode
+		return fmt.Sprintf("`%#o`", x)
+	case int64: // max_size, a number of bytes
+		return "`" + formatSize(x) + "`"
+	case bool:
+		return "`" + strconv.FormatBool(x) + "`"
+	case string:
+		if x == "" {
+			return "none"
+		}
+		return "`" + x + "`"
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return "none"
+		}
+	case reflect.Slice, reflect.Map:
+		if v.Len() == 0 {
+			return "none"
+		}
+		items := make([]string, v.Len())
+		for i := range items {
+			items[i] = fmt.Sprint(v.Index(i).Interface())
+		}
+		return "`[" + strings.Join(items, ", ") + "]`"
+	}
+	return "`" + fmt.Sprint(v.Interface()) + "`"
+}
+
+// formatSize writes n bytes in the largest binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// formatDuration drops the zero units time.Duration.String writes: 10m, not 10m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
