@@ -19,12 +19,18 @@ import (
 // Autoscaling is what the metrics, events and policy-test endpoints read.
 type Autoscaling struct {
 	Metrics *metrics.Collector
-	Store   *store.Store
+	Store   DecisionReader
 	// MetricsInterval is metrics.interval, for validating candidate policies.
 	MetricsInterval time.Duration
 	// MetricsRing is metrics.ring, the history held at MetricsInterval, for
 	// bounding what a policy test reads.
 	MetricsRing time.Duration
+}
+
+// DecisionReader is where the events endpoint reads the recorded
+// decisions. *store.Store is one.
+type DecisionReader interface {
+	Decisions(ctx context.Context, q store.DecisionQuery) ([]store.Decision, error)
 }
 
 // Bounds of the autoscaling endpoints' parameters.

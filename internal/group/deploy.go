@@ -161,7 +161,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	g.mu.Unlock()
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 
-	failure, err := g.roll(ctx, target, version, time.Now(), threshold, progress)
+	failure, err := g.roll(ctx, target, version, g.clk.Now(), threshold, progress)
 	if err == nil && failure == "" {
 		if err := g.setServing(context.WithoutCancel(ctx), target, version); err != nil {
 			return fmt.Errorf("deploy of %s done, but recording it as the serving version failed: %w", version, err)
@@ -190,7 +190,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 		return fmt.Errorf("deploy of %s, the serving version, failed: %s", version, failure)
 	}
 	progress(fmt.Sprintf("rolling back to %s: %s", servingVersion, failure))
-	rfailure, rerr := g.roll(ctx, serving, servingVersion, time.Now(), threshold, progress)
+	rfailure, rerr := g.roll(ctx, serving, servingVersion, g.clk.Now(), threshold, progress)
 	switch {
 	case rerr != nil:
 		return fmt.Errorf("%w: %s; the rollback to %s did not finish: %w", ErrRolledBack, failure, servingVersion, rerr)
@@ -213,8 +213,8 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 	// wentDown remembers new instances already counted as failed after
 	// they went DOWN in service.
 	wentDown := map[string]bool{}
-	tick := time.NewTicker(deployPoll)
-	defer tick.Stop()
+	tick, stop := g.clk.NewTicker(deployPoll)
+	defer stop()
 	lastNote := ""
 	for {
 		g.mu.Lock()
@@ -237,7 +237,7 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 			case in.state == Unhealthy && !wentDown[in.name]:
 				wentDown[in.name] = true
 				fails = append(fails, in.name+" went DOWN after entering service")
-			case in.state == InService && time.Since(in.since) >= dep.MinReady:
+			case in.state == InService && g.clk.Now().Sub(in.since) >= dep.MinReady:
 				view.NewReady++
 			}
 		}
@@ -271,7 +271,7 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 		case <-ctx.Done():
 			return "", context.Cause(ctx)
 		case <-ch:
-		case <-tick.C:
+		case <-tick:
 		}
 	}
 }

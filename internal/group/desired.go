@@ -403,7 +403,7 @@ type InstanceStatus struct {
 // Status reports the group with live health and sessions from HAProxy.
 func (g *Group) Status(ctx context.Context) Status {
 	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
-	now := time.Now()
+	now := g.clk.Now()
 	c := g.conf()
 	g.mu.Lock()
 	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},

@@ -19,7 +19,8 @@ import (
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
-// State is where an instance is in its life.
+// State is where an instance is in its life; lifecycle draws how one
+// state leads to the next.
 type State string
 
 // Instance states, in lifecycle order.
@@ -100,6 +101,15 @@ type instance struct {
 	servingSince time.Time
 }
 
+// stateStore is what a group keeps in the store: its own state and its
+// instances' records. *store.Store is one.
+type stateStore interface {
+	GroupState(ctx context.Context, name string) (store.GroupState, bool, error)
+	PutGroupState(ctx context.Context, g store.GroupState) error
+	PutInstance(ctx context.Context, in store.Instance) error
+	DeleteInstance(ctx context.Context, name string) error
+}
+
 // Group reconciles one configured group.
 type Group struct {
 	// cfg is the configuration the group was created with; its Name never
@@ -111,8 +121,9 @@ type Group struct {
 	keep atomic.Bool
 	prov provider.Provider
 	lb   Balancer
-	st   *store.Store
+	st   stateStore
 	log  *slog.Logger
+	clk  clock
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex
@@ -171,7 +182,7 @@ type Group struct {
 
 // New creates a group with its persisted state (desired size, cooldowns) or,
 // for a group never seen before, min_size, and records that state.
-func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
+func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
 	g, err := Open(ctx, cfg, prov, lb, st, log)
 	if err != nil {
 		return nil, err
@@ -186,9 +197,14 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 // HAProxy takes the new config, and one that fails there must leave the
 // store as it was. The state is recorded at its first change; until then
 // the stored one stands, clamped into the configured range at every start.
-func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st *store.Store, log *slog.Logger) (*Group, error) {
+func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
+	return open(ctx, cfg, prov, lb, st, log, wallClock{})
+}
+
+// open is Open on clk: the reconciler's unit tests run it on a fake clock.
+func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger, clk clock) (*Group, error) {
 	g := &Group{
-		cfg: cfg, prov: prov, lb: lb, st: st,
+		cfg: cfg, prov: prov, lb: lb, st: st, clk: clk,
 		log:     log.With("group", cfg.Name),
 		desired: cfg.MinSize,
 		insts:   map[string]*instance{},
@@ -241,7 +257,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		rec := provider.Record{Group: r.Group, Name: r.Name, Index: r.Index, Host: r.Host, Port: r.Port, PID: r.PID, PIDStart: r.PIDStart, StartedAt: r.StartedAt}
 		since := r.StateSince
 		if since.IsZero() {
-			since = time.Now()
+			since = g.clk.Now()
 		}
 		pi, err := g.prov.Adopt(ctx, rec, g.tmpl)
 		if err != nil {
@@ -296,8 +312,8 @@ func (g *Group) Run(ctx context.Context) {
 	g.restored = nil
 	g.mu.Unlock()
 
-	t := time.NewTicker(resyncEvery)
-	defer t.Stop()
+	resync, stop := g.clk.NewTicker(resyncEvery)
+	defer stop()
 	for {
 		g.reconcile(ctx)
 		select {
@@ -305,7 +321,7 @@ func (g *Group) Run(ctx context.Context) {
 			g.wg.Wait()
 			return
 		case <-g.wake:
-		case <-t.C:
+		case <-resync:
 		}
 	}
 }
@@ -344,8 +360,8 @@ func (g *Group) reconcile(ctx context.Context) {
 	want := g.desired + g.surge
 	switch {
 	case len(active) < want:
-		if wait := time.Until(g.nextLaunch); wait > 0 {
-			time.AfterFunc(wait, g.poke)
+		if wait := g.nextLaunch.Sub(g.clk.Now()); wait > 0 {
+			g.clk.AfterFunc(wait, g.poke)
 			return
 		}
 		for range want - len(active) {
@@ -384,7 +400,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
 		state:   Starting,
-		since:   time.Now(),
+		since:   g.clk.Now(),
 		retire:  make(chan struct{}),
 		version: version,
 		tmpl:    tmpl,
@@ -417,7 +433,41 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 	}()
 }
 
-// lifecycle takes one instance from start (or adoption) to gone.
+// lifecycle takes one instance from start (or adoption) to gone: start,
+// then gate, then serve; retire or drop ends it. Its states (State), and
+// what moves it from one to the next:
+//
+//	  launch: fewer active than desired (+ a deploy's surge),
+//	  once the crash-loop back-off is over
+//	     |
+//	     v
+//	+----------+ UP in HAProxy +------------+    DOWN     +-----------+
+//	| starting |-------------->| in-service |------------>| unhealthy |
+//	+----------+               +------------+<------------+-----------+
+//	  |      |                   |        |       UP        |       |
+//	  |      | retire            | exited | retire          | retire|
+//	  |      | (scale-in,        |        v                 |       |
+//	  |      |  deploy)          |  +----------+            |       |
+//	  |      +-------------------|->| draining |<-----------+       |
+//	  |                          |  +----------+                    |
+//	  |                          |       | sessions 0, or           |
+//	  |                          |       v drain_timeout            |
+//	  |                          |  +----------+                    |
+//	  |                          |  | stopping |--> gone: out of    |
+//	  |                          |  +----------+    HAProxy, stopped |
+//	  | start failed, exited,    |                                  | exited, or DOWN
+//	  | not UP within grace,     |                                  | for replace_after
+//	  | deploy's check failing   |                                  | (hung)
+//	  v                          v                                  |
+//	+--------+<-----------------------------------------------------+
+//	| failed |--> gone (drop): out of HAProxy, stopped. The next launch
+//	+--------+    backs off 1 s doubling to 60 s if it had not served
+//	              steadily for 30 s (crash loop); else it starts at once.
+//
+// An unhealthy instance whose checks time out while it holds requests is
+// hung: those requests are ended at once (see hung). Shutdown of shoal
+// takes every state to stopping, or leaves it as it is for the next run to
+// adopt (KeepInstances).
 func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 	if in.inst == nil {
 		if !g.start(ctx, in) {
@@ -437,8 +487,8 @@ func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 // process (SIGSTOPped, deadlocked) does not exit by itself. The requests a
 // hung instance holds are let go as soon as HAProxy has it DOWN (see hung).
 func (g *Group) serve(ctx context.Context, in *instance) {
-	tick := time.NewTicker(healthWatch)
-	defer tick.Stop()
+	tick, stop := g.clk.NewTicker(healthWatch)
+	defer stop()
 	var downSince time.Time
 	for {
 		select {
@@ -446,35 +496,27 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			g.shutdown(in)
 			return
 		case <-in.inst.Done():
-			g.fail(in, "exited: "+in.inst.ExitReason())
-			g.removeFromLB(in)
-			g.stopProcess(in) // what it forked dies with it
-			g.forget(in)
+			g.drop(in, "exited: "+in.inst.ExitReason(), removeThenStop)
 			return
 		case <-in.retire:
 			g.retire(ctx, in)
 			return
-		case <-tick.C:
+		case <-tick:
 			st, ok := g.serverStat(ctx, in.name)
 			switch {
 			case !ok:
 				// HAProxy is restarting or unreachable: no news.
 			case st.Status.IsDown():
 				if downSince.IsZero() {
-					downSince = time.Now()
+					downSince = g.clk.Now()
 					g.setState(ctx, in, Unhealthy)
 				}
 				if hung(st) {
 					g.releaseHeld(ctx, in, st)
 				}
-				if d := time.Since(downSince); d >= g.conf().ReplaceAfter {
-					g.fail(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
-						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)))
-					// Stopped before removal: a hung process's streams end
-					// with it instead of holding up the removal.
-					g.stopProcess(in)
-					g.removeFromLB(in)
-					g.forget(in)
+				if d := g.clk.Now().Sub(downSince); d >= g.conf().ReplaceAfter {
+					g.drop(in, fmt.Sprintf("health check failing for %s (replace_after %s, last check: %s); replaced",
+						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)), stopThenRemove)
 					return
 				}
 			case st.Status.IsUp() && !downSince.IsZero():
@@ -516,8 +558,7 @@ func checkText(st haproxy.ServerStat) string {
 func (g *Group) start(ctx context.Context, in *instance) bool {
 	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl})
 	if err != nil {
-		g.fail(in, "start failed: "+err.Error())
-		g.forget(in)
+		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
 	}
 	g.mu.Lock()
@@ -533,15 +574,13 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 // has already been cleaned up.
 func (g *Group) gate(ctx context.Context, in *instance) bool {
 	if err := g.lb.AddServer(ctx, g.server(in), false); err != nil {
-		g.fail(in, "adding to HAProxy failed: "+err.Error())
-		g.stopProcess(in)
-		g.forget(in)
+		g.drop(in, "adding to HAProxy failed: "+err.Error(), stopOnly)
 		return false
 	}
-	deadline := time.NewTimer(g.conf().Health.Grace)
-	defer deadline.Stop()
-	tick := time.NewTicker(healthPoll)
-	defer tick.Stop()
+	deadline, stopDeadline := g.clk.NewTimer(g.conf().Health.Grace)
+	defer stopDeadline()
+	tick, stopTick := g.clk.NewTicker(healthPoll)
+	defer stopTick()
 	last := "no check yet"
 	g.mu.Lock()
 	deployed := g.deployTarget != "" && in.version == g.deployTarget
@@ -553,21 +592,15 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			g.shutdown(in)
 			return false
 		case <-in.inst.Done():
-			g.fail(in, "exited before passing its health check: "+in.inst.ExitReason())
-			g.removeFromLB(in)
-			g.stopProcess(in) // what it forked dies with it
-			g.forget(in)
+			g.drop(in, "exited before passing its health check: "+in.inst.ExitReason(), removeThenStop)
 			return false
 		case <-in.retire:
 			g.retire(ctx, in)
 			return false
-		case <-deadline.C:
-			g.fail(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last))
-			g.removeFromLB(in)
-			g.stopProcess(in)
-			g.forget(in)
+		case <-deadline:
+			g.drop(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last), removeThenStop)
 			return false
-		case <-tick.C:
+		case <-tick:
 			st, ok := g.serverStat(ctx, in.name)
 			if !ok {
 				continue
@@ -578,11 +611,8 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			// An instance of a deploy that answers its check with errors
 			// fall times in a row fails now rather than after grace: the
 			// new version is broken, not slow to start.
-			if deployed && answered.observe(st, g.conf().Health, time.Now()) {
-				g.fail(in, fmt.Sprintf("failed health check %d times: %s", g.conf().Health.Fall, checkReason(st)))
-				g.removeFromLB(in)
-				g.stopProcess(in)
-				g.forget(in)
+			if deployed && answered.observe(st, g.conf().Health, g.clk.Now()) {
+				g.drop(in, fmt.Sprintf("failed health check %d times: %s", g.conf().Health.Fall, checkReason(st)), removeThenStop)
 				return false
 			}
 			if st.Status.IsUp() {
@@ -604,7 +634,7 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 	timeout := g.conf().DrainTimeout
 	switch state {
 	case Draining:
-		timeout = max(0, timeout-time.Since(since))
+		timeout = max(0, timeout-g.clk.Now().Sub(since))
 		g.log.Info("drain resumed", "instance", in.name, "remaining", timeout.Round(time.Millisecond))
 	case Stopping, Failed:
 		timeout = -1
@@ -629,9 +659,7 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 		}
 	}
 	g.setState(ctx, in, Stopping)
-	g.removeFromLB(in)
-	g.stopProcess(in)
-	g.forget(in)
+	g.drop(in, "", removeThenStop)
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already
@@ -642,7 +670,44 @@ func (g *Group) shutdown(in *instance) {
 		return
 	}
 	g.setState(context.Background(), in, Stopping)
-	g.stopProcess(in)
+	g.drop(in, "", stopOnly)
+}
+
+// takeOut is the order in which drop takes an instance out of HAProxy and
+// stops its process.
+type takeOut int
+
+const (
+	// removeThenStop: no new request reaches the process while it stops.
+	removeThenStop takeOut = iota
+	// stopThenRemove, for a hung instance: the streams it holds end with
+	// its process instead of holding up the removal.
+	stopThenRemove
+	// stopOnly: the instance never made it into HAProxy, or HAProxy has
+	// already stopped.
+	stopOnly
+)
+
+// drop is how every instance ends: reason, if any, is recorded as its
+// failure (see fail), it leaves HAProxy and its process is stopped (in the
+// order out says; there is nothing to stop if it never started), and it is
+// forgotten.
+func (g *Group) drop(in *instance, reason string, out takeOut) {
+	if reason != "" {
+		g.fail(in, reason)
+	}
+	if in.inst != nil {
+		switch out {
+		case removeThenStop:
+			g.removeFromLB(in)
+			g.stopProcess(in) // what it forked dies with it
+		case stopThenRemove:
+			g.stopProcess(in)
+			g.removeFromLB(in)
+		case stopOnly:
+			g.stopProcess(in)
+		}
+	}
 	g.forget(in)
 }
 
@@ -669,7 +734,7 @@ func (g *Group) stopProcess(in *instance) {
 // fail records a failure for status, jobs and crash-loop back-off.
 func (g *Group) fail(in *instance, reason string) {
 	g.mu.Lock()
-	now := time.Now()
+	now := g.clk.Now()
 	// An instance that served steadily and then died (killed, or its host
 	// failed) is an accident: its replacement starts at once. Failures of
 	// instances that never got that far are a crash loop and back off.
@@ -709,7 +774,7 @@ func (g *Group) forget(in *instance) {
 
 func (g *Group) setState(ctx context.Context, in *instance, s State) {
 	g.mu.Lock()
-	in.state, in.since = s, time.Now()
+	in.state, in.since = s, g.clk.Now()
 	if s == InService && in.servingSince.IsZero() {
 		in.servingSince = in.since
 	}
@@ -743,9 +808,9 @@ func (g *Group) server(in *instance) haproxy.Server {
 // them, so one answer from HAProxy serves all polls within statsMaxAge.
 func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
 	g.statMu.Lock()
-	if time.Since(g.statAt) >= statsMaxAge {
+	if g.clk.Now().Sub(g.statAt) >= statsMaxAge {
 		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
-		g.statAt = time.Now()
+		g.statAt = g.clk.Now()
 	}
 	stats, err := g.stats, g.statErr
 	g.statMu.Unlock()

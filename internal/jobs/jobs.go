@@ -101,13 +101,24 @@ type InputError struct {
 func (e *InputError) Error() string { return e.Msg }
 func (e *InputError) Unwrap() error { return e.Err }
 
+// stateStore is where a Manager records jobs and the decisions they end
+// with. *store.Store is one.
+type stateStore interface {
+	InsertJob(ctx context.Context, j *store.Job) error
+	UpdateJob(ctx context.Context, j store.Job) error
+	Job(ctx context.Context, id int64) (store.Job, error)
+	Jobs(ctx context.Context, group string, limit int) ([]store.Job, error)
+	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]store.Job, error)
+	InsertDecision(ctx context.Context, d *store.Decision) error
+}
+
 // Manager runs jobs for a set of groups.
 type Manager struct {
 	// gmu guards groups and names: a config reload adds and removes groups.
 	gmu    sync.RWMutex
 	groups map[string]*group.Group
 	names  []string
-	st     *store.Store
+	st     stateStore
 	log    *slog.Logger
 	// timeout bounds a running job so a group that never converges fails it;
 	// deployTimeout bounds a deploy.
@@ -134,7 +145,7 @@ var ErrShuttingDown = errors.New("shoal is shutting down")
 
 // NewManager returns a manager for groups. Jobs left unfinished by an earlier
 // run of shoal are marked failed.
-func NewManager(ctx context.Context, groups []*group.Group, st *store.Store, log *slog.Logger) (*Manager, error) {
+func NewManager(ctx context.Context, groups []*group.Group, st stateStore, log *slog.Logger) (*Manager, error) {
 	m := &Manager{
 		groups:        map[string]*group.Group{},
 		st:            st,

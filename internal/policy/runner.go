@@ -28,13 +28,21 @@ type Runner struct {
 	// State returns the group's desired size, cooldowns and running job;
 	// the Runner fills in RuleJobs itself.
 	State func() State
-	Store *store.Store
+	Store DecisionStore
 	Log   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Observe, if set, is told of every recorded decision and how long each
 	// evaluation took (for shoal's Prometheus metrics).
 	Observe Observer
+}
+
+// DecisionStore is where a Runner records its decisions and, when it
+// starts, reads back the last ones. *store.Store is one.
+type DecisionStore interface {
+	InsertDecision(ctx context.Context, d *store.Decision) error
+	Decisions(ctx context.Context, q store.DecisionQuery) ([]store.Decision, error)
+	LastDecisionTimes(ctx context.Context, group, outcome string) (map[string]time.Time, error)
 }
 
 // Observer counts what a Runner does.

@@ -1,0 +1,427 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// The fakes below stand in for the clock, the provider, HAProxy and the
+// store in the reconciler's unit tests; the end-to-end tests run the real
+// ones.
+
+// fakeClock is a clock that moves only when a test advances it.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []*fakeWaiter
+}
+
+// fakeWaiter is a timer, a ticker (every > 0) or an AfterFunc (f != nil).
+type fakeWaiter struct {
+	at      time.Time
+	every   time.Duration
+	ch      chan time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) add(d, every time.Duration, f func()) *fakeWaiter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &fakeWaiter{at: c.now.Add(d), every: every, ch: make(chan time.Time, 1), f: f}
+	c.waiters = append(c.waiters, w)
+	return w
+}
+
+func (c *fakeClock) stop(w *fakeWaiter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := !w.stopped
+	w.stopped = true
+	c.waiters = slices.DeleteFunc(c.waiters, func(x *fakeWaiter) bool { return x == w })
+	return was
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	w := c.add(d, 0, nil)
+	return w.ch, func() bool { return c.stop(w) }
+}
+
+func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	w := c.add(d, d, nil)
+	return w.ch, func() { c.stop(w) }
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) { c.add(d, 0, f) }
+
+// Advance moves the clock forward by d, firing what falls due on the way in
+// time order. Like time.Ticker, a ticker whose last tick nobody has taken
+// drops the next.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	end := c.now.Add(d)
+	for {
+		var next *fakeWaiter
+		for _, w := range c.waiters {
+			if !w.at.After(end) && (next == nil || w.at.Before(next.at)) {
+				next = w
+			}
+		}
+		if next == nil {
+			break
+		}
+		c.now = next.at
+		switch {
+		case next.f != nil:
+			go next.f()
+		default:
+			select {
+			case next.ch <- c.now:
+			default:
+			}
+		}
+		if next.every > 0 {
+			next.at = next.at.Add(next.every)
+		} else {
+			next.stopped = true
+			c.waiters = slices.DeleteFunc(c.waiters, func(x *fakeWaiter) bool { return x == next })
+		}
+	}
+	c.now = end
+}
+
+// awaitWaiters waits until n timers, tickers or AfterFuncs wait on the
+// clock for at: the goroutines that set them up have got that far, so
+// advancing to at reaches them.
+func (c *fakeClock) awaitWaiters(t *testing.T, at time.Time, n int, what string) {
+	t.Helper()
+	c.await(t, at, n, what, func(*fakeWaiter) bool { return true })
+}
+
+// awaitAfterFunc waits until an AfterFunc is due at at, such as the
+// reconciler's wake-up at the end of a back-off.
+func (c *fakeClock) awaitAfterFunc(t *testing.T, at time.Time, what string) {
+	t.Helper()
+	c.await(t, at, 1, what, func(w *fakeWaiter) bool { return w.f != nil })
+}
+
+func (c *fakeClock) await(t *testing.T, at time.Time, n int, what string, kind func(*fakeWaiter) bool) {
+	t.Helper()
+	waitFor(t, what+" waiting for "+at.Format(time.TimeOnly+".000"), func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		found := 0
+		for _, w := range c.waiters {
+			if w.at.Equal(at) && kind(w) {
+				found++
+			}
+		}
+		return found >= n
+	})
+}
+
+// waitFor waits until cond holds. The bound is real time: everything
+// reacts within microseconds, the bound only ends a test that went wrong.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// events is the order in which the fakes were called, as "verb name".
+type events struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (e *events) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, fmt.Sprintf(format, args...))
+}
+
+// of returns the events about one instance, with its name left out.
+func (e *events) of(name string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, s := range e.all {
+		if i := strings.LastIndexByte(s, ' '); i >= 0 && s[i+1:] == name {
+			out = append(out, s[:i])
+		}
+	}
+	return out
+}
+
+// fakeInstance is a process that runs until it is stopped or told to exit.
+type fakeInstance struct {
+	rec  provider.Record
+	ev   *events
+	once sync.Once
+	done chan struct{}
+	mu   sync.Mutex
+	why  string
+}
+
+func (i *fakeInstance) Record() provider.Record { return i.rec }
+func (i *fakeInstance) Done() <-chan struct{}   { return i.done }
+
+func (i *fakeInstance) ExitReason() string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.why
+}
+
+// exit ends the process by itself, as a crash or a kill would.
+func (i *fakeInstance) exit(why string) {
+	i.once.Do(func() {
+		i.mu.Lock()
+		i.why = why
+		i.mu.Unlock()
+		close(i.done)
+	})
+}
+
+func (i *fakeInstance) Stop(context.Context) error {
+	i.ev.add("stop %s", i.rec.Name)
+	i.exit("signal: terminated")
+	return nil
+}
+
+func (i *fakeInstance) PreStop(context.Context) error {
+	i.ev.add("pre_stop %s", i.rec.Name)
+	return nil
+}
+
+// fakeProvider starts fakeInstances, recording when.
+type fakeProvider struct {
+	clk *fakeClock
+	ev  *events
+	// onStart, if set, sees every instance as it starts; fail makes starts fail.
+	onStart func(*fakeInstance)
+	fail    error
+
+	mu     sync.Mutex
+	starts []time.Time
+	insts  map[string]*fakeInstance
+}
+
+func (p *fakeProvider) Start(_ context.Context, spec provider.Spec) (provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starts = append(p.starts, p.clk.Now())
+	p.ev.add("start %s", spec.Name)
+	if p.fail != nil {
+		return nil, p.fail
+	}
+	in := p.newInstance(provider.Record{Group: spec.Group, Name: spec.Name, Index: spec.Index,
+		Host: "127.0.0.1", Port: 20000 + spec.Index, PID: 1000 + len(p.starts), StartedAt: p.clk.Now()})
+	if p.onStart != nil {
+		p.onStart(in)
+	}
+	return in, nil
+}
+
+func (p *fakeProvider) newInstance(rec provider.Record) *fakeInstance {
+	in := &fakeInstance{rec: rec, ev: p.ev, done: make(chan struct{})}
+	p.insts[rec.Name] = in
+	return in
+}
+
+func (p *fakeProvider) Adopt(_ context.Context, rec provider.Record, _ config.Template) (provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.newInstance(rec), nil
+}
+
+func (p *fakeProvider) StopStrays(context.Context, []provider.Record) ([]provider.Record, error) {
+	return nil, nil
+}
+
+// instance returns the newest instance started under name.
+func (p *fakeProvider) instance(name string) *fakeInstance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.insts[name]
+}
+
+func (p *fakeProvider) startTimes() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.starts)
+}
+
+// fakeBalancer is HAProxy as the group sees it: servers whose status and
+// last check the test sets.
+type fakeBalancer struct {
+	ev *events
+	// drained, if set, is what Drain waits for before it returns, as the
+	// real one waits for sessions to end or the timeout; drain closes it.
+	drained   chan struct{}
+	drainOnce sync.Once
+
+	mu      sync.Mutex
+	servers map[string]haproxy.ServerStat
+	drains  map[string]time.Duration
+	polls   int // calls of Stats
+}
+
+func (b *fakeBalancer) AddServer(_ context.Context, s haproxy.Server, ready bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// A server added behind the gate is forced down until its checks pass.
+	st := haproxy.ServerStat{Name: s.Name, Status: "DOWN"}
+	if ready {
+		st.Status = "UP"
+	}
+	b.servers[s.Name] = st
+	b.ev.add("add %s", s.Name)
+	return nil
+}
+
+func (b *fakeBalancer) MarkReady(_, name string) { b.ev.add("ready %s", name) }
+
+func (b *fakeBalancer) Drain(ctx context.Context, _, name string, timeout time.Duration) error {
+	b.mu.Lock()
+	b.drains[name] = timeout
+	b.mu.Unlock()
+	b.ev.add("drain %s", name)
+	if b.drained != nil {
+		select {
+		case <-b.drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// ShutdownSessions ends the requests a server holds.
+func (b *fakeBalancer) ShutdownSessions(_ context.Context, _, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.servers[name]
+	st.Sessions = 0
+	b.servers[name] = st
+	b.ev.add("shutdown_sessions %s", name)
+	return nil
+}
+
+func (b *fakeBalancer) RemoveServer(_ context.Context, _, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.servers, name)
+	b.ev.add("remove %s", name)
+	return nil
+}
+
+func (b *fakeBalancer) Stats(context.Context, string) ([]haproxy.ServerStat, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []haproxy.ServerStat
+	for _, s := range b.servers {
+		out = append(out, s)
+	}
+	b.polls++
+	return out, nil
+}
+
+// set makes HAProxy report a server with status and the last check's status.
+func (b *fakeBalancer) set(name string, status haproxy.Status, check string) {
+	b.setStat(haproxy.ServerStat{Name: name, Status: status, CheckStatus: check})
+}
+
+// setStat makes HAProxy report st for the server st.Name.
+func (b *fakeBalancer) setStat(st haproxy.ServerStat) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.servers[st.Name] = st
+}
+
+// drain ends every drain, now and from now on.
+func (b *fakeBalancer) drain() {
+	if b.drained != nil {
+		b.drainOnce.Do(func() { close(b.drained) })
+	}
+}
+
+func (b *fakeBalancer) pollCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.polls
+}
+
+func (b *fakeBalancer) drainTimeout(name string) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.drains[name]
+	return d, ok
+}
+
+// fakeStore keeps a group's state and instance records in memory.
+type fakeStore struct {
+	mu    sync.Mutex
+	state map[string]store.GroupState
+	insts map[string]store.Instance
+}
+
+func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gs, ok := s.state[name]
+	return gs, ok, nil
+}
+
+func (s *fakeStore) PutGroupState(_ context.Context, g store.GroupState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state[g.Name] = g
+	return nil
+}
+
+func (s *fakeStore) PutInstance(_ context.Context, in store.Instance) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.insts[in.Name] = in
+	return nil
+}
+
+func (s *fakeStore) DeleteInstance(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.insts, name)
+	return nil
+}
+
+func (s *fakeStore) record(name string) (store.Instance, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.insts[name]
+	return in, ok
+}
