@@ -222,6 +222,7 @@ func containsID(ids []int64, id int64) bool {
 // holds the higher recommendation made before the restart, so the group
 // scales in only when both have passed.
 func TestAutoscaleRestartKeepsHistory(t *testing.T) {
+	t.Parallel() // waits out windows on the clock: see the package doc
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", CooldownDn: "20s", Extra: halfCore + `    autoscale:
       target: {metric: cpu.avg, value: 40, scale_in_stabilization: 20s}
 `}
@@ -324,6 +325,7 @@ func TestAutoscaleRestartKeepsHistory(t *testing.T) {
 // checked only at its start, so a restarted shoal scaled in at once on the
 // few seconds it had seen; now it waits until the gap has left the window.
 func TestAutoscaleStabilizationGap(t *testing.T) {
+	t.Parallel() // waits out windows on the clock: see the package doc
 	const stab = 40 * time.Second
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
       target: {metric: cpu.avg, value: 40, scale_in_stabilization: 40s}

@@ -295,6 +295,7 @@ func sendSlow(t *testing.T, e *shoalEnv, instance string, ms int) *slowRequest {
 // server was put in maintenance and its requests cut 10s later) nor a full
 // drain_timeout after it.
 func TestDrainResumesAfterCoreRestart(t *testing.T) {
+	t.Parallel() // waits out windows on the clock: see the package doc
 	const (
 		drain    = 24 * time.Second
 		coreDown = 6 * time.Second

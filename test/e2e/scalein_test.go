@@ -93,6 +93,7 @@ func TestScaleInRetiresNewest(t *testing.T) {
 // TestScaleInLeastBusy: with scale_in least_busy, the instance with the
 // fewest sessions in HAProxy goes, neither the newest nor the oldest.
 func TestScaleInLeastBusy(t *testing.T) {
+	t.Parallel() // waits out windows on the clock: see the package doc
 	g := slowGroup(t, groupSpec{Name: "web", Min: 1, Max: 3, Extra: "    scale_in: least_busy\n"})
 	e := newEnv(t, "", g)
 	e.start()

@@ -145,6 +145,7 @@ func TestScaleFromZero(t *testing.T) {
 // served before the sleep are no reason to wake it (they once were, and the
 // next sample woke it again).
 func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
+	t.Parallel() // waits out windows on the clock: see the package doc
 	e := newEnv(t, "metrics: {interval: 3s}\n", zeroGroup("60s"))
 	e.start()
 	e.waitAsleep(5 * time.Second)
