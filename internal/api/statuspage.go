@@ -86,7 +86,7 @@ func writeStatusCSV(w io.Writer, s StatusResponse) error {
 	}
 	for _, g := range s.Groups {
 		for _, in := range g.Instances {
-			err := cw.Write([]string{g.Name, in.Name, in.Addr, string(in.State), in.Health, in.Check,
+			err := cw.Write([]string{g.Name, in.Name, in.Addr, string(in.State), string(in.Health), in.Check,
 				optInt(int64(in.CheckCode)), optInt(in.CheckDurationMS), in.CheckDesc, in.CheckReason,
 				optTime(in.LastChange), strconv.Itoa(in.Sessions), strconv.FormatInt(in.Requests, 10),
 				strconv.Itoa(in.PID), optTime(&in.StartedAt), in.Version})
@@ -130,7 +130,7 @@ func (p statusPage) Instances() int {
 // statusHTML escapes every value through html/template.
 var statusHTML = template.Must(template.New("status").Funcs(template.FuncMap{
 	"up": func(in group.InstanceStatus) bool {
-		return strings.HasPrefix(in.Health, "UP") && in.State == group.InService
+		return in.Health.IsUp() && in.State == group.InService
 	},
 	"ago": func(now time.Time, t *time.Time) string {
 		if t == nil || t.IsZero() {

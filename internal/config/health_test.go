@@ -29,6 +29,13 @@ func TestParseHealth(t *testing.T) {
 				Passive: &Passive{Enabled: true, Observe: "layer7", ErrorLimit: 5, OnError: "sudden-death"}},
 		},
 		{
+			// What every other package takes as given: DefaultHealth is
+			// what the loader fills in, and no one fills it in again.
+			name:   "every field left out",
+			health: `{}`,
+			want:   DefaultHealth,
+		},
+		{
 			name:   "status range as a scalar and a regex",
 			health: `{status: 200-299, body_regex: '^\d+ ok$', passive: {enabled: true}}`,
 			want: Health{Type: "http", Method: "GET", Path: "/healthz", Host: "localhost",

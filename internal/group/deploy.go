@@ -367,7 +367,7 @@ type failStreak struct {
 }
 
 func (f *failStreak) observe(st haproxy.ServerStat, h config.Health, now time.Time) bool {
-	if !answeredBadly(st.CheckStatus) {
+	if !st.AnsweredBadly() {
 		f.since = time.Time{}
 		return false
 	}
@@ -378,19 +378,11 @@ func (f *failStreak) observe(st haproxy.ServerStat, h config.Health, now time.Ti
 	return now.Sub(f.since) >= time.Duration(h.Fall-1)*(inter+h.Timeout)+statsMaxAge+healthPoll
 }
 
-// answeredBadly is true for HAProxy check results where the instance
-// answered, but wrongly: a bad HTTP status, content or TCP answer, or a
-// response too slow.
-func answeredBadly(checkStatus string) bool {
-	s := strings.TrimPrefix(checkStatus, "* ")
-	return s == "L7STS" || s == "L7RSP" || s == "L7TOUT" || s == "L6RSP"
-}
-
 // checkReason says what a failed check saw: "HTTP 500" for a bad status,
 // else HAProxy's summary.
 func checkReason(st haproxy.ServerStat) string {
-	if strings.TrimPrefix(st.CheckStatus, "* ") == "L7STS" && st.CheckCode != 0 {
-		return fmt.Sprintf("HTTP %d", st.CheckCode)
+	if code := st.RefusedStatus(); code != 0 {
+		return fmt.Sprintf("HTTP %d", code)
 	}
 	return checkSummary(st)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -378,16 +379,16 @@ type Status struct {
 
 // InstanceStatus is one instance as the API shows it.
 type InstanceStatus struct {
-	Name      string    `json:"name"`
-	Addr      string    `json:"addr"`
-	State     State     `json:"state"`
-	Health    string    `json:"health"`
-	Check     string    `json:"check,omitempty"`
-	Sessions  int       `json:"sessions"`
-	Requests  int64     `json:"requests"`
-	PID       int       `json:"pid"`
-	StartedAt time.Time `json:"started_at"`
-	Version   string    `json:"version"`
+	Name      string         `json:"name"`
+	Addr      string         `json:"addr"`
+	State     State          `json:"state"`
+	Health    haproxy.Status `json:"health"`
+	Check     string         `json:"check,omitempty"`
+	Sessions  int            `json:"sessions"`
+	Requests  int64          `json:"requests"`
+	PID       int            `json:"pid"`
+	StartedAt time.Time      `json:"started_at"`
+	Version   string         `json:"version"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -452,7 +453,7 @@ func (g *Group) Status(ctx context.Context) Status {
 		}
 		// The health watch notices a DOWN server only at its next poll; what
 		// HAProxy says now wins, so status never calls a DOWN server in service.
-		if in.State == InService && isDown(in.Health) {
+		if in.State == InService && in.Health.IsDown() {
 			in.State = Unhealthy
 		}
 		if in.State == InService && !retiring[in.Name] {
@@ -466,5 +467,5 @@ func (g *Group) Status(ctx context.Context) Status {
 // service and UP, not on its way down. Clients of the API (shoal-bench)
 // ask this rather than read HAProxy's status words themselves.
 func (in InstanceStatus) Serving() bool {
-	return in.State == InService && in.Health == "UP"
+	return in.State == InService && in.Health.IsUp() && !in.Health.GoingDown()
 }

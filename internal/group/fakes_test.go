@@ -353,7 +353,7 @@ func (b *fakeBalancer) Stats(context.Context, string) ([]haproxy.ServerStat, err
 }
 
 // set makes HAProxy report a server with status and the last check's status.
-func (b *fakeBalancer) set(name, status, check string) {
+func (b *fakeBalancer) set(name string, status haproxy.Status, check string) {
 	b.setStat(haproxy.ServerStat{Name: name, Status: status, CheckStatus: check})
 }
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -507,7 +506,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			switch {
 			case !ok:
 				// HAProxy is restarting or unreachable: no news.
-			case isDown(st.Status):
+			case st.Status.IsDown():
 				if downSince.IsZero() {
 					downSince = g.clk.Now()
 					g.setState(ctx, in, Unhealthy)
@@ -520,7 +519,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 						d.Round(time.Second), g.conf().ReplaceAfter, checkText(st)), stopThenRemove)
 					return
 				}
-			case isUp(st.Status) && !downSince.IsZero():
+			case st.Status.IsUp() && !downSince.IsZero():
 				downSince = time.Time{}
 				g.setState(ctx, in, InService)
 			}
@@ -533,7 +532,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 // requests: those would wait for replace_after and the process's stop, or
 // for timeout server, although they can no longer be answered in time.
 func hung(st haproxy.ServerStat) bool {
-	return st.Sessions > 0 && (st.CheckStatus == "L7TOUT" || st.CheckStatus == "L4TOUT")
+	return st.Sessions > 0 && st.CheckTimedOut()
 }
 
 // releaseHeld ends the requests a hung instance holds: HAProxy retries the
@@ -616,7 +615,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 				g.drop(in, fmt.Sprintf("failed health check %d times: %s", g.conf().Health.Fall, checkReason(st)), removeThenStop)
 				return false
 			}
-			if isUp(st.Status) {
+			if st.Status.IsUp() {
 				g.lb.MarkReady(g.cfg.Name, in.name)
 				g.setState(ctx, in, InService)
 				return true
@@ -824,17 +823,6 @@ func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat
 		}
 	}
 	return haproxy.ServerStat{}, false
-}
-
-// isUp reads HAProxy's status column: "UP", or "UP 1/3" while going down.
-func isUp(status string) bool {
-	return status == "UP" || strings.HasPrefix(status, "UP ")
-}
-
-// isDown reads HAProxy's status column: "DOWN", or "DOWN 1/2" while coming
-// back up (still taking no traffic).
-func isDown(status string) bool {
-	return status == "DOWN" || strings.HasPrefix(status, "DOWN ")
 }
 
 func addr(r provider.Record) string {

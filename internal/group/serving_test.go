@@ -1,6 +1,10 @@
 package group
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/shoal-lb/shoal/internal/haproxy"
+)
 
 func TestInstanceStatusServing(t *testing.T) {
 	for _, c := range []struct {
@@ -15,7 +19,7 @@ func TestInstanceStatusServing(t *testing.T) {
 		{Unhealthy, "UP", false},
 		{Starting, "UP", false},
 	} {
-		in := InstanceStatus{State: c.state, Health: c.health}
+		in := InstanceStatus{State: c.state, Health: haproxy.Status(c.health)}
 		if got := in.Serving(); got != c.want {
 			t.Errorf("state %s health %q: Serving() = %v, want %v", c.state, c.health, got, c.want)
 		}

@@ -2,7 +2,6 @@ package haproxy
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -139,130 +138,6 @@ func (c *Client) expect(ctx context.Context, cmd, want string) error {
 		return &APIError{Command: cmd, Message: got}
 	}
 	return nil
-}
-
-// ServerStat is one server's line of "show stat".
-type ServerStat struct {
-	Backend string
-	Name    string
-	Addr    string
-	// Status is "UP", "DOWN", "MAINT", "DRAIN", "UP 1/2", "no check", ...
-	Status string
-	// CheckStatus is the last check's result ("L7OK", "L4CON", ...) without
-	// the "* " HAProxy prefixes while a check runs.
-	CheckStatus string
-	// CheckCode is the last check's HTTP status (0 without one) and
-	// CheckDuration how long it took.
-	CheckCode     int
-	CheckDuration time.Duration
-	// CheckDesc describes CheckStatus ("Layer7 wrong status"); CheckInfo is
-	// what the check saw ("Internal Server Error", "Connection refused").
-	CheckDesc string
-	CheckInfo string
-	// LastChange is how long ago the server last went up or down (lastchg).
-	LastChange time.Duration
-	// Downs counts the server's transitions from UP to DOWN (chkdown).
-	Downs  int
-	Weight int
-	// Sessions is the current number of sessions (scur), Total the cumulated
-	// number (stot).
-	Sessions int
-	Total    int64
-}
-
-// Stats returns the servers of backend.
-func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
-	if !isName(backend) {
-		return nil, fmt.Errorf("haproxy stats: invalid backend name %q", backend)
-	}
-	cmd := "show stat " + backend + " 4 -1"
-	out, err := c.Exec(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	stats, err := parseStats(out)
-	if err != nil {
-		return nil, fmt.Errorf("haproxy %q: %w", cmd, err)
-	}
-	// The filter matches a backend by name or by numeric id.
-	kept := stats[:0]
-	for _, s := range stats {
-		if s.Backend == backend {
-			kept = append(kept, s)
-		}
-	}
-	return kept, nil
-}
-
-// parseStats parses "show stat" CSV by column name, since columns are added
-// between HAProxy versions. It returns server lines only.
-func parseStats(out string) ([]ServerStat, error) {
-	body, ok := strings.CutPrefix(out, "# ")
-	if !ok {
-		return nil, errors.New(firstLine(out))
-	}
-	r := csv.NewReader(strings.NewReader(body))
-	r.FieldsPerRecord = -1
-	records, err := r.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("parse CSV: %w", err)
-	}
-	if len(records) == 0 {
-		return nil, errors.New("parse CSV: no header")
-	}
-	col := make(map[string]int)
-	for i, name := range records[0] {
-		col[name] = i
-	}
-	need := []string{"pxname", "svname", "addr", "status", "check_status", "weight", "scur", "stot"}
-	for _, name := range need {
-		if _, ok := col[name]; !ok {
-			return nil, fmt.Errorf("parse CSV: no %q column", name)
-		}
-	}
-	var stats []ServerStat
-	for n, rec := range records[1:] {
-		field := func(name string) string {
-			if i, ok := col[name]; ok && i < len(rec) {
-				return rec[i]
-			}
-			return ""
-		}
-		if sv := field("svname"); sv == "FRONTEND" || sv == "BACKEND" {
-			continue
-		}
-		s := ServerStat{
-			Backend:     field("pxname"),
-			Name:        field("svname"),
-			Addr:        field("addr"),
-			Status:      field("status"),
-			CheckStatus: strings.TrimPrefix(field("check_status"), "* "),
-			CheckDesc:   field("check_desc"),
-			CheckInfo:   field("last_chk"),
-		}
-		// HAProxy leaves counters that do not apply empty.
-		var errs []error
-		num := func(name string) int64 {
-			v := field(name)
-			if v == "" {
-				return 0
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("column %s: %w", name, err))
-			}
-			return n
-		}
-		s.Weight, s.Sessions, s.Total = int(num("weight")), int(num("scur")), num("stot")
-		s.CheckCode, s.Downs = int(num("check_code")), int(num("chkdown"))
-		s.CheckDuration = time.Duration(num("check_duration")) * time.Millisecond
-		s.LastChange = time.Duration(num("lastchg")) * time.Second
-		if err := errors.Join(errs...); err != nil {
-			return nil, fmt.Errorf("parse CSV line %d: %w", n+2, err)
-		}
-		stats = append(stats, s)
-	}
-	return stats, nil
 }
 
 // StreamsOn counts the streams that still reference server in backend,

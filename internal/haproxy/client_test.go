@@ -29,62 +29,6 @@ func readTestdata(t *testing.T, name string) string {
 	return string(b)
 }
 
-// testdata/show_stat.txt was captured from HAProxy 2.6.12 with s1 serving
-// three slow requests, s2 draining one, s3 gated on a closed port and s4
-// never enabled.
-func TestParseStats(t *testing.T) {
-	got, err := parseStats(readTestdata(t, "show_stat.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []ServerStat{
-		{Backend: "web", Name: "s1", Addr: "127.0.0.1:19011", Status: "UP", CheckStatus: "L7OK", CheckCode: 200, CheckDesc: "Layer7 check passed", LastChange: 4 * time.Second, Weight: 100, Sessions: 3, Total: 3},
-		{Backend: "web", Name: "s2", Addr: "127.0.0.1:19012", Status: "DRAIN", CheckStatus: "L7OK", CheckCode: 200, CheckDuration: 53 * time.Millisecond, CheckDesc: "Layer7 check passed", LastChange: time.Second, Weight: 50, Sessions: 1, Total: 1},
-		{Backend: "web", Name: "s3", Addr: "127.0.0.1:19013", Status: "DOWN", CheckStatus: "L4CON", CheckDesc: "Layer4 connection problem", CheckInfo: "Connection refused", LastChange: 4 * time.Second, Downs: 1, Weight: 100},
-		{Backend: "web", Name: "s4", Addr: "127.0.0.1:19013", Status: "MAINT", LastChange: 4 * time.Second, Weight: 1},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d servers, want %d: %+v", len(got), len(want), got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("server %d:\n got %+v\nwant %+v", i, got[i], want[i])
-		}
-	}
-}
-
-func TestParseStatsByHeaderName(t *testing.T) {
-	// Columns in another order, a quoted field with a comma, a check in
-	// progress, and the BACKEND line that "show stat" without a filter adds.
-	out := "# svname,status,pxname,addr,weight,stot,scur,check_status,check_desc\n" +
-		"s1,UP 1/2,be,10.0.0.1:80,7,12345678901,4,* L7OK,\"OK, fine\"\n" +
-		"BACKEND,UP,be,,7,1,0,,\n\n"
-	got, err := parseStats(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := ServerStat{Backend: "be", Name: "s1", Addr: "10.0.0.1:80", Status: "UP 1/2", CheckStatus: "L7OK", CheckDesc: "OK, fine", Weight: 7, Sessions: 4, Total: 12345678901}
-	if len(got) != 1 || got[0] != want {
-		t.Fatalf("got %+v, want [%+v]", got, want)
-	}
-}
-
-func TestParseStatsErrors(t *testing.T) {
-	for _, out := range []string{
-		"No such proxy.\n\n",
-		"",
-		"# pxname,svname,status\nbe,s1,UP\n", // missing columns
-		"# pxname,svname,addr,status,check_status,weight,scur,stot\nbe,s1,x,UP,,abc,0,0\n", // bad number
-	} {
-		if got, err := parseStats(out); err == nil {
-			t.Errorf("parseStats(%q) = %+v, want an error", out, got)
-		}
-	}
-	if _, err := parseStats("No such proxy.\n\n"); err == nil || !strings.Contains(err.Error(), "No such proxy.") {
-		t.Errorf("error %v does not quote HAProxy's answer", err)
-	}
-}
-
 // testdata/show_sess.txt was captured at the same moment as show_stat.txt.
 func TestCountStreams(t *testing.T) {
 	out := readTestdata(t, "show_sess.txt")

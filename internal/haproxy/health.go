@@ -1,49 +1,39 @@
 package haproxy
 
 import (
-	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
-// checkLines returns a backend's health check lines for h. Zero fields take
-// the config package's defaults (config.DefaultHealth), so a bare
-// Health{Path: ...} is an HTTP check.
+// checkLines returns a backend's health check lines for h, as the config
+// package loaded it: defaults filled in (config.DefaultHealth) and checked.
 // Strings that may hold anything (body, regex) are escaped, byte strings (tcp
 // send and expect) are hex, and everything else is refused unless it is a
 // plain word: nothing in h can change the configuration's structure.
 func checkLines(h config.Health) ([]string, error) {
 	var lines []string
-	def := config.DefaultHealth
-	switch cmp.Or(h.Type, def.Type) {
+	switch h.Type {
 	case "http":
-		method := cmp.Or(h.Method, def.Method)
-		if !isToken(method) {
-			return nil, fmt.Errorf("health method %q: must be an HTTP method such as GET", method)
+		if !isToken(h.Method) {
+			return nil, fmt.Errorf("health method %q: must be an HTTP method such as GET", h.Method)
 		}
 		if !isPath(h.Path, true) {
 			return nil, fmt.Errorf("health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", h.Path)
 		}
-		host := cmp.Or(h.Host, def.Host)
-		if !isHost(host) {
-			return nil, fmt.Errorf("health host %q: must be a host name or IP address", host)
+		if !isHost(h.Host) {
+			return nil, fmt.Errorf("health host %q: must be a host name or IP address", h.Host)
 		}
-		status, err := statusList(h.Status)
-		if err != nil {
-			return nil, err
-		}
-		if h.Body != "" && h.BodyRegex != "" {
-			return nil, errors.New("health body and body_regex: set only one")
+		if len(h.Status) == 0 {
+			return nil, errors.New("health status: no status codes to accept")
 		}
 		lines = append(lines, "option httpchk",
-			"http-check send meth "+method+" uri "+h.Path+" ver HTTP/1.1 hdr Host "+host,
-			"http-check expect status "+status)
+			"http-check send meth "+h.Method+" uri "+h.Path+" ver HTTP/1.1 hdr Host "+h.Host,
+			"http-check expect status "+statusList(h.Status))
 		// Each expect rule must pass, in order, on the same response.
 		if h.Body != "" {
 			b, err := escapeWord(h.Body)
@@ -53,9 +43,6 @@ func checkLines(h config.Health) ([]string, error) {
 			lines = append(lines, "http-check expect string "+b)
 		}
 		if h.BodyRegex != "" {
-			if _, err := regexp.Compile(h.BodyRegex); err != nil {
-				return nil, fmt.Errorf("health body_regex: %w", err)
-			}
 			re, err := escapeWord(h.BodyRegex)
 			if err != nil {
 				return nil, fmt.Errorf("health body_regex: %w", err)
@@ -83,19 +70,13 @@ func checkLines(h config.Health) ([]string, error) {
 }
 
 // statusList renders accepted status codes as HAProxy's comma-separated list
-// of codes and ranges; none means the default.
-func statusList(rs []config.StatusRange) (string, error) {
-	if len(rs) == 0 {
-		rs = config.DefaultHealth.Status
-	}
+// of codes and ranges.
+func statusList(rs []config.StatusRange) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {
-		if r.Min < 100 || r.Max > 599 || r.Min > r.Max {
-			return "", fmt.Errorf("health status %d-%d: must be a range within 100-599", r.Min, r.Max)
-		}
 		parts[i] = r.String()
 	}
-	return strings.Join(parts, ","), nil
+	return strings.Join(parts, ",")
 }
 
 // serverCheckArgs returns the check keywords of an "add server" line. Dynamic

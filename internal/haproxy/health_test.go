@@ -56,7 +56,8 @@ func TestRenderHealthChecks(t *testing.T) {
 	cfg := testConfig(dir, "127.0.0.1:8080")
 	cfg.Groups[0].Health = config.Health{Type: "http", Method: "POST", Path: "/live?x=1", Host: "www.example.com:8080",
 		Status: []config.StatusRange{{Min: 200, Max: 200}, {Min: 204, Max: 204}, {Min: 300, Max: 399}}, Body: trickyBody, Timeout: time.Second}
-	cfg.Groups[1].Health = config.Health{Type: "http", Path: "/healthz", BodyRegex: `^\d+ "ok"$`}
+	cfg.Groups[1].Health = config.DefaultHealth
+	cfg.Groups[1].Health.BodyRegex = `^\d+ "ok"$`
 	cfg.Groups[2].Health = config.Health{Type: "tcp", Send: "PING\r\n", Expect: "+PONG", Timeout: 250 * time.Millisecond}
 	got, err := Render(cfg, PathsFor(dir))
 	if err != nil {
@@ -71,7 +72,8 @@ func TestRenderHealthChecks(t *testing.T) {
 		"api": "backend api\n    balance leastconn\n    option httpchk\n" +
 			"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host localhost\n" +
 			"    http-check expect status 200-399\n" +
-			`    http-check expect rstring \x5e\x5cd+\x20\x22ok\x22\x24` + "\n",
+			`    http-check expect rstring \x5e\x5cd+\x20\x22ok\x22\x24` + "\n" +
+			"    timeout check 1000ms\n",
 		"static": "backend static\n    balance first\n    option tcp-check\n    tcp-check connect\n" +
 			"    tcp-check send-binary 50494e470d0a\n    tcp-check expect binary 2b504f4e47\n    timeout check 250ms\n",
 	}
@@ -92,28 +94,40 @@ func TestRenderHealthChecks(t *testing.T) {
 	}
 }
 
+// TestRenderHealthRejects: what could change haproxy.cfg's structure is
+// refused, naming the field. What config.Load refuses besides (status codes
+// out of 100-599, body with body_regex, a regex Go does not compile) is
+// tested in internal/config; a check it did not fill in is refused rather
+// than defaulted a second time here.
 func TestRenderHealthRejects(t *testing.T) {
 	dir := t.TempDir()
-	cases := map[string]config.Health{
-		"unknown type":      {Type: "udp", Path: "/"},
-		"method injection":  {Method: "GET uri /x", Path: "/"},
-		"lower-case method": {Method: "get", Path: "/"},
-		"path with space":   {Path: "/a b"},
-		"path with quote":   {Path: `/a"b`},
-		"host injection":    {Path: "/", Host: "a\nbackend x"},
-		"status below 100":  {Path: "/", Status: []config.StatusRange{{Min: 99, Max: 200}}},
-		"status above 599":  {Path: "/", Status: []config.StatusRange{{Min: 200, Max: 600}}},
-		"empty range":       {Path: "/", Status: []config.StatusRange{{Min: 300, Max: 200}}},
-		"NUL in body":       {Path: "/", Body: "a\x00b"},
-		"body and regex":    {Path: "/", Body: "a", BodyRegex: "b"},
-		"bad regex":         {Path: "/", BodyRegex: "a(b"},
+	cases := map[string]struct {
+		set  func(h *config.Health)
+		want string
+	}{
+		"not loaded":        {func(h *config.Health) { *h = config.Health{Path: "/"} }, `health type ""`},
+		"unknown type":      {func(h *config.Health) { h.Type = "udp" }, `health type "udp"`},
+		"method injection":  {func(h *config.Health) { h.Method = "GET uri /x" }, "health method"},
+		"lower-case method": {func(h *config.Health) { h.Method = "get" }, "health method"},
+		"path with space":   {func(h *config.Health) { h.Path = "/a b" }, "health path"},
+		"path with quote":   {func(h *config.Health) { h.Path = `/a"b` }, "health path"},
+		"host injection":    {func(h *config.Health) { h.Host = "a\nbackend x" }, "health host"},
+		"no status codes":   {func(h *config.Health) { h.Status = nil }, "health status"},
+		"NUL in body":       {func(h *config.Health) { h.Body = "a\x00b" }, "health body"},
+		"NUL in body_regex": {func(h *config.Health) { h.BodyRegex = "a\x00b" }, "health body_regex"},
 	}
-	for name, h := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig(dir, "127.0.0.1:8080")
+			h := config.DefaultHealth
+			tc.set(&h)
 			cfg.Groups[0].Health = h
-			if got, err := Render(cfg, PathsFor(dir)); err == nil {
+			got, err := Render(cfg, PathsFor(dir))
+			if err == nil {
 				t.Fatalf("Render accepted %+v:\n%s", h, got)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Render refused %+v with %q, want it to name %s", h, err, tc.want)
 			}
 		})
 	}
@@ -229,7 +243,7 @@ func waitChecks(t *testing.T, m *Manager, want map[string][2]string) map[string]
 		}
 		for name, w := range want {
 			s := got[name]
-			if !strings.HasPrefix(s.Status, w[0]) || s.CheckStatus != w[1] {
+			if !strings.HasPrefix(string(s.Status), w[0]) || s.CheckStatus != w[1] {
 				return false, fmt.Sprintf("%+v", got)
 			}
 		}
@@ -246,8 +260,10 @@ func TestHealthCheckBody(t *testing.T) {
 	stateDir := t.TempDir()
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Groups[0].Health = config.Health{Path: "/healthz", Status: []config.StatusRange{{Min: 200, Max: 204}}, Body: trickyBody,
-		Interval: 200 * time.Millisecond, Timeout: time.Second, Rise: 2, Fall: 2}
+	h := config.DefaultHealth
+	h.Status, h.Body = []config.StatusRange{{Min: 200, Max: 204}}, trickyBody
+	h.Interval, h.Timeout, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, time.Second, 2, 2, 0
+	cfg.Groups[0].Health = h
 	good := startHTTP(t, "good", 200, "status: "+trickyBody+"\n", 200)
 	wrong := startHTTP(t, "wrong", 200, "I'm live", 200)
 	s500 := startHTTP(t, "s500", 500, trickyBody, 500)
@@ -265,6 +281,14 @@ func TestHealthCheckBody(t *testing.T) {
 	}
 	if s := got["s500"]; s.CheckCode != 500 || s.CheckInfo != "Internal Server Error" {
 		t.Errorf("s500: %+v", s)
+	}
+	// What a deploy reads of them: two answered wrongly, the one with its
+	// refused status.
+	for name, want := range map[string][2]int{"good": {0, 0}, "wrong": {1, 0}, "s500": {1, 500}} {
+		s := got[name]
+		if bad := s.AnsweredBadly(); bad != (want[0] == 1) || s.RefusedStatus() != want[1] {
+			t.Errorf("%s: AnsweredBadly %v, RefusedStatus %d; want %v, %d", name, bad, s.RefusedStatus(), want[0] == 1, want[1])
+		}
 	}
 
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -284,7 +308,10 @@ func TestHealthCheckBody(t *testing.T) {
 func TestHealthCheckRegex(t *testing.T) {
 	stateDir := t.TempDir()
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(freePort(t)))
-	cfg.Groups[0].Health = config.Health{Path: "/healthz", BodyRegex: `^\d+ "ok"$`, Interval: 200 * time.Millisecond, Rise: 1, Fall: 1}
+	h := config.DefaultHealth
+	h.BodyRegex = `^\d+ "ok"$`
+	h.Interval, h.Rise, h.Fall, h.FastInter = 200*time.Millisecond, 1, 1, 0
+	cfg.Groups[0].Health = h
 	num := startHTTP(t, "num", 200, `42 "ok"`, 200)
 	text := startHTTP(t, "text", 200, `forty-two "ok"`, 200)
 	m := startHealthManager(t, cfg,
@@ -321,8 +348,10 @@ func TestPassiveCheck(t *testing.T) {
 	stateDir := t.TempDir()
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Groups[0].Health = config.Health{Path: "/healthz", Interval: time.Second, Rise: 2, Fall: 2,
-		Passive: &config.Passive{Observe: "layer7", ErrorLimit: 3, OnError: "mark-down"}}
+	h := config.DefaultHealth
+	h.Interval, h.Rise, h.Fall, h.FastInter = time.Second, 2, 2, 0
+	h.Passive = &config.Passive{Observe: "layer7", ErrorLimit: 3, OnError: "mark-down"}
+	cfg.Groups[0].Health = h
 	good := startHTTP(t, "good", 200, "ok", 200)
 	// Healthy by its check, but every request fails with a status that
 	// retry-on does not cover: a 500-504 is retried on the other server and

@@ -164,7 +164,7 @@ func waitStatus(t *testing.T, m *Manager, want map[string]string, exact bool) {
 			return false, desc
 		}
 		for name, status := range want {
-			if s, ok := got[name]; !ok || !strings.HasPrefix(s.Status, status) {
+			if s, ok := got[name]; !ok || !strings.HasPrefix(string(s.Status), status) {
 				return false, desc
 			}
 		}
@@ -244,7 +244,7 @@ func TestManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := st[b.name]; !strings.HasPrefix(s.Status, "DOWN") {
+		if s := st[b.name]; !strings.HasPrefix(string(s.Status), "DOWN") {
 			t.Fatalf("gated server %s is %q right after AddServer, want DOWN", b.name, s.Status)
 		}
 	}
@@ -277,7 +277,7 @@ func TestManager(t *testing.T) {
 		t.Errorf("responses came from %v, want b1, b2 and b3", seen)
 	}
 	st, _ := statsByName(t, m, "web")
-	if d := st["dead"]; d.Total != 0 || !strings.HasPrefix(d.Status, "DOWN") {
+	if d := st["dead"]; d.Total != 0 || !strings.HasPrefix(string(d.Status), "DOWN") {
 		t.Errorf("dead server: %+v, want DOWN with no sessions ever", d)
 	}
 

@@ -95,7 +95,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 			continue // a new backend: no servers yet
 		}
 		for _, st := range stats {
-			if !strings.HasPrefix(st.Status, "UP") && !strings.HasPrefix(st.Status, "DRAIN") && !strings.HasPrefix(st.Status, "NOLB") {
+			if !st.Status.CheckedUp() {
 				down[serverKey{b, st.Name}] = true
 			}
 		}

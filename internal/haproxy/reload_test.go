@@ -57,9 +57,11 @@ func TestParseShowProc(t *testing.T) {
 // TestRenderStaticServers: the servers a reload writes go into their own
 // backend, after its check lines, with the dynamic servers' keywords.
 func TestRenderStaticServers(t *testing.T) {
+	webHealth := config.DefaultHealth
+	webHealth.Interval, webHealth.Rise, webHealth.Fall, webHealth.FastInter = 300*time.Millisecond, 2, 3, 0
 	cfg := &config.Config{Listen: "127.0.0.1:8080", AccessLog: config.AccessLog{}, Groups: []config.Group{
-		{Name: "web", Balance: "roundrobin", Health: config.Health{Path: "/healthz", Interval: 300 * time.Millisecond, Rise: 2, Fall: 3}},
-		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.Health{Path: "/healthz"}},
+		{Name: "web", Balance: "roundrobin", Health: webHealth},
+		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.DefaultHealth},
 	}}
 	s := Server{Backend: "web", Name: "web-001", Host: "127.0.0.1", Port: 4000, Health: cfg.Groups[0].Health}
 	_, args, err := serverArgs(s)

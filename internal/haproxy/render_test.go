@@ -11,7 +11,8 @@ import (
 )
 
 func testConfig(stateDir, listen string) *config.Config {
-	health := config.Health{Path: "/healthz", Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 2, Fall: 2}
+	health := config.DefaultHealth
+	health.Interval, health.Timeout, health.Rise, health.Fall, health.FastInter = 200*time.Millisecond, 500*time.Millisecond, 2, 2, 0
 	return &config.Config{
 		Listen:   listen,
 		StateDir: stateDir,

@@ -260,7 +260,7 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 			return serr
 		case !found:
 			return err
-		case sameAddr(st.Addr, addr) && !strings.HasPrefix(st.Status, "MAINT"):
+		case sameAddr(st.Addr, addr) && !st.Status.InMaint():
 			return nil
 		case sameAddr(st.Addr, addr):
 			// Added earlier but never enabled: finish the job below.

@@ -12,7 +12,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -120,7 +119,7 @@ type Collector struct {
 
 	// Sampling state, owned by the goroutine that calls Sample.
 	prevCPU    map[string]cpuPrev
-	prevStat   map[statKey]counters
+	prevStat   map[statKey]haproxy.ServerStat
 	prevStatAt time.Time
 	rollups    []*rollup
 	pending    []row
@@ -182,7 +181,7 @@ func Open(opts Options) (*Collector, error) {
 		db:       d,
 		procs:    newProcScanner("/proc"),
 		prevCPU:  make(map[string]cpuPrev),
-		prevStat: make(map[statKey]counters),
+		prevStat: make(map[statKey]haproxy.ServerStat),
 		ring:     newRing(n),
 		views:    make(map[string]*groupView),
 		lat:      make(map[string]*latencySamples),
@@ -296,11 +295,11 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 		if statErr == nil && t.Server != "" {
 			k := statKey{t.Backend, t.Server}
 			if cur, ok := stats[k]; ok {
-				vals[ip("sessions")] = float64(cur.sessions)
+				vals[ip("sessions")] = float64(cur.Sessions)
 				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
-					rps := float64(delta(prev.total, cur.total)) / statDT
+					rps := float64(delta(prev.Requests, cur.Requests)) / statDT
 					vals[ip("requests_per_second")] = rps
-					vals[ip("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
+					vals[ip("errors_per_second")] = float64(delta(prev.Responses[5], cur.Responses[5])) / statDT
 					if iv.ready {
 						readyRPS[t.Group] += rps
 						readyRPSN[t.Group]++
@@ -330,23 +329,26 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 			vals[gp("cpu.p75")], vals[gp("cpu.p90")], vals[gp("cpu.p95")], vals[gp("cpu.p99")] = s.p75, s.p90, s.p95, s.p99
 		}
 		if statErr == nil {
-			k := statKey{g, backendLine}
+			k := statKey{g, ""}
 			if cur, ok := stats[k]; ok {
-				queue := cur.queue
+				queue := cur.Queue
 				for sk, sc := range stats {
-					if sk.backend == g && sk.server != backendLine {
-						queue += sc.queue
+					if sk.backend == g && sk.server != "" {
+						queue += sc.Queue
 					}
 				}
 				vals[gp("queue")] = float64(queue)
-				vals[gp("sessions")] = float64(cur.sessions)
+				vals[gp("sessions")] = float64(cur.Sessions)
 				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
-					rps := float64(delta(prev.total, cur.total)) / statDT
+					rps := float64(delta(prev.Requests, cur.Requests)) / statDT
 					gv.rps, gv.rpsOK = rps, true
 					vals[gp("requests_per_second")] = rps
-					vals[gp("errors_per_second")] = float64(delta(prev.errors5x, cur.errors5x)) / statDT
-					vals[gp("connection_errors_per_second")] = float64(delta(prev.connErrs, cur.connErrs)) / statDT
-					vals[gp("retries_per_second")] = float64(delta(prev.retries, cur.retries)) / statDT
+					vals[gp("errors_per_second")] = float64(delta(prev.Responses[5], cur.Responses[5])) / statDT
+					vals[gp("connection_errors_per_second")] = float64(delta(prev.ConnErrors, cur.ConnErrors)) / statDT
+					// Attempts HAProxy retried or sent to another server, after a
+					// failed connection (an instance refusing them) or a
+					// retryable response.
+					vals[gp("retries_per_second")] = float64(delta(prev.Retries+prev.Redispatches, cur.Retries+cur.Redispatches)) / statDT
 				}
 			}
 		}
@@ -442,22 +444,18 @@ func (c *Collector) cpu(t Target, byPGID map[int]*usage, procErr error, now time
 	return pct, u.rss, true
 }
 
-func (c *Collector) haproxyStats(ctx context.Context) (map[statKey]counters, time.Time, error) {
+func (c *Collector) haproxyStats(ctx context.Context) (map[statKey]haproxy.ServerStat, time.Time, error) {
 	if c.opts.HAProxy == nil {
 		return nil, time.Time{}, errors.New("no haproxy")
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(c.opts.Interval, statWait))
 	defer cancel()
-	out, err := c.opts.HAProxy.Exec(ctx, statCmd)
+	stats, err := c.opts.HAProxy.BackendStats(ctx)
 	at := time.Now()
 	if err != nil {
 		return nil, at, err
 	}
-	stats, err := parseStatCSV(out)
-	if err != nil {
-		return nil, at, fmt.Errorf("haproxy %q: %w", statCmd, err)
-	}
-	return stats, at, nil
+	return keyStats(stats), at, nil
 }
 
 // flush writes the pending buckets in one transaction; with partial, the

@@ -55,12 +55,13 @@ func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
+	health := config.DefaultHealth
+	health.Interval, health.Timeout, health.Rise, health.Fall, health.FastInter = 200*time.Millisecond, 500*time.Millisecond, 1, 2, 0
 	cfg := &config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
 		HAProxy:  config.HAProxy{Binary: "haproxy", Global: []string{"nbthread 1"}},
-		Groups: []config.Group{{Name: "web", Balance: "roundrobin",
-			Health: config.Health{Path: "/healthz", Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 2}}},
+		Groups:   []config.Group{{Name: "web", Balance: "roundrobin", Health: health}},
 	}
 	m := haproxy.NewManager(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
@@ -105,7 +106,7 @@ func TestHAProxyCounters(t *testing.T) {
 		stats, err := m.Stats(ctx, "web")
 		up := 0
 		for _, s := range stats {
-			if strings.HasPrefix(s.Status, "UP") {
+			if strings.HasPrefix(string(s.Status), "UP") {
 				up++
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 func TestPercentile(t *testing.T) {
@@ -105,30 +106,22 @@ func TestReadCgroup(t *testing.T) {
 	}
 }
 
-func TestParseStatCSV(t *testing.T) {
-	// web-001's stot counts retries; req_tot, where set, is what counts.
-	out := "# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,hrsp_5xx,req_tot,extra\n" +
-		"web,BACKEND,3,0,5,9,,120,0,0,0,0,,2,0,4,1,UP,7,120,x\n" +
-		"web,web-001,1,0,4,9,,130,0,0,0,0,,1,0,0,0,UP,6,100,x\n" +
-		"web,web-002,,,1,1,,20,0,0,0,0,,,,0,0,DOWN,,,x\n" +
-		"\n"
-	got, err := parseStatCSV(out)
-	if err != nil {
-		t.Fatal(err)
+// TestKeyStats: a backend's own line is keyed with server "", and frontends,
+// which share names with backends, are left out.
+func TestKeyStats(t *testing.T) {
+	got := keyStats([]haproxy.ServerStat{
+		{Type: haproxy.TypeFrontend, Backend: "web", Name: "FRONTEND", Sessions: 9},
+		{Type: haproxy.TypeServer, Backend: "web", Name: "web-001", Sessions: 4},
+		{Type: haproxy.TypeBackend, Backend: "web", Name: "BACKEND", Sessions: 5},
+	})
+	want := map[statKey]int{{"web", ""}: 5, {"web", "web-001"}: 4}
+	if len(got) != len(want) {
+		t.Fatalf("keyStats = %+v, want sessions %v", got, want)
 	}
-	want := map[statKey]counters{
-		{"web", "BACKEND"}: {sessions: 5, queue: 3, total: 120, errors5x: 7, connErrs: 2, retries: 5},
-		{"web", "web-001"}: {sessions: 4, queue: 1, total: 100, errors5x: 6, connErrs: 1},
-		{"web", "web-002"}: {sessions: 1, total: 20},
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("parseStatCSV =\n%v\nwant\n%v", got, want)
-	}
-	if _, err := parseStatCSV("Unknown command.\n"); err == nil || err.Error() != "Unknown command." {
-		t.Errorf("error answer: %v", err)
-	}
-	if _, err := parseStatCSV("# pxname,svname\nweb,x\n"); err == nil || !strings.Contains(err.Error(), `no "scur" column`) {
-		t.Errorf("missing column: %v", err)
+	for k, n := range want {
+		if got[k].Sessions != n {
+			t.Errorf("keyStats[%v].Sessions = %d, want %d", k, got[k].Sessions, n)
+		}
 	}
 	if delta(10, 15) != 5 || delta(10, 3) != 3 {
 		t.Error("delta does not treat a decrease as a counter restart")

@@ -102,7 +102,7 @@ func TestHungInstanceIsReplaced(t *testing.T) {
 		}
 		victimListed := false
 		for _, in := range s.Instances {
-			down := strings.HasPrefix(in.Health, "DOWN")
+			down := strings.HasPrefix(string(in.Health), "DOWN")
 			if in.State == group.InService && down {
 				t.Fatalf("status shows %s in-service while HAProxy has it %s", in.Name, in.Health)
 			}
@@ -347,7 +347,7 @@ func TestDrainResumesAfterCoreRestart(t *testing.T) {
 			if err == nil {
 				gone := true
 				for _, st := range stats {
-					if st.Name == "web-002" && !strings.HasPrefix(st.Status, "MAINT") {
+					if st.Name == "web-002" && !strings.HasPrefix(string(st.Status), "MAINT") {
 						gone = false
 					}
 				}

@@ -86,7 +86,7 @@ func TestHealthBodyCheck(t *testing.T) {
 		}
 		return nil
 	})
-	if bad.State != group.Starting || !strings.HasPrefix(bad.Health, "DOWN") || bad.CheckDesc != "Layer7 invalid response" || bad.LastChange == nil {
+	if bad.State != group.Starting || !strings.HasPrefix(string(bad.Health), "DOWN") || bad.CheckDesc != "Layer7 invalid response" || bad.LastChange == nil {
 		t.Errorf("bad instance: %+v", bad)
 	}
 

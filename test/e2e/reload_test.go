@@ -451,7 +451,7 @@ func TestReloadKeepsGateClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range stats {
-		if st.Name == "web-003" && strings.HasPrefix(st.Status, "UP") {
+		if st.Name == "web-003" && strings.HasPrefix(string(st.Status), "UP") {
 			t.Fatalf("web-003 is %s right after the reload, before its process listens", st.Status)
 		}
 	}
@@ -525,7 +525,7 @@ func TestReloadKeepsDownServerOut(t *testing.T) {
 		}
 		for _, st := range stats {
 			if st.Name == victim.Name {
-				return st.Status
+				return string(st.Status)
 			}
 		}
 		return "missing"
