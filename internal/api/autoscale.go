@@ -427,11 +427,16 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf("policy test of %s over %s did not finish within %s: %v; test a shorter window", g.Name, window, MaxPolicyTestTime, err)})
 		return
 	}
+	writeJSON(w, http.StatusOK, policyTestResponse(decisions))
+}
+
+// policyTestResponse lists a replay's decisions, which have no store id.
+func policyTestResponse(decisions []policy.Decision) PolicyTestResponse {
 	out := PolicyTestResponse{Decisions: make([]Event, 0, len(decisions))}
 	for _, d := range decisions {
 		out.Decisions = append(out.Decisions, NewEvent(0, d))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // checkPolicyTestCost refuses a replay over MaxPolicyTestSteps or
