@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/policy"
@@ -105,25 +106,25 @@ func httptestDo(h http.Handler, method, path string) *httptest.ResponseRecorder 
 // The rows below are what each writer records: the policy's Runner (a
 // scale-up accepted, a hold-back), the waker, the job manager's deploy and
 // scale-in events.
-func goldenDecisions() []store.Decision {
+func goldenDecisions() []decision.Record {
 	at := goldenAt
-	return []store.Decision{
-		{Group: "web", At: at, Rule: "cpu_high", Sources: []string{"cpu_high", "target"},
+	return []decision.Record{
+		{Group: "web", Time: at, Rule: "cpu_high", Sources: []string{"cpu_high", "target"},
 			Values:  map[string]float64{"web.cpu": 91.5, "web.requests_per_second": 1200},
-			Current: 2, Recommendation: 3, RequestKind: string(jobs.Size), RequestSize: 3,
-			Outcome: policy.OutcomeAccepted, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m", JobID: "7"},
-		{Group: "web", At: at.Add(time.Second), Rule: "target", Sources: []string{"target"},
+			Current: 2, Recommendation: 3, Request: &decision.Request{Kind: string(jobs.Size), Size: 3},
+			Outcome: decision.Accepted, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m", JobID: "7"},
+		{Group: "web", Time: at.Add(time.Second), Rule: "target", Sources: []string{"target"},
 			Values: map[string]float64{"web.cpu": 40}, Current: 3, Recommendation: 3,
-			Outcome: policy.OutcomeNothing, Code: policy.CodeTolerance, Reason: "inside the band"},
-		{Group: "web", At: at.Add(2 * time.Second), Rule: "wake", Sources: []string{"wake"},
-			Values: map[string]float64{}, Current: 0, Recommendation: 1, RequestKind: string(jobs.Wake),
-			Outcome: policy.OutcomeIgnored, Code: "wake", Reason: "requests arrived; job ignored: busy", JobID: "8"},
-		{Group: "web", At: at.Add(3 * time.Second), Rule: jobs.DeployOutcome, Sources: []string{"cli"},
-			Current: 3, Recommendation: 3, RequestKind: string(jobs.Deploy),
-			Outcome: jobs.DeployOutcome, Code: string(jobs.Running), Reason: "deploy of version abc (job 9) running", JobID: "9"},
-		{Group: "web", At: at.Add(4 * time.Second), Rule: jobs.ScaleInOutcome, Sources: []string{"policy:target"},
-			Current: 3, Recommendation: 2, RequestKind: string(jobs.Down), RequestPlan: "smallest",
-			Outcome: jobs.ScaleInOutcome, Code: "oldest", Reason: "job 10 retires web-001: oldest", JobID: "10"},
+			Outcome: decision.Nothing, Code: policy.CodeTolerance, Reason: "inside the band"},
+		{Group: "web", Time: at.Add(2 * time.Second), Rule: "wake", Sources: []string{"wake"},
+			Values: map[string]float64{}, Current: 0, Recommendation: 1, Request: &decision.Request{Kind: string(jobs.Wake)},
+			Outcome: decision.Ignored, Code: "wake", Reason: "requests arrived; job ignored: busy", JobID: "8"},
+		{Group: "web", Time: at.Add(3 * time.Second), Rule: string(decision.Deploy), Sources: []string{"cli"},
+			Current: 3, Recommendation: 3, Request: &decision.Request{Kind: string(jobs.Deploy)},
+			Outcome: decision.Deploy, Code: decision.Code(jobs.Running), Reason: "deploy of version abc (job 9) running", JobID: "9"},
+		{Group: "web", Time: at.Add(4 * time.Second), Rule: string(decision.ScaleIn), Sources: []string{"policy:target"},
+			Current: 3, Recommendation: 2, Request: &decision.Request{Kind: string(jobs.Down), Plan: "smallest"},
+			Outcome: decision.ScaleIn, Code: "oldest", Reason: "job 10 retires web-001: oldest", JobID: "10"},
 	}
 }
 
@@ -141,13 +142,13 @@ func goldenJobs() []store.Job {
 
 // goldenReplay is what Replay returns: a requested job and a hold-back
 // with no sources or values.
-func goldenReplay() []policy.Decision {
-	return []policy.Decision{
+func goldenReplay() []decision.Record {
+	return []decision.Record{
 		{Time: goldenAt, Group: "web", Rule: "cpu_high", Sources: []string{"cpu_high"},
 			Values: map[string]float64{"web.cpu": 91.5}, Current: 2, Recommendation: 3,
-			Request: &jobs.Request{Group: "web", Kind: jobs.Size, Size: 3, Source: policy.SourcePrefix + "cpu_high"},
-			Outcome: policy.OutcomeRequest, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m"},
+			Request: &decision.Request{Kind: string(jobs.Size), Size: 3, Source: decision.SourcePrefix + "cpu_high"},
+			Outcome: decision.Requested, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m"},
 		{Time: goldenAt.Add(time.Second), Group: "web", Rule: "target", Current: 3, Recommendation: 3,
-			Outcome: policy.OutcomeNothing, Code: policy.CodeMissing, Reason: "web.cpu is missing"},
+			Outcome: decision.Nothing, Code: policy.CodeMissing, Reason: "web.cpu is missing"},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -96,18 +97,16 @@ func (m *Manager) runDeploy(g *group.Group, j store.Job, target config.Template)
 	m.deployEvent(rec, j)
 }
 
-// DeployOutcome marks a deploy's start and end in a group's event log, beside
-// the autoscaler's decisions, so `shoal events` shows why the policy waited.
-const DeployOutcome = "deploy"
-
+// deployEvent marks a deploy's start and end in the group's event log
+// (decision.Deploy); the job's state is the code.
 func (m *Manager) deployEvent(ctx context.Context, j store.Job) {
 	reason := fmt.Sprintf("deploy of version %s (job %d) %s", j.Version, j.ID, j.State)
 	if j.Reason != "" {
 		reason += ": " + j.Reason
 	}
-	d := store.Decision{Group: j.Group, At: time.Now(), Rule: DeployOutcome, Sources: []string{j.Source},
-		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: string(Deploy),
-		Outcome: DeployOutcome, Code: j.State, Reason: reason, JobID: jobID(j.ID)}
+	d := decision.Record{Group: j.Group, Time: time.Now(), Rule: string(decision.Deploy), Sources: []string{j.Source},
+		Current: j.FromSize, Recommendation: j.TargetSize, Request: &decision.Request{Kind: string(Deploy)},
+		Outcome: decision.Deploy, Code: decision.Code(j.State), Reason: reason, JobID: jobID(j.ID)}
 	if err := m.st.InsertDecision(ctx, &d); err != nil {
 		m.log.Error("recording deploy event failed", "job", j.ID, "err", err)
 	}

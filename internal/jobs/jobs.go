@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -109,7 +110,7 @@ type stateStore interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 	Jobs(ctx context.Context, group string, limit int) ([]store.Job, error)
 	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]store.Job, error)
-	InsertDecision(ctx context.Context, d *store.Decision) error
+	InsertDecision(ctx context.Context, d *decision.Record) error
 }
 
 // Manager runs jobs for a set of groups.
@@ -473,19 +474,16 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	m.update(rec, j)
 }
 
-// ScaleInOutcome marks, in a group's event log, which instances a job's
-// scale-in retires and why (the group's scale_in policy is the code).
-const ScaleInOutcome = "scale_in"
-
 func (m *Manager) scaleInEvent(ctx context.Context, j store.Job, policy string, retired []group.Retirement) {
 	var picks []string
 	for _, r := range retired {
 		picks = append(picks, r.Instance+": "+r.Reason)
 	}
 	reason := fmt.Sprintf("job %d retires %s", j.ID, strings.Join(picks, "; "))
-	d := store.Decision{Group: j.Group, At: time.Now(), Rule: ScaleInOutcome, Sources: []string{j.Source},
-		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: j.Kind, RequestPlan: j.Plan,
-		Outcome: ScaleInOutcome, Code: policy, Reason: reason, JobID: jobID(j.ID)}
+	// The rule is the outcome: no rule of the policy decided it.
+	d := decision.Record{Group: j.Group, Time: time.Now(), Rule: string(decision.ScaleIn), Sources: []string{j.Source},
+		Current: j.FromSize, Recommendation: j.TargetSize, Request: &decision.Request{Kind: j.Kind, Plan: j.Plan},
+		Outcome: decision.ScaleIn, Code: decision.Code(policy), Reason: reason, JobID: jobID(j.ID)}
 	if err := m.st.InsertDecision(ctx, &d); err != nil {
 		m.log.Error("recording scale-in event failed", "job", j.ID, "err", err)
 	}
