@@ -182,7 +182,7 @@ func (w *waker) activity(name string, now time.Time, rates bool) (map[string]flo
 // submit files req and records d with its outcome; ok is false when the job
 // was not accepted.
 func (w *waker) submit(ctx context.Context, d decision.Record, req jobs.Request) (jobs.Job, bool) {
-	d.Request = &decision.Request{Kind: string(req.Kind), Size: req.Size, Source: req.Source}
+	d.Request = &decision.Request{Kind: req.Kind, Size: req.Size, Source: req.Source}
 	d.Sources = []string{d.Rule}
 	job, err := w.jm.Submit(ctx, req)
 	switch {

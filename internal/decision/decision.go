@@ -8,6 +8,8 @@ package decision
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/job"
 )
 
 // Outcome is what came of a decision.
@@ -72,11 +74,10 @@ type Record struct {
 // Request is the job a decision asks for, in the job manager's words
 // (jobs.Request without the group, which is the record's).
 type Request struct {
-	// Kind is a jobs.Kind: up, down, plan, size, wake or deploy.
-	Kind   string `json:"kind"`
-	Plan   string `json:"plan"`
-	Size   int    `json:"size"`
-	Source string `json:"source"`
+	Kind   job.Kind `json:"kind"`
+	Plan   string   `json:"plan"`
+	Size   int      `json:"size"`
+	Source string   `json:"source"`
 }
 
 // MarshalJSON writes no sources as [] and no values as {}, so that clients

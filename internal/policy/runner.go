@@ -173,7 +173,7 @@ func (r *Runner) record(ctx context.Context, d decision.Record) {
 // must not be nil.
 func submission(d decision.Record) jobs.Request {
 	r := d.Request
-	return jobs.Request{Group: d.Group, Kind: jobs.Kind(r.Kind), Plan: r.Plan, Size: r.Size, Source: r.Source}
+	return jobs.Request{Group: d.Group, Kind: r.Kind, Plan: r.Plan, Size: r.Size, Source: r.Source}
 }
 
 // asleep reports a group that scales to zero sleeping at 0: with no

@@ -138,7 +138,7 @@ func TestRunner(t *testing.T) {
 	if len(ds) != 2 {
 		t.Fatalf("got %d decisions, want 2 (the job, then one held-back record): %+v", len(ds), ds)
 	}
-	if d := ds[0]; d.Outcome != decision.Accepted || d.JobID != "1" || d.Rule != "hot" || d.Request == nil || d.Request.Kind != string(jobs.Up) || d.Values["cpu.avg"] != 90 {
+	if d := ds[0]; d.Outcome != decision.Accepted || d.JobID != "1" || d.Rule != "hot" || d.Request == nil || d.Request.Kind != jobs.Up || d.Values["cpu.avg"] != 90 {
 		t.Errorf("first decision = %+v", d)
 	}
 	if d := ds[1]; d.Outcome != decision.Nothing || d.Code != CodeRuleCooldown {
