@@ -33,24 +33,10 @@ type (
 	Kind = job.Kind
 )
 
-// Job states.
+// Job states and request kinds (see package job).
 const (
-	Accepted = job.Accepted
-	Running  = job.Running
-	Done     = job.Done
-	Failed   = job.Failed
-	Ignored  = job.Ignored
-)
-
-// Request kinds (see job.Kind).
-const (
-	Up     = job.Up
-	Down   = job.Down
-	Plan   = job.Plan
-	Size   = job.Size
-	Keep   = job.Keep
-	Deploy = job.Deploy
-	Wake   = job.Wake
+	Accepted, Running, Done, Failed, Ignored = job.Accepted, job.Running, job.Done, job.Failed, job.Ignored
+	Up, Down, Plan, Size, Keep, Deploy, Wake = job.Up, job.Down, job.Plan, job.Size, job.Keep, job.Deploy, job.Wake
 )
 
 // Request asks for a scaling job. Up or Down with a Plan jump to that plan but
