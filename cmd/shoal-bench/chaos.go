@@ -13,9 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/group"
 )
 
 // chaos puts keep-alive load on a shoal group while an operator and the
@@ -98,7 +95,6 @@ func parsePosts(s string) ([]int, error) {
 type chaosRig struct {
 	env       *Env
 	sh        *Shoal
-	client    *api.Client
 	stateDir  string
 	url       string
 	configFor func(serverTimeout string) string
@@ -118,8 +114,8 @@ func runChaos(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	posts := fs.String("posts", "0,10", "one run per value: the percentage of requests that are POST /echo")
 	quiet := fs.Duration("quiet", 10*time.Second, "the quiet window before the first event: the at-rest baseline")
 	gap := fs.Duration("gap", 2*time.Second, "pause between events")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -137,7 +133,7 @@ func runChaos(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	if haproxyPath() == "" {
 		return nil, errors.New("haproxy is not installed (scripts/install-deps.sh haproxy)")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +184,8 @@ func startChaosRig(ctx context.Context, env *Env, sbin, backend string) (*chaosR
 	if err != nil {
 		return nil, err
 	}
-	rig.client = api.NewClient(filepath.Join(state, "shoal.sock"))
-	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
+	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, 60*time.Second, pollEvery); err != nil {
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
 	if err := WaitHTTP(ctx, rig.url+"/", rig.sh.Proc, 10*time.Second); err != nil {
 		return nil, err
@@ -418,14 +413,13 @@ func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent, i int) error {
 	down := time.Since(start)
 	rig.restarts++
 	name := fmt.Sprintf("shoal-restart-%d", rig.restarts)
-	p, err := rig.env.Start(name, rig.sh.Bin, "serve", "-c", rig.sh.Config)
+	p, err := rig.env.startServe(name, rig.sh.Bin, rig.sh.Config)
 	if err != nil {
 		return err
 	}
-	p.Grace, p.Descendants, p.StopSignal = 20*time.Second, true, syscall.SIGINT
 	rig.sh.Proc = p
-	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, time.Minute); err != nil {
-		return fmt.Errorf("after the restart: %w: %s", err, rig.env.LogTail(name, 3))
+	if err := rig.sh.WaitInService(ctx, chaosGroup, 2, time.Minute, pollEvery); err != nil {
+		return fmt.Errorf("after the restart: %w", err)
 	}
 	ev.Detail = fmt.Sprintf("%s: the core was gone after %.2fs; the new core had adopted 2 in service %.2fs after the stop began", how, down.Seconds(), time.Since(start).Seconds())
 	return nil
@@ -434,14 +428,18 @@ func (rig *chaosRig) restart(ctx context.Context, ev *chaosEvent, i int) error {
 // signal sends SIGKILL (kill) or SIGSTOP (stop) to an instance in service
 // and times its removal from rotation and a replacement in service.
 func (rig *chaosRig) signal(ctx context.Context, ev *chaosEvent, i int, since func() float64) error {
-	st, err := rig.client.Group(ctx, chaosGroup)
+	st, err := rig.sh.API.Group(ctx, chaosGroup)
 	if err != nil {
 		return err
 	}
-	var serving []group.InstanceStatus
+	type instance struct {
+		Name string
+		PID  int
+	}
+	var serving []instance
 	for _, in := range st.Instances {
-		if in.State == group.InService && in.Health == "UP" && in.PID > 0 {
-			serving = append(serving, in)
+		if in.Serving() && in.PID > 0 {
+			serving = append(serving, instance{in.Name, in.PID})
 		}
 	}
 	if len(serving) < st.Desired {
@@ -468,12 +466,12 @@ func (rig *chaosRig) signal(ctx context.Context, ev *chaosEvent, i int, since fu
 	}
 	deadline := sent.Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		st, err := rig.client.Group(ctx, chaosGroup)
+		st, err := rig.sh.API.Group(ctx, chaosGroup)
 		if err == nil {
 			ms := float64(time.Since(sent).Microseconds()) / 1000
 			inRotation, replaced := false, 0
 			for _, in := range st.Instances {
-				up := in.Health == "UP" && in.State == group.InService
+				up := in.Serving()
 				if in.Name == victim.Name && in.PID == victim.PID && up {
 					inRotation = true
 				} else if up {

@@ -189,16 +189,6 @@ func analyze(run *chaosRun, recs []reqRec, seen map[string]int) {
 	}
 }
 
-// quantile returns the nearest-rank q-quantile of vs (q in (0, 1]).
-func quantile(vs []float64, q float64) float64 {
-	if len(vs) == 0 {
-		return median(nil)
-	}
-	s := slices.Sorted(slices.Values(vs))
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
 func runLabel(r *chaosRun) string {
 	if r.PostPercent == 0 {
 		return "GET run"

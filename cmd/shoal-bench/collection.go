@@ -43,8 +43,8 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	sample := fs.Duration("seconds", 60*time.Second, "how long to sample shoal's CPU at each size")
 	settle := fs.Duration("settle", 10*time.Second, "wait after a scale-out before sampling")
 	interval := fs.Duration("interval", time.Second, "metrics.interval")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -59,24 +59,21 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	if *sample < time.Second || *settle < 0 {
 		return nil, badUsage("-seconds >= 1s and -settle >= 0 please")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
 	largest := sizes[len(sizes)-1]
 	ngroups := (largest + groupCap - 1) / groupCap
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := collectionConfig(port, filepath.Join(env.Work, "state"), backend, ngroups, *interval)
-	sh, err := env.StartShoal(sbin, cfg)
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return collectionConfig(port, filepath.Join(env.Work, "state"), backend, ngroups, *interval)
+	})
 	if err != nil {
 		return nil, err
 	}
 	// With no instances, waiting for 0 in service waits for the API.
-	if err := waitInService(ctx, sh, "idle1", 0, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	if err := sh.WaitInService(ctx, "idle1", 0, 30*time.Second, pollEvery); err != nil {
+		return nil, err
 	}
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
@@ -100,7 +97,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 			if err := sh.API.Size(ctx, g, size, 10*time.Minute); err != nil {
 				return err
 			}
-			if err := waitInService(ctx, sh, g, size, 5*time.Minute); err != nil {
+			if err := sh.WaitInService(ctx, g, size, 5*time.Minute, pollEvery); err != nil {
 				return err
 			}
 		}
@@ -112,7 +109,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 		}
 		// The figure means something only if shoal collects every instance.
 		if n > 0 {
-			d, err := sh.API.Window(ctx, "idle1", 5*time.Second)
+			d, err := sh.API.Metrics(ctx, "idle1", 5*time.Second, "")
 			if err != nil {
 				return fmt.Errorf("shoal's metrics: %w", err)
 			}
@@ -135,7 +132,7 @@ func runCollection(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	}
 	for _, n := range sizes {
 		if err := measure(n); err != nil {
-			return nil, fmt.Errorf("%d instances: %w: %s", n, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("%d instances: %w: %s", n, err, sh.LogTail(5))
 		}
 	}
 
@@ -177,34 +174,4 @@ func collectionConfig(port int, stateDir, backend string, ngroups int, interval 
 		groups = append(groups, groupYAML(fmt.Sprintf("idle%d", i+1), backend, 0, groupCap, "2s", extra))
 	}
 	return benchConfig(port, stateDir, fmt.Sprintf("interval: %s\n", interval), groups...)
-}
-
-// processCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
-func processCPU(ctx context.Context, pid int, d time.Duration) (cpu, rssKiB float64, err error) {
-	t0, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(d):
-	}
-	t1, err := CPUTicks(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	rss, err := RSSKiB(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	return 100 * float64(t1-t0) / clockTicks / time.Since(start).Seconds(), float64(rss), nil
-}
-
-func diff(a, b *float64) *float64 {
-	if a == nil || b == nil {
-		return nil
-	}
-	return num(*a - *b)
 }

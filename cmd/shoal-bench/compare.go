@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/sim"
-	"github.com/shoal-lb/shoal/internal/trace"
 )
 
 // compare simulates the policies the autoscaling issue compares on the World
@@ -90,13 +89,12 @@ type compareRun struct {
 }
 
 func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
-	tracePath := fs.String("trace", "", "per-minute trace (default: ../shared/traces/worldcup98_requests_per_minute.csv)")
-	from := fs.String("from", "1998-06-30T08:00", "window start, UTC")
-	to := fs.String("to", "1998-07-01T08:00", "window end, UTC")
+	var trc traceFlags
+	trc.register(fs)
 	capacity := fs.Float64("capacity", 100, "req/s one instance serves at 100% CPU")
 	baseP99 := fs.Duration("base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
 	serviceCV := fs.Float64("service-cv", 1, "coefficient of variation of a request's service time (1: exponential, M/M/c; 0: constant)")
-	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
+	slo := sloFlag(fs)
 	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
 	if err := parse(fs, args); err != nil {
@@ -105,14 +103,11 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 || !(*serviceCV >= 0) {
 		return nil, badUsage("-capacity and -slo > 0, -base-p99, -service-cv and start delays >= 0 please")
 	}
-	series, tracePathRead, fromT, toT, err := readTrace(*tracePath, *from, *to)
+	tw, err := trc.read()
 	if err != nil {
 		return nil, err
 	}
-	w, err := series.Window(fromT, toT)
-	if err != nil {
-		return nil, badUsage("%v", err)
-	}
+	series, fromT, toT, w := tw.Series, tw.From, tw.To, tw.Window
 	scale, err := sim.DefaultScale(w, *capacity)
 	if err != nil {
 		return nil, err
@@ -139,7 +134,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	peak, peakAt := w.Peak()
 	rep.Settings = []Setting{
-		{"trace", fmt.Sprintf("%s, %s to %s (peak %.0f/min at %s)", filepath.Base(tracePathRead), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), peak, peakAt.Format("15:04"))},
+		{"trace", fmt.Sprintf("%s, %s to %s (peak %.0f/min at %s)", filepath.Base(tw.Path), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), peak, peakAt.Format("15:04"))},
 		{"scale S", fmt.Sprintf("%.5g (req/s = requests per minute × S / 60; the peak is %.0f req/s, %d instances' worth at 90 %%)", scale, peak*scale/60, sim.PeakInstances)},
 		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c (Erlang C) p99 with service time CV %g, and the queue an overload leaves; SLO p99 %s", *capacity, *baseP99, *serviceCV, *slo)},
 		{"collector", "1 s samples (coarser where a policy's native cadence says), 30 s warmup excluded from aggregates"},
@@ -291,25 +286,4 @@ func passIf(ok bool) string {
 		return "PASS"
 	}
 	return "FAIL"
-}
-
-// readTrace reads the per-minute trace at path (the World Cup 1998 trace when
-// empty) and the window's bounds, and returns the path it read; its errors are
-// usage errors.
-func readTrace(path, from, to string) (series trace.Series, read string, fromT, toT time.Time, err error) {
-	if fromT, err = trace.ParseTime(from); err != nil {
-		return series, path, fromT, toT, badUsage("-from: %v", err)
-	}
-	if toT, err = trace.ParseTime(to); err != nil {
-		return series, path, fromT, toT, badUsage("-to: %v", err)
-	}
-	if path == "" {
-		if path = trace.WorldCup98Path(); path == "" {
-			return series, path, fromT, toT, badUsage("-trace: not given and the World Cup 1998 trace was not found")
-		}
-	}
-	if series, err = trace.ReadFile(path); err != nil {
-		return series, path, fromT, toT, badUsage("%v", err)
-	}
-	return series, path, fromT, toT, nil
 }

@@ -39,7 +39,8 @@ const demoSteps = "15:15s,45:25s,90:25s,120:30s,45:25s,15:30s"
 func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
 	cfgPath := fs.String("config", "examples/demo/shoal.yaml", "shoal config with an autoscale policy")
 	groupName := fs.String("group", "web", "the group to watch")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.registerShoal(fs)
 	steps := fs.String("steps", demoSteps, "open-loop load, RATE:DURATION,... in requests/s")
 	workMS := fs.Int("work-ms", 10, "CPU milliseconds per request (/work?ms=N)")
 	settle := fs.Duration("settle", 45*time.Second, "after the load, how long to wait for the group to scale back in")
@@ -54,7 +55,7 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 		return nil, badUsage("-work-ms >= 1 and -settle >= 0 please")
 	}
 	out := os.Stdout
-	bin, err := filepath.Abs(*shoalBin)
+	bin, err := filepath.Abs(bins.shoal)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +78,8 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	if !found {
 		return nil, badUsage("no group %q in %s", *groupName, *cfgPath)
 	}
-	if err := waitInService(ctx, sh, *groupName, max(1, minSize), 60*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	if err := sh.WaitInService(ctx, *groupName, max(1, minSize), 60*time.Second, pollEvery); err != nil {
+		return nil, err
 	}
 	url := fmt.Sprintf("http://%s/work?ms=%d", sh.Cfg.Listen, *workMS)
 	fmt.Fprintf(out, "== %d instances in service; open-loop load on %s: %s (req/s:duration)\n", max(1, minSize), url, *steps)
@@ -87,39 +88,31 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	mon := &Monitor{API: sh.API, Group: *groupName, Window: 2 * time.Second}
 	var mu sync.Mutex
 	var lastSec loadgen.Second
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	type loadResult struct {
-		res loadgen.OpenResult
-		err error
-	}
-	loadDone := make(chan loadResult, 1)
-	go func() {
-		res, err := loadgen.RunOpen(loadCtx, loadgen.OpenOptions{
-			URL: url, Schedule: schedule, Timeout: 10 * time.Second,
-			Progress: func(s loadgen.Second) { mu.Lock(); lastSec = s; mu.Unlock() },
-		})
-		loadDone <- loadResult{res, err}
-	}()
+	load := startOpenLoad(ctx, loadgen.OpenOptions{
+		URL: url, Schedule: schedule, Timeout: 10 * time.Second,
+		Progress: func(s loadgen.Second) { mu.Lock(); lastSec = s; mu.Unlock() },
+	})
+	defer load.Stop()
 
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var (
-		load    *loadResult
-		endedAt time.Time
-		rows    int
+		loadDone = load.Done() // nil once the load has ended
+		res      *loadgen.OpenResult
+		endedAt  time.Time
+		rows     int
 	)
 	for {
 		select {
 		case <-ctx.Done():
-			stopLoad()
-			<-loadDone
+			load.Stop()
 			return nil, ctx.Err()
-		case r := <-loadDone:
-			load, endedAt = &r, time.Now()
-			if r.err != nil {
-				return nil, fmt.Errorf("load: %w", r.err)
+		case <-loadDone:
+			r, err := load.Wait()
+			res, endedAt, loadDone = &r, time.Now(), nil
+			if err != nil {
+				return nil, fmt.Errorf("load: %w", err)
 			}
 			fmt.Fprintln(out, "== load finished; waiting for the group to scale back in")
 			continue
@@ -133,12 +126,12 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 			fmt.Fprintf(out, "%5s %7s %6s %7s %8s %8s %8s  %s\n", "t", "load/s", "size", "cpu.p90", "req/s", "p99", "p99(lb)", "last decision")
 		}
 		rows++
-		printDemoRow(out, time.Since(start), load == nil, s, v, mon)
-		if load != nil && (v.Err == "" && v.Desired <= minSize && v.InService <= minSize || time.Since(endedAt) > *settle) {
+		printDemoRow(out, time.Since(start), res == nil, s, v, mon)
+		if res != nil && (v.Err == "" && v.Desired <= minSize && v.InService <= minSize || time.Since(endedAt) > *settle) {
 			break
 		}
 	}
-	return nil, demoSummary(out, load.res, mon, *settle)
+	return nil, demoSummary(out, *res, mon, *settle)
 }
 
 func printDemoRow(w io.Writer, t time.Duration, loading bool, s loadgen.Second, v View, mon *Monitor) {
@@ -200,26 +193,4 @@ func demoSummary(w io.Writer, res loadgen.OpenResult, mon *Monitor, settle time.
 	}
 	fmt.Fprintln(w, "== 0 failed requests while the policy scaled the group out and back in")
 	return nil
-}
-
-// waitInService waits until n instances of group are in service.
-func waitInService(ctx context.Context, sh *Shoal, group string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := sh.API.InService(ctx, group)
-		if err == nil && got >= n {
-			return nil
-		}
-		if !sh.Proc.Alive() {
-			return errors.New("shoal exited")
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v)", got, n, group, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

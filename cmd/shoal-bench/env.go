@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +75,25 @@ func (e *Env) Start(name string, argv ...string) (*Proc, error) {
 	}()
 	e.procs = append(e.procs, p)
 	return p, nil
+}
+
+// StartBackend runs a demo-backend (the binary at path) called name on a
+// free port of 127.0.0.1, with more flags in args, and waits until it
+// answers /healthz.
+func (e *Env) StartBackend(ctx context.Context, path, name string, args ...string) (*Proc, int, error) {
+	port, err := e.FreePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	argv := append([]string{path, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--name", name}, args...)
+	p, err := e.Start(name, argv...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), p, 10*time.Second); err != nil {
+		return nil, 0, fmt.Errorf("demo-backend %s: %w: %s", name, err, e.LogTail(name, 3))
+	}
+	return p, port, nil
 }
 
 // Alive reports whether p is still running.
@@ -219,6 +237,29 @@ func RSSKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// processCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
+func processCPU(ctx context.Context, pid int, d time.Duration) (cpu, rssKiB float64, err error) {
+	t0, err := CPUTicks(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(d):
+	}
+	t1, err := CPUTicks(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, err := RSSKiB(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return 100 * float64(t1-t0) / clockTicks / time.Since(start).Seconds(), float64(rss), nil
+}
+
 // Stop stops p now (it no longer waits for Close).
 func (e *Env) Stop(p *Proc) {
 	p.stop()
@@ -286,28 +327,6 @@ func WaitHTTP(ctx context.Context, url string, p *Proc, timeout time.Duration) e
 	}
 }
 
-// Machine describes where a benchmark ran.
-type Machine struct {
-	NProc      int    `json:"nproc"`
-	Kernel     string `json:"kernel"`
-	HAProxy    string `json:"haproxy"`
-	Go         string `json:"go"`
-	Commit     string `json:"commit"`
-	LoadBefore string `json:"loadavg_before"`
-	LoadAfter  string `json:"loadavg_after,omitempty"`
-}
-
-// loadavg returns the 1, 5 and 15 minute load averages; other work on the
-// machine skews every figure, so reports show how busy it was.
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
 // haproxyPath finds HAProxy in PATH or /usr/sbin, where Debian puts it.
 func haproxyPath() string {
 	if p, err := exec.LookPath("haproxy"); err == nil {
@@ -317,20 +336,4 @@ func haproxyPath() string {
 		return "/usr/sbin/haproxy"
 	}
 	return ""
-}
-
-func newMachine() Machine {
-	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadavg(), HAProxy: "not installed", Commit: "unknown"}
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(data))
-	}
-	if p := haproxyPath(); p != "" {
-		if out, err := exec.Command(p, "-v").Output(); err == nil {
-			m.HAProxy = strings.SplitN(string(out), "\n", 2)[0]
-		}
-	}
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		m.Commit = strings.TrimSpace(string(out))
-	}
-	return m
 }

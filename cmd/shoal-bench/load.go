@@ -73,8 +73,6 @@ func newTool(want string, conns int, round time.Duration) (Tool, error) {
 	return Tool{}, badUsage("-tool %q: want wrk or loadgen", want)
 }
 
-func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
 // Measure runs one round.
 func (t Tool) Measure(ctx context.Context, url string, d time.Duration) (Sample, error) {
 	return t.run(ctx, url, d)
@@ -135,4 +133,41 @@ func wrkMs(v string) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// openLoad is open-loop load (loadgen.RunOpen) running in the background
+// while a benchmark watches shoal.
+type openLoad struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    loadgen.OpenResult
+	err    error
+}
+
+// startOpenLoad starts o's schedule; it runs until the schedule ends, Stop,
+// or ctx is done.
+func startOpenLoad(ctx context.Context, o loadgen.OpenOptions) *openLoad {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &openLoad{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.res, l.err = loadgen.RunOpen(ctx, o)
+	}()
+	return l
+}
+
+// Done is closed when the load has ended.
+func (l *openLoad) Done() <-chan struct{} { return l.done }
+
+// Wait waits until the load has ended and returns its result.
+func (l *openLoad) Wait() (loadgen.OpenResult, error) {
+	<-l.done
+	l.cancel()
+	return l.res, l.err
+}
+
+// Stop ends the load now and returns its result.
+func (l *openLoad) Stop() (loadgen.OpenResult, error) {
+	l.cancel()
+	return l.Wait()
 }

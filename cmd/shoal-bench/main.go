@@ -126,36 +126,3 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("wrote report", "markdown", md, "json", js)
 	return nil
 }
-
-// usageError wraps a flag problem found after parsing.
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-
-// badUsage returns a usage error (exit status 2).
-func badUsage(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// parse parses a subcommand's flags, turning flag errors into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return badUsage("unexpected arguments %q", fs.Args())
-	}
-	return nil
-}
-
-// commonFlags are the flags every subcommand has.
-type commonFlags struct {
-	out   string
-	smoke bool
-}
-
-func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.out, "out", "bench/results", "directory for the TIMESTAMP-NAME.json and .md reports")
-	fs.BoolVar(&c.smoke, "smoke", false, "mark the report as a smoke run (proves the harness works; not a measurement)")
-}

@@ -47,7 +47,7 @@ func (m *Monitor) Poll(ctx context.Context) View {
 	} else {
 		v.Desired, v.InService = st.Desired, st.InService
 	}
-	if d, err := m.API.Window(ctx, m.Group, m.Window); err != nil {
+	if d, err := m.API.Metrics(ctx, m.Group, m.Window, ""); err != nil {
 		errs = append(errs, err.Error())
 	} else {
 		v.Ready, v.CPUAvg, v.CPUP90, v.RPS, v.P99ms = d.Ready, d.CPU.Avg, d.CPU.P90, d.RequestsPerSecond, d.Latency.P99
@@ -110,20 +110,4 @@ func describe(e Event) string {
 		out += " (" + string(e.Code) + ")"
 	}
 	return fmt.Sprintf("%s %s %d→%d %s: %s", e.Time.Local().Format("15:04:05"), e.Rule, e.Current, e.Recommendation, strings.Join(vals, " "), out)
-}
-
-// pct formats a percentage, or "-" when not measured.
-func pct(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", *v)
-}
-
-// f1 formats a number with one decimal, or "-".
-func f1(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *v)
 }

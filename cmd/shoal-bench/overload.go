@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/loadgen"
@@ -140,11 +139,11 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	minutes := fs.Float64("minutes", 10, "length of each policy's run")
 	rate := fs.Float64("rate", 35, "base open-loop rate, requests/s (the step is 3×)")
 	workMS := fs.Int("work-ms", 10, "CPU milliseconds per request (/work?ms=N)")
-	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO per second")
+	slo := sloFlag(fs)
 	maxSize := fs.Int("max-size", 4, "the group's max_size")
 	which := fs.String("policies", "target,seed-000,seed-004", "policies to run, comma-separated")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -159,7 +158,7 @@ func runOverload(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		}
 		policies = append(policies, overloadPolicies[i])
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -235,18 +234,15 @@ func overloaded(s loadgen.Second, slo time.Duration) bool {
 }
 
 func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend, sbin string, maxSize, workMS int, schedule []loadgen.Segment, slo time.Duration) (*overloadResult, error) {
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := p.config(port, filepath.Join(env.Work, "state-"+p.Name), backend, maxSize)
-	sh, err := env.StartShoal(sbin, cfg)
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return p.config(port, filepath.Join(env.Work, "state-"+p.Name), backend, maxSize)
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop(sh.Proc)
-	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
+		return nil, err
 	}
 	// The load starts once the instance is in the metrics the policy reads
 	// (past warmup, sampled): before, every policy is blind alike.
@@ -255,19 +251,11 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		return nil, fmt.Errorf("the instance did not enter the metrics: %w", err)
 	}
 	r := &overloadResult{Policy: p.Name, Description: p.Desc}
-	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, workMS)
+	url := sh.URL(fmt.Sprintf("/work?ms=%d", workMS))
 
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var wg sync.WaitGroup
-	var res loadgen.OpenResult
-	var loadErr error
-	wg.Add(1)
 	start := time.Now()
-	go func() {
-		defer wg.Done()
-		res, loadErr = loadgen.RunOpen(loadCtx, loadgen.OpenOptions{URL: url, Schedule: schedule, Timeout: 10 * time.Second})
-	}()
+	load := startOpenLoad(ctx, loadgen.OpenOptions{URL: url, Schedule: schedule, Timeout: 10 * time.Second})
+	defer load.Stop()
 	tick := time.NewTicker(time.Second)
 	var total time.Duration
 	for _, s := range schedule {
@@ -277,8 +265,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		select {
 		case <-ctx.Done():
 			tick.Stop()
-			stopLoad()
-			wg.Wait()
+			load.Stop()
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
@@ -293,9 +280,9 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 		}
 	}
 	tick.Stop()
-	wg.Wait()
-	if loadErr != nil {
-		return nil, loadErr
+	res, err := load.Wait()
+	if err != nil {
+		return nil, err
 	}
 	if err := mon.pollEvents(ctx); err != nil {
 		return nil, err

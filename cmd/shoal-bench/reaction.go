@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,8 +59,8 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	threshold := fs.Float64("threshold", 40, "the rule's cpu.avg threshold, %")
 	forD := fs.Duration("for", 2*time.Second, "the rule's for")
 	timeout := fs.Duration("timeout", 60*time.Second, "longest a run may take")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -74,23 +71,20 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if stepCPU <= *threshold {
 		return nil, badUsage("the step (-rate × -work-ms = %.0f %% of a core) must exceed -threshold %.0f %%", stepCPU, *threshold)
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
-	port, err := env.FreePort()
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return reactionConfig(port, filepath.Join(env.Work, "state"), backend, *threshold, *forD)
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg := reactionConfig(port, filepath.Join(env.Work, "state"), backend, *threshold, *forD)
-	sh, err := env.StartShoal(sbin, cfg)
-	if err != nil {
+	if err := sh.WaitInService(ctx, "web", 1, 60*time.Second, pollEvery); err != nil {
 		return nil, err
 	}
-	if err := waitInService(ctx, sh, "web", 1, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/work?ms=%d", port, *workMS)
+	url := sh.URL(fmt.Sprintf("/work?ms=%d", *workMS))
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	det := &reactionDetails{}
@@ -103,7 +97,7 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		if err := sh.API.Size(ctx, "web", 2, *timeout); err != nil {
 			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
 		}
-		if err := waitInService(ctx, sh, "web", 2, *timeout); err != nil {
+		if err := sh.WaitInService(ctx, "web", 2, *timeout, pollEvery); err != nil {
 			return nil, fmt.Errorf("run %d, by hand: %w", i, err)
 		}
 		r.Manual = time.Since(t0).Seconds()
@@ -115,24 +109,19 @@ func runReaction(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			return nil, err
 		}
 		seen := len(mon.Events)
-		loadCtx, stopLoad := context.WithCancel(ctx)
-		loadDone := make(chan error, 1)
 		t0 = time.Now()
-		go func() {
-			_, err := loadgen.RunOpen(loadCtx, loadgen.OpenOptions{
-				URL: url, Timeout: 10 * time.Second,
-				Schedule: []loadgen.Segment{{Rate: *rate, Duration: *timeout}},
-			})
-			loadDone <- err
-		}()
-		err := waitInServiceFast(ctx, sh, 2, *timeout)
+		load := startOpenLoad(ctx, loadgen.OpenOptions{
+			URL: url, Timeout: 10 * time.Second,
+			Schedule: []loadgen.Segment{{Rate: *rate, Duration: *timeout}},
+		})
+		// Polled every 50 ms: the reaction is timed to it.
+		err := sh.WaitInService(ctx, "web", 2, *timeout, 50*time.Millisecond)
 		r.Reaction = time.Since(t0).Seconds()
-		stopLoad()
-		if lerr := <-loadDone; err == nil {
+		if _, lerr := load.Stop(); err == nil {
 			err = lerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("run %d, by policy: %w: %s", i, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("run %d, by policy: %w", i, err)
 		}
 		if err := mon.pollEvents(ctx); err != nil {
 			return nil, err
@@ -247,40 +236,3 @@ func waitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(
 		}
 	}
 }
-
-// waitInServiceFast polls every 50 ms: the reaction is timed to it.
-func waitInServiceFast(ctx context.Context, sh *Shoal, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := sh.API.InService(ctx, "web")
-		if err == nil && got >= n {
-			return nil
-		}
-		if !sh.Proc.Alive() {
-			return errors.New("shoal exited")
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances in service after %v (last error: %v)", got, n, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// binaries returns the absolute paths of demo-backend in dir and of shoal.
-func binaries(dir, shoal string) (backend, shoalBin string, err error) {
-	backend, err = filepath.Abs(filepath.Join(dir, "demo-backend"))
-	if err != nil {
-		return "", "", err
-	}
-	if _, err := os.Stat(backend); err != nil {
-		return "", "", fmt.Errorf("demo-backend: %w (run make build)", err)
-	}
-	shoalBin, err = filepath.Abs(shoal)
-	return backend, shoalBin, err
-}
-
-func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -67,17 +66,16 @@ type replayEvent struct {
 
 func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
 	policyPath := fs.String("policy", "examples/recommended.yaml", "shoal config whose first autoscaled group's policy is replayed")
-	tracePath := fs.String("trace", "", "per-minute trace (default: ../shared/traces/worldcup98_requests_per_minute.csv)")
-	from := fs.String("from", "1998-06-30T08:00", "window start, UTC")
-	to := fs.String("to", "1998-07-01T08:00", "window end, UTC")
+	var trc traceFlags
+	trc.register(fs)
 	speedup := fs.Float64("speedup", 60, "K: a trace minute lasts 1m/K")
 	scale := fs.Float64("scale", 0, "S: req/s = requests per minute × S / 60 (default: the peak needs 5 calibrated instances)")
 	workMS := fs.Int("ms", 1, "CPU per request: GET /work?ms=M")
 	waitMS := fs.Int("wait", 9, "waiting (I/O) per request after its CPU: &wait=W")
-	slo := fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
+	slo := sloFlag(fs)
 	calib := fs.Duration("calibrate", 5*time.Second, "how long to calibrate an instance's capacity")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -85,19 +83,16 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		return nil, badUsage("-speedup >= 1, -scale >= 0, -ms >= 1, -wait >= 0, -slo > 0 and -calibrate >= 1s please")
 	}
 	query := fmt.Sprintf("/work?ms=%d&wait=%d", *workMS, *waitMS)
-	series, tracePathRead, fromT, toT, err := readTrace(*tracePath, *from, *to)
+	tw, err := trc.read()
 	if err != nil {
 		return nil, err
 	}
-	w, err := series.Window(fromT, toT)
-	if err != nil {
-		return nil, badUsage("%v", err)
-	}
+	fromT, toT, w := tw.From, tw.To, tw.Window
 	pol, err := sim.LoadPolicy(*policyPath, "")
 	if err != nil {
 		return nil, badUsage("-policy: %v", err)
 	}
-	backend, err := filepath.Abs(filepath.Join(*bin, "demo-backend"))
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +123,12 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	if err != nil {
 		return nil, err
 	}
-	sh, err := env.StartShoal(*shoalBin, cfg)
+	sh, err := env.StartShoal(sbin, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := sh.WaitInService(ctx, pol.Group.Name, pol.Group.MinSize, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("shoal: %v: %s", err, env.LogTail("shoal", 5))
+	if err := sh.WaitInService(ctx, pol.Group.Name, pol.Group.MinSize, 60*time.Second, pollEvery); err != nil {
+		return nil, fmt.Errorf("shoal: %w", err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
 	if err := WaitHTTP(ctx, url, sh.Proc, 10*time.Second); err != nil {
@@ -232,7 +227,7 @@ func runReplay(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	rep.Settings = []Setting{
 		{"policy", *policyPath + " (group " + pol.Group.Name + ")"},
-		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(tracePathRead), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
+		{"window", fmt.Sprintf("%s, %s to %s", filepath.Base(tw.Path), fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"))},
 		{"K (speedup)", fmt.Sprintf("%g: a trace minute lasts %s; %d minutes in %s", *speedup, step, len(schedule), res.Duration.Round(time.Second))},
 		{"S (scale)", fmt.Sprintf("%.5g: req/s = requests per minute × S / 60 (peak %.0f req/s)", *scale, slices.Max(w.Rates(*scale)))},
 		{"request mix", fmt.Sprintf("GET %s on demo-backend --workers 1", query)},
@@ -305,18 +300,11 @@ const saturatingClients = 4
 // d, then saturatingClients at once for d.
 func calibrate(ctx context.Context, env *Env, backend, query string, d time.Duration) (calibration, error) {
 	var cal calibration
-	port, err := env.FreePort()
-	if err != nil {
-		return cal, err
-	}
-	p, err := env.Start("calibrate", backend, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--name", "calibrate", "--workers", "1")
+	p, port, err := env.StartBackend(ctx, backend, "calibrate", "--workers", "1")
 	if err != nil {
 		return cal, err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
-	if err := WaitHTTP(ctx, url, p, 10*time.Second); err != nil {
-		return cal, err
-	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer client.CloseIdleConnections()
 	t0, err := CPUTicks(p.Pid())
@@ -457,7 +445,7 @@ func setKey(m *yaml.Node, key string, v *yaml.Node) {
 }
 
 // sizeSampler counts a group's instances (all states: each costs) once a
-// second through `shoal status`.
+// second through the API.
 type sizeSampler struct {
 	mu      sync.Mutex
 	samples []sizeSample
@@ -472,7 +460,7 @@ func (s *sizeSampler) run(ctx context.Context, sh *Shoal, group string) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if n, err := countInstances(ctx, sh, group); err == nil {
+		if n, err := sh.API.Instances(ctx, group); err == nil {
 			s.mu.Lock()
 			s.samples = append(s.samples, sizeSample{time.Now(), n})
 			s.mu.Unlock()
@@ -522,55 +510,18 @@ func (s *sizeSampler) mean(from, to time.Time) float64 {
 	return float64(sum) / float64(n)
 }
 
-func countInstances(ctx context.Context, sh *Shoal, group string) (int, error) {
-	out, err := sh.CLI(ctx, 5*time.Second, "status", "-o", "json")
-	if err != nil {
-		return 0, err
-	}
-	var st struct {
-		Groups []struct {
-			Name      string            `json:"name"`
-			Instances []json.RawMessage `json:"instances"`
-		} `json:"groups"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, err
-	}
-	for _, g := range st.Groups {
-		if g.Name == group {
-			return len(g.Instances), nil
-		}
-	}
-	return 0, fmt.Errorf("no group %s in status", group)
-}
-
 // replayEvents lists the policy's jobs since start.
 func replayEvents(ctx context.Context, sh *Shoal, group string, start time.Time) ([]replayEvent, error) {
-	out, err := sh.CLI(ctx, 10*time.Second, "jobs", "--group", group, "--limit", "1000", "-o", "json")
+	jobs, err := sh.API.Jobs(ctx, group, 1000)
 	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Jobs []struct {
-			Kind       string     `json:"kind"`
-			Source     string     `json:"source"`
-			From       int        `json:"from"`
-			Target     int        `json:"target"`
-			State      string     `json:"state"`
-			CreatedAt  time.Time  `json:"created_at"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(out, &list); err != nil {
-		return nil, fmt.Errorf("shoal jobs: %w", err)
+		return nil, fmt.Errorf("jobs of %s: %w", group, err)
 	}
 	var evs []replayEvent
-	for _, j := range list.Jobs {
+	for _, j := range jobs {
 		if !strings.HasPrefix(j.Source, "policy:") || j.CreatedAt.Before(start) || j.From == j.Target {
 			continue
 		}
-		e := replayEvent{At: j.CreatedAt.Sub(start).Seconds(), Kind: j.Kind, From: j.From, To: j.Target, Source: j.Source, State: j.State}
+		e := replayEvent{At: j.CreatedAt.Sub(start).Seconds(), Kind: string(j.Kind), From: j.From, To: j.Target, Source: j.Source, State: string(j.State)}
 		if j.StartedAt != nil && j.FinishedAt != nil {
 			e.Took = j.FinishedAt.Sub(*j.StartedAt).Seconds()
 		}

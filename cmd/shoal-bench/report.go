@@ -3,10 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -49,14 +49,6 @@ type Figure struct {
 	Note    string   `json:"note,omitempty"`
 }
 
-// num returns a pointer to v, or nil for NaN (not measured).
-func num(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
 // verdict returns PASS or FAIL for ok, or "" when v is nil.
 func verdict(v *float64, ok func(float64) bool) string {
 	switch {
@@ -66,21 +58,6 @@ func verdict(v *float64, ok func(float64) bool) string {
 		return "PASS"
 	default:
 		return "FAIL"
-	}
-}
-
-func fmtNum(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	a := math.Abs(*v)
-	switch {
-	case a >= 1000:
-		return fmt.Sprintf("%.0f", *v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", *v)
-	default:
-		return fmt.Sprintf("%.3g", *v)
 	}
 }
 
@@ -171,15 +148,40 @@ func (r *Report) Write(dir string) (mdPath, jsonPath string, err error) {
 	return base + ".md", base + ".json", nil
 }
 
-// median returns the median of vs, NaN if there are none.
-func median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return math.NaN()
+// Machine describes where a benchmark ran.
+type Machine struct {
+	NProc      int    `json:"nproc"`
+	Kernel     string `json:"kernel"`
+	HAProxy    string `json:"haproxy"`
+	Go         string `json:"go"`
+	Commit     string `json:"commit"`
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after,omitempty"`
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages; other work on the
+// machine skews every figure, so reports show how busy it was.
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
 	}
-	s := slices.Sorted(slices.Values(vs))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
+	f := strings.Fields(string(data))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func newMachine() Machine {
+	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadavg(), HAProxy: "not installed", Commit: "unknown"}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(data))
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	if p := haproxyPath(); p != "" {
+		if out, err := exec.Command(p, "-v").Output(); err == nil {
+			m.HAProxy = strings.SplitN(string(out), "\n", 2)[0]
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	return m
 }

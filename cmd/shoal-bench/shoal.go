@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,13 +13,25 @@ import (
 )
 
 // Shoal is a `shoal serve` the benchmark started, driven through its CLI as an
-// operator would, or through its API where a benchmark polls.
+// operator would, or through its API where a benchmark polls. The harness
+// knows shoal by these two surfaces alone, never by its internals.
 type Shoal struct {
 	Bin    string // the shoal binary
 	Config string // its config file
 	Cfg    *config.Config
 	Proc   *Proc
 	API    *API
+	env    *Env
+}
+
+// StartShoalOn picks a free port on 127.0.0.1 for shoal's frontend and
+// starts shoal on the config render writes for it (sh.URL is its frontend).
+func (e *Env) StartShoalOn(bin string, render func(port int) string) (*Shoal, error) {
+	port, err := e.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return e.StartShoal(bin, render(port))
 }
 
 // StartShoal writes config to WORK/shoal.yaml and runs `shoal serve` on it.
@@ -41,14 +52,30 @@ func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.Start("shoal", bin, "serve", "-c", path)
+	p, err := e.startServe("shoal", bin, path)
+	if err != nil {
+		return nil, err
+	}
+	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket), env: e}, nil
+}
+
+// URL returns the address of shoal's frontend followed by path.
+func (s *Shoal) URL(path string) string { return "http://" + s.Cfg.Listen + path }
+
+// LogTail returns the last lines of the running core's log, for errors.
+func (s *Shoal) LogTail(lines int) string { return s.env.LogTail(s.Proc.Name, lines) }
+
+// startServe runs `shoal serve -c path` as the process name (its log is
+// WORK/NAME.log).
+func (e *Env) startServe(name, bin, path string) (*Proc, error) {
+	p, err := e.Start(name, bin, "serve", "-c", path)
 	if err != nil {
 		return nil, err
 	}
 	// SIGINT stops HAProxy and the instances too (SIGTERM would leave them
 	// serving); give shoal time before SIGKILL, and stop whatever it leaves.
 	p.Grace, p.Descendants, p.StopSignal = 20*time.Second, true, syscall.SIGINT
-	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket)}, nil
+	return p, nil
 }
 
 // CLI runs `shoal ARGS... -c CONFIG` and returns its standard output.
@@ -65,55 +92,30 @@ func (s *Shoal) CLI(ctx context.Context, timeout time.Duration, args ...string) 
 	return out, nil
 }
 
-// InService returns how many instances of group shoal reports in service.
-func (s *Shoal) InService(ctx context.Context, group string) (int, error) {
-	out, err := s.CLI(ctx, 10*time.Second, "status", "-o", "json")
-	if err != nil {
-		return 0, err
-	}
-	var st struct {
-		Groups []struct {
-			Name      string `json:"name"`
-			Instances []struct {
-				State string `json:"state"`
-			} `json:"instances"`
-		} `json:"groups"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, fmt.Errorf("shoal status: %w", err)
-	}
-	n := 0
-	for _, g := range st.Groups {
-		if g.Name != group {
-			continue
-		}
-		for _, in := range g.Instances {
-			if in.State == "in-service" {
-				n++
-			}
-		}
-	}
-	return n, nil
-}
+// pollEvery is how often the harness asks shoal when nothing is timed to
+// the answer.
+const pollEvery = 200 * time.Millisecond
 
-// WaitInService waits until at least n instances of group are in service.
-func (s *Shoal) WaitInService(ctx context.Context, group string, n int, timeout time.Duration) error {
+// WaitInService polls shoal's API every `every` until at least n instances
+// of group are in service; n = 0 waits for the API to answer. Its errors
+// end with the tail of shoal's log.
+func (s *Shoal) WaitInService(ctx context.Context, group string, n int, timeout, every time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		got, err := s.InService(ctx, group)
+		got, err := s.API.InService(ctx, group)
 		if err == nil && got >= n {
 			return nil
 		}
 		if !s.Proc.Alive() {
-			return fmt.Errorf("shoal exited")
+			return fmt.Errorf("shoal exited: %s", s.LogTail(5))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v)", got, n, group, timeout, err)
+			return fmt.Errorf("%d of %d instances of %s in service after %v (last error: %v): %s", got, n, group, timeout, err, s.LogTail(5))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }

@@ -69,8 +69,8 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	conns := fs.Int("conns", 32, "connections")
 	idle := fs.Duration("idle", 20*time.Second, "how long to sample shoal's idle CPU (0: skip)")
 	nbthread := fs.Int("nbthread", 0, "nbthread for both HAProxies (0: HAProxy's default, which shoal uses unless told otherwise)")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary to measure")
+	var bins binFlags
+	bins.register(fs)
 	toolName := fs.String("tool", "wrk", "wrk, or loadgen (also the fallback without wrk)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	if err != nil {
 		return nil, err
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -98,16 +98,9 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	// (a), and the two static backends of (b).
 	var backendPorts []int
 	for _, name := range []string{"bench-a", "bench-b"} {
-		port, err := env.FreePort()
+		_, port, err := env.StartBackend(ctx, backend, name)
 		if err != nil {
 			return nil, err
-		}
-		p, err := env.Start(name, backend, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--name", name)
-		if err != nil {
-			return nil, err
-		}
-		if err := WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), p, 10*time.Second); err != nil {
-			return nil, fmt.Errorf("demo-backend %s: %w: %s", name, err, env.LogTail(name, 3))
 		}
 		backendPorts = append(backendPorts, port)
 	}
@@ -249,13 +242,6 @@ func runThroughput(ctx context.Context, env *Env, fs *flag.FlagSet, args []strin
 	return rep, nil
 }
 
-func ratioOf(a, b *float64) *float64 {
-	if a == nil || b == nil || *b == 0 {
-		return nil
-	}
-	return num(*a / *b)
-}
-
 func joinFloats(vs []float64, format string) string {
 	s := make([]string, len(vs))
 	for i, v := range vs {
@@ -337,16 +323,13 @@ backend be
 }
 
 func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthread int, t *target) (*Shoal, error) {
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, "state"))
-	if nbthread > 0 {
-		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
-	}
-	fmt.Fprintf(&cfg, `groups:
+	render := func(port int) string {
+		var cfg strings.Builder
+		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, "state"))
+		if nbthread > 0 {
+			fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
+		}
+		fmt.Fprintf(&cfg, `groups:
   - name: web
     min_size: 2
     max_size: 5
@@ -356,14 +339,16 @@ func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthrea
     template:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
 `, backend)
+		return cfg.String()
+	}
 	env.Log.Info("starting shoal")
-	sh, err := env.StartShoal(bin, cfg.String())
+	sh, err := env.StartShoalOn(bin, render)
 	if err != nil {
 		return nil, err
 	}
-	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("shoal did not get 2 instances in service: %v: %s", err, env.LogTail("shoal", 3))
+	t.URL = sh.URL("/")
+	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
 	if err := WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
 		return nil, err
@@ -379,7 +364,7 @@ func idleCPU(ctx context.Context, env *Env, sh *Shoal, n int, d time.Duration) (
 	if _, err := sh.CLI(ctx, 180*time.Second, "scale", "web", "--size", strconv.Itoa(n), "--sync"); err != nil {
 		return 0, 0, err
 	}
-	if err := sh.WaitInService(ctx, "web", n, 60*time.Second); err != nil {
+	if err := sh.WaitInService(ctx, "web", n, 60*time.Second, pollEvery); err != nil {
 		return 0, 0, err
 	}
 	select { // let the scale-up's own work settle

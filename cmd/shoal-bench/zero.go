@@ -69,31 +69,29 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	burstN := fs.Int("burst", 200, "concurrent requests per burst")
 	interval := fs.Duration("interval", time.Second, "metrics.interval: how often shoal looks for held requests")
 	timeout := fs.Duration("timeout", 60*time.Second, "longest a wake-up or sleep may take")
-	bin := fs.String("bin", "bin", "directory with demo-backend")
-	shoalBin := fs.String("shoal", "bin/shoal", "the shoal binary")
+	var bins binFlags
+	bins.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
 	if *runs < 1 || *bursts < 0 || *burstN < 1 || *burstN > 5000 || *interval < 100*time.Millisecond || *timeout < 10*time.Second {
 		return nil, badUsage("-runs >= 1, -bursts >= 0, -burst 1..5000, -interval >= 100ms and -timeout >= 10s please")
 	}
-	backend, sbin, err := binaries(*bin, *shoalBin)
+	backend, sbin, err := bins.resolve()
 	if err != nil {
 		return nil, err
 	}
-	port, err := env.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	sh, err := env.StartShoal(sbin, zeroConfig(port, filepath.Join(env.Work, "state"), backend, *interval))
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return zeroConfig(port, filepath.Join(env.Work, "state"), backend, *interval)
+	})
 	if err != nil {
 		return nil, err
 	}
 	// In service: none, once the API answers (the group starts asleep).
-	if err := waitInService(ctx, sh, "web", 0, *timeout); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, env.LogTail("shoal", 5))
+	if err := sh.WaitInService(ctx, "web", 0, *timeout, pollEvery); err != nil {
+		return nil, err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	url := sh.URL("/")
 	// One connection per request: a kept-alive one would hide the
 	// connection setup the baseline pays too.
 	client := &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -151,13 +149,13 @@ func runZero(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	}
 	for i := 1; i <= *runs; i++ {
 		if err := sleep(); err != nil {
-			return nil, fmt.Errorf("run %d: put to sleep: %w: %s", i, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("run %d: put to sleep: %w: %s", i, err, sh.LogTail(5))
 		}
 		var r zeroRun
 		sent := time.Now()
 		d, err := get()
 		if err != nil {
-			return nil, fmt.Errorf("run %d: first request: %w: %s", i, err, env.LogTail("shoal", 5))
+			return nil, fmt.Errorf("run %d: first request: %w: %s", i, err, sh.LogTail(5))
 		}
 		r.FirstRequest = d.Seconds()
 		if d, err = get(); err != nil {

@@ -88,6 +88,24 @@ func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (jobs.J
 	return j, c.do(ctx, http.MethodGet, path, nil, &j)
 }
 
+// WaitJob long-polls job id until it ends and returns it; a job that ended
+// other than done (failed, ignored) is an error with its state and reason.
+// ctx bounds the wait.
+func (c *Client) WaitJob(ctx context.Context, id string) (jobs.Job, error) {
+	for {
+		j, err := c.Job(ctx, id, 10*time.Second)
+		if err != nil {
+			return j, fmt.Errorf("job %s: %w", id, err)
+		}
+		if j.State.Terminal() {
+			if j.State != jobs.Done {
+				return j, fmt.Errorf("job %s %s: %s", id, j.State, j.Reason)
+			}
+			return j, nil
+		}
+	}
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	if body == nil {
 		return c.doRaw(ctx, method, path, "", nil, out)

@@ -461,3 +461,10 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	return s
 }
+
+// Serving reports whether HAProxy sends the instance new requests: in
+// service and UP, not on its way down. Clients of the API (shoal-bench)
+// ask this rather than read HAProxy's status words themselves.
+func (in InstanceStatus) Serving() bool {
+	return in.State == InService && in.Health == "UP"
+}
