@@ -102,12 +102,12 @@ func describe(e Event) string {
 			vals = append(vals, fmt.Sprintf("%s=%.1f", k, e.Values[k]))
 		}
 	}
-	out := e.Outcome
+	out := string(e.Outcome)
 	switch {
 	case e.JobID != "":
 		out = "job " + e.JobID
 	case e.Code != "":
-		out += " (" + e.Code + ")"
+		out += " (" + string(e.Code) + ")"
 	}
 	return fmt.Sprintf("%s %s %d→%d %s: %s", e.Time.Local().Format("15:04:05"), e.Rule, e.Current, e.Recommendation, strings.Join(vals, " "), out)
 }

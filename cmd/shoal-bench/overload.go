@@ -291,7 +291,7 @@ func runOverloadPolicy(ctx context.Context, env *Env, p overloadPolicy, backend,
 	r.Decisions = map[string]int{}
 	for _, e := range mon.Events {
 		if !e.Time.Before(start) {
-			r.Decisions[strings.TrimSuffix(e.Outcome+" "+e.Code, " ")]++
+			r.Decisions[strings.TrimSuffix(string(e.Outcome)+" "+string(e.Code), " ")]++
 		}
 	}
 	stepAt := start.Add(schedule[0].Duration)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -30,7 +31,7 @@ type Autoscaling struct {
 // DecisionReader is where the events endpoint reads the recorded
 // decisions. *store.Store is one.
 type DecisionReader interface {
-	Decisions(ctx context.Context, q store.DecisionQuery) ([]store.Decision, error)
+	Decisions(ctx context.Context, q store.DecisionQuery) ([]decision.Record, error)
 }
 
 // Bounds of the autoscaling endpoints' parameters.
@@ -85,37 +86,9 @@ type autoscaleAPI struct {
 }
 
 // Event is one explained autoscaling decision, as GET /v1/events and the
-// policy test list them.
-type Event struct {
-	// ID orders recorded events; 0 for a policy test's.
-	ID    int64     `json:"id"`
-	Time  time.Time `json:"time"`
-	Group string    `json:"group"`
-	// Rule decided: a rule's name, "target" or a schedule's name.
-	Rule string `json:"rule"`
-	// Sources are every rule, target or schedule that fired or would have.
-	Sources []string `json:"sources"`
-	// Values are the metric values the evaluation saw, by path.
-	Values         map[string]float64 `json:"values"`
-	Current        int                `json:"current"`
-	Recommendation int                `json:"recommendation"`
-	// Request is the job asked for; null when nothing was to be done.
-	Request *EventRequest `json:"request"`
-	// Outcome is nothing, request (policy test only), accepted, ignored or
-	// error; Code a stable word for the reason (see package policy).
-	Outcome string `json:"outcome"`
-	Code    string `json:"code"`
-	Reason  string `json:"reason"`
-	JobID   string `json:"job_id"`
-}
-
-// EventRequest is the job a decision asked for.
-type EventRequest struct {
-	Kind   string `json:"kind"`
-	Plan   string `json:"plan"`
-	Size   int    `json:"size"`
-	Source string `json:"source"`
-}
+// policy test list it: the decision's record itself, whose json tags are
+// the wire format.
+type Event = decision.Record
 
 // EventsResponse is GET /v1/events.
 type EventsResponse struct {
@@ -125,22 +98,6 @@ type EventsResponse struct {
 // PolicyTestResponse is POST /v1/groups/{group}/policy/test.
 type PolicyTestResponse struct {
 	Decisions []Event `json:"decisions"`
-}
-
-// NewEvent converts a decision; id is its store id (0 if not stored).
-func NewEvent(id int64, d policy.Decision) Event {
-	e := Event{ID: id, Time: d.Time, Group: d.Group, Rule: d.Rule, Sources: d.Sources, Values: d.Values,
-		Current: d.Current, Recommendation: d.Recommendation, Outcome: d.Outcome, Code: d.Code, Reason: d.Reason, JobID: d.JobID}
-	if e.Sources == nil {
-		e.Sources = []string{}
-	}
-	if e.Values == nil {
-		e.Values = map[string]float64{}
-	}
-	if r := d.Request; r != nil {
-		e.Request = &EventRequest{Kind: string(r.Kind), Plan: r.Plan, Size: r.Size, Source: r.Source}
-	}
-	return e
 }
 
 // parseWindow reads a duration parameter: Go's syntax ("90s", "5m", "1h30m")
@@ -346,11 +303,10 @@ func (s *autoscaleAPI) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(rows) > 0 || wait == 0 || ctx.Err() != nil {
-			out := EventsResponse{Events: make([]Event, 0, len(rows))}
-			for _, d := range rows {
-				out.Events = append(out.Events, NewEvent(d.ID, policy.FromStore(d)))
+			if rows == nil {
+				rows = []Event{}
 			}
-			writeJSON(w, http.StatusOK, out)
+			writeJSON(w, http.StatusOK, EventsResponse{Events: rows})
 			return
 		}
 		select {
@@ -427,11 +383,15 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf("policy test of %s over %s did not finish within %s: %v; test a shorter window", g.Name, window, MaxPolicyTestTime, err)})
 		return
 	}
-	out := PolicyTestResponse{Decisions: make([]Event, 0, len(decisions))}
-	for _, d := range decisions {
-		out.Decisions = append(out.Decisions, NewEvent(0, d))
+	writeJSON(w, http.StatusOK, policyTestResponse(decisions))
+}
+
+// policyTestResponse lists a replay's decisions, which have no store id.
+func policyTestResponse(decisions []Event) PolicyTestResponse {
+	if decisions == nil {
+		decisions = []Event{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return PolicyTestResponse{Decisions: decisions}
 }
 
 // checkPolicyTestCost refuses a replay over MaxPolicyTestSteps or

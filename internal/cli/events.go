@@ -141,9 +141,9 @@ func outcome(e api.Event) string {
 	case e.JobID != "":
 		return fmt.Sprintf("%s (job %s)", e.Outcome, e.JobID)
 	case e.Code != "":
-		return e.Outcome + ": " + e.Code
+		return fmt.Sprintf("%s: %s", e.Outcome, e.Code)
 	}
-	return e.Outcome
+	return string(e.Outcome)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/metrics"
@@ -16,14 +17,14 @@ import (
 // Rules and sources of the waker's decisions and jobs, as `shoal events`
 // and `shoal jobs` show them.
 const (
-	ruleWake = "wake"
-	ruleIdle = "idle_after"
-	codeWake = "wake"
-	codeIdle = "idle"
-	// Like the policy's jobs, sources are "policy:" and the rule, which is
-	// how `shoal events` shows the request (policy.FromStore).
-	sourceWake   = policy.SourcePrefix + ruleWake
-	sourceIdle   = policy.SourcePrefix + ruleIdle
+	ruleWake               = "wake"
+	ruleIdle               = "idle_after"
+	codeWake decision.Code = "wake"
+	codeIdle decision.Code = "idle"
+	// Like the policy's jobs, sources are decision.SourcePrefix and the
+	// rule, which is how the store reads a recorded request back.
+	sourceWake   = decision.SourcePrefix + ruleWake
+	sourceIdle   = decision.SourcePrefix + ruleIdle
 	idleRetryMin = 10 * time.Second
 )
 
@@ -133,12 +134,12 @@ func (w *waker) step(ctx context.Context, g *group.Group, now time.Time) {
 		// sample: the group is then asleep anew, and what it served is
 		// no reason to wake it again.
 		s.asleepSince = time.Time{}
-		w.submit(ctx, store.Decision{Group: c.Name, At: now, Rule: ruleWake, Code: codeWake, Values: vals,
+		w.submit(ctx, decision.Record{Group: c.Name, Time: now, Rule: ruleWake, Code: codeWake, Values: vals,
 			Current: 0, Recommendation: c.WakeSize(),
 			Reason: fmt.Sprintf("requests arrived while asleep (%s); waking to %d", describeActivity(c.Name, vals), c.WakeSize())},
 			jobs.Request{Group: c.Name, Kind: jobs.Wake, Source: sourceWake})
 	case desired > 0 && c.MinSize == 0 && now.Sub(s.lastActive) >= c.ScaleToZero.IdleAfter && !now.Before(s.idleUntil):
-		d := store.Decision{Group: c.Name, At: now, Rule: ruleIdle, Code: codeIdle, Values: vals, Current: desired, Recommendation: 0,
+		d := decision.Record{Group: c.Name, Time: now, Rule: ruleIdle, Code: codeIdle, Values: vals, Current: desired, Recommendation: 0,
 			Reason: fmt.Sprintf("no request for %s (idle_after %s); scaling to 0", now.Sub(s.lastActive).Round(time.Second), c.ScaleToZero.IdleAfter)}
 		if job, ok := w.submit(ctx, d, jobs.Request{Group: c.Name, Kind: jobs.Size, Size: 0, Source: sourceIdle}); !ok {
 			// Refused, most likely by the scale-down cooldown: ask again
@@ -179,17 +180,17 @@ func (w *waker) activity(name string, now time.Time, rates bool) (map[string]flo
 
 // submit files req and records d with its outcome; ok is false when the job
 // was not accepted.
-func (w *waker) submit(ctx context.Context, d store.Decision, req jobs.Request) (jobs.Job, bool) {
-	d.RequestKind, d.RequestSize = string(req.Kind), req.Size
+func (w *waker) submit(ctx context.Context, d decision.Record, req jobs.Request) (jobs.Job, bool) {
+	d.Request = &decision.Request{Kind: req.Kind, Size: req.Size, Source: req.Source}
 	d.Sources = []string{d.Rule}
 	job, err := w.jm.Submit(ctx, req)
 	switch {
 	case err != nil:
-		d.Outcome, d.Reason = policy.OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
+		d.Outcome, d.Reason = decision.Error, d.Reason+"; submitting the job failed: "+err.Error()
 	case job.State == jobs.Ignored:
-		d.Outcome, d.Reason = policy.OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason
+		d.Outcome, d.Reason = decision.Ignored, d.Reason+"; job ignored: "+job.Reason
 	default:
-		d.Outcome = policy.OutcomeAccepted
+		d.Outcome = decision.Accepted
 	}
 	d.JobID = job.ID
 	if err := w.st.InsertDecision(context.WithoutCancel(ctx), &d); err != nil {

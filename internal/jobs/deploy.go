@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // DeployRequest asks for a rolling deploy of a group's template, with
@@ -46,17 +46,17 @@ func (m *Manager) SubmitDeploy(ctx context.Context, req DeployRequest) (Job, err
 	defer m.mu.Unlock()
 	now := time.Now()
 	size := g.Desired()
-	j := store.Job{Group: req.Group, Source: req.Source, Kind: string(Deploy), FromSize: size, TargetSize: size,
+	j := Job{Group: req.Group, Source: req.Source, Kind: Deploy, From: size, Target: size,
 		CreatedAt: now, Version: target.Version(req.Group)}
 	if running := m.running[req.Group]; running != "" {
-		j.State, j.Reason, j.FinishedAt = string(Ignored), fmt.Sprintf("another job (%s) is running for group %s", running, req.Group), now
+		j.State, j.Reason, j.FinishedAt = Ignored, fmt.Sprintf("another job (%s) is running for group %s", running, req.Group), &now
 		if err := m.st.InsertJob(ctx, &j); err != nil {
 			return Job{}, fmt.Errorf("record job: %w", err)
 		}
 		m.logJob(j)
-		return toJob(j), nil
+		return j, nil
 	}
-	return m.accept(ctx, g, j, func(g *group.Group, j store.Job) { m.runDeploy(g, j, target) })
+	return m.accept(ctx, g, j, func(g *group.Group, j Job) { m.runDeploy(g, j, target) })
 }
 
 // deployTimeout allows every instance its health grace, min_ready, a drain,
@@ -74,11 +74,12 @@ func deployTimeout(g *group.Group) time.Duration {
 	return 2*time.Duration(steps+1)*per + time.Minute
 }
 
-func (m *Manager) runDeploy(g *group.Group, j store.Job, target config.Template) {
+func (m *Manager) runDeploy(g *group.Group, j Job, target config.Template) {
 	ctx, cancel := context.WithTimeoutCause(m.ctx, m.deployTimeout(g), errors.New("deploy timed out"))
 	defer cancel()
 	rec := context.WithoutCancel(ctx)
-	j.State, j.StartedAt = string(Running), time.Now()
+	started := time.Now()
+	j.State, j.StartedAt = Running, &started
 	m.update(rec, j)
 	m.deployEvent(rec, j)
 
@@ -86,28 +87,27 @@ func (m *Manager) runDeploy(g *group.Group, j store.Job, target config.Template)
 	err := g.Deploy(ctx, target, func(msg string) {
 		m.log.Info("deploy", "job", j.ID, "group", j.Group, "version", j.Version, "step", msg)
 	})
-	j.FinishedAt = time.Now()
+	finished := time.Now()
+	j.FinishedAt = &finished
 	if err != nil {
-		j.State, j.Reason = string(Failed), err.Error()
+		j.State, j.Reason = Failed, err.Error()
 	} else {
-		j.State, j.Noop = string(Done), noop
+		j.State, j.Noop = Done, noop
 	}
 	m.update(rec, j)
 	m.deployEvent(rec, j)
 }
 
-// DeployOutcome marks a deploy's start and end in a group's event log, beside
-// the autoscaler's decisions, so `shoal events` shows why the policy waited.
-const DeployOutcome = "deploy"
-
-func (m *Manager) deployEvent(ctx context.Context, j store.Job) {
-	reason := fmt.Sprintf("deploy of version %s (job %d) %s", j.Version, j.ID, j.State)
+// deployEvent marks a deploy's start and end in the group's event log
+// (decision.Deploy); the job's state is the code.
+func (m *Manager) deployEvent(ctx context.Context, j Job) {
+	reason := fmt.Sprintf("deploy of version %s (job %s) %s", j.Version, j.ID, j.State)
 	if j.Reason != "" {
 		reason += ": " + j.Reason
 	}
-	d := store.Decision{Group: j.Group, At: time.Now(), Rule: DeployOutcome, Sources: []string{j.Source},
-		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: string(Deploy),
-		Outcome: DeployOutcome, Code: j.State, Reason: reason, JobID: jobID(j.ID)}
+	d := decision.Record{Group: j.Group, Time: time.Now(), Rule: string(decision.Deploy), Sources: []string{j.Source},
+		Current: j.From, Recommendation: j.Target, Request: &decision.Request{Kind: Deploy},
+		Outcome: decision.Deploy, Code: decision.Code(j.State), Reason: reason, JobID: j.ID}
 	if err := m.st.InsertDecision(ctx, &d); err != nil {
 		m.log.Error("recording deploy event failed", "job", j.ID, "err", err)
 	}

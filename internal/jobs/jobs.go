@@ -15,40 +15,27 @@ import (
 	"unicode"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
-// State is a job's state: accepted → running → done | failed, or ignored.
-type State string
-
-// Job states.
-const (
-	Accepted State = "accepted"
-	Running  State = "running"
-	Done     State = "done"
-	Failed   State = "failed"
-	Ignored  State = "ignored"
+// A job's shape, its states and kinds live in package job, below the store
+// that keeps them; they are re-exported here for the manager's users.
+type (
+	// Job is a scaling job as the store keeps it and the API and CLI show it.
+	Job = job.Job
+	// State is a job's state: accepted → running → done | failed, or ignored.
+	State = job.State
+	// Kind is what a request asks for.
+	Kind = job.Kind
 )
 
-// Terminal reports whether a job in state s has ended.
-func (s State) Terminal() bool { return s == Done || s == Failed || s == Ignored }
-
-// Kind is what a request asks for.
-type Kind string
-
-// Request kinds.
+// Job states and request kinds (see package job).
 const (
-	Up   Kind = "up"   // one plan up the ladder (one instance without plans)
-	Down Kind = "down" // one plan down
-	Plan Kind = "plan" // jump to a named plan
-	Size Kind = "size" // jump to a size
-	Keep Kind = "keep" // restore the desired size; no size change
-	// Deploy rolls out the group's template; see SubmitDeploy.
-	Deploy Kind = "deploy"
-	// Wake starts a group at 0 instances (config.Group.WakeSize): requests
-	// are held for it, so no cooldown delays it.
-	Wake Kind = "wake"
+	Accepted, Running, Done, Failed, Ignored = job.Accepted, job.Running, job.Done, job.Failed, job.Ignored
+	Up, Down, Plan, Size, Keep, Deploy, Wake = job.Up, job.Down, job.Plan, job.Size, job.Keep, job.Deploy, job.Wake
 )
 
 // Request asks for a scaling job. Up or Down with a Plan jump to that plan but
@@ -60,25 +47,6 @@ type Request struct {
 	Plan   string
 	Size   int
 	Source string
-}
-
-// Job is a scaling job as the API and CLI show it.
-type Job struct {
-	ID         string     `json:"id"`
-	Group      string     `json:"group"`
-	Kind       Kind       `json:"kind"`
-	Plan       string     `json:"plan,omitempty"`
-	Source     string     `json:"source"`
-	From       int        `json:"from"`
-	Target     int        `json:"target"`
-	State      State      `json:"state"`
-	Reason     string     `json:"reason,omitempty"`
-	Noop       bool       `json:"noop,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	// Version is the template version a deploy rolls out.
-	Version string `json:"version,omitempty"`
 }
 
 // Input errors: the request itself is wrong, not the moment.
@@ -103,12 +71,12 @@ func (e *InputError) Unwrap() error { return e.Err }
 // stateStore is where a Manager records jobs and the decisions they end
 // with. *store.Store is one.
 type stateStore interface {
-	InsertJob(ctx context.Context, j *store.Job) error
-	UpdateJob(ctx context.Context, j store.Job) error
-	Job(ctx context.Context, id int64) (store.Job, error)
-	Jobs(ctx context.Context, group string, limit int) ([]store.Job, error)
-	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]store.Job, error)
-	InsertDecision(ctx context.Context, d *store.Decision) error
+	InsertJob(ctx context.Context, j *Job) error
+	UpdateJob(ctx context.Context, j Job) error
+	Job(ctx context.Context, id string) (Job, error)
+	Jobs(ctx context.Context, group string, limit int) ([]Job, error)
+	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]Job, error)
+	InsertDecision(ctx context.Context, d *decision.Record) error
 }
 
 // Groups finds the groups jobs act on. core's registry implements it; a
@@ -160,7 +128,8 @@ func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Log
 		timeout:       defaultTimeout,
 		deployTimeout: deployTimeout,
 	}
-	failed, err := st.FailUnfinishedJobs(ctx, "shoal restarted while the job was running", time.Now())
+	at := time.Now()
+	failed, err := st.FailUnfinishedJobs(ctx, "shoal restarted while the job was running", at)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
@@ -168,8 +137,8 @@ func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Log
 		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
 		// Like any failed job, it holds back its direction: its desired size
 		// was recorded before it took effect, so it stands.
-		if g, ok := groups.Group(j.Group); ok && j.TargetSize != j.FromSize {
-			if err := g.StartCooldown(ctx, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+		if g, ok := groups.Group(j.Group); ok && j.Target != j.From {
+			if err := g.StartCooldown(ctx, at, j.Target > j.From); err != nil {
 				return nil, fmt.Errorf("jobs: %w", err)
 			}
 		}
@@ -230,7 +199,7 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 
 	now := time.Now()
 	from := g.Desired()
-	j := store.Job{Group: req.Group, Source: req.Source, Kind: string(req.Kind), Plan: req.Plan, FromSize: from, TargetSize: from, CreatedAt: now}
+	j := Job{Group: req.Group, Source: req.Source, Kind: req.Kind, Plan: req.Plan, From: from, Target: from, CreatedAt: now}
 	target, reason, inputErr := resolve(g, req, from)
 	switch {
 	case inputErr != nil:
@@ -238,21 +207,21 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	case m.running[req.Group] != "":
 		reason = fmt.Sprintf("another job (%s) is running for group %s", m.running[req.Group], req.Group)
 	case reason == "":
-		j.TargetSize = target
+		j.Target = target
 		if req.Kind != Wake {
 			reason = cooldownReason(g, from, target, now)
 		}
 	}
 	if reason != "" {
-		j.State, j.Reason, j.FinishedAt = string(Ignored), reason, now
+		j.State, j.Reason, j.FinishedAt = Ignored, reason, &now
 		if err := m.st.InsertJob(ctx, &j); err != nil {
 			return Job{}, fmt.Errorf("record job: %w", err)
 		}
 		m.logJob(j)
 		if inputErr != nil {
-			return toJob(j), inputErr
+			return j, inputErr
 		}
-		return toJob(j), nil
+		return j, nil
 	}
 
 	return m.accept(ctx, g, j, m.run)
@@ -260,31 +229,29 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 
 // accept records j as accepted, takes the group's lock for it and runs it.
 // m.mu must be held.
-func (m *Manager) accept(ctx context.Context, g *group.Group, j store.Job, run func(*group.Group, store.Job)) (Job, error) {
-	j.State = string(Accepted)
+func (m *Manager) accept(ctx context.Context, g *group.Group, j Job, run func(*group.Group, Job)) (Job, error) {
+	j.State = Accepted
 	if err := m.st.InsertJob(ctx, &j); err != nil {
 		return Job{}, fmt.Errorf("record job: %w", err)
 	}
 	m.logJob(j)
-	id := jobID(j.ID)
-	m.running[j.Group] = id
-	m.ended[id] = make(chan struct{})
+	m.running[j.Group] = j.ID
+	m.ended[j.ID] = make(chan struct{})
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer m.release(j)
 		run(g, j)
 	}()
-	return toJob(j), nil
+	return j, nil
 }
 
 // release ends a job's hold on its group and wakes its waiters.
-func (m *Manager) release(j store.Job) {
-	id := jobID(j.ID)
+func (m *Manager) release(j Job) {
 	m.mu.Lock()
 	delete(m.running, j.Group)
-	close(m.ended[id])
-	delete(m.ended, id)
+	close(m.ended[j.ID])
+	delete(m.ended, j.ID)
 	m.mu.Unlock()
 }
 
@@ -399,7 +366,7 @@ func cooldownReason(g *group.Group, from, target int, now time.Time) string {
 	return ""
 }
 
-func (m *Manager) run(g *group.Group, j store.Job) {
+func (m *Manager) run(g *group.Group, j Job) {
 	ctx, cancel := context.WithTimeoutCause(m.ctx, m.timeout(g), errors.New("job timed out"))
 	defer cancel()
 	// Records must be written even when the job is interrupted.
@@ -407,10 +374,10 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 
 	mark := g.Mark()
 	now := time.Now()
-	j.State, j.StartedAt = string(Running), now
+	j.State, j.StartedAt = Running, &now
 	m.update(rec, j)
 
-	err := g.SetDesired(rec, j.TargetSize)
+	err := g.SetDesired(rec, j.Target)
 	noop := false
 	if err == nil {
 		if r := g.Retirements(mark); len(r) > 0 {
@@ -418,22 +385,23 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 		}
 		noop, err = g.WaitConverged(ctx, mark)
 	}
-	j.FinishedAt = time.Now()
+	finished := time.Now()
+	j.FinishedAt = &finished
 	if err != nil {
 		// The desired size stays where SetDesired left it: the target if it
 		// was recorded, else where it was. The reason says which.
-		j.State, j.Reason = string(Failed), fmt.Sprintf("%v (desired size stays %d)", err, g.Desired())
+		j.State, j.Reason = Failed, fmt.Sprintf("%v (desired size stays %d)", err, g.Desired())
 		// A failure must not be a fast path around the cooldown: without it,
 		// every further alert would raise a broken group by another step.
-		if j.TargetSize != j.FromSize {
-			if err := g.StartCooldown(rec, j.FinishedAt, j.TargetSize > j.FromSize); err != nil {
+		if j.Target != j.From {
+			if err := g.StartCooldown(rec, finished, j.Target > j.From); err != nil {
 				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
 			}
 		}
 	} else {
-		j.State, j.Noop = string(Done), noop
-		if j.TargetSize != j.FromSize {
-			if err := g.StartCooldowns(rec, j.FinishedAt); err != nil {
+		j.State, j.Noop = Done, noop
+		if j.Target != j.From {
+			if err := g.StartCooldowns(rec, finished); err != nil {
 				m.log.Error("recording cooldown failed", "group", j.Group, "err", err)
 			}
 		}
@@ -441,33 +409,30 @@ func (m *Manager) run(g *group.Group, j store.Job) {
 	m.update(rec, j)
 }
 
-// ScaleInOutcome marks, in a group's event log, which instances a job's
-// scale-in retires and why (the group's scale_in policy is the code).
-const ScaleInOutcome = "scale_in"
-
-func (m *Manager) scaleInEvent(ctx context.Context, j store.Job, policy string, retired []group.Retirement) {
+func (m *Manager) scaleInEvent(ctx context.Context, j Job, policy string, retired []group.Retirement) {
 	var picks []string
 	for _, r := range retired {
 		picks = append(picks, r.Instance+": "+r.Reason)
 	}
-	reason := fmt.Sprintf("job %d retires %s", j.ID, strings.Join(picks, "; "))
-	d := store.Decision{Group: j.Group, At: time.Now(), Rule: ScaleInOutcome, Sources: []string{j.Source},
-		Current: j.FromSize, Recommendation: j.TargetSize, RequestKind: j.Kind, RequestPlan: j.Plan,
-		Outcome: ScaleInOutcome, Code: policy, Reason: reason, JobID: jobID(j.ID)}
+	reason := fmt.Sprintf("job %s retires %s", j.ID, strings.Join(picks, "; "))
+	// The rule is the outcome: no rule of the policy decided it.
+	d := decision.Record{Group: j.Group, Time: time.Now(), Rule: string(decision.ScaleIn), Sources: []string{j.Source},
+		Current: j.From, Recommendation: j.Target, Request: &decision.Request{Kind: j.Kind, Plan: j.Plan},
+		Outcome: decision.ScaleIn, Code: decision.Code(policy), Reason: reason, JobID: j.ID}
 	if err := m.st.InsertDecision(ctx, &d); err != nil {
 		m.log.Error("recording scale-in event failed", "job", j.ID, "err", err)
 	}
 }
 
-func (m *Manager) update(ctx context.Context, j store.Job) {
+func (m *Manager) update(ctx context.Context, j Job) {
 	if err := m.st.UpdateJob(ctx, j); err != nil {
 		m.log.Error("recording job failed", "job", j.ID, "err", err)
 	}
 	m.logJob(j)
 }
 
-func (m *Manager) logJob(j store.Job) {
-	attrs := []any{"job", j.ID, "group", j.Group, "kind", j.Kind, "source", j.Source, "from", j.FromSize, "target", j.TargetSize}
+func (m *Manager) logJob(j Job) {
+	attrs := []any{"job", j.ID, "group", j.Group, "kind", j.Kind, "source", j.Source, "from", j.From, "target", j.Target}
 	if j.Version != "" {
 		attrs = append(attrs, "version", j.Version)
 	}
@@ -481,40 +446,38 @@ func (m *Manager) logJob(j store.Job) {
 		attrs = append(attrs, "reason", j.Reason)
 	}
 	level := slog.LevelInfo
-	if j.State == string(Failed) {
+	if j.State == Failed {
 		level = slog.LevelWarn
 	}
-	m.log.Log(context.Background(), level, "job "+j.State, attrs...)
+	m.log.Log(context.Background(), level, "job "+string(j.State), attrs...)
 	if m.observe != nil {
-		m.observe(toJob(j))
+		m.observe(j)
 	}
 }
 
 // Get returns a job by id.
 func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
-	n, err := strconv.ParseInt(id, 10, 64)
-	if err != nil || n <= 0 {
+	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
 		return Job{}, fmt.Errorf("%w: %q is not a job id", ErrNotFound, id)
 	}
-	j, err := m.st.Job(ctx, n)
+	j, err := m.st.Job(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return Job{}, err
 	}
-	return toJob(j), nil
+	return j, nil
 }
 
 // List returns the newest jobs, for one group or all ("").
 func (m *Manager) List(ctx context.Context, groupName string, limit int) ([]Job, error) {
-	rows, err := m.st.Jobs(ctx, groupName, limit)
+	out, err := m.st.Jobs(ctx, groupName, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Job, 0, len(rows))
-	for _, j := range rows {
-		out = append(out, toJob(j))
+	if out == nil {
+		out = []Job{}
 	}
 	return out, nil
 }
@@ -531,18 +494,4 @@ func (m *Manager) Wait(ctx context.Context, id string) (Job, error) {
 		}
 	}
 	return m.Get(context.WithoutCancel(ctx), id)
-}
-
-func jobID(n int64) string { return strconv.FormatInt(n, 10) }
-
-func toJob(j store.Job) Job {
-	out := Job{ID: jobID(j.ID), Group: j.Group, Kind: Kind(j.Kind), Plan: j.Plan, Source: j.Source, From: j.FromSize, Target: j.TargetSize,
-		State: State(j.State), Reason: j.Reason, Noop: j.Noop, CreatedAt: j.CreatedAt, Version: j.Version}
-	if !j.StartedAt.IsZero() {
-		out.StartedAt = &j.StartedAt
-	}
-	if !j.FinishedAt.IsZero() {
-		out.FinishedAt = &j.FinishedAt
-	}
-	return out
 }

@@ -208,7 +208,7 @@ func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ctx := context.Background()
-	j := store.Job{Group: "web", Source: "test", Kind: string(Down), FromSize: 3, TargetSize: 2, State: string(Running), CreatedAt: time.Now()}
+	j := Job{Group: "web", Source: "test", Kind: Down, From: 3, Target: 2, State: Running, CreatedAt: time.Now()}
 	if err := st.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if got, _ := m.Get(ctx, jobID(j.ID)); got.State != Failed {
+	if got, _ := m.Get(ctx, j.ID); got.State != Failed {
 		t.Fatalf("job after restart: %+v, want failed", got)
 	}
 	up, down := g.Cooldowns()

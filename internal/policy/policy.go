@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/jobs"
 )
 
@@ -57,58 +58,23 @@ type State struct {
 	Prediction *Prediction
 }
 
-// Outcomes of a decision.
-const (
-	// OutcomeNothing: nothing to do, and Reason says why.
-	OutcomeNothing = "nothing"
-	// OutcomeRequest: Evaluate wants Request submitted. Replay leaves it so
-	// (it does nothing); the Runner replaces it with one of the three below.
-	OutcomeRequest  = "request"
-	OutcomeAccepted = "accepted"
-	OutcomeIgnored  = "ignored"
-	OutcomeError    = "error"
-)
-
 // Codes name the reason for a decision, for filtering and tests.
 const (
-	CodeScale         = "scale"         // a job is requested
-	CodeCooldown      = "cooldown"      // the group's cooldown holds
-	CodeRuleCooldown  = "rule_cooldown" // the rule's own cooldown holds
-	CodeMaxSize       = "max_size"      // already at the largest size or plan
-	CodeMinSize       = "min_size"      // already at the smallest size or plan
-	CodeSchedule      = "schedule"      // a schedule's bound holds
-	CodeTolerance     = "tolerance"     // the target is inside its band
-	CodeStabilization = "stabilization" // the window holds a higher recommendation
-	CodeRateLimit     = "rate_limit"    // max_step allows no more this period
-	CodeNotAgreed     = "not_agreed"    // scale-in wanted, but something wants more
-	CodeMissing       = "missing"       // a metric is missing or stale
-	CodeJobRunning    = "job_running"   // a job is running for the group
-	CodeSteady        = "steady"        // the action leads to the current size
-	CodeRefused       = "refused"       // the job manager refused the same request lately
+	CodeScale         decision.Code = "scale"         // a job is requested
+	CodeCooldown      decision.Code = "cooldown"      // the group's cooldown holds
+	CodeRuleCooldown  decision.Code = "rule_cooldown" // the rule's own cooldown holds
+	CodeMaxSize       decision.Code = "max_size"      // already at the largest size or plan
+	CodeMinSize       decision.Code = "min_size"      // already at the smallest size or plan
+	CodeSchedule      decision.Code = "schedule"      // a schedule's bound holds
+	CodeTolerance     decision.Code = "tolerance"     // the target is inside its band
+	CodeStabilization decision.Code = "stabilization" // the window holds a higher recommendation
+	CodeRateLimit     decision.Code = "rate_limit"    // max_step allows no more this period
+	CodeNotAgreed     decision.Code = "not_agreed"    // scale-in wanted, but something wants more
+	CodeMissing       decision.Code = "missing"       // a metric is missing or stale
+	CodeJobRunning    decision.Code = "job_running"   // a job is running for the group
+	CodeSteady        decision.Code = "steady"        // the action leads to the current size
+	CodeRefused       decision.Code = "refused"       // the job manager refused the same request lately
 )
-
-// Decision is one explained evaluation.
-type Decision struct {
-	Time  time.Time
-	Group string
-	// Rule is what decided: a rule's name, "target", or a schedule's name.
-	Rule string
-	// Sources are every rule, target or schedule that fired or would have.
-	Sources []string
-	// Values are the metric values seen, by path (the newest sample).
-	Values         map[string]float64
-	Current        int
-	Recommendation int
-	// Request is the job asked for; nil when nothing is to be done.
-	Request *jobs.Request
-	Outcome string
-	Code    string
-	Reason  string
-	JobID   string
-}
-
-// SourcePrefix starts the source of every job the policy requests.
-const SourcePrefix = "policy:"
 
 // TargetName names the target in decisions.
 const TargetName = "target"
@@ -123,8 +89,8 @@ type opinion struct {
 	name   string
 	size   int // the size it wants
 	action config.Action
-	fired  bool   // wants size now (false: would have, but is held back)
-	code   string // why it is held back
+	fired  bool          // wants size now (false: would have, but is held back)
+	code   decision.Code // why it is held back
 	reason string
 }
 
@@ -143,7 +109,7 @@ type evaluation struct {
 // Evaluate evaluates g's policy at now. record reports whether a rule, the
 // target or a schedule fired or would have: only those decisions are worth
 // keeping. g.Autoscale must not be nil.
-func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, record bool) {
+func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Record, record bool) {
 	d, record = evaluate(g, h, s, now)
 	if p := s.Prediction; p != nil && g.Autoscale.Predictive != nil && d.Request == nil {
 		if pd, ok := predictiveOnly(g, d, g.Autoscale.Predictive, p); ok {
@@ -153,9 +119,9 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 	return d, record
 }
 
-func evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, record bool) {
+func evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Record, record bool) {
 	e := &evaluation{g: g, p: g.Autoscale, h: h, s: s, now: now, values: map[string]float64{}}
-	d = Decision{Time: now, Group: g.Name, Current: s.Desired, Recommendation: s.Desired, Outcome: OutcomeNothing}
+	d = decision.Record{Time: now, Group: g.Name, Current: s.Desired, Recommendation: s.Desired, Outcome: decision.Nothing}
 
 	var ops []opinion
 	for _, r := range e.p.Rules {
@@ -283,21 +249,21 @@ func evaluate(g config.Group, h Metrics, s State, now time.Time) (d Decision, re
 		d.Code, d.Reason = CodeCooldown, reason+fmt.Sprintf("; in scale-down cooldown until %s", s.DownCooldownUntil.UTC().Format(time.RFC3339))
 		return d, true
 	}
-	d.Outcome, d.Code, d.Reason = OutcomeRequest, CodeScale, reason
-	d.Request = request(g, win, final)
+	d.Outcome, d.Code, d.Reason = decision.Requested, CodeScale, reason
+	d.Request = request(win, final)
 	return d, true
 }
 
 // predictiveOnly records what the forecast alone has to say when nothing
 // else has: once that it is off and why, or (forecast_only) once a minute
 // what it would have done.
-func predictiveOnly(g config.Group, d Decision, cfg *config.Predictive, pred *Prediction) (Decision, bool) {
+func predictiveOnly(g config.Group, d decision.Record, cfg *config.Predictive, pred *Prediction) (decision.Record, bool) {
 	switch {
 	case pred.Off != "" && pred.Announce:
-		d.Rule, d.Outcome, d.Code, d.Recommendation, d.Reason = PredictiveName, OutcomeNothing, CodePredictiveOff, d.Current, pred.Off
+		d.Rule, d.Outcome, d.Code, d.Recommendation, d.Reason = PredictiveName, decision.Nothing, CodePredictiveOff, d.Current, pred.Off
 		return d, true
 	case pred.Off == "" && cfg.Mode == config.PredictiveForecastOnly && pred.Fresh && min(pred.Floor, g.MaxSize) > d.Current:
-		d.Rule, d.Outcome, d.Code, d.Recommendation = PredictiveName, OutcomeForecastOnly, CodeForecast, min(pred.Floor, g.MaxSize)
+		d.Rule, d.Outcome, d.Code, d.Recommendation = PredictiveName, decision.ForecastOnly, CodeForecast, min(pred.Floor, g.MaxSize)
 		d.Reason = fmt.Sprintf("mode forecast_only: would raise the floor from %d to %d; %s", d.Current, d.Recommendation, pred.Explanation)
 		return d, true
 	}
@@ -306,8 +272,8 @@ func predictiveOnly(g config.Group, d Decision, cfg *config.Predictive, pred *Pr
 
 // request asks for final in the words of the winning action where they say
 // the same, so that jobs show "up" or "plan: medium" rather than a bare size.
-func request(g config.Group, win *opinion, final int) *jobs.Request {
-	r := &jobs.Request{Group: g.Name, Kind: jobs.Size, Size: final, Source: SourcePrefix + win.name}
+func request(win *opinion, final int) *decision.Request {
+	r := &decision.Request{Kind: jobs.Size, Size: final, Source: decision.SourcePrefix + win.name}
 	if win.size != final {
 		return r
 	}

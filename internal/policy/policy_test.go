@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/metrics"
 )
@@ -75,13 +76,13 @@ func base() history {
 
 type want struct {
 	record  bool
-	code    string
+	code    decision.Code
 	rule    string
 	request *jobs.Request // nil: no request
 	reason  string        // a substring of the reason
 }
 
-func check(t *testing.T, name string, d Decision, record bool, w want) {
+func check(t *testing.T, name string, d decision.Record, record bool, w want) {
 	t.Helper()
 	if record != w.record {
 		t.Errorf("%s: record = %v, want %v (decision %+v)", name, record, w.record, d)
@@ -97,10 +98,10 @@ func check(t *testing.T, name string, d Decision, record bool, w want) {
 		t.Errorf("%s: request %+v, want none", name, *d.Request)
 	case w.request != nil && d.Request == nil:
 		t.Errorf("%s: no request, want %+v (reason %q)", name, *w.request, d.Reason)
-	case w.request != nil && *d.Request != *w.request:
-		t.Errorf("%s: request %+v, want %+v", name, *d.Request, *w.request)
+	case w.request != nil && submission(d) != *w.request:
+		t.Errorf("%s: request %+v, want %+v", name, submission(d), *w.request)
 	}
-	if w.request != nil && d.Outcome != OutcomeRequest || w.request == nil && d.Outcome != OutcomeNothing {
+	if w.request != nil && d.Outcome != decision.Requested || w.request == nil && d.Outcome != decision.Nothing {
 		t.Errorf("%s: outcome %q", name, d.Outcome)
 	}
 	if !strings.Contains(d.Reason, w.reason) {
@@ -706,7 +707,7 @@ func TestStatisticRules(t *testing.T) {
 		return 45
 	}
 	h := base().fill("cpu.avg", -1800, 0, swing)
-	eval := func(rules string, h history) (Decision, bool) {
+	eval := func(rules string, h history) (decision.Record, bool) {
 		g := parseGroup(t, 1, 9, "", "      rules:\n"+rules)
 		return Evaluate(g, h, State{Desired: 4}, secs(0))
 	}
@@ -773,7 +774,7 @@ func TestStatisticWeighsTime(t *testing.T) {
 
 func TestDedup(t *testing.T) {
 	var dd Dedup
-	held := Decision{Rule: "hot", Code: CodeCooldown, Outcome: OutcomeNothing, Current: 4, Recommendation: 5}
+	held := decision.Record{Rule: "hot", Code: CodeCooldown, Outcome: decision.Nothing, Current: 4, Recommendation: 5}
 	if dd.Repeat(held) {
 		t.Error("the first decision is not a repeat")
 	}
@@ -786,7 +787,7 @@ func TestDedup(t *testing.T) {
 		t.Error("a different reason is not a repeat")
 	}
 	acted := held
-	acted.Outcome = OutcomeRequest
+	acted.Outcome = decision.Requested
 	if dd.Repeat(acted) || dd.Repeat(acted) {
 		t.Error("a request is never a repeat")
 	}

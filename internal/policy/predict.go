@@ -8,19 +8,17 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/forecast"
 )
 
 // PredictiveName names the predictive floor in decisions and job sources.
 const PredictiveName = "predictive"
 
-// Predictive outcomes and codes.
+// Predictive codes; the outcome of forecast_only is decision.ForecastOnly.
 const (
-	// OutcomeForecastOnly: mode forecast_only, and the forecast would have
-	// raised the floor; nothing was done.
-	OutcomeForecastOnly = "forecast only"
-	CodeForecast        = "forecast"       // what the forecast wants
-	CodePredictiveOff   = "predictive_off" // the forecast cannot be made; why
+	CodeForecast      decision.Code = "forecast"       // what the forecast wants
+	CodePredictiveOff decision.Code = "predictive_off" // the forecast cannot be made; why
 )
 
 // defaultUtilisation is the CPU the floor plans for when the group's target

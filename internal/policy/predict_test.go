@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 )
 
 // daily is history with a per-minute request rate for the days before t0:
@@ -100,13 +101,13 @@ func TestPredictiveForecastOnly(t *testing.T) {
 	h := daily(3)
 	var p Predictor
 	d, record := Evaluate(g, h, State{Desired: 2, Prediction: p.At(g, h, t0)}, t0)
-	if !record || d.Request != nil || d.Outcome != OutcomeForecastOnly || d.Code != CodeForecast || d.Recommendation != 19 {
+	if !record || d.Request != nil || d.Outcome != decision.ForecastOnly || d.Code != CodeForecast || d.Recommendation != 19 {
 		t.Fatalf("got %+v, want a forecast-only decision for 19", d)
 	}
 	if !strings.Contains(d.Reason, "mode forecast_only: would raise the floor from 2 to 19") {
 		t.Errorf("reason %q", d.Reason)
 	}
-	if d, record := Evaluate(g, h, State{Desired: 2, Prediction: p.At(g, h, t0.Add(time.Second))}, t0.Add(time.Second)); record || d.Outcome == OutcomeForecastOnly {
+	if d, record := Evaluate(g, h, State{Desired: 2, Prediction: p.At(g, h, t0.Add(time.Second))}, t0.Add(time.Second)); record || d.Outcome == decision.ForecastOnly {
 		t.Errorf("second evaluation of the minute: %+v, want nothing recorded", d)
 	}
 }

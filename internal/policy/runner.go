@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -40,14 +41,14 @@ type Runner struct {
 // DecisionStore is where a Runner records its decisions and, when it
 // starts, reads back the last ones. *store.Store is one.
 type DecisionStore interface {
-	InsertDecision(ctx context.Context, d *store.Decision) error
-	Decisions(ctx context.Context, q store.DecisionQuery) ([]store.Decision, error)
-	LastDecisionTimes(ctx context.Context, group, outcome string) (map[string]time.Time, error)
+	InsertDecision(ctx context.Context, d *decision.Record) error
+	Decisions(ctx context.Context, q store.DecisionQuery) ([]decision.Record, error)
+	LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error)
 }
 
 // Observer counts what a Runner does.
 type Observer interface {
-	ObserveDecision(group, outcome string)
+	ObserveDecision(group string, outcome decision.Outcome)
 	ObserveEvaluation(group string, d time.Duration)
 }
 
@@ -83,7 +84,7 @@ type loop struct {
 	dedup    Dedup
 	// A request the job manager refused is not repeated at every tick: the
 	// manager would record an ignored job each time.
-	refused      *jobs.Request
+	refused      *decision.Request
 	refusedUntil time.Time
 	refusedWhy   string
 	backoff      time.Duration
@@ -96,7 +97,7 @@ func (r *Runner) start(ctx context.Context) (*loop, error) {
 	}
 	// A rule's cooldown runs from its last accepted job, even one accepted
 	// before a restart.
-	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, OutcomeAccepted)
+	ruleJobs, err := r.Store.LastDecisionTimes(ctx, r.Group.Name, decision.Accepted)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
@@ -106,7 +107,7 @@ func (r *Runner) start(ctx context.Context) (*loop, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if len(last) == 1 {
-		l.dedup.Repeat(FromStore(last[0]))
+		l.dedup.Repeat(last[0])
 	}
 	return l, nil
 }
@@ -129,22 +130,22 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 	switch {
 	case d.Request == nil:
 	case l.refused != nil && *l.refused == *d.Request && d.Time.Before(l.refusedUntil):
-		d.Outcome, d.Code, d.Request = OutcomeNothing, CodeRefused, nil
+		d.Outcome, d.Code, d.Request = decision.Nothing, CodeRefused, nil
 		d.Reason += fmt.Sprintf("; the same request was refused (%s), retried after %s", l.refusedWhy, l.refusedUntil.UTC().Format(time.RFC3339))
 	default:
 		req := *d.Request
-		job, err := r.Jobs.Submit(ctx, req)
+		job, err := r.Jobs.Submit(ctx, submission(d))
 		l.refused = nil
 		switch {
 		case err != nil:
-			d.Outcome, d.Reason = OutcomeError, d.Reason+"; submitting the job failed: "+err.Error()
+			d.Outcome, d.Reason = decision.Error, d.Reason+"; submitting the job failed: "+err.Error()
 			d.JobID = job.ID
 			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), err.Error()
 		case job.State == jobs.Ignored:
-			d.Outcome, d.Reason, d.JobID = OutcomeIgnored, d.Reason+"; job ignored: "+job.Reason, job.ID
+			d.Outcome, d.Reason, d.JobID = decision.Ignored, d.Reason+"; job ignored: "+job.Reason, job.ID
 			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), job.Reason
 		default:
-			d.Outcome, d.JobID = OutcomeAccepted, job.ID
+			d.Outcome, d.JobID = decision.Accepted, job.ID
 			l.ruleJobs[d.Rule] = d.Time
 		}
 	}
@@ -153,9 +154,8 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 	}
 }
 
-func (r *Runner) record(ctx context.Context, d Decision) {
-	sd := toStore(d)
-	if err := r.Store.InsertDecision(context.WithoutCancel(ctx), &sd); err != nil {
+func (r *Runner) record(ctx context.Context, d decision.Record) {
+	if err := r.Store.InsertDecision(context.WithoutCancel(ctx), &d); err != nil {
 		r.Log.Error("recording decision failed", "group", d.Group, "err", err)
 	}
 	attrs := []any{"group", d.Group, "rule", d.Rule, "outcome", d.Outcome, "code", d.Code,
@@ -169,6 +169,13 @@ func (r *Runner) record(ctx context.Context, d Decision) {
 	}
 }
 
+// submission is the job request d asks the job manager for; d.Request
+// must not be nil.
+func submission(d decision.Record) jobs.Request {
+	r := d.Request
+	return jobs.Request{Group: d.Group, Kind: r.Kind, Plan: r.Plan, Size: r.Size, Source: r.Source}
+}
+
 // asleep reports a group that scales to zero sleeping at 0: with no
 // instance there is no metric to read, so its policy does nothing; requests
 // wake it (core's waker) and the policy takes over once it is awake.
@@ -180,8 +187,8 @@ type Dedup struct{ last string }
 
 // Repeat reports whether d repeats the previous decision; decisions that
 // request a job never do.
-func (dd *Dedup) Repeat(d Decision) bool {
-	if d.Outcome != OutcomeNothing {
+func (dd *Dedup) Repeat(d decision.Record) bool {
+	if d.Outcome != decision.Nothing {
 		dd.last = ""
 		return false
 	}
@@ -193,26 +200,6 @@ func (dd *Dedup) Repeat(d Decision) bool {
 	return false
 }
 
-func toStore(d Decision) store.Decision {
-	sd := store.Decision{Group: d.Group, At: d.Time, Rule: d.Rule, Sources: d.Sources, Values: d.Values,
-		Current: d.Current, Recommendation: d.Recommendation, Outcome: d.Outcome, Code: d.Code, Reason: d.Reason, JobID: d.JobID}
-	if d.Request != nil {
-		sd.RequestKind, sd.RequestPlan, sd.RequestSize = string(d.Request.Kind), d.Request.Plan, d.Request.Size
-	}
-	return sd
-}
-
-// FromStore converts a recorded decision back, for `shoal events`.
-func FromStore(sd store.Decision) Decision {
-	d := Decision{Time: sd.At, Group: sd.Group, Rule: sd.Rule, Sources: sd.Sources, Values: sd.Values,
-		Current: sd.Current, Recommendation: sd.Recommendation, Outcome: sd.Outcome, Code: sd.Code, Reason: sd.Reason, JobID: sd.JobID}
-	if sd.RequestKind != "" {
-		d.Request = &jobs.Request{Group: sd.Group, Kind: jobs.Kind(sd.RequestKind), Plan: sd.RequestPlan, Size: sd.RequestSize,
-			Source: SourcePrefix + sd.Rule}
-	}
-	return d
-}
-
 // Replay evaluates g's policy over [from, to] at every interval, as the live
 // Runner would have, and returns the decisions it would have recorded without
 // doing anything. The group's size at each moment is the recorded "size"
@@ -222,7 +209,7 @@ func FromStore(sd store.Decision) Decision {
 // History is read from h once per metric, not at every step (see
 // heldHistory). Replay stops with ctx's error when ctx ends; the caller
 // bounds the number of steps.
-func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) ([]Decision, error) {
+func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) ([]decision.Record, error) {
 	if g.Autoscale == nil {
 		return nil, nil
 	}
@@ -231,7 +218,7 @@ func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) 
 	held.now = from
 	sizes := held.Points("size", from.Add(-time.Hour), to)
 	var (
-		out    []Decision
+		out    []decision.Record
 		dedup  Dedup
 		s      = State{Desired: g.MinSize, RuleJobs: map[string]time.Time{}}
 		pred   Predictor

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -108,7 +109,7 @@ func TestRunner(t *testing.T) {
 		return &Runner{Group: g, Metrics: h, Jobs: sub, State: func() State { return State{Desired: 4} },
 			Store: st, Log: slog.New(slog.NewTextHandler(logs, nil)), Now: clk.now}
 	}
-	decisions := func() []store.Decision {
+	decisions := func() []decision.Record {
 		ds, err := st.Decisions(context.Background(), store.DecisionQuery{Group: "web"})
 		if err != nil {
 			t.Fatal(err)
@@ -137,10 +138,10 @@ func TestRunner(t *testing.T) {
 	if len(ds) != 2 {
 		t.Fatalf("got %d decisions, want 2 (the job, then one held-back record): %+v", len(ds), ds)
 	}
-	if d := ds[0]; d.Outcome != OutcomeAccepted || d.JobID != "1" || d.Rule != "hot" || d.RequestKind != "up" || d.Values["cpu.avg"] != 90 {
+	if d := ds[0]; d.Outcome != decision.Accepted || d.JobID != "1" || d.Rule != "hot" || d.Request == nil || d.Request.Kind != jobs.Up || d.Values["cpu.avg"] != 90 {
 		t.Errorf("first decision = %+v", d)
 	}
-	if d := ds[1]; d.Outcome != OutcomeNothing || d.Code != CodeRuleCooldown {
+	if d := ds[1]; d.Outcome != decision.Nothing || d.Code != CodeRuleCooldown {
 		t.Errorf("second decision = %+v", d)
 	}
 	if n := sub.count(); n != 1 {
@@ -162,7 +163,7 @@ func TestRunner(t *testing.T) {
 	stop()
 	var accepted []string
 	for _, d := range decisions() {
-		if d.Outcome == OutcomeAccepted {
+		if d.Outcome == decision.Accepted {
 			accepted = append(accepted, d.JobID)
 		}
 	}
@@ -189,9 +190,9 @@ func TestRunner(t *testing.T) {
 	waitFor(t, "the retry", func() bool { return sub.count() == 4 })
 	stop()
 	ds = decisions()
-	var ignored []store.Decision
+	var ignored []decision.Record
 	for _, d := range ds {
-		if d.Outcome == OutcomeIgnored {
+		if d.Outcome == decision.Ignored {
 			ignored = append(ignored, d)
 		}
 	}
@@ -219,7 +220,7 @@ func TestReplaySeed004(t *testing.T) {
 
 	var got []string
 	for _, d := range ds {
-		got = append(got, d.Time.Sub(t0).String()+" "+d.Rule+" "+d.Outcome+" "+d.Code)
+		got = append(got, fmt.Sprintf("%s %s %s %s", d.Time.Sub(t0), d.Rule, d.Outcome, d.Code))
 	}
 	want := []string{
 		// Evaluated once a minute, as CloudWatch does: the average of
@@ -300,15 +301,15 @@ func TestRunnerMatchesReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	line := func(at time.Time, rule, outcome, code string, rec int) string {
-		if outcome == OutcomeAccepted {
-			outcome = OutcomeRequest
+	line := func(at time.Time, rule string, outcome decision.Outcome, code decision.Code, rec int) string {
+		if outcome == decision.Accepted {
+			outcome = decision.Requested
 		}
 		return fmt.Sprintf("%s %s %s %s %d", at.Sub(t0), rule, outcome, code, rec)
 	}
 	var a, b []string
 	for _, d := range live {
-		a = append(a, line(d.At, d.Rule, d.Outcome, d.Code, d.Recommendation))
+		a = append(a, line(d.Time, d.Rule, d.Outcome, d.Code, d.Recommendation))
 	}
 	for _, d := range replayed {
 		b = append(b, line(d.Time, d.Rule, d.Outcome, d.Code, d.Recommendation))

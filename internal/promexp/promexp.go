@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 )
@@ -133,8 +134,8 @@ func (m *Metrics) ObserveJob(j jobs.Job) {
 }
 
 // ObserveDecision counts one policy decision for a group.
-func (m *Metrics) ObserveDecision(groupName, outcome string) {
-	m.decisions.WithLabelValues(groupName, outcome).Inc()
+func (m *Metrics) ObserveDecision(groupName string, outcome decision.Outcome) {
+	m.decisions.WithLabelValues(groupName, string(outcome)).Inc()
 }
 
 // ObserveEvaluation records how long one policy evaluation for a group took.

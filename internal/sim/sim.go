@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/policy"
 )
 
@@ -63,7 +64,7 @@ type Result struct {
 	// ScaleEvents counts accepted jobs (Ups and Downs by direction).
 	ScaleEvents, Ups, Downs int
 	MaxSize                 int
-	Decisions               []policy.Decision
+	Decisions               []decision.Record
 	// Minutes is the timeline, one per rate step, for plots.
 	Minutes []Minute
 	// History is the simulated metric history, as policy.Replay reads it.
@@ -225,7 +226,7 @@ func Simulate(r Run) (*Result, error) {
 		d, record := policy.Evaluate(g, h, state, t)
 		if d.Request != nil {
 			jobs++
-			d.Outcome, d.JobID = policy.OutcomeAccepted, "sim-"+strconv.Itoa(jobs)
+			d.Outcome, d.JobID = decision.Accepted, "sim-"+strconv.Itoa(jobs)
 			state.RuleJobs[d.Rule] = t
 			n := d.Recommendation
 			done := t.Add(iv)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/policy"
 )
 
@@ -79,8 +80,8 @@ func TestSimulatorDecidesAsReplay(t *testing.T) {
 			}
 			for i, d := range res.Decisions {
 				r := replayed[i]
-				if d.Outcome == policy.OutcomeAccepted {
-					d.Outcome, d.JobID = policy.OutcomeRequest, ""
+				if d.Outcome == decision.Accepted {
+					d.Outcome, d.JobID = decision.Requested, ""
 				}
 				if !reflect.DeepEqual(d, r) {
 					t.Fatalf("decision %d differs:\n sim    %+v\n replay %+v", i, d, r)

@@ -7,42 +7,24 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/decision"
 )
 
 // maxDecisions is how many of each group's newest decisions are kept.
 const maxDecisions = 10000
 
-// Decision is one explained evaluation of a group's autoscaling policy.
-type Decision struct {
-	ID    int64
-	Group string
-	At    time.Time
-	// Rule names what decided: the rule, "target" or schedule that won.
-	Rule string
-	// Sources are every rule, target or schedule that fired or would have.
-	Sources []string
-	// Values are the metric values the evaluation saw, by path.
-	Values         map[string]float64
-	Current        int
-	Recommendation int
-	// RequestKind is empty when no job was requested.
-	RequestKind string
-	RequestPlan string
-	RequestSize int
-	// Outcome is what came of it (the policy package defines the values),
-	// Code a stable word for the reason, Reason the explanation.
-	Outcome string
-	Code    string
-	Reason  string
-	JobID   string
-}
-
 const decisionColumns = `id, group_name, at, rule, sources, metric_values, current_size, recommendation,
 	request_kind, request_plan, request_size, outcome, code, reason, job_id`
 
 // InsertDecision stores d and sets d.ID. Only the newest 10,000 decisions of
-// each group are kept.
-func (s *Store) InsertDecision(ctx context.Context, d *Decision) error {
+// each group are kept. A request's source is not stored (see
+// decision.SourcePrefix).
+func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
+	var req decision.Request
+	if d.Request != nil {
+		req = *d.Request
+	}
 	values, err := json.Marshal(d.Values)
 	if err != nil {
 		return fmt.Errorf("insert decision: %w", err)
@@ -56,8 +38,8 @@ func (s *Store) InsertDecision(ctx context.Context, d *Decision) error {
 		`INSERT INTO decisions (group_name, at, rule, sources, metric_values, current_size, recommendation,
 			request_kind, request_plan, request_size, outcome, code, reason, job_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.Group, formatTime(d.At), d.Rule, strings.Join(d.Sources, ","), string(values), d.Current, d.Recommendation,
-		d.RequestKind, d.RequestPlan, d.RequestSize, d.Outcome, d.Code, d.Reason, d.JobID)
+		d.Group, formatTime(d.Time), d.Rule, strings.Join(d.Sources, ","), string(values), d.Current, d.Recommendation,
+		req.Kind, req.Plan, req.Size, d.Outcome, d.Code, d.Reason, d.JobID)
 	if err != nil {
 		return fmt.Errorf("insert decision: %w", err)
 	}
@@ -93,7 +75,7 @@ type DecisionQuery struct {
 }
 
 // Decisions returns the decisions q selects, oldest first.
-func (s *Store) Decisions(ctx context.Context, q DecisionQuery) ([]Decision, error) {
+func (s *Store) Decisions(ctx context.Context, q DecisionQuery) ([]decision.Record, error) {
 	var (
 		where []string
 		args  []any
@@ -141,7 +123,7 @@ func (s *Store) Decisions(ctx context.Context, q DecisionQuery) ([]Decision, err
 
 // LastDecisionTimes returns, for each rule of group, when its newest decision with the
 // given outcome was made: the autoscaler's per-rule cooldowns start there.
-func (s *Store) LastDecisionTimes(ctx context.Context, group, outcome string) (map[string]time.Time, error) {
+func (s *Store) LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT rule, at FROM decisions WHERE id IN (
 			SELECT MAX(id) FROM decisions WHERE group_name = ? AND outcome = ? GROUP BY rule)`,
@@ -171,21 +153,22 @@ func (s *Store) LastDecisionTimes(ctx context.Context, group, outcome string) (m
 	return out, nil
 }
 
-func scanDecisions(rows *sql.Rows) ([]Decision, error) {
+func scanDecisions(rows *sql.Rows) ([]decision.Record, error) {
 	defer rows.Close()
-	var out []Decision
+	var out []decision.Record
 	for rows.Next() {
 		var (
-			d               Decision
+			d               decision.Record
 			at              sql.NullString
 			sources, values string
+			req             decision.Request
 		)
 		if err := rows.Scan(&d.ID, &d.Group, &at, &d.Rule, &sources, &values, &d.Current, &d.Recommendation,
-			&d.RequestKind, &d.RequestPlan, &d.RequestSize, &d.Outcome, &d.Code, &d.Reason, &d.JobID); err != nil {
+			&req.Kind, &req.Plan, &req.Size, &d.Outcome, &d.Code, &d.Reason, &d.JobID); err != nil {
 			return nil, err
 		}
 		var err error
-		if d.At, err = parseTime(at); err != nil {
+		if d.Time, err = parseTime(at); err != nil {
 			return nil, fmt.Errorf("decision %d: %w", d.ID, err)
 		}
 		if sources != "" {
@@ -193,6 +176,10 @@ func scanDecisions(rows *sql.Rows) ([]Decision, error) {
 		}
 		if err := json.Unmarshal([]byte(values), &d.Values); err != nil {
 			return nil, fmt.Errorf("decision %d: values: %w", d.ID, err)
+		}
+		if req.Kind != "" {
+			req.Source = decision.SourcePrefix + d.Rule
+			d.Request = &req
 		}
 		out = append(out, d)
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/decision"
 )
 
 func TestDecisions(t *testing.T) {
@@ -14,9 +16,9 @@ func TestDecisions(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-	want := Decision{Group: "web", At: t0.Add(500 * time.Millisecond), Rule: "hot",
+	want := decision.Record{Group: "web", Time: t0.Add(500 * time.Millisecond), Rule: "hot",
 		Sources: []string{"hot", "target"}, Values: map[string]float64{"cpu.avg": 81.5, "ready": 2},
-		Current: 2, Recommendation: 3, RequestKind: "up", RequestSize: 0, Outcome: "accepted", Code: "job",
+		Current: 2, Recommendation: 3, Request: &decision.Request{Kind: "up", Source: decision.SourcePrefix + "hot"}, Outcome: decision.Accepted, Code: "job",
 		Reason: "cpu.avg above 75 for 1m", JobID: "7"}
 	d := want
 	if err := s.InsertDecision(ctx, &d); err != nil {
@@ -26,14 +28,14 @@ func TestDecisions(t *testing.T) {
 		t.Fatal("InsertDecision did not set the id")
 	}
 	for i := 1; i <= 4; i++ {
-		other := Decision{Group: "web", At: t0.Add(time.Duration(i) * time.Minute), Rule: "cold", Outcome: "nothing", Code: "cooldown"}
+		other := decision.Record{Group: "web", Time: t0.Add(time.Duration(i) * time.Minute), Rule: "cold", Outcome: decision.Nothing, Code: "cooldown"}
 		if i == 3 {
-			other.Outcome = "accepted"
+			other.Outcome = decision.Accepted
 		}
 		if err := s.InsertDecision(ctx, &other); err != nil {
 			t.Fatal(err)
 		}
-		api := Decision{Group: "api", At: t0.Add(time.Duration(i) * time.Minute), Rule: "target", Outcome: "nothing"}
+		api := decision.Record{Group: "api", Time: t0.Add(time.Duration(i) * time.Minute), Rule: "target", Outcome: decision.Nothing}
 		if err := s.InsertDecision(ctx, &api); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(since) != 3 || !since[0].At.Equal(t0.Add(2*time.Minute)) {
+	if len(since) != 3 || !since[0].Time.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("since 10:02: %d decisions starting %v, want 3 from 10:02", len(since), since)
 	}
 
@@ -86,11 +88,11 @@ func TestDecisions(t *testing.T) {
 		t.Errorf("all groups: %d decisions, want 9", len(every))
 	}
 
-	last, err := s.LastDecisionTimes(ctx, "web", "accepted")
+	last, err := s.LastDecisionTimes(ctx, "web", decision.Accepted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLast := map[string]time.Time{"hot": want.At, "cold": t0.Add(3 * time.Minute)}
+	wantLast := map[string]time.Time{"hot": want.Time, "cold": t0.Add(3 * time.Minute)}
 	if len(last) != 2 || !last["hot"].Equal(wantLast["hot"]) || !last["cold"].Equal(wantLast["cold"]) {
 		t.Errorf("LastDecisionTimes = %v, want %v", last, wantLast)
 	}
@@ -113,13 +115,13 @@ func TestDecisionsPrunePerGroup(t *testing.T) {
 	s.maxDecisions = 3
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	quiet := Decision{Group: "quiet", At: at, Rule: "r", Outcome: "nothing"}
+	quiet := decision.Record{Group: "quiet", Time: at, Rule: "r", Outcome: decision.Nothing}
 	if err := s.InsertDecision(ctx, &quiet); err != nil {
 		t.Fatal(err)
 	}
 	var ids []int64
 	for i := range 10 {
-		d := Decision{Group: "busy", At: at.Add(time.Duration(i) * time.Second), Rule: "r", Outcome: "nothing"}
+		d := decision.Record{Group: "busy", Time: at.Add(time.Duration(i) * time.Second), Rule: "r", Outcome: decision.Nothing}
 		if err := s.InsertDecision(ctx, &d); err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +170,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil || !ok || g.Desired != 3 {
 		t.Errorf("group state after migration = %+v, %v, %v", g, ok, err)
 	}
-	d := Decision{Group: "web", At: time.Now(), Rule: "r", Outcome: "nothing"}
+	d := decision.Record{Group: "web", Time: time.Now(), Rule: "r", Outcome: decision.Nothing}
 	if err := s.InsertDecision(context.Background(), &d); err != nil {
 		t.Errorf("insert after migration: %v", err)
 	}

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,10 +11,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/shoal-lb/shoal/internal/job"
 )
 
 // ErrNotFound reports that a requested row does not exist.
@@ -21,13 +25,6 @@ var ErrNotFound = errors.New("not found")
 
 // maxJobs is how many of the newest jobs are kept; older ones are pruned on insert.
 const maxJobs = 10000
-
-// Job states FailUnfinishedJobs knows; the jobs package defines the full set.
-const (
-	stateAccepted = "accepted"
-	stateRunning  = "running"
-	stateFailed   = "failed"
-)
 
 // migrations[i] brings the schema from user_version i to i+1. Append only.
 var migrations = [][]string{
@@ -351,32 +348,12 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	return out, nil
 }
 
-// Job is one scaling job in the history.
-type Job struct {
-	ID         int64
-	Group      string
-	Source     string
-	Kind       string
-	Plan       string
-	FromSize   int
-	TargetSize int
-	State      string
-	Reason     string
-	// Noop is set for a job that found nothing to do.
-	Noop bool
-	// Version is the template version a deploy job rolls out.
-	Version    string
-	CreatedAt  time.Time
-	StartedAt  time.Time
-	FinishedAt time.Time
-}
-
 const jobColumns = `id, group_name, source, kind, plan, from_size, target_size, state, reason, noop,
 	created_at, started_at, finished_at, version`
 
 // InsertJob stores j as a new job and sets j.ID. Ids are never reused. Only the
 // newest 10,000 jobs are kept.
-func (s *Store) InsertJob(ctx context.Context, j *Job) error {
+func (s *Store) InsertJob(ctx context.Context, j *job.Job) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("insert job: %w", err)
@@ -387,8 +364,8 @@ func (s *Store) InsertJob(ctx context.Context, j *Job) error {
 		`INSERT INTO jobs (group_name, source, kind, plan, from_size, target_size, state, reason, noop,
 			created_at, started_at, finished_at, version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.Version)
+		j.Group, j.Source, j.Kind, j.Plan, j.From, j.Target, j.State, j.Reason, j.Noop,
+		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version)
 	if err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
@@ -404,50 +381,64 @@ func (s *Store) InsertJob(ctx context.Context, j *Job) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	j.ID = id
+	j.ID = strconv.FormatInt(id, 10)
 	return nil
 }
 
 // UpdateJob replaces the stored job j.ID with j, or returns ErrNotFound.
-func (s *Store) UpdateJob(ctx context.Context, j Job) error {
+func (s *Store) UpdateJob(ctx context.Context, j job.Job) error {
+	id, ok := parseJobID(j.ID)
+	if !ok {
+		return fmt.Errorf("update job %q: %w", j.ID, ErrNotFound)
+	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE jobs SET group_name = ?, source = ?, kind = ?, plan = ?, from_size = ?, target_size = ?,
 			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?, version = ?
 		WHERE id = ?`,
-		j.Group, j.Source, j.Kind, j.Plan, j.FromSize, j.TargetSize, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatTime(j.StartedAt), formatTime(j.FinishedAt), j.Version, j.ID)
+		j.Group, j.Source, j.Kind, j.Plan, j.From, j.Target, j.State, j.Reason, j.Noop,
+		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version, id)
 	if err != nil {
-		return fmt.Errorf("update job %d: %w", j.ID, err)
+		return fmt.Errorf("update job %d: %w", id, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("update job %d: %w", j.ID, err)
+		return fmt.Errorf("update job %d: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("update job %d: %w", j.ID, ErrNotFound)
+		return fmt.Errorf("update job %d: %w", id, ErrNotFound)
 	}
 	return nil
 }
 
 // Job returns the job with the given id, or ErrNotFound.
-func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
+func (s *Store) Job(ctx context.Context, id string) (job.Job, error) {
+	n, ok := parseJobID(id)
+	if !ok {
+		return job.Job{}, fmt.Errorf("read job %q: %w", id, ErrNotFound)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, n)
 	if err != nil {
-		return Job{}, fmt.Errorf("read job %d: %w", id, err)
+		return job.Job{}, fmt.Errorf("read job %d: %w", n, err)
 	}
 	jobs, err := scanJobs(rows)
 	if err != nil {
-		return Job{}, fmt.Errorf("read job %d: %w", id, err)
+		return job.Job{}, fmt.Errorf("read job %d: %w", n, err)
 	}
 	if len(jobs) == 0 {
-		return Job{}, fmt.Errorf("read job %d: %w", id, ErrNotFound)
+		return job.Job{}, fmt.Errorf("read job %d: %w", n, ErrNotFound)
 	}
 	return jobs[0], nil
 }
 
+// parseJobID reads a job's id, the jobs table's key in decimal.
+func parseJobID(id string) (int64, bool) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	return n, err == nil && n > 0
+}
+
 // Jobs returns up to limit jobs of group ("" for all groups), newest first.
 // A limit of 0 or less means no limit.
-func (s *Store) Jobs(ctx context.Context, group string, limit int) ([]Job, error) {
+func (s *Store) Jobs(ctx context.Context, group string, limit int) ([]job.Job, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
@@ -475,12 +466,12 @@ func (s *Store) Jobs(ctx context.Context, group string, limit int) ([]Job, error
 // FailUnfinishedJobs marks every accepted or running job as failed with reason,
 // finished at at, and returns them ordered by id. Jobs cannot survive a restart
 // of shoal; this records why they ended.
-func (s *Store) FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]Job, error) {
+func (s *Store) FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]job.Job, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`UPDATE jobs SET state = ?, reason = ?, finished_at = ?
 		WHERE state IN (?, ?)
 		RETURNING `+jobColumns,
-		stateFailed, reason, formatTime(at), stateAccepted, stateRunning)
+		job.Failed, reason, formatTime(at), job.Accepted, job.Running)
 	if err != nil {
 		return nil, fmt.Errorf("fail unfinished jobs: %w", err)
 	}
@@ -488,33 +479,38 @@ func (s *Store) FailUnfinishedJobs(ctx context.Context, reason string, at time.T
 	if err != nil {
 		return nil, fmt.Errorf("fail unfinished jobs: %w", err)
 	}
-	// RETURNING yields rows in no particular order.
-	sort.Slice(jobs, func(i, k int) bool { return jobs[i].ID < jobs[k].ID })
+	// RETURNING yields rows in no particular order. Ids are decimal without
+	// leading zeros: the shorter is the smaller.
+	slices.SortFunc(jobs, func(a, b job.Job) int {
+		return cmp.Or(cmp.Compare(len(a.ID), len(b.ID)), cmp.Compare(a.ID, b.ID))
+	})
 	return jobs, nil
 }
 
 // scanJobs reads all rows of a jobColumns query and closes rows.
-func scanJobs(rows *sql.Rows) ([]Job, error) {
+func scanJobs(rows *sql.Rows) ([]job.Job, error) {
 	defer rows.Close()
-	var out []Job
+	var out []job.Job
 	for rows.Next() {
 		var (
-			j                          Job
+			j                          job.Job
+			id                         int64
 			created, started, finished sql.NullString
 		)
-		if err := rows.Scan(&j.ID, &j.Group, &j.Source, &j.Kind, &j.Plan, &j.FromSize, &j.TargetSize,
+		if err := rows.Scan(&id, &j.Group, &j.Source, &j.Kind, &j.Plan, &j.From, &j.Target,
 			&j.State, &j.Reason, &j.Noop, &created, &started, &finished, &j.Version); err != nil {
 			return nil, err
 		}
+		j.ID = strconv.FormatInt(id, 10)
 		var err error
 		if j.CreatedAt, err = parseTime(created); err != nil {
-			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+			return nil, fmt.Errorf("job %d: %w", id, err)
 		}
-		if j.StartedAt, err = parseTime(started); err != nil {
-			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		if j.StartedAt, err = parseOptTime(started); err != nil {
+			return nil, fmt.Errorf("job %d: %w", id, err)
 		}
-		if j.FinishedAt, err = parseTime(finished); err != nil {
-			return nil, fmt.Errorf("job %d: %w", j.ID, err)
+		if j.FinishedAt, err = parseOptTime(finished); err != nil {
+			return nil, fmt.Errorf("job %d: %w", id, err)
 		}
 		out = append(out, j)
 	}
@@ -522,6 +518,23 @@ func scanJobs(rows *sql.Rows) ([]Job, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// formatOptTime stores an optional time: nil as NULL.
+func formatOptTime(t *time.Time) sql.NullString {
+	if t == nil {
+		return sql.NullString{}
+	}
+	return formatTime(*t)
+}
+
+// parseOptTime reads an optional time: NULL as nil.
+func parseOptTime(v sql.NullString) (*time.Time, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	t, err := parseTime(v)
+	return &t, err
 }
 
 // formatTime stores t as UTC RFC 3339 text, readable with the sqlite3 shell; the

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/job"
 )
 
 func openTest(t *testing.T) (*Store, string) {
@@ -213,12 +216,12 @@ func TestJobs(t *testing.T) {
 	s, _ := openTest(t)
 
 	created := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	j := Job{Group: "web", Source: "api", Kind: "up", Plan: "large", FromSize: 1, TargetSize: 3,
-		State: stateAccepted, CreatedAt: created}
+	j := job.Job{Group: "web", Source: "api", Kind: "up", Plan: "large", From: 1, Target: 3,
+		State: job.Accepted, CreatedAt: created}
 	if err := s.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.ID == 0 {
+	if j.ID == "" {
 		t.Fatal("InsertJob did not assign an ID")
 	}
 	got, err := s.Job(ctx, j.ID)
@@ -228,15 +231,15 @@ func TestJobs(t *testing.T) {
 	if !jobsEqual(got, j) {
 		t.Errorf("Job = %+v, want %+v", got, j)
 	}
-	if !got.StartedAt.IsZero() || !got.FinishedAt.IsZero() {
+	if got.StartedAt != nil || got.FinishedAt != nil {
 		t.Errorf("zero times did not round-trip: %+v", got)
 	}
 
 	j.State = "succeeded"
 	j.Noop = true
 	j.Reason = "already at size"
-	j.StartedAt = created.Add(time.Second)
-	j.FinishedAt = created.Add(2 * time.Second)
+	started, finished := created.Add(time.Second), created.Add(2*time.Second)
+	j.StartedAt, j.FinishedAt = &started, &finished
 	if err := s.UpdateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +250,10 @@ func TestJobs(t *testing.T) {
 		t.Errorf("Job after update = %+v, want %+v", got, j)
 	}
 
-	if _, err := s.Job(ctx, 9999); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Job(ctx, "9999"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Job(9999) error = %v, want ErrNotFound", err)
 	}
-	if err := s.UpdateJob(ctx, Job{ID: 9999}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateJob(ctx, job.Job{ID: "9999"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("UpdateJob(9999) error = %v, want ErrNotFound", err)
 	}
 }
@@ -259,9 +262,9 @@ func TestJobsListing(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
 
-	var ids []int64
+	var ids []string
 	for i, g := range []string{"web", "api", "web", "web", "api"} {
-		j := Job{Group: g, Kind: "up", TargetSize: i, State: "succeeded"}
+		j := job.Job{Group: g, Kind: "up", Target: i, State: "succeeded"}
 		if err := s.InsertJob(ctx, &j); err != nil {
 			t.Fatal(err)
 		}
@@ -272,14 +275,14 @@ func TestJobsListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := jobIDs(all), []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := jobIDs(all), []string{ids[4], ids[3], ids[2], ids[1], ids[0]}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Jobs(all) ids = %v, want %v", got, want)
 	}
 	web, err := s.Jobs(ctx, "web", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := jobIDs(web), []int64{ids[3], ids[2]}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := jobIDs(web), []string{ids[3], ids[2]}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Jobs(web, 2) ids = %v, want %v", got, want)
 	}
 	none, err := s.Jobs(ctx, "nope", 10)
@@ -295,20 +298,21 @@ func TestJobsPruneAndIDsNotReused(t *testing.T) {
 
 	var last int64
 	for i := 0; i < 5; i++ {
-		j := Job{Group: "web", State: "succeeded"}
+		j := job.Job{Group: "web", State: "succeeded"}
 		if err := s.InsertJob(ctx, &j); err != nil {
 			t.Fatal(err)
 		}
-		if j.ID <= last {
-			t.Fatalf("job id %d after %d", j.ID, last)
+		n := idNum(t, j.ID)
+		if n <= last {
+			t.Fatalf("job id %d after %d", n, last)
 		}
-		last = j.ID
+		last = n
 	}
 	all, err := s.Jobs(ctx, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := jobIDs(all), []int64{last, last - 1, last - 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := jobIDs(all), idStrings(last, last-1, last-2); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after pruning ids = %v, want %v", got, want)
 	}
 
@@ -316,12 +320,12 @@ func TestJobsPruneAndIDsNotReused(t *testing.T) {
 	if _, err := s.db.Exec("DELETE FROM jobs"); err != nil {
 		t.Fatal(err)
 	}
-	j := Job{Group: "web", State: "succeeded"}
+	j := job.Job{Group: "web", State: "succeeded"}
 	if err := s.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.ID <= last {
-		t.Errorf("id %d reused (last was %d)", j.ID, last)
+	if idNum(t, j.ID) <= last {
+		t.Errorf("id %s reused (last was %d)", j.ID, last)
 	}
 }
 
@@ -329,10 +333,10 @@ func TestFailUnfinishedJobs(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
 
-	states := []string{stateAccepted, "succeeded", stateRunning, stateFailed, stateAccepted}
-	var ids []int64
+	states := []job.State{job.Accepted, "succeeded", job.Running, job.Failed, job.Accepted}
+	var ids []string
 	for _, st := range states {
-		j := Job{Group: "web", State: st, Reason: "orig"}
+		j := job.Job{Group: "web", State: st, Reason: "orig"}
 		if err := s.InsertJob(ctx, &j); err != nil {
 			t.Fatal(err)
 		}
@@ -343,11 +347,11 @@ func TestFailUnfinishedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := jobIDs(failed), []int64{ids[0], ids[2], ids[4]}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := jobIDs(failed), []string{ids[0], ids[2], ids[4]}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("failed ids = %v, want %v", got, want)
 	}
 	for _, j := range failed {
-		if j.State != stateFailed || j.Reason != "shoal restarted" || !j.FinishedAt.Equal(at) {
+		if j.State != job.Failed || j.Reason != "shoal restarted" || j.FinishedAt == nil || !j.FinishedAt.Equal(at) {
 			t.Errorf("returned job = %+v", j)
 		}
 	}
@@ -357,13 +361,13 @@ func TestFailUnfinishedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch states[i] {
-		case stateAccepted, stateRunning:
-			if j.State != stateFailed || j.Reason != "shoal restarted" || !j.FinishedAt.Equal(at) {
-				t.Errorf("job %d = %+v, want failed", id, j)
+		case job.Accepted, job.Running:
+			if j.State != job.Failed || j.Reason != "shoal restarted" || j.FinishedAt == nil || !j.FinishedAt.Equal(at) {
+				t.Errorf("job %s = %+v, want failed", id, j)
 			}
 		default:
-			if j.State != states[i] || j.Reason != "orig" || !j.FinishedAt.IsZero() {
-				t.Errorf("finished job %d changed: %+v", id, j)
+			if j.State != states[i] || j.Reason != "orig" || j.FinishedAt != nil {
+				t.Errorf("finished job %s changed: %+v", id, j)
 			}
 		}
 	}
@@ -386,7 +390,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err := s.PutInstance(ctx, Instance{Group: "web", Name: "web-0", PID: 1, PIDStart: 2, State: "up"}); err != nil {
 		t.Fatal(err)
 	}
-	j := Job{Group: "web", State: stateRunning}
+	j := job.Job{Group: "web", State: job.Running}
 	if err := s.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}
@@ -408,15 +412,15 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Errorf("Instances after reopen = %+v, %v", ins, err)
 	}
 	got, err := s.Job(ctx, j.ID)
-	if err != nil || got.State != stateRunning {
+	if err != nil || got.State != job.Running {
 		t.Errorf("Job after reopen = %+v, %v", got, err)
 	}
-	j2 := Job{Group: "web"}
+	j2 := job.Job{Group: "web"}
 	if err := s.InsertJob(ctx, &j2); err != nil {
 		t.Fatal(err)
 	}
-	if j2.ID <= j.ID {
-		t.Errorf("id after reopen = %d, want > %d", j2.ID, j.ID)
+	if idNum(t, j2.ID) <= idNum(t, j.ID) {
+		t.Errorf("id after reopen = %s, want > %s", j2.ID, j.ID)
 	}
 }
 
@@ -430,7 +434,7 @@ func TestConcurrentWriters(t *testing.T) {
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for i := 0; i < each; i++ {
-				j := Job{Group: fmt.Sprintf("g%d", w), State: stateRunning}
+				j := job.Job{Group: fmt.Sprintf("g%d", w), State: job.Running}
 				if err := s.InsertJob(ctx, &j); err != nil {
 					errs <- err
 					continue
@@ -490,7 +494,7 @@ func TestConcurrentStores(t *testing.T) {
 		for w := 0; w < 4; w++ {
 			wg.Go(func() {
 				for i := 0; i < 50; i++ {
-					j := Job{Group: "web", State: stateRunning}
+					j := job.Job{Group: "web", State: job.Running}
 					if err := s.InsertJob(ctx, &j); err != nil {
 						errs <- err
 					}
@@ -512,15 +516,37 @@ func TestConcurrentStores(t *testing.T) {
 	}
 }
 
-func jobsEqual(a, b Job) bool {
+func jobsEqual(a, b job.Job) bool {
 	return a.ID == b.ID && a.Group == b.Group && a.Source == b.Source && a.Kind == b.Kind &&
-		a.Plan == b.Plan && a.FromSize == b.FromSize && a.TargetSize == b.TargetSize &&
+		a.Plan == b.Plan && a.From == b.From && a.Target == b.Target &&
 		a.State == b.State && a.Reason == b.Reason && a.Noop == b.Noop &&
-		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt)
+		a.CreatedAt.Equal(b.CreatedAt) && optTimeEqual(a.StartedAt, b.StartedAt) && optTimeEqual(a.FinishedAt, b.FinishedAt)
 }
 
-func jobIDs(jobs []Job) []int64 {
-	ids := make([]int64, len(jobs))
+func optTimeEqual(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
+}
+
+// idNum reads a job id as the number the store assigned.
+func idNum(t *testing.T, id string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		t.Fatalf("job id %q: %v", id, err)
+	}
+	return n
+}
+
+func idStrings(ns ...int64) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, strconv.FormatInt(n, 10))
+	}
+	return out
+}
+
+func jobIDs(jobs []job.Job) []string {
+	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
@@ -546,7 +572,7 @@ func TestDeployFields(t *testing.T) {
 	if g, ok, err := s.GroupState(ctx, "web"); err != nil || !ok || g.TemplateVars != `{"tag":"v2"}` || g.ServingTemplate != `{"command":["app"]}` {
 		t.Fatalf("group state %+v, %v, %v", g, ok, err)
 	}
-	j := Job{Group: "web", Source: "cli", Kind: "deploy", State: "accepted", Version: "v2"}
+	j := job.Job{Group: "web", Source: "cli", Kind: "deploy", State: "accepted", Version: "v2"}
 	if err := s.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}

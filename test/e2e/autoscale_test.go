@@ -20,6 +20,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -128,7 +129,7 @@ func (e *shoalEnv) waitEvent(what string, timeout time.Duration, after int64, ma
 	return found
 }
 
-func accepted(rule, kind string) func(api.Event) bool {
+func accepted(rule string, kind jobs.Kind) func(api.Event) bool {
 	return func(ev api.Event) bool {
 		return ev.Rule == rule && ev.Outcome == "accepted" && ev.JobID != "" && ev.Request != nil && ev.Request.Kind == kind
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 )
@@ -150,8 +151,8 @@ func TestDeployUnderLoad(t *testing.T) {
 	var deployEvents []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var ev api.Event
-		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.Outcome == jobs.DeployOutcome && ev.JobID == id {
-			deployEvents = append(deployEvents, ev.Code)
+		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.Outcome == decision.Deploy && ev.JobID == id {
+			deployEvents = append(deployEvents, string(ev.Code))
 		}
 	}
 	if code != 0 || strings.Join(deployEvents, ",") != "running,done" {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
 )
 
 // instanceNames lists the group's instances, sorted.
@@ -41,7 +41,7 @@ func scaleInEvent(t *testing.T, e *shoalEnv) api.Event {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var ev api.Event
-		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.Outcome == jobs.ScaleInOutcome && ev.JobID == list[0].ID {
+		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.Outcome == decision.ScaleIn && ev.JobID == list[0].ID {
 			return ev
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/jobs"
 	_ "modernc.org/sqlite"
 )
 
@@ -178,9 +179,10 @@ func steady(v float64) func(time.Time) float64 { return func(time.Time) float64 
 // wantRequest is a request of rule, of kind, at a time in [lo, hi) after
 // the replay's start or, with after set, exactly after the previous one.
 type wantRequest struct {
-	rule, kind string
-	lo, hi     time.Duration
-	after      time.Duration
+	rule   string
+	kind   jobs.Kind
+	lo, hi time.Duration
+	after  time.Duration
 }
 
 // checkRequests asserts that the requests of got before end are want's.
