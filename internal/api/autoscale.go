@@ -138,7 +138,7 @@ func ParseWindow(s string) (time.Duration, error) {
 
 func (s *autoscaleAPI) groupConfig(w http.ResponseWriter, r *http.Request) (config.Group, bool) {
 	name := r.PathValue("group")
-	g, ok := s.jobs.Group(name)
+	g, ok := s.groups.Group(name)
 	if !ok {
 		s.unknownGroup(w, name)
 		return config.Group{}, false
@@ -190,7 +190,7 @@ func (s *autoscaleAPI) cpuUsage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	grp := q.Get("group")
 	if grp != "" {
-		if _, ok := s.jobs.Group(grp); !ok {
+		if _, ok := s.groups.Group(grp); !ok {
 			s.unknownGroup(w, grp)
 			return
 		}
@@ -256,7 +256,7 @@ func (s *autoscaleAPI) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sq := store.DecisionQuery{Group: q.Get("group"), Limit: DefaultEventsLimit}
 	if sq.Group != "" {
-		if _, ok := s.jobs.Group(sq.Group); !ok {
+		if _, ok := s.groups.Group(sq.Group); !ok {
 			s.unknownGroup(w, sq.Group)
 			return
 		}

@@ -58,7 +58,8 @@ func TestEventsAndJobsJSONGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jm, err := jobs.NewManager(ctx, []*group.Group{g}, st, log)
+	groups := groupMap{g.Name(): g}
+	jm, err := jobs.NewManager(ctx, groups, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestEventsAndJobsJSONGolden(t *testing.T) {
 		jm.Close()
 		st.Close()
 	})
-	h := NewHandler(jm, log, "", WithAutoscaling(Autoscaling{Store: st}))
+	h := NewHandler(jm, groups, log, "", WithAutoscaling(Autoscaling{Store: st}))
 
 	for _, d := range goldenDecisions() {
 		if err := st.InsertDecision(ctx, &d); err != nil {

@@ -39,16 +39,12 @@ type SDTarget struct {
 // prometheusSD lists the instances in service for Prometheus' http_sd_configs.
 func (h *Handler) prometheusSD(w http.ResponseWriter, r *http.Request) {
 	out := []SDTarget{}
-	for _, name := range h.jobs.GroupNames() {
-		g, ok := h.jobs.Group(name)
-		if !ok {
-			continue // removed by a config reload meanwhile
-		}
+	for _, g := range h.groups.All() {
 		for _, in := range g.Status(r.Context()).Instances {
 			if in.State != group.InService || in.Addr == "" {
 				continue
 			}
-			out = append(out, SDTarget{Targets: []string{in.Addr}, Labels: map[string]string{"group": name, "instance": in.Name}})
+			out = append(out, SDTarget{Targets: []string{in.Addr}, Labels: map[string]string{"group": g.Name(), "instance": in.Name}})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

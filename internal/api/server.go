@@ -61,9 +61,18 @@ type ErrorResponse struct {
 	Job *jobs.Job `json:"job,omitempty"`
 }
 
-// Handler serves the API from a job manager.
+// Groups are the running groups the API reads: core's registry, which a
+// config reload changes.
+type Groups interface {
+	jobs.Groups
+	// All returns them, sorted by name.
+	All() []*group.Group
+}
+
+// Handler serves the API from a job manager and the running groups.
 type Handler struct {
 	jobs    *jobs.Manager
+	groups  Groups
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *promexp.Metrics
@@ -71,8 +80,8 @@ type Handler struct {
 
 // NewHandler returns the API handler. token, when non-empty, is required as
 // "Authorization: Bearer TOKEN" on every request (for TCP listeners).
-func NewHandler(m *jobs.Manager, log *slog.Logger, token string, opts ...Option) http.Handler {
-	h := &Handler{jobs: m, log: log, mux: http.NewServeMux()}
+func NewHandler(m *jobs.Manager, groups Groups, log *slog.Logger, token string, opts ...Option) http.Handler {
+	h := &Handler{jobs: m, groups: groups, log: log, mux: http.NewServeMux()}
 	for _, o := range opts {
 		o(h)
 	}
@@ -204,7 +213,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) groupStatus(w http.ResponseWriter, r *http.Request) {
-	g, ok := h.jobs.Group(r.PathValue("group"))
+	g, ok := h.groups.Group(r.PathValue("group"))
 	if !ok {
 		h.unknownGroup(w, r.PathValue("group"))
 		return
@@ -213,7 +222,7 @@ func (h *Handler) groupStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) unknownGroup(w http.ResponseWriter, name string) {
-	writeError(w, http.StatusNotFound, ErrorResponse{Error: fmt.Sprintf("unknown group %q", name), Valid: h.jobs.GroupNames()})
+	writeError(w, http.StatusNotFound, ErrorResponse{Error: fmt.Sprintf("unknown group %q", name), Valid: h.groups.Names()})
 }
 
 func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +293,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	name := q.Get("group")
-	if _, ok := h.jobs.Group(name); name != "" && !ok {
+	if _, ok := h.groups.Group(name); name != "" && !ok {
 		h.unknownGroup(w, name)
 		return
 	}

@@ -69,11 +69,7 @@ func (h *Handler) statusPage(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 	resp := StatusResponse{Groups: []group.Status{}}
-	for _, name := range h.jobs.GroupNames() {
-		g, ok := h.jobs.Group(name)
-		if !ok {
-			continue // removed by a config reload meanwhile
-		}
+	for _, g := range h.groups.All() {
 		resp.Groups = append(resp.Groups, g.Status(ctx))
 	}
 	return resp

@@ -284,9 +284,9 @@ func (h *Handler) route(i int, alertname, groupName, act string) (routedAlert, *
 	case act == "":
 		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: has %s %q but no %s (%s)", ref, labelGroup, groupName, labelAction, validActions)}
 	}
-	g, ok := h.jobs.Group(groupName)
+	g, ok := h.groups.Group(groupName)
 	if !ok {
-		return routedAlert{}, &webhookError{code: http.StatusNotFound, msg: fmt.Sprintf("%s: unknown group %q", ref, groupName), valid: h.jobs.GroupNames()}
+		return routedAlert{}, &webhookError{code: http.StatusNotFound, msg: fmt.Sprintf("%s: unknown group %q", ref, groupName), valid: h.groups.Names()}
 	}
 	a, err := parseAction(act)
 	if err != nil {

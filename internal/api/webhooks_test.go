@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +28,24 @@ var (
 	apiCfg = config.Group{Name: "api", MinSize: 1, MaxSize: 3, Cooldown: config.Cooldown{Up: time.Hour, Down: time.Hour}}
 )
 
+// groupMap is a set of groups no reload changes: the API's view of core's
+// registry.
+type groupMap map[string]*group.Group
+
+func (m groupMap) Group(name string) (*group.Group, bool) { g, ok := m[name]; return g, ok }
+func (m groupMap) Names() []string                        { return slices.Sorted(maps.Keys(m)) }
+
+func (m groupMap) All() []*group.Group {
+	var out []*group.Group
+	for _, name := range m.Names() {
+		out = append(out, m[name])
+	}
+	return out
+}
+
 type webhookEnv struct {
 	jm     *jobs.Manager
-	groups map[string]*group.Group
+	groups groupMap
 	h      http.Handler
 }
 
@@ -42,17 +59,15 @@ func newWebhookEnv(t *testing.T, token string) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &webhookEnv{groups: map[string]*group.Group{}}
-	var gs []*group.Group
+	e := &webhookEnv{groups: groupMap{}}
 	for _, c := range []config.Group{webCfg, apiCfg} {
 		g, err := group.New(context.Background(), c, nil, nil, st, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gs = append(gs, g)
 		e.groups[c.Name] = g
 	}
-	e.jm, err = jobs.NewManager(context.Background(), gs, st, log)
+	e.jm, err = jobs.NewManager(context.Background(), e.groups, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +75,7 @@ func newWebhookEnv(t *testing.T, token string) *webhookEnv {
 		e.jm.Close()
 		st.Close()
 	})
-	e.h = NewHandler(e.jm, log, token)
+	e.h = NewHandler(e.jm, e.groups, log, token)
 	return e
 }
 

@@ -86,7 +86,7 @@ func (b *lockedBuffer) String() string {
 func startAdmin(t *testing.T, a config.Admin, lim adminLimits) (addr string, log *lockedBuffer) {
 	t.Helper()
 	log = &lockedBuffer{}
-	h := api.NewHandler(nil, slog.New(slog.NewTextHandler(log, nil)), a.Token)
+	h := api.NewHandler(nil, nil, slog.New(slog.NewTextHandler(log, nil)), a.Token)
 	srv, l, err := listenAdmin(a, h, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), lim)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
@@ -26,7 +25,8 @@ const logFeedBuffer = 4096
 
 // autoscaler owns what makes shoal scale by itself: the metrics collector,
 // the access-log feed into its latency percentiles, the adaptive sampling of
-// that log and one policy runner per group with an autoscale policy.
+// that log, the waker, and what runs a group's autoscale policy (policy; the
+// registry of groups runs one per group that has a policy).
 type autoscaler struct {
 	col     *metrics.Collector
 	sampler *sampler
@@ -34,8 +34,8 @@ type autoscaler struct {
 	waker *waker
 	log   *slog.Logger
 
-	// Collection (collector, log feed, sampler) and the runners stop apart:
-	// the runners before the job manager closes, collection after it.
+	// Collection (collector, log feed, sampler) stops after the job manager
+	// closes; the policy runners (in the registry) before it.
 	stopCollect context.CancelFunc
 	collectWG   sync.WaitGroup
 
@@ -43,39 +43,17 @@ type autoscaler struct {
 	st  *store.Store
 	jm  *jobs.Manager
 	met *promexp.Metrics
-
-	mu      sync.Mutex
-	runners map[string]*policyRun // by group; a reload restarts a changed group's
-}
-
-// policyRun is one group's policy runner goroutine.
-type policyRun struct {
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // openAutoscaler opens the metrics history; nothing runs until start. The
-// collector samples the groups jm has at each tick, so groups a reload adds
-// or removes are followed (see syncRunners).
-func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
-	names := make([]string, len(groups))
-	for i, g := range groups {
-		names[i] = g.Name()
-	}
+// collector, the sampler and the waker read the registry's groups at each
+// tick, so they follow the groups a reload adds or removes.
+func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
 	alog := log.With("component", "metrics")
-	wk := newWaker(jm, log.With("component", "scale_to_zero"))
+	wk := newWaker(jm, groups, log.With("component", "scale_to_zero"))
 	col, err := metrics.Open(metrics.Options{
-		Metrics: cfg.Metrics,
-		Groups:  names,
-		Source: metrics.SourceFunc(func() []metrics.Target {
-			var out []metrics.Target
-			for _, name := range jm.GroupNames() {
-				if g, ok := jm.Group(name); ok {
-					out = append(out, g.Targets()...)
-				}
-			}
-			return out
-		}),
+		Metrics:     cfg.Metrics,
+		Source:      groups,
 		HAProxy:     lb.Client(),
 		DB:          filepath.Join(cfg.StateDir, metrics.DBName),
 		Log:         alog,
@@ -85,11 +63,11 @@ func openAutoscaler(cfg *config.Config, groups []*group.Group, lb *haproxy.Manag
 		return nil, err
 	}
 	wk.col = col
-	return &autoscaler{col: col, sampler: newSampler(cfg, jm.GroupNames, lb.Client(), col, alog), waker: wk, log: log, jm: jm, runners: map[string]*policyRun{}}, nil
+	return &autoscaler{col: col, sampler: newSampler(cfg, groups.Names, lb.Client(), col, alog), waker: wk, log: log, jm: jm}, nil
 }
 
-// start runs the collector, feeds it the access log (reader may be nil when
-// the log is off) and starts a runner for every group with a policy.
+// start runs the collector and feeds it the access log (reader may be nil
+// when the log is off); policy works from then on.
 func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *promexp.Metrics) {
 	cctx, cancel := context.WithCancel(context.Background())
 	a.stopCollect = cancel
@@ -129,35 +107,14 @@ func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *prome
 	if met != nil {
 		met.SetInstanceSource(instanceUsage{a.col})
 	}
-	a.syncRunners(nil)
 }
 
-// syncRunners makes the runners match the job manager's groups: it stops the
-// runners of groups that are gone or named in changed (a reload gave them a
-// new config), and starts one for every group with a policy that has none.
-func (a *autoscaler) syncRunners(changed []string) {
-	names := a.jm.GroupNames()
-	a.col.SetGroups(names)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for name, r := range a.runners {
-		if _, ok := a.jm.Group(name); ok && !slices.Contains(changed, name) {
-			continue
-		}
-		r.cancel()
-		<-r.done
-		delete(a.runners, name)
+// policy returns what runs g's autoscale policy with the config it has now,
+// or nil when it has none: the registry runs it until g's config changes.
+func (a *autoscaler) policy(g *group.Group) func(context.Context) {
+	if g.Config().Autoscale == nil {
+		return nil
 	}
-	for _, name := range names {
-		g, ok := a.jm.Group(name)
-		if !ok || a.runners[name] != nil || g.Config().Autoscale == nil {
-			continue
-		}
-		a.runners[name] = a.runPolicy(g)
-	}
-}
-
-func (a *autoscaler) runPolicy(g *group.Group) *policyRun {
 	gc := g.Config().PolicyGroup()
 	r := &policy.Runner{
 		Group:   gc,
@@ -173,33 +130,16 @@ func (a *autoscaler) runPolicy(g *group.Group) *policyRun {
 	if a.met != nil {
 		r.Observe = a.met
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr := &policyRun{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(pr.done)
+	return func(ctx context.Context) {
 		if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			a.log.Error("autoscaler stopped", "group", gc.Name, "err", err)
 		}
-	}()
-	return pr
-}
-
-// stopRunners stops every policy runner and waits for them: no job is
-// submitted after it returns.
-func (a *autoscaler) stopRunners() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for name, r := range a.runners {
-		r.cancel()
-		<-r.done
-		delete(a.runners, name)
 	}
 }
 
 // close stops collection, writes what the history has not written yet and
 // closes it.
 func (a *autoscaler) close() {
-	a.stopRunners()
 	if a.stopCollect != nil {
 		a.stopCollect()
 	}

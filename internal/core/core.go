@@ -36,7 +36,7 @@ import (
 // compatibility socket) that drives the same job manager as the API.
 type Frontend interface {
 	// Serve runs until ctx ends; it returns an error only if it cannot start or dies.
-	Serve(ctx context.Context, m *jobs.Manager) error
+	Serve(ctx context.Context, m *jobs.Manager, groups jobs.Groups) error
 }
 
 // ErrKeepRunning, as the cause of the context given to Serve, makes Serve
@@ -112,13 +112,14 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
-	jm, err := jobs.NewManager(ctx, groups, st, log.With("component", "jobs"))
+	reg := newRegistry(groups)
+	jm, err := jobs.NewManager(ctx, reg, st, log.With("component", "jobs"))
 	if err != nil {
 		return err
 	}
-	met := promexp.New(jm, lb.Restarts)
+	met := promexp.New(reg, lb.Restarts)
 	jm.Observe(met.ObserveJob)
-	auto, err := openAutoscaler(cfg, groups, lb, jm, log)
+	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {
 		return err
 	}
@@ -127,12 +128,10 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		return err
 	}
 	auto.start(st, reader, met)
+	reg.start(auto.policy)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, jm: jm, auto: auto, runs: map[string]*groupRun{}, stop: stopServers}
-	for _, g := range groups {
-		c.run(g)
-	}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, groups: reg, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -150,18 +149,18 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		})
 	}
 
-	servers, err := serveAPI(srvCtx, cfg, jm, met, c, log, stopServers, auto.apiOption(st, cfg))
+	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg))
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
 			go func() {
 				defer servers.Done()
-				if err := f.Serve(srvCtx, jm); err != nil {
+				if err := f.Serve(srvCtx, jm, reg); err != nil {
 					stopServers(err)
 				}
 			}()
 		}
-		log.Info("shoal started", "listen", cfg.Listen, "socket", cfg.Admin.Socket, "groups", strings.Join(jm.GroupNames(), ","), "haproxy_pid", lb.PID())
+		log.Info("shoal started", "listen", cfg.Listen, "socket", cfg.Admin.Socket, "groups", strings.Join(reg.Names(), ","), "haproxy_pid", lb.PID())
 		<-srvCtx.Done()
 	} else {
 		stopServers(err)
@@ -191,11 +190,11 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	defer c.reloadMu.Unlock()
 	// Policies stop before the jobs they could submit; collection after the
 	// jobs, so that their last seconds are in the history.
-	auto.stopRunners()
+	reg.stopPolicies()
 	jm.Close()
 	auto.close()
 	if keep {
-		c.stopGroups(true)
+		reg.stopReconcilers(true)
 		pid := lb.PID()
 		lb.Detach()
 		log.Info("stopped; HAProxy and the instances keep serving", "haproxy_pid", pid)
@@ -206,7 +205,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err := lb.Stop(stopCtx); err != nil {
 		log.Error("stopping HAProxy failed", "err", err)
 	}
-	c.stopGroups(false)
+	reg.stopReconcilers(false)
 	log.Info("stopped")
 	return cause
 }
@@ -283,7 +282,7 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 
 // serveAPI serves the control API on the unix socket and, if configured, TCP.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
 	opts = append(opts, api.WithMetrics(met), api.WithControl(ctl))
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
@@ -291,9 +290,9 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, met *pr
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, groups, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, alog, cfg.Admin.Token, opts...), alog, defaultAdminLimits)
+		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, groups, alog, cfg.Admin.Token, opts...), alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -25,61 +24,16 @@ var errStopAll = errors.New("stopped by request")
 
 // core is a running `shoal serve`: what a reload and a shutdown act on.
 type core struct {
-	log  *slog.Logger
-	st   *store.Store
-	lb   *haproxy.Manager
-	prov *local.Provider
-	jm   *jobs.Manager
-	auto *autoscaler
-	stop context.CancelCauseFunc
+	log    *slog.Logger
+	st     *store.Store
+	lb     *haproxy.Manager
+	prov   *local.Provider
+	groups *registry
+	stop   context.CancelCauseFunc
 
 	// reloadMu makes reloads one at a time, and shutdown wait for one.
 	reloadMu sync.Mutex
 	cfg      *config.Config
-	mu       sync.Mutex
-	runs     map[string]*groupRun
-}
-
-// groupRun is a group's reconciler goroutine.
-type groupRun struct {
-	g      *group.Group
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// run starts g's reconciler. Groups outlive Serve's context: they stop only
-// after HAProxy is down (or detached), so no request reaches a stopped
-// instance.
-func (c *core) run(g *group.Group) {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &groupRun{g: g, cancel: cancel, done: make(chan struct{})}
-	c.mu.Lock()
-	c.runs[g.Name()] = r
-	c.mu.Unlock()
-	go func() {
-		defer close(r.done)
-		g.Run(ctx)
-	}()
-}
-
-// stopGroups ends every reconciler; with keep, their instances are left
-// running for the next run of shoal to adopt.
-func (c *core) stopGroups(keep bool) {
-	c.mu.Lock()
-	runs := make([]*groupRun, 0, len(c.runs))
-	for _, r := range c.runs {
-		runs = append(runs, r)
-	}
-	c.mu.Unlock()
-	for _, r := range runs {
-		if keep {
-			r.g.KeepInstances()
-		}
-		r.cancel()
-	}
-	for _, r := range runs {
-		<-r.done
-	}
 }
 
 // Shutdown implements api.Control.
@@ -102,10 +56,11 @@ func (c *core) Shutdown(keepRunning bool) {
 //	HAProxy   takes the new config, reloaded if what it runs changed: added
 //	          groups' backends and routes appear, removed groups' leave (the
 //	          old worker finishes the requests in flight on them)
-//	commit    cannot fail: changed groups take their new settings, removed
-//	          groups take no more jobs, added groups start, the config in
-//	          force is replaced and the policy runners follow it (a changed
-//	          group's restarts with its new policy and bounds)
+//	commit    cannot fail: the registry of groups takes the change in one
+//	          apply — changed groups take their new settings and their
+//	          policy runner restarts with them, removed groups leave it (no
+//	          more jobs, metrics or policy), added groups start — and the
+//	          config in force is replaced
 //	retire    removed groups' instances are drained (until no old worker has
 //	          a request on them, at most drain_timeout) and stopped
 //
@@ -155,32 +110,24 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	}
 	resp.HAProxyReloaded = reloaded
 
+	removed := c.groups.apply(ctx, plan)
 	for _, ch := range plan.changed {
-		ch.g.Update(ctx, ch.cfg)
 		resp.Changed = append(resp.Changed, ch.g.Name())
 	}
-	for _, r := range plan.removed {
-		c.log.Info("group removed from the config: draining and stopping its instances", "group", r.g.Name())
-		c.jm.RemoveGroup(r.g.Name())
-	}
 	for _, g := range plan.added {
-		c.jm.AddGroup(g)
-		c.run(g)
 		c.log.Info("group added from the config", "group", g.Name(), "min_size", g.Config().MinSize)
 		resp.Added = append(resp.Added, g.Name())
 	}
 	c.cfg = cfg
 	applied = true
-	// Policies follow: a changed group's runner restarts with its new
-	// policy, a removed group's stops before its instances are retired.
-	c.auto.syncRunners(resp.Changed)
 
 	var errs []error
-	for _, r := range plan.removed {
-		if err := c.retire(ctx, r); err != nil {
+	for _, m := range removed {
+		c.log.Info("group removed from the config: draining and stopping its instances", "group", m.g.Name())
+		if err := c.retire(ctx, m); err != nil {
 			errs = append(errs, err)
 		}
-		resp.Removed = append(resp.Removed, r.g.Name())
+		resp.Removed = append(resp.Removed, m.g.Name())
 	}
 	slices.Sort(resp.Changed)
 	slices.Sort(resp.Removed)
@@ -193,65 +140,46 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	return resp, nil
 }
 
-// reloadPlan is what a reload changes, found before anything changes.
-type reloadPlan struct {
-	changed []groupChange
-	removed []*groupRun
-	added   []*group.Group
-}
-
-// groupChange is a running group and its reloaded config.
-type groupChange struct {
-	g   *group.Group
-	cfg config.Group
-}
-
 // prepare compares cfg's groups with the running ones and builds the added
 // ones, ready to run. It changes nothing.
-func (c *core) prepare(ctx context.Context, cfg *config.Config) (reloadPlan, error) {
-	c.mu.Lock()
-	running := make(map[string]*groupRun, len(c.runs))
-	for name, r := range c.runs {
-		running[name] = r
+func (c *core) prepare(ctx context.Context, cfg *config.Config) (change, error) {
+	running := map[string]*group.Group{}
+	for _, g := range c.groups.All() {
+		running[g.Name()] = g
 	}
-	c.mu.Unlock()
-	var p reloadPlan
+	var ch change
 	wanted := map[string]bool{}
 	for _, gc := range cfg.Groups {
 		wanted[gc.Name] = true
-		r, ok := running[gc.Name]
+		g, ok := running[gc.Name]
 		switch {
 		case !ok:
 			g, err := group.Open(ctx, gc, c.prov, c.lb, c.st, c.log)
 			if err != nil {
-				return p, fmt.Errorf("add group %s: %w", gc.Name, err)
+				return ch, fmt.Errorf("add group %s: %w", gc.Name, err)
 			}
-			p.added = append(p.added, g)
-		case !sameGroup(r.g.Config(), gc):
-			p.changed = append(p.changed, groupChange{g: r.g, cfg: gc})
+			ch.added = append(ch.added, g)
+		case !sameGroup(g.Config(), gc):
+			ch.changed = append(ch.changed, groupChange{g: g, cfg: gc})
 		}
 	}
-	for name, r := range running {
+	for name, g := range running {
 		if !wanted[name] {
-			p.removed = append(p.removed, r)
+			ch.removed = append(ch.removed, g)
 		}
 	}
-	slices.SortFunc(p.removed, func(a, b *groupRun) int { return strings.Compare(a.g.Name(), b.g.Name()) })
-	return p, nil
+	slices.SortFunc(ch.removed, func(a, b *group.Group) int { return strings.Compare(a.Name(), b.Name()) })
+	return ch, nil
 }
 
 // retire drains and stops a removed group's instances and ends its
 // reconciler; whatever is still running when the time is up is stopped.
-func (c *core) retire(ctx context.Context, r *groupRun) error {
-	name, gc := r.g.Name(), r.g.Config()
+func (c *core) retire(ctx context.Context, m *member) error {
+	name, gc := m.g.Name(), m.g.Config()
 	rctx, cancel := context.WithTimeout(ctx, gc.DrainTimeout+gc.Template.StopTimeout+time.Minute)
-	err := r.g.RetireAll(rctx)
+	err := m.g.RetireAll(rctx)
 	cancel()
-	r.cancel()
-	<-r.done
-	c.mu.Lock()
-	delete(c.runs, name)
-	c.mu.Unlock()
+	m.run.stop() // m has left the registry: nothing else starts or stops it
 	if err != nil {
 		return fmt.Errorf("remove group %s: %w (they were stopped when the time was up)", name, err)
 	}

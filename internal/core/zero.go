@@ -46,6 +46,7 @@ const (
 // brings it forward.
 type waker struct {
 	jm  *jobs.Manager
+	reg *registry
 	col *metrics.Collector
 	st  *store.Store
 	log *slog.Logger
@@ -68,8 +69,8 @@ type sleepState struct {
 }
 
 // newWaker returns a waker; its collector and store are set before run.
-func newWaker(jm *jobs.Manager, log *slog.Logger) *waker {
-	return &waker{jm: jm, log: log, ticks: make(chan time.Time, 1), groups: map[string]*sleepState{}}
+func newWaker(jm *jobs.Manager, reg *registry, log *slog.Logger) *waker {
+	return &waker{jm: jm, reg: reg, log: log, ticks: make(chan time.Time, 1), groups: map[string]*sleepState{}}
 }
 
 // sampled is the collector's AfterSample: it hands the tick on without
@@ -88,10 +89,8 @@ func (w *waker) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-w.ticks:
-			for _, name := range w.jm.GroupNames() {
-				if g, ok := w.jm.Group(name); ok {
-					w.step(ctx, g, now)
-				}
+			for _, g := range w.reg.All() {
+				w.step(ctx, g, now)
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/shoal-lb/shoal/internal/config"
-	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -26,7 +25,7 @@ func TestSubmitDeployInputErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.DiscardHandler))
+	m, err := NewManager(context.Background(), fixed{g}, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

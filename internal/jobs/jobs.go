@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,12 +79,18 @@ type stateStore interface {
 	InsertDecision(ctx context.Context, d *decision.Record) error
 }
 
-// Manager runs jobs for a set of groups.
+// Groups finds the groups jobs act on. core's registry implements it; a
+// config reload changes what it holds.
+type Groups interface {
+	// Group returns a running group by name.
+	Group(name string) (*group.Group, bool)
+	// Names returns the running groups' names, sorted.
+	Names() []string
+}
+
+// Manager runs jobs for the groups it is given.
 type Manager struct {
-	// gmu guards groups and names: a config reload adds and removes groups.
-	gmu    sync.RWMutex
-	groups map[string]*group.Group
-	names  []string
+	groups Groups
 	st     stateStore
 	log    *slog.Logger
 	// timeout bounds a running job so a group that never converges fails it;
@@ -113,9 +118,9 @@ var ErrShuttingDown = errors.New("shoal is shutting down")
 
 // NewManager returns a manager for groups. Jobs left unfinished by an earlier
 // run of shoal are marked failed.
-func NewManager(ctx context.Context, groups []*group.Group, st stateStore, log *slog.Logger) (*Manager, error) {
+func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Logger) (*Manager, error) {
 	m := &Manager{
-		groups:        map[string]*group.Group{},
+		groups:        groups,
 		st:            st,
 		log:           log,
 		running:       map[string]string{},
@@ -123,11 +128,6 @@ func NewManager(ctx context.Context, groups []*group.Group, st stateStore, log *
 		timeout:       defaultTimeout,
 		deployTimeout: deployTimeout,
 	}
-	for _, g := range groups {
-		m.groups[g.Name()] = g
-		m.names = append(m.names, g.Name())
-	}
-	slices.Sort(m.names)
 	at := time.Now()
 	failed, err := st.FailUnfinishedJobs(ctx, "shoal restarted while the job was running", at)
 	if err != nil {
@@ -137,7 +137,7 @@ func NewManager(ctx context.Context, groups []*group.Group, st stateStore, log *
 		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
 		// Like any failed job, it holds back its direction: its desired size
 		// was recorded before it took effect, so it stands.
-		if g := m.groups[j.Group]; g != nil && j.Target != j.From {
+		if g, ok := groups.Group(j.Group); ok && j.Target != j.From {
 			if err := g.StartCooldown(ctx, at, j.Target > j.From); err != nil {
 				return nil, fmt.Errorf("jobs: %w", err)
 			}
@@ -154,38 +154,6 @@ func defaultTimeout(g *group.Group) time.Duration {
 	return 2*(c.Health.Grace+c.DrainTimeout+c.Template.StopTimeout) + 30*time.Second
 }
 
-// GroupNames returns the groups' names, sorted.
-func (m *Manager) GroupNames() []string {
-	m.gmu.RLock()
-	defer m.gmu.RUnlock()
-	return slices.Clone(m.names)
-}
-
-// Group returns a group by name.
-func (m *Manager) Group(name string) (*group.Group, bool) {
-	m.gmu.RLock()
-	defer m.gmu.RUnlock()
-	g, ok := m.groups[name]
-	return g, ok
-}
-
-// AddGroup makes a group added by a config reload take jobs.
-func (m *Manager) AddGroup(g *group.Group) {
-	m.gmu.Lock()
-	defer m.gmu.Unlock()
-	m.groups[g.Name()] = g
-	m.names = append(m.names, g.Name())
-	slices.Sort(m.names)
-}
-
-// RemoveGroup makes a group removed by a config reload take no more jobs.
-func (m *Manager) RemoveGroup(name string) {
-	m.gmu.Lock()
-	defer m.gmu.Unlock()
-	delete(m.groups, name)
-	m.names = slices.DeleteFunc(m.names, func(n string) bool { return n == name })
-}
-
 // Observe makes f see every job as it enters a state. It must be called
 // before the first Submit; f must not block.
 func (m *Manager) Observe(f func(Job)) { m.observe = f }
@@ -199,9 +167,9 @@ func (m *Manager) Close() {
 // checkRequest finds the group a request names and checks its free-text
 // source ("default" when empty): the input errors every kind of job shares.
 func (m *Manager) checkRequest(groupName, source string) (*group.Group, string, error) {
-	g, ok := m.Group(groupName)
+	g, ok := m.groups.Group(groupName)
 	if !ok {
-		names := m.GroupNames()
+		names := m.groups.Names()
 		return nil, "", &InputError{Err: ErrUnknownGroup, Valid: names,
 			Msg: fmt.Sprintf("unknown group %q (groups: %s)", groupName, strings.Join(names, ", "))}
 	}

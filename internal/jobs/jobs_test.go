@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,26 @@ func newGroup(t *testing.T, cfg config.Group) *group.Group {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// fixed is a set of groups no reload changes: jobs' view of core's registry.
+type fixed []*group.Group
+
+func (f fixed) Group(name string) (*group.Group, bool) {
+	i := slices.IndexFunc(f, func(g *group.Group) bool { return g.Name() == name })
+	if i < 0 {
+		return nil, false
+	}
+	return f[i], true
+}
+
+func (f fixed) Names() []string {
+	var names []string
+	for _, g := range f {
+		names = append(names, g.Name())
+	}
+	slices.Sort(names)
+	return names
 }
 
 var ladder = config.Group{Name: "web", MinSize: 2, MaxSize: 6,
@@ -118,7 +139,7 @@ func TestSubmitRejectsBadSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := NewManager(context.Background(), fixed{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +167,7 @@ func TestFailedJobStartsItsCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := NewManager(context.Background(), fixed{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +212,7 @@ func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
 	if err := st.InsertJob(ctx, &j); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManager(ctx, []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := NewManager(ctx, fixed{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	m, err := NewManager(context.Background(), []*group.Group{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := NewManager(context.Background(), fixed{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

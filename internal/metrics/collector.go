@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -71,16 +70,14 @@ type Target struct {
 	Backend, Server string
 }
 
-// Source lists what to sample; the core implements it over its groups.
+// Source says what to sample: core's registry of groups implements it, and
+// a reload of the config changes what it says.
 type Source interface {
+	// Names are the groups; each group's HAProxy backend has its name.
+	Names() []string
+	// Targets are their instances.
 	Targets() []Target
 }
-
-// SourceFunc adapts a function to Source.
-type SourceFunc func() []Target
-
-// Targets calls f.
-func (f SourceFunc) Targets() []Target { return f() }
 
 // DBName is the history's file name in the state directory.
 const DBName = "metrics.db"
@@ -88,8 +85,6 @@ const DBName = "metrics.db"
 // Options configure a Collector.
 type Options struct {
 	config.Metrics
-	// Groups are the configured groups; each group's HAProxy backend has its name.
-	Groups []string
 	Source Source
 	// HAProxy is asked for "show stat" once per interval; nil skips it.
 	HAProxy *haproxy.Client
@@ -121,9 +116,6 @@ type Collector struct {
 	log   *slog.Logger
 	db    *db
 	procs *procScanner
-	// groups is the set of configured groups; a reload of the config
-	// replaces it (SetGroups).
-	groups atomic.Pointer[map[string]bool]
 
 	// Sampling state, owned by the goroutine that calls Sample.
 	prevCPU    map[string]cpuPrev
@@ -194,8 +186,7 @@ func Open(opts Options) (*Collector, error) {
 		views:    make(map[string]*groupView),
 		lat:      make(map[string]*latencySamples),
 	}
-	c.SetGroups(opts.Groups)
-	for _, g := range opts.Groups {
+	for _, g := range opts.Source.Names() {
 		c.views[g] = &groupView{}
 	}
 	if opts.Ten > 0 {
@@ -233,17 +224,8 @@ func (c *Collector) Close() error {
 	return c.db.close()
 }
 
-// SetGroups replaces the set of groups whose backends are aggregated, as a
-// reload of the config adds or removes groups.
-func (c *Collector) SetGroups(names []string) {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
-	}
-	c.groups.Store(&m)
-}
-
-func (c *Collector) groupSet() map[string]bool { return *c.groups.Load() }
+// known reports whether group is one the source names now.
+func (c *Collector) known(group string) bool { return slices.Contains(c.opts.Source.Names(), group) }
 
 // Sample takes one sample of every target at now.
 func (c *Collector) Sample(ctx context.Context, now time.Time) {
@@ -273,9 +255,9 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 	}
 
 	vals := make(map[string]float64)
-	groups := c.groupSet()
+	groups := c.opts.Source.Names()
 	views := make(map[string]*groupView, len(groups))
-	for g := range groups {
+	for _, g := range groups {
 		views[g] = &groupView{at: now}
 	}
 	seen := make(map[string]bool, len(targets))
@@ -544,7 +526,7 @@ func (r *rollup) drain() []row {
 // it was sampled at (one request in sampleRate was logged). Requests of
 // other backends and without a total time are ignored.
 func (c *Collector) ObserveLatency(group string, ta, tr time.Duration, sampleRate int) {
-	if !c.groupSet()[group] || ta < 0 {
+	if !c.known(group) || ta < 0 {
 		return
 	}
 	c.latMu.Lock()

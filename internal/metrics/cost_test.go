@@ -42,7 +42,7 @@ func benchmarkCollect(b *testing.B, n int) {
 		targets = append(targets, Target{Group: "web", Name: name, PGID: startGroup(b, "sleep", "600"), Cores: 1,
 			State: "in-service", InService: true, ReadySince: ready, Backend: "web", Server: name})
 	}
-	c, err := Open(Options{Metrics: config.DefaultMetrics, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return targets }),
+	c, err := Open(Options{Metrics: config.DefaultMetrics, Source: &source{[]string{"web"}, func() []Target { return targets }},
 		HAProxy: m.Client(), DB: filepath.Join(b.TempDir(), "metrics.db")})
 	if err != nil {
 		b.Fatal(err)

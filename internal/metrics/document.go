@@ -88,16 +88,19 @@ func num(v float64) *float64 {
 // Document returns group's metrics over the window ending now, for the
 // instances whose names start with prefix.
 func (c *Collector) Document(ctx context.Context, group string, window time.Duration, prefix string) (*Document, error) {
-	if !c.groupSet()[group] {
+	if !c.known(group) {
 		return nil, fmt.Errorf("metrics of %q: %w", group, ErrUnknownGroup)
 	}
 	if window <= 0 {
 		return nil, fmt.Errorf("metrics of %q: window must be positive, got %s", group, window)
 	}
+	var at time.Time
+	var instances []instanceView
 	c.mu.RLock()
-	gv := c.views[group]
-	at := gv.at
-	instances := slices.Clone(gv.instances)
+	// A group a reload has just added has no view until the next sample.
+	if gv := c.views[group]; gv != nil {
+		at, instances = gv.at, slices.Clone(gv.instances)
+	}
 	c.mu.RUnlock()
 	if at.IsZero() {
 		at = time.Now()

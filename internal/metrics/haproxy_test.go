@@ -125,7 +125,7 @@ func TestHAProxyCounters(t *testing.T) {
 		{Group: "web", Name: "web-002", State: "in-service", InService: true, ReadySince: ready, Backend: "web", Server: "web-002", Cores: 1},
 	}
 	mc := config.DefaultMetrics
-	c, err := Open(Options{Metrics: mc, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return targets }),
+	c, err := Open(Options{Metrics: mc, Source: &source{[]string{"web"}, func() []Target { return targets }},
 		HAProxy: m.Client(), DB: filepath.Join(t.TempDir(), "metrics.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestHAProxyRetries(t *testing.T) {
 	}
 	closed := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	c, err := Open(Options{Metrics: config.DefaultMetrics, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }),
+	c, err := Open(Options{Metrics: config.DefaultMetrics, Source: &source{[]string{"web"}, func() []Target { return nil }},
 		HAProxy: m.Client(), DB: filepath.Join(t.TempDir(), "metrics.db")})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ func openHistory(t *testing.T, path string) *Collector {
 	t.Helper()
 	m := config.DefaultMetrics
 	m.Ring = 30 * time.Second
-	c, err := Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }), DB: path})
+	c, err := Open(Options{Metrics: m, Source: &source{[]string{"web"}, func() []Target { return nil }}, DB: path})
 	if err != nil {
 		t.Fatal(err)
 	}

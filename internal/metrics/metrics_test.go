@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -292,16 +293,47 @@ func TestCPUUsageSeed(t *testing.T) {
 	}
 }
 
+// source is a fixed set of groups, whose instances targets lists.
+type source struct {
+	groups  []string
+	targets func() []Target
+}
+
+func (s *source) Names() []string   { return s.groups }
+func (s *source) Targets() []Target { return s.targets() }
+
 // newTestCollector opens a collector over groups with a fixed target list.
 func newTestCollector(t *testing.T, dbPath string, groups []string, targets func() []Target) *Collector {
 	t.Helper()
 	m := config.DefaultMetrics
 	m.Warmup = 5 * time.Second
-	c, err := Open(Options{Metrics: m, Groups: groups, Source: SourceFunc(targets), DB: dbPath})
+	c, err := Open(Options{Metrics: m, Source: &source{groups, targets}, DB: dbPath})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestDocumentOfAddedGroup: a group the source names since the last sample
+// (a reload has just added it) has an empty document until the next one,
+// and a group it no longer names is unknown.
+func TestDocumentOfAddedGroup(t *testing.T) {
+	src := &source{groups: []string{"web"}, targets: func() []Target { return nil }}
+	c, err := Open(Options{Metrics: config.DefaultMetrics, Source: src, DB: filepath.Join(t.TempDir(), "metrics.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	c.Sample(ctx, time.Now())
+	src.groups = []string{"api"}
+	doc, err := c.Document(ctx, "api", time.Minute, "")
+	if err != nil || doc.Group != "api" || len(doc.Instances) != 0 {
+		t.Fatalf("document of an added group before its first sample: %+v, %v; want an empty one", doc, err)
+	}
+	if _, err := c.Document(ctx, "web", time.Minute, ""); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("document of a removed group: %v, want ErrUnknownGroup", err)
+	}
 }
 
 // TestDocument builds a group's document from recorded ticks: aggregates

@@ -173,7 +173,7 @@ func TestRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "metrics.db")
 	targets := []Target{{Group: "web", Name: "web-001", PGID: pid, Cores: 1, State: "in-service", InService: true,
 		ReadySince: time.Now(), Backend: "web", Server: "web-001"}}
-	c, err := Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return targets }),
+	c, err := Open(Options{Metrics: m, Source: &source{[]string{"web"}, func() []Target { return targets }},
 		HAProxy: &haproxy.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}, DB: path})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestRun(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err = Open(Options{Metrics: m, Groups: []string{"web"}, Source: SourceFunc(func() []Target { return nil }), DB: path})
+	c, err = Open(Options{Metrics: m, Source: &source{[]string{"web"}, func() []Target { return nil }}, DB: path})
 	if err != nil {
 		t.Fatal(err)
 	}

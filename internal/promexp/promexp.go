@@ -60,9 +60,16 @@ type Metrics struct {
 	instances InstanceSource
 }
 
-// New returns shoal's metrics for the groups of jm. haproxyRestarts reports
-// how often HAProxy was restarted after it died.
-func New(jm *jobs.Manager, haproxyRestarts func() int64) *Metrics {
+// Groups are the running groups a scrape reads: core's registry, which a
+// config reload changes.
+type Groups interface {
+	// All returns them, sorted by name.
+	All() []*group.Group
+}
+
+// New returns shoal's metrics for groups. haproxyRestarts reports how often
+// HAProxy was restarted after it died.
+func New(groups Groups, haproxyRestarts func() int64) *Metrics {
 	m := &Metrics{
 		reg:     prometheus.NewRegistry(),
 		sources: map[string]bool{},
@@ -91,7 +98,7 @@ func New(jm *jobs.Manager, haproxyRestarts func() int64) *Metrics {
 	}
 	m.reg.MustRegister(
 		m.jobs, m.scaleLatency, m.decisions, m.evalDuration, m.webhookAlerts,
-		&groupCollector{jm: jm, m: m},
+		&groupCollector{groups: groups, m: m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shoal_haproxy_restarts_total",
 			Help: "Times HAProxy was restarted after it exited unexpectedly.",
@@ -186,8 +193,8 @@ var (
 // groupCollector reads the groups' state at scrape time, so sizes and states
 // are never stale and nothing else has to be instrumented for them.
 type groupCollector struct {
-	jm *jobs.Manager
-	m  *Metrics
+	groups Groups
+	m      *Metrics
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -202,11 +209,8 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, name := range c.jm.GroupNames() {
-		g, ok := c.jm.Group(name)
-		if !ok {
-			continue // removed by a config reload meanwhile
-		}
+	for _, g := range c.groups.All() {
+		name := g.Name()
 		s := g.Status(ctx)
 		gauge(descDesired, float64(s.Desired), name)
 		gauge(descActual, float64(s.InService), name)

@@ -38,9 +38,22 @@ type usage []InstanceUsage
 
 func (u usage) InstanceUsage(context.Context) []InstanceUsage { return u }
 
+// one is a single group no reload changes: jobs' and the exposition's view
+// of core's registry.
+type one struct{ g *group.Group }
+
+func (o one) Group(name string) (*group.Group, bool) {
+	if name != o.g.Name() {
+		return nil, false
+	}
+	return o.g, true
+}
+func (o one) Names() []string     { return []string{o.g.Name()} }
+func (o one) All() []*group.Group { return []*group.Group{o.g} }
+
 // newMetrics builds the exposition over a real job manager and store. The
 // groups' HAProxy is not running, which a scrape must survive.
-func newMetrics(t *testing.T) (*Metrics, *jobs.Manager) {
+func newMetrics(t *testing.T) (*Metrics, *jobs.Manager, *group.Group) {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -55,7 +68,7 @@ func newMetrics(t *testing.T) (*Metrics, *jobs.Manager) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jm, err := jobs.NewManager(context.Background(), []*group.Group{g}, st, log)
+	jm, err := jobs.NewManager(context.Background(), one{g}, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +76,9 @@ func newMetrics(t *testing.T) (*Metrics, *jobs.Manager) {
 		jm.Close()
 		st.Close()
 	})
-	m := New(jm, lb.Restarts)
+	m := New(one{g}, lb.Restarts)
 	jm.Observe(m.ObserveJob)
-	return m, jm
+	return m, jm, g
 }
 
 func scrape(t *testing.T, m *Metrics) string {
@@ -79,14 +92,13 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 func TestExposition(t *testing.T) {
-	m, jm := newMetrics(t)
+	m, jm, g := newMetrics(t)
 	ctx := context.Background()
 	if _, err := jm.Submit(ctx, jobs.Request{Group: "web", Kind: jobs.Up, Source: "alertmanager:HighCPU"}); err != nil {
 		t.Fatal(err)
 	}
 	// The job records running, then sets the desired size; it never
 	// converges (nothing reconciles the group).
-	g, _ := jm.Group("web")
 	for deadline := time.Now().Add(10 * time.Second); g.Desired() != 4; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the accepted job did not start")
@@ -151,7 +163,7 @@ func TestExposition(t *testing.T) {
 // Job sources are client text: beyond maxSources distinct values they are
 // counted as "other" instead of growing the series without bound.
 func TestSourcesBounded(t *testing.T) {
-	m, _ := newMetrics(t)
+	m, _, _ := newMetrics(t)
 	for i := range maxSources + 10 {
 		m.ObserveJob(jobs.Job{Group: "web", Source: strings.Repeat("s", i+1), State: jobs.Ignored})
 	}

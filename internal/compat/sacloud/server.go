@@ -57,14 +57,15 @@ func New(cfg config.SacloudAutoscaler, log *slog.Logger) *Server {
 	return &Server{cfg: cfg, log: log.With("component", "sacloud-autoscaler")}
 }
 
-// Serve listens and answers until ctx ends.
-func (s *Server) Serve(ctx context.Context, m *jobs.Manager) error {
+// Serve listens and answers until ctx ends, submitting to m jobs for the
+// groups it finds in groups.
+func (s *Server) Serve(ctx context.Context, m *jobs.Manager, groups jobs.Groups) error {
 	l, err := s.listen()
 	if err != nil {
 		return err
 	}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsg))
-	autoscalerpb.RegisterScalingServiceServer(srv, &scaling{jobs: m, log: s.log})
+	autoscalerpb.RegisterScalingServiceServer(srv, &scaling{jobs: m, groups: groups, log: s.log})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(autoscalerpb.ScalingService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -106,8 +107,9 @@ func (s *Server) listen() (net.Listener, error) {
 
 type scaling struct {
 	autoscalerpb.UnimplementedScalingServiceServer
-	jobs *jobs.Manager
-	log  *slog.Logger
+	jobs   *jobs.Manager
+	groups jobs.Groups
+	log    *slog.Logger
 }
 
 func (h *scaling) Up(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
@@ -161,7 +163,7 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 	}
 	r := jobs.Request{Group: groupName, Kind: kind, Source: source}
 	if plan := req.GetDesiredStateName(); plan != "" && plan != defaultName {
-		g, ok := h.jobs.Group(groupName)
+		g, ok := h.groups.Group(groupName)
 		if !ok { // removed by a config reload meanwhile
 			return nil, status.Errorf(codes.NotFound, "group %s was removed", groupName)
 		}
@@ -203,14 +205,14 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 
 // groupName resolves resource_name: "" and "default" mean the only group.
 func (h *scaling) groupName(resource string) (string, error) {
-	names := h.jobs.GroupNames()
+	names := h.groups.Names()
 	if resource == "" || resource == defaultName {
 		if len(names) == 1 {
 			return names[0], nil
 		}
 		return "", status.Errorf(codes.InvalidArgument, "resource_name is required: shoal has %d groups (%s)", len(names), strings.Join(names, ", "))
 	}
-	if _, ok := h.jobs.Group(resource); !ok {
+	if _, ok := h.groups.Group(resource); !ok {
 		return "", status.Errorf(codes.NotFound, "unknown resource_name %q (groups: %s)", resource, strings.Join(names, ", "))
 	}
 	return resource, nil
