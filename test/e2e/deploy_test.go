@@ -384,17 +384,18 @@ func (e *shoalEnv) cliWithin(d time.Duration, args ...string) (string, string, i
 }
 
 // killInstance SIGKILLs the named instance's process.
-func killInstance(t *testing.T, e *shoalEnv, name string) {
+func killInstance(t *testing.T, e *shoalEnv, name string) (pid int) {
 	t.Helper()
 	for _, in := range groupOf(t, e.status(), "web").Instances {
 		if in.Name == name {
 			if err := syscall.Kill(in.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			return
+			return in.PID
 		}
 	}
 	t.Fatalf("no instance %s", name)
+	return 0
 }
 
 // TestDeployAfterReloadRollsBackToServing is the ordinary workflow with a
@@ -470,11 +471,13 @@ func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
 	if st := groupOf(t, e.status(), "web"); st.Version != old || st.Configured != broken {
 		t.Fatalf("after kill -9 and restart: serving %q, configured %q; want %s and %s", st.Version, st.Configured, old, broken)
 	}
-	killInstance(t, e, "web-002")
+	killed := killInstance(t, e, "web-002")
 	e.eventually("web-002 is replaced", 60*time.Second, func() error {
 		st := groupOf(t, e.status(), "web")
 		for _, in := range st.Instances {
-			if in.Name == "web-002" && in.State == group.InService && in.Version == old && st.InService == 3 {
+			// The killed process itself reads as in service until shoal
+			// sees it exit: only a new pid is the replacement.
+			if in.Name == "web-002" && in.PID != killed && in.State == group.InService && in.Version == old && st.InService == 3 {
 				return nil
 			}
 		}
