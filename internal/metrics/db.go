@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // A level is one down-sampled resolution kept in SQLite.
@@ -76,27 +73,10 @@ type db struct {
 const maxReaders = 4
 
 func openDB(path string) (*db, error) {
-	abs, err := filepath.Abs(path)
+	// Losing the last flush on a power cut is acceptable for metrics.
+	s, abs, err := store.OpenSQLite(path, "journal_mode(WAL)", "synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open metrics db %s: %w", path, err)
-	}
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open metrics db: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("open metrics db: %w", err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	// Losing the last flush on a power cut is acceptable for metrics.
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
-	s, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
 	}
 	s.SetMaxOpenConns(1)
 	for _, stmt := range schema {
@@ -107,10 +87,7 @@ func openDB(path string) (*db, error) {
 	}
 	// After the schema and WAL mode are set: a query-only connection may
 	// change neither.
-	rq := url.Values{}
-	rq.Add("_pragma", "busy_timeout(5000)")
-	rq.Add("_pragma", "query_only(true)")
-	ro, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: rq.Encode()}).String())
+	ro, err := sql.Open("sqlite", store.DSN(abs, false, "query_only(true)"))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open metrics db %s for reading: %w", abs, err)

@@ -8,14 +8,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/job"
@@ -140,34 +135,9 @@ type Store struct {
 // Open opens the database at path, creating it (mode 0600) if needed, and
 // migrates its schema to the current version.
 func Open(path string) (*Store, error) {
-	abs, err := filepath.Abs(path)
+	db, abs, err := OpenSQLite(path, "foreign_keys(on)", "journal_mode(WAL)", "synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	// SQLite would create the file honouring only the umask; the state may be
-	// sensitive, so create it ourselves. SQLite gives -wal and -shm the
-	// database file's mode.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-
-	// Pragmas go in the DSN so that they also apply to any connection the pool
-	// opens later, e.g. after a bad connection is discarded.
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "foreign_keys(on)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
-
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
 	// One connection serialises all access: SQLite allows one writer anyway and
 	// shoal's load is tiny, and it rules out SQLITE_BUSY between our own
