@@ -249,7 +249,7 @@ func (p *Provider) StopStrays(ctx context.Context, keep []instance.Record) ([]in
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		stopped []instance.Record
+		stopped []stray
 		errs    []error
 	)
 	for _, s := range strays {
@@ -263,13 +263,17 @@ func (p *Provider) StopStrays(ctx context.Context, keep []instance.Record) ([]in
 			case err != nil:
 				errs = append(errs, err)
 			default:
-				stopped = append(stopped, s.d.record(s.name, 0))
+				stopped = append(stopped, s)
 			}
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(strays, func(a, b stray) int { return a.d.PID - b.d.PID })
-	return stopped, errors.Join(errs...)
+	slices.SortFunc(stopped, func(a, b stray) int { return a.d.PID - b.d.PID })
+	var recs []instance.Record
+	for _, s := range stopped {
+		recs = append(recs, s.d.record(s.name, 0))
+	}
+	return recs, errors.Join(errs...)
 }
 
 func (p *Provider) stopStray(ctx context.Context, s stray) error {
