@@ -264,7 +264,7 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 	}
 	for name, rs := range byGroup {
 		for _, r := range rs {
-			log.Warn("instance of a group no longer configured will be stopped", "group", name, "instance", r.Name, "pid", r.PID)
+			log.Warn("instance of a group no longer configured will be stopped", "group", name, "instance", r.Name, "id", r.ID)
 			if err := st.DeleteInstance(ctx, r.Name); err != nil {
 				return nil, err
 			}
@@ -275,7 +275,7 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 		return nil, fmt.Errorf("stop stray instances: %w", err)
 	}
 	for _, r := range stopped {
-		log.Warn("stray instance stopped", "instance", r.Name, "pid", r.PID)
+		log.Warn("stray instance stopped", "instance", r.Name, "id", r.ID)
 	}
 	return groups, nil
 }

@@ -422,7 +422,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: addr(in.rec), State: in.state, PID: in.rec.PID, StartedAt: in.rec.StartedAt, Version: in.version})
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt, Version: in.version})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {

@@ -155,6 +155,7 @@ func (d *drainRecorder) Drain(_ context.Context, _, _ string, timeout time.Durat
 type stoppedInstance struct{ done chan struct{} }
 
 func (stoppedInstance) Record() provider.Record        { return provider.Record{} }
+func (stoppedInstance) PID() int                       { return 0 }
 func (i stoppedInstance) Done() <-chan struct{}        { return i.done }
 func (stoppedInstance) ExitReason() string             { return "" }
 func (stoppedInstance) PreStop(context.Context) error  { return nil }

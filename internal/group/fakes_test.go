@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,7 @@ func (e *events) of(name string) []string {
 // fakeInstance is a process that runs until it is stopped or told to exit.
 type fakeInstance struct {
 	rec  provider.Record
+	pid  int
 	ev   *events
 	once sync.Once
 	done chan struct{}
@@ -190,6 +192,7 @@ type fakeInstance struct {
 }
 
 func (i *fakeInstance) Record() provider.Record { return i.rec }
+func (i *fakeInstance) PID() int                { return i.pid }
 func (i *fakeInstance) Done() <-chan struct{}   { return i.done }
 
 func (i *fakeInstance) ExitReason() string {
@@ -240,8 +243,10 @@ func (p *fakeProvider) Start(_ context.Context, spec provider.Spec) (provider.In
 	if p.fail != nil {
 		return nil, p.fail
 	}
-	in := p.newInstance(provider.Record{Group: spec.Group, Name: spec.Name, Index: spec.Index,
-		Host: "127.0.0.1", Port: 20000 + spec.Index, PID: 1000 + len(p.starts), StartedAt: p.clk.Now()})
+	pid := 1000 + len(p.starts)
+	in := p.newInstance(provider.Record{Group: spec.Group, Name: spec.Name, Index: spec.Index, ID: strconv.Itoa(pid),
+		Addr: "127.0.0.1:" + strconv.Itoa(20000+spec.Index), Host: "127.0.0.1", StartedAt: p.clk.Now()})
+	in.pid = pid
 	if p.onStart != nil {
 		p.onStart(in)
 	}

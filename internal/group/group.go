@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,14 +252,13 @@ func (g *Group) Config() config.Group { return g.conf() }
 func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.Record {
 	var kept []provider.Record
 	for _, r := range recs {
-		rec := provider.Record{Group: r.Group, Name: r.Name, Index: r.Index, Host: r.Host, Port: r.Port, PID: r.PID, PIDStart: r.PIDStart, StartedAt: r.StartedAt}
 		since := r.StateSince
 		if since.IsZero() {
 			since = g.clk.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, rec, g.tmpl)
+		pi, err := g.prov.Adopt(ctx, r.Record, g.tmpl)
 		if err != nil {
-			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "pid", r.PID, "err", err)
+			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "addr", r.Addr, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
@@ -298,7 +295,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		g.insts[in.name] = in
 		g.restored = append(g.restored, in)
 		kept = append(kept, in.rec)
-		g.log.Info("instance adopted", "instance", in.name, "pid", in.rec.PID, "addr", addr(in.rec), "state", in.state)
+		g.log.Info("instance adopted", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "state", in.state)
 	}
 	return kept
 }
@@ -564,7 +561,7 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	in.inst, in.rec = pi, pi.Record()
 	g.mu.Unlock()
-	g.log.Info("instance started", "instance", in.name, "pid", in.rec.PID, "addr", addr(in.rec), "version", in.version)
+	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "version", in.version)
 	g.persist(ctx, in)
 	return true
 }
@@ -725,10 +722,10 @@ func (g *Group) stopProcess(in *instance) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.conf().Template.StopTimeout+10*time.Second)
 	defer cancel()
 	if err := in.inst.Stop(ctx); err != nil {
-		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.rec.PID, "err", err)
+		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.pid(), "err", err)
 		return
 	}
-	g.log.Info("instance stopped", "instance", in.name, "pid", in.rec.PID)
+	g.log.Info("instance stopped", "instance", in.name, "pid", in.pid())
 }
 
 // fail records a failure for status, jobs and crash-loop back-off.
@@ -780,14 +777,15 @@ func (g *Group) setState(ctx context.Context, in *instance, s State) {
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
-	g.log.Info("instance "+string(s), "instance", in.name, "addr", addr(in.rec))
+	g.log.Info("instance "+string(s), "instance", in.name, "addr", in.rec.Addr)
 	g.persist(context.WithoutCancel(ctx), in)
 }
 
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
-	row := store.Instance{Group: g.cfg.Name, Name: in.name, Index: in.index, Host: in.rec.Host, Port: in.rec.Port,
-		PID: in.rec.PID, PIDStart: in.rec.PIDStart, StartedAt: in.rec.StartedAt, State: string(in.state), StateSince: in.since, Version: in.version}
+	// Before its start the instance has no record from the provider yet.
+	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version}
+	row.Group, row.Name, row.Index = g.cfg.Name, in.name, in.index
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {
 		g.log.Error("recording instance failed", "instance", in.name, "err", err)
@@ -801,7 +799,7 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 }
 
 func (g *Group) server(in *instance) haproxy.Server {
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Host: in.rec.Host, Port: in.rec.Port, Health: g.conf().Health}
+	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: g.conf().Health}
 }
 
 // serverStat returns one server's stats. Every instance's lifecycle polls
@@ -825,9 +823,10 @@ func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat
 	return haproxy.ServerStat{}, false
 }
 
-func addr(r provider.Record) string {
-	if r.Port == 0 {
-		return ""
+// pid is the instance's process, 0 before it has one.
+func (in *instance) pid() int {
+	if in.inst == nil {
+		return 0
 	}
-	return net.JoinHostPort(r.Host, strconv.Itoa(r.Port))
+	return in.inst.PID()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -190,7 +191,7 @@ func TestReconcilerStartingToInService(t *testing.T) {
 	t0 := r.clk.Now()
 	r.awaitStarts(2)
 	r.awaitGate("web-001", "web-002")
-	if rec, ok := r.st.record("web-001"); !ok || rec.State != string(Starting) || rec.Port != 20001 {
+	if rec, ok := r.st.record("web-001"); !ok || rec.State != string(Starting) || rec.Addr != "127.0.0.1:20001" {
 		t.Fatalf("web-001 recorded as %+v, %v; want starting on port 20001", rec, ok)
 	}
 
@@ -426,8 +427,8 @@ func TestReconcilerStartingToDraining(t *testing.T) {
 func TestReconcilerDrainingResumed(t *testing.T) {
 	r := newReconciler(t, 0, func(r *reconciler) {
 		since := r.clk.Now().Add(-12 * time.Second)
-		r.g.Restore(context.Background(), []store.Instance{{Group: "web", Name: "web-001", Index: 1,
-			Host: "127.0.0.1", Port: 20001, PID: 1001, State: string(Draining), StateSince: since}})
+		r.g.Restore(context.Background(), []store.Instance{{Record: provider.Record{Group: "web", Name: "web-001", Index: 1,
+			ID: "1001", Addr: "127.0.0.1:20001", Host: "127.0.0.1"}, State: string(Draining), StateSince: since}})
 	})
 	waitFor(t, "web-001 forgotten", func() bool { _, ok := r.state("web-001"); return !ok })
 	if d, _ := r.lb.drainTimeout("web-001"); d != 18*time.Second {

@@ -32,7 +32,7 @@ func (g *Group) Targets() []metrics.Target {
 		}
 		if in.inst != nil {
 			// Every instance is its own process group, led by its first process.
-			t.PGID = in.rec.PID
+			t.PGID = in.inst.PID()
 			t.Server = in.name
 		}
 		if in.state == InService && !in.retiring {

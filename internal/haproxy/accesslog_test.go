@@ -66,7 +66,7 @@ func TestAccessLogAndSlowClients(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "app", Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Health: cfg.Groups[0].Health}, true); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "app", Addr: loopback(ln.Addr().(*net.TCPAddr).Port), Health: cfg.Groups[0].Health}, true); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, map[string]string{"app": "UP"}, true)

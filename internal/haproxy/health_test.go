@@ -268,9 +268,9 @@ func TestHealthCheckBody(t *testing.T) {
 	wrong := startHTTP(t, "wrong", 200, "I'm live", 200)
 	s500 := startHTTP(t, "s500", 500, trickyBody, 500)
 	m := startHealthManager(t, cfg,
-		Server{Backend: "web", Name: "good", Host: "127.0.0.1", Port: good.port},
-		Server{Backend: "web", Name: "wrong", Host: "127.0.0.1", Port: wrong.port},
-		Server{Backend: "web", Name: "s500", Host: "127.0.0.1", Port: s500.port})
+		Server{Backend: "web", Name: "good", Addr: loopback(good.port)},
+		Server{Backend: "web", Name: "wrong", Addr: loopback(wrong.port)},
+		Server{Backend: "web", Name: "s500", Addr: loopback(s500.port)})
 
 	got := waitChecks(t, m, map[string][2]string{"good": {"UP", "L7OK"}, "wrong": {"DOWN", "L7RSP"}, "s500": {"DOWN", "L7STS"}})
 	if s := got["good"]; s.CheckCode != 200 || s.CheckDesc != "Layer7 check passed" {
@@ -315,8 +315,8 @@ func TestHealthCheckRegex(t *testing.T) {
 	num := startHTTP(t, "num", 200, `42 "ok"`, 200)
 	text := startHTTP(t, "text", 200, `forty-two "ok"`, 200)
 	m := startHealthManager(t, cfg,
-		Server{Backend: "web", Name: "num", Host: "127.0.0.1", Port: num.port},
-		Server{Backend: "web", Name: "text", Host: "127.0.0.1", Port: text.port})
+		Server{Backend: "web", Name: "num", Addr: loopback(num.port)},
+		Server{Backend: "web", Name: "text", Addr: loopback(text.port)})
 	waitChecks(t, m, map[string][2]string{"num": {"UP", "L7OK"}, "text": {"DOWN", "L7RSP"}})
 }
 
@@ -329,16 +329,16 @@ func TestHealthCheckTCP(t *testing.T) {
 	pong := startTCP(t, "+PONG\r\n")
 	errPort := startTCP(t, "-ERR unknown\r\n")
 	m := startHealthManager(t, cfg,
-		Server{Backend: "web", Name: "pong", Host: "127.0.0.1", Port: pong},
-		Server{Backend: "web", Name: "err", Host: "127.0.0.1", Port: errPort})
+		Server{Backend: "web", Name: "pong", Addr: loopback(pong)},
+		Server{Backend: "web", Name: "err", Addr: loopback(errPort)})
 	waitChecks(t, m, map[string][2]string{"pong": {"UP", "L7OK"}, "err": {"DOWN", "L7RSP"}})
 
 	stateDir = t.TempDir()
 	cfg = testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 	cfg.Groups[0].Health = config.Health{Type: "tcp", Interval: 200 * time.Millisecond, Rise: 1, Fall: 1}
 	m = startHealthManager(t, cfg,
-		Server{Backend: "web", Name: "open", Host: "127.0.0.1", Port: pong},
-		Server{Backend: "web", Name: "closed", Host: "127.0.0.1", Port: freePort(t)})
+		Server{Backend: "web", Name: "open", Addr: loopback(pong)},
+		Server{Backend: "web", Name: "closed", Addr: loopback(freePort(t))})
 	waitChecks(t, m, map[string][2]string{"open": {"UP", "L4OK"}, "closed": {"DOWN", "L4CON"}})
 }
 
@@ -358,8 +358,8 @@ func TestPassiveCheck(t *testing.T) {
 	// never reaches the passive check.
 	broken := startHTTP(t, "broken", 200, "ok", http.StatusInsufficientStorage)
 	m := startHealthManager(t, cfg,
-		Server{Backend: "web", Name: "good", Host: "127.0.0.1", Port: good.port},
-		Server{Backend: "web", Name: "broken", Host: "127.0.0.1", Port: broken.port})
+		Server{Backend: "web", Name: "good", Addr: loopback(good.port)},
+		Server{Backend: "web", Name: "broken", Addr: loopback(broken.port)})
 	before := waitChecks(t, m, map[string][2]string{"good": {"UP", "L7OK"}, "broken": {"UP", "L7OK"}})
 
 	client := &http.Client{Timeout: 5 * time.Second}

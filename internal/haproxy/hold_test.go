@@ -97,7 +97,7 @@ func TestHoldWhileNoServer(t *testing.T) {
 
 	// A server added behind the health gate takes them once it is UP.
 	b := startBackend(t, "b1")
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Host: "127.0.0.1", Port: b.port, Health: cfg.Groups[0].Health}, false); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {

@@ -83,10 +83,9 @@ type Manager struct {
 type Server struct {
 	Backend string
 	Name    string
-	// Host is an IP address: HAProxy gives dynamic servers named by a host
-	// name no address.
-	Host   string
-	Port   int
+	// Addr is IP:port, as an instance's record has it: HAProxy gives
+	// dynamic servers named by a host name no address.
+	Addr   string
 	Health config.Health
 	// Weight is HAProxy's weight, 1 to 256; 0 means 100.
 	Weight int

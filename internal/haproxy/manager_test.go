@@ -237,7 +237,7 @@ func TestManager(t *testing.T) {
 	health := cfg.Groups[0].Health
 	start = time.Now()
 	for _, b := range backends {
-		if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Host: "127.0.0.1", Port: b.port, Health: health}, false); err != nil {
+		if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Addr: loopback(b.port), Health: health}, false); err != nil {
 			t.Fatal(err)
 		}
 		st, err := statsByName(t, m, "web")
@@ -248,18 +248,18 @@ func TestManager(t *testing.T) {
 			t.Fatalf("gated server %s is %q right after AddServer, want DOWN", b.name, s.Status)
 		}
 	}
-	dead := Server{Backend: "web", Name: "dead", Host: "127.0.0.1", Port: freePort(t), Health: health}
+	dead := Server{Backend: "web", Name: "dead", Addr: loopback(freePort(t)), Health: health}
 	if err := m.AddServer(ctx, dead, false); err != nil {
 		t.Fatal(err)
 	}
 	// Adding the same server again is a no-op; another address is not.
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Host: "127.0.0.1", Port: backends[0].port, Health: health}, false); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(backends[0].port), Health: health}, false); err != nil {
 		t.Fatalf("re-adding b1: %v", err)
 	}
-	if err := m.AddServer(ctx, Server{Backend: "nope", Name: "x", Host: "127.0.0.1", Port: 1}, false); err == nil {
+	if err := m.AddServer(ctx, Server{Backend: "nope", Name: "x", Addr: loopback(1)}, false); err == nil {
 		t.Error("AddServer accepted an unknown backend")
 	}
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "x; shutdown frontend shoal", Host: "127.0.0.1", Port: 1}, false); err == nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "x; shutdown frontend shoal", Addr: loopback(1)}, false); err == nil {
 		t.Error("AddServer accepted a command in a name")
 	}
 	waitStatus(t, m, map[string]string{"b1": "UP", "b2": "UP", "b3": "UP", "dead": "DOWN"}, true)
@@ -335,8 +335,8 @@ func TestManager(t *testing.T) {
 		srv   Server
 		ready bool
 	}{
-		{Server{Backend: "web", Name: "b1", Host: "127.0.0.1", Port: backends[0].port, Health: health}, true},
-		{Server{Backend: "web", Name: "b2", Host: "127.0.0.1", Port: backends[1].port, Health: health}, false},
+		{Server{Backend: "web", Name: "b1", Addr: loopback(backends[0].port), Health: health}, true},
+		{Server{Backend: "web", Name: "b2", Addr: loopback(backends[1].port), Health: health}, false},
 		{dead, false},
 	} {
 		if err := m2.AddServer(ctx, s.srv, s.ready); err != nil {
@@ -439,7 +439,7 @@ func TestRemoveWaitsForStreams(t *testing.T) {
 	m := newTestManager(t, cfg)
 	b := startBackend(t, "slow")
 	// Registered before Start: Start adds it.
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "slow", Host: "127.0.0.1", Port: b.port, Health: cfg.Groups[0].Health}, true); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "slow", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Start(ctx); err != nil {
@@ -524,3 +524,6 @@ func TestExecHonoursContext(t *testing.T) {
 		t.Error("Exec sent two lines")
 	}
 }
+
+// loopback is the address of port on 127.0.0.1.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -71,7 +71,7 @@ func TestLostRecord(t *testing.T) {
 
 	m1 := NewManager(cfg, testLogger(t))
 	old := startBackend(t, "old")
-	if err := m1.AddServer(ctx, Server{Backend: "web", Name: "old", Host: "127.0.0.1", Port: old.port, Health: health}, true); err != nil {
+	if err := m1.AddServer(ctx, Server{Backend: "web", Name: "old", Addr: loopback(old.port), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := m1.Start(ctx); err != nil {
@@ -93,7 +93,7 @@ func TestLostRecord(t *testing.T) {
 
 	m2 := newTestManager(t, cfg)
 	fresh := startBackend(t, "new")
-	if err := m2.AddServer(ctx, Server{Backend: "web", Name: "new", Host: "127.0.0.1", Port: fresh.port, Health: health}, true); err != nil {
+	if err := m2.AddServer(ctx, Server{Backend: "web", Name: "new", Addr: loopback(fresh.port), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

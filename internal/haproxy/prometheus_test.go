@@ -28,7 +28,7 @@ func TestPrometheusExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBackend(t, "web-001")
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Host: "127.0.0.1", Port: b.port, Health: cfg.Groups[0].Health}, false); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Addr: loopback(b.port), Health: cfg.Groups[0].Health}, false); err != nil {
 		t.Fatal(err)
 	}
 

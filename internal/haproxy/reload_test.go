@@ -63,7 +63,7 @@ func TestRenderStaticServers(t *testing.T) {
 		{Name: "web", Balance: "roundrobin", Health: webHealth},
 		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.DefaultHealth},
 	}}
-	s := Server{Backend: "web", Name: "web-001", Host: "127.0.0.1", Port: 4000, Health: cfg.Groups[0].Health}
+	s := Server{Backend: "web", Name: "web-001", Addr: loopback(4000), Health: cfg.Groups[0].Health}
 	_, args, err := serverArgs(s)
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 	}
 	app := startHitCounter(t)
 	health := cfg.Groups[0].Health
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "app", Host: "127.0.0.1", Port: app.port, Health: health}, true); err != nil {
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "app", Addr: loopback(app.port), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, map[string]string{"app": "UP"}, true)
@@ -129,7 +129,7 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 
 	// A connection that fails sends nothing: POSTs are retried and
 	// redispatched to the live server.
-	dead := Server{Backend: "web", Name: "dead", Host: "127.0.0.1", Port: freePort(t), Health: health}
+	dead := Server{Backend: "web", Name: "dead", Addr: loopback(freePort(t)), Health: health}
 	if err := m.AddServer(ctx, dead, true); err != nil {
 		t.Fatal(err)
 	}

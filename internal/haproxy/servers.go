@@ -220,11 +220,8 @@ func (m *Manager) check(s Server) (Server, error) {
 	if !isName(s.Name) {
 		return fail("name must be letters, digits, '-', '_', '.' or ':'")
 	}
-	if ip, err := netip.ParseAddr(s.Host); err != nil || ip.Zone() != "" {
-		return fail("host %q must be an IP address", s.Host)
-	}
-	if s.Port < 1 || s.Port > 65535 {
-		return fail("port %d must be 1 to 65535", s.Port)
+	if ap, err := netip.ParseAddrPort(s.Addr); err != nil || ap.Addr().Zone() != "" || ap.Port() == 0 {
+		return fail("address %q must be an IP address and a port 1 to 65535", s.Addr)
 	}
 	if s.Weight < 1 || s.Weight > 256 {
 		return fail("weight %d must be 1 to 256", s.Weight)
@@ -290,11 +287,10 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 // serverArgs returns s's address and the words that follow "server NAME" on
 // an "add server" line or a static server line in the configuration.
 func serverArgs(s Server) (netip.AddrPort, string, error) {
-	ip, err := netip.ParseAddr(s.Host)
+	addr, err := netip.ParseAddrPort(s.Addr)
 	if err != nil {
 		return netip.AddrPort{}, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
 	}
-	addr := netip.AddrPortFrom(ip, uint16(s.Port))
 	// default-server does not apply to dynamic servers: every setting goes here.
 	checkArgs, err := serverCheckArgs(s.Health)
 	if err != nil {

@@ -36,7 +36,7 @@ func benchmarkCollect(b *testing.B, n int) {
 	var targets []Target
 	for i := range n {
 		name := fmt.Sprintf("web-%03d", i+1)
-		if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: name, Host: "127.0.0.1", Port: port, Health: health}, true); err != nil {
+		if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: name, Addr: loopback(port), Health: health}, true); err != nil {
 			b.Fatal(err)
 		}
 		targets = append(targets, Target{Group: "web", Name: name, PGID: startGroup(b, "sleep", "600"), Cores: 1,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,7 +98,7 @@ func TestHAProxyCounters(t *testing.T) {
 	ctx := context.Background()
 	health := config.Health{Path: "/healthz", Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 2}
 	for _, name := range []string{"web-001", "web-002"} {
-		if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: name, Host: "127.0.0.1", Port: startHTTP(t), Health: health}, true); err != nil {
+		if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: name, Addr: loopback(startHTTP(t)), Health: health}, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,7 +212,7 @@ func TestHAProxyRetries(t *testing.T) {
 	m, url := startHAProxy(t)
 	ctx := context.Background()
 	health := config.Health{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Rise: 1, Fall: 3}
-	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-001", Host: "127.0.0.1", Port: startHTTP(t), Health: health}, true); err != nil {
+	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-001", Addr: loopback(startHTTP(t)), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -228,7 +229,7 @@ func TestHAProxyRetries(t *testing.T) {
 	defer c.Close()
 	c.Sample(ctx, time.Now())
 	at0 := c.prevStatAt
-	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-002", Host: "127.0.0.1", Port: closed, Health: health}, true); err != nil {
+	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-002", Addr: loopback(closed), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -263,3 +264,6 @@ func TestHAProxyRetries(t *testing.T) {
 		t.Errorf("requests: %v, want %d (a redispatched request counts once)", rps*dt, n)
 	}
 }
+
+// loopback is the address of port on 127.0.0.1.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -5,9 +5,9 @@ package provider
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/instance"
 )
 
 // ErrGone reports that a recorded instance no longer exists, or is no longer ours
@@ -22,25 +22,16 @@ type Spec struct {
 	Template config.Template
 }
 
-// Record is the persistable identity of an instance: enough to adopt it after a
-// restart of shoal and to prove it is still the same process.
-type Record struct {
-	Group string
-	Name  string
-	Index int
-	// Host and Port are where the instance serves; HAProxy connects there.
-	Host string
-	Port int
-	// PID and PIDStart (the start time in clock ticks since boot, from
-	// /proc/PID/stat) identify the process; a reused pid has another start time.
-	PID       int
-	PIDStart  uint64
-	StartedAt time.Time
-}
+// Record is an instance's provider-neutral record (see package instance),
+// re-exported for the users of providers, as package jobs does job's names.
+type Record = instance.Record
 
 // Instance is a running instance.
 type Instance interface {
 	Record() Record
+	// PID is the instance's process (the leader of its process group) on
+	// its host, 0 if it has none; shoal shows it and samples its CPU.
+	PID() int
 	// Done is closed when the instance has exited for any reason.
 	Done() <-chan struct{}
 	// ExitReason describes how it exited ("exit status 1", "signal: killed"); valid after Done.

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -17,19 +15,7 @@ import (
 // store.Job): the schema did not change, and every row reads back as the
 // record it was.
 func TestReadsDatabaseOfOldShapes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "before-i23-shapes.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "shoal.db")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openCopy(t, "before-i23-shapes.db")
 	ctx := context.Background()
 	at := time.Date(2026, 11, 23, 9, 0, 0, 500_000_000, time.UTC)
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/job"
 )
 
@@ -100,6 +101,27 @@ var migrations = [][]string{
 		// replacements start it after a reload or a restart with an edited
 		// config, until a deploy succeeds.
 		`ALTER TABLE group_state ADD COLUMN serving_template TEXT NOT NULL DEFAULT ''`,
+	},
+	{
+		// One provider-neutral record per instance (instance.Record): an
+		// opaque provider id, the address, and what only the provider reads
+		// (JSON). host now names the machine the instance runs on; a local
+		// instance runs where it serves. The local provider's pid, start
+		// time and marker (the instance's name) move into its data.
+		`ALTER TABLE instances ADD COLUMN provider_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE instances ADD COLUMN addr TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE instances ADD COLUMN provider_data TEXT NOT NULL DEFAULT ''`,
+		`UPDATE instances SET
+			provider_id = CASE WHEN pid > 0 THEN pid || '-' || pid_start ELSE '' END,
+			addr = CASE WHEN port = 0 THEN ''
+				WHEN instr(host, ':') > 0 THEN '[' || host || ']:' || port
+				ELSE host || ':' || port END,
+			provider_data = CASE WHEN pid > 0
+				THEN json_object('pid', pid, 'pid_start', pid_start, 'marker', name)
+				ELSE '' END`,
+		`ALTER TABLE instances DROP COLUMN port`,
+		`ALTER TABLE instances DROP COLUMN pid`,
+		`ALTER TABLE instances DROP COLUMN pid_start`,
 	},
 }
 
@@ -225,18 +247,10 @@ func (s *Store) PutGroupState(ctx context.Context, g GroupState) error {
 	return nil
 }
 
-// Instance is a stored instance: its provider record plus shoal's view of it.
+// Instance is a stored instance: its provider's record plus shoal's view of it.
 type Instance struct {
-	Group string
-	Name  string
-	Index int
-	Host  string
-	Port  int
-	PID   int
-	// PIDStart is the process start time in clock ticks since boot.
-	PIDStart  uint64
-	StartedAt time.Time
-	State     string
+	instance.Record
+	State string
 	// StateSince is when the instance entered State.
 	StateSince time.Time
 	// Version is the template version the instance runs.
@@ -248,23 +262,21 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at, version)
+		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
+			provider_id = excluded.provider_id,
+			addr = excluded.addr,
 			host = excluded.host,
-			port = excluded.port,
-			pid = excluded.pid,
-			pid_start = excluded.pid_start,
+			provider_data = excluded.provider_data,
 			started_at = excluded.started_at,
 			state = excluded.state,
 			state_since = excluded.state_since,
 			updated_at = excluded.updated_at,
 			version = excluded.version`,
-		in.Name, in.Group, in.Index, in.Host, in.Port, in.PID,
-		// SQLite integers are signed; the bit pattern round-trips.
-		int64(in.PIDStart),
+		in.Name, in.Group, in.Index, in.ID, in.Addr, in.Host, string(in.Data),
 		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version)
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
@@ -283,7 +295,7 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, host, port, pid, pid_start, started_at, state, state_since, updated_at, version
+		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -293,14 +305,16 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	for rows.Next() {
 		var (
 			in                        Instance
-			pidStart                  int64
+			data                      string
 			started, since, updatedAt sql.NullString
 		)
-		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.Host, &in.Port, &in.PID,
-			&pidStart, &started, &in.State, &since, &updatedAt, &in.Version); err != nil {
+		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.ID, &in.Addr, &in.Host, &data,
+			&started, &in.State, &since, &updatedAt, &in.Version); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
-		in.PIDStart = uint64(pidStart)
+		if data != "" {
+			in.Data = []byte(data)
+		}
 		if in.StartedAt, err = parseTime(started); err != nil {
 			return nil, fmt.Errorf("list instances: instance %q: %w", in.Name, err)
 		}

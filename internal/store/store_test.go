@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/job"
 )
 
@@ -154,9 +155,10 @@ func TestInstances(t *testing.T) {
 
 	started := time.Now()
 	ins := []Instance{
-		{Group: "web", Name: "web-2", Index: 2, Host: "127.0.0.1", Port: 4002, PID: 12, PIDStart: 1 << 63, StartedAt: started, State: "up", StateSince: started.Add(time.Second)},
-		{Group: "api", Name: "api-0", Index: 0, Host: "127.0.0.1", Port: 5000, PID: 20, PIDStart: 7, State: "starting"},
-		{Group: "web", Name: "web-0", Index: 0, Host: "127.0.0.1", Port: 4000, PID: 10, PIDStart: 99, StartedAt: started, State: "up"},
+		{Record: instance.Record{Group: "web", Name: "web-2", Index: 2, ID: "12-9223372036854775808", Addr: "127.0.0.1:4002", Host: "127.0.0.1",
+			Data: []byte(`{"pid":12,"pid_start":9223372036854775808}`), StartedAt: started}, State: "up", StateSince: started.Add(time.Second)},
+		{Record: instance.Record{Group: "api", Name: "api-0", Index: 0, ID: "20-7", Addr: "127.0.0.1:5000", Host: "127.0.0.1", Data: []byte(`{"pid":20}`)}, State: "starting"},
+		{Record: instance.Record{Group: "web", Name: "web-0", Index: 0, ID: "10-99", Addr: "127.0.0.1:4000", Host: "127.0.0.1", Data: []byte(`{"pid":10}`), StartedAt: started}, State: "up"},
 	}
 	before := time.Now()
 	for _, in := range ins {
@@ -181,8 +183,8 @@ func TestInstances(t *testing.T) {
 		}
 	}
 	w2 := got[2]
-	if w2.Group != "web" || w2.Index != 2 || w2.Host != "127.0.0.1" || w2.Port != 4002 || w2.PID != 12 ||
-		w2.PIDStart != 1<<63 || !w2.StartedAt.Equal(started) || w2.State != "up" || !w2.StateSince.Equal(started.Add(time.Second)) {
+	if w2.Group != "web" || w2.Index != 2 || w2.Host != "127.0.0.1" || w2.Addr != "127.0.0.1:4002" || w2.ID != "12-9223372036854775808" ||
+		string(w2.Data) != `{"pid":12,"pid_start":9223372036854775808}` || !w2.StartedAt.Equal(started) || w2.State != "up" || !w2.StateSince.Equal(started.Add(time.Second)) {
 		t.Errorf("web-2 = %+v, want %+v", w2, ins[0])
 	}
 	if !got[0].StartedAt.IsZero() {
@@ -192,7 +194,7 @@ func TestInstances(t *testing.T) {
 	// Upsert by name.
 	upd := ins[1]
 	upd.State = "up"
-	upd.PID = 21
+	upd.ID, upd.Data = "21-7", []byte(`{"pid":21}`)
 	if err := s.PutInstance(ctx, upd); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func TestInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Name != "api-0" || got[0].PID != 21 || got[0].State != "up" || got[1].Name != "web-2" {
+	if len(got) != 2 || got[0].Name != "api-0" || got[0].ID != "21-7" || string(got[0].Data) != `{"pid":21}` || got[0].State != "up" || got[1].Name != "web-2" {
 		t.Errorf("Instances after upsert and delete = %+v", got)
 	}
 }
@@ -387,7 +389,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err := s.PutGroupState(ctx, GroupState{Name: "web", Desired: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutInstance(ctx, Instance{Group: "web", Name: "web-0", PID: 1, PIDStart: 2, State: "up"}); err != nil {
+	if err := s.PutInstance(ctx, Instance{Record: instance.Record{Group: "web", Name: "web-0", ID: "1-2", Data: []byte(`{"pid":1,"pid_start":2}`)}, State: "up"}); err != nil {
 		t.Fatal(err)
 	}
 	j := job.Job{Group: "web", State: job.Running}
@@ -408,7 +410,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Errorf("GroupState after reopen = %+v, %v, %v", g, ok, err)
 	}
 	ins, err := s.Instances(ctx)
-	if err != nil || len(ins) != 1 || ins[0].Name != "web-0" || ins[0].PIDStart != 2 {
+	if err != nil || len(ins) != 1 || ins[0].Name != "web-0" || string(ins[0].Data) != `{"pid":1,"pid_start":2}` {
 		t.Errorf("Instances after reopen = %+v, %v", ins, err)
 	}
 	got, err := s.Job(ctx, j.ID)
@@ -443,7 +445,7 @@ func TestConcurrentWriters(t *testing.T) {
 				if err := s.UpdateJob(ctx, j); err != nil {
 					errs <- err
 				}
-				in := Instance{Group: "web", Name: fmt.Sprintf("w%d-%d", w, i%4), Index: i, State: "up"}
+				in := Instance{Record: instance.Record{Group: "web", Name: fmt.Sprintf("w%d-%d", w, i%4), Index: i}, State: "up"}
 				if err := s.PutInstance(ctx, in); err != nil {
 					errs <- err
 				}
@@ -559,7 +561,7 @@ func jobIDs(jobs []job.Job) []string {
 func TestDeployFields(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	if err := s.PutInstance(ctx, Instance{Group: "web", Name: "web-001", Index: 1, Host: "127.0.0.1", Port: 4000, PID: 1, State: "in-service", Version: "1a2b3c4d5e6f"}); err != nil {
+	if err := s.PutInstance(ctx, Instance{Record: instance.Record{Group: "web", Name: "web-001", Index: 1, Addr: "127.0.0.1:4000", Host: "127.0.0.1"}, State: "in-service", Version: "1a2b3c4d5e6f"}); err != nil {
 		t.Fatal(err)
 	}
 	ins, err := s.Instances(ctx)

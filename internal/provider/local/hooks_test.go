@@ -93,14 +93,14 @@ func TestHooksRunAroundTheInstance(t *testing.T) {
 	tmpl.PreStart = shHook(`echo "prepared $1"`, 10*time.Second)
 	tmpl.PreStop = shHook(`echo "deregistering $1 on $2"`, 10*time.Second)
 	inst := start(t, p, "web-003", tmpl)
-	get(t, inst.Record().Port)
+	get(t, addrPort(inst.Record().Addr))
 	if err := inst.PreStop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	log := readLog(t, p, "web-003")
 	prep := strings.Index(log, "prepared web-003")
 	started := strings.Index(log, "helper serve starting")
-	dereg := strings.Index(log, "deregistering web-003 on "+strconv.Itoa(inst.Record().Port))
+	dereg := strings.Index(log, "deregistering web-003 on "+strconv.Itoa(addrPort(inst.Record().Addr)))
 	if prep < 0 || started < 0 || dereg < 0 || prep > started {
 		t.Fatalf("want pre_start output before the instance's and pre_stop output in the log:\n%s", log)
 	}

@@ -8,6 +8,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -107,18 +109,11 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	p.names[spec.Name] = pr
 	p.mu.Unlock()
 
-	rec := provider.Record{
-		Group:     spec.Group,
-		Name:      spec.Name,
-		Index:     spec.Index,
-		Host:      host,
-		Port:      port,
-		PID:       pr.PID(),
-		PIDStart:  pr.StartTicks(),
-		StartedAt: time.Now(),
-	}
-	p.log.Debug("started instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
-	return &instance{rec: rec, proc: pr, stopTimeout: spec.Template.StopTimeout, p: p, tmpl: spec.Template}, nil
+	d := procData{PID: pr.PID(), PIDStart: pr.StartTicks(), Marker: spec.Name}
+	rec := d.record(spec.Name, port)
+	rec.Group, rec.Index, rec.StartedAt = spec.Group, spec.Index, time.Now()
+	p.log.Debug("started instance", "group", rec.Group, "instance", rec.Name, "pid", d.PID, "port", port)
+	return &localInstance{rec: rec, d: d, port: port, proc: pr, stopTimeout: spec.Template.StopTimeout, p: p, tmpl: spec.Template}, nil
 }
 
 func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
@@ -176,8 +171,9 @@ func checkName(name string) error {
 }
 
 // Adopt re-attaches to a recorded instance if its pid still runs with the
-// recorded start time and carries this state directory's marker for rec.Name.
-func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.Template) (provider.Instance, error) {
+// recorded start time and carries this state directory's marker, both read
+// from the record's provider data.
+func (p *Provider) Adopt(ctx context.Context, rec instance.Record, tmpl config.Template) (provider.Instance, error) {
 	if p.dirErr != nil {
 		return nil, p.dirErr
 	}
@@ -187,32 +183,36 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	// The marker is checked before proc.Adopt, which would otherwise watch a
 	// foreign process until it exits. Adopt's start time check then proves the
 	// environment read belonged to the recorded process.
-	if rec.PID <= 0 {
-		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+	// A record without our data (none yet, or another provider's) names no
+	// process of ours.
+	d, err := decode(rec.Data)
+	if err != nil || d.PID <= 0 {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, provider.ErrGone)
 	}
 	// Unreadable means exited, or another user's process: not ours either way.
-	env, err := proc.Environ(rec.PID)
+	env, err := proc.Environ(d.PID)
 	if err != nil {
-		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, provider.ErrGone)
 	}
-	if name, ok := p.marker(env); !ok || name != rec.Name {
-		return nil, fmt.Errorf("adopt instance %s (pid %d): not marked as this instance: %w", rec.Name, rec.PID, provider.ErrGone)
+	if name, ok := p.marker(env); !ok || name != d.Marker || name != rec.Name {
+		return nil, fmt.Errorf("adopt instance %s (pid %d): not marked as this instance: %w", rec.Name, d.PID, provider.ErrGone)
 	}
-	pr, err := proc.Adopt(rec.PID, rec.PIDStart)
+	pr, err := proc.Adopt(d.PID, d.PIDStart)
 	if errors.Is(err, proc.ErrGone) {
-		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, provider.ErrGone)
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, provider.ErrGone)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, rec.PID, err)
+		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, err)
 	}
+	port := addrPort(rec.Addr)
 	p.mu.Lock()
-	if rec.Port > 0 {
-		p.ports[rec.Port] = pr
+	if port > 0 {
+		p.ports[port] = pr
 	}
 	p.names[rec.Name] = pr
 	p.mu.Unlock()
-	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", rec.PID, "port", rec.Port)
-	return &instance{rec: rec, proc: pr, stopTimeout: tmpl.StopTimeout, p: p, tmpl: tmpl}, nil
+	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", d.PID, "port", port)
+	return &localInstance{rec: rec, d: d, port: port, proc: pr, stopTimeout: tmpl.StopTimeout, p: p, tmpl: tmpl}, nil
 }
 
 // marker returns the SHOAL_INSTANCE of env if env carries this Provider's
@@ -237,7 +237,7 @@ func (p *Provider) marker(env []string) (name string, ok bool) {
 // forked and left behind when it died). A marked process inside a live group
 // whose leader is not marked (say, run by hand from a shell) is left alone,
 // because it is not an instance and stopping its group would hit the others.
-func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
+func (p *Provider) StopStrays(ctx context.Context, keep []instance.Record) ([]instance.Record, error) {
 	if p.dirErr != nil {
 		return nil, p.dirErr
 	}
@@ -249,12 +249,11 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		stopped []provider.Record
+		stopped []stray
 		errs    []error
 	)
 	for _, s := range strays {
 		wg.Go(func() {
-			rec := s.rec
 			err := p.stopStray(ctx, s)
 			mu.Lock()
 			defer mu.Unlock()
@@ -264,29 +263,32 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 			case err != nil:
 				errs = append(errs, err)
 			default:
-				stopped = append(stopped, rec)
+				stopped = append(stopped, s)
 			}
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(stopped, func(a, b provider.Record) int { return a.PID - b.PID })
-	return stopped, errors.Join(errs...)
+	slices.SortFunc(stopped, func(a, b stray) int { return a.d.PID - b.d.PID })
+	var recs []instance.Record
+	for _, s := range stopped {
+		recs = append(recs, s.d.record(s.name, 0))
+	}
+	return recs, errors.Join(errs...)
 }
 
 func (p *Provider) stopStray(ctx context.Context, s stray) error {
-	rec := s.rec
 	// Adopting re-checks the start time, so a pid reused since the scan is not hit.
 	adopt := proc.Adopt
 	if s.orphan {
 		adopt = proc.AdoptMember
 	}
-	pr, err := adopt(rec.PID, rec.PIDStart)
+	pr, err := adopt(s.d.PID, s.d.PIDStart)
 	if err != nil {
 		return err
 	}
-	p.log.Warn("stopping stray instance", "instance", rec.Name, "pid", rec.PID)
+	p.log.Warn("stopping stray instance", "instance", s.name, "pid", s.d.PID)
 	if err := pr.Stop(ctx, strayGrace); err != nil {
-		return fmt.Errorf("stop stray instance %s: %w", rec.Name, err)
+		return fmt.Errorf("stop stray instance %s: %w", s.name, err)
 	}
 	return nil
 }
@@ -294,19 +296,23 @@ func (p *Provider) stopStray(ctx context.Context, s stray) error {
 // stray is a marked process to stop: a group leader, or an orphan whose
 // group leader is gone (stopped on its own, not by group).
 type stray struct {
-	rec    provider.Record
+	name   string
+	d      procData
 	orphan bool
 }
 
 // findStrays scans /proc for marked processes not in keep.
-func (p *Provider) findStrays(keep []provider.Record) ([]stray, error) {
+func (p *Provider) findStrays(keep []instance.Record) ([]stray, error) {
 	type id struct {
 		pid   int
 		start uint64
 	}
 	kept := make(map[id]bool, len(keep))
 	for _, r := range keep {
-		kept[id{r.PID, r.PIDStart}] = true
+		// Records of another provider name no process of ours.
+		if d, err := decode(r.Data); err == nil {
+			kept[id{d.PID, d.PIDStart}] = true
+		}
 	}
 	// What this Provider started or adopted is never a stray, whatever keep says.
 	p.mu.Lock()
@@ -357,7 +363,7 @@ func (p *Provider) findStrays(keep []provider.Record) ([]stray, error) {
 		if err != nil || kept[id{pid, start}] {
 			continue
 		}
-		strays = append(strays, stray{rec: provider.Record{Name: name, Host: host, PID: pid, PIDStart: start}, orphan: orphan})
+		strays = append(strays, stray{name: name, d: procData{PID: pid, PIDStart: start, Marker: name}, orphan: orphan})
 	}
 	return strays, nil
 }
@@ -416,9 +422,51 @@ func exited(pr *proc.Process) bool {
 	}
 }
 
-// instance is a local process serving as an instance.
-type instance struct {
-	rec         provider.Record
+// procData is what the local provider keeps in an instance's record
+// (instance.Record.Data): the process and the marker that prove a recorded
+// pid is still the instance.
+type procData struct {
+	PID int `json:"pid"`
+	// PIDStart is the start time in clock ticks since boot, from
+	// /proc/PID/stat: a reused pid has another.
+	PIDStart uint64 `json:"pid_start"`
+	// Marker is the instance's SHOAL_INSTANCE.
+	Marker string `json:"marker"`
+}
+
+func decode(raw []byte) (procData, error) {
+	var d procData
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return procData{}, fmt.Errorf("local instance data: %w", err)
+	}
+	return d, nil
+}
+
+// record returns the record of the process d serving as name on port (0: none known).
+func (d procData) record(name string, port int) instance.Record {
+	raw, _ := json.Marshal(d) // numbers and a string: it cannot fail
+	rec := instance.Record{Name: name, ID: strconv.Itoa(d.PID) + "-" + strconv.FormatUint(d.PIDStart, 10), Host: host, Data: raw}
+	if port > 0 {
+		rec.Addr = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	return rec
+}
+
+// addrPort returns the port of a host:port address, 0 if it has none.
+func addrPort(addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(p)
+	return port
+}
+
+// localInstance is a local process serving as an instance.
+type localInstance struct {
+	rec         instance.Record
+	d           procData
+	port        int
 	proc        *proc.Process
 	stopTimeout time.Duration
 	p           *Provider
@@ -428,27 +476,29 @@ type instance struct {
 }
 
 // PreStop runs the template's pre_stop hook, if it has one.
-func (in *instance) PreStop(ctx context.Context) error {
+func (in *localInstance) PreStop(ctx context.Context) error {
 	h := in.tmpl.PreStop
 	if h == nil {
 		return nil
 	}
-	data := config.TemplateData{Name: in.rec.Name, Port: in.rec.Port, Index: in.rec.Index, Group: in.rec.Group}
-	if err := in.p.runHook(ctx, "pre_stop", h, in.tmpl, data); err != nil {
+	td := config.TemplateData{Name: in.rec.Name, Port: in.port, Index: in.rec.Index, Group: in.rec.Group}
+	if err := in.p.runHook(ctx, "pre_stop", h, in.tmpl, td); err != nil {
 		return fmt.Errorf("instance %s: %w", in.rec.Name, err)
 	}
 	return nil
 }
 
-func (in *instance) Record() provider.Record { return in.rec }
+func (in *localInstance) Record() instance.Record { return in.rec }
 
-func (in *instance) Done() <-chan struct{} { return in.proc.Done() }
+func (in *localInstance) PID() int { return in.d.PID }
 
-func (in *instance) ExitReason() string { return in.proc.ExitReason() }
+func (in *localInstance) Done() <-chan struct{} { return in.proc.Done() }
+
+func (in *localInstance) ExitReason() string { return in.proc.ExitReason() }
 
 // Stop sends SIGTERM to the instance's process group, SIGKILL after the
 // template's StopTimeout, and waits until the process is gone.
-func (in *instance) Stop(ctx context.Context) error {
+func (in *localInstance) Stop(ctx context.Context) error {
 	if err := in.proc.Stop(ctx, in.stopTimeout); err != nil {
 		return fmt.Errorf("stop instance %s: %w", in.rec.Name, err)
 	}

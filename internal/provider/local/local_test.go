@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -159,7 +161,7 @@ func waitDone(t *testing.T, inst provider.Instance) {
 	select {
 	case <-inst.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("instance %s (pid %d) did not exit", inst.Record().Name, inst.Record().PID)
+		t.Fatalf("instance %s (pid %d) did not exit", inst.Record().Name, inst.PID())
 	}
 }
 
@@ -177,16 +179,19 @@ func TestStartServesLogsAndStops(t *testing.T) {
 	inst := start(t, p, "web-003", tmpl)
 
 	rec := inst.Record()
+	d := mustDecode(t, rec)
 	if rec.Group != "web" || rec.Name != "web-003" || rec.Index != 3 || rec.Host != "127.0.0.1" ||
-		rec.Port <= 0 || rec.PID <= 0 || rec.StartedAt.IsZero() {
-		t.Errorf("record = %+v", rec)
+		addrPort(rec.Addr) <= 0 || rec.Addr != "127.0.0.1:"+strconv.Itoa(addrPort(rec.Addr)) ||
+		d.PID <= 0 || d.PID != inst.PID() || d.Marker != "web-003" || rec.StartedAt.IsZero() ||
+		rec.ID != fmt.Sprintf("%d-%d", d.PID, d.PIDStart) {
+		t.Errorf("record = %+v, data %+v", rec, d)
 	}
-	if start, err := proc.StartTicks(rec.PID); err != nil || start != rec.PIDStart {
-		t.Errorf("PIDStart = %d, /proc says %d (%v)", rec.PIDStart, start, err)
+	if start, err := proc.StartTicks(d.PID); err != nil || start != d.PIDStart {
+		t.Errorf("PIDStart = %d, /proc says %d (%v)", d.PIDStart, start, err)
 	}
 
-	info := get(t, rec.Port)
-	port := strconv.Itoa(rec.Port)
+	info := get(t, addrPort(rec.Addr))
+	port := strconv.Itoa(addrPort(rec.Addr))
 	wantArgs := []string{port, "name=web-003", "group=web", "index=3"}
 	if !slices.Equal(info.Args[1:], wantArgs) {
 		t.Errorf("argv = %q, want [exe %q]", info.Args, wantArgs)
@@ -219,8 +224,8 @@ func TestStartServesLogsAndStops(t *testing.T) {
 
 	stop(t, inst)
 	waitDone(t, inst)
-	if running(rec.PID, rec.PIDStart) {
-		t.Errorf("pid %d still running after Stop", rec.PID)
+	if running(d.PID, d.PIDStart) {
+		t.Errorf("pid %d still running after Stop", d.PID)
 	}
 	if r := inst.ExitReason(); r != "exit status 0" {
 		t.Errorf("exit reason = %q, want exit status 0", r)
@@ -245,7 +250,7 @@ func TestStartRelativeCommandUsesDir(t *testing.T) {
 	rel.Dir, rel.StopTimeout = tmpl.Dir, tmpl.StopTimeout
 
 	inst := start(t, New(t.TempDir(), nil), "web-001", rel)
-	info := get(t, inst.Record().Port)
+	info := get(t, addrPort(inst.Record().Addr))
 	if want := filepath.Join(tmpl.Dir, "bin", "x"); info.Args[0] != want {
 		t.Errorf("argv[0] = %q, want %q", info.Args[0], want)
 	}
@@ -294,7 +299,7 @@ func TestStartDistinctPorts(t *testing.T) {
 	tmpl := helperTemplate(t, "serve")
 	seen := map[int]bool{}
 	for i := range 5 {
-		port := start(t, p, fmt.Sprintf("web-%03d", i), tmpl).Record().Port
+		port := addrPort(start(t, p, fmt.Sprintf("web-%03d", i), tmpl).Record().Addr)
 		if seen[port] {
 			t.Errorf("port %d handed out twice", port)
 		}
@@ -307,7 +312,7 @@ func TestStopKillsWhenTERMIgnored(t *testing.T) {
 	tmpl := helperTemplate(t, "ignore-term")
 	tmpl.StopTimeout = 300 * time.Millisecond
 	inst := start(t, New(t.TempDir(), nil), "web-001", tmpl)
-	get(t, inst.Record().Port) // SIGTERM is ignored once it serves
+	get(t, addrPort(inst.Record().Addr)) // SIGTERM is ignored once it serves
 
 	began := time.Now()
 	stop(t, inst)
@@ -327,7 +332,7 @@ func TestAdopt(t *testing.T) {
 	tmpl := helperTemplate(t, "serve")
 	inst := start(t, New(stateDir, nil), "web-001", tmpl)
 	rec := inst.Record()
-	get(t, rec.Port)
+	get(t, addrPort(rec.Addr))
 
 	// A second Provider for the same state dir stands in for a restarted shoal.
 	p2 := New(stateDir, nil)
@@ -335,26 +340,32 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if adopted.Record() != rec {
+	if !reflect.DeepEqual(adopted.Record(), rec) || adopted.PID() != inst.PID() {
 		t.Errorf("adopted record = %+v, want %+v", adopted.Record(), rec)
 	}
-	if _, ok := p2.ports[rec.Port]; !ok {
-		t.Errorf("adopted port %d not tracked", rec.Port)
+	if _, ok := p2.ports[addrPort(rec.Addr)]; !ok {
+		t.Errorf("adopted port %d not tracked", addrPort(rec.Addr))
 	}
 
 	self, err := proc.StartTicks(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrongName, reused, notMarked, zeroPID := rec, rec, rec, rec
+	wrongName, wrongMarker := rec, withData(t, rec, func(d *procData) { d.Marker = "web-002" })
 	wrongName.Name = "web-002"
-	reused.PIDStart++
-	notMarked.PID, notMarked.PIDStart = os.Getpid(), self
-	zeroPID.PID = 0
+	reused := withData(t, rec, func(d *procData) { d.PIDStart++ })
+	notMarked := withData(t, rec, func(d *procData) { d.PID, d.PIDStart = os.Getpid(), self })
+	zeroPID := withData(t, rec, func(d *procData) { d.PID = 0 })
+	noData, otherData := rec, rec
+	noData.Data = nil
+	otherData.Data = []byte(`"i-0123456789abcdef0"`)
 	for name, c := range map[string]struct {
 		p   *Provider
-		rec provider.Record
+		rec instance.Record
 	}{
+		"other marker":    {p2, wrongMarker},
+		"no data":         {p2, noData},
+		"other data":      {p2, otherData},
 		"other state dir": {New(t.TempDir(), nil), rec},
 		"other name":      {p2, wrongName},
 		"reused pid":      {p2, reused},
@@ -426,7 +437,7 @@ func TestStopStrays(t *testing.T) {
 	stray := start(t, p1, "web-002", tmpl)
 	other := start(t, New(t.TempDir(), nil), "web-003", tmpl)
 	for _, in := range []provider.Instance{kept, stray, other} {
-		get(t, in.Record().Port)
+		get(t, addrPort(in.Record().Addr))
 	}
 	// Marked, but in the test binary's process group: stopping that group
 	// would kill the test itself.
@@ -438,19 +449,19 @@ func TestStopStrays(t *testing.T) {
 		t.Errorf("StopStrays of the starting Provider = %+v, %v; want none", got, err)
 	}
 
-	stopped, err := New(stateDir, nil).StopStrays(ctx, []provider.Record{kept.Record()})
+	stopped, err := New(stateDir, nil).StopStrays(ctx, []instance.Record{kept.Record()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := stray.Record()
-	want := []provider.Record{{Name: "web-002", Host: "127.0.0.1", PID: sr.PID, PIDStart: sr.PIDStart}}
-	if !slices.Equal(stopped, want) {
+	sd := mustDecode(t, stray.Record())
+	want := []instance.Record{procData{PID: sd.PID, PIDStart: sd.PIDStart, Marker: "web-002"}.record("web-002", 0)}
+	if !reflect.DeepEqual(stopped, want) {
 		t.Errorf("StopStrays = %+v, want %+v", stopped, want)
 	}
 	waitDone(t, stray)
 
 	for _, in := range []provider.Instance{kept, other} {
-		if !serving(in.Record().Port) {
+		if !serving(addrPort(in.Record().Addr)) {
 			t.Errorf("%s was stopped", in.Record().Name)
 		}
 	}
@@ -460,7 +471,7 @@ func TestStopStrays(t *testing.T) {
 		}
 	}
 
-	again, err := New(stateDir, nil).StopStrays(ctx, []provider.Record{kept.Record()})
+	again, err := New(stateDir, nil).StopStrays(ctx, []instance.Record{kept.Record()})
 	if err != nil || len(again) != 0 {
 		t.Errorf("second StopStrays = %+v, %v; want none", again, err)
 	}
@@ -485,7 +496,7 @@ func startForking(t *testing.T, p *Provider, name string) provider.Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgid := inst.Record().PID
+	pgid := inst.PID()
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	waitDone(t, inst)
 	if !proc.GroupRunning(pgid) {
@@ -498,7 +509,7 @@ func TestStopAfterLeaderExitStopsChildren(t *testing.T) {
 	t.Parallel()
 	inst := startForking(t, New(t.TempDir(), nil), "web-001")
 	stop(t, inst)
-	if proc.GroupRunning(inst.Record().PID) {
+	if proc.GroupRunning(inst.PID()) {
 		t.Fatal("Stop of an exited instance left its children running")
 	}
 }
@@ -532,10 +543,10 @@ func TestStopStraysFindsOrphansOfADeadLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stopped) != 1 || stopped[0].Name != "web-001" || stopped[0].PID == inst.Record().PID {
+	if len(stopped) != 1 || stopped[0].Name != "web-001" || mustDecode(t, stopped[0]).PID == inst.PID() {
 		t.Fatalf("StopStrays = %+v, want the orphaned child of web-001 only", stopped)
 	}
-	if proc.GroupRunning(inst.Record().PID) {
+	if proc.GroupRunning(inst.PID()) {
 		t.Fatal("the orphaned child still runs")
 	}
 	if !markedMember(stateDir, shell.Process.Pid) {
@@ -560,4 +571,22 @@ func markedMember(stateDir string, pgid int) bool {
 		}
 	}
 	return false
+}
+
+func mustDecode(t *testing.T, rec instance.Record) procData {
+	t.Helper()
+	d, err := decode(rec.Data)
+	if err != nil {
+		t.Fatalf("record %+v: %v", rec, err)
+	}
+	return d
+}
+
+// withData returns rec with its provider data changed by edit.
+func withData(t *testing.T, rec instance.Record, edit func(*procData)) instance.Record {
+	t.Helper()
+	d := mustDecode(t, rec)
+	edit(&d)
+	rec.Data = d.record(rec.Name, 0).Data
+	return rec
 }

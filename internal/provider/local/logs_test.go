@@ -19,7 +19,7 @@ func TestLogsRotateWhileTheInstanceWrites(t *testing.T) {
 	t.Parallel()
 	stateDir := t.TempDir()
 	inst := start(t, New(stateDir, nil), "web-001", helperTemplate(t, "chatty"))
-	get(t, inst.Record().Port)
+	get(t, addrPort(inst.Record().Addr))
 
 	// As after a restart of shoal: rotation is done by whoever adopted it.
 	p := New(stateDir, nil)
@@ -65,7 +65,7 @@ func TestLogsOfGoneInstancesExpire(t *testing.T) {
 	stateDir := t.TempDir()
 	p := New(stateDir, nil)
 	inst := start(t, p, "web-001", helperTemplate(t, "serve"))
-	get(t, inst.Record().Port)
+	get(t, addrPort(inst.Record().Addr))
 	dir := filepath.Join(stateDir, "logs")
 	old := time.Now().Add(-2 * time.Hour)
 	files := map[string]bool{ // name → should survive
