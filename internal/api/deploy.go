@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/shoal-lb/shoal/internal/jobs"
@@ -25,17 +24,5 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 		req.Source = "api"
 	}
 	job, err := h.jobs.SubmitDeploy(r.Context(), req)
-	var inErr *jobs.InputError
-	switch {
-	case errors.As(err, &inErr) && errors.Is(err, jobs.ErrUnknownGroup):
-		h.unknownGroup(w, req.Group)
-	case errors.As(err, &inErr):
-		writeError(w, http.StatusBadRequest, ErrorResponse{Error: inErr.Msg, Valid: inErr.Valid})
-	case err != nil:
-		h.internal(w, err)
-	case job.State == jobs.Ignored:
-		writeJSON(w, http.StatusOK, job)
-	default:
-		writeJSON(w, http.StatusAccepted, job)
-	}
+	h.submitted(w, req.Group, job, err)
 }

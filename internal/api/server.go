@@ -262,10 +262,18 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, err := h.jobs.Submit(r.Context(), req)
+	h.submitted(w, req.Group, job, err)
+}
+
+// submitted answers a scale or deploy request: 202 with the job, 200 with
+// one that was ignored (its reason inside), 404 for an unknown group, 400
+// for a request the job manager refused (with the refused job, if one was
+// recorded).
+func (h *Handler) submitted(w http.ResponseWriter, group string, job jobs.Job, err error) {
 	var inErr *jobs.InputError
 	switch {
 	case errors.As(err, &inErr) && errors.Is(err, jobs.ErrUnknownGroup):
-		h.unknownGroup(w, req.Group)
+		h.unknownGroup(w, group)
 	case errors.As(err, &inErr):
 		resp := ErrorResponse{Error: inErr.Msg, Valid: inErr.Valid}
 		if job.ID != "" {

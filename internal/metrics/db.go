@@ -33,28 +33,24 @@ var (
 
 const maxInstanceRetention = 24 * time.Hour
 
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS series (
+// schema creates the series table and one roll-up table per level.
+func schema() []string {
+	stmts := []string{`CREATE TABLE IF NOT EXISTS series (
 		id   INTEGER PRIMARY KEY,
 		path TEXT NOT NULL UNIQUE
-	) STRICT`,
-	// t is the bucket's start in unix seconds; n the samples averaged in it.
-	`CREATE TABLE IF NOT EXISTS rollup_10s (
+	) STRICT`}
+	for _, l := range levels {
+		// t is the bucket's start in unix seconds; n the samples averaged in it.
+		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS `+l.table+` (
 		series INTEGER NOT NULL,
 		t      INTEGER NOT NULL,
 		n      INTEGER NOT NULL,
 		v_avg  REAL NOT NULL,
 		v_max  REAL NOT NULL,
 		PRIMARY KEY (series, t)
-	) STRICT, WITHOUT ROWID`,
-	`CREATE TABLE IF NOT EXISTS rollup_1m (
-		series INTEGER NOT NULL,
-		t      INTEGER NOT NULL,
-		n      INTEGER NOT NULL,
-		v_avg  REAL NOT NULL,
-		v_max  REAL NOT NULL,
-		PRIMARY KEY (series, t)
-	) STRICT, WITHOUT ROWID`,
+	) STRICT, WITHOUT ROWID`)
+	}
+	return stmts
 }
 
 // db is the metrics history on disk, a SQLite file of its own so that its
@@ -79,7 +75,7 @@ func openDB(path string) (*db, error) {
 		return nil, fmt.Errorf("open metrics db %s: %w", path, err)
 	}
 	s.SetMaxOpenConns(1)
-	for _, stmt := range schema {
+	for _, stmt := range schema() {
 		if _, err := s.Exec(stmt); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("open metrics db %s: %w", abs, err)
