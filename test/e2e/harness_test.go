@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -70,7 +71,44 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	// A test that runs past -timeout panics, and no t.Cleanup runs then:
+	// what every live env started would outlive the suite. Sweep it first.
+	flag.Parse()
+	if d, ok := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); ok && d > 0 {
+		w := time.AfterFunc(d-min(d/10, 30*time.Second), sweepLive)
+		defer w.Stop()
+	}
 	return m.Run()
+}
+
+// live lists the envs whose processes their cleanup has not yet stopped.
+var live struct {
+	sync.Mutex
+	envs map[*shoalEnv]bool
+}
+
+// sweepLive kills, just before the suite's timeout, every process of a
+// live env and every process run from binDir (shoal serve itself).
+func sweepLive() {
+	live.Lock()
+	defer live.Unlock()
+	fmt.Fprintf(os.Stderr, "e2e: the suite is about to time out; killing the processes of %d live env(s)\n", len(live.envs))
+	for e := range live.envs {
+		for _, pid := range e.ourProcesses() {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && filepath.Dir(exe) == binDir {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // groupSpec is the part of a test config that varies.
@@ -115,6 +153,12 @@ func newEnv(t *testing.T, extraTop string, groups ...groupSpec) *shoalEnv {
 	dir := t.TempDir()
 	e := &shoalEnv{t: t, dir: dir, cfgPath: filepath.Join(dir, "shoal.yaml"), listen: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	e.writeConfig(extraTop, groups...)
+	live.Lock()
+	if live.envs == nil {
+		live.envs = map[*shoalEnv]bool{}
+	}
+	live.envs[e] = true
+	live.Unlock()
 	t.Cleanup(e.cleanup)
 	return e
 }
@@ -226,6 +270,9 @@ func (e *shoalEnv) cleanup() {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	live.Lock()
+	delete(live.envs, e)
+	live.Unlock()
 	if e.t.Failed() && e.log != nil {
 		e.t.Logf("shoal log:\n%s", e.log)
 	}
