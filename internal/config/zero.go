@@ -46,8 +46,9 @@ func (g Group) PolicyGroup() Group {
 }
 
 // scaleToZero decodes a group's scale_to_zero and checks it against the
-// rest of the group: it needs min_size 0, and both the hold (the queue
-// timeout) and idle_after must outlast a cold start (health.grace). A group
+// rest of the group: it needs min_size 0, the hold (the queue timeout) must
+// outlast a metrics interval, and both the hold and idle_after must outlast a
+// cold start (health.grace). A group
 // with min_size 0 and a policy needs it, since at 0 instances a policy has
 // no metric to act on.
 func (d *decoder) scaleToZero(f *fields, g *Group, minOK bool) *ScaleToZero {
@@ -80,6 +81,12 @@ func (d *decoder) scaleToZero(f *fields, g *Group, minOK bool) *ScaleToZero {
 	if grace > 0 && d.queueTimeout > 0 && d.queueTimeout < grace {
 		d.errorf(n, f.field(key), "haproxy.timeouts.queue (%s) is shorter than health.grace (%s): the requests held while an instance starts would get 503 before it may be in service; raise timeouts.queue to at least %s or lower grace",
 			d.queueTimeout, grace, grace)
+	}
+	// The waker sees held requests only at a metrics sample: one held just
+	// after a sample waits a whole interval before its wake is even asked.
+	if iv := d.metricsInterval; d.queueTimeout > 0 && iv > 0 && d.queueTimeout <= iv {
+		d.errorf(n, f.field(key), "haproxy.timeouts.queue (%s) is not longer than metrics.interval (%s): a request held just after a sample would get 503 before the next sample wakes the group; raise timeouts.queue above %s (it must also cover an instance's start) or shorten the interval",
+			d.queueTimeout, iv, iv)
 	}
 	if at := z.get("idle_after"); grace > 0 && s.IdleAfter < grace {
 		if at == nil {

@@ -59,6 +59,12 @@ groups:
 			want:  `shoal.yaml:7:20: groups[0].scale_to_zero: haproxy.timeouts.queue (20s) is shorter than health.grace (45s): the requests held while an instance starts would get 503 before it may be in service; raise timeouts.queue to at least 45s or lower grace`,
 		},
 		{
+			name:  "queue timeout not longer than the metrics interval",
+			group: "    scale_to_zero: {idle_after: 5m}\n    health: {grace: 4s}\n",
+			top:   "haproxy: {timeouts: {queue: 5s}}\nmetrics: {interval: 10s}\n",
+			want:  `shoal.yaml:7:20: groups[0].scale_to_zero: haproxy.timeouts.queue (5s) is not longer than metrics.interval (10s): a request held just after a sample would get 503 before the next sample wakes the group; raise timeouts.queue above 10s (it must also cover an instance's start) or shorten the interval`,
+		},
+		{
 			name:  "idle_after shorter than grace",
 			group: "    scale_to_zero: {idle_after: 10s}\n",
 			want:  `shoal.yaml:7:33: groups[0].scale_to_zero.idle_after: must be at least health.grace (30s), got 10s: a group that sleeps sooner than an instance may take to start spends its time starting`,

@@ -29,12 +29,17 @@ end, 2)
 
 // holdLines are the backend lines of a group that scales to zero: beyond
 // max_queue held requests, a new one gets 503 at once; the rest wait for an
-// instance at most the queue timeout.
+// instance at most the queue timeout. The held requests are counted in the
+// backend's own table (one entry, tracked only by a request that arrives
+// with no usable server), not by be_conn, which also counts the requests a
+// draining or DOWN instance is still answering.
 func holdLines(g config.Group, queue time.Duration) []string {
 	n := g.Name
 	limit := strconv.FormatInt(int64((queue+time.Millisecond-1)/time.Millisecond), 10) // ms, as a Lua number
 	return []string{
-		fmt.Sprintf("http-request deny deny_status 503 if { nbsrv(%s) eq 0 } { be_conn(%s) gt %s }", n, n, strconv.Itoa(g.ScaleToZero.MaxQueue)),
+		"stick-table type integer size 1 store conn_cur",
+		fmt.Sprintf("http-request track-sc0 int(0) if { nbsrv(%s) eq 0 }", n),
+		fmt.Sprintf("http-request deny deny_status 503 if { nbsrv(%s) eq 0 } { sc0_conn_cur gt %s }", n, strconv.Itoa(g.ScaleToZero.MaxQueue)),
 		fmt.Sprintf("http-request lua.shoal_hold %s %s if { nbsrv(%s) eq 0 }", n, limit, n),
 	}
 }

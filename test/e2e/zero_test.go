@@ -240,3 +240,81 @@ func TestScaleFromZeroValidate(t *testing.T) {
 		t.Fatalf("shoal validate exited %d: %s%s", code, out, stderr)
 	}
 }
+
+// TestScaleToZeroMaxQueueCountsHeldOnly: max_queue bounds the requests
+// HAProxy holds, not those still being answered by a draining instance. With
+// max_queue 3, three long requests on the instance a hand scale to 0 drains,
+// and no request held, a new GET is held and answered once the group wakes
+// (it got 503 at once: the limit counted every backend connection).
+func TestScaleToZeroMaxQueueCountsHeldOnly(t *testing.T) {
+	e := newEnv(t, "", groupSpec{
+		Name: "web", Min: 0, Max: 2, Drain: "10s",
+		Health: "{path: /healthz, interval: 200ms, rise: 1, fall: 2, timeout: 1s, grace: 3s}",
+		Extra:  "    scale_to_zero: {idle_after: 5m, max_queue: 3}\n",
+	})
+	e.start()
+	e.waitAsleep(5 * time.Second)
+	if failed, why := burst(t, e, 1); failed > 0 {
+		t.Fatalf("the request that wakes the group failed: %v", why)
+	}
+	e.waitInService("web", 1)
+
+	client := &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	long := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			resp, err := client.Get("http://" + e.listen + "/work?ms=0&wait=5000")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %s", resp.Status)
+				}
+			}
+			long <- err
+		}()
+	}
+	e.eventually("the instance holds the 3 long requests", 5*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		if len(s.Instances) != 1 || s.Instances[0].Sessions != 3 {
+			return fmt.Errorf("instances %+v", s.Instances)
+		}
+		return nil
+	})
+	if out, stderr, code := e.cli("scale", "web", "--size", "0"); code != 0 {
+		t.Fatalf("shoal scale web --size 0 exited %d:\n%s%s", code, out, stderr)
+	}
+	e.eventually("the instance drains", 5*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		if s.Desired != 0 || len(s.Instances) != 1 {
+			return fmt.Errorf("desired %d, instances %+v", s.Desired, s.Instances)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // the drain is set in HAProxy
+
+	start := time.Now()
+	resp, err := client.Get("http://" + e.listen + "/")
+	if err != nil {
+		t.Fatalf("GET while the last instance drains: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET while the last instance drains 3 requests (none held, max_queue 3): %s after %v, want it held and answered 200",
+			resp.Status, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("GET held while the last instance drained: 200 after %v", time.Since(start).Round(time.Millisecond))
+	for i := 0; i < 3; i++ {
+		if err := <-long; err != nil {
+			t.Errorf("a long request on the draining instance: %v", err)
+		}
+	}
+}
