@@ -316,6 +316,9 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
 		case v < d.metricsInterval:
 			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
+		case d.metricsKept > 0 && v > d.metricsKept:
+			// An older start is never in the history: the rule would never hold.
+			d.errorf(n, f.field(key), "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", d.metricsKept, v)
 		}
 		return v
 	}

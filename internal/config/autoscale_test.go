@@ -113,6 +113,21 @@ metrics: {interval: 2s}
 			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at least metrics.interval (2s), got 1s`,
 		},
 		{
+			// History older than metrics.retention is gone: such a window
+			// is never covered, and the rule would never hold.
+			name: "over longer than the history kept",
+			body: `      rules: [{metric: cpu.avg, below: 20, statistic: average, over: 800h, action: down}]
+`,
+			want: `shoal.yaml:9:70: groups[0].autoscale.rules[0].over: must be at most the metrics history kept (720h0m0s, the longest of metrics.retention), got 800h0m0s`,
+		},
+		{
+			name: "for longer than a shortened history",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 2h, action: up}]
+metrics: {retention: {10s: 0, 1m: 0}}
+`,
+			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at most the metrics history kept (1h0m0s, the longest of metrics.retention), got 2h0m0s`,
+		},
+		{
 			name: "interval too long",
 			body: `      interval: 2h
       rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]
