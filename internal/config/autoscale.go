@@ -316,9 +316,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
 		case v < d.metricsInterval:
 			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
-		case d.metricsKept > 0 && v > d.metricsKept:
-			// An older start is never in the history: the rule would never hold.
-			d.errorf(n, f.field(key), "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", d.metricsKept, v)
+		default:
+			d.inHistory(n, f.field(key), v)
 		}
 		return v
 	}
@@ -358,6 +357,15 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 		r.OnMissing = m
 	}
 	return r, nameNode, true
+}
+
+// inHistory reports a window the policy reads back (a rule's for or over, the
+// target's stabilization) that is longer than the metrics history kept: its
+// start is never in the history, so it is never covered and never holds.
+func (d *decoder) inHistory(n *yaml.Node, path string, v time.Duration) {
+	if d.metricsKept > 0 && v > d.metricsKept {
+		d.errorf(n, path, "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", d.metricsKept, v)
+	}
 }
 
 // action accepts "up" or "down", or a one-key mapping such as "add: 2".
@@ -454,7 +462,10 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 			t.Tolerance = v
 		}
 	}
-	t.ScaleInStabilization, _ = f.duration("scale_in_stabilization", t.ScaleInStabilization)
+	if v, n := f.duration("scale_in_stabilization", t.ScaleInStabilization); n != nil {
+		d.inHistory(n, f.field("scale_in_stabilization"), v)
+		t.ScaleInStabilization = v
+	}
 	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
 	if sn := f.get("max_step"); sn != nil {
 		s := section[MaxStep](d, sn, f.field("max_step"))

@@ -128,6 +128,13 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at most the metrics history kept (1h0m0s, the longest of metrics.retention), got 2h0m0s`,
 		},
 		{
+			// Such a window is never covered: the target would never scale in.
+			name: "stabilization longer than the history kept",
+			body: `      target: {metric: cpu.avg, value: 50, scale_in_stabilization: 800h}
+`,
+			want: `shoal.yaml:9:68: groups[0].autoscale.target.scale_in_stabilization: must be at most the metrics history kept (720h0m0s, the longest of metrics.retention), got 800h0m0s`,
+		},
+		{
 			name: "interval too long",
 			body: `      interval: 2h
       rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]
