@@ -664,6 +664,19 @@ func TestHugeActionsSaturate(t *testing.T) {
 	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
 }
 
+// TestHugeRecommendationsSaturate: a load that is more times the target than
+// an int holds (a target value of 1e-18, say) recommends the largest size;
+// the conversion must not wrap into a negative size that scales in.
+func TestHugeRecommendationsSaturate(t *testing.T) {
+	for _, metric := range []string{"requests_per_second", "cpu.avg"} {
+		g := parseGroup(t, 2, 5, "", "      target: {metric: "+metric+", value: 1e-18}\n")
+		h := base().fill(metric, -600, 0, constant(20))
+		d, record := Evaluate(g, h, State{Desired: 4}, secs(0))
+		check(t, metric, d, record, want{record: true, code: CodeScale, rule: "target", request: size(5, "target"),
+			reason: fmt.Sprintf("→ %d for target", math.MaxInt)})
+	}
+}
+
 // TestReasonsRound: a reason shows measured values as a person reads them
 // (three significant digits), not as float64 prints them; Values keeps them
 // exact.
