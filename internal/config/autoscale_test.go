@@ -186,6 +186,41 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			want: `shoal.yaml:11:18: groups[0].autoscale.rules[1].name: duplicate rule name "hot" (first at line 10)`,
 		},
 		{
+			// A decision, its job's source (policy:NAME) and a rule's
+			// cooldown name what made it: a schedule or the target under a
+			// rule's name would hold that rule in its cooldown.
+			name: "a rule named as a schedule",
+			body: `      rules:
+        - {name: busy, metric: cpu.avg, above: 90, for: 1m, action: up, cooldown: 600s}
+      schedule:
+        - {name: busy, cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:12:18: groups[0].autoscale.schedule[0].name: duplicate name "busy" (a rule's, at line 10): rules and schedules need names of their own`,
+		},
+		{
+			name: "a rule named target",
+			body: `      rules:
+        - {name: target, metric: cpu.avg, above: 90, for: 1m, action: up}
+`,
+			want: `shoal.yaml:10:18: groups[0].autoscale.rules[0].name: "target" names the target in decisions; choose another name`,
+		},
+		{
+			name: "a schedule named predictive",
+			body: `      schedule:
+        - {name: predictive, cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:10:18: groups[0].autoscale.schedule[0].name: "predictive" names the predictive floor in decisions; choose another name`,
+		},
+		{
+			name: "a rule named as a schedule's default name",
+			body: `      rules:
+        - {name: schedule-1, metric: cpu.avg, above: 90, for: 1m, action: up}
+      schedule:
+        - {cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:12:11: groups[0].autoscale.schedule[0]: duplicate name "schedule-1" (a rule's, at line 10): rules and schedules need names of their own`,
+		},
+		{
 			name: "target zero",
 			body: `      target: {metric: cpu.avg, value: 0}
 `,

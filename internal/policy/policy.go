@@ -77,7 +77,7 @@ const (
 )
 
 // TargetName names the target in decisions.
-const TargetName = "target"
+const TargetName = config.TargetName
 
 // totals are metrics that sum over the group rather than average over its
 // instances: the target divides them by the target value directly.
