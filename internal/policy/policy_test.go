@@ -762,6 +762,30 @@ func TestStatisticRules(t *testing.T) {
 	check(t, "average over a gap", d, record, want{})
 }
 
+// TestCoverageIgnoresLongIntervals: a window is covered by its samples, at
+// their own spacing, however seldom the policy is evaluated. A 1 s series
+// evaluated every 2 minutes (seed 000) with only its last 10 s, or its first
+// 2 minutes, in a 5-minute window does not cover it: the load in the rest
+// is unknown, so the band does not hold and nothing scales in.
+func TestCoverageIgnoresLongIntervals(t *testing.T) {
+	g := parseGroup(t, 1, 5, "", `      interval: 2m
+      rules:
+        - {name: down, metric: cpu.avg, above: 1.5, below: 19.5, statistic: average, over: 5m, action: down}
+`)
+	for name, h := range map[string]history{
+		"only the last 10s":  base().fill("cpu.avg", -10, 0, constant(5)),
+		"a 4-minute hole":    base().fill("cpu.avg", -600, -290, constant(5)).fill("cpu.avg", -50, 0, constant(5)),
+		"stopped 3m ago":     base().fill("cpu.avg", -600, -180, constant(5)),
+		"only the first 20s": base().fill("cpu.avg", -300, -280, constant(5)),
+	} {
+		d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+		check(t, name, d, record, want{})
+	}
+	d, record := Evaluate(g, base().fill("cpu.avg", -600, 0, constant(5)), State{Desired: 3}, secs(0))
+	check(t, "covered", d, record, want{record: true, code: CodeScale, rule: "down",
+		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:down"}})
+}
+
 // TestStatisticWeighsTime: after a restart the window holds 10 s roll-ups
 // and live 1 s samples; each counts for the time it stands for.
 func TestStatisticWeighsTime(t *testing.T) {
