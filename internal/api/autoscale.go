@@ -26,6 +26,9 @@ type Autoscaling struct {
 	// MetricsRing is metrics.ring, the history held at MetricsInterval, for
 	// bounding what a policy test reads.
 	MetricsRing time.Duration
+	// MetricsKept is metrics.retention's longest, for validating candidate
+	// policies.
+	MetricsKept time.Duration
 }
 
 // DecisionReader is where the events endpoint reads the recorded
@@ -354,7 +357,7 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 	if file == "" {
 		file = "policy"
 	}
-	candidate, err := config.ParseAutoscale(truncate(file), body, g, s.a.MetricsInterval)
+	candidate, err := config.ParseAutoscale(truncate(file), body, g, s.a.MetricsInterval, s.a.MetricsKept)
 	if err != nil {
 		badRequest(w, err)
 		return

@@ -82,6 +82,9 @@ func TestCheckPolicyTestCost(t *testing.T) {
 		// 15 s period.
 		{"a day of a 12-hour stabilization window", stab, 24 * time.Hour,
 			[]string{"86400 evaluations, each scanning up to 7575 samples (the policy reads 12h0m0s back), 654480000 in all", "at most 200000000", "at most 7h20m2s"}},
+		// A statistic rule reads its over: back as a for: rule reads its for:.
+		{"a day of a 12-hour statistic rule", &config.Autoscale{Interval: time.Second, Rules: []config.Rule{{Name: "r", Statistic: config.StatAverage, Over: 12 * time.Hour}}}, 24 * time.Hour,
+			[]string{"86400 evaluations, each scanning up to 7560 samples (the policy reads 12h0m0s back), 653184000 in all", "at most 200000000"}},
 		{"a 100-year rule", rule(time.Second, 100*365*24*time.Hour), time.Minute,
 			[]string{"reads 876000h0m0s back", "shorter window in the policy"}},
 	} {

@@ -27,6 +27,25 @@ type Autoscale struct {
 	Predictive *Predictive `yaml:"predictive"`
 }
 
+// Names the policy gives its target and its predictive floor in decisions
+// and job sources (policy:NAME); no rule or schedule may take them.
+const (
+	TargetName     = "target"
+	PredictiveName = "predictive"
+)
+
+// reservedName says what a reserved rule or schedule name stands for, "" for
+// a name free to use.
+func reservedName(name string) string {
+	switch name {
+	case TargetName:
+		return "the target"
+	case PredictiveName:
+		return "the predictive floor"
+	}
+	return ""
+}
+
 // defaultAutoscale holds the defaults of an autoscale section's keys.
 var defaultAutoscale = Autoscale{Interval: time.Second}
 
@@ -218,9 +237,9 @@ func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *
 	a := new(defaultAutoscale)
 	a.Interval = d.within(f, "interval", a.Interval, 100*time.Millisecond, time.Hour)
 
+	names := make(map[string]*yaml.Node) // the rules'
 	if rn := f.get("rules"); rn != nil {
 		items, _ := d.sequence(rn, f.field("rules"), "a list of rules")
-		names := make(map[string]*yaml.Node)
 		for i, item := range items {
 			field := fmt.Sprintf("%s[%d]", f.field("rules"), i)
 			r, nameNode, ok := d.rule(item, field, i, a.Interval, g, groupOK)
@@ -240,11 +259,27 @@ func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *
 	}
 	if sn := f.get("schedule"); sn != nil {
 		items, _ := d.sequence(sn, f.field("schedule"), "a list of schedules")
+		// A decision, its job's source and a rule's cooldown name what made
+		// it: a schedule under a rule's name would hold that rule back.
+		scheduleNames := make(map[string]*yaml.Node)
 		for i, item := range items {
 			field := fmt.Sprintf("%s[%d]", f.field("schedule"), i)
-			if s, ok := d.schedule(item, field, i, g, groupOK); ok {
-				a.Schedules = append(a.Schedules, s)
+			s, nameNode, ok := d.schedule(item, field, i, g, groupOK)
+			if !ok {
+				continue
 			}
+			at := field
+			if nameNode != item {
+				at = field + ".name"
+			}
+			if rule, dup := names[s.Name]; dup {
+				d.errorf(nameNode, at, "duplicate name %q (a rule's, at line %d): rules and schedules need names of their own", s.Name, rule.Line)
+			} else if first, dup := scheduleNames[s.Name]; dup {
+				d.errorf(nameNode, at, "duplicate schedule name %q (first at line %d)", s.Name, first.Line)
+			} else {
+				scheduleNames[s.Name] = nameNode
+			}
+			a.Schedules = append(a.Schedules, s)
 		}
 	}
 	if pn := f.get("predictive"); pn != nil {
@@ -287,6 +322,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	if name, nn := f.str("name", ""); nn != nil {
 		if !nameRE.MatchString(name) {
 			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
+		} else if what := reservedName(name); what != "" {
+			d.errorf(nn, f.field("name"), "%q names %s in decisions; choose another name", name, what)
 		} else {
 			r.Name, nameNode = name, nn
 		}
@@ -316,6 +353,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
 		case v < d.metricsInterval:
 			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
+		default:
+			d.inHistory(n, f.field(key), v)
 		}
 		return v
 	}
@@ -355,6 +394,15 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 		r.OnMissing = m
 	}
 	return r, nameNode, true
+}
+
+// inHistory reports a window the policy reads back (a rule's for or over, the
+// target's stabilization) that is longer than the metrics history kept: its
+// start is never in the history, so it is never covered and never holds.
+func (d *decoder) inHistory(n *yaml.Node, path string, v time.Duration) {
+	if d.metricsKept > 0 && v > d.metricsKept {
+		d.errorf(n, path, "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", d.metricsKept, v)
+	}
 }
 
 // action accepts "up" or "down", or a one-key mapping such as "add: 2".
@@ -451,7 +499,10 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 			t.Tolerance = v
 		}
 	}
-	t.ScaleInStabilization, _ = f.duration("scale_in_stabilization", t.ScaleInStabilization)
+	if v, n := f.duration("scale_in_stabilization", t.ScaleInStabilization); n != nil {
+		d.inHistory(n, f.field("scale_in_stabilization"), v)
+		t.ScaleInStabilization = v
+	}
 	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
 	if sn := f.get("max_step"); sn != nil {
 		s := section[MaxStep](d, sn, f.field("max_step"))
@@ -493,18 +544,23 @@ func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
 	return def
 }
 
-func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupOK bool) (Schedule, bool) {
+// schedule returns the schedule at item and the node its name is reported
+// at: its name, or item itself for a default name.
+func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupOK bool) (Schedule, *yaml.Node, bool) {
 	f := section[Schedule](d, item, path)
 	if f.node == nil {
-		return Schedule{}, false
+		return Schedule{}, nil, false
 	}
 	s := defaultSchedule
 	s.Name = fmt.Sprintf("schedule-%d", i+1)
+	nameNode := f.node
 	if name, nn := f.str("name", ""); nn != nil {
 		if !nameRE.MatchString(name) {
 			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
+		} else if what := reservedName(name); what != "" {
+			d.errorf(nn, f.field("name"), "%q names %s in decisions; choose another name", name, what)
 		} else {
-			s.Name = name
+			s.Name, nameNode = name, nn
 		}
 	}
 	loc, _ := time.LoadLocation(s.Timezone) // the table's zone, which always loads
@@ -571,5 +627,5 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 	if s.MinSize > 0 && s.MaxSize > 0 && s.MinSize > s.MaxSize {
 		d.errorf(maxN, f.field("max_size"), "must be >= the schedule's minimum (%d), got %d", s.MinSize, s.MaxSize)
 	}
-	return s, true
+	return s, nameNode, true
 }

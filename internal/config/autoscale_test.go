@@ -113,6 +113,28 @@ metrics: {interval: 2s}
 			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at least metrics.interval (2s), got 1s`,
 		},
 		{
+			// History older than metrics.retention is gone: such a window
+			// is never covered, and the rule would never hold.
+			name: "over longer than the history kept",
+			body: `      rules: [{metric: cpu.avg, below: 20, statistic: average, over: 800h, action: down}]
+`,
+			want: `shoal.yaml:9:70: groups[0].autoscale.rules[0].over: must be at most the metrics history kept (720h0m0s, the longest of metrics.retention), got 800h0m0s`,
+		},
+		{
+			name: "for longer than a shortened history",
+			body: `      rules: [{metric: cpu.avg, above: 50, for: 2h, action: up}]
+metrics: {retention: {10s: 0, 1m: 0}}
+`,
+			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at most the metrics history kept (1h0m0s, the longest of metrics.retention), got 2h0m0s`,
+		},
+		{
+			// Such a window is never covered: the target would never scale in.
+			name: "stabilization longer than the history kept",
+			body: `      target: {metric: cpu.avg, value: 50, scale_in_stabilization: 800h}
+`,
+			want: `shoal.yaml:9:68: groups[0].autoscale.target.scale_in_stabilization: must be at most the metrics history kept (720h0m0s, the longest of metrics.retention), got 800h0m0s`,
+		},
+		{
 			name: "interval too long",
 			body: `      interval: 2h
       rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]
@@ -162,6 +184,41 @@ metrics: {interval: 2s}
         - {name: hot, metric: cpu.avg, below: 20, for: 1m, action: down}
 `,
 			want: `shoal.yaml:11:18: groups[0].autoscale.rules[1].name: duplicate rule name "hot" (first at line 10)`,
+		},
+		{
+			// A decision, its job's source (policy:NAME) and a rule's
+			// cooldown name what made it: a schedule or the target under a
+			// rule's name would hold that rule in its cooldown.
+			name: "a rule named as a schedule",
+			body: `      rules:
+        - {name: busy, metric: cpu.avg, above: 90, for: 1m, action: up, cooldown: 600s}
+      schedule:
+        - {name: busy, cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:12:18: groups[0].autoscale.schedule[0].name: duplicate name "busy" (a rule's, at line 10): rules and schedules need names of their own`,
+		},
+		{
+			name: "a rule named target",
+			body: `      rules:
+        - {name: target, metric: cpu.avg, above: 90, for: 1m, action: up}
+`,
+			want: `shoal.yaml:10:18: groups[0].autoscale.rules[0].name: "target" names the target in decisions; choose another name`,
+		},
+		{
+			name: "a schedule named predictive",
+			body: `      schedule:
+        - {name: predictive, cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:10:18: groups[0].autoscale.schedule[0].name: "predictive" names the predictive floor in decisions; choose another name`,
+		},
+		{
+			name: "a rule named as a schedule's default name",
+			body: `      rules:
+        - {name: schedule-1, metric: cpu.avg, above: 90, for: 1m, action: up}
+      schedule:
+        - {cron: "0 8 * * *", duration: 1h, min_size: 2}
+`,
+			want: `shoal.yaml:12:11: groups[0].autoscale.schedule[0]: duplicate name "schedule-1" (a rule's, at line 10): rules and schedules need names of their own`,
 		},
 		{
 			name: "target zero",

@@ -32,6 +32,9 @@ type decoder struct {
 
 	// metricsInterval is metrics.interval, decoded before the groups.
 	metricsInterval time.Duration
+	// metricsKept is the metrics history kept (Retention.Kept); 0: not
+	// known, windows are not checked against it.
+	metricsKept time.Duration
 	// queueTimeout is haproxy.timeouts.queue, decoded before the groups.
 	queueTimeout time.Duration
 }

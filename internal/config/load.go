@@ -232,6 +232,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	// Metrics first: autoscale rules are checked against its interval.
 	cfg.Metrics = d.metrics(top.get("metrics"))
 	d.metricsInterval = cfg.Metrics.Interval
+	d.metricsKept = cfg.Metrics.Retention.Kept()
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")

@@ -30,6 +30,10 @@ type Retention struct {
 	Minute time.Duration `yaml:"1m"`
 }
 
+// Kept is how far back any history is kept: a policy window longer than
+// this is never covered.
+func (r Retention) Kept() time.Duration { return max(r.Ring, r.Ten, r.Minute) }
+
 // DefaultMetrics are the metrics settings used for fields left out of the config.
 var DefaultMetrics = Metrics{
 	Interval:  time.Second,

@@ -9,10 +9,11 @@ import (
 // ParseAutoscale validates data as a candidate autoscale policy for group g
 // (as `shoal policy test --policy FILE` sends it): the mapping that goes under
 // the group's `autoscale:`, or a mapping whose only key is `autoscale`.
-// metricsInterval is the running config's metrics.interval. Problems are an
-// ErrorList naming path, like Load's. Empty data yields nil: no candidate.
-func ParseAutoscale(path string, data []byte, g Group, metricsInterval time.Duration) (*Autoscale, error) {
-	d := &decoder{file: path, budget: 1000 + 2*len(data), metricsInterval: metricsInterval}
+// metricsInterval is the running config's metrics.interval and metricsKept
+// its Retention.Kept (0: unchecked). Problems are an ErrorList naming path,
+// like Load's. Empty data yields nil: no candidate.
+func ParseAutoscale(path string, data []byte, g Group, metricsInterval, metricsKept time.Duration) (*Autoscale, error) {
+	d := &decoder{file: path, budget: 1000 + 2*len(data), metricsInterval: metricsInterval, metricsKept: metricsKept}
 	root, ok := d.top(data, "a policy file")
 	if !ok {
 		return nil, d.errs

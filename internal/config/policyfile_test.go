@@ -12,12 +12,12 @@ func TestParseAutoscale(t *testing.T) {
 		"rules:\n  - {metric: cpu.avg, above: 50, for: 10s, action: {plan: big}}\n",
 		"autoscale:\n  target: {metric: cpu.avg, value: 50}\n",
 	} {
-		a, err := ParseAutoscale("cand.yaml", []byte(doc), g, time.Second)
+		a, err := ParseAutoscale("cand.yaml", []byte(doc), g, time.Second, DefaultMetrics.Kept())
 		if err != nil || a == nil {
 			t.Fatalf("%q: %v, %v", doc, a, err)
 		}
 	}
-	if a, err := ParseAutoscale("cand.yaml", []byte("  \n"), g, time.Second); a != nil || err != nil {
+	if a, err := ParseAutoscale("cand.yaml", []byte("  \n"), g, time.Second, DefaultMetrics.Kept()); a != nil || err != nil {
 		t.Fatalf("empty candidate: %v, %v; want none", a, err)
 	}
 	for _, tc := range []struct{ doc, want string }{
@@ -26,8 +26,9 @@ func TestParseAutoscale(t *testing.T) {
 		{"[1, 2]\n", "cand.yaml:1:1: a policy must be a mapping"},
 		{"rules: [\n", "cand.yaml"},
 		{"target: {metric: size, value: 1}\n", "autoscale.target.metric: size counts instances"},
+		{"rules:\n  - {metric: cpu.avg, below: 20, statistic: average, over: 800h, action: down}\n", "cand.yaml:2:60: autoscale.rules[0].over: must be at most the metrics history kept (720h0m0s"},
 	} {
-		_, err := ParseAutoscale("cand.yaml", []byte(tc.doc), g, time.Second)
+		_, err := ParseAutoscale("cand.yaml", []byte(tc.doc), g, time.Second, DefaultMetrics.Kept())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q", tc.doc, err, tc.want)
 		}

@@ -151,7 +151,7 @@ func (a *autoscaler) close() {
 
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st *store.Store, cfg *config.Config) api.Option {
-	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring})
+	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
 }
 
 // instanceUsage exposes the collector's per-instance CPU and memory to

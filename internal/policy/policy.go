@@ -77,7 +77,7 @@ const (
 )
 
 // TargetName names the target in decisions.
-const TargetName = "target"
+const TargetName = config.TargetName
 
 // totals are metrics that sum over the group rather than average over its
 // instances: the target divides them by the target value directly.
@@ -616,8 +616,10 @@ func recommend(t config.Target, v float64, ready, n int) (rec, raw int, inBand b
 		units = v * float64(ready)
 	}
 	exact := units / t.Value
-	// The epsilon keeps 150/50 = 3.0000000001 from becoming 4.
-	raw = int(math.Ceil(exact - 1e-9))
+	// The epsilon keeps 150/50 = 3.0000000001 from becoming 4; truncSat keeps
+	// a load beyond the int range (a tiny target value) the largest size
+	// rather than a wrapped, negative one.
+	raw = truncSat(math.Ceil(exact - 1e-9))
 	if ready > 0 && math.Abs(exact/float64(ready)-1) <= t.Tolerance {
 		return n, raw, true
 	}
@@ -625,7 +627,7 @@ func recommend(t config.Target, v float64, ready, n int) (rec, raw int, inBand b
 	// as loaded to the target before scaling in: otherwise the capacity just
 	// added would be taken away before it could take load.
 	if raw < n && !total && ready < n {
-		if adjusted := int(math.Ceil(exact + float64(n-ready) - 1e-9)); adjusted < n {
+		if adjusted := truncSat(math.Ceil(exact + float64(n-ready) - 1e-9)); adjusted < n {
 			return adjusted, raw, false
 		}
 		return n, raw, false

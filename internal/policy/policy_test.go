@@ -664,6 +664,19 @@ func TestHugeActionsSaturate(t *testing.T) {
 	check(t, "max_step up 1e300%", d, record, want{record: true, code: CodeScale, request: size(5, "target")})
 }
 
+// TestHugeRecommendationsSaturate: a load that is more times the target than
+// an int holds (a target value of 1e-18, say) recommends the largest size;
+// the conversion must not wrap into a negative size that scales in.
+func TestHugeRecommendationsSaturate(t *testing.T) {
+	for _, metric := range []string{"requests_per_second", "cpu.avg"} {
+		g := parseGroup(t, 2, 5, "", "      target: {metric: "+metric+", value: 1e-18}\n")
+		h := base().fill(metric, -600, 0, constant(20))
+		d, record := Evaluate(g, h, State{Desired: 4}, secs(0))
+		check(t, metric, d, record, want{record: true, code: CodeScale, rule: "target", request: size(5, "target"),
+			reason: fmt.Sprintf("→ %d for target", math.MaxInt)})
+	}
+}
+
 // TestReasonsRound: a reason shows measured values as a person reads them
 // (three significant digits), not as float64 prints them; Values keeps them
 // exact.
@@ -747,6 +760,30 @@ func TestStatisticRules(t *testing.T) {
 	gap := base().fill("cpu.avg", -1800, -1000, swing).fill("cpu.avg", -700, 0, swing)
 	d, record = eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", gap)
 	check(t, "average over a gap", d, record, want{})
+}
+
+// TestCoverageIgnoresLongIntervals: a window is covered by its samples, at
+// their own spacing, however seldom the policy is evaluated. A 1 s series
+// evaluated every 2 minutes (seed 000) with only its last 10 s, or its first
+// 2 minutes, in a 5-minute window does not cover it: the load in the rest
+// is unknown, so the band does not hold and nothing scales in.
+func TestCoverageIgnoresLongIntervals(t *testing.T) {
+	g := parseGroup(t, 1, 5, "", `      interval: 2m
+      rules:
+        - {name: down, metric: cpu.avg, above: 1.5, below: 19.5, statistic: average, over: 5m, action: down}
+`)
+	for name, h := range map[string]history{
+		"only the last 10s":  base().fill("cpu.avg", -10, 0, constant(5)),
+		"a 4-minute hole":    base().fill("cpu.avg", -600, -290, constant(5)).fill("cpu.avg", -50, 0, constant(5)),
+		"stopped 3m ago":     base().fill("cpu.avg", -600, -180, constant(5)),
+		"only the first 20s": base().fill("cpu.avg", -300, -280, constant(5)),
+	} {
+		d, record := Evaluate(g, h, State{Desired: 3}, secs(0))
+		check(t, name, d, record, want{})
+	}
+	d, record := Evaluate(g, base().fill("cpu.avg", -600, 0, constant(5)), State{Desired: 3}, secs(0))
+	check(t, "covered", d, record, want{record: true, code: CodeScale, rule: "down",
+		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:down"}})
 }
 
 // TestStatisticWeighsTime: after a restart the window holds 10 s roll-ups

@@ -13,7 +13,7 @@ import (
 )
 
 // PredictiveName names the predictive floor in decisions and job sources.
-const PredictiveName = "predictive"
+const PredictiveName = config.PredictiveName
 
 // Predictive codes; the outcome of forecast_only is decision.ForecastOnly.
 const (

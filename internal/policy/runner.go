@@ -272,7 +272,7 @@ func Replay(ctx context.Context, g config.Group, h Metrics, from, to time.Time) 
 
 // ReplayCost is what a replay costs: Steps evaluations (window ÷ interval),
 // each scanning up to Samples samples of the windows the policy reads back
-// (each rule's for, the target's stabilization window and period), the
+// (each rule's for or over, the target's stabilization window and period), the
 // longest of which is Window.
 type ReplayCost struct {
 	Steps, Samples int64
@@ -294,7 +294,7 @@ func CostOf(a *config.Autoscale, window, interval, ring time.Duration) ReplayCos
 		c.Samples += int64(min(w, ring)/interval) + int64(max(w-ring, 0)/metrics.RollupStep)
 	}
 	for _, r := range a.Rules {
-		scans(r.For)
+		scans(r.Window())
 	}
 	if t := a.Target; t != nil {
 		scans(t.ScaleInStabilization)

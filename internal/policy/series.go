@@ -39,11 +39,18 @@ func staleAfter(pts []Point, interval time.Duration) time.Duration {
 }
 
 // gapLimit is the longest stretch without samples that a window of length w
-// tolerates between samples otherwise spacing apart: three
-// intervals, a tenth of the window, or one and a half spacings of a coarse
-// series (the stored 10 s averages a restart reads back).
+// tolerates between samples otherwise spacing apart: three intervals (or
+// spacings, when fewer), a tenth of the window, or one and a half spacings
+// of a coarse series (the stored 10 s averages a restart reads back).
 func gapLimit(w, interval, spacing time.Duration) time.Duration {
-	return max(3*interval, w/10, spacing*3/2)
+	// The evaluation interval stands in for the spacing only up to the
+	// spacing itself: a 1 s series evaluated every 2 minutes still has a
+	// sample a second, and minutes without one are minutes not observed.
+	step := interval
+	if spacing > 0 {
+		step = min(interval, spacing)
+	}
+	return max(3*step, w/10, spacing*3/2)
 }
 
 // fresh reports whether the newest of pts is recent at now.
@@ -65,9 +72,19 @@ func reaches(pts []Point, now time.Time, w, interval time.Duration) bool {
 }
 
 // covers reports whether pts, the samples in [now-w, now], cover the whole
-// window: they reach back to its start and have no long gap.
+// window: they reach back to its start, have no long gap and reach now (a
+// series that stopped within the window, though not yet stale, leaves its
+// end unobserved).
 func covers(pts []Point, now time.Time, w, interval time.Duration) bool {
 	if !reaches(pts, now, w, interval) {
+		return false
+	}
+	var spacing time.Duration
+	if n := len(pts); n >= 2 {
+		spacing = pts[n-1].T.Sub(pts[n-2].T)
+	}
+	// As a gap, and never stricter than freshness at a short interval.
+	if now.Sub(pts[len(pts)-1].T) > max(gapLimit(w, interval, spacing), minStale) {
 		return false
 	}
 	_, _, gap := hole(pts, w, interval)
