@@ -16,6 +16,9 @@ import (
 // ErrNotConverged wraps the failure that kept a group from its desired size.
 var ErrNotConverged = errors.New("group did not reach its desired size")
 
+// ErrRemoved is a size change or deploy of a group a config reload removed.
+var ErrRemoved = errors.New("removed by a config reload")
+
 // Desired returns the size the group is reconciling towards.
 func (g *Group) Desired() int {
 	g.mu.Lock()
@@ -62,7 +65,7 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	g.mu.Lock()
 	if g.removed {
 		g.mu.Unlock()
-		return fmt.Errorf("group %s: removed by a config reload", g.cfg.Name)
+		return fmt.Errorf("group %s: %w", g.cfg.Name, ErrRemoved)
 	}
 	g.desired = n
 	active := len(g.activeLocked())
