@@ -319,7 +319,8 @@ func (g *Group) Mark() Mark {
 // else is left. It fails with ErrNotConverged if an instance that m's job
 // started or retired fails; other instances failing meanwhile are replaced
 // by the reconciler and only delay convergence. noop reports that the group
-// was already converged at m and nothing changed.
+// was already converged at m and nothing changed. A reload removing the
+// group fails it with ErrRemoved.
 func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error) {
 	for {
 		g.mu.Lock()
@@ -330,7 +331,12 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 			}
 		}
 		conv, churn, ch := g.convergedLocked(), g.churn, g.changed
+		// A removed group converges on no instance: not the size asked for.
+		removed := g.removed
 		g.mu.Unlock()
+		if removed {
+			return false, fmt.Errorf("%w: group %s: %w", ErrNotConverged, g.cfg.Name, ErrRemoved)
+		}
 		if len(failed) > 0 {
 			return false, fmt.Errorf("%w: %s", ErrNotConverged, strings.Join(failed, "; "))
 		}
