@@ -152,7 +152,7 @@ type DeployProgress func(msg string)
 //
 // A failed deploy returns an error wrapping ErrRolledBack with the first
 // failure, and the rollback's own if it could not finish; an interrupted
-// one says so with ctx's cause.
+// one (ctx ended, or a reload removed the group: ErrRemoved) says so.
 func (g *Group) Deploy(ctx context.Context, target config.Template, progress DeployProgress) error {
 	version := target.Version(g.cfg.Name)
 	threshold := g.conf().Deploy.FailureThreshold
@@ -218,6 +218,12 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 	lastNote := ""
 	for {
 		g.mu.Lock()
+		// A removed group retires every instance: with none left the
+		// roll would look done, although it put its version nowhere.
+		if g.removed {
+			g.mu.Unlock()
+			return "", fmt.Errorf("group %s: %w", g.cfg.Name, ErrRemoved)
+		}
 		var fails []string
 		for _, f := range g.failures {
 			if f.version == version && !f.At.Before(started) {

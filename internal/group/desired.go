@@ -16,6 +16,9 @@ import (
 // ErrNotConverged wraps the failure that kept a group from its desired size.
 var ErrNotConverged = errors.New("group did not reach its desired size")
 
+// ErrRemoved is a size change or deploy of a group a config reload removed.
+var ErrRemoved = errors.New("removed by a config reload")
+
 // Desired returns the size the group is reconciling towards.
 func (g *Group) Desired() int {
 	g.mu.Lock()
@@ -62,7 +65,7 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	g.mu.Lock()
 	if g.removed {
 		g.mu.Unlock()
-		return fmt.Errorf("group %s: removed by a config reload", g.cfg.Name)
+		return fmt.Errorf("group %s: %w", g.cfg.Name, ErrRemoved)
 	}
 	g.desired = n
 	active := len(g.activeLocked())
@@ -316,7 +319,8 @@ func (g *Group) Mark() Mark {
 // else is left. It fails with ErrNotConverged if an instance that m's job
 // started or retired fails; other instances failing meanwhile are replaced
 // by the reconciler and only delay convergence. noop reports that the group
-// was already converged at m and nothing changed.
+// was already converged at m and nothing changed. A reload removing the
+// group fails it with ErrRemoved.
 func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error) {
 	for {
 		g.mu.Lock()
@@ -327,7 +331,12 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 			}
 		}
 		conv, churn, ch := g.convergedLocked(), g.churn, g.changed
+		// A removed group converges on no instance: not the size asked for.
+		removed := g.removed
 		g.mu.Unlock()
+		if removed {
+			return false, fmt.Errorf("%w: group %s: %w", ErrNotConverged, g.cfg.Name, ErrRemoved)
+		}
 		if len(failed) > 0 {
 			return false, fmt.Errorf("%w: %s", ErrNotConverged, strings.Join(failed, "; "))
 		}

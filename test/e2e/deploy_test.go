@@ -536,3 +536,54 @@ func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
 	}
 	e.checkInSync("web")
 }
+
+// TestReloadRemovingGroupFailsItsDeploy removes a group by a reload while
+// a deploy rolls it out: the deploy's job fails saying the group was
+// removed (it did not put its version on any instance), and the group,
+// added back, serves the version it served, not the interrupted deploy's.
+func TestReloadRemovingGroupFailsItsDeploy(t *testing.T) {
+	web := deployGroup(2, "{max_surge: 1, min_ready: 3s, failure_threshold: 1}", "")
+	other := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n"}
+	e := newEnv(t, "", web, other)
+	e.start()
+	e.waitInService("web", 2)
+	e.waitInService("api", 1)
+	before := groupOf(t, e.status(), "web").Version
+
+	ctx := context.Background()
+	j, err := e.client().Deploy(ctx, "web", api.DeployRequest{Set: map[string]string{"release": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("a new instance of the deploy in service", 15*time.Second, func() error {
+		if v := versions(groupOf(t, e.status(), "web"))[j.Version]; v == 0 {
+			return fmt.Errorf("no instance of %s yet", j.Version)
+		}
+		return nil
+	})
+	e.writeConfig("", other)
+	if out := e.reload(); !strings.Contains(out, "removed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// WaitJob's error is the failed job's reason, checked below.
+	done, err := e.client().WaitJob(wctx, j.ID)
+	if !done.State.Terminal() {
+		t.Fatalf("deploy job of the removed group did not end: %v", err)
+	}
+	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
+		t.Fatalf("deploy job of the removed group: %s %q; want failed, saying the group was removed", done.State, done.Reason)
+	}
+
+	e.writeConfig("", web, other)
+	if out := e.reload(); !strings.Contains(out, "added web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	e.waitInService("web", 2)
+	if after := groupOf(t, e.status(), "web"); after.Version != before || versions(after)[before] != 2 {
+		t.Fatalf("the group added back serves %s, instances %v; want %s, what it served before the interrupted deploy", after.Version, versions(after), before)
+	}
+	e.checkInSync("web")
+	e.checkInSync("api")
+}

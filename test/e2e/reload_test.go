@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
@@ -721,4 +722,40 @@ func TestReloadCPUsDividesByNewCores(t *testing.T) {
 	if pid2 := e.status().Groups[0].Instances[0].PID; pid2 != pid {
 		t.Fatalf("the instance was replaced (pid %d → %d): the reload must only change how its CPU is counted", pid, pid2)
 	}
+}
+
+// TestReloadRemovingGroupFailsItsScaleJob removes a group by a reload while
+// a job scales it up (its new instances still starting): the job fails
+// saying the group was removed, rather than counting the removal's empty
+// group as the size it asked for.
+func TestReloadRemovingGroupFailsItsScaleJob(t *testing.T) {
+	slow := web
+	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+	other := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n"}
+	e := newEnv(t, "", slow, other)
+	e.start()
+	e.waitInService("web", 2)
+	e.waitInService("api", 1)
+
+	ctx := context.Background()
+	size := 4
+	j, err := e.client().Scale(ctx, "web", api.ScaleRequest{Size: &size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig("", other)
+	if out := e.reload(); !strings.Contains(out, "removed web") {
+		t.Fatalf("shoal reload output: %q", out)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// WaitJob's error is the failed job's reason, checked below.
+	done, err := e.client().WaitJob(wctx, j.ID)
+	if !done.State.Terminal() {
+		t.Fatalf("scale job of the removed group did not end: %v", err)
+	}
+	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
+		t.Fatalf("scale job of the removed group: %s %q; want failed, saying the group was removed", done.State, done.Reason)
+	}
+	e.checkInSync("api")
 }
