@@ -561,20 +561,7 @@ func TestReloadRemovingGroupFailsItsDeploy(t *testing.T) {
 		}
 		return nil
 	})
-	e.writeConfig("", other)
-	if out := e.reload(); !strings.Contains(out, "removed web") {
-		t.Fatalf("shoal reload output: %q", out)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	// WaitJob's error is the failed job's reason, checked below.
-	done, err := e.client().WaitJob(wctx, j.ID)
-	if !done.State.Terminal() {
-		t.Fatalf("deploy job of the removed group did not end: %v", err)
-	}
-	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
-		t.Fatalf("deploy job of the removed group: %s %q; want failed, saying the group was removed", done.State, done.Reason)
-	}
+	e.removeGroupFailsJob(ctx, j.ID, "deploy", other)
 
 	e.writeConfig("", web, other)
 	if out := e.reload(); !strings.Contains(out, "added web") {

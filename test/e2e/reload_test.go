@@ -743,19 +743,26 @@ func TestReloadRemovingGroupFailsItsScaleJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.writeConfig("", other)
+	e.removeGroupFailsJob(ctx, j.ID, "scale", other)
+	e.checkInSync("api")
+}
+
+// removeGroupFailsJob reloads a config of only keep, which removes web, and
+// checks that web's running job (a kind of job) fails saying so.
+func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, keep ...groupSpec) {
+	e.t.Helper()
+	e.writeConfig("", keep...)
 	if out := e.reload(); !strings.Contains(out, "removed web") {
-		t.Fatalf("shoal reload output: %q", out)
+		e.t.Fatalf("shoal reload output: %q", out)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// WaitJob's error is the failed job's reason, checked below.
-	done, err := e.client().WaitJob(wctx, j.ID)
+	done, err := e.client().WaitJob(wctx, id)
 	if !done.State.Terminal() {
-		t.Fatalf("scale job of the removed group did not end: %v", err)
+		e.t.Fatalf("%s job of the removed group did not end: %v", kind, err)
 	}
 	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
-		t.Fatalf("scale job of the removed group: %s %q; want failed, saying the group was removed", done.State, done.Reason)
+		e.t.Fatalf("%s job of the removed group: %s %q; want failed, saying the group was removed", kind, done.State, done.Reason)
 	}
-	e.checkInSync("api")
 }
