@@ -2,58 +2,21 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	_ "modernc.org/sqlite"
 )
 
 // seedRequestHistory writes the per-minute requests_per_second roll-ups of
-// group web for the minutes of [from, to) into the state directory's
-// metrics.db before shoal starts, as a shoal that had been running for days
-// would have kept them. The tables are the on-disk format shoal reads
-// (internal/metrics/db.go); shoal creates them the same way, IF NOT EXISTS.
+// group web for the minutes of [from, to), as a shoal that had been running
+// for days would have kept them.
 func seedRequestHistory(t *testing.T, stateDir string, from, to time.Time, rate func(time.Time) float64) {
 	t.Helper()
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", filepath.Join(stateDir, "metrics.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, stmt := range []string{
-		`CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE) STRICT`,
-		`CREATE TABLE IF NOT EXISTS rollup_1m (series INTEGER NOT NULL, t INTEGER NOT NULL, n INTEGER NOT NULL,
-			v_avg REAL NOT NULL, v_max REAL NOT NULL, PRIMARY KEY (series, t)) STRICT, WITHOUT ROWID`,
-	} {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var id int64
-	if err := db.QueryRow(`INSERT INTO series (path) VALUES ('web/requests_per_second') RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := from.Truncate(time.Minute); m.Before(to); m = m.Add(time.Minute) {
-		v := rate(m)
-		if _, err := tx.Exec(`INSERT INTO rollup_1m (series, t, n, v_avg, v_max) VALUES (?, ?, 60, ?, ?)`, id, m.Unix(), v, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	recordSeries(t, stateDir, time.Minute, from, to, map[string]seriesFunc{
+		"requests_per_second": func(m time.Time) (float64, bool) { return rate(m), true },
+	})
 }
 
 // predictiveGroup tracks 50 % CPU p90 (which an idle group never reaches),

@@ -24,12 +24,17 @@ import (
 // seriesFunc is a metric's value at t; ok false leaves t out.
 type seriesFunc func(t time.Time) (v float64, ok bool)
 
-// recordSeries writes 10 s roll-ups of group web's metrics for the buckets
-// of [from, to) into the state directory's metrics.db before shoal starts:
-// what a running shoal records (internal/metrics/db.go), read back by the
-// policy test like any history.
-func recordSeries(t *testing.T, stateDir string, from, to time.Time, series map[string]seriesFunc) {
+// recordSeries writes roll-ups of group web's metrics, one per step (10 s
+// or 1 min, the two levels shoal keeps) for the buckets of [from, to), into
+// the state directory's metrics.db before shoal starts: what a running
+// shoal records (internal/metrics/db.go), read back like any history.
+// shoal creates its tables the same way, IF NOT EXISTS.
+func recordSeries(t *testing.T, stateDir string, step time.Duration, from, to time.Time, series map[string]seriesFunc) {
 	t.Helper()
+	table := map[time.Duration]string{10 * time.Second: "rollup_10s", time.Minute: "rollup_1m"}[step]
+	if table == "" {
+		t.Fatalf("recordSeries: no roll-up level of %s", step)
+	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +45,7 @@ func recordSeries(t *testing.T, stateDir string, from, to time.Time, series map[
 	defer db.Close()
 	for _, stmt := range []string{
 		`CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE) STRICT`,
-		`CREATE TABLE IF NOT EXISTS rollup_10s (series INTEGER NOT NULL, t INTEGER NOT NULL, n INTEGER NOT NULL,
+		`CREATE TABLE IF NOT EXISTS ` + table + ` (series INTEGER NOT NULL, t INTEGER NOT NULL, n INTEGER NOT NULL,
 			v_avg REAL NOT NULL, v_max REAL NOT NULL, PRIMARY KEY (series, t)) STRICT, WITHOUT ROWID`,
 	} {
 		if _, err := db.Exec(stmt); err != nil {
@@ -57,9 +62,9 @@ func recordSeries(t *testing.T, stateDir string, from, to time.Time, series map[
 		if err := tx.QueryRow(`INSERT INTO series (path) VALUES (?) RETURNING id`, "web/"+path).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		for b := from.Truncate(10 * time.Second); b.Before(to); b = b.Add(10 * time.Second) {
+		for b := from.Truncate(step); b.Before(to); b = b.Add(step) {
 			if v, ok := f(b); ok {
-				if _, err := tx.Exec(`INSERT INTO rollup_10s (series, t, n, v_avg, v_max) VALUES (?, ?, 10, ?, ?)`, id, b.Unix(), v, v); err != nil {
+				if _, err := tx.Exec(`INSERT INTO `+table+` (series, t, n, v_avg, v_max) VALUES (?, ?, ?, ?, ?)`, id, b.Unix(), int(step/time.Second), v, v); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -247,7 +252,7 @@ func TestSeedPoliciesReplay(t *testing.T) {
 		cpu := phases(f.Add(-30*time.Minute), phase{50 * time.Minute, alternate(15, 45)}, phase{10 * time.Minute, steady(90)},
 			phase{80 * time.Minute, alternate(5, 40)})
 		three := phases(f.Add(-30*time.Minute), phase{140 * time.Minute, steady(3)})
-		recordSeries(t, e.stateDir(), f.Add(-30*time.Minute), end, map[string]seriesFunc{"cpu.avg": cpu, "size": three, "ready": three})
+		recordSeries(t, e.stateDir(), 10*time.Second, f.Add(-30*time.Minute), end, map[string]seriesFunc{"cpu.avg": cpu, "size": three, "ready": three})
 		e.start()
 		reqs, all := replayed(t, e, ex.policyFile)
 		checkRequests(t, "seed 004", f, end, reqs, []wantRequest{
@@ -294,7 +299,7 @@ func TestSeedPoliciesReplay(t *testing.T) {
 		cpu := phases(f.Add(-10*time.Minute), phase{30 * time.Minute, steady(1)}, phase{24 * time.Minute, alternate(5, 25)},
 			phase{29 * time.Minute, steady(80)}, phase{37 * time.Minute, steady(0.5)})
 		three := phases(f.Add(-10*time.Minute), phase{120 * time.Minute, steady(3)})
-		recordSeries(t, e.stateDir(), f.Add(-10*time.Minute), end, map[string]seriesFunc{"cpu.avg": cpu, "size": three, "ready": three})
+		recordSeries(t, e.stateDir(), 10*time.Second, f.Add(-10*time.Minute), end, map[string]seriesFunc{"cpu.avg": cpu, "size": three, "ready": three})
 		e.start()
 		reqs, _ := replayed(t, e, ex.policyFile)
 		checkRequests(t, "seed 000", f, end, reqs, []wantRequest{
