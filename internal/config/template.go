@@ -185,7 +185,7 @@ func (t *Template) Expand(d TemplateData) (argv []string, env []string, err erro
 // sampleData is what templates are trial-run with at load time, so that a
 // misspelt field fails then rather than at the first scale-up.
 func sampleData(group string, vars map[string]string) TemplateData {
-	return TemplateData{Name: group + "-001", Port: 10001, Index: 1, Group: group, Vars: vars}
+	return TemplateData{Name: group + "-001", Host: "127.0.0.1", Port: 10001, Index: 1, Group: group, Vars: vars}
 }
 
 // compileArg parses one template, rejects the constructs that could loop or

@@ -27,8 +27,11 @@ type Config struct {
 	StateDir string  `yaml:"state_dir"`
 	Admin    Admin   `yaml:"admin"`
 	HAProxy  HAProxy `yaml:"haproxy"`
-	Groups   []Group `yaml:"groups" required:"true"`
-	Compat   Compat  `yaml:"compat"`
+	// Providers are the provider instances groups may name besides the
+	// built-in "local" (this machine).
+	Providers []Provider `yaml:"providers"`
+	Groups    []Group    `yaml:"groups" required:"true"`
+	Compat    Compat     `yaml:"compat"`
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog `yaml:"access_log"`
 	// Metrics configures sampling and history; see DefaultMetrics.
@@ -184,6 +187,12 @@ type Group struct {
 	Deploy Deploy `yaml:"deploy"`
 	// ScaleToZero is nil unless the group may sleep at 0 instances.
 	ScaleToZero *ScaleToZero `yaml:"scale_to_zero"`
+	// Provider names what runs the group's instances: ProviderLocal (the
+	// default) or the name of an entry of Config.Providers.
+	Provider string `yaml:"provider"`
+	// Placement chooses the host of each new instance when the provider
+	// has several.
+	Placement Placement `yaml:"placement"`
 	// ScaleIn is which instance in service a scale-in retires: ScaleInNewest,
 	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
 	// (starting, DOWN) always go first.
@@ -200,7 +209,100 @@ var defaultGroup = Group{
 	ReplaceAfter: 10 * time.Second,
 	Deploy:       DefaultDeploy,
 	ScaleIn:      ScaleInNewest,
+	Provider:     ProviderLocal,
+	Placement:    Placement{Strategy: PlaceSpread},
 }
+
+// ProviderLocal is the built-in provider: processes on this machine. It
+// needs no entry under providers.
+const ProviderLocal = "local"
+
+// Placement is how a group's new instances choose among a provider's hosts.
+type Placement struct {
+	// Strategy is PlaceSpread or PlacePack.
+	Strategy string `yaml:"strategy"`
+	// Labels are what a host must carry, every one, to take the group's
+	// instances.
+	Labels map[string]string `yaml:"labels"`
+}
+
+// Values of Placement.Strategy.
+const (
+	// PlaceSpread puts a new instance on the eligible host with the fewest
+	// of the group's instances (then the least used): a host's failure
+	// takes as few of them as it can.
+	PlaceSpread = "spread"
+	// PlacePack fills the most used eligible host first: fewer hosts busy.
+	PlacePack = "pack"
+)
+
+// Provider is a named provider instance (an entry of providers).
+type Provider struct {
+	Name string `yaml:"name" required:"true"`
+	// Type is ProviderSSH; the other keys of the entry are the type's.
+	Type string `yaml:"type" required:"true"`
+	// SSH is the rest of the entry when Type is ProviderSSH.
+	SSH *SSHProvider
+}
+
+// Provider types.
+const (
+	// ProviderSSH runs instances as processes on servers reached over SSH.
+	ProviderSSH = "ssh"
+)
+
+// SSHProvider runs instances on servers the operator owns, over SSH.
+type SSHProvider struct {
+	Hosts []SSHHost `yaml:"hosts" required:"true"`
+	// HostDownAfter is how long a host's SSH connection and its instances'
+	// health checks must both fail before the host is marked down and its
+	// instances are replaced on the others.
+	HostDownAfter time.Duration `yaml:"host_down_after"`
+	// ConnectTimeout bounds one SSH dial and handshake; a command that
+	// gets no answer for as long is taken as a hung host.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// RemoteDir is where instance logs and shoal's files live on each host,
+	// relative to the login's home unless absolute.
+	RemoteDir string `yaml:"remote_dir"`
+}
+
+// defaultSSHProvider holds the defaults of an ssh provider's keys.
+var defaultSSHProvider = SSHProvider{HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal"}
+
+// SSHHost is one server of an ssh provider.
+type SSHHost struct {
+	// Address is host or host:port (port 22 when left out); instances
+	// serve on the host part, which is also the host's name in status and
+	// events.
+	Address string `yaml:"address" required:"true"`
+	User    string `yaml:"user" required:"true"`
+	// KeyFile is the private key (unencrypted PEM or OpenSSH format);
+	// KnownHosts is the known_hosts file the host's key must be in
+	// (default ~/.ssh/known_hosts of the user running shoal).
+	KeyFile    string `yaml:"key_file" required:"true"`
+	KnownHosts string `yaml:"known_hosts"`
+	// Capacity bounds what the host takes; zero fields do not bound.
+	Capacity Capacity `yaml:"capacity"`
+	// Labels are matched against groups' placement.labels.
+	Labels map[string]string `yaml:"labels"`
+	// Ports is the inclusive range instance ports are chosen from.
+	Ports PortRange `yaml:"ports"`
+}
+
+// Capacity is how much a host takes: at most Instances instances (of every
+// group), and instances whose template.cpus add up to at most Cores.
+type Capacity struct {
+	Instances int     `yaml:"instances"`
+	Cores     float64 `yaml:"cores"`
+}
+
+// PortRange is an inclusive range of TCP ports, written "20000-29999".
+type PortRange struct {
+	Min, Max int
+}
+
+// DefaultPorts is an ssh host's ports when the config leaves them out.
+var DefaultPorts = PortRange{Min: 20000, Max: 29999}
 
 // Values of Group.ScaleIn.
 const (
@@ -346,7 +448,10 @@ var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs}
 
 // TemplateData is what instance templates can refer to.
 type TemplateData struct {
-	Name  string
+	Name string
+	// Host is the address the instance serves on, where HAProxy connects:
+	// 127.0.0.1 for local instances, the host's address over SSH.
+	Host  string
 	Port  int
 	Index int
 	Group string

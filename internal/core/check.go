@@ -31,7 +31,7 @@ func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err er
 	for i, g := range cfg.Groups {
 		// The first instance's argv: enough to find the program, which
 		// templates rarely vary.
-		argv, _, err := g.Template.Expand(config.TemplateData{Name: g.Name + "-001", Port: 10001, Index: 1, Group: g.Name})
+		argv, _, err := g.Template.Expand(config.TemplateData{Name: g.Name + "-001", Host: "127.0.0.1", Port: 10001, Index: 1, Group: g.Name})
 		if err != nil {
 			errs = append(errs, cfg.FieldError(fmt.Sprintf("groups[%d].template", i), "%v", err))
 			continue

@@ -1,10 +1,18 @@
 // Package provider defines how shoal creates and stops instances. Implementations
-// live in sub-packages (local today; SSH hosts and clouds later).
+// live in sub-packages: local (this machine) and ssh (servers reached over
+// SSH); clouds come next, behind the same interface.
+//
+// Every provider implements Provider. What only some can do is an optional
+// interface, asserted where it is used: HostLister (providers that place
+// instances on several hosts), Checker (`shoal providers check`) and
+// LogReader (`shoal logs`); an Instance may be Placed and a Sampler.
 package provider
 
 import (
 	"context"
 	"errors"
+	"io"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/instance"
@@ -20,6 +28,9 @@ type Spec struct {
 	Name     string
 	Index    int
 	Template config.Template
+	// Placement is the group's: how a provider with several hosts picks
+	// one, and the labels that host must carry.
+	Placement config.Placement
 }
 
 // Record is an instance's provider-neutral record (see package instance),
@@ -55,4 +66,104 @@ type Provider interface {
 	// StopStrays stops instances that this provider started for this state
 	// directory but that are not in keep, and returns what it stopped.
 	StopStrays(ctx context.Context, keep []Record) ([]Record, error)
+}
+
+// ErrHostDown reports that an instance's host is unreachable: what was
+// asked of it (a stop, a log read) could not be done now. A provider stops
+// what still runs there once the host is back.
+var ErrHostDown = errors.New("host is down")
+
+// Placed is an Instance that its provider placed on one of several hosts;
+// Placement says which and why ("spread: 2 of web's instances on
+// 10.0.0.2, fewest; 3/10 instances"), for `shoal events`.
+type Placed interface {
+	Placement() string
+}
+
+// Usage is a sample of an instance's resource use.
+type Usage struct {
+	// CPUSeconds is the CPU time its processes have used (user + system),
+	// a counter; RSS their resident memory in bytes.
+	CPUSeconds float64
+	RSS        int64
+	// At is when it was read.
+	At time.Time
+}
+
+// Sampler is an Instance whose provider samples its resource use (a
+// remote one, whose PID means nothing here): the metrics collector reads
+// Usage instead of this machine's /proc. ok is false until a sample is in.
+type Sampler interface {
+	Usage() (u Usage, ok bool)
+}
+
+// Host states, as HostStatus.State shows them.
+const (
+	// HostUp: connected; instances are placed there.
+	HostUp = "up"
+	// HostUnreachable: the connection fails but the host is not down yet
+	// (its instances still pass their checks, or not for long enough).
+	HostUnreachable = "unreachable"
+	// HostDown: connection and checks failed for host_down_after; its
+	// instances were replaced elsewhere.
+	HostDown = "down"
+	// HostHeldOff: back, but placement avoids it for a while because it
+	// went down recently (flapping).
+	HostHeldOff = "held-off"
+)
+
+// HostStatus is one host of a provider that places instances on several.
+type HostStatus struct {
+	Provider string            `json:"provider"`
+	Name     string            `json:"name"`
+	State    string            `json:"state"`
+	Since    time.Time         `json:"since"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Instances counts shoal's instances there; Cores adds up their
+	// template.cpus. The capacity fields are 0 where unbounded.
+	Instances         int     `json:"instances"`
+	Cores             float64 `json:"cores"`
+	CapacityInstances int     `json:"capacity_instances"`
+	CapacityCores     float64 `json:"capacity_cores"`
+	// LastError is the newest connection or command error ("" when none).
+	LastError string `json:"last_error,omitempty"`
+	// HeldOffUntil is when a flapping host takes instances again.
+	HeldOffUntil time.Time `json:"held_off_until,omitzero"`
+}
+
+// HostLister is a provider that places instances on several hosts.
+type HostLister interface {
+	Hosts() []HostStatus
+}
+
+// CheckResult is what `shoal providers check` found on one host: OK, or
+// each Problem in words an operator can act on.
+type CheckResult struct {
+	Provider string   `json:"provider"`
+	Host     string   `json:"host"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems,omitempty"`
+	// Notes are what was checked and passed, for the operator's trust.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Checker is a provider that can check its hosts for the templates of the
+// groups that use it: reachable, host key known, a free port, each
+// template's program present.
+type Checker interface {
+	Check(ctx context.Context, tmpls map[string]config.Template) []CheckResult
+}
+
+// LogOptions select what LogReader writes.
+type LogOptions struct {
+	// Lines is how many of the newest lines to write first (0: all kept).
+	Lines int
+	// Follow keeps writing what is appended until ctx ends.
+	Follow bool
+}
+
+// LogReader is a provider that can read an instance's output log, where it
+// lives (on the instance's host for ssh).
+type LogReader interface {
+	Logs(ctx context.Context, rec Record, opts LogOptions, w io.Writer) error
 }

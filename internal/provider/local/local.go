@@ -90,7 +90,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	if err != nil {
 		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
 	}
-	data := config.TemplateData{Name: spec.Name, Port: port, Index: spec.Index, Group: spec.Group}
+	data := config.TemplateData{Name: spec.Name, Host: host, Port: port, Index: spec.Index, Group: spec.Group}
 	// pre_start runs before the instance's process, so that what it
 	// prepares (code synced at boot, say) is there when the process starts.
 	if h := spec.Template.PreStart; h != nil {
@@ -118,7 +118,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 
 func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
 	tmpl := spec.Template
-	argv, tenv, err := tmpl.Expand(config.TemplateData{Name: spec.Name, Port: port, Index: spec.Index, Group: spec.Group})
+	argv, tenv, err := tmpl.Expand(config.TemplateData{Name: spec.Name, Host: host, Port: port, Index: spec.Index, Group: spec.Group})
 	if err != nil {
 		return nil, fmt.Errorf("expand template: %w", err)
 	}
@@ -481,7 +481,7 @@ func (in *localInstance) PreStop(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
-	td := config.TemplateData{Name: in.rec.Name, Port: in.port, Index: in.rec.Index, Group: in.rec.Group}
+	td := config.TemplateData{Name: in.rec.Name, Host: host, Port: in.port, Index: in.rec.Index, Group: in.rec.Group}
 	if err := in.p.runHook(ctx, "pre_stop", h, in.tmpl, td); err != nil {
 		return fmt.Errorf("instance %s: %w", in.rec.Name, err)
 	}
