@@ -220,3 +220,15 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	g.persist(ctx, in)
 	return true
 }
+
+// Record returns the provider's record of the named instance; ok is false
+// when the group has no such instance or it has not started yet.
+func (g *Group) Record(name string) (rec provider.Record, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	in := g.insts[name]
+	if in == nil || in.inst == nil {
+		return provider.Record{}, false
+	}
+	return in.rec, true
+}
