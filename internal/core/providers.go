@@ -180,7 +180,6 @@ func sameHost(a, b config.SSHHost) bool {
 		a.Capacity == b.Capacity && a.Ports == b.Ports && maps.Equal(a.Labels, b.Labels)
 }
 
-
 // Hosts lists the hosts of every provider that has several.
 func (p *providers) Hosts() []provider.HostStatus {
 	var out []provider.HostStatus
