@@ -68,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
-	root.AddCommand(instancesCmd(o))
+	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
