@@ -255,6 +255,9 @@ func validateCmd(o *options) *cobra.Command {
 				note = "HAProxy not installed: haproxy -c skipped"
 			}
 			fmt.Fprintf(o.stdout, "%s: OK (%d group(s): %s; %s)\n", o.configFile(), len(cfg.Groups), strings.Join(cfg.GroupNames(), ", "), note)
+			if remote := core.RemoteGroups(cfg); len(remote) > 0 {
+				fmt.Fprintf(o.stdout, "not checked here: the programs of %s run on their providers' hosts; with shoal serve running, `shoal providers check` connects and checks them there\n", strings.Join(remote, ", "))
+			}
 			return nil
 		},
 	}

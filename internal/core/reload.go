@@ -217,7 +217,7 @@ func reloadable(old, cfg *config.Config) error {
 	for _, g := range cfg.Groups {
 		for _, o := range old.Groups {
 			if o.Name == g.Name && o.Provider != g.Provider {
-				return fmt.Errorf("group %s: provider changed from %s to %s: %w; the running config stays in force. Its instances run on %s: add a new group on %s, move the traffic, then remove this one (or restart shoal after scaling this one to 0)",
+				return fmt.Errorf("group %s: provider changed from %s to %s: %w; the running config stays in force. Its instances run on %s: add a group on %s, move the traffic to it, then remove this one",
 					g.Name, o.Provider, g.Provider, api.ErrNotReloadable, o.Provider, g.Provider)
 			}
 		}
