@@ -58,6 +58,7 @@ type host struct {
 	cancel    context.CancelFunc
 
 	client    *gossh.Client
+	shell     *shell
 	facts     machineFacts
 	attempted bool
 	since     time.Time // of the current state
@@ -180,7 +181,11 @@ func (p *Provider) manage(ctx context.Context, h *host) {
 // reconciles the host.
 func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) error {
 	ct, _, _ := p.settings()
-	out, err := run(ctx, c, ct, script(factsScript), runOpts{Timeout: ct})
+	sh, err := startShell(ctx, c, ct)
+	if err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	out, err := sh.run(ctx, c, ct, script(factsScript))
 	if err != nil {
 		return fmt.Errorf("ssh: read CLK_TCK and PAGESIZE: %w", err)
 	}
@@ -190,7 +195,7 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	}
 	now := time.Now()
 	p.mu.Lock()
-	h.client, h.facts, h.lastOK, h.since, h.lastErr = c, facts, now, now, ""
+	h.client, h.shell, h.facts, h.lastOK, h.since, h.lastErr = c, sh, facts, now, now, ""
 	if h.down {
 		h.down = false
 		n := len(h.downs)
@@ -231,7 +236,7 @@ func (p *Provider) connLost(h *host, c *gossh.Client, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h.client == c {
-		h.client = nil
+		h.client, h.shell = nil, nil
 		h.since = time.Now()
 	}
 	if err == nil {
@@ -272,7 +277,7 @@ func (p *Provider) pollLoop(ctx context.Context, h *host) error {
 // check too): instances whose leader is gone, or is another process, are
 // Done; the others get their group's usage.
 func (p *Provider) poll(ctx context.Context, h *host) error {
-	out, err := p.exec(ctx, h, script(pollScript), runOpts{})
+	out, err := p.sh(ctx, h, 0, script(pollScript))
 	if err != nil {
 		return err
 	}
@@ -448,7 +453,7 @@ func (m marked) leader() bool { return m.Pgid == m.PID && !m.Zombie }
 
 // listMarked lists h's processes marked as ours and placed on h.
 func (p *Provider) listMarked(ctx context.Context, h *host) ([]marked, error) {
-	out, err := p.exec(ctx, h, script(markedScript, p.owner, h.name), runOpts{})
+	out, err := p.sh(ctx, h, 0, script(markedScript, p.owner, h.name))
 	if err != nil {
 		return nil, fmt.Errorf("list marked processes: %w", err)
 	}

@@ -67,8 +67,8 @@ func (p *Provider) rotateLogs(ctx context.Context, h *host) error {
 	p.mu.Unlock()
 	cfg := p.opts.Logs
 	minutes := max(int((cfg.Retention.Minutes())+0.999), 1)
-	_, err := p.exec(ctx, h, script(rotateScript, p.logDir(), strconv.FormatInt(cfg.MaxSize, 10), strconv.Itoa(cfg.Keep),
-		strconv.Itoa(minutes), strings.Join(slices.Sorted(maps.Keys(live)), "\n")), runOpts{})
+	_, err := p.sh(ctx, h, 0, script(rotateScript, p.logDir(), strconv.FormatInt(cfg.MaxSize, 10), strconv.Itoa(cfg.Keep),
+		strconv.Itoa(minutes), strings.Join(slices.Sorted(maps.Keys(live)), "\n")))
 	if err != nil && !errors.Is(err, provider.ErrHostDown) {
 		return fmt.Errorf("rotate logs: %w", err)
 	}

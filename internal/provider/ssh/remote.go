@@ -89,30 +89,9 @@ func run(ctx context.Context, c *gossh.Client, open time.Duration, argv []string
 		ctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("%w after %s", errHung, opts.Timeout))
 		defer cancel()
 	}
-	type opened struct {
-		s   *gossh.Session
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		s, err := c.NewSession()
-		ch <- opened{s, err}
-	}()
-	var sess *gossh.Session
-	t := time.NewTimer(open)
-	defer t.Stop()
-	select {
-	case o := <-ch:
-		if o.err != nil {
-			return nil, fmt.Errorf("open session: %w", o.err)
-		}
-		sess = o.s
-	case <-t.C:
-		c.Close() // unblocks NewSession; the host gets a new connection
-		return nil, fmt.Errorf("open session: %w within %s", errHung, open)
-	case <-ctx.Done():
-		c.Close()
-		return nil, fmt.Errorf("open session: %w", context.Cause(ctx))
+	sess, err := openSession(ctx, c, open)
+	if err != nil {
+		return nil, err
 	}
 	defer sess.Close()
 

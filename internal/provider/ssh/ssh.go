@@ -287,9 +287,9 @@ func (p *Provider) client(h *host) (*gossh.Client, error) {
 	return h.client, nil
 }
 
-// exec runs argv on h over its connection, bounded by ctx and timeout (0:
-// connect_timeout). A failure of the connection, rather than of the
-// command, wraps ErrHostDown.
+// exec runs argv on h in a session of its own, bounded by ctx and
+// opts.Timeout (0: connect_timeout, unless the output is streamed). A
+// failure of the connection, rather than of the command, wraps ErrHostDown.
 func (p *Provider) exec(ctx context.Context, h *host, argv []string, opts runOpts) ([]byte, error) {
 	c, err := p.client(h)
 	if err != nil {
@@ -300,12 +300,38 @@ func (p *Provider) exec(ctx context.Context, h *host, argv []string, opts runOpt
 		opts.Timeout = ct
 	}
 	out, err := run(ctx, c, ct, argv, opts)
-	if err != nil && exitStatus(err) < 0 && ctx.Err() == nil {
-		// The command did not run to an exit status: the connection failed
-		// or hung. The connection manager notices on its next poll.
-		return out, fmt.Errorf("host %s: %w: %w", h.name, provider.ErrHostDown, err)
+	return out, p.hostErr(ctx, h, err)
+}
+
+// sh runs a short command in h's shell (see shell), bounded by ctx and
+// timeout (0: connect_timeout); errors as exec's.
+func (p *Provider) sh(ctx context.Context, h *host, timeout time.Duration, argv []string) ([]byte, error) {
+	p.mu.Lock()
+	c, s := h.client, h.shell
+	p.mu.Unlock()
+	if c == nil || s == nil {
+		_, err := p.client(h)
+		if err == nil {
+			err = fmt.Errorf("host %s: %w (no shell)", h.name, provider.ErrHostDown)
+		}
+		return nil, err
 	}
-	return out, err
+	ct, _, _ := p.settings()
+	if timeout == 0 {
+		timeout = ct
+	}
+	out, err := s.run(ctx, c, timeout, argv)
+	return out, p.hostErr(ctx, h, err)
+}
+
+// hostErr wraps ErrHostDown around an error of a command that did not run
+// to an exit status (the connection failed or hung) while ctx was live.
+func (p *Provider) hostErr(ctx context.Context, h *host, err error) error {
+	if err != nil && exitStatus(err) < 0 && ctx.Err() == nil {
+		// The connection manager notices on its next poll.
+		return fmt.Errorf("host %s: %w: %w", h.name, provider.ErrHostDown, err)
+	}
+	return err
 }
 
 // data is what the ssh provider keeps in an instance's record
@@ -405,7 +431,8 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	env := slices.Concat(tenv, p.markers(h, spec.Name))
 	args := slices.Concat([]string{p.logDir(), workDir(tmpl.Dir), argv[0], spec.Name}, env, argv)
 	ct, _, _ := p.settings()
-	out, err := p.execMarked(ctx, h, spec.Name, "", script(launchScript, args...), runOpts{Timeout: ct + 5*time.Second})
+	launch := slices.Concat([]string{"env"}, p.markers(h, spec.Name), script(launchScript, args...))
+	out, err := p.sh(ctx, h, ct+5*time.Second, launch)
 	if err != nil {
 		return nil, remoteError(h, err, argv[0], tmpl.Dir)
 	}
@@ -494,7 +521,7 @@ func (p *Provider) runHook(ctx context.Context, h *host, hook string, hk *config
 // reservePort picks a port of h's range that no instance of ours uses and
 // nothing listens on there, and holds it for the instance called name.
 func (p *Provider) reservePort(ctx context.Context, h *host, name string) (int, error) {
-	out, err := p.exec(ctx, h, script(listenScript), runOpts{})
+	out, err := p.sh(ctx, h, 0, script(listenScript))
 	if err != nil {
 		return 0, fmt.Errorf("read listening ports: %w", err)
 	}
@@ -605,7 +632,7 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 // carries our markers: nil, an error wrapping ErrGone, or one wrapping
 // ErrHostDown when the host did not answer.
 func (p *Provider) verify(ctx context.Context, h *host, d data) error {
-	out, err := p.exec(ctx, h, script(verifyScript, strconv.Itoa(d.PID), strconv.FormatUint(d.PIDStart, 10)), runOpts{})
+	out, err := p.sh(ctx, h, 0, script(verifyScript, strconv.Itoa(d.PID), strconv.FormatUint(d.PIDStart, 10)))
 	if exitStatus(err) == exitGone {
 		return fmt.Errorf("pid %d on %s does not run (or is another process now): %w", d.PID, h.name, provider.ErrGone)
 	}
