@@ -144,7 +144,7 @@ func dial(ctx context.Context, addr string, cc *gossh.ClientConfig, timeout time
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("ssh: %s accepted the connection but did not complete the SSH handshake within %s (connect_timeout)", addr, timeout)
 		}
-		return nil, fmt.Errorf("ssh: %w", err)
+		return nil, err // "ssh: handshake failed: …"
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		c.Close()

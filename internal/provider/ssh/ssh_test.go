@@ -72,8 +72,10 @@ func hostConfig(l *testhost.Lab, i int) config.SSHHost {
 	return config.SSHHost{Address: l.Hosts[i].Addr, User: l.User, KeyFile: l.KeyFile, KnownHosts: l.KnownHosts, Ports: config.PortRange{Min: 20000, Max: 20099}}
 }
 
-func labConfig(l *testhost.Lab) config.SSHProvider {
-	cfg := config.SSHProvider{HostDownAfter: testDownAfter, ConnectTimeout: testConnTimeout, RemoteDir: ".shoal-test"}
+// labConfig is a provider over all of l's hosts, its remote_dir a
+// temporary directory (the hosts share this machine's file system).
+func labConfig(t *testing.T, l *testhost.Lab) config.SSHProvider {
+	cfg := config.SSHProvider{HostDownAfter: testDownAfter, ConnectTimeout: testConnTimeout, RemoteDir: t.TempDir()}
 	for i := range l.Hosts {
 		cfg.Hosts = append(cfg.Hosts, hostConfig(l, i))
 	}
@@ -83,6 +85,20 @@ func labConfig(l *testhost.Lab) config.SSHProvider {
 // runProvider makes a Provider and runs it until the test ends; its
 // instances are stopped then too, by a sweep with nothing kept.
 func runProvider(t *testing.T, cfg config.SSHProvider, opts Options) *Provider {
+	t.Helper()
+	p, stop := startProvider(t, cfg, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p.StopStrays(ctx, nil)
+		stop()
+	})
+	return p
+}
+
+// startProvider makes a Provider and runs it until stop (which the test
+// must call), leaving its instances running: a shoal that goes away.
+func startProvider(t *testing.T, cfg config.SSHProvider, opts Options) (p *Provider, stop func()) {
 	t.Helper()
 	if opts.Interval == 0 {
 		opts.Interval = testInterval
@@ -100,14 +116,10 @@ func runProvider(t *testing.T, cfg config.SSHProvider, opts Options) *Provider {
 		defer close(done)
 		p.Run(ctx)
 	}()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer scancel()
-		p.StopStrays(sctx, nil)
+	return p, func() {
 		cancel()
 		<-done
-	})
-	return p
+	}
 }
 
 // testLog writes a provider's log to the test's.
@@ -226,7 +238,7 @@ func hostStatus(p *Provider, name string) provider.HostStatus {
 func TestStartServeAdoptStop(t *testing.T) {
 	l := newLab(t, 2)
 	state := t.TempDir()
-	p1 := runProvider(t, labConfig(l), Options{StateDir: state})
+	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
 	tmpl := demoTemplate(t)
 	a := start(t, p1, spec("web", 1, tmpl))
 	b := start(t, p1, spec("web", 2, tmpl))
@@ -257,7 +269,7 @@ func TestStartServeAdoptStop(t *testing.T) {
 	}
 
 	// A restart: a new Provider on the same state directory.
-	p2 := runProvider(t, labConfig(l), Options{StateDir: state})
+	p2 := runProvider(t, labConfig(t, l), Options{StateDir: state})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a2, err := p2.Adopt(ctx, a.Record(), tmpl)
@@ -268,7 +280,7 @@ func TestStartServeAdoptStop(t *testing.T) {
 		t.Errorf("adopted pid %d, want %d", a2.PID(), a.PID())
 	}
 	// Another shoal's: none of them is its own.
-	p3 := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	p3 := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	if _, err := p3.Adopt(ctx, b.Record(), tmpl); !errors.Is(err, provider.ErrGone) {
 		t.Errorf("another owner adopted: %v", err)
 	}
@@ -312,14 +324,14 @@ func TestStartServeAdoptStop(t *testing.T) {
 func TestStopStrays(t *testing.T) {
 	l := newLab(t, 2)
 	state := t.TempDir()
-	p1 := runProvider(t, labConfig(l), Options{StateDir: state})
+	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
 	tmpl := demoTemplate(t)
 	a := start(t, p1, spec("web", 1, tmpl))
 	b := start(t, p1, spec("web", 2, tmpl))
-	other := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	other := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	c := start(t, other, spec("web", 3, tmpl))
 
-	p2 := runProvider(t, labConfig(l), Options{StateDir: state})
+	p2 := runProvider(t, labConfig(t, l), Options{StateDir: state})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopped, err := p2.StopStrays(ctx, []provider.Record{a.Record()})
@@ -341,7 +353,7 @@ func TestStopStrays(t *testing.T) {
 // verbatim, in the instance and in its pre_start hook.
 func TestArgvQuoting(t *testing.T) {
 	l := newLab(t, 1)
-	p := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	dir := t.TempDir()
 	evil := `"$(touch pwned)'x; rm -rf nothing` + "\n`id` $HOME *"
 	tmpl, err := config.NewTemplate(
@@ -388,7 +400,7 @@ func TestArgvQuoting(t *testing.T) {
 // no host can take an instance, with the counts Hosts reports.
 func TestPlacement(t *testing.T) {
 	l := newLab(t, 3)
-	cfg := labConfig(l)
+	cfg := labConfig(t, l)
 	for i := range cfg.Hosts {
 		cfg.Hosts[i].Capacity.Instances = 2
 		cfg.Hosts[i].Labels = map[string]string{"zone": []string{"a", "b", "b"}[i]}
@@ -447,7 +459,7 @@ func TestPlacement(t *testing.T) {
 // host_down_after, its instance Done with the reason; back, it is held off.
 func TestHostKilled(t *testing.T) {
 	l := newLab(t, 2)
-	p := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	in := start(t, p, spec("web", 1, demoTemplate(t)))
 	h := l.Hosts[slices.IndexFunc(l.Hosts, func(h *testhost.Host) bool { return h.Addr == in.Record().Host })]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -490,7 +502,7 @@ func TestLinkDownReclaim(t *testing.T) {
 	l := newLab(t, 1)
 	var mu sync.Mutex
 	var asked []provider.Record
-	p := runProvider(t, labConfig(l), Options{StateDir: t.TempDir(), Reclaim: func(ctx context.Context, rec provider.Record) bool {
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Reclaim: func(ctx context.Context, rec provider.Record) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, rec)
@@ -543,7 +555,7 @@ func TestReclaimAdopts(t *testing.T) {
 	var p *Provider
 	tmpl := demoTemplate(t)
 	adopted := make(chan provider.Instance, 1)
-	p = runProvider(t, labConfig(l), Options{StateDir: t.TempDir(), Reclaim: func(ctx context.Context, rec provider.Record) bool {
+	p = runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Reclaim: func(ctx context.Context, rec provider.Record) bool {
 		in, err := p.Adopt(ctx, rec, tmpl)
 		if err != nil {
 			t.Errorf("adopt on reclaim: %v", err)
@@ -597,6 +609,9 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	os.WriteFile(otherKnown, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	// known_hosts with host 1's key under host 0's address: a changed key.
+	changedKnown := filepath.Join(dir, "known_hosts_changed")
+	os.WriteFile(changedKnown, []byte(strings.Replace(strings.Join(lines, "\n"), l.Hosts[1].Addr, l.Hosts[0].Addr, 1)+"\n"), 0o600)
 	// A key no host accepts.
 	strange := filepath.Join(dir, "strange_key")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", strange).CombinedOutput(); err != nil {
@@ -620,6 +635,8 @@ func TestBadInput(t *testing.T) {
 
 	unknownKey := hostConfig(l, 0)
 	unknownKey.KnownHosts = otherKnown
+	changedKey := hostConfig(l, 0)
+	changedKey.KnownHosts = changedKnown
 	wrongKey := hostConfig(l, 0)
 	wrongKey.KeyFile = strange
 	hung := hostConfig(l, 0)
@@ -654,13 +671,15 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown host key", unknownKey, tmpl, "is not in " + otherKnown + ": check its fingerprint, then add it with `ssh-keyscan"},
+		{"changed host key", changedKey, tmpl, "host key of " + l.Hosts[0].Addr + ":22 CHANGED"},
 		{"wrong key", wrongKey, tmpl, "unable to authenticate"},
 		{"hangs", hung, tmpl, "did not complete the SSH handshake within 1s"},
 		{"no free port", noPort, tmpl, "no free port in 20500-20500 (1 in use)"},
 		{"command missing", hostConfig(l, 1), missing, "command /nonexistent/shoal-test-prog not found on host " + l.Hosts[1].Addr},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			cfg := config.SSHProvider{HostDownAfter: testDownAfter, ConnectTimeout: testConnTimeout, RemoteDir: ".shoal-test", Hosts: []config.SSHHost{c.host}}
+			cfg := labConfig(t, l)
+			cfg.Hosts = []config.SSHHost{c.host}
 			p := runProvider(t, cfg, Options{StateDir: t.TempDir()})
 			began := time.Now()
 			_, err := p.Start(ctx, spec("web", 1, c.tmpl))
@@ -687,7 +706,7 @@ func TestBadInput(t *testing.T) {
 // TestCheckOK: a good host passes, with notes.
 func TestCheckOK(t *testing.T) {
 	l := newLab(t, 1)
-	p := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	res := p.Check(context.Background(), map[string]config.Template{"web": demoTemplate(t)})
 	if len(res) != 1 || !res[0].OK || len(res[0].Notes) != 4 {
 		t.Errorf("check: %+v", res)
@@ -711,12 +730,203 @@ func TestSSHDStopped(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGCONT)
 		}
 	})
-	p := runProvider(t, labConfig(l), Options{StateDir: t.TempDir()})
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	began := time.Now()
 	_, err = p.Start(ctx, spec("web", 1, demoTemplate(t)))
 	if err == nil || !strings.Contains(err.Error(), "did not complete the SSH handshake") || time.Since(began) > testConnTimeout+time.Second {
 		t.Errorf("start against a stopped sshd: %v after %s", err, time.Since(began))
+	}
+}
+
+// TestAdoptUnreachable: after a restart, an instance on a host that cannot
+// be reached is adopted unverified (not ErrGone); when the host is back it
+// is verified if it runs, Done ("gone while shoal was down") if it does not.
+func TestAdoptUnreachable(t *testing.T) {
+	l := newLab(t, 1)
+	state := t.TempDir()
+	cfg := labConfig(t, l)
+	cfg.HostDownAfter = time.Minute // unreachable, never down, in this test
+	p1, stop1 := startProvider(t, cfg, Options{StateDir: state})
+	tmpl := demoTemplate(t)
+	a := start(t, p1, spec("web", 1, tmpl))
+	b := start(t, p1, spec("web", 2, tmpl))
+	stop1()
+	h := l.Hosts[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.LinkDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.LinkUp(context.Background()) })
+
+	p2 := runProvider(t, cfg, Options{StateDir: state})
+	began := time.Now()
+	a2, err := p2.Adopt(ctx, a.Record(), tmpl)
+	if err != nil {
+		t.Fatalf("adopt on an unreachable host: %v", err)
+	}
+	b2, err := p2.Adopt(ctx, b.Record(), tmpl)
+	if err != nil {
+		t.Fatalf("adopt on an unreachable host: %v", err)
+	}
+	if took := time.Since(began); took > 2*(testConnTimeout+time.Second) {
+		t.Errorf("adopting took %s", took)
+	}
+	if st := hostStatus(p2, h.Addr); st.State != provider.HostUnreachable || st.Instances != 2 {
+		t.Errorf("host %+v", st)
+	}
+	// a dies while shoal cannot see it.
+	syscall.Kill(a2.PID(), syscall.SIGKILL)
+	if err := h.LinkUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a2, 10*time.Second)
+	if r := a2.ExitReason(); r != "gone while shoal was down" {
+		t.Errorf("exit reason %q", r)
+	}
+	time.Sleep(4 * testInterval)
+	select {
+	case <-b2.Done():
+		t.Errorf("running instance done: %s", b2.ExitReason())
+	default:
+	}
+	if u, ok := b2.(provider.Sampler).Usage(); !ok || u.RSS == 0 {
+		t.Errorf("verified instance not polled: %+v %v", u, ok)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLogs: the log is read and followed over SSH (the remote tail ends
+// with the read), rotated past its size and expired after its retention.
+func TestLogs(t *testing.T) {
+	l := newLab(t, 1)
+	cfg := labConfig(t, l)
+	p := runProvider(t, cfg, Options{StateDir: t.TempDir(), Logs: config.InstanceLogs{MaxSize: 4096, Keep: 2, Retention: time.Minute}})
+	tmpl, err := config.NewTemplate([]string{"sh", "-c", `i=0; while :; do i=$((i+1)); printf 'line %d %0100d\n' $i 0; sleep 0.02; done`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Dir, tmpl.StopTimeout = t.TempDir(), time.Second
+	in := start(t, p, spec("log", 1, tmpl))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var buf syncBuffer
+	if err := p.Logs(ctx, in.Record(), provider.LogOptions{Lines: 1, Follow: true}, &buf); err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	if n := strings.Count(buf.String(), "\n"); n < 10 {
+		t.Errorf("followed %d lines: %q", n, buf.String())
+	}
+	logFile := filepath.Join(cfg.RemoteDir, p.owner, "logs", "log-001.log")
+	time.Sleep(500 * time.Millisecond) // the remote tail's next write fails
+	if tails := tailsOf(logFile); len(tails) > 0 {
+		t.Errorf("remote tail still runs: %v", tails)
+	}
+
+	// Rotation: the log passes 4 KiB in under a second (~110 bytes every 20 ms).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(logFile); err == nil && fi.Size() > 4096 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("log does not grow")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	old := filepath.Join(cfg.RemoteDir, p.owner, "logs", "gone-001.log")
+	os.WriteFile(old, []byte("old\n"), 0o600)
+	os.Chtimes(old, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := p.rotateLogs(rctx, p.hostOf(l.Hosts[0].Addr)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(logFile + ".1"); err != nil || fi.Size() <= 4096 {
+		t.Errorf("rotated copy: %v, %v", fi, err)
+	}
+	if fi, err := os.Stat(logFile); err != nil || fi.Size() > 4096 {
+		t.Errorf("log after rotation: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the log of an instance gone for an hour is kept: %v", err)
+	}
+}
+
+// tailsOf lists the tail processes reading file.
+func tailsOf(file string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(b), "tail\x00") && strings.Contains(string(b), file) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestUpdate: a host removed by a reload takes no new instance and is
+// dropped once nothing of ours runs there; a host added is used.
+func TestUpdate(t *testing.T) {
+	l := newLab(t, 2)
+	cfg := labConfig(t, l)
+	only0 := cfg
+	only0.Hosts = cfg.Hosts[:1]
+	p := runProvider(t, only0, Options{StateDir: t.TempDir()})
+	tmpl := demoTemplate(t)
+	a := start(t, p, spec("web", 1, tmpl))
+	only1 := cfg
+	only1.Hosts = cfg.Hosts[1:]
+	if err := p.Update(only1); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, p, spec("web", 2, tmpl))
+	if a.Record().Host != l.Hosts[0].Addr || b.Record().Host != l.Hosts[1].Addr {
+		t.Errorf("placed on %s and %s", a.Record().Host, b.Record().Host)
+	}
+	if st := hostStatus(p, l.Hosts[0].Addr); st.Instances != 1 {
+		t.Errorf("removed host with an instance: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(p.Hosts()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("removed host kept: %+v", p.Hosts())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bad := only1
+	bad.Hosts = append(slices.Clone(bad.Hosts), config.SSHHost{Address: "10.255.255.1", User: "root", KeyFile: "/nonexistent"})
+	if err := p.Update(bad); err == nil || !strings.Contains(err.Error(), "host 10.255.255.1: key_file") {
+		t.Errorf("update with a missing key file: %v", err)
 	}
 }
