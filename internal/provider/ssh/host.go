@@ -76,6 +76,8 @@ type host struct {
 	// progress, which count against capacity and hold their port.
 	insts   map[string]*instance
 	pending map[string]pendingStart
+	// inFlight counts commands running there (see busy).
+	inFlight int
 	// lost are the records of instances a down ended, offered to Reclaim
 	// if they still run when the host is back; stopOnReturn the processes
 	// whose Stop found the host unreachable.
@@ -404,7 +406,7 @@ func (p *Provider) evaluate(now time.Time) {
 				p.markDown(h, now, since, failingSince)
 			}
 		}
-		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 {
+		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && h.inFlight == 0 {
 			if h.cancel != nil {
 				h.cancel()
 			}

@@ -295,6 +295,7 @@ func (p *Provider) exec(ctx context.Context, h *host, argv []string, opts runOpt
 	if err != nil {
 		return nil, err
 	}
+	defer p.busy(h)()
 	ct, _, _ := p.settings()
 	if opts.Timeout == 0 && opts.Stdout == nil {
 		opts.Timeout = ct
@@ -316,12 +317,27 @@ func (p *Provider) sh(ctx context.Context, h *host, timeout time.Duration, argv 
 		}
 		return nil, err
 	}
+	defer p.busy(h)()
 	ct, _, _ := p.settings()
 	if timeout == 0 {
 		timeout = ct
 	}
 	out, err := s.run(ctx, c, timeout, argv)
 	return out, p.hostErr(ctx, h, err)
+}
+
+// busy counts a command in flight on h, which keeps a removed host from
+// being dropped (and its connection closed) under it; call the result when
+// it is done.
+func (p *Provider) busy(h *host) func() {
+	p.mu.Lock()
+	h.inFlight++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		h.inFlight--
+		p.mu.Unlock()
+	}
 }
 
 // hostErr wraps ErrHostDown around an error of a command that did not run
