@@ -401,6 +401,8 @@ func TestArgvQuoting(t *testing.T) {
 func TestPlacement(t *testing.T) {
 	l := newLab(t, 3)
 	cfg := labConfig(t, l)
+	// In the order of their names, as placement breaks ties.
+	slices.SortFunc(cfg.Hosts, func(a, b config.SSHHost) int { return strings.Compare(a.Address, b.Address) })
 	for i := range cfg.Hosts {
 		cfg.Hosts[i].Capacity.Instances = 2
 		cfg.Hosts[i].Labels = map[string]string{"zone": []string{"a", "b", "b"}[i]}
