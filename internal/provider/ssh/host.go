@@ -435,9 +435,7 @@ func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Ti
 	}
 	p.log.Warn("host down", "host", h.name, "instances", len(h.insts), "reason", reason)
 	for _, in := range h.insts {
-		if in.verified {
-			h.lost[in.key()] = in.rec
-		}
+		h.lost[in.key()] = in.rec
 		p.finishLocked(in, reason)
 	}
 }

@@ -386,15 +386,6 @@ type procKey struct {
 	start uint64
 }
 
-// checkName rejects instance names that cannot serve as a log file name and
-// an environment value.
-func checkName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00\n") {
-		return fmt.Errorf("invalid instance name %q", name)
-	}
-	return nil
-}
-
 // markers are the marker variables of an instance called name on h.
 func (p *Provider) markers(h *host, name string) []string {
 	return []string{envOwner + "=" + p.owner, envHost + "=" + h.name, envInstance + "=" + name}
@@ -404,7 +395,7 @@ func (p *Provider) markers(h *host, name string) []string {
 // pre_start hook and starts the process in its own session, returning once
 // it runs (not yet healthy).
 func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
-	if err := checkName(spec.Name); err != nil {
+	if err := provider.CheckName(spec.Name); err != nil {
 		return nil, fmt.Errorf("start instance: %w", err)
 	}
 	p.mu.Lock()

@@ -364,6 +364,7 @@ func TestArgvQuoting(t *testing.T) {
 	}
 	tmpl.Dir, tmpl.StopTimeout = dir, time.Second
 	tmpl.PreStart = &config.Hook{Command: []string{"sh", "-c", `printf %s "$1" > hookarg`, "sh", evil}, Timeout: 5 * time.Second}
+	tmpl.PreStop = &config.Hook{Command: []string{"sh", "-c", `printf %s "$1:$SHOAL_HOOK" > prestop`, "sh", "{{.Name}}"}, Timeout: 5 * time.Second}
 	in := start(t, p, spec("q", 1, tmpl))
 	deadline := time.Now().Add(5 * time.Second)
 	for _, f := range []string{"hookarg", "arg", "env"} {
@@ -391,8 +392,28 @@ func TestArgvQuoting(t *testing.T) {
 	if !strings.Contains(log.String(), "shoal: pre_start: exit status 0") {
 		t.Errorf("log %q lacks the hook's note", log.String())
 	}
+	if err := in.PreStop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "prestop")); string(b) != "q-001:pre_stop" {
+		t.Errorf("pre_stop wrote %q, %v", b, err)
+	}
 	if err := in.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A hook that fails, or overruns its timeout, fails the start.
+	for _, c := range []struct {
+		hook []string
+		want string
+	}{
+		{[]string{"false"}, "pre_start on host " + l.Hosts[0].Addr + ": exit status 1"},
+		{[]string{"sleep", "10"}, "pre_start on host " + l.Hosts[0].Addr + ": timed out after 1s; killed"},
+	} {
+		bad := tmpl
+		bad.PreStart = &config.Hook{Command: c.hook, Timeout: time.Second}
+		if _, err := p.Start(ctx, spec("q", 2, bad)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("start with pre_start %q: %v, want %q", c.hook, err, c.want)
+		}
 	}
 }
 
@@ -516,10 +537,7 @@ func TestLinkDownReclaim(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 	// b's stop cannot reach the host: an error at once, wrapping ErrHostDown.
 	time.Sleep(testConnTimeout + 2*testInterval) // the poll notices
 	began := time.Now()
@@ -551,6 +569,15 @@ func TestLinkDownReclaim(t *testing.T) {
 	}
 }
 
+// linkDown cuts h off until LinkUp or the end of the test.
+func linkDown(t *testing.T, ctx context.Context, h *testhost.Host) {
+	t.Helper()
+	if err := h.LinkDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.LinkUp(context.Background()) })
+}
+
 // TestReclaimAdopts: Reclaim saying yes (adopting it) keeps the instance.
 func TestReclaimAdopts(t *testing.T) {
 	l := newLab(t, 1)
@@ -570,10 +597,7 @@ func TestReclaimAdopts(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 	waitDone(t, a, testDownAfter+time.Second)
 	if err := h.LinkUp(ctx); err != nil {
 		t.Fatal(err)
@@ -661,6 +685,8 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
+	noDir := tmpl
+	noDir.Dir = "/nonexistent/shoal-test-dir"
 	missing := tmpl
 	missing.Command = []string{"/nonexistent/shoal-test-prog"}
 	missing, _ = config.NewTemplate(missing.Command, nil)
@@ -677,6 +703,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong key", wrongKey, tmpl, "unable to authenticate"},
 		{"hangs", hung, tmpl, "did not complete the SSH handshake within 1s"},
 		{"no free port", noPort, tmpl, "no free port in 20500-20500 (1 in use)"},
+		{"working directory missing", hostConfig(l, 1), noDir, "working directory /nonexistent/shoal-test-dir not found on host " + l.Hosts[1].Addr},
 		{"command missing", hostConfig(l, 1), missing, "command /nonexistent/shoal-test-prog not found on host " + l.Hosts[1].Addr},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -758,10 +785,7 @@ func TestAdoptUnreachable(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 
 	p2 := runProvider(t, cfg, Options{StateDir: state})
 	began := time.Now()
@@ -799,24 +823,6 @@ func TestAdoptUnreachable(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogs: the log is read and followed over SSH (the remote tail ends
 // with the read), rotated past its size and expired after its retention.
 func TestLogs(t *testing.T) {
@@ -832,7 +838,7 @@ func TestLogs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	var buf syncBuffer
+	var buf strings.Builder // written only until Logs returns
 	if err := p.Logs(ctx, in.Record(), provider.LogOptions{Lines: 1, Follow: true}, &buf); err != nil {
 		t.Fatalf("follow: %v", err)
 	}
