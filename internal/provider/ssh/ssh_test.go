@@ -938,3 +938,55 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("update with a missing key file: %v", err)
 	}
 }
+
+// TestUnreachableChecksPassing: a host cut off from shoal whose instances
+// still pass their checks (HAProxy reaches them) is unreachable, not down:
+// its instances keep serving.
+func TestUnreachableChecksPassing(t *testing.T) {
+	l := newLab(t, 1)
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Checks: func(provider.Record) (bool, bool) { return true, true }})
+	in := start(t, p, spec("web", 1, demoTemplate(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	linkDown(t, ctx, l.Hosts[0])
+	select {
+	case <-in.Done():
+		t.Fatalf("instance done: %s", in.ExitReason())
+	case <-time.After(testDownAfter + time.Second):
+	}
+	if st := hostStatus(p, l.Hosts[0].Addr); st.State != provider.HostUnreachable || st.LastError == "" || st.Instances != 1 {
+		t.Errorf("host %+v", st)
+	}
+}
+
+// TestStraysSweptOnConnect: StopStrays finding a host unreachable sweeps
+// it when it connects.
+func TestStraysSweptOnConnect(t *testing.T) {
+	l := newLab(t, 1)
+	state := t.TempDir()
+	cfg := labConfig(t, l)
+	cfg.HostDownAfter = time.Minute
+	p1, stop1 := startProvider(t, cfg, Options{StateDir: state})
+	a := start(t, p1, spec("web", 1, demoTemplate(t)))
+	stop1()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	linkDown(t, ctx, l.Hosts[0])
+	p2 := runProvider(t, cfg, Options{StateDir: state})
+	if stopped, err := p2.StopStrays(ctx, nil); err != nil || len(stopped) != 0 {
+		t.Errorf("sweep of an unreachable host: %v, %v", stopped, err)
+	}
+	if !running(a.Record()) {
+		t.Fatal("stray stopped while its host was cut off")
+	}
+	if err := l.Hosts[0].LinkUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running(a.Record()) {
+		if time.Now().After(deadline) {
+			t.Fatal("stray not swept when its host connected")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
