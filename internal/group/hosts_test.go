@@ -126,7 +126,9 @@ type placedInstance struct {
 	*fakeInstance
 }
 
-func (placedInstance) Placement() string { return "spread: 0 of web's instances on 10.0.0.3, fewest; 1/10 instances" }
+func (placedInstance) Placement() string {
+	return "spread: 0 of web's instances on 10.0.0.3, fewest; 1/10 instances"
+}
 
 // placingProvider places every instance it starts; specs sees each spec.
 type placingProvider struct {
