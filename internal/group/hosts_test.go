@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,40 @@ func TestPlacementRecorded(t *testing.T) {
 	if d.Outcome != decision.Placement || d.Code != "spread" || d.Group != "web" || len(d.Sources) != 1 || d.Sources[0] != "web-001" ||
 		d.Reason != "web-001 placed on 127.0.0.1: spread: 0 of web's instances on 10.0.0.3, fewest; 1/10 instances" {
 		t.Fatalf("placement event %+v", d)
+	}
+}
+
+// hostsProvider has one host, 127.0.0.1 (where the fakes run), down or up.
+type hostsProvider struct {
+	*fakeProvider
+	down *atomic.Bool
+}
+
+func (p hostsProvider) Hosts() []provider.HostStatus {
+	st := provider.HostUp
+	if p.down.Load() {
+		st = provider.HostDown
+	}
+	return []provider.HostStatus{{Name: "127.0.0.1", State: st}}
+}
+
+// TestHostDownIsNoCrash: instances that end because their host went down
+// are replaced at once, however briefly they served: a host's failure is
+// not a crash loop of the program.
+func TestHostDownIsNoCrash(t *testing.T) {
+	var down atomic.Bool
+	r := newReconciler(t, 2, func(r *reconciler) { r.g.prov = hostsProvider{r.prov, &down} })
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	down.Store(true)
+	r.prov.instance("web-001").exit("host 127.0.0.1 down")
+	r.prov.instance("web-002").exit("host 127.0.0.1 down")
+	f1, f2 := r.awaitFailure(1), r.awaitFailure(2)
+	if f1.crash || f2.crash {
+		t.Fatalf("failures %+v, %+v counted as crashes", f1, f2)
+	}
+	starts := r.awaitStarts(4)
+	if !starts[2].Equal(f2.At) || !starts[3].Equal(f2.At) {
+		t.Fatalf("replacements started at %v; want at once, %v", starts[2:], f2.At)
 	}
 }
