@@ -209,9 +209,13 @@ func (p *Provider) Run(ctx context.Context) {
 	p.mu.Unlock()
 	rs.wg.Go(func() { p.watch(ctx) })
 	<-ctx.Done()
-	rs.wg.Wait()
+	// From now on Update starts no connection manager: every wg.Go
+	// happens before the Wait.
 	p.mu.Lock()
 	p.run = nil
+	p.mu.Unlock()
+	rs.wg.Wait()
+	p.mu.Lock()
 	for _, h := range p.hosts {
 		if h.client != nil {
 			h.client.Close()
