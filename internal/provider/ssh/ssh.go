@@ -651,7 +651,7 @@ func (p *Provider) verify(ctx context.Context, h *host, d data) error {
 		return err
 	}
 	want := p.markers(h, d.Marker)
-	got := strings.Fields(string(out))
+	got := strings.Split(string(out), "\n")
 	for _, kv := range want {
 		if !slices.Contains(got, kv) {
 			return fmt.Errorf("pid %d on %s lacks marker %s: %w", d.PID, h.name, kv, provider.ErrGone)
