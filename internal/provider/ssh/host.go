@@ -35,15 +35,16 @@ const rotateEvery = 10 * time.Second
 //
 // Its states, as Hosts reports them:
 //
-//	        connected                     poll or dial fails
-//	start ────────────► up ◄──────────┐ ───────────────────► unreachable ──┐
-//	  │                  ▲            │ connected                │  ▲      │ connected (nothing lost:
-//	  │ dial fails       │ hold-off   └──────────────────────────┘  │      │ instances verified)
-//	  └─► unreachable    │ ends                                      │      ▼
-//	                  held-off ◄── reconcile ◄── connected ◄── down ◄┘   up
-//	                                                           ▲
-//	         unreachable for host_down_after AND every instance's checks
-//	         failing (or unknown) as long: its instances are Done
+//	(start) ──dial fails──► unreachable ◄──── poll or dial fails ──── up ◄──┐
+//	   │                     │     │                                  ▲     │
+//	   │                     │     └─────────── connected ────────────┘     │
+//	   └──────── connected ──┼──────────────────────────────────────────────┤
+//	                         │ host_down_after since its last answer        │ hold-off
+//	                         │ AND every instance's checks failing (or      │ ends
+//	                         ▼ unknown) as long: its instances are Done     │
+//	                       down ─────────── connected ───────────────► held-off
+//	                                           (30 s, doubling per down within
+//	                                            10 min, at most 10 min)
 //
 // On every connection the host is reconciled: adoptions made while it was
 // unreachable are verified, instances stopped while it was unreachable are
