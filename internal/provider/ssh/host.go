@@ -26,6 +26,15 @@ const (
 	flapWindow  = 10 * time.Minute
 )
 
+// holdOff is how long a host back from its downs-th down within
+// flapWindow is held off.
+func holdOff(downs int) time.Duration {
+	if downs > 10 {
+		return holdOffMax
+	}
+	return min(holdOffBase<<max(downs-1, 0), holdOffMax)
+}
+
 // rotateEvery is how often each host's logs are rotated and expired.
 const rotateEvery = 10 * time.Second
 
@@ -202,7 +211,7 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	if h.down {
 		h.down = false
 		n := len(h.downs)
-		h.heldOffUntil = now.Add(min(holdOffBase<<(n-1), holdOffMax))
+		h.heldOffUntil = now.Add(holdOff(n))
 		p.log.Warn("host back after being down; held off from placement", "host", h.name, "until", h.heldOffUntil, "downs", n)
 	}
 	p.markAttempted(h)

@@ -73,3 +73,11 @@ func TestPlaceCoresAndRefusals(t *testing.T) {
 		t.Errorf("full: %v\nwant %s…", err, want)
 	}
 }
+
+func TestHoldOff(t *testing.T) {
+	for downs, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 5: 8 * time.Minute, 6: 10 * time.Minute, 100: 10 * time.Minute} {
+		if got := holdOff(downs); got != want {
+			t.Errorf("holdOff(%d) = %s, want %s", downs, got, want)
+		}
+	}
+}
