@@ -233,6 +233,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Metrics = d.metrics(top.get("metrics"))
 	d.metricsInterval = cfg.Metrics.Interval
 	d.metricsKept = cfg.Metrics.Retention.Kept()
+	// Providers before the groups, which name them.
+	cfg.Providers = d.providers(top.get("providers"))
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
@@ -365,27 +367,11 @@ func checkToken(t string) error {
 	return nil
 }
 
-// readToken reads a token file, refusing anything but a regular file so that
-// a mistaken path such as a FIFO or /dev/zero cannot hang or exhaust the load.
+// readToken reads a token file (see readRegular).
 func readToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	b, err := readRegular(path, maxTokenFile)
 	if err != nil {
 		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxTokenFile)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
@@ -550,6 +536,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	d.groupProvider(f, &g)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }

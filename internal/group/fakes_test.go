@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -295,6 +296,9 @@ type fakeBalancer struct {
 	servers map[string]haproxy.ServerStat
 	drains  map[string]time.Duration
 	polls   int // calls of Stats
+	// refuse is how many more RemoveServer calls fail, as HAProxy's while
+	// connections are attached.
+	refuse int
 }
 
 func (b *fakeBalancer) AddServer(_ context.Context, s haproxy.Server, ready bool) error {
@@ -341,6 +345,11 @@ func (b *fakeBalancer) ShutdownSessions(_ context.Context, _, name string) error
 func (b *fakeBalancer) RemoveServer(_ context.Context, _, name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.refuse > 0 {
+		b.refuse--
+		b.ev.add("remove refused %s", name)
+		return fmt.Errorf("del server web/%s: Server still has connections attached to it, cannot remove it.", name)
+	}
 	delete(b.servers, name)
 	b.ev.add("remove %s", name)
 	return nil
@@ -394,6 +403,8 @@ type fakeStore struct {
 	mu    sync.Mutex
 	state map[string]store.GroupState
 	insts map[string]store.Instance
+	// decisions are the placements recorded.
+	decisions []decision.Record
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {
@@ -421,6 +432,13 @@ func (s *fakeStore) DeleteInstance(_ context.Context, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.insts, name)
+	return nil
+}
+
+func (s *fakeStore) InsertDecision(_ context.Context, d *decision.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decisions = append(s.decisions, *d)
 	return nil
 }
 

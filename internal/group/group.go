@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -50,6 +51,11 @@ const (
 	healthWatch = 500 * time.Millisecond
 	// statsMaxAge is how long one answer of HAProxy's stats serves polls.
 	statsMaxAge = 100 * time.Millisecond
+	// removeTimeout bounds taking a server out of HAProxy, removeRetry
+	// spaces the attempts; HAProxy's own timeout server (30 s by default)
+	// ends connections to a silent host.
+	removeTimeout = time.Minute
+	removeRetry   = time.Second
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -106,6 +112,7 @@ type stateStore interface {
 	PutGroupState(ctx context.Context, g store.GroupState) error
 	PutInstance(ctx context.Context, in store.Instance) error
 	DeleteInstance(ctx context.Context, name string) error
+	InsertDecision(ctx context.Context, d *decision.Record) error
 }
 
 // Group reconciles one configured group.
@@ -173,6 +180,15 @@ type Group struct {
 	stats   []haproxy.ServerStat
 	statErr error
 	statAt  time.Time
+
+	// gone holds the template versions of finished instances by provider
+	// ID (goneOrder, oldest first, bounds it): Reclaim takes back only an
+	// instance of the serving version.
+	gone      map[string]string
+	goneOrder []string
+	// runCtx is Run's context while it runs (nil otherwise): what Reclaim
+	// spawns a lifecycle with.
+	runCtx context.Context
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -307,6 +323,7 @@ func (g *Group) Run(ctx context.Context) {
 		g.spawn(ctx, in, in.state == Starting)
 	}
 	g.restored = nil
+	g.runCtx = ctx
 	g.mu.Unlock()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
@@ -315,6 +332,9 @@ func (g *Group) Run(ctx context.Context) {
 		g.reconcile(ctx)
 		select {
 		case <-ctx.Done():
+			g.mu.Lock()
+			g.runCtx = nil // no Reclaim spawns from now on
+			g.mu.Unlock()
 			g.wg.Wait()
 			return
 		case <-g.wake:
@@ -347,9 +367,11 @@ func (g *Group) reconcile(ctx context.Context) {
 	var (
 		sessions map[string]int
 		statErr  error
+		hosts    map[string]hostLoad
 	)
 	if surplus {
 		sessions, statErr = g.busyness(ctx)
+		hosts = g.hostLoads()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -365,7 +387,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
-		g.retireSurplusLocked(want, sessions, statErr)
+		g.retireSurplusLocked(want, sessions, statErr, hosts)
 	}
 }
 
@@ -553,7 +575,7 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl})
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: g.conf().Placement})
 	if err != nil {
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
@@ -561,8 +583,9 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	in.inst, in.rec = pi, pi.Record()
 	g.mu.Unlock()
-	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "version", in.version)
+	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "host", in.rec.Host, "version", in.version)
 	g.persist(ctx, in)
+	g.recordPlacement(ctx, in, pi)
 	return true
 }
 
@@ -711,10 +734,31 @@ func (g *Group) drop(in *instance, reason string, out takeOut) {
 func (g *Group) removeFromLB(in *instance) {
 	// A fresh context: removal must finish even while shoal shuts down, or
 	// HAProxy would keep a server that no longer exists.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	if err := g.lb.RemoveServer(ctx, g.cfg.Name, in.name); err != nil {
-		g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+	// HAProxy refuses to delete a server while connections to it are
+	// attached, which to a host that went silent (its link down) lasts
+	// until they time out: the removal is retried, and the instance keeps
+	// its name meanwhile, so no replacement gets a second server of it.
+	for {
+		err := g.lb.RemoveServer(ctx, g.cfg.Name, in.name)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+			return
+		}
+		g.log.Warn("removing server from HAProxy failed; retrying", "instance", in.name, "err", err)
+		t, stop := g.clk.NewTimer(removeRetry)
+		select {
+		case <-t:
+			stop()
+		case <-ctx.Done():
+			stop()
+			g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+			return
+		}
 	}
 }
 
@@ -730,12 +774,14 @@ func (g *Group) stopProcess(in *instance) {
 
 // fail records a failure for status, jobs and crash-loop back-off.
 func (g *Group) fail(in *instance, reason string) {
+	lost := g.hostDown(in)
 	g.mu.Lock()
 	now := g.clk.Now()
-	// An instance that served steadily and then died (killed, or its host
-	// failed) is an accident: its replacement starts at once. Failures of
-	// instances that never got that far are a crash loop and back off.
-	crash := in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService
+	// An instance that served steadily and then died (killed), or whose
+	// host is down, is an accident: its replacement starts at once.
+	// Failures of instances that never got that far are a crash loop and
+	// back off.
+	crash := !lost && (in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService)
 	in.state, in.since = Failed, now
 	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version, crash: crash})
 	if len(g.failures) > maxFailures {
@@ -763,6 +809,7 @@ func (g *Group) fail(in *instance, reason string) {
 func (g *Group) forget(in *instance) {
 	g.mu.Lock()
 	delete(g.insts, in.name)
+	g.rememberGoneLocked(in)
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.deleteRecord(context.Background(), in.name)
