@@ -93,9 +93,10 @@ type host struct {
 	// whose Stop found the host unreachable.
 	lost         map[procKey]provider.Record
 	stopOnReturn map[procKey]string
-	// sweepKeep is the keep of a StopStrays that found the host
-	// unreachable (sweepPending); swept: strays have been swept, so a
-	// marked process nobody tracks is one.
+	// sweepKeep is the keep of the last StopStrays, spared by
+	// reconciliations; sweepPending: that StopStrays found the host
+	// unreachable. swept: strays have been swept, so a marked process
+	// nobody tracks (nor keeps) is one.
 	sweepKeep    map[procKey]bool
 	sweepPending bool
 	swept        bool
@@ -327,6 +328,10 @@ func (p *Provider) poll(ctx context.Context, h *host) error {
 			continue
 		}
 		g := groups[in.d.PID]
+		if g == nil {
+			// The leader moved itself to another group: count it alone.
+			g = &sum{ticks: st.Ticks, rss: st.RSSPages}
+		}
 		in.setUsage(provider.Usage{
 			CPUSeconds: float64(g.ticks) / float64(h.facts.clkTck),
 			RSS:        g.rss * h.facts.pageSize,
@@ -552,7 +557,7 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 	clear(h.lost)
 	h.wasDown = false
 	if h.sweepPending {
-		h.sweepPending, h.sweepKeep, h.swept = false, nil, true
+		h.sweepPending, h.swept = false, true
 	}
 	p.mu.Unlock()
 
