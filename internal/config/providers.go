@@ -32,6 +32,30 @@ func (r PortRange) String() string {
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
+// Name is the host part of the host's address: its name in status, events
+// and records, and where its instances serve.
+func (h SSHHost) Name() string {
+	if host, _, err := net.SplitHostPort(h.Address); err == nil {
+		return host
+	}
+	return strings.Trim(h.Address, "[]")
+}
+
+// KnownKeys lists the keys a known_hosts callback (knownhosts.New) has for
+// addr (host:port), found by asking it about a key no host has: its error
+// lists them. None means the host is unknown.
+func KnownKeys(cb ssh.HostKeyCallback, addr string) []knownhosts.KnownKey {
+	probe, err := ssh.NewPublicKey(ed25519.PublicKey(bytes.Repeat([]byte{0}, ed25519.PublicKeySize)))
+	if err != nil {
+		return nil
+	}
+	var ke *knownhosts.KeyError
+	if err := cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probe); !errors.As(err, &ke) {
+		return nil
+	}
+	return ke.Want
+}
+
 // DialAddress is the host's address with its SSH port (22 when left out).
 func (h SSHHost) DialAddress() string {
 	if _, _, err := net.SplitHostPort(h.Address); err == nil {
@@ -346,12 +370,7 @@ func checkKnownHost(path, addr string) error {
 	if err != nil {
 		return fmt.Errorf("known_hosts %s does not parse: %v", path, err)
 	}
-	// Ask with a key no host has: the error lists the keys the file knows
-	// for addr, none if the host is unknown.
-	probe, _ := ssh.NewPublicKey(ed25519.PublicKey(bytes.Repeat([]byte{0}, ed25519.PublicKeySize)))
-	err = cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probe)
-	var ke *knownhosts.KeyError
-	if errors.As(err, &ke) && len(ke.Want) > 0 {
+	if len(KnownKeys(cb, addr)) > 0 {
 		return nil
 	}
 	host, port, _ := net.SplitHostPort(addr)

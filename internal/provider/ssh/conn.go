@@ -2,7 +2,6 @@ package ssh
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -25,27 +24,10 @@ const (
 	backoffMax = 30 * time.Second
 )
 
-// hostName is the host part of an ssh host's address: its name in status,
-// events and records, and where its instances serve.
-func hostName(address string) string {
-	if h, _, err := net.SplitHostPort(address); err == nil {
-		return h
-	}
-	return strings.Trim(address, "[]")
-}
-
-// dialAddress is address with port 22 when it has none.
-func dialAddress(address string) string {
-	if _, _, err := net.SplitHostPort(address); err == nil {
-		return address
-	}
-	return net.JoinHostPort(strings.Trim(address, "[]"), "22")
-}
-
 // clientConfig reads the host's key and known_hosts files (no network I/O):
 // what New and Update refuse a host for.
 func clientConfig(hc config.SSHHost, timeout time.Duration) (*gossh.ClientConfig, error) {
-	name := hostName(hc.Address)
+	name := hc.Name()
 	raw, err := os.ReadFile(hc.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: key_file: %w", name, err)
@@ -66,7 +48,7 @@ func clientConfig(hc config.SSHHost, timeout time.Duration) (*gossh.ClientConfig
 	if err != nil {
 		return nil, fmt.Errorf("host %s: known_hosts: %w", name, err)
 	}
-	addr := dialAddress(hc.Address)
+	addr := hc.DialAddress()
 	return &gossh.ClientConfig{
 		User:            hc.User,
 		Auth:            []gossh.AuthMethod{gossh.PublicKeys(signer)},
@@ -97,20 +79,11 @@ func hostKeyCallback(cb gossh.HostKeyCallback, file string) gossh.HostKeyCallbac
 	}
 }
 
-// knownAlgorithms lists the host key algorithms of the keys known for addr,
-// found by asking cb about a key it cannot know; nil (the library's
-// default) when none are known.
+// knownAlgorithms lists the host key algorithms of the keys known_hosts
+// has for addr; nil (the library's default) when none are known.
 func knownAlgorithms(cb gossh.HostKeyCallback, addr string) []string {
-	probe, err := gossh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
-	if err != nil {
-		return nil
-	}
-	var ke *knownhosts.KeyError
-	if err := cb(addr, &net.TCPAddr{}, probe); !errors.As(err, &ke) {
-		return nil
-	}
 	var algos []string
-	for _, k := range ke.Want {
+	for _, k := range config.KnownKeys(cb, addr) {
 		t := k.Key.Type()
 		if t == gossh.KeyAlgoRSA {
 			algos = append(algos, gossh.KeyAlgoRSASHA512, gossh.KeyAlgoRSASHA256)

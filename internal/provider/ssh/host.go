@@ -155,7 +155,7 @@ func (p *Provider) manage(ctx context.Context, h *host) {
 	backoff := backoffMin
 	for {
 		p.mu.Lock()
-		cc, addr := h.clientCfg, dialAddress(h.cfg.Address)
+		cc, addr := h.clientCfg, h.cfg.DialAddress()
 		p.mu.Unlock()
 		ct, _, _ := p.settings()
 		c, err := dial(ctx, addr, cc, ct)

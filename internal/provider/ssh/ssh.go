@@ -152,7 +152,7 @@ func (p *Provider) Update(cfg config.SSHProvider) error {
 	seen := make(map[string]bool)
 	var errs []error
 	for _, hc := range cfg.Hosts {
-		name := hostName(hc.Address)
+		name := hc.Name()
 		if seen[name] {
 			errs = append(errs, fmt.Errorf("host %s: listed twice", name))
 			continue
@@ -176,7 +176,7 @@ func (p *Provider) Update(cfg config.SSHProvider) error {
 	defer p.mu.Unlock()
 	p.cfg = cfg
 	for _, b := range hosts {
-		name := hostName(b.hc.Address)
+		name := b.hc.Name()
 		if h := p.hosts[name]; h != nil {
 			h.cfg, h.clientCfg, h.removed = b.hc, b.cc, false
 			continue
