@@ -125,11 +125,18 @@ func providerKeys(typ string) []string {
 	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
 		keys = append(keys, k.name)
 	}
-	// An unknown type is reported as such, not each of its keys.
-	if typ == ProviderSSH || typ != "" {
-		for _, k := range schemaOf(reflect.TypeFor[SSHProvider]()) {
-			keys = append(keys, k.name)
-		}
+	var of []schemaKey
+	switch typ {
+	case ProviderSSH:
+		of = schemaOf(reflect.TypeFor[SSHProvider]())
+	case ProviderEC2:
+		of = schemaOf(reflect.TypeFor[EC2Driver]())
+	default:
+		// An unknown type is reported as such, not each of its keys.
+		of = slices.Concat(schemaOf(reflect.TypeFor[SSHProvider]()), schemaOf(reflect.TypeFor[EC2Driver]()))
+	}
+	for _, k := range of {
+		keys = append(keys, k.name)
 	}
 	return keys
 }
@@ -164,11 +171,15 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
-	if t != ProviderSSH {
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, ProviderSSH)
-		return p, nameNode, true
+	switch t {
+	case ProviderSSH:
+		p.SSH = d.sshProvider(f)
+	case ProviderEC2:
+		f.require("region")
+		p.EC2 = d.ec2Driver(f)
+	default:
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s, %s", t, ProviderSSH, ProviderEC2)
 	}
-	p.SSH = d.sshProvider(f)
 	return p, nameNode, true
 }
 
