@@ -111,21 +111,21 @@ func apiErr(ctx context.Context, op string, err error) error {
 				break
 			}
 		}
-	case errors.As(err, &re):
-		// An answer that is no API error (a proxy's page, an empty body).
-		e.msg = "HTTP status " + strconv.Itoa(re.HTTPStatusCode())
-		e.retryable = re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 429
 	case errors.Is(err, context.DeadlineExceeded):
 		e.msg = "no answer within " + callTimeout.String()
 		e.retryable = true
 	case errors.As(err, &send):
 		e.msg = "cannot reach the EC2 API: " + send.Err.Error()
 		e.retryable = true
+	case errors.As(err, &re):
+		// An answer that is no API error (a proxy's page, an empty body).
+		e.msg = "HTTP status " + strconv.Itoa(re.HTTPStatusCode())
+		e.retryable = re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 429
 	default:
 		e.msg = err.Error()
 	}
 	if e.retryable && e.hint == "" {
-		e.hint = "retried with back-off"
+		e.hint = "temporary"
 	}
 	return e
 }
