@@ -70,7 +70,7 @@ func (c *calls) report(t *testing.T) {
 			}
 		}
 	}) {
-		parts = append(parts, fmt.Sprintf("%s %d× mean %v", op, c.n[op], (c.dur[op] / time.Duration(c.n[op])).Round(100*time.Microsecond)))
+		parts = append(parts, fmt.Sprintf("%s %d× mean %v", op, c.n[op], (c.dur[op]/time.Duration(c.n[op])).Round(100*time.Microsecond)))
 	}
 	t.Logf("moto latency per call: %s", strings.Join(parts, "; "))
 }
