@@ -25,13 +25,12 @@ const ProviderEC2 = "ec2"
 type EC2Driver struct {
 	Region string `yaml:"region" required:"true"`
 	// CredentialsFile is a shared credentials file (the INI file of
-	// ~/.aws/credentials) whose Profile holds the keys; CredentialsEnv
-	// takes them from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-	// AWS_SESSION_TOKEN instead. Exactly one is set: nothing else of the
-	// SDK's default chain (instance roles, SSO, ~/.aws/config) is used.
+	// ~/.aws/credentials) whose Profile holds the keys; without it they
+	// come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+	// AWS_SESSION_TOKEN. Nothing else of the SDK's default chain (instance
+	// roles, SSO, ~/.aws/config) is used.
 	CredentialsFile string `yaml:"credentials_file"`
 	Profile         string `yaml:"profile"`
-	CredentialsEnv  bool   `yaml:"credentials_env"`
 	// Endpoint replaces the EC2 API's address; it is meant for emulators
 	// (moto) only.
 	Endpoint       string             `yaml:"endpoint"`
@@ -76,7 +75,7 @@ var defaultEC2Driver = EC2Driver{Profile: "default", Market: EC2OnDemand, Addres
 // defaultEC2LaunchTemplate holds the defaults of a launch template's keys.
 var defaultEC2LaunchTemplate = EC2LaunchTemplate{Version: "$Default"}
 
-// Environment variables of EC2Driver.CredentialsEnv.
+// Environment variables the keys come from without a credentials file.
 const (
 	EnvAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
 	EnvAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
@@ -173,25 +172,16 @@ func (d *decoder) ec2Match(f *fields, key string, re *regexp.Regexp, what string
 // calling AWS, that they are there. Messages never show a key.
 func (d *decoder) ec2Credentials(f *fields, e *EC2Driver) {
 	file, fn := f.str("credentials_file", "")
-	env, en := f.boolean("credentials_env", false)
 	profile, pn := f.str("profile", e.Profile)
-	e.CredentialsEnv, e.Profile = env, profile
-	switch {
-	case fn != nil && env:
-		d.errorf(en, f.field("credentials_env"), "credentials come from credentials_file or from the environment, not both")
-		return
-	case fn == nil && !env:
-		if f.node != nil {
-			d.errorf(f.node, f.field("credentials_file"), "required: name where the AWS keys are, with credentials_file (and profile) or credentials_env: true")
-		}
-		return
-	case env:
+	e.Profile = profile
+	if fn == nil {
 		if pn != nil {
-			d.errorf(pn, f.field("profile"), "applies to credentials_file only")
+			d.errorf(pn, f.field("profile"), "applies to credentials_file only; without it the keys come from %s and %s", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
 		}
 		for _, v := range []string{EnvAWSAccessKeyID, EnvAWSSecretAccessKey} {
-			if os.Getenv(v) == "" {
-				d.errorf(en, f.field("credentials_env"), "%s is not set in shoal's environment", v)
+			if f.node != nil && os.Getenv(v) == "" {
+				d.errorf(f.node, f.field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, or name a credentials_file", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+				break
 			}
 		}
 		return

@@ -119,24 +119,33 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 	return out
 }
 
+// providerType is a type of provider and the type of its keys.
+type providerType struct {
+	name string
+	keys reflect.Type
+}
+
+var providerTypes = []providerType{
+	{ProviderSSH, reflect.TypeFor[SSHProvider]()},
+	{ProviderEC2, reflect.TypeFor[EC2Driver]()},
+}
+
 // providerKeys are the keys of an entry of providers of type typ.
 func providerKeys(typ string) []string {
 	var keys []string
 	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
 		keys = append(keys, k.name)
 	}
-	var of []schemaKey
-	switch typ {
-	case ProviderSSH:
-		of = schemaOf(reflect.TypeFor[SSHProvider]())
-	case ProviderEC2:
-		of = schemaOf(reflect.TypeFor[EC2Driver]())
-	default:
-		// An unknown type is reported as such, not each of its keys.
-		of = slices.Concat(schemaOf(reflect.TypeFor[SSHProvider]()), schemaOf(reflect.TypeFor[EC2Driver]()))
-	}
-	for _, k := range of {
-		keys = append(keys, k.name)
+	// An unknown type is reported as such, not each of its keys.
+	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	for _, pt := range providerTypes {
+		if typ == pt.name || typ != "" && !known {
+			for _, k := range schemaOf(pt.keys) {
+				if !slices.Contains(keys, k.name) {
+					keys = append(keys, k.name)
+				}
+			}
+		}
 	}
 	return keys
 }

@@ -83,7 +83,7 @@ const credentialsRefresh = 5 * time.Minute
 // credentials returns the provider of the keys cfg names, checking now
 // that they are there. Errors name the file or variable, never a key.
 func credentials(ctx context.Context, cfg config.EC2Driver) (aws.CredentialsProvider, error) {
-	if cfg.CredentialsEnv {
+	if cfg.CredentialsFile == "" {
 		v := aws.Credentials{
 			AccessKeyID:     os.Getenv(config.EnvAWSAccessKeyID),
 			SecretAccessKey: os.Getenv(config.EnvAWSSecretAccessKey),
@@ -91,12 +91,9 @@ func credentials(ctx context.Context, cfg config.EC2Driver) (aws.CredentialsProv
 			Source:          "environment",
 		}
 		if !v.HasKeys() {
-			return nil, fmt.Errorf("ec2: credentials_env: %s and %s must both be set", config.EnvAWSAccessKeyID, config.EnvAWSSecretAccessKey)
+			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", config.EnvAWSAccessKeyID, config.EnvAWSSecretAccessKey)
 		}
 		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
-	}
-	if cfg.CredentialsFile == "" {
-		return nil, errors.New("ec2: no credentials: set credentials_file or credentials_env")
 	}
 	file := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
 		sc, err := config.LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)

@@ -135,7 +135,7 @@ func (e *motoEnv) driver(t *testing.T, cfg config.EC2Driver) *Driver {
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = e.endpoint
 	}
-	if cfg.CredentialsFile == "" && !cfg.CredentialsEnv {
+	if cfg.CredentialsFile == "" && os.Getenv(config.EnvAWSAccessKeyID) == "" {
 		cfg.CredentialsFile, cfg.Profile = e.creds, "default"
 	}
 	if cfg.Market == "" {
@@ -339,12 +339,15 @@ func TestMoto(t *testing.T) {
 	t.Run("CredentialsEnv", func(t *testing.T) {
 		t.Setenv(config.EnvAWSAccessKeyID, "testing")
 		t.Setenv(config.EnvAWSSecretAccessKey, "testing")
-		d := e.driver(t, config.EC2Driver{CredentialsEnv: true, AMI: e.ami, InstanceType: "t3.micro"})
+		d := e.driver(t, config.EC2Driver{AMI: e.ami, InstanceType: "t3.micro"})
+		if c, err := d.client.Options().Credentials.Retrieve(t.Context()); err != nil || c.Source != "environment" {
+			t.Errorf("credentials from %q, %v; want the environment", c.Source, err)
+		}
 		if _, err := d.List(t.Context(), "owner-env"); err != nil {
 			t.Errorf("List with keys from the environment: %v", err)
 		}
 		t.Setenv(config.EnvAWSSecretAccessKey, "")
-		_, err := newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsEnv: true})
+		_, err := newDriver(t.Context(), config.EC2Driver{Region: region})
 		if err == nil || !strings.Contains(err.Error(), config.EnvAWSSecretAccessKey) {
 			t.Errorf("New without a secret in the environment: %v", err)
 		}
