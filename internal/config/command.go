@@ -19,10 +19,9 @@ func CompileCommand(argv []string) (Command, error) {
 	if len(argv) == 0 {
 		return Command{}, errors.New("must not be empty")
 	}
-	data := ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
 	c := Command{argv: make([]*template.Template, len(argv))}
 	for i, s := range argv {
-		t, out, err := compileArg(s, data)
+		t, out, err := compileArg(s, sampleExecData)
 		if err == nil && i == 0 && out == "" {
 			err = errors.New("expands to an empty program name")
 		}
@@ -33,6 +32,9 @@ func CompileCommand(argv []string) (Command, error) {
 	}
 	return c, nil
 }
+
+// sampleExecData is what exec commands are trial-run with at load.
+var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
 
 // Expand returns the argv for d, bounded as instance templates are.
 func (c Command) Expand(d ExecData) ([]string, error) {

@@ -36,7 +36,9 @@ func defaultsTree() Config {
 	c.Groups = []Group{g}
 	ssh := defaultSSHProvider
 	ssh.Hosts = []SSHHost{defaultSSHHost}
-	c.Providers = []Provider{{SSH: &ssh}}
+	cloud, exec := DefaultCloud, DefaultExec
+	cloud.Emulator = &Emulator{}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec}}
 	return c
 }
 
@@ -142,6 +144,13 @@ providers:
         key_file: ../testdata/ssh/id_ed25519
         known_hosts: ../testdata/ssh/known_hosts
         capacity: {}
+  - name: cli
+    type: exec
+    port: 8080
+    start: [start]
+    stop: [stop]
+    list: [list]
+    emulator: {stand_in: [stand-in]}
 groups:
   - name: web
     min_size: 0
@@ -178,6 +187,18 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	want.Groups[0].Template.Dir = confDir
 	want.Groups[0].Autoscale.Rules[0].Name = "rule-1"
 	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
+
+	// Each provider type is an entry of its own; the table has every
+	// type's keys in one: so does the first entry, with the others' added.
+	first := reflect.ValueOf(&cfg.Providers[0]).Elem()
+	for _, p := range cfg.Providers[1:] {
+		other := reflect.ValueOf(p)
+		for i := range first.NumField() {
+			if inline(first.Type().Field(i)) && first.Field(i).IsNil() {
+				first.Field(i).Set(other.Field(i))
+			}
+		}
+	}
 
 	got := reflect.ValueOf(cfg).Elem()
 	compared := 0

@@ -76,6 +76,8 @@ type providerLabels struct {
 	// broken is an entry with errors of its own: groups are not checked
 	// against it, which would only repeat them.
 	broken bool
+	// cloud is a provider of cloud servers (exec, sacloud, ec2).
+	cloud bool
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -107,7 +109,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -125,11 +127,19 @@ func providerKeys(typ string) []string {
 	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
 		keys = append(keys, k.name)
 	}
-	// An unknown type is reported as such, not each of its keys.
-	if typ == ProviderSSH || typ != "" {
-		for _, k := range schemaOf(reflect.TypeFor[SSHProvider]()) {
-			keys = append(keys, k.name)
-		}
+	var of []schemaKey
+	switch typ {
+	case ProviderSSH:
+		of = schemaOf(reflect.TypeFor[SSHProvider]())
+	case ProviderExec:
+		of = slices.Concat(schemaOf(reflect.TypeFor[CloudProvider]()), schemaOf(reflect.TypeFor[ExecProvider]()))
+	default:
+		// An unknown type is reported as such, not each of its keys.
+		of = slices.Concat(schemaOf(reflect.TypeFor[SSHProvider]()), schemaOf(reflect.TypeFor[CloudProvider]()),
+			schemaOf(reflect.TypeFor[ExecProvider]()))
+	}
+	for _, k := range of {
+		keys = append(keys, k.name)
 	}
 	return keys
 }
@@ -164,11 +174,16 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
-	if t != ProviderSSH {
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, ProviderSSH)
-		return p, nameNode, true
+	switch t {
+	case ProviderSSH:
+		p.SSH = d.sshProvider(f)
+	case ProviderExec:
+		f.require("port", "start", "stop", "list")
+		p.Cloud = d.cloudProvider(f)
+		p.Exec = d.execProvider(f)
+	default:
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join([]string{ProviderSSH, ProviderExec}, ", "))
 	}
-	p.SSH = d.sshProvider(f)
 	return p, nameNode, true
 }
 
@@ -460,11 +475,18 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
 	}
 	g.Placement = def.Placement
+	if known && pl.cloud {
+		d.cloudGroup(f, name)
+	}
 	n := f.get("placement")
 	if n == nil {
 		return
 	}
 	pf := section[Placement](d, n, f.field("placement"))
+	if known && pl.cloud {
+		d.errorf(n, f.field("placement"), "provider %s creates a server for each instance, so there is no host to place it on; leave placement out", name)
+		return
+	}
 	if name == ProviderLocal {
 		d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
 		return
