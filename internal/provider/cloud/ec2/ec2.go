@@ -15,6 +15,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -166,7 +167,7 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	}
 	if p := c.IAMInstanceProfile; p != "" {
 		in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Name: aws.String(p)}
-		if len(p) > 4 && p[:4] == "arn:" {
+		if strings.HasPrefix(p, "arn:") {
 			in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Arn: aws.String(p)}
 		}
 	}
