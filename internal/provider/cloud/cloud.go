@@ -83,6 +83,9 @@ type Provider struct {
 	// doomed are the servers that must go (stopped, failed to boot,
 	// leftovers, strays): asked to be deleted until a listing lacks them.
 	doomed map[string]*doom
+	// pendingSweep is the keep of a StopStrays that could not list: the
+	// poller sweeps with it at its first listing that works.
+	pendingSweep map[string]bool
 	// busy counts Starts waiting for a boot and Stops waiting for a
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int
@@ -185,6 +188,18 @@ func (p *Provider) Run(ctx context.Context) {
 		} else {
 			failures = 0
 			p.reap(ctx)
+			p.mu.Lock()
+			kept := p.pendingSweep
+			p.mu.Unlock()
+			if kept != nil {
+				strays, err := p.sweep(ctx, kept)
+				for _, s := range strays {
+					p.log.Warn("stray server deleted", "provider", p.name, "instance", s.Name, "id", s.ID, "server", s.Host)
+				}
+				if err != nil {
+					p.log.Warn("deleting stray servers failed; the poller retries", "provider", p.name, "err", err)
+				}
+			}
 		}
 		p.mu.Lock()
 		wait := p.cfg.Interval
@@ -597,17 +612,28 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 // StopStrays deletes the servers carrying this shoal's owner tag that
 // neither keep nor this provider accounts for (created by a shoal killed
 // before it recorded them), and returns them. A failing listing sweeps
-// nothing. Against an emulator, stand-ins nobody uses are stopped too.
+// nothing now: the poller sweeps at its first listing that works. Against
+// an emulator, stand-ins nobody uses are stopped too.
 func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
-	if err := p.refresh(ctx); err != nil {
-		return nil, fmt.Errorf("stop stray servers: %w", err)
-	}
 	kept := map[string]bool{}
-	var keepStandIns []provider.Record
 	for _, r := range keep {
 		kept[r.ID] = true
 	}
+	if err := p.refresh(ctx); err != nil {
+		p.mu.Lock()
+		p.pendingSweep = kept
+		p.mu.Unlock()
+		return nil, fmt.Errorf("stop stray servers (swept once listing works): %w", err)
+	}
+	return p.sweep(ctx, kept)
+}
+
+// sweep deletes the listed servers that are not kept, nor tracked or
+// claimed by this provider.
+func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.Record, error) {
+	var keepStandIns []provider.Record
 	p.mu.Lock()
+	p.pendingSweep = nil
 	for id, in := range p.insts {
 		kept[id] = true
 		if in.standIn != nil {

@@ -483,6 +483,52 @@ func TestAdoptAndStrays(t *testing.T) {
 	}
 }
 
+// TestStraysSweptWhenListingWorks: a restarted shoal that cannot list
+// sweeps nothing then, and deletes the strays at its first listing that
+// works.
+func TestStraysSweptWhenListingWorks(t *testing.T) {
+	c := newFakeCloud(t)
+	ctx := ctxFor(t, time.Minute)
+	first := newProvider(t, c, "owner-k", nil)
+	var recs []provider.Record
+	for i := range 2 {
+		in, err := first.prov.Start(ctx, spec(fmt.Sprintf("web-%03d", i+1), i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, in.Record())
+	}
+	c.misbehave("list", "fail")
+	second := newProvider(t, c, "owner-k", nil)
+	if _, err := second.prov.Adopt(ctx, recs[0], config.Template{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := second.prov.StopStrays(ctx, []provider.Record{recs[0]})
+	if err == nil || len(stopped) != 0 || !strings.Contains(err.Error(), "quota exceeded") {
+		t.Fatalf("StopStrays while listing fails = %v, %v", stopped, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(c.servers()); n != 2 {
+		t.Fatalf("%d servers while listing fails, want both", n)
+	}
+	c.misbehave("list", "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		servers := c.servers()
+		_, kept := servers[recs[0].ID]
+		if !kept {
+			t.Fatal("the kept server was deleted")
+		}
+		if len(servers) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stray never deleted: %v", servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestBadOutput: every way start can misbehave fails that instance with a
 // clear reason quoting the command's stderr, and leaves no server behind.
 func TestBadOutput(t *testing.T) {
@@ -555,6 +601,37 @@ func TestRetryableCreate(t *testing.T) {
 		t.Errorf("%d creates, want 3", n)
 	}
 	get(t, in.Record().Addr)
+}
+
+// TestLeftoverOfRetriedCreate: a create that made a server but reported
+// a failure is retried; the listing then shows two servers of the
+// instance's name, and the one shoal did not get is deleted.
+func TestLeftoverOfRetriedCreate(t *testing.T) {
+	c := newFakeCloud(t)
+	e := newProvider(t, c, "owner-j", nil)
+	c.misbehave("start", "dup")
+	in, err := e.prov.Start(ctxFor(t, time.Minute), spec("web-001", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		servers := c.servers()
+		if len(servers) == 1 {
+			if _, ok := servers[in.Record().ID]; !ok {
+				t.Fatalf("the instance's own server was deleted: %v", servers)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leftover never deleted: %v", servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	notDone(t, in, 300*time.Millisecond)
+	if calls := e.prov.Calls(); calls.Create != 2 || calls.Delete != 1 {
+		t.Errorf("calls %+v, want 2 creates and 1 delete", calls)
+	}
 }
 
 // TestBootTimeout: a server that never leaves provisioning is deleted
