@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,9 @@ func defaultsTree() Config {
 	ssh.Hosts = []SSHHost{defaultSSHHost}
 	cloud, exec := DefaultCloud, DefaultExec
 	cloud.Emulator = &Emulator{}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec}}
+	ec2 := defaultEC2Driver
+	ec2.LaunchTemplate = &defaultEC2LaunchTemplate
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2}}
 	return c
 }
 
@@ -151,6 +154,12 @@ providers:
     stop: [stop]
     list: [list]
     emulator: {stand_in: [stand-in]}
+  - name: aws
+    type: ec2
+    port: 8080
+    region: us-east-1
+    credentials_file: ../testdata/aws/credentials
+    launch_template: {name: web}
 groups:
   - name: web
     min_size: 0
@@ -201,12 +210,18 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	}
 
 	got := reflect.ValueOf(cfg).Elem()
+	// Where the file writes a key, with every item as [0], as the walk
+	// names them: the keys of the other providers are written at [1], [2].
+	written := map[string]bool{}
+	for p := range cfg.pos {
+		written[itemRE.ReplaceAllString(p, "[0]")] = true
+	}
 	compared := 0
 	walkDefaults(reflect.ValueOf(want), "", func(path string, f reflect.StructField, v reflect.Value) {
 		if f.Name == "_" || f.Tag.Get("required") == "true" {
 			return // read into another field, which is compared; no default
 		}
-		if _, written := cfg.pos[path]; written {
+		if written[path] {
 			return // a required key, given in everySection
 		}
 		g := valueAt(got, path)
@@ -223,6 +238,8 @@ func TestLoadAppliesDefaults(t *testing.T) {
 		t.Errorf("compared %d defaults; the walk missed sections", compared)
 	}
 }
+
+var itemRE = regexp.MustCompile(`\[[0-9]+\]`)
 
 // valueAt follows a key path such as "groups[0].health.rise" in v.
 func valueAt(v reflect.Value, path string) reflect.Value {
@@ -308,6 +325,9 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
+	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+	"providers[].profile":                    "ec2: a profile of credentials_file",
+	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",
 	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
 	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
 	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",

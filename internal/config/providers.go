@@ -121,25 +121,41 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 	return out
 }
 
+// providerType is a type of provider and the types of its keys.
+type providerType struct {
+	name string
+	keys []reflect.Type
+}
+
+var (
+	sshKeys   = reflect.TypeFor[SSHProvider]()
+	cloudKeys = reflect.TypeFor[CloudProvider]()
+)
+
+var providerTypes = []providerType{
+	{ProviderSSH, []reflect.Type{sshKeys}},
+	{ProviderExec, []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
+	{ProviderEC2, []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}},
+}
+
 // providerKeys are the keys of an entry of providers of type typ.
 func providerKeys(typ string) []string {
 	var keys []string
 	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
 		keys = append(keys, k.name)
 	}
-	var of []schemaKey
-	switch typ {
-	case ProviderSSH:
-		of = schemaOf(reflect.TypeFor[SSHProvider]())
-	case ProviderExec:
-		of = slices.Concat(schemaOf(reflect.TypeFor[CloudProvider]()), schemaOf(reflect.TypeFor[ExecProvider]()))
-	default:
-		// An unknown type is reported as such, not each of its keys.
-		of = slices.Concat(schemaOf(reflect.TypeFor[SSHProvider]()), schemaOf(reflect.TypeFor[CloudProvider]()),
-			schemaOf(reflect.TypeFor[ExecProvider]()))
-	}
-	for _, k := range of {
-		keys = append(keys, k.name)
+	// An unknown type is reported as such, not each of its keys.
+	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	for _, pt := range providerTypes {
+		if typ == pt.name || typ != "" && !known {
+			for _, t := range pt.keys {
+				for _, k := range schemaOf(t) {
+					if !slices.Contains(keys, k.name) {
+						keys = append(keys, k.name)
+					}
+				}
+			}
+		}
 	}
 	return keys
 }
@@ -181,8 +197,16 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		f.require("port", "start", "stop", "list")
 		p.Cloud = d.cloudProvider(f)
 		p.Exec = d.execProvider(f)
+	case ProviderEC2:
+		f.require("port", "region")
+		p.Cloud = d.cloudProvider(f)
+		p.EC2 = d.ec2Driver(f)
 	default:
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join([]string{ProviderSSH, ProviderExec}, ", "))
+		names := make([]string, len(providerTypes))
+		for i, pt := range providerTypes {
+			names[i] = pt.name
+		}
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join(names, ", "))
 	}
 	return p, nameNode, true
 }
