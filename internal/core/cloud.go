@@ -1,11 +1,13 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
 	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 )
@@ -21,6 +23,9 @@ func newCloud(pc config.Provider, stateDir string, log *slog.Logger) (*cloud.Pro
 	switch pc.Type {
 	case config.ProviderExec:
 		d, err = cloudexec.New(*pc.Exec, pc.Cloud.Port)
+	case config.ProviderEC2:
+		// New calls no API; the context reads the credentials file only.
+		d, err = ec2.New(context.Background(), *pc.EC2)
 	default:
 		return nil, fmt.Errorf("type %q has no cloud driver", pc.Type)
 	}
