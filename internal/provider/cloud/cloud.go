@@ -43,6 +43,9 @@ const (
 	maxBackoff = 30 * time.Second
 	// listTimeout bounds one List call.
 	listTimeout = time.Minute
+	// destroyWait bounds a failed Start's own deletion of its server;
+	// the poller goes on after it.
+	destroyWait = time.Minute
 	// reapEvery is how often a server that should be gone but is still
 	// listed is asked to be deleted again.
 	reapEvery = 15 * time.Second
@@ -455,8 +458,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	}
 	if err != nil {
 		// No leaked spend: a server that cannot serve is deleted now, or
-		// by the poller if the cloud does not answer.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DeleteTimeout)
+		// by the poller if the cloud does not answer for a while (or by
+		// the next run's stray sweep if shoal is stopping).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(p.cfg.DeleteTimeout, destroyWait))
 		defer cancel()
 		if derr := p.destroy(dctx, srv.ID); derr != nil {
 			err = fmt.Errorf("%w; deleting it failed, retried in the background: %v", err, derr)
@@ -479,7 +483,8 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 // (any running server against an emulator, whose IPs are not used), for
 // at most boot_timeout.
 func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.BootTimeout)
+	errBoot := fmt.Errorf("not running within boot_timeout %s", p.cfg.BootTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.BootTimeout, errBoot)
 	defer cancel()
 	start := time.Now()
 	for {
@@ -506,8 +511,8 @@ func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
 			if listErr != nil {
 				what += "; last listing failed: " + listErr.Error()
 			}
-			if ctx.Err() == context.DeadlineExceeded && time.Since(start) >= p.cfg.BootTimeout-time.Millisecond {
-				return Server{}, fmt.Errorf("not running within boot_timeout %s (%s)", p.cfg.BootTimeout, what)
+			if cause := context.Cause(ctx); cause == errBoot {
+				return Server{}, fmt.Errorf("%w (%s)", errBoot, what)
 			}
 			return Server{}, fmt.Errorf("waiting for it to boot (%s): %w", what, context.Cause(ctx))
 		case <-listed:
