@@ -11,6 +11,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,7 +271,7 @@ func notDone(t *testing.T, in provider.Instance, during time.Duration) {
 	}
 }
 
-// TestStartServeStop: instances start as servers of the cloud (concurrent
+// TestStartServeStop: 10 instances start as servers of the cloud (concurrent
 // starts, one listing per interval for all of them), serve on their
 // loopback address and the provider's port, and stop by deletion.
 func TestStartServeStop(t *testing.T) {
@@ -279,8 +280,9 @@ func TestStartServeStop(t *testing.T) {
 	e := newProvider(t, c, "owner-a", nil)
 	ctx := ctxFor(t, time.Minute)
 
-	ins := make([]provider.Instance, 3)
-	errs := make([]error, 3)
+	const n = 10
+	ins := make([]provider.Instance, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range ins {
@@ -297,8 +299,8 @@ func TestStartServeStop(t *testing.T) {
 		t.Errorf("started in %s, before the servers left provisioning", boot)
 	}
 	servers := c.servers()
-	if len(servers) != 3 {
-		t.Fatalf("cloud has %d servers, want 3: %v", len(servers), servers)
+	if len(servers) != n {
+		t.Fatalf("cloud has %d servers, want %d: %v", len(servers), n, servers)
 	}
 	for _, in := range ins {
 		rec := in.Record()
@@ -321,15 +323,15 @@ func TestStartServeStop(t *testing.T) {
 		}
 	}
 	calls := e.prov.Calls()
-	if calls.Create != 3 {
-		t.Errorf("creates = %d, want 3", calls.Create)
+	if calls.Create != n {
+		t.Errorf("creates = %d, want %d", calls.Create, n)
 	}
 	// Booting takes 1-2 s at the fast interval (1 s, or 200 ms here): a
-	// listing per interval, shared by the three, never one per server.
+	// listing per interval, shared by all the servers, never one each.
 	if maxLists := int64(boot/(200*time.Millisecond)) + 3; calls.List > maxLists {
-		t.Errorf("%d listings in %s for 3 servers, want at most %d (one per interval)", calls.List, boot, maxLists)
+		t.Errorf("%d listings in %s for %d servers, want at most %d (one per interval)", calls.List, boot, n, maxLists)
 	}
-	t.Logf("3 servers in service in %s with %+v API calls", boot.Round(time.Millisecond), calls)
+	t.Logf("%d servers running in %s (the fake cloud boots them in 1-2 s) with %+v API calls", n, boot.Round(time.Millisecond), calls)
 
 	victim := ins[1]
 	pid := servers[victim.Record().ID].PID
@@ -345,7 +347,7 @@ func TestStartServeStop(t *testing.T) {
 	if !exits(pid, 5*time.Second) {
 		t.Errorf("server process %d still runs after Stop", pid)
 	}
-	for _, in := range []provider.Instance{ins[0], ins[2]} {
+	for _, in := range slices.Concat(ins[:1], ins[2:]) {
 		notDone(t, in, 0)
 	}
 }
