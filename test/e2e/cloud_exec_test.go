@@ -183,6 +183,12 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 		}
 		return nil
 	})
+	// The scale job's progress is the servers booting, and for how long.
+	out, stderr, code := e.cli("jobs", "--group", "web")
+	if code != 0 || !strings.Contains(out, "booting: web-00") || !strings.Contains(out, " for ") {
+		t.Errorf("shoal jobs while servers boot (exit %d):\n%s%s", code, out, stderr)
+	}
+	t.Logf("shoal jobs while servers boot:\n%s", out)
 	before := map[string]bool{}
 	for _, s := range c.servers() {
 		before[s.ID] = true
