@@ -93,7 +93,10 @@ type Provider struct {
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int
 	wake chan struct{}
-	wg   sync.WaitGroup // stand-in stops the poller started
+	// stopped closes when Run returns: instances' watchers of their
+	// stand-ins end then (the stand-ins keep running, for the next run).
+	stopped chan struct{}
+	wg      sync.WaitGroup // stand-in stops and watchers
 }
 
 type claim struct {
@@ -133,7 +136,7 @@ func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provid
 		name: name, d: d, cfg: cfg, opts: opts, log: opts.Log,
 		fast:   min(fastInterval, cfg.Interval),
 		listed: make(chan struct{}), insts: map[string]*instance{}, claims: map[string]claim{}, doomed: map[string]*doom{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 	}
 	if cfg.Emulator != nil {
 		t, err := config.NewTemplate(cfg.Emulator.StandIn, nil)
@@ -183,7 +186,10 @@ type data struct {
 // is deleted, backing off while listing fails) until ctx ends, detecting
 // servers deleted outside shoal and deleting those that must go.
 func (p *Provider) Run(ctx context.Context) {
-	defer p.wg.Wait()
+	defer func() {
+		close(p.stopped)
+		p.wg.Wait()
+	}()
 	failures := 0
 	for {
 		if err := p.refresh(ctx); err != nil {

@@ -742,3 +742,43 @@ func TestEmulatorStandIns(t *testing.T) {
 		t.Error("server of a dead stand-in still in the cloud after Stop")
 	}
 }
+
+// TestRunEndsLeavingInstances: the poller ends with its context at once,
+// however many instances it watches (shoal stopping with shutdown: keep);
+// their servers and stand-ins keep running for the next run to adopt.
+func TestRunEndsLeavingInstances(t *testing.T) {
+	c := newFakeCloud(t)
+	cfg := config.CloudProvider{Port: c.port, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
+		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
+		Emulator: &config.Emulator{StandIn: []string{demoBackend, "--listen", "127.0.0.1:{{.Port}}"}}}
+	d, err := exec.New(c.config(), cfg.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: "owner-l", Driver: "exec", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); p.Run(ctx) }()
+	in, err := p.Start(ctxFor(t, time.Minute), spec("web-001", 1))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(in.PID(), syscall.SIGKILL) })
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run still running 2s after its context ended")
+	}
+	notDone(t, in, 0)
+	if exits(in.PID(), 200*time.Millisecond) {
+		t.Error("the stand-in stopped with the poller")
+	}
+	if len(c.servers()) != 1 {
+		t.Error("the server is gone")
+	}
+}
