@@ -427,7 +427,7 @@ func (p *Provider) setClaim(name string, c claim) {
 
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
-		Name: spec.Name, Group: spec.Group, Index: spec.Index, Template: spec.Template,
+		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
 		Tags: map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
@@ -452,9 +452,6 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
 	booted, err := p.waitRunning(ctx, srv.ID)
-	if err == nil && p.standIns == nil && booted.IP == "" {
-		err = errors.New("no address") // unreachable: waitRunning waits for one
-	}
 	var standIn provider.Instance
 	if err == nil && p.standIns != nil {
 		standIn, err = p.standIns.Start(ctx, provider.Spec{Group: spec.Group, Name: spec.Name, Index: spec.Index, Template: p.standIn})
