@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,7 +37,14 @@ func defaultsTree() Config {
 	c.Groups = []Group{g}
 	ssh := defaultSSHProvider
 	ssh.Hosts = []SSHHost{defaultSSHHost}
-	c.Providers = []Provider{{SSH: &ssh}}
+	sac := defaultSacloudDriver
+	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
+	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
+	sac.Template.EditParameter = &SacloudEdit{}
+	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
+	// One item holds every type's table: the keys of an entry are its
+	// type's, so each type's keys are looked up in the item of that type.
+	c.Providers = []Provider{{SSH: &ssh, Sacloud: &sac}}
 	return c
 }
 
@@ -142,6 +150,14 @@ providers:
         key_file: ../testdata/ssh/id_ed25519
         known_hosts: ../testdata/ssh/known_hosts
         capacity: {}
+  - name: sakura
+    type: sacloud
+    zone: tk1b
+    template:
+      plan: {core: 1, memory: 1}
+      disks: [{source_archive: {id: "113000000001"}}]
+      edit_parameter: {}
+      network_interfaces: [{upstream: shared}]
 groups:
   - name: web
     min_size: 0
@@ -180,12 +196,18 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
 
 	got := reflect.ValueOf(cfg).Elem()
+	// Where the file writes a key, with every item as [0], as the walk
+	// names them: the sacloud provider is the second item.
+	written := map[string]bool{}
+	for p := range cfg.pos {
+		written[itemRE.ReplaceAllString(p, "[0]")] = true
+	}
 	compared := 0
 	walkDefaults(reflect.ValueOf(want), "", func(path string, f reflect.StructField, v reflect.Value) {
 		if f.Name == "_" || f.Tag.Get("required") == "true" {
 			return // read into another field, which is compared; no default
 		}
-		if _, written := cfg.pos[path]; written {
+		if written[path] {
 			return // a required key, given in everySection
 		}
 		g := valueAt(got, path)
@@ -203,28 +225,39 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	}
 }
 
-// valueAt follows a key path such as "groups[0].health.rise" in v.
+var itemRE = regexp.MustCompile(`\[[0-9]+\]`)
+
+// valueAt follows a key path such as "groups[0].health.rise" in v; [0] is
+// the first item of the list that has the rest of the path (the provider
+// of the type whose key it is).
 func valueAt(v reflect.Value, path string) reflect.Value {
-	for part := range strings.SplitSeq(path, ".") {
-		key, indexed := strings.CutSuffix(part, "[0]")
-		for v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				return reflect.Value{}
-			}
-			v = v.Elem()
-		}
-		v = field(v, key)
-		if !v.IsValid() {
+	part, rest, more := strings.Cut(path, ".")
+	key, indexed := strings.CutSuffix(part, "[0]")
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
 			return reflect.Value{}
 		}
-		if indexed {
-			if v.Len() == 0 {
-				return reflect.Value{}
-			}
-			v = v.Index(0)
+		v = v.Elem()
+	}
+	v = field(v, key)
+	if !v.IsValid() {
+		return reflect.Value{}
+	}
+	if !indexed {
+		if !more {
+			return v
+		}
+		return valueAt(v, rest)
+	}
+	for i := range v.Len() {
+		if !more {
+			return v.Index(i)
+		}
+		if found := valueAt(v.Index(i), rest); found.IsValid() {
+			return found
 		}
 	}
-	return v
+	return reflect.Value{}
 }
 
 // field returns the field of struct v with yaml key, looking into inline
@@ -287,15 +320,18 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
-	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
-	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].for":         "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.rules[].over":        "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.schedule[].name":     "`schedule-N`, N counting from 1",
-	"groups[].autoscale.schedule[].min_size": "0: not set",
-	"groups[].autoscale.schedule[].max_size": "0: not set",
-	"groups[].autoscale.predictive.capacity": "0: measured from the group's own history",
+	"providers[].server_plans":               "every plan takes template.plan",
+	"providers[].credentials_file":           "the keys come from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
+	"providers[].template.network_interfaces[].assign_netmask_len": "0: the block's",
+	"groups[].autoscale.rules[].name":                              "`rule-N`, N counting from 1",
+	"groups[].autoscale.rules[].above":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].below":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].for":                               "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.rules[].over":                              "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.schedule[].name":                           "`schedule-N`, N counting from 1",
+	"groups[].autoscale.schedule[].min_size":                       "0: not set",
+	"groups[].autoscale.schedule[].max_size":                       "0: not set",
+	"groups[].autoscale.predictive.capacity":                       "0: measured from the group's own history",
 }
 
 func renderDefaults() string {

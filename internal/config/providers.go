@@ -76,6 +76,8 @@ type providerLabels struct {
 	// broken is an entry with errors of its own: groups are not checked
 	// against it, which would only repeat them.
 	broken bool
+	// node is the entry, for errors about it found later.
+	node *yaml.Node
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -107,7 +109,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs}
+			pl := providerLabels{broken: len(d.errs) > errs, node: item}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -116,7 +118,19 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 			d.provs[p.Name] = pl
 		}
 	}
+	d.checkSacloudProviders(out)
 	return out
+}
+
+// providerType is a type of provider and the type of its keys.
+type providerType struct {
+	name string
+	keys reflect.Type
+}
+
+var providerTypes = []providerType{
+	{ProviderSSH, reflect.TypeFor[SSHProvider]()},
+	{ProviderSacloud, reflect.TypeFor[SacloudDriver]()},
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -126,9 +140,14 @@ func providerKeys(typ string) []string {
 		keys = append(keys, k.name)
 	}
 	// An unknown type is reported as such, not each of its keys.
-	if typ == ProviderSSH || typ != "" {
-		for _, k := range schemaOf(reflect.TypeFor[SSHProvider]()) {
-			keys = append(keys, k.name)
+	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	for _, pt := range providerTypes {
+		if typ == pt.name || typ != "" && !known {
+			for _, k := range schemaOf(pt.keys) {
+				if !slices.Contains(keys, k.name) {
+					keys = append(keys, k.name)
+				}
+			}
 		}
 	}
 	return keys
@@ -164,11 +183,15 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
-	if t != ProviderSSH {
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, ProviderSSH)
-		return p, nameNode, true
+	switch t {
+	case ProviderSSH:
+		p.SSH = d.sshProvider(f)
+	case ProviderSacloud:
+		f.require("zone", "template")
+		p.Sacloud = d.sacloudDriver(f)
+	default:
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s, %s", t, ProviderSSH, ProviderSacloud)
 	}
-	p.SSH = d.sshProvider(f)
 	return p, nameNode, true
 }
 

@@ -239,11 +239,14 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH; the other keys of the entry are the type's.
+	// Type is ProviderSSH or ProviderSacloud; the other keys of the entry
+	// are the type's.
 	Type string `yaml:"type" required:"true"`
 	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
+	// Sacloud is the rest of the entry when Type is ProviderSacloud.
+	Sacloud *SacloudDriver `yaml:",inline"`
 }
 
 // Provider types.
