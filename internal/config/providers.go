@@ -76,8 +76,9 @@ type providerLabels struct {
 	// broken is an entry with errors of its own: groups are not checked
 	// against it, which would only repeat them.
 	broken bool
-	// node is the entry, for errors about it found later.
+	// node and path are the entry's, for errors about it found later.
 	node *yaml.Node
+	path string
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -109,7 +110,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, node: item}
+			pl := providerLabels{broken: len(d.errs) > errs, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)

@@ -212,11 +212,13 @@ func (d *decoder) checkSacloudProviders(ps []Provider) {
 		case fake == "":
 			fake, store = p.Name, p.Sacloud.FakeStorePath
 		case p.Sacloud.FakeStorePath != store:
-			d.errorf(d.provs[p.Name].node, "providers", "providers %s and %s both use the fake sacloud API, which is one per process: give them the same fake_store_path", fake, p.Name)
+			pl := d.provs[p.Name]
+			d.errorf(keyNode(pl.node, "fake_store_path"), pl.path+".fake_store_path", "providers %s and %s both use the fake sacloud API, which is one per process: give them the same fake_store_path", fake, p.Name)
 		}
 	}
 	if fake != "" && real != "" {
-		d.errorf(d.provs[real].node, "providers", "provider %s uses the real sacloud API and %s the fake one, which replaces it for the whole process: use one or the other", real, fake)
+		pl := d.provs[fake]
+		d.errorf(keyNode(pl.node, "fake_mode"), pl.path+".fake_mode", "the fake sacloud API replaces the real one for the whole process, and provider %s uses the real one: use one or the other", real)
 	}
 }
 
@@ -470,10 +472,33 @@ func (d *decoder) checkSacloudPlans(ps []Provider, groups []Group) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.Sacloud.ServerPlans)) {
 			if !known[name] {
-				d.errorf(d.provs[p.Name].node, "providers", "provider %s: server_plans names plan %q, which no group on it has", p.Name, name)
+				pl := d.provs[p.Name]
+				d.errorf(keyNode(pl.node, "server_plans", name), join(pl.path+".server_plans", name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 			}
 		}
 	}
+}
+
+// keyNode returns the key node at keys below mapping n, or the deepest
+// one found on the way (n itself when the first is absent).
+func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
+	at := n
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return at
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				at, next = n.Content[i], resolve(n.Content[i+1])
+			}
+		}
+		if next == nil {
+			return at
+		}
+		n = next
+	}
+	return at
 }
 
 // ReadSacloudCredentials reads the API keys from a usacloud profile
