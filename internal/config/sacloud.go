@@ -274,8 +274,8 @@ func (d *decoder) sacloudTemplate(n *yaml.Node, path string) SacloudTemplate {
 // marker keys are its own.
 func (d *decoder) sacloudTags(f *fields, key string) []string {
 	items := f.strings(key)
-	if len(items) > maxSacloudTags {
-		d.errorf(f.get(key), f.field(key), "at most %d tags, got %d", maxSacloudTags, len(items))
+	if len(items) > maxSacloudTags-2 {
+		d.errorf(f.get(key), f.field(key), "at most %d tags (the API takes %d, shoal's markers are 2), got %d", maxSacloudTags-2, maxSacloudTags, len(items))
 	}
 	return d.checkEach(items, func(tag string) error {
 		switch {

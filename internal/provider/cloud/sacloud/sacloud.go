@@ -71,6 +71,9 @@ func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Driver{
 		cfg:        cfg,
 		zone:       cfg.Zone,
@@ -181,6 +184,9 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	tmpl := d.cfg.Template
 	plan := d.cfg.SacloudPlanFor(req.Plan)
 	tags := serverTags(tmpl.Tags, req.Tags)
+	if err := checkTags(tags); err != nil {
+		return cloud.Server{}, fmt.Errorf("sacloud: create server %s: %w", req.Name, err)
+	}
 
 	switches, err := d.resolveSwitches(ctx)
 	if err != nil {
@@ -330,7 +336,7 @@ func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *co
 			Name:    fmt.Sprintf("%s-startup-%d", req.Name, i+1),
 			Class:   "shell",
 			Content: s,
-			Tags:    types.Tags{cloud.TagOwner + "=" + req.Tags[cloud.TagOwner]},
+			Tags:    types.Tags{tagOwner + "=" + req.Tags[cloud.TagOwner]},
 		})
 		if err != nil {
 			return nil, ids, apiError("create startup script of "+req.Name, err)
@@ -475,6 +481,14 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	var disks []types.ID
 	for _, disk := range srv.Disks {
 		disks = append(disks, disk.ID)
+		if disk.Availability.IsMigrating() {
+			// A disk still being copied (shoal stopped mid-create)
+			// cannot be deleted yet.
+			w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, disk.ID) })
+			if _, err := w.WaitForState(ctx); err != nil {
+				return apiError("wait for the disks of "+srv.Name+" to be copied", err)
+			}
+		}
 	}
 	err = d.servers.DeleteWithDisks(ctx, d.zone, sid, &iaas.ServerDeleteWithDisksRequest{IDs: disks})
 	if err != nil && !iaas.IsNotFoundError(err) {
@@ -483,8 +497,8 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// List returns the zone's servers tagged shoal-owner=owner, a page of
-// listPage per call.
+// List returns the zone's servers with owner's marker, a page of listPage
+// per call.
 func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error) {
 	var out []cloud.Server
 	for from := 0; ; {
@@ -492,7 +506,7 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 			Count:  listPage,
 			From:   from,
 			Sort:   search.SortKeys{{Key: "ID"}},
-			Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(cloud.TagOwner + "=" + owner)},
+			Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(tagOwner + "=" + owner)},
 		})
 		if err != nil {
 			return nil, apiError("list servers", err)
@@ -512,15 +526,68 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 	}
 }
 
-// serverTags are the template's tags and the markers as KEY=VALUE, the
-// form sacloud tags (plain strings) take, sorted.
+// Sacloud tags are plain strings of at most maxTagLen characters, too short
+// for "shoal-owner=ID" with shoal's owner IDs (22 characters) or for an
+// instance's name. So the owner marker takes a short key, the group marker
+// one too when it fits, and the instance marker is the server's name (its
+// instance's name, as the autoscaler names servers).
+const (
+	tagOwner = "shoal-o"
+	tagGroup = "shoal-g"
+)
+
+// serverTags are the template's tags and the markers, sorted.
 func serverTags(own []string, markers map[string]string) types.Tags {
 	tags := slices.Clone(own)
-	for k, v := range markers {
-		tags = append(tags, k+"="+v)
+	tags = append(tags, tagOwner+"="+markers[cloud.TagOwner])
+	if g := tagGroup + "=" + markers[cloud.TagGroup]; len(g) <= maxTagLen {
+		tags = append(tags, g)
 	}
 	slices.Sort(tags)
 	return tags
+}
+
+// tagsOf returns a server's tags, its markers as the provider knows them.
+func tagsOf(srv *iaas.Server) map[string]string {
+	m := map[string]string{cloud.TagInstance: srv.Name}
+	for _, t := range srv.Tags {
+		k, v, _ := strings.Cut(t, "=")
+		switch k {
+		case tagOwner:
+			m[cloud.TagOwner] = v
+		case tagGroup:
+			m[cloud.TagGroup] = v
+		default:
+			m[k] = v
+		}
+	}
+	if _, ok := m[cloud.TagGroup]; !ok {
+		// A group name too long for a tag: GROUP-NNN without -NNN.
+		if i := strings.LastIndexByte(srv.Name, '-'); i > 0 {
+			m[cloud.TagGroup] = srv.Name[:i]
+		}
+	}
+	return m
+}
+
+// The API's limits on a resource's tags (sacloud/autoscaler checks the
+// same before it calls).
+const (
+	maxTags   = 10
+	maxTagLen = 32
+)
+
+// checkTags refuses tags the API would: better a clear reason than its 400.
+func checkTags(tags types.Tags) error {
+	if len(tags) > maxTags {
+		return fmt.Errorf("%d tags (the template's and shoal's markers), over the API's limit of %d", len(tags), maxTags)
+	}
+	for _, t := range tags {
+		if n := len([]rune(t)); n > maxTagLen {
+			return fmt.Errorf("tag %q has %d characters, over the API's limit of %d", t, n, maxTagLen)
+		}
+	}
+	return nil
 }
 
 // toServer maps a server as the API lists it.
@@ -535,12 +602,8 @@ func toServer(srv *iaas.Server) cloud.Server {
 		ID:      srv.ID.String(),
 		Name:    srv.Name,
 		State:   string(srv.InstanceStatus),
-		Tags:    map[string]string{},
+		Tags:    tagsOf(srv),
 		Created: srv.CreatedAt,
-	}
-	for _, t := range srv.Tags {
-		k, v, _ := strings.Cut(t, "=")
-		s.Tags[k] = v
 	}
 	if len(srv.Interfaces) > 0 {
 		s.IP = srv.Interfaces[0].UserIPAddress

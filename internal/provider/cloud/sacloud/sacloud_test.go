@@ -2,6 +2,8 @@ package sacloud
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +107,13 @@ func newDriver(t *testing.T, cfg config.SacloudDriver) *Driver {
 	return d.(*Driver)
 }
 
+// ownerID is an owner ID of shoal's form (ssh.OwnerID: shoal- and 16 hex
+// digits), one per test.
+func ownerID(t *testing.T) string {
+	sum := sha256.Sum256([]byte(t.Name()))
+	return "shoal-" + hex.EncodeToString(sum[:8])
+}
+
 func request(owner, group string, index int, plan string) cloud.CreateRequest {
 	name := fmt.Sprintf("%s-%03d", group, index)
 	return cloud.CreateRequest{Name: name, Group: group, Index: index, Plan: plan, Tags: map[string]string{
@@ -136,7 +146,7 @@ func waitPhase(t *testing.T, d *Driver, owner, id string, phase cloud.Phase) (cl
 func TestCreateBootsAndListFindsOnlyOurs(t *testing.T) {
 	d := newDriver(t, load(t, seedProvider))
 	ctx := context.Background()
-	owner := "owner-" + t.Name()
+	owner := ownerID(t)
 
 	start := time.Now()
 	got, err := d.Create(ctx, request(owner, "web", 1, ""))
@@ -150,7 +160,7 @@ func TestCreateBootsAndListFindsOnlyOurs(t *testing.T) {
 	running, bootTook := waitPhase(t, d, owner, got.ID, cloud.Running)
 	t.Logf("fake API latency: Create %v (server, disk copy, boot request), pending to running %v", createTook, bootTook)
 	// Another owner's server in the same zone, with the same group name.
-	other, err := d.Create(ctx, request("someone-else", "web", 1, ""))
+	other, err := d.Create(ctx, request("shoal-0000000000000000", "web", 1, ""))
 	if err != nil {
 		t.Fatalf("Create (other owner): %v", err)
 	}
@@ -173,12 +183,12 @@ func TestCreateBootsAndListFindsOnlyOurs(t *testing.T) {
 	if len(servers) != 1 || servers[0].ID != got.ID {
 		t.Fatalf("List(%s) = %+v, want exactly server %s", owner, servers, got.ID)
 	}
-	theirs, err := d.List(ctx, "someone-else")
+	theirs, err := d.List(ctx, "shoal-0000000000000000")
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
 	if len(theirs) != 1 || theirs[0].ID != other.ID {
-		t.Fatalf("List(someone-else) = %+v, want exactly server %s", theirs, other.ID)
+		t.Fatalf("List(other owner) = %+v, want exactly server %s", theirs, other.ID)
 	}
 
 	// The server is the template's: plan, one disk from the almalinux
@@ -226,7 +236,7 @@ func TestDeleteShutsDownAndRemovesServerAndDisks(t *testing.T) {
 			cfg.ShutdownForce = force
 			d := newDriver(t, cfg)
 			ctx := context.Background()
-			owner := "owner-" + t.Name()
+			owner := ownerID(t)
 			got, err := d.Create(ctx, request(owner, "web", 2, ""))
 			if err != nil {
 				t.Fatalf("Create: %v", err)
@@ -263,7 +273,7 @@ func TestDeleteShutsDownAndRemovesServerAndDisks(t *testing.T) {
 func TestPlanMapsToServerSize(t *testing.T) {
 	d := newDriver(t, load(t, seedProvider))
 	ctx := context.Background()
-	owner := "owner-" + t.Name()
+	owner := ownerID(t)
 	for i, tc := range []struct {
 		plan         string
 		core, memory int
@@ -299,7 +309,7 @@ func TestSwitchNICTakesAddressFromCIDRBlock(t *testing.T) {
           assign_netmask_len: 24
           default_route: 192.168.10.1`, 1))
 	d = newDriver(t, cfg)
-	owner := "owner-" + t.Name()
+	owner := ownerID(t)
 	got, err := d.Create(ctx, request(owner, "web", 3, ""))
 	if err != nil {
 		t.Fatalf("Create: %v", err)
@@ -344,7 +354,7 @@ func TestFailedCreateLeavesNoServer(t *testing.T) {
 	cfg := load(t, strings.Replace(seedProvider, `        - os_type: "almalinux"`, `        - source_archive: {id: "999999999999"}`, 1))
 	d := newDriver(t, cfg)
 	ctx := context.Background()
-	owner := "owner-" + t.Name()
+	owner := ownerID(t)
 	_, err := d.Create(ctx, request(owner, "web", 1, ""))
 	if err == nil {
 		t.Fatal("Create with a source archive that does not exist succeeded")
@@ -486,5 +496,88 @@ func TestFakeStoreChild(t *testing.T) {
 			}
 		}
 		fmt.Println("RESULT", strings.Join(ids, ","))
+	}
+}
+
+func TestMarkerTagsFitTheAPI(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	group := "a-group-named-at-length-32-chars" // the longest name the config takes
+	got, err := d.Create(ctx, request(owner, group, 7, ""))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { d.Delete(ctx, got.ID) })
+	srv, err := d.servers.Read(ctx, "tk1b", types.StringID(got.ID))
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	for _, tag := range srv.Tags {
+		if len(tag) > maxTagLen {
+			t.Errorf("tag %q is over the API's %d characters", tag, maxTagLen)
+		}
+	}
+	if !slices.Contains(srv.Tags, "shoal-o="+owner) || srv.Name != group+"-007" {
+		t.Errorf("server %q tags %v: want the owner marker and the instance's name", srv.Name, srv.Tags)
+	}
+	servers, err := d.List(ctx, owner)
+	if err != nil || len(servers) != 1 {
+		t.Fatalf("List = %+v, %v", servers, err)
+	}
+	want := map[string]string{cloud.TagOwner: owner, cloud.TagGroup: group, cloud.TagInstance: group + "-007"}
+	for k, v := range want {
+		if servers[0].Tags[k] != v {
+			t.Errorf("listed tag %s = %q, want %q", k, servers[0].Tags[k], v)
+		}
+	}
+
+	// An owner ID too long for a tag is refused before any call.
+	long := strings.Repeat("x", 30)
+	if _, err := d.Create(ctx, request(long, "web", 1, "")); err == nil || !strings.Contains(err.Error(), "over the API's limit of 32") {
+		t.Errorf("Create with a 30-character owner: err = %v", err)
+	}
+	if servers, _ := d.List(ctx, long); len(servers) != 0 {
+		t.Errorf("a refused Create left %+v", servers)
+	}
+}
+
+// TestDeleteOfAServerLeftMidCreate deletes a server as a restarted shoal
+// finds one whose Create never finished: created, its disk still being
+// copied, never booted.
+func TestDeleteOfAServerLeftMidCreate(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	srv, err := d.servers.Create(ctx, "tk1b", &iaas.ServerCreateRequest{
+		CPU: 1, MemoryMB: 1024, Name: "web-001",
+		ConnectedSwitches: []*iaas.ConnectedSwitch{{Scope: types.Scopes.Shared}},
+		Tags:              serverTags(nil, request(owner, "web", 1, "").Tags),
+	})
+	if err != nil {
+		t.Fatalf("create server: %v", err)
+	}
+	archives, err := d.resolveArchives(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := d.disks.Create(ctx, "tk1b", &iaas.DiskCreateRequest{
+		DiskPlanID: types.DiskPlanIDMap["ssd"], SourceArchiveID: archives[0], ServerID: srv.ID, SizeMB: 20 * 1024, Name: "web-001-disk001",
+	}, nil, types.ID(0))
+	if err != nil {
+		t.Fatalf("create disk: %v", err)
+	}
+	servers, err := d.List(ctx, owner)
+	if err != nil || len(servers) != 1 || servers[0].Phase != cloud.Pending {
+		t.Fatalf("List = %+v, %v; want the server, pending", servers, err)
+	}
+	if err := d.Delete(ctx, servers[0].ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := d.servers.Read(ctx, "tk1b", srv.ID); !iaas.IsNotFoundError(err) {
+		t.Errorf("server after Delete: %v, want 404", err)
+	}
+	if _, err := d.disks.Read(ctx, "tk1b", disk.ID); !iaas.IsNotFoundError(err) {
+		t.Errorf("disk after Delete: %v, want 404", err)
 	}
 }
