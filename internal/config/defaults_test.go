@@ -37,14 +37,14 @@ func defaultsTree() Config {
 	c.Groups = []Group{g}
 	ssh := defaultSSHProvider
 	ssh.Hosts = []SSHHost{defaultSSHHost}
+	cloud, exec := DefaultCloud, DefaultExec
+	cloud.Emulator = &Emulator{}
 	sac := defaultSacloudDriver
 	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
 	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
 	sac.Template.EditParameter = &SacloudEdit{}
 	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
-	// One item holds every type's table: the keys of an entry are its
-	// type's, so each type's keys are looked up in the item of that type.
-	c.Providers = []Provider{{SSH: &ssh, Sacloud: &sac}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, Sacloud: &sac}}
 	return c
 }
 
@@ -150,8 +150,16 @@ providers:
         key_file: ../testdata/ssh/id_ed25519
         known_hosts: ../testdata/ssh/known_hosts
         capacity: {}
+  - name: cli
+    type: exec
+    port: 8080
+    start: [start]
+    stop: [stop]
+    list: [list]
+    emulator: {stand_in: [stand-in]}
   - name: sakura
     type: sacloud
+    port: 80
     zone: tk1b
     template:
       plan: {core: 1, memory: 1}
@@ -195,9 +203,21 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	want.Groups[0].Autoscale.Rules[0].Name = "rule-1"
 	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
 
+	// Each provider type is an entry of its own; the table has every
+	// type's keys in one: so does the first entry, with the others' added.
+	first := reflect.ValueOf(&cfg.Providers[0]).Elem()
+	for _, p := range cfg.Providers[1:] {
+		other := reflect.ValueOf(p)
+		for i := range first.NumField() {
+			if inline(first.Type().Field(i)) && first.Field(i).IsNil() {
+				first.Field(i).Set(other.Field(i))
+			}
+		}
+	}
+
 	got := reflect.ValueOf(cfg).Elem()
 	// Where the file writes a key, with every item as [0], as the walk
-	// names them: the sacloud provider is the second item.
+	// names them: the other providers' keys are in later items.
 	written := map[string]bool{}
 	for p := range cfg.pos {
 		written[itemRE.ReplaceAllString(p, "[0]")] = true
@@ -227,37 +247,28 @@ func TestLoadAppliesDefaults(t *testing.T) {
 
 var itemRE = regexp.MustCompile(`\[[0-9]+\]`)
 
-// valueAt follows a key path such as "groups[0].health.rise" in v; [0] is
-// the first item of the list that has the rest of the path (the provider
-// of the type whose key it is).
+// valueAt follows a key path such as "groups[0].health.rise" in v.
 func valueAt(v reflect.Value, path string) reflect.Value {
-	part, rest, more := strings.Cut(path, ".")
-	key, indexed := strings.CutSuffix(part, "[0]")
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
+	for part := range strings.SplitSeq(path, ".") {
+		key, indexed := strings.CutSuffix(part, "[0]")
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}
+			}
+			v = v.Elem()
+		}
+		v = field(v, key)
+		if !v.IsValid() {
 			return reflect.Value{}
 		}
-		v = v.Elem()
-	}
-	v = field(v, key)
-	if !v.IsValid() {
-		return reflect.Value{}
-	}
-	if !indexed {
-		if !more {
-			return v
-		}
-		return valueAt(v, rest)
-	}
-	for i := range v.Len() {
-		if !more {
-			return v.Index(i)
-		}
-		if found := valueAt(v.Index(i), rest); found.IsValid() {
-			return found
+		if indexed {
+			if v.Len() == 0 {
+				return reflect.Value{}
+			}
+			v = v.Index(0)
 		}
 	}
-	return reflect.Value{}
+	return v
 }
 
 // field returns the field of struct v with yaml key, looking into inline

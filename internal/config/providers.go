@@ -76,6 +76,8 @@ type providerLabels struct {
 	// broken is an entry with errors of its own: groups are not checked
 	// against it, which would only repeat them.
 	broken bool
+	// cloud is a provider of cloud servers (exec, sacloud, ec2).
+	cloud bool
 	// node and path are the entry's, for errors about it found later.
 	node *yaml.Node
 	path string
@@ -110,7 +112,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, node: item, path: path}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -123,33 +125,27 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 	return out
 }
 
-// providerType is a type of provider and the type of its keys.
-type providerType struct {
-	name string
-	keys reflect.Type
-}
-
-var providerTypes = []providerType{
-	{ProviderSSH, reflect.TypeFor[SSHProvider]()},
-	{ProviderSacloud, reflect.TypeFor[SacloudDriver]()},
-}
-
 // providerKeys are the keys of an entry of providers of type typ.
 func providerKeys(typ string) []string {
 	var keys []string
 	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
 		keys = append(keys, k.name)
 	}
-	// An unknown type is reported as such, not each of its keys.
-	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
-	for _, pt := range providerTypes {
-		if typ == pt.name || typ != "" && !known {
-			for _, k := range schemaOf(pt.keys) {
-				if !slices.Contains(keys, k.name) {
-					keys = append(keys, k.name)
-				}
-			}
-		}
+	var of []schemaKey
+	switch typ {
+	case ProviderSSH:
+		of = schemaOf(reflect.TypeFor[SSHProvider]())
+	case ProviderExec:
+		of = slices.Concat(schemaOf(reflect.TypeFor[CloudProvider]()), schemaOf(reflect.TypeFor[ExecProvider]()))
+	case ProviderSacloud:
+		of = slices.Concat(schemaOf(reflect.TypeFor[CloudProvider]()), schemaOf(reflect.TypeFor[SacloudDriver]()))
+	default:
+		// An unknown type is reported as such, not each of its keys.
+		of = slices.Concat(schemaOf(reflect.TypeFor[SSHProvider]()), schemaOf(reflect.TypeFor[CloudProvider]()),
+			schemaOf(reflect.TypeFor[ExecProvider]()), schemaOf(reflect.TypeFor[SacloudDriver]()))
+	}
+	for _, k := range of {
+		keys = append(keys, k.name)
 	}
 	return keys
 }
@@ -187,11 +183,16 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 	switch t {
 	case ProviderSSH:
 		p.SSH = d.sshProvider(f)
+	case ProviderExec:
+		f.require("port", "start", "stop", "list")
+		p.Cloud = d.cloudProvider(f)
+		p.Exec = d.execProvider(f)
 	case ProviderSacloud:
-		f.require("zone", "template")
-		p.Sacloud = d.sacloudDriver(f)
+		f.require("port", "zone", "template")
+		p.Cloud = d.cloudProvider(f)
+		p.Sacloud = d.sacloudDriver(f, p.Cloud)
 	default:
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s, %s", t, ProviderSSH, ProviderSacloud)
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join([]string{ProviderSSH, ProviderExec, ProviderSacloud}, ", "))
 	}
 	return p, nameNode, true
 }
@@ -484,11 +485,18 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
 	}
 	g.Placement = def.Placement
+	if known && pl.cloud {
+		d.cloudGroup(f, name)
+	}
 	n := f.get("placement")
 	if n == nil {
 		return
 	}
 	pf := section[Placement](d, n, f.field("placement"))
+	if known && pl.cloud {
+		d.errorf(n, f.field("placement"), "provider %s creates a server for each instance, so there is no host to place it on; leave placement out", name)
+		return
+	}
 	if name == ProviderLocal {
 		d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
 		return

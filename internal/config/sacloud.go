@@ -98,8 +98,6 @@ type SacloudEdit struct {
 	// StartupScripts are Go templates of SacloudScriptData, run at first
 	// boot.
 	StartupScripts []string `yaml:"startup_scripts"`
-
-	scripts []*template.Template
 }
 
 // SacloudScriptData is what a startup script's template sees: {{.Name}} is
@@ -111,17 +109,31 @@ type SacloudScriptData struct {
 	Zone  string
 }
 
-// Scripts renders the startup scripts for one server.
+// Scripts renders the startup scripts for one server. (They are parsed
+// here, not kept parsed: the config stays plain data, which reloads
+// compare.)
 func (e *SacloudEdit) Scripts(d SacloudScriptData) ([]string, error) {
-	out := make([]string, 0, len(e.scripts))
-	for i, t := range e.scripts {
-		var b strings.Builder
-		if err := t.Execute(&b, d); err != nil {
+	out := make([]string, 0, len(e.StartupScripts))
+	for i, s := range e.StartupScripts {
+		text, err := renderScript(s, d)
+		if err != nil {
 			return nil, fmt.Errorf("startup_scripts[%d]: %w", i, err)
 		}
-		out = append(out, b.String())
+		out = append(out, text)
 	}
 	return out, nil
+}
+
+func renderScript(s string, d SacloudScriptData) (string, error) {
+	t, err := template.New("startup_script").Option("missingkey=error").Parse(s)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, d); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // SacloudNIC is one network interface: on the shared segment (Shared), or
@@ -158,7 +170,10 @@ var (
 
 var sacloudZoneRE = regexp.MustCompile(`^[a-z]{2}[0-9][a-z]$`)
 
-func (d *decoder) sacloudDriver(f *fields) *SacloudDriver {
+// sacloudDriver decodes a sacloud provider's own keys; c holds its cloud
+// keys, whose emulator goes with fake_mode: the fake's servers cannot
+// serve, and real servers need no stand-ins.
+func (d *decoder) sacloudDriver(f *fields, c *CloudProvider) *SacloudDriver {
 	def := defaultSacloudDriver
 	s := &SacloudDriver{}
 	if z, n := f.str("zone", ""); n != nil {
@@ -184,7 +199,14 @@ func (d *decoder) sacloudDriver(f *fields) *SacloudDriver {
 			d.errorf(n, f.field("credentials_file"), "%v", err)
 		}
 	}
-	s.FakeMode, _ = f.boolean("fake_mode", def.FakeMode)
+	var fn *yaml.Node
+	s.FakeMode, fn = f.boolean("fake_mode", def.FakeMode)
+	switch en := f.get("emulator"); {
+	case s.FakeMode && c.Emulator == nil:
+		d.errorf(fn, f.field("fake_mode"), "the fake API's servers cannot serve: give emulator.stand_in, a local process to stand in for each")
+	case !s.FakeMode && en != nil:
+		d.errorf(en, f.field("emulator"), "stands in for the fake API's servers: set fake_mode: true, or leave emulator out to use real servers")
+	}
 	if p, n := f.str("fake_store_path", ""); n != nil {
 		s.FakeStorePath = d.path(p)
 		switch fi, err := os.Stat(filepath.Dir(s.FakeStorePath)); {
@@ -382,17 +404,11 @@ func (d *decoder) sacloudEdit(n *yaml.Node, path string) *SacloudEdit {
 		return nil
 	})
 	for _, it := range f.strings("startup_scripts") {
-		t, err := template.New(it.field).Option("missingkey=error").Parse(it.val)
-		if err != nil {
-			d.errorf(it.node, it.field, "bad template: %v", err)
-			continue
-		}
-		if err := t.Execute(new(strings.Builder), SacloudScriptData{Name: "web-001", Group: "web", Index: 1, Zone: "tk1b"}); err != nil {
+		if _, err := renderScript(it.val, SacloudScriptData{Name: "web-001", Group: "web", Index: 1, Zone: "tk1b"}); err != nil {
 			d.errorf(it.node, it.field, "template fails on a sample server (fields: .Name .Group .Index .Zone): %v", err)
 			continue
 		}
 		e.StartupScripts = append(e.StartupScripts, it.val)
-		e.scripts = append(e.scripts, t)
 	}
 	if e.Disabled && (len(e.SSHKeys) > 0 || len(e.StartupScripts) > 0) {
 		d.errorf(n, path, "disabled: true but ssh_keys or startup_scripts are given")

@@ -113,6 +113,19 @@ func byHost(picks []pick, hosts map[string]hostLoad, cores float64) []pick {
 	return out
 }
 
+// hostDown reports whether the instance ran on a host its provider has
+// marked down: its end says nothing about its program.
+func (g *Group) hostDown(in *instance) bool {
+	g.mu.Lock()
+	host := in.rec.Host
+	g.mu.Unlock()
+	if host == "" {
+		return false
+	}
+	h, ok := g.hostLoads()[host]
+	return ok && h.status.State == provider.HostDown
+}
+
 // recordPlacement writes where a started instance went and why, for
 // `shoal events`, when its provider placed it on one of several hosts.
 func (g *Group) recordPlacement(ctx context.Context, in *instance, pi provider.Instance) {

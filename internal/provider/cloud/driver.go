@@ -50,7 +50,10 @@ type Server struct {
 	// IP is the address the cloud gives it ("" while it has none, or
 	// always for emulators that assign none). Port is filled in by the
 	// provider from the group's config, not by the driver.
-	IP    string
+	IP string
+	// Port is where the server serves when the cloud says (an exec
+	// driver's "address": "host:port"); 0: the provider's configured port.
+	Port  int
 	Phase Phase
 	// State is the cloud's own word for it ("up", "running", "stopped"),
 	// for messages.

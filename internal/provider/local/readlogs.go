@@ -28,8 +28,8 @@ var _ provider.LogReader = (*Provider)(nil)
 // truncation; see maintainLogs) while following loses nothing: what was
 // written after the last read is read from the copy.
 func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.LogOptions, w io.Writer) error {
-	if !instanceLogRE.MatchString(rec.Name + ".log") {
-		return fmt.Errorf("read log of instance %q: not an instance name", rec.Name)
+	if err := provider.CheckName(rec.Name); err != nil {
+		return fmt.Errorf("read log of instance %q: %w", rec.Name, err)
 	}
 	path := filepath.Join(p.stateDir, "logs", rec.Name+".log")
 	f, err := os.Open(path)

@@ -209,9 +209,13 @@ func (p *Provider) Run(ctx context.Context) {
 	p.mu.Unlock()
 	rs.wg.Go(func() { p.watch(ctx) })
 	<-ctx.Done()
-	rs.wg.Wait()
+	// From now on Update starts no connection manager: every wg.Go
+	// happens before the Wait.
 	p.mu.Lock()
 	p.run = nil
+	p.mu.Unlock()
+	rs.wg.Wait()
+	p.mu.Lock()
 	for _, h := range p.hosts {
 		if h.client != nil {
 			h.client.Close()
@@ -647,7 +651,7 @@ func (p *Provider) verify(ctx context.Context, h *host, d data) error {
 		return err
 	}
 	want := p.markers(h, d.Marker)
-	got := strings.Fields(string(out))
+	got := strings.Split(string(out), "\n")
 	for _, kv := range want {
 		if !slices.Contains(got, kv) {
 			return fmt.Errorf("pid %d on %s lacks marker %s: %w", d.PID, h.name, kv, provider.ErrGone)

@@ -45,11 +45,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Timing of the tests' providers: short, so host failures show in seconds.
+// Timing of the tests' providers: short, so host failures show in
+// seconds, but with room for a loaded machine (a poll that takes longer
+// than the connect timeout drops the connection).
 const (
 	testInterval    = 200 * time.Millisecond
-	testDownAfter   = 2 * time.Second
-	testConnTimeout = time.Second
+	testDownAfter   = 3 * time.Second
+	testConnTimeout = 2 * time.Second
 )
 
 func newLab(t *testing.T, n int) *testhost.Lab {
@@ -701,7 +703,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown host key", unknownKey, tmpl, "is not in " + otherKnown + ": check its fingerprint, then add it with `ssh-keyscan"},
 		{"changed host key", changedKey, tmpl, "host key of " + l.Hosts[0].Addr + ":22 CHANGED"},
 		{"wrong key", wrongKey, tmpl, "unable to authenticate"},
-		{"hangs", hung, tmpl, "did not complete the SSH handshake within 1s"},
+		{"hangs", hung, tmpl, fmt.Sprintf("did not complete the SSH handshake within %s", testConnTimeout)},
 		{"no free port", noPort, tmpl, "no free port in 20500-20500 (1 in use)"},
 		{"working directory missing", hostConfig(l, 1), noDir, "working directory /nonexistent/shoal-test-dir not found on host " + l.Hosts[1].Addr},
 		{"command missing", hostConfig(l, 1), missing, "command /nonexistent/shoal-test-prog not found on host " + l.Hosts[1].Addr},

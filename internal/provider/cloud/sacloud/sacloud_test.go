@@ -35,9 +35,11 @@ import (
 const seedProvider = `
   - name: sakura
     type: sacloud
+    port: 80
     zone: tk1b
     shutdown_force: false
     fake_mode: true
+    emulator: {stand_in: [app, "--port={{.Port}}"]}
     server_plans:
       medium: {core: 2, memory: 4}
     template:
