@@ -583,3 +583,39 @@ func TestDeleteOfAServerLeftMidCreate(t *testing.T) {
 		t.Errorf("disk after Delete: %v, want 404", err)
 	}
 }
+
+// countingServers counts the calls to the server API.
+type countingServers struct {
+	iaas.ServerAPI
+	finds int
+}
+
+func (c *countingServers) Find(ctx context.Context, zone string, cond *iaas.FindCondition) (*iaas.ServerFindResult, error) {
+	c.finds++
+	return c.ServerAPI.Find(ctx, zone, cond)
+}
+
+// TestListIsOneCall: listing a group's servers is one API call, however
+// many servers there are (up to a page of listPage).
+func TestListIsOneCall(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	const n = 10
+	for i := range n {
+		s, err := d.Create(ctx, request(owner, "web", i+1, ""))
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		t.Cleanup(func() { d.Delete(ctx, s.ID) })
+	}
+	counting := &countingServers{ServerAPI: d.servers}
+	d.servers = counting
+	servers, err := d.List(ctx, owner)
+	if err != nil || len(servers) != n {
+		t.Fatalf("List = %d servers, %v; want %d", len(servers), err, n)
+	}
+	if counting.finds != 1 {
+		t.Errorf("List made %d API calls for %d servers, want 1", counting.finds, n)
+	}
+}
