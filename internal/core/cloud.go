@@ -23,7 +23,7 @@ func newCloud(pc config.Provider, stateDir string, log *slog.Logger) (*cloud.Pro
 	case config.ProviderExec:
 		d, err = cloudexec.New(*pc.Exec, pc.Cloud.Port)
 	case config.ProviderSacloud:
-		d, err = sacloud.New(*pc.Sacloud, log.With("provider", pc.Name))
+		d, err = sacloud.New(*pc.Sacloud, log)
 	default:
 		return nil, fmt.Errorf("type %q has no cloud driver", pc.Type)
 	}

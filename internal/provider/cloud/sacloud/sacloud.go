@@ -141,7 +141,16 @@ func useFake(store string) error {
 		return nil
 	}
 	if store != "" {
-		fake.DataStore = fake.NewJSONFileStore(store)
+		js := fake.NewJSONFileStore(store)
+		// The store's file watcher reloads it on every write, its own
+		// too, and logs each reload to stderr: stopped once the store is
+		// loaded. The file is read at start and written on every change,
+		// which is what a restarted shoal needs; changes another process
+		// makes to it meanwhile are not seen.
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		js.Ctx = ctx
+		fake.DataStore = js
 	}
 	fake.SwitchFactoryFuncToFake()
 	api.SetupFakeDefaults()
