@@ -78,6 +78,9 @@ type providerLabels struct {
 	broken bool
 	// cloud is a provider of cloud servers (exec, sacloud, ec2).
 	cloud bool
+	// node and path are the entry's, for errors about it found later.
+	node *yaml.Node
+	path string
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -109,7 +112,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -118,6 +121,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 			d.provs[p.Name] = pl
 		}
 	}
+	d.checkSacloudProviders(out)
 	return out
 }
 
@@ -136,6 +140,7 @@ var providerTypes = []providerType{
 	{ProviderSSH, []reflect.Type{sshKeys}},
 	{ProviderExec, []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
 	{ProviderEC2, []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}},
+	{ProviderSacloud, []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}},
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -197,6 +202,10 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		f.require("port", "start", "stop", "list")
 		p.Cloud = d.cloudProvider(f)
 		p.Exec = d.execProvider(f)
+	case ProviderSacloud:
+		f.require("port", "zone", "template")
+		p.Cloud = d.cloudProvider(f)
+		p.Sacloud = d.sacloudDriver(f, p.Cloud)
 	case ProviderEC2:
 		f.require("port", "region")
 		p.Cloud = d.cloudProvider(f)

@@ -11,6 +11,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
 	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 )
 
@@ -28,6 +29,8 @@ func newCloud(pc config.Provider, stateDir string, log *slog.Logger) (*cloud.Pro
 	case config.ProviderEC2:
 		// New calls no API; the context reads the credentials file only.
 		d, err = ec2.New(context.Background(), *pc.EC2)
+	case config.ProviderSacloud:
+		d, err = sacloud.New(*pc.Sacloud, log)
 	default:
 		return nil, fmt.Errorf("type %q has no cloud driver", pc.Type)
 	}
