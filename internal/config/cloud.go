@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -79,6 +80,11 @@ func (d *decoder) execProvider(f *fields) *ExecProvider {
 			}
 			if err != nil {
 				d.errorf(item, field, "%v", err)
+			}
+			if i == 0 && strings.Contains(s, "/") && !strings.Contains(s, "{{") {
+				// A program named by path is relative to the config file,
+				// as instance templates' are to their dir.
+				s = abs(d.dir, s)
 			}
 			*c.out = append(*c.out, s)
 		}

@@ -41,7 +41,12 @@ func defaultsTree() Config {
 	cloud.Emulator = &Emulator{}
 	ec2 := defaultEC2Driver
 	ec2.LaunchTemplate = &defaultEC2LaunchTemplate
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2}}
+	sac := defaultSacloudDriver
+	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
+	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
+	sac.Template.EditParameter = &SacloudEdit{}
+	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
 	return c
 }
 
@@ -160,6 +165,15 @@ providers:
     region: us-east-1
     credentials_file: ../testdata/aws/credentials
     launch_template: {name: web}
+  - name: sakura
+    type: sacloud
+    port: 80
+    zone: tk1b
+    template:
+      plan: {core: 1, memory: 1}
+      disks: [{source_archive: {id: "113000000001"}}]
+      edit_parameter: {}
+      network_interfaces: [{upstream: shared}]
 groups:
   - name: web
     min_size: 0
@@ -211,7 +225,7 @@ func TestLoadAppliesDefaults(t *testing.T) {
 
 	got := reflect.ValueOf(cfg).Elem()
 	// Where the file writes a key, with every item as [0], as the walk
-	// names them: the keys of the other providers are written at [1], [2].
+	// names them: the other providers' keys are in later items.
 	written := map[string]bool{}
 	for p := range cfg.pos {
 		written[itemRE.ReplaceAllString(p, "[0]")] = true
@@ -325,18 +339,20 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
-	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
 	"providers[].profile":                    "ec2: a profile of credentials_file",
 	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",
-	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
-	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].for":         "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.rules[].over":        "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.schedule[].name":     "`schedule-N`, N counting from 1",
-	"groups[].autoscale.schedule[].min_size": "0: not set",
-	"groups[].autoscale.schedule[].max_size": "0: not set",
-	"groups[].autoscale.predictive.capacity": "0: measured from the group's own history",
+	"providers[].server_plans":               "sacloud: every plan takes template.plan",
+	"providers[].template.network_interfaces[].assign_netmask_len": "0: the block's",
+	"groups[].autoscale.rules[].name":                              "`rule-N`, N counting from 1",
+	"groups[].autoscale.rules[].above":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].below":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].for":                               "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.rules[].over":                              "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.schedule[].name":                           "`schedule-N`, N counting from 1",
+	"groups[].autoscale.schedule[].min_size":                       "0: not set",
+	"groups[].autoscale.schedule[].max_size":                       "0: not set",
+	"groups[].autoscale.predictive.capacity":                       "0: measured from the group's own history",
 }
 
 func renderDefaults() string {
@@ -356,8 +372,13 @@ optional section apply when the section is there.
 | --- | --- |
 `)
 	tree := defaultsTree()
+	seen := map[string]bool{} // a key two provider types share is one row
 	walkDefaults(reflect.ValueOf(tree), "", func(path string, f reflect.StructField, v reflect.Value) {
 		path = strings.ReplaceAll(path, "[0]", "[]")
+		if seen[path] {
+			return
+		}
+		seen[path] = true
 		def := formatDefault(f, v)
 		if w := writtenAs[path]; w != "" {
 			def = w

@@ -195,7 +195,7 @@ func (d *decoder) ec2Credentials(f *fields, e *EC2Driver) {
 // CheckAWSCredentialsFile makes sure the shared credentials file at path
 // holds an access key and a secret for profile, reading no other file.
 func CheckAWSCredentialsFile(path, profile string) error {
-	if _, err := readSmall(path); err != nil {
+	if _, err := readRegular(path, maxKeyFile); err != nil {
 		return err
 	}
 	sc, err := LoadAWSProfile(context.Background(), path, profile)

@@ -32,36 +32,12 @@ func (r PortRange) String() string {
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
-// Size is how many ports r holds.
-func (r PortRange) Size() int { return r.Max - r.Min + 1 }
-
-// HostName is the host part of an ssh host's address: where its instances
-// serve, and its name in status and events.
-func (h SSHHost) HostName() string {
-	host, _, err := net.SplitHostPort(h.Address)
-	if err != nil {
-		return strings.Trim(h.Address, "[]")
-	}
-	return host
-}
-
 // DialAddress is the host's address with its SSH port (22 when left out).
 func (h SSHHost) DialAddress() string {
 	if _, _, err := net.SplitHostPort(h.Address); err == nil {
 		return h.Address
 	}
 	return net.JoinHostPort(strings.Trim(h.Address, "[]"), "22")
-}
-
-// ProviderNamed returns the provider entry called name; ok is false for
-// "local" and for names the config does not have.
-func (c *Config) ProviderNamed(name string) (Provider, bool) {
-	for _, p := range c.Providers {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Provider{}, false
 }
 
 // maxKeyFile bounds a private key or known_hosts file read at load.
@@ -78,6 +54,9 @@ type providerLabels struct {
 	broken bool
 	// cloud is a provider of cloud servers (exec, sacloud, ec2).
 	cloud bool
+	// node and path are the entry's, for errors about it found later.
+	node *yaml.Node
+	path string
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -109,7 +88,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -118,6 +97,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 			d.provs[p.Name] = pl
 		}
 	}
+	d.checkSacloudProviders(out)
 	return out
 }
 
@@ -136,6 +116,7 @@ var providerTypes = []providerType{
 	{ProviderSSH, []reflect.Type{sshKeys}},
 	{ProviderExec, []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
 	{ProviderEC2, []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}},
+	{ProviderSacloud, []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}},
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -197,6 +178,10 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		f.require("port", "start", "stop", "list")
 		p.Cloud = d.cloudProvider(f)
 		p.Exec = d.execProvider(f)
+	case ProviderSacloud:
+		f.require("port", "zone", "template")
+		p.Cloud = d.cloudProvider(f)
+		p.Sacloud = d.sacloudDriver(f, p.Cloud)
 	case ProviderEC2:
 		f.require("port", "region")
 		p.Cloud = d.cloudProvider(f)
@@ -356,8 +341,10 @@ func checkSSHAddress(addr string) error {
 	return nil
 }
 
-// readSmall reads a regular file of at most maxKeyFile bytes.
-func readSmall(path string) ([]byte, error) {
+// readRegular reads a regular file of at most max bytes, refusing anything
+// else so that a mistaken path such as a FIFO or /dev/zero cannot hang or
+// exhaust the load.
+func readRegular(path string, max int64) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -370,19 +357,19 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFile)
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
 	}
 	return b, nil
 }
 
 // checkKeyFile makes sure path is a private key shoal can sign with.
 func checkKeyFile(path string) error {
-	b, err := readSmall(path)
+	b, err := readRegular(path, maxKeyFile)
 	if err != nil {
 		return err
 	}
@@ -400,7 +387,7 @@ func checkKeyFile(path string) error {
 // checkKnownHost makes sure the known_hosts file at path has a key for
 // addr (host:port): a host whose key is not known is never connected to.
 func checkKnownHost(path, addr string) error {
-	if _, err := readSmall(path); err != nil {
+	if _, err := readRegular(path, maxKeyFile); err != nil {
 		return fmt.Errorf("known_hosts: %w", err)
 	}
 	cb, err := knownhosts.New(path)
@@ -547,9 +534,6 @@ func hasLabels(labels, want map[string]string) bool {
 	}
 	return true
 }
-
-// HasLabels reports whether the host carries every label of want.
-func (h SSHHost) HasLabels(want map[string]string) bool { return hasLabels(h.Labels, want) }
 
 // formatLabels writes labels as {k: v, ...}, sorted.
 func formatLabels(l map[string]string) string {

@@ -239,8 +239,8 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH or ProviderEC2; the other keys of the entry are
-	// the type's.
+	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
+	// the other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
 	// beside name and type.
@@ -251,6 +251,8 @@ type Provider struct {
 	Exec  *ExecProvider  `yaml:",inline"`
 	// EC2 is the rest of the entry when Type is ProviderEC2.
 	EC2 *EC2Driver `yaml:",inline"`
+	// Sacloud is the rest of the entry when Type is ProviderSacloud.
+	Sacloud *SacloudDriver `yaml:",inline"`
 }
 
 // Provider types.

@@ -400,7 +400,10 @@ type InstanceStatus struct {
 	Requests  int64          `json:"requests"`
 	PID       int            `json:"pid"`
 	StartedAt time.Time      `json:"started_at"`
-	Version   string         `json:"version"`
+	// Since is when it entered State: how long a starting instance has
+	// been booting (a cloud server takes minutes), for instance.
+	Since   time.Time `json:"since"`
+	Version string    `json:"version"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -434,7 +437,8 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt, Version: in.version})
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
+			Since: in.since, Version: in.version})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {
