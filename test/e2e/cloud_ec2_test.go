@@ -38,8 +38,10 @@ func newMotoCloud(t *testing.T) *motoCloud {
 		t.Fatal(err)
 	}
 	c.client = ec2.NewFromConfig(aws.Config{
-		Region:       "us-east-1",
-		Credentials:  aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{AccessKeyID: "testing", SecretAccessKey: "testing"}, nil }),
+		Region: "us-east-1",
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "testing", SecretAccessKey: "testing"}, nil
+		}),
 		BaseEndpoint: aws.String(srv.Endpoint),
 	})
 	ctx := t.Context()
