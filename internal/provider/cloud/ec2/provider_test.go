@@ -141,7 +141,7 @@ func TestProviderMoto(t *testing.T) {
 	defer cancel()
 
 	first := runProvider(t, d, owner, stateDir)
-	const n = 3
+	const n = 10
 	ins := make([]provider.Instance, n)
 	errs := make([]error, n)
 	describesBefore := e.calls.count("DescribeInstances")
