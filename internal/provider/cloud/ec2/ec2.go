@@ -245,6 +245,10 @@ func (d *Driver) server(i types.Instance) cloud.Server {
 		s.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	s.Name = s.Tags["Name"]
+	if s.Name == "" {
+		// Someone removed the Name tag: the ID still names it in messages.
+		s.Name = s.ID
+	}
 	if d.cfg.Address == config.EC2AddressPublic {
 		s.IP = aws.ToString(i.PublicIpAddress)
 	} else {
