@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -127,5 +129,20 @@ func TestThrottledOnTheWire(t *testing.T) {
 	_, err = d.List(t.Context(), "o")
 	if !errors.Is(err, cloud.ErrRetryable) {
 		t.Errorf("List when throttled: %v; want retryable", err)
+	}
+}
+
+func TestServer(t *testing.T) {
+	i := types.Instance{
+		InstanceId: aws.String("i-0abc"), PrivateIpAddress: aws.String("10.0.0.5"), PublicIpAddress: aws.String("203.0.113.5"),
+		State: &types.InstanceState{Name: types.InstanceStateNameRunning},
+		Tags:  []types.Tag{{Key: aws.String(cloud.TagOwner), Value: aws.String("o")}},
+	}
+	s := (&Driver{cfg: config.EC2Driver{Address: config.EC2AddressPrivate}}).server(i)
+	if s.ID != "i-0abc" || s.Name != "i-0abc" || s.IP != "10.0.0.5" || s.Phase != cloud.Running || s.Tags[cloud.TagOwner] != "o" {
+		t.Errorf("private: %+v", s)
+	}
+	if s := (&Driver{cfg: config.EC2Driver{Address: config.EC2AddressPublic}}).server(i); s.IP != "203.0.113.5" {
+		t.Errorf("public: %+v", s)
 	}
 }
