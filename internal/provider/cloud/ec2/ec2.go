@@ -26,10 +26,10 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
-// callTimeout bounds one API call (one page of a listing) when the
+// defaultCallTimeout bounds one API call (one page of a listing) when the
 // caller's context allows longer: an endpoint that accepts the connection
 // and never answers must not hold a reconciler.
-const callTimeout = 30 * time.Second
+const defaultCallTimeout = 30 * time.Second
 
 // pageSize is how many instances one DescribeInstances page holds, the
 // API's most.
@@ -39,8 +39,10 @@ const pageSize = 1000
 type Driver struct {
 	client *ec2.Client
 	cfg    config.EC2Driver
-	// pageSize is a field so that tests can make listings span pages.
-	pageSize int32
+	// pageSize and callTimeout are fields so that tests can make listings
+	// span pages and calls time out soon.
+	pageSize    int32
+	callTimeout time.Duration
 }
 
 var _ cloud.Driver = (*Driver)(nil)
@@ -74,7 +76,7 @@ func newDriver(ctx context.Context, cfg config.EC2Driver, opts ...func(*ec2.Opti
 	if cfg.Endpoint != "" {
 		ac.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	return &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize}, nil
+	return &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout}, nil
 }
 
 // credentialsRefresh is how long keys read from a file are used before the
@@ -115,9 +117,9 @@ func credentials(ctx context.Context, cfg config.EC2Driver) (aws.CredentialsProv
 	return file, nil
 }
 
-// call bounds one API call by callTimeout.
-func call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, callTimeout)
+// call bounds one API call by the driver's call timeout.
+func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.callTimeout)
 }
 
 // Create launches one instance carrying req.Tags and a Name tag of
@@ -125,11 +127,11 @@ func call(ctx context.Context) (context.Context, context.CancelFunc) {
 // an address yet).
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
 	in := d.runInput(req)
-	cctx, cancel := call(ctx)
+	cctx, cancel := d.call(ctx)
 	defer cancel()
 	out, err := d.client.RunInstances(cctx, in)
 	if err != nil {
-		return cloud.Server{}, apiErr(ctx, "RunInstances", err)
+		return cloud.Server{}, d.apiErr(ctx, "RunInstances", err)
 	}
 	if len(out.Instances) != 1 {
 		return cloud.Server{}, fmt.Errorf("ec2 RunInstances: asked for 1 instance, got %d", len(out.Instances))
@@ -200,11 +202,11 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 // Delete terminates the instance. One that is already terminated, or that
 // EC2 no longer knows, is gone: not an error.
 func (d *Driver) Delete(ctx context.Context, id string) error {
-	cctx, cancel := call(ctx)
+	cctx, cancel := d.call(ctx)
 	defer cancel()
 	_, err := d.client.TerminateInstances(cctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	if err != nil && !notFound(err) {
-		return apiErr(ctx, "TerminateInstances", err)
+		return d.apiErr(ctx, "TerminateInstances", err)
 	}
 	return nil
 }
@@ -223,11 +225,11 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 	})
 	var out []cloud.Server
 	for pages.HasMorePages() {
-		cctx, cancel := call(ctx)
+		cctx, cancel := d.call(ctx)
 		page, err := pages.NextPage(cctx)
 		cancel()
 		if err != nil {
-			return nil, apiErr(ctx, "DescribeInstances", err)
+			return nil, d.apiErr(ctx, "DescribeInstances", err)
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {

@@ -431,4 +431,15 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("Create on a hung endpoint whose caller gave up: %v; the caller's deadline is not the API's failure", err)
 	}
 	t.Logf("hung endpoint: %v", err)
+
+	// With time left to the caller, the driver's own bound ends the call:
+	// the API failed to answer, worth retrying.
+	d := newAt(hang.Addr().String())
+	d.callTimeout = 300 * time.Millisecond
+	start = time.Now()
+	_, err = d.List(t.Context(), "o")
+	if !errors.Is(err, cloud.ErrRetryable) || !strings.Contains(err.Error(), "no answer within 300ms") || time.Since(start) > 5*time.Second {
+		t.Errorf("List on a hung endpoint: %v after %v; want a retryable timeout after 300ms", err, time.Since(start))
+	}
+	t.Logf("hung endpoint, the driver's bound: %v", err)
 }

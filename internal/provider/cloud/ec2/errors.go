@@ -86,7 +86,7 @@ var hints = []struct{ prefix, hint string }{
 }
 
 // apiErr describes err, the failure of operation op called under ctx.
-func apiErr(ctx context.Context, op string, err error) error {
+func (d *Driver) apiErr(ctx context.Context, op string, err error) error {
 	e := &apiError{op: op, err: err}
 	var ae smithy.APIError
 	var re *awshttp.ResponseError
@@ -112,7 +112,7 @@ func apiErr(ctx context.Context, op string, err error) error {
 			}
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		e.msg = "no answer within " + callTimeout.String()
+		e.msg = "no answer within " + d.callTimeout.String()
 		e.retryable = true
 	case errors.As(err, &send):
 		e.msg = "cannot reach the EC2 API: " + send.Err.Error()

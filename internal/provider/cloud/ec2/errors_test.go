@@ -58,7 +58,7 @@ func TestAPIErr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
 			sdk := sdkError("RunInstances", tt.status, tt.code, "the message")
-			err := apiErr(context.Background(), "RunInstances", sdk)
+			err := (&Driver{}).apiErr(context.Background(), "RunInstances", sdk)
 			if got := errors.Is(err, cloud.ErrRetryable); got != tt.retryable {
 				t.Errorf("retryable = %v, want %v", got, tt.retryable)
 			}
@@ -75,7 +75,7 @@ func TestAPIErr(t *testing.T) {
 
 func TestAPIErrBounds(t *testing.T) {
 	long := strings.Repeat("x", 5000)
-	err := apiErr(context.Background(), "RunInstances", sdkError("RunInstances", 403, "UnauthorizedOperation", long))
+	err := (&Driver{}).apiErr(context.Background(), "RunInstances", sdkError("RunInstances", 403, "UnauthorizedOperation", long))
 	if len(err.Error()) > maxMessage+300 || errors.Is(err, cloud.ErrRetryable) {
 		t.Errorf("UnauthorizedOperation with a long message: %d bytes, retryable %v", len(err.Error()), errors.Is(err, cloud.ErrRetryable))
 	}
@@ -83,7 +83,7 @@ func TestAPIErrBounds(t *testing.T) {
 	// said as such.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err = apiErr(ctx, "DescribeInstances", sdkError("DescribeInstances", 503, "Unavailable", "m"))
+	err = (&Driver{}).apiErr(ctx, "DescribeInstances", sdkError("DescribeInstances", 503, "Unavailable", "m"))
 	if errors.Is(err, cloud.ErrRetryable) || err.Error() != "ec2 DescribeInstances: context canceled" {
 		t.Errorf("after the caller's cancel: %v", err)
 	}
