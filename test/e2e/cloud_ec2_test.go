@@ -59,6 +59,12 @@ func newMotoCloud(t *testing.T) *motoCloud {
 }
 
 func (c *motoCloud) provider() string {
+	return c.providerWith(fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend")))
+}
+
+// providerWith is the providers entry with standIn as its emulator's
+// stand-in argv.
+func (c *motoCloud) providerWith(standIn string) string {
 	return fmt.Sprintf(`providers:
   - name: aws
     type: ec2
@@ -71,13 +77,21 @@ func (c *motoCloud) provider() string {
     profile: shoal
     launch_template: {name: web, version: "$Latest"}
     market: spot
-    emulator: {stand_in: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]}
-`, c.endpoint, c.creds, filepath.Join(binDir, "demo-backend"))
+    emulator: {stand_in: %s}
+`, c.endpoint, c.creds, standIn)
 }
 
 // live returns the instances moto has that are not terminated, by their
 // shoal-instance tag; a name twice is an error.
 func (c *motoCloud) live() (map[string]string, error) {
+	live, _, err := c.instances()
+	return live, err
+}
+
+// instances returns the instances moto has that are not terminated, by
+// their shoal-instance tag, and how many ever were (terminated ones
+// included).
+func (c *motoCloud) instances() (live map[string]string, total int, err error) {
 	out := map[string]string{}
 	pages := ec2.NewDescribeInstancesPaginator(c.client, &ec2.DescribeInstancesInput{
 		Filters: []types.Filter{{Name: aws.String("tag-key"), Values: []string{"shoal-owner"}}},
@@ -85,10 +99,11 @@ func (c *motoCloud) live() (map[string]string, error) {
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(c.t.Context())
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
+				total++
 				if i.State.Name == types.InstanceStateNameTerminated {
 					continue
 				}
@@ -99,13 +114,13 @@ func (c *motoCloud) live() (map[string]string, error) {
 					}
 				}
 				if prev, dup := out[name]; dup {
-					return nil, fmt.Errorf("two instances for %q: %s and %s", name, prev, aws.ToString(i.InstanceId))
+					return nil, 0, fmt.Errorf("two instances for %q: %s and %s", name, prev, aws.ToString(i.InstanceId))
 				}
 				out[name] = aws.ToString(i.InstanceId)
 			}
 		}
 	}
-	return out, nil
+	return out, total, nil
 }
 
 // matches fails unless moto's live instances are exactly the group's:
@@ -181,6 +196,37 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 	e.checkInSync("web")
 	t.Logf("after the kill -9: %d strays terminated", strings.Count(e.log.String(), "stray instance stopped"))
 
+	e.stop()
+	if live, err := c.live(); err != nil || len(live) > 0 {
+		t.Fatalf("instances left running after shoal stopped: %v %v", live, err)
+	}
+}
+
+// TestEC2MotoUnreachableTerminated: an instance that never passes its
+// health check (its stand-in serves nothing) is terminated after the
+// health grace and replaced: no leaked spend, never more than one live
+// instance for the group's one.
+func TestEC2MotoUnreachableTerminated(t *testing.T) {
+	c := newMotoCloud(t)
+	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    provider: aws\n",
+		Health: "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 2s}"}
+	e := newEnv(t, c.providerWith(`["/bin/sleep", "600"]`), g)
+	e.start()
+	e.eventually("the unreachable instance terminated and replaced", 60*time.Second, func() error {
+		live, total, err := c.instances()
+		switch {
+		case err != nil:
+			return err
+		case len(live) > 1:
+			t.Fatalf("%d live instances for a group of 1: %v", len(live), live)
+		case total < 2 || total-len(live) < 1:
+			return fmt.Errorf("%d instances launched, %d live", total, len(live))
+		}
+		return nil
+	})
+	if !strings.Contains(e.log.String(), "health check did not pass within 2s") {
+		t.Errorf("shoal's log does not give the reason:\n%s", e.log)
+	}
 	e.stop()
 	if live, err := c.live(); err != nil || len(live) > 0 {
 		t.Fatalf("instances left running after shoal stopped: %v %v", live, err)
