@@ -92,6 +92,7 @@ func printGroup(w io.Writer, g group.Status) {
 	if g.HAProxyError != "" {
 		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
 	}
+	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
 	for _, in := range g.Instances {

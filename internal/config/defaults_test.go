@@ -339,6 +339,7 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
+	"groups[].max_hourly_instances":          "0: no budget",
 	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
 	"providers[].profile":                    "ec2: a profile of credentials_file",
 	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",

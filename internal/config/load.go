@@ -501,6 +501,16 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 			g.MaxSize, maxOK = v, true
 		}
 	}
+	if v, n := f.integer("max_hourly_instances", 0); n != nil {
+		switch {
+		case v < 0:
+			d.errorf(n, f.field("max_hourly_instances"), "must be >= 0 (0: no budget), got %d", v)
+		case v > 0 && minOK && v < g.MinSize:
+			d.errorf(n, f.field("max_hourly_instances"), "must be 0 (no budget) or at least min_size (%d), got %d: the group could never run min_size instances", g.MinSize, v)
+		default:
+			g.MaxHourlyInstances = v
+		}
+	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
 	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 

@@ -197,6 +197,11 @@ type Group struct {
 	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
 	// (starting, DOWN) always go first.
 	ScaleIn string `yaml:"scale_in"`
+	// MaxHourlyInstances is a budget (0: none): a scale-out is refused
+	// when the instances that ran in the last hour (running now, or ended
+	// since) plus those it would start exceed it. Clouds bill a server for
+	// the hour it was started in, whether it ran a minute or all of it.
+	MaxHourlyInstances int `yaml:"max_hourly_instances"`
 }
 
 // defaultGroup holds the defaults of a group's keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -387,6 +388,9 @@ type Status struct {
 	Version    string `json:"version"`
 	Configured string `json:"configured,omitempty"`
 	Deploying  string `json:"deploying,omitempty"`
+	// InstanceHoursToday is what the group's instances ran since local
+	// midnight: what a cloud bills.
+	InstanceHoursToday float64 `json:"instance_hours_today"`
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -475,6 +479,12 @@ func (g *Group) Status(ctx context.Context) Status {
 		if in.State == InService && !retiring[in.Name] {
 			s.InService++
 		}
+	}
+	y, m, d := now.Date()
+	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {
+		s.InstanceHoursToday = math.Round(u.InstanceHours*100) / 100
+	} else {
+		g.log.Warn("reading the group's usage failed", "err", err)
 	}
 	return s
 }

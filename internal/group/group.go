@@ -113,6 +113,7 @@ type stateStore interface {
 	PutInstance(ctx context.Context, in store.Instance) error
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
+	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
 }
 
 // Group reconciles one configured group.

@@ -144,7 +144,9 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := web
-	g.Extra = "    provider: cli\n"
+	// 2 → 5 → 2, then 5 again (3 more: 8 ran in the hour), 2, then 3 is
+	// one too many.
+	g.Extra = "    provider: cli\n    max_hourly_instances: 8\n"
 	e := newEnv(t, c.provider(), g)
 	e.start()
 	e.waitInService("web", 2)
@@ -210,6 +212,17 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 	t.Logf("after the kill -9: %d servers adopted, %d strays deleted; %+v", kept, strays, c.calls())
 	if kept != 2 || strays != 3 {
 		t.Errorf("%d servers of before the kill -9 kept and %d strays deleted, want 2 and 3", kept, strays)
+	}
+
+	// The budget: 5 running and 3 ended in the last hour; down to 2 makes
+	// it 2 and 6; one more would be 9.
+	scaleSync(t, e, "--size", "2")
+	out, stderr, _ = e.cli("scale", "web", "--size", "3")
+	if want := "max_hourly_instances 8: 8 instances ran in the last hour (2 running, 6 ended since); 1 more would make 9"; !strings.Contains(out+stderr, want) {
+		t.Errorf("scale-out past the budget:\n%s%s\nwant it refused: %s", out, stderr, want)
+	}
+	if status, _, _ := e.cli("status"); !strings.Contains(status, "instance-hours today") {
+		t.Errorf("shoal status shows no instance-hours:\n%s", status)
 	}
 
 	e.stop()
