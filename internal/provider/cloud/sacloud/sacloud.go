@@ -150,7 +150,7 @@ func useFake(store string) error {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		js.Ctx = ctx
-		fake.DataStore = js
+		fake.DataStore = seededStore{js}
 	}
 	fake.SwitchFactoryFuncToFake()
 	api.SetupFakeDefaults()
@@ -171,6 +171,16 @@ func useFake(store string) error {
 	mode.fake, mode.store = true, store
 	return nil
 }
+
+// seededStore has the fake seed its data (zones, archives, plans, the
+// shared segment) at every start, over what the file holds: the fake keeps
+// the shared segment's switch in a variable only seeding sets (iaas-api-go
+// v1.29.3), so a store loaded without it panics on the first server with a
+// NIC on the shared segment. Seeding again overwrites the fixed resources
+// and adds a shared switch and a few plans, which nothing here selects.
+type seededStore struct{ *fake.JSONFileStore }
+
+func (seededStore) NeedInitData() bool { return true }
 
 // credentials reads the API keys; errors name where they were looked for,
 // never a value.
