@@ -575,7 +575,11 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: g.conf().Placement})
+	c := g.conf()
+	g.mu.Lock()
+	plan, _ := c.PlanBySize(g.desired)
+	g.mu.Unlock()
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Plan: plan.Name, Template: in.tmpl, Placement: c.Placement})
 	if err != nil {
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false

@@ -35,9 +35,12 @@ func CheckName(name string) error {
 
 // Spec is what a group asks a provider to create.
 type Spec struct {
-	Group    string
-	Name     string
-	Index    int
+	Group string
+	Name  string
+	Index int
+	// Plan is the group's plan at its desired size ("" when that size is
+	// on no plan): a cloud with server sizes per plan picks one from it.
+	Plan     string
 	Template config.Template
 	// Placement is the group's: how a provider with several hosts picks
 	// one, and the labels that host must carry.

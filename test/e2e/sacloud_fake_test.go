@@ -20,6 +20,7 @@ import (
 type fakeServer struct {
 	ID, Name string
 	Tags     []string
+	CPU      int
 }
 
 // fakeServers reads the servers and disks in the fake's store file
@@ -32,6 +33,7 @@ func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []stri
 		var items []struct {
 			ResourceType, ID, Name string
 			Tags                   []string
+			CPU                    int
 		}
 		if err == nil {
 			if err = json.Unmarshal(b, &items); err == nil {
@@ -39,7 +41,7 @@ func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []stri
 				for _, it := range items {
 					switch it.ResourceType {
 					case "Server":
-						servers = append(servers, fakeServer{ID: it.ID, Name: it.Name, Tags: it.Tags})
+						servers = append(servers, fakeServer{ID: it.ID, Name: it.Name, Tags: it.Tags, CPU: it.CPU})
 					case "Disk":
 						if strings.HasPrefix(it.Name, "hscale-group-") {
 							disks = append(disks, it.Name)
@@ -166,6 +168,19 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The group's plan picks the server size: the first two were created
+	// at smallest (the template's 1 core), the rest at largest
+	// (server_plans: 2 cores).
+	for name, s := range ours(t, e, store) {
+		want := 2
+		if name == "hscale-group-001" || name == "hscale-group-002" {
+			want = 1
+		}
+		if s.CPU != want {
+			t.Errorf("server %s has %d cores, want %d", name, s.CPU, want)
+		}
+	}
 
 	e.stop()
 	all, disks := fakeServers(t, store)

@@ -403,7 +403,7 @@ func (p *Provider) setClaim(name string, c claim) {
 
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
-		Name: spec.Name, Group: spec.Group, Index: spec.Index, Template: spec.Template,
+		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
 		Tags: map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)

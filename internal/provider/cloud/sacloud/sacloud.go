@@ -60,7 +60,8 @@ type Driver struct {
 const listPage = 100
 
 // cleanupTimeout bounds the removal of a half-created server after Create
-// failed (its ctx may be the one that ended).
+// failed, and of its startup scripts' notes (its ctx may be the one that
+// ended).
 const cleanupTimeout = 2 * time.Minute
 
 // New builds the driver. The API keys come from cfg.CredentialsFile or the
@@ -201,7 +202,7 @@ func credentials(cfg config.SacloudDriver) (token, secret string, err error) {
 // the provider's stray sweep.
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
 	tmpl := d.cfg.Template
-	plan := d.cfg.SacloudPlanFor(req.Plan)
+	plan := d.cfg.PlanFor(req.Plan)
 	tags := serverTags(tmpl.Tags, req.Tags)
 	if err := checkTags(tags); err != nil {
 		return cloud.Server{}, fmt.Errorf("sacloud: create server %s: %w", req.Name, err)
@@ -278,8 +279,10 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 	defer func() {
 		// The startup scripts are applied once the disk is ready; the
 		// notes that carried them are the server's alone.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
 		for _, id := range notes {
-			if err := d.notes.Delete(context.WithoutCancel(ctx), id); err != nil && !iaas.IsNotFoundError(err) {
+			if err := d.notes.Delete(cctx, id); err != nil && !iaas.IsNotFoundError(err) {
 				d.log.Warn("sacloud: startup script note not deleted", "note", id.String(), "err", apiError("delete note", err))
 			}
 		}
