@@ -85,6 +85,10 @@ func TestParseExecProviderErrors(t *testing.T) {
 				"testdata/shoal.yaml:13:7: providers[0].emulator.stand_in: required"},
 		{"hook on a cloud group", "template: {command: [app]}", "template: {command: [app], pre_stop: {command: [drain]}}",
 			`testdata/shoal.yaml:19:32: groups[0].template.pre_stop: provider cli runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)`},
+		{"negative budget", "    provider: cli\n", "    provider: cli\n    max_hourly_instances: -1\n",
+			`testdata/shoal.yaml:19:27: groups[0].max_hourly_instances: must be >= 0 (0: no budget), got -1`},
+		{"budget below min_size", "    min_size: 1\n", "    min_size: 2\n    max_hourly_instances: 1\n",
+			`testdata/shoal.yaml:17:27: groups[0].max_hourly_instances: must be 0 (no budget) or at least min_size (2), got 1: the group could never run min_size instances`},
 		{"placement on a cloud group", "    provider: cli\n", "    provider: cli\n    placement: {strategy: pack}\n",
 			`testdata/shoal.yaml:19:16: groups[0].placement: provider cli creates a server for each instance, so there is no host to place it on; leave placement out`},
 	}

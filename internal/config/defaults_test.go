@@ -39,12 +39,14 @@ func defaultsTree() Config {
 	ssh.Hosts = []SSHHost{defaultSSHHost}
 	cloud, exec := DefaultCloud, DefaultExec
 	cloud.Emulator = &Emulator{}
+	ec2 := defaultEC2Driver
+	ec2.LaunchTemplate = &defaultEC2LaunchTemplate
 	sac := defaultSacloudDriver
 	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
 	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
 	sac.Template.EditParameter = &SacloudEdit{}
 	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, Sacloud: &sac}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
 	return c
 }
 
@@ -157,6 +159,12 @@ providers:
     stop: [stop]
     list: [list]
     emulator: {stand_in: [stand-in]}
+  - name: aws
+    type: ec2
+    port: 8080
+    region: us-east-1
+    credentials_file: ../testdata/aws/credentials
+    launch_template: {name: web}
   - name: sakura
     type: sacloud
     port: 80
@@ -331,8 +339,11 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
-	"providers[].server_plans":               "every plan takes template.plan",
-	"providers[].credentials_file":           "the keys come from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
+	"groups[].max_hourly_instances":          "0: no budget",
+	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
+	"providers[].profile":                    "ec2: a profile of credentials_file",
+	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",
+	"providers[].server_plans":               "sacloud: every plan takes template.plan",
 	"providers[].template.network_interfaces[].assign_netmask_len": "0: the block's",
 	"groups[].autoscale.rules[].name":                              "`rule-N`, N counting from 1",
 	"groups[].autoscale.rules[].above":                             "not set; a rule needs above or below",
@@ -362,8 +373,13 @@ optional section apply when the section is there.
 | --- | --- |
 `)
 	tree := defaultsTree()
+	seen := map[string]bool{} // a key two provider types share is one row
 	walkDefaults(reflect.ValueOf(tree), "", func(path string, f reflect.StructField, v reflect.Value) {
 		path = strings.ReplaceAll(path, "[0]", "[]")
+		if seen[path] {
+			return
+		}
+		seen[path] = true
 		def := formatDefault(f, v)
 		if w := writtenAs[path]; w != "" {
 			def = w

@@ -368,27 +368,11 @@ func checkToken(t string) error {
 	return nil
 }
 
-// readToken reads a token file, refusing anything but a regular file so that
-// a mistaken path such as a FIFO or /dev/zero cannot hang or exhaust the load.
+// readToken reads a token file (see readRegular).
 func readToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	b, err := readRegular(path, maxTokenFile)
 	if err != nil {
 		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxTokenFile)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
@@ -515,6 +499,16 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 			d.errorf(n, f.field("max_size"), "must be >= min_size (%d), got %d", g.MinSize, v)
 		default:
 			g.MaxSize, maxOK = v, true
+		}
+	}
+	if v, n := f.integer("max_hourly_instances", 0); n != nil {
+		switch {
+		case v < 0:
+			d.errorf(n, f.field("max_hourly_instances"), "must be >= 0 (0: no budget), got %d", v)
+		case v > 0 && minOK && v < g.MinSize:
+			d.errorf(n, f.field("max_hourly_instances"), "must be 0 (no budget) or at least min_size (%d), got %d: the group could never run min_size instances", g.MinSize, v)
+		default:
+			g.MaxHourlyInstances = v
 		}
 	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)

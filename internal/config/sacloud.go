@@ -520,7 +520,7 @@ func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
 // ReadSacloudCredentials reads the API keys from a usacloud profile
 // (config.json). Errors name the file, never its contents.
 func ReadSacloudCredentials(path string) (token, secret string, err error) {
-	b, err := readSmall(path)
+	b, err := readRegular(path, maxKeyFile)
 	if err != nil {
 		return "", "", fmt.Errorf("credentials: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,8 +54,12 @@ func TestParseSacloudProvider(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	p, ok := cfg.ProviderNamed("sakura")
-	if !ok || p.Type != ProviderSacloud || p.Sacloud == nil || p.SSH != nil {
+	i := slices.IndexFunc(cfg.Providers, func(p Provider) bool { return p.Name == "sakura" })
+	if i < 0 {
+		t.Fatalf("no provider sakura in %+v", cfg.Providers)
+	}
+	p := cfg.Providers[i]
+	if p.Type != ProviderSacloud || p.Sacloud == nil || p.SSH != nil {
 		t.Fatalf("provider = %+v, want a sacloud one", p)
 	}
 	s := p.Sacloud

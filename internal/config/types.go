@@ -197,6 +197,11 @@ type Group struct {
 	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
 	// (starting, DOWN) always go first.
 	ScaleIn string `yaml:"scale_in"`
+	// MaxHourlyInstances is a budget (0: none): a scale-out is refused
+	// when the instances that ran in the last hour (running now, or ended
+	// since) plus those it would start exceed it. Clouds bill a server for
+	// the hour it was started in, whether it ran a minute or all of it.
+	MaxHourlyInstances int `yaml:"max_hourly_instances"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
@@ -239,8 +244,8 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH or ProviderSacloud; the other keys of the entry
-	// are the type's.
+	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
+	// the other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
 	// beside name and type.
@@ -249,6 +254,8 @@ type Provider struct {
 	// for other types. The cloud's own keys are in its field (Exec).
 	Cloud *CloudProvider `yaml:",inline"`
 	Exec  *ExecProvider  `yaml:",inline"`
+	// EC2 is the rest of the entry when Type is ProviderEC2.
+	EC2 *EC2Driver `yaml:",inline"`
 	// Sacloud is the rest of the entry when Type is ProviderSacloud.
 	Sacloud *SacloudDriver `yaml:",inline"`
 }

@@ -253,7 +253,7 @@ func checkExecPrograms(cfg *config.Config) config.ErrorList {
 			}
 			if _, err := config.ResolveCommand(argv[0], ""); err != nil {
 				errs = append(errs, cfg.FieldError(fmt.Sprintf("providers[%d].%s[0]", i, c.key),
-					"program %q not found (a bare name is looked up on PATH): %v", argv[0], err))
+					"program %q not found (a bare name is looked up on PATH, a path is relative to the config file): %v", argv[0], err))
 			}
 		}
 	}

@@ -35,16 +35,17 @@ func CheckName(name string) error {
 
 // Spec is what a group asks a provider to create.
 type Spec struct {
-	Group string
-	Name  string
-	Index int
-	// Plan is the group's plan at its desired size ("" when that size is
-	// on no plan): a cloud with server sizes per plan picks one from it.
-	Plan     string
+	Group    string
+	Name     string
+	Index    int
 	Template config.Template
 	// Placement is the group's: how a provider with several hosts picks
 	// one, and the labels that host must carry.
 	Placement config.Placement
+	// Plan is the name of the group's plan at its desired size ("" when
+	// it has no plans): cloud drivers with plan ladders size the server
+	// by it.
+	Plan string
 }
 
 // Record is an instance's provider-neutral record (see package instance),

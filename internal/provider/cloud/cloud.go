@@ -43,6 +43,9 @@ const (
 	maxBackoff = 30 * time.Second
 	// listTimeout bounds one List call.
 	listTimeout = time.Minute
+	// destroyWait bounds a failed Start's own deletion of its server;
+	// the poller goes on after it.
+	destroyWait = time.Minute
 	// reapEvery is how often a server that should be gone but is still
 	// listed is asked to be deleted again.
 	reapEvery = 15 * time.Second
@@ -83,11 +86,17 @@ type Provider struct {
 	// doomed are the servers that must go (stopped, failed to boot,
 	// leftovers, strays): asked to be deleted until a listing lacks them.
 	doomed map[string]*doom
+	// pendingSweep is the keep of a StopStrays that could not list: the
+	// poller sweeps with it at its first listing that works.
+	pendingSweep map[string]bool
 	// busy counts Starts waiting for a boot and Stops waiting for a
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int
 	wake chan struct{}
-	wg   sync.WaitGroup // stand-in stops the poller started
+	// stopped closes when Run returns: instances' watchers of their
+	// stand-ins end then (the stand-ins keep running, for the next run).
+	stopped chan struct{}
+	wg      sync.WaitGroup // stand-in stops and watchers
 }
 
 type claim struct {
@@ -127,7 +136,7 @@ func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provid
 		name: name, d: d, cfg: cfg, opts: opts, log: opts.Log,
 		fast:   min(fastInterval, cfg.Interval),
 		listed: make(chan struct{}), insts: map[string]*instance{}, claims: map[string]claim{}, doomed: map[string]*doom{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 	}
 	if cfg.Emulator != nil {
 		t, err := config.NewTemplate(cfg.Emulator.StandIn, nil)
@@ -177,7 +186,10 @@ type data struct {
 // is deleted, backing off while listing fails) until ctx ends, detecting
 // servers deleted outside shoal and deleting those that must go.
 func (p *Provider) Run(ctx context.Context) {
-	defer p.wg.Wait()
+	defer func() {
+		close(p.stopped)
+		p.wg.Wait()
+	}()
 	failures := 0
 	for {
 		if err := p.refresh(ctx); err != nil {
@@ -185,6 +197,18 @@ func (p *Provider) Run(ctx context.Context) {
 		} else {
 			failures = 0
 			p.reap(ctx)
+			p.mu.Lock()
+			kept := p.pendingSweep
+			p.mu.Unlock()
+			if kept != nil {
+				strays, err := p.sweep(ctx, kept)
+				for _, s := range strays {
+					p.log.Warn("stray server deleted", "provider", p.name, "instance", s.Name, "id", s.ID, "server", s.Host)
+				}
+				if err != nil {
+					p.log.Warn("deleting stray servers failed; the poller retries", "provider", p.name, "err", err)
+				}
+			}
 		}
 		p.mu.Lock()
 		wait := p.cfg.Interval
@@ -428,9 +452,6 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
 	booted, err := p.waitRunning(ctx, srv.ID)
-	if err == nil && p.standIns == nil && booted.IP == "" {
-		err = errors.New("no address") // unreachable: waitRunning waits for one
-	}
 	var standIn provider.Instance
 	if err == nil && p.standIns != nil {
 		standIn, err = p.standIns.Start(ctx, provider.Spec{Group: spec.Group, Name: spec.Name, Index: spec.Index, Template: p.standIn})
@@ -440,8 +461,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	}
 	if err != nil {
 		// No leaked spend: a server that cannot serve is deleted now, or
-		// by the poller if the cloud does not answer.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DeleteTimeout)
+		// by the poller if the cloud does not answer for a while (or by
+		// the next run's stray sweep if shoal is stopping).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(p.cfg.DeleteTimeout, destroyWait))
 		defer cancel()
 		if derr := p.destroy(dctx, srv.ID); derr != nil {
 			err = fmt.Errorf("%w; deleting it failed, retried in the background: %v", err, derr)
@@ -464,7 +486,8 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 // (any running server against an emulator, whose IPs are not used), for
 // at most boot_timeout.
 func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.BootTimeout)
+	errBoot := fmt.Errorf("not running within boot_timeout %s", p.cfg.BootTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.BootTimeout, errBoot)
 	defer cancel()
 	start := time.Now()
 	for {
@@ -491,8 +514,8 @@ func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
 			if listErr != nil {
 				what += "; last listing failed: " + listErr.Error()
 			}
-			if ctx.Err() == context.DeadlineExceeded && time.Since(start) >= p.cfg.BootTimeout-time.Millisecond {
-				return Server{}, fmt.Errorf("not running within boot_timeout %s (%s)", p.cfg.BootTimeout, what)
+			if cause := context.Cause(ctx); cause == errBoot {
+				return Server{}, fmt.Errorf("%w (%s)", errBoot, what)
 			}
 			return Server{}, fmt.Errorf("waiting for it to boot (%s): %w", what, context.Cause(ctx))
 		case <-listed:
@@ -597,17 +620,28 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 // StopStrays deletes the servers carrying this shoal's owner tag that
 // neither keep nor this provider accounts for (created by a shoal killed
 // before it recorded them), and returns them. A failing listing sweeps
-// nothing. Against an emulator, stand-ins nobody uses are stopped too.
+// nothing now: the poller sweeps at its first listing that works. Against
+// an emulator, stand-ins nobody uses are stopped too.
 func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
-	if err := p.refresh(ctx); err != nil {
-		return nil, fmt.Errorf("stop stray servers: %w", err)
-	}
 	kept := map[string]bool{}
-	var keepStandIns []provider.Record
 	for _, r := range keep {
 		kept[r.ID] = true
 	}
+	if err := p.refresh(ctx); err != nil {
+		p.mu.Lock()
+		p.pendingSweep = kept
+		p.mu.Unlock()
+		return nil, fmt.Errorf("stop stray servers (swept once listing works): %w", err)
+	}
+	return p.sweep(ctx, kept)
+}
+
+// sweep deletes the listed servers that are not kept, nor tracked or
+// claimed by this provider.
+func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.Record, error) {
+	var keepStandIns []provider.Record
 	p.mu.Lock()
+	p.pendingSweep = nil
 	for id, in := range p.insts {
 		kept[id] = true
 		if in.standIn != nil {

@@ -116,6 +116,7 @@ func (in *instance) watchStandIn() {
 		case <-in.standIn.Done():
 			in.exit("emulator stand-in exited: " + in.standIn.ExitReason())
 		case <-in.done:
+		case <-in.p.stopped:
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,7 +271,7 @@ func notDone(t *testing.T, in provider.Instance, during time.Duration) {
 	}
 }
 
-// TestStartServeStop: instances start as servers of the cloud (concurrent
+// TestStartServeStop: 10 instances start as servers of the cloud (concurrent
 // starts, one listing per interval for all of them), serve on their
 // loopback address and the provider's port, and stop by deletion.
 func TestStartServeStop(t *testing.T) {
@@ -279,8 +280,9 @@ func TestStartServeStop(t *testing.T) {
 	e := newProvider(t, c, "owner-a", nil)
 	ctx := ctxFor(t, time.Minute)
 
-	ins := make([]provider.Instance, 3)
-	errs := make([]error, 3)
+	const n = 10
+	ins := make([]provider.Instance, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range ins {
@@ -297,8 +299,8 @@ func TestStartServeStop(t *testing.T) {
 		t.Errorf("started in %s, before the servers left provisioning", boot)
 	}
 	servers := c.servers()
-	if len(servers) != 3 {
-		t.Fatalf("cloud has %d servers, want 3: %v", len(servers), servers)
+	if len(servers) != n {
+		t.Fatalf("cloud has %d servers, want %d: %v", len(servers), n, servers)
 	}
 	for _, in := range ins {
 		rec := in.Record()
@@ -321,15 +323,15 @@ func TestStartServeStop(t *testing.T) {
 		}
 	}
 	calls := e.prov.Calls()
-	if calls.Create != 3 {
-		t.Errorf("creates = %d, want 3", calls.Create)
+	if calls.Create != n {
+		t.Errorf("creates = %d, want %d", calls.Create, n)
 	}
 	// Booting takes 1-2 s at the fast interval (1 s, or 200 ms here): a
-	// listing per interval, shared by the three, never one per server.
+	// listing per interval, shared by all the servers, never one each.
 	if maxLists := int64(boot/(200*time.Millisecond)) + 3; calls.List > maxLists {
-		t.Errorf("%d listings in %s for 3 servers, want at most %d (one per interval)", calls.List, boot, maxLists)
+		t.Errorf("%d listings in %s for %d servers, want at most %d (one per interval)", calls.List, boot, n, maxLists)
 	}
-	t.Logf("3 servers in service in %s with %+v API calls", boot.Round(time.Millisecond), calls)
+	t.Logf("%d servers running in %s (the fake cloud boots them in 1-2 s) with %+v API calls", n, boot.Round(time.Millisecond), calls)
 
 	victim := ins[1]
 	pid := servers[victim.Record().ID].PID
@@ -345,7 +347,7 @@ func TestStartServeStop(t *testing.T) {
 	if !exits(pid, 5*time.Second) {
 		t.Errorf("server process %d still runs after Stop", pid)
 	}
-	for _, in := range []provider.Instance{ins[0], ins[2]} {
+	for _, in := range slices.Concat(ins[:1], ins[2:]) {
 		notDone(t, in, 0)
 	}
 }
@@ -483,6 +485,52 @@ func TestAdoptAndStrays(t *testing.T) {
 	}
 }
 
+// TestStraysSweptWhenListingWorks: a restarted shoal that cannot list
+// sweeps nothing then, and deletes the strays at its first listing that
+// works.
+func TestStraysSweptWhenListingWorks(t *testing.T) {
+	c := newFakeCloud(t)
+	ctx := ctxFor(t, time.Minute)
+	first := newProvider(t, c, "owner-k", nil)
+	var recs []provider.Record
+	for i := range 2 {
+		in, err := first.prov.Start(ctx, spec(fmt.Sprintf("web-%03d", i+1), i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, in.Record())
+	}
+	c.misbehave("list", "fail")
+	second := newProvider(t, c, "owner-k", nil)
+	if _, err := second.prov.Adopt(ctx, recs[0], config.Template{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := second.prov.StopStrays(ctx, []provider.Record{recs[0]})
+	if err == nil || len(stopped) != 0 || !strings.Contains(err.Error(), "quota exceeded") {
+		t.Fatalf("StopStrays while listing fails = %v, %v", stopped, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(c.servers()); n != 2 {
+		t.Fatalf("%d servers while listing fails, want both", n)
+	}
+	c.misbehave("list", "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		servers := c.servers()
+		_, kept := servers[recs[0].ID]
+		if !kept {
+			t.Fatal("the kept server was deleted")
+		}
+		if len(servers) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stray never deleted: %v", servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestBadOutput: every way start can misbehave fails that instance with a
 // clear reason quoting the command's stderr, and leaves no server behind.
 func TestBadOutput(t *testing.T) {
@@ -555,6 +603,37 @@ func TestRetryableCreate(t *testing.T) {
 		t.Errorf("%d creates, want 3", n)
 	}
 	get(t, in.Record().Addr)
+}
+
+// TestLeftoverOfRetriedCreate: a create that made a server but reported
+// a failure is retried; the listing then shows two servers of the
+// instance's name, and the one shoal did not get is deleted.
+func TestLeftoverOfRetriedCreate(t *testing.T) {
+	c := newFakeCloud(t)
+	e := newProvider(t, c, "owner-j", nil)
+	c.misbehave("start", "dup")
+	in, err := e.prov.Start(ctxFor(t, time.Minute), spec("web-001", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		servers := c.servers()
+		if len(servers) == 1 {
+			if _, ok := servers[in.Record().ID]; !ok {
+				t.Fatalf("the instance's own server was deleted: %v", servers)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leftover never deleted: %v", servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	notDone(t, in, 300*time.Millisecond)
+	if calls := e.prov.Calls(); calls.Create != 2 || calls.Delete != 1 {
+		t.Errorf("calls %+v, want 2 creates and 1 delete", calls)
+	}
 }
 
 // TestBootTimeout: a server that never leaves provisioning is deleted
@@ -661,5 +740,45 @@ func TestEmulatorStandIns(t *testing.T) {
 	}
 	if len(c.servers()) != 0 {
 		t.Error("server of a dead stand-in still in the cloud after Stop")
+	}
+}
+
+// TestRunEndsLeavingInstances: the poller ends with its context at once,
+// however many instances it watches (shoal stopping with shutdown: keep);
+// their servers and stand-ins keep running for the next run to adopt.
+func TestRunEndsLeavingInstances(t *testing.T) {
+	c := newFakeCloud(t)
+	cfg := config.CloudProvider{Port: c.port, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
+		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
+		Emulator: &config.Emulator{StandIn: []string{demoBackend, "--listen", "127.0.0.1:{{.Port}}"}}}
+	d, err := exec.New(c.config(), cfg.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: "owner-l", Driver: "exec", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); p.Run(ctx) }()
+	in, err := p.Start(ctxFor(t, time.Minute), spec("web-001", 1))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(in.PID(), syscall.SIGKILL) })
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run still running 2s after its context ended")
+	}
+	notDone(t, in, 0)
+	if exits(in.PID(), 200*time.Millisecond) {
+		t.Error("the stand-in stopped with the poller")
+	}
+	if len(c.servers()) != 1 {
+		t.Error("the server is gone")
 	}
 }

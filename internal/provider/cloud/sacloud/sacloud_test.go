@@ -93,11 +93,11 @@ groups:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	p, ok := cfg.ProviderNamed("sakura")
-	if !ok || p.Sacloud == nil {
+	i := slices.IndexFunc(cfg.Providers, func(p config.Provider) bool { return p.Name == "sakura" })
+	if i < 0 || cfg.Providers[i].Sacloud == nil {
 		t.Fatalf("no sacloud provider in %+v", cfg.Providers)
 	}
-	return *p.Sacloud
+	return *cfg.Providers[i].Sacloud
 }
 
 func newDriver(t *testing.T, cfg config.SacloudDriver) *Driver {

@@ -5,7 +5,7 @@
 # own loopback address (127.0.X.Y) and the provider's port, recorded as
 # DIR/servers/ID.json. DIR/backend names the demo-backend binary. Files in
 # DIR make a command misbehave: DIR/fail-CMD holds a mode (fail, garbage,
-# noaddr, huge, hang, tempfail), DIR/boot the seconds a server stays
+# noaddr, huge, hang, tempfail, dup), DIR/boot the seconds a server stays
 # "provisioning", DIR/calls logs every call.
 set -eu
 dir=$1 cmd=$2
@@ -28,6 +28,14 @@ tempfail)
 esac
 
 now=$(date +%s)
+# dup: the first start creates its server but says "later" (a create that
+# timed out at the API's edge), so the retry makes a second one.
+if [ "$mode" = dup ] && [ "$cmd" = start ] && [ ! -e "$dir/dup-done" ]; then
+	: >"$dir/dup-done"
+	"$0" "$dir" start "$@" >/dev/null
+	echo "fakecloud: gateway timeout" >&2
+	exit 75
+fi
 case $cmd in
 start)
 	name=$1 port=$2
