@@ -463,8 +463,8 @@ func (d *decoder) sacloudNIC(n *yaml.Node, path string) SacloudNIC {
 	return nic
 }
 
-// SacloudPlanFor returns the server size of a group's plan ("" for none).
-func (s *SacloudDriver) SacloudPlanFor(plan string) SacloudPlan {
+// PlanFor returns the server size of a group's plan ("" for none).
+func (s *SacloudDriver) PlanFor(plan string) SacloudPlan {
 	if p, ok := s.ServerPlans[plan]; ok && plan != "" {
 		return p
 	}

@@ -67,7 +67,7 @@ func TestParseSacloudProvider(t *testing.T) {
 	if s.Zone != "tk1b" || s.ShutdownForce || s.FakeMode || tmpl.Description != "hscale-group" || tmpl.InterfaceDriver != "virtio" {
 		t.Errorf("provider = %+v", s)
 	}
-	if tmpl.Plan != (SacloudPlan{Core: 1, Memory: 1}) || s.SacloudPlanFor("largest") != (SacloudPlan{Core: 2, Memory: 4}) || s.SacloudPlanFor("medium") != tmpl.Plan || s.SacloudPlanFor("") != tmpl.Plan {
+	if tmpl.Plan != (SacloudPlan{Core: 1, Memory: 1}) || s.PlanFor("largest") != (SacloudPlan{Core: 2, Memory: 4}) || s.PlanFor("medium") != tmpl.Plan || s.PlanFor("") != tmpl.Plan {
 		t.Errorf("plans: template %+v, server_plans %+v", tmpl.Plan, s.ServerPlans)
 	}
 	if len(tmpl.NetworkInterfaces) != 1 || !tmpl.NetworkInterfaces[0].Shared || len(tmpl.Disks) != 1 || tmpl.Disks[0] != (SacloudDisk{OSType: "almalinux", Plan: "ssd", Connection: "virtio", Size: 20}) {

@@ -60,19 +60,20 @@ type Driver struct {
 const listPage = 100
 
 // cleanupTimeout bounds the removal of a half-created server after Create
-// failed (its ctx may be the one that ended).
+// failed, and of its startup scripts' notes (its ctx may be the one that
+// ended).
 const cleanupTimeout = 2 * time.Minute
 
 // New builds the driver. The API keys come from cfg.CredentialsFile or the
 // environment (SAKURACLOUD_ACCESS_TOKEN, SAKURACLOUD_ACCESS_TOKEN_SECRET);
 // with cfg.FakeMode every call goes to iaas-api-go's in-process fake.
 func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
-	caller, err := newCaller(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if log == nil {
 		log = slog.Default()
+	}
+	caller, err := newCaller(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	return &Driver{
 		cfg:        cfg,
@@ -99,11 +100,11 @@ var mode struct {
 	err        error
 }
 
-func newCaller(cfg config.SacloudDriver) (iaas.APICaller, error) {
+func newCaller(cfg config.SacloudDriver, log *slog.Logger) (iaas.APICaller, error) {
 	mode.Lock()
 	defer mode.Unlock()
 	if cfg.FakeMode {
-		if err := useFake(cfg.FakeStorePath); err != nil {
+		if err := useFake(cfg.FakeStorePath, log); err != nil {
 			return nil, err
 		}
 		return iaas.NewClientWithOptions(&client.Options{}), nil
@@ -129,7 +130,7 @@ func newCaller(cfg config.SacloudDriver) (iaas.APICaller, error) {
 }
 
 // useFake switches the process to the fake API; mode is locked.
-func useFake(store string) error {
+func useFake(store string, log *slog.Logger) error {
 	switch {
 	case mode.err != nil:
 		return mode.err
@@ -142,15 +143,15 @@ func useFake(store string) error {
 	}
 	if store != "" {
 		js := fake.NewJSONFileStore(store)
-		// The store's file watcher reloads it on every write, its own
-		// too, and logs each reload to stderr: stopped once the store is
-		// loaded. The file is read at start and written on every change,
-		// which is what a restarted shoal needs; changes another process
-		// makes to it meanwhile are not seen.
+		// The store's file watcher would reload the whole file on every
+		// write, its own too, logging each to stderr: given a context
+		// already done, it stops as it starts. The file is read at start
+		// and written on every change, which is what a restarted shoal
+		// needs; changes another process makes meanwhile are not seen.
 		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
+		stop()
 		js.Ctx = ctx
-		fake.DataStore = js
+		fake.DataStore = &fileStore{JSONFileStore: js, path: store, log: log}
 	}
 	fake.SwitchFactoryFuncToFake()
 	api.SetupFakeDefaults()
@@ -172,6 +173,56 @@ func useFake(store string) error {
 	return nil
 }
 
+// fileStore is the fake's JSON file store made fit for a process that may
+// be killed: every change is written to a temporary file renamed over the
+// store (the SDK truncates the store and writes it in place, so a kill -9
+// in between left an empty store: every server forgotten). It also has the
+// fake seed its data (zones, archives, plans, the shared segment) at every
+// start, over what the file holds: the fake keeps the shared segment's
+// switch in a variable only seeding sets (iaas-api-go v1.29.3), so a store
+// loaded without it panics on the first server with a NIC on the shared
+// segment. Seeding again overwrites the fixed resources and adds a shared
+// switch and a few plans, which nothing here selects.
+type fileStore struct {
+	*fake.JSONFileStore
+	path string // the store; the SDK's writes go to path.tmp
+	log  *slog.Logger
+	mu   sync.Mutex
+}
+
+func (s *fileStore) Init() error {
+	if err := s.JSONFileStore.Init(); err != nil {
+		return err
+	}
+	s.JSONFileStore.Path = s.path + ".tmp"
+	return nil
+}
+
+func (s *fileStore) NeedInitData() bool { return true }
+
+func (s *fileStore) Put(resourceKey, zone string, id types.ID, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.JSONFileStore.Put(resourceKey, zone, id, value)
+	s.commit()
+}
+
+func (s *fileStore) Delete(resourceKey, zone string, id types.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.JSONFileStore.Delete(resourceKey, zone, id)
+	s.commit()
+}
+
+// commit renames the SDK's write over the store; s.mu is held.
+func (s *fileStore) commit() {
+	if err := os.Rename(s.path+".tmp", s.path); err != nil {
+		// The fake's API has no way to fail a write; the next one
+		// tries again.
+		s.log.Warn("sacloud fake: store not written", "path", s.path, "err", err)
+	}
+}
+
 // credentials reads the API keys; errors name where they were looked for,
 // never a value.
 func credentials(cfg config.SacloudDriver) (token, secret string, err error) {
@@ -191,7 +242,7 @@ func credentials(cfg config.SacloudDriver) (token, secret string, err error) {
 // the provider's stray sweep.
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
 	tmpl := d.cfg.Template
-	plan := d.cfg.SacloudPlanFor(req.Plan)
+	plan := d.cfg.PlanFor(req.Plan)
 	tags := serverTags(tmpl.Tags, req.Tags)
 	if err := checkTags(tags); err != nil {
 		return cloud.Server{}, fmt.Errorf("sacloud: create server %s: %w", req.Name, err)
@@ -268,8 +319,10 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 	defer func() {
 		// The startup scripts are applied once the disk is ready; the
 		// notes that carried them are the server's alone.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
 		for _, id := range notes {
-			if err := d.notes.Delete(context.WithoutCancel(ctx), id); err != nil && !iaas.IsNotFoundError(err) {
+			if err := d.notes.Delete(cctx, id); err != nil && !iaas.IsNotFoundError(err) {
 				d.log.Warn("sacloud: startup script note not deleted", "note", id.String(), "err", apiError("delete note", err))
 			}
 		}

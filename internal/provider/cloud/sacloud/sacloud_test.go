@@ -429,9 +429,9 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 	}
 }
 
-// TestFakeStoreAcrossProcesses runs two processes on one fake_store_path,
-// as a shoal that is killed and restarted does: the second lists, and
-// deletes, what the first created.
+// TestFakeStoreAcrossProcesses runs processes on one fake_store_path, as a
+// shoal that is killed and restarted does: the second lists and deletes
+// what the first created, and creates one more.
 func TestFakeStoreAcrossProcesses(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "fake-store.json")
 	run := func(step string) string {
@@ -495,6 +495,17 @@ func TestFakeStoreChild(t *testing.T) {
 				if err := d.Delete(ctx, s.ID); err != nil {
 					t.Fatal(err)
 				}
+			}
+		}
+		if step == "list-delete" {
+			// A server on the shared segment, in a store loaded from
+			// its file.
+			s, err := d.Create(ctx, request("restarted-too", "web", 2, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Delete(ctx, s.ID); err != nil {
+				t.Fatal(err)
 			}
 		}
 		fmt.Println("RESULT", strings.Join(ids, ","))
