@@ -19,9 +19,12 @@ deps:
 
 # test-deps adds what the monitoring tests run for real: promtool, amtool and
 # Alertmanager (Debian's prometheus and prometheus-alertmanager packages), and
-# the ssh tests' hosts: sshd in network namespaces (openssh-server, iproute2).
+# the ssh tests' hosts: sshd in network namespaces (openssh-server, iproute2),
+# moto, the AWS emulator the ec2 driver's tests run (in a virtualenv), and jq
+# and flock, which the exec provider's test cloud (a shell script) uses.
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock
+	@bash scripts/install-moto.sh
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -92,6 +92,7 @@ func printGroup(w io.Writer, g group.Status) {
 	if g.HAProxyError != "" {
 		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
 	}
+	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
 	for _, in := range g.Instances {
@@ -251,6 +252,9 @@ func jobsCmd(o *options) *cobra.Command {
 					return printJSON(o.stdout, j)
 				}
 				printJobDetail(o.stdout, j)
+				if b := booting(cmd.Context(), c, j); b != "" {
+					fmt.Fprintf(o.stdout, "%-9s %s\n", "booting:", b)
+				}
 				return nil
 			}
 			list, err := c.Jobs(cmd.Context(), groupName, limit)
@@ -274,13 +278,42 @@ func jobsCmd(o *options) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Group, kind, j.From, j.Target, state, j.Source,
 					j.CreatedAt.Local().Format(time.DateTime), j.Reason)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, j := range list {
+				if b := booting(cmd.Context(), c, j); b != "" {
+					fmt.Fprintf(o.stdout, "job %s booting: %s\n", j.ID, b)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&groupName, "group", "", "only this group's jobs")
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many jobs")
 	addOutputFlag(cmd, o)
 	return cmd
+}
+
+// booting names the instances of a running job's group that are still
+// starting, and for how long ("web-004 for 2m13s, web-005 for 2m13s"): a
+// cloud server takes minutes to boot, and that is the job's progress.
+// It is "" for other jobs, and when the group cannot be read.
+func booting(ctx context.Context, c *api.Client, j jobs.Job) string {
+	if j.State != jobs.Running {
+		return ""
+	}
+	g, err := c.Group(ctx, j.Group)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, in := range g.Instances {
+		if in.State == group.Starting && !in.Since.IsZero() {
+			out = append(out, in.Name+" for "+time.Since(in.Since).Round(time.Second).String())
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func printJobDetail(w io.Writer, j jobs.Job) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,7 +37,16 @@ func defaultsTree() Config {
 	c.Groups = []Group{g}
 	ssh := defaultSSHProvider
 	ssh.Hosts = []SSHHost{defaultSSHHost}
-	c.Providers = []Provider{{SSH: &ssh}}
+	cloud, exec := DefaultCloud, DefaultExec
+	cloud.Emulator = &Emulator{}
+	ec2 := defaultEC2Driver
+	ec2.LaunchTemplate = &defaultEC2LaunchTemplate
+	sac := defaultSacloudDriver
+	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
+	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
+	sac.Template.EditParameter = &SacloudEdit{}
+	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
 	return c
 }
 
@@ -142,6 +152,28 @@ providers:
         key_file: ../testdata/ssh/id_ed25519
         known_hosts: ../testdata/ssh/known_hosts
         capacity: {}
+  - name: cli
+    type: exec
+    port: 8080
+    start: [start]
+    stop: [stop]
+    list: [list]
+    emulator: {stand_in: [stand-in]}
+  - name: aws
+    type: ec2
+    port: 8080
+    region: us-east-1
+    credentials_file: ../testdata/aws/credentials
+    launch_template: {name: web}
+  - name: sakura
+    type: sacloud
+    port: 80
+    zone: tk1b
+    template:
+      plan: {core: 1, memory: 1}
+      disks: [{source_archive: {id: "113000000001"}}]
+      edit_parameter: {}
+      network_interfaces: [{upstream: shared}]
 groups:
   - name: web
     min_size: 0
@@ -179,13 +211,31 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	want.Groups[0].Autoscale.Rules[0].Name = "rule-1"
 	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
 
+	// Each provider type is an entry of its own; the table has every
+	// type's keys in one: so does the first entry, with the others' added.
+	first := reflect.ValueOf(&cfg.Providers[0]).Elem()
+	for _, p := range cfg.Providers[1:] {
+		other := reflect.ValueOf(p)
+		for i := range first.NumField() {
+			if inline(first.Type().Field(i)) && first.Field(i).IsNil() {
+				first.Field(i).Set(other.Field(i))
+			}
+		}
+	}
+
 	got := reflect.ValueOf(cfg).Elem()
+	// Where the file writes a key, with every item as [0], as the walk
+	// names them: the other providers' keys are in later items.
+	written := map[string]bool{}
+	for p := range cfg.pos {
+		written[itemRE.ReplaceAllString(p, "[0]")] = true
+	}
 	compared := 0
 	walkDefaults(reflect.ValueOf(want), "", func(path string, f reflect.StructField, v reflect.Value) {
 		if f.Name == "_" || f.Tag.Get("required") == "true" {
 			return // read into another field, which is compared; no default
 		}
-		if _, written := cfg.pos[path]; written {
+		if written[path] {
 			return // a required key, given in everySection
 		}
 		g := valueAt(got, path)
@@ -202,6 +252,8 @@ func TestLoadAppliesDefaults(t *testing.T) {
 		t.Errorf("compared %d defaults; the walk missed sections", compared)
 	}
 }
+
+var itemRE = regexp.MustCompile(`\[[0-9]+\]`)
 
 // valueAt follows a key path such as "groups[0].health.rise" in v.
 func valueAt(v reflect.Value, path string) reflect.Value {
@@ -287,15 +339,21 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
-	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
-	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",
-	"groups[].autoscale.rules[].for":         "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.rules[].over":        "not set; a rule needs for, or statistic and over",
-	"groups[].autoscale.schedule[].name":     "`schedule-N`, N counting from 1",
-	"groups[].autoscale.schedule[].min_size": "0: not set",
-	"groups[].autoscale.schedule[].max_size": "0: not set",
-	"groups[].autoscale.predictive.capacity": "0: measured from the group's own history",
+	"groups[].max_hourly_instances":          "0: no budget",
+	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
+	"providers[].profile":                    "ec2: a profile of credentials_file",
+	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",
+	"providers[].server_plans":               "sacloud: every plan takes template.plan",
+	"providers[].template.network_interfaces[].assign_netmask_len": "0: the block's",
+	"groups[].autoscale.rules[].name":                              "`rule-N`, N counting from 1",
+	"groups[].autoscale.rules[].above":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].below":                             "not set; a rule needs above or below",
+	"groups[].autoscale.rules[].for":                               "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.rules[].over":                              "not set; a rule needs for, or statistic and over",
+	"groups[].autoscale.schedule[].name":                           "`schedule-N`, N counting from 1",
+	"groups[].autoscale.schedule[].min_size":                       "0: not set",
+	"groups[].autoscale.schedule[].max_size":                       "0: not set",
+	"groups[].autoscale.predictive.capacity":                       "0: measured from the group's own history",
 }
 
 func renderDefaults() string {
@@ -315,8 +373,13 @@ optional section apply when the section is there.
 | --- | --- |
 `)
 	tree := defaultsTree()
+	seen := map[string]bool{} // a key two provider types share is one row
 	walkDefaults(reflect.ValueOf(tree), "", func(path string, f reflect.StructField, v reflect.Value) {
 		path = strings.ReplaceAll(path, "[0]", "[]")
+		if seen[path] {
+			return
+		}
+		seen[path] = true
 		def := formatDefault(f, v)
 		if w := writtenAs[path]; w != "" {
 			def = w

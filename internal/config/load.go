@@ -236,6 +236,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	// Providers before the groups, which name them.
 	cfg.Providers = d.providers(top.get("providers"))
 	cfg.Groups = d.groups(top.get("groups"))
+	d.checkSacloudPlans(cfg.Providers, cfg.Groups)
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
@@ -498,6 +499,16 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 			d.errorf(n, f.field("max_size"), "must be >= min_size (%d), got %d", g.MinSize, v)
 		default:
 			g.MaxSize, maxOK = v, true
+		}
+	}
+	if v, n := f.integer("max_hourly_instances", 0); n != nil {
+		switch {
+		case v < 0:
+			d.errorf(n, f.field("max_hourly_instances"), "must be >= 0 (0: no budget), got %d", v)
+		case v > 0 && minOK && v < g.MinSize:
+			d.errorf(n, f.field("max_hourly_instances"), "must be 0 (no budget) or at least min_size (%d), got %d: the group could never run min_size instances", g.MinSize, v)
+		default:
+			g.MaxHourlyInstances = v
 		}
 	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)

@@ -76,6 +76,11 @@ type providerLabels struct {
 	// broken is an entry with errors of its own: groups are not checked
 	// against it, which would only repeat them.
 	broken bool
+	// cloud is a provider of cloud servers (exec, sacloud, ec2).
+	cloud bool
+	// node and path are the entry's, for errors about it found later.
+	node *yaml.Node
+	path string
 }
 
 // providers decodes the providers list. Each entry is {name, type} plus the
@@ -107,7 +112,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -116,7 +121,26 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 			d.provs[p.Name] = pl
 		}
 	}
+	d.checkSacloudProviders(out)
 	return out
+}
+
+// providerType is a type of provider and the types of its keys.
+type providerType struct {
+	name string
+	keys []reflect.Type
+}
+
+var (
+	sshKeys   = reflect.TypeFor[SSHProvider]()
+	cloudKeys = reflect.TypeFor[CloudProvider]()
+)
+
+var providerTypes = []providerType{
+	{ProviderSSH, []reflect.Type{sshKeys}},
+	{ProviderExec, []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
+	{ProviderEC2, []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}},
+	{ProviderSacloud, []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}},
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -126,9 +150,16 @@ func providerKeys(typ string) []string {
 		keys = append(keys, k.name)
 	}
 	// An unknown type is reported as such, not each of its keys.
-	if typ == ProviderSSH || typ != "" {
-		for _, k := range schemaOf(reflect.TypeFor[SSHProvider]()) {
-			keys = append(keys, k.name)
+	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	for _, pt := range providerTypes {
+		if typ == pt.name || typ != "" && !known {
+			for _, t := range pt.keys {
+				for _, k := range schemaOf(t) {
+					if !slices.Contains(keys, k.name) {
+						keys = append(keys, k.name)
+					}
+				}
+			}
 		}
 	}
 	return keys
@@ -164,11 +195,28 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
-	if t != ProviderSSH {
-		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, ProviderSSH)
-		return p, nameNode, true
+	switch t {
+	case ProviderSSH:
+		p.SSH = d.sshProvider(f)
+	case ProviderExec:
+		f.require("port", "start", "stop", "list")
+		p.Cloud = d.cloudProvider(f)
+		p.Exec = d.execProvider(f)
+	case ProviderSacloud:
+		f.require("port", "zone", "template")
+		p.Cloud = d.cloudProvider(f)
+		p.Sacloud = d.sacloudDriver(f, p.Cloud)
+	case ProviderEC2:
+		f.require("port", "region")
+		p.Cloud = d.cloudProvider(f)
+		p.EC2 = d.ec2Driver(f)
+	default:
+		names := make([]string, len(providerTypes))
+		for i, pt := range providerTypes {
+			names[i] = pt.name
+		}
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join(names, ", "))
 	}
-	p.SSH = d.sshProvider(f)
 	return p, nameNode, true
 }
 
@@ -457,11 +505,18 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
 	}
 	g.Placement = def.Placement
+	if known && pl.cloud {
+		d.cloudGroup(f, name)
+	}
 	n := f.get("placement")
 	if n == nil {
 		return
 	}
 	pf := section[Placement](d, n, f.field("placement"))
+	if known && pl.cloud {
+		d.errorf(n, f.field("placement"), "provider %s creates a server for each instance, so there is no host to place it on; leave placement out", name)
+		return
+	}
 	if name == ProviderLocal {
 		d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
 		return

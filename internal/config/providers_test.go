@@ -103,8 +103,8 @@ func TestParseProviderErrors(t *testing.T) {
 		{"local is built in", "name: rack\n", "name: local\n",
 			"testdata/shoal.yaml:3:11: providers[0].name: \"local\" is the built-in provider (this machine); choose another name\n" +
 				`testdata/shoal.yaml:23:15: groups[0].provider: unknown provider "rack"; the config has local`},
-		{"unknown type", "type: ssh", "type: ec2",
-			`testdata/shoal.yaml:4:11: providers[0].type: unknown provider type "ec2"; known: ssh`},
+		{"unknown type", "type: ssh", "type: gce",
+			`testdata/shoal.yaml:4:11: providers[0].type: unknown provider type "gce"; known: ssh, exec, ec2, sacloud`},
 		{"no hosts", "    host_down_after: 20s\n    hosts:\n", "    host_down_after: 20s\n    hosts: []\n    old_hosts:\n",
 			"testdata/shoal.yaml:6:12: providers[0].hosts: must list at least one host\n" +
 				"testdata/shoal.yaml:7:5: providers[0].old_hosts: unknown field; allowed: name, type, hosts, host_down_after, connect_timeout, remote_dir"},

@@ -190,7 +190,7 @@ func sampleData(group string, vars map[string]string) TemplateData {
 
 // compileArg parses one template, rejects the constructs that could loop or
 // recurse without bound, and trial-runs it with data, returning its output.
-func compileArg(text string, data TemplateData) (*template.Template, string, error) {
+func compileArg(text string, data any) (*template.Template, string, error) {
 	if strings.IndexByte(text, 0) >= 0 {
 		return nil, "", errors.New("must not contain NUL bytes")
 	}
@@ -247,7 +247,7 @@ func checkBranch(b *parse.BranchNode) error {
 
 // execute runs t, failing once the output passes maxExpansion or left, the
 // part of the total an instance's fields may still use.
-func execute(t *template.Template, d TemplateData, left int) (string, error) {
+func execute(t *template.Template, d any, left int) (string, error) {
 	w := &limitedBuffer{max: maxExpansion, err: errTooLong}
 	if left < maxExpansion {
 		w.max, w.err = max(left, 0), errTotalTooLong
@@ -294,6 +294,8 @@ func templateError(err error) error {
 	}
 	msg = strings.Replace(msg, fmt.Sprintf(" in type %T", TemplateData{}),
 		" (have .Name, .Port, .Index, .Group, .Vars)", 1)
+	msg = strings.Replace(msg, fmt.Sprintf(" in type %T", ExecData{}),
+		" (have .ID, .Name, .Group, .Index, .Plan, .Owner, .Port)", 1)
 	return errors.New(msg)
 }
 

@@ -197,6 +197,11 @@ type Group struct {
 	// ScaleInOldest or ScaleInLeastBusy. Instances that serve nobody
 	// (starting, DOWN) always go first.
 	ScaleIn string `yaml:"scale_in"`
+	// MaxHourlyInstances is a budget (0: none): a scale-out is refused
+	// when the instances that ran in the last hour (running now, or ended
+	// since) plus those it would start exceed it. Clouds bill a server for
+	// the hour it was started in, whether it ran a minute or all of it.
+	MaxHourlyInstances int `yaml:"max_hourly_instances"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
@@ -239,18 +244,96 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH; the other keys of the entry are the type's.
+	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
+	// the other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
+	// Cloud holds the keys every cloud type (exec, sacloud, ec2) has; nil
+	// for other types. The cloud's own keys are in its field (Exec).
+	Cloud *CloudProvider `yaml:",inline"`
+	Exec  *ExecProvider  `yaml:",inline"`
+	// EC2 is the rest of the entry when Type is ProviderEC2.
+	EC2 *EC2Driver `yaml:",inline"`
+	// Sacloud is the rest of the entry when Type is ProviderSacloud.
+	Sacloud *SacloudDriver `yaml:",inline"`
 }
 
 // Provider types.
 const (
 	// ProviderSSH runs instances as processes on servers reached over SSH.
 	ProviderSSH = "ssh"
+	// ProviderExec runs instances as servers of any cloud, through three
+	// commands of its CLI (start, stop, list).
+	ProviderExec = "exec"
 )
+
+// CloudProvider is what every cloud provider entry has besides its
+// driver's keys: where servers serve, how often they are listed and how
+// long their API calls may take.
+type CloudProvider struct {
+	// Port is where every server of the provider serves (HAProxy connects
+	// to IP:Port), unless the cloud lists a port of its own (exec's
+	// "address": "host:port").
+	Port int `yaml:"port" required:"true"`
+	// Interval is how often the provider lists its servers (one call for
+	// all of them); every second while one boots or is being deleted.
+	Interval time.Duration `yaml:"interval"`
+	// BootTimeout bounds a server's wait from created to running with an
+	// address; one that never gets there is deleted.
+	BootTimeout time.Duration `yaml:"boot_timeout"`
+	// CreateTimeout bounds the retries of a create the cloud refuses for
+	// now (throttled, no capacity); DeleteTimeout those of a delete.
+	CreateTimeout time.Duration `yaml:"create_timeout"`
+	DeleteTimeout time.Duration `yaml:"delete_timeout"`
+	// Emulator is nil against a real cloud. For emulators only (moto, the
+	// sacloud SDK's fake, a test script), whose servers cannot serve.
+	Emulator *Emulator `yaml:"emulator"`
+}
+
+// DefaultCloud holds the defaults of a cloud provider's common keys.
+var DefaultCloud = CloudProvider{Interval: 5 * time.Second, BootTimeout: 10 * time.Minute, CreateTimeout: 5 * time.Minute, DeleteTimeout: 5 * time.Minute}
+
+// Emulator is for testing against a cloud emulator only: each server
+// created gets a local stand-in process, and HAProxy sends the server's
+// traffic to the stand-in (on 127.0.0.1), never to the address the
+// emulator invented.
+type Emulator struct {
+	// StandIn is the stand-in's argv, a template with the instance
+	// template's fields ({{.Port}}: the stand-in's port on 127.0.0.1).
+	StandIn []string `yaml:"stand_in" required:"true"`
+}
+
+// ExecProvider drives a cloud through its CLI: three argv templates (no
+// shell), each run with a timeout, answering JSON on stdout.
+type ExecProvider struct {
+	// Start creates one server and prints {"id": ..., "address": ...}.
+	Start []string `yaml:"start" required:"true"`
+	// Stop deletes the server {{.ID}}; deleting one already gone succeeds.
+	Stop []string `yaml:"stop" required:"true"`
+	// List prints a JSON array of the servers tagged shoal-owner={{.Owner}}.
+	List []string `yaml:"list" required:"true"`
+	// Timeout bounds one run of a command.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// DefaultExec holds the defaults of an exec provider's keys.
+var DefaultExec = ExecProvider{Timeout: 2 * time.Minute}
+
+// ExecData is what an exec provider's command templates can refer to.
+type ExecData struct {
+	// ID is the server's cloud ID (stop only).
+	ID    string
+	Name  string
+	Group string
+	Index int
+	Plan  string
+	// Owner is the value of the shoal-owner tag, this shoal's.
+	Owner string
+	// Port is the provider's port.
+	Port int
+}
 
 // SSHProvider runs instances on servers the operator owns, over SSH.
 type SSHProvider struct {

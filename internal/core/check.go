@@ -50,6 +50,8 @@ func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err er
 		}
 	}
 
+	errs = append(errs, checkExecPrograms(cfg)...)
+
 	paths := haproxy.PathsFor(cfg.StateDir)
 	text, err := haproxy.Render(cfg, paths)
 	if err != nil {
@@ -227,4 +229,33 @@ func RemoteGroups(cfg *config.Config) []string {
 		}
 	}
 	return out
+}
+
+// checkExecPrograms makes sure the programs of exec providers' commands
+// are on this machine, where they run; nothing is run.
+func checkExecPrograms(cfg *config.Config) config.ErrorList {
+	var errs config.ErrorList
+	for i, p := range cfg.Providers {
+		if p.Exec == nil {
+			continue
+		}
+		for _, c := range []struct {
+			key  string
+			argv []string
+		}{{"start", p.Exec.Start}, {"stop", p.Exec.Stop}, {"list", p.Exec.List}} {
+			cmd, err := config.CompileCommand(c.argv)
+			if err != nil {
+				continue // reported by Load
+			}
+			argv, err := cmd.Expand(config.ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Port: p.Cloud.Port})
+			if err != nil {
+				continue
+			}
+			if _, err := config.ResolveCommand(argv[0], ""); err != nil {
+				errs = append(errs, cfg.FieldError(fmt.Sprintf("providers[%d].%s[0]", i, c.key),
+					"program %q not found (a bare name is looked up on PATH, a path is relative to the config file): %v", argv[0], err))
+			}
+		}
+	}
+	return errs
 }

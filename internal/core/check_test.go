@@ -47,6 +47,13 @@ func TestCheck(t *testing.T) {
 		{"program on the hosts not looked for here", base + sshProvider() + strings.Replace(group, "%s", "/opt/app/bin/nope", 1) + "    provider: rack\n", "", false},
 		{"program missing", base + strings.Replace(group, "%s", "./nope", 1),
 			`shoal.yaml:7:26: groups[0].template.command[0]: program "./nope" not found`, false},
+		// An exec provider's commands run here: their programs are looked
+		// for (a path relative to the config file), and nothing is run.
+		{"exec programs found", base + "providers: [{name: cli, type: exec, port: 80, start: [sh, -c, 'exit 1'], stop: [true], list: [echo, '[]']}]\n" +
+			strings.Replace(group, "%s", "unused", 1) + "    provider: cli\n", "", false},
+		{"exec program missing", base + "providers: [{name: cli, type: exec, port: 80, start: [./mycloud, create], stop: [true], list: [echo, '[]']}]\n" +
+			strings.Replace(group, "%s", "unused", 1) + "    provider: cli\n",
+			`shoal.yaml:3:55: providers[0].start[0]: program "`, false},
 		{"binary missing", base + "haproxy: {binary: /nonexistent/haproxy}\n" + strings.Replace(group, "%s", "sh", 1),
 			`shoal.yaml:3:19: haproxy.binary: exec: "/nonexistent/haproxy"`, false},
 		{"haproxy refuses a defaults line", base + "haproxy: {defaults: [\"timeout client forever\"]}\n" + strings.Replace(group, "%s", "sh", 1),

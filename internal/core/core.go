@@ -129,6 +129,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		return err
 	}
 	met := promexp.New(reg, lb.Restarts)
+	met.Registry().MustRegister(cloudCalls{provs})
 	jm.Observe(met.ObserveJob)
 	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 )
@@ -24,10 +26,11 @@ import (
 const checksTimeout = 2 * time.Second
 
 // providers is the one registry of providers by name: "local" always, and
-// one per entry of the config's providers. Each ssh provider's Run goes
-// from start until stop; serve starts them before restoring the groups
-// (adopting an instance needs its host's connection) and stops them after
-// the groups' reconcilers (which stop instances through them).
+// one per entry of the config's providers. Each ssh or cloud provider's
+// Run goes from start until stop; serve starts them before restoring the
+// groups (adopting an instance needs its host's connection, or a cloud's
+// listing) and stops them after the groups' reconcilers (which stop
+// instances through them).
 //
 // The providers ask the groups back (Checks, Reclaim): groups is set once
 // the registry of groups exists; until then they get no answer.
@@ -39,15 +42,17 @@ type providers struct {
 
 	mu     sync.RWMutex
 	ssh    map[string]*sshprov.Provider
+	cloud  map[string]*cloud.Provider
 	loops  map[string]*loop
 	cfgs   map[string]config.Provider
-	order  []string // names of ssh providers, in config order
+	order  []string // names of ssh and cloud providers, in config order
 	active bool     // start has run; providers added later start at once
 }
 
 // newProviders builds the providers of cfg; nothing connects until start.
 func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*providers, error) {
-	p := &providers{local: lp, log: log, ssh: map[string]*sshprov.Provider{}, loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
+	p := &providers{local: lp, log: log, ssh: map[string]*sshprov.Provider{}, cloud: map[string]*cloud.Provider{},
+		loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
 	p.opts = sshprov.Options{
 		StateDir: cfg.StateDir,
 		Checks:   p.checks,
@@ -66,21 +71,43 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 
 // add builds one provider entry's provider; p.mu must be held or p unshared.
 func (p *providers) add(pc config.Provider) error {
-	if pc.SSH == nil {
+	log := p.log.With("component", "provider", "provider", pc.Name)
+	var run func(context.Context)
+	switch {
+	case pc.SSH != nil:
+		opts := p.opts
+		opts.Log = log
+		sp, err := sshprov.New(pc.Name, *pc.SSH, opts)
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", pc.Name, err)
+		}
+		p.ssh[pc.Name], run = sp, sp.Run
+	case pc.Cloud != nil:
+		cp, err := newCloud(pc, p.opts.StateDir, log)
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", pc.Name, err)
+		}
+		p.cloud[pc.Name], run = cp, cp.Run
+	default:
 		return fmt.Errorf("provider %s: type %q is not supported", pc.Name, pc.Type)
 	}
-	opts := p.opts
-	opts.Log = p.log.With("component", "provider", "provider", pc.Name)
-	sp, err := sshprov.New(pc.Name, *pc.SSH, opts)
-	if err != nil {
-		return fmt.Errorf("provider %s: %w", pc.Name, err)
-	}
-	p.ssh[pc.Name], p.cfgs[pc.Name] = sp, pc
+	p.cfgs[pc.Name] = pc
 	p.order = append(p.order, pc.Name)
 	if p.active {
-		p.loops[pc.Name] = goLoop(sp.Run)
+		p.loops[pc.Name] = goLoop(run)
 	}
 	return nil
+}
+
+// byName returns the ssh or cloud provider called name; p.mu is held.
+func (p *providers) byName(name string) (provider.Provider, bool) {
+	if sp, ok := p.ssh[name]; ok {
+		return sp, true
+	}
+	if cp, ok := p.cloud[name]; ok {
+		return cp, true
+	}
+	return nil, false
 }
 
 // Get returns the provider called name.
@@ -90,11 +117,7 @@ func (p *providers) Get(name string) (provider.Provider, bool) {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	sp, ok := p.ssh[name]
-	if !ok {
-		return nil, false
-	}
-	return sp, true
+	return p.byName(name)
 }
 
 // all returns every provider by name, local first, then in config order.
@@ -103,7 +126,8 @@ func (p *providers) all() []named {
 	defer p.mu.RUnlock()
 	out := []named{{config.ProviderLocal, p.local}}
 	for _, n := range p.order {
-		out = append(out, named{n, p.ssh[n]})
+		prov, _ := p.byName(n)
+		out = append(out, named{n, prov})
 	}
 	return out
 }
@@ -114,7 +138,8 @@ type named struct {
 	prov provider.Provider
 }
 
-// start runs every ssh provider's connections.
+// start runs every ssh provider's connections and every cloud provider's
+// listing.
 func (p *providers) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -122,9 +147,12 @@ func (p *providers) start() {
 	for n, sp := range p.ssh {
 		p.loops[n] = goLoop(sp.Run)
 	}
+	for n, cp := range p.cloud {
+		p.loops[n] = goLoop(cp.Run)
+	}
 }
 
-// stop ends every ssh provider's connections and waits for them.
+// stop ends what start runs and waits for it.
 func (p *providers) stop() {
 	p.mu.Lock()
 	ls := make([]*loop, 0, len(p.loops))
@@ -153,6 +181,10 @@ func (p *providers) update(cfg *config.Config) error {
 				return err
 			}
 			p.log.Info("provider added from the config", "provider", pc.Name)
+		case !sameProvider(old, pc) && (pc.SSH == nil || old.SSH == nil):
+			// A cloud's servers are listed and deleted by the provider as
+			// it was: replacing it under running groups would lose them.
+			p.log.Warn("a cloud provider's settings, or a provider's type, change when shoal restarts; this reload keeps them", "provider", pc.Name)
 		case !sameProvider(old, pc):
 			if err := p.ssh[pc.Name].Update(*pc.SSH); err != nil {
 				return fmt.Errorf("provider %s: %w", pc.Name, err)
@@ -168,6 +200,9 @@ func (p *providers) update(cfg *config.Config) error {
 func sameProvider(a, b config.Provider) bool {
 	if a.Type != b.Type || (a.SSH == nil) != (b.SSH == nil) {
 		return false
+	}
+	if a.Cloud != nil {
+		return reflect.DeepEqual(a, b)
 	}
 	if a.SSH == nil {
 		return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -387,6 +388,9 @@ type Status struct {
 	Version    string `json:"version"`
 	Configured string `json:"configured,omitempty"`
 	Deploying  string `json:"deploying,omitempty"`
+	// InstanceHoursToday is what the group's instances ran since local
+	// midnight: what a cloud bills.
+	InstanceHoursToday float64 `json:"instance_hours_today"`
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -400,7 +404,10 @@ type InstanceStatus struct {
 	Requests  int64          `json:"requests"`
 	PID       int            `json:"pid"`
 	StartedAt time.Time      `json:"started_at"`
-	Version   string         `json:"version"`
+	// Since is when it entered State: how long a starting instance has
+	// been booting (a cloud server takes minutes), for instance.
+	Since   time.Time `json:"since"`
+	Version string    `json:"version"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -434,7 +441,8 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt, Version: in.version})
+		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
+			Since: in.since, Version: in.version})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {
@@ -471,6 +479,12 @@ func (g *Group) Status(ctx context.Context) Status {
 		if in.State == InService && !retiring[in.Name] {
 			s.InService++
 		}
+	}
+	y, m, d := now.Date()
+	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {
+		s.InstanceHoursToday = math.Round(u.InstanceHours*100) / 100
+	} else {
+		g.log.Warn("reading the group's usage failed", "err", err)
 	}
 	return s
 }

@@ -405,6 +405,20 @@ type fakeStore struct {
 	insts map[string]store.Instance
 	// decisions are the placements recorded.
 	decisions []decision.Record
+	// usage is what Usage answers from (tests set it).
+	usage []store.Usage
+}
+
+func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store.Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Usage
+	for _, u := range s.usage {
+		if u.Ended.After(since) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {

@@ -113,6 +113,7 @@ type stateStore interface {
 	PutInstance(ctx context.Context, in store.Instance) error
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
+	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
 }
 
 // Group reconciles one configured group.
@@ -575,7 +576,11 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: g.conf().Placement})
+	c := g.conf()
+	g.mu.Lock()
+	plan, _ := c.PlanBySize(g.desired)
+	g.mu.Unlock()
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false

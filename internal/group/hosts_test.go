@@ -231,3 +231,21 @@ func TestRemovalRetried(t *testing.T) {
 	gone()
 	wantEvents(t, r.ev, "web-001", "start", "add", "ready", "remove refused", "remove refused", "remove", "stop")
 }
+
+// TestSpecCarriesPlan: a provider starting an instance is told the
+// group's plan at its desired size, which cloud drivers size servers by.
+func TestSpecCarriesPlan(t *testing.T) {
+	specs := make(chan provider.Spec, 10)
+	r := newReconciler(t, 2, func(r *reconciler) {
+		c := r.g.conf()
+		c.Plans = []config.Plan{{Name: "small", Size: 2}, {Name: "large", Size: 4}}
+		r.g.live.Store(&c)
+		r.g.prov = placingProvider{r.prov, specs}
+	})
+	r.awaitStarts(2)
+	for range 2 {
+		if spec := <-specs; spec.Plan != "small" {
+			t.Errorf("spec plan %q; want small, the plan of size 2", spec.Plan)
+		}
+	}
+}

@@ -211,6 +211,9 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		if req.Kind != Wake {
 			reason = cooldownReason(g, from, target, now)
 		}
+		if reason == "" {
+			reason = g.BudgetRefusal(ctx, target)
+		}
 	}
 	if reason != "" {
 		j.State, j.Reason, j.FinishedAt = Ignored, reason, &now

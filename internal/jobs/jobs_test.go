@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -223,5 +224,44 @@ func TestJobFailedByRestartStartsItsCooldown(t *testing.T) {
 	up, down := g.Cooldowns()
 	if !up.IsZero() || time.Until(down) < 59*time.Minute {
 		t.Fatalf("cooldowns after a down failed by a restart: up %v, down %v; want only the down cooldown", up, down)
+	}
+}
+
+// TestSubmitOverBudget: a scale-out that would take the instances run in
+// the last hour past max_hourly_instances is ignored with the count.
+func TestSubmitOverBudget(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	// Two instances that ran earlier in the hour.
+	for _, name := range []string{"web-001", "web-002"} {
+		if err := st.PutInstance(ctx, store.Instance{Record: instance.Record{Group: "web", Name: name, StartedAt: time.Now().Add(-10 * time.Minute)}, State: "in-service"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DeleteInstance(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := ladder
+	cfg.MaxHourlyInstances = 3
+	g, err := group.New(ctx, cfg, nil, nil, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(ctx, fixed{g}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	j, err := m.Submit(ctx, Request{Group: "web", Kind: Size, Size: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "max_hourly_instances 3: 2 instances ran in the last hour (0 running, 2 ended since); 2 more would make 4"
+	if j.State != Ignored || j.Reason != want {
+		t.Fatalf("job %+v, want ignored: %s", j, want)
 	}
 }

@@ -42,6 +42,10 @@ type Spec struct {
 	// Placement is the group's: how a provider with several hosts picks
 	// one, and the labels that host must carry.
 	Placement config.Placement
+	// Plan is the name of the group's plan at its desired size ("" when
+	// it has no plans): cloud drivers with plan ladders size the server
+	// by it.
+	Plan string
 }
 
 // Record is an instance's provider-neutral record (see package instance),

@@ -123,7 +123,22 @@ var migrations = [][]string{
 		`ALTER TABLE instances DROP COLUMN pid`,
 		`ALTER TABLE instances DROP COLUMN pid_start`,
 	},
+	{
+		// What each finished instance ran for, kept usageKept: a group's
+		// instance-hours today and its hourly budget count it.
+		`CREATE TABLE instance_usage (
+			name       TEXT NOT NULL,
+			group_name TEXT NOT NULL,
+			started_at TEXT NOT NULL,
+			ended_at   TEXT NOT NULL
+		) STRICT`,
+		`CREATE INDEX instance_usage_group_ended ON instance_usage (group_name, ended_at)`,
+	},
 }
+
+// usageKept is how long a finished instance's usage is kept: today's
+// instance-hours need a day of it.
+const usageKept = 48 * time.Hour
 
 // Store is shoal's state database. It is safe for concurrent use.
 type Store struct {
@@ -284,12 +299,73 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	return nil
 }
 
-// DeleteInstance removes the named instance; removing a missing one is not an error.
+// DeleteInstance removes the named instance, keeping what it ran for
+// (from its start until now) as its usage; removing a missing one is not
+// an error.
 func (s *Store) DeleteInstance(ctx context.Context, name string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM instances WHERE name = ?`, name); err != nil {
+	now := time.Now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete instance %q: %w", name, err)
+	}
+	defer tx.Rollback()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO instance_usage (name, group_name, started_at, ended_at)
+			SELECT name, group_name, started_at, ? FROM instances WHERE name = ? AND started_at IS NOT NULL`,
+			[]any{formatTime(now), name}},
+		{`DELETE FROM instances WHERE name = ?`, []any{name}},
+		{`DELETE FROM instance_usage WHERE ended_at < ?`, []any{formatTime(now.Add(-usageKept))}},
+	} {
+		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
+			return fmt.Errorf("delete instance %q: %w", name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("delete instance %q: %w", name, err)
 	}
 	return nil
+}
+
+// Usage is what one finished instance ran for.
+type Usage struct {
+	Name           string
+	Started, Ended time.Time
+}
+
+// Usage returns the usage of group's instances that ended after since
+// (at most usageKept ago).
+func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usage, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT name, started_at, ended_at FROM instance_usage WHERE group_name = ? AND ended_at > ? ORDER BY ended_at`,
+		group, formatTime(since))
+	if err != nil {
+		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
+	}
+	defer rows.Close()
+	var out []Usage
+	for rows.Next() {
+		var (
+			u          Usage
+			start, end sql.NullString
+		)
+		if err := rows.Scan(&u.Name, &start, &end); err != nil {
+			return nil, fmt.Errorf("read usage of group %s: %w", group, err)
+		}
+		if u.Started, err = parseTime(start); err != nil {
+			return nil, err
+		}
+		if u.Ended, err = parseTime(end); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
+	}
+	return out, nil
 }
 
 // Instances returns all stored instances ordered by group, then index.

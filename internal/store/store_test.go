@@ -586,3 +586,34 @@ func TestDeployFields(t *testing.T) {
 		t.Fatalf("job %+v, %v", got, err)
 	}
 }
+
+// TestUsage: a deleted instance that had started leaves its usage (start
+// to deletion) for its group; one that never started leaves none.
+func TestUsage(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	before := time.Now()
+	started := before.Add(-90 * time.Minute)
+	for _, in := range []Instance{
+		{Record: instance.Record{Group: "web", Name: "web-001", StartedAt: started}, State: "in-service"},
+		{Record: instance.Record{Group: "web", Name: "web-002"}, State: "starting"},
+		{Record: instance.Record{Group: "api", Name: "api-001", StartedAt: started}, State: "in-service"},
+	} {
+		if err := s.PutInstance(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteInstance(ctx, in.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	us, err := s.Usage(ctx, "web", before.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(us) != 1 || us[0].Name != "web-001" || !us[0].Started.Equal(started) || us[0].Ended.Before(before) || us[0].Ended.After(time.Now()) {
+		t.Fatalf("usage of web = %+v, want web-001 from %s until its deletion", us, started)
+	}
+	if us, err := s.Usage(ctx, "web", time.Now().Add(time.Second)); err != nil || len(us) != 0 {
+		t.Errorf("usage ended after now = %+v, %v; want none", us, err)
+	}
+}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// execDoc is a config with one exec provider; tests replace its markers
+// to break one thing at a time.
+const execDoc = `listen: 127.0.0.1:8080
+providers:
+  - name: cli
+    type: exec
+    port: 8080
+    interval: 2s
+    boot_timeout: 5m
+    start: [mycloud, create, --name, "{{.Name}}", --tag, "shoal-owner={{.Owner}}"]
+    stop: [mycloud, delete, "{{.ID}}"]
+    list: [mycloud, list, --tag, "shoal-owner={{.Owner}}", --json]
+    timeout: 30s
+    emulator:
+      stand_in: [demo-backend, --listen, "127.0.0.1:{{.Port}}"]
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    provider: cli
+    template: {command: [app]}
+`
+
+func TestParseExecProvider(t *testing.T) {
+	cfg, err := Parse("testdata/shoal.yaml", []byte(execDoc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	p := cfg.Providers[0]
+	if p.Type != ProviderExec || p.Cloud == nil || p.Exec == nil || p.SSH != nil {
+		t.Fatalf("provider = %+v", p)
+	}
+	c, e := p.Cloud, p.Exec
+	if c.Port != 8080 || c.Interval != 2*time.Second || c.BootTimeout != 5*time.Minute ||
+		c.CreateTimeout != DefaultCloud.CreateTimeout || c.DeleteTimeout != DefaultCloud.DeleteTimeout {
+		t.Errorf("cloud keys = %+v", c)
+	}
+	if c.Emulator == nil || len(c.Emulator.StandIn) != 3 {
+		t.Errorf("emulator = %+v", c.Emulator)
+	}
+	if len(e.Start) != 6 || e.Stop[2] != "{{.ID}}" || len(e.List) != 5 || e.Timeout != 30*time.Second {
+		t.Errorf("exec keys = %+v", e)
+	}
+	cmd, err := CompileCommand(e.Stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, err := cmd.Expand(ExecData{ID: "srv-9"})
+	if err != nil || strings.Join(argv, " ") != "mycloud delete srv-9" {
+		t.Errorf("stop expands to %q, %v", argv, err)
+	}
+}
+
+func TestParseExecProviderErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new string
+		want     string
+	}{
+		{"no port", "    port: 8080\n", "",
+			`testdata/shoal.yaml:3:5: providers[0].port: required`},
+		{"bad port", "port: 8080", "port: 0",
+			`testdata/shoal.yaml:5:11: providers[0].port: must be a port from 1 to 65535 (where every server serves), got 0`},
+		{"misspelt field", `"{{.ID}}"`, `"{{.Id}}"`,
+			`testdata/shoal.yaml:9:29: providers[0].stop[2]: template: can't evaluate field Id (have .ID, .Name, .Group, .Index, .Plan, .Owner, .Port)`},
+		{"shell string", `list: [mycloud, list, --tag, "shoal-owner={{.Owner}}", --json]`, `list: "mycloud list --json"`,
+			`testdata/shoal.yaml:10:11: providers[0].list: must be a list of strings (an argv; there is no shell), got "mycloud list --json"`},
+		{"empty start", `start: [mycloud, create, --name, "{{.Name}}", --tag, "shoal-owner={{.Owner}}"]`, `start: []`,
+			`testdata/shoal.yaml:8:12: providers[0].start: must not be empty`},
+		{"interval too short", "interval: 2s", "interval: 10ms",
+			`testdata/shoal.yaml:6:15: providers[0].interval: must be at least 100ms and at most 10m0s, got 10ms`},
+		{"ssh key on exec", "    timeout: 30s\n", "    timeout: 30s\n    hosts: []\n",
+			`testdata/shoal.yaml:12:5: providers[0].hosts: unknown field; allowed: name, type, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, start, stop, list, timeout`},
+		{"stand-in without stand_in", "      stand_in: [demo-backend, --listen, \"127.0.0.1:{{.Port}}\"]\n", "      stand_ins: []\n",
+			"testdata/shoal.yaml:13:7: providers[0].emulator.stand_ins: unknown field; allowed: stand_in\n" +
+				"testdata/shoal.yaml:13:7: providers[0].emulator.stand_in: required"},
+		{"hook on a cloud group", "template: {command: [app]}", "template: {command: [app], pre_stop: {command: [drain]}}",
+			`testdata/shoal.yaml:19:32: groups[0].template.pre_stop: provider cli runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)`},
+		{"negative budget", "    provider: cli\n", "    provider: cli\n    max_hourly_instances: -1\n",
+			`testdata/shoal.yaml:19:27: groups[0].max_hourly_instances: must be >= 0 (0: no budget), got -1`},
+		{"budget below min_size", "    min_size: 1\n", "    min_size: 2\n    max_hourly_instances: 1\n",
+			`testdata/shoal.yaml:17:27: groups[0].max_hourly_instances: must be 0 (no budget) or at least min_size (2), got 1: the group could never run min_size instances`},
+		{"placement on a cloud group", "    provider: cli\n", "    provider: cli\n    placement: {strategy: pack}\n",
+			`testdata/shoal.yaml:19:16: groups[0].placement: provider cli creates a server for each instance, so there is no host to place it on; leave placement out`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(execDoc, tt.old) {
+				t.Fatalf("execDoc has no %q", tt.old)
+			}
+			doc := strings.Replace(execDoc, tt.old, tt.new, 1)
+			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+			var list ErrorList
+			if cfg != nil || !errors.As(err, &list) {
+				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"text/template"
+)
+
+// Command is an argv of templates over ExecData, as an exec provider's
+// start, stop and list are: each element expands to one argument (there is
+// no shell).
+type Command struct {
+	argv []*template.Template
+}
+
+// CompileCommand compiles argv, trial-running each element with sample
+// data so that a misspelt field fails at load.
+func CompileCommand(argv []string) (Command, error) {
+	if len(argv) == 0 {
+		return Command{}, errors.New("must not be empty")
+	}
+	c := Command{argv: make([]*template.Template, len(argv))}
+	for i, s := range argv {
+		t, out, err := compileArg(s, sampleExecData)
+		if err == nil && i == 0 && out == "" {
+			err = errors.New("expands to an empty program name")
+		}
+		if err != nil {
+			return Command{}, fmt.Errorf("[%d]: %w", i, err)
+		}
+		c.argv[i] = t
+	}
+	return c, nil
+}
+
+// sampleExecData is what exec commands are trial-run with at load.
+var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
+
+// Expand returns the argv for d, bounded as instance templates are.
+func (c Command) Expand(d ExecData) ([]string, error) {
+	left := maxTotalExpansion
+	argv := make([]string, len(c.argv))
+	for i, t := range c.argv {
+		var err error
+		if argv[i], err = execute(t, d, left); err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		left -= len(argv[i])
+	}
+	if argv[0] == "" {
+		return nil, errors.New("[0]: expands to an empty program name")
+	}
+	return argv, nil
+}

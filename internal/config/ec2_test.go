@@ -1,0 +1,144 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ec2Doc is a config with one ec2 provider; tests replace its markers to
+// break one thing at a time. Paths are relative to testdata.
+const ec2Doc = `listen: 127.0.0.1:8080
+providers:
+  - name: aws
+    type: ec2
+    port: 8080
+    region: ap-northeast-1
+    credentials_file: aws/credentials
+    profile: shoal
+    launch_template: {name: web-lt, version: "3"}
+    subnet: subnet-0123456789abcdef0
+    security_groups: [sg-0123456789abcdef0]
+    market: spot
+    spot_max_price: "0.05"
+    tags: {team: web}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    provider: aws
+    template: {command: [app]}
+`
+
+func TestParseEC2(t *testing.T) {
+	cfg, err := Parse("testdata/shoal.yaml", []byte(ec2Doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	p := cfg.Providers[0]
+	e := p.EC2
+	if p.Type != ProviderEC2 || e == nil || p.SSH != nil {
+		t.Fatalf("provider = %+v, want one ec2 provider", p)
+	}
+	want := EC2Driver{
+		Region: "ap-northeast-1", CredentialsFile: filepath.Join(testdataDir(t), "aws/credentials"), Profile: "shoal",
+		LaunchTemplate: &EC2LaunchTemplate{Name: "web-lt", Version: "3"},
+		Subnet:         "subnet-0123456789abcdef0", SecurityGroups: []string{"sg-0123456789abcdef0"},
+		Market: EC2Spot, SpotMaxPrice: "0.05", Address: EC2AddressPrivate, Tags: map[string]string{"team": "web"},
+	}
+	if got := *e; !equalEC2(got, want) {
+		t.Errorf("ec2 = %+v\nwant %+v", got, want)
+	}
+}
+
+func equalEC2(a, b EC2Driver) bool {
+	return a.Region == b.Region && a.CredentialsFile == b.CredentialsFile && a.Profile == b.Profile &&
+		a.Endpoint == b.Endpoint && *a.LaunchTemplate == *b.LaunchTemplate &&
+		a.AMI == b.AMI && a.InstanceType == b.InstanceType && a.Subnet == b.Subnet &&
+		strings.Join(a.SecurityGroups, ",") == strings.Join(b.SecurityGroups, ",") && a.Market == b.Market &&
+		a.SpotMaxPrice == b.SpotMaxPrice && a.Address == b.Address && len(a.Tags) == len(b.Tags) && a.Tags["team"] == b.Tags["team"]
+}
+
+func TestParseEC2CredentialsEnv(t *testing.T) {
+	doc := strings.Replace(ec2Doc, "credentials_file: aws/credentials\n    profile: shoal\n", "endpoint: http://127.0.0.1:5000\n", 1)
+	t.Setenv(EnvAWSAccessKeyID, "AKIAENVEXAMPLE")
+	t.Setenv(EnvAWSSecretAccessKey, "env-secret-example")
+	cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if e := cfg.Providers[0].EC2; e.CredentialsFile != "" || e.Endpoint != "http://127.0.0.1:5000" {
+		t.Errorf("ec2 = %+v", e)
+	}
+	t.Setenv(EnvAWSSecretAccessKey, "")
+	_, err = Parse("testdata/shoal.yaml", []byte(doc))
+	if want := "testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file"; err == nil || err.Error() != want {
+		t.Errorf("Parse without a secret in the environment:\n got: %v\nwant: %s", err, want)
+	}
+}
+
+func TestParseEC2Errors(t *testing.T) {
+	t.Setenv(EnvAWSAccessKeyID, "")
+	t.Setenv(EnvAWSSecretAccessKey, "")
+	creds := filepath.Join(testdataDir(t), "aws/credentials")
+	tests := []struct {
+		name     string
+		old, new string
+		want     string
+	}{
+		{"bad region", "region: ap-northeast-1", "region: Tokyo",
+			`testdata/shoal.yaml:6:13: providers[0].region: must be an AWS region such as ap-northeast-1, got "Tokyo"`},
+		{"no region", "    region: ap-northeast-1\n", "",
+			`testdata/shoal.yaml:3:5: providers[0].region: required`},
+		{"no credentials", "    credentials_file: aws/credentials\n", "",
+			"testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_ACCESS_KEY_ID is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file\n" +
+				`testdata/shoal.yaml:7:14: providers[0].profile: applies to credentials_file only; without it the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`},
+		{"missing profile", "profile: shoal", "profile: nobody",
+			`testdata/shoal.yaml:7:23: providers[0].credentials_file: ` + creds + ` has no profile [nobody]`},
+		{"profile without keys", "profile: shoal", "profile: role",
+			`testdata/shoal.yaml:7:23: providers[0].credentials_file: profile [role] of ` + creds + ` has no aws_access_key_id and aws_secret_access_key (roles, SSO and credential_process are not used)`},
+		{"missing file", "credentials_file: aws/credentials", "credentials_file: aws/none",
+			`testdata/shoal.yaml:7:23: providers[0].credentials_file: stat ` + filepath.Join(testdataDir(t), "aws/none") + `: no such file or directory`},
+		{"template by id and name", "{name: web-lt,", "{id: lt-0123456789abcdef0, name: web-lt,",
+			`testdata/shoal.yaml:9:55: providers[0].launch_template.name: a launch template is named by id or by name, not both`},
+		{"bad template version", `version: "3"`, `version: latest`,
+			`testdata/shoal.yaml:9:46: providers[0].launch_template.version: must be a version number, "$Latest" or "$Default", got "latest"`},
+		{"bad template id", "{name: web-lt,", "{id: web-lt,",
+			`testdata/shoal.yaml:9:27: providers[0].launch_template.id: must be a launch template ID such as lt-0123456789abcdef0, got "web-lt"`},
+		{"no template nor AMI", "    launch_template: {name: web-lt, version: \"3\"}\n", "    instance_type: t3.micro\n",
+			`testdata/shoal.yaml:3:5: providers[0].ami: required without launch_template (an instance is made from a launch template, or from an AMI and an instance type)`},
+		{"bad AMI", "    launch_template: {name: web-lt, version: \"3\"}\n", "    ami: ubuntu\n    instance_type: t3.micro\n",
+			`testdata/shoal.yaml:9:10: providers[0].ami: must be an AMI ID such as ami-0123456789abcdef0, got "ubuntu"`},
+		{"bad security group", "[sg-0123456789abcdef0]", "[web]",
+			`testdata/shoal.yaml:11:23: providers[0].security_groups[0]: must be a security group ID such as sg-0123456789abcdef0, got "web"`},
+		{"bad market", "market: spot", "market: reserved",
+			"testdata/shoal.yaml:12:13: providers[0].market: must be on-demand or spot, got \"reserved\"\n" +
+				`testdata/shoal.yaml:13:21: providers[0].spot_max_price: applies to spot instances only; set market: spot, or leave it out`},
+		{"bad endpoint", "tags:", "endpoint: \"127.0.0.1:5000\"\n    tags:",
+			`testdata/shoal.yaml:14:15: providers[0].endpoint: must be an http:// or https:// URL without credentials, got "127.0.0.1:5000"`},
+		{"shoal's tag", "{team: web}", "{shoal-owner: me}",
+			`testdata/shoal.yaml:14:12: providers[0].tags.shoal-owner: shoal-owner is set by shoal on every instance; choose another key`},
+		{"ssh keys on ec2", "tags:", "hosts: []\n    tags:",
+			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(ec2Doc, tt.old) {
+				t.Fatalf("ec2Doc has no %q", tt.old)
+			}
+			doc := strings.Replace(ec2Doc, tt.old, tt.new, 1)
+			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+			var list ErrorList
+			if cfg != nil || !errors.As(err, &list) {
+				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
+			}
+			if strings.Contains(err.Error(), "secret-example") {
+				t.Errorf("an error shows a secret key: %v", err)
+			}
+		})
+	}
+}

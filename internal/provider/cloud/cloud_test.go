@@ -1,0 +1,128 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// scriptedDriver is a Driver whose answers a test sets: the provider's
+// own logic (retries, boot waits) is what is under test; the drivers are
+// tested against their clouds (exec's scripts, moto, the sacloud fake).
+type scriptedDriver struct {
+	mu      sync.Mutex
+	create  func(n int) (Server, error) // n counts the calls from 1
+	creates int
+	servers map[string]Server
+	deleted []string
+}
+
+func (d *scriptedDriver) Create(_ context.Context, req CreateRequest) (Server, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.creates++
+	s, err := d.create(d.creates)
+	if err == nil {
+		s.Tags = req.Tags
+		d.servers[s.ID] = s
+	}
+	return s, err
+}
+
+func (d *scriptedDriver) Delete(_ context.Context, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deleted = append(d.deleted, id)
+	delete(d.servers, id)
+	return nil
+}
+
+func (d *scriptedDriver) List(context.Context, string) ([]Server, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Server
+	for _, s := range d.servers {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func newScripted(t *testing.T, d *scriptedDriver, cfg config.CloudProvider) *Provider {
+	t.Helper()
+	d.servers = map[string]Server{}
+	cfg.Port, cfg.Interval = 8080, 50*time.Millisecond
+	p, err := New("scripted", d, cfg, Options{Owner: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { p.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return p
+}
+
+func startSpec() provider.Spec { return provider.Spec{Group: "web", Name: "web-001", Index: 1} }
+
+// TestCreateRetriedUntilTimeout: a cloud that keeps saying "later" is
+// asked again with back-off (1 s, then 2 s) until create_timeout, then the
+// start fails with its last answer.
+func TestCreateRetriedUntilTimeout(t *testing.T) {
+	d := &scriptedDriver{create: func(int) (Server, error) {
+		return Server{}, fmt.Errorf("InsufficientInstanceCapacity: %w", ErrRetryable)
+	}}
+	p := newScripted(t, d, config.CloudProvider{CreateTimeout: 2500 * time.Millisecond})
+	begin := time.Now()
+	_, err := p.Start(context.Background(), startSpec())
+	if err == nil || !strings.Contains(err.Error(), "InsufficientInstanceCapacity") || !strings.Contains(err.Error(), "gave up") {
+		t.Fatalf("start: %v", err)
+	}
+	if took := time.Since(begin); took < 2*time.Second || took > 4*time.Second {
+		t.Errorf("gave up after %s, want create_timeout (2.5 s)", took)
+	}
+	// Asked at 0 s and 1 s; the next, at 3 s, is past create_timeout.
+	if n := p.Calls().Create; n != 2 {
+		t.Errorf("%d creates, want 2", n)
+	}
+}
+
+// TestGoneWhileBooting: a server the cloud lists as gone before it runs
+// fails the start at once, and is deleted (it may still cost).
+func TestGoneWhileBooting(t *testing.T) {
+	d := &scriptedDriver{create: func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", Phase: Gone, State: "terminated"}, nil
+	}}
+	p := newScripted(t, d, config.CloudProvider{BootTimeout: time.Minute})
+	begin := time.Now()
+	_, err := p.Start(context.Background(), startSpec())
+	if err == nil || !strings.Contains(err.Error(), "gone while booting (state terminated)") {
+		t.Fatalf("start: %v", err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("failed after %s, not at the first listing", took)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.deleted) != 1 || d.deleted[0] != "i-1" {
+		t.Errorf("deleted %v, want i-1", d.deleted)
+	}
+}
+
+// TestNotRetryable: any other error fails the start at once, unretried.
+func TestNotRetryable(t *testing.T) {
+	d := &scriptedDriver{create: func(int) (Server, error) { return Server{}, errors.New("InvalidAMIID.NotFound") }}
+	p := newScripted(t, d, config.CloudProvider{})
+	if _, err := p.Start(context.Background(), startSpec()); err == nil || !strings.Contains(err.Error(), "InvalidAMIID.NotFound") {
+		t.Fatalf("start: %v", err)
+	}
+	if n := p.Calls().Create; n != 1 {
+		t.Errorf("%d creates, want 1", n)
+	}
+}

@@ -1,0 +1,103 @@
+// Package cloud is the one provider of every cloud: it runs a group's
+// instances as servers that a cloud's API creates, lists and deletes. What
+// differs between clouds is a Driver (sacloud, ec2, exec — the last drives any
+// cloud's CLI); the lifecycle is here, once: create with retries, wait for an
+// address, one batched listing per interval for exit detection and adoption
+// (never one call per server), tag-based markers, stray sweeping, deletion
+// with retries, and stand-ins for emulators whose servers cannot serve.
+package cloud
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// Tags shoal puts on every server it creates, the marker that adoption and
+// stray sweeping list by. Drivers store them as their cloud's tags (sacloud
+// tags are plain strings: "shoal-owner=ID").
+const (
+	TagOwner    = "shoal-owner"
+	TagGroup    = "shoal-group"
+	TagInstance = "shoal-instance"
+)
+
+// Phase is where a server is in its cloud's lifecycle, mapped from the
+// cloud's own state words.
+type Phase string
+
+// Phases.
+const (
+	// Pending: created, not running yet (booting, provisioning).
+	Pending Phase = "pending"
+	// Running: up; with an address it can be health-checked.
+	Running Phase = "running"
+	// Stopping: shutting down or being deleted.
+	Stopping Phase = "stopping"
+	// Gone: deleted or terminated (some clouds list them for a while).
+	Gone Phase = "gone"
+)
+
+// Server is one server as a cloud's API lists it.
+type Server struct {
+	// ID is the cloud's identifier (sacloud server ID, EC2 instance ID,
+	// what an exec driver's start printed).
+	ID string
+	// Name is the server's name in the cloud.
+	Name string
+	// IP is the address the cloud gives it ("" while it has none, or
+	// always for emulators that assign none). Port is filled in by the
+	// provider from the group's config, not by the driver.
+	IP string
+	// Port is where the server serves when the cloud says (an exec
+	// driver's "address": "host:port"); 0: the provider's configured port.
+	Port  int
+	Phase Phase
+	// State is the cloud's own word for it ("up", "running", "stopped"),
+	// for messages.
+	State string
+	Tags  map[string]string
+	// Created is when the cloud created it (zero if it does not say).
+	Created time.Time
+}
+
+// CreateRequest is what the provider asks a driver to create.
+type CreateRequest struct {
+	// Name is the instance's name (GROUP-NNN), which drivers use for, or
+	// in, the server's name.
+	Name  string
+	Group string
+	Index int
+	// Plan is the group's current plan name ("" when it has none): drivers
+	// with plan ladders (sacloud's core/memory plans) pick the server size
+	// from it.
+	Plan string
+	// Tags are the marker tags (TagOwner, TagGroup, TagInstance) the server
+	// must carry.
+	Tags map[string]string
+	// Template is the group's template: drivers that pass user data or an
+	// argv (exec) expand it.
+	Template config.Template
+}
+
+// Driver is one cloud's API, as the provider uses it. Every call is bounded
+// by ctx. Implementations are safe for concurrent use.
+type Driver interface {
+	// Create asks for one server carrying req.Tags and returns as soon as
+	// the cloud has accepted it (its ID known; it may still be Pending).
+	Create(ctx context.Context, req CreateRequest) (Server, error)
+	// Delete shuts the server down (forcibly if the driver's config says
+	// so) and deletes or terminates it. Deleting a server that is already
+	// gone is not an error.
+	Delete(ctx context.Context, id string) error
+	// List returns every server carrying TagOwner=owner, in as few calls
+	// as the API allows (paged, never one per server).
+	List(ctx context.Context, owner string) ([]Server, error)
+}
+
+// ErrRetryable marks a driver error worth retrying with back-off: the API
+// throttled, was briefly unavailable, or lacked capacity right now.
+// Anything else fails the instance at once with the driver's message.
+var ErrRetryable = errors.New("retryable cloud API error")

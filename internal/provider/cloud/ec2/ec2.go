@@ -1,0 +1,293 @@
+// Package ec2 is the cloud.Driver of Amazon EC2: an instance is an EC2
+// instance made from a launch template, or from an AMI and an instance
+// type, tagged with shoal's markers when it is launched; the provider's
+// listing is one paged DescribeInstances filtered by the owner tag, and
+// deletion is TerminateInstances.
+//
+// It is tested against moto, an emulator of the EC2 API, not a real
+// account.
+package ec2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
+)
+
+// defaultCallTimeout bounds one API call (one page of a listing) when the
+// caller's context allows longer: an endpoint that accepts the connection
+// and never answers must not hold a reconciler.
+const defaultCallTimeout = 30 * time.Second
+
+// pageSize is how many instances one DescribeInstances page holds, the
+// API's most.
+const pageSize = 1000
+
+// Driver is the EC2 driver of one provider entry.
+type Driver struct {
+	client *ec2.Client
+	cfg    config.EC2Driver
+	// pageSize and callTimeout are fields so that tests can make listings
+	// span pages and calls time out soon.
+	pageSize    int32
+	callTimeout time.Duration
+}
+
+var _ cloud.Driver = (*Driver)(nil)
+
+// New returns the driver of cfg. It calls no API: bad credentials show at
+// the first call.
+func New(ctx context.Context, cfg config.EC2Driver) (cloud.Driver, error) {
+	return newDriver(ctx, cfg)
+}
+
+// newDriver is New with options for the EC2 client (tests count calls).
+func newDriver(ctx context.Context, cfg config.EC2Driver, opts ...func(*ec2.Options)) (*Driver, error) {
+	if cfg.Region == "" {
+		return nil, errors.New("ec2: region is required")
+	}
+	creds, err := credentials(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The aws.Config is built here, not by config.LoadDefaultConfig, so
+	// that nothing the config does not name (AWS_* variables, ~/.aws/config,
+	// instance roles, AWS_ENDPOINT_URL) changes where shoal sends requests
+	// or whose keys it signs them with.
+	ac := aws.Config{
+		Region:      cfg.Region,
+		Credentials: aws.NewCredentialsCache(creds),
+		// The provider retries with back-off (cloud.ErrRetryable): the
+		// SDK's own retries would multiply its attempts and hide throttling.
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} },
+	}
+	if cfg.Endpoint != "" {
+		ac.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	return &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout}, nil
+}
+
+// credentialsRefresh is how long keys read from a file are used before the
+// file is read again, so that rotated keys are picked up without a restart.
+const credentialsRefresh = 5 * time.Minute
+
+// credentials returns the provider of the keys cfg names, checking now
+// that they are there. Errors name the file or variable, never a key.
+func credentials(ctx context.Context, cfg config.EC2Driver) (aws.CredentialsProvider, error) {
+	if cfg.CredentialsFile == "" {
+		v := aws.Credentials{
+			AccessKeyID:     os.Getenv(config.EnvAWSAccessKeyID),
+			SecretAccessKey: os.Getenv(config.EnvAWSSecretAccessKey),
+			SessionToken:    os.Getenv(config.EnvAWSSessionToken),
+			Source:          "environment",
+		}
+		if !v.HasKeys() {
+			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", config.EnvAWSAccessKeyID, config.EnvAWSSecretAccessKey)
+		}
+		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
+	}
+	file := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
+		sc, err := config.LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)
+		if err != nil {
+			return aws.Credentials{}, fmt.Errorf("ec2: credentials_file %s, profile %s: %w", cfg.CredentialsFile, cfg.Profile, err)
+		}
+		if !sc.Credentials.HasKeys() {
+			return aws.Credentials{}, fmt.Errorf("ec2: credentials_file %s, profile %s: no aws_access_key_id and aws_secret_access_key", cfg.CredentialsFile, cfg.Profile)
+		}
+		v := sc.Credentials
+		v.Source = "credentials_file"
+		v.CanExpire, v.Expires = true, time.Now().Add(credentialsRefresh)
+		return v, nil
+	})
+	if _, err := file.Retrieve(ctx); err != nil {
+		return nil, err
+	}
+	return file, nil
+}
+
+// call bounds one API call by the driver's call timeout.
+func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.callTimeout)
+}
+
+// Create launches one instance carrying req.Tags and a Name tag of
+// req.Name, and returns it as RunInstances does (pending, usually without
+// an address yet).
+func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
+	in := d.runInput(req)
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	out, err := d.client.RunInstances(cctx, in)
+	if err != nil {
+		return cloud.Server{}, d.apiErr(ctx, "RunInstances", err)
+	}
+	if len(out.Instances) != 1 {
+		return cloud.Server{}, fmt.Errorf("ec2 RunInstances: asked for 1 instance, got %d", len(out.Instances))
+	}
+	return d.server(out.Instances[0]), nil
+}
+
+// runInput is the RunInstances request of req: the config's launch
+// template, AMI, type, network and market, and every tag at launch, so
+// that no instance ever exists without its marker.
+func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
+	c := d.cfg
+	in := &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1)}
+	if lt := c.LaunchTemplate; lt != nil {
+		spec := &types.LaunchTemplateSpecification{Version: aws.String(lt.Version)}
+		if lt.ID != "" {
+			spec.LaunchTemplateId = aws.String(lt.ID)
+		} else {
+			spec.LaunchTemplateName = aws.String(lt.Name)
+		}
+		in.LaunchTemplate = spec
+	}
+	if c.AMI != "" {
+		in.ImageId = aws.String(c.AMI)
+	}
+	if c.InstanceType != "" {
+		in.InstanceType = types.InstanceType(c.InstanceType)
+	}
+	if c.Subnet != "" {
+		in.SubnetId = aws.String(c.Subnet)
+	}
+	in.SecurityGroupIds = c.SecurityGroups
+	if c.KeyName != "" {
+		in.KeyName = aws.String(c.KeyName)
+	}
+	if p := c.IAMInstanceProfile; p != "" {
+		in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Name: aws.String(p)}
+		if strings.HasPrefix(p, "arn:") {
+			in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Arn: aws.String(p)}
+		}
+	}
+	if c.Market == config.EC2Spot {
+		spot := &types.SpotMarketOptions{
+			SpotInstanceType: types.SpotInstanceTypeOneTime,
+			// An interrupted spot instance is gone, and replaced like any
+			// instance that exits; stopped, it would cost its volumes.
+			InstanceInterruptionBehavior: types.InstanceInterruptionBehaviorTerminate,
+		}
+		if c.SpotMaxPrice != "" {
+			spot.MaxPrice = aws.String(c.SpotMaxPrice)
+		}
+		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeSpot, SpotOptions: spot}
+	}
+	tags := maps.Clone(c.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	maps.Copy(tags, req.Tags)
+	tags["Name"] = req.Name
+	spec := types.TagSpecification{ResourceType: types.ResourceTypeInstance}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		spec.Tags = append(spec.Tags, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	in.TagSpecifications = []types.TagSpecification{spec}
+	return in
+}
+
+// Delete terminates the instance. One that is already terminated, or that
+// EC2 no longer knows, is gone: not an error.
+func (d *Driver) Delete(ctx context.Context, id string) error {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.client.TerminateInstances(cctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+	if err != nil && !notFound(err) {
+		return d.apiErr(ctx, "TerminateInstances", err)
+	}
+	return nil
+}
+
+// List returns every instance tagged shoal-owner=owner, terminated ones
+// (which EC2 lists for about an hour) as Gone, in one paged
+// DescribeInstances: one call per pageSize instances, never one per
+// instance.
+func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error) {
+	in := &ec2.DescribeInstancesInput{
+		Filters:    []types.Filter{{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{owner}}},
+		MaxResults: aws.Int32(d.pageSize),
+	}
+	pages := ec2.NewDescribeInstancesPaginator(d.client, in, func(o *ec2.DescribeInstancesPaginatorOptions) {
+		o.StopOnDuplicateToken = true
+	})
+	var out []cloud.Server
+	for pages.HasMorePages() {
+		cctx, cancel := d.call(ctx)
+		page, err := pages.NextPage(cctx)
+		cancel()
+		if err != nil {
+			return nil, d.apiErr(ctx, "DescribeInstances", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out = append(out, d.server(i))
+			}
+		}
+	}
+	return out, nil
+}
+
+// server is i as the provider sees it.
+func (d *Driver) server(i types.Instance) cloud.Server {
+	s := cloud.Server{ID: aws.ToString(i.InstanceId), Tags: map[string]string{}, Created: aws.ToTime(i.LaunchTime)}
+	for _, t := range i.Tags {
+		s.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	s.Name = s.Tags["Name"]
+	if s.Name == "" {
+		// Someone removed the Name tag: the ID still names it in messages.
+		s.Name = s.ID
+	}
+	if d.cfg.Address == config.EC2AddressPublic {
+		s.IP = aws.ToString(i.PublicIpAddress)
+	} else {
+		s.IP = aws.ToString(i.PrivateIpAddress)
+	}
+	if i.State != nil {
+		s.State = string(i.State.Name)
+	}
+	s.Phase = phase(s.State)
+	return s
+}
+
+// phase maps an EC2 instance state to the provider's phases:
+//
+//	pending ──> running ──> stopping ──> stopped
+//	   │           │                        │
+//	   │           └──> shutting-down <─────┘ (terminate)
+//	   │                      │
+//	   └──────────────────────┴──> terminated
+//
+//	pending → Pending; running → Running;
+//	shutting-down, stopping, stopped → Stopping; terminated → Gone.
+//
+// A stopped instance is not Gone: it still exists and costs its volumes,
+// so the provider terminates it rather than forget it.
+func phase(state string) cloud.Phase {
+	switch types.InstanceStateName(state) {
+	case types.InstanceStateNamePending:
+		return cloud.Pending
+	case types.InstanceStateNameRunning:
+		return cloud.Running
+	case types.InstanceStateNameShuttingDown, types.InstanceStateNameStopping, types.InstanceStateNameStopped:
+		return cloud.Stopping
+	case types.InstanceStateNameTerminated:
+		return cloud.Gone
+	}
+	// A state this driver does not know yet: waited on like a boot, which
+	// the provider's boot timeout bounds.
+	return cloud.Pending
+}

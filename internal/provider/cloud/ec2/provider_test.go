@@ -1,0 +1,241 @@
+package ec2
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
+)
+
+// The generic cloud provider over this driver and moto. Moto's instances
+// cannot serve (their addresses are invented), so the provider runs in
+// emulator mode: each instance gets a local demo-backend stand-in on
+// 127.0.0.1, which is all that is ever sent traffic.
+
+var (
+	buildOnce   sync.Once
+	demoBackend string
+	buildErr    error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if demoBackend != "" {
+		os.RemoveAll(filepath.Dir(demoBackend))
+	}
+	os.Exit(code)
+}
+
+// backend builds the repo's demo-backend, once.
+func backend(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "shoal-ec2-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		demoBackend = filepath.Join(dir, "demo-backend")
+		if out, err := exec.Command("go", "build", "-o", demoBackend, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build demo-backend: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return demoBackend
+}
+
+// running is a cloud.Provider whose Run loop runs until stop, which
+// returns once Run has.
+type running struct {
+	*cloud.Provider
+	stop func()
+}
+
+func runProvider(t *testing.T, d cloud.Driver, owner, stateDir string) *running {
+	t.Helper()
+	cfg := config.CloudProvider{
+		Port: 8080, Interval: 500 * time.Millisecond, BootTimeout: 30 * time.Second,
+		CreateTimeout: 30 * time.Second, DeleteTimeout: 30 * time.Second,
+		Emulator: &config.Emulator{StandIn: []string{backend(t), "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}},
+	}
+	p, err := cloud.New("aws", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderEC2, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { p.Run(ctx) })
+	r := &running{Provider: p, stop: func() { cancel(); wg.Wait() }}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// get asks addr, which must be on 127.0.0.0/8, for / and returns who
+// answered (demo-backend's X-Instance).
+func get(t *testing.T, addr string) string {
+	t.Helper()
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("refusing to send traffic to %s: not loopback (moto's addresses are invented)", addr)
+	}
+	var last error
+	for range 50 {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.Header.Get("X-Instance")
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("GET %s: %v", addr, last)
+	return ""
+}
+
+// listed returns the owner's instances in moto by ID, as the driver lists
+// them.
+func listed(t *testing.T, d *Driver, owner string) map[string]cloud.Server {
+	t.Helper()
+	list, err := d.List(t.Context(), owner)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	out := map[string]cloud.Server{}
+	for _, s := range list {
+		out[s.ID] = s
+	}
+	return out
+}
+
+func spec(name string, index int) provider.Spec {
+	tmpl, _ := config.NewTemplate([]string{"unused-by-cloud-servers"}, nil)
+	return provider.Spec{Group: "web", Name: name, Index: index, Template: tmpl}
+}
+
+// TestProviderMoto: the generic provider scales out on EC2 (moto) through
+// this driver, serves from stand-ins, and after a restart adopts what it
+// recorded, sweeps a stray it never recorded, and scales in by
+// terminating.
+func TestProviderMoto(t *testing.T) {
+	e := newMotoEnv(t)
+	t.Cleanup(func() { e.calls.report(t) })
+	d := e.driver(t, config.EC2Driver{LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: config.EC2AddressPrivate})
+	const owner = "owner-provider"
+	stateDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	first := runProvider(t, d, owner, stateDir)
+	const n = 10
+	ins := make([]provider.Instance, n)
+	errs := make([]error, n)
+	describesBefore := e.calls.count("DescribeInstances")
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { ins[i], errs[i] = first.Start(ctx, spec(fmt.Sprintf("web-%03d", i+1), i+1)) })
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Start %d: %v", i+1, err)
+		}
+	}
+	calls := first.Calls()
+	describes := e.calls.count("DescribeInstances") - describesBefore
+	t.Logf("%d instances in service (moto + stand-ins) in %v: %d RunInstances, %d listings (%d DescribeInstances pages)", n, took.Round(time.Millisecond), calls.Create, calls.List, describes)
+	if calls.Create != n || e.calls.count("RunInstances") < n {
+		t.Errorf("%d creates for %d instances", calls.Create, n)
+	}
+	// Listings are per interval, shared by every booting instance: never
+	// one per instance per poll.
+	if limit := int64(took/(500*time.Millisecond)) + 3; calls.List > limit {
+		t.Errorf("%d listings in %v for %d instances, want at most %d (one per interval)", calls.List, took, n, limit)
+	}
+
+	servers := listed(t, d, owner)
+	recs := make([]provider.Record, n)
+	for i, in := range ins {
+		rec := in.Record()
+		recs[i] = rec
+		s, ok := servers[rec.ID]
+		if !ok || s.Phase != cloud.Running || s.Tags[cloud.TagInstance] != rec.Name || s.Tags[cloud.TagGroup] != "web" {
+			t.Fatalf("record %+v: moto has %+v", rec, s)
+		}
+		if !strings.HasPrefix(rec.Addr, "127.0.0.1:") || strings.HasPrefix(rec.Addr, s.IP+":") {
+			t.Errorf("record addr %s, want its stand-in's on 127.0.0.1, never moto's %s", rec.Addr, s.IP)
+		}
+		if got := get(t, rec.Addr); got != "stand-in-"+rec.Name {
+			t.Errorf("GET %s answered as %q", rec.Addr, got)
+		}
+	}
+
+	// A stray: an instance of this owner that no record names, as a shoal
+	// killed between RunInstances and recording it leaves behind.
+	stray, err := d.Create(ctx, request(owner, "web-009"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart: the first shoal dies (its stand-ins, like EC2's instances,
+	// live on); the second adopts the records and sweeps the rest.
+	first.stop()
+	second := runProvider(t, d, owner, stateDir)
+	adopted := make([]provider.Instance, n)
+	for i, rec := range recs {
+		if adopted[i], err = second.Adopt(ctx, rec, config.Template{}); err != nil {
+			t.Fatalf("Adopt %s: %v", rec.Name, err)
+		}
+	}
+	swept, err := second.StopStrays(ctx, recs)
+	if err != nil {
+		t.Fatalf("StopStrays: %v", err)
+	}
+	if len(swept) != 1 || swept[0].ID != stray.ID {
+		t.Errorf("swept %+v, want only the stray %s", swept, stray.ID)
+	}
+	servers = listed(t, d, owner)
+	if s := servers[stray.ID]; s.Phase != cloud.Gone {
+		t.Errorf("stray after the sweep: %+v, want terminated", s)
+	}
+	for _, rec := range recs {
+		if s := servers[rec.ID]; s.Phase != cloud.Running {
+			t.Errorf("adopted %s after the sweep: %+v, want running", rec.Name, s)
+		}
+	}
+
+	// Scale in: Stop terminates the instance and its stand-in.
+	for _, in := range adopted {
+		if err := in.Stop(ctx); err != nil {
+			t.Fatalf("Stop %s: %v", in.Record().Name, err)
+		}
+	}
+	for id, s := range listed(t, d, owner) {
+		if s.Phase != cloud.Gone {
+			t.Errorf("after scale-in %s is %s, want terminated", id, s.State)
+		}
+	}
+	for _, in := range adopted {
+		select {
+		case <-in.Done():
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s not done after Stop", in.Record().Name)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+#!/bin/sh
+# fakecloud.sh DIR start NAME PORT | stop ID | list OWNER | delete ID
+#
+# A cloud CLI for tests: every server is a real demo-backend process on its
+# own loopback address (127.0.X.Y) and the provider's port, recorded as
+# DIR/servers/ID.json. DIR/backend names the demo-backend binary. Files in
+# DIR make a command misbehave: DIR/fail-CMD holds a mode (fail, garbage,
+# noaddr, huge, hang, tempfail, dup), DIR/boot the seconds a server stays
+# "provisioning", DIR/calls logs every call.
+set -eu
+dir=$1 cmd=$2
+shift 2
+mkdir -p "$dir/servers"
+echo "$cmd $*" >>"$dir/calls"
+
+mode=$(cat "$dir/fail-$cmd" 2>/dev/null || true)
+case $mode in
+fail) echo "fakecloud: $cmd refused: quota exceeded for project test" >&2; exit 3 ;;
+garbage) echo "<html>502 Bad Gateway</html>"; exit 0 ;;
+noaddr) [ "$cmd" = start ] && { echo '{"id": "srv-noaddr"}'; exit 0; } ;;
+huge) echo "fakecloud: dumping" >&2; head -c 2000000 /dev/zero | tr '\0' 'x'; exit 0 ;;
+hang) echo "fakecloud: waiting for the API" >&2; exec sleep 600 ;;
+tempfail)
+	# Refuse twice, then work.
+	n=$(cat "$dir/tempfail-count" 2>/dev/null || echo 0)
+	echo $((n + 1)) >"$dir/tempfail-count"
+	if [ "$n" -lt 2 ]; then echo "fakecloud: RequestLimitExceeded" >&2; exit 75; fi ;;
+esac
+
+now=$(date +%s)
+# dup: the first start creates its server but says "later" (a create that
+# timed out at the API's edge), so the retry makes a second one.
+if [ "$mode" = dup ] && [ "$cmd" = start ] && [ ! -e "$dir/dup-done" ]; then
+	: >"$dir/dup-done"
+	"$0" "$dir" start "$@" >/dev/null
+	echo "fakecloud: gateway timeout" >&2
+	exit 75
+fi
+case $cmd in
+start)
+	name=$1 port=$2
+	exec 9>"$dir/lock"
+	flock 9
+	n=$(($(cat "$dir/seq" 2>/dev/null || echo 0) + 1))
+	echo $n >"$dir/seq"
+	id="srv-$n"
+	ip="127.0.$((n / 200 + 100)).$((n % 200 + 2))"
+	setsid "$(cat "$dir/backend")" --listen "$ip:$port" --name "$name" >"$dir/$id.log" 2>&1 </dev/null 9>&- &
+	pid=$!
+	jq -n --arg id "$id" --arg name "$name" --arg ip "$ip" --argjson pid "$pid" --argjson created "$now" \
+		--argjson tags "${SHOAL_TAGS:-{\}}" \
+		'{id: $id, name: $name, address: $ip, pid: $pid, created: $created, tags: $tags}' >"$dir/$id.tmp"
+	mv "$dir/$id.tmp" "$dir/servers/$id.json" # whole, for a list running now
+	jq -c '{id, address}' "$dir/servers/$id.json"
+	;;
+stop | delete)
+	f="$dir/servers/$1.json"
+	[ -f "$f" ] || exit 0 # already gone
+	kill "$(jq .pid "$f")" 2>/dev/null || true
+	rm -f "$f"
+	;;
+list)
+	owner=$1 boot=$(cat "$dir/boot" 2>/dev/null || echo 0)
+	# A server deleted meanwhile is skipped, not an error.
+	cat "$dir"/servers/*.json 2>/dev/null | jq -s --arg owner "$owner" --argjson now "$now" --argjson boot "$boot" \
+		'[.[] | select(.tags["shoal-owner"] == $owner)
+		      | {id, name, address, tags, state: (if $now < .created + $boot then "provisioning" else "running" end)}]'
+	;;
+*) echo "fakecloud: unknown command $cmd" >&2; exit 2 ;;
+esac

@@ -1,0 +1,209 @@
+package sacloud
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sacloud/iaas-api-go"
+	"github.com/sacloud/iaas-api-go/fake"
+	"github.com/sacloud/iaas-api-go/types"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
+)
+
+// demoBackend builds the repo's demo-backend once: the emulator stand-in
+// that serves for each fake server, on 127.0.0.1.
+var demoBackend = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "shoal-sacloud-test")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "demo-backend")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build demo-backend: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := demoBackend(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+// newProvider runs the generic cloud provider over a sacloud driver on the
+// fake API, with stand-ins: the fake's servers cannot serve.
+func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver) {
+	t.Helper()
+	bin, err := demoBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, load(t, seedProvider))
+	cfg := config.CloudProvider{Port: 80, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
+		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
+		Emulator: &config.Emulator{StandIn: []string{bin, "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}}}
+	p, err := cloud.New("sakura", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderSacloud, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { p.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return p, d
+}
+
+func spec(name string, index int) provider.Spec {
+	tmpl, _ := config.NewTemplate([]string{"unused-by-cloud-servers"}, nil)
+	return provider.Spec{Group: "web", Name: name, Index: index, Template: tmpl}
+}
+
+// get asks addr, which must be on 127.0.0.0/8, for / and returns the
+// instance that answered.
+func get(t *testing.T, addr string) string {
+	t.Helper()
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("refusing to send traffic to %s: not loopback", addr)
+	}
+	var last error
+	for range 50 {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.Header.Get("X-Instance")
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("GET %s: %v", addr, last)
+	return ""
+}
+
+// TestThroughCloudProvider drives the driver as shoal does: the generic
+// provider starts servers in the fake, waits for them to run, puts their
+// stand-ins in service, stops one, and a restarted provider adopts the
+// recorded ones and sweeps the one it has no record of.
+func TestThroughCloudProvider(t *testing.T) {
+	owner := ownerID(t)
+	stateDir, err := os.MkdirTemp("", "sacloud-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(stateDir) })
+	p, d := newProvider(t, owner, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A boot that takes a while, as a real one does (minutes there): the
+	// fake powers on in four ticks.
+	defer func(d time.Duration) { fake.PowerOnDuration = d }(fake.PowerOnDuration)
+	fake.PowerOnDuration = 100 * time.Millisecond
+
+	const n = 10
+	ins := make([]provider.Instance, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range ins {
+		wg.Go(func() { ins[i], errs[i] = p.Start(ctx, spec(fmt.Sprintf("web-%03d", i+1), i+1)) })
+	}
+	wg.Wait()
+	inService := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %d: %v", i+1, err)
+		}
+	}
+	calls := p.Calls()
+	t.Logf("%d servers of the fake API in service (stand-ins answering) in %s with %+v API calls", n, inService.Round(time.Millisecond), calls)
+	if calls.Create != n {
+		t.Errorf("creates = %d, want %d", calls.Create, n)
+	}
+	// Each listing is one API call (TestListIsOneCall); how many the
+	// provider makes while servers boot is its own affair (its starts wake
+	// it): a loose bound, far below polling each server.
+	if calls.List > 2*n {
+		t.Errorf("%d listings for %d servers", calls.List, n)
+	}
+	for _, in := range ins {
+		rec := in.Record()
+		if !strings.HasPrefix(rec.Addr, "127.0.0.1:") {
+			t.Fatalf("instance %s at %s, want its stand-in on 127.0.0.1 (never the fake's address)", rec.Name, rec.Addr)
+		}
+		if got := get(t, rec.Addr); got != "stand-in-"+rec.Name {
+			t.Errorf("GET %s answered as %q", rec.Addr, got)
+		}
+		srv, err := d.servers.Read(ctx, "tk1b", types.StringID(rec.ID))
+		if err != nil || srv.Name != rec.Name || !srv.InstanceStatus.IsUp() {
+			t.Errorf("instance %s: server %+v, %v; want it up under the same name", rec.Name, srv, err)
+		}
+	}
+
+	victim := ins[1]
+	if err := victim.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := d.servers.Read(ctx, "tk1b", types.StringID(victim.Record().ID)); !iaas.IsNotFoundError(err) {
+		t.Errorf("server of a stopped instance: %v, want 404", err)
+	}
+
+	// A restarted shoal with records of all but the last instance.
+	var recs []provider.Record
+	for _, in := range ins[:n-1] {
+		if in != victim {
+			recs = append(recs, in.Record())
+		}
+	}
+	second, _ := newProvider(t, owner, stateDir)
+	for _, rec := range recs {
+		if _, err := second.Adopt(ctx, rec, config.Template{}); err != nil {
+			t.Errorf("Adopt %s: %v", rec.Name, err)
+		}
+	}
+	if _, err := second.Adopt(ctx, victim.Record(), config.Template{}); err == nil {
+		t.Errorf("Adopt of the stopped instance succeeded")
+	}
+	swept, err := second.StopStrays(ctx, recs)
+	if err != nil {
+		t.Fatalf("StopStrays: %v", err)
+	}
+	last := ins[n-1].Record()
+	if len(swept) != 1 || swept[0].ID != last.ID {
+		t.Errorf("swept %+v, want the unrecorded %s (%s)", swept, last.Name, last.ID)
+	}
+	// The listing by tag proves it: no duplicate, no orphan.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		servers, err := d.List(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(servers) == len(recs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d servers listed, want the %d recorded: %+v", len(servers), len(recs), servers)
+		}
+	}
+	for _, rec := range recs {
+		if err := d.Delete(ctx, rec.ID); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}

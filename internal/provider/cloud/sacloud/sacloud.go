@@ -1,0 +1,724 @@
+// Package sacloud is the cloud.Driver of Sakura Cloud: a server group as
+// sacloud/autoscaler's ServerGroup defines it, through iaas-api-go. A server
+// is created the way the autoscaler's server-horizontal-scaler creates one
+// (server with its NICs, disks from a source archive with the first one's OS
+// edited, then boot), and removed the way it removes one (shutdown, forced
+// if the config says so, then delete with its disks).
+package sacloud
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	client "github.com/sacloud/api-client-go"
+	"github.com/sacloud/iaas-api-go"
+	"github.com/sacloud/iaas-api-go/fake"
+	"github.com/sacloud/iaas-api-go/helper/api"
+	"github.com/sacloud/iaas-api-go/helper/power"
+	"github.com/sacloud/iaas-api-go/helper/query"
+	"github.com/sacloud/iaas-api-go/ostype"
+	"github.com/sacloud/iaas-api-go/search"
+	"github.com/sacloud/iaas-api-go/types"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
+)
+
+// Driver creates, lists and deletes one group's servers in one zone.
+type Driver struct {
+	cfg  config.SacloudDriver
+	zone string
+	log  *slog.Logger
+
+	servers  iaas.ServerAPI
+	disks    iaas.DiskAPI
+	ifaces   iaas.InterfaceAPI
+	archives iaas.ArchiveAPI
+	switches iaas.SwitchAPI
+	notes    iaas.NoteAPI
+
+	// mu guards the IDs the template's selectors resolved to: archives and
+	// switches are looked up once, not once per server.
+	mu         sync.Mutex
+	archiveIDs map[int]types.ID
+	switchIDs  map[int]types.ID
+}
+
+// listPage is how many servers one List call asks for.
+const listPage = 100
+
+// cleanupTimeout bounds the removal of a half-created server after Create
+// failed, and of its startup scripts' notes (its ctx may be the one that
+// ended).
+const cleanupTimeout = 2 * time.Minute
+
+// New builds the driver. The API keys come from cfg.CredentialsFile or the
+// environment (SAKURACLOUD_ACCESS_TOKEN, SAKURACLOUD_ACCESS_TOKEN_SECRET);
+// with cfg.FakeMode every call goes to iaas-api-go's in-process fake.
+func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	caller, err := newCaller(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{
+		cfg:        cfg,
+		zone:       cfg.Zone,
+		log:        log,
+		servers:    iaas.NewServerOp(caller),
+		disks:      iaas.NewDiskOp(caller),
+		ifaces:     iaas.NewInterfaceOp(caller),
+		archives:   iaas.NewArchiveOp(caller),
+		switches:   iaas.NewSwitchOp(caller),
+		notes:      iaas.NewNoteOp(caller),
+		archiveIDs: map[int]types.ID{},
+		switchIDs:  map[int]types.ID{},
+	}, nil
+}
+
+// mode is which API this process talks to: iaas-api-go's fake replaces the
+// real API for every client of the process once switched on, so a process
+// uses one or the other, and the fake with one store.
+var mode struct {
+	sync.Mutex
+	fake, real bool
+	store      string
+	err        error
+}
+
+func newCaller(cfg config.SacloudDriver, log *slog.Logger) (iaas.APICaller, error) {
+	mode.Lock()
+	defer mode.Unlock()
+	if cfg.FakeMode {
+		if err := useFake(cfg.FakeStorePath, log); err != nil {
+			return nil, err
+		}
+		return iaas.NewClientWithOptions(&client.Options{}), nil
+	}
+	if mode.fake {
+		return nil, errors.New("sacloud: this process uses the fake API (fake_mode), which has replaced the real one; restart shoal to use the real API")
+	}
+	token, secret, err := credentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mode.real = true
+	return api.NewCallerWithOptions(&api.CallerOptions{Options: &client.Options{
+		AccessToken:        token,
+		AccessTokenSecret:  secret,
+		HttpRequestTimeout: 60,
+		// The provider retries with back-off; the SDK's own retries of
+		// 423 and 503 are kept short so that a job sees the outage.
+		RetryMax:     2,
+		RetryWaitMin: 1,
+		RetryWaitMax: 5,
+	}}), nil
+}
+
+// useFake switches the process to the fake API; mode is locked.
+func useFake(store string, log *slog.Logger) error {
+	switch {
+	case mode.err != nil:
+		return mode.err
+	case mode.real:
+		return errors.New("sacloud: this process already uses the real API; restart shoal to use the fake one (fake_mode)")
+	case mode.fake && store != mode.store:
+		return fmt.Errorf("sacloud: the fake API already keeps its state in %q; restart shoal to change fake_store_path", mode.store)
+	case mode.fake:
+		return nil
+	}
+	if store != "" {
+		js := fake.NewJSONFileStore(store)
+		// The store's file watcher would reload the whole file on every
+		// write, its own too, logging each to stderr: given a context
+		// already done, it stops as it starts. The file is read at start
+		// and written on every change, which is what a restarted shoal
+		// needs; changes another process makes meanwhile are not seen.
+		ctx, stop := context.WithCancel(context.Background())
+		stop()
+		js.Ctx = ctx
+		fake.DataStore = &fileStore{JSONFileStore: js, path: store, log: log}
+	}
+	fake.SwitchFactoryFuncToFake()
+	api.SetupFakeDefaults()
+	// InitDataStore panics on a store it cannot read; that is bad input
+	// (fake_store_path), not a bug, so it becomes an error, for good: the
+	// fake initialises once per process.
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				mode.err = fmt.Errorf("sacloud: fake API store %s: %v", store, r)
+			}
+		}()
+		fake.InitDataStore()
+	}()
+	if mode.err != nil {
+		return mode.err
+	}
+	mode.fake, mode.store = true, store
+	return nil
+}
+
+// fileStore is the fake's JSON file store made fit for a process that may
+// be killed: every change is written to a temporary file renamed over the
+// store (the SDK truncates the store and writes it in place, so a kill -9
+// in between left an empty store: every server forgotten). It also has the
+// fake seed its data (zones, archives, plans, the shared segment) at every
+// start, over what the file holds: the fake keeps the shared segment's
+// switch in a variable only seeding sets (iaas-api-go v1.29.3), so a store
+// loaded without it panics on the first server with a NIC on the shared
+// segment. Seeding again overwrites the fixed resources and adds a shared
+// switch and a few plans, which nothing here selects.
+type fileStore struct {
+	*fake.JSONFileStore
+	path string // the store; the SDK's writes go to path.tmp
+	log  *slog.Logger
+	mu   sync.Mutex
+}
+
+func (s *fileStore) Init() error {
+	if err := s.JSONFileStore.Init(); err != nil {
+		return err
+	}
+	s.JSONFileStore.Path = s.path + ".tmp"
+	return nil
+}
+
+func (s *fileStore) NeedInitData() bool { return true }
+
+func (s *fileStore) Put(resourceKey, zone string, id types.ID, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.JSONFileStore.Put(resourceKey, zone, id, value)
+	s.commit()
+}
+
+func (s *fileStore) Delete(resourceKey, zone string, id types.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.JSONFileStore.Delete(resourceKey, zone, id)
+	s.commit()
+}
+
+// commit renames the SDK's write over the store; s.mu is held.
+func (s *fileStore) commit() {
+	if err := os.Rename(s.path+".tmp", s.path); err != nil {
+		// The fake's API has no way to fail a write; the next one
+		// tries again.
+		s.log.Warn("sacloud fake: store not written", "path", s.path, "err", err)
+	}
+}
+
+// credentials reads the API keys; errors name where they were looked for,
+// never a value.
+func credentials(cfg config.SacloudDriver) (token, secret string, err error) {
+	if cfg.CredentialsFile != "" {
+		return config.ReadSacloudCredentials(cfg.CredentialsFile)
+	}
+	token, secret = os.Getenv(iaas.APIAccessTokenEnvKey), os.Getenv(iaas.APIAccessSecretEnvKey)
+	if token == "" || secret == "" {
+		return "", "", fmt.Errorf("sacloud: no API keys: set %s and %s, or credentials_file", iaas.APIAccessTokenEnvKey, iaas.APIAccessSecretEnvKey)
+	}
+	return token, secret, nil
+}
+
+// Create creates the server, its disks and NICs, and boots it. It returns
+// once the boot is accepted (the server Pending); on failure it removes
+// what it created, and what it cannot remove carries the marker tags, for
+// the provider's stray sweep.
+func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
+	tmpl := d.cfg.Template
+	plan := d.cfg.PlanFor(req.Plan)
+	tags := serverTags(tmpl.Tags, req.Tags)
+	if err := checkTags(tags); err != nil {
+		return cloud.Server{}, fmt.Errorf("sacloud: create server %s: %w", req.Name, err)
+	}
+
+	switches, err := d.resolveSwitches(ctx)
+	if err != nil {
+		return cloud.Server{}, err
+	}
+	nicIPs := make([]string, len(tmpl.NetworkInterfaces))
+	var cs []*iaas.ConnectedSwitch
+	for i, nic := range tmpl.NetworkInterfaces {
+		if nic.Shared {
+			cs = append(cs, &iaas.ConnectedSwitch{Scope: types.Scopes.Shared})
+			continue
+		}
+		cs = append(cs, &iaas.ConnectedSwitch{ID: switches[i]})
+		if nic.AssignCIDRBlock != "" {
+			if nicIPs[i], err = AssignedIP(nic.AssignCIDRBlock, req.Index); err != nil {
+				return cloud.Server{}, err
+			}
+		}
+	}
+	commitment := types.Commitments.Standard
+	if plan.DedicatedCPU {
+		commitment = types.Commitments.DedicatedCPU
+	}
+	srv, err := d.servers.Create(ctx, d.zone, &iaas.ServerCreateRequest{
+		CPU:               plan.Core,
+		MemoryMB:          plan.Memory * 1024,
+		Commitment:        commitment,
+		Generation:        types.PlanGenerations.Default,
+		ConnectedSwitches: cs,
+		InterfaceDriver:   types.InterfaceDriverMap[tmpl.InterfaceDriver],
+		Name:              req.Name,
+		Description:       tmpl.Description,
+		Tags:              tags,
+	})
+	if err != nil {
+		return cloud.Server{}, apiError("create server "+req.Name, err)
+	}
+	if err := d.finish(ctx, req, srv, tags, nicIPs); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := d.Delete(cctx, srv.ID.String()); derr != nil {
+			d.log.Warn("sacloud: half-created server left for the stray sweep", "server", srv.ID.String(), "name", req.Name, "err", derr)
+		}
+		return cloud.Server{}, err
+	}
+	s := toServer(srv)
+	s.Phase, s.State = cloud.Pending, "booting"
+	if s.IP == "" && len(nicIPs) > 0 {
+		s.IP = nicIPs[0]
+	}
+	return s, nil
+}
+
+// finish sets the NICs' addresses, creates the disks, waits for them and
+// boots the server.
+func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.Server, tags types.Tags, nicIPs []string) error {
+	for i, ip := range nicIPs {
+		if ip == "" || i >= len(srv.Interfaces) {
+			continue
+		}
+		if _, err := d.ifaces.Update(ctx, d.zone, srv.Interfaces[i].ID, &iaas.InterfaceUpdateRequest{UserIPAddress: ip}); err != nil {
+			return apiError("set address of "+req.Name, err)
+		}
+	}
+	archives, err := d.resolveArchives(ctx)
+	if err != nil {
+		return err
+	}
+	var notes []types.ID
+	defer func() {
+		// The startup scripts are applied once the disk is ready; the
+		// notes that carried them are the server's alone.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		for _, id := range notes {
+			if err := d.notes.Delete(cctx, id); err != nil && !iaas.IsNotFoundError(err) {
+				d.log.Warn("sacloud: startup script note not deleted", "note", id.String(), "err", apiError("delete note", err))
+			}
+		}
+	}()
+	var diskIDs []types.ID
+	for i, dt := range d.cfg.Template.Disks {
+		create := &iaas.DiskCreateRequest{
+			DiskPlanID:      types.DiskPlanIDMap[dt.Plan],
+			Connection:      types.DiskConnectionMap[dt.Connection],
+			SourceArchiveID: archives[i],
+			ServerID:        srv.ID,
+			SizeMB:          dt.Size * 1024,
+			Name:            fmt.Sprintf("%s-disk%03d", req.Name, i+1),
+			Tags:            tags,
+		}
+		var disk *iaas.Disk
+		if e := d.cfg.Template.EditParameter; i == 0 && e != nil && !e.Disabled {
+			edit, ids, err := d.editRequest(ctx, req, e, nicIPs)
+			notes = append(notes, ids...)
+			if err != nil {
+				return err
+			}
+			disk, err = d.disks.CreateWithConfig(ctx, d.zone, create, edit, false, nil, types.ID(0))
+			if err != nil {
+				return apiError(fmt.Sprintf("create disk %d of %s", i+1, req.Name), err)
+			}
+		} else if disk, err = d.disks.Create(ctx, d.zone, create, nil, types.ID(0)); err != nil {
+			return apiError(fmt.Sprintf("create disk %d of %s", i+1, req.Name), err)
+		}
+		diskIDs = append(diskIDs, disk.ID)
+	}
+	for i, id := range diskIDs {
+		w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, id) })
+		if _, err := w.WaitForState(ctx); err != nil {
+			return apiError(fmt.Sprintf("copy disk %d of %s", i+1, req.Name), err)
+		}
+	}
+	if err := d.servers.Boot(ctx, d.zone, srv.ID); err != nil {
+		return apiError("boot "+req.Name, err)
+	}
+	return nil
+}
+
+// editRequest is the boot disk's edit: the host name is the server's, the
+// startup scripts are rendered for it and passed as notes, which it
+// returns for deletion.
+func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *config.SacloudEdit, nicIPs []string) (*iaas.DiskEditRequest, []types.ID, error) {
+	edit := &iaas.DiskEditRequest{
+		HostName:            req.Name,
+		DisablePWAuth:       e.DisablePasswordAuth,
+		EnableDHCP:          e.EnableDHCP,
+		ChangePartitionUUID: e.ChangePartitionUUID,
+	}
+	for _, k := range e.SSHKeys {
+		edit.SSHKeys = append(edit.SSHKeys, &iaas.DiskEditSSHKey{PublicKey: k})
+	}
+	if nics := d.cfg.Template.NetworkInterfaces; len(nics) > 0 && nicIPs[0] != "" {
+		edit.UserIPAddress = nicIPs[0]
+		mask := nics[0].AssignNetmaskLen
+		if mask == 0 {
+			_, n, _ := net.ParseCIDR(nics[0].AssignCIDRBlock)
+			mask, _ = n.Mask.Size()
+		}
+		edit.UserSubnet = &iaas.DiskEditUserSubnet{DefaultRoute: nics[0].DefaultRoute, NetworkMaskLen: mask}
+	}
+	scripts, err := e.Scripts(config.SacloudScriptData{Name: req.Name, Group: req.Group, Index: req.Index, Zone: d.zone})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sacloud: startup script of %s: %w", req.Name, err)
+	}
+	var ids []types.ID
+	for i, s := range scripts {
+		note, err := d.notes.Create(ctx, &iaas.NoteCreateRequest{
+			Name:    fmt.Sprintf("%s-startup-%d", req.Name, i+1),
+			Class:   "shell",
+			Content: s,
+			Tags:    types.Tags{tagOwner + "=" + req.Tags[cloud.TagOwner]},
+		})
+		if err != nil {
+			return nil, ids, apiError("create startup script of "+req.Name, err)
+		}
+		ids = append(ids, note.ID)
+		edit.Notes = append(edit.Notes, &iaas.DiskEditNote{ID: note.ID})
+	}
+	return edit, ids, nil
+}
+
+// AssignedIP is the address of the server with index (1-based, as in its
+// name GROUP-NNN) in block: the block's address plus index, as
+// sacloud/autoscaler assigns them.
+func AssignedIP(block string, index int) (string, error) {
+	ip, n, err := net.ParseCIDR(block)
+	if err != nil || ip.To4() == nil {
+		return "", fmt.Errorf("sacloud: assign_cidr_block %q is not an IPv4 CIDR block", block)
+	}
+	v := binary.BigEndian.Uint32(ip.To4()) + uint32(index)
+	next := make(net.IP, 4)
+	binary.BigEndian.PutUint32(next, v)
+	if index < 1 || !n.Contains(next) {
+		return "", fmt.Errorf("sacloud: no address for server %d in assign_cidr_block %s", index, block)
+	}
+	return next.String(), nil
+}
+
+// resolveSwitches returns the switch ID of each NIC that is not on the
+// shared segment, looking each selector up once.
+func (d *Driver) resolveSwitches(ctx context.Context) (map[int]types.ID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, nic := range d.cfg.Template.NetworkInterfaces {
+		if nic.Shared || !d.switchIDs[i].IsEmpty() {
+			continue
+		}
+		id, err := d.selectOne(ctx, "switch", nic.Switch, func(c *iaas.FindCondition) ([]types.ID, error) {
+			res, err := d.switches.Find(ctx, d.zone, c)
+			if err != nil {
+				return nil, err
+			}
+			var ids []types.ID
+			for _, s := range res.Switches {
+				ids = append(ids, s.ID)
+			}
+			return ids, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("network_interfaces[%d]: %w", i, err)
+		}
+		d.switchIDs[i] = id
+	}
+	return maps.Clone(d.switchIDs), nil
+}
+
+// resolveArchives returns the source archive of each disk that has one.
+func (d *Driver) resolveArchives(ctx context.Context) (map[int]types.ID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, disk := range d.cfg.Template.Disks {
+		if !d.archiveIDs[i].IsEmpty() {
+			continue
+		}
+		switch {
+		case disk.OSType != "":
+			a, err := query.FindArchiveByOSType(ctx, d.archives, d.zone, ostype.StrToOSType(disk.OSType))
+			if err != nil {
+				return nil, fmt.Errorf("disks[%d]: %w", i, apiError("find archive of os_type "+disk.OSType, err))
+			}
+			d.archiveIDs[i] = a.ID
+		case disk.SourceArchive != nil:
+			id, err := d.selectOne(ctx, "source archive", disk.SourceArchive, func(c *iaas.FindCondition) ([]types.ID, error) {
+				res, err := d.archives.Find(ctx, d.zone, c)
+				if err != nil {
+					return nil, err
+				}
+				var ids []types.ID
+				for _, a := range res.Archives {
+					ids = append(ids, a.ID)
+				}
+				return ids, nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("disks[%d]: %w", i, err)
+			}
+			d.archiveIDs[i] = id
+		}
+	}
+	return maps.Clone(d.archiveIDs), nil
+}
+
+// selectOne finds the one resource sel selects.
+func (d *Driver) selectOne(ctx context.Context, what string, sel *config.SacloudSelector, find func(*iaas.FindCondition) ([]types.ID, error)) (types.ID, error) {
+	if sel.ID != "" {
+		return types.StringID(sel.ID), nil
+	}
+	filter := search.Filter{}
+	if len(sel.Names) > 0 {
+		filter[search.Key("Name")] = search.PartialMatch(sel.Names...)
+	}
+	if len(sel.Tags) > 0 {
+		filter[search.Key("Tags.Name")] = search.TagsAndEqual(sel.Tags...)
+	}
+	ids, err := find(&iaas.FindCondition{Filter: filter, Count: 2})
+	switch {
+	case err != nil:
+		return 0, apiError("find "+what, err)
+	case len(ids) == 0:
+		return 0, fmt.Errorf("sacloud: no %s in zone %s with names %q and tags %q", what, d.zone, sel.Names, sel.Tags)
+	case len(ids) > 1:
+		return 0, fmt.Errorf("sacloud: several %ss in zone %s with names %q and tags %q; select one by id", what, d.zone, sel.Names, sel.Tags)
+	}
+	return ids[0], nil
+}
+
+// Delete shuts the server down (forcibly with shutdown_force), waits until
+// it is down and deletes it with its disks. A server already gone is not
+// an error.
+func (d *Driver) Delete(ctx context.Context, id string) error {
+	sid := types.StringID(id)
+	if sid.IsEmpty() {
+		return fmt.Errorf("sacloud: %q is not a server ID", id)
+	}
+	srv, err := d.servers.Read(ctx, d.zone, sid)
+	if iaas.IsNotFoundError(err) {
+		return nil
+	}
+	if err != nil {
+		return apiError("read server "+id, err)
+	}
+	switch srv.InstanceStatus {
+	case types.ServerInstanceStatuses.Up:
+		if err := power.ShutdownServer(ctx, d.servers, d.zone, sid, d.cfg.ShutdownForce); err != nil {
+			return apiError("shut down "+srv.Name, err)
+		}
+	case types.ServerInstanceStatuses.Cleaning:
+		w := iaas.WaiterForDown(func() (any, error) { return d.servers.Read(ctx, d.zone, sid) })
+		if _, err := w.WaitForState(ctx); err != nil {
+			return apiError("wait for "+srv.Name+" to shut down", err)
+		}
+	}
+	var disks []types.ID
+	for _, disk := range srv.Disks {
+		disks = append(disks, disk.ID)
+		if disk.Availability.IsMigrating() {
+			// A disk still being copied (shoal stopped mid-create)
+			// cannot be deleted yet.
+			w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, disk.ID) })
+			if _, err := w.WaitForState(ctx); err != nil {
+				return apiError("wait for the disks of "+srv.Name+" to be copied", err)
+			}
+		}
+	}
+	err = d.servers.DeleteWithDisks(ctx, d.zone, sid, &iaas.ServerDeleteWithDisksRequest{IDs: disks})
+	if err != nil && !iaas.IsNotFoundError(err) {
+		return apiError("delete "+srv.Name, err)
+	}
+	return nil
+}
+
+// List returns the zone's servers with owner's marker, a page of listPage
+// per call.
+func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error) {
+	var out []cloud.Server
+	for from := 0; ; {
+		res, err := d.servers.Find(ctx, d.zone, &iaas.FindCondition{
+			Count:  listPage,
+			From:   from,
+			Sort:   search.SortKeys{{Key: "ID"}},
+			Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(tagOwner + "=" + owner)},
+		})
+		if err != nil {
+			return nil, apiError("list servers", err)
+		}
+		for _, srv := range res.Servers {
+			s := toServer(srv)
+			// The API's tag search is what filters; this keeps a
+			// broader match (a prefix) out all the same.
+			if s.Tags[cloud.TagOwner] == owner {
+				out = append(out, s)
+			}
+		}
+		from += len(res.Servers)
+		if len(res.Servers) < listPage || from >= res.Total {
+			return out, nil
+		}
+	}
+}
+
+// Sacloud tags are plain strings of at most maxTagLen characters, too short
+// for "shoal-owner=ID" with shoal's owner IDs (22 characters) or for an
+// instance's name. So the owner marker takes a short key, the group marker
+// one too when it fits, and the instance marker is the server's name (its
+// instance's name, as the autoscaler names servers).
+const (
+	tagOwner = "shoal-o"
+	tagGroup = "shoal-g"
+)
+
+// serverTags are the template's tags and the markers, sorted.
+func serverTags(own []string, markers map[string]string) types.Tags {
+	tags := slices.Clone(own)
+	tags = append(tags, tagOwner+"="+markers[cloud.TagOwner])
+	if g := tagGroup + "=" + markers[cloud.TagGroup]; len(g) <= maxTagLen {
+		tags = append(tags, g)
+	}
+	slices.Sort(tags)
+	return tags
+}
+
+// tagsOf returns a server's tags, its markers as the provider knows them.
+func tagsOf(srv *iaas.Server) map[string]string {
+	m := map[string]string{cloud.TagInstance: srv.Name}
+	for _, t := range srv.Tags {
+		k, v, _ := strings.Cut(t, "=")
+		switch k {
+		case tagOwner:
+			m[cloud.TagOwner] = v
+		case tagGroup:
+			m[cloud.TagGroup] = v
+		default:
+			m[k] = v
+		}
+	}
+	if _, ok := m[cloud.TagGroup]; !ok {
+		// A group name too long for a tag: GROUP-NNN without -NNN.
+		if i := strings.LastIndexByte(srv.Name, '-'); i > 0 {
+			m[cloud.TagGroup] = srv.Name[:i]
+		}
+	}
+	return m
+}
+
+// The API's limits on a resource's tags (sacloud/autoscaler checks the
+// same before it calls).
+const (
+	maxTags   = 10
+	maxTagLen = 32
+)
+
+// checkTags refuses tags the API would: better a clear reason than its 400.
+func checkTags(tags types.Tags) error {
+	if len(tags) > maxTags {
+		return fmt.Errorf("%d tags (the template's and shoal's markers), over the API's limit of %d", len(tags), maxTags)
+	}
+	for _, t := range tags {
+		if n := len([]rune(t)); n > maxTagLen {
+			return fmt.Errorf("tag %q has %d characters, over the API's limit of %d", t, n, maxTagLen)
+		}
+	}
+	return nil
+}
+
+// toServer maps a server as the API lists it.
+//
+//	instance status       phase
+//	up                    running
+//	cleaning              stopping  (shutting down)
+//	down, was up before   stopping  (stopped: shoal or an operator shut it down)
+//	down, never up        pending   (created: disks copying, booting)
+func toServer(srv *iaas.Server) cloud.Server {
+	s := cloud.Server{
+		ID:      srv.ID.String(),
+		Name:    srv.Name,
+		State:   string(srv.InstanceStatus),
+		Tags:    tagsOf(srv),
+		Created: srv.CreatedAt,
+	}
+	if len(srv.Interfaces) > 0 {
+		s.IP = srv.Interfaces[0].UserIPAddress
+		if s.IP == "" {
+			s.IP = srv.Interfaces[0].IPAddress
+		}
+	}
+	switch {
+	case srv.InstanceStatus.IsUp():
+		s.Phase = cloud.Running
+	case srv.InstanceStatus == types.ServerInstanceStatuses.Cleaning,
+		srv.InstanceBeforeStatus.IsUp():
+		s.Phase = cloud.Stopping
+	default:
+		s.Phase = cloud.Pending
+	}
+	if s.State == "" {
+		s.State = "down"
+	}
+	return s
+}
+
+// apiError names what failed and keeps the API's code and message (never
+// a request's URL or headers); throttling, brief unavailability and a lack
+// of capacity wrap cloud.ErrRetryable.
+func apiError(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("sacloud: %s: %w", what, err)
+	}
+	var ae iaas.APIError
+	if !errors.As(err, &ae) {
+		var ne net.Error
+		if errors.As(err, &ne) {
+			// The API could not be reached: an outage to wait out.
+			return fmt.Errorf("sacloud: %s: API unreachable: %w", what, errors.Join(cloud.ErrRetryable, ne))
+		}
+		return fmt.Errorf("sacloud: %s: %w", what, err)
+	}
+	msg := fmt.Sprintf("sacloud: %s: %d %s", what, ae.ResponseCode(), ae.Message())
+	if c := ae.Code(); c != "" && c != strconv.Itoa(ae.ResponseCode()) {
+		msg += " (" + c + ")"
+	}
+	if retryable(ae) {
+		return fmt.Errorf("%s: %w", msg, cloud.ErrRetryable)
+	}
+	return errors.New(msg)
+}
+
+func retryable(ae iaas.APIError) bool {
+	switch ae.ResponseCode() {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusLocked:
+		return true
+	}
+	text := strings.ToLower(ae.Code() + " " + ae.Message())
+	return strings.Contains(text, "insufficient") || strings.Contains(text, "resource_shortage") || strings.Contains(text, "不足")
+}

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These run the real shoal binary on a sacloud provider against
+// iaas-api-go's fake of the Sakura Cloud API (fake_mode), which keeps its
+// state in a JSON file (fake_store_path) so that a restarted shoal sees
+// the same servers; stand-ins serve for the fake's servers on 127.0.0.1.
+
+// fakeServer is a server as the fake's store file holds it.
+type fakeServer struct {
+	ID, Name string
+	Tags     []string
+	CPU      int
+}
+
+// fakeServers reads the servers and disks in the fake's store file
+// (written whole on every change: a read that races a write is retried).
+func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []string) {
+	t.Helper()
+	var last error
+	for range 50 {
+		b, err := os.ReadFile(store)
+		var items []struct {
+			ResourceType, ID, Name string
+			Tags                   []string
+			CPU                    int
+		}
+		if err == nil {
+			if err = json.Unmarshal(b, &items); err == nil {
+				servers, disks = nil, nil
+				for _, it := range items {
+					switch it.ResourceType {
+					case "Server":
+						servers = append(servers, fakeServer{ID: it.ID, Name: it.Name, Tags: it.Tags, CPU: it.CPU})
+					case "Disk":
+						if strings.HasPrefix(it.Name, "hscale-group-") {
+							disks = append(disks, it.Name)
+						}
+					}
+				}
+				return servers, disks
+			}
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("read the fake's store %s: %v", store, last)
+	return nil, nil
+}
+
+func sacloudEnv(t *testing.T) (*shoalEnv, string) {
+	dir, err := os.MkdirTemp("", "sacloud-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	store := filepath.Join(dir, "fake-store.json")
+	providers := fmt.Sprintf(`providers:
+  - name: sakura
+    type: sacloud
+    port: 80
+    interval: 500ms
+    zone: tk1b
+    shutdown_force: false
+    fake_mode: true
+    fake_store_path: %s
+    emulator: {stand_in: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]}
+    server_plans: {largest: {core: 2, memory: 4}}
+    template:
+      plan: {core: 1, memory: 1}
+      network_interfaces: [{upstream: shared}]
+      disks: [{os_type: almalinux, plan: ssd, connection: virtio, size: 20}]
+      edit_parameter:
+        disable_pw_auth: true
+        startup_scripts: ["echo 'server name: {{ .Name }}' > /usr/share/nginx/html/index.html"]
+`, store, filepath.Join(binDir, "demo-backend"))
+	e := newEnv(t, providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
+		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
+		Extra: "    provider: sakura\n"})
+	return e, store
+}
+
+// ours are the servers carrying e's owner marker, by name.
+func ours(t *testing.T, e *shoalEnv, store string) map[string]fakeServer {
+	servers, _ := fakeServers(t, store)
+	out := map[string]fakeServer{}
+	for _, s := range servers {
+		if !strings.HasPrefix(s.Name, "hscale-group-") {
+			continue
+		}
+		if _, dup := out[s.Name]; dup {
+			t.Errorf("two servers named %s in the fake: %+v", s.Name, servers)
+		}
+		out[s.Name] = s
+	}
+	return out
+}
+
+func inService(e *shoalEnv, n int) func() error {
+	return func() error {
+		g := e.status().Groups[0]
+		if g.InService != n || len(g.Instances) != n {
+			return fmt.Errorf("%d in service of %d instances, want %d", g.InService, len(g.Instances), n)
+		}
+		return nil
+	}
+}
+
+// TestSacloudFakeScaleKillRestart: 2 servers, a scale-out to 5 during
+// which shoal is killed (-9), a restart that finishes it with no duplicate
+// server and no orphan (the fake's listing proves it), and a stop that
+// deletes every server with its disk.
+func TestSacloudFakeScaleKillRestart(t *testing.T) {
+	e, store := sacloudEnv(t)
+	e.start()
+	e.eventually("2 servers in service", 60*time.Second, inService(e, 2))
+	servers := ours(t, e, store)
+	if len(servers) != 2 {
+		t.Fatalf("the fake has %d of our servers, want 2: %+v", len(servers), servers)
+	}
+	for _, in := range e.status().Groups[0].Instances {
+		if !strings.HasPrefix(in.Addr, "127.0.0.1:") {
+			t.Fatalf("instance %s at %s: traffic must go to its stand-in, never to the fake's address", in.Name, in.Addr)
+		}
+		s, ok := servers[in.Name]
+		if !ok || !slices.ContainsFunc(s.Tags, func(tag string) bool { return strings.HasPrefix(tag, "shoal-o=") }) {
+			t.Errorf("instance %s: server %+v, want one of its name with the owner marker", in.Name, s)
+		}
+	}
+
+	if out, stderr, code := e.cli("scale", "hscale-group", "--plan", "largest"); code != 0 {
+		t.Fatalf("scale: %d %s%s", code, out, stderr)
+	}
+	// Mid-scale-out: at least one more server asked for, not all in service.
+	e.eventually("a third server created", 30*time.Second, func() error {
+		if n := len(ours(t, e, store)); n < 3 {
+			return fmt.Errorf("%d servers", n)
+		}
+		return nil
+	})
+	before := len(ours(t, e, store))
+	g := e.status().Groups[0]
+	e.kill9()
+	t.Logf("killed with %d servers in the fake, %d instances in service of desired %d", before, g.InService, g.Desired)
+	e.start()
+	e.eventually("5 servers in service after the restart", 90*time.Second, inService(e, 5))
+	e.eventually("the fake's servers are the instances, no more", 30*time.Second, func() error {
+		servers := ours(t, e, store)
+		var names []string
+		for _, in := range e.status().Groups[0].Instances {
+			names = append(names, in.Name)
+			if _, ok := servers[in.Name]; !ok {
+				return fmt.Errorf("instance %s has no server", in.Name)
+			}
+		}
+		if len(servers) != len(names) {
+			return fmt.Errorf("%d servers for instances %v: %+v", len(servers), names, servers)
+		}
+		return nil
+	})
+
+	// The group's plan picks the server size: the first two were created
+	// at smallest (the template's 1 core), the rest at largest
+	// (server_plans: 2 cores).
+	for name, s := range ours(t, e, store) {
+		want := 2
+		if name == "hscale-group-001" || name == "hscale-group-002" {
+			want = 1
+		}
+		if s.CPU != want {
+			t.Errorf("server %s has %d cores, want %d", name, s.CPU, want)
+		}
+	}
+
+	e.stop()
+	all, disks := fakeServers(t, store)
+	var left []string
+	for _, s := range all {
+		if strings.HasPrefix(s.Name, "hscale-group-") {
+			left = append(left, s.Name)
+		}
+	}
+	if len(left) > 0 || len(disks) > 0 {
+		t.Errorf("after stop the fake still has servers %v and disks %v", left, disks)
+	}
+}
