@@ -458,6 +458,13 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 	if listed := run("list"); listed != "" {
 		t.Fatalf("after deletion a third process lists %q, want none", listed)
 	}
+	// A store that does not parse is an error, not the SDK's panic.
+	if err := os.WriteFile(store, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("bad-store"); !strings.Contains(got, "sacloud: fake API store "+store) {
+		t.Fatalf("New on a broken store: %q, want an error naming it", got)
+	}
 }
 
 // TestFakeStoreChild is TestFakeStoreAcrossProcesses's child process.
@@ -467,6 +474,11 @@ func TestFakeStoreChild(t *testing.T) {
 		t.Skip("run by TestFakeStoreAcrossProcesses")
 	}
 	cfg := load(t, strings.Replace(seedProvider, "fake_mode: true", "fake_mode: true\n    fake_store_path: "+store, 1))
+	if step == "bad-store" {
+		_, err := New(cfg, nil)
+		fmt.Println("RESULT", err)
+		return
+	}
 	d := newDriver(t, cfg)
 	ctx := context.Background()
 	switch step {
