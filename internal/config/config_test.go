@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, groups, compat, access_log, metrics, instance_logs, shutdown`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown`,
 		},
 		{
 			name: "unknown group field",
@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, scale_in`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, placement, scale_in`,
 		},
 		{
 			name: "unknown nested field",
@@ -1272,6 +1272,8 @@ compat:
 				DrainTimeout: 30 * time.Second,
 				ReplaceAfter: 10 * time.Second,
 				ScaleIn:      ScaleInNewest,
+				Provider:     ProviderLocal,
+				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "roundrobin",
 				Health: Health{
 					Type:      "http",
@@ -1304,6 +1306,8 @@ compat:
 				DrainTimeout: 5 * time.Second,
 				ReplaceAfter: 20 * time.Second,
 				ScaleIn:      ScaleInLeastBusy,
+				Provider:     ProviderLocal,
+				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "leastconn",
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},

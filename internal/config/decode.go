@@ -37,6 +37,9 @@ type decoder struct {
 	metricsKept time.Duration
 	// queueTimeout is haproxy.timeouts.queue, decoded before the groups.
 	queueTimeout time.Duration
+	// provs are the providers by name, decoded before the groups that
+	// name them.
+	provs map[string]providerLabels
 }
 
 func (d *decoder) at(field string, n *yaml.Node) {

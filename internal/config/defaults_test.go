@@ -34,7 +34,17 @@ func defaultsTree() Config {
 	g.Autoscale = &a
 	g.ScaleToZero = &defaultScaleToZero
 	c.Groups = []Group{g}
+	ssh := defaultSSHProvider
+	ssh.Hosts = []SSHHost{defaultSSHHost}
+	c.Providers = []Provider{{SSH: &ssh}}
 	return c
+}
+
+// inline reports whether f holds keys of its parent's mapping (a
+// provider's type-specific keys).
+func inline(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return opts == "inline"
 }
 
 // isSection reports whether t is a section of the file: a struct with keys.
@@ -48,10 +58,16 @@ func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if key == "" || key == "-" {
+		if (key == "" || key == "-") && !inline(f) {
 			continue
 		}
 		fv, p := v.Field(i), join(path, key)
+		if inline(f) {
+			if !fv.IsNil() {
+				walkDefaults(fv.Elem(), path, leaf)
+			}
+			continue
+		}
 		switch t := f.Type; {
 		case isSection(t):
 			walkDefaults(fv, p, leaf)
@@ -75,10 +91,18 @@ func TestDefaultsTreeComplete(t *testing.T) {
 		for i := range tp.NumField() {
 			f := tp.Field(i)
 			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			fv, p := v.Field(i), join(path, key)
+			if inline(f) {
+				if fv.IsNil() {
+					t.Errorf("%s: inline section without a table in defaultsTree", p)
+				} else {
+					check(f.Type.Elem(), fv.Elem(), path)
+				}
+				continue
+			}
 			if key == "" || key == "-" {
 				continue
 			}
-			fv, p := v.Field(i), join(path, key)
 			switch {
 			case isSection(f.Type):
 				check(f.Type, fv, p)
@@ -109,6 +133,15 @@ access_log: {}
 metrics: {retention: {}}
 instance_logs: {}
 compat: {sacloud_autoscaler: {listen: "tcp:127.0.0.1:50051"}}
+providers:
+  - name: rack
+    type: ssh
+    hosts:
+      - address: 10.0.0.2
+        user: deploy
+        key_file: ../testdata/ssh/id_ed25519
+        known_hosts: ../testdata/ssh/known_hosts
+        capacity: {}
 groups:
   - name: web
     min_size: 0
@@ -180,14 +213,8 @@ func valueAt(v reflect.Value, path string) reflect.Value {
 			}
 			v = v.Elem()
 		}
-		found := false
-		for i := range v.NumField() {
-			if k, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); k == key {
-				v, found = v.Field(i), true
-				break
-			}
-		}
-		if !found {
+		v = field(v, key)
+		if !v.IsValid() {
 			return reflect.Value{}
 		}
 		if indexed {
@@ -198,6 +225,26 @@ func valueAt(v reflect.Value, path string) reflect.Value {
 		}
 	}
 	return v
+}
+
+// field returns the field of struct v with yaml key, looking into inline
+// sections too.
+func field(v reflect.Value, key string) reflect.Value {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if inline(f) {
+			if fv := v.Field(i); !fv.IsNil() {
+				if found := field(fv.Elem(), key); found.IsValid() {
+					return found
+				}
+			}
+			continue
+		}
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k == key {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // TestConfigDefaultsDoc fails when docs/config-defaults.md is not what the
@@ -235,6 +282,11 @@ var defaultNotes = map[string]string{
 	"groups[].health.fastinter":              "or interval when that is shorter",
 	"groups[].health.downinter":              "the interval",
 	"groups[].template.dir":                  "the config file's directory",
+	"providers[].hosts[].key_file":           "relative to the config file's directory; ~ is your home",
+	"providers[].hosts[].known_hosts":        "~ is the home of the user running shoal",
+	"providers[].hosts[].capacity.instances": "0: unbounded",
+	"providers[].hosts[].capacity.cores":     "0: unbounded",
+	"groups[].provider":                      "the built-in provider: this machine",
 	"groups[].autoscale.rules[].name":        "`rule-N`, N counting from 1",
 	"groups[].autoscale.rules[].above":       "not set; a rule needs above or below",
 	"groups[].autoscale.rules[].below":       "not set; a rule needs above or below",

@@ -233,6 +233,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Metrics = d.metrics(top.get("metrics"))
 	d.metricsInterval = cfg.Metrics.Interval
 	d.metricsKept = cfg.Metrics.Retention.Kept()
+	// Providers before the groups, which name them.
+	cfg.Providers = d.providers(top.get("providers"))
 	cfg.Groups = d.groups(top.get("groups"))
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
@@ -550,6 +552,7 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.Health = d.health(f.get("health"), f.field("health"))
 	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	d.groupProvider(f, &g)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }

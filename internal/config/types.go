@@ -241,8 +241,9 @@ type Provider struct {
 	Name string `yaml:"name" required:"true"`
 	// Type is ProviderSSH; the other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
-	// SSH is the rest of the entry when Type is ProviderSSH.
-	SSH *SSHProvider
+	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
+	// beside name and type.
+	SSH *SSHProvider `yaml:",inline"`
 }
 
 // Provider types.

@@ -1,0 +1,515 @@
+package config
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+	"gopkg.in/yaml.v3"
+)
+
+// defaultSSHHost holds the defaults of an ssh host's keys; Load expands
+// the leading ~ of KnownHosts to the home of the user running shoal.
+var defaultSSHHost = SSHHost{KnownHosts: "~/.ssh/known_hosts", Ports: DefaultPorts}
+
+// String writes r as the config does: "20000-29999".
+func (r PortRange) String() string {
+	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
+}
+
+// Size is how many ports r holds.
+func (r PortRange) Size() int { return r.Max - r.Min + 1 }
+
+// HostName is the host part of an ssh host's address: where its instances
+// serve, and its name in status and events.
+func (h SSHHost) HostName() string {
+	host, _, err := net.SplitHostPort(h.Address)
+	if err != nil {
+		return strings.Trim(h.Address, "[]")
+	}
+	return host
+}
+
+// DialAddress is the host's address with its SSH port (22 when left out).
+func (h SSHHost) DialAddress() string {
+	if _, _, err := net.SplitHostPort(h.Address); err == nil {
+		return h.Address
+	}
+	return net.JoinHostPort(strings.Trim(h.Address, "[]"), "22")
+}
+
+// ProviderNamed returns the provider entry called name; ok is false for
+// "local" and for names the config does not have.
+func (c *Config) ProviderNamed(name string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// maxKeyFile bounds a private key or known_hosts file read at load.
+const maxKeyFile = 1 << 20
+
+// maxHosts bounds one provider's hosts; more is a generated file gone wrong.
+const maxHosts = 1000
+
+// providerLabels is what a group's checks need of a decoded provider.
+type providerLabels struct {
+	hosts []map[string]string
+	// broken is an entry with errors of its own: groups are not checked
+	// against it, which would only repeat them.
+	broken bool
+}
+
+// providers decodes the providers list. Each entry is {name, type} plus the
+// type's keys at the same level.
+func (d *decoder) providers(n *yaml.Node) []Provider {
+	d.provs = map[string]providerLabels{}
+	if n == nil {
+		return nil
+	}
+	items, ok := d.sequence(n, "providers", "a list of providers")
+	if !ok {
+		return nil
+	}
+	var out []Provider
+	names := map[string]*yaml.Node{}
+	for i, item := range items {
+		path := fmt.Sprintf("providers[%d]", i)
+		errs := len(d.errs)
+		p, nameNode, ok := d.provider(item, path)
+		if !ok {
+			continue
+		}
+		if nameNode != nil {
+			if first, dup := names[p.Name]; dup {
+				d.errorf(nameNode, path+".name", "duplicate provider name %q (first at line %d)", p.Name, first.Line)
+				continue
+			}
+			names[p.Name] = nameNode
+		}
+		out = append(out, p)
+		if p.Name != "" {
+			pl := providerLabels{broken: len(d.errs) > errs}
+			if p.SSH != nil {
+				for _, h := range p.SSH.Hosts {
+					pl.hosts = append(pl.hosts, h.Labels)
+				}
+			}
+			d.provs[p.Name] = pl
+		}
+	}
+	return out
+}
+
+// providerKeys are the keys of an entry of providers of type typ.
+func providerKeys(typ string) []string {
+	var keys []string
+	for _, k := range schemaOf(reflect.TypeFor[Provider]()) {
+		keys = append(keys, k.name)
+	}
+	// An unknown type is reported as such, not each of its keys.
+	if typ == ProviderSSH || typ != "" {
+		for _, k := range schemaOf(reflect.TypeFor[SSHProvider]()) {
+			keys = append(keys, k.name)
+		}
+	}
+	return keys
+}
+
+func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *yaml.Node, ok bool) {
+	// The type decides which other keys the entry may have.
+	typ := ""
+	if item.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(item.Content); i += 2 {
+			if k, v := resolve(item.Content[i]), resolve(item.Content[i+1]); k.Value == "type" && v.Kind == yaml.ScalarNode {
+				typ = v.Value
+			}
+		}
+	}
+	f := d.mapping(item, path, providerKeys(typ)...)
+	if f.node == nil {
+		return p, nil, false
+	}
+	f.require("name", "type")
+	if name, n := f.str("name", ""); n != nil {
+		switch {
+		case name == ProviderLocal:
+			d.errorf(n, f.field("name"), "%q is the built-in provider (this machine); choose another name", ProviderLocal)
+		case !nameRE.MatchString(name):
+			d.errorf(n, f.field("name"), "must match %s, got %q", namePattern, name)
+		default:
+			p.Name, nameNode = name, n
+		}
+	}
+	t, tn := f.str("type", "")
+	if tn == nil {
+		return p, nameNode, true
+	}
+	p.Type = t
+	if t != ProviderSSH {
+		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, ProviderSSH)
+		return p, nameNode, true
+	}
+	p.SSH = d.sshProvider(f)
+	return p, nameNode, true
+}
+
+func (d *decoder) sshProvider(f *fields) *SSHProvider {
+	def := defaultSSHProvider
+	s := &SSHProvider{}
+	s.HostDownAfter = d.within(f, "host_down_after", def.HostDownAfter, minHostDownAfter, maxTimeout)
+	s.ConnectTimeout = d.within(f, "connect_timeout", def.ConnectTimeout, minConnectTimeout, 10*time.Minute)
+	s.RemoteDir, _ = f.str("remote_dir", def.RemoteDir)
+	if rn := f.get("remote_dir"); rn != nil && (s.RemoteDir == "" || strings.ContainsAny(s.RemoteDir, "\x00\n")) {
+		d.errorf(rn, f.field("remote_dir"), "must be a directory path (relative to the login's home, or absolute), got %s", describe(rn))
+	}
+	hn := f.get("hosts")
+	if hn == nil {
+		return s // reported by require
+	}
+	items, ok := d.sequence(hn, f.field("hosts"), "a list of hosts")
+	if !ok {
+		return s
+	}
+	if len(items) == 0 {
+		d.errorf(hn, f.field("hosts"), "must list at least one host")
+	}
+	if len(items) > maxHosts {
+		d.errorf(hn, f.field("hosts"), "at most %d hosts, got %d", maxHosts, len(items))
+		return s
+	}
+	seen := map[string]*yaml.Node{}
+	for i, item := range items {
+		path := fmt.Sprintf("%s[%d]", f.field("hosts"), i)
+		h, an, ok := d.sshHost(item, path)
+		if !ok {
+			continue
+		}
+		if an != nil {
+			if first, dup := seen[h.DialAddress()]; dup {
+				d.errorf(an, path+".address", "duplicate host %s (first at line %d)", h.DialAddress(), first.Line)
+			} else {
+				seen[h.DialAddress()] = an
+			}
+		}
+		s.Hosts = append(s.Hosts, h)
+	}
+	return s
+}
+
+const (
+	// minHostDownAfter keeps a host's brief hiccup (a check or two lost)
+	// from replacing its instances.
+	minHostDownAfter = 2 * time.Second
+	// minConnectTimeout is less than any real handshake needs.
+	minConnectTimeout = 100 * time.Millisecond
+)
+
+// labelRE is what a label name may be.
+var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// sshHost decodes one host, checking its key files as the provider will
+// use them, without connecting: a key that cannot sign or a host key that
+// is not known would fail every start.
+func (d *decoder) sshHost(item *yaml.Node, path string) (h SSHHost, addrNode *yaml.Node, ok bool) {
+	f := section[SSHHost](d, item, path)
+	if f.node == nil {
+		return h, nil, false
+	}
+	def := defaultSSHHost
+	if addr, n := f.str("address", ""); n != nil {
+		h.Address = addr
+		if err := checkSSHAddress(addr); err != nil {
+			d.errorf(n, f.field("address"), "%v", err)
+		} else {
+			addrNode = n
+		}
+	}
+	if user, n := f.str("user", ""); n != nil {
+		if user == "" || strings.ContainsFunc(user, func(r rune) bool { return r <= ' ' || r == ':' || r == '@' }) {
+			d.errorf(n, f.field("user"), "must be a login name, got %q", user)
+		}
+		h.User = user
+	}
+	if kf, n := f.str("key_file", ""); n != nil {
+		h.KeyFile = d.path(kf)
+		if err := checkKeyFile(h.KeyFile); err != nil {
+			d.errorf(n, f.field("key_file"), "%v", err)
+		}
+	}
+	kh, kn := f.str("known_hosts", def.KnownHosts)
+	h.KnownHosts = d.path(kh)
+	if addrNode != nil {
+		if err := checkKnownHost(h.KnownHosts, h.DialAddress()); err != nil {
+			if kn == nil {
+				kn = addrNode // the default file: the host is what is missing
+			}
+			d.errorf(kn, f.field("known_hosts"), "%v", err)
+		}
+	}
+	if cn := f.get("capacity"); cn != nil {
+		h.Capacity = d.capacity(cn, f.field("capacity"))
+	}
+	if ln := f.get("labels"); ln != nil {
+		h.Labels = d.labels(ln, f.field("labels"))
+	}
+	h.Ports = def.Ports
+	if pn := f.get("ports"); pn != nil {
+		if r, err := parsePortRange(pn); err != nil {
+			d.errorf(pn, f.field("ports"), "%v", err)
+		} else {
+			h.Ports = r
+		}
+	}
+	return h, addrNode, true
+}
+
+// path resolves a file path of the config: ~ or ~/ is the home of the
+// user running shoal, a relative path is relative to the config file.
+func (d *decoder) path(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[1:])
+		}
+	}
+	return abs(d.dir, p)
+}
+
+func checkSSHAddress(addr string) error {
+	host, port := addr, ""
+	if h, p, err := net.SplitHostPort(addr); err == nil {
+		host, port = h, p
+	} else if strings.Count(addr, ":") == 1 {
+		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
+	}
+	host = strings.Trim(host, "[]")
+	if port != "" {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("port must be a number from 1 to 65535, got %q", port)
+		}
+	}
+	if host == "" {
+		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
+	}
+	if net.ParseIP(host) == nil {
+		if err := checkHostName(host); err != nil {
+			return fmt.Errorf("host must be an IP address or a host name, got %q", host)
+		}
+	}
+	return nil
+}
+
+// readSmall reads a regular file of at most maxKeyFile bytes.
+func readSmall(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFile)
+	}
+	return b, nil
+}
+
+// checkKeyFile makes sure path is a private key shoal can sign with.
+func checkKeyFile(path string) error {
+	b, err := readSmall(path)
+	if err != nil {
+		return err
+	}
+	_, err = ssh.ParsePrivateKey(b)
+	var missing *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &missing):
+		return fmt.Errorf("%s is encrypted with a passphrase, which shoal cannot type; use a key without one (ssh-keygen -p -N '' -f %s makes a copy's passphrase empty)", path, path)
+	case err != nil:
+		return fmt.Errorf("%s is not a private key in PEM or OpenSSH format: %v", path, err)
+	}
+	return nil
+}
+
+// checkKnownHost makes sure the known_hosts file at path has a key for
+// addr (host:port): a host whose key is not known is never connected to.
+func checkKnownHost(path, addr string) error {
+	if _, err := readSmall(path); err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	cb, err := knownhosts.New(path)
+	if err != nil {
+		return fmt.Errorf("known_hosts %s does not parse: %v", path, err)
+	}
+	// Ask with a key no host has: the error lists the keys the file knows
+	// for addr, none if the host is unknown.
+	probe, _ := ssh.NewPublicKey(ed25519.PublicKey(bytes.Repeat([]byte{0}, ed25519.PublicKeySize)))
+	err = cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probe)
+	var ke *knownhosts.KeyError
+	if errors.As(err, &ke) && len(ke.Want) > 0 {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	scan := "ssh-keyscan -H " + host
+	if port != "22" {
+		scan = "ssh-keyscan -H -p " + port + " " + host
+	}
+	return fmt.Errorf("%s has no key for %s; shoal never connects to a host whose key it does not know: check the host's key, then add it with %s >> %s", path, addr, scan, path)
+}
+
+func (d *decoder) capacity(n *yaml.Node, path string) Capacity {
+	f := section[Capacity](d, n, path)
+	var c Capacity
+	if v, n := f.integer("instances", 0); n != nil {
+		if v < 0 {
+			d.errorf(n, f.field("instances"), "must be >= 0 (0: unbounded), got %d", v)
+		} else {
+			c.Instances = v
+		}
+	}
+	if n := f.get("cores"); n != nil {
+		if v, ok := d.number(n, f.field("cores")); ok {
+			if v < 0 || v > math.MaxInt32 {
+				d.errorf(n, f.field("cores"), "must be >= 0 (0: unbounded), got %s", truncate(n.Value))
+			} else {
+				c.Cores = v
+			}
+		}
+	}
+	return c
+}
+
+// labels decodes a mapping of label names to values.
+func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
+	entries, _ := d.entries(n, path)
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		field := join(path, e.key)
+		if !labelRE.MatchString(e.key) {
+			d.errorf(e.k, field, "a label name must match %s, got %q", labelRE, e.key)
+			continue
+		}
+		v, ok := d.str(e.v, field)
+		if !ok {
+			continue
+		}
+		out[e.key] = v
+	}
+	return out
+}
+
+// parsePortRange reads "MIN-MAX" or one port.
+func parsePortRange(n *yaml.Node) (PortRange, error) {
+	bad := fmt.Errorf(`must be a port range such as "20000-29999", got %s`, describe(n))
+	if n.Kind != yaml.ScalarNode {
+		return PortRange{}, bad
+	}
+	lo, hi, found := strings.Cut(n.Value, "-")
+	if !found {
+		hi = lo
+	}
+	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	switch {
+	case err1 != nil || err2 != nil:
+		return PortRange{}, bad
+	case a < 1 || b > 65535:
+		return PortRange{}, fmt.Errorf("ports must be from 1 to 65535, got %s", n.Value)
+	case a > b:
+		return PortRange{}, fmt.Errorf("range must go from low to high, got %s", n.Value)
+	}
+	return PortRange{Min: a, Max: b}, nil
+}
+
+// groupProvider decodes a group's provider and placement and checks them
+// against the providers.
+func (d *decoder) groupProvider(f *fields, g *Group) {
+	def := defaultGroup
+	name, pn := f.str("provider", def.Provider)
+	g.Provider = name
+	pl, known := d.provs[name]
+	if pn != nil && name != ProviderLocal && !known {
+		names := append([]string{ProviderLocal}, slices.Sorted(maps.Keys(d.provs))...)
+		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
+	}
+	g.Placement = def.Placement
+	n := f.get("placement")
+	if n == nil {
+		return
+	}
+	pf := section[Placement](d, n, f.field("placement"))
+	if name == ProviderLocal {
+		d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
+		return
+	}
+	if s, sn := pf.str("strategy", def.Placement.Strategy); sn != nil {
+		if s != PlaceSpread && s != PlacePack {
+			d.errorf(sn, pf.field("strategy"), "must be %s or %s, got %q", PlaceSpread, PlacePack, s)
+		} else {
+			g.Placement.Strategy = s
+		}
+	}
+	ln := pf.get("labels")
+	if ln == nil {
+		return
+	}
+	g.Placement.Labels = d.labels(ln, pf.field("labels"))
+	if !known || pl.broken {
+		return
+	}
+	for _, h := range pl.hosts {
+		if hasLabels(h, g.Placement.Labels) {
+			return
+		}
+	}
+	d.errorf(ln, pf.field("labels"), "no host of provider %s carries all of %s, so no instance could be placed", name, formatLabels(g.Placement.Labels))
+}
+
+// hasLabels reports whether labels include every one of want.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// HasLabels reports whether the host carries every label of want.
+func (h SSHHost) HasLabels(want map[string]string) bool { return hasLabels(h.Labels, want) }
+
+// formatLabels writes labels as {k: v, ...}, sorted.
+func formatLabels(l map[string]string) string {
+	parts := make([]string, 0, len(l))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, k+": "+l[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

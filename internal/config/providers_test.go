@@ -1,0 +1,172 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// providersDoc is a config with one ssh provider of two hosts; tests
+// replace its markers to break one thing at a time. Paths are relative to
+// testdata, where Parse is told the file is.
+const providersDoc = `listen: 127.0.0.1:8080
+providers:
+  - name: rack
+    type: ssh
+    host_down_after: 20s
+    hosts:
+      - address: 10.0.0.2
+        user: deploy
+        key_file: ssh/id_ed25519
+        known_hosts: ssh/known_hosts
+        capacity: {instances: 8, cores: 4}
+        labels: {zone: a}
+      - address: "10.0.0.3:2222"
+        user: deploy
+        key_file: ssh/id_ed25519
+        known_hosts: ssh/known_hosts
+        labels: {zone: b}
+        ports: "30000-30009"
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    provider: rack
+    placement: {strategy: pack, labels: {zone: b}}
+    template: {command: [app, "--listen={{.Host}}:{{.Port}}"]}
+`
+
+func TestParseProviders(t *testing.T) {
+	cfg, err := Parse("testdata/shoal.yaml", []byte(providersDoc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(cfg.Providers) != 1 || cfg.Providers[0].SSH == nil {
+		t.Fatalf("providers = %+v, want one ssh provider", cfg.Providers)
+	}
+	p := cfg.Providers[0]
+	s := p.SSH
+	if p.Name != "rack" || p.Type != ProviderSSH || s.HostDownAfter.Seconds() != 20 || s.ConnectTimeout != defaultSSHProvider.ConnectTimeout || s.RemoteDir != ".shoal" {
+		t.Errorf("provider = %+v %+v", p, s)
+	}
+	dir, _ := filepath.Abs("testdata")
+	h0, h1 := s.Hosts[0], s.Hosts[1]
+	if h0.KeyFile != filepath.Join(dir, "ssh/id_ed25519") || h0.KnownHosts != filepath.Join(dir, "ssh/known_hosts") {
+		t.Errorf("host paths = %q, %q; want them relative to the config's directory", h0.KeyFile, h0.KnownHosts)
+	}
+	if h0.Capacity != (Capacity{Instances: 8, Cores: 4}) || h0.Labels["zone"] != "a" || h0.Ports != DefaultPorts {
+		t.Errorf("host 0 = %+v", h0)
+	}
+	if h1.Ports != (PortRange{30000, 30009}) || h1.DialAddress() != "10.0.0.3:2222" || h1.HostName() != "10.0.0.3" || h0.DialAddress() != "10.0.0.2:22" {
+		t.Errorf("host 1 = %+v (dial %s, name %s)", h1, h1.DialAddress(), h1.HostName())
+	}
+	g := cfg.Groups[0]
+	if g.Provider != "rack" || g.Placement.Strategy != PlacePack || g.Placement.Labels["zone"] != "b" {
+		t.Errorf("group provider %q placement %+v", g.Provider, g.Placement)
+	}
+}
+
+func TestParseHomeKeyFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id_ed25519", "known_hosts"} {
+		b, err := os.ReadFile(filepath.Join("testdata/ssh", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".ssh", f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := strings.Replace(providersDoc, "        key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "        key_file: ~/.ssh/id_ed25519\n        capacity", 1)
+	cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	h := cfg.Providers[0].SSH.Hosts[0]
+	if h.KeyFile != filepath.Join(home, ".ssh/id_ed25519") || h.KnownHosts != filepath.Join(home, ".ssh/known_hosts") {
+		t.Errorf("key_file %q known_hosts %q; want both in $HOME/.ssh", h.KeyFile, h.KnownHosts)
+	}
+}
+
+func TestParseProviderErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new string
+		want     string
+	}{
+		{"local is built in", "name: rack\n", "name: local\n",
+			"testdata/shoal.yaml:3:11: providers[0].name: \"local\" is the built-in provider (this machine); choose another name\n" +
+				`testdata/shoal.yaml:23:15: groups[0].provider: unknown provider "rack"; the config has local`},
+		{"unknown type", "type: ssh", "type: ec2",
+			`testdata/shoal.yaml:4:11: providers[0].type: unknown provider type "ec2"; known: ssh`},
+		{"no hosts", "    host_down_after: 20s\n    hosts:\n", "    host_down_after: 20s\n    hosts: []\n    old_hosts:\n",
+			"testdata/shoal.yaml:6:12: providers[0].hosts: must list at least one host\n" +
+				"testdata/shoal.yaml:7:5: providers[0].old_hosts: unknown field; allowed: name, type, hosts, host_down_after, connect_timeout, remote_dir"},
+		{"duplicate address", `"10.0.0.3:2222"`, `"10.0.0.2:22"`,
+			`testdata/shoal.yaml:13:18: providers[0].hosts[1].address: duplicate host 10.0.0.2:22 (first at line 7)`},
+		{"missing key file", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/nothing\n        known_hosts: ssh/known_hosts\n        capacity",
+			`testdata/shoal.yaml:9:19: providers[0].hosts[0].key_file: stat ` + abs(testdataDir(t), "ssh/nothing") + `: no such file or directory`},
+		{"encrypted key", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/encrypted\n        known_hosts: ssh/known_hosts\n        capacity",
+			`testdata/shoal.yaml:9:19: providers[0].hosts[0].key_file: ` + abs(testdataDir(t), "ssh/encrypted") + ` is encrypted with a passphrase, which shoal cannot type; use a key without one (ssh-keygen -p -N '' -f ` + abs(testdataDir(t), "ssh/encrypted") + ` makes a copy's passphrase empty)`},
+		{"not a key", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/notakey\n        known_hosts: ssh/known_hosts\n        capacity",
+			`testdata/shoal.yaml:9:19: providers[0].hosts[0].key_file: ` + abs(testdataDir(t), "ssh/notakey") + ` is not a private key in PEM or OpenSSH format: ssh: no key found`},
+		{"unknown host", "address: 10.0.0.2\n", "address: 10.0.0.9\n",
+			`testdata/shoal.yaml:10:22: providers[0].hosts[0].known_hosts: ` + abs(testdataDir(t), "ssh/known_hosts") + ` has no key for 10.0.0.9:22; shoal never connects to a host whose key it does not know: check the host's key, then add it with ssh-keyscan -H 10.0.0.9 >> ` + abs(testdataDir(t), "ssh/known_hosts")},
+		{"unknown host on another port", `"10.0.0.3:2222"`, `"10.0.0.3:2200"`,
+			`testdata/shoal.yaml:16:22: providers[0].hosts[1].known_hosts: ` + abs(testdataDir(t), "ssh/known_hosts") + ` has no key for 10.0.0.3:2200; shoal never connects to a host whose key it does not know: check the host's key, then add it with ssh-keyscan -H -p 2200 10.0.0.3 >> ` + abs(testdataDir(t), "ssh/known_hosts")},
+		{"known_hosts missing", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/id_ed25519\n        known_hosts: ssh/none\n        capacity",
+			`testdata/shoal.yaml:10:22: providers[0].hosts[0].known_hosts: known_hosts: stat ` + abs(testdataDir(t), "ssh/none") + `: no such file or directory`},
+		{"known_hosts does not parse", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/id_ed25519\n        known_hosts: ssh/notakey\n        capacity",
+			`testdata/shoal.yaml:10:22: providers[0].hosts[0].known_hosts: known_hosts ` + abs(testdataDir(t), "ssh/notakey") + ` does not parse: knownhosts: ` + abs(testdataDir(t), "ssh/notakey") + `: no valid entries, line 1: illegal base64 data at input byte 0`},
+		{"bad ports", `"30000-30009"`, `"30009-30000"`,
+			`testdata/shoal.yaml:18:16: providers[0].hosts[1].ports: range must go from low to high, got 30009-30000`},
+		{"port out of range", `"30000-30009"`, `"30000-70000"`,
+			`testdata/shoal.yaml:18:16: providers[0].hosts[1].ports: ports must be from 1 to 65535, got 30000-70000`},
+		{"negative capacity", "instances: 8", "instances: -1",
+			`testdata/shoal.yaml:11:31: providers[0].hosts[0].capacity.instances: must be >= 0 (0: unbounded), got -1`},
+		{"bad address", "address: 10.0.0.2\n", "address: \"10.0.0.2:x\"\n",
+			`testdata/shoal.yaml:7:18: providers[0].hosts[0].address: port must be a number from 1 to 65535, got "x"`},
+		{"unknown group provider", "provider: rack", "provider: rak",
+			`testdata/shoal.yaml:23:15: groups[0].provider: unknown provider "rak"; the config has local, rack`},
+		{"unsatisfiable labels", "labels: {zone: b}}", "labels: {zone: c}}",
+			`testdata/shoal.yaml:24:41: groups[0].placement.labels: no host of provider rack carries all of {zone: c}, so no instance could be placed`},
+		{"bad strategy", "strategy: pack", "strategy: fill",
+			`testdata/shoal.yaml:24:27: groups[0].placement.strategy: must be spread or pack, got "fill"`},
+		{"placement on local", "    provider: rack\n", "",
+			`testdata/shoal.yaml:23:16: groups[0].placement: the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out`},
+		{"duplicate provider", "groups:\n", "  - {name: rack, type: ssh, hosts: [{address: 10.0.0.2, user: u, key_file: ssh/id_ed25519, known_hosts: ssh/known_hosts}]}\ngroups:\n",
+			`testdata/shoal.yaml:19:12: providers[1].name: duplicate provider name "rack" (first at line 3)`},
+		{"host_down_after too short", "host_down_after: 20s", "host_down_after: 1s",
+			`testdata/shoal.yaml:5:22: providers[0].host_down_after: must be at least 2s and at most 24h0m0s, got 1s`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(providersDoc, tt.old) {
+				t.Fatalf("providersDoc has no %q", tt.old)
+			}
+			doc := strings.Replace(providersDoc, tt.old, tt.new, 1)
+			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+			var list ErrorList
+			if cfg != nil || !errors.As(err, &list) {
+				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func testdataDir(t *testing.T) string {
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
