@@ -684,3 +684,55 @@ func checkPerHost(t *testing.T, what, output string, want map[string][]string) {
 		}
 	}
 }
+
+// TestSSHExampleValidates: examples/ssh-hosts.yaml passes `shoal validate`
+// once its key file and known_hosts are in place (generated here, as its
+// comments tell an operator to), without any of its hosts reachable:
+// validate checks the ssh settings without connecting, and the template's
+// program lives on the hosts, not here.
+func TestSSHExampleValidates(t *testing.T) {
+	src, err := os.ReadFile("../../examples/ssh-hosts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ssh-hosts.yaml")
+	if err := os.WriteFile(cfg, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "ssh", "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Skipf("ssh-keygen: %v: %s (apt-get install openssh-client)", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey := strings.Join(strings.Fields(string(pub))[:2], " ")
+	// Every address of the example, as ssh-keyscan would write it.
+	var known strings.Builder
+	for line := range strings.SplitSeq(string(src), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "-" || f[1] != "address:" {
+			continue
+		}
+		addr := f[2]
+		if h, p, err := net.SplitHostPort(addr); err == nil {
+			addr = "[" + h + "]:" + p
+		}
+		fmt.Fprintf(&known, "%s %s\n", addr, hostKey)
+	}
+	if known.Len() == 0 {
+		t.Fatal("no host address found in the example")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ssh", "known_hosts"), []byte(known.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "shoal"), "validate", "-c", cfg).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") {
+		t.Fatalf("shoal validate -c examples/ssh-hosts.yaml: %v\n%s", err, out)
+	}
+}
