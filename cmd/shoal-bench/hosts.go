@@ -99,7 +99,22 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	det := &hostsDetails{SSH: hostsPhase{Provider: "ssh"}, Local: hostsPhase{Provider: "local"}}
 	rep.Details = det
 
-	// The remote run first: burst, CPU, then a host's failure.
+	// The baseline first: the group on the local provider.
+	local, err := env.StartShoalOn(sbin, func(port int) string {
+		return hostsConfig(port, filepath.Join(env.Work, "state-local"), backend, *burst, "")
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := hostsBurst(ctx, env, local, &det.Local, *burst, *rate, *timeout); err != nil {
+		return nil, fmt.Errorf("local burst: %w", err)
+	}
+	if err := hostsCPU(ctx, env, local, &det.Local, *settle, *sample); err != nil {
+		return nil, err
+	}
+	env.Stop(local.Proc)
+
+	// Then the same on the hosts, and a host's failure.
 	sh, err := env.StartShoalOn(sbin, func(port int) string {
 		return hostsConfig(port, filepath.Join(env.Work, "state-ssh"), backend, *burst, sshProviderYAML(lab, filepath.Join(env.Work, "remote"), *downAfter))
 	})
@@ -119,21 +134,6 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 		return nil, fmt.Errorf("host failure: %w", err)
 	}
 	env.Stop(sh.Proc)
-
-	// The baseline: the same group on the local provider.
-	local, err := env.StartShoalOn(sbin, func(port int) string {
-		return hostsConfig(port, filepath.Join(env.Work, "state-local"), backend, *burst, "")
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := hostsBurst(ctx, env, local, &det.Local, *burst, *rate, *timeout); err != nil {
-		return nil, fmt.Errorf("local burst: %w", err)
-	}
-	if err := hostsCPU(ctx, env, local, &det.Local, *settle, *sample); err != nil {
-		return nil, err
-	}
-	env.Stop(local.Proc)
 
 	s, l, f := det.SSH, det.Local, det.Failure
 	rep.Figures = []Figure{{
