@@ -2,13 +2,14 @@ package metrics
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/proc"
 )
 
 // clockTick is the unit of /proc/PID/stat's CPU times: USER_HZ, which Linux
@@ -98,16 +99,16 @@ func (s *procScanner) scan(groups map[int]*usage) error {
 		if !ok {
 			continue // exited meanwhile
 		}
-		u := groups[st.pgid]
+		u := groups[st.Pgid]
 		if u == nil {
 			s.foreign[pid] = s.gen
 			continue
 		}
-		u.cpu += time.Duration(st.ticks) * clockTick
-		u.rss += st.rssPages * s.pageSize
+		u.cpu += time.Duration(st.Ticks) * clockTick
+		u.rss += st.RSSPages * s.pageSize
 		// A zombie's CPU time still counts (its parent may reap it into
 		// cutime), but it is no live process.
-		if !st.zombie {
+		if !st.Zombie {
 			u.procs++
 		}
 	}
@@ -119,86 +120,22 @@ func (s *procScanner) scan(groups map[int]*usage) error {
 	return nil
 }
 
-type procStat struct {
-	zombie   bool
-	pgid     int
-	ticks    uint64 // utime + stime + cutime + cstime
-	rssPages int64
-}
-
-func (s *procScanner) readStat(pid string) (procStat, bool) {
+func (s *procScanner) readStat(pid string) (proc.Stat, bool) {
 	s.path = append(s.path[:0], s.root...)
 	s.path = append(s.path, '/')
 	s.path = append(s.path, pid...)
 	s.path = append(s.path, "/stat"...)
 	fd, err := syscall.Open(string(s.path), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return procStat{}, false
+		return proc.Stat{}, false
 	}
 	n, err := syscall.Read(fd, s.buf)
 	syscall.Close(fd)
 	if err != nil || n <= 0 {
-		return procStat{}, false
+		return proc.Stat{}, false
 	}
-	st, err := parseStat(s.buf[:n])
+	st, err := proc.ParseStat(s.buf[:n])
 	return st, err == nil
-}
-
-// parseStat reads the fields shoal needs from a /proc/PID/stat line. The
-// command name may hold spaces and parentheses, so fields are counted from
-// the last ')'.
-func parseStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("no command name")
-	}
-	// Field 3 (state) is the first after the name; field N is at index N-3.
-	const (
-		fPgrp   = 5 - 3
-		fUtime  = 14 - 3
-		fCstime = 17 - 3
-		fRSS    = 24 - 3
-	)
-	var st procStat
-	idx := 0
-	rest := b[i+1:]
-	for len(rest) > 0 && idx <= fRSS {
-		rest = bytes.TrimLeft(rest, " ")
-		end := bytes.IndexAny(rest, " \n")
-		if end < 0 {
-			end = len(rest)
-		}
-		field := rest[:end]
-		rest = rest[end:]
-		switch {
-		case idx == 0:
-			st.zombie = string(field) == "Z"
-		case idx == fPgrp:
-			v, ok := atoi(string(field))
-			if !ok {
-				return procStat{}, fmt.Errorf("bad pgrp %q", field)
-			}
-			st.pgid = v
-		case idx >= fUtime && idx <= fCstime:
-			// cutime and cstime are signed in the kernel's format.
-			v, err := strconv.ParseInt(string(field), 10, 64)
-			if err != nil || v < 0 {
-				return procStat{}, fmt.Errorf("bad cpu time %q", field)
-			}
-			st.ticks += uint64(v)
-		case idx == fRSS:
-			v, err := strconv.ParseInt(string(field), 10, 64)
-			if err != nil {
-				return procStat{}, fmt.Errorf("bad rss %q", field)
-			}
-			st.rssPages = max(v, 0)
-		}
-		idx++
-	}
-	if idx <= fRSS {
-		return procStat{}, errors.New("too few fields")
-	}
-	return st, nil
 }
 
 // atoi parses a non-negative decimal without allocating.

@@ -300,6 +300,10 @@ func (l *Lab) Close() error {
 		if err := h.Kill(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		// The kernel destroys a deleted namespace's veth pair in the
+		// background: deleting our end now frees its name for the next lab
+		// this process makes (the name is per process and index).
+		_ = exec.CommandContext(ctx, "ip", "link", "del", h.veth).Run()
 		if err := remove(ctx, h.Name); err != nil {
 			errs = append(errs, err)
 		}

@@ -9,18 +9,32 @@
 // StopStrays and the reconciliation of a returning host find what nobody
 // tracks. The host is part of the marker because hosts may share a PID space
 // (network namespaces on one machine in tests).
+//
+// Commands run on a host are argv, every word quoted for a POSIX shell, and
+// the few scripts shoal needs there are constants taking their data as
+// arguments (see scripts.go).
 package ssh
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
+	"maps"
+	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
+
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -46,6 +60,18 @@ type Options struct {
 	Logs config.InstanceLogs
 }
 
+// Marker environment variables.
+const (
+	envOwner    = "SHOAL_OWNER"
+	envHost     = "SHOAL_HOST"
+	envInstance = "SHOAL_INSTANCE"
+	envHook     = "SHOAL_HOOK"
+)
+
+// strayGrace is how long a stray gets between SIGTERM and SIGKILL; its
+// template, and so its own StopTimeout, is unknown.
+const strayGrace = 5 * time.Second
+
 var (
 	_ provider.Provider   = (*Provider)(nil)
 	_ provider.HostLister = (*Provider)(nil)
@@ -67,60 +93,674 @@ func OwnerID(stateDir string) string {
 	return "shoal-" + hex.EncodeToString(sum[:8])
 }
 
-var errNotImplemented = errors.New("ssh provider: not implemented")
-
 // Provider starts instances on the hosts of one ssh provider entry. It is
 // safe for concurrent use.
 type Provider struct {
-	name string
+	name  string
+	owner string
+	opts  Options
+	log   *slog.Logger
+
+	mu  sync.Mutex
+	cfg config.SSHProvider
+	// hosts by name (the host part of the address).
+	hosts map[string]*host
+	// run is set while Run runs: hosts added by Update start there.
+	run *runState
+}
+
+type runState struct {
+	ctx context.Context
+	wg  sync.WaitGroup
 }
 
 // New checks cfg (key files readable and parsed, known_hosts files
 // readable) and returns a Provider; it does no network I/O. Run connects.
 func New(name string, cfg config.SSHProvider, opts Options) (*Provider, error) {
-	return &Provider{name: name}, nil
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Logs == (config.InstanceLogs{}) {
+		opts.Logs = config.DefaultInstanceLogs
+	}
+	p := &Provider{name: name, owner: OwnerID(opts.StateDir), opts: opts, log: opts.Log.With("provider", name), hosts: make(map[string]*host)}
+	if err := p.Update(cfg); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
-
-// Run keeps a connection to every host and polls it each Interval until ctx
-// ends; it returns once every goroutine it started has stopped and every
-// connection is closed.
-func (p *Provider) Run(ctx context.Context) { <-ctx.Done() }
-
-// Update applies a reloaded config: new hosts are added, capacity, labels
-// and ports of the others applied. A removed host takes no new instances and
-// is dropped once nothing of ours runs there.
-func (p *Provider) Update(cfg config.SSHProvider) error { return errNotImplemented }
 
 // Name is the provider entry's name.
 func (p *Provider) Name() string { return p.name }
 
-// Start places the instance on a host, reserves a port there, runs the
-// pre_start hook and starts the process, returning once it runs.
-func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
-	return nil, errNotImplemented
-}
+// Update applies a reloaded config: new hosts are added, capacity, labels,
+// ports and credentials of the others applied (credentials from their next
+// connection on). A removed host takes no new instances and is dropped once
+// nothing of ours runs there.
+func (p *Provider) Update(cfg config.SSHProvider) error {
+	if cfg.ConnectTimeout <= 0 {
+		return fmt.Errorf("ssh provider %s: connect_timeout must be positive", p.name)
+	}
+	type built struct {
+		hc config.SSHHost
+		cc *gossh.ClientConfig
+	}
+	var hosts []built
+	seen := make(map[string]bool)
+	var errs []error
+	for _, hc := range cfg.Hosts {
+		name := hostName(hc.Address)
+		if seen[name] {
+			errs = append(errs, fmt.Errorf("host %s: listed twice", name))
+			continue
+		}
+		seen[name] = true
+		if hc.Ports == (config.PortRange{}) {
+			hc.Ports = config.DefaultPorts
+		}
+		cc, err := clientConfig(hc, cfg.ConnectTimeout)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		hosts = append(hosts, built{hc, cc})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ssh provider %s: %w", p.name, err)
+	}
 
-// Adopt re-attaches to a recorded instance after a restart of shoal.
-func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.Template) (provider.Instance, error) {
-	return nil, errNotImplemented
-}
-
-// StopStrays stops, on every reachable host, marked processes of this owner
-// that are neither in keep nor tracked, and returns what it stopped.
-func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
-	return nil, errNotImplemented
-}
-
-// Hosts reports every host's state.
-func (p *Provider) Hosts() []provider.HostStatus { return nil }
-
-// Check connects to every host in parallel and checks what the templates
-// need there.
-func (p *Provider) Check(ctx context.Context, tmpls map[string]config.Template) []provider.CheckResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+	for _, b := range hosts {
+		name := hostName(b.hc.Address)
+		if h := p.hosts[name]; h != nil {
+			h.cfg, h.clientCfg, h.removed = b.hc, b.cc, false
+			continue
+		}
+		h := newHost(name, b.hc, b.cc)
+		p.hosts[name] = h
+		if p.run != nil {
+			p.startHost(h)
+		}
+	}
+	for name, h := range p.hosts {
+		if !seen[name] && !h.removed {
+			h.removed = true
+			p.log.Info("host removed from the config; it takes no new instances", "host", name, "instances", len(h.insts))
+		}
+	}
 	return nil
 }
 
-// Logs writes an instance's log from its host.
-func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.LogOptions, w io.Writer) error {
-	return errNotImplemented
+// Run keeps a connection to every host and polls it each Interval until ctx
+// ends; it returns once every goroutine it started has stopped and every
+// connection is closed. It is called once.
+func (p *Provider) Run(ctx context.Context) {
+	rs := &runState{ctx: ctx}
+	p.mu.Lock()
+	p.run = rs
+	for _, h := range p.hosts {
+		p.startHost(h)
+	}
+	p.mu.Unlock()
+	rs.wg.Go(func() { p.watch(ctx) })
+	<-ctx.Done()
+	rs.wg.Wait()
+	p.mu.Lock()
+	p.run = nil
+	for _, h := range p.hosts {
+		if h.client != nil {
+			h.client.Close()
+			h.client = nil
+		}
+	}
+	p.mu.Unlock()
+}
+
+// startHost starts h's connection manager; p.mu is held.
+func (p *Provider) startHost(h *host) {
+	ctx, cancel := context.WithCancel(p.run.ctx)
+	h.cancel = cancel
+	p.run.wg.Go(func() {
+		defer cancel()
+		p.manage(ctx, h)
+	})
+}
+
+// settings returns what the config says of timing.
+func (p *Provider) settings() (connectTimeout, downAfter time.Duration, remoteDir string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.ConnectTimeout, p.cfg.HostDownAfter, p.cfg.RemoteDir
+}
+
+// logDir is where the instances' logs live on every host (relative to the
+// login's home unless remote_dir is absolute).
+func (p *Provider) logDir() string {
+	_, _, dir := p.settings()
+	if dir == "" {
+		dir = ".shoal"
+	}
+	return path.Join(dir, p.owner, "logs")
+}
+
+// hostOf returns the configured host called name.
+func (p *Provider) hostOf(name string) *host {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hosts[name]
+}
+
+// waitFirst waits until each of hs has had its first connection attempt,
+// at most about connect_timeout: Start and Adopt may come before Run has
+// connected.
+func (p *Provider) waitFirst(ctx context.Context, hs ...*host) {
+	ct, _, _ := p.settings()
+	t := time.NewTimer(ct + 500*time.Millisecond)
+	defer t.Stop()
+	for _, h := range hs {
+		select {
+		case <-h.first:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// client returns h's connection, or an error wrapping ErrHostDown.
+func (p *Provider) client(h *host) (*gossh.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h.client == nil {
+		why := h.lastErr
+		if why == "" {
+			why = "not connected yet"
+		}
+		return nil, fmt.Errorf("host %s: %w (%s)", h.name, provider.ErrHostDown, why)
+	}
+	return h.client, nil
+}
+
+// exec runs argv on h in a session of its own, bounded by ctx and
+// opts.Timeout (0: connect_timeout, unless the output is streamed). A
+// failure of the connection, rather than of the command, wraps ErrHostDown.
+func (p *Provider) exec(ctx context.Context, h *host, argv []string, opts runOpts) ([]byte, error) {
+	c, err := p.client(h)
+	if err != nil {
+		return nil, err
+	}
+	defer p.busy(h)()
+	ct, _, _ := p.settings()
+	if opts.Timeout == 0 && opts.Stdout == nil {
+		opts.Timeout = ct
+	}
+	out, err := run(ctx, c, ct, argv, opts)
+	return out, p.hostErr(ctx, h, err)
+}
+
+// sh runs a short command in h's shell (see shell), bounded by ctx and
+// timeout (0: connect_timeout); errors as exec's.
+func (p *Provider) sh(ctx context.Context, h *host, timeout time.Duration, argv []string) ([]byte, error) {
+	p.mu.Lock()
+	c, s := h.client, h.shell
+	p.mu.Unlock()
+	if c == nil || s == nil {
+		_, err := p.client(h)
+		if err == nil {
+			err = fmt.Errorf("host %s: %w (no shell)", h.name, provider.ErrHostDown)
+		}
+		return nil, err
+	}
+	defer p.busy(h)()
+	ct, _, _ := p.settings()
+	if timeout == 0 {
+		timeout = ct
+	}
+	out, err := s.run(ctx, c, timeout, argv)
+	return out, p.hostErr(ctx, h, err)
+}
+
+// busy counts a command in flight on h, which keeps a removed host from
+// being dropped (and its connection closed) under it; call the result when
+// it is done.
+func (p *Provider) busy(h *host) func() {
+	p.mu.Lock()
+	h.inFlight++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		h.inFlight--
+		p.mu.Unlock()
+	}
+}
+
+// hostErr wraps ErrHostDown around an error of a command that did not run
+// to an exit status (the connection failed or hung) while ctx was live.
+func (p *Provider) hostErr(ctx context.Context, h *host, err error) error {
+	if err != nil && exitStatus(err) < 0 && ctx.Err() == nil {
+		// The connection manager notices on its next poll.
+		return fmt.Errorf("host %s: %w: %w", h.name, provider.ErrHostDown, err)
+	}
+	return err
+}
+
+// data is what the ssh provider keeps in an instance's record
+// (instance.Record.Data): enough to find the process again and prove it is
+// still the instance.
+type data struct {
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	PIDStart uint64 `json:"pid_start"`
+	Port     int    `json:"port"`
+	// Marker is the instance's SHOAL_INSTANCE.
+	Marker string `json:"marker"`
+}
+
+func decode(raw []byte) (data, error) {
+	var d data
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return data{}, fmt.Errorf("ssh instance data: %w", err)
+	}
+	return d, nil
+}
+
+// record returns the record of the process d serving as name.
+func (d data) record(name string) provider.Record {
+	raw, _ := json.Marshal(d) // numbers and strings: it cannot fail
+	rec := provider.Record{Name: name, ID: d.Host + "/" + strconv.Itoa(d.PID) + "-" + strconv.FormatUint(d.PIDStart, 10), Host: d.Host, Data: raw}
+	if d.Port > 0 {
+		rec.Addr = net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
+	}
+	return rec
+}
+
+// procKey identifies a process on a host: pid plus start time.
+type procKey struct {
+	pid   int
+	start uint64
+}
+
+// checkName rejects instance names that cannot serve as a log file name and
+// an environment value.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00\n") {
+		return fmt.Errorf("invalid instance name %q", name)
+	}
+	return nil
+}
+
+// markers are the marker variables of an instance called name on h.
+func (p *Provider) markers(h *host, name string) []string {
+	return []string{envOwner + "=" + p.owner, envHost + "=" + h.name, envInstance + "=" + name}
+}
+
+// Start places the instance on a host, reserves a port there, runs the
+// pre_start hook and starts the process in its own session, returning once
+// it runs (not yet healthy).
+func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
+	if err := checkName(spec.Name); err != nil {
+		return nil, fmt.Errorf("start instance: %w", err)
+	}
+	p.mu.Lock()
+	all := slices.Collect(maps.Values(p.hosts))
+	p.mu.Unlock()
+	p.waitFirst(ctx, all...)
+	h, why, err := p.place(spec)
+	if err != nil {
+		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+	}
+	in, err := p.startOn(ctx, h, spec, why)
+	if err != nil {
+		p.unreserve(h, spec.Name)
+		return nil, fmt.Errorf("start instance %s on %s: %w", spec.Name, h.name, err)
+	}
+	return in, nil
+}
+
+func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why string) (*instance, error) {
+	port, err := p.reservePort(ctx, h, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := spec.Template
+	td := config.TemplateData{Name: spec.Name, Host: h.name, Port: port, Index: spec.Index, Group: spec.Group}
+	argv, tenv, err := tmpl.Expand(td)
+	if err != nil {
+		return nil, fmt.Errorf("expand template: %w", err)
+	}
+	if strings.Contains(argv[0], "=") {
+		return nil, fmt.Errorf("command %q: a program name with '=' cannot be run through env(1)", argv[0])
+	}
+	if tmpl.PreStart != nil {
+		// pre_start runs first, so that what it prepares (code synced at
+		// boot, say) is there when the process starts.
+		if err := p.runHook(ctx, h, "pre_start", tmpl.PreStart, tmpl, td); err != nil {
+			return nil, err
+		}
+	}
+	env := slices.Concat(tenv, p.markers(h, spec.Name))
+	args := slices.Concat([]string{p.logDir(), workDir(tmpl.Dir), argv[0], spec.Name}, env, argv)
+	ct, _, _ := p.settings()
+	launch := slices.Concat([]string{"env"}, p.markers(h, spec.Name), script(launchScript, args...))
+	out, err := p.sh(ctx, h, ct+5*time.Second, launch)
+	if err != nil {
+		return nil, remoteError(h, err, argv[0], tmpl.Dir)
+	}
+	var d data
+	if _, err := fmt.Sscan(string(out), &d.PID, &d.PIDStart); err != nil || d.PID <= 0 {
+		return nil, fmt.Errorf("launch: unexpected output %q", out)
+	}
+	d.Host, d.Port, d.Marker = h.name, port, spec.Name
+	rec := d.record(spec.Name)
+	rec.Group, rec.Index, rec.StartedAt = spec.Group, spec.Index, time.Now()
+	in := p.newInstance(h, rec, d, tmpl, true)
+	in.placement = why
+	p.mu.Lock()
+	delete(h.pending, spec.Name)
+	h.insts[spec.Name] = in
+	p.mu.Unlock()
+	p.log.Info("started instance", "group", rec.Group, "instance", rec.Name, "host", h.name, "pid", d.PID, "port", port, "placement", why)
+	return in, nil
+}
+
+// workDir is the working directory on the host: the template's, or the
+// login's home.
+func workDir(dir string) string {
+	if dir == "" {
+		return "."
+	}
+	return dir
+}
+
+// remoteError words a failed launch or hook: what is missing on which host.
+func remoteError(h *host, err error, command, dir string) error {
+	switch exitStatus(err) {
+	case exitNoDir:
+		return fmt.Errorf("working directory %s not found on host %s", dir, h.name)
+	case exitNoCommand:
+		return fmt.Errorf("command %s not found on host %s", command, h.name)
+	}
+	return err
+}
+
+// execMarked runs argv with the marker variables of instance name (and
+// SHOAL_HOOK=hook when hook is set) in the environment of the remote shell
+// itself, so that everything it forks is marked from the start.
+func (p *Provider) execMarked(ctx context.Context, h *host, name, hook string, argv []string, opts runOpts) ([]byte, error) {
+	env := p.markers(h, name)
+	if hook != "" {
+		env = append(env, envHook+"="+hook)
+	}
+	return p.exec(ctx, h, slices.Concat([]string{"env"}, env, argv), opts)
+}
+
+// runHook runs one lifecycle hook of an instance on its host to completion:
+// argv expanded like the instance's command, the instance's env and working
+// directory, output appended to the instance's log. It fails on a non-zero
+// exit, on its timeout (timeout(1) kills it there) and when ctx ends.
+func (p *Provider) runHook(ctx context.Context, h *host, hook string, hk *config.Hook, tmpl config.Template, td config.TemplateData) error {
+	argv, err := tmpl.ExpandHook(hk, td)
+	if err != nil {
+		return fmt.Errorf("%s: expand: %w", hook, err)
+	}
+	_, tenv, err := tmpl.Expand(td)
+	if err != nil {
+		return fmt.Errorf("%s: expand env: %w", hook, err)
+	}
+	if strings.Contains(argv[0], "=") {
+		return fmt.Errorf("%s: command %q: a program name with '=' cannot be run through env(1)", hook, argv[0])
+	}
+	secs := max(int((hk.Timeout+time.Second-1)/time.Second), 1)
+	env := slices.Concat(tenv, p.markers(h, td.Name), []string{envHook + "=" + hook})
+	args := slices.Concat([]string{p.logDir(), workDir(tmpl.Dir), argv[0], td.Name, strconv.Itoa(secs), hook}, env, argv)
+	ct, _, _ := p.settings()
+	start := time.Now()
+	_, err = p.execMarked(ctx, h, td.Name, hook, script(hookScript, args...), runOpts{Timeout: time.Duration(secs)*time.Second + ct + 2*time.Second})
+	if err != nil {
+		if exitStatus(err) == 124 || exitStatus(err) == 137 {
+			err = fmt.Errorf("timed out after %s; killed", hk.Timeout)
+		}
+		err = fmt.Errorf("%s on host %s: %w", hook, h.name, remoteError(h, err, argv[0], tmpl.Dir))
+		p.log.Warn("hook failed", "hook", hook, "instance", td.Name, "host", h.name, "err", err)
+		return err
+	}
+	p.log.Debug("hook done", "hook", hook, "instance", td.Name, "host", h.name, "took", time.Since(start))
+	return nil
+}
+
+// reservePort picks a port of h's range that no instance of ours uses and
+// nothing listens on there, and holds it for the instance called name.
+func (p *Provider) reservePort(ctx context.Context, h *host, name string) (int, error) {
+	out, err := p.sh(ctx, h, 0, script(listenScript))
+	if err != nil {
+		return 0, fmt.Errorf("read listening ports: %w", err)
+	}
+	listening := parseListening(out)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	used := make(map[int]bool)
+	for port := range listening {
+		used[port] = true
+	}
+	for _, in := range h.insts {
+		used[in.d.Port] = true
+	}
+	for _, ps := range h.pending {
+		if ps.port > 0 {
+			used[ps.port] = true
+		}
+	}
+	r := h.cfg.Ports
+	for port := r.Min; port <= r.Max; port++ {
+		if !used[port] {
+			if ps, ok := h.pending[name]; ok {
+				ps.port = port
+				h.pending[name] = ps
+			}
+			return port, nil
+		}
+	}
+	n := 0
+	for port := range used {
+		if port >= r.Min && port <= r.Max {
+			n++
+		}
+	}
+	return 0, fmt.Errorf("host %s: no free port in %d-%d (%d in use)", h.name, r.Min, r.Max, n)
+}
+
+// parseListening returns the local ports of the sockets in LISTEN state
+// (0A) of /proc/net/tcp and tcp6.
+func parseListening(out []byte) map[int]bool {
+	ports := make(map[int]bool)
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		if port, err := strconv.ParseUint(hexPort, 16, 16); err == nil {
+			ports[int(port)] = true
+		}
+	}
+	return ports
+}
+
+// Adopt re-attaches to a recorded instance after a restart of shoal: its
+// host must be configured, its pid must run there with the recorded start
+// time and carry our markers, or it is ErrGone. When the host is
+// unreachable the instance is returned unverified: verified when the host
+// connects (Done, "gone while shoal was down", if it is not there), Done
+// when the host goes down.
+func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.Template) (provider.Instance, error) {
+	d, err := decode(rec.Data)
+	if err != nil || d.PID <= 0 || d.Host == "" {
+		return nil, fmt.Errorf("adopt instance %s: no ssh instance data: %w", rec.Name, provider.ErrGone)
+	}
+	h := p.hostOf(d.Host)
+	if h == nil {
+		return nil, fmt.Errorf("adopt instance %s: host %s is not in provider %s: %w", rec.Name, d.Host, p.name, provider.ErrGone)
+	}
+	if d.Marker != rec.Name {
+		return nil, fmt.Errorf("adopt instance %s: recorded as %q: %w", rec.Name, d.Marker, provider.ErrGone)
+	}
+	p.waitFirst(ctx, h)
+	key := procKey{d.PID, d.PIDStart}
+	p.mu.Lock()
+	if in := h.insts[rec.Name]; in != nil {
+		p.mu.Unlock()
+		if in.key() == key {
+			return in, nil
+		}
+		return nil, fmt.Errorf("adopt instance %s: another process (pid %d) runs as it on %s: %w", rec.Name, in.d.PID, h.name, provider.ErrGone)
+	}
+	p.mu.Unlock()
+
+	verified := true
+	if err := p.verify(ctx, h, d); errors.Is(err, provider.ErrHostDown) {
+		verified = false
+		p.log.Warn("adopting an instance on an unreachable host; verified when it connects", "instance", rec.Name, "host", h.name, "err", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("adopt instance %s: %w", rec.Name, err)
+	}
+	in := p.newInstance(h, rec, d, tmpl, verified)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if other := h.insts[rec.Name]; other != nil {
+		return nil, fmt.Errorf("adopt instance %s: adopted meanwhile: %w", rec.Name, provider.ErrGone)
+	}
+	h.insts[rec.Name] = in
+	delete(h.lost, key)
+	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "host", h.name, "pid", d.PID, "verified", verified)
+	return in, nil
+}
+
+// verify checks over SSH that d's process runs with its start time and
+// carries our markers: nil, an error wrapping ErrGone, or one wrapping
+// ErrHostDown when the host did not answer.
+func (p *Provider) verify(ctx context.Context, h *host, d data) error {
+	out, err := p.sh(ctx, h, 0, script(verifyScript, strconv.Itoa(d.PID), strconv.FormatUint(d.PIDStart, 10)))
+	if exitStatus(err) == exitGone {
+		return fmt.Errorf("pid %d on %s does not run (or is another process now): %w", d.PID, h.name, provider.ErrGone)
+	}
+	if err != nil {
+		return err
+	}
+	want := p.markers(h, d.Marker)
+	got := strings.Fields(string(out))
+	for _, kv := range want {
+		if !slices.Contains(got, kv) {
+			return fmt.Errorf("pid %d on %s lacks marker %s: %w", d.PID, h.name, kv, provider.ErrGone)
+		}
+	}
+	for _, kv := range got {
+		if strings.HasPrefix(kv, envHook+"=") {
+			return fmt.Errorf("pid %d on %s is a hook: %w", d.PID, h.name, provider.ErrGone)
+		}
+	}
+	return nil
+}
+
+// StopStrays stops, on every reachable host, the process groups led by
+// marked processes of this owner that are neither in keep nor tracked, and
+// returns what it stopped. Unreachable hosts are swept with the same keep
+// when they connect.
+func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
+	kept := make(map[string]map[procKey]bool)
+	for _, r := range keep {
+		if d, err := decode(r.Data); err == nil && d.Host != "" {
+			if kept[d.Host] == nil {
+				kept[d.Host] = make(map[procKey]bool)
+			}
+			kept[d.Host][procKey{d.PID, d.PIDStart}] = true
+		}
+	}
+	p.mu.Lock()
+	all := slices.Collect(maps.Values(p.hosts))
+	p.mu.Unlock()
+	p.waitFirst(ctx, all...)
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped []provider.Record
+		errs    []error
+	)
+	for _, h := range all {
+		wg.Go(func() {
+			recs, err := p.sweep(ctx, h, kept[h.name])
+			if errors.Is(err, provider.ErrHostDown) {
+				p.mu.Lock()
+				h.sweepKeep, h.sweepPending = kept[h.name], true
+				p.mu.Unlock()
+				p.log.Info("host unreachable; its strays are swept when it connects", "host", h.name)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			stopped = append(stopped, recs...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(stopped, func(a, b provider.Record) int { return strings.Compare(a.ID, b.ID) })
+	return stopped, errors.Join(errs...)
+}
+
+// sweep stops the untracked marked group leaders on h that keep does not
+// name.
+func (p *Provider) sweep(ctx context.Context, h *host, keep map[procKey]bool) ([]provider.Record, error) {
+	ms, err := p.listMarked(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	var strays []marked
+	p.mu.Lock()
+	for _, m := range ms {
+		if keep[m.key()] || p.trackedLocked(h, m) {
+			continue
+		}
+		strays = append(strays, m)
+	}
+	h.swept = true
+	p.mu.Unlock()
+	var recs []provider.Record
+	var errs []error
+	for _, m := range strays {
+		p.log.Warn("stopping stray instance", "instance", m.name, "host", h.name, "pid", m.PID)
+		if err := p.stopProcess(ctx, h, m.key(), strayGrace); err != nil && !errors.Is(err, errAlreadyGone) {
+			errs = append(errs, fmt.Errorf("stop stray instance %s on %s: %w", m.name, h.name, err))
+			continue
+		}
+		recs = append(recs, data{Host: h.name, PID: m.PID, PIDStart: m.StartTicks, Marker: m.name}.record(m.name))
+	}
+	return recs, errors.Join(errs...)
+}
+
+// errAlreadyGone: the process to stop had exited (or its pid is another
+// process's now).
+var errAlreadyGone = errors.New("already gone")
+
+// stopProcess stops the process group led by k on h: SIGTERM, SIGKILL after
+// grace, and returns once nothing of the group is left.
+func (p *Provider) stopProcess(ctx context.Context, h *host, k procKey, grace time.Duration) error {
+	ct, _, _ := p.settings()
+	tenths := int(grace / (100 * time.Millisecond))
+	_, err := p.exec(ctx, h, script(stopScript, strconv.Itoa(k.pid), strconv.FormatUint(k.start, 10), strconv.Itoa(tenths)),
+		runOpts{Timeout: grace + ct + 5*time.Second})
+	if exitStatus(err) == exitGone {
+		return errAlreadyGone
+	}
+	return err
 }

@@ -1,0 +1,596 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// Hold-off of a host that came back from down: holdOffBase doubling per
+// down within flapWindow, at most holdOffMax.
+const (
+	holdOffBase = 30 * time.Second
+	holdOffMax  = 10 * time.Minute
+	flapWindow  = 10 * time.Minute
+)
+
+// rotateEvery is how often each host's logs are rotated and expired.
+const rotateEvery = 10 * time.Second
+
+// host is one server and what shoal knows of it. Its connection manager
+// (manage) owns the connection; everything below first is guarded by the
+// Provider's mu.
+//
+// Its states, as Hosts reports them:
+//
+//	        connected                     poll or dial fails
+//	start ────────────► up ◄──────────┐ ───────────────────► unreachable ──┐
+//	  │                  ▲            │ connected                │  ▲      │ connected (nothing lost:
+//	  │ dial fails       │ hold-off   └──────────────────────────┘  │      │ instances verified)
+//	  └─► unreachable    │ ends                                      │      ▼
+//	                  held-off ◄── reconcile ◄── connected ◄── down ◄┘   up
+//	                                                           ▲
+//	         unreachable for host_down_after AND every instance's checks
+//	         failing (or unknown) as long: its instances are Done
+//
+// On every connection the host is reconciled: adoptions made while it was
+// unreachable are verified, instances stopped while it was unreachable are
+// stopped, and after a down each marked process nobody tracks is offered to
+// Reclaim, then stopped if no group takes it back.
+type host struct {
+	name  string
+	first chan struct{} // closed after the first connection attempt
+
+	cfg       config.SSHHost
+	clientCfg *gossh.ClientConfig
+	cancel    context.CancelFunc
+
+	client    *gossh.Client
+	shell     *shell
+	facts     machineFacts
+	attempted bool
+	since     time.Time // of the current state
+	lastErr   string
+	// lastOK is when the host last answered: an unreachable host has been
+	// so since then.
+	lastOK       time.Time
+	down         bool
+	downs        []time.Time // within flapWindow
+	heldOffUntil time.Time
+	// wasDown: the host went down and its reconciliation is to come.
+	wasDown bool
+	removed bool
+	// insts are the tracked instances by name; pending the starts in
+	// progress, which count against capacity and hold their port.
+	insts   map[string]*instance
+	pending map[string]pendingStart
+	// inFlight counts commands running there (see busy).
+	inFlight int
+	// lost are the records of instances a down ended, offered to Reclaim
+	// if they still run when the host is back; stopOnReturn the processes
+	// whose Stop found the host unreachable.
+	lost         map[procKey]provider.Record
+	stopOnReturn map[procKey]string
+	// sweepKeep is the keep of a StopStrays that found the host
+	// unreachable (sweepPending); swept: strays have been swept, so a
+	// marked process nobody tracks is one.
+	sweepKeep    map[procKey]bool
+	sweepPending bool
+	swept        bool
+}
+
+type pendingStart struct {
+	group string
+	cpus  float64
+	port  int
+}
+
+func newHost(name string, hc config.SSHHost, cc *gossh.ClientConfig) *host {
+	return &host{
+		name: name, first: make(chan struct{}), cfg: hc, clientCfg: cc, since: time.Now(),
+		insts: make(map[string]*instance), pending: make(map[string]pendingStart),
+		lost: make(map[procKey]provider.Record), stopOnReturn: make(map[procKey]string),
+	}
+}
+
+// state is h's state for Hosts; p.mu is held.
+func (h *host) state(now time.Time) string {
+	switch {
+	case h.client != nil && now.Before(h.heldOffUntil):
+		return provider.HostHeldOff
+	case h.client != nil:
+		return provider.HostUp
+	case h.down:
+		return provider.HostDown
+	}
+	return provider.HostUnreachable
+}
+
+// load is what h runs for placement: instances (starts in progress
+// included), those of group, and their cores; p.mu is held.
+func (h *host) load(group string) (total, ofGroup int, cores float64) {
+	for _, in := range h.insts {
+		total++
+		cores += in.tmpl.CPUs
+		if in.rec.Group == group {
+			ofGroup++
+		}
+	}
+	for _, ps := range h.pending {
+		total++
+		cores += ps.cpus
+		if ps.group == group {
+			ofGroup++
+		}
+	}
+	return total, ofGroup, cores
+}
+
+// manage keeps h connected until ctx ends: dial (with back-off), reconcile,
+// poll every Interval until the connection fails, and again.
+func (p *Provider) manage(ctx context.Context, h *host) {
+	backoff := backoffMin
+	for {
+		p.mu.Lock()
+		cc, addr := h.clientCfg, dialAddress(h.cfg.Address)
+		p.mu.Unlock()
+		ct, _, _ := p.settings()
+		c, err := dial(ctx, addr, cc, ct)
+		if ctx.Err() != nil {
+			if c != nil {
+				c.Close()
+			}
+			return
+		}
+		if err == nil {
+			if err = p.connected(ctx, h, c); err != nil {
+				c.Close()
+			}
+		}
+		if err != nil {
+			p.connFailed(h, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		backoff = backoffMin
+		err = p.pollLoop(ctx, h)
+		c.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		p.connLost(h, c, err)
+	}
+}
+
+// connected reads the machine's facts over c, makes it h's connection and
+// reconciles the host.
+func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) error {
+	ct, _, _ := p.settings()
+	sh, err := startShell(ctx, c, ct)
+	if err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	out, err := sh.run(ctx, c, ct, script(factsScript))
+	if err != nil {
+		return fmt.Errorf("ssh: read CLK_TCK and PAGESIZE: %w", err)
+	}
+	facts, err := parseFacts(out)
+	if err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	now := time.Now()
+	p.mu.Lock()
+	h.client, h.shell, h.facts, h.lastOK, h.since, h.lastErr = c, sh, facts, now, now, ""
+	if h.down {
+		h.down = false
+		n := len(h.downs)
+		h.heldOffUntil = now.Add(min(holdOffBase<<(n-1), holdOffMax))
+		p.log.Warn("host back after being down; held off from placement", "host", h.name, "until", h.heldOffUntil, "downs", n)
+	}
+	p.markAttempted(h)
+	p.mu.Unlock()
+	p.log.Info("connected", "host", h.name)
+	if err := p.reconcile(ctx, h); err != nil {
+		p.log.Warn("reconciling host failed", "host", h.name, "err", err)
+	}
+	return nil
+}
+
+// markAttempted notes the first connection attempt; p.mu is held.
+func (p *Provider) markAttempted(h *host) {
+	if !h.attempted {
+		h.attempted = true
+		close(h.first)
+	}
+}
+
+func (p *Provider) connFailed(h *host, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h.lastErr == "" && !h.attempted {
+		h.since = time.Now()
+	}
+	if h.lastErr != err.Error() {
+		p.log.Warn("cannot connect", "host", h.name, "err", err)
+	}
+	h.lastErr = err.Error()
+	p.markAttempted(h)
+}
+
+func (p *Provider) connLost(h *host, c *gossh.Client, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h.client == c {
+		h.client, h.shell = nil, nil
+		h.since = time.Now()
+	}
+	if err == nil {
+		err = errors.New("connection closed")
+	}
+	h.lastErr = "ssh: " + err.Error()
+	p.log.Warn("host unreachable", "host", h.name, "err", err)
+}
+
+// pollLoop polls h every Interval, rotating its logs every rotateEvery,
+// until a poll fails, ctx ends or h is removed and empty.
+func (p *Provider) pollLoop(ctx context.Context, h *host) error {
+	t := time.NewTicker(p.opts.Interval)
+	defer t.Stop()
+	var rotated time.Time
+	for {
+		if err := p.poll(ctx, h); err != nil {
+			return err
+		}
+		if time.Since(rotated) >= rotateEvery {
+			rotated = time.Now()
+			if err := p.rotateLogs(ctx, h); err != nil {
+				if errors.Is(err, provider.ErrHostDown) {
+					return err
+				}
+				p.log.Warn("rotating instance logs failed", "host", h.name, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads every process's stat line on h in one command (the liveness
+// check too): instances whose leader is gone, or is another process, are
+// Done; the others get their group's usage.
+func (p *Provider) poll(ctx context.Context, h *host) error {
+	out, err := p.sh(ctx, h, 0, script(pollScript))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	stats := make(map[int]proc.Stat)
+	type sum struct {
+		ticks uint64
+		rss   int64
+	}
+	groups := make(map[int]*sum)
+	for line := range bytes.Lines(out) {
+		st, err := proc.ParseStat(line)
+		if err != nil {
+			continue // a command name with a newline, say: not one of ours
+		}
+		stats[st.PID] = st
+		g := groups[st.Pgid]
+		if g == nil {
+			g = &sum{}
+			groups[st.Pgid] = g
+		}
+		g.ticks += st.Ticks
+		g.rss += st.RSSPages
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h.lastOK = now
+	for _, in := range h.insts {
+		if !in.verified {
+			continue // reconcile decides
+		}
+		st, ok := stats[in.d.PID]
+		if !ok || st.Zombie || st.StartTicks != in.d.PIDStart {
+			p.finishLocked(in, "exited (on host "+h.name+")")
+			continue
+		}
+		g := groups[in.d.PID]
+		in.setUsage(provider.Usage{
+			CPUSeconds: float64(g.ticks) / float64(h.facts.clkTck),
+			RSS:        g.rss * h.facts.pageSize,
+			At:         now,
+		})
+	}
+	return nil
+}
+
+// finishLocked ends in's tracking with reason; p.mu is held.
+func (p *Provider) finishLocked(in *instance, reason string) {
+	if in.h.insts[in.rec.Name] == in {
+		delete(in.h.insts, in.rec.Name)
+	}
+	in.finish(reason)
+}
+
+func (p *Provider) finish(in *instance, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finishLocked(in, reason)
+}
+
+// unreserve drops a failed start's reservation on h.
+func (p *Provider) unreserve(h *host, name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(h.pending, name)
+}
+
+// watch evaluates, every Interval, the instances' checks and whether an
+// unreachable host is down; it drops removed hosts once empty.
+func (p *Provider) watch(ctx context.Context) {
+	t := time.NewTicker(p.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.evaluate(time.Now())
+	}
+}
+
+func (p *Provider) evaluate(now time.Time) {
+	// Checks is the core's, called without p.mu.
+	p.mu.Lock()
+	var insts []*instance
+	for _, h := range p.hosts {
+		insts = slices.AppendSeq(insts, maps.Values(h.insts))
+	}
+	p.mu.Unlock()
+	passing := make(map[*instance]bool, len(insts))
+	for _, in := range insts {
+		if p.opts.Checks != nil {
+			ok, known := p.opts.Checks(in.rec)
+			passing[in] = ok && known
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	downAfter := p.cfg.HostDownAfter
+	for name, h := range p.hosts {
+		var failingSince time.Time // the latest: since when all have failed
+		allFailing := true
+		for _, in := range h.insts {
+			switch {
+			case passing[in]:
+				in.failingSince = time.Time{}
+			case in.failingSince.IsZero():
+				in.failingSince = now
+			}
+			if in.failingSince.IsZero() {
+				allFailing = false
+			} else if in.failingSince.After(failingSince) {
+				failingSince = in.failingSince
+			}
+		}
+		if h.client == nil && h.attempted && !h.down {
+			since := h.lastOK
+			if since.IsZero() {
+				since = h.since
+			}
+			if now.Sub(since) >= downAfter && allFailing && (len(h.insts) == 0 || now.Sub(failingSince) >= downAfter) {
+				p.markDown(h, now, since, failingSince)
+			}
+		}
+		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && h.inFlight == 0 {
+			if h.cancel != nil {
+				h.cancel()
+			}
+			delete(p.hosts, name)
+			p.log.Info("removed host dropped: nothing of ours runs there", "host", name)
+		}
+	}
+}
+
+// markDown ends every instance on h: the groups replace them elsewhere.
+// p.mu is held.
+func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Time) {
+	h.down, h.wasDown, h.since = true, true, now
+	recent := h.downs[:0]
+	for _, t := range h.downs {
+		if now.Sub(t) < flapWindow {
+			recent = append(recent, t)
+		}
+	}
+	h.downs = append(recent, now)
+	var reason string
+	if len(h.insts) == 0 {
+		reason = fmt.Sprintf("host %s down: %s; unreachable since %s", h.name, h.lastErr, unreachableSince.UTC().Format(time.RFC3339))
+	} else {
+		reason = fmt.Sprintf("host %s down: %s; checks failing since %s", h.name, h.lastErr, failingSince.UTC().Format(time.RFC3339))
+	}
+	p.log.Warn("host down", "host", h.name, "instances", len(h.insts), "reason", reason)
+	for _, in := range h.insts {
+		if in.verified {
+			h.lost[in.key()] = in.rec
+		}
+		p.finishLocked(in, reason)
+	}
+}
+
+// marked is a process carrying our owner and host markers.
+type marked struct {
+	proc.Stat
+	name string
+}
+
+func (m marked) key() procKey { return procKey{m.PID, m.StartTicks} }
+
+// leader: an instance is the leader of its process group (its session).
+func (m marked) leader() bool { return m.Pgid == m.PID && !m.Zombie }
+
+// listMarked lists h's processes marked as ours and placed on h.
+func (p *Provider) listMarked(ctx context.Context, h *host) ([]marked, error) {
+	out, err := p.sh(ctx, h, 0, script(markedScript, p.owner, h.name))
+	if err != nil {
+		return nil, fmt.Errorf("list marked processes: %w", err)
+	}
+	var ms []marked
+	for line := range strings.Lines(string(out)) {
+		name, stat, ok := strings.Cut(line, "\t")
+		if !ok || name == "" {
+			continue
+		}
+		st, err := proc.ParseStat([]byte(stat))
+		if err != nil {
+			continue
+		}
+		ms = append(ms, marked{Stat: st, name: name})
+	}
+	return ms, nil
+}
+
+// trackedLocked reports whether m is an instance p tracks on h or one
+// being started there; p.mu is held.
+func (p *Provider) trackedLocked(h *host, m marked) bool {
+	if in := h.insts[m.name]; in != nil && in.key() == m.key() {
+		return true
+	}
+	_, starting := h.pending[m.name]
+	return starting
+}
+
+// nameLiveLocked reports whether an instance called name is tracked on any
+// host; p.mu is held.
+func (p *Provider) nameLiveLocked(name string) bool {
+	for _, h := range p.hosts {
+		if h.insts[name] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile makes what runs on h, just connected, agree with what p
+// tracks (see host).
+func (p *Provider) reconcile(ctx context.Context, h *host) error {
+	ms, err := p.listMarked(ctx, h)
+	if err != nil {
+		return err
+	}
+	present := make(map[procKey]marked, len(ms))
+	for _, m := range ms {
+		present[m.key()] = m
+	}
+	var stop []marked
+	type offer struct {
+		m   marked
+		rec provider.Record
+	}
+	var offers []offer
+	p.mu.Lock()
+	for _, in := range h.insts {
+		if in.verified {
+			continue
+		}
+		if m, ok := present[in.key()]; ok && m.leader() && m.name == in.rec.Name {
+			in.verified = true
+			continue
+		}
+		p.finishLocked(in, "gone while shoal was down")
+	}
+	wasDown, sweeping := h.wasDown, h.swept || h.sweepPending
+	for _, m := range ms {
+		if !m.leader() || p.trackedLocked(h, m) {
+			continue
+		}
+		_, stopping := h.stopOnReturn[m.key()]
+		rec, lost := h.lost[m.key()]
+		switch {
+		case stopping:
+			stop = append(stop, m)
+		case lost && !p.nameLiveLocked(m.name):
+			offers = append(offers, offer{m, rec})
+		case h.sweepKeep[m.key()]:
+		case sweeping || wasDown:
+			stop = append(stop, m)
+		}
+	}
+	clear(h.stopOnReturn)
+	clear(h.lost)
+	h.wasDown = false
+	if h.sweepPending {
+		h.sweepPending, h.sweepKeep, h.swept = false, nil, true
+	}
+	p.mu.Unlock()
+
+	for _, o := range offers {
+		if p.opts.Reclaim != nil && p.opts.Reclaim(ctx, o.rec) {
+			p.log.Info("instance still running on a host back from down taken back", "instance", o.rec.Name, "host", h.name)
+			continue
+		}
+		stop = append(stop, o.m)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, m := range stop {
+		wg.Go(func() {
+			p.log.Warn("stopping an instance nobody tracks", "instance", m.name, "host", h.name, "pid", m.PID)
+			if err := p.stopProcess(ctx, h, m.key(), strayGrace); err != nil && !errors.Is(err, errAlreadyGone) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", m.name, m.PID, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Hosts reports every host's state, by name.
+func (p *Provider) Hosts() []provider.HostStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	var out []provider.HostStatus
+	for _, name := range slices.Sorted(maps.Keys(p.hosts)) {
+		h := p.hosts[name]
+		total, _, cores := h.load("")
+		st := provider.HostStatus{
+			Provider: p.name, Name: name, State: h.state(now), Since: h.since,
+			Labels: maps.Clone(h.cfg.Labels), Instances: total, Cores: cores,
+			CapacityInstances: h.cfg.Capacity.Instances, CapacityCores: h.cfg.Capacity.Cores,
+			LastError: h.lastErr,
+		}
+		if now.Before(h.heldOffUntil) {
+			st.HeldOffUntil = h.heldOffUntil
+		}
+		out = append(out, st)
+	}
+	return out
+}
