@@ -36,6 +36,9 @@ const (
 	// ScaleIn marks which instances a job's scale-in retires and why (the
 	// group's scale_in policy is the code).
 	ScaleIn Outcome = "scale_in"
+	// Placement marks where a provider with several hosts put a new
+	// instance and why (the group's placement strategy is the code).
+	Placement Outcome = "placement"
 )
 
 // Code is a stable word for the reason of a decision, for filtering and

@@ -55,12 +55,14 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	var (
 		sessions map[string]int
 		statErr  error
+		hosts    map[string]hostLoad
 	)
 	g.mu.Lock()
 	shrinks := len(g.activeLocked()) > n+g.surge
 	g.mu.Unlock()
 	if shrinks {
 		sessions, statErr = g.busyness(ctx)
+		hosts = g.hostLoads()
 	}
 	g.mu.Lock()
 	if g.removed {
@@ -73,7 +75,7 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	// The instances a smaller size retires are chosen now, so that the job
 	// can say which and why (Retirements); the reconciler starts the rest.
 	if active > n+g.surge {
-		g.retireSurplusLocked(n+g.surge, sessions, statErr)
+		g.retireSurplusLocked(n+g.surge, sessions, statErr, hosts)
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
@@ -121,8 +123,9 @@ func (g *Group) busyness(ctx context.Context) (map[string]int, error) {
 }
 
 // retireSurplusLocked retires the active instances beyond want, in the order
-// of scaleInOrder, and records each choice. g.mu must be held.
-func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error) {
+// of scaleInOrder taken from the most loaded host first (byHost; hosts is
+// nil for a provider with one), and records each choice. g.mu must be held.
+func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error, hosts map[string]hostLoad) {
 	active := g.activeLocked()
 	if len(active) <= want {
 		return
@@ -133,7 +136,7 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		g.log.Warn("scale_in least_busy: no session counts from HAProxy; retiring the newest", "err", statErr)
 		policy = config.ScaleInNewest
 	}
-	picks := scaleInOrder(active, policy, sessions)[:len(active)-want]
+	picks := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)[:len(active)-want]
 	for _, p := range picks {
 		in := p.in
 		in.retiring = true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -394,6 +395,8 @@ type fakeStore struct {
 	mu    sync.Mutex
 	state map[string]store.GroupState
 	insts map[string]store.Instance
+	// decisions are the placements recorded.
+	decisions []decision.Record
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {
@@ -421,6 +424,13 @@ func (s *fakeStore) DeleteInstance(_ context.Context, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.insts, name)
+	return nil
+}
+
+func (s *fakeStore) InsertDecision(_ context.Context, d *decision.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decisions = append(s.decisions, *d)
 	return nil
 }
 

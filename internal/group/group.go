@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -106,6 +107,7 @@ type stateStore interface {
 	PutGroupState(ctx context.Context, g store.GroupState) error
 	PutInstance(ctx context.Context, in store.Instance) error
 	DeleteInstance(ctx context.Context, name string) error
+	InsertDecision(ctx context.Context, d *decision.Record) error
 }
 
 // Group reconciles one configured group.
@@ -173,6 +175,15 @@ type Group struct {
 	stats   []haproxy.ServerStat
 	statErr error
 	statAt  time.Time
+
+	// gone holds the template versions of finished instances by provider
+	// ID (goneOrder, oldest first, bounds it): Reclaim takes back only an
+	// instance of the serving version.
+	gone      map[string]string
+	goneOrder []string
+	// runCtx is Run's context while it runs (nil otherwise): what Reclaim
+	// spawns a lifecycle with.
+	runCtx context.Context
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -307,6 +318,7 @@ func (g *Group) Run(ctx context.Context) {
 		g.spawn(ctx, in, in.state == Starting)
 	}
 	g.restored = nil
+	g.runCtx = ctx
 	g.mu.Unlock()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
@@ -315,6 +327,9 @@ func (g *Group) Run(ctx context.Context) {
 		g.reconcile(ctx)
 		select {
 		case <-ctx.Done():
+			g.mu.Lock()
+			g.runCtx = nil // no Reclaim spawns from now on
+			g.mu.Unlock()
 			g.wg.Wait()
 			return
 		case <-g.wake:
@@ -347,9 +362,11 @@ func (g *Group) reconcile(ctx context.Context) {
 	var (
 		sessions map[string]int
 		statErr  error
+		hosts    map[string]hostLoad
 	)
 	if surplus {
 		sessions, statErr = g.busyness(ctx)
+		hosts = g.hostLoads()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -365,7 +382,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
-		g.retireSurplusLocked(want, sessions, statErr)
+		g.retireSurplusLocked(want, sessions, statErr, hosts)
 	}
 }
 
@@ -553,7 +570,7 @@ func checkText(st haproxy.ServerStat) string {
 }
 
 func (g *Group) start(ctx context.Context, in *instance) bool {
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl})
+	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: g.conf().Placement})
 	if err != nil {
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
@@ -561,8 +578,9 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	in.inst, in.rec = pi, pi.Record()
 	g.mu.Unlock()
-	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "version", in.version)
+	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "host", in.rec.Host, "version", in.version)
 	g.persist(ctx, in)
+	g.recordPlacement(ctx, in, pi)
 	return true
 }
 
@@ -763,6 +781,7 @@ func (g *Group) fail(in *instance, reason string) {
 func (g *Group) forget(in *instance) {
 	g.mu.Lock()
 	delete(g.insts, in.name)
+	g.rememberGoneLocked(in)
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.deleteRecord(context.Background(), in.name)

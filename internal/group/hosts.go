@@ -1,0 +1,222 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// maxGone bounds the versions of finished instances a group remembers for
+// Reclaim.
+const maxGone = 256
+
+// hostLoad is how used a host is, for scale-in: the fraction of its
+// capacity its instances take, or their count when it is unbounded.
+type hostLoad struct {
+	status provider.HostStatus
+}
+
+// used is the host's load: the larger of its instance and core fractions
+// where bounded, the instance count where neither is.
+func (h hostLoad) used() float64 {
+	s := h.status
+	if s.CapacityInstances == 0 && s.CapacityCores == 0 {
+		return float64(s.Instances)
+	}
+	f := 0.0
+	if s.CapacityInstances > 0 {
+		f = float64(s.Instances) / float64(s.CapacityInstances)
+	}
+	if s.CapacityCores > 0 {
+		f = max(f, s.Cores/s.CapacityCores)
+	}
+	return f
+}
+
+// String writes the load as status shows it: "5/8 instances".
+func (h hostLoad) String() string {
+	s := h.status
+	switch {
+	case s.CapacityInstances > 0:
+		return fmt.Sprintf("%d/%d instances", s.Instances, s.CapacityInstances)
+	case s.CapacityCores > 0:
+		return fmt.Sprintf("%g/%g cores", s.Cores, s.CapacityCores)
+	}
+	return fmt.Sprintf("%d instances, unbounded", s.Instances)
+}
+
+// hostLoads returns the hosts of a provider with several, by name; nil
+// for a provider with one (local). It asks the provider, so it is called
+// without g.mu.
+func (g *Group) hostLoads() map[string]hostLoad {
+	hl, ok := g.prov.(provider.HostLister)
+	if !ok {
+		return nil
+	}
+	out := map[string]hostLoad{}
+	for _, h := range hl.Hosts() {
+		out[h.Name] = hostLoad{status: h}
+	}
+	return out
+}
+
+// byHost reorders picks, the scale-in order of one group's instances, so
+// that those in service come from the most loaded host first: each pick
+// takes the first instance, in the policy's order, of the host that is then
+// the most used, and lowers that host's load by what the instance took
+// (cores: the group's template.cpus). Those that serve nobody keep their
+// place at the front. Without hosts the order is left as it is.
+func byHost(picks []pick, hosts map[string]hostLoad, cores float64) []pick {
+	if len(hosts) == 0 {
+		return picks
+	}
+	out := make([]pick, 0, len(picks))
+	var rest []pick
+	for _, p := range picks {
+		if p.in.state == InService {
+			rest = append(rest, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	loads := make(map[string]hostLoad, len(hosts))
+	for k, v := range hosts {
+		loads[k] = v
+	}
+	for len(rest) > 0 {
+		best := -1
+		for i, p := range rest {
+			if best < 0 {
+				best = i
+				continue
+			}
+			a, b := loads[p.in.rec.Host], loads[rest[best].in.rec.Host]
+			// Strictly more used wins; a tie keeps the policy's order.
+			if cmp.Compare(a.used(), b.used()) > 0 {
+				best = i
+			}
+		}
+		p := rest[best]
+		rest = append(rest[:best], rest[best+1:]...)
+		h := p.in.rec.Host
+		if l, ok := loads[h]; ok {
+			p.why = fmt.Sprintf("host %s most loaded (%s); %s", h, l, p.why)
+			l.status.Instances--
+			l.status.Cores -= cores
+			loads[h] = l
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// recordPlacement writes where a started instance went and why, for
+// `shoal events`, when its provider placed it on one of several hosts.
+func (g *Group) recordPlacement(ctx context.Context, in *instance, pi provider.Instance) {
+	pl, ok := pi.(provider.Placed)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	current := len(g.activeLocked())
+	desired := g.desired
+	g.mu.Unlock()
+	d := decision.Record{Group: g.cfg.Name, Time: g.clk.Now(), Rule: string(decision.Placement),
+		Sources: []string{in.name}, Current: current, Recommendation: desired,
+		Outcome: decision.Placement, Code: decision.Code(g.conf().Placement.Strategy),
+		Reason: fmt.Sprintf("%s placed on %s: %s", in.name, in.rec.Host, pl.Placement())}
+	if err := g.st.InsertDecision(context.WithoutCancel(ctx), &d); err != nil {
+		g.log.Warn("recording a placement failed", "instance", in.name, "err", err)
+	}
+}
+
+// Checks reports HAProxy's view of the named instance's checks: passing
+// when it is UP; known is false when HAProxy has no such server or gave no
+// answer. An ssh provider asks it to tell a dead host from a broken link.
+func (g *Group) Checks(ctx context.Context, name string) (passing, known bool) {
+	st, ok := g.serverStat(ctx, name)
+	if !ok {
+		return false, false
+	}
+	switch {
+	case st.Status.IsUp():
+		return true, true
+	case st.Status.IsDown():
+		return false, true
+	}
+	return false, false
+}
+
+// rememberGone keeps the version of an instance that is gone, by its
+// provider ID, for Reclaim. g.mu must be held.
+func (g *Group) rememberGoneLocked(in *instance) {
+	if in.rec.ID == "" {
+		return
+	}
+	if g.gone == nil {
+		g.gone = map[string]string{}
+	}
+	if _, ok := g.gone[in.rec.ID]; !ok {
+		g.goneOrder = append(g.goneOrder, in.rec.ID)
+	}
+	g.gone[in.rec.ID] = in.version
+	if len(g.goneOrder) > maxGone {
+		delete(g.gone, g.goneOrder[0])
+		g.goneOrder = g.goneOrder[1:]
+	}
+}
+
+// Reclaim is asked, when a host that was down comes back, about an
+// instance of this group still running there that the group gave up: it
+// takes it back, adopting it through the provider and putting it through
+// the health gate like a new instance, only if the group still wants one
+// more (fewer active than desired, not removed), no instance has its name
+// or index, and it runs the serving template version. It reports whether
+// it took it; if not, the provider stops it.
+//
+// Taking it and launching a replacement cannot both happen: the name is
+// reserved under g.mu before the provider is asked, so a launch picks
+// another index, and a launch that came first makes the name taken.
+func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
+	g.mu.Lock()
+	version, known := g.gone[rec.ID]
+	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && version == g.version && g.deployTarget == "" &&
+		len(g.activeLocked()) < g.desired && g.insts[rec.Name] == nil && !g.indexUsedLocked(rec.Index)
+	if !ok {
+		g.mu.Unlock()
+		g.log.Info("instance found on a returning host not taken back; it is stopped", "instance", rec.Name, "host", rec.Host,
+			"known_version", known, "version", version, "serving", g.version)
+		return false
+	}
+	runCtx, tmpl := g.runCtx, g.tmpl
+	in := &instance{name: rec.Name, index: rec.Index, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
+		version: version, tmpl: tmpl, rec: rec}
+	delete(g.gone, rec.ID)
+	g.insts[in.name] = in
+	g.churn++
+	g.notifyLocked()
+	g.mu.Unlock()
+
+	pi, err := g.prov.Adopt(ctx, rec, tmpl)
+	if err != nil {
+		g.log.Warn("instance on a returning host could not be taken back", "instance", rec.Name, "host", rec.Host, "err", err)
+		g.forget(in)
+		return false
+	}
+	g.mu.Lock()
+	if g.runCtx == nil {
+		// shoal is stopping: the reconciler no longer runs lifecycles.
+		g.mu.Unlock()
+		g.forget(in)
+		return false
+	}
+	in.inst, in.rec = pi, pi.Record()
+	g.spawn(runCtx, in, true)
+	g.mu.Unlock()
+	g.log.Info("instance on a returning host taken back; in service once its checks pass", "instance", rec.Name, "host", rec.Host)
+	g.persist(ctx, in)
+	return true
+}
