@@ -574,7 +574,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 	want := map[string][]string{ // host → what its result must say
 		hb.good.Addr:         {"/opt/shoal-test-missing/app"},
 		hb.wrongHostKey.Addr: {"host key"},
-		hb.wrongKey.Addr:     {"authenticat", strangerKey},
+		hb.wrongKey.Addr:     {"authenticat"},
 		hb.noPort.Addr:       {"port"},
 		hb.hung.Addr:         {"timeout"},
 	}
