@@ -11,7 +11,9 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -21,6 +23,15 @@ import (
 // ErrGone reports that a recorded instance no longer exists, or is no longer ours
 // (its pid was reused by another process).
 var ErrGone = errors.New("instance is gone")
+
+// CheckName rejects instance names that cannot serve as a log file name, an
+// environment value and a line of a listing.
+func CheckName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00\n") {
+		return fmt.Errorf("invalid instance name %q", name)
+	}
+	return nil
+}
 
 // Spec is what a group asks a provider to create.
 type Spec struct {

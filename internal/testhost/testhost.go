@@ -187,6 +187,12 @@ func (l *Lab) add(ctx context.Context, i int) (*Host, error) {
 			return nil, err
 		}
 	}
+	// SetEnv SHLVL=1: bash, the login shell here, reads ~/.bashrc for a
+	// command run by sshd unless it is nested (SHLVL). This machine's
+	// root .bashrc runs `pyenv init`: ~100 ms of CPU per session, and a
+	// lock that a session killed mid-way (Host.Kill) leaves behind makes
+	// every later login wait 60 s. The hosts' rc files are not what the
+	// tests test.
 	conf := fmt.Sprintf(`ListenAddress %s
 Port 22
 HostKey %s
@@ -200,6 +206,7 @@ PidFile %s
 MaxSessions 100
 MaxStartups 100
 LogLevel VERBOSE
+SetEnv SHLVL=1
 `, h.Addr, filepath.Join(h.dir, "host_key"), filepath.Join(l.Dir, "authorized_keys"), filepath.Join(h.dir, "sshd.pid"))
 	if err := os.WriteFile(filepath.Join(h.dir, "sshd_config"), []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("test hosts: %w", err)

@@ -80,7 +80,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	if p.dirErr != nil {
 		return nil, p.dirErr
 	}
-	if err := checkName(spec.Name); err != nil {
+	if err := provider.CheckName(spec.Name); err != nil {
 		return nil, fmt.Errorf("start instance: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -159,15 +159,6 @@ func resolveCommand(name, dir string) (string, error) {
 		return "", fmt.Errorf("find command %s: %w", path, err)
 	}
 	return abs, nil
-}
-
-// checkName rejects instance names that cannot serve as a log file name and
-// an environment value.
-func checkName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-		return fmt.Errorf("invalid instance name %q", name)
-	}
-	return nil
 }
 
 // Adopt re-attaches to a recorded instance if its pid still runs with the

@@ -26,6 +26,15 @@ const (
 	flapWindow  = 10 * time.Minute
 )
 
+// holdOff is how long a host back from its downs-th down within
+// flapWindow is held off.
+func holdOff(downs int) time.Duration {
+	if downs > 10 {
+		return holdOffMax
+	}
+	return min(holdOffBase<<max(downs-1, 0), holdOffMax)
+}
+
 // rotateEvery is how often each host's logs are rotated and expired.
 const rotateEvery = 10 * time.Second
 
@@ -35,15 +44,16 @@ const rotateEvery = 10 * time.Second
 //
 // Its states, as Hosts reports them:
 //
-//	        connected                     poll or dial fails
-//	start ────────────► up ◄──────────┐ ───────────────────► unreachable ──┐
-//	  │                  ▲            │ connected                │  ▲      │ connected (nothing lost:
-//	  │ dial fails       │ hold-off   └──────────────────────────┘  │      │ instances verified)
-//	  └─► unreachable    │ ends                                      │      ▼
-//	                  held-off ◄── reconcile ◄── connected ◄── down ◄┘   up
-//	                                                           ▲
-//	         unreachable for host_down_after AND every instance's checks
-//	         failing (or unknown) as long: its instances are Done
+//	(start) ──dial fails──► unreachable ◄──── poll or dial fails ──── up ◄──┐
+//	   │                     │     │                                  ▲     │
+//	   │                     │     └─────────── connected ────────────┘     │
+//	   └──────── connected ──┼──────────────────────────────────────────────┤
+//	                         │ host_down_after since its last answer        │ hold-off
+//	                         │ AND every instance's checks failing (or      │ ends
+//	                         ▼ unknown) as long: its instances are Done     │
+//	                       down ─────────── connected ───────────────► held-off
+//	                                           (30 s, doubling per down within
+//	                                            10 min, at most 10 min)
 //
 // On every connection the host is reconciled: adoptions made while it was
 // unreachable are verified, instances stopped while it was unreachable are
@@ -201,7 +211,7 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	if h.down {
 		h.down = false
 		n := len(h.downs)
-		h.heldOffUntil = now.Add(min(holdOffBase<<(n-1), holdOffMax))
+		h.heldOffUntil = now.Add(holdOff(n))
 		p.log.Warn("host back after being down; held off from placement", "host", h.name, "until", h.heldOffUntil, "downs", n)
 	}
 	p.markAttempted(h)
@@ -435,9 +445,7 @@ func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Ti
 	}
 	p.log.Warn("host down", "host", h.name, "instances", len(h.insts), "reason", reason)
 	for _, in := range h.insts {
-		if in.verified {
-			h.lost[in.key()] = in.rec
-		}
+		h.lost[in.key()] = in.rec
 		p.finishLocked(in, reason)
 	}
 }

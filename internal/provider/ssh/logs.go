@@ -22,7 +22,7 @@ func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.
 	if d, err := decode(rec.Data); err == nil && d.Host != "" {
 		hostName = d.Host
 	}
-	if err := checkName(rec.Name); err != nil {
+	if err := provider.CheckName(rec.Name); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	h := p.hostOf(hostName)

@@ -120,9 +120,15 @@ func run(ctx context.Context, c *gossh.Client, open time.Duration, argv []string
 		return stdout.Bytes(), nil
 	case <-ctx.Done():
 		// Closing the channel ends the command (its stdout is gone); a
-		// signal would need the server's support.
+		// signal would need the server's support. Wait (briefly) for the
+		// output copies to end: nothing is written to opts.Stdout once run
+		// has returned.
 		_ = sess.Signal(gossh.SIGKILL)
 		sess.Close()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 		return stdout.Bytes(), fmt.Errorf("command: %w", context.Cause(ctx))
 	}
 }

@@ -209,9 +209,13 @@ func (p *Provider) Run(ctx context.Context) {
 	p.mu.Unlock()
 	rs.wg.Go(func() { p.watch(ctx) })
 	<-ctx.Done()
-	rs.wg.Wait()
+	// From now on Update starts no connection manager: every wg.Go
+	// happens before the Wait.
 	p.mu.Lock()
 	p.run = nil
+	p.mu.Unlock()
+	rs.wg.Wait()
+	p.mu.Lock()
 	for _, h := range p.hosts {
 		if h.client != nil {
 			h.client.Close()
@@ -386,15 +390,6 @@ type procKey struct {
 	start uint64
 }
 
-// checkName rejects instance names that cannot serve as a log file name and
-// an environment value.
-func checkName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00\n") {
-		return fmt.Errorf("invalid instance name %q", name)
-	}
-	return nil
-}
-
 // markers are the marker variables of an instance called name on h.
 func (p *Provider) markers(h *host, name string) []string {
 	return []string{envOwner + "=" + p.owner, envHost + "=" + h.name, envInstance + "=" + name}
@@ -404,7 +399,7 @@ func (p *Provider) markers(h *host, name string) []string {
 // pre_start hook and starts the process in its own session, returning once
 // it runs (not yet healthy).
 func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
-	if err := checkName(spec.Name); err != nil {
+	if err := provider.CheckName(spec.Name); err != nil {
 		return nil, fmt.Errorf("start instance: %w", err)
 	}
 	p.mu.Lock()
@@ -656,7 +651,7 @@ func (p *Provider) verify(ctx context.Context, h *host, d data) error {
 		return err
 	}
 	want := p.markers(h, d.Marker)
-	got := strings.Fields(string(out))
+	got := strings.Split(string(out), "\n")
 	for _, kv := range want {
 		if !slices.Contains(got, kv) {
 			return fmt.Errorf("pid %d on %s lacks marker %s: %w", d.PID, h.name, kv, provider.ErrGone)

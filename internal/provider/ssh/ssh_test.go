@@ -45,11 +45,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Timing of the tests' providers: short, so host failures show in seconds.
+// Timing of the tests' providers: short, so host failures show in
+// seconds, but with room for a loaded machine (a poll that takes longer
+// than the connect timeout drops the connection).
 const (
 	testInterval    = 200 * time.Millisecond
-	testDownAfter   = 2 * time.Second
-	testConnTimeout = time.Second
+	testDownAfter   = 3 * time.Second
+	testConnTimeout = 2 * time.Second
 )
 
 func newLab(t *testing.T, n int) *testhost.Lab {
@@ -364,6 +366,7 @@ func TestArgvQuoting(t *testing.T) {
 	}
 	tmpl.Dir, tmpl.StopTimeout = dir, time.Second
 	tmpl.PreStart = &config.Hook{Command: []string{"sh", "-c", `printf %s "$1" > hookarg`, "sh", evil}, Timeout: 5 * time.Second}
+	tmpl.PreStop = &config.Hook{Command: []string{"sh", "-c", `printf %s "$1:$SHOAL_HOOK" > prestop`, "sh", "{{.Name}}"}, Timeout: 5 * time.Second}
 	in := start(t, p, spec("q", 1, tmpl))
 	deadline := time.Now().Add(5 * time.Second)
 	for _, f := range []string{"hookarg", "arg", "env"} {
@@ -391,8 +394,28 @@ func TestArgvQuoting(t *testing.T) {
 	if !strings.Contains(log.String(), "shoal: pre_start: exit status 0") {
 		t.Errorf("log %q lacks the hook's note", log.String())
 	}
+	if err := in.PreStop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "prestop")); string(b) != "q-001:pre_stop" {
+		t.Errorf("pre_stop wrote %q, %v", b, err)
+	}
 	if err := in.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A hook that fails, or overruns its timeout, fails the start.
+	for _, c := range []struct {
+		hook []string
+		want string
+	}{
+		{[]string{"false"}, "pre_start on host " + l.Hosts[0].Addr + ": exit status 1"},
+		{[]string{"sleep", "10"}, "pre_start on host " + l.Hosts[0].Addr + ": timed out after 1s; killed"},
+	} {
+		bad := tmpl
+		bad.PreStart = &config.Hook{Command: c.hook, Timeout: time.Second}
+		if _, err := p.Start(ctx, spec("q", 2, bad)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("start with pre_start %q: %v, want %q", c.hook, err, c.want)
+		}
 	}
 }
 
@@ -401,6 +424,8 @@ func TestArgvQuoting(t *testing.T) {
 func TestPlacement(t *testing.T) {
 	l := newLab(t, 3)
 	cfg := labConfig(t, l)
+	// In the order of their names, as placement breaks ties.
+	slices.SortFunc(cfg.Hosts, func(a, b config.SSHHost) int { return strings.Compare(a.Address, b.Address) })
 	for i := range cfg.Hosts {
 		cfg.Hosts[i].Capacity.Instances = 2
 		cfg.Hosts[i].Labels = map[string]string{"zone": []string{"a", "b", "b"}[i]}
@@ -514,10 +539,7 @@ func TestLinkDownReclaim(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 	// b's stop cannot reach the host: an error at once, wrapping ErrHostDown.
 	time.Sleep(testConnTimeout + 2*testInterval) // the poll notices
 	began := time.Now()
@@ -549,6 +571,15 @@ func TestLinkDownReclaim(t *testing.T) {
 	}
 }
 
+// linkDown cuts h off until LinkUp or the end of the test.
+func linkDown(t *testing.T, ctx context.Context, h *testhost.Host) {
+	t.Helper()
+	if err := h.LinkDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.LinkUp(context.Background()) })
+}
+
 // TestReclaimAdopts: Reclaim saying yes (adopting it) keeps the instance.
 func TestReclaimAdopts(t *testing.T) {
 	l := newLab(t, 1)
@@ -568,10 +599,7 @@ func TestReclaimAdopts(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 	waitDone(t, a, testDownAfter+time.Second)
 	if err := h.LinkUp(ctx); err != nil {
 		t.Fatal(err)
@@ -659,6 +687,8 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
+	noDir := tmpl
+	noDir.Dir = "/nonexistent/shoal-test-dir"
 	missing := tmpl
 	missing.Command = []string{"/nonexistent/shoal-test-prog"}
 	missing, _ = config.NewTemplate(missing.Command, nil)
@@ -673,8 +703,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown host key", unknownKey, tmpl, "is not in " + otherKnown + ": check its fingerprint, then add it with `ssh-keyscan"},
 		{"changed host key", changedKey, tmpl, "host key of " + l.Hosts[0].Addr + ":22 CHANGED"},
 		{"wrong key", wrongKey, tmpl, "unable to authenticate"},
-		{"hangs", hung, tmpl, "did not complete the SSH handshake within 1s"},
+		{"hangs", hung, tmpl, fmt.Sprintf("did not complete the SSH handshake within %s", testConnTimeout)},
 		{"no free port", noPort, tmpl, "no free port in 20500-20500 (1 in use)"},
+		{"working directory missing", hostConfig(l, 1), noDir, "working directory /nonexistent/shoal-test-dir not found on host " + l.Hosts[1].Addr},
 		{"command missing", hostConfig(l, 1), missing, "command /nonexistent/shoal-test-prog not found on host " + l.Hosts[1].Addr},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -756,10 +787,7 @@ func TestAdoptUnreachable(t *testing.T) {
 	h := l.Hosts[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LinkDown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.LinkUp(context.Background()) })
+	linkDown(t, ctx, h)
 
 	p2 := runProvider(t, cfg, Options{StateDir: state})
 	began := time.Now()
@@ -797,24 +825,6 @@ func TestAdoptUnreachable(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogs: the log is read and followed over SSH (the remote tail ends
 // with the read), rotated past its size and expired after its retention.
 func TestLogs(t *testing.T) {
@@ -830,7 +840,7 @@ func TestLogs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	var buf syncBuffer
+	var buf strings.Builder // written only until Logs returns
 	if err := p.Logs(ctx, in.Record(), provider.LogOptions{Lines: 1, Follow: true}, &buf); err != nil {
 		t.Fatalf("follow: %v", err)
 	}
@@ -928,5 +938,57 @@ func TestUpdate(t *testing.T) {
 	bad.Hosts = append(slices.Clone(bad.Hosts), config.SSHHost{Address: "10.255.255.1", User: "root", KeyFile: "/nonexistent"})
 	if err := p.Update(bad); err == nil || !strings.Contains(err.Error(), "host 10.255.255.1: key_file") {
 		t.Errorf("update with a missing key file: %v", err)
+	}
+}
+
+// TestUnreachableChecksPassing: a host cut off from shoal whose instances
+// still pass their checks (HAProxy reaches them) is unreachable, not down:
+// its instances keep serving.
+func TestUnreachableChecksPassing(t *testing.T) {
+	l := newLab(t, 1)
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Checks: func(provider.Record) (bool, bool) { return true, true }})
+	in := start(t, p, spec("web", 1, demoTemplate(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	linkDown(t, ctx, l.Hosts[0])
+	select {
+	case <-in.Done():
+		t.Fatalf("instance done: %s", in.ExitReason())
+	case <-time.After(testDownAfter + time.Second):
+	}
+	if st := hostStatus(p, l.Hosts[0].Addr); st.State != provider.HostUnreachable || st.LastError == "" || st.Instances != 1 {
+		t.Errorf("host %+v", st)
+	}
+}
+
+// TestStraysSweptOnConnect: StopStrays finding a host unreachable sweeps
+// it when it connects.
+func TestStraysSweptOnConnect(t *testing.T) {
+	l := newLab(t, 1)
+	state := t.TempDir()
+	cfg := labConfig(t, l)
+	cfg.HostDownAfter = time.Minute
+	p1, stop1 := startProvider(t, cfg, Options{StateDir: state})
+	a := start(t, p1, spec("web", 1, demoTemplate(t)))
+	stop1()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	linkDown(t, ctx, l.Hosts[0])
+	p2 := runProvider(t, cfg, Options{StateDir: state})
+	if stopped, err := p2.StopStrays(ctx, nil); err != nil || len(stopped) != 0 {
+		t.Errorf("sweep of an unreachable host: %v, %v", stopped, err)
+	}
+	if !running(a.Record()) {
+		t.Fatal("stray stopped while its host was cut off")
+	}
+	if err := l.Hosts[0].LinkUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running(a.Record()) {
+		if time.Now().After(deadline) {
+			t.Fatal("stray not swept when its host connected")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
