@@ -120,13 +120,37 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 // doRaw sends body as is (none when contentType is empty) and decodes the
 // JSON answer into out, or returns the API's error.
 func (c *Client) doRaw(ctx context.Context, method, path, contentType string, body []byte, out any) error {
+	resp, err := c.send(ctx, method, path, contentType, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read answer from shoal core: %w", err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode answer from shoal core: %w", err)
+	}
+	return nil
+}
+
+// stream sends a GET and returns the answer to read as it arrives, or the
+// API's error.
+func (c *Client) stream(ctx context.Context, path string) (*http.Response, error) {
+	return c.send(ctx, http.MethodGet, path, "", nil)
+}
+
+// send sends a request and returns a successful answer unread; an error
+// answer is read and returned as an *Error.
+func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
 	var rd io.Reader
 	if contentType != "" {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://shoal"+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -134,24 +158,21 @@ func (c *Client) doRaw(ctx context.Context, method, path, contentType string, bo
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w (nothing answers on %s; start it with `shoal serve`)", ErrCoreNotRunning, c.socket)
+			return nil, fmt.Errorf("%w (nothing answers on %s; start it with `shoal serve`)", ErrCoreNotRunning, c.socket)
 		}
-		return fmt.Errorf("talk to shoal core at %s: %w", c.socket, err)
+		return nil, fmt.Errorf("talk to shoal core at %s: %w", c.socket, err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return fmt.Errorf("read answer from shoal core: %w", err)
+		return nil, fmt.Errorf("read answer from shoal core: %w", err)
 	}
-	if resp.StatusCode >= 300 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.ErrorResponse.Error == "" {
-			e.ErrorResponse.Error = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
-		}
-		return e
+	e := &Error{Status: resp.StatusCode}
+	if json.Unmarshal(data, &e.ErrorResponse) != nil || e.ErrorResponse.Error == "" {
+		e.ErrorResponse.Error = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode answer from shoal core: %w", err)
-	}
-	return nil
+	return nil, e
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/promexp"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // maxBody bounds request bodies; scale requests are a few bytes.
@@ -33,6 +34,8 @@ const MaxWait = 5 * time.Minute
 // StatusResponse is GET /v1/status.
 type StatusResponse struct {
 	Groups []group.Status `json:"groups"`
+	// Hosts are the hosts of providers with several (none for local).
+	Hosts []provider.HostStatus `json:"hosts,omitempty"`
 }
 
 // ScaleRequest is the body of POST /v1/groups/{name}/scale: exactly one of
@@ -76,6 +79,8 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *promexp.Metrics
+	// providers, when set, adds hosts to the status.
+	providers Providers
 }
 
 // NewHandler returns the API handler. token, when non-empty, is required as

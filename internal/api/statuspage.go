@@ -72,6 +72,9 @@ func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 	for _, g := range h.groups.All() {
 		resp.Groups = append(resp.Groups, g.Status(ctx))
 	}
+	if h.providers != nil {
+		resp.Hosts = h.providers.Hosts()
+	}
 	return resp
 }
 

@@ -68,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
-	root.AddCommand(instancesCmd(o))
+	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
@@ -255,6 +255,9 @@ func validateCmd(o *options) *cobra.Command {
 				note = "HAProxy not installed: haproxy -c skipped"
 			}
 			fmt.Fprintf(o.stdout, "%s: OK (%d group(s): %s; %s)\n", o.configFile(), len(cfg.Groups), strings.Join(cfg.GroupNames(), ", "), note)
+			if remote := core.RemoteGroups(cfg); len(remote) > 0 {
+				fmt.Fprintf(o.stdout, "not checked here: the programs of %s run on their providers' hosts; with shoal serve running, `shoal providers check` connects and checks them there\n", strings.Join(remote, ", "))
+			}
 			return nil
 		},
 	}

@@ -60,6 +60,10 @@ func statusCmd(o *options) *cobra.Command {
 				}
 				printGroup(o.stdout, g)
 			}
+			if len(st.Hosts) > 0 {
+				fmt.Fprintln(o.stdout)
+				printHosts(o.stdout, st.Hosts)
+			}
 			return nil
 		},
 	}

@@ -21,14 +21,21 @@ import (
 const checkTimeout = 30 * time.Second
 
 // Check runs the checks that need this machine rather than the file alone,
-// for `shoal validate` and `shoal serve` alike: every group's program can be
-// found, and the HAProxy configuration shoal renders passes `haproxy -c`.
+// for `shoal validate` and `shoal serve` alike: every local group's program
+// can be found, and the HAProxy configuration shoal renders passes `haproxy
+// -c`. A group on another provider runs its program on that provider's
+// hosts: RemoteGroups names them, for `shoal providers check`.
 // Problems are a config.ErrorList pointing at the most relevant field.
 // haproxyChecked is false when HAProxy is not installed, so only the first
 // check ran.
 func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
 	var errs config.ErrorList
 	for i, g := range cfg.Groups {
+		if g.Provider != config.ProviderLocal {
+			// Its program lives on the provider's hosts, which validate
+			// does not touch: `shoal providers check` looks there.
+			continue
+		}
 		// The first instance's argv: enough to find the program, which
 		// templates rarely vary.
 		argv, _, err := g.Template.Expand(config.TemplateData{Name: g.Name + "-001", Host: "127.0.0.1", Port: 10001, Index: 1, Group: g.Name})
@@ -208,4 +215,16 @@ func fieldOf(cfg *config.Config, lines []string, n int) string {
 		return fmt.Sprintf("groups[%d]", i)
 	}
 	return "haproxy"
+}
+
+// RemoteGroups names the groups whose instances run on a provider's hosts,
+// whose programs Check does not look for on this machine.
+func RemoteGroups(cfg *config.Config) []string {
+	var out []string
+	for _, g := range cfg.Groups {
+		if g.Provider != config.ProviderLocal {
+			out = append(out, g.Name)
+		}
+	}
+	return out
 }

@@ -24,6 +24,13 @@ func loadConfig(t *testing.T, text string) *config.Config {
 	return cfg
 }
 
+// sshProvider is a providers section with one host, whose key files are
+// config's test data.
+func sshProvider() string {
+	dir, _ := filepath.Abs("../config/testdata/ssh")
+	return "providers: [{name: rack, type: ssh, hosts: [{address: 10.0.0.2, user: deploy, key_file: " + dir + "/id_ed25519, known_hosts: " + dir + "/known_hosts}]}]\n"
+}
+
 // TestCheck: the machine-dependent checks report at the field that caused
 // them: a missing program, a missing haproxy.binary, and HAProxy's own
 // refusal of a line mapped back to the YAML value it came from.
@@ -35,6 +42,9 @@ func TestCheck(t *testing.T) {
 		needHAProxy      bool
 	}{
 		{"program on PATH", base + strings.Replace(group, "%s", "sh", 1), "", false},
+		// A group on an ssh provider runs its program on the hosts, which
+		// validate does not touch.
+		{"program on the hosts not looked for here", base + sshProvider() + strings.Replace(group, "%s", "/opt/app/bin/nope", 1) + "    provider: rack\n", "", false},
 		{"program missing", base + strings.Replace(group, "%s", "./nope", 1),
 			`shoal.yaml:7:26: groups[0].template.command[0]: program "./nope" not found`, false},
 		{"binary missing", base + "haproxy: {binary: /nonexistent/haproxy}\n" + strings.Replace(group, "%s", "sh", 1),

@@ -108,11 +108,22 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		logsWG.Wait()
 	}()
 
-	groups, err := restore(ctx, cfg, st, lb, prov, log)
+	// The ssh providers connect before the groups adopt their instances,
+	// and stop after the groups' reconcilers, which stop instances through
+	// them (deferred: the reconcilers stop before Serve returns).
+	provs, err := newProviders(cfg, prov, log)
+	if err != nil {
+		return err
+	}
+	provs.start()
+	defer provs.stop()
+
+	groups, err := restore(ctx, cfg, st, lb, provs, log)
 	if err != nil {
 		return err
 	}
 	reg := newRegistry(groups)
+	provs.groups.Store(reg)
 	jm, err := jobs.NewManager(ctx, reg, st, log.With("component", "jobs"))
 	if err != nil {
 		return err
@@ -131,7 +142,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	reg.start(auto.policy)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, prov: prov, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, provs: provs, groups: reg, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -149,7 +160,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		})
 	}
 
-	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg))
+	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c))
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -240,9 +251,10 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (*accesslog.Reader, fu
 	}, nil
 }
 
-// restore builds the groups, adopting instances recorded by an earlier run and
-// stopping our processes that nothing records.
-func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *haproxy.Manager, prov *local.Provider, log *slog.Logger) ([]*group.Group, error) {
+// restore builds the groups, each with its provider, adopting instances
+// recorded by an earlier run, and has every provider stop its processes
+// that no group of it records.
+func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *haproxy.Manager, provs *providers, log *slog.Logger) ([]*group.Group, error) {
 	recs, err := st.Instances(ctx)
 	if err != nil {
 		return nil, err
@@ -252,13 +264,17 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 		byGroup[r.Group] = append(byGroup[r.Group], r)
 	}
 	var groups []*group.Group
-	var kept []provider.Record
+	kept := map[string][]provider.Record{} // by provider
 	for _, gc := range cfg.Groups {
+		prov, ok := provs.Get(gc.Provider)
+		if !ok {
+			return nil, fmt.Errorf("group %s: no provider %q", gc.Name, gc.Provider)
+		}
 		g, err := group.New(ctx, gc, prov, lb, st, log)
 		if err != nil {
 			return nil, err
 		}
-		kept = append(kept, g.Restore(ctx, byGroup[gc.Name])...)
+		kept[gc.Provider] = append(kept[gc.Provider], g.Restore(ctx, byGroup[gc.Name])...)
 		delete(byGroup, gc.Name)
 		groups = append(groups, g)
 	}
@@ -270,12 +286,18 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 			}
 		}
 	}
-	stopped, err := prov.StopStrays(ctx, kept)
-	if err != nil {
-		return nil, fmt.Errorf("stop stray instances: %w", err)
-	}
-	for _, r := range stopped {
-		log.Warn("stray instance stopped", "instance", r.Name, "id", r.ID)
+	for _, n := range provs.all() {
+		stopped, err := n.prov.StopStrays(ctx, kept[n.name])
+		switch {
+		case err != nil && n.name == config.ProviderLocal:
+			return nil, fmt.Errorf("stop stray instances: %w", err)
+		case err != nil:
+			// A host that is down now is swept when it comes back.
+			log.Warn("stopping stray instances failed on some hosts", "provider", n.name, "err", err)
+		}
+		for _, r := range stopped {
+			log.Warn("stray instance stopped", "provider", n.name, "instance", r.Name, "id", r.ID, "host", r.Host)
+		}
 	}
 	return groups, nil
 }

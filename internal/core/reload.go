@@ -15,7 +15,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -27,7 +26,7 @@ type core struct {
 	log    *slog.Logger
 	st     *store.Store
 	lb     *haproxy.Manager
-	prov   *local.Provider
+	provs  *providers
 	groups *registry
 	stop   context.CancelCauseFunc
 
@@ -100,6 +99,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	// Once the file is valid, the caller going away (a CLI interrupted)
 	// must not stop the reload half way.
 	ctx = context.WithoutCancel(ctx)
+	// Providers first: an added group may use an added provider.
+	if err := c.provs.update(cfg); err != nil {
+		return resp, fmt.Errorf("reload: %w; groups and HAProxy keep the running config", err)
+	}
 	plan, err := c.prepare(ctx, cfg)
 	if err != nil {
 		return resp, fmt.Errorf("reload: %w; nothing changed: the running config stays in force", err)
@@ -154,7 +157,11 @@ func (c *core) prepare(ctx context.Context, cfg *config.Config) (change, error) 
 		g, ok := running[gc.Name]
 		switch {
 		case !ok:
-			g, err := group.Open(ctx, gc, c.prov, c.lb, c.st, c.log)
+			prov, ok := c.provs.Get(gc.Provider)
+			if !ok {
+				return ch, fmt.Errorf("add group %s: no provider %q", gc.Name, gc.Provider)
+			}
+			g, err := group.Open(ctx, gc, prov, c.lb, c.st, c.log)
 			if err != nil {
 				return ch, fmt.Errorf("add group %s: %w", gc.Name, err)
 			}
@@ -203,6 +210,16 @@ func reloadable(old, cfg *config.Config) error {
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			changed = append(changed, f.name)
+		}
+	}
+	// An instance's provider is fixed at its start: moving a running group
+	// to another provider would leave its instances where no one watches.
+	for _, g := range cfg.Groups {
+		for _, o := range old.Groups {
+			if o.Name == g.Name && o.Provider != g.Provider {
+				return fmt.Errorf("group %s: provider changed from %s to %s: %w; the running config stays in force. Its instances run on %s: add a group on %s, move the traffic to it, then remove this one",
+					g.Name, o.Provider, g.Provider, api.ErrNotReloadable, o.Provider, g.Provider)
+			}
 		}
 	}
 	if len(changed) == 0 {

@@ -27,6 +27,21 @@ func TestReloadable(t *testing.T) {
 	}
 }
 
+// TestReloadableProvider: a running group's provider cannot change under
+// its instances; the error says what to do instead.
+func TestReloadableProvider(t *testing.T) {
+	old := &config.Config{Groups: []config.Group{{Name: "web", Provider: config.ProviderLocal}, {Name: "api", Provider: "rack"}}}
+	added := &config.Config{Groups: []config.Group{{Name: "web", Provider: config.ProviderLocal}, {Name: "api", Provider: "rack"}, {Name: "new", Provider: "rack"}}}
+	if err := reloadable(old, added); err != nil {
+		t.Fatalf("a group added on a provider refused: %v", err)
+	}
+	moved := &config.Config{Groups: []config.Group{{Name: "web", Provider: "rack"}, {Name: "api", Provider: "rack"}}}
+	err := reloadable(old, moved)
+	if !errors.Is(err, api.ErrNotReloadable) || !strings.HasPrefix(err.Error(), "group web: provider changed from local to rack") {
+		t.Fatalf("a group moved to another provider: %v", err)
+	}
+}
+
 // TestSameGroup: two loads of one group compare equal although each compiled
 // its own templates; a changed template or size does not.
 func TestSameGroup(t *testing.T) {

@@ -748,12 +748,14 @@ func (g *Group) stopProcess(in *instance) {
 
 // fail records a failure for status, jobs and crash-loop back-off.
 func (g *Group) fail(in *instance, reason string) {
+	lost := g.hostDown(in)
 	g.mu.Lock()
 	now := g.clk.Now()
-	// An instance that served steadily and then died (killed, or its host
-	// failed) is an accident: its replacement starts at once. Failures of
-	// instances that never got that far are a crash loop and back off.
-	crash := in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService
+	// An instance that served steadily and then died (killed), or whose
+	// host is down, is an accident: its replacement starts at once.
+	// Failures of instances that never got that far are a crash loop and
+	// back off.
+	crash := !lost && (in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService)
 	in.state, in.since = Failed, now
 	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version, crash: crash})
 	if len(g.failures) > maxFailures {

@@ -113,6 +113,19 @@ func byHost(picks []pick, hosts map[string]hostLoad, cores float64) []pick {
 	return out
 }
 
+// hostDown reports whether the instance ran on a host its provider has
+// marked down: its end says nothing about its program.
+func (g *Group) hostDown(in *instance) bool {
+	g.mu.Lock()
+	host := in.rec.Host
+	g.mu.Unlock()
+	if host == "" {
+		return false
+	}
+	h, ok := g.hostLoads()[host]
+	return ok && h.status.State == provider.HostDown
+}
+
 // recordPlacement writes where a started instance went and why, for
 // `shoal events`, when its provider placed it on one of several hosts.
 func (g *Group) recordPlacement(ctx context.Context, in *instance, pi provider.Instance) {
@@ -219,4 +232,16 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	g.log.Info("instance on a returning host taken back; in service once its checks pass", "instance", rec.Name, "host", rec.Host)
 	g.persist(ctx, in)
 	return true
+}
+
+// Record returns the provider's record of the named instance; ok is false
+// when the group has no such instance or it has not started yet.
+func (g *Group) Record(name string) (rec provider.Record, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	in := g.insts[name]
+	if in == nil || in.inst == nil {
+		return provider.Record{}, false
+	}
+	return in.rec, true
 }

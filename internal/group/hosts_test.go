@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
 
@@ -117,5 +119,93 @@ func TestReclaim(t *testing.T) {
 	r.awaitGate("web-001")
 	if r.g.Reclaim(ctx, lost) {
 		t.Fatal("taken back while its replacement has the name: two servers of one name")
+	}
+}
+
+// placedInstance is a fake instance its provider placed on a host.
+type placedInstance struct {
+	*fakeInstance
+}
+
+func (placedInstance) Placement() string {
+	return "spread: 0 of web's instances on 10.0.0.3, fewest; 1/10 instances"
+}
+
+// placingProvider places every instance it starts; specs sees each spec.
+type placingProvider struct {
+	*fakeProvider
+	specs chan provider.Spec
+}
+
+func (p placingProvider) Start(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
+	p.specs <- spec
+	in, err := p.fakeProvider.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return placedInstance{in.(*fakeInstance)}, nil
+}
+
+// TestPlacementRecorded: an instance a provider placed on one of its hosts
+// is an event saying where and why; the group's placement reaches the
+// provider with the spec.
+func TestPlacementRecorded(t *testing.T) {
+	specs := make(chan provider.Spec, 10)
+	r := newReconciler(t, 1, func(r *reconciler) {
+		c := r.g.conf()
+		c.Placement = config.Placement{Strategy: config.PlaceSpread, Labels: map[string]string{"zone": "a"}}
+		r.g.live.Store(&c)
+		r.g.prov = placingProvider{r.prov, specs}
+	})
+	r.awaitStarts(1)
+	r.awaitGate("web-001")
+	if spec := <-specs; spec.Placement.Strategy != config.PlaceSpread || spec.Placement.Labels["zone"] != "a" {
+		t.Errorf("spec placement %+v; want the group's", spec.Placement)
+	}
+	r.st.mu.Lock()
+	ds := append([]decision.Record(nil), r.st.decisions...)
+	r.st.mu.Unlock()
+	if len(ds) != 1 {
+		t.Fatalf("decisions %+v; want one placement", ds)
+	}
+	d := ds[0]
+	if d.Outcome != decision.Placement || d.Code != "spread" || d.Group != "web" || len(d.Sources) != 1 || d.Sources[0] != "web-001" ||
+		d.Reason != "web-001 placed on 127.0.0.1: spread: 0 of web's instances on 10.0.0.3, fewest; 1/10 instances" {
+		t.Fatalf("placement event %+v", d)
+	}
+}
+
+// hostsProvider has one host, 127.0.0.1 (where the fakes run), down or up.
+type hostsProvider struct {
+	*fakeProvider
+	down *atomic.Bool
+}
+
+func (p hostsProvider) Hosts() []provider.HostStatus {
+	st := provider.HostUp
+	if p.down.Load() {
+		st = provider.HostDown
+	}
+	return []provider.HostStatus{{Name: "127.0.0.1", State: st}}
+}
+
+// TestHostDownIsNoCrash: instances that end because their host went down
+// are replaced at once, however briefly they served: a host's failure is
+// not a crash loop of the program.
+func TestHostDownIsNoCrash(t *testing.T) {
+	var down atomic.Bool
+	r := newReconciler(t, 2, func(r *reconciler) { r.g.prov = hostsProvider{r.prov, &down} })
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	down.Store(true)
+	r.prov.instance("web-001").exit("host 127.0.0.1 down")
+	r.prov.instance("web-002").exit("host 127.0.0.1 down")
+	f1, f2 := r.awaitFailure(1), r.awaitFailure(2)
+	if f1.crash || f2.crash {
+		t.Fatalf("failures %+v, %+v counted as crashes", f1, f2)
+	}
+	starts := r.awaitStarts(4)
+	if !starts[2].Equal(f2.At) || !starts[3].Equal(f2.At) {
+		t.Fatalf("replacements started at %v; want at once, %v", starts[2:], f2.At)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/metrics"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // Targets lists the group's instances for the metrics collector: each one's
@@ -31,8 +32,13 @@ func (g *Group) Targets() []metrics.Target {
 			t.State = string(Draining)
 		}
 		if in.inst != nil {
-			// Every instance is its own process group, led by its first process.
-			t.PGID = in.inst.PID()
+			// Every local instance is its own process group, led by its
+			// first process; a remote one's provider samples it.
+			if s, ok := in.inst.(provider.Sampler); ok {
+				t.Sampler = s
+			} else {
+				t.PGID = in.inst.PID()
+			}
 			t.Server = in.name
 		}
 		if in.state == InService && !in.retiring {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // GroupMetrics are the per-group series, one value per interval. cpu.* are
@@ -56,6 +57,10 @@ type Target struct {
 	// Cgroup is a cgroup v2 directory holding the instance; when set, CPU
 	// and memory come from its cpu.stat and memory.current instead.
 	Cgroup string
+	// Sampler, when set, is the instance's provider's sample of its use
+	// (an instance on another host, whose pid means nothing here): CPU
+	// and memory come from it, and PGID is not read.
+	Sampler provider.Sampler
 	// Cores is what the instance is allotted (template.cpus).
 	Cores float64
 	// State is reported as is ("starting", "in-service", "draining", ...).
@@ -139,6 +144,9 @@ type cpuPrev struct {
 	cgroup string
 	cpu    time.Duration
 	at     time.Time
+	// pct is what that sample gave: a provider's sample read again before
+	// its next one gives it again.
+	pct float64
 }
 
 // groupView is a group as the latest sample saw it.
@@ -234,7 +242,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 	// CPU and memory: one /proc scan for every process group.
 	byPGID := make(map[int]*usage)
 	for _, t := range targets {
-		if t.Cgroup == "" && t.PGID > 0 {
+		if t.Sampler == nil && t.Cgroup == "" && t.PGID > 0 {
 			byPGID[t.PGID] = &usage{}
 		}
 	}
@@ -418,6 +426,18 @@ func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]f
 func (c *Collector) cpu(t Target, byPGID map[int]*usage, procErr error, now time.Time) (pct float64, rss int64, ok bool) {
 	var u usage
 	switch {
+	case t.Sampler != nil:
+		s, ok := t.Sampler.Usage()
+		if !ok {
+			return 0, 0, false
+		}
+		// The provider's read, at its time: CPU is divided by the time
+		// between its reads.
+		u = usage{cpu: time.Duration(s.CPUSeconds * float64(time.Second)), rss: s.RSS, procs: 1}
+		now = s.At
+		if prev, had := c.prevCPU[t.Name]; had && prev.at.Equal(now) {
+			return prev.pct, u.rss, true
+		}
 	case t.Cgroup != "":
 		var err error
 		if u, err = readCgroup(t.Cgroup); err != nil {
@@ -434,13 +454,13 @@ func (c *Collector) cpu(t Target, byPGID map[int]*usage, procErr error, now time
 		return 0, 0, false
 	}
 	prev, had := c.prevCPU[t.Name]
-	c.prevCPU[t.Name] = cpuPrev{pgid: t.PGID, cgroup: t.Cgroup, cpu: u.cpu, at: now}
 	pct = math.NaN()
 	// A member reaped by a process outside the group takes its CPU time
 	// with it; such an interval is unknown rather than negative.
 	if had && prev.pgid == t.PGID && prev.cgroup == t.Cgroup && u.cpu >= prev.cpu && now.After(prev.at) {
 		pct = float64(u.cpu-prev.cpu) / float64(now.Sub(prev.at)) / t.Cores * 100
 	}
+	c.prevCPU[t.Name] = cpuPrev{pgid: t.PGID, cgroup: t.Cgroup, cpu: u.cpu, at: now, pct: pct}
 	return pct, u.rss, true
 }
 

@@ -47,7 +47,8 @@ type helperInfo struct {
 
 // runHelper serves helperInfo on 127.0.0.1:args[0] until SIGTERM. Modes:
 // "serve"; "ignore-term", which survives SIGTERM; "exit1", which exits at once;
-// "chatty", which also writes lines to stdout all the time.
+// "chatty", which also writes lines to stdout all the time; "counter", which
+// writes numbered lines.
 func runHelper(mode string, args []string) {
 	fmt.Printf("helper %s starting: %q\n", mode, args)
 	fmt.Fprintln(os.Stderr, "helper stderr line")
@@ -78,6 +79,15 @@ func runHelper(mode string, args []string) {
 
 	if mode == "ignore-term" {
 		select {} // until SIGKILL
+	}
+	if mode == "counter" {
+		// Writes "line N", N from 1, every 2 ms until stopped.
+		go func() {
+			for i := 1; ; i++ {
+				fmt.Printf("line %d\n", i)
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
 	}
 	if mode == "chatty" {
 		// Writes about 100 KB/s to its log until stopped.

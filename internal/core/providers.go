@@ -1,0 +1,297 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/provider/local"
+	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
+)
+
+// checksTimeout bounds one question an ssh provider's poller asks a group
+// about HAProxy's checks.
+const checksTimeout = 2 * time.Second
+
+// providers is the one registry of providers by name: "local" always, and
+// one per entry of the config's providers. Each ssh provider's Run goes
+// from start until stop; serve starts them before restoring the groups
+// (adopting an instance needs its host's connection) and stops them after
+// the groups' reconcilers (which stop instances through them).
+//
+// The providers ask the groups back (Checks, Reclaim): groups is set once
+// the registry of groups exists; until then they get no answer.
+type providers struct {
+	local  *local.Provider
+	log    *slog.Logger
+	opts   sshprov.Options
+	groups atomic.Pointer[registry]
+
+	mu     sync.RWMutex
+	ssh    map[string]*sshprov.Provider
+	loops  map[string]*loop
+	cfgs   map[string]config.Provider
+	order  []string // names of ssh providers, in config order
+	active bool     // start has run; providers added later start at once
+}
+
+// newProviders builds the providers of cfg; nothing connects until start.
+func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*providers, error) {
+	p := &providers{local: lp, log: log, ssh: map[string]*sshprov.Provider{}, loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
+	p.opts = sshprov.Options{
+		StateDir: cfg.StateDir,
+		Checks:   p.checks,
+		Reclaim:  p.reclaim,
+		Logs:     cfg.InstanceLogs,
+	}
+	for _, pc := range cfg.Providers {
+		if err := p.add(pc); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// add builds one provider entry's provider; p.mu must be held or p unshared.
+func (p *providers) add(pc config.Provider) error {
+	if pc.SSH == nil {
+		return fmt.Errorf("provider %s: type %q is not supported", pc.Name, pc.Type)
+	}
+	opts := p.opts
+	opts.Log = p.log.With("component", "provider", "provider", pc.Name)
+	sp, err := sshprov.New(pc.Name, *pc.SSH, opts)
+	if err != nil {
+		return fmt.Errorf("provider %s: %w", pc.Name, err)
+	}
+	p.ssh[pc.Name], p.cfgs[pc.Name] = sp, pc
+	p.order = append(p.order, pc.Name)
+	if p.active {
+		p.loops[pc.Name] = goLoop(sp.Run)
+	}
+	return nil
+}
+
+// Get returns the provider called name.
+func (p *providers) Get(name string) (provider.Provider, bool) {
+	if name == config.ProviderLocal {
+		return p.local, true
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	sp, ok := p.ssh[name]
+	if !ok {
+		return nil, false
+	}
+	return sp, true
+}
+
+// all returns every provider by name, local first, then in config order.
+func (p *providers) all() []named {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := []named{{config.ProviderLocal, p.local}}
+	for _, n := range p.order {
+		out = append(out, named{n, p.ssh[n]})
+	}
+	return out
+}
+
+// named is a provider and its name.
+type named struct {
+	name string
+	prov provider.Provider
+}
+
+// start runs every ssh provider's connections.
+func (p *providers) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = true
+	for n, sp := range p.ssh {
+		p.loops[n] = goLoop(sp.Run)
+	}
+}
+
+// stop ends every ssh provider's connections and waits for them.
+func (p *providers) stop() {
+	p.mu.Lock()
+	ls := make([]*loop, 0, len(p.loops))
+	for n, l := range p.loops {
+		ls = append(ls, l)
+		delete(p.loops, n)
+	}
+	p.active = false
+	p.mu.Unlock()
+	stopAll(ls)
+}
+
+// update applies a reloaded config's providers: new entries are built and
+// started, changed ones take their new hosts through Update. A removed
+// entry's provider keeps running until shoal restarts: the groups that used
+// it are being retired through it. It is called after validation, and an
+// error leaves the providers as they were only for entries not yet done.
+func (p *providers) update(cfg *config.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range cfg.Providers {
+		old, ok := p.cfgs[pc.Name]
+		switch {
+		case !ok:
+			if err := p.add(pc); err != nil {
+				return err
+			}
+			p.log.Info("provider added from the config", "provider", pc.Name)
+		case !sameProvider(old, pc):
+			if err := p.ssh[pc.Name].Update(*pc.SSH); err != nil {
+				return fmt.Errorf("provider %s: %w", pc.Name, err)
+			}
+			p.cfgs[pc.Name] = pc
+			p.log.Info("provider updated from the config", "provider", pc.Name)
+		}
+	}
+	return nil
+}
+
+// sameProvider compares two loads of a provider entry.
+func sameProvider(a, b config.Provider) bool {
+	if a.Type != b.Type || (a.SSH == nil) != (b.SSH == nil) {
+		return false
+	}
+	if a.SSH == nil {
+		return true
+	}
+	x, y := *a.SSH, *b.SSH
+	return x.HostDownAfter == y.HostDownAfter && x.ConnectTimeout == y.ConnectTimeout && x.RemoteDir == y.RemoteDir &&
+		slices.EqualFunc(x.Hosts, y.Hosts, sameHost)
+}
+
+func sameHost(a, b config.SSHHost) bool {
+	return a.Address == b.Address && a.User == b.User && a.KeyFile == b.KeyFile && a.KnownHosts == b.KnownHosts &&
+		a.Capacity == b.Capacity && a.Ports == b.Ports && maps.Equal(a.Labels, b.Labels)
+}
+
+// Hosts lists the hosts of every provider that has several.
+func (p *providers) Hosts() []provider.HostStatus {
+	var out []provider.HostStatus
+	for _, n := range p.all() {
+		if hl, ok := n.prov.(provider.HostLister); ok {
+			out = append(out, hl.Hosts()...)
+		}
+	}
+	return out
+}
+
+// Check checks the hosts of every provider that can be checked, each for
+// the templates of the groups that use it.
+func (p *providers) Check(ctx context.Context, cfg *config.Config) []provider.CheckResult {
+	var (
+		mu  sync.Mutex
+		out []provider.CheckResult
+		wg  sync.WaitGroup
+	)
+	for _, n := range p.all() {
+		c, ok := n.prov.(provider.Checker)
+		if !ok {
+			continue
+		}
+		tmpls := map[string]config.Template{}
+		for _, g := range cfg.Groups {
+			if g.Provider == n.name {
+				tmpls[g.Name] = g.Template
+			}
+		}
+		wg.Go(func() {
+			res := c.Check(ctx, tmpls)
+			mu.Lock()
+			out = append(out, res...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortStableFunc(out, func(a, b provider.CheckResult) int {
+		if a.Provider != b.Provider {
+			return p.index(a.Provider) - p.index(b.Provider)
+		}
+		return 0
+	})
+	return out
+}
+
+// index is where the provider name is in config order.
+func (p *providers) index(name string) int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Index(p.order, name)
+}
+
+// checks answers an ssh provider's question about an instance's checks.
+func (p *providers) checks(rec provider.Record) (passing, known bool) {
+	g := p.group(rec.Group)
+	if g == nil {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checksTimeout)
+	defer cancel()
+	return g.Checks(ctx, rec.Name)
+}
+
+// reclaim offers an instance found on a returning host to its group.
+func (p *providers) reclaim(ctx context.Context, rec provider.Record) bool {
+	g := p.group(rec.Group)
+	if g == nil {
+		return false
+	}
+	return g.Reclaim(ctx, rec)
+}
+
+func (p *providers) group(name string) *group.Group {
+	reg := p.groups.Load()
+	if reg == nil {
+		return nil
+	}
+	g, ok := reg.Group(name)
+	if !ok {
+		return nil
+	}
+	return g
+}
+
+// Hosts implements api.Providers.
+func (c *core) Hosts() []provider.HostStatus { return c.provs.Hosts() }
+
+// CheckProviders implements api.Providers: every provider's hosts, for the
+// config in force.
+func (c *core) CheckProviders(ctx context.Context) []provider.CheckResult {
+	c.reloadMu.Lock()
+	cfg := c.cfg
+	c.reloadMu.Unlock()
+	return c.provs.Check(ctx, cfg)
+}
+
+// InstanceLogs implements api.Providers: the log of a running instance,
+// read where its provider keeps it.
+func (c *core) InstanceLogs(ctx context.Context, name string, opts provider.LogOptions, w io.Writer) error {
+	for _, g := range c.groups.All() {
+		rec, ok := g.Record(name)
+		if !ok {
+			continue
+		}
+		prov, _ := c.provs.Get(g.Config().Provider)
+		lr, ok := prov.(provider.LogReader)
+		if !ok {
+			return fmt.Errorf("instance %s: provider %s keeps no logs", name, g.Config().Provider)
+		}
+		return lr.Logs(ctx, rec, opts, w)
+	}
+	return fmt.Errorf("%w %q: no group has it (`shoal status` lists them)", api.ErrUnknownInstance, name)
+}

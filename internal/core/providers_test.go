@@ -1,0 +1,128 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/local"
+	"github.com/shoal-lb/shoal/internal/testhost"
+)
+
+// TestProvidersCheck: POST /v1/providers/check, through the core's
+// registry of providers, against real sshd hosts: each host checked for the
+// templates of the groups on its provider, a missing program and a host
+// whose sshd is down reported per host, the whole answer not OK, and all
+// within the bound even though one host does not answer.
+func TestProvidersCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lab, err := testhost.New(ctx, t.TempDir(), 2)
+	if errors.Is(err, testhost.ErrUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	lab.Hosts[1].StopSSHD()
+
+	tmpl := func(argv ...string) config.Template {
+		tt, err := config.NewTemplate(argv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt.Dir = "/"
+		return tt
+	}
+	rack := &config.SSHProvider{HostDownAfter: 5 * time.Second, ConnectTimeout: time.Second, RemoteDir: t.TempDir()}
+	for _, h := range lab.Hosts {
+		rack.Hosts = append(rack.Hosts, config.SSHHost{Address: h.Addr, User: lab.User, KeyFile: lab.KeyFile, KnownHosts: lab.KnownHosts,
+			Ports: config.PortRange{Min: 20000, Max: 20099}})
+	}
+	cfg := &config.Config{
+		StateDir:  t.TempDir(),
+		Providers: []config.Provider{{Name: "rack", Type: config.ProviderSSH, SSH: rack}},
+		Groups: []config.Group{
+			{Name: "web", Provider: "rack", Template: tmpl("/bin/sh", "-c", "sleep 1")},
+			{Name: "api", Provider: "rack", Template: tmpl("/opt/nowhere/api-server", "{{.Port}}")},
+			// A local group's program is validate's business: not checked on the hosts.
+			{Name: "local", Provider: config.ProviderLocal, Template: tmpl("/opt/nowhere/local-only")},
+		},
+	}
+	log := slog.New(slog.DiscardHandler)
+	provs, err := newProviders(cfg, local.New(cfg.StateDir, log), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provs.start()
+	t.Cleanup(provs.stop)
+	c := &core{cfg: cfg, provs: provs}
+
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: api.NewHandler(nil, nil, log, "", api.WithProviders(c))}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	began := time.Now()
+	resp, err := api.NewClient(sock).CheckProviders(ctx)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > api.CheckTimeout {
+		t.Errorf("check took %s, longer than its bound %s", took, api.CheckTimeout)
+	}
+	if resp.OK || len(resp.Results) != 2 {
+		t.Fatalf("check: %+v; want two hosts and not OK", resp)
+	}
+	byHost := map[string]int{}
+	for i, r := range resp.Results {
+		byHost[r.Host] = i
+		if r.Provider != "rack" || r.OK {
+			t.Errorf("result %+v; want rack's, with a problem", r)
+		}
+	}
+	up := resp.Results[byHost[lab.Hosts[0].Addr]]
+	if len(up.Problems) != 1 || !strings.Contains(up.Problems[0], "/opt/nowhere/api-server") || strings.Contains(strings.Join(up.Problems, " "), "local-only") {
+		t.Errorf("reachable host: problems %q; want only api's missing program", up.Problems)
+	}
+	down := resp.Results[byHost[lab.Hosts[1].Addr]]
+	if len(down.Problems) != 1 || !strings.Contains(down.Problems[0], "cannot connect") {
+		t.Errorf("host without sshd: problems %q; want that it cannot be connected to", down.Problems)
+	}
+
+	// GET /v1/hosts: the connected host up, the other with its error.
+	client := api.NewClient(sock)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hs, err := client.Hosts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states := map[string]string{}
+		lastErr := map[string]string{}
+		for _, h := range hs.Hosts {
+			states[h.Name], lastErr[h.Name] = h.State, h.LastError
+		}
+		if len(hs.Hosts) == 2 && states[lab.Hosts[0].Addr] == "up" && states[lab.Hosts[1].Addr] != "up" && lastErr[lab.Hosts[1].Addr] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hosts %+v; want %s up and %s not, with its error", hs.Hosts, lab.Hosts[0].Addr, lab.Hosts[1].Addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

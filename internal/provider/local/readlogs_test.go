@@ -1,0 +1,190 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// syncBuffer is a bytes.Buffer a follower writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// numbers returns the N of every "line N" in out, and fails on any other
+// line after the first numbered one.
+func numbers(t *testing.T, out string) []int {
+	t.Helper()
+	var ns []int
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		v, ok := strings.CutPrefix(l, "line ")
+		if !ok {
+			if len(ns) > 0 {
+				t.Fatalf("line %q after numbered lines", l)
+			}
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("line %q", l)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// TestLogsTail: the newest N lines of a running instance's log, reaching
+// into the rotated copy when the current file has fewer.
+func TestLogsTail(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	p := New(stateDir, nil)
+	inst := start(t, p, "web-001", helperTemplate(t, "counter"))
+	log := filepath.Join(stateDir, "logs", "web-001.log")
+	waitSize(t, log, 500)
+
+	var out bytes.Buffer
+	if err := p.Logs(context.Background(), inst.Record(), provider.LogOptions{Lines: 3}, &out); err != nil {
+		t.Fatal(err)
+	}
+	ns := numbers(t, out.String())
+	if strings.Count(out.String(), "\n") != 3 || len(ns) != 3 || ns[1] != ns[0]+1 || ns[2] != ns[1]+1 {
+		t.Fatalf("Lines 3 gave %q; want three consecutive numbered lines", out.String())
+	}
+
+	// Rotated: the current file is (nearly) empty, the lines are in .1.
+	if err := p.maintainLogs(config.InstanceLogs{MaxSize: 100, Keep: 1, Retention: time.Hour}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := p.Logs(context.Background(), inst.Record(), provider.LogOptions{Lines: 50}, &out); err != nil {
+		t.Fatal(err)
+	}
+	ns = numbers(t, out.String())
+	if len(ns) != 50 {
+		t.Fatalf("Lines 50 after a rotation gave %d numbered lines: %q", len(ns), out.String())
+	}
+	for i := 1; i < len(ns); i++ {
+		// One rotation may lose what was written between its copy and
+		// its truncation: a gap, never a line twice or out of order.
+		if ns[i] <= ns[i-1] {
+			t.Fatalf("lines out of order across the rotated copy: %v", ns)
+		}
+	}
+
+	// Everything kept, from the instance's first line.
+	out.Reset()
+	if err := p.Logs(context.Background(), inst.Record(), provider.LogOptions{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "helper counter starting") {
+		t.Fatalf("Lines 0 starts with %q; want the whole log", out.String()[:min(40, out.Len())])
+	}
+
+	// An instance that never wrote a log.
+	err := p.Logs(context.Background(), provider.Record{Name: "web-009"}, provider.LogOptions{}, &out)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("log of an unknown instance: %v, want not-exist", err)
+	}
+}
+
+// TestLogsFollowSurvivesRotation: following a log while it is rotated
+// (copied, then truncated) goes on with the lines written after, never
+// repeating one, and ends when its context does.
+func TestLogsFollowSurvivesRotation(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	p := New(stateDir, nil)
+	inst := start(t, p, "web-001", helperTemplate(t, "counter"))
+	log := filepath.Join(stateDir, "logs", "web-001.log")
+	waitSize(t, log, 100)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		done <- p.Logs(ctx, inst.Record(), provider.LogOptions{Lines: 1, Follow: true}, &out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
+
+	const rotations = 3
+	for range rotations {
+		time.Sleep(300 * time.Millisecond)
+		if err := p.maintainLogs(config.InstanceLogs{MaxSize: 100, Keep: 1, Retention: time.Hour}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	// The newest line in the file now: the follower must have got there.
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileNs := numbers(t, string(b))
+	if len(fileNs) == 0 {
+		t.Fatalf("no numbered line in the log after the last rotation: %q", b)
+	}
+	newest := fileNs[len(fileNs)-1]
+	waitFor := time.Now().Add(5 * time.Second)
+	for {
+		ns := numbers(t, out.String())
+		if len(ns) > 0 && ns[len(ns)-1] >= newest {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("following stopped at line %v; the file has line %d", ns[len(ns)-1:], newest)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Logs ended with %v after its context", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Logs did not return within 5 s of its context's end")
+	}
+	ns := numbers(t, out.String())
+	gaps := 0
+	for i := 1; i < len(ns); i++ {
+		if ns[i] <= ns[i-1] {
+			t.Fatalf("line %d after line %d: repeated or out of order", ns[i], ns[i-1])
+		}
+		gaps += ns[i] - ns[i-1] - 1
+	}
+	// Each rotation may lose the lines written during its copy (a few
+	// of 2 ms each); following itself must lose none.
+	if gaps > rotations*5 {
+		t.Fatalf("%d lines missing from %d followed; more than the rotations lose: %v", gaps, len(ns), fmt.Sprint(ns))
+	}
+}
