@@ -114,7 +114,7 @@ func sshGroup(name, provider string, min, max int, extra string) groupSpec {
 	return groupSpec{
 		Name: name, Min: min, Max: max,
 		Command: fmt.Sprintf(`[%q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend")),
-		Health:  "{path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 1, fall: 2, timeout: 500ms, grace: 15s}",
+		Health:  "{path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 1, fall: 2, timeout: 500ms, grace: 15s, passive: {observe: layer4, error_limit: 1, on_error: mark-down}}",
 		Extra:   fmt.Sprintf("    provider: %s\n%s", provider, extra),
 	}
 }
@@ -212,9 +212,36 @@ func (e *shoalEnv) checkServedOnce(group string, want int) {
 	}
 	st := groupOf(e.t, e.status(), group)
 	if len(servers) != want || st.Desired != want || len(st.Instances) != want {
-		e.t.Fatalf("HAProxy has %d servers, shoal %d instances, desired %d; want %d", len(servers), len(st.Instances), st.Desired, want)
+		e.t.Fatalf("HAProxy has %d servers, shoal %d instances, desired %d; want %d\nHAProxy: %v\nshoal: %v", len(servers), len(st.Instances), st.Desired, want, servers, st.Instances)
 	}
 	e.checkInSync(group)
+}
+
+// accessLogFailures returns the access log's lines of 5xx answers: which
+// server HAProxy tried last and why it gave up (the termination state).
+func (e *shoalEnv) accessLogFailures() string {
+	b, err := os.ReadFile(filepath.Join(e.stateDir(), "logs", "access.log"))
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.Contains(line, " 50") {
+			out = append(out, line)
+		}
+	}
+	return "access log, 5xx:\n" + strings.Join(out, "\n")
+}
+
+// waitServedOnce gives HAProxy's server list up to timeout to settle to
+// group's instances, then checks it as checkServedOnce does.
+func (e *shoalEnv) waitServedOnce(group string, want int, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && len(e.haproxyServers(group)) != want {
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.checkServedOnce(group, want)
 }
 
 // sessionsOn adds up HAProxy's current sessions of group's instances on
@@ -352,7 +379,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d sessions there at the kill) %v",
 		dead.Addr, out.Round(time.Millisecond), replaced.Round(time.Millisecond), res.Requests, res.Failures, inFlight, res.FailureSamples)
 	if res.Failures > int64(inFlight) {
-		t.Fatalf("%d GETs failed across the host's death, want at most the %d in flight there: %v", res.Failures, inFlight, res.FailureSamples)
+		t.Fatalf("%d GETs failed across the host's death, want at most the %d in flight there: %v\n%s", res.Failures, inFlight, res.FailureSamples, e.accessLogFailures())
 	}
 	if res.Requests < 100 {
 		t.Fatalf("only %d requests went through", res.Requests)
@@ -398,7 +425,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d sessions there at the cut) %v",
 		cut.Addr, replaced.Round(time.Millisecond), res.Requests, res.Failures, inFlight, res.FailureSamples)
 	if res.Failures > int64(inFlight) {
-		t.Fatalf("%d GETs failed across the link's loss, want at most the %d in flight there: %v", res.Failures, inFlight, res.FailureSamples)
+		t.Fatalf("%d GETs failed across the link's loss, want at most the %d in flight there: %v\n%s", res.Failures, inFlight, res.FailureSamples, e.accessLogFailures())
 	}
 	if err := cut.LinkUp(ctx); err != nil {
 		t.Fatal(err)
@@ -409,7 +436,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		}
 		return nil
 	})
-	e.checkServedOnce("web", 12)
+	e.waitServedOnce("web", 12, 20*time.Second)
 
 	// kill -9 the core; plant a stray; the restarted core adopts every
 	// instance and stops the stray.
