@@ -327,6 +327,10 @@ func (p *Provider) poll(ctx context.Context, h *host) error {
 			continue
 		}
 		g := groups[in.d.PID]
+		if g == nil {
+			// The leader moved itself to another group: count it alone.
+			g = &sum{ticks: st.Ticks, rss: st.RSSPages}
+		}
 		in.setUsage(provider.Usage{
 			CPUSeconds: float64(g.ticks) / float64(h.facts.clkTck),
 			RSS:        g.rss * h.facts.pageSize,

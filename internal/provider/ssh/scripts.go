@@ -30,15 +30,24 @@ command -v "$3" >/dev/null 2>&1 || { echo "command $3 not found" >&2; exit 66; }
 // launchScript starts an instance: $1 log directory, $2 working directory,
 // $3 argv[0], $4 instance name, then env words (KEY=VALUE) and argv for
 // env(1). The instance gets a session (and process group) of its
-// own, stdin /dev/null and its output appended to its log; the script prints
-// its pid and start time (field 22 of its stat).
+// own, stdin /dev/null and its output appended to its log; the script waits
+// until it leads its session and prints its pid and start time (field 22
+// of its stat).
 const launchScript = prepare + `log=$logdir/$4.log
 shift 4
 setsid env -- "$@" </dev/null >>"$log" 2>&1 &
 pid=$!
-read -r s </proc/$pid/stat || { echo "instance exited at once" >&2; exit 1; }
-s=${s##*) }
-set -- $s
+i=0
+while :; do
+	read -r s </proc/$pid/stat || { echo "instance exited at once" >&2; exit 1; }
+	s=${s##*) }
+	set -- $s
+	# Until setsid has run, the child is in this shell's group: signals
+	# to its group would miss it.
+	[ "$3" = "$pid" ] || [ "$1" = Z ] || [ $i -ge 200 ] || { i=$((i+1)); sleep 0.01; continue; }
+	break
+done
+[ "$3" = "$pid" ] || { echo "instance did not get a session of its own" >&2; exit 1; }
 echo "$pid ${20}"
 `
 
