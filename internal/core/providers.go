@@ -52,6 +52,8 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 		StateDir: cfg.StateDir,
 		Checks:   p.checks,
 		Reclaim:  p.reclaim,
+		// One batched read of the hosts per sample of the metrics.
+		Interval: cfg.Metrics.Interval,
 		Logs:     cfg.InstanceLogs,
 	}
 	for _, pc := range cfg.Providers {

@@ -296,6 +296,9 @@ type fakeBalancer struct {
 	servers map[string]haproxy.ServerStat
 	drains  map[string]time.Duration
 	polls   int // calls of Stats
+	// refuse is how many more RemoveServer calls fail, as HAProxy's while
+	// connections are attached.
+	refuse int
 }
 
 func (b *fakeBalancer) AddServer(_ context.Context, s haproxy.Server, ready bool) error {
@@ -342,6 +345,11 @@ func (b *fakeBalancer) ShutdownSessions(_ context.Context, _, name string) error
 func (b *fakeBalancer) RemoveServer(_ context.Context, _, name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.refuse > 0 {
+		b.refuse--
+		b.ev.add("remove refused %s", name)
+		return fmt.Errorf("del server web/%s: Server still has connections attached to it, cannot remove it.", name)
+	}
 	delete(b.servers, name)
 	b.ev.add("remove %s", name)
 	return nil

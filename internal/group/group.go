@@ -51,6 +51,11 @@ const (
 	healthWatch = 500 * time.Millisecond
 	// statsMaxAge is how long one answer of HAProxy's stats serves polls.
 	statsMaxAge = 100 * time.Millisecond
+	// removeTimeout bounds taking a server out of HAProxy, removeRetry
+	// spaces the attempts; HAProxy's own timeout server (30 s by default)
+	// ends connections to a silent host.
+	removeTimeout = time.Minute
+	removeRetry   = time.Second
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -729,10 +734,31 @@ func (g *Group) drop(in *instance, reason string, out takeOut) {
 func (g *Group) removeFromLB(in *instance) {
 	// A fresh context: removal must finish even while shoal shuts down, or
 	// HAProxy would keep a server that no longer exists.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	if err := g.lb.RemoveServer(ctx, g.cfg.Name, in.name); err != nil {
-		g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+	// HAProxy refuses to delete a server while connections to it are
+	// attached, which to a host that went silent (its link down) lasts
+	// until they time out: the removal is retried, and the instance keeps
+	// its name meanwhile, so no replacement gets a second server of it.
+	for {
+		err := g.lb.RemoveServer(ctx, g.cfg.Name, in.name)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+			return
+		}
+		g.log.Warn("removing server from HAProxy failed; retrying", "instance", in.name, "err", err)
+		t, stop := g.clk.NewTimer(removeRetry)
+		select {
+		case <-t:
+			stop()
+		case <-ctx.Done():
+			stop()
+			g.log.Error("removing server from HAProxy failed", "instance", in.name, "err", err)
+			return
+		}
 	}
 }
 

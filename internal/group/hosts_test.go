@@ -209,3 +209,25 @@ func TestHostDownIsNoCrash(t *testing.T) {
 		t.Fatalf("replacements started at %v; want at once, %v", starts[2:], f2.At)
 	}
 }
+
+// TestRemovalRetried: a server HAProxy will not delete yet is retried, and
+// its instance keeps its name until it is gone, so that its replacement
+// does not become a second server of that name.
+func TestRemovalRetried(t *testing.T) {
+	r := newReconciler(t, 1, nil)
+	r.awaitStarts(1)
+	r.bringUp("web-001")
+	r.poll(stableService) // served steadily: replaced at once
+	r.lb.mu.Lock()
+	r.lb.refuse = 2
+	r.lb.mu.Unlock()
+	gone := r.watchGone("web-001")
+	r.prov.instance("web-001").exit("signal: killed")
+	r.awaitGate("web-002") // the replacement took the next name
+	for range 2 {
+		r.clk.awaitWaiters(t, r.clk.Now().Add(removeRetry), 1, "the removal's retry")
+		r.clk.Advance(removeRetry)
+	}
+	gone()
+	wantEvents(t, r.ev, "web-001", "start", "add", "ready", "remove refused", "remove refused", "remove", "stop")
+}
