@@ -110,6 +110,11 @@ func sshProviders(l *testhost.Lab, remoteDir string, providers map[string][]sshH
 // sshGroup is a group of demo-backends on provider, serving on the host's
 // address. Its checks take a dead instance out of rotation in about a
 // second: every 500 ms whatever the state, two failures, short timeouts.
+// Passive layer-4 checks take a server out at its first refused
+// connection: a dead host's servers die together and sit side by side in
+// the round robin (they were added together), so without it a GET sent in
+// the check's second could be refused by all four of its tries (3 runs of
+// 7 failed 1 to 3 GETs that way).
 func sshGroup(name, provider string, min, max int, extra string) groupSpec {
 	return groupSpec{
 		Name: name, Min: min, Max: max,
@@ -582,14 +587,18 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		"noport":  {{h: hb.noPort, ports: "20000-20000"}},
 		"hung":    {{h: hb.hung}},
 	})
-	missing := sshGroup("nobin", "good", 1, 2, "")
+	// Each group but web routes by a path of its own.
+	routed := func(name, provider string) groupSpec {
+		return sshGroup(name, provider, 1, 2, "    path_prefixes: [/"+name+"]\n")
+	}
+	missing := routed("nobin", "good")
 	missing.Command = `["/opt/shoal-test-missing/app", "--port", "{{.Port}}"]`
 	e := newEnv(t, providers,
 		sshGroup("web", "good", 1, 3, ""),
-		sshGroup("hostkey", "hostkey", 1, 2, ""),
-		sshGroup("userkey", "userkey", 1, 2, ""),
-		sshGroup("noport", "noport", 1, 2, ""),
-		sshGroup("hung", "hung", 1, 2, ""),
+		routed("hostkey", "hostkey"),
+		routed("userkey", "userkey"),
+		routed("noport", "noport"),
+		routed("hung", "hung"),
 		missing,
 	)
 
