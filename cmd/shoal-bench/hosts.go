@@ -149,7 +149,7 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	}, {
 		Name: "host killed → its instances out of rotation in HAProxy", Unit: "s", Value: f.OutOfRotation,
 		Goal: "< 1 s", Verdict: verdict(f.OutOfRotation, func(v float64) bool { return v < 1 }),
-		Note: fmt.Sprintf("%d instances on %s; checks every 500 ms (fastinter, downinter too), fall 2, timeout 500 ms", f.Instances, f.Host),
+		Note: fmt.Sprintf("%d instances on %s, polled every 50 ms; checks every 500 ms (fastinter, downinter too), fall 2, timeout 500 ms, and passive layer-4 checks (a refused connection takes its server out)", f.Instances, f.Host),
 	}, {
 		Name: "host killed → replacements in service on the other hosts", Unit: "s", Value: f.Replaced,
 		Goal: "< 20 s", Verdict: verdict(f.Replaced, func(v float64) bool { return v < 20 }),
@@ -166,7 +166,7 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	}}
 	rep.Settings = []Setting{
 		{"hosts", fmt.Sprintf("%d network namespaces on this machine, each with Debian's sshd on its own veth address; HAProxy and shoal in the root namespace", *nhosts)},
-		{"group", fmt.Sprintf("demo-backend (GOMAXPROCS=1) listening on {{.Host}}:{{.Port}}, max_size %d, placement spread; health every 500 ms, rise 2, fall 2", *burst)},
+		{"group", fmt.Sprintf("demo-backend (GOMAXPROCS=1) listening on {{.Host}}:{{.Port}}, max_size %d, placement spread; health every 500 ms, rise 2, fall 2, passive layer 4 (error_limit 1, mark-down); HAProxy timeouts connect 500 ms, server 5 s", *burst)},
 		{"load", fmt.Sprintf("open-loop GET / at %.0f/s over up to 8 keep-alive connections during the bursts and the failure", *rate)},
 		{"metrics", "interval 1 s"},
 	}
@@ -345,7 +345,8 @@ metrics: {interval: 1s}
     max_size: %d
     cooldown: {up: 0s, down: 0s}
     drain_timeout: 5s
-    health: {path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 2, fall: 2, timeout: 500ms, grace: 30s}
+    health: {path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 2, fall: 2, timeout: 500ms, grace: 30s,
+      passive: {observe: layer4, error_limit: 1, on_error: mark-down}}
 %s    template:
       command: [%q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]
       env: {GOMAXPROCS: "1"}
