@@ -53,10 +53,13 @@ type hostsFailure struct {
 	Instances     int      `json:"instances"` // on it when killed
 	OutOfRotation *float64 `json:"out_of_rotation_s"`
 	Replaced      *float64 `json:"replaced_s"`
-	Requests      int64    `json:"requests"`
-	Failed        int64    `json:"failed"`
-	Failures      []string `json:"failures,omitempty"`
-	InFlight      int      `json:"sessions_there_at_kill"`
+	MarkedDown    *float64 `json:"marked_down_s"` // the host's state "down" in GET /v1/hosts
+	// Reasons are the failures recorded for its instances: what replaced them.
+	Reasons  []string `json:"reasons,omitempty"`
+	Requests int64    `json:"requests"`
+	Failed   int64    `json:"failed"`
+	Failures []string `json:"failures,omitempty"`
+	InFlight int      `json:"sessions_there_at_kill"`
 }
 
 type hostsDetails struct {
@@ -153,7 +156,10 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 	}, {
 		Name: "host killed → replacements in service on the other hosts", Unit: "s", Value: f.Replaced,
 		Goal: "< 20 s", Verdict: verdict(f.Replaced, func(v float64) bool { return v < 20 }),
-		Note: fmt.Sprintf("host_down_after %s, then starts elsewhere; for context, the seed's MHA failover took < 20 s and an EC2 Auto Scaling replacement about 20 minutes", *downAfter),
+		Note: "an instance is replaced when it has been DOWN in HAProxy for the group's replace_after (10 s) or its host is marked down, whichever comes first, then started on another host; for context, the seed's MHA failover took < 20 s and an EC2 Auto Scaling replacement about 20 minutes",
+	}, {
+		Name: "host killed → marked down", Unit: "s", Value: f.MarkedDown,
+		Note: fmt.Sprintf("its SSH connection and its instances' checks failing for host_down_after (%s); GET /v1/hosts", *downAfter),
 	}, {
 		Name: "failed requests across the host's death", Value: num(float64(f.Failed)),
 		Goal: "≤ those in flight there", Verdict: verdict(num(float64(f.Failed)), func(v float64) bool { return v <= float64(f.InFlight) }),
@@ -170,7 +176,12 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 		{"load", fmt.Sprintf("open-loop GET / at %.0f/s over up to 8 keep-alive connections during the bursts and the failure", *rate)},
 		{"metrics", "interval 1 s"},
 	}
-	rep.Markdown = fmt.Sprintf("Failures sampled: SSH burst %v, local burst %v, host failure %v.\n", s.Failures, l.Failures, f.Failures)
+	var md strings.Builder
+	fmt.Fprintf(&md, "Failures sampled: SSH burst %v, local burst %v, host failure %v.\n\nWhat replaced the dead host's instances (their recorded failures):\n\n", s.Failures, l.Failures, f.Failures)
+	for _, r := range f.Reasons {
+		fmt.Fprintf(&md, "- %s\n", r)
+	}
+	rep.Markdown = md.String()
 	return rep, nil
 }
 
@@ -238,14 +249,23 @@ func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *
 		return err
 	}
 	deadline := start.Add(timeout)
-	for f.Replaced == nil {
+	for f.Replaced == nil || f.MarkedDown == nil {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d instances on %s not replaced within %v: %s", len(doomed), h.Addr, timeout, sh.LogTail(5))
+			return fmt.Errorf("%d instances on %s not replaced, or the host not marked down, within %v: %s", len(doomed), h.Addr, timeout, sh.LogTail(5))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
+		}
+		if f.MarkedDown == nil {
+			if hs, err := sh.API.Hosts(ctx); err == nil {
+				for _, s := range hs.Hosts {
+					if s.Name == h.Addr && s.State == "down" {
+						f.MarkedDown = num(time.Since(start).Seconds())
+					}
+				}
+			}
 		}
 		st, err := sh.API.Group(ctx, "web")
 		if err != nil {
@@ -263,13 +283,18 @@ func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *
 		if f.OutOfRotation == nil && serving == 0 {
 			f.OutOfRotation = num(time.Since(start).Seconds())
 		}
-		if there == 0 && st.InService == n && len(st.Instances) == n {
+		if f.Replaced == nil && there == 0 && st.InService == n && len(st.Instances) == n {
 			f.Replaced = num(time.Since(start).Seconds())
+			for _, fl := range st.LastFailures {
+				if slices.Contains(doomed, fl.Instance) && !slices.Contains(f.Reasons, fl.Reason) {
+					f.Reasons = append(f.Reasons, fl.Reason)
+				}
+			}
 		}
 	}
 	res := stop()
 	f.Requests, f.Failed, f.Failures = res.Sent, res.Errors, res.FailureSamples
-	env.Log.Info("host killed", "host", h.Addr, "instances", len(doomed), "out_of_rotation_s", fmtNum(f.OutOfRotation), "replaced_s", fmtNum(f.Replaced), "failed", res.Errors)
+	env.Log.Info("host killed", "host", h.Addr, "instances", len(doomed), "out_of_rotation_s", fmtNum(f.OutOfRotation), "replaced_s", fmtNum(f.Replaced), "marked_down_s", fmtNum(f.MarkedDown), "failed", res.Errors)
 	return nil
 }
 
