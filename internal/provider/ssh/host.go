@@ -93,9 +93,10 @@ type host struct {
 	// whose Stop found the host unreachable.
 	lost         map[procKey]provider.Record
 	stopOnReturn map[procKey]string
-	// sweepKeep is the keep of a StopStrays that found the host
-	// unreachable (sweepPending); swept: strays have been swept, so a
-	// marked process nobody tracks is one.
+	// sweepKeep is the keep of the last StopStrays, spared by
+	// reconciliations; sweepPending: that StopStrays found the host
+	// unreachable. swept: strays have been swept, so a marked process
+	// nobody tracks (nor keeps) is one.
 	sweepKeep    map[procKey]bool
 	sweepPending bool
 	swept        bool
@@ -556,7 +557,7 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 	clear(h.lost)
 	h.wasDown = false
 	if h.sweepPending {
-		h.sweepPending, h.sweepKeep, h.swept = false, nil, true
+		h.sweepPending, h.swept = false, true
 	}
 	p.mu.Unlock()
 

@@ -728,7 +728,9 @@ func (p *Provider) sweep(ctx context.Context, h *host, keep map[procKey]bool) ([
 		}
 		strays = append(strays, m)
 	}
-	h.swept = true
+	// A reconciliation that runs meanwhile (the host just connected)
+	// spares what keep names, which a group is about to adopt.
+	h.swept, h.sweepKeep = true, keep
 	p.mu.Unlock()
 	var recs []provider.Record
 	var errs []error
