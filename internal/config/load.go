@@ -367,27 +367,11 @@ func checkToken(t string) error {
 	return nil
 }
 
-// readToken reads a token file, refusing anything but a regular file so that
-// a mistaken path such as a FIFO or /dev/zero cannot hang or exhaust the load.
+// readToken reads a token file (see readRegular).
 func readToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	b, err := readRegular(path, maxTokenFile)
 	if err != nil {
 		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxTokenFile)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {

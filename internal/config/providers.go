@@ -32,36 +32,12 @@ func (r PortRange) String() string {
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
-// Size is how many ports r holds.
-func (r PortRange) Size() int { return r.Max - r.Min + 1 }
-
-// HostName is the host part of an ssh host's address: where its instances
-// serve, and its name in status and events.
-func (h SSHHost) HostName() string {
-	host, _, err := net.SplitHostPort(h.Address)
-	if err != nil {
-		return strings.Trim(h.Address, "[]")
-	}
-	return host
-}
-
 // DialAddress is the host's address with its SSH port (22 when left out).
 func (h SSHHost) DialAddress() string {
 	if _, _, err := net.SplitHostPort(h.Address); err == nil {
 		return h.Address
 	}
 	return net.JoinHostPort(strings.Trim(h.Address, "[]"), "22")
-}
-
-// ProviderNamed returns the provider entry called name; ok is false for
-// "local" and for names the config does not have.
-func (c *Config) ProviderNamed(name string) (Provider, bool) {
-	for _, p := range c.Providers {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Provider{}, false
 }
 
 // maxKeyFile bounds a private key or known_hosts file read at load.
@@ -317,8 +293,10 @@ func checkSSHAddress(addr string) error {
 	return nil
 }
 
-// readSmall reads a regular file of at most maxKeyFile bytes.
-func readSmall(path string) ([]byte, error) {
+// readRegular reads a regular file of at most max bytes, refusing anything
+// else so that a mistaken path such as a FIFO or /dev/zero cannot hang or
+// exhaust the load.
+func readRegular(path string, max int64) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -331,19 +309,19 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFile)
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
 	}
 	return b, nil
 }
 
 // checkKeyFile makes sure path is a private key shoal can sign with.
 func checkKeyFile(path string) error {
-	b, err := readSmall(path)
+	b, err := readRegular(path, maxKeyFile)
 	if err != nil {
 		return err
 	}
@@ -361,7 +339,7 @@ func checkKeyFile(path string) error {
 // checkKnownHost makes sure the known_hosts file at path has a key for
 // addr (host:port): a host whose key is not known is never connected to.
 func checkKnownHost(path, addr string) error {
-	if _, err := readSmall(path); err != nil {
+	if _, err := readRegular(path, maxKeyFile); err != nil {
 		return fmt.Errorf("known_hosts: %w", err)
 	}
 	cb, err := knownhosts.New(path)
@@ -501,9 +479,6 @@ func hasLabels(labels, want map[string]string) bool {
 	}
 	return true
 }
-
-// HasLabels reports whether the host carries every label of want.
-func (h SSHHost) HasLabels(want map[string]string) bool { return hasLabels(h.Labels, want) }
 
 // formatLabels writes labels as {k: v, ...}, sorted.
 func formatLabels(l map[string]string) string {

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -124,5 +125,52 @@ func TestProvidersCheck(t *testing.T) {
 			t.Fatalf("hosts %+v; want %s up and %s not, with its error", hs.Hosts, lab.Hosts[0].Addr, lab.Hosts[1].Addr)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestProvidersUpdate: a reload adds a new provider entry and applies a
+// changed host's labels and capacity through the provider's Update; an
+// unchanged entry is left alone. Nothing connects (start is not called).
+func TestProvidersUpdate(t *testing.T) {
+	dir, err := filepath.Abs("../config/testdata/ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(addr, zone string, capacity int) config.SSHHost {
+		return config.SSHHost{Address: addr, User: "deploy", KeyFile: dir + "/id_ed25519", KnownHosts: dir + "/known_hosts",
+			Labels: map[string]string{"zone": zone}, Capacity: config.Capacity{Instances: capacity}, Ports: config.DefaultPorts}
+	}
+	entry := func(name string, hosts ...config.SSHHost) config.Provider {
+		return config.Provider{Name: name, Type: config.ProviderSSH, SSH: &config.SSHProvider{
+			Hosts: hosts, HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal"}}
+	}
+	cfg := &config.Config{StateDir: t.TempDir(), Providers: []config.Provider{entry("rack", host("10.0.0.2", "a", 8))}}
+	log := slog.New(slog.DiscardHandler)
+	provs, err := newProviders(cfg, local.New(cfg.StateDir, log), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := provs.Get("rack2"); ok {
+		t.Fatal("rack2 before the reload")
+	}
+	next := &config.Config{StateDir: cfg.StateDir, Providers: []config.Provider{
+		entry("rack", host("10.0.0.2", "b", 4)),
+		entry("rack2", host("[10.0.0.3]:2222", "c", 0)),
+	}}
+	if err := provs.update(next); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := provs.Get("rack2"); !ok {
+		t.Fatal("rack2 not added by the reload")
+	}
+	got := map[string]string{}
+	for _, h := range provs.Hosts() {
+		got[h.Provider+" "+h.Name] = fmt.Sprintf("%s %d", h.Labels["zone"], h.CapacityInstances)
+	}
+	if got["rack 10.0.0.2"] != "b 4" || got["rack2 10.0.0.3"] != "c 0" || len(got) != 2 {
+		t.Fatalf("hosts after the reload: %v; want rack's host relabelled and rack2's added", got)
+	}
+	if names := provs.all(); len(names) != 3 || names[0].name != config.ProviderLocal || names[1].name != "rack" || names[2].name != "rack2" {
+		t.Fatalf("providers %v; want local, then config order", names)
 	}
 }

@@ -49,6 +49,10 @@ func (c *core) Shutdown(keepRunning bool) {
 //
 //	validate  the file loads, passes every check `shoal validate` runs and
 //	          changes nothing only a restart applies
+//	providers new provider entries are built and connect, changed hosts
+//	          apply (capacity, labels, ports, added and removed hosts); a
+//	          removed entry runs on until shoal restarts, for the groups
+//	          retiring on it
 //	prepare   the groups to change, remove and add are found; added groups
 //	          are built from their stored state (nothing runs, nothing is
 //	          written)
@@ -64,7 +68,9 @@ func (c *core) Shutdown(keepRunning bool) {
 //	          a request on them, at most drain_timeout) and stopped
 //
 // An error up to HAProxy's step changes nothing — groups, policy runners
-// and HAProxy keep the running config — and says so. HAProxy's step is the
+// and HAProxy keep the running config — and says so; only the providers'
+// step may have applied (new hosts are harmless to groups that do not use
+// them yet). HAProxy's step is the
 // only one a valid file can still fail (a listen port taken, a file HAProxy
 // refuses), so nothing else changes before it. An error while retiring
 // comes after the new config is in force, and says that instead.
