@@ -273,7 +273,7 @@ func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *
 		}
 		serving, there := 0, 0
 		for _, in := range st.Instances {
-			if slices.Contains(doomed, in.Name) && in.Health == "UP" {
+			if slices.Contains(doomed, in.Name) && in.Health.IsUp() {
 				serving++
 			}
 			if hostOf(in.Addr) == h.Addr {

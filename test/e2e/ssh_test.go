@@ -312,7 +312,7 @@ func (e *shoalEnv) waitOutOfRotation(group string, names []string, timeout time.
 			return err
 		}
 		for _, in := range st.Instances {
-			if slices.Contains(names, in.Name) && in.Health == "UP" {
+			if slices.Contains(names, in.Name) && in.Health.IsUp() {
 				return fmt.Errorf("%s is %s", in.Name, in.Health)
 			}
 		}
