@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -364,6 +365,16 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		}
 	}
 	e.checkServedOnce("web", 12)
+	// Each placement is an event with its reason.
+	placed := 0
+	for _, ev := range e.events(api.EventsQuery{Group: "web", Limit: 100}) {
+		if ev.Outcome == "placement" && strings.Contains(ev.Reason, "spread") {
+			placed++
+		}
+	}
+	if placed < 12 {
+		t.Fatalf("%d placement events with a spread reason for 12 instances placed", placed)
+	}
 
 	// A host dies: its instances leave rotation, then are replaced.
 	dead := lab.Hosts[2]
@@ -391,6 +402,9 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	}
 	if got := e.hostStatuses()[dead.Addr]; got.State != provider.HostDown || got.LastError == "" {
 		t.Fatalf("the dead host shows %+v, want down with its last error", got)
+	}
+	if out, _, _ := e.cli("status"); !strings.Contains(out, dead.Addr) || !strings.Contains(out, provider.HostDown) {
+		t.Fatalf("shoal status does not show the dead host %s as down:\n%s", dead.Addr, out)
 	}
 	if spread := e.perHost("web"); spread[lab.Hosts[0].Addr]+spread[lab.Hosts[1].Addr] != 12 {
 		t.Fatalf("replacements not on the other two hosts: %v", spread)
