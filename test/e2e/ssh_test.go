@@ -70,7 +70,6 @@ func newLab(t *testing.T, n int) *testhost.Lab {
 // the lab's key and known_hosts.
 type sshHost struct {
 	h          *testhost.Host
-	address    string // default h.Addr
 	keyFile    string
 	knownHosts string
 	ports      string // default "20000-20999"
@@ -85,10 +84,7 @@ func sshProviders(l *testhost.Lab, remoteDir string, providers map[string][]sshH
 	for _, name := range slices.Sorted(maps.Keys(providers)) {
 		fmt.Fprintf(&b, "  - name: %s\n    type: ssh\n    host_down_after: 3s\n    connect_timeout: 2s\n    remote_dir: %s\n    hosts:\n", name, remoteDir)
 		for _, h := range providers[name] {
-			addr, key, known, ports := h.address, h.keyFile, h.knownHosts, h.ports
-			if addr == "" {
-				addr = h.h.Addr
-			}
+			key, known, ports := h.keyFile, h.knownHosts, h.ports
 			if key == "" {
 				key = l.KeyFile
 			}
@@ -98,7 +94,7 @@ func sshProviders(l *testhost.Lab, remoteDir string, providers map[string][]sshH
 			if ports == "" {
 				ports = "20000-20999"
 			}
-			fmt.Fprintf(&b, "      - {address: %q, user: %s, key_file: %q, known_hosts: %q, ports: %q", addr, l.User, key, known, ports)
+			fmt.Fprintf(&b, "      - {address: %q, user: %s, key_file: %q, known_hosts: %q, ports: %q", h.h.Addr, l.User, key, known, ports)
 			if h.extra != "" {
 				b.WriteString(", " + h.extra)
 			}
