@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -130,15 +129,9 @@ const sshTimeouts = "  timeouts: {connect: 500ms, server: 2s}\n"
 // hostStatuses reads GET /v1/hosts: every host of every provider.
 func (e *shoalEnv) hostStatuses() map[string]provider.HostStatus {
 	e.t.Helper()
-	code, body := httpGetUnix(e.t, e, "/v1/hosts")
-	if code != 200 {
-		e.t.Fatalf("GET /v1/hosts: %d %s", code, body)
-	}
-	var r struct {
-		Hosts []provider.HostStatus `json:"hosts"`
-	}
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		e.t.Fatalf("decode /v1/hosts: %v\n%s", err, body)
+	r, err := e.client().Hosts(context.Background())
+	if err != nil {
+		e.t.Fatalf("GET /v1/hosts: %v", err)
 	}
 	out := map[string]provider.HostStatus{}
 	for _, h := range r.Hosts {
