@@ -212,8 +212,10 @@ func (e *shoalEnv) checkServedOnce(group string, want int) {
 	e.checkInSync(group)
 }
 
-// accessLogFailures returns the access log's lines of 5xx answers: which
-// server HAProxy tried last and why it gave up (the termination state).
+// accessLogFailures returns the access log's lines of 5xx answers, for a
+// failure's message: which server HAProxy tried last and why it gave up
+// (the termination state). Under load the log is sampled, so some may be
+// missing.
 func (e *shoalEnv) accessLogFailures() string {
 	b, err := os.ReadFile(filepath.Join(e.stateDir(), "logs", "access.log"))
 	if err != nil {
@@ -239,8 +241,8 @@ func (e *shoalEnv) waitServedOnce(group string, want int, timeout time.Duration)
 	e.checkServedOnce(group, want)
 }
 
-// sessionsOn adds up HAProxy's current sessions of group's instances on
-// host: the requests a failure of that host can cut.
+// sessionsOn adds up HAProxy's current sessions of the instances on host:
+// the requests a failure of that host can cut.
 func sessionsOn(st []instanceOnHost, host string) int {
 	n := 0
 	for _, in := range st {
@@ -251,12 +253,14 @@ func sessionsOn(st []instanceOnHost, host string) int {
 	return n
 }
 
+// instanceOnHost is an instance as a host failure sees it.
 type instanceOnHost struct {
 	name, host string
 	pid        int
 	sessions   int
 }
 
+// instancesOnHosts lists group's instances with their hosts.
 func (e *shoalEnv) instancesOnHosts(group string) []instanceOnHost {
 	e.t.Helper()
 	var out []instanceOnHost
