@@ -109,8 +109,8 @@ func sshProviders(l *testhost.Lab, remoteDir string, providers map[string][]sshH
 // Passive layer-4 checks take a server out at its first refused
 // connection: a dead host's servers die together and sit side by side in
 // the round robin (they were added together), so without it a GET sent in
-// the check's second could be refused by all four of its tries (3 runs of
-// 7 failed 1 to 3 GETs that way).
+// the check's second could be refused by all four of its tries (2 runs of
+// 5 failed 2 and 3 GETs that way).
 func sshGroup(name, provider string, min, max int, extra string) groupSpec {
 	return groupSpec{
 		Name: name, Min: min, Max: max,
