@@ -73,7 +73,7 @@ func TestRender(t *testing.T) {
 		"    hard-stop-after 30s\n    noreuseport\n",
 		"    nbthread 1\n",
 		"\ndefaults\n    mode http\n",
-		"    retries 3\n    option redispatch\n",
+		"    retries 3\n    option redispatch 1\n",
 		"    retry-on conn-failure empty-response junk-response response-timeout 502 503 504\n",
 		"    option forwardfor\n",
 		"    timeout connect 5000ms\n    timeout client 30000ms\n    timeout server 30000ms\n",

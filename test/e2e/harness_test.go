@@ -29,6 +29,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/testhost"
 )
 
 var binDir string
@@ -81,18 +82,24 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// live lists the envs whose processes their cleanup has not yet stopped.
+// live lists the envs whose processes their cleanup has not yet stopped,
+// and the test hosts not yet closed.
 var live struct {
 	sync.Mutex
 	envs map[*shoalEnv]bool
+	labs map[*testhost.Lab]bool
 }
 
 // sweepLive kills, just before the suite's timeout, every process of a
-// live env and every process run from binDir (shoal serve itself).
+// live env, every process run from binDir (shoal serve itself) and
+// everything on the test hosts (closing them).
 func sweepLive() {
 	live.Lock()
 	defer live.Unlock()
-	fmt.Fprintf(os.Stderr, "e2e: the suite is about to time out; killing the processes of %d live env(s)\n", len(live.envs))
+	fmt.Fprintf(os.Stderr, "e2e: the suite is about to time out; killing the processes of %d live env(s) and %d lab(s) of test hosts\n", len(live.envs), len(live.labs))
+	for l := range live.labs {
+		_ = l.Close()
+	}
 	for e := range live.envs {
 		for _, pid := range e.ourProcesses() {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/loadgen"
+	"github.com/shoal-lb/shoal/internal/testhost"
+)
+
+// hosts measures instances on other servers over SSH (the ssh provider) on
+// test hosts: network namespaces with a real sshd each, reached over a veth
+// (internal/testhost; needs root). It times a burst from 2 to -burst
+// instances spread over the hosts until all are in service, under a light
+// open-loop GET load whose failures it counts; samples shoal's own CPU
+// (utime+stime from /proc) over -seconds while it watches them at a 1 s
+// interval; then kills a host (its sshd and instances, SIGKILL) and times
+// its instances' leaving rotation in HAProxy (as shoal's API reports
+// HAProxy's checks) and their replacements' being in service on the other
+// hosts, with the default host_down_after of 15 s. The baselines, measured
+// in the same run, are the same burst and the same CPU sample with the
+// local provider: processes on this machine.
+func init() {
+	register(&command{
+		name:    "hosts",
+		summary: "instances on 3 SSH hosts: a 2→30 burst, a host's failure, shoal's CPU; vs the local provider",
+		run:     runHosts,
+	})
+}
+
+type hostsPhase struct {
+	Provider  string   `json:"provider"`
+	BurstS    *float64 `json:"burst_s"` // scale request to all in service
+	Requests  int64    `json:"requests"`
+	Failed    int64    `json:"failed"`
+	Failures  []string `json:"failures,omitempty"`
+	CPU       *float64 `json:"cpu_percent_of_one_core"`
+	RSSKiB    *float64 `json:"rss_kib"`
+	PerHost   []int    `json:"instances_per_host,omitempty"`
+	CPUSample float64  `json:"cpu_sample_s"`
+}
+
+type hostsFailure struct {
+	Host          string   `json:"host"`
+	Instances     int      `json:"instances"` // on it when killed
+	OutOfRotation *float64 `json:"out_of_rotation_s"`
+	Replaced      *float64 `json:"replaced_s"`
+	MarkedDown    *float64 `json:"marked_down_s"` // the host's state "down" in GET /v1/hosts
+	// Reasons are the failures recorded for its instances: what replaced them.
+	Reasons  []string `json:"reasons,omitempty"`
+	Requests int64    `json:"requests"`
+	Failed   int64    `json:"failed"`
+	Failures []string `json:"failures,omitempty"`
+	InFlight int      `json:"sessions_there_at_kill"`
+}
+
+type hostsDetails struct {
+	SSH     hostsPhase   `json:"ssh"`
+	Local   hostsPhase   `json:"local"`
+	Failure hostsFailure `json:"host_failure"`
+}
+
+func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
+	nhosts := fs.Int("hosts", 3, "test hosts (network namespaces with an sshd)")
+	burst := fs.Int("burst", 30, "instances to scale to from 2")
+	sample := fs.Duration("seconds", 60*time.Second, "how long to sample shoal's CPU")
+	settle := fs.Duration("settle", 10*time.Second, "wait after the burst before sampling CPU")
+	rate := fs.Float64("rate", 50, "light load during the burst and the failure, GET/s")
+	downAfter := fs.Duration("host-down-after", 15*time.Second, "the ssh provider's host_down_after")
+	timeout := fs.Duration("timeout", 90*time.Second, "longest a burst or a replacement may take")
+	var bins binFlags
+	bins.register(fs)
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *nhosts < 2 || *burst < 3 || *burst > 100 || *sample < time.Second || *settle < 0 || *rate <= 0 || *downAfter < time.Second {
+		return nil, badUsage("-hosts >= 2, -burst 3..100, -seconds >= 1s, -settle >= 0, -rate > 0 and -host-down-after >= 1s please")
+	}
+	backend, sbin, err := bins.resolve()
+	if err != nil {
+		return nil, err
+	}
+	labDir := filepath.Join(env.Work, "hosts")
+	if err := os.Mkdir(labDir, 0o700); err != nil {
+		return nil, err
+	}
+	lab, err := testhost.New(ctx, labDir, *nhosts)
+	if err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
+	defer lab.Close()
+
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	det := &hostsDetails{SSH: hostsPhase{Provider: "ssh"}, Local: hostsPhase{Provider: "local"}}
+	rep.Details = det
+
+	// The baseline first: the group on the local provider.
+	local, err := env.StartShoalOn(sbin, func(port int) string {
+		return hostsConfig(port, filepath.Join(env.Work, "state-local"), backend, *burst, "")
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := hostsBurst(ctx, env, local, &det.Local, *burst, *rate, *timeout); err != nil {
+		return nil, fmt.Errorf("local burst: %w", err)
+	}
+	if err := hostsCPU(ctx, env, local, &det.Local, *settle, *sample); err != nil {
+		return nil, err
+	}
+	env.Stop(local.Proc)
+
+	// Then the same on the hosts, and a host's failure.
+	sh, err := env.StartShoalOn(sbin, func(port int) string {
+		return hostsConfig(port, filepath.Join(env.Work, "state-ssh"), backend, *burst, sshProviderYAML(lab, filepath.Join(env.Work, "remote"), *downAfter))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := hostsBurst(ctx, env, sh, &det.SSH, *burst, *rate, *timeout); err != nil {
+		return nil, fmt.Errorf("ssh burst: %w", err)
+	}
+	for _, h := range lab.Hosts {
+		det.SSH.PerHost = append(det.SSH.PerHost, countOn(ctx, sh, h.Addr))
+	}
+	if err := hostsCPU(ctx, env, sh, &det.SSH, *settle, *sample); err != nil {
+		return nil, err
+	}
+	if err := hostFailure(ctx, env, sh, lab.Hosts[len(lab.Hosts)-1], &det.Failure, *burst, *rate, *timeout); err != nil {
+		return nil, fmt.Errorf("host failure: %w", err)
+	}
+	env.Stop(sh.Proc)
+
+	s, l, f := det.SSH, det.Local, det.Failure
+	rep.Figures = []Figure{{
+		Name: fmt.Sprintf("burst 2 → %d instances on %d SSH hosts, until all in service", *burst, *nhosts), Unit: "s", Value: s.BurstS,
+		Baseline: "local provider", BaselineValue: l.BurstS, Ratio: ratioOf(s.BurstS, l.BurstS),
+		Goal: "≤ 15 s", Verdict: verdict(s.BurstS, func(v float64) bool { return v <= 15 }),
+		Note: fmt.Sprintf("one scale job; instances per host after it: %v", s.PerHost),
+	}, {
+		Name: "failed requests during the SSH burst", Value: num(float64(s.Failed)),
+		Baseline: "local provider", BaselineValue: num(float64(l.Failed)),
+		Goal: "0", Verdict: verdict(num(float64(s.Failed)), func(v float64) bool { return v == 0 }),
+		Note: fmt.Sprintf("%d and %d requests at %.0f GET/s", s.Requests, l.Requests, *rate),
+	}, {
+		Name: "host killed → its instances out of rotation in HAProxy", Unit: "s", Value: f.OutOfRotation,
+		Goal: "< 1 s", Verdict: verdict(f.OutOfRotation, func(v float64) bool { return v < 1 }),
+		Note: fmt.Sprintf("%d instances on %s, polled every 50 ms; checks every 500 ms (fastinter, downinter too), fall 2, timeout 500 ms, and passive layer-4 checks (a refused connection takes its server out)", f.Instances, f.Host),
+	}, {
+		Name: "host killed → replacements in service on the other hosts", Unit: "s", Value: f.Replaced,
+		Goal: "< 20 s", Verdict: verdict(f.Replaced, func(v float64) bool { return v < 20 }),
+		Note: "an instance is replaced when it has been DOWN in HAProxy for the group's replace_after (10 s) or its host is marked down, whichever comes first, then started on another host; for context, the seed's MHA failover took < 20 s and an EC2 Auto Scaling replacement about 20 minutes",
+	}, {
+		Name: "host killed → marked down", Unit: "s", Value: f.MarkedDown,
+		Note: fmt.Sprintf("its SSH connection and its instances' checks failing for host_down_after (%s); GET /v1/hosts", *downAfter),
+	}, {
+		Name: "failed requests across the host's death", Value: num(float64(f.Failed)),
+		Goal: "≤ those in flight there", Verdict: verdict(num(float64(f.Failed)), func(v float64) bool { return v <= float64(f.InFlight) }),
+		Note: fmt.Sprintf("%d requests; %d sessions on the host's instances at the kill", f.Requests, f.InFlight),
+	}, {
+		Name: fmt.Sprintf("shoal's CPU watching %d remote instances at a 1 s interval", *burst), Unit: "% of a core", Value: s.CPU,
+		Baseline: fmt.Sprintf("%d local instances", *burst), BaselineValue: l.CPU, Ratio: ratioOf(s.CPU, l.CPU),
+		Goal: "< 2 %", Verdict: verdict(s.CPU, func(v float64) bool { return v < 2 }),
+		Note: fmt.Sprintf("utime+stime of the shoal process over %s, no requests; RSS %s KiB (local: %s KiB)", *sample, fmtNum(s.RSSKiB), fmtNum(l.RSSKiB)),
+	}}
+	rep.Settings = []Setting{
+		{"hosts", fmt.Sprintf("%d network namespaces on this machine, each with Debian's sshd on its own veth address; HAProxy and shoal in the root namespace", *nhosts)},
+		{"group", fmt.Sprintf("demo-backend (GOMAXPROCS=1) listening on {{.Host}}:{{.Port}}, max_size %d, placement spread; health every 500 ms, rise 2, fall 2, passive layer 4 (error_limit 1, mark-down); HAProxy timeouts connect 500 ms, server 5 s", *burst)},
+		{"load", fmt.Sprintf("open-loop GET / at %.0f/s over up to 8 keep-alive connections during the bursts and the failure", *rate)},
+		{"metrics", "interval 1 s"},
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "Failures sampled: SSH burst %v, local burst %v, host failure %v.\n\nWhat replaced the dead host's instances (their recorded failures):\n\n", s.Failures, l.Failures, f.Failures)
+	for _, r := range f.Reasons {
+		fmt.Fprintf(&md, "- %s\n", r)
+	}
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+// hostsBurst scales sh's group from 2 to n under light load and times the
+// scale request until all n are in service.
+func hostsBurst(ctx context.Context, env *Env, sh *Shoal, ph *hostsPhase, n int, rate float64, timeout time.Duration) error {
+	if err := sh.WaitInService(ctx, "web", 2, timeout, pollEvery); err != nil {
+		return err
+	}
+	stop := lightLoad(ctx, sh.URL("/"), rate)
+	start := time.Now()
+	if _, err := sh.API.Scale(ctx, "web", api.ScaleRequest{Size: &n, Source: "shoal-bench"}); err != nil {
+		stop()
+		return err
+	}
+	err := sh.WaitInService(ctx, "web", n, timeout, 50*time.Millisecond)
+	took := time.Since(start).Seconds()
+	res := stop()
+	if err != nil {
+		return err
+	}
+	ph.BurstS, ph.Requests, ph.Failed, ph.Failures = num(took), res.Sent, res.Errors, res.FailureSamples
+	env.Log.Info("burst", "provider", ph.Provider, "instances", n, "seconds", round2(took), "requests", res.Sent, "failed", res.Errors)
+	return nil
+}
+
+// hostsCPU samples shoal's own CPU with the group idle.
+func hostsCPU(ctx context.Context, env *Env, sh *Shoal, ph *hostsPhase, settle, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settle):
+	}
+	cpu, rss, err := processCPU(ctx, sh.Proc.Pid(), d)
+	if err != nil {
+		return fmt.Errorf("sample shoal's CPU: %w", err)
+	}
+	ph.CPU, ph.RSSKiB, ph.CPUSample = num(cpu), num(rss), d.Seconds()
+	env.Log.Info("shoal CPU", "provider", ph.Provider, "cpu_percent", round2(cpu), "rss_kib", rss)
+	return nil
+}
+
+// hostFailure kills h and times its instances' leaving rotation and their
+// replacement elsewhere, polling shoal's API every 50 ms.
+func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *hostsFailure, n int, rate float64, timeout time.Duration) error {
+	st, err := sh.API.Group(ctx, "web")
+	if err != nil {
+		return err
+	}
+	var doomed []string
+	for _, in := range st.Instances {
+		if hostOf(in.Addr) == h.Addr {
+			doomed = append(doomed, in.Name)
+			f.InFlight += in.Sessions
+		}
+	}
+	f.Host, f.Instances = h.Addr, len(doomed)
+	if len(doomed) == 0 {
+		return fmt.Errorf("no instance on %s to lose", h.Addr)
+	}
+	stop := lightLoad(ctx, sh.URL("/"), rate)
+	defer stop()
+	start := time.Now()
+	if err := h.Kill(ctx); err != nil {
+		return err
+	}
+	deadline := start.Add(timeout)
+	for f.Replaced == nil || f.MarkedDown == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d instances on %s not replaced, or the host not marked down, within %v: %s", len(doomed), h.Addr, timeout, sh.LogTail(5))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if f.MarkedDown == nil {
+			if hs, err := sh.API.Hosts(ctx); err == nil {
+				for _, s := range hs.Hosts {
+					if s.Name == h.Addr && s.State == "down" {
+						f.MarkedDown = num(time.Since(start).Seconds())
+					}
+				}
+			}
+		}
+		st, err := sh.API.Group(ctx, "web")
+		if err != nil {
+			continue
+		}
+		serving, there := 0, 0
+		for _, in := range st.Instances {
+			if slices.Contains(doomed, in.Name) && in.Health.IsUp() {
+				serving++
+			}
+			if hostOf(in.Addr) == h.Addr {
+				there++
+			}
+		}
+		if f.OutOfRotation == nil && serving == 0 {
+			f.OutOfRotation = num(time.Since(start).Seconds())
+		}
+		if f.Replaced == nil && there == 0 && st.InService == n && len(st.Instances) == n {
+			f.Replaced = num(time.Since(start).Seconds())
+			for _, fl := range st.LastFailures {
+				if slices.Contains(doomed, fl.Instance) && !slices.Contains(f.Reasons, fl.Reason) {
+					f.Reasons = append(f.Reasons, fl.Reason)
+				}
+			}
+		}
+	}
+	res := stop()
+	f.Requests, f.Failed, f.Failures = res.Sent, res.Errors, res.FailureSamples
+	env.Log.Info("host killed", "host", h.Addr, "instances", len(doomed), "out_of_rotation_s", fmtNum(f.OutOfRotation), "replaced_s", fmtNum(f.Replaced), "marked_down_s", fmtNum(f.MarkedDown), "failed", res.Errors)
+	return nil
+}
+
+// lightLoad sends GETs at rate until the returned stop is called.
+func lightLoad(ctx context.Context, url string, rate float64) (stop func() loadgen.OpenResult) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan loadgen.OpenResult, 1)
+	go func() {
+		res, _ := loadgen.RunOpen(ctx, loadgen.OpenOptions{URL: url, Timeout: 10 * time.Second, MaxConns: 8,
+			Schedule: []loadgen.Segment{{Rate: rate, Duration: time.Hour}}})
+		done <- res
+	}()
+	var res *loadgen.OpenResult
+	return func() loadgen.OpenResult {
+		if res == nil {
+			cancel()
+			r := <-done
+			res = &r
+		}
+		return *res
+	}
+}
+
+// countOn counts the group's instances whose address is on host.
+func countOn(ctx context.Context, sh *Shoal, host string) int {
+	st, err := sh.API.Group(ctx, "web")
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, in := range st.Instances {
+		if hostOf(in.Addr) == host {
+			n++
+		}
+	}
+	return n
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+// sshProviderYAML is a providers section with one ssh provider, rack, on
+// every host of lab.
+func sshProviderYAML(lab *testhost.Lab, remoteDir string, downAfter time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "providers:\n  - name: rack\n    type: ssh\n    host_down_after: %s\n    remote_dir: %s\n    hosts:\n", downAfter, remoteDir)
+	for _, h := range lab.Hosts {
+		fmt.Fprintf(&b, "      - {address: %q, user: %s, key_file: %q, known_hosts: %q}\n", h.Addr, lab.User, lab.KeyFile, lab.KnownHosts)
+	}
+	return b.String()
+}
+
+// hostsConfig is one group of demo-backends listening on {{.Host}}, on the
+// provider of providers (the local one when empty).
+func hostsConfig(port int, stateDir, backend string, maxSize int, providers string) string {
+	group := ""
+	if providers != "" {
+		group = "    provider: rack\n    placement: {strategy: spread}\n"
+	}
+	return fmt.Sprintf(`listen: 127.0.0.1:%d
+state_dir: %s
+haproxy:
+  timeouts: {connect: 500ms, server: 5s}
+metrics: {interval: 1s}
+%sgroups:
+  - name: web
+    min_size: 2
+    max_size: %d
+    cooldown: {up: 0s, down: 0s}
+    drain_timeout: 5s
+    health: {path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 2, fall: 2, timeout: 500ms, grace: 30s,
+      passive: {observe: layer4, error_limit: 1, on_error: mark-down}}
+%s    template:
+      command: [%q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]
+      env: {GOMAXPROCS: "1"}
+      stop_timeout: 5s
+`, port, stateDir, providers, maxSize, group, backend)
+}
