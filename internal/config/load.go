@@ -548,6 +548,10 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	d.groupProvider(f, &g)
+	if g.Provider != ProviderLocal && !hasKey(f.get("health"), "passive") {
+		p := defaultRemotePassive
+		g.Health.Passive = &p
+	}
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }

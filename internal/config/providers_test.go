@@ -68,6 +68,37 @@ func TestParseProviders(t *testing.T) {
 	}
 }
 
+// TestRemotePassiveDefault: a group on another provider than local gets a
+// passive layer-4 check unless it writes health.passive (on or off); a local
+// group gets none.
+func TestRemotePassiveDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		want           *Passive
+	}{
+		{"remote, left out", "", "", &defaultRemotePassive},
+		{"remote, written", "    provider: rack\n", "    provider: rack\n    health: {passive: {observe: layer7}}\n",
+			&Passive{Enabled: true, Observe: "layer7", ErrorLimit: 10, OnError: "mark-down"}},
+		{"remote, turned off", "    provider: rack\n", "    provider: rack\n    health: {passive: {enabled: false}}\n", nil},
+		{"local", "    provider: rack\n    placement: {strategy: pack, labels: {zone: b}}\n", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := providersDoc
+			if tc.old != "" {
+				doc = strings.Replace(doc, tc.old, tc.new, 1)
+			}
+			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			got := cfg.Groups[0].Health.Passive
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Errorf("health.passive = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseHomeKeyFile(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)

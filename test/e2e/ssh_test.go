@@ -617,7 +617,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 	want := map[string][]string{ // host → what its result must say
 		hb.good.Addr:         {"/opt/shoal-test-missing/app"},
 		hb.wrongHostKey.Addr: {"host key"},
-		hb.wrongKey.Addr:     {"authenticat"},
+		hb.wrongKey.Addr:     {"refused the key"},
 		hb.noPort.Addr:       {"port"},
 		hb.hung.Addr:         {"timeout"},
 	}
@@ -635,7 +635,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 
 	// Each group's start fails on the instance with the reason, and the
 	// core keeps answering.
-	for group, says := range map[string]string{"hostkey": "host key", "userkey": "authenticat", "noport": "port", "hung": "timeout", "nobin": "/opt/shoal-test-missing/app"} {
+	for group, says := range map[string]string{"hostkey": "host key", "userkey": "refused the key", "noport": "port", "hung": "timeout", "nobin": "/opt/shoal-test-missing/app"} {
 		e.eventually(group+"'s start fails with the reason", 30*time.Second, func() error {
 			st := groupOf(t, e.status(), group)
 			for _, f := range st.LastFailures {

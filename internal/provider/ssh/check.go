@@ -46,7 +46,7 @@ func (p *Provider) checkHost(ctx context.Context, h *host, tmpls map[string]conf
 	r := provider.CheckResult{Provider: p.name, Host: h.name}
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
-	c, err := dial(ctx, hc.DialAddress(), cc, ct)
+	c, err := dial(ctx, hc, cc, ct)
 	if err != nil {
 		problem("cannot connect as %s: %v", hc.User, err)
 		return r

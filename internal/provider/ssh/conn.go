@@ -98,7 +98,8 @@ func knownAlgorithms(cb gossh.HostKeyCallback, addr string) []string {
 // dial connects and authenticates within timeout: the TCP connect and the
 // whole handshake, so a host that accepts the connection and then says
 // nothing fails in time.
-func dial(ctx context.Context, addr string, cc *gossh.ClientConfig, timeout time.Duration) (*gossh.Client, error) {
+func dial(ctx context.Context, hc config.SSHHost, cc *gossh.ClientConfig, timeout time.Duration) (*gossh.Client, error) {
+	addr := hc.DialAddress()
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -116,6 +117,12 @@ func dial(ctx context.Context, addr string, cc *gossh.ClientConfig, timeout time
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("ssh: %s accepted the connection but did not complete the SSH handshake within %s (connect_timeout)", addr, timeout)
+		}
+		// The library says only "unable to authenticate, attempted methods
+		// [none publickey]": name the key and the login, what the operator
+		// fixes.
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			return nil, fmt.Errorf("ssh: %s refused the key %s for user %s (is its public key in that user's authorized_keys there?): %w", addr, hc.KeyFile, hc.User, err)
 		}
 		return nil, err // "ssh: handshake failed: …"
 	}

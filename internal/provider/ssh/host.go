@@ -155,10 +155,10 @@ func (p *Provider) manage(ctx context.Context, h *host) {
 	backoff := backoffMin
 	for {
 		p.mu.Lock()
-		cc, addr := h.clientCfg, h.cfg.DialAddress()
+		cc, hc := h.clientCfg, h.cfg
 		p.mu.Unlock()
 		ct, _, _ := p.settings()
-		c, err := dial(ctx, addr, cc, ct)
+		c, err := dial(ctx, hc, cc, ct)
 		if ctx.Err() != nil {
 			if c != nil {
 				c.Close()

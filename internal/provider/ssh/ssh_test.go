@@ -702,7 +702,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"unknown host key", unknownKey, tmpl, "is not in " + otherKnown + ": check its fingerprint, then add it with `ssh-keyscan"},
 		{"changed host key", changedKey, tmpl, "host key of " + l.Hosts[0].Addr + ":22 CHANGED"},
-		{"wrong key", wrongKey, tmpl, "unable to authenticate"},
+		{"wrong key", wrongKey, tmpl, "refused the key " + wrongKey.KeyFile + " for user " + wrongKey.User},
 		{"hangs", hung, tmpl, fmt.Sprintf("did not complete the SSH handshake within %s", testConnTimeout)},
 		{"no free port", noPort, tmpl, "no free port in 20500-20500 (1 in use)"},
 		{"working directory missing", hostConfig(l, 1), noDir, "working directory /nonexistent/shoal-test-dir not found on host " + l.Hosts[1].Addr},
