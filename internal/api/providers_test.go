@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -53,23 +54,6 @@ func serveUnix(t *testing.T, h http.Handler) *Client {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return NewClient(sock)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // TestInstanceLogs: GET /v1/instances/{name}/logs through the client, on a
@@ -117,7 +101,7 @@ func TestInstanceLogs(t *testing.T) {
 
 	// Following: what is written after the request arrives too.
 	fctx, cancel := context.WithCancel(ctx)
-	var followed lockedWriter
+	var followed testbin.Buffer
 	done := make(chan error, 1)
 	go func() { done <- c.Logs(fctx, "web-001", provider.LogOptions{Lines: 1, Follow: true}, &followed) }()
 	time.Sleep(time.Second)

@@ -2,7 +2,6 @@ package core
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,9 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
@@ -64,28 +64,11 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.C
 	return certFile, keyFile, pool
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startAdmin serves the real API handler (no job manager: /healthz needs
 // none) on a real TCP listener with lim, and stops it when the test ends.
-func startAdmin(t *testing.T, a config.Admin, lim adminLimits) (addr string, log *lockedBuffer) {
+func startAdmin(t *testing.T, a config.Admin, lim adminLimits) (addr string, log *testbin.Buffer) {
 	t.Helper()
-	log = &lockedBuffer{}
+	log = &testbin.Buffer{}
 	h := api.NewHandler(nil, nil, slog.New(slog.NewTextHandler(log, nil)), a.Token)
 	srv, l, err := listenAdmin(a, h, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), lim)
 	if err != nil {

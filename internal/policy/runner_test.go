@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
@@ -60,24 +61,6 @@ func (c *clock) set(t time.Time) {
 	c.mu.Unlock()
 }
 
-// syncBuffer is a log sink safe for the runner's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -104,7 +87,7 @@ func TestRunner(t *testing.T) {
 	h := history{}.fill("cpu.avg", -600, 1200, constant(90)).fill("size", -600, 1200, constant(4)).fill("ready", -600, 1200, constant(4))
 	sub := &submitter{}
 	clk := &clock{t: secs(0)}
-	logs := &syncBuffer{}
+	logs := &testbin.Buffer{}
 	newRunner := func() *Runner {
 		return &Runner{Group: g, Metrics: h, Jobs: sub, State: func() State { return State{Desired: 4} },
 			Store: st, Log: slog.New(slog.NewTextHandler(logs, nil)), Now: clk.now}
@@ -279,7 +262,7 @@ func TestRunnerMatchesReplay(t *testing.T) {
 		s := cooldowns
 		s.Desired = 3
 		return s
-	}, Store: st, Log: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}
+	}, Store: st, Log: slog.New(slog.NewTextHandler(&testbin.Buffer{}, nil))}
 	ctx := context.Background()
 	l, err := r.start(ctx)
 	if err != nil {

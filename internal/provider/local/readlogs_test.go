@@ -10,31 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
-
-// syncBuffer is a bytes.Buffer a follower writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // numbers returns the N of every "line N" in out, and fails on any other
 // line after the first numbered one.
@@ -125,7 +108,7 @@ func TestLogsFollowSurvivesRotation(t *testing.T) {
 	waitSize(t, log, 100)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testbin.Buffer
 	done, finished := make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(finished)

@@ -19,31 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/testbin"
+
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/testhost"
 )
 
-// demoBackend is the repo's demo-backend, built once for the package.
-var demoBackend string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shoal-ssh-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	demoBackend = filepath.Join(dir, "demo-backend")
-	if out, err := exec.Command("go", "build", "-o", demoBackend, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build demo-backend: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // Timing of the tests' providers: short, so host failures show in
 // seconds, but with room for a loaded machine (a poll that takes longer
@@ -134,7 +118,7 @@ func (l testLog) Write(b []byte) (int, error) {
 
 func demoTemplate(t *testing.T) config.Template {
 	t.Helper()
-	tmpl, err := config.NewTemplate([]string{demoBackend, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"}, nil)
+	tmpl, err := config.NewTemplate([]string{testbin.DemoBackend(t), "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,7 +656,7 @@ func TestBadInput(t *testing.T) {
 	// Host 1 with one port, taken by a listener there.
 	noPort := hostConfig(l, 1)
 	noPort.Ports = config.PortRange{Min: 20500, Max: 20500}
-	listener := exec.Command("ip", "netns", "exec", l.Hosts[1].Name, demoBackend, "--listen", l.Hosts[1].Addr+":20500")
+	listener := exec.Command("ip", "netns", "exec", l.Hosts[1].Name, testbin.DemoBackend(t), "--listen", l.Hosts[1].Addr+":20500")
 	if err := listener.Start(); err != nil {
 		t.Fatal(err)
 	}

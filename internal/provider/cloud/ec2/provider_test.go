@@ -3,16 +3,12 @@ package ec2
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -24,39 +20,7 @@ import (
 // emulator mode: each instance gets a local demo-backend stand-in on
 // 127.0.0.1, which is all that is ever sent traffic.
 
-var (
-	buildOnce   sync.Once
-	demoBackend string
-	buildErr    error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if demoBackend != "" {
-		os.RemoveAll(filepath.Dir(demoBackend))
-	}
-	os.Exit(code)
-}
-
-// backend builds the repo's demo-backend, once.
-func backend(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shoal-ec2-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		demoBackend = filepath.Join(dir, "demo-backend")
-		if out, err := exec.Command("go", "build", "-o", demoBackend, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build demo-backend: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return demoBackend
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // running is a cloud.Provider whose Run loop runs until stop, which
 // returns once Run has.
@@ -70,7 +34,7 @@ func runProvider(t *testing.T, d cloud.Driver, owner, stateDir string) *running 
 	cfg := config.CloudProvider{
 		Port: 8080, Interval: 500 * time.Millisecond, BootTimeout: 30 * time.Second,
 		CreateTimeout: 30 * time.Second, DeleteTimeout: 30 * time.Second,
-		Emulator: &config.Emulator{StandIn: []string{backend(t), "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}},
+		Emulator: &config.Emulator{StandIn: []string{testbin.DemoBackend(t), "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}},
 	}
 	p, err := cloud.New("aws", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderEC2, StateDir: stateDir})
 	if err != nil {
@@ -82,29 +46,6 @@ func runProvider(t *testing.T, d cloud.Driver, owner, stateDir string) *running 
 	r := &running{Provider: p, stop: func() { cancel(); wg.Wait() }}
 	t.Cleanup(r.stop)
 	return r
-}
-
-// get asks addr, which must be on 127.0.0.0/8, for / and returns who
-// answered (demo-backend's X-Instance).
-func get(t *testing.T, addr string) string {
-	t.Helper()
-	host, _, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		t.Fatalf("refusing to send traffic to %s: not loopback (moto's addresses are invented)", addr)
-	}
-	var last error
-	for range 50 {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return resp.Header.Get("X-Instance")
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("GET %s: %v", addr, last)
-	return ""
 }
 
 // listed returns the owner's instances in moto by ID, as the driver lists
@@ -181,7 +122,7 @@ func TestProviderMoto(t *testing.T) {
 		if !strings.HasPrefix(rec.Addr, "127.0.0.1:") || strings.HasPrefix(rec.Addr, s.IP+":") {
 			t.Errorf("record addr %s, want its stand-in's on 127.0.0.1, never moto's %s", rec.Addr, s.IP)
 		}
-		if got := get(t, rec.Addr); got != "stand-in-"+rec.Name {
+		if got := testbin.Get(t, rec.Addr); got != "stand-in-"+rec.Name {
 			t.Errorf("GET %s answered as %q", rec.Addr, got)
 		}
 	}

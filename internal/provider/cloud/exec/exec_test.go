@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -19,30 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/testbin"
+
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 )
 
-// demoBackend is the repo's demo-backend, built once for the package.
-var demoBackend string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shoal-exec-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	demoBackend = filepath.Join(dir, "demo-backend")
-	if out, err := osexec.Command("go", "build", "-o", demoBackend, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build demo-backend: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // fakeCloud is testdata/fakecloud.sh's state directory: a cloud whose
 // servers are demo-backend processes on loopback addresses.
@@ -62,7 +45,7 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 		}
 	}
 	c := &fakeCloud{t: t, dir: t.TempDir(), port: freePort(t)}
-	if err := os.WriteFile(filepath.Join(c.dir, "backend"), []byte(demoBackend), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, "backend"), []byte(testbin.DemoBackend(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.killAll)
@@ -214,28 +197,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// get asks addr (always on 127.0.0.0/8) for / and returns the X-Instance header.
-func get(t *testing.T, addr string) string {
-	t.Helper()
-	host, _, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		t.Fatalf("refusing to send traffic to %s: not loopback", addr)
-	}
-	var last error
-	for range 50 {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return resp.Header.Get("X-Instance")
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("GET %s: %v", addr, last)
-	return ""
-}
-
 // exits reports whether pid has exited (or is a zombie nobody reaped)
 // within d.
 func exits(pid int, d time.Duration) bool {
@@ -314,7 +275,7 @@ func TestStartServeStop(t *testing.T) {
 		if s.Tags[cloud.TagOwner] != "owner-a" || s.Tags[cloud.TagInstance] != rec.Name || s.Tags[cloud.TagGroup] != "web" {
 			t.Errorf("server %s tags %v", s.ID, s.Tags)
 		}
-		if got := get(t, rec.Addr); got != rec.Name {
+		if got := testbin.Get(t, rec.Addr); got != rec.Name {
 			t.Errorf("GET %s answered as %q, want %s", rec.Addr, got, rec.Name)
 		}
 		var d struct{ ID, Name, Driver string }
@@ -480,7 +441,7 @@ func TestAdoptAndStrays(t *testing.T) {
 	if _, ok := servers[foreign.Record().ID]; !ok {
 		t.Error("another owner's server deleted")
 	}
-	if got := get(t, in.Record().Addr); got != "web-001" {
+	if got := testbin.Get(t, in.Record().Addr); got != "web-001" {
 		t.Errorf("adopted instance answers as %q", got)
 	}
 }
@@ -602,7 +563,7 @@ func TestRetryableCreate(t *testing.T) {
 	if n := e.prov.Calls().Create; n != 3 {
 		t.Errorf("%d creates, want 3", n)
 	}
-	get(t, in.Record().Addr)
+	testbin.Get(t, in.Record().Addr)
 }
 
 // TestLeftoverOfRetriedCreate: a create that made a server but reported
@@ -690,7 +651,7 @@ func TestStopRetriesWhileDeleteFails(t *testing.T) {
 func TestEmulatorStandIns(t *testing.T) {
 	c := newFakeCloud(t)
 	e := newProvider(t, c, "owner-i", func(cfg *config.CloudProvider) {
-		cfg.Emulator = &config.Emulator{StandIn: []string{demoBackend, "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}}
+		cfg.Emulator = &config.Emulator{StandIn: []string{testbin.DemoBackend(t), "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}}
 	})
 	ctx := ctxFor(t, time.Minute)
 	in, err := e.prov.Start(ctx, spec("web-001", 1))
@@ -701,7 +662,7 @@ func TestEmulatorStandIns(t *testing.T) {
 	if !strings.HasPrefix(rec.Addr, "127.0.0.1:") {
 		t.Fatalf("addr %s, want the stand-in's on 127.0.0.1", rec.Addr)
 	}
-	if got := get(t, rec.Addr); got != "stand-in-web-001" {
+	if got := testbin.Get(t, rec.Addr); got != "stand-in-web-001" {
 		t.Errorf("answered as %q", got)
 	}
 	if in.PID() <= 0 {
@@ -750,7 +711,7 @@ func TestRunEndsLeavingInstances(t *testing.T) {
 	c := newFakeCloud(t)
 	cfg := config.CloudProvider{Port: c.port, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
-		Emulator: &config.Emulator{StandIn: []string{demoBackend, "--listen", "127.0.0.1:{{.Port}}"}}}
+		Emulator: &config.Emulator{StandIn: []string{testbin.DemoBackend(t), "--listen", "127.0.0.1:{{.Port}}"}}}
 	d, err := exec.New(c.config(), cfg.Port)
 	if err != nil {
 		t.Fatal(err)

@@ -3,16 +3,13 @@ package sacloud
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testbin"
 
 	"github.com/sacloud/iaas-api-go"
 	"github.com/sacloud/iaas-api-go/fake"
@@ -23,36 +20,13 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
-// demoBackend builds the repo's demo-backend once: the emulator stand-in
-// that serves for each fake server, on 127.0.0.1.
-var demoBackend = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "shoal-sacloud-test")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "demo-backend")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/shoal-lb/shoal/cmd/demo-backend").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build demo-backend: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if bin, err := demoBackend(); err == nil {
-		os.RemoveAll(filepath.Dir(bin))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // newProvider runs the generic cloud provider over a sacloud driver on the
 // fake API, with stand-ins: the fake's servers cannot serve.
 func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver) {
 	t.Helper()
-	bin, err := demoBackend()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testbin.DemoBackend(t)
 	d := newDriver(t, load(t, seedProvider))
 	cfg := config.CloudProvider{Port: 80, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
@@ -71,29 +45,6 @@ func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver
 func spec(name string, index int) provider.Spec {
 	tmpl, _ := config.NewTemplate([]string{"unused-by-cloud-servers"}, nil)
 	return provider.Spec{Group: "web", Name: name, Index: index, Template: tmpl}
-}
-
-// get asks addr, which must be on 127.0.0.0/8, for / and returns the
-// instance that answered.
-func get(t *testing.T, addr string) string {
-	t.Helper()
-	host, _, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		t.Fatalf("refusing to send traffic to %s: not loopback", addr)
-	}
-	var last error
-	for range 50 {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return resp.Header.Get("X-Instance")
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("GET %s: %v", addr, last)
-	return ""
 }
 
 // TestThroughCloudProvider drives the driver as shoal does: the generic
@@ -147,7 +98,7 @@ func TestThroughCloudProvider(t *testing.T) {
 		if !strings.HasPrefix(rec.Addr, "127.0.0.1:") {
 			t.Fatalf("instance %s at %s, want its stand-in on 127.0.0.1 (never the fake's address)", rec.Name, rec.Addr)
 		}
-		if got := get(t, rec.Addr); got != "stand-in-"+rec.Name {
+		if got := testbin.Get(t, rec.Addr); got != "stand-in-"+rec.Name {
 			t.Errorf("GET %s answered as %q", rec.Addr, got)
 		}
 		srv, err := d.servers.Read(ctx, "tk1b", types.StringID(rec.ID))
