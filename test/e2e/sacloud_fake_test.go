@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/shoal-lb/shoal/internal/compat/sacloud/autoscalerpb"
 )
 
 // These run the real shoal binary on a sacloud provider against
@@ -59,6 +61,11 @@ func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []stri
 }
 
 func sacloudEnv(t *testing.T) (*shoalEnv, string) {
+	return sacloudEnvTop(t, "")
+}
+
+// sacloudEnvTop is sacloudEnv with more top-level config (compat, say).
+func sacloudEnvTop(t *testing.T, top string) (*shoalEnv, string) {
 	dir, err := os.MkdirTemp("", "sacloud-e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +91,7 @@ func sacloudEnv(t *testing.T) (*shoalEnv, string) {
         disable_pw_auth: true
         startup_scripts: ["echo 'server name: {{ .Name }}' > /usr/share/nginx/html/index.html"]
 `, store, filepath.Join(binDir, "demo-backend"))
-	e := newEnv(t, providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
+	e := newEnv(t, top+providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
 		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
 		Extra: "    provider: sakura\n"})
 	return e, store
@@ -193,4 +200,42 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 	if len(left) > 0 || len(disks) > 0 {
 		t.Errorf("after stop the fake still has servers %v and disks %v", left, disks)
 	}
+}
+
+// TestSacloudDropInDrivesFakeServers: the seed's stack unchanged on top of
+// shoal's sacloud provider. `autoscaler inputs direct up` (its gRPC Up, as
+// the seed's cron script sends it) creates a server in the fake and puts its
+// instance behind HAProxy; `down` deletes it again.
+func TestSacloudDropInDrivesFakeServers(t *testing.T) {
+	e, store := sacloudEnvTop(t, compatTop)
+	e.start()
+	e.eventually("2 servers in service", 60*time.Second, inService(e, 2))
+	c := dialCompat(t, e)
+
+	resp := call(t, c.Up, &pb.ScalingRequest{Source: "cron", ResourceName: "hscale-group", Sync: true})
+	wantStatus(t, resp, pb.ScalingJobStatus_JOB_DONE, "")
+	e.eventually("3 servers in service", 60*time.Second, inService(e, 3))
+	servers := ours(t, e, store)
+	if len(servers) != 3 {
+		t.Fatalf("the fake has %d of our servers after up, want 3: %+v", len(servers), servers)
+	}
+	for _, in := range e.status().Groups[0].Instances {
+		if _, ok := servers[in.Name]; !ok {
+			t.Errorf("instance %s has no server in the fake", in.Name)
+		}
+	}
+	e.checkInSync("hscale-group")
+
+	resp = call(t, c.Down, &pb.ScalingRequest{Source: "cron", ResourceName: "hscale-group", Sync: true})
+	wantStatus(t, resp, pb.ScalingJobStatus_JOB_DONE, "")
+	e.eventually("2 servers in service, the third deleted", 60*time.Second, func() error {
+		if err := inService(e, 2)(); err != nil {
+			return err
+		}
+		if n := len(ours(t, e, store)); n != 2 {
+			return fmt.Errorf("%d servers in the fake", n)
+		}
+		return nil
+	})
+	e.checkInSync("hscale-group")
 }

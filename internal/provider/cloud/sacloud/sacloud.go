@@ -141,16 +141,17 @@ func useFake(store string, log *slog.Logger) error {
 	case mode.fake:
 		return nil
 	}
+	// The store's file watcher would reload the whole file on every write,
+	// its own too, logging each to stderr: its context ends once the store
+	// is loaded, which stops it. (Ended before, the watcher can close
+	// before it is added to, and the fake panics.) The file is read at
+	// start and written on every change, which is what a restarted shoal
+	// needs; changes another process makes meanwhile are not seen.
+	stopWatcher := func() {}
 	if store != "" {
 		js := fake.NewJSONFileStore(store)
-		// The store's file watcher would reload the whole file on every
-		// write, its own too, logging each to stderr: given a context
-		// already done, it stops as it starts. The file is read at start
-		// and written on every change, which is what a restarted shoal
-		// needs; changes another process makes meanwhile are not seen.
 		ctx, stop := context.WithCancel(context.Background())
-		stop()
-		js.Ctx = ctx
+		js.Ctx, stopWatcher = ctx, stop
 		fake.DataStore = &fileStore{JSONFileStore: js, path: store, log: log}
 	}
 	fake.SwitchFactoryFuncToFake()
@@ -166,6 +167,7 @@ func useFake(store string, log *slog.Logger) error {
 		}()
 		fake.InitDataStore()
 	}()
+	stopWatcher()
 	if mode.err != nil {
 		return mode.err
 	}
