@@ -408,6 +408,9 @@ type InstanceStatus struct {
 	// been booting (a cloud server takes minutes), for instance.
 	Since   time.Time `json:"since"`
 	Version string    `json:"version"`
+	// Waiting says why a retiring instance is still in service: its
+	// cloud refuses to delete it ("waiting for the cloud API: ...").
+	Waiting string `json:"waiting,omitempty"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -442,7 +445,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version})
+			Since: in.since, Version: in.version, Waiting: in.waiting})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {

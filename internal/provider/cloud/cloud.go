@@ -109,7 +109,10 @@ type doom struct {
 	inFlight bool
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Deleter  = (*Provider)(nil)
+)
 
 // New returns the provider of one cloud entry, driving d. Nothing is
 // called until Start, Adopt, StopStrays or Run.
@@ -341,6 +344,36 @@ func (p *Provider) delete(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Delete asks the cloud once to delete pi's server, for a group retiring
+// it (see provider.Deleter): nil once the call was accepted, the API's
+// error otherwise. A refused deletion leaves nothing behind, so the server
+// goes on serving; an accepted one is followed by the poller like any.
+func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
+	in, ok := pi.(*instance)
+	if !ok || in.p != p {
+		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.DeleteTimeout, listTimeout))
+	defer cancel()
+	if err := p.delete(ctx, in.id); err != nil {
+		return fmt.Errorf("delete instance %s: %w", in.rec.Name, err)
+	}
+	in.mu.Lock()
+	in.deleted, in.stopping = true, true
+	in.mu.Unlock()
+	p.mu.Lock()
+	if p.doomed[in.id] == nil {
+		// Still listed a while from now: asked again (reapEvery).
+		p.doomed[in.id] = &doom{last: time.Now()}
+	}
+	p.mu.Unlock()
+	p.poke()
+	return nil
+}
+
+// DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
+func (p *Provider) DeleteTimeout() time.Duration { return p.cfg.DeleteTimeout }
 
 // destroy marks id doomed and deletes it, retrying any error with
 // back-off until ctx ends: deleting is idempotent, and a server left
