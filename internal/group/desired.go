@@ -391,6 +391,32 @@ type Status struct {
 	// InstanceHoursToday is what the group's instances ran since local
 	// midnight: what a cloud bills.
 	InstanceHoursToday float64 `json:"instance_hours_today"`
+	// StartDelay is how long the group's newest instances took from
+	// their start to in service (nil before one did).
+	StartDelay *StartDelay `json:"start_delay,omitempty"`
+}
+
+// StartDelay is a group's measured time from an instance's start to in
+// service: the median of its newest Samples, what `shoal policy
+// simulate` takes as its start delay.
+type StartDelay struct {
+	Median  time.Duration `json:"median_ns"`
+	Samples int           `json:"samples"`
+}
+
+// MeasuredStartDelay returns the group's measured start delay, nil when
+// no instance of it has gone into service yet.
+func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
+	ds, err := g.st.StartDelays(ctx, g.cfg.Name)
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	slices.Sort(ds)
+	m := ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		m = (ds[len(ds)/2-1] + m) / 2
+	}
+	return &StartDelay{Median: m, Samples: len(ds)}, nil
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -482,6 +508,11 @@ func (g *Group) Status(ctx context.Context) Status {
 		if in.State == InService && !retiring[in.Name] {
 			s.InService++
 		}
+	}
+	if sd, err := g.MeasuredStartDelay(ctx); err == nil {
+		s.StartDelay = sd
+	} else {
+		g.log.Warn("reading the group's start delays failed", "err", err)
 	}
 	y, m, d := now.Date()
 	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {

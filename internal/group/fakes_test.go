@@ -439,6 +439,8 @@ type fakeStore struct {
 	decisions []decision.Record
 	// usage is what Usage answers from (tests set it).
 	usage []store.Usage
+	// startDelays are the start delays recorded.
+	startDelays []time.Duration
 }
 
 func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store.Usage, error) {
@@ -451,6 +453,19 @@ func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store
 		}
 	}
 	return out, nil
+}
+
+func (s *fakeStore) AddStartDelay(_ context.Context, _ string, _ time.Time, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startDelays = append(s.startDelays, d)
+	return nil
+}
+
+func (s *fakeStore) StartDelays(context.Context, string) ([]time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.startDelays), nil
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {

@@ -121,6 +121,8 @@ type stateStore interface {
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
+	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
+	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
 
 // Group reconciles one configured group.
@@ -659,10 +661,26 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			}
 			if st.Status.IsUp() {
 				g.lb.MarkReady(g.cfg.Name, in.name)
+				g.mu.Lock()
+				launched := in.since // when it started starting
+				g.mu.Unlock()
 				g.setState(ctx, in, InService)
+				g.recordStartDelay(ctx, in, launched)
 				return true
 			}
 		}
+	}
+}
+
+// recordStartDelay keeps how long the instance took from its launch to in
+// service (a cloud's boot included): the policy lab simulates the group's
+// scale-outs with their median (see StartDelay).
+func (g *Group) recordStartDelay(ctx context.Context, in *instance, launched time.Time) {
+	g.mu.Lock()
+	now := in.since
+	g.mu.Unlock()
+	if err := g.st.AddStartDelay(context.WithoutCancel(ctx), g.cfg.Name, now, now.Sub(launched)); err != nil {
+		g.log.Warn("recording the start delay failed", "instance", in.name, "err", err)
 	}
 }
 

@@ -587,3 +587,34 @@ func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 		t.Fatalf("failure names %q, want web-001", f.Instance)
 	}
 }
+
+// TestReconcilerStartDelayMeasured: the time from an instance's launch to
+// in service is recorded, and the group's start delay is the median of
+// those recorded, as `shoal policy simulate` takes it.
+func TestReconcilerStartDelayMeasured(t *testing.T) {
+	r := newReconciler(t, 1, nil)
+	r.awaitGate("web-001")
+	r.poll(healthPoll)
+	r.poll(healthPoll)
+	r.lb.set("web-001", "UP", "L7OK")
+	r.poll(healthPoll)
+	r.awaitState("web-001", InService)
+	waitFor(t, "a start delay recorded", func() bool {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		return len(r.st.startDelays) == 1
+	})
+	if got := r.st.startDelays[0]; got != 3*healthPoll {
+		t.Fatalf("start delay %v, want the 3 polls to in service, %v", got, 3*healthPoll)
+	}
+	r.st.mu.Lock()
+	r.st.startDelays = append(r.st.startDelays, 210*time.Second, 4*time.Second, 5*time.Second)
+	r.st.mu.Unlock()
+	sd, err := r.g.MeasuredStartDelay(context.Background())
+	if err != nil || sd == nil || sd.Median != 4500*time.Millisecond || sd.Samples != 4 {
+		t.Fatalf("MeasuredStartDelay = %+v, %v; want the median of 600ms, 4s, 5s, 3m30s: 4.5s of 4", sd, err)
+	}
+	if st := r.g.Status(context.Background()); st.StartDelay == nil || *st.StartDelay != *sd {
+		t.Fatalf("status start delay %+v, want %+v", st.StartDelay, sd)
+	}
+}
