@@ -52,7 +52,8 @@ demo: deps build
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
 # all of them take about 45 minutes. BENCH picks some, BENCH_FLAGS passes
 # flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput reaction collection overload zero
+# clouds needs jq, flock and moto (make test-deps).
+BENCH       ?= throughput reaction collection overload zero clouds
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk

@@ -368,7 +368,6 @@ func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 		p.doomed[in.id] = &doom{last: time.Now()}
 	}
 	p.mu.Unlock()
-	p.poke()
 	return nil
 }
 
@@ -415,12 +414,15 @@ func retry(ctx context.Context, f func() error, retryable func(error) bool) erro
 	}
 }
 
-// setBusy counts a Start or Stop the poller must watch closely.
+// setBusy counts a Start or Stop the poller must watch closely. The
+// first has it list now; the others share its fast interval, so that a
+// scale event of N servers lists once per interval, not N times.
 func (p *Provider) setBusy(d int) {
 	p.mu.Lock()
+	first := d > 0 && p.busy == 0
 	p.busy += d
 	p.mu.Unlock()
-	if d > 0 {
+	if first {
 		p.poke()
 	}
 }
