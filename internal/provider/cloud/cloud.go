@@ -195,6 +195,7 @@ func (p *Provider) Run(ctx context.Context) {
 	}()
 	failures := 0
 	for {
+		last := time.Now()
 		if err := p.refresh(ctx); err != nil {
 			failures++
 		} else {
@@ -229,6 +230,17 @@ func (p *Provider) Run(ctx context.Context) {
 			return
 		case <-p.wake:
 			t.Stop()
+			// At most one listing per fast interval, however many Starts
+			// and Stops ask: a scale event of N servers is not N listings.
+			if rest := p.fast - time.Since(last); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		case <-t.C:
 		}
 	}
@@ -414,9 +426,8 @@ func retry(ctx context.Context, f func() error, retryable func(error) bool) erro
 	}
 }
 
-// setBusy counts a Start or Stop the poller must watch closely. The
-// first has it list now; the others share its fast interval, so that a
-// scale event of N servers lists once per interval, not N times.
+// setBusy counts a Start or Stop the poller must watch closely; the first
+// has it list now (or once a fast interval after its last listing).
 func (p *Provider) setBusy(d int) {
 	p.mu.Lock()
 	first := d > 0 && p.busy == 0
