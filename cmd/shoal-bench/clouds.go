@@ -7,9 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,11 +20,13 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/shoal-lb/shoal/internal/config"
-	"github.com/shoal-lb/shoal/internal/provider/cloud"
-	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
-	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
-	"github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
+	client "github.com/sacloud/api-client-go"
+	"github.com/sacloud/iaas-api-go"
+	"github.com/sacloud/iaas-api-go/fake"
+	sacapi "github.com/sacloud/iaas-api-go/helper/api"
+	"github.com/sacloud/iaas-api-go/search"
+	sactypes "github.com/sacloud/iaas-api-go/types"
+
 	"github.com/shoal-lb/shoal/internal/testmoto"
 )
 
@@ -35,8 +37,8 @@ import (
 // service, and what the scale-out and the scale-in back to 0 cost in API
 // calls by kind (shoal_cloud_api_calls_total, read from shoal's
 // Prometheus endpoint). The baseline, measured in the same run, is the
-// emulator's own latency per call (create, list, delete), timed through
-// the same driver with a state of its own: an emulator answers in
+// emulator's own latency per call (create, list, delete), timed straight
+// to it with a state of its own: an emulator answers in
 // milliseconds where a cloud takes minutes to boot a server, so these
 // times are shoal's overhead over a fast API, not a cloud's.
 func init() {
@@ -79,7 +81,9 @@ type cloudEmu struct {
 	name, emulator string
 	// entry is the providers entry (YAML list item) named "cloud".
 	entry string
-	close func()
+	// endpoint is moto's URL (ec2 only).
+	endpoint string
+	close    func()
 }
 
 func runClouds(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
@@ -135,7 +139,7 @@ func runClouds(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (
 		{"group", fmt.Sprintf("min 0, max %d; health check every 100 ms, rise 1; stand-ins: demo-backend on 127.0.0.1 (the emulators' addresses are never used)", *n)},
 		{"providers", "interval 1s; exec: testdata/fakecloud.sh (sh, jq, flock; servers are demo-backend processes on 127.0.1xx.y); ec2: moto_server on 127.0.0.1; sacloud: iaas-api-go's fake (fake_mode, a store file)"},
 		{"events", fmt.Sprintf("one job 0 → %d, timed from the request to the job's end (all in service), then one job back to 0", *n)},
-		{"baseline", fmt.Sprintf("%d create, list and delete calls per emulator through shoal's own driver, with an owner tag and state of their own, one at a time; the median", *samples)},
+		{"baseline", fmt.Sprintf("%d creates, lists and deletes of one server per emulator, straight to it (the script as a command, moto through the AWS SDK, the sacloud fake through iaas-api-go: a bare server, where shoal's driver also copies a disk and boots it), with a state and an owner tag of their own, one at a time; the median", *samples)},
 	}
 	var md strings.Builder
 	md.WriteString("These emulators answer in milliseconds; a cloud takes minutes to boot a server. The times above are shoal's own\noverhead over a fast API, and the calls are what a real cloud would be asked.\n\n")
@@ -196,7 +200,7 @@ func startCloudEmu(ctx context.Context, env *Env, name, backend string) (*cloudE
 		}
 		entry := fmt.Sprintf("  - name: cloud\n    type: ec2\n    port: 8080\n    interval: 1s\n    boot_timeout: 1m\n    region: us-east-1\n    endpoint: %s\n    credentials_file: %s\n    profile: shoal\n    launch_template: {name: web, version: \"$Latest\"}\n    emulator: %s\n",
 			srv.Endpoint, creds, standIn)
-		return &cloudEmu{name: name, emulator: "moto", entry: entry, close: srv.Close}, nil
+		return &cloudEmu{name: name, emulator: "moto", entry: entry, endpoint: srv.Endpoint, close: srv.Close}, nil
 	case "sacloud":
 		entry := fmt.Sprintf(`  - name: cloud
     type: sacloud
@@ -217,15 +221,20 @@ func startCloudEmu(ctx context.Context, env *Env, name, backend string) (*cloudE
 	return nil, badUsage("-providers: unknown provider %q (exec, ec2, sacloud)", name)
 }
 
-// motoLaunchTemplate makes the launch template the ec2 entry names.
-func motoLaunchTemplate(ctx context.Context, endpoint string) error {
-	c := awsec2.NewFromConfig(aws.Config{
+// motoClient is an EC2 client of moto at endpoint (on 127.0.0.1).
+func motoClient(endpoint string) *awsec2.Client {
+	return awsec2.NewFromConfig(aws.Config{
 		Region: "us-east-1",
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "testing", SecretAccessKey: "testing"}, nil
 		}),
 		BaseEndpoint: aws.String(endpoint),
 	})
+}
+
+// motoLaunchTemplate makes the launch template the ec2 entry names.
+func motoLaunchTemplate(ctx context.Context, endpoint string) error {
+	c := motoClient(endpoint)
 	imgs, err := c.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
 	if err != nil || len(imgs.Images) == 0 {
 		return fmt.Errorf("moto: DescribeImages: %v (%d images)", err, len(imgs.Images))
@@ -376,50 +385,32 @@ func scrapeCloudCalls(ctx context.Context, port int, provider string) (cloudCall
 	return c, nil
 }
 
-// emulatorLatency times samples creates, lists and deletes through
-// emu's driver, built from the same entry with a state of its own (the
-// exec script's directory, the sacloud fake's store), and an owner tag
-// shoal never lists.
+// emulatorLatency times samples creates, lists and deletes of one
+// server, straight to emu's emulator (the script run as a command, moto
+// through the AWS SDK, the sacloud fake through iaas-api-go) with a state
+// of their own and an owner tag shoal never lists: the emulator's own
+// speed per call, not shoal's. A sacloud create is the server alone (the
+// driver also copies a disk and boots it, several calls more).
 func emulatorLatency(ctx context.Context, env *Env, emu *cloudEmu, samples int) (map[string]float64, error) {
-	entry := emu.entry
-	dir := filepath.Join(env.Work, "cloud-"+emu.name)
-	base := filepath.Join(dir, "baseline")
+	base := filepath.Join(env.Work, "cloud-"+emu.name, "baseline")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, err
 	}
+	var (
+		calls emuCalls
+		err   error
+	)
 	switch emu.name {
 	case "exec":
-		backend, err := os.ReadFile(filepath.Join(dir, "backend"))
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(base, "backend"), backend, 0o644); err != nil {
-			return nil, err
-		}
-		entry = strings.ReplaceAll(entry, strconv.Quote(dir), strconv.Quote(base))
+		calls, err = execCalls(env, emu, base)
+	case "ec2":
+		calls, err = motoCalls(emu)
 	case "sacloud":
-		entry = strings.ReplaceAll(entry, filepath.Join(dir, "fake-store.json"), filepath.Join(base, "fake-store.json"))
-	}
-	path := filepath.Join(base, "shoal.yaml")
-	cfg, err := config.Parse(path, []byte("listen: 127.0.0.1:1\nproviders:\n"+entry+
-		"groups: [{name: web, min_size: 0, max_size: 1, provider: cloud, template: {command: [app]}}]\n"))
-	if err != nil {
-		return nil, fmt.Errorf("baseline config: %w", err)
-	}
-	pc := cfg.Providers[0]
-	var d cloud.Driver
-	switch pc.Type {
-	case config.ProviderExec:
-		d, err = cloudexec.New(*pc.Exec, pc.Cloud.Port)
-	case config.ProviderEC2:
-		d, err = ec2.New(ctx, *pc.EC2)
-	case config.ProviderSacloud:
-		d, err = sacloud.New(*pc.Sacloud, slog.New(slog.DiscardHandler))
+		calls, err = sacloudFakeCalls(filepath.Join(base, "fake-store.json"))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("baseline driver: %w", err)
+		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	const owner = "shoal-bench-baseline"
 	times := map[string][]float64{}
 	timed := func(kind string, f func() error) error {
 		t0 := time.Now()
@@ -433,21 +424,15 @@ func emulatorLatency(ctx context.Context, env *Env, emu *cloudEmu, samples int) 
 	var errs []error
 	for i := range samples {
 		name := fmt.Sprintf("base-%03d", i+1)
-		var s cloud.Server
-		err := timed("create", func() error {
-			var err error
-			s, err = d.Create(ctx, cloud.CreateRequest{Name: name, Group: "base", Index: i + 1,
-				Tags: map[string]string{cloud.TagOwner: owner, cloud.TagGroup: "base", cloud.TagInstance: name}})
-			return err
-		})
-		if err != nil {
+		var id string
+		if err := timed("create", func() error { var err error; id, err = calls.create(ctx, name); return err }); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if err := timed("list", func() error { _, err := d.List(ctx, owner); return err }); err != nil {
+		if err := timed("list", func() error { return calls.list(ctx) }); err != nil {
 			errs = append(errs, err)
 		}
-		if err := timed("delete", func() error { return d.Delete(ctx, s.ID) }); err != nil {
+		if err := timed("delete", func() error { return calls.delete(ctx, id) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -456,4 +441,128 @@ func emulatorLatency(ctx context.Context, env *Env, emu *cloudEmu, samples int) 
 		out[k] = round2(median(slices.Clone(v)))
 	}
 	return out, errors.Join(errs...)
+}
+
+// emuCalls are one emulator's create, list and delete of a server.
+type emuCalls struct {
+	create func(ctx context.Context, name string) (id string, err error)
+	list   func(ctx context.Context) error
+	delete func(ctx context.Context, id string) error
+}
+
+// baselineOwner is the owner tag of the baseline's servers.
+const baselineOwner = "shoal-bench-baseline"
+
+// execCalls runs fakecloud.sh as the exec driver would, on a directory of
+// its own.
+func execCalls(env *Env, emu *cloudEmu, base string) (emuCalls, error) {
+	dir := filepath.Join(env.Work, "cloud-"+emu.name)
+	backend, err := os.ReadFile(filepath.Join(dir, "backend"))
+	if err != nil {
+		return emuCalls{}, err
+	}
+	if err := os.WriteFile(filepath.Join(base, "backend"), backend, 0o644); err != nil {
+		return emuCalls{}, err
+	}
+	script, err := filepath.Abs("internal/provider/cloud/exec/testdata/fakecloud.sh")
+	if err != nil {
+		return emuCalls{}, err
+	}
+	port, err := env.FreePort()
+	if err != nil {
+		return emuCalls{}, err
+	}
+	run := func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "sh", append([]string{script, base}, args...)...)
+		cmd.Env = append(os.Environ(), fmt.Sprintf(`SHOAL_TAGS={"shoal-owner": %q}`, baselineOwner))
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("fakecloud.sh %s: %w", args[0], err)
+		}
+		return out, nil
+	}
+	return emuCalls{
+		create: func(ctx context.Context, name string) (string, error) {
+			out, err := run(ctx, "start", name, strconv.Itoa(port))
+			if err != nil {
+				return "", err
+			}
+			var s struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
+				return "", fmt.Errorf("fakecloud.sh start printed %q", out)
+			}
+			return s.ID, nil
+		},
+		list:   func(ctx context.Context) error { _, err := run(ctx, "list", baselineOwner); return err },
+		delete: func(ctx context.Context, id string) error { _, err := run(ctx, "stop", id); return err },
+	}, nil
+}
+
+// motoCalls launches from the launch template, describes by the owner
+// tag and terminates, through the AWS SDK.
+func motoCalls(emu *cloudEmu) (emuCalls, error) {
+	c := motoClient(emu.endpoint)
+	return emuCalls{
+		create: func(ctx context.Context, name string) (string, error) {
+			out, err := c.RunInstances(ctx, &awsec2.RunInstancesInput{
+				MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+				LaunchTemplate: &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String("web")},
+				TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance,
+					Tags: []types.Tag{{Key: aws.String("shoal-owner"), Value: aws.String(baselineOwner)}, {Key: aws.String("Name"), Value: aws.String(name)}}}},
+			})
+			if err != nil {
+				return "", err
+			}
+			return aws.ToString(out.Instances[0].InstanceId), nil
+		},
+		list: func(ctx context.Context) error {
+			_, err := c.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{
+				Filters: []types.Filter{{Name: aws.String("tag:shoal-owner"), Values: []string{baselineOwner}}},
+			})
+			return err
+		},
+		delete: func(ctx context.Context, id string) error {
+			_, err := c.TerminateInstances(ctx, &awsec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			return err
+		},
+	}, nil
+}
+
+// sacloudFakeCalls creates, finds by tag and deletes a server in
+// iaas-api-go's fake, keeping its state in store. The fake replaces the
+// API for the whole process: the benchmark never talks to the real one.
+func sacloudFakeCalls(store string) (emuCalls, error) {
+	js := fake.NewJSONFileStore(store)
+	// A context already done stops the store's file watcher as it starts
+	// (it would reload the file on every write, logging each).
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	js.Ctx = done
+	fake.DataStore = js
+	fake.SwitchFactoryFuncToFake()
+	sacapi.SetupFakeDefaults()
+	fake.InitDataStore()
+	op := iaas.NewServerOp(iaas.NewClientWithOptions(&client.Options{}))
+	const zone = "tk1b"
+	tag := "shoal-o=" + baselineOwner
+	return emuCalls{
+		create: func(ctx context.Context, name string) (string, error) {
+			srv, err := op.Create(ctx, zone, &iaas.ServerCreateRequest{CPU: 1, MemoryMB: 1024, Commitment: sactypes.Commitments.Standard,
+				Generation: sactypes.PlanGenerations.Default, ConnectedSwitches: []*iaas.ConnectedSwitch{{Scope: sactypes.Scopes.Shared}},
+				InterfaceDriver: sactypes.InterfaceDrivers.VirtIO, Name: name, Tags: sactypes.Tags{tag}})
+			if err != nil {
+				return "", err
+			}
+			return srv.ID.String(), nil
+		},
+		list: func(ctx context.Context) error {
+			_, err := op.Find(ctx, zone, &iaas.FindCondition{Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(tag)}})
+			return err
+		},
+		delete: func(ctx context.Context, id string) error {
+			return op.Delete(ctx, zone, sactypes.StringID(id))
+		},
+	}, nil
 }
