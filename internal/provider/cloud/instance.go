@@ -26,14 +26,16 @@ import (
 //	 (no instance)               |   |  exited: "emulator stand-in exited";
 //	                             |   |  the group then Stops it (deleted)
 //	     absent from, or gone in |   | Stop: Delete (retried until
-//	     a successful listing    |   v delete_timeout, then by the poller)
+//	     a successful listing    |   v delete_timeout, then by the poller),
+//	                             |   | or Provider.Delete accepted (one call)
 //	                             |  +----------+ absent from the listing
 //	                             |  | stopping |----------------------> exited: "stopped"
 //	                             v  +----------+
 //	exited: "server X deleted outside shoal (state S)"
 //
 // A failing listing moves nothing: no instance is taken for gone because
-// the cloud's API could not be asked.
+// the cloud's API could not be asked. A Provider.Delete the cloud refuses
+// moves nothing either: the server runs on, and the group serves with it.
 type instance struct {
 	p       *Provider
 	rec     provider.Record
