@@ -350,9 +350,27 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return false, fmt.Errorf("%w: %w", ErrNotConverged, context.Cause(ctx))
+			return false, fmt.Errorf("%w: %w%s", ErrNotConverged, context.Cause(ctx), g.waitingNote())
 		}
 	}
+}
+
+// waitingNote names the instances still in service because their cloud
+// refuses to delete them, and why ("" when none): what held a job up.
+func (g *Group) waitingNote() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var notes []string
+	for _, in := range g.insts {
+		if in.waiting != "" {
+			notes = append(notes, in.name+": "+in.waiting)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	slices.Sort(notes)
+	return " (" + strings.Join(notes, "; ") + ")"
 }
 
 func (g *Group) convergedLocked() bool {

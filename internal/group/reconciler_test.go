@@ -473,6 +473,13 @@ func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
 		}
 	}
 
+	// A later job held up by it says why when it times out.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.g.WaitConverged(ctx, r.g.Mark()); err == nil || !strings.Contains(err.Error(), "(web-002: waiting for the cloud API: stop: exit status 75") {
+		t.Fatalf("a later job's wait = %v; want it to name web-002 and the cloud's answer", err)
+	}
+
 	// The API is back: deleted, then out of HAProxy, then its Stop waits.
 	gone := r.watchGone("web-002")
 	cloud.setDown(nil)
