@@ -805,6 +805,8 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		if next == wait {
 			wait = min(2*wait, maxDeleteRetry)
 		}
+		// Back in rotation meanwhile: a whole drain again.
+		timeout = g.conf().DrainTimeout
 		g.setState(ctx, in, Draining)
 	}
 }
