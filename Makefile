@@ -50,10 +50,10 @@ demo: deps build
 	@$(BIN)/shoal-bench demo
 
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
-# all of them take about 50 minutes (hosts makes network namespaces, so it
-# runs as root). BENCH picks some, BENCH_FLAGS passes flags on, e.g.
-# make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput reaction collection overload zero hosts
+# all of them take about 55 minutes (hosts makes network namespaces, so it
+# runs as root; clouds needs jq, flock and moto: make test-deps). BENCH picks
+# some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
+BENCH       ?= throughput reaction collection overload zero hosts clouds
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk openssh-server:sshd openssh-client:ssh-keygen iproute2:ip

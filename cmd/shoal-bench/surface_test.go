@@ -15,7 +15,9 @@ import (
 // parsing, the test hosts of the ssh benchmark). A benchmark that read
 // shoal's internals would measure what an operator cannot see.
 func TestPublicSurface(t *testing.T) {
-	allowed := map[string]bool{"api": true, "config": true, "loadgen": true, "sim": true, "testhost": true, "trace": true}
+	// testhost and testmoto make test hosts and run an emulator (moto) for
+	// the hosts and clouds benchmarks: tools, not shoal.
+	allowed := map[string]bool{"api": true, "config": true, "loadgen": true, "sim": true, "testhost": true, "testmoto": true, "trace": true}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -103,6 +103,11 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
 	}
 	tw.Flush()
+	for _, in := range g.Instances {
+		if in.Waiting != "" {
+			fmt.Fprintf(w, "  retiring %s, still in service: %s\n", in.Name, in.Waiting)
+		}
+	}
 	for _, f := range g.LastFailures {
 		fmt.Fprintf(w, "  failed %s at %s: %s\n", f.Instance, f.At.Local().Format(time.TimeOnly), f.Reason)
 	}
@@ -252,8 +257,12 @@ func jobsCmd(o *options) *cobra.Command {
 					return printJSON(o.stdout, j)
 				}
 				printJobDetail(o.stdout, j)
-				if b := booting(cmd.Context(), c, j); b != "" {
+				b, w := progressNotes(cmd.Context(), c, j)
+				if b != "" {
 					fmt.Fprintf(o.stdout, "%-9s %s\n", "booting:", b)
+				}
+				if w != "" {
+					fmt.Fprintf(o.stdout, "%-9s %s\n", "waiting:", w)
 				}
 				return nil
 			}
@@ -282,8 +291,12 @@ func jobsCmd(o *options) *cobra.Command {
 				return err
 			}
 			for _, j := range list {
-				if b := booting(cmd.Context(), c, j); b != "" {
+				b, w := progressNotes(cmd.Context(), c, j)
+				if b != "" {
 					fmt.Fprintf(o.stdout, "job %s booting: %s\n", j.ID, b)
+				}
+				if w != "" {
+					fmt.Fprintf(o.stdout, "job %s waiting: %s\n", j.ID, w)
 				}
 			}
 			return nil
@@ -295,25 +308,30 @@ func jobsCmd(o *options) *cobra.Command {
 	return cmd
 }
 
-// booting names the instances of a running job's group that are still
-// starting, and for how long ("web-004 for 2m13s, web-005 for 2m13s"): a
-// cloud server takes minutes to boot, and that is the job's progress.
-// It is "" for other jobs, and when the group cannot be read.
-func booting(ctx context.Context, c *api.Client, j jobs.Job) string {
+// progressNotes names the instances of a running job's group that are
+// still starting, and for how long ("web-004 for 2m13s, web-005 for
+// 2m13s"): a cloud server takes minutes to boot, and that is the job's
+// progress; and those retiring but still in service, and why ("web-003:
+// waiting for the cloud API: ..."). Both are "" for other jobs, and when
+// the group cannot be read.
+func progressNotes(ctx context.Context, c *api.Client, j jobs.Job) (booting, waiting string) {
 	if j.State != jobs.Running {
-		return ""
+		return "", ""
 	}
 	g, err := c.Group(ctx, j.Group)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	var out []string
+	var boot, wait []string
 	for _, in := range g.Instances {
 		if in.State == group.Starting && !in.Since.IsZero() {
-			out = append(out, in.Name+" for "+time.Since(in.Since).Round(time.Second).String())
+			boot = append(boot, in.Name+" for "+time.Since(in.Since).Round(time.Second).String())
+		}
+		if in.Waiting != "" {
+			wait = append(wait, in.Name+": "+in.Waiting)
 		}
 	}
-	return strings.Join(out, ", ")
+	return strings.Join(boot, ", "), strings.Join(wait, "; ")
 }
 
 func printJobDetail(w io.Writer, j jobs.Job) {

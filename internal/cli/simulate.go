@@ -52,7 +52,9 @@ section, or --group) on the requests per minute of a trace window, with the
 same policy code as the live loop: every metrics.interval the simulated
 collector samples the group (instances in warmup excluded, as live) and the
 policy is evaluated through an injected clock; its jobs start instances that
-enter service after --start-delay, one job at a time, with the group's
+enter service after --start-delay (default: the group's measured one, the
+median time from start to in service of its newest instances, asked of the
+running core; else 4.2s, a local instance's), one job at a time, with the group's
 cooldowns, min/max and plans. Each instance serves up to --capacity req/s;
 CPU is the utilisation (at most --saturated-cpu), p99 latency an M/M/c (Erlang C) estimate (its wait
 scaled by (1 + --service-cv²)/2) plus the wait for any queue an overload left.
@@ -133,6 +135,10 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 					return err
 				}
 			}
+			delaySource := "--start-delay"
+			if !cmd.Flags().Changed("start-delay") {
+				startDelay, delaySource = o.measuredStartDelay(cmd.Context(), pols[0].Group.Name)
+			}
 			series, err := trace.ReadFile(tracePath)
 			if err != nil {
 				return bad("%v", err)
@@ -196,11 +202,11 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 				enc := json.NewEncoder(o.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(map[string]any{"trace": tracePath, "from": fromT, "to": toT, "scale": scale,
-					"capacity_rps": capacity, "capacity_source": capacitySource, "start_delay": startDelay.String(), "slo": slo.String(), "static_at_peak": staticN,
+					"capacity_rps": capacity, "capacity_source": capacitySource, "start_delay": startDelay.String(), "start_delay_source": delaySource, "slo": slo.String(), "static_at_peak": staticN,
 					"policies": out})
 			}
-			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.1f req/s per instance (%s), base p99 %s, SLO p99 %s, start delay %s; static at peak: %d instances\n\n",
-				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, capacitySource, baseP99, slo, startDelay, staticN)
+			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.1f req/s per instance (%s), base p99 %s, SLO p99 %s, start delay %s (%s); static at peak: %d instances\n\n",
+				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, capacitySource, baseP99, slo, startDelay, delaySource, staticN)
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "POLICY\tINSTANCE-SECONDS\tVS STATIC\tSLO-VIOLATION SECONDS\tSCALE EVENTS (UP/DOWN)\tMAX SIZE")
 			for _, s := range out {
@@ -218,7 +224,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.StringVar(&capacityFlag, "capacity", "100", `requests/s one instance serves at 100% CPU (a demo-backend --workers 1 serving /work?ms=1&wait=9 calibrates at about 93), or "measured": from the running core`)
 	f.DurationVar(&measureWindow, "measure-window", time.Hour, "with --capacity measured: how far back to measure")
 	f.Float64Var(&scale, "scale", 0, "requests per trace minute × scale / 60 = req/s (default: the peak needs 5 instances)")
-	f.DurationVar(&startDelay, "start-delay", sim.LocalStartDelay, "time from a scale-out to the new instance in service (the seeds' cloud: 3m30s)")
+	f.DurationVar(&startDelay, "start-delay", sim.LocalStartDelay, "time from a scale-out to the new instance in service (default: the group's measured median, from the running core; without one 4.2s; the seeds' cloud: 3m30s)")
 	f.DurationVar(&slo, "slo", 100*time.Millisecond, "p99 latency SLO")
 	f.DurationVar(&baseP99, "base-p99", 20*time.Millisecond, "the backend's p99 without queueing")
 	f.Float64Var(&saturatedCPU, "saturated-cpu", 100, "the CPU % an instance shows when requests queue for it (servers often spend less per request then)")
@@ -229,6 +235,31 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.StringVar(&svg, "svg", "", "write a plot of load, capacity and instances to this SVG file")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// measuredStartDelay asks the running core for group's measured start
+// delay (the median time from an instance's start to in service), and
+// says where the delay it returns came from: without a core to ask, or
+// before an instance of the group went into service, it is a local
+// instance's.
+func (o *options) measuredStartDelay(ctx context.Context, group string) (time.Duration, string) {
+	fallback := func(why string) (time.Duration, string) {
+		return sim.LocalStartDelay, "a local instance's; no measured one: " + why
+	}
+	c, _, err := o.coreClient()
+	if err != nil {
+		return fallback("no running shoal to ask")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	g, err := c.Group(ctx, group)
+	if err != nil {
+		return fallback(fmt.Sprintf("asking the running shoal: %v", err))
+	}
+	if g.StartDelay == nil {
+		return fallback(fmt.Sprintf("no instance of group %s went into service yet", group))
+	}
+	return g.StartDelay.Median, fmt.Sprintf("measured by shoal: median of group %s's last %d starts", group, g.StartDelay.Samples)
 }
 
 // capacityMeasured is the --capacity value that measures it on the running core.

@@ -79,7 +79,7 @@ func TestParseExecProviderErrors(t *testing.T) {
 		{"interval too short", "interval: 2s", "interval: 10ms",
 			`testdata/shoal.yaml:6:15: providers[0].interval: must be at least 100ms and at most 10m0s, got 10ms`},
 		{"ssh key on exec", "    timeout: 30s\n", "    timeout: 30s\n    hosts: []\n",
-			`testdata/shoal.yaml:12:5: providers[0].hosts: unknown field; allowed: name, type, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, start, stop, list, timeout`},
+			`testdata/shoal.yaml:12:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, start, stop, list, timeout`},
 		{"stand-in without stand_in", "      stand_in: [demo-backend, --listen, \"127.0.0.1:{{.Port}}\"]\n", "      stand_ins: []\n",
 			"testdata/shoal.yaml:13:7: providers[0].emulator.stand_ins: unknown field; allowed: stand_in\n" +
 				"testdata/shoal.yaml:13:7: providers[0].emulator.stand_in: required"},
@@ -107,5 +107,71 @@ func TestParseExecProviderErrors(t *testing.T) {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestProviderHealthGrace: a group's health.grace is the provider's
+// health_grace unless the group sets its own: 10m by default for a cloud,
+// whose servers boot slowly; ssh and local leave the group's.
+func TestProviderHealthGrace(t *testing.T) {
+	groups := `  - name: web
+    min_size: 1
+    max_size: 4
+    provider: cli
+    template: {command: [app]}
+  - name: api
+    min_size: 1
+    max_size: 4
+    provider: cli
+    hosts: [api.example.com]
+    health: {grace: 20s}
+    template: {command: [app]}
+  - name: local
+    min_size: 1
+    max_size: 4
+    hosts: [local.example.com]
+    template: {command: [app]}
+`
+	doc, _, _ := strings.Cut(execDoc, "groups:\n")
+	for _, tc := range []struct {
+		name, extra string
+		web, api    time.Duration
+	}{
+		{"cloud default", "", DefaultCloudHealthGrace, 20 * time.Second},
+		{"cloud set", "    health_grace: 3m\n", 3 * time.Minute, 20 * time.Second},
+	} {
+		cfg, err := Parse("testdata/shoal.yaml", []byte(doc+tc.extra+"groups:\n"+groups))
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", tc.name, err)
+		}
+		if cfg.Providers[0].HealthGrace != tc.web {
+			t.Errorf("%s: provider health_grace %v, want %v", tc.name, cfg.Providers[0].HealthGrace, tc.web)
+		}
+		want := map[string]time.Duration{"web": tc.web, "api": tc.api, "local": DefaultHealth.Grace}
+		for _, g := range cfg.Groups {
+			if g.Health.Grace != want[g.Name] {
+				t.Errorf("%s: group %s health.grace %v, want %v", tc.name, g.Name, g.Health.Grace, want[g.Name])
+			}
+		}
+	}
+
+	// ssh has none: its groups keep theirs, unless it sets one.
+	sshDoc := func(extra string) string {
+		return strings.Replace(providersDoc, "    host_down_after: 20s\n", "    host_down_after: 20s\n"+extra, 1)
+	}
+	for extra, want := range map[string]time.Duration{"": DefaultHealth.Grace, "    health_grace: 90s\n": 90 * time.Second} {
+		cfg, err := Parse("testdata/shoal.yaml", []byte(sshDoc(extra)))
+		if err != nil {
+			t.Fatalf("ssh %q: Parse: %v", extra, err)
+		}
+		if g := cfg.Groups[0].Health.Grace; g != want {
+			t.Errorf("ssh provider %q: group health.grace %v, want %v", extra, g, want)
+		}
+	}
+
+	// Out of range is an error naming the key.
+	_, err := Parse("testdata/shoal.yaml", []byte(doc+"    health_grace: 0s\ngroups:\n"+groups))
+	if err == nil || !strings.Contains(err.Error(), "providers[0].health_grace: must be at least 1s") {
+		t.Errorf("health_grace 0s: %v", err)
 	}
 }

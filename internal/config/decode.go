@@ -215,20 +215,6 @@ func (f *fields) get(key string) *yaml.Node {
 
 func (f *fields) field(key string) string { return join(f.path, key) }
 
-// hasKey reports whether the mapping n writes key, even as null or with
-// "enabled: false" inside: the file said something about it.
-func hasKey(n *yaml.Node, key string) bool {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return false
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
-}
-
 // require reports each key that is absent or null. A missing or malformed
 // mapping has been reported already, so it reports nothing more.
 func (f *fields) require(keys ...string) {

@@ -322,7 +322,8 @@ func TestConfigDefaultsDoc(t *testing.T) {
 // writtenAs is how the file writes a default that its table holds in
 // another form: the table has what `auto` loads as (Sample 1, Adaptive).
 var writtenAs = map[string]string{
-	"access_log.sample": "`auto`",
+	"access_log.sample":        "`auto`",
+	"providers[].health_grace": "`10m` for exec, sacloud and ec2; none for ssh",
 }
 
 // defaultNotes say what a default is relative to, or how Load makes it.
@@ -339,6 +340,7 @@ var defaultNotes = map[string]string{
 	"providers[].hosts[].capacity.instances": "0: unbounded",
 	"providers[].hosts[].capacity.cores":     "0: unbounded",
 	"groups[].provider":                      "the built-in provider: this machine",
+	"providers[].health_grace":               "the health.grace of its groups that set none; without it, theirs",
 	"groups[].max_hourly_instances":          "0: no budget",
 	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
 	"providers[].profile":                    "ec2: a profile of credentials_file",

@@ -120,7 +120,7 @@ func TestParseEC2Errors(t *testing.T) {
 		{"shoal's tag", "{team: web}", "{shoal-owner: me}",
 			`testdata/shoal.yaml:14:12: providers[0].tags.shoal-owner: shoal-owner is set by shoal on every instance; choose another key`},
 		{"ssh keys on ec2", "tags:", "hosts: []\n    tags:",
-			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -545,13 +545,14 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
 
 	g.Health = d.health(f.get("health"), f.field("health"))
-	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
-	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	// The provider may set health.grace, which scale_to_zero is checked against.
 	d.groupProvider(f, &g)
 	if g.Provider != ProviderLocal && !hasKey(f.get("health"), "passive") {
 		p := defaultRemotePassive
 		g.Health.Passive = &p
 	}
+	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
+	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }

@@ -78,6 +78,8 @@ type providerLabels struct {
 	broken bool
 	// cloud is a provider of cloud servers (exec, sacloud, ec2).
 	cloud bool
+	// grace is its health_grace (0: none).
+	grace time.Duration
 	// node and path are the entry's, for errors about it found later.
 	node *yaml.Node
 	path string
@@ -112,7 +114,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, node: item, path: path}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, grace: p.HealthGrace, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -195,6 +197,11 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
+	graceDef := DefaultCloudHealthGrace
+	if t == ProviderSSH {
+		graceDef = 0
+	}
+	p.HealthGrace = d.within(f, "health_grace", graceDef, time.Second, maxTimeout)
 	switch t {
 	case ProviderSSH:
 		p.SSH = d.sshProvider(f)
@@ -508,6 +515,9 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 	if known && pl.cloud {
 		d.cloudGroup(f, name)
 	}
+	if known && pl.grace > 0 && !hasKey(f.get("health"), "grace") {
+		g.Health.Grace = pl.grace
+	}
 	n := f.get("placement")
 	if n == nil {
 		return
@@ -542,6 +552,22 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 		}
 	}
 	d.errorf(ln, pf.field("labels"), "no host of provider %s carries all of %s, so no instance could be placed", name, formatLabels(g.Placement.Labels))
+}
+
+// hasKey reports whether n is a mapping with key.
+func hasKey(n *yaml.Node, key string) bool {
+	if n == nil {
+		return false
+	}
+	if n = resolve(n); n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if resolve(n.Content[i]).Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // hasLabels reports whether labels include every one of want.

@@ -247,6 +247,10 @@ type Provider struct {
 	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
 	// the other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
+	// HealthGrace is the health.grace of the groups using the provider
+	// that do not set their own: a cloud's servers take minutes to boot
+	// (DefaultCloudHealthGrace). 0 (ssh): the group's health.grace.
+	HealthGrace time.Duration `yaml:"health_grace"`
 	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
@@ -291,6 +295,11 @@ type CloudProvider struct {
 	// sacloud SDK's fake, a test script), whose servers cannot serve.
 	Emulator *Emulator `yaml:"emulator"`
 }
+
+// DefaultCloudHealthGrace is a cloud provider's health_grace when the
+// config leaves it out: its servers boot for minutes, and health.grace
+// counts from when one runs, but its image still has to start the app.
+const DefaultCloudHealthGrace = 10 * time.Minute
 
 // DefaultCloud holds the defaults of a cloud provider's common keys.
 var DefaultCloud = CloudProvider{Interval: 5 * time.Second, BootTimeout: 10 * time.Minute, CreateTimeout: 5 * time.Minute, DeleteTimeout: 5 * time.Minute}

@@ -350,9 +350,27 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return false, fmt.Errorf("%w: %w", ErrNotConverged, context.Cause(ctx))
+			return false, fmt.Errorf("%w: %w%s", ErrNotConverged, context.Cause(ctx), g.waitingNote())
 		}
 	}
+}
+
+// waitingNote names the instances still in service because their cloud
+// refuses to delete them, and why ("" when none): what held a job up.
+func (g *Group) waitingNote() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var notes []string
+	for _, in := range g.insts {
+		if in.waiting != "" {
+			notes = append(notes, in.name+": "+in.waiting)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	slices.Sort(notes)
+	return " (" + strings.Join(notes, "; ") + ")"
 }
 
 func (g *Group) convergedLocked() bool {
@@ -391,6 +409,32 @@ type Status struct {
 	// InstanceHoursToday is what the group's instances ran since local
 	// midnight: what a cloud bills.
 	InstanceHoursToday float64 `json:"instance_hours_today"`
+	// StartDelay is how long the group's newest instances took from
+	// their start to in service (nil before one did).
+	StartDelay *StartDelay `json:"start_delay,omitempty"`
+}
+
+// StartDelay is a group's measured time from an instance's start to in
+// service: the median of its newest Samples, what `shoal policy
+// simulate` takes as its start delay.
+type StartDelay struct {
+	Median  time.Duration `json:"median_ns"`
+	Samples int           `json:"samples"`
+}
+
+// MeasuredStartDelay returns the group's measured start delay, nil when
+// no instance of it has gone into service yet.
+func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
+	ds, err := g.st.StartDelays(ctx, g.cfg.Name)
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	slices.Sort(ds)
+	m := ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		m = (ds[len(ds)/2-1] + m) / 2
+	}
+	return &StartDelay{Median: m, Samples: len(ds)}, nil
 }
 
 // InstanceStatus is one instance as the API shows it.
@@ -408,6 +452,9 @@ type InstanceStatus struct {
 	// been booting (a cloud server takes minutes), for instance.
 	Since   time.Time `json:"since"`
 	Version string    `json:"version"`
+	// Waiting says why a retiring instance is still in service: its
+	// cloud refuses to delete it ("waiting for the cloud API: ...").
+	Waiting string `json:"waiting,omitempty"`
 
 	// The last check's HTTP status and duration, HAProxy's description of
 	// Check and what the check saw; LastChange is when HAProxy last saw the
@@ -442,7 +489,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version})
+			Since: in.since, Version: in.version, Waiting: in.waiting})
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {
@@ -479,6 +526,11 @@ func (g *Group) Status(ctx context.Context) Status {
 		if in.State == InService && !retiring[in.Name] {
 			s.InService++
 		}
+	}
+	if sd, err := g.MeasuredStartDelay(ctx); err == nil {
+		s.StartDelay = sd
+	} else {
+		g.log.Warn("reading the group's start delays failed", "err", err)
 	}
 	y, m, d := now.Date()
 	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {

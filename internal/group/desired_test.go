@@ -114,6 +114,7 @@ type statsOnly struct{ stats []haproxy.ServerStat }
 func (statsOnly) AddServer(context.Context, haproxy.Server, bool) error         { return nil }
 func (statsOnly) MarkReady(string, string)                                      {}
 func (statsOnly) Drain(context.Context, string, string, time.Duration) error    { return nil }
+func (statsOnly) Undrain(context.Context, string, string) error                 { return nil }
 func (statsOnly) RemoveServer(context.Context, string, string) error            { return nil }
 func (statsOnly) ShutdownSessions(context.Context, string, string) error        { return nil }
 func (b statsOnly) Stats(context.Context, string) ([]haproxy.ServerStat, error) { return b.stats, nil }

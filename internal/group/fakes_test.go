@@ -283,6 +283,33 @@ func (p *fakeProvider) startTimes() []time.Time {
 	return slices.Clone(p.starts)
 }
 
+// fakeCloud is a fakeProvider whose instances are deleted through an API
+// (a provider.Deleter) that refuses while down is set.
+type fakeCloud struct {
+	*fakeProvider
+	mu   sync.Mutex
+	down error
+}
+
+func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down != nil {
+		c.ev.add("delete refused %s", in.Record().Name)
+		return c.down
+	}
+	c.ev.add("delete %s", in.Record().Name)
+	return nil
+}
+
+func (c *fakeCloud) DeleteTimeout() time.Duration { return 5 * time.Second }
+
+func (c *fakeCloud) setDown(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = err
+}
+
 // fakeBalancer is HAProxy as the group sees it: servers whose status and
 // last check the test sets.
 type fakeBalancer struct {
@@ -328,6 +355,11 @@ func (b *fakeBalancer) Drain(ctx context.Context, _, name string, timeout time.D
 			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+func (b *fakeBalancer) Undrain(_ context.Context, _, name string) error {
+	b.ev.add("undrain %s", name)
 	return nil
 }
 
@@ -407,6 +439,8 @@ type fakeStore struct {
 	decisions []decision.Record
 	// usage is what Usage answers from (tests set it).
 	usage []store.Usage
+	// startDelays are the start delays recorded.
+	startDelays []time.Duration
 }
 
 func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store.Usage, error) {
@@ -419,6 +453,19 @@ func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store
 		}
 	}
 	return out, nil
+}
+
+func (s *fakeStore) AddStartDelay(_ context.Context, _ string, _ time.Time, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startDelays = append(s.startDelays, d)
+	return nil
+}
+
+func (s *fakeStore) StartDelays(context.Context, string) ([]time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.startDelays), nil
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {

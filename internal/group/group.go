@@ -56,6 +56,9 @@ const (
 	// ends connections to a silent host.
 	removeTimeout = time.Minute
 	removeRetry   = time.Second
+	// maxDeleteRetry caps the back-off between a retiring cloud instance's
+	// drain-and-delete attempts while its cloud refuses the deletion.
+	maxDeleteRetry = 30 * time.Second
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -63,6 +66,7 @@ type Balancer interface {
 	AddServer(ctx context.Context, s haproxy.Server, ready bool) error
 	MarkReady(backend, name string)
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
+	Undrain(ctx context.Context, backend, name string) error
 	RemoveServer(ctx context.Context, backend, name string) error
 	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
@@ -103,6 +107,9 @@ type instance struct {
 	// servingSince is when the instance first went into service (zero
 	// before): how long it served tells an accident from a crash loop.
 	servingSince time.Time
+	// waiting says why a retiring instance is still in service ("" when
+	// it is not): its cloud refuses to delete it (see deleteDrained).
+	waiting string
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -114,6 +121,8 @@ type stateStore interface {
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
+	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
+	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
 
 // Group reconciles one configured group.
@@ -259,6 +268,15 @@ func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Bala
 
 // Name returns the group's name.
 func (g *Group) Name() string { return g.cfg.Name }
+
+// DeleteTimeout is how long a retirement waits for the provider's API to
+// accept a deletion before its job fails (0: the provider has no such API).
+func (g *Group) DeleteTimeout() time.Duration {
+	if d, ok := g.prov.(provider.Deleter); ok {
+		return d.DeleteTimeout()
+	}
+	return 0
+}
 
 // Config returns the group's configuration.
 func (g *Group) Config() config.Group { return g.conf() }
@@ -475,6 +493,7 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 //	  |                          |  +----------+                    |
 //	  |                          |  | stopping |--> gone: out of    |
 //	  |                          |  +----------+    HAProxy, stopped |
+//	  |                          |   (a cloud's: see deleteDrained)  |
 //	  | start failed, exited,    |                                  | exited, or DOWN
 //	  | not UP within grace,     |                                  | for replace_after
 //	  | deploy's check failing   |                                  | (hung)
@@ -642,16 +661,33 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			}
 			if st.Status.IsUp() {
 				g.lb.MarkReady(g.cfg.Name, in.name)
+				g.mu.Lock()
+				launched := in.since // when it started starting
+				g.mu.Unlock()
 				g.setState(ctx, in, InService)
+				g.recordStartDelay(ctx, in, launched)
 				return true
 			}
 		}
 	}
 }
 
+// recordStartDelay keeps how long the instance took from its launch to in
+// service (a cloud's boot included): the policy lab simulates the group's
+// scale-outs with their median (see StartDelay).
+func (g *Group) recordStartDelay(ctx context.Context, in *instance, launched time.Time) {
+	g.mu.Lock()
+	now := in.since
+	g.mu.Unlock()
+	if err := g.st.AddStartDelay(context.WithoutCancel(ctx), g.cfg.Name, now, now.Sub(launched)); err != nil {
+		g.log.Warn("recording the start delay failed", "instance", in.name, "err", err)
+	}
+}
+
 // retire drains the instance, removes it from HAProxy, then stops it. An
 // instance adopted while draining gets what is left of drain_timeout; one
-// adopted while stopping is not drained again.
+// adopted while stopping is not drained again. A cloud's instance is
+// deleted before it leaves HAProxy (see deleteDrained).
 func (g *Group) retire(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	state, since := in.state, in.since
@@ -674,6 +710,13 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 		}
 		g.setState(ctx, in, Draining)
 	}
+	if d, ok := g.prov.(provider.Deleter); ok && timeout >= 0 {
+		if g.deleteDrained(ctx, in, d, timeout) {
+			g.setState(ctx, in, Stopping)
+			g.drop(in, "", removeThenStop) // Stop only waits for the server to go
+		}
+		return
+	}
 	if timeout >= 0 {
 		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
 		if ctx.Err() != nil && g.keep.Load() {
@@ -685,6 +728,110 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 	}
 	g.setState(ctx, in, Stopping)
 	g.drop(in, "", removeThenStop)
+}
+
+// deleteDrained retires a cloud's instance: drain, then ask the cloud to
+// delete the server; it reports whether the cloud accepted, after which
+// the caller takes the instance out of HAProxy. While the cloud's API
+// refuses (an outage), the server still runs and costs, so it serves:
+//
+//	+----------+ sessions 0, or  +-------------+ accepted  +----------+
+//	| draining |---------------->| delete call |---------->| stopping |--> gone
+//	+----------+ drain_timeout   +-------------+           +----------+
+//	     ^                              | refused
+//	     | after 1 s doubling to 30 s   v
+//	     |                    +-----------------------+
+//	     +--------------------| in-service, retiring: |
+//	                          | "waiting for the      |
+//	                          |  cloud API: ..."      |
+//	                          +-----------------------+
+//
+// Refused for delete_timeout, the instance's job fails with the API's
+// answer (see stuck), and the retirement goes on until the cloud accepts.
+// It returns false when the instance ended otherwise (its server gone
+// meanwhile, shoal stopping), cleaned up already.
+func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Deleter, timeout time.Duration) bool {
+	first, wait, reported := g.clk.Now(), time.Second, false
+	for {
+		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
+		if ctx.Err() == nil {
+			if err != nil {
+				g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
+			}
+			err = d.Delete(ctx, in.inst)
+		}
+		if ctx.Err() != nil {
+			// Recorded as draining (or in service): the next run of shoal
+			// retires it again; without KeepInstances it is stopped.
+			g.shutdown(in)
+			return false
+		}
+		if err == nil {
+			g.setWaiting(in, "")
+			return true
+		}
+		why := "waiting for the cloud API: " + err.Error()
+		if uerr := g.lb.Undrain(ctx, g.cfg.Name, in.name); uerr != nil {
+			g.log.Warn("putting a retiring instance back into rotation failed", "instance", in.name, "err", uerr)
+		}
+		g.setWaiting(in, why)
+		g.setState(ctx, in, InService)
+		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
+			"retry_in", wait, "err", err)
+		bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
+		if !reported && bound <= 0 {
+			g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
+			reported = true
+		}
+		next := wait
+		if !reported {
+			next = min(wait, bound)
+		}
+		t, stop := g.clk.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			stop()
+			g.shutdown(in)
+			return false
+		case <-in.inst.Done():
+			stop()
+			// Deleted after all (a call that timed out but went through),
+			// or outside shoal: gone, so out of HAProxy.
+			g.setWaiting(in, "")
+			g.drop(in, "", removeThenStop)
+			return false
+		case <-t:
+		}
+		if next == wait {
+			wait = min(2*wait, maxDeleteRetry)
+		}
+		// Back in rotation meanwhile: a whole drain again.
+		timeout = g.conf().DrainTimeout
+		g.setState(ctx, in, Draining)
+	}
+}
+
+// setWaiting records why a retiring instance is still in service.
+func (g *Group) setWaiting(in *instance, why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if in.waiting != why {
+		in.waiting = why
+		g.notifyLocked()
+	}
+}
+
+// stuck fails the job of an instance that cannot be retired for now,
+// leaving the instance as it is: it serves, and is retired later.
+func (g *Group) stuck(in *instance, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version})
+	if len(g.failures) > maxFailures {
+		g.failures = g.failures[len(g.failures)-maxFailures:]
+	}
+	g.notifyLocked()
+	g.log.Warn("retiring instance stuck", "instance", in.name, "reason", reason)
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already

@@ -409,6 +409,108 @@ func TestReconcilerInServiceToDrainingToStopping(t *testing.T) {
 	}
 }
 
+// TestReconcilerDrainingCloudRefusesDelete: a cloud's instance leaves
+// HAProxy only once its cloud accepted the deletion. While the API refuses,
+// it goes back into service with the reason, drained and asked again after
+// a back-off; past delete_timeout the job fails with the API's answer, and
+// the retirement goes on until the API is back.
+func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
+	var cloud *fakeCloud
+	r := newReconciler(t, 2, func(r *reconciler) {
+		cloud = &fakeCloud{fakeProvider: r.prov}
+		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
+		r.g.prov = cloud
+	})
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	if got := r.g.DeleteTimeout(); got != 5*time.Second {
+		t.Fatalf("DeleteTimeout %v, want the provider's 5s", got)
+	}
+	m := r.g.Mark()
+	if err := r.g.SetDesired(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() string {
+		for _, in := range r.g.Status(context.Background()).Instances {
+			if in.Name == "web-002" {
+				return in.Waiting
+			}
+		}
+		return ""
+	}
+	waitFor(t, "web-002 back in service, waiting", func() bool { return waiting() != "" })
+	if w := waiting(); w != "waiting for the cloud API: stop: exit status 75: 503 Service Unavailable" {
+		t.Fatalf("web-002 waiting: %q", w)
+	}
+	if s, _ := r.state("web-002"); s != InService {
+		t.Fatalf("web-002 is %s while its cloud refuses to delete it, want in-service", s)
+	}
+	wantEvents(t, r.ev, "web-002", "start", "add", "ready", "pre_stop", "drain", "delete refused", "undrain")
+
+	// The job fails at delete_timeout with the API's answer; the instance
+	// still serves.
+	refused := r.clk.Now()
+	errc := make(chan error, 1)
+	go func() { _, err := r.g.WaitConverged(context.Background(), m); errc <- err }()
+	var err error
+	r.stepUntil("the job failing", func() bool {
+		select {
+		case err = <-errc:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, ErrNotConverged) || !strings.Contains(err.Error(), "web-002: not deleted within delete_timeout 5s: waiting for the cloud API: stop: exit status 75") {
+		t.Fatalf("job's wait = %v; want it failed with the cloud's answer", err)
+	}
+	if f := r.awaitFailure(1); f.At.Sub(refused) < 5*time.Second || f.crash {
+		t.Fatalf("job failed %v after the first refusal, want delete_timeout 5s; crash-loop counted %v", f.At.Sub(refused), f.crash)
+	}
+	for _, e := range r.ev.of("web-002") {
+		if e == "remove" || e == "stop" {
+			t.Fatalf("web-002 %s while its cloud refused to delete it: %q", e, r.ev.of("web-002"))
+		}
+	}
+
+	// A later job held up by it says why when it times out.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.g.WaitConverged(ctx, r.g.Mark()); err == nil || !strings.Contains(err.Error(), "(web-002: waiting for the cloud API: stop: exit status 75") {
+		t.Fatalf("a later job's wait = %v; want it to name web-002 and the cloud's answer", err)
+	}
+
+	// The API is back: deleted, then out of HAProxy, then its Stop waits.
+	gone := r.watchGone("web-002")
+	cloud.setDown(nil)
+	r.stepUntil("web-002 gone", func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		return r.g.insts["web-002"] == nil
+	})
+	gone()
+	got := r.ev.of("web-002")
+	if n := len(got); n < 3 || !slices.Equal(got[n-3:], []string{"delete", "remove", "stop"}) {
+		t.Fatalf("web-002: calls %q, want it to end with delete, remove, stop", got)
+	}
+	if s, _ := r.state("web-001"); s != InService {
+		t.Fatalf("web-001 is %s, want it left in service", s)
+	}
+}
+
+// stepUntil advances the clock half a second at a time until cond holds.
+func (r *reconciler) stepUntil(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out: %s", what)
+		}
+		r.clk.Advance(500 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestReconcilerStartingToDraining: an instance retired before it entered
 // service has nothing to hand over: no pre_stop.
 func TestReconcilerStartingToDraining(t *testing.T) {
@@ -490,5 +592,36 @@ func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 	}
 	if f.Instance != "web-001" {
 		t.Fatalf("failure names %q, want web-001", f.Instance)
+	}
+}
+
+// TestReconcilerStartDelayMeasured: the time from an instance's launch to
+// in service is recorded, and the group's start delay is the median of
+// those recorded, as `shoal policy simulate` takes it.
+func TestReconcilerStartDelayMeasured(t *testing.T) {
+	r := newReconciler(t, 1, nil)
+	r.awaitGate("web-001")
+	r.poll(healthPoll)
+	r.poll(healthPoll)
+	r.lb.set("web-001", "UP", "L7OK")
+	r.poll(healthPoll)
+	r.awaitState("web-001", InService)
+	waitFor(t, "a start delay recorded", func() bool {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		return len(r.st.startDelays) == 1
+	})
+	if got := r.st.startDelays[0]; got != 3*healthPoll {
+		t.Fatalf("start delay %v, want the 3 polls to in service, %v", got, 3*healthPoll)
+	}
+	r.st.mu.Lock()
+	r.st.startDelays = append(r.st.startDelays, 210*time.Second, 4*time.Second, 5*time.Second)
+	r.st.mu.Unlock()
+	sd, err := r.g.MeasuredStartDelay(context.Background())
+	if err != nil || sd == nil || sd.Median != 4500*time.Millisecond || sd.Samples != 4 {
+		t.Fatalf("MeasuredStartDelay = %+v, %v; want the median of 600ms, 4s, 5s, 3m30s: 4.5s of 4", sd, err)
+	}
+	if st := r.g.Status(context.Background()); st.StartDelay == nil || *st.StartDelay != *sd {
+		t.Fatalf("status start delay %+v, want %+v", st.StartDelay, sd)
 	}
 }

@@ -142,6 +142,34 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	}
 }
 
+// Undrain puts a draining server back into rotation: its retirement could
+// not go on (its cloud refused to delete it), and it still serves.
+func (m *Manager) Undrain(ctx context.Context, backend, name string) error {
+	k := serverKey{backend, name}
+	m.mu.Lock()
+	e := m.registry[k]
+	if e != nil {
+		e.draining = false
+	}
+	up := m.up
+	m.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("undrain server %q/%q: not registered", backend, name)
+	}
+	if !up || !m.configured(backend) {
+		return nil // a restart or sync adds it back as it is registered now
+	}
+	unlock, err := m.servers.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	err = m.run(ctx, "set server "+backend+"/"+name+" state ready", "")
+	return m.tolerateDown(ctx, fmt.Sprintf("undrain server %s/%s", backend, name), err)
+}
+
 // RemoveServer unregisters a server and deletes it from HAProxy once no
 // stream refers to it; a server HAProxy does not have counts as removed.
 func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error {

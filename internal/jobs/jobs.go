@@ -148,10 +148,11 @@ func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Log
 }
 
 // defaultTimeout allows every instance of a step its health grace and drain,
-// twice over, plus stop time.
+// twice over, plus stop time, and a cloud's delete_timeout: a scale-in the
+// cloud refuses fails with the cloud's answer, not a timeout.
 func defaultTimeout(g *group.Group) time.Duration {
 	c := g.Config()
-	return 2*(c.Health.Grace+c.DrainTimeout+c.Template.StopTimeout) + 30*time.Second
+	return 2*(c.Health.Grace+c.DrainTimeout+c.Template.StopTimeout) + g.DeleteTimeout() + 30*time.Second
 }
 
 // Observe makes f see every job as it enters a state. It must be called

@@ -83,6 +83,22 @@ type Provider interface {
 	StopStrays(ctx context.Context, keep []Record) ([]Record, error)
 }
 
+// Deleter is a Provider whose instances end by a deletion that an API may
+// refuse for a while (a cloud's, during an outage). A group retires such an
+// instance by draining it, asking Delete, and taking it out of HAProxy only
+// once Delete succeeded: while the API refuses, the server still runs, so
+// it goes back into service rather than running unused out of rotation.
+type Deleter interface {
+	// Delete asks once for in's deletion and returns nil once the API
+	// accepted it; in's Stop then waits until it is gone without asking
+	// again.
+	Delete(ctx context.Context, in Instance) error
+	// DeleteTimeout is how long a retirement waits for the API to accept
+	// a deletion before the job that asked for it fails; the retirement
+	// itself goes on.
+	DeleteTimeout() time.Duration
+}
+
 // ErrHostDown reports that an instance's host is unreachable: what was
 // asked of it (a stop, a log read) could not be done now. A provider stops
 // what still runs there once the host is back.

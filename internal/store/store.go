@@ -134,7 +134,21 @@ var migrations = [][]string{
 		) STRICT`,
 		`CREATE INDEX instance_usage_group_ended ON instance_usage (group_name, ended_at)`,
 	},
+	{
+		// How long each group's newest instances took from their start to
+		// in service, startDelaysKept of them: the policy lab's simulator
+		// takes their median as its start delay.
+		`CREATE TABLE start_delays (
+			group_name TEXT NOT NULL,
+			at         TEXT NOT NULL,
+			seconds    REAL NOT NULL
+		) STRICT`,
+		`CREATE INDEX start_delays_group_at ON start_delays (group_name, at)`,
+	},
 }
+
+// startDelaysKept is how many of a group's newest start delays are kept.
+const startDelaysKept = 25
 
 // usageKept is how long a finished instance's usage is kept: today's
 // instance-hours need a day of it.
@@ -327,6 +341,56 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 		return fmt.Errorf("delete instance %q: %w", name, err)
 	}
 	return nil
+}
+
+// AddStartDelay records that an instance of group went into service at
+// at, d after its start, keeping the group's newest startDelaysKept.
+func (s *Store) AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record start delay of group %s: %w", group, err)
+	}
+	defer tx.Rollback()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO start_delays (group_name, at, seconds) VALUES (?, ?, ?)`, []any{group, formatTime(at), d.Seconds()}},
+		{`DELETE FROM start_delays WHERE group_name = ? AND rowid NOT IN
+			(SELECT rowid FROM start_delays WHERE group_name = ? ORDER BY at DESC, rowid DESC LIMIT ?)`,
+			[]any{group, group, startDelaysKept}},
+	} {
+		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
+			return fmt.Errorf("record start delay of group %s: %w", group, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record start delay of group %s: %w", group, err)
+	}
+	return nil
+}
+
+// StartDelays returns group's newest start delays (at most
+// startDelaysKept), oldest first.
+func (s *Store) StartDelays(ctx context.Context, group string) ([]time.Duration, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT seconds FROM start_delays WHERE group_name = ? ORDER BY at, rowid`, group)
+	if err != nil {
+		return nil, fmt.Errorf("read start delays of group %s: %w", group, err)
+	}
+	defer rows.Close()
+	var out []time.Duration
+	for rows.Next() {
+		var sec float64
+		if err := rows.Scan(&sec); err != nil {
+			return nil, fmt.Errorf("read start delays of group %s: %w", group, err)
+		}
+		out = append(out, time.Duration(sec*float64(time.Second)))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read start delays of group %s: %w", group, err)
+	}
+	return out, nil
 }
 
 // Usage is what one finished instance ran for.

@@ -617,3 +617,38 @@ func TestUsage(t *testing.T) {
 		t.Errorf("usage ended after now = %+v, %v; want none", us, err)
 	}
 }
+
+// TestStartDelaysKeepsNewest: a group's start delays are kept, newest
+// startDelaysKept of them, per group, across a reopen.
+func TestStartDelaysKeepsNewest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shoal.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
+	for i := range startDelaysKept + 5 {
+		if err := s.AddStartDelay(ctx, "web", t0.Add(time.Duration(i)*time.Minute), time.Duration(i+1)*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddStartDelay(ctx, "api", t0, 210*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	web, err := s.StartDelays(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(web) != startDelaysKept || web[0] != 6*time.Second || web[len(web)-1] != time.Duration(startDelaysKept+5)*time.Second {
+		t.Fatalf("web's start delays %v; want the newest %d, 6s to %ds", web, startDelaysKept, startDelaysKept+5)
+	}
+	if api, err := s.StartDelays(ctx, "api"); err != nil || len(api) != 1 || api[0] != 210*time.Second {
+		t.Fatalf("api's start delays %v, %v; want [3m30s]", api, err)
+	}
+}

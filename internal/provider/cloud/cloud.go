@@ -109,7 +109,10 @@ type doom struct {
 	inFlight bool
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Deleter  = (*Provider)(nil)
+)
 
 // New returns the provider of one cloud entry, driving d. Nothing is
 // called until Start, Adopt, StopStrays or Run.
@@ -192,6 +195,7 @@ func (p *Provider) Run(ctx context.Context) {
 	}()
 	failures := 0
 	for {
+		last := time.Now()
 		if err := p.refresh(ctx); err != nil {
 			failures++
 		} else {
@@ -226,6 +230,17 @@ func (p *Provider) Run(ctx context.Context) {
 			return
 		case <-p.wake:
 			t.Stop()
+			// At most one listing per fast interval, however many Starts
+			// and Stops ask: a scale event of N servers is not N listings.
+			if rest := p.fast - time.Since(last); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		case <-t.C:
 		}
 	}
@@ -342,6 +357,35 @@ func (p *Provider) delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Delete asks the cloud once to delete pi's server, for a group retiring
+// it (see provider.Deleter): nil once the call was accepted, the API's
+// error otherwise. A refused deletion leaves nothing behind, so the server
+// goes on serving; an accepted one is followed by the poller like any.
+func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
+	in, ok := pi.(*instance)
+	if !ok || in.p != p {
+		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.DeleteTimeout, listTimeout))
+	defer cancel()
+	if err := p.delete(ctx, in.id); err != nil {
+		return fmt.Errorf("delete instance %s: %w", in.rec.Name, err)
+	}
+	in.mu.Lock()
+	in.deleted, in.stopping = true, true
+	in.mu.Unlock()
+	p.mu.Lock()
+	if p.doomed[in.id] == nil {
+		// Still listed a while from now: asked again (reapEvery).
+		p.doomed[in.id] = &doom{last: time.Now()}
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
+func (p *Provider) DeleteTimeout() time.Duration { return p.cfg.DeleteTimeout }
+
 // destroy marks id doomed and deletes it, retrying any error with
 // back-off until ctx ends: deleting is idempotent, and a server left
 // running costs money. What destroy cannot finish the poller retries.
@@ -382,12 +426,14 @@ func retry(ctx context.Context, f func() error, retryable func(error) bool) erro
 	}
 }
 
-// setBusy counts a Start or Stop the poller must watch closely.
+// setBusy counts a Start or Stop the poller must watch closely; the first
+// has it list now (or once a fast interval after its last listing).
 func (p *Provider) setBusy(d int) {
 	p.mu.Lock()
+	first := d > 0 && p.busy == 0
 	p.busy += d
 	p.mu.Unlock()
-	if d > 0 {
+	if first {
 		p.poke()
 	}
 }

@@ -22,6 +22,8 @@ type scriptedDriver struct {
 	creates int
 	servers map[string]Server
 	deleted []string
+	// refuse, when set, is every Delete's answer (an API outage).
+	refuse error
 }
 
 func (d *scriptedDriver) Create(_ context.Context, req CreateRequest) (Server, error) {
@@ -39,6 +41,9 @@ func (d *scriptedDriver) Create(_ context.Context, req CreateRequest) (Server, e
 func (d *scriptedDriver) Delete(_ context.Context, id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.refuse != nil {
+		return d.refuse
+	}
 	d.deleted = append(d.deleted, id)
 	delete(d.servers, id)
 	return nil
@@ -124,5 +129,60 @@ func TestNotRetryable(t *testing.T) {
 	}
 	if n := p.Calls().Create; n != 1 {
 		t.Errorf("%d creates, want 1", n)
+	}
+}
+
+// TestDeleteRefusedLeavesServer: a deletion the cloud refuses (a group
+// retiring the instance during an outage) leaves nothing behind that
+// would delete the server later while it serves again; one it accepts is
+// not asked again by Stop, which only waits for the server to go.
+func TestDeleteRefusedLeavesServer(t *testing.T) {
+	d := &scriptedDriver{create: func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", IP: "10.0.0.1", Phase: Running, State: "running"}, nil
+	}}
+	p := newScripted(t, d, config.CloudProvider{DeleteTimeout: time.Minute})
+	ctx := context.Background()
+	in, err := p.Start(ctx, startSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.refuse = fmt.Errorf("503 Service Unavailable: %w", ErrRetryable)
+	d.mu.Unlock()
+	if err := p.Delete(ctx, in); err == nil || !strings.Contains(err.Error(), "delete instance web-001: delete server i-1: 503 Service Unavailable") {
+		t.Fatalf("Delete during the outage = %v", err)
+	}
+	if n := p.Calls().Delete; n != 1 {
+		t.Fatalf("%d delete calls, want 1: Delete asks once", n)
+	}
+	d.mu.Lock()
+	d.refuse = nil
+	d.mu.Unlock()
+	time.Sleep(300 * time.Millisecond) // listings at 50 ms: nothing deletes it behind the group's back
+	p.mu.Lock()
+	doomed := len(p.doomed)
+	p.mu.Unlock()
+	if n := p.Calls().Delete; n != 1 || doomed != 0 {
+		t.Fatalf("after a refused Delete: %d delete calls, %d servers doomed; want 1 and none", n, doomed)
+	}
+	select {
+	case <-in.Done():
+		t.Fatalf("instance exited after a refused Delete: %s", in.ExitReason())
+	default:
+	}
+
+	if err := p.Delete(ctx, in); err != nil {
+		t.Fatalf("Delete once the API is back: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := in.Stop(sctx); err != nil {
+		t.Fatalf("Stop after Delete: %v", err)
+	}
+	if n := p.Calls().Delete; n != 2 {
+		t.Errorf("%d delete calls, want 2: Stop does not ask again", n)
+	}
+	if r := in.ExitReason(); r != "stopped" {
+		t.Errorf("exit reason %q, want stopped", r)
 	}
 }

@@ -26,14 +26,16 @@ import (
 //	 (no instance)               |   |  exited: "emulator stand-in exited";
 //	                             |   |  the group then Stops it (deleted)
 //	     absent from, or gone in |   | Stop: Delete (retried until
-//	     a successful listing    |   v delete_timeout, then by the poller)
+//	     a successful listing    |   v delete_timeout, then by the poller),
+//	                             |   | or Provider.Delete accepted (one call)
 //	                             |  +----------+ absent from the listing
 //	                             |  | stopping |----------------------> exited: "stopped"
 //	                             v  +----------+
 //	exited: "server X deleted outside shoal (state S)"
 //
 // A failing listing moves nothing: no instance is taken for gone because
-// the cloud's API could not be asked.
+// the cloud's API could not be asked. A Provider.Delete the cloud refuses
+// moves nothing either: the server runs on, and the group serves with it.
 type instance struct {
 	p       *Provider
 	rec     provider.Record
@@ -49,6 +51,9 @@ type instance struct {
 	reason   string
 	exited   bool
 	stopping bool
+	// deleted: the cloud accepted Provider.Delete's call; Stop does not
+	// ask again.
+	deleted  bool
 	standOff sync.Once // the stand-in is stopped once
 }
 
@@ -134,20 +139,24 @@ func (in *instance) stopStandIn() {
 	})
 }
 
-// Stop deletes the server (retrying until ctx ends or delete_timeout) and
-// returns once a listing no longer has it. If it returns an error, the
+// Stop deletes the server (retrying until ctx ends or delete_timeout;
+// not again after Provider.Delete) and returns once a listing no longer
+// has it. If it returns an error, the
 // poller keeps asking for the deletion until the server is gone.
 func (in *instance) Stop(ctx context.Context) error {
 	p := in.p
 	in.mu.Lock()
 	in.stopping = true
+	deleted := in.deleted
 	in.mu.Unlock()
 	p.setBusy(1)
 	defer p.setBusy(-1)
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
 	defer cancel()
-	if err := p.destroy(ctx, in.id); err != nil {
-		return fmt.Errorf("stop instance %s: %w", in.rec.Name, err)
+	if !deleted {
+		if err := p.destroy(ctx, in.id); err != nil {
+			return fmt.Errorf("stop instance %s: %w", in.rec.Name, err)
+		}
 	}
 	// The server is on its way out: so is its stand-in.
 	in.stopStandIn()

@@ -5,8 +5,8 @@
 # own loopback address (127.0.X.Y) and the provider's port, recorded as
 # DIR/servers/ID.json. DIR/backend names the demo-backend binary. Files in
 # DIR make a command misbehave: DIR/fail-CMD holds a mode (fail, garbage,
-# noaddr, huge, hang, tempfail, dup), DIR/boot the seconds a server stays
-# "provisioning", DIR/calls logs every call.
+# noaddr, huge, hang, tempfail, dup, down), DIR/boot the seconds a server
+# stays "provisioning", DIR/calls logs every call.
 set -eu
 dir=$1 cmd=$2
 shift 2
@@ -25,6 +25,9 @@ tempfail)
 	n=$(cat "$dir/tempfail-count" 2>/dev/null || echo 0)
 	echo $((n + 1)) >"$dir/tempfail-count"
 	if [ "$n" -lt 2 ]; then echo "fakecloud: RequestLimitExceeded" >&2; exit 75; fi ;;
+down)
+	# An outage: "try again later" until DIR/api-up appears.
+	if [ ! -e "$dir/api-up" ]; then echo "fakecloud: 503 Service Unavailable" >&2; exit 75; fi ;;
 esac
 
 now=$(date +%s)

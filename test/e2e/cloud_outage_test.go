@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/haproxy"
+)
+
+// TestExecCloudOutageDuringScaleIn: the cloud's API refuses deletions
+// (its stop exits 75, "try again later") when a scale-in retires a
+// server. The server still runs, so it stays in rotation and keeps
+// answering through HAProxy; status and jobs say why; the job fails at
+// delete_timeout with the cloud's answer. Once the API is back, the server
+// is deleted and leaves HAProxy: no failed GET, no leaked server.
+func TestExecCloudOutageDuringScaleIn(t *testing.T) {
+	c := newExecCloud(t)
+	g := web
+	g.Extra = "    provider: cli\n"
+	e := newEnv(t, c.provider()+"    delete_timeout: 4s\n", g)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "--size", "3")
+	stop := load(t, e)
+
+	if err := os.WriteFile(filepath.Join(c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := e.cli("scale", "web", "--size", "2")
+	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("shoal scale web --size 2 (exit %d):\n%s%s", code, out, stderr)
+	}
+	id := m[1]
+
+	// The retiring server is back in rotation, and the job says why.
+	var retiring string
+	e.eventually("a retiring instance waiting for the cloud API", 15*time.Second, func() error {
+		for _, in := range e.status().Groups[0].Instances {
+			if in.Waiting != "" {
+				retiring = in.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("none waiting")
+	})
+	jobsOut, _, _ := e.cli("jobs", "--group", "web")
+	if want := "job " + id + " waiting: " + retiring + ": waiting for the cloud API: "; !strings.Contains(jobsOut, want) || !strings.Contains(jobsOut, "503 Service Unavailable") {
+		t.Errorf("shoal jobs during the outage:\n%s\nwant %q with the cloud's stderr", jobsOut, want)
+	}
+	t.Logf("shoal jobs during the outage:\n%s", jobsOut)
+
+	// The job fails at delete_timeout with the cloud's answer.
+	var reason string
+	e.eventually("the scale-in job failing", 30*time.Second, func() error {
+		j, err := e.client().Job(context.Background(), id, 0)
+		if err != nil {
+			return err
+		}
+		if j.State != "failed" {
+			return fmt.Errorf("job %s %s", id, j.State)
+		}
+		reason = j.Reason
+		return nil
+	})
+	if want := retiring + ": not deleted within delete_timeout 4s: waiting for the cloud API:"; !strings.Contains(reason, want) {
+		t.Errorf("job reason %q, want %q", reason, want)
+	}
+	status, _, _ := e.cli("status")
+	if want := "retiring " + retiring + ", still in service: waiting for the cloud API"; !strings.Contains(status, want) {
+		t.Errorf("shoal status during the outage:\n%s\nwant %q", status, want)
+	}
+	t.Logf("shoal status during the outage:\n%s", status)
+
+	// Still in the cloud and still answering through HAProxy: its request
+	// count grows while the API is down.
+	if n := len(c.servers()); n != 3 {
+		t.Fatalf("%d servers in the cloud during the outage, want all 3", n)
+	}
+	// (Each retry drains it for a moment before asking the cloud again.)
+	before := e.serverStat("web", retiring)
+	time.Sleep(1500 * time.Millisecond)
+	var after haproxy.ServerStat
+	e.eventually(retiring+" in rotation, serving", 5*time.Second, func() error {
+		after = e.serverStat("web", retiring)
+		if !after.Status.IsUp() || after.Status.GoingDown() || after.Total <= before.Total {
+			return fmt.Errorf("%s, %d → %d requests", after.Status, before.Total, after.Total)
+		}
+		return nil
+	})
+	t.Logf("%s served %d requests while its cloud refused to delete it", retiring, after.Total-before.Total)
+
+	// The outage ends: deleted, out of rotation, nothing leaked.
+	if err := os.WriteFile(filepath.Join(c.dir, "api-up"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(retiring+" deleted", 60*time.Second, func() error {
+		if n := len(e.status().Groups[0].Instances); n != 2 {
+			return fmt.Errorf("%d instances", n)
+		}
+		return c.matches(e, "web")
+	})
+	e.checkInSync("web")
+	if _, ok := e.haproxyServers("web")[retiring]; ok {
+		t.Fatalf("%s still in HAProxy after its deletion", retiring)
+	}
+	res := stop()
+	if res.Failures > 0 || res.Requests == 0 {
+		t.Fatalf("%d of %d GETs failed across the outage: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	t.Logf("%d GETs, none failed; cloud calls %v", res.Requests, c.calls())
+	e.stop()
+	if left := c.servers(); len(left) > 0 {
+		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
+	}
+}
+
+// serverStat reads one server of backend from HAProxy's admin socket.
+func (e *shoalEnv) serverStat(backend, name string) haproxy.ServerStat {
+	e.t.Helper()
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.Stats(ctx, backend)
+	if err != nil {
+		e.t.Fatalf("read HAProxy stats: %v", err)
+	}
+	for _, s := range stats {
+		if s.Name == name {
+			return s
+		}
+	}
+	e.t.Fatalf("HAProxy has no server %s/%s", backend, name)
+	return haproxy.ServerStat{}
+}
