@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -94,15 +93,7 @@ func TestParseExecProviderErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !strings.Contains(execDoc, tt.old) {
-				t.Fatalf("execDoc has no %q", tt.old)
-			}
-			doc := strings.Replace(execDoc, tt.old, tt.new, 1)
-			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-			var list ErrorList
-			if cfg != nil || !errors.As(err, &list) {
-				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
-			}
+			err := parseEdited(t, execDoc, tt.old, tt.new)
 			if got := err.Error(); got != tt.want {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}

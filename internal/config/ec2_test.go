@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,15 +123,7 @@ func TestParseEC2Errors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !strings.Contains(ec2Doc, tt.old) {
-				t.Fatalf("ec2Doc has no %q", tt.old)
-			}
-			doc := strings.Replace(ec2Doc, tt.old, tt.new, 1)
-			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-			var list ErrorList
-			if cfg != nil || !errors.As(err, &list) {
-				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
-			}
+			err := parseEdited(t, ec2Doc, tt.old, tt.new)
 			if got := err.Error(); got != tt.want {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}

@@ -38,6 +38,21 @@ groups:
     template: {command: [app, "--listen={{.Host}}:{{.Port}}"]}
 `
 
+// parseEdited parses doc with its first old replaced by new, which must
+// make it invalid, and returns the ErrorList.
+func parseEdited(t *testing.T, doc, old, new string) error {
+	t.Helper()
+	if !strings.Contains(doc, old) {
+		t.Fatalf("the document has no %q", old)
+	}
+	cfg, err := Parse("testdata/shoal.yaml", []byte(strings.Replace(doc, old, new, 1)))
+	var list ErrorList
+	if cfg != nil || !errors.As(err, &list) {
+		t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
+	}
+	return err
+}
+
 func TestParseProviders(t *testing.T) {
 	cfg, err := Parse("testdata/shoal.yaml", []byte(providersDoc))
 	if err != nil {
@@ -178,15 +193,7 @@ func TestParseProviderErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !strings.Contains(providersDoc, tt.old) {
-				t.Fatalf("providersDoc has no %q", tt.old)
-			}
-			doc := strings.Replace(providersDoc, tt.old, tt.new, 1)
-			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-			var list ErrorList
-			if cfg != nil || !errors.As(err, &list) {
-				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
-			}
+			err := parseEdited(t, providersDoc, tt.old, tt.new)
 			if got := err.Error(); got != tt.want {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,15 +118,7 @@ func TestParseSacloudErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !strings.Contains(sacloudDoc, tt.old) {
-				t.Fatalf("sacloudDoc has no %q", tt.old)
-			}
-			doc := strings.Replace(sacloudDoc, tt.old, tt.new, 1)
-			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-			var list ErrorList
-			if cfg != nil || !errors.As(err, &list) {
-				t.Fatalf("Parse = %v, %v; want an ErrorList", cfg != nil, err)
-			}
+			err := parseEdited(t, sacloudDoc, tt.old, tt.new)
 			if strings.Contains(err.Error(), "tok-do-not-print") {
 				t.Errorf("error shows the credentials: %s", err)
 			}
