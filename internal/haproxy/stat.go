@@ -124,6 +124,10 @@ type ServerStat struct {
 	ConnErrors   int64
 	Retries      int64
 	Redispatches int64
+	// ServerAborts counts responses the server cut after they had begun
+	// (srv_abrt): what no retry can save, such as a process killed while
+	// it answered. On the backend's line it outlives deleted servers.
+	ServerAborts int64
 	// ResponseTime and TotalTime average the last 1024 requests' wait for
 	// the response (rtime) and whole time (ttime).
 	ResponseTime time.Duration
@@ -257,6 +261,7 @@ func parseStats(out string) ([]ServerStat, error) {
 			ConnErrors:    l.num("econ"),
 			Retries:       l.num("wretr"),
 			Redispatches:  l.num("wredis"),
+			ServerAborts:  l.num("srv_abrt"),
 			ResponseTime:  l.dur("rtime", time.Millisecond),
 			TotalTime:     l.dur("ttime", time.Millisecond),
 		}

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -212,10 +214,10 @@ func (e *shoalEnv) checkServedOnce(group string, want int) {
 	e.checkInSync(group)
 }
 
-// accessLogFailures returns the access log's lines of 5xx answers, for a
-// failure's message: which server HAProxy tried last and why it gave up
-// (the termination state). Under load the log is sampled, so some may be
-// missing.
+// accessLogFailures returns the access log's lines of requests that did
+// not end normally (5xx answers, responses cut short), for a failure's
+// message: which server HAProxy tried last and how the request ended (the
+// termination state). Under load the log is sampled, so some may be missing.
 func (e *shoalEnv) accessLogFailures() string {
 	b, err := os.ReadFile(filepath.Join(e.stateDir(), "logs", "access.log"))
 	if err != nil {
@@ -223,11 +225,11 @@ func (e *shoalEnv) accessLogFailures() string {
 	}
 	var out []string
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.Contains(line, " 50") {
+		if en, err := accesslog.Parse(line); err == nil && (en.Status >= 500 || en.Termination != "----") {
 			out = append(out, line)
 		}
 	}
-	return "access log, 5xx:\n" + strings.Join(out, "\n")
+	return "access log, requests that did not end normally:\n" + strings.Join(out, "\n")
 }
 
 // waitServedOnce gives HAProxy's server list up to timeout to settle to
@@ -241,23 +243,32 @@ func (e *shoalEnv) waitServedOnce(group string, want int, timeout time.Duration)
 	e.checkServedOnce(group, want)
 }
 
-// sessionsOn adds up HAProxy's current sessions of the instances on host:
-// the requests a failure of that host can cut.
-func sessionsOn(st []instanceOnHost, host string) int {
-	n := 0
-	for _, in := range st {
-		if in.host == host {
-			n += in.sessions
+// serverAborts returns HAProxy's count of group's responses cut by their
+// server after they had begun (the backend's srv_abrt, which outlives the
+// servers deleted since): the requests a host's death can fail, since no
+// retry can replay a response half sent.
+func (e *shoalEnv) serverAborts(group string) int64 {
+	e.t.Helper()
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.BackendStats(ctx)
+	if err != nil {
+		e.t.Fatalf("read HAProxy stats: %v", err)
+	}
+	for _, s := range stats {
+		if s.Backend == group && s.Type == haproxy.TypeBackend {
+			return s.ServerAborts
 		}
 	}
-	return n
+	e.t.Fatalf("HAProxy has no backend %s", group)
+	return 0
 }
 
 // instanceOnHost is an instance as a host failure sees it.
 type instanceOnHost struct {
 	name, host string
 	pid        int
-	sessions   int
 }
 
 // instancesOnHosts lists group's instances with their hosts.
@@ -266,7 +277,7 @@ func (e *shoalEnv) instancesOnHosts(group string) []instanceOnHost {
 	var out []instanceOnHost
 	for _, in := range groupOf(e.t, e.status(), group).Instances {
 		host, _, _ := net.SplitHostPort(in.Addr)
-		out = append(out, instanceOnHost{name: in.Name, host: host, pid: in.PID, sessions: in.Sessions})
+		out = append(out, instanceOnHost{name: in.Name, host: host, pid: in.PID})
 	}
 	return out
 }
@@ -378,17 +389,18 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 			doomed = append(doomed, in.name)
 		}
 	}
-	inFlight := sessionsOn(before, dead.Addr)
+	aborts := e.serverAborts("web")
 	if err := dead.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out := e.waitOutOfRotation("web", doomed, 10*time.Second)
 	replaced := e.waitReplaced("web", dead.Addr, 12, 30*time.Second)
 	res := stop()
-	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d sessions there at the kill) %v",
-		dead.Addr, out.Round(time.Millisecond), replaced.Round(time.Millisecond), res.Requests, res.Failures, inFlight, res.FailureSamples)
-	if res.Failures > int64(inFlight) {
-		t.Fatalf("%d GETs failed across the host's death, want at most the %d in flight there: %v\n%s", res.Failures, inFlight, res.FailureSamples, e.accessLogFailures())
+	cutShort := e.serverAborts("web") - aborts
+	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+		dead.Addr, out.Round(time.Millisecond), replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
+	if res.Failures > cutShort {
+		t.Fatalf("%d GETs failed across the host's death, want at most the %d responses its instances cut short: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
 	}
 	if res.Requests < 100 {
 		t.Fatalf("only %d requests went through", res.Requests)
@@ -427,17 +439,18 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		t.Fatalf("no instance runs on %s before its link goes down: %+v", cut.Addr, before)
 	}
 	stop = sshLoad(t, e)
-	inFlight = sessionsOn(before, cut.Addr)
+	aborts = e.serverAborts("web")
 	if err := cut.LinkDown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cut.LinkUp(context.Background()) })
 	replaced = e.waitReplaced("web", cut.Addr, 12, 30*time.Second)
 	res = stop()
-	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d sessions there at the cut) %v",
-		cut.Addr, replaced.Round(time.Millisecond), res.Requests, res.Failures, inFlight, res.FailureSamples)
-	if res.Failures > int64(inFlight) {
-		t.Fatalf("%d GETs failed across the link's loss, want at most the %d in flight there: %v\n%s", res.Failures, inFlight, res.FailureSamples, e.accessLogFailures())
+	cutShort = e.serverAborts("web") - aborts
+	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+		cut.Addr, replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
+	if res.Failures > cutShort {
+		t.Fatalf("%d GETs failed across the link's loss, want at most the %d responses cut short there: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
 	}
 	if err := cut.LinkUp(ctx); err != nil {
 		t.Fatal(err)

@@ -197,7 +197,47 @@ func (s *fileStore) Init() error {
 		return err
 	}
 	s.JSONFileStore.Path = s.path + ".tmp"
+	s.settle()
 	return nil
+}
+
+// settle finishes what a killed process left half-done in the fake, where
+// a real cloud's API is atomic or finishes on its own. The fake runs a
+// disk copy or a shutdown as a goroutine of the process that asked, so
+// after a kill -9 the store holds a disk migrating or a server cleaning
+// for ever: a stray server swept at the next start would wait for its disk
+// until the delete timeout, while its replacement is created beside it.
+func (s *fileStore) settle() {
+	for _, zone := range types.ZoneNames {
+		for _, v := range s.List(fake.ResourceDisk, zone) {
+			if d, ok := v.(*iaas.Disk); ok && d.Availability.IsMigrating() {
+				d.Availability, d.MigratedMB = types.Availabilities.Available, d.SizeMB
+				s.Put(fake.ResourceDisk, zone, d.ID, d)
+				s.log.Info("sacloud fake: disk copy left by a stopped process finished", "disk", d.ID.String(), "name", d.Name)
+			}
+		}
+		for _, v := range s.List(fake.ResourceServer, zone) {
+			srv, ok := v.(*iaas.Server)
+			if !ok {
+				continue
+			}
+			// The fake stores a new server and then its NICs, one write
+			// each: killed in between, the server names a NIC that
+			// never was, and deleting it fails with that NIC's 404.
+			nics := slices.DeleteFunc(slices.Clone(srv.Interfaces), func(nic *iaas.InterfaceView) bool {
+				return s.Get(fake.ResourceInterface, zone, nic.ID) == nil
+			})
+			changed := len(nics) != len(srv.Interfaces)
+			srv.Interfaces = nics
+			if srv.InstanceStatus == types.ServerInstanceStatuses.Cleaning {
+				srv.InstanceStatus, changed = types.ServerInstanceStatuses.Down, true
+			}
+			if changed {
+				s.Put(fake.ResourceServer, zone, srv.ID, srv)
+				s.log.Info("sacloud fake: server left half-changed by a stopped process settled", "server", srv.ID.String(), "name", srv.Name)
+			}
+		}
+	}
 }
 
 func (s *fileStore) NeedInitData() bool { return true }
@@ -555,7 +595,15 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		}
 	}
 	err = d.servers.DeleteWithDisks(ctx, d.zone, sid, &iaas.ServerDeleteWithDisksRequest{IDs: disks})
-	if err != nil && !iaas.IsNotFoundError(err) {
+	if iaas.IsNotFoundError(err) {
+		// Gone meanwhile, or a 404 about one of its parts (a NIC, a
+		// disk): only the server's own absence means it is deleted.
+		if _, rerr := d.servers.Read(ctx, d.zone, sid); !iaas.IsNotFoundError(rerr) {
+			return apiError("delete "+srv.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
 		return apiError("delete "+srv.Name, err)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sacloud/iaas-api-go"
+	"github.com/sacloud/iaas-api-go/fake"
 	"github.com/sacloud/iaas-api-go/search"
 	"github.com/sacloud/iaas-api-go/types"
 
@@ -458,6 +459,16 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 	if listed := run("list"); listed != "" {
 		t.Fatalf("after deletion a third process lists %q, want none", listed)
 	}
+	// A process killed mid-Create (its disk still copying) leaves a
+	// server the next one deletes at once, as on a real cloud, where the
+	// copy finishes without the process that asked for it.
+	half := run("half-create")
+	if swept := run("sweep"); swept != half {
+		t.Fatalf("the next process swept %q, want the half-created server %q", swept, half)
+	}
+	if listed := run("list"); listed != "" {
+		t.Fatalf("after the sweep a process lists %q, want none", listed)
+	}
 	// A store that does not parse is an error, not the SDK's panic.
 	if err := os.WriteFile(store, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
@@ -479,9 +490,49 @@ func TestFakeStoreChild(t *testing.T) {
 		fmt.Println("RESULT", err)
 		return
 	}
+	if step == "half-create" {
+		fake.DiskCopyDuration = time.Hour // the process "dies" mid-copy
+	}
 	d := newDriver(t, cfg)
 	ctx := context.Background()
 	switch step {
+	case "half-create":
+		srv, err := d.servers.Create(ctx, "tk1b", &iaas.ServerCreateRequest{
+			CPU: 1, MemoryMB: 1024, Name: "web-003",
+			ConnectedSwitches: []*iaas.ConnectedSwitch{{Scope: types.Scopes.Shared}},
+			Tags:              serverTags(nil, request("restarted", "web", 3, "").Tags),
+		})
+		if err != nil {
+			t.Fatalf("create server: %v", err)
+		}
+		// Killed between the fake's writes of the server and its NIC.
+		fake.DataStore.Delete(fake.ResourceInterface, "tk1b", srv.Interfaces[0].ID)
+		archives, err := d.resolveArchives(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.disks.Create(ctx, "tk1b", &iaas.DiskCreateRequest{
+			DiskPlanID: types.DiskPlanIDMap["ssd"], SourceArchiveID: archives[0], ServerID: srv.ID, SizeMB: 20 * 1024, Name: "web-003-disk001",
+		}, nil, types.ID(0)); err != nil {
+			t.Fatalf("create disk: %v", err)
+		}
+		fmt.Println("RESULT", srv.ID)
+	case "sweep":
+		servers, err := d.List(ctx, "restarted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range servers {
+			ids = append(ids, s.ID)
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := d.Delete(dctx, s.ID)
+			cancel()
+			if err != nil {
+				t.Fatalf("delete the server left mid-create: %v", err)
+			}
+		}
+		fmt.Println("RESULT", strings.Join(ids, ","))
 	case "create":
 		start := time.Now()
 		s, err := d.Create(ctx, request("restarted", "web", 1, ""))
@@ -604,6 +655,36 @@ func TestDeleteOfAServerLeftMidCreate(t *testing.T) {
 	}
 	if _, err := d.disks.Read(ctx, "tk1b", disk.ID); !iaas.IsNotFoundError(err) {
 		t.Errorf("disk after Delete: %v, want 404", err)
+	}
+}
+
+// TestDeleteIsDoneOnlyWhenTheServerIsGone: a 404 about one of a server's
+// parts (here a NIC missing from the store) is not the server deleted.
+func TestDeleteIsDoneOnlyWhenTheServerIsGone(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	srv, err := d.servers.Create(ctx, "tk1b", &iaas.ServerCreateRequest{
+		CPU: 1, MemoryMB: 1024, Name: "web-001",
+		ConnectedSwitches: []*iaas.ConnectedSwitch{{Scope: types.Scopes.Shared}},
+		Tags:              serverTags(nil, request(ownerID(t), "web", 1, "").Tags),
+	})
+	if err != nil {
+		t.Fatalf("create server: %v", err)
+	}
+	nic := srv.Interfaces[0].ID
+	fake.DataStore.Delete(fake.ResourceInterface, "tk1b", nic)
+	err = d.Delete(ctx, srv.ID.String())
+	if err == nil || !strings.Contains(err.Error(), nic.String()) {
+		t.Fatalf("Delete of a server whose NIC is missing: %v, want the NIC's 404", err)
+	}
+	if _, err := d.servers.Read(ctx, "tk1b", srv.ID); err != nil {
+		t.Fatalf("the server is not there after the failed Delete: %v", err)
+	}
+	// Clean up what the test broke.
+	srv.Interfaces = nil
+	fake.DataStore.Put(fake.ResourceServer, "tk1b", srv.ID, srv)
+	if err := d.Delete(ctx, srv.ID.String()); err != nil {
+		t.Fatal(err)
 	}
 }
 
