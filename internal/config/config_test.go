@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, frontends, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown`,
 		},
 		{
 			name: "unknown group field",
@@ -86,7 +86,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, placement, scale_in, max_hourly_instances`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hash_on, sticky, proto, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, placement, scale_in, max_hourly_instances`,
 		},
 		{
 			name: "unknown nested field",
@@ -199,8 +199,8 @@ groups: []
 			name: "missing top-level fields",
 			doc: `state_dir: /var/lib/shoal
 `,
-			want: "shoal.yaml:1:1: listen: required\n" +
-				"shoal.yaml:1:1: groups: required",
+			want: "shoal.yaml:1:1: groups: required\n" +
+				"shoal.yaml:1:1: listen: required",
 		},
 		{
 			name: "null required field",

@@ -194,6 +194,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	def := defaultConfig
 	cfg := &Config{}
 
+	if !top.has("frontends") {
+		top.require("listen") // the one-frontend shorthand
+	}
 	if s, n := top.str("listen", ""); n != nil {
 		if err := checkHostPort(s); err != nil {
 			d.errorf(n, "listen", "%v", err)

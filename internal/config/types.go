@@ -19,10 +19,15 @@ type Config struct {
 	// Path is the absolute path of the file the config was loaded from.
 	Path string
 
-	// Listen is the balancer's frontend address, host:port.
-	Listen string `yaml:"listen" required:"true"`
-	// Compression is nil when gzip compression is off.
+	// Listen is the balancer's frontend address, host:port: the shorthand
+	// for one HTTP frontend (see Frontend); give it or Frontends.
+	Listen string `yaml:"listen"`
+	// Compression is nil when gzip compression is off (the shorthand
+	// frontend's).
 	Compression *Compression `yaml:"compression"`
+	// Frontends are where clients connect. Load fills it from Listen when
+	// the file uses the shorthand, so code reads Frontends only.
+	Frontends []Frontend `yaml:"frontends"`
 	// StateDir holds the SQLite database, sockets, logs and HAProxy files.
 	StateDir string  `yaml:"state_dir"`
 	Admin    Admin   `yaml:"admin"`
@@ -170,8 +175,16 @@ type Group struct {
 	Plans        []Plan        `yaml:"plans"`
 	Cooldown     Cooldown      `yaml:"cooldown"`
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
-	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin, leastconn, first).
+	// Balance is HAProxy's algorithm; only dynamic ones (roundrobin,
+	// leastconn, first) or BalanceHash.
 	Balance string `yaml:"balance"`
+	// HashOn is what BalanceHash hashes, consistently: "uri" (default),
+	// "source" or "header:NAME".
+	HashOn string `yaml:"hash_on"`
+	// Sticky is nil unless clients stick to an instance by cookie.
+	Sticky *Sticky `yaml:"sticky"`
+	// Proto is how HAProxy speaks to the instances: "h1" (default) or "h2".
+	Proto string `yaml:"proto"`
 	// Hosts and PathPrefixes route requests to this group; a group with neither is the
 	// default backend (at most one such group).
 	Hosts        []string `yaml:"hosts"`
