@@ -511,14 +511,16 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 	return routes
 }
 
-// route decodes one route; ok is false if item is not a mapping or has no
-// valid action, so that it is not checked against the others.
+// route decodes one route; ok is false when it has an error, so that it
+// is not compared with the others.
 func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool) (Route, bool) {
 	f := section[Route](d, item, path)
 	if f.node == nil {
 		return Route{}, false
 	}
 	var r Route
+	// A condition left out for an error would make the route match more.
+	errs := len(d.errs)
 	for _, it := range d.oneOrMore(f, "host") {
 		h, err := normalizeHost(it.val)
 		if err != nil {
@@ -591,29 +593,24 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		d.errorf(f.get(actions[1]), f.field(actions[1]), "a route has one action, and this one has %s", strings.Join(actions, " and "))
 		return r, false
 	}
-	ok := true
 	switch actions[0] {
 	case "group":
 		g, n := f.str("group", "")
 		if n != nil && !groups[g] {
 			d.errorf(n, f.field("group"), "unknown group %q", g)
-			ok = false
 		}
 		r.Group = g
 	case "weights":
-		r.Weights, ok = d.weights(f.get("weights"), f.field("weights"), groups)
+		r.Weights = d.weights(f.get("weights"), f.field("weights"), groups)
 	case "redirect":
-		r.Redirect, ok = d.redirect(f.get("redirect"), f.field("redirect"))
+		r.Redirect = d.redirect(f.get("redirect"), f.field("redirect"))
 	case "respond":
-		r.Respond, ok = d.respond(f.get("respond"), f.field("respond"))
+		r.Respond = d.respond(f.get("respond"), f.field("respond"))
 	}
-	if mode == ModeTCP {
-		if actions[0] != "group" || r.hasConditions() {
-			d.errorf(item, path, "a tcp frontend's route names one group and nothing else (it sees bytes, not requests)")
-			ok = false
-		}
+	if mode == ModeTCP && (actions[0] != "group" || r.hasConditions()) {
+		d.errorf(item, path, "a tcp frontend's route names one group and nothing else (it sees bytes, not requests)")
 	}
-	return r, ok
+	return r, len(d.errs) == errs
 }
 
 // oneOrMore reads a key that takes one string or a list of them.
@@ -635,10 +632,10 @@ func (d *decoder) oneOrMore(f *fields, key string) []item {
 	return f.strings(key)
 }
 
-func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) ([]Weight, bool) {
+func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) []Weight {
 	entries, ok := d.entries(n, path)
 	if !ok {
-		return nil, false
+		return nil
 	}
 	var (
 		ws  []Weight
@@ -666,19 +663,16 @@ func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) ([]
 	}
 	if ok && sum == 0 {
 		d.errorf(n, path, "the weights add up to 0: no group would get a request")
-		ok = false
 	}
-	return ws, ok
+	return ws
 }
 
-func (d *decoder) redirect(n *yaml.Node, path string) (*Redirect, bool) {
+func (d *decoder) redirect(n *yaml.Node, path string) *Redirect {
 	f := section[Redirect](d, n, path)
 	r := defaultRedirect
-	ok := f.node != nil
 	if code, cn := f.integer("code", r.Code); cn != nil {
 		if !slices.Contains(redirectCodes, code) {
 			d.errorf(cn, f.field("code"), "must be one of 301, 302, 303, 307, 308, got %d", code)
-			ok = false
 		}
 		r.Code = code
 	}
@@ -687,52 +681,42 @@ func (d *decoder) redirect(n *yaml.Node, path string) (*Redirect, bool) {
 	switch {
 	case ln != nil && r.HTTPS:
 		d.errorf(ln, f.field("location"), "give location or https: true, not both")
-		ok = false
 	case ln != nil:
 		if err := CheckLocation(loc); err != nil {
 			d.errorf(ln, f.field("location"), "%v", err)
-			ok = false
 		}
 		r.Location = loc
 	case !r.HTTPS && f.node != nil:
 		d.errorf(f.node, f.field("location"), "required unless https: true")
-		ok = false
 	}
-	return &r, ok
+	return &r
 }
 
-func (d *decoder) respond(n *yaml.Node, path string) (*Respond, bool) {
+func (d *decoder) respond(n *yaml.Node, path string) *Respond {
 	f := section[Respond](d, n, path)
 	r := defaultRespond
-	ok := f.node != nil
 	if st, sn := f.integer("status", 0); sn != nil {
 		// HAProxy's return accepts these.
 		if st < 200 || st > 599 {
 			d.errorf(sn, f.field("status"), "must be an HTTP status from 200 to 599, got %d", st)
-			ok = false
 		}
 		r.Status = st
-	} else {
-		ok = false
 	}
 	if body, bn := f.str("body", ""); bn != nil {
 		if len(body) > maxRespondBody {
 			d.errorf(bn, f.field("body"), "must be at most %d bytes (it must fit in HAProxy's buffer), got %d", maxRespondBody, len(body))
-			ok = false
 		} else if err := CheckQuotable(body); err != nil {
 			d.errorf(bn, f.field("body"), "%v", err)
-			ok = false
 		}
 		r.Body = body
 	}
 	if ct, cn := f.str("content_type", r.ContentType); cn != nil {
 		if err := checkContentType(ct); err != nil {
 			d.errorf(cn, f.field("content_type"), "%v", err)
-			ok = false
 		}
 		r.ContentType = ct
 	}
-	return &r, ok
+	return &r
 }
 
 // hasConditions reports whether r matches less than every request.
