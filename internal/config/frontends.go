@@ -246,9 +246,15 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 		if !ok {
 			continue
 		}
-		if first, dup := names[fe.Name]; dup && fe.Name != "" {
-			d.errorf(item, path+".name", "duplicate frontend name %q (first at line %d)", fe.Name, first.Line)
-		} else {
+		switch first, dup := names[fe.Name]; {
+		case fe.Name == "":
+		case dup:
+			d.errorAt(path+".name", "duplicate frontend name %q (first at line %d)", fe.Name, first.Line)
+		case groups[fe.Name]:
+			// The access log names the frontend for the requests it
+			// answers itself, the group's backend for the others.
+			d.errorAt(path+".name", "%q names a group too; give the frontend another name", fe.Name)
+		default:
 			names[fe.Name] = item
 		}
 		binds = d.checkBinds(path, fe.Bind, binds)

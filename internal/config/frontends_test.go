@@ -169,6 +169,8 @@ func TestParseFrontendErrors(t *testing.T) {
 			`groups[0].hosts: routes the listen shorthand's frontend; with frontends, route with frontends[].routes (host, path_prefix)`},
 		{"duplicate frontend name", "  - name: pg\n", "  - name: edge\n",
 			`frontends[1].name: duplicate frontend name "edge" (first at line 2)`},
+		{"frontend named as a group", "  - name: pg\n", "  - name: db\n",
+			`shoal.yaml:15:11: frontends[1].name: "db" names a group too; give the frontend another name`},
 		{"no routes", pgRoutes, "",
 			`frontends[1].routes: required: a frontend needs at least one route`},
 	}
