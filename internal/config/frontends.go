@@ -261,7 +261,7 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 		for j, r := range fe.Routes {
 			for _, g := range r.groups() {
 				if m, seen := modes[g]; seen && m != fe.Mode {
-					d.errorf(item, fmt.Sprintf("%s.routes[%d]", path, j), "group %s is used by both an http and a tcp frontend; its backend has one mode", g)
+					d.errorAt(fmt.Sprintf("%s.routes[%d]", path, j), "group %s is used by both an http and a tcp frontend; its backend has one mode", g)
 				}
 				modes[g] = fe.Mode
 			}
@@ -394,19 +394,13 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 			fe.Name = name
 		}
 	}
-	if n := f.get("bind"); n != nil {
-		items := f.strings("bind")
-		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-			d.errorf(n, f.field("bind"), "must list at least one address")
+	for _, it := range d.oneOrMore(f, "bind") {
+		if err := checkHostPort(it.val); err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+		} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
+			d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
 		}
-		for _, it := range items {
-			if err := checkHostPort(it.val); err != nil {
-				d.errorf(it.node, it.field, "%v", err)
-			} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
-				d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
-			}
-			fe.Bind = append(fe.Bind, it.val)
-		}
+		fe.Bind = append(fe.Bind, it.val)
 	}
 	mode, mn := f.str("mode", defaultFrontend.Mode)
 	if mode != ModeHTTP && mode != ModeTCP {
@@ -619,7 +613,8 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 	return r, len(d.errs) == errs
 }
 
-// oneOrMore reads a key that takes one string or a list of them.
+// oneOrMore reads a key that takes one string or a list of them; an
+// empty list is an error (left out, a condition matches any request).
 func (d *decoder) oneOrMore(f *fields, key string) []item {
 	n := f.get(key)
 	if n == nil {
@@ -633,7 +628,7 @@ func (d *decoder) oneOrMore(f *fields, key string) []item {
 		return []item{{s, n, f.field(key)}}
 	}
 	if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-		d.errorf(n, f.field(key), "must not be empty; leave it out to match any")
+		d.errorf(n, f.field(key), "must list at least one")
 	}
 	return f.strings(key)
 }
