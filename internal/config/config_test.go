@@ -663,7 +663,7 @@ groups:
     balance: source
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:14: groups[0].balance: must be one of roundrobin, leastconn, first (HAProxy can add servers at runtime only with a dynamic algorithm), got "source"`,
+			want: `shoal.yaml:6:14: groups[0].balance: must be one of roundrobin, leastconn, first, hash (HAProxy can add servers at runtime only with a dynamic algorithm), got "source"`,
 		},
 		{
 			name: "template field that does not exist",
