@@ -80,8 +80,6 @@ var defaultsLines = []string{
 // application twice.
 const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }"
 
-var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
-
 // Render returns HAProxy's configuration for cfg. It refuses any value that
 // could change the configuration's structure (newlines, spaces in words,
 // comment or quote characters) rather than trying to escape it.
@@ -250,15 +248,18 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	}
 
 	for _, g := range cfg.Groups {
-		if !dynamicBalance[g.Balance] {
-			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)
+		balance, err := balanceLines(g)
+		if err != nil {
+			return "", fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		checks, err := checkLines(g.Health)
 		if err != nil {
 			return "", fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		fmt.Fprintf(&b, "\nbackend %s\n", g.Name)
-		line("balance %s", g.Balance)
+		for _, l := range balance {
+			line("%s", l)
+		}
 		for _, l := range checks {
 			line("%s", l)
 		}
