@@ -48,7 +48,7 @@ func (d *decoder) balance(f *fields, g *Group) {
 		if s.node != nil {
 			st := defaultSticky
 			if c, cn := s.str("cookie", ""); cn != nil {
-				if err := CheckHeaderName(c); err != nil {
+				if err := CheckHTTPToken(c); err != nil {
 					d.errorf(cn, s.field("cookie"), "cookie name %v", err)
 				} else {
 					st.Cookie = c
@@ -76,17 +76,8 @@ func CheckHashOn(on string) error {
 	if !ok {
 		return fmt.Errorf("must be %s, %s or %sNAME (a request header), got %q", HashOnURI, HashOnSource, HashOnHeader, on)
 	}
-	if err := CheckHeaderName(name); err != nil {
+	if err := CheckHTTPToken(name); err != nil {
 		return fmt.Errorf("header in %q: %w", on, err)
-	}
-	return nil
-}
-
-// CheckHeaderName accepts an HTTP header (or cookie) name: RFC 9110 token
-// characters, without those HAProxy's parser reads specially.
-func CheckHeaderName(name string) error {
-	if !isToken(name) {
-		return fmt.Errorf("must be letters, digits and !$&^_.+-*, got %q", name)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func CheckRateLimitBy(by string) error {
 	if !ok {
 		return fmt.Errorf("must be %s or %sNAME (a request header, such as header:X-Api-Key), got %q", RateLimitByIP, RateLimitByHeader, by)
 	}
-	if err := CheckHeaderName(name); err != nil {
+	if err := CheckHTTPToken(name); err != nil {
 		return fmt.Errorf("header in %q: %w", by, err)
 	}
 	return nil

@@ -40,7 +40,7 @@ func balanceLines(g config.Group) ([]string, error) {
 		return nil, fmt.Errorf("balance %q: must be roundrobin, leastconn, first or hash (the algorithms that allow servers added at runtime)", g.Balance)
 	}
 	if s := g.Sticky; s != nil {
-		if err := config.CheckHeaderName(s.Cookie); err != nil {
+		if err := config.CheckHTTPToken(s.Cookie); err != nil {
 			return nil, fmt.Errorf("sticky cookie: %w", err)
 		}
 		// indirect: the instance never sees the cookie; nocache: shared

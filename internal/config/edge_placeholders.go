@@ -1,0 +1,17 @@
+package config
+
+import (
+	"slices"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Placeholders until the tls and rate-limit decoders are merged (lim's
+// rateLimit is in ratelimit.go).
+
+func (d *decoder) tls(n *yaml.Node, path string) *TLS {
+	section[TLS](d, n, path)
+	t := defaultTLS
+	t.ALPN = slices.Clone(t.ALPN)
+	return &t
+}
