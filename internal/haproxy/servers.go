@@ -83,7 +83,9 @@ func (m *Manager) MarkReady(backend, name string) {
 
 // Drain stops sending new requests to a registered server and waits until
 // none are in flight, or timeout (which is logged, not an error: the caller
-// removes the server either way).
+// removes the server either way). A sticky group's server keeps taking its
+// clients' requests while it drains, and counts as drained only once they
+// have stopped coming for stickyQuiet.
 func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.Duration) error {
 	k := serverKey{backend, name}
 	m.mu.Lock()
@@ -122,25 +124,67 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	}
 
 	start := time.Now()
+	g, _ := m.group(backend)
+	q := quiet{sticky: g.Sticky != nil, since: start, total: -1}
 	for {
 		m.reloadMu.RLock()
 		idle, err := m.idle(ctx, backend, name)
+		quiet := idle
+		if err == nil && idle && q.sticky {
+			quiet, err = m.quiet(ctx, backend, name, &q)
+		}
 		m.reloadMu.RUnlock()
 		if err != nil {
 			return m.tolerateDown(ctx, what, err)
 		}
-		if idle {
+		if quiet {
 			m.log.Debug("server drained", "backend", backend, "server", name, "took", time.Since(start))
 			return nil
 		}
 		if time.Since(start) >= timeout {
-			m.log.Warn("drain timed out; requests in flight will be cut", "backend", backend, "server", name, "timeout", timeout)
+			if idle {
+				m.log.Info("drain timed out with sticky clients still coming; they move to another server", "backend", backend, "server", name, "timeout", timeout)
+			} else {
+				m.log.Warn("drain timed out; requests in flight will be cut", "backend", backend, "server", name, "timeout", timeout)
+			}
 			return nil
 		}
 		if err := sleepCtx(ctx, pollInterval); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
+}
+
+// stickyQuiet is how long a draining server of a sticky group must go
+// without a new request to count as drained: its clients come back between
+// their requests, and while it drains they keep it (drain_timeout bounds
+// the wait).
+const stickyQuiet = 5 * time.Second
+
+// quiet tracks when a draining server last took a request.
+type quiet struct {
+	sticky bool
+	since  time.Time
+	total  int64 // the server's stot when last seen; -1 before
+}
+
+// quiet reports whether a sticky group's draining server took no request
+// for stickyQuiet; a server HAProxy no longer has is quiet.
+func (m *Manager) quiet(ctx context.Context, backend, name string, q *quiet) (bool, error) {
+	if !m.configured(backend) {
+		return true, nil
+	}
+	st, found, err := m.stat(ctx, backend, name)
+	if err != nil || !found {
+		return err == nil, err
+	}
+	if st.Total != q.total {
+		if q.total >= 0 {
+			q.since = time.Now()
+		}
+		q.total = st.Total
+	}
+	return time.Since(q.since) >= stickyQuiet, nil
 }
 
 // Undrain puts a draining server back into rotation: its retirement could
