@@ -87,24 +87,31 @@ func TestRenderBalanceRejects(t *testing.T) {
 	}
 }
 
+// startEdited starts a Manager on testConfig, edited first, listening on a
+// free port it returns.
+func startEdited(t *testing.T, edit func(cfg *config.Config)) (*Manager, *config.Config, int) {
+	t.Helper()
+	requireHAProxy(t)
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	port := freePort(t)
+	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
+	edit(cfg)
+	m := newTestManager(t, cfg)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return m, cfg, port
+}
+
 // TestStickySessions: a client with the group's cookie stays on one instance
 // (servers added at runtime, and after a reload); while its instance drains
 // the client keeps it, and once the instance is removed the client moves to
 // another without a failed request.
 func TestStickySessions(t *testing.T) {
-	requireHAProxy(t)
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	port := freePort(t)
-	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Groups[0].Sticky = &config.Sticky{Cookie: "SHOALSRV"}
+	m, cfg, port := startEdited(t, func(cfg *config.Config) { cfg.Groups[0].Sticky = &config.Sticky{Cookie: "SHOALSRV"} })
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
-
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	backends := map[string]*backend{}
 	for _, name := range []string{"b1", "b2", "b3"} {
 		b := startBackend(t, name)
@@ -255,20 +262,12 @@ func TestStickySessions(t *testing.T) {
 // same instance, and a new instance takes only its share of the URIs: every
 // URI that moves, moves to it. On a header, the header decides.
 func TestConsistentHash(t *testing.T) {
-	requireHAProxy(t)
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	port := freePort(t)
-	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Groups[0].Balance, cfg.Groups[0].HashOn = "hash", "uri"
-	cfg.Groups[1].Balance, cfg.Groups[1].HashOn = "hash", "header:X-User"
+	m, cfg, port := startEdited(t, func(cfg *config.Config) {
+		cfg.Groups[0].Balance, cfg.Groups[0].HashOn = "hash", "uri"
+		cfg.Groups[1].Balance, cfg.Groups[1].HashOn = "hash", "header:X-User"
+	})
 	client := &http.Client{Timeout: 5 * time.Second}
-
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	add := func(backend, name string) {
 		t.Helper()
 		b := startBackend(t, name)
@@ -372,13 +371,8 @@ func TestConsistentHash(t *testing.T) {
 // TestProtoH2: a group with proto h2 reaches its instances over HTTP/2
 // without TLS, also after a reload writes its servers as static lines.
 func TestProtoH2(t *testing.T) {
-	requireHAProxy(t)
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	port := freePort(t)
-	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Groups[0].Proto = "h2"
+	m, cfg, port := startEdited(t, func(cfg *config.Config) { cfg.Groups[0].Proto = "h2" })
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -394,10 +388,6 @@ func TestProtoH2(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	backendPort := ln.Addr().(*net.TCPAddr).Port
 
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := m.AddServer(ctx, Server{Backend: "web", Name: "h2", Addr: loopback(backendPort), Health: cfg.Groups[0].Health, Proto: "h2"}, true); err != nil {
 		t.Fatal(err)
 	}

@@ -94,22 +94,16 @@ func TestParseTable(t *testing.T) {
 // address, and by header on another frontend), other clients are not
 // affected, and LimitedClients names the limited ones.
 func TestRateLimit(t *testing.T) {
-	requireHAProxy(t)
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	port, keyPort := freePort(t), freePort(t)
-	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.Frontends[0].RateLimit = &config.RateLimit{Requests: 5, Per: time.Minute, By: "ip"}
-	cfg.Frontends = append(cfg.Frontends, config.Frontend{
-		Name: "keys", Bind: []string{"127.0.0.1:" + strconv.Itoa(keyPort)}, Mode: config.ModeHTTP,
-		RateLimit: &config.RateLimit{Requests: 3, Per: time.Minute, By: "header:X-Api-Key"},
-		Routes:    []config.Route{{Group: "web"}},
+	keyPort := freePort(t)
+	m, cfg, port := startEdited(t, func(cfg *config.Config) {
+		cfg.Frontends[0].RateLimit = &config.RateLimit{Requests: 5, Per: time.Minute, By: "ip"}
+		cfg.Frontends = append(cfg.Frontends, config.Frontend{
+			Name: "keys", Bind: []string{"127.0.0.1:" + strconv.Itoa(keyPort)}, Mode: config.ModeHTTP,
+			RateLimit: &config.RateLimit{Requests: 3, Per: time.Minute, By: "header:X-Api-Key"},
+			Routes:    []config.Route{{Group: "web"}},
+		})
 	})
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b := startBackend(t, "b1")
 	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
 		t.Fatal(err)
