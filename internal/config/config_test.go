@@ -1275,6 +1275,8 @@ compat:
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "roundrobin",
+				HashOn:       HashOnURI,
+				Proto:        ProtoH1,
 				Health: Health{
 					Type:      "http",
 					Method:    "GET",
@@ -1309,6 +1311,8 @@ compat:
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "leastconn",
+				HashOn:       HashOnURI,
+				Proto:        ProtoH1,
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
 				Health: Health{
