@@ -117,11 +117,13 @@ func withHang(ctx context.Context, next http.Handler, log *slog.Logger) http.Han
 	})
 }
 
-// withInstance sets X-Instance on every response, including errors and 404s.
+// withInstance sets X-Instance on every response, including errors and 404s,
+// and X-Proto to the protocol the request came in (HTTP/1.1 or HTTP/2.0).
 func withInstance(name string, next http.Handler) http.Handler {
 	v := []string{name}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Instance"] = v
+		w.Header().Set("X-Proto", r.Proto)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -11,8 +11,10 @@
 //	/healthz     200 "ok" (or CODE: a broken release for deploy tests)
 //	/work?ms=N   burns N ms of CPU (at most 10000), then names the instance
 //
-// Every response carries the header X-Instance: NAME. SIGTERM or SIGINT stops
-// the server gracefully, waiting at most 10s for requests in flight.
+// Every response carries the header X-Instance: NAME, and X-Proto: the
+// request's protocol; HTTP/2 without TLS (h2c) is served beside HTTP/1.1.
+// SIGTERM or SIGINT stops the server gracefully, waiting at most 10s for
+// requests in flight.
 //
 // POST /echo with X-Request-Id: ID writes "seen ID" to standard error (the
 // instance's log under shoal) before answering, so that the chaos benchmark
@@ -95,7 +97,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Protocols:         new(http.Protocols),
 	}
+	// HTTP/2 without TLS (h2c, with prior knowledge) beside HTTP/1.1, for
+	// groups with proto: h2.
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	if *workers > 0 {
 		srv.Handler = withWorkers(*workers, srv.Handler)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -36,6 +37,10 @@ type StatusResponse struct {
 	Groups []group.Status `json:"groups"`
 	// Hosts are the hosts of providers with several (none for local).
 	Hosts []provider.HostStatus `json:"hosts,omitempty"`
+	// RateLimited are the clients the frontends' rate limits refused
+	// lately, the most refused first (at most haproxy.TopLimited a
+	// frontend).
+	RateLimited []haproxy.LimitedClient `json:"rate_limited,omitempty"`
 }
 
 // ScaleRequest is the body of POST /v1/groups/{name}/scale: exactly one of
@@ -81,6 +86,8 @@ type Handler struct {
 	metrics *promexp.Metrics
 	// providers, when set, adds hosts to the status.
 	providers Providers
+	// rateLimits, when set, adds the rate-limited clients to the status.
+	rateLimits RateLimits
 }
 
 // NewHandler returns the API handler. token, when non-empty, is required as

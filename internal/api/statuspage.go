@@ -75,6 +75,7 @@ func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 	if h.providers != nil {
 		resp.Hosts = h.providers.Hosts()
 	}
+	resp.RateLimited = h.limitedClients(ctx)
 	return resp
 }
 

@@ -64,6 +64,10 @@ func statusCmd(o *options) *cobra.Command {
 				fmt.Fprintln(o.stdout)
 				printHosts(o.stdout, st.Hosts)
 			}
+			if len(st.RateLimited) > 0 {
+				fmt.Fprintln(o.stdout)
+				printLimited(o.stdout, st.RateLimited)
+			}
 			return nil
 		},
 	}

@@ -3,14 +3,17 @@ package cli
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 	"unicode"
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 func checkStatusOutput(output string) error {
@@ -54,4 +57,15 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// printLimited writes the rate-limited clients of `shoal status`. A client
+// may be a header's value: it is printed escaped.
+func printLimited(w io.Writer, clients []haproxy.LimitedClient) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FRONTEND\tRATE-LIMITED CLIENT\tREFUSED\tRATE")
+	for _, c := range clients {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", c.Frontend, printable(c.Client), c.Refused, c.Rate)
+	}
+	tw.Flush()
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 func TestCheckColumns(t *testing.T) {
@@ -37,5 +39,21 @@ func TestCheckStatusOutput(t *testing.T) {
 	err := checkStatusOutput("yaml")
 	if ee, ok := err.(*exitError); !ok || ee.code != exitUsage || ee.msg != `-o must be one of text, html, csv, json, got "yaml"` {
 		t.Errorf("yaml: %v", err)
+	}
+}
+
+// TestPrintLimited: a limited client may be a header's value, chosen by
+// the client: it reaches the terminal without control characters.
+func TestPrintLimited(t *testing.T) {
+	var b strings.Builder
+	printLimited(&b, []haproxy.LimitedClient{
+		{Frontend: "edge", Client: "127.0.0.1", Refused: 30, Rate: 430},
+		{Frontend: "keys", Client: "key\x1b[2J", Refused: 3, Rate: 6},
+	})
+	want := "FRONTEND  RATE-LIMITED CLIENT  REFUSED  RATE\n" +
+		"edge      127.0.0.1            30       430\n" +
+		"keys      key?[2J              3        6\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

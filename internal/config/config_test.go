@@ -663,7 +663,7 @@ groups:
     balance: source
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:14: groups[0].balance: must be one of roundrobin, leastconn, first (HAProxy can add servers at runtime only with a dynamic algorithm), got "source"`,
+			want: `shoal.yaml:6:14: groups[0].balance: must be one of roundrobin, leastconn, first, hash (HAProxy can add servers at runtime only with a dynamic algorithm), got "source"`,
 		},
 		{
 			name: "template field that does not exist",
@@ -1275,6 +1275,8 @@ compat:
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "roundrobin",
+				HashOn:       HashOnURI,
+				Proto:        ProtoH1,
 				Health: Health{
 					Type:      "http",
 					Method:    "GET",
@@ -1309,6 +1311,8 @@ compat:
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "leastconn",
+				HashOn:       HashOnURI,
+				Proto:        ProtoH1,
 				Hosts:        []string{"api.example.com"},
 				PathPrefixes: []string{"/api"},
 				Health: Health{

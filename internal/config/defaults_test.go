@@ -152,6 +152,7 @@ const everySection = `frontends:
     bind: [127.0.0.1:8080]
     compression: {}
     timeouts: {}
+    rate_limit: {requests: 100, per: 10s}
     routes:
       - {path_prefix: /old, redirect: {https: true}}
       - {respond: {status: 503}}

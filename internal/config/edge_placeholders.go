@@ -6,17 +6,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Placeholders until the tls and rate-limit decoders are merged.
+// Placeholders until the tls and rate-limit decoders are merged (lim's
+// rateLimit is in ratelimit.go).
 
 func (d *decoder) tls(n *yaml.Node, path string) *TLS {
 	section[TLS](d, n, path)
 	t := defaultTLS
 	t.ALPN = slices.Clone(t.ALPN)
 	return &t
-}
-
-func (d *decoder) rateLimit(n *yaml.Node, path string) *RateLimit {
-	section[RateLimit](d, n, path)
-	r := defaultRateLimit
-	return &r
 }

@@ -426,6 +426,9 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 		}
 	}
 	if n := f.get("rate_limit"); n != nil {
+		if mode == ModeTCP {
+			d.errorf(n, f.field("rate_limit"), "applies to http frontends only (it answers 429)")
+		}
 		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
 	}
 	fe.Routes = d.routes(f, mode, groups)

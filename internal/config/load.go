@@ -21,9 +21,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// balanceAlgorithms are HAProxy's dynamic algorithms: only they allow servers
-// to be added to a running backend.
-var balanceAlgorithms = []string{"roundrobin", "leastconn", "first"}
+// balanceAlgorithms are HAProxy's dynamic algorithms, and BalanceHash (which
+// is consistent, so dynamic too): only they allow servers to be added to a
+// running backend.
+var balanceAlgorithms = []string{"roundrobin", "leastconn", "first", BalanceHash}
 
 const maxGroupSize = 100
 
@@ -528,12 +529,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	}
 	g.ScaleIn = scaleIn
 
-	balance, bn := f.str("balance", def.Balance)
-	if bn != nil && !slices.Contains(balanceAlgorithms, balance) {
-		d.errorf(bn, f.field("balance"), "must be one of %s (HAProxy can add servers at runtime only with a dynamic algorithm), got %q",
-			strings.Join(balanceAlgorithms, ", "), balance)
-	}
-	g.Balance = balance
+	d.balance(f, &g)
 
 	for _, it := range f.strings("hosts") {
 		h, err := normalizeHost(it.val)

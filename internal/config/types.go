@@ -225,6 +225,8 @@ var defaultGroup = Group{
 	Cooldown:     defaultCooldown,
 	DrainTimeout: 30 * time.Second,
 	Balance:      "roundrobin",
+	HashOn:       HashOnURI,
+	Proto:        ProtoH1,
 	Health:       DefaultHealth,
 	Template:     defaultTemplate,
 	ReplaceAfter: 10 * time.Second,

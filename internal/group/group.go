@@ -998,7 +998,8 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 }
 
 func (g *Group) server(in *instance) haproxy.Server {
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: g.conf().Health}
+	conf := g.conf()
+	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: conf.Health, Proto: conf.Proto}
 }
 
 // serverStat returns one server's stats. Every instance's lifecycle polls

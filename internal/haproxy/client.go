@@ -44,6 +44,7 @@ const (
 	msgServerDeleted = "Server deleted."
 	msgNoSuchServer  = "No such server."
 	msgAlreadyExists = "Already exists a server with the same name"
+	msgIDUsed        = "already used at"
 	msgStillInUse    = "still has connections attached"
 	msgNoSuchProxy   = "No such proxy."
 	// msgNoProcess is the master's answer for a Process that has exited.

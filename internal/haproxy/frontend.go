@@ -72,8 +72,13 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 			lines = append(lines, "compression type "+strings.Join(c.Types, " "))
 		}
 	}
-	// Rate limits go here (rateLimitLines(fe)): before routing, so that a
-	// limited client is answered 429 whatever its route.
+	// Before routing, so that a limited client is answered 429 whatever
+	// its route.
+	limits, err := rateLimitLines(fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, limits...)
 	routes, err := routeLines(fe.Routes)
 	if err != nil {
 		return nil, err

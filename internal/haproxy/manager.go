@@ -87,6 +87,8 @@ type Server struct {
 	// dynamic servers named by a host name no address.
 	Addr   string
 	Health config.Health
+	// Proto is the group's proto: "h2" speaks HTTP/2 (h2c) to the server.
+	Proto string
 	// Weight is HAProxy's weight, 1 to 256; 0 means 100.
 	Weight int
 }

@@ -81,13 +81,13 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.srv.Backend, b.srv.Backend), cmp.Compare(a.srv.Name, b.srv.Name))
 	})
-	health := map[string]config.Health{}
+	groups := map[string]config.Group{}
 	for _, g := range cfg.Groups {
-		health[g.Name] = g.Health
+		groups[g.Name] = g
 	}
 	// A server HAProxy has DOWN must not come back UP untested.
 	down := map[serverKey]bool{}
-	for b := range health {
+	for b := range groups {
 		sctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 		stats, err := m.client.Stats(sctx, b)
 		cancel()
@@ -103,12 +103,12 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	servers := map[string][]string{}
 	var wasDown []serverKey
 	for _, e := range entries {
-		h, ok := health[e.srv.Backend]
+		g, ok := groups[e.srv.Backend]
 		if !ok {
 			continue // its group was removed: it is retired after the reload
 		}
 		s := e.srv
-		s.Health = h
+		s.Health, s.Proto = g.Health, g.Proto
 		_, args, err := serverArgs(s)
 		if err != nil {
 			return nil, fmt.Errorf("reload haproxy: %w", err)
@@ -208,29 +208,37 @@ func (m *Manager) regate(ctx context.Context, k serverKey) {
 }
 
 // sameServerChecks reports whether every group in both configs has the same
-// check keywords on its server lines (interval, rise, fall, passive checks):
-// Render's output does not show them, a reloaded configuration does.
+// group-wide keywords on its server lines (interval, rise, fall, passive
+// checks, proto): Render's output does not show them, a reloaded
+// configuration does.
 func sameServerChecks(old, cfg *config.Config) bool {
 	before := map[string]string{}
 	for _, g := range old.Groups {
-		before[g.Name], _ = serverCheckArgs(g.Health)
+		before[g.Name] = groupServerArgs(g)
 	}
 	for _, g := range cfg.Groups {
-		args, _ := serverCheckArgs(g.Health)
-		if prev, ok := before[g.Name]; ok && prev != args {
+		if prev, ok := before[g.Name]; ok && prev != groupServerArgs(g) {
 			return false
 		}
 	}
 	return true
 }
 
+// groupServerArgs is what a group's config puts on each of its server lines.
+func groupServerArgs(g config.Group) string {
+	checks, _ := serverCheckArgs(g.Health)
+	proto, _ := protoArgs(g.Proto)
+	return checks + proto
+}
+
 // setHealthLocked gives registered servers their group's health settings
-// from cfg, so that the next static line or re-add uses them. m.mu is held.
+// and proto from cfg, so that the next static line or re-add uses them.
+// m.mu is held.
 func (m *Manager) setHealthLocked(cfg *config.Config) {
 	for _, g := range cfg.Groups {
 		for k, e := range m.registry {
 			if k.backend == g.Name {
-				e.srv.Health = g.Health
+				e.srv.Health, e.srv.Proto = g.Health, g.Proto
 			}
 		}
 	}

@@ -78,8 +78,6 @@ var defaultsLines = []string{
 // application twice.
 const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }"
 
-var dynamicBalance = map[string]bool{"roundrobin": true, "leastconn": true, "first": true}
-
 // Render returns HAProxy's configuration for cfg. It refuses any value that
 // could change the configuration's structure (newlines, spaces in words,
 // comment or quote characters) rather than trying to escape it.
@@ -178,8 +176,9 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			return "", fmt.Errorf("group name %q: used twice", g.Name)
 		}
 		seen[g.Name] = true
-		if !dynamicBalance[g.Balance] {
-			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)
+		balance, err := balanceLines(g)
+		if err != nil {
+			return "", fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		checks, err := checkLines(g.Health)
 		if err != nil {
@@ -190,9 +189,14 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			if g.Health.Type != "tcp" || g.ScaleToZero != nil {
 				return "", fmt.Errorf("group %s: a tcp frontend's group needs tcp health checks and cannot scale to zero", g.Name)
 			}
+			if g.Sticky != nil || g.Proto == config.ProtoH2 || g.Balance == config.BalanceHash && g.HashOn != config.HashOnSource {
+				return "", fmt.Errorf("group %s: a tcp frontend's group cannot have sticky cookies, proto h2, or hash on anything but source", g.Name)
+			}
 			line("mode tcp")
 		}
-		line("balance %s", g.Balance)
+		for _, l := range balance {
+			line("%s", l)
+		}
 		for _, l := range checks {
 			line("%s", l)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/netip"
 	"slices"
@@ -82,7 +83,9 @@ func (m *Manager) MarkReady(backend, name string) {
 
 // Drain stops sending new requests to a registered server and waits until
 // none are in flight, or timeout (which is logged, not an error: the caller
-// removes the server either way).
+// removes the server either way). A sticky group's server keeps taking its
+// clients' requests while it drains, and counts as drained only once they
+// have stopped coming for stickyQuiet.
 func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.Duration) error {
 	k := serverKey{backend, name}
 	m.mu.Lock()
@@ -121,25 +124,67 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 	}
 
 	start := time.Now()
+	g, _ := m.group(backend)
+	q := quiet{sticky: g.Sticky != nil, since: start, total: -1}
 	for {
 		m.reloadMu.RLock()
 		idle, err := m.idle(ctx, backend, name)
+		quiet := idle
+		if err == nil && idle && q.sticky {
+			quiet, err = m.quiet(ctx, backend, name, &q)
+		}
 		m.reloadMu.RUnlock()
 		if err != nil {
 			return m.tolerateDown(ctx, what, err)
 		}
-		if idle {
+		if quiet {
 			m.log.Debug("server drained", "backend", backend, "server", name, "took", time.Since(start))
 			return nil
 		}
 		if time.Since(start) >= timeout {
-			m.log.Warn("drain timed out; requests in flight will be cut", "backend", backend, "server", name, "timeout", timeout)
+			if idle {
+				m.log.Info("drain timed out with sticky clients still coming; they move to another server", "backend", backend, "server", name, "timeout", timeout)
+			} else {
+				m.log.Warn("drain timed out; requests in flight will be cut", "backend", backend, "server", name, "timeout", timeout)
+			}
 			return nil
 		}
 		if err := sleepCtx(ctx, pollInterval); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
+}
+
+// stickyQuiet is how long a draining server of a sticky group must go
+// without a new request to count as drained: its clients come back between
+// their requests, and while it drains they keep it (drain_timeout bounds
+// the wait).
+const stickyQuiet = 5 * time.Second
+
+// quiet tracks when a draining server last took a request.
+type quiet struct {
+	sticky bool
+	since  time.Time
+	total  int64 // the server's stot when last seen; -1 before
+}
+
+// quiet reports whether a sticky group's draining server took no request
+// for stickyQuiet; a server HAProxy no longer has is quiet.
+func (m *Manager) quiet(ctx context.Context, backend, name string, q *quiet) (bool, error) {
+	if !m.configured(backend) {
+		return true, nil
+	}
+	st, found, err := m.stat(ctx, backend, name)
+	if err != nil || !found {
+		return err == nil, err
+	}
+	if st.Total != q.total {
+		if q.total >= 0 {
+			q.since = time.Now()
+		}
+		q.total = st.Total
+	}
+	return time.Since(q.since) >= stickyQuiet, nil
 }
 
 // Undrain puts a draining server back into rotation: its retirement could
@@ -257,6 +302,9 @@ func (m *Manager) check(s Server) (Server, error) {
 	if _, err := serverCheckArgs(s.Health); err != nil {
 		return fail("%v", err)
 	}
+	if _, err := protoArgs(s.Proto); err != nil {
+		return fail("%v", err)
+	}
 	return s, nil
 }
 
@@ -264,7 +312,17 @@ func (m *Manager) check(s Server) (Server, error) {
 // group a reload removed leaves HAProxy with that reload, before its
 // instances are retired: its servers stay registered until then.
 func (m *Manager) configured(backend string) bool {
-	return slices.ContainsFunc(m.config().Groups, func(g config.Group) bool { return g.Name == backend })
+	_, ok := m.group(backend)
+	return ok
+}
+
+// group returns the configured group of backend.
+func (m *Manager) group(backend string) (config.Group, bool) {
+	groups := m.config().Groups
+	if i := slices.IndexFunc(groups, func(g config.Group) bool { return g.Name == backend }); i >= 0 {
+		return groups[i], true
+	}
+	return config.Group{}, false
 }
 
 // addToHAProxy adds s and takes it out of maintenance. The caller holds the
@@ -278,7 +336,9 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 	add := "add server " + id + " " + args
 
 	err = m.run(ctx, add, msgServerAdded)
-	if isAPIError(err, msgAlreadyExists) {
+	// The id is checked before the name: a server that exists is refused
+	// for its id, "custom id N already used at ... ('server NAME')".
+	if isAPIError(err, msgAlreadyExists) || isAPIError(err, msgIDUsed) && isAPIError(err, "('server "+s.Name+"')") {
 		st, found, serr := m.stat(ctx, s.Backend, s.Name)
 		switch {
 		case serr != nil:
@@ -309,6 +369,9 @@ func (m *Manager) addToHAProxy(ctx context.Context, s Server, ready bool) error 
 	if !ready {
 		enable += "; set server " + id + " health down"
 	}
+	if g, ok := m.group(s.Backend); ok {
+		enable += stickyCommand(g)
+	}
 	return m.run(ctx, enable, "")
 }
 
@@ -324,6 +387,10 @@ func serverArgs(s Server) (netip.AddrPort, string, error) {
 	if err != nil {
 		return addr, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
 	}
+	proto, err := protoArgs(s.Proto)
+	if err != nil {
+		return addr, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
+	}
 	weight := s.Weight
 	if weight == 0 {
 		weight = 100
@@ -331,7 +398,20 @@ func serverArgs(s Server) (netip.AddrPort, string, error) {
 	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
 	// these values by default): without them every request opens a new backend
 	// connection and throughput drops to about 0.45x.
-	return addr, addr.String() + checkArgs + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay 5s", nil
+	return addr, addr.String() + " id " + strconv.Itoa(serverID(s.Name)) + checkArgs + proto + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay 5s", nil
+}
+
+// serverID is a server's HAProxy id, derived from its name. A consistent
+// hash places servers on its ring by id, and HAProxy 2.6 numbers dynamic
+// servers so that they share positions: with four added at runtime, two got
+// every key (measured with balance uri). An id from the name also keeps a
+// server's keys after a reload or restart. Two names of a backend that hash
+// alike (about 2 in a million for 100 servers) make the second "add server"
+// fail, as any refused server does.
+func serverID(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32()%(1<<31-1)) + 1
 }
 
 // removeFromHAProxy puts a server in maintenance and deletes it once no
