@@ -69,7 +69,7 @@ func TestRenderStaticServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "127.0.0.1:4000 id " + strconv.Itoa(serverID("web-001")) + " check inter 300ms rise 2 fall 3 weight 100 pool-max-conn -1 pool-purge-delay 5s"
+	want := "127.0.0.1:4000 id " + strconv.Itoa(serverID("web-001")) + " check inter 300ms rise 2 fall 3 weight 100 pool-max-conn -1 pool-purge-delay 5000ms"
 	if args != want {
 		t.Fatalf("server args %q, want %q", args, want)
 	}

@@ -25,9 +25,12 @@ const (
 	// shutdownWait the wait after they were shut down.
 	streamWait   = 10 * time.Second
 	shutdownWait = 2 * time.Second
-	// delRetry bounds retrying "del server" while HAProxy still counts
-	// connections that are about to close.
-	delRetry = 5 * time.Second
+	// purgeDelay is how often HAProxy closes some of a server's idle
+	// connections (pool-purge-delay); "del server" is refused while any
+	// is left, so delRetry spans two purges and a margin (one was seen
+	// take 6.3 s on a loaded machine).
+	purgeDelay = 5 * time.Second
+	delRetry   = 2*purgeDelay + 2*time.Second
 )
 
 // AddServer registers s and, if HAProxy runs, adds it. Unless ready, the
@@ -398,7 +401,7 @@ func serverArgs(s Server) (netip.AddrPort, string, error) {
 	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
 	// these values by default): without them every request opens a new backend
 	// connection and throughput drops to about 0.45x.
-	return addr, addr.String() + " id " + strconv.Itoa(serverID(s.Name)) + checkArgs + proto + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay 5s", nil
+	return addr, addr.String() + " id " + strconv.Itoa(serverID(s.Name)) + checkArgs + proto + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay " + ms(purgeDelay), nil
 }
 
 // serverID is a server's HAProxy id, derived from its name. A consistent
