@@ -81,7 +81,7 @@ func runDemo(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*R
 	if err := sh.WaitInService(ctx, *groupName, max(1, minSize), 60*time.Second, pollEvery); err != nil {
 		return nil, err
 	}
-	url := fmt.Sprintf("http://%s/work?ms=%d", sh.Cfg.Listen, *workMS)
+	url := sh.URL(fmt.Sprintf("/work?ms=%d", *workMS))
 	fmt.Fprintf(out, "== %d instances in service; open-loop load on %s: %s (req/s:duration)\n", max(1, minSize), url, *steps)
 	fmt.Fprintln(out, "   the policy alone scales the group; shoal's view once a second:")
 

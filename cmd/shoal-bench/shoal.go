@@ -59,8 +59,8 @@ func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
 	return &Shoal{Bin: bin, Config: path, Cfg: cfg, Proc: p, API: NewAPI(cfg.Admin.Socket), env: e}, nil
 }
 
-// URL returns the address of shoal's frontend followed by path.
-func (s *Shoal) URL(path string) string { return "http://" + s.Cfg.Listen + path }
+// URL returns the address of shoal's (first) frontend followed by path.
+func (s *Shoal) URL(path string) string { return "http://" + s.Cfg.Frontends[0].Bind[0] + path }
 
 // LogTail returns the last lines of the running core's log, for errors.
 func (s *Shoal) LogTail(lines int) string { return s.env.LogTail(s.Proc.Name, lines) }

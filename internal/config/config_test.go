@@ -1343,6 +1343,11 @@ compat:
 		}},
 		Metrics: DefaultMetrics,
 	}
+	// The shorthand's frontend: the routed group first, the catch-all last.
+	want.Frontends = []Frontend{{Name: ShorthandName, Bind: []string{want.Listen}, Mode: ModeHTTP, Compression: want.Compression, Routes: []Route{
+		{Host: []string{"api.example.com"}, PathPrefix: []string{"/api"}, Group: "api"},
+		{Group: "web"},
+	}}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got: %+v\nwant: %+v", cfg, want)
 	}

@@ -147,8 +147,14 @@ func TestDefaultsTreeComplete(t *testing.T) {
 
 // everySection has every section there, with only its required keys, so that
 // every other key takes the default Load applies.
-const everySection = `listen: 127.0.0.1:8080
-compression: {}
+const everySection = `frontends:
+  - name: web
+    bind: [127.0.0.1:8080]
+    compression: {}
+    timeouts: {}
+    routes:
+      - {path_prefix: /old, redirect: {https: true}}
+      - {respond: {status: 503}}
 admin: {}
 haproxy: {timeouts: {}}
 access_log: {}
@@ -234,6 +240,18 @@ func TestLoadAppliesDefaults(t *testing.T) {
 			}
 		}
 	}
+
+	// A route has one action: the table has every action's keys in one,
+	// so does the first route, with the second's respond.
+	routes := cfg.Frontends[0].Routes
+	routes[0].Respond = routes[1].Respond
+	// The shorthand's keys (listen, compression) exclude frontends: they
+	// come from a file of their own.
+	short, err := Parse("conf/shoal.yaml", []byte("listen: 127.0.0.1:8080\ncompression: {}\n"+everySection[strings.Index(everySection, "\nadmin:")+1:]))
+	if err != nil {
+		t.Fatalf("Parse the shorthand: %v", err)
+	}
+	cfg.Compression = short.Compression
 
 	got := reflect.ValueOf(cfg).Elem()
 	// Where the file writes a key, with every item as [0], as the walk

@@ -1,6 +1,18 @@
 package config
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
 
 // Frontend is where clients connect: one HAProxy frontend of the same name.
 // The top-level listen (with compression and the groups' hosts and
@@ -151,3 +163,705 @@ var (
 	defaultRateLimit = RateLimit{By: "ip"}
 	defaultSticky    = Sticky{}
 )
+
+// ShorthandName is the frontend the top-level listen stands for.
+const ShorthandName = "shoal"
+
+// Shorthand is the frontend that the top-level listen, compression and the
+// groups' hosts and path_prefixes stand for: one route per group that has
+// either, in the order written, and the group with neither last, as the
+// catch-all.
+func Shorthand(listen string, c *Compression, groups []Group) Frontend {
+	fe := defaultFrontend
+	fe.Name, fe.Bind, fe.Compression = ShorthandName, []string{listen}, c
+	var catchAll []Route
+	for _, g := range groups {
+		r := Route{Host: g.Hosts, PathPrefix: g.PathPrefixes, Group: g.Name}
+		if len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
+			catchAll = append(catchAll, r)
+			continue
+		}
+		fe.Routes = append(fe.Routes, r)
+	}
+	fe.Routes = append(fe.Routes, catchAll...)
+	return fe
+}
+
+// Bounds of a frontend's values.
+const (
+	maxFrontends   = 100
+	maxRoutes      = 1000
+	maxConnections = 1_000_000
+	// maxWeight is HAProxy's largest server weight, a familiar bound.
+	maxWeight = 256
+	// maxRespondBody keeps a respond body well inside HAProxy's 16 KiB
+	// buffer together with its headers.
+	maxRespondBody = 8 << 10
+)
+
+// redirectCodes are the codes HAProxy's redirect accepts.
+var redirectCodes = []int{301, 302, 303, 307, 308}
+
+// frontends decodes the frontends section, or makes the shorthand's one
+// frontend when the file has none.
+func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
+	if !top.has("frontends") {
+		if cfg.Listen == "" {
+			return nil // reported: listen is required
+		}
+		return []Frontend{Shorthand(cfg.Listen, cfg.Compression, cfg.Groups)}
+	}
+	for _, key := range []string{"listen", "compression"} {
+		if n := top.vals[key]; n != nil {
+			d.errorf(n, key, "is the one-frontend shorthand; with frontends, give each frontend its bind and compression")
+		}
+	}
+	n := top.get("frontends")
+	if n == nil {
+		d.errorf(top.vals["frontends"], "frontends", "must list at least one frontend")
+		return nil
+	}
+	items, ok := d.sequence(n, "frontends", "a list of frontends")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 || len(items) > maxFrontends {
+		d.errorf(n, "frontends", "must list 1 to %d frontends, got %d", maxFrontends, len(items))
+		return nil
+	}
+	groups := make(map[string]bool, len(cfg.Groups))
+	for _, g := range cfg.Groups {
+		groups[g.Name] = true
+	}
+	var (
+		fes   []Frontend
+		names = make(map[string]*yaml.Node)
+		binds []bindAt
+		// modes records which mode of frontend routes to each group.
+		modes = make(map[string]string)
+	)
+	for i, item := range items {
+		path := fmt.Sprintf("frontends[%d]", i)
+		fe, ok := d.frontend(item, path, groups)
+		if !ok {
+			continue
+		}
+		if first, dup := names[fe.Name]; dup && fe.Name != "" {
+			d.errorf(item, path+".name", "duplicate frontend name %q (first at line %d)", fe.Name, first.Line)
+		} else {
+			names[fe.Name] = item
+		}
+		binds = d.checkBinds(path, fe.Bind, binds)
+		for j, r := range fe.Routes {
+			for _, g := range r.groups() {
+				if m, seen := modes[g]; seen && m != fe.Mode {
+					d.errorf(item, fmt.Sprintf("%s.routes[%d]", path, j), "group %s is used by both an http and a tcp frontend; its backend has one mode", g)
+				}
+				modes[g] = fe.Mode
+			}
+		}
+		fes = append(fes, fe)
+	}
+	d.tcpGroups(cfg.Groups, modes)
+	return fes
+}
+
+// tcpGroups checks the groups a tcp frontend routes to, whose backends
+// see bytes, not requests: checked at layer 4 (the default http check
+// becomes a connect check), never held at zero instances.
+func (d *decoder) tcpGroups(groups []Group, modes map[string]string) {
+	for i := range groups {
+		g := &groups[i]
+		if modes[g.Name] != ModeTCP {
+			continue
+		}
+		path := fmt.Sprintf("groups[%d]", i)
+		switch {
+		case d.written(path + ".health.type"):
+			if g.Health.Type != "tcp" {
+				d.errorAt(path+".health.type", "a tcp frontend routes to group %s: its health check must be tcp", g.Name)
+			}
+		default:
+			g.Health.Type = "tcp"
+		}
+		if p := g.Health.Passive; p != nil && p.Observe == "layer7" {
+			d.errorAt(path+".health.passive.observe", "a tcp frontend routes to group %s: observe must be layer4", g.Name)
+		}
+		if g.ScaleToZero != nil {
+			d.errorAt(path+".scale_to_zero", "a tcp frontend routes to group %s, which cannot hold connections while it has no instance", g.Name)
+		}
+	}
+}
+
+// written reports whether the file gives field.
+func (d *decoder) written(field string) bool {
+	_, ok := d.pos[field]
+	return ok
+}
+
+// errorAt reports a problem with field where the file writes it, or its
+// closest enclosing field.
+func (d *decoder) errorAt(field, format string, args ...any) {
+	n := &yaml.Node{}
+	for f := field; f != ""; f = parentField(f) {
+		if p, ok := d.pos[f]; ok {
+			n.Line, n.Column = p.Line, p.Col
+			break
+		}
+	}
+	d.errorf(n, field, format, args...)
+}
+
+// groups lists the groups r sends requests to.
+func (r Route) groups() []string {
+	if r.Group != "" {
+		return []string{r.Group}
+	}
+	var gs []string
+	for _, w := range r.Weights {
+		gs = append(gs, w.Group)
+	}
+	return gs
+}
+
+// bindAt is a bind address already taken, and where.
+type bindAt struct {
+	host, port string
+	line       int
+	field      string
+}
+
+// checkBinds reports the addresses of bind that an earlier one (of any
+// frontend) takes: the same address, or a wildcard of the same port that
+// covers it. HAProxy binds with noreuseport, so the second would fail.
+func (d *decoder) checkBinds(path string, bind []string, taken []bindAt) []bindAt {
+	for i, b := range bind {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil {
+			continue // reported
+		}
+		field := fmt.Sprintf("%s.bind[%d]", path, i)
+		for _, t := range taken {
+			if t.port == port && bindsOverlap(t.host, host) {
+				d.errorAt(field, "%s is already bound by %s (line %d)", b, t.field, t.line)
+				break
+			}
+		}
+		taken = append(taken, bindAt{host, port, d.pos[field].Line, field})
+	}
+	return taken
+}
+
+// bindsOverlap reports whether two hosts of the same port conflict: equal,
+// or one is every address of the other's family (IPv6's :: takes IPv4's
+// too on Linux by default).
+func bindsOverlap(a, b string) bool {
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	v6 := func(h string) bool { return strings.Contains(h, ":") }
+	switch {
+	case a == b:
+		return true
+	case a == "::" || b == "::":
+		return true
+	case wild(a):
+		return !v6(b)
+	case wild(b):
+		return !v6(a)
+	}
+	return false
+}
+
+// frontend decodes one frontend; ok is false if item is not a mapping.
+func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool) (Frontend, bool) {
+	f := section[Frontend](d, item, path)
+	if f.node == nil {
+		return Frontend{}, false
+	}
+	fe := defaultFrontend
+	if name, n := f.str("name", ""); n != nil {
+		switch {
+		case !nameRE.MatchString(name):
+			d.errorf(n, f.field("name"), "must match %s (it names an HAProxy frontend), got %q", namePattern, name)
+		case name == "prometheus":
+			d.errorf(n, f.field("name"), "prometheus is the name of haproxy.prometheus's frontend; choose another")
+		default:
+			fe.Name = name
+		}
+	}
+	if n := f.get("bind"); n != nil {
+		items := f.strings("bind")
+		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+			d.errorf(n, f.field("bind"), "must list at least one address")
+		}
+		for _, it := range items {
+			if err := checkHostPort(it.val); err != nil {
+				d.errorf(it.node, it.field, "%v", err)
+			} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
+				d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
+			}
+			fe.Bind = append(fe.Bind, it.val)
+		}
+	}
+	mode, mn := f.str("mode", defaultFrontend.Mode)
+	if mode != ModeHTTP && mode != ModeTCP {
+		d.errorf(mn, f.field("mode"), "must be %s or %s, got %q", ModeHTTP, ModeTCP, mode)
+		mode = ModeHTTP
+	}
+	fe.Mode = mode
+	if n := f.get("tls"); n != nil {
+		fe.TLS = d.tls(n, f.field("tls"))
+	}
+	if n := f.get("compression"); n != nil {
+		if mode == ModeTCP {
+			d.errorf(n, f.field("compression"), "applies to http frontends only")
+		}
+		fe.Compression = d.compression(n, f.field("compression"))
+	}
+	fe.Timeouts = d.frontendTimeouts(f.get("timeouts"), f.field("timeouts"), mode)
+	if v, n := f.integer("max_connections", 0); n != nil {
+		if v < 0 || v > maxConnections {
+			d.errorf(n, f.field("max_connections"), "must be from 0 (HAProxy's default) to %d, got %d", maxConnections, v)
+		} else {
+			fe.MaxConnections = v
+		}
+	}
+	if n := f.get("rate_limit"); n != nil {
+		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
+	}
+	fe.Routes = d.routes(f, mode, groups)
+	return fe, true
+}
+
+// compression decodes a compression section.
+func (d *decoder) compression(n *yaml.Node, path string) *Compression {
+	c := section[Compression](d, n, path)
+	comp := &Compression{Types: slices.Clone(defaultCompression.Types)}
+	if tn := c.get("types"); tn != nil {
+		if tn.Kind == yaml.SequenceNode && len(tn.Content) == 0 {
+			d.errorf(tn, c.field("types"), "must list at least one type; leave it out for the defaults")
+		}
+		comp.Types = d.checkEach(c.strings("types"), CheckMediaType)
+	}
+	return comp
+}
+
+// frontendTimeouts decodes the timeouts a frontend has (HAProxy's connect,
+// server and queue timeouts are a backend's); zero is haproxy.timeouts'.
+func (d *decoder) frontendTimeouts(n *yaml.Node, path, mode string) Timeouts {
+	f := section[Timeouts](d, n, path)
+	for _, key := range []string{"connect", "server", "queue"} {
+		if kn := f.vals[key]; kn != nil {
+			d.errorf(kn, f.field(key), "is a backend's timeout; set it in haproxy.timeouts (a frontend has client, http_request and http_keep_alive)")
+		}
+	}
+	if mode == ModeTCP {
+		for _, key := range []string{"http_request", "http_keep_alive"} {
+			if kn := f.vals[key]; kn != nil {
+				d.errorf(kn, f.field(key), "applies to http frontends only")
+			}
+		}
+	}
+	return Timeouts{
+		Client:        d.timer(f, "client", 0),
+		HTTPRequest:   d.timer(f, "http_request", 0),
+		HTTPKeepAlive: d.timer(f, "http_keep_alive", 0),
+	}
+}
+
+// routes decodes a frontend's routes and reports the ones an earlier route
+// shadows: first match wins, so they could never match.
+func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route {
+	path := f.field("routes")
+	n := f.get("routes")
+	if n == nil {
+		if f.node != nil {
+			d.errorf(f.node, path, "required: a frontend needs at least one route")
+		}
+		return nil
+	}
+	items, ok := d.sequence(n, path, "a list of routes")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 || len(items) > maxRoutes {
+		d.errorf(n, path, "must list 1 to %d routes, got %d", maxRoutes, len(items))
+		return nil
+	}
+	if mode == ModeTCP && len(items) > 1 {
+		d.errorf(items[1], fmt.Sprintf("%s[1]", path), "a tcp frontend has one route, naming its group")
+	}
+	var (
+		routes []Route
+		nodes  []*yaml.Node
+	)
+	for i, item := range items {
+		rpath := fmt.Sprintf("%s[%d]", path, i)
+		r, ok := d.route(item, rpath, mode, groups)
+		if !ok {
+			continue
+		}
+		for j, earlier := range routes {
+			if earlier.covers(r) {
+				d.errorf(item, rpath, "can never match: the earlier route at line %d matches every request this one does (first match wins); put this one first or narrow that one", nodes[j].Line)
+				break
+			}
+		}
+		routes, nodes = append(routes, r), append(nodes, item)
+	}
+	return routes
+}
+
+// route decodes one route; ok is false if item is not a mapping or has no
+// valid action, so that it is not checked against the others.
+func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool) (Route, bool) {
+	f := section[Route](d, item, path)
+	if f.node == nil {
+		return Route{}, false
+	}
+	var r Route
+	for _, it := range d.oneOrMore(f, "host") {
+		h, err := normalizeHost(it.val)
+		if err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+			continue
+		}
+		r.Host = append(r.Host, h)
+	}
+	for _, it := range d.oneOrMore(f, "path_prefix") {
+		if err := CheckPathPrefix(it.val); err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+			continue
+		}
+		r.PathPrefix = append(r.PathPrefix, it.val)
+	}
+	if re, n := f.str("path_regex", ""); n != nil {
+		if err := CheckPathRegex(re); err != nil {
+			d.errorf(n, f.field("path_regex"), "%v", err)
+		} else {
+			r.PathRegex = re
+		}
+	}
+	for _, it := range d.oneOrMore(f, "method") {
+		if err := CheckHTTPToken(it.val); err != nil {
+			d.errorf(it.node, it.field, "must be an HTTP method such as GET: %v", err)
+			continue
+		}
+		r.Method = append(r.Method, it.val)
+	}
+	if hn := f.get("header"); hn != nil {
+		entries, _ := d.entries(hn, f.field("header"))
+		seen := make(map[string]*yaml.Node)
+		for _, e := range entries {
+			field := join(f.field("header"), e.key)
+			if err := CheckHTTPToken(e.key); err != nil {
+				d.errorf(e.k, field, "must be a header name: %v", err)
+				continue
+			}
+			if first, dup := seen[strings.ToLower(e.key)]; dup {
+				d.errorf(e.k, field, "the same header as line %d (names are case-insensitive)", first.Line)
+				continue
+			}
+			seen[strings.ToLower(e.key)] = e.k
+			v, ok := d.value(e.v, field)
+			if !ok {
+				continue
+			}
+			if err := CheckQuotable(v); err != nil || v == "" {
+				d.errorf(e.v, field, "must be a value without control characters (matched exactly), got %q", truncate(v))
+				continue
+			}
+			if r.Header == nil {
+				r.Header = make(map[string]string)
+			}
+			r.Header[e.key] = v
+		}
+	}
+
+	var actions []string
+	for _, key := range []string{"group", "weights", "redirect", "respond"} {
+		if f.get(key) != nil {
+			actions = append(actions, key)
+		}
+	}
+	switch {
+	case len(actions) == 0:
+		d.errorf(item, path, "needs one action: group, weights, redirect or respond")
+		return r, false
+	case len(actions) > 1:
+		d.errorf(f.get(actions[1]), f.field(actions[1]), "a route has one action, and this one has %s", strings.Join(actions, " and "))
+		return r, false
+	}
+	ok := true
+	switch actions[0] {
+	case "group":
+		g, n := f.str("group", "")
+		if n != nil && !groups[g] {
+			d.errorf(n, f.field("group"), "unknown group %q", g)
+			ok = false
+		}
+		r.Group = g
+	case "weights":
+		r.Weights, ok = d.weights(f.get("weights"), f.field("weights"), groups)
+	case "redirect":
+		r.Redirect, ok = d.redirect(f.get("redirect"), f.field("redirect"))
+	case "respond":
+		r.Respond, ok = d.respond(f.get("respond"), f.field("respond"))
+	}
+	if mode == ModeTCP {
+		if actions[0] != "group" || r.hasConditions() {
+			d.errorf(item, path, "a tcp frontend's route names one group and nothing else (it sees bytes, not requests)")
+			ok = false
+		}
+	}
+	return r, ok
+}
+
+// oneOrMore reads a key that takes one string or a list of them.
+func (d *decoder) oneOrMore(f *fields, key string) []item {
+	n := f.get(key)
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		s, ok := d.str(n, f.field(key))
+		if !ok {
+			return nil
+		}
+		return []item{{s, n, f.field(key)}}
+	}
+	if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+		d.errorf(n, f.field(key), "must not be empty; leave it out to match any")
+	}
+	return f.strings(key)
+}
+
+func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) ([]Weight, bool) {
+	entries, ok := d.entries(n, path)
+	if !ok {
+		return nil, false
+	}
+	var (
+		ws  []Weight
+		sum int
+	)
+	for _, e := range entries {
+		field := join(path, e.key)
+		if !groups[e.key] {
+			d.errorf(e.k, field, "unknown group %q", e.key)
+			ok = false
+			continue
+		}
+		v, vok := d.integer(e.v, field)
+		if !vok {
+			ok = false
+			continue
+		}
+		if v < 0 || v > maxWeight {
+			d.errorf(e.v, field, "must be from 0 to %d, got %d", maxWeight, v)
+			ok = false
+			continue
+		}
+		sum += v
+		ws = append(ws, Weight{Group: e.key, Weight: v})
+	}
+	if ok && sum == 0 {
+		d.errorf(n, path, "the weights add up to 0: no group would get a request")
+		ok = false
+	}
+	return ws, ok
+}
+
+func (d *decoder) redirect(n *yaml.Node, path string) (*Redirect, bool) {
+	f := section[Redirect](d, n, path)
+	r := defaultRedirect
+	ok := f.node != nil
+	if code, cn := f.integer("code", r.Code); cn != nil {
+		if !slices.Contains(redirectCodes, code) {
+			d.errorf(cn, f.field("code"), "must be one of 301, 302, 303, 307, 308, got %d", code)
+			ok = false
+		}
+		r.Code = code
+	}
+	r.HTTPS, _ = f.boolean("https", false)
+	loc, ln := f.str("location", "")
+	switch {
+	case ln != nil && r.HTTPS:
+		d.errorf(ln, f.field("location"), "give location or https: true, not both")
+		ok = false
+	case ln != nil:
+		if err := CheckLocation(loc); err != nil {
+			d.errorf(ln, f.field("location"), "%v", err)
+			ok = false
+		}
+		r.Location = loc
+	case !r.HTTPS && f.node != nil:
+		d.errorf(f.node, f.field("location"), "required unless https: true")
+		ok = false
+	}
+	return &r, ok
+}
+
+func (d *decoder) respond(n *yaml.Node, path string) (*Respond, bool) {
+	f := section[Respond](d, n, path)
+	r := defaultRespond
+	ok := f.node != nil
+	if st, sn := f.integer("status", 0); sn != nil {
+		// HAProxy's return accepts these.
+		if st < 200 || st > 599 {
+			d.errorf(sn, f.field("status"), "must be an HTTP status from 200 to 599, got %d", st)
+			ok = false
+		}
+		r.Status = st
+	} else {
+		ok = false
+	}
+	if body, bn := f.str("body", ""); bn != nil {
+		if len(body) > maxRespondBody {
+			d.errorf(bn, f.field("body"), "must be at most %d bytes (it must fit in HAProxy's buffer), got %d", maxRespondBody, len(body))
+			ok = false
+		} else if err := CheckQuotable(body); err != nil {
+			d.errorf(bn, f.field("body"), "%v", err)
+			ok = false
+		}
+		r.Body = body
+	}
+	if ct, cn := f.str("content_type", r.ContentType); cn != nil {
+		if err := checkContentType(ct); err != nil {
+			d.errorf(cn, f.field("content_type"), "%v", err)
+			ok = false
+		}
+		r.ContentType = ct
+	}
+	return &r, ok
+}
+
+// hasConditions reports whether r matches less than every request.
+func (r Route) hasConditions() bool {
+	return len(r.Host) > 0 || len(r.PathPrefix) > 0 || r.PathRegex != "" || len(r.Method) > 0 || len(r.Header) > 0
+}
+
+// covers reports whether r matches every request that later does, so that
+// later can never match after it. It is conservative: false when it
+// cannot tell (two different regexes).
+func (r Route) covers(later Route) bool {
+	if len(r.Host) > 0 && (len(later.Host) == 0 || !allCovered(later.Host, r.Host, hostCovers)) {
+		return false
+	}
+	if len(r.PathPrefix) > 0 && (len(later.PathPrefix) == 0 || !allCovered(later.PathPrefix, r.PathPrefix, strings.HasPrefix)) {
+		return false
+	}
+	if r.PathRegex != "" && r.PathRegex != later.PathRegex {
+		return false
+	}
+	if len(r.Method) > 0 && (len(later.Method) == 0 || !allCovered(later.Method, r.Method, func(a, b string) bool { return a == b })) {
+		return false
+	}
+	for name, v := range r.Header {
+		found := false
+		for ln, lv := range later.Header {
+			if strings.EqualFold(name, ln) && v == lv {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// allCovered reports whether every one of vals is covered by one of by.
+func allCovered(vals, by []string, covers func(val, by string) bool) bool {
+	for _, v := range vals {
+		if !slices.ContainsFunc(by, func(b string) bool { return covers(v, b) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostCovers reports whether host pattern by matches every Host that h
+// does: the same name, or a wildcard of h's parent domains.
+func hostCovers(h, by string) bool {
+	h, by = strings.ToLower(h), strings.ToLower(by)
+	if h == by {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(by, "*")
+	return ok && strings.HasSuffix(strings.TrimPrefix(h, "*"), suffix)
+}
+
+// CheckPathRegex accepts a regular expression that Go's regexp/syntax
+// parses (Perl syntax, which HAProxy's PCRE2 reads the same way) and that
+// can be written quoted into haproxy.cfg. haproxy -c, run before any
+// reload, checks the rest.
+func CheckPathRegex(re string) error {
+	if re == "" {
+		return errors.New("must not be empty")
+	}
+	if _, err := syntax.Parse(re, syntax.Perl); err != nil {
+		return fmt.Errorf("not a regular expression HAProxy can compile: %v", err)
+	}
+	return CheckQuotable(re)
+}
+
+// CheckQuotable accepts text that Render can write as one double-quoted
+// word of haproxy.cfg: UTF-8 without control characters but newlines and
+// tabs (escaped there).
+func CheckQuotable(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("must be valid UTF-8")
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		return fmt.Errorf("must not contain control characters (newlines and tabs are fine), got %q", truncate(s))
+	}
+	return nil
+}
+
+// CheckLocation accepts a redirect target: an absolute http(s) URL or a
+// path, printable ASCII without spaces.
+func CheckLocation(l string) error {
+	if !strings.HasPrefix(l, "/") && !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
+		return fmt.Errorf("must be a path starting with \"/\" or an http:// or https:// URL, got %q", l)
+	}
+	if strings.ContainsFunc(l, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return fmt.Errorf("must be printable ASCII without spaces (percent-encode the rest), got %q", l)
+	}
+	return nil
+}
+
+// checkContentType accepts a media type with optional parameters
+// ("text/html; charset=utf-8").
+func checkContentType(ct string) error {
+	typ, params, _ := strings.Cut(ct, ";")
+	if err := CheckMediaType(strings.TrimSpace(typ)); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(params, func(r rune) bool { return r < ' ' || r >= 0x7f || r == '"' || r == '\\' }) {
+		return fmt.Errorf("parameters must be printable ASCII without quotes, got %q", ct)
+	}
+	return nil
+}
+
+// CheckHTTPToken accepts a method or header name that is one plain word of
+// haproxy.cfg: letters, digits, '-' and '_'.
+func CheckHTTPToken(s string) error {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return !isAlnum(r) && r != '-' && r != '_' }) {
+		return fmt.Errorf("must be letters, digits, '-' and '_', got %q", s)
+	}
+	return nil
+}
+
+// TCPGroups are the groups a tcp frontend routes to: their backends speak
+// TCP and are checked at layer 4.
+func (c *Config) TCPGroups() map[string]bool {
+	tcp := make(map[string]bool)
+	for _, fe := range c.Frontends {
+		if fe.Mode == ModeTCP {
+			for _, r := range fe.Routes {
+				tcp[r.Group] = true
+			}
+		}
+	}
+	return tcp
+}

@@ -206,14 +206,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 
 	if top.has("compression") {
-		c := section[Compression](d, top.get("compression"), "compression")
-		cfg.Compression = &Compression{Types: slices.Clone(defaultCompression.Types)}
-		if n := c.get("types"); n != nil {
-			if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-				d.errorf(n, "compression.types", "must list at least one type; leave it out for the defaults")
-			}
-			cfg.Compression.Types = d.checkEach(c.strings("types"), CheckMediaType)
-		}
+		cfg.Compression = d.compression(top.get("compression"), "compression")
 	}
 
 	stateDir, n := top.str("state_dir", def.StateDir)
@@ -237,7 +230,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	d.metricsKept = cfg.Metrics.Retention.Kept()
 	// Providers before the groups, which name them.
 	cfg.Providers = d.providers(top.get("providers"))
-	cfg.Groups = d.groups(top.get("groups"))
+	cfg.Groups = d.groups(top.get("groups"), !top.has("frontends"))
+	// After the groups, which routes name.
+	cfg.Frontends = d.frontends(top, cfg)
 	d.checkSacloudPlans(cfg.Providers, cfg.Groups)
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
@@ -424,7 +419,9 @@ func (d *decoder) loopbackListen(f *fields, key string) string {
 	return s
 }
 
-func (d *decoder) groups(n *yaml.Node) []Group {
+// groups decodes the groups; shorthand is whether the file routes to them
+// with their hosts and path_prefixes (it has no frontends section).
+func (d *decoder) groups(n *yaml.Node, shorthand bool) []Group {
 	if n == nil {
 		return nil // reported by require
 	}
@@ -443,7 +440,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 	)
 	for i, item := range items {
 		path := fmt.Sprintf("groups[%d]", i)
-		g, nameNode, ok := d.group(item, path)
+		g, nameNode, ok := d.group(item, path, shorthand)
 		if !ok {
 			continue
 		}
@@ -454,7 +451,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 				names[g.Name] = nameNode
 			}
 		}
-		if len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
+		if shorthand && len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
 			if defaultGroup != "" {
 				d.errorf(item, path, "has neither hosts nor path_prefixes, so it would be a second default backend after %s; give one of them hosts or path_prefixes", defaultGroup)
 			} else {
@@ -470,7 +467,7 @@ func (d *decoder) groups(n *yaml.Node) []Group {
 }
 
 // group decodes one group; ok is false if item is not a mapping.
-func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.Node, ok bool) {
+func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, nameNode *yaml.Node, ok bool) {
 	f := section[Group](d, item, path)
 	if f.node == nil {
 		return g, nil, false
@@ -545,6 +542,13 @@ func (d *decoder) group(item *yaml.Node, path string) (g Group, nameNode *yaml.N
 		g.Hosts = append(g.Hosts, h)
 	}
 	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
+	if !shorthand {
+		for _, key := range []string{"hosts", "path_prefixes"} {
+			if n := f.get(key); n != nil {
+				d.errorf(n, f.field(key), "routes the listen shorthand's frontend; with frontends, route with frontends[].routes (host, path_prefix)")
+			}
+		}
+	}
 
 	g.Health = d.health(f.get("health"), f.field("health"))
 	// The provider may set health.grace, which scale_to_zero is checked against.

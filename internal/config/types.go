@@ -75,10 +75,13 @@ type Compression struct {
 	Types []string `yaml:"types"`
 }
 
-// defaultCompression applies when the compression section is there.
+// defaultCompression applies when a compression section is there: the
+// types of seed 001's ELB, whose line lists 13 with text/plain twice (12
+// here).
 var defaultCompression = Compression{Types: []string{
 	"text/html", "text/plain", "text/css", "text/javascript",
-	"application/javascript", "application/json", "image/svg+xml",
+	"application/x-javascript", "application/javascript", "application/json",
+	"text/js", "text/xml", "application/xml", "application/xml+rss", "image/svg+xml",
 }}
 
 // Admin is where shoal's control API listens.

@@ -183,24 +183,7 @@ func fieldOf(cfg *config.Config, lines []string, n int) string {
 			return "haproxy.timeouts"
 		}
 	case "frontend":
-		switch {
-		case words[0] == "bind":
-			return "listen"
-		case words[0] == "compression":
-			return "compression.types"
-		case words[0] == "acl" && len(words) > 1:
-			kind, name, _ := strings.Cut(words[1], "_")
-			if i := group(name); i >= 0 {
-				if kind == "host" {
-					return fmt.Sprintf("groups[%d].hosts", i)
-				}
-				return fmt.Sprintf("groups[%d].path_prefixes", i)
-			}
-		case (words[0] == "use_backend" || words[0] == "default_backend") && len(words) > 1:
-			if i := group(words[1]); i >= 0 {
-				return fmt.Sprintf("groups[%d]", i)
-			}
-		}
+		return frontendField(cfg, backend, words, group)
 	case "backend":
 		i := group(backend)
 		if i < 0 {
@@ -217,6 +200,68 @@ func fieldOf(cfg *config.Config, lines []string, n int) string {
 		return fmt.Sprintf("groups[%d]", i)
 	}
 	return "haproxy"
+}
+
+// routeKeys are the route keys of the ACLs render names rN_KIND.
+var routeKeys = map[string]string{"host": "host", "path": "path_prefix", "regex": "path_regex", "method": "method"}
+
+// frontendField names the config field a line of frontend name came from.
+// The shorthand's lines are its top-level keys' and the groups'.
+func frontendField(cfg *config.Config, name string, words []string, group func(string) int) string {
+	fi := slices.IndexFunc(cfg.Frontends, func(fe config.Frontend) bool { return fe.Name == name })
+	if fi < 0 {
+		return "haproxy"
+	}
+	fe := cfg.Frontends[fi]
+	shorthand := cfg.Listen != ""
+	path := fmt.Sprintf("frontends[%d]", fi)
+	// route returns the route an "rN_KIND" ACL belongs to, and its KIND.
+	route := func(acl string) (int, string) {
+		num, kind, _ := strings.Cut(strings.TrimPrefix(acl, "r"), "_")
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 1 || n > len(fe.Routes) {
+			return -1, ""
+		}
+		return n - 1, kind
+	}
+	switch {
+	case words[0] == "bind":
+		if shorthand {
+			return "listen"
+		}
+		return path + ".bind"
+	case words[0] == "compression":
+		if shorthand {
+			return "compression.types"
+		}
+		return path + ".compression.types"
+	case words[0] == "acl" && len(words) > 1:
+		r, kind := route(words[1])
+		if r < 0 {
+			break
+		}
+		if shorthand {
+			if i := group(fe.Routes[r].Group); i >= 0 {
+				if kind == "host" {
+					return fmt.Sprintf("groups[%d].hosts", i)
+				}
+				return fmt.Sprintf("groups[%d].path_prefixes", i)
+			}
+			break
+		}
+		if key, ok := routeKeys[kind]; ok {
+			return fmt.Sprintf("%s.routes[%d].%s", path, r, key)
+		}
+		return fmt.Sprintf("%s.routes[%d].header", path, r)
+	case (words[0] == "use_backend" || words[0] == "default_backend") && len(words) > 1:
+		if i := group(words[1]); i >= 0 && shorthand {
+			return fmt.Sprintf("groups[%d]", i)
+		}
+	}
+	if shorthand {
+		return "haproxy"
+	}
+	return path
 }
 
 // RemoteGroups names the groups whose instances run on a provider's hosts,

@@ -189,7 +189,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 				}
 			}()
 		}
-		log.Info("shoal started", "listen", cfg.Listen, "socket", cfg.Admin.Socket, "groups", strings.Join(reg.Names(), ","), "haproxy_pid", lb.PID())
+		log.Info("shoal started", "frontends", frontendList(cfg.Frontends), "socket", cfg.Admin.Socket, "groups", strings.Join(reg.Names(), ","), "haproxy_pid", lb.PID())
 		<-srvCtx.Done()
 	} else {
 		stopServers(err)
@@ -386,4 +386,14 @@ func lockStateDir(dir string) (func(), error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { f.Close() }, nil
+}
+
+// frontendList names each frontend with its binds, for the start log:
+// "shoal=127.0.0.1:8080 tls=:443,[::]:443".
+func frontendList(fes []config.Frontend) string {
+	parts := make([]string, len(fes))
+	for i, fe := range fes {
+		parts[i] = fe.Name + "=" + strings.Join(fe.Bind, ",")
+	}
+	return strings.Join(parts, " ")
 }

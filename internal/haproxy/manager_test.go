@@ -414,7 +414,7 @@ func TestStartErrors(t *testing.T) {
 		cleanupHAProxy(t, stateDir)
 		m := newTestManager(t, testConfig(stateDir, ln.Addr().String()))
 		err = m.Start(ctx)
-		want := fmt.Sprintf("start haproxy: listen address %s is already in use by pid %d (%s", ln.Addr(), os.Getpid(), os.Args[0])
+		want := fmt.Sprintf("start haproxy: bind address %s is already in use by pid %d (%s", ln.Addr(), os.Getpid(), os.Args[0])
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v\nwant %s...", err, want)
 		}

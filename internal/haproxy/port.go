@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
 
@@ -161,25 +162,28 @@ func describeProc(pid int) string {
 	return fmt.Sprintf("pid %d (%s)", pid, cmd)
 }
 
-// portHolders returns the pids listening where the frontend must bind, and
-// the socket inodes when none of their processes can be seen.
-func portHolders(listen string) (pids []int, inodes map[uint64]bool, err error) {
-	host, p, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen address %q: %w", listen, err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen address %q: bad port", listen)
-	}
+// portHolders returns the pids listening where the frontends must bind
+// (binds, host:port each), and the socket inodes when none of their
+// processes can be seen.
+func portHolders(binds []string) (pids []int, inodes map[uint64]bool, err error) {
 	ls, err := tcpListeners()
 	if err != nil {
 		return nil, nil, err
 	}
 	inodes = make(map[uint64]bool)
-	for _, l := range ls {
-		if l.conflicts(host, port) {
-			inodes[l.inode] = true
+	for _, b := range binds {
+		host, p, err := net.SplitHostPort(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bind address %q: %w", b, err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bind address %q: bad port", b)
+		}
+		for _, l := range ls {
+			if l.conflicts(host, port) {
+				inodes[l.inode] = true
+			}
 		}
 	}
 	if len(inodes) == 0 {
@@ -188,22 +192,33 @@ func portHolders(listen string) (pids []int, inodes map[uint64]bool, err error) 
 	return socketOwners(inodes), inodes, nil
 }
 
+// binds lists every frontend's bind addresses.
+func binds(cfg *config.Config) []string {
+	var bs []string
+	for _, fe := range cfg.Frontends {
+		bs = append(bs, fe.Bind...)
+	}
+	return bs
+}
+
 // claimPort makes sure the frontend's port is free before a master starts.
 // A master of this state directory that no record names (its record was
 // lost) is soft-stopped so that it cannot keep serving a stale server list;
 // any other holder of the port is an error that names it.
 func (m *Manager) claimPort(ctx context.Context) error {
-	pids, inodes, err := portHolders(m.config().Listen)
+	bs := binds(m.config())
+	addrs := strings.Join(bs, ", ")
+	pids, inodes, err := portHolders(bs)
 	if err != nil || inodes == nil {
 		return err
 	}
 	if len(pids) == 0 {
-		return fmt.Errorf("listen address %s is already in use by a process shoal cannot inspect (another user's?)", m.config().Listen)
+		return fmt.Errorf("bind address %s is already in use by a process shoal cannot inspect (another user's?)", addrs)
 	}
 	masters := make(map[int]bool)
 	for _, pid := range pids {
 		if !runsConfig(cmdline(pid), m.paths.Config) {
-			return fmt.Errorf("listen address %s is already in use by %s", m.config().Listen, describeProc(pid))
+			return fmt.Errorf("bind address %s is already in use by %s", addrs, describeProc(pid))
 		}
 		// A worker's parent is its master; the master's parent is not ours.
 		master := pid
@@ -220,7 +235,7 @@ func (m *Manager) claimPort(ctx context.Context) error {
 	// The sockets close as the processes exit.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		pids, inodes, err := portHolders(m.config().Listen)
+		pids, inodes, err := portHolders(bs)
 		if err != nil || inodes == nil {
 			return err
 		}
@@ -229,7 +244,7 @@ func (m *Manager) claimPort(ctx context.Context) error {
 			if len(pids) > 0 {
 				who = describeProc(pids[0])
 			}
-			return fmt.Errorf("listen address %s is still in use by %s after stopping the unrecorded haproxy", m.config().Listen, who)
+			return fmt.Errorf("bind address %s is still in use by %s after stopping the unrecorded haproxy", addrs, who)
 		}
 		select {
 		case <-ctx.Done():
@@ -245,7 +260,7 @@ func (m *Manager) stopOrphan(ctx context.Context, pid int) error {
 	// shoal starts each master as the leader of its own process group;
 	// anything else was not started by shoal and is not ours to stop.
 	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
-		return fmt.Errorf("listen address %s is already in use by %s, which runs shoal's haproxy config but was not started by shoal", m.config().Listen, describeProc(pid))
+		return fmt.Errorf("bind address %s is already in use by %s, which runs shoal's haproxy config but was not started by shoal", strings.Join(binds(m.config()), ", "), describeProc(pid))
 	}
 	start, err := proc.StartTicks(pid)
 	if err != nil {
@@ -258,7 +273,7 @@ func (m *Manager) stopOrphan(ctx context.Context, pid int) error {
 	if err != nil {
 		return fmt.Errorf("adopt unrecorded haproxy %d: %w", pid, err)
 	}
-	m.log.Warn("stopping an haproxy of this state directory that no record names (its master record was lost)", "pid", pid, "listen", m.config().Listen)
+	m.log.Warn("stopping an haproxy of this state directory that no record names (its master record was lost)", "pid", pid, "bind", strings.Join(binds(m.config()), ","))
 	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
 	defer cancel()
 	if err := softStop(sctx, p); err != nil {

@@ -147,7 +147,7 @@ func TestRecordWriteFails(t *testing.T) {
 	if m.PID() != 0 {
 		t.Errorf("PID after failed Start = %d", m.PID())
 	}
-	pids, inodes, err := portHolders(cfg.Listen)
+	pids, inodes, err := portHolders(binds(cfg))
 	if err != nil || inodes != nil {
 		t.Errorf("port %d still held after a failed Start: pids %v, %v", port, pids, err)
 	}

@@ -59,10 +59,10 @@ func TestParseShowProc(t *testing.T) {
 func TestRenderStaticServers(t *testing.T) {
 	webHealth := config.DefaultHealth
 	webHealth.Interval, webHealth.Rise, webHealth.Fall, webHealth.FastInter = 300*time.Millisecond, 2, 3, 0
-	cfg := &config.Config{Listen: "127.0.0.1:8080", AccessLog: config.AccessLog{}, Groups: []config.Group{
+	cfg := routed(&config.Config{Listen: "127.0.0.1:8080", AccessLog: config.AccessLog{}, Groups: []config.Group{
 		{Name: "web", Balance: "roundrobin", Health: webHealth},
 		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.DefaultHealth},
-	}}
+	}})
 	s := Server{Backend: "web", Name: "web-001", Addr: loopback(4000), Health: cfg.Groups[0].Health}
 	_, args, err := serverArgs(s)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
@@ -95,11 +94,6 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	if err := checkPaths(p); err != nil {
 		return "", err
 	}
-	bind, err := bindAddress(cfg.Listen)
-	if err != nil {
-		return "", err
-	}
-
 	var b strings.Builder
 	line := func(format string, args ...any) {
 		b.WriteString("    ")
@@ -151,89 +145,15 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		}
 	}
 
-	b.WriteString("\nfrontend shoal\n")
-	line("bind %s", bind)
-	line("%s", idempotentOnly)
-	// TLS is not terminated here yet. A client's own X-Forwarded-For would
-	// be passed on in front of the address option forwardfor appends.
-	line("http-request set-header X-Forwarded-Proto http")
-	line("http-request del-header X-Forwarded-For")
-	switch n := cfg.AccessLog.Sample; {
-	case cfg.AccessLog.Adaptive:
-		// Each backend samples at the rate shoal sets (see SampleMap).
-		line("log unix@%s format raw local0", p.LogSocket)
-		line("log-format %q", accesslog.Format)
-	case n > 0:
-		line("log unix@%s format raw sample 1:%d local0", p.LogSocket, n)
-		line("log-format %q", accesslog.Format)
-	}
-	if c := cfg.Compression; c != nil {
-		line("compression algo gzip")
-		for _, t := range c.Types {
-			if !isMediaType(t) {
-				return "", fmt.Errorf("compression type %q: not a media type such as text/html", t)
-			}
+	for _, fe := range cfg.Frontends {
+		lines, err := frontendLines(cfg, fe, p)
+		if err != nil {
+			return "", fmt.Errorf("frontend %s: %w", fe.Name, err)
 		}
-		if len(c.Types) > 0 {
-			line("compression type %s", strings.Join(c.Types, " "))
+		fmt.Fprintf(&b, "\nfrontend %s\n", fe.Name)
+		for _, l := range lines {
+			line("%s", l)
 		}
-	}
-	seen := make(map[string]bool)
-	defaultBackend := ""
-	for _, g := range cfg.Groups {
-		if !isName(g.Name) {
-			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
-		}
-		if seen[g.Name] {
-			return "", fmt.Errorf("group name %q: used twice", g.Name)
-		}
-		seen[g.Name] = true
-		if len(g.Hosts) == 0 && len(g.PathPrefixes) == 0 {
-			if defaultBackend != "" {
-				return "", fmt.Errorf("groups %q and %q both have neither hosts nor path_prefixes; only one can be the default", defaultBackend, g.Name)
-			}
-			defaultBackend = g.Name
-			continue
-		}
-		// First match wins, in the order the groups are written.
-		var conds []string
-		if len(g.Hosts) > 0 {
-			var exact, withPort, suffixes []string
-			for _, h := range g.Hosts {
-				if !isHostPattern(h) {
-					return "", fmt.Errorf("group %s: host %q: must be a host name, IP address or *.domain", g.Name, h)
-				}
-				if domain, ok := strings.CutPrefix(h, "*"); ok {
-					suffixes = append(suffixes, domain)
-					continue
-				}
-				exact, withPort = append(exact, h), append(withPort, h+":")
-			}
-			// Clients send Host with the port when it is not the scheme's default.
-			if len(exact) > 0 {
-				line("acl host_%s hdr(host) -i %s", g.Name, strings.Join(exact, " "))
-				line("acl host_%s hdr_beg(host) -i %s", g.Name, strings.Join(withPort, " "))
-			}
-			// *.example.com: any subdomain, matched on the host without its
-			// port (wildcards are names, never IPv6 literals with colons).
-			if len(suffixes) > 0 {
-				line("acl host_%s hdr(host),field(1,:) -m end -i %s", g.Name, strings.Join(suffixes, " "))
-			}
-			conds = append(conds, "host_"+g.Name)
-		}
-		if len(g.PathPrefixes) > 0 {
-			for _, pp := range g.PathPrefixes {
-				if !isPath(pp, false) {
-					return "", fmt.Errorf("group %s: path prefix %q: must start with \"/\" and hold no spaces, quotes, '#', '\\' or '?'", g.Name, pp)
-				}
-			}
-			line("acl path_%s path_beg %s", g.Name, strings.Join(g.PathPrefixes, " "))
-			conds = append(conds, "path_"+g.Name)
-		}
-		line("use_backend %s if %s", g.Name, strings.Join(conds, " "))
-	}
-	if defaultBackend != "" {
-		line("default_backend %s", defaultBackend)
 	}
 
 	if cfg.HAProxy.Prometheus != "" {
@@ -249,7 +169,16 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		line("http-request return status 404 content-type text/plain string \"only /metrics is served here\\n\"")
 	}
 
+	tcp := cfg.TCPGroups()
+	seen := make(map[string]bool)
 	for _, g := range cfg.Groups {
+		if !isName(g.Name) {
+			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
+		}
+		if seen[g.Name] {
+			return "", fmt.Errorf("group name %q: used twice", g.Name)
+		}
+		seen[g.Name] = true
 		if !dynamicBalance[g.Balance] {
 			return "", fmt.Errorf("group %s: balance %q: must be roundrobin, leastconn or first (the algorithms that allow servers added at runtime)", g.Name, g.Balance)
 		}
@@ -258,11 +187,19 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			return "", fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		fmt.Fprintf(&b, "\nbackend %s\n", g.Name)
+		if tcp[g.Name] {
+			if g.Health.Type != "tcp" || g.ScaleToZero != nil {
+				return "", fmt.Errorf("group %s: a tcp frontend's group needs tcp health checks and cannot scale to zero", g.Name)
+			}
+			// No HTTP here: the defaults' forwardfor would be a warning.
+			line("mode tcp")
+			line("no option forwardfor")
+		}
 		line("balance %s", g.Balance)
 		for _, l := range checks {
 			line("%s", l)
 		}
-		if cfg.AccessLog.Adaptive {
+		if cfg.AccessLog.Adaptive && !tcp[g.Name] {
 			for _, l := range sampleLines {
 				line("%s", l)
 			}

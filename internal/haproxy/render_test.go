@@ -13,7 +13,7 @@ import (
 func testConfig(stateDir, listen string) *config.Config {
 	health := config.DefaultHealth
 	health.Interval, health.Timeout, health.Rise, health.Fall, health.FastInter = 200*time.Millisecond, 500*time.Millisecond, 2, 2, 0
-	return &config.Config{
+	return routed(&config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
 		HAProxy:  config.HAProxy{Binary: "haproxy"},
@@ -22,7 +22,13 @@ func testConfig(stateDir, listen string) *config.Config {
 			{Name: "api", Balance: "leastconn", Hosts: []string{"api.example.com"}, PathPrefixes: []string{"/v1/", "/v2/"}, Health: health},
 			{Name: "static", Balance: "first", PathPrefixes: []string{"/static"}, Health: health},
 		},
-	}
+	})
+}
+
+// routed makes cfg's frontend from its listen shorthand, as Load does.
+func routed(cfg *config.Config) *config.Config {
+	cfg.Frontends = []config.Frontend{config.Shorthand(cfg.Listen, cfg.Compression, cfg.Groups)}
+	return cfg
 }
 
 // TestRenderWildcardHost: *.example.com routes any subdomain, with or
@@ -31,14 +37,14 @@ func TestRenderWildcardHost(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, "127.0.0.1:8080")
 	cfg.Groups[1].Hosts = []string{"api.example.com", "*.example.org", "*.xn--bcher-kva.example"}
-	got, err := Render(cfg, PathsFor(dir))
+	got, err := Render(routed(cfg), PathsFor(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{
-		"    acl host_api hdr(host) -i api.example.com\n",
-		"    acl host_api hdr_beg(host) -i api.example.com:\n",
-		"    acl host_api hdr(host),field(1,:) -m end -i .example.org .xn--bcher-kva.example\n",
+		"    acl r1_host hdr(host) -i api.example.com\n",
+		"    acl r1_host hdr_beg(host) -i api.example.com:\n",
+		"    acl r1_host hdr(host),field(1,:) -m end -i .example.org .xn--bcher-kva.example\n",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("config lacks %q:\n%s", w, got)
@@ -63,7 +69,7 @@ func TestRender(t *testing.T) {
 	cfg.HAProxy.Defaults = []string{"timeout server 60s"}
 	cfg.AccessLog.Sample = 10
 	p := PathsFor(dir)
-	got, err := Render(cfg, p)
+	got, err := Render(routed(cfg), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +91,12 @@ func TestRender(t *testing.T) {
 		"    log unix@" + p.LogSocket + " format raw sample 1:10 local0\n",
 		"    log-format \"%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %HM %HU\"\n",
 		"    compression algo gzip\n    compression type text/html application/json\n",
-		"    acl host_api hdr(host) -i api.example.com\n",
-		"    acl host_api hdr_beg(host) -i api.example.com:\n",
-		"    acl path_api path_beg /v1/ /v2/\n",
-		"    use_backend api if host_api path_api\n",
-		"    acl path_static path_beg /static\n    use_backend static if path_static\n",
+		"    acl r1_host hdr(host) -i api.example.com\n",
+		"    acl r1_host hdr_beg(host) -i api.example.com:\n",
+		"    acl r1_path path_beg /v1/ /v2/\n",
+		"    acl r2_path path_beg /static\n",
+		"    use_backend api if r1_host r1_path\n",
+		"    use_backend static if r2_path\n",
 		"    default_backend web\n",
 		"\nbackend web\n    balance roundrobin\n    option httpchk\n" +
 			"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host localhost\n" +
@@ -125,7 +132,7 @@ func TestRenderVariants(t *testing.T) {
 
 	cfg := testConfig(dir, ":80")
 	cfg.Groups = cfg.Groups[1:] // no group without routing
-	got, err := Render(cfg, p)
+	got, err := Render(routed(cfg), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +181,6 @@ func TestRenderRejects(t *testing.T) {
 		"health path newline":    func(c *config.Config, _ *Paths) { c.Groups[0].Health.Path = "/h\nbackend x" },
 		"group name with space":  func(c *config.Config, _ *Paths) { c.Groups[0].Name = "web evil" },
 		"duplicate group":        func(c *config.Config, _ *Paths) { c.Groups[1].Name = "web" },
-		"two default groups":     func(c *config.Config, _ *Paths) { c.Groups[2].PathPrefixes = nil },
 		"static balance":         func(c *config.Config, _ *Paths) { c.Groups[0].Balance = "static-rr" },
 		"balance injection":      func(c *config.Config, _ *Paths) { c.Groups[0].Balance = "roundrobin\nserver x 1.2.3.4:80" },
 		"compression type space": func(c *config.Config, _ *Paths) { c.Compression = &config.Compression{Types: []string{"text/html x"}} },
@@ -188,7 +194,7 @@ func TestRenderRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, paths := testConfig(dir, "127.0.0.1:8080"), p
 			mutate(cfg, &paths)
-			if got, err := Render(cfg, paths); err == nil {
+			if got, err := Render(routed(cfg), paths); err == nil {
 				t.Fatalf("Render accepted it:\n%s", got)
 			}
 		})

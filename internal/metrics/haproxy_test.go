@@ -64,6 +64,7 @@ func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 		HAProxy:  config.HAProxy{Binary: "haproxy", Global: []string{"nbthread 1"}},
 		Groups:   []config.Group{{Name: "web", Balance: "roundrobin", Health: health}},
 	}
+	cfg.Frontends = []config.Frontend{config.Shorthand(listen, nil, cfg.Groups)}
 	m := haproxy.NewManager(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
