@@ -1,19 +1,10 @@
 package config
 
 import (
-	"slices"
-
 	"gopkg.in/yaml.v3"
 )
 
-// Placeholders until the tls and rate-limit decoders are merged.
-
-func (d *decoder) tls(n *yaml.Node, path string) *TLS {
-	section[TLS](d, n, path)
-	t := defaultTLS
-	t.ALPN = slices.Clone(t.ALPN)
-	return &t
-}
+// Placeholders until the rate-limit decoder is merged.
 
 func (d *decoder) rateLimit(n *yaml.Node, path string) *RateLimit {
 	section[RateLimit](d, n, path)

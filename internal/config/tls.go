@@ -103,6 +103,26 @@ func (d *decoder) tls(n *yaml.Node, path string) *TLS {
 	return &t
 }
 
+// checkTLSBinds checks fe's tls.bind against its binds, and that
+// redirect_http has plain binds to redirect from.
+func (d *decoder) checkTLSBinds(path string, fe Frontend) {
+	t := fe.TLS
+	for i, b := range t.Bind {
+		if !slices.Contains(fe.Bind, b) {
+			d.errorAt(fmt.Sprintf("%s.bind[%d]", path, i), "%q is not one of the frontend's bind addresses (%s)", b, strings.Join(fe.Bind, ", "))
+		}
+	}
+	if !t.RedirectHTTP {
+		return
+	}
+	switch field := path + ".redirect_http"; {
+	case fe.Mode == ModeTCP:
+		d.errorAt(field, "applies to http frontends only")
+	case len(t.Bind) == 0 || len(t.Bind) == len(fe.Bind):
+		d.errorAt(field, "every bind speaks TLS, so there is no plain bind to redirect; list the TLS ones in tls.bind")
+	}
+}
+
 // acme decodes tls.acme.
 func (d *decoder) acme(n *yaml.Node, path string) *ACME {
 	f := section[ACME](d, n, path)

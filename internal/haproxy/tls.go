@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,19 +22,19 @@ func tlsBind(stateDir string, fe config.Frontend) (string, error) {
 	t := fe.TLS
 	ver, ok := config.HAProxyTLSVersion(t.MinVersion)
 	if !ok {
-		return "", fmt.Errorf("frontend %s: tls.min_version %q: must be 1.2 or 1.3", fe.Name, t.MinVersion)
+		return "", fmt.Errorf("tls.min_version %q: must be 1.2 or 1.3", t.MinVersion)
 	}
 	if len(t.ALPN) == 0 {
-		return "", fmt.Errorf("frontend %s: tls.alpn: empty", fe.Name)
+		return "", errors.New("tls.alpn: empty")
 	}
 	for _, p := range t.ALPN {
 		if p != "h2" && p != "http/1.1" {
-			return "", fmt.Errorf("frontend %s: tls.alpn %q: must be h2 or http/1.1", fe.Name, p)
+			return "", fmt.Errorf("tls.alpn %q: must be h2 or http/1.1", p)
 		}
 	}
 	list := certstore.CrtList(stateDir, fe.Name)
 	if !isFilePath(list) {
-		return "", fmt.Errorf("frontend %s: crt-list path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", fe.Name, list)
+		return "", fmt.Errorf("crt-list path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", list)
 	}
 	opts := []string{"ssl", "crt-list", list, "alpn", strings.Join(t.ALPN, ","), "ssl-min-ver", ver}
 	switch t.TicketKeys {
@@ -42,7 +43,7 @@ func tlsBind(stateDir string, fe config.Frontend) (string, error) {
 	case config.TicketKeysOff:
 		opts = append(opts, "no-tls-tickets")
 	default:
-		return "", fmt.Errorf("frontend %s: tls.ticket_keys %q: must be rotate or off", fe.Name, t.TicketKeys)
+		return "", fmt.Errorf("tls.ticket_keys %q: must be rotate or off", t.TicketKeys)
 	}
 	return strings.Join(opts, " "), nil
 }
