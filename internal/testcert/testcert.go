@@ -28,7 +28,7 @@ type CA struct {
 	PEM []byte
 }
 
-// NewCA returns a CA valid for a day.
+// NewCA returns a CA valid for a year.
 func NewCA(t testing.TB) *CA {
 	t.Helper()
 	key := newKey(t)
@@ -36,7 +36,7 @@ func NewCA(t testing.TB) *CA {
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: "shoal test CA"},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().AddDate(1, 0, 0),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -97,9 +97,10 @@ func (ca *CA) Leaf(t testing.TB, notBefore, notAfter time.Time, names ...string)
 	}
 }
 
-// Valid signs a certificate for names valid for a day from an hour ago.
+// Valid signs a certificate for names valid for 90 days from an hour ago,
+// as a public CA's.
 func (ca *CA) Valid(t testing.TB, names ...string) Leaf {
-	return ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour), names...)
+	return ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().AddDate(0, 0, 90), names...)
 }
 
 // Write writes the leaf as dir/NAME.crt and dir/NAME.key (0600) and
