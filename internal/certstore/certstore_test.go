@@ -121,10 +121,11 @@ func (e *env) files(t *testing.T, name string, names ...string) (config.TLSFiles
 }
 
 // served returns the serial of the certificate HAProxy serves for SNI name
-// on a new connection.
+// on a new connection; the default's may not be for name, so it is not
+// verified.
 func (e *env) served(t *testing.T, name string) *big.Int {
 	t.Helper()
-	conn, err := tls.Dial("tcp", e.addr, &tls.Config{ServerName: name, RootCAs: e.ca.Pool})
+	conn, err := tls.Dial("tcp", e.addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
 	if err != nil {
 		t.Fatalf("TLS to %s as %s: %v", e.addr, name, err)
 	}
@@ -158,14 +159,9 @@ func TestSNI(t *testing.T) {
 	if got := e.served(t, "b.test"); got.Cmp(bSerial) != 0 {
 		t.Errorf("b.test: serial %x, want %x", got, bSerial)
 	}
-	conn, err := tls.Dial("tcp", e.addr, &tls.Config{ServerName: "other.test", InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := conn.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(aSerial) != 0 {
+	if got := e.served(t, "other.test"); got.Cmp(aSerial) != 0 {
 		t.Errorf("other.test: serial %x, want the default's %x", got, aSerial)
 	}
-	conn.Close()
 
 	for _, f := range []string{certstore.CrtList(e.stateDir, "web"), filepath.Join(certstore.Dir(e.stateDir), "web", "default.pem"), certstore.TicketKeys(e.stateDir, "web")} {
 		fi, err := os.Stat(f)
@@ -273,14 +269,9 @@ func TestAddRemoveSite(t *testing.T) {
 
 	e.fe.TLS.Certificates = e.fe.TLS.Certificates[:1]
 	e.apply(t)
-	conn, err := tls.Dial("tcp", e.addr, &tls.Config{ServerName: "c.test", InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := conn.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(aSerial) != 0 {
+	if got := e.served(t, "c.test"); got.Cmp(aSerial) != 0 {
 		t.Errorf("removed c.test serves %x, want the default's %x", got, aSerial)
 	}
-	conn.Close()
 	// The installed certificate is in the files: a restart serves it.
 	list, err := os.ReadFile(certstore.CrtList(e.stateDir, "web"))
 	if err != nil {
