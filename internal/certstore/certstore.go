@@ -62,13 +62,14 @@ const maxPayload = 16384 - 1024 - 256
 // Store writes the certificates of the TLS frontends and keeps the running
 // HAProxy's in line with them. Its methods are safe for concurrent use.
 type Store struct {
-	dir string
-	rt  Runtime
-	log *slog.Logger
+	stateDir, dir string
+	rt            Runtime
+	log           *slog.Logger
 
 	mu sync.Mutex
-	// written is every TLS frontend's sites as on disk, in crt-list order.
-	written map[string][]site
+	// written is every TLS frontend's sites as on disk, in crt-list order;
+	// previous is what the Write before the last one wrote, for Rollback.
+	written, previous map[string][]site
 	// acme names, by frontend, the domains tls.acme keeps certificates for.
 	acme map[string][]string
 	// rotate lists the frontends whose ticket keys shoal rotates.
@@ -89,11 +90,11 @@ func New(stateDir string, rt Runtime, log *slog.Logger) *Store {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Store{
-		dir:     Dir(stateDir),
-		rt:      rt,
-		log:     log.With("component", "certstore"),
-		written: map[string][]site{},
-		acme:    map[string][]string{},
+		stateDir: stateDir,
+		dir:      Dir(stateDir),
+		rt:       rt,
+		log:      log.With("component", "certstore"),
+		acme:     map[string][]string{},
 	}
 }
 
@@ -110,8 +111,8 @@ func TicketKeys(stateDir, frontend string) string {
 	return filepath.Join(Dir(stateDir), frontend+".tlskeys")
 }
 
-func (s *Store) crtList(fe string) string    { return filepath.Join(s.dir, fe+".crtlist") }
-func (s *Store) ticketKeys(fe string) string { return filepath.Join(s.dir, fe+".tlskeys") }
+func (s *Store) crtList(fe string) string    { return CrtList(s.stateDir, fe) }
+func (s *Store) ticketKeys(fe string) string { return TicketKeys(s.stateDir, fe) }
 func (s *Store) sitePath(fe, name string) string {
 	return filepath.Join(s.dir, fe, name+".pem")
 }
@@ -150,10 +151,8 @@ func (s *Store) Write(frontends []config.Frontend) error {
 			rotate = append(rotate, fe.Name)
 		}
 	}
-	for fe, sites := range want {
-		if err := s.writeFrontend(fe, sites); err != nil {
-			return err
-		}
+	if err := s.writeAll(want); err != nil {
+		return err
 	}
 	for _, fe := range rotate {
 		if _, err := os.Stat(s.ticketKeys(fe)); errors.Is(err, os.ErrNotExist) {
@@ -162,7 +161,45 @@ func (s *Store) Write(frontends []config.Frontend) error {
 			}
 		}
 	}
-	s.written, s.acme, s.rotate = want, acme, rotate
+	s.previous, s.written, s.acme, s.rotate = s.written, want, acme, rotate
+	return nil
+}
+
+// Rollback writes back the files of the Write before the last, as they
+// were then (their sources may have changed since): a config reload that
+// HAProxy refused leaves the running certificates on disk too.
+func (s *Store) Rollback() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.previous == nil {
+		return nil // one Write or none: nothing to go back to
+	}
+	if err := s.writeAll(s.previous); err != nil {
+		return err
+	}
+	s.written = s.previous
+	return nil
+}
+
+// writeAll writes every frontend's files and removes those of frontends
+// no longer there.
+func (s *Store) writeAll(sites map[string][]site) error {
+	for fe, list := range sites {
+		if err := s.writeFrontend(fe, list); err != nil {
+			return err
+		}
+	}
+	lists, err := filepath.Glob(filepath.Join(s.dir, "*.crtlist"))
+	if err != nil {
+		return err
+	}
+	for _, l := range lists {
+		fe := strings.TrimSuffix(filepath.Base(l), ".crtlist")
+		if _, ok := sites[fe]; !ok {
+			_ = os.Remove(l)
+			_ = os.RemoveAll(filepath.Join(s.dir, fe))
+		}
+	}
 	return nil
 }
 

@@ -335,3 +335,42 @@ func TestTicketKeyRotation(t *testing.T) {
 		t.Error("a ticket issued before one rotation no longer resumes")
 	}
 }
+
+// TestRollback: after a reload HAProxy refused, the files are those of
+// the running config again, even though the source files changed; a
+// frontend the refused config added is gone.
+func TestRollback(t *testing.T) {
+	ca, dir, stateDir := testcert.NewCA(t), t.TempDir(), t.TempDir()
+	cert, key := ca.Valid(t, "a.test").Write(t, dir, "a")
+	fe := config.Frontend{Name: "web", TLS: &config.TLS{Certificates: []config.TLSFiles{{Cert: cert, Key: key}}, TicketKeys: config.TicketKeysOff}}
+	s := certstore.New(stateDir, nil, nil)
+	if err := s.Write([]config.Frontend{fe}); err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(certstore.Dir(stateDir), "web", "default.pem")
+	running, err := os.ReadFile(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, dir, "a")
+	other := fe
+	other.Name = "other"
+	if err := s.Write([]config.Frontend{fe, other}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(site); string(b) == string(running) {
+		t.Fatal("the second Write did not change the site file")
+	}
+	if err := s.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(site); string(b) != string(running) {
+		t.Error("Rollback did not write the running certificate back")
+	}
+	if _, err := os.Stat(certstore.CrtList(stateDir, "other")); !os.IsNotExist(err) {
+		t.Errorf("the refused config's frontend is still there: %v", err)
+	}
+	if got := s.Certs(); len(got) != 1 || got[0].Frontend != "web" {
+		t.Errorf("Certs after Rollback: %+v", got)
+	}
+}

@@ -126,7 +126,7 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	}
 	reloaded, err := c.lb.Reload(ctx, cfg)
 	if err != nil {
-		if werr := c.certs.Write(old.Frontends); werr != nil {
+		if werr := c.certs.Rollback(); werr != nil {
 			c.log.Error("the running config's certificates not written back", "err", werr)
 		}
 		return resp, fmt.Errorf("reload: %w; nothing changed: groups, policies and HAProxy keep the running config", err)
