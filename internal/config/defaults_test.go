@@ -148,7 +148,7 @@ func TestDefaultsTreeComplete(t *testing.T) {
 // everySection has every section there, with only its required keys, so that
 // every other key takes the default Load applies.
 const everySection = `frontends:
-  - name: web
+  - name: edge
     bind: [127.0.0.1:8080]
     tls:
       certificates: [{cert: ../testdata/tls/cert.pem, key: ../testdata/tls/key.pem}]

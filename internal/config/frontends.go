@@ -246,16 +246,22 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 		if !ok {
 			continue
 		}
-		if first, dup := names[fe.Name]; dup && fe.Name != "" {
-			d.errorf(item, path+".name", "duplicate frontend name %q (first at line %d)", fe.Name, first.Line)
-		} else {
+		switch first, dup := names[fe.Name]; {
+		case fe.Name == "":
+		case dup:
+			d.errorAt(path+".name", "duplicate frontend name %q (first at line %d)", fe.Name, first.Line)
+		case groups[fe.Name]:
+			// The access log names the frontend for the requests it
+			// answers itself, the group's backend for the others.
+			d.errorAt(path+".name", "%q names a group too; give the frontend another name", fe.Name)
+		default:
 			names[fe.Name] = item
 		}
 		binds = d.checkBinds(path, fe.Bind, binds)
 		for j, r := range fe.Routes {
 			for _, g := range r.groups() {
 				if m, seen := modes[g]; seen && m != fe.Mode {
-					d.errorf(item, fmt.Sprintf("%s.routes[%d]", path, j), "group %s is used by both an http and a tcp frontend; its backend has one mode", g)
+					d.errorAt(fmt.Sprintf("%s.routes[%d]", path, j), "group %s is used by both an http and a tcp frontend; its backend has one mode", g)
 				}
 				modes[g] = fe.Mode
 			}
@@ -388,19 +394,13 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 			fe.Name = name
 		}
 	}
-	if n := f.get("bind"); n != nil {
-		items := f.strings("bind")
-		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-			d.errorf(n, f.field("bind"), "must list at least one address")
+	for _, it := range d.oneOrMore(f, "bind") {
+		if err := checkHostPort(it.val); err != nil {
+			d.errorf(it.node, it.field, "%v", err)
+		} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
+			d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
 		}
-		for _, it := range items {
-			if err := checkHostPort(it.val); err != nil {
-				d.errorf(it.node, it.field, "%v", err)
-			} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
-				d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
-			}
-			fe.Bind = append(fe.Bind, it.val)
-		}
+		fe.Bind = append(fe.Bind, it.val)
 	}
 	mode, mn := f.str("mode", defaultFrontend.Mode)
 	if mode != ModeHTTP && mode != ModeTCP {
@@ -512,14 +512,16 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 	return routes
 }
 
-// route decodes one route; ok is false if item is not a mapping or has no
-// valid action, so that it is not checked against the others.
+// route decodes one route; ok is false when it has an error, so that it
+// is not compared with the others.
 func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool) (Route, bool) {
 	f := section[Route](d, item, path)
 	if f.node == nil {
 		return Route{}, false
 	}
 	var r Route
+	// A condition left out for an error would make the route match more.
+	errs := len(d.errs)
 	for _, it := range d.oneOrMore(f, "host") {
 		h, err := normalizeHost(it.val)
 		if err != nil {
@@ -592,32 +594,28 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		d.errorf(f.get(actions[1]), f.field(actions[1]), "a route has one action, and this one has %s", strings.Join(actions, " and "))
 		return r, false
 	}
-	ok := true
 	switch actions[0] {
 	case "group":
 		g, n := f.str("group", "")
 		if n != nil && !groups[g] {
 			d.errorf(n, f.field("group"), "unknown group %q", g)
-			ok = false
 		}
 		r.Group = g
 	case "weights":
-		r.Weights, ok = d.weights(f.get("weights"), f.field("weights"), groups)
+		r.Weights = d.weights(f.get("weights"), f.field("weights"), groups)
 	case "redirect":
-		r.Redirect, ok = d.redirect(f.get("redirect"), f.field("redirect"))
+		r.Redirect = d.redirect(f.get("redirect"), f.field("redirect"))
 	case "respond":
-		r.Respond, ok = d.respond(f.get("respond"), f.field("respond"))
+		r.Respond = d.respond(f.get("respond"), f.field("respond"))
 	}
-	if mode == ModeTCP {
-		if actions[0] != "group" || r.hasConditions() {
-			d.errorf(item, path, "a tcp frontend's route names one group and nothing else (it sees bytes, not requests)")
-			ok = false
-		}
+	if mode == ModeTCP && (actions[0] != "group" || r.hasConditions()) {
+		d.errorf(item, path, "a tcp frontend's route names one group and nothing else (it sees bytes, not requests)")
 	}
-	return r, ok
+	return r, len(d.errs) == errs
 }
 
-// oneOrMore reads a key that takes one string or a list of them.
+// oneOrMore reads a key that takes one string or a list of them; an
+// empty list is an error (left out, a condition matches any request).
 func (d *decoder) oneOrMore(f *fields, key string) []item {
 	n := f.get(key)
 	if n == nil {
@@ -631,15 +629,15 @@ func (d *decoder) oneOrMore(f *fields, key string) []item {
 		return []item{{s, n, f.field(key)}}
 	}
 	if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-		d.errorf(n, f.field(key), "must not be empty; leave it out to match any")
+		d.errorf(n, f.field(key), "must list at least one")
 	}
 	return f.strings(key)
 }
 
-func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) ([]Weight, bool) {
+func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) []Weight {
 	entries, ok := d.entries(n, path)
 	if !ok {
-		return nil, false
+		return nil
 	}
 	var (
 		ws  []Weight
@@ -667,19 +665,16 @@ func (d *decoder) weights(n *yaml.Node, path string, groups map[string]bool) ([]
 	}
 	if ok && sum == 0 {
 		d.errorf(n, path, "the weights add up to 0: no group would get a request")
-		ok = false
 	}
-	return ws, ok
+	return ws
 }
 
-func (d *decoder) redirect(n *yaml.Node, path string) (*Redirect, bool) {
+func (d *decoder) redirect(n *yaml.Node, path string) *Redirect {
 	f := section[Redirect](d, n, path)
 	r := defaultRedirect
-	ok := f.node != nil
 	if code, cn := f.integer("code", r.Code); cn != nil {
 		if !slices.Contains(redirectCodes, code) {
 			d.errorf(cn, f.field("code"), "must be one of 301, 302, 303, 307, 308, got %d", code)
-			ok = false
 		}
 		r.Code = code
 	}
@@ -688,52 +683,42 @@ func (d *decoder) redirect(n *yaml.Node, path string) (*Redirect, bool) {
 	switch {
 	case ln != nil && r.HTTPS:
 		d.errorf(ln, f.field("location"), "give location or https: true, not both")
-		ok = false
 	case ln != nil:
 		if err := CheckLocation(loc); err != nil {
 			d.errorf(ln, f.field("location"), "%v", err)
-			ok = false
 		}
 		r.Location = loc
 	case !r.HTTPS && f.node != nil:
 		d.errorf(f.node, f.field("location"), "required unless https: true")
-		ok = false
 	}
-	return &r, ok
+	return &r
 }
 
-func (d *decoder) respond(n *yaml.Node, path string) (*Respond, bool) {
+func (d *decoder) respond(n *yaml.Node, path string) *Respond {
 	f := section[Respond](d, n, path)
 	r := defaultRespond
-	ok := f.node != nil
 	if st, sn := f.integer("status", 0); sn != nil {
 		// HAProxy's return accepts these.
 		if st < 200 || st > 599 {
 			d.errorf(sn, f.field("status"), "must be an HTTP status from 200 to 599, got %d", st)
-			ok = false
 		}
 		r.Status = st
-	} else {
-		ok = false
 	}
 	if body, bn := f.str("body", ""); bn != nil {
 		if len(body) > maxRespondBody {
 			d.errorf(bn, f.field("body"), "must be at most %d bytes (it must fit in HAProxy's buffer), got %d", maxRespondBody, len(body))
-			ok = false
 		} else if err := CheckQuotable(body); err != nil {
 			d.errorf(bn, f.field("body"), "%v", err)
-			ok = false
 		}
 		r.Body = body
 	}
 	if ct, cn := f.str("content_type", r.ContentType); cn != nil {
 		if err := checkContentType(ct); err != nil {
 			d.errorf(cn, f.field("content_type"), "%v", err)
-			ok = false
 		}
 		r.ContentType = ct
 	}
-	return &r, ok
+	return &r
 }
 
 // hasConditions reports whether r matches less than every request.

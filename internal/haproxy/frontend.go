@@ -45,13 +45,14 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		if len(fe.Routes) != 1 || fe.Routes[0].Group == "" || !isName(fe.Routes[0].Group) {
 			return nil, errors.New("a tcp frontend needs one route naming one group")
 		}
-		return append(lines, "mode tcp", "no option forwardfor", "default_backend "+fe.Routes[0].Group), nil
+		return append(lines, "mode tcp", "default_backend "+fe.Routes[0].Group), nil
 	}
 
-	lines = append(lines, idempotentOnly)
+	// forwardfor is an HTTP frontend's (a tcp one would warn). A client's
+	// own X-Forwarded-For would be passed on in front of the address option
+	// forwardfor appends.
+	lines = append(lines, "option forwardfor", idempotentOnly)
 	lines = append(lines, tlsLines(fe)...)
-	// A client's own X-Forwarded-For would be passed on in front of the
-	// address option forwardfor appends.
 	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
 	case cfg.AccessLog.Adaptive:

@@ -36,7 +36,8 @@ func backendSection(t *testing.T, cfg, name string) string {
 	return s
 }
 
-// haproxyCheck runs haproxy -c on a rendered config.
+// haproxyCheck runs haproxy -c on a rendered config, which must pass
+// without warnings.
 func haproxyCheck(t *testing.T, dir, cfg string) {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
@@ -46,7 +47,7 @@ func haproxyCheck(t *testing.T, dir, cfg string) {
 	}
 	path := filepath.Join(dir, "check.cfg")
 	writeFile(t, path, cfg)
-	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil || strings.Contains(string(out), "[WARNING]") {
 		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, cfg)
 	}
 }

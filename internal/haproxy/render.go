@@ -71,7 +71,6 @@ var defaultsLines = []string{
 	"retries 3",
 	"option redispatch 1",
 	"retry-on conn-failure empty-response junk-response response-timeout 502 503 504",
-	"option forwardfor",
 }
 
 // idempotentOnly turns off every retry but a connection failure's for the
@@ -191,9 +190,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			if g.Health.Type != "tcp" || g.ScaleToZero != nil {
 				return "", fmt.Errorf("group %s: a tcp frontend's group needs tcp health checks and cannot scale to zero", g.Name)
 			}
-			// No HTTP here: the defaults' forwardfor would be a warning.
 			line("mode tcp")
-			line("no option forwardfor")
 		}
 		line("balance %s", g.Balance)
 		for _, l := range checks {

@@ -66,13 +66,27 @@ func sacloudEnv(t *testing.T) (*shoalEnv, string) {
 
 // sacloudEnvTop is sacloudEnv with more top-level config (compat, say).
 func sacloudEnvTop(t *testing.T, top string) (*shoalEnv, string) {
+	providers, store := sacloudProvider(t)
+	// The group's largest plan runs bigger servers.
+	providers += "    server_plans: {largest: {core: 2, memory: 4}}\n"
+	e := newEnv(t, top+providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
+		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
+		Extra: "    provider: sakura\n"})
+	return e, store
+}
+
+// sacloudProvider is the providers section of a sacloud provider named
+// sakura on the fake, and the fake's store file. Its server names are the
+// instances' (a group named hscale-group is what ours reads). More keys of
+// the provider's entry may follow it, indented 4 spaces.
+func sacloudProvider(t *testing.T) (providers, store string) {
 	dir, err := os.MkdirTemp("", "sacloud-e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	store := filepath.Join(dir, "fake-store.json")
-	providers := fmt.Sprintf(`providers:
+	store = filepath.Join(dir, "fake-store.json")
+	providers = fmt.Sprintf(`providers:
   - name: sakura
     type: sacloud
     port: 80
@@ -82,7 +96,6 @@ func sacloudEnvTop(t *testing.T, top string) (*shoalEnv, string) {
     fake_mode: true
     fake_store_path: %s
     emulator: {stand_in: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]}
-    server_plans: {largest: {core: 2, memory: 4}}
     template:
       plan: {core: 1, memory: 1}
       network_interfaces: [{upstream: shared}]
@@ -91,10 +104,7 @@ func sacloudEnvTop(t *testing.T, top string) (*shoalEnv, string) {
         disable_pw_auth: true
         startup_scripts: ["echo 'server name: {{ .Name }}' > /usr/share/nginx/html/index.html"]
 `, store, filepath.Join(binDir, "demo-backend"))
-	e := newEnv(t, top+providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
-		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
-		Extra: "    provider: sakura\n"})
-	return e, store
+	return providers, store
 }
 
 // ours are the servers carrying e's owner marker, by name.
@@ -111,6 +121,23 @@ func ours(t *testing.T, e *shoalEnv, store string) map[string]fakeServer {
 		out[s.Name] = s
 	}
 	return out
+}
+
+// sacloudMatches fails unless the fake's servers are exactly the group's
+// instances: no duplicate (ours fails the test on one), no orphan.
+func sacloudMatches(t *testing.T, e *shoalEnv, store string) error {
+	servers := ours(t, e, store)
+	var names []string
+	for _, in := range e.status().Groups[0].Instances {
+		names = append(names, in.Name)
+		if _, ok := servers[in.Name]; !ok {
+			return fmt.Errorf("instance %s has no server", in.Name)
+		}
+	}
+	if len(servers) != len(names) {
+		return fmt.Errorf("%d servers for instances %v: %+v", len(servers), names, servers)
+	}
+	return nil
 }
 
 func inService(e *shoalEnv, n int) func() error {
@@ -161,20 +188,7 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 	t.Logf("killed with %d servers in the fake, %d instances in service of desired %d", before, g.InService, g.Desired)
 	e.start()
 	e.eventually("5 servers in service after the restart", 90*time.Second, inService(e, 5))
-	e.eventually("the fake's servers are the instances, no more", 30*time.Second, func() error {
-		servers := ours(t, e, store)
-		var names []string
-		for _, in := range e.status().Groups[0].Instances {
-			names = append(names, in.Name)
-			if _, ok := servers[in.Name]; !ok {
-				return fmt.Errorf("instance %s has no server", in.Name)
-			}
-		}
-		if len(servers) != len(names) {
-			return fmt.Errorf("%d servers for instances %v: %+v", len(servers), names, servers)
-		}
-		return nil
-	})
+	e.eventually("the fake's servers are the instances, no more", 30*time.Second, func() error { return sacloudMatches(t, e, store) })
 
 	// The group's plan picks the server size: the first two were created
 	// at smallest (the template's 1 core), the rest at largest
