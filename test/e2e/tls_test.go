@@ -20,8 +20,8 @@ import (
 // TestTLSCertificates: shoal serves a TLS frontend from certificates in the
 // config; `shoal certs` and /metrics show their expiry (one within 14 days
 // is flagged); a certificate rewritten on disk is served after `shoal
-// reload` without an HAProxy reload; an expired one is refused with the
-// field named, and the served one stays.
+// reload` without an HAProxy reload, and so is a site added or removed; an
+// expired one is refused with the field named, and the served one stays.
 func TestTLSCertificates(t *testing.T) {
 	ca := testcert.NewCA(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
@@ -113,6 +113,37 @@ metrics: {listen: %s}
 	if got := serial("a.test"); got.Cmp(leaf.Serial) != 0 {
 		t.Errorf("after reload a.test serves %x, want %x", got, leaf.Serial)
 	}
+
+	// A site added, then removed, by a reload: served and gone, HAProxy
+	// untouched.
+	c := ca.Valid(t, "c.test")
+	c.Write(t, certs, "c")
+	two := "{cert: certs/b.crt, key: certs/b.key}]"
+	text = strings.Replace(text, two, "{cert: certs/b.crt, key: certs/b.key}, {cert: certs/c.crt, key: certs/c.key}]", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code = e.cli("reload"); code != 0 || !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload adding c.test: exit %d: %s%s", code, out, stderr)
+	}
+	if got := serial("c.test"); got.Cmp(c.Serial) != 0 {
+		t.Errorf("added c.test serves %x, want %x", got, c.Serial)
+	}
+	text = strings.Replace(text, ", {cert: certs/c.crt, key: certs/c.key}]", "]", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code = e.cli("reload"); code != 0 || !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload removing c.test: exit %d: %s%s", code, out, stderr)
+	}
+	conn, err := tls.Dial("tcp", secure, &tls.Config{ServerName: "c.test", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(leaf.Serial) != 0 {
+		t.Errorf("removed c.test serves %x, want the default (a.test's %x)", got, leaf.Serial)
+	}
+	conn.Close()
 
 	// An expired certificate is a config error naming the field; the
 	// running one stays.
