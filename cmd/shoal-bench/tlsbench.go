@@ -75,6 +75,7 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	seconds := fs.Duration("seconds", 5*time.Second, "length of a round")
 	conns := fs.Int("conns", 32, "connections")
 	extra := fs.String("shoal-yaml", "", "top-level YAML added to shoal's config, to measure a setting (e.g. 'access_log: {sample: 0}')")
+	extraTLS := fs.String("shoal-tls", "", "keys added to shoal's tls mapping (e.g. 'ticket_keys: off')")
 	var bins binFlags
 	bins.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -118,7 +119,7 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		if err := startMinimalTLSHAProxy(ctx, env, hap, cert, key, ports, hapT); err != nil {
 			hapT.Status = err.Error()
 		}
-		if err := startShoalTLS(ctx, env, sbin, backend, cert, key, *extra, shoalT); err != nil {
+		if err := startShoalTLS(ctx, env, sbin, backend, cert, key, *extra, *extraTLS, shoalT); err != nil {
 			shoalT.Status = err.Error()
 		}
 	}
@@ -200,7 +201,7 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		{"load", fmt.Sprintf("wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/ (keep-alive), and the same with -H \"Connection: close\" (a TCP and TLS handshake per request); %d rounds, alternating order", *conns, *seconds, *rounds)},
 		{"certificate", "one self-signed ECDSA P-256 certificate for all three; TLS 1.3 and its default suites (each server's OpenSSL defaults; none sets ciphers)"},
 		{"(b)", "bind ssl crt FILE alpn h2,http/1.1; HAProxy's defaults otherwise (nbthread = CPUs, session cache 20000, tickets with a key per process)"},
-		{"(c)", "frontends: [{tls: {certificates: [...]}}]: bind ssl crt-list alpn h2,http/1.1 ssl-min-ver TLSv1.2 tls-ticket-keys (rotated hourly)" + extraNote(*extra)},
+		{"(c)", "frontends: [{tls: {certificates: [...]}}]: bind ssl crt-list alpn h2,http/1.1 ssl-min-ver TLSv1.2 tls-ticket-keys (rotated hourly)" + extraNote(*extra+" "+*extraTLS)},
 		{"(d)", "worker_processes auto; listen ssl http2; ssl_protocols TLSv1.2 TLSv1.3; upstream keepalive 32; access_log off"},
 	}
 	var md strings.Builder
@@ -225,7 +226,7 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 }
 
 func extraNote(extra string) string {
-	if extra == "" {
+	if strings.TrimSpace(extra) == "" {
 		return ""
 	}
 	return "; with " + strings.Join(strings.Fields(extra), " ")
@@ -316,13 +317,16 @@ backend be
 	return nil
 }
 
-func startShoalTLS(ctx context.Context, env *Env, bin, backend, cert, key, extra string, t *tlsTarget) error {
+func startShoalTLS(ctx context.Context, env *Env, bin, backend, cert, key, extra, extraTLS string, t *tlsTarget) error {
+	if extraTLS != "" {
+		extraTLS = ", " + extraTLS
+	}
 	stateDir := filepath.Join(env.Work, "state")
 	render := func(port int) string {
 		return fmt.Sprintf(`frontends:
   - name: edge
     bind: [127.0.0.1:%d]
-    tls: {certificates: [{cert: %s, key: %s}]}
+    tls: {certificates: [{cert: %s, key: %s}]%s}
     routes: [{group: web}]
 state_dir: %s
 groups:
@@ -334,7 +338,7 @@ groups:
     template:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
 %s
-`, port, cert, key, stateDir, backend, extra)
+`, port, cert, key, extraTLS, stateDir, backend, extra)
 	}
 	env.Log.Info("starting shoal")
 	sh, err := env.StartShoalOn(bin, render)
