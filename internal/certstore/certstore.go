@@ -120,9 +120,10 @@ func (s *Store) sitePath(fe, name string) string {
 }
 
 // installed is where Install keeps an ACME certificate: its source, as a
-// config file is the source of a configured one.
+// config file is the source of a configured one. Frontend names have no
+// dot, so no frontend's directory is this one.
 func (s *Store) installed(name string) string {
-	return filepath.Join(s.dir, "acme", name+".pem")
+	return filepath.Join(s.dir, "acme.issued", name+".pem")
 }
 
 // Write writes the certificates, crt-lists and ticket keys of frontends'
