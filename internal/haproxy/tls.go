@@ -36,7 +36,13 @@ func tlsBind(stateDir string, fe config.Frontend) (string, error) {
 	if !isFilePath(list) {
 		return "", fmt.Errorf("crt-list path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", list)
 	}
-	opts := []string{"ssl", "crt-list", list, "alpn", strings.Join(t.ALPN, ","), "ssl-min-ver", ver}
+	opts := []string{"ssl", "crt-list", list}
+	// A tcp frontend passes the bytes on: offering h2 there would promise
+	// what the instance may not speak.
+	if fe.Mode != config.ModeTCP {
+		opts = append(opts, "alpn", strings.Join(t.ALPN, ","))
+	}
+	opts = append(opts, "ssl-min-ver", ver)
 	switch t.TicketKeys {
 	case config.TicketKeysRotate:
 		opts = append(opts, "tls-ticket-keys", certstore.TicketKeys(stateDir, fe.Name))

@@ -51,6 +51,12 @@ func TestRenderTLS(t *testing.T) {
 		t.Errorf("a TLS frontend says X-Forwarded-Proto http unconditionally:\n%s", got)
 	}
 
+	tcp := *fe
+	tcp.Mode = config.ModeTCP
+	if opts, err := tlsBind(dir, tcp); err != nil || strings.Contains(opts, "alpn") {
+		t.Errorf("a tcp frontend's TLS bind: %q, %v; want no alpn", opts, err)
+	}
+
 	bad := *fe.TLS
 	bad.Bind = []string{"127.0.0.1:9999"}
 	fe.TLS = &bad
