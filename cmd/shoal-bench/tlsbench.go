@@ -298,20 +298,9 @@ backend be
     server s1 127.0.0.1:%d
     server s2 127.0.0.1:%d
 `, t.socket, port, pemFile, ports[0], ports[1])
-	path := filepath.Join(env.Work, "haproxy-tls.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	if out, err := exec.CommandContext(ctx, hap, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
-		return fmt.Errorf("haproxy -c: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	p, err := env.Start("haproxy", hap, "-db", "-f", path)
-	if err != nil {
-		return err
-	}
 	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
-	if err := WaitHTTP(ctx, t.URL, p, 10*time.Second); err != nil {
-		return fmt.Errorf("haproxy did not start: %v: %s", err, env.LogTail("haproxy", 3))
+	if err := startHAProxyConfig(ctx, env, hap, "haproxy-tls", cfg, t.URL); err != nil {
+		return err
 	}
 	t.Status = "ok"
 	return nil
