@@ -53,10 +53,10 @@ demo: deps build
 # all of them take about 55 minutes (hosts makes network namespaces, so it
 # runs as root; clouds needs jq, flock and moto: make test-deps). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput reaction collection overload zero hosts clouds
+BENCH       ?= throughput tls reaction collection overload zero hosts clouds
 BENCH_FLAGS ?=
 bench: build
-	@bash scripts/install-deps.sh haproxy wrk openssh-server:sshd openssh-client:ssh-keygen iproute2:ip
+	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip
 	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.

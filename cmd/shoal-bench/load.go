@@ -78,9 +78,12 @@ func (t Tool) Measure(ctx context.Context, url string, d time.Duration) (Sample,
 	return t.run(ctx, url, d)
 }
 
-func runWrk(ctx context.Context, path, url string, conns int, d time.Duration) (Sample, error) {
+// runWrk runs wrk on url; extra are more of its flags (-H "Connection:
+// close": a new connection per request).
+func runWrk(ctx context.Context, path, url string, conns int, d time.Duration, extra ...string) (Sample, error) {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	cmd := exec.CommandContext(ctx, path, "-t1", "-c"+strconv.Itoa(conns), "-d"+strconv.Itoa(secs)+"s", "--latency", url)
+	args := append([]string{"-t1", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(secs) + "s", "--latency"}, extra...)
+	cmd := exec.CommandContext(ctx, path, append(args, url)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return Sample{}, fmt.Errorf("wrk: %w: %s", err, strings.TrimSpace(string(out)))

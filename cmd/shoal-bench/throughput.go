@@ -303,22 +303,31 @@ backend be
     server s1 127.0.0.1:%d
     server s2 127.0.0.1:%d
 `, port, backendPorts[0], backendPorts[1])
-	path := filepath.Join(env.Work, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
+	if err := startHAProxyConfig(ctx, env, hap, "haproxy", cfg.String(), t.URL); err != nil {
+		return err
+	}
+	t.Status = "ok"
+	return nil
+}
+
+// startHAProxyConfig checks cfg with haproxy -c, runs HAProxy on it as the
+// process name and waits until url answers.
+func startHAProxyConfig(ctx context.Context, env *Env, hap, name, cfg, url string) error {
+	path := filepath.Join(env.Work, name+".cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
 	}
 	if out, err := exec.CommandContext(ctx, hap, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
 		return fmt.Errorf("haproxy -c: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	p, err := env.Start("haproxy", hap, "-db", "-f", path)
+	p, err := env.Start(name, hap, "-db", "-f", path)
 	if err != nil {
 		return err
 	}
-	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	if err := WaitHTTP(ctx, t.URL, p, 10*time.Second); err != nil {
-		return fmt.Errorf("haproxy did not start: %v: %s", err, env.LogTail("haproxy", 3))
+	if err := WaitHTTP(ctx, url, p, 10*time.Second); err != nil {
+		return fmt.Errorf("haproxy did not start: %v: %s", err, env.LogTail(name, 3))
 	}
-	t.Status = "ok"
 	return nil
 }
 

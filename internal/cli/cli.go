@@ -70,7 +70,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
 	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
 	root.AddCommand(deployCmd(o))
-	root.AddCommand(reloadCmd(o), stopCmd(o))
+	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 
 	err := root.Execute()

@@ -150,6 +150,9 @@ func TestDefaultsTreeComplete(t *testing.T) {
 const everySection = `frontends:
   - name: edge
     bind: [127.0.0.1:8080]
+    tls:
+      certificates: [{cert: ../testdata/tls/cert.pem, key: ../testdata/tls/key.pem}]
+      acme: {email: ops@example.com, domains: [www.example.com]}
     compression: {}
     timeouts: {}
     rate_limit: {requests: 100, per: 10s}

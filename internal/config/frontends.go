@@ -410,6 +410,7 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 	fe.Mode = mode
 	if n := f.get("tls"); n != nil {
 		fe.TLS = d.tls(n, f.field("tls"))
+		d.checkTLSBinds(f.field("tls"), fe)
 	}
 	if n := f.get("compression"); n != nil {
 		if mode == ModeTCP {

@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -328,7 +327,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 }
 
 // tlsFiles decodes {cert, key} and checks, as serve would, that they load
-// as a certificate and its private key.
+// as a certificate and its private key, and that it has not expired.
 func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
 	f := section[TLSFiles](d, n, path)
 	cert, cn := f.str("cert", "")
@@ -350,8 +349,8 @@ func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
 			return nil
 		}
 	}
-	if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
-		d.errorf(cn, join(path, "cert"), "cannot use %s with key %s: %v", t.Cert, t.Key, err)
+	if err := CheckCertificate(t.Cert, t.Key); err != nil {
+		d.errorf(cn, join(path, "cert"), "%v", err)
 		return nil
 	}
 	return t

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 )
@@ -95,6 +96,18 @@ func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) con
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
 	}
 	text = strings.Replace(text, "lua-load "+haproxy.PathsFor(cfg.StateDir).Lua+"\n", "lua-load "+lua+"\n", 1)
+	// So do the certificates' crt-lists and ticket keys: check with the
+	// files the store would write, written beside it.
+	certs := filepath.Join(dir, "state")
+	if err := certstore.New(certs, nil, nil).Write(cfg.Frontends); err != nil {
+		return config.ErrorList{cfg.FieldError("frontends", "%v", err)}
+	}
+	for _, fe := range cfg.Frontends {
+		if fe.TLS != nil {
+			text = strings.ReplaceAll(text, certstore.CrtList(cfg.StateDir, fe.Name), certstore.CrtList(certs, fe.Name))
+			text = strings.ReplaceAll(text, certstore.TicketKeys(cfg.StateDir, fe.Name), certstore.TicketKeys(certs, fe.Name))
+		}
+	}
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}

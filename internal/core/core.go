@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
@@ -94,6 +95,11 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 
 	lb := haproxy.NewManager(cfg, log)
+	// HAProxy reads the certificates from the store's files when it starts.
+	certs := certstore.New(cfg.StateDir, lb, log)
+	if err := certs.Write(cfg.Frontends); err != nil {
+		return fmt.Errorf("tls certificates: %w", err)
+	}
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
 	// Instances write their logs directly; shoal only rotates and expires them.
 	logsCtx, stopLogs := context.WithCancel(context.Background())
@@ -129,7 +135,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		return err
 	}
 	met := promexp.New(reg, lb.Restarts)
-	met.Registry().MustRegister(cloudCalls{provs})
+	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
 	jm.Observe(met.ObserveJob)
 	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {
@@ -139,11 +145,22 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		auto.close()
 		return err
 	}
+	// An adopted HAProxy may hold other certificates than the files.
+	if err := certs.Push(ctx); err != nil {
+		log.Error("tls certificates not brought in line with the files", "err", err)
+	}
+	certsCtx, stopCerts := context.WithCancel(context.Background())
+	var certsWG sync.WaitGroup
+	certsWG.Go(func() { certs.Run(certsCtx, nil) })
+	defer func() {
+		stopCerts()
+		certsWG.Wait()
+	}()
 	auto.start(st, reader, met)
 	reg.start(auto.policy)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, provs: provs, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, provs: provs, groups: reg, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -161,7 +178,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		})
 	}
 
-	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c), api.WithRateLimits(lb))
+	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs))
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
@@ -26,6 +27,7 @@ type core struct {
 	log    *slog.Logger
 	st     *store.Store
 	lb     *haproxy.Manager
+	certs  *certstore.Store
 	provs  *providers
 	groups *registry
 	stop   context.CancelCauseFunc
@@ -56,9 +58,13 @@ func (c *core) Shutdown(keepRunning bool) {
 //	prepare   the groups to change, remove and add are found; added groups
 //	          are built from their stored state (nothing runs, nothing is
 //	          written)
+//	certs     the TLS frontends' certificates and crt-lists are written
+//	          (rewritten as they were if HAProxy's step fails)
 //	HAProxy   takes the new config, reloaded if what it runs changed: added
 //	          groups' backends and routes appear, removed groups' leave (the
-//	          old worker finishes the requests in flight on them)
+//	          old worker finishes the requests in flight on them); changed,
+//	          added and removed certificates are then pushed over the
+//	          Runtime API, without a reload
 //	commit    cannot fail: the registry of groups takes the change in one
 //	          apply — changed groups take their new settings and their
 //	          policy runner restarts with them, removed groups leave it (no
@@ -81,7 +87,7 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	defer func() {
 		switch {
 		case err != nil && applied:
-			c.log.Error("config reloaded, but a removed group did not retire in time", "err", err)
+			c.log.Error("config reloaded, but not all of it applied", "err", err)
 		case err != nil:
 			c.log.Error("config reload failed; the running config stays in force", "err", err)
 		}
@@ -113,11 +119,25 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	if err != nil {
 		return resp, fmt.Errorf("reload: %w; nothing changed: the running config stays in force", err)
 	}
+	// The certificates' files first: a reloaded HAProxy reads them, a
+	// running one gets them pushed below.
+	if err := c.certs.Write(cfg.Frontends); err != nil {
+		return resp, fmt.Errorf("reload: tls certificates: %w; nothing changed: the running config stays in force", err)
+	}
 	reloaded, err := c.lb.Reload(ctx, cfg)
 	if err != nil {
+		if werr := c.certs.Rollback(); werr != nil {
+			c.log.Error("the running config's certificates not written back", "err", werr)
+		}
 		return resp, fmt.Errorf("reload: %w; nothing changed: groups, policies and HAProxy keep the running config", err)
 	}
 	resp.HAProxyReloaded = reloaded
+	// Changed certificates alone change no HAProxy configuration: they are
+	// served without a reload.
+	var errs []error
+	if err := c.certs.Push(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("tls certificates: %w", err))
+	}
 
 	removed := c.groups.apply(ctx, plan)
 	for _, ch := range plan.changed {
@@ -130,7 +150,6 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	c.cfg = cfg
 	applied = true
 
-	var errs []error
 	for _, m := range removed {
 		c.log.Info("group removed from the config: draining and stopping its instances", "group", m.g.Name())
 		if err := c.retire(ctx, m); err != nil {

@@ -83,11 +83,31 @@ func isAPIError(err error, substr string) bool {
 // returns HAProxy's whole answer. Only failing to talk to the socket is an
 // error; see Client's other methods for answers that mean failure.
 func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
+	return c.exec(ctx, cmd, "")
+}
+
+// ExecPayload sends cmd with a payload of several lines, as "set ssl cert"
+// takes a PEM: HAProxy reads "cmd <<" and then lines up to the first empty
+// one, so the payload must hold none. It must also fit HAProxy's
+// tune.bufsize (16 KiB by default) with the command.
+func (c *Client) ExecPayload(ctx context.Context, cmd, payload string) (string, error) {
+	payload = strings.TrimRight(payload, "\n")
+	if payload == "" || strings.Contains(payload, "\n\n") || strings.Contains(payload, "\r") {
+		return "", fmt.Errorf("haproxy command %q: the payload must be lines without an empty one", cmd)
+	}
+	return c.exec(ctx, cmd, payload)
+}
+
+func (c *Client) exec(ctx context.Context, cmd, payload string) (string, error) {
 	if strings.ContainsAny(cmd, "\r\n") {
 		return "", fmt.Errorf("haproxy command %q: must be one line", cmd)
 	}
 	if c.Process != 0 {
 		cmd = "@!" + strconv.Itoa(c.Process) + " " + cmd
+	}
+	line := cmd + "\n"
+	if payload != "" {
+		line = cmd + " <<\n" + payload + "\n\n"
 	}
 	conn, err := dial(ctx, c.Socket)
 	if err != nil {
@@ -111,7 +131,7 @@ func (c *Client) Exec(ctx context.Context, cmd string) (string, error) {
 		}
 		return "", fmt.Errorf("haproxy runtime API %s: %q: %w", c.Socket, cmd, err)
 	}
-	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+	if _, err := io.WriteString(conn, line); err != nil {
 		return fail(err)
 	}
 	// The master socket answers but keeps the connection open until our side

@@ -22,7 +22,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	if !isName(fe.Name) {
 		return nil, errors.New("name: must be letters, digits, '-', '_', '.' or ':'")
 	}
-	lines, err := bindLines(fe)
+	lines, err := bindLines(cfg.StateDir, fe)
 	if err != nil {
 		return nil, err
 	}
@@ -48,12 +48,12 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		return append(lines, "mode tcp", "default_backend "+fe.Routes[0].Group), nil
 	}
 
-	// forwardfor is an HTTP frontend's (a tcp one would warn). TLS is not
-	// terminated here yet. A client's own X-Forwarded-For would be passed
-	// on in front of the address option forwardfor appends.
-	lines = append(lines, "option forwardfor", idempotentOnly,
-		"http-request set-header X-Forwarded-Proto http",
-		"http-request del-header X-Forwarded-For")
+	// forwardfor is an HTTP frontend's (a tcp one would warn). A client's
+	// own X-Forwarded-For would be passed on in front of the address option
+	// forwardfor appends.
+	lines = append(lines, "option forwardfor", idempotentOnly)
+	lines = append(lines, tlsLines(fe)...)
+	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
 	case cfg.AccessLog.Adaptive:
 		// Each backend samples at the rate shoal sets (see SampleMap).
@@ -87,8 +87,9 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 }
 
 // bindLines returns fe's bind lines: IPv4 or IPv6 ("[::1]:80"), or every
-// address of a family.
-func bindLines(fe config.Frontend) ([]string, error) {
+// address of a family; those that speak TLS load the certificate store's
+// crt-list of fe (see tlsBind).
+func bindLines(stateDir string, fe config.Frontend) ([]string, error) {
 	if len(fe.Bind) == 0 {
 		return nil, errors.New("no bind address")
 	}
@@ -98,7 +99,22 @@ func bindLines(fe config.Frontend) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		lines = append(lines, "bind "+addr)
+		if !speaksTLS(fe, b) {
+			lines = append(lines, "bind "+addr)
+			continue
+		}
+		opts, err := tlsBind(stateDir, fe)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, "bind "+addr+" "+opts)
+	}
+	if fe.TLS != nil {
+		for _, b := range fe.TLS.Bind {
+			if !slices.Contains(fe.Bind, b) {
+				return nil, fmt.Errorf("tls.bind %q: not one of the frontend's binds", b)
+			}
+		}
 	}
 	return lines, nil
 }

@@ -121,6 +121,18 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 	}
 }
 
+// Runtime runs cmd on the current worker (with payload, see ExecPayload,
+// when it is not empty), never on one a reload is replacing. It is what the
+// certificate store sends its SSL commands through.
+func (m *Manager) Runtime(ctx context.Context, cmd, payload string) (string, error) {
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	if payload == "" {
+		return m.client.Exec(ctx, cmd)
+	}
+	return m.client.ExecPayload(ctx, cmd, payload)
+}
+
 // Restarts returns how many times HAProxy was restarted after it exited
 // unexpectedly.
 func (m *Manager) Restarts() int64 { return m.restarts.Load() }

@@ -228,7 +228,7 @@ func checkPaths(p Paths) error {
 		}
 		// The paths are single words in the configuration and on the command line
 		// (-S splits on commas).
-		if strings.ContainsFunc(f.path, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`#"'\,`, r) }) {
+		if !isFilePath(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
 		}
 	}

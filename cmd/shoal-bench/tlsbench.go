@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// tlsBench measures TLS termination in front of two demo-backends, three
+// ways, with the same ECDSA P-256 certificate:
+//
+//	(b) haproxy  a minimal hand-written haproxy.cfg: bind ... ssl crt FILE alpn h2,http/1.1;
+//	(c) shoal    shoal's HAProxy: a TLS frontend from the config (crt-list,
+//	             ssl-min-ver TLSv1.2, rotated session ticket keys);
+//	(d) nginx    Debian's nginx: listen ... ssl http2, upstream keepalive.
+//
+// Each is loaded twice per round: requests/s over keep-alive connections,
+// and handshakes/s with a new connection per request (wrk -H "Connection:
+// close"). Rounds alternate the order; the figures are the medians of the
+// per-round ratios of (c) to (b).
+func init() {
+	register(&command{
+		name:    "tls",
+		summary: "TLS requests/s and handshakes/s through shoal vs a minimal haproxy.cfg vs nginx, same certificate",
+		run:     runTLSBench,
+	})
+}
+
+const tlsRatioGoal = 1.0
+
+// tlsTarget is one TLS terminator, measured in both modes.
+type tlsTarget struct {
+	Key       string   `json:"key"`
+	Label     string   `json:"label"`
+	Status    string   `json:"status"`
+	URL       string   `json:"-"`
+	KeepAlive []Sample `json:"keep_alive_rounds"`
+	Close     []Sample `json:"new_connection_rounds"`
+	RPS       *float64 `json:"rps"`
+	HPS       *float64 `json:"handshakes_per_second"`
+	Errors    int64    `json:"errors"`
+	// Reuse is HAProxy's SslFrontendSessionReuse_pct after the run: how
+	// many handshakes were resumptions (HAProxies only).
+	Reuse  *float64 `json:"session_reuse_pct,omitempty"`
+	socket string
+}
+
+type tlsDetails struct {
+	Targets    []*tlsTarget `json:"targets"`
+	RPSRatios  []float64    `json:"round_ratios_rps_shoal_haproxy"`
+	HPSRatios  []float64    `json:"round_ratios_hps_shoal_haproxy"`
+	NginxRatio []float64    `json:"round_ratios_hps_shoal_nginx"`
+}
+
+func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
+	rounds := fs.Int("rounds", 5, "rounds per target and mode")
+	seconds := fs.Duration("seconds", 5*time.Second, "length of a round")
+	conns := fs.Int("conns", 32, "connections")
+	extra := fs.String("shoal-yaml", "", "top-level YAML added to shoal's config, to measure a setting (e.g. 'access_log: {sample: 0}')")
+	extraTLS := fs.String("shoal-tls", "", "keys added to shoal's tls mapping (e.g. 'ticket_keys: off')")
+	var bins binFlags
+	bins.register(fs)
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *rounds < 1 || *seconds < time.Second || *conns < 1 {
+		return nil, badUsage("-rounds >= 1, -seconds >= 1s and -conns >= 1 please")
+	}
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		return nil, errors.New("wrk is not installed (scripts/install-deps.sh wrk): loadgen cannot drive TLS")
+	}
+	backend, sbin, err := bins.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := writeBenchCert(env.Work)
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	hapT := &tlsTarget{Key: "haproxy", Label: "(b) minimal haproxy.cfg, 2 servers"}
+	shoalT := &tlsTarget{Key: "shoal", Label: "(c) shoal's HAProxy, 2 instances"}
+	nginxT := &tlsTarget{Key: "nginx", Label: "(d) nginx, 2 servers"}
+	det := &tlsDetails{Targets: []*tlsTarget{hapT, shoalT, nginxT}}
+	rep.Details = det
+
+	var ports []int
+	for _, name := range []string{"bench-a", "bench-b"} {
+		_, port, err := env.StartBackend(ctx, backend, name)
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, port)
+	}
+	hap := haproxyPath()
+	if hap == "" {
+		hapT.Status, shoalT.Status = "haproxy not installed", "haproxy not installed"
+	} else {
+		if err := startMinimalTLSHAProxy(ctx, env, hap, cert, key, ports, hapT); err != nil {
+			hapT.Status = err.Error()
+		}
+		if err := startShoalTLS(ctx, env, sbin, backend, cert, key, *extra, *extraTLS, shoalT); err != nil {
+			shoalT.Status = err.Error()
+		}
+	}
+	if err := startNginx(ctx, env, cert, key, ports, nginxT); err != nil {
+		nginxT.Status = err.Error()
+	}
+
+	closeHdr := []string{"-H", "Connection: close"}
+	for r := 1; r <= *rounds; r++ {
+		order := det.Targets
+		if r%2 == 0 {
+			order = []*tlsTarget{nginxT, shoalT, hapT}
+		}
+		for _, t := range order {
+			if t.Status != "ok" {
+				continue
+			}
+			ka, err := runWrk(ctx, wrk, t.URL, *conns, *seconds)
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
+			}
+			cl, err := runWrk(ctx, wrk, t.URL, *conns, *seconds, closeHdr...)
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d of %s, new connections: %w", r, t.Key, err)
+			}
+			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(ka.RPS), "handshakes_per_s", math.Round(cl.RPS), "errors", ka.Errors+cl.Errors)
+			t.KeepAlive, t.Close = append(t.KeepAlive, ka), append(t.Close, cl)
+		}
+	}
+	for _, t := range det.Targets {
+		var rps, hps []float64
+		for i := range t.KeepAlive {
+			rps, hps = append(rps, t.KeepAlive[i].RPS), append(hps, t.Close[i].RPS)
+			t.Errors += t.KeepAlive[i].Errors + t.Close[i].Errors
+		}
+		t.RPS, t.HPS = num(median(rps)), num(median(hps))
+		if t.socket != "" {
+			t.Reuse = sessionReuse(ctx, t.socket)
+		}
+	}
+	paired := func(a, b *tlsTarget, close bool) []float64 {
+		var out []float64
+		for i := range min(len(a.KeepAlive), len(b.KeepAlive)) {
+			if close {
+				out = append(out, a.Close[i].RPS/b.Close[i].RPS)
+			} else {
+				out = append(out, a.KeepAlive[i].RPS/b.KeepAlive[i].RPS)
+			}
+		}
+		return out
+	}
+	det.RPSRatios, det.HPSRatios, det.NginxRatio = paired(shoalT, hapT, false), paired(shoalT, hapT, true), paired(shoalT, nginxT, true)
+	goal := func(v float64) bool { return v >= tlsRatioGoal }
+	rpsRatio, hpsRatio := num(median(det.RPSRatios)), num(median(det.HPSRatios))
+	rep.Figures = []Figure{{
+		Name: "(c) shoal TLS req/s, keep-alive", Unit: "req/s", Value: shoalT.RPS,
+		Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: rpsRatio,
+		Goal: fmt.Sprintf(">= %.1f", tlsRatioGoal), Verdict: verdict(rpsRatio, goal),
+		Note: "median of the per-round ratios: " + joinFloats(det.RPSRatios, "%.3f"),
+	}, {
+		Name: "(c) shoal TLS handshakes/s, a connection per request", Unit: "handshakes/s", Value: shoalT.HPS,
+		Baseline: hapT.Label, BaselineValue: hapT.HPS, Ratio: hpsRatio,
+		Goal: fmt.Sprintf(">= %.1f", tlsRatioGoal), Verdict: verdict(hpsRatio, goal),
+		Note: "median of the per-round ratios: " + joinFloats(det.HPSRatios, "%.3f"),
+	}, {
+		Name: "(c) shoal handshakes/s vs nginx", Unit: "handshakes/s", Value: shoalT.HPS,
+		Baseline: nginxT.Label, BaselineValue: nginxT.HPS, Ratio: num(median(det.NginxRatio)),
+	}, {
+		Name: "(d) nginx TLS req/s, keep-alive", Unit: "req/s", Value: nginxT.RPS,
+		Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: ratioOf(nginxT.RPS, hapT.RPS),
+	}}
+	rep.Settings = []Setting{
+		{"load", fmt.Sprintf("wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/ (keep-alive), and the same with -H \"Connection: close\" (a TCP and TLS handshake per request); %d rounds, alternating order", *conns, *seconds, *rounds)},
+		{"certificate", "one self-signed ECDSA P-256 certificate for all three; TLS 1.3 and its default suites (each server's OpenSSL defaults; none sets ciphers)"},
+		{"(b)", "bind ssl crt FILE alpn h2,http/1.1; HAProxy's defaults otherwise (nbthread = CPUs, session cache 20000, tickets with a key per process)"},
+		{"(c)", "frontends: [{tls: {certificates: [...]}}]: bind ssl crt-list alpn h2,http/1.1 ssl-min-ver TLSv1.2 tls-ticket-keys (rotated hourly)" + extraNote(*extra+" "+*extraTLS)},
+		{"(d)", "worker_processes auto; listen ssl http2; ssl_protocols TLSv1.2 TLSv1.3; upstream keepalive 32; access_log off"},
+	}
+	var md strings.Builder
+	md.WriteString("| target | req/s keep-alive | handshakes/s | session reuse | errors | req/s per round | handshakes/s per round |\n|---|---:|---:|---:|---:|---|---|\n")
+	for _, t := range det.Targets {
+		if t.Status != "ok" {
+			fmt.Fprintf(&md, "| %s | %s | | | | | |\n", t.Label, t.Status)
+			continue
+		}
+		var ka, cl []float64
+		for i := range t.KeepAlive {
+			ka, cl = append(ka, t.KeepAlive[i].RPS), append(cl, t.Close[i].RPS)
+		}
+		reuse := "n/a"
+		if t.Reuse != nil {
+			reuse = fmt.Sprintf("%.0f %%", *t.Reuse)
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %d | %s | %s |\n", t.Label, fmtNum(t.RPS), fmtNum(t.HPS), reuse, t.Errors, joinFloats(ka, "%.0f"), joinFloats(cl, "%.0f"))
+	}
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+func extraNote(extra string) string {
+	if strings.TrimSpace(extra) == "" {
+		return ""
+	}
+	return "; with " + strings.Join(strings.Fields(extra), " ")
+}
+
+// writeBenchCert writes a self-signed ECDSA P-256 certificate for
+// 127.0.0.1 and its key.
+func writeBenchCert(dir string) (cert, key string, err error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(0, 0, 30),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return "", "", err
+	}
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return cert, key, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+}
+
+func startMinimalTLSHAProxy(ctx context.Context, env *Env, hap, cert, key string, ports []int, t *tlsTarget) error {
+	port, err := env.FreePort()
+	if err != nil {
+		return err
+	}
+	pemFile := filepath.Join(env.Work, "tls.pem")
+	var both bytes.Buffer
+	for _, f := range []string{cert, key} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		both.Write(b)
+	}
+	if err := os.WriteFile(pemFile, both.Bytes(), 0o600); err != nil {
+		return err
+	}
+	t.socket = filepath.Join(env.Work, "haproxy-tls.sock")
+	cfg := fmt.Sprintf(`global
+    stats socket %s mode 600 level admin
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+
+frontend fe
+    bind 127.0.0.1:%d ssl crt %s alpn h2,http/1.1
+    default_backend be
+
+backend be
+    balance roundrobin
+    server s1 127.0.0.1:%d
+    server s2 127.0.0.1:%d
+`, t.socket, port, pemFile, ports[0], ports[1])
+	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
+	if err := startHAProxyConfig(ctx, env, hap, "haproxy-tls", cfg, t.URL); err != nil {
+		return err
+	}
+	t.Status = "ok"
+	return nil
+}
+
+func startShoalTLS(ctx context.Context, env *Env, bin, backend, cert, key, extra, extraTLS string, t *tlsTarget) error {
+	if extraTLS != "" {
+		extraTLS = ", " + extraTLS
+	}
+	stateDir := filepath.Join(env.Work, "state")
+	render := func(port int) string {
+		return fmt.Sprintf(`frontends:
+  - name: edge
+    bind: [127.0.0.1:%d]
+    tls: {certificates: [{cert: %s, key: %s}]%s}
+    routes: [{group: web}]
+state_dir: %s
+groups:
+  - name: web
+    min_size: 2
+    max_size: 2
+    health:
+      path: /healthz
+    template:
+      command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
+%s
+`, port, cert, key, extraTLS, stateDir, backend, extra)
+	}
+	env.Log.Info("starting shoal")
+	sh, err := env.StartShoalOn(bin, render)
+	if err != nil {
+		return err
+	}
+	t.URL = "https://" + sh.Cfg.Frontends[0].Bind[0] + "/"
+	// Where shoal's HAProxy keeps its stats socket, for show info alone.
+	t.socket = filepath.Join(stateDir, "haproxy", "admin.sock")
+	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
+		return fmt.Errorf("shoal did not get 2 instances in service: %w", err)
+	}
+	if err := WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
+		return err
+	}
+	t.Status = "ok"
+	return nil
+}
+
+func startNginx(ctx context.Context, env *Env, cert, key string, ports []int, t *tlsTarget) error {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
+			return errors.New("nginx not installed (scripts/install-deps.sh nginx)")
+		}
+		bin = "/usr/sbin/nginx"
+	}
+	port, err := env.FreePort()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(env.Work, "nginx")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`daemon off;
+worker_processes auto;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    upstream be {
+        server 127.0.0.1:%[2]d;
+        server 127.0.0.1:%[3]d;
+        keepalive 32;
+    }
+    server {
+        listen 127.0.0.1:%[4]d ssl http2;
+        ssl_certificate %[5]s;
+        ssl_certificate_key %[6]s;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+`, dir, ports[0], ports[1], port, cert, key)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, bin, "-t", "-q", "-e", filepath.Join(dir, "error.log"), "-p", dir, "-c", path).CombinedOutput(); err != nil {
+		return fmt.Errorf("nginx -t: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	p, err := env.Start("nginx", bin, "-e", filepath.Join(dir, "error.log"), "-p", dir, "-c", path)
+	if err != nil {
+		return err
+	}
+	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
+	if err := WaitHTTP(ctx, t.URL, p, 10*time.Second); err != nil {
+		return fmt.Errorf("nginx did not start: %v: %s", err, env.LogTail("nginx", 3))
+	}
+	t.Status = "ok"
+	return nil
+}
+
+// sessionReuse reads SslFrontendSessionReuse_pct from HAProxy's show info.
+func sessionReuse(ctx context.Context, socket string) *float64 {
+	var d net.Dialer
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(cctx, "unix", socket)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "show info\n"); err != nil {
+		return nil
+	}
+	out, err := io.ReadAll(conn)
+	if err != nil {
+		return nil
+	}
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(line, "SslFrontendSessionReuse_pct:"); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return num(f)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/api"
+)
+
+func certsCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "list the certificates the TLS frontends serve, with their names and expiry",
+		Long: `Lists every certificate of every TLS frontend, the default (served without
+SNI) first: its names (SAN), serial, issuer and expiry. A certificate that
+expires within 14 days is marked EXPIRING; the same shows in /metrics as
+shoal_tls_certificate_expiry_seconds.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.Certs(cmd.Context())
+			if err != nil {
+				return apiExit(err)
+			}
+			if o.output == "json" {
+				return printJSON(o.stdout, resp)
+			}
+			printCerts(o.stdout, resp.Certificates)
+			return nil
+		},
+	}
+	addOutputFlag(cmd, o)
+	return cmd
+}
+
+func printCerts(w io.Writer, certs []api.Certificate) {
+	if len(certs) == 0 {
+		fmt.Fprintln(w, "no TLS frontend")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FRONTEND\tSITE\tNAMES\tNOT AFTER\tLEFT\t")
+	for _, c := range certs {
+		left := (time.Duration(c.ExpiresIn) * time.Second).Truncate(time.Hour).String()
+		if c.Expiring {
+			left += " EXPIRING"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", c.Frontend, c.Site, printable(strings.Join(c.Names, ",")),
+			c.NotAfter.UTC().Format(time.RFC3339), left)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/testcert"
+)
+
+// TestTLSCertificates: shoal serves a TLS frontend from certificates in the
+// config; `shoal certs` and /metrics show their expiry (one within 14 days
+// is flagged); a certificate rewritten on disk is served after `shoal
+// reload` without an HAProxy reload, and so is a site added or removed; an
+// expired one is refused with the field named, and the served one stays.
+func TestTLSCertificates(t *testing.T) {
+	ca := testcert.NewCA(t)
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	certs := filepath.Join(e.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, certs, "a")
+	ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(7*24*time.Hour), "b.test").Write(t, certs, "b")
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := fmt.Sprintf(`frontends:
+  - name: edge
+    bind: [%s, %s]
+    tls:
+      certificates: [{cert: certs/a.crt, key: certs/a.key}, {cert: certs/b.crt, key: certs/b.key}]
+      bind: [%s]
+      redirect_http: true
+    routes: [{group: web}]
+metrics: {listen: %s}
+`, e.listen, secure, secure, metrics)
+	text := strings.Replace(string(b), "listen: "+e.listen+"\n", top, 1)
+	if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{ServerName: "a.test", RootCAs: ca.Pool}, DisableKeepAlives: true}}
+	e.eventually("the instance answers over https", 30*time.Second, func() error {
+		resp, err := client.Get("https://" + secure + "/")
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	serial := func(name string) *big.Int {
+		t.Helper()
+		conn, err := tls.Dial("tcp", secure, &tls.Config{ServerName: name, RootCAs: ca.Pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+
+	out, stderr, code := e.cli("certs")
+	if code != 0 {
+		t.Fatalf("shoal certs: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "a.test") || strings.Contains(lines[1], "EXPIRING") ||
+		!strings.Contains(lines[2], "b.test") || !strings.Contains(lines[2], "EXPIRING") {
+		t.Errorf("shoal certs:\n%s", out)
+	}
+	out, _, _ = e.cli("certs", "-o", "json")
+	var resp api.CertsResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || len(resp.Certificates) != 2 || resp.Certificates[1].Names[0] != "b.test" ||
+		!resp.Certificates[1].Expiring || resp.Certificates[1].ExpiresIn < 6*24*3600 {
+		t.Errorf("shoal certs -o json (%v):\n%s", err, out)
+	}
+	mresp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(mb), `shoal_tls_certificate_expiry_seconds{frontend="edge",name="b.test",site="b"} 6`) {
+		t.Errorf("/metrics lacks b.test's expiry gauge (about 6.04e+05):\n%s", grepLines(string(mb), "shoal_tls"))
+	}
+
+	// The same file, a new certificate: served after a reload, HAProxy
+	// untouched.
+	leaf := ca.Valid(t, "a.test")
+	leaf.Write(t, certs, "a")
+	out, stderr, code = e.cli("reload")
+	if code != 0 || !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload: exit %d: %s%s", code, out, stderr)
+	}
+	if got := serial("a.test"); got.Cmp(leaf.Serial) != 0 {
+		t.Errorf("after reload a.test serves %x, want %x", got, leaf.Serial)
+	}
+
+	// A site added, then removed, by a reload: served and gone, HAProxy
+	// untouched.
+	c := ca.Valid(t, "c.test")
+	c.Write(t, certs, "c")
+	two := "{cert: certs/b.crt, key: certs/b.key}]"
+	text = strings.Replace(text, two, "{cert: certs/b.crt, key: certs/b.key}, {cert: certs/c.crt, key: certs/c.key}]", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code = e.cli("reload"); code != 0 || !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload adding c.test: exit %d: %s%s", code, out, stderr)
+	}
+	if got := serial("c.test"); got.Cmp(c.Serial) != 0 {
+		t.Errorf("added c.test serves %x, want %x", got, c.Serial)
+	}
+	text = strings.Replace(text, ", {cert: certs/c.crt, key: certs/c.key}]", "]", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code = e.cli("reload"); code != 0 || !strings.Contains(out, "HAProxy unchanged") {
+		t.Fatalf("shoal reload removing c.test: exit %d: %s%s", code, out, stderr)
+	}
+	conn, err := tls.Dial("tcp", secure, &tls.Config{ServerName: "c.test", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(leaf.Serial) != 0 {
+		t.Errorf("removed c.test serves %x, want the default (a.test's %x)", got, leaf.Serial)
+	}
+	conn.Close()
+
+	// An expired certificate is a config error naming the field; the
+	// running one stays.
+	ca.Leaf(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour), "a.test").Write(t, certs, "a")
+	out, stderr, code = e.cli("reload")
+	if code == 0 || !strings.Contains(stderr, "frontends[0].tls.certificates[0].cert: "+filepath.Join(certs, "a.crt")+" expired on") {
+		t.Errorf("reload with an expired certificate: exit %d:\n%s%s", code, out, stderr)
+	}
+	if got := serial("a.test"); got.Cmp(leaf.Serial) != 0 {
+		t.Errorf("after the refused reload a.test serves %x, want still %x", got, leaf.Serial)
+	}
+}
+
+func grepLines(s, substr string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
