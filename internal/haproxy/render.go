@@ -153,6 +153,14 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	b.WriteString("\nfrontend shoal\n")
 	line("bind %s", bind)
+	for i := range cfg.Frontends {
+		// The shorthand's frontend (the one rendered here) is named shoal.
+		if cfg.Frontends[i].Name == "shoal" {
+			for _, l := range acmeFrontendLines(&cfg.Frontends[i]) {
+				line("%s", l)
+			}
+		}
+	}
 	line("%s", idempotentOnly)
 	// TLS is not terminated here yet. A client's own X-Forwarded-For would
 	// be passed on in front of the address option forwardfor appends.
@@ -275,6 +283,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		for _, l := range servers[g.Name] {
 			line("server %s", l)
 		}
+	}
+	acme, err := acmeBackendSection(cfg, p)
+	if err != nil {
+		return "", err
+	}
+	if acme != nil {
+		b.WriteString("\n" + strings.Join(acme, "\n") + "\n")
 	}
 	return b.String(), nil
 }
