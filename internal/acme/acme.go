@@ -44,6 +44,7 @@ import (
 	"github.com/go-acme/lego/v5/certcrypto"
 	"github.com/go-acme/lego/v5/certificate"
 	"github.com/go-acme/lego/v5/lego"
+	legolog "github.com/go-acme/lego/v5/log"
 	"github.com/go-acme/lego/v5/registration"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -127,6 +128,8 @@ func New(sections []config.ACME, opts Options) (*Manager, error) {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(time.Hour, opts.MinBackoff)
 	}
+	// lego logs (domains, URLs, never keys) through one process-wide logger.
+	legolog.SetDefault(opts.Log.With("library", "lego"))
 	m := &Manager{opts: opts, dir: filepath.Join(opts.StateDir, "acme"), chal: &challenges{tokens: map[string]token{}}}
 	accounts := map[string]*account{}
 	names := map[string]bool{}

@@ -538,3 +538,28 @@ func testLogger(t *testing.T) *slog.Logger {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestDueAt: renew_before counts back from the expiry; without it and
+// without renewal info (the CA is unreachable here), a certificate is due
+// at two thirds of its lifetime; one for other domains is due at once.
+func TestDueAt(t *testing.T) {
+	notBefore := time.Now().Truncate(time.Second)
+	leaf := &x509.Certificate{DNSNames: []string{"a.test", "b.test"}, NotBefore: notBefore, NotAfter: notBefore.Add(90 * time.Hour)}
+	closed := fmt.Sprintf("https://127.0.0.1:%d/dir", freePort(t, "tcp"))
+	m, err := New([]config.ACME{{Email: "a@b.test", Directory: closed, Domains: []string{"b.test", "A.test"}}}, Options{StateDir: t.TempDir(), Installer: &installer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, log := m.certs[0], testLogger(t)
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(60*time.Hour); !got.Equal(want) {
+		t.Errorf("without renew_before: due %s, want %s", got, want)
+	}
+	c.acme.RenewBefore = 20 * time.Hour
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(70*time.Hour); !got.Equal(want) {
+		t.Errorf("renew_before 20h: due %s, want %s", got, want)
+	}
+	c.domains = []string{"a.test", "c.test"}
+	if got := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log); got.After(time.Now()) {
+		t.Errorf("for other domains: due %s, want now", got)
+	}
+}

@@ -141,9 +141,13 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	auto.start(st, reader, met)
 	reg.start(auto.policy)
+	// Certificates for tls.acme are installed through the TLS frontends'
+	// certificate store. TODO(merge tls): pass certstore.Store here; until
+	// then a frontend with tls.acme is refused (config cannot decode one yet).
+	acmeRun := newACMERunner(cfg.StateDir, nil, log)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, provs: provs, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, acme: acmeRun, provs: provs, groups: reg, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -162,6 +166,13 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 
 	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c))
+	if err == nil {
+		// HAProxy routes the challenges to shoal by now. A reload (the API
+		// serves already) applies under the same lock.
+		c.reloadMu.Lock()
+		err = acmeRun.apply(cfg)
+		c.reloadMu.Unlock()
+	}
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -200,6 +211,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	// or retiring groups.
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
+	acmeRun.close()
 	// Policies stop before the jobs they could submit; collection after the
 	// jobs, so that their last seconds are in the history.
 	reg.stopPolicies()

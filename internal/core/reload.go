@@ -26,6 +26,7 @@ type core struct {
 	log    *slog.Logger
 	st     *store.Store
 	lb     *haproxy.Manager
+	acme   *acmeRunner
 	provs  *providers
 	groups *registry
 	stop   context.CancelCauseFunc
@@ -131,6 +132,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	applied = true
 
 	var errs []error
+	// After HAProxy's step: a new domain's challenges must reach shoal.
+	if err := c.acme.apply(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	for _, m := range removed {
 		c.log.Info("group removed from the config: draining and stopping its instances", "group", m.g.Name())
 		if err := c.retire(ctx, m); err != nil {
