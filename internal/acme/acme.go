@@ -5,18 +5,21 @@
 //
 // Each certificate (named by its first domain) runs this loop:
 //
-//	start ──► load STATE/acme/NAME.crt ──► valid? ── no ───────────────┐
-//	                                        │ yes                       │
-//	                                        ▼                           ▼
-//	            ┌──────────────────► install ──► wait until due ──► obtain
-//	            │                      │ error           (2/3 of life,    │ error: old one kept
-//	            │                      ▼                  ARI, or         ▼
-//	            │                   back off              renew_before) back off ──► obtain
-//	            │                      │                                  │ ok
-//	            └──────────────────────┘◄─── save (0600) ◄────────────────┘
+//	load STATE/acme/NAME.{crt,key}
+//	  │ valid           │ none, expired or for other domains
+//	  ▼                 ▼
+//	install ◄─ save ◄─ obtain ◄─────────────────────────────┐
+//	  │ ok  │ error     │ error                             │
+//	  │     ▼           ▼                                   │
+//	  │  back off,   back off, obtain again                 │
+//	  │  install     (the served certificate stays served)  │
+//	  │  again                                              │
+//	  ▼                                                     │
+//	wait until due: renew_before ahead of the expiry,       │
+//	the CA's renewal info, or 2/3 of the lifetime ──────────┘
 //
 // Back-off doubles from Options.MinBackoff to Options.MaxBackoff and is
-// reset by a success; a certificate already served keeps being served.
+// reset by a success.
 package acme
 
 import (
@@ -194,32 +197,35 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // keep runs one certificate's loop (see the package doc) until ctx ends.
+// cur is the newest certificate, served the one HAProxy was last given.
 func (m *Manager) keep(ctx context.Context, c *cert) {
-	log := m.opts.Log.With("component", "acme", "cert", c.name)
+	log := m.opts.Log.With("cert", c.name)
 	cur, err := c.load(m.dir)
 	if err != nil {
 		log.Warn("stored certificate unusable; obtaining a new one", "err", err)
 	}
-	installed := false
+	var served *stored
 	failures := 0
 	fail := func(err error) {
 		d := backoff(m.opts.MinBackoff, m.opts.MaxBackoff, failures)
 		failures++
 		ev := Event{Kind: EventFailed, Name: c.name, Domains: c.domains, Err: err, Retry: time.Now().Add(d)}
-		if cur != nil && installed {
-			ev.Serial, ev.NotAfter = serial(cur.leaf), cur.leaf.NotAfter
+		if served != nil {
+			ev.Serial, ev.NotAfter = serial(served.leaf), served.leaf.NotAfter
+			log.Error("certificate not renewed; the one served stays", "err", err, "failures", failures, "retry_in", d, "serial", ev.Serial, "not_after", ev.NotAfter)
+		} else {
+			log.Error("certificate not obtained; none is served", "err", err, "failures", failures, "retry_in", d)
 		}
-		log.Error("certificate not renewed; the one served is kept", "err", err, "failures", failures, "retry_in", d.Round(time.Second), "serving_until", ev.NotAfter)
 		m.emit(ev)
 		sleep(ctx, d)
 	}
 	for ctx.Err() == nil {
-		if cur != nil && !installed && time.Now().Before(cur.leaf.NotAfter) {
+		if cur != nil && cur != served && time.Now().Before(cur.leaf.NotAfter) {
 			if err := m.opts.Installer.Install(ctx, c.name, cur.certPEM, cur.keyPEM); err != nil {
 				fail(fmt.Errorf("install certificate %s: %w", c.name, err))
 				continue
 			}
-			installed, failures = true, 0
+			served, failures = cur, 0
 			kind := EventLoaded
 			if cur.fresh {
 				kind = EventIssued
@@ -245,7 +251,7 @@ func (m *Manager) keep(ctx context.Context, c *cert) {
 			fail(err)
 			continue
 		}
-		cur, installed = next, false
+		cur = next
 	}
 }
 

@@ -22,9 +22,11 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/testbin"
 )
 
-// pebbleVersion is the pebble the Makefile's test-deps installs.
+// pebbleVersion is the pebble the Makefile's test-deps installs
+// (PEBBLE_VERSION there).
 const pebbleVersion = "v2.10.1"
 
 // pebble is a running pebble CA with pebble-challtestsrv as its DNS, which
@@ -516,28 +518,17 @@ func TestChallengeHandler(t *testing.T) {
 // testLogger prints the log if the test fails, and checks that no secret
 // (a PEM block) is ever logged.
 func testLogger(t *testing.T) *slog.Logger {
-	var mu sync.Mutex
-	var buf bytes.Buffer
+	var buf testbin.Buffer
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if strings.Contains(buf.String(), "PRIVATE KEY") || strings.Contains(buf.String(), "BEGIN ") {
+		if strings.Contains(buf.String(), "-----BEGIN ") {
 			t.Error("a PEM block was logged")
 		}
 		if t.Failed() {
 			t.Logf("log:\n%s", buf.String())
 		}
 	})
-	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestDueAt: renew_before counts back from the expiry; without it and
 // without renewal info (the CA is unreachable here), a certificate is due

@@ -2,14 +2,8 @@ package core
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,7 +53,16 @@ func TestACMERunner(t *testing.T) {
 	}
 	directory := fmt.Sprintf("https://%s/dir", l.Addr())
 	l.Close()
-	writeSelfSigned(t, filepath.Join(state, "acme"), "a.test")
+	// A stored certificate (for 127.0.0.1: due at once, and the CA is down).
+	if err := os.MkdirAll(filepath.Join(state, "acme"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, _ := writeCert(t, t.TempDir())
+	for from, to := range map[string]string{certFile: "a.test.crt", keyFile: "a.test.key"} {
+		if err := os.Rename(from, filepath.Join(state, "acme", to)); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	withACME := func(domains ...string) *config.Config {
 		return &config.Config{StateDir: state, Frontends: []config.Frontend{
@@ -106,37 +109,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// writeSelfSigned stores a certificate for name, valid for a day, where the
-// ACME manager keeps them.
-func writeSelfSigned(t *testing.T, dir, name string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for file, blk := range map[string]*pem.Block{
-		name + ".crt": {Type: "CERTIFICATE", Bytes: der},
-		name + ".key": {Type: "PRIVATE KEY", Bytes: kder},
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), pem.EncodeToMemory(blk), 0o600); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
