@@ -46,6 +46,7 @@ import (
 	legoacme "github.com/go-acme/lego/v5/acme"
 	"github.com/go-acme/lego/v5/certcrypto"
 	"github.com/go-acme/lego/v5/certificate"
+	"github.com/go-acme/lego/v5/challenge/http01"
 	"github.com/go-acme/lego/v5/lego"
 	legolog "github.com/go-acme/lego/v5/log"
 	"github.com/go-acme/lego/v5/registration"
@@ -499,9 +500,6 @@ type challenges struct {
 
 type token struct{ domain, keyAuth string }
 
-// ChallengePath is the path HTTP-01 challenges are served under.
-const ChallengePath = "/.well-known/acme-challenge/"
-
 func (h *challenges) Present(_ context.Context, domain, tok, keyAuth string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -517,7 +515,7 @@ func (h *challenges) CleanUp(_ context.Context, _, tok, _ string) error {
 }
 
 func (h *challenges) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, ok := strings.CutPrefix(r.URL.Path, ChallengePath)
+	tok, ok := strings.CutPrefix(r.URL.Path, http01.PathPrefix)
 	host := r.Host
 	if hh, _, err := net.SplitHostPort(host); err == nil {
 		host = hh

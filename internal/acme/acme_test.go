@@ -503,14 +503,14 @@ func TestChallengeHandler(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code, w.Body.String()
 	}
-	if code, body := get("example.com:80", ChallengePath+"tok"); code != 200 || body != "tok.key" {
+	if code, body := get("example.com:80", "/.well-known/acme-challenge/tok"); code != 200 || body != "tok.key" {
 		t.Errorf("GET token: %d %q", code, body)
 	}
-	if code, _ := get("other.com", ChallengePath+"tok"); code != 404 {
+	if code, _ := get("other.com", "/.well-known/acme-challenge/tok"); code != 404 {
 		t.Errorf("GET token for another host: %d, want 404", code)
 	}
 	_ = h.CleanUp(context.Background(), "example.com", "tok", "tok.key")
-	if code, _ := get("example.com", ChallengePath+"tok"); code != 404 {
+	if code, _ := get("example.com", "/.well-known/acme-challenge/tok"); code != 404 {
 		t.Errorf("GET token after CleanUp: %d, want 404", code)
 	}
 }

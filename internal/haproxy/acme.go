@@ -10,8 +10,9 @@ import (
 // acmeBackend is the backend that reaches shoal's ACME challenge handler.
 const acmeBackend = "shoal_acme"
 
-// acmeChallenge matches the CA's HTTP-01 validation requests.
-const acmeChallenge = "{ path_beg /.well-known/acme-challenge/ }"
+// acmeChallenge is the path HTTP-01 challenges ask for on port 80: a
+// redirect to https must leave it alone.
+const acmeChallenge = "/.well-known/acme-challenge/"
 
 // ACMESocket is the unix socket shoal answers HTTP-01 challenges on: the
 // one server of the shoal_acme backend. A socket in the state directory
@@ -22,11 +23,11 @@ func ACMESocket(p Paths) string { return filepath.Join(p.Dir, "acme.sock") }
 // rules so that no route, redirect or limit can catch them: a frontend
 // with TLS from ACME. (A redirect to https must exclude acmeChallenge too:
 // http-request rules run before use_backend.)
-func acmeFrontendLines(f *config.Frontend) []string {
-	if f == nil || f.Mode == config.ModeTCP || f.TLS == nil || f.TLS.ACME == nil {
+func acmeFrontendLines(fe config.Frontend) []string {
+	if fe.Mode == config.ModeTCP || fe.TLS == nil || fe.TLS.ACME == nil {
 		return nil
 	}
-	return []string{fmt.Sprintf("use_backend %s if %s", acmeBackend, acmeChallenge)}
+	return []string{fmt.Sprintf("use_backend %s if { path_beg %s }", acmeBackend, acmeChallenge)}
 }
 
 // acmeBackendSection is the shoal_acme backend, when a frontend has ACME.
@@ -48,8 +49,8 @@ func acmeBackendSection(cfg *config.Config, p Paths) ([]string, error) {
 }
 
 func hasACME(cfg *config.Config) bool {
-	for i := range cfg.Frontends {
-		if acmeFrontendLines(&cfg.Frontends[i]) != nil {
+	for _, fe := range cfg.Frontends {
+		if acmeFrontendLines(fe) != nil {
 			return true
 		}
 	}

@@ -153,10 +153,10 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	b.WriteString("\nfrontend shoal\n")
 	line("bind %s", bind)
-	for i := range cfg.Frontends {
+	for _, fe := range cfg.Frontends {
 		// The shorthand's frontend (the one rendered here) is named shoal.
-		if cfg.Frontends[i].Name == "shoal" {
-			for _, l := range acmeFrontendLines(&cfg.Frontends[i]) {
+		if fe.Name == "shoal" {
+			for _, l := range acmeFrontendLines(fe) {
 				line("%s", l)
 			}
 		}
