@@ -222,7 +222,7 @@ func (m *Manager) keep(ctx context.Context, c *cert) {
 	}
 	for ctx.Err() == nil {
 		if cur != nil && cur != served && time.Now().Before(cur.leaf.NotAfter) {
-			if err := m.opts.Installer.Install(ctx, c.name, cur.certPEM, cur.keyPEM); err != nil {
+			if err := m.install(ctx, c.name, cur); err != nil {
 				fail(fmt.Errorf("install certificate %s: %w", c.name, err))
 				continue
 			}
@@ -256,16 +256,23 @@ func (m *Manager) keep(ctx context.Context, c *cert) {
 	}
 }
 
-// dueAt is when cur must be renewed: renew_before ahead of its expiry, the
-// CA's renewal info, or at two thirds of its lifetime. A certificate for
-// other domains than configured is due now.
+// dueAt is when cur must be renewed: renew_before ahead of its expiry (but
+// no sooner than a third into its life: a renew_before longer than the CA's
+// lifetimes must not renew again and again), the CA's renewal info, or at
+// two thirds of its lifetime. A certificate for other domains than
+// configured is due now.
 func (m *Manager) dueAt(ctx context.Context, c *cert, cur *stored, log *slog.Logger) time.Time {
 	leaf := cur.leaf
 	if !sameDomains(leaf.DNSNames, c.domains) {
 		return time.Time{}
 	}
+	life := leaf.NotAfter.Sub(leaf.NotBefore)
 	if c.acme.RenewBefore > 0 {
-		return leaf.NotAfter.Add(-c.acme.RenewBefore)
+		due := leaf.NotAfter.Add(-c.acme.RenewBefore)
+		if earliest := leaf.NotBefore.Add(life / 3); due.Before(earliest) {
+			return earliest
+		}
+		return due
 	}
 	if cl, err := c.acct.client(ctx, c.acme, m.chal); err == nil {
 		info, err := cl.Certificate.GetRenewalInfo(ctx, leaf)
@@ -278,7 +285,7 @@ func (m *Manager) dueAt(ctx context.Context, c *cert, cur *stored, log *slog.Log
 			log.Debug("no renewal info from the CA; renewing at two thirds of the lifetime", "err", err)
 		}
 	}
-	return leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) * 2 / 3)
+	return leaf.NotBefore.Add(life * 2 / 3)
 }
 
 // obtain gets a new certificate from the CA and stores it.
@@ -288,6 +295,10 @@ func (m *Manager) obtain(ctx context.Context, c *cert) (*stored, error) {
 		return nil, err
 	}
 	res, err := cl.Certificate.Obtain(ctx, certificate.ObtainRequest{Domains: c.domains, Bundle: true, KeyType: certcrypto.EC256})
+	if pd := (*legoacme.ProblemDetails)(nil); errors.As(err, &pd) && pd.Type == legoacme.AccountDoesNotExistErrorType {
+		c.acct.forget()
+		return nil, fmt.Errorf("obtain certificate for %s from %s: the CA no longer knows the account (it registers again at the next attempt): %w", strings.Join(c.domains, ","), c.acme.Directory, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("obtain certificate for %s from %s: %w", strings.Join(c.domains, ","), c.acme.Directory, err)
 	}
@@ -305,6 +316,14 @@ func (m *Manager) obtain(ctx context.Context, c *cert) (*stored, error) {
 	}
 	s.fresh = true
 	return s, nil
+}
+
+// install bounds the installer's time: a wedged HAProxy must not stop the
+// loop for good.
+func (m *Manager) install(ctx context.Context, name string, s *stored) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return m.opts.Installer.Install(ctx, name, s.certPEM, s.keyPEM)
 }
 
 func (m *Manager) emit(ev Event) {
@@ -425,6 +444,15 @@ func (a *account) client(ctx context.Context, s config.ACME, chal *challenges) (
 	}
 	a.cl = cl
 	return cl, nil
+}
+
+// forget drops a registration the CA no longer knows (its database was
+// reset): the next client registers the key again.
+func (a *account) forget() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reg, a.cl = nil, nil
+	_ = os.Remove(a.regFile())
 }
 
 func loadOrCreateKey(path string) (crypto.Signer, error) {

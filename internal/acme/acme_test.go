@@ -29,12 +29,13 @@ import (
 // (PEBBLE_VERSION there).
 const pebbleVersion = "v2.10.1"
 
-// pebble is a running pebble CA with pebble-challtestsrv as its DNS, which
-// answers 127.0.0.1 for every name.
+// pebble is a pebble CA with pebble-challtestsrv as its DNS, which answers
+// 127.0.0.1 for every name.
 type pebble struct {
 	directory string // the ACME directory URL
 	mgmt      string // the management API's base URL
 	caFile    string // the CA of both URLs' TLS
+	args      []string
 	cmd       *exec.Cmd
 }
 
@@ -104,22 +105,31 @@ func startPebble(t *testing.T, httpPort int, validity time.Duration) *pebble {
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns))
-	// No random sleep before validating, no bad nonces thrown in, and a
-	// renewal is validated again (through HAProxy) rather than reusing the
-	// authorization.
-	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
 	p := &pebble{
 		directory: fmt.Sprintf("https://127.0.0.1:%d/dir", listen),
 		mgmt:      fmt.Sprintf("https://127.0.0.1:%d", mgmt),
 		caFile:    filepath.Join(module, "test/certs/pebble.minica.pem"),
-		cmd:       start(t, "pebble", cmd),
+		args:      []string{bin, "-config", cfgFile, "-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns)},
 	}
+	p.start(t)
+	return p
+}
+
+// start runs pebble (again: a new CA, its root and accounts new) and waits
+// until it answers.
+func (p *pebble) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(p.args[0], p.args[1:]...)
+	// No random sleep before validating, no bad nonces thrown in, and a
+	// renewal is validated again (through HAProxy) rather than reusing the
+	// authorization.
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
+	p.cmd = start(t, "pebble", cmd)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := p.get(p.directory)
 		if err == nil {
-			return p
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pebble did not answer in 10s: %v", err)
@@ -311,9 +321,10 @@ func startHAProxy(t *testing.T, stateDir string, port int, acme config.ACME) *ha
 // installed verifies against pebble's root; the certificate is renewed
 // before it expires with a new serial installed; the account key and the
 // certificates are 0600 in the state dir; a restart installs the stored
-// certificate; and with the CA down, renewal fails with an error naming
-// the directory, backs off (doubling, capped) and keeps the old
-// certificate.
+// certificate; with the CA down, renewal fails with an error naming the
+// directory, backs off (doubling, capped) and keeps the old certificate;
+// and when the CA is back (reset: it forgot the account), the manager
+// registers again and obtains the certificate.
 func TestIssueRenewThroughHAProxy(t *testing.T) {
 	const domain = "www.shoal.test"
 	port := freePort(t, "tcp")
@@ -425,11 +436,11 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 		t.Error("the stored certificate is not the one last installed")
 	}
 
-	// The CA goes down; a restarted manager that must renew at once
-	// (renew_before longer than the lifetime) installs the stored
-	// certificate, then fails with a clear error and backs off.
+	// The CA goes down; a restarted manager that must renew at once (a
+	// domain was added) installs the stored certificate, then fails with a
+	// clear error and backs off.
 	ca.stop()
-	section.RenewBefore = time.Hour
+	section.Domains = append(section.Domains, "new.shoal.test")
 	in2 := &installer{}
 	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
 	ev = next(t, events2, 10*time.Second)
@@ -465,6 +476,27 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	}
 	if got := in2.list(); len(got) != 1 || serial(got[0].leaf) != serial(last.leaf) {
 		t.Errorf("with the CA down %d certificates were installed, want only the stored one", len(got))
+	}
+
+	// The CA comes back, reset (a new root, no accounts): the manager
+	// registers again and obtains the certificate for the new domains.
+	ca.start(t)
+	roots = ca.roots(t)
+	var forgotten bool
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		ev = next(t, events2, time.Until(deadline))
+		if ev.Kind == EventIssued {
+			break
+		}
+		forgotten = forgotten || ev.Err != nil && strings.Contains(ev.Err.Error(), "no longer knows the account")
+	}
+	if !forgotten {
+		t.Error("no failure said the CA forgot the account")
+	}
+	got := in2.list()
+	verify(got[len(got)-1])
+	if n := len(got[len(got)-1].leaf.DNSNames); n != 3 {
+		t.Errorf("the new certificate has %d names, want 3", n)
 	}
 }
 
@@ -530,7 +562,8 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// TestDueAt: renew_before counts back from the expiry; without it and
+// TestDueAt: renew_before counts back from the expiry, but not to before a
+// third of the lifetime; without it and
 // without renewal info (the CA is unreachable here), a certificate is due
 // at two thirds of its lifetime; one for other domains is due at once.
 func TestDueAt(t *testing.T) {
@@ -548,6 +581,10 @@ func TestDueAt(t *testing.T) {
 	c.acme.RenewBefore = 20 * time.Hour
 	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(70*time.Hour); !got.Equal(want) {
 		t.Errorf("renew_before 20h: due %s, want %s", got, want)
+	}
+	c.acme.RenewBefore = 100 * time.Hour
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(30*time.Hour); !got.Equal(want) {
+		t.Errorf("renew_before 100h, longer than the lifetime: due %s, want %s (a third into it)", got, want)
 	}
 	c.domains = []string{"a.test", "c.test"}
 	if got := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log); got.After(time.Now()) {
