@@ -136,7 +136,7 @@ func New(sections []config.ACME, opts Options) (*Manager, error) {
 	legolog.SetDefault(opts.Log.With("library", "lego"))
 	m := &Manager{opts: opts, dir: filepath.Join(opts.StateDir, "acme"), chal: &challenges{tokens: map[string]token{}}}
 	accounts := map[string]*account{}
-	names := map[string]bool{}
+	names := map[string][]string{} // the domains of each name, lower case
 	for _, s := range sections {
 		if len(s.Domains) == 0 {
 			return nil, errors.New("acme: no domains")
@@ -146,11 +146,17 @@ func New(sections []config.ACME, opts Options) (*Manager, error) {
 				return nil, fmt.Errorf("acme domain %q: must be a DNS name (HTTP-01 cannot validate wildcards or IP addresses)", d)
 			}
 		}
-		name := strings.ToLower(s.Domains[0])
-		if names[name] {
-			return nil, fmt.Errorf("acme domain %q: first of two certificates", name)
+		// The name as written: the store finds the frontends whose
+		// tls.acme.domains list it.
+		name := s.Domains[0]
+		key, lower := strings.ToLower(name), lowerAll(s.Domains)
+		if other, ok := names[key]; ok {
+			if slices.Equal(other, lower) {
+				continue // frontends sharing one certificate
+			}
+			return nil, fmt.Errorf("acme domain %q: first of two different certificates' domains", name)
 		}
-		names[name] = true
+		names[key] = lower
 		// One account per CA and email, shared by its certificates.
 		id := s.Directory + "\n" + s.Email
 		a := accounts[id]
@@ -584,17 +590,18 @@ func sleep(ctx context.Context, d time.Duration) {
 func serial(c *x509.Certificate) string { return c.SerialNumber.Text(16) }
 
 func sameDomains(have, want []string) bool {
-	a := slices.Clone(have)
-	b := make([]string, len(want))
-	for i, d := range want {
-		b[i] = strings.ToLower(d)
-	}
-	for i := range a {
-		a[i] = strings.ToLower(a[i])
-	}
+	a, b := lowerAll(have), lowerAll(want)
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+func lowerAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToLower(s)
+	}
+	return out
 }
 
 // isDomain accepts a DNS name that is also a safe file name.

@@ -520,6 +520,11 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := New(two, Options{Installer: &installer{}}); err == nil {
 		t.Error("two certificates named a.test: no error")
 	}
+	// Two frontends (IPv4 and IPv6, say) share one certificate.
+	shared := []config.ACME{{Domains: []string{"a.test", "b.test"}}, {Domains: []string{"A.test", "b.test"}}}
+	if m, err := New(shared, Options{Installer: &installer{}}); err != nil || len(m.certs) != 1 {
+		t.Errorf("one certificate on two frontends: %v", err)
+	}
 }
 
 // TestChallengeHandler: the handler answers a token presented for the

@@ -35,6 +35,11 @@ func acmeBackendSection(cfg *config.Config, p Paths) ([]string, error) {
 	if !hasACME(cfg) {
 		return nil, nil
 	}
+	for _, g := range cfg.Groups {
+		if g.Name == acmeBackend {
+			return nil, fmt.Errorf("group name %q: taken by the backend of tls.acme's challenges", g.Name)
+		}
+	}
 	sock := ACMESocket(p)
 	if len(sock) > maxSocketPath {
 		return nil, fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", sock, maxSocketPath)

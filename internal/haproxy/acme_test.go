@@ -12,7 +12,7 @@ import (
 // TestRenderACME: a frontend with tls.acme sends the CA's challenges to the
 // shoal_acme backend before any group's rule, the backend's server is
 // shoal's challenge socket, and HAProxy accepts the result; without ACME
-// neither is rendered.
+// neither is rendered; a group cannot take the backend's name.
 func TestRenderACME(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, "127.0.0.1:8080")
@@ -37,6 +37,10 @@ func TestRenderACME(t *testing.T) {
 	}
 	if w := "\nbackend shoal_acme\n    mode http\n    no log\n    server shoal " + ACMESocket(PathsFor(dir)) + "\n"; !strings.Contains(got, w) {
 		t.Errorf("config lacks %q:\n%s", w, got)
+	}
+	cfg.Groups[0].Name = acmeBackend
+	if _, err := Render(cfg, PathsFor(dir)); err == nil || !strings.Contains(err.Error(), `group name "shoal_acme"`) {
+		t.Errorf("a group named shoal_acme: %v, want an error naming it", err)
 	}
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
