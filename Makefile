@@ -21,10 +21,14 @@ deps:
 # Alertmanager (Debian's prometheus and prometheus-alertmanager packages), and
 # the ssh tests' hosts: sshd in network namespaces (openssh-server, iproute2),
 # moto, the AWS emulator the ec2 driver's tests run (in a virtualenv), and jq
-# and flock, which the exec provider's test cloud (a shell script) uses.
+# and flock, which the exec provider's test cloud (a shell script) uses; and
+# pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
+# tests also read the module's test/certs from the module cache).
+PEBBLE_VERSION := v2.10.1
 test-deps:
 	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock
 	@bash scripts/install-moto.sh
+	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

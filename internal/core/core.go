@@ -158,9 +158,12 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}()
 	auto.start(st, reader, met)
 	reg.start(auto.policy)
+	// Certificates for tls.acme are installed through the TLS frontends'
+	// certificate store.
+	acmeRun := newACMERunner(cfg.StateDir, certs, log)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, provs: provs, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -179,6 +182,13 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 
 	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs))
+	if err == nil {
+		// HAProxy routes the challenges to shoal by now. A reload (the API
+		// serves already) applies under the same lock.
+		c.reloadMu.Lock()
+		err = acmeRun.apply(cfg)
+		c.reloadMu.Unlock()
+	}
 	if err == nil {
 		for _, f := range frontends {
 			servers.Add(1)
@@ -217,6 +227,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	// or retiring groups.
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
+	acmeRun.close()
 	// Policies stop before the jobs they could submit; collection after the
 	// jobs, so that their last seconds are in the history.
 	reg.stopPolicies()

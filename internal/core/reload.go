@@ -28,6 +28,7 @@ type core struct {
 	st     *store.Store
 	lb     *haproxy.Manager
 	certs  *certstore.Store
+	acme   *acmeRunner
 	provs  *providers
 	groups *registry
 	stop   context.CancelCauseFunc
@@ -150,6 +151,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	c.cfg = cfg
 	applied = true
 
+	// After HAProxy's step: a new domain's challenges must reach shoal.
+	if err := c.acme.apply(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	for _, m := range removed {
 		c.log.Info("group removed from the config: draining and stopping its instances", "group", m.g.Name())
 		if err := c.retire(ctx, m); err != nil {

@@ -79,6 +79,8 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		return nil, err
 	}
 	lines = append(lines, limits...)
+	// ACME's challenges reach shoal whatever the routes say.
+	lines = append(lines, acmeFrontendLines(fe)...)
 	routes, err := routeLines(fe.Routes)
 	if err != nil {
 		return nil, err

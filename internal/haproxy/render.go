@@ -214,6 +214,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			line("server %s", l)
 		}
 	}
+	acme, err := acmeBackendSection(cfg, p)
+	if err != nil {
+		return "", err
+	}
+	if acme != nil {
+		b.WriteString("\n" + strings.Join(acme, "\n") + "\n")
+	}
 	return b.String(), nil
 }
 

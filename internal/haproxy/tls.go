@@ -10,10 +10,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
-// acmeChallenge is the path HTTP-01 challenges ask for on port 80: a
-// redirect to https must leave it alone.
-const acmeChallenge = "/.well-known/acme-challenge/"
-
 // tlsBind returns what follows a TLS bind's address: the certificates are
 // the crt-list the store writes (see certstore), so that certificates change
 // through the Runtime API and the configuration text, hence a reload, does

@@ -1,0 +1,598 @@
+package acme
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/testbin"
+)
+
+// pebbleVersion is the pebble the Makefile's test-deps installs
+// (PEBBLE_VERSION there).
+const pebbleVersion = "v2.10.1"
+
+// pebble is a pebble CA with pebble-challtestsrv as its DNS, which answers
+// 127.0.0.1 for every name.
+type pebble struct {
+	directory string // the ACME directory URL
+	mgmt      string // the management API's base URL
+	caFile    string // the CA of both URLs' TLS
+	args      []string
+	cmd       *exec.Cmd
+}
+
+// requirePebble finds the binaries and the module's files, skipping the
+// test when they are missing (failing in CI).
+func requirePebble(t *testing.T) (bin, challtestsrv, module string) {
+	t.Helper()
+	missing := func(what string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s missing: run make test-deps", what)
+		}
+		t.Skipf("%s missing: run make test-deps", what)
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		missing("haproxy")
+	}
+	out, err := exec.Command("go", "env", "GOPATH", "GOMODCACHE").Output()
+	if err != nil {
+		missing("go env: " + err.Error())
+	}
+	env := strings.Fields(string(out))
+	gobin := filepath.Join(strings.Split(env[0], string(os.PathListSeparator))[0], "bin")
+	look := func(name string) string {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+		p := filepath.Join(gobin, name)
+		if _, err := os.Stat(p); err != nil {
+			missing(name)
+		}
+		return p
+	}
+	bin, challtestsrv = look("pebble"), look("pebble-challtestsrv")
+	module = filepath.Join(env[1], "github.com/letsencrypt/pebble/v2@"+pebbleVersion)
+	if _, err := os.Stat(filepath.Join(module, "test/certs/pebble.minica.pem")); err != nil {
+		missing("pebble module " + pebbleVersion)
+	}
+	return bin, challtestsrv, module
+}
+
+// startPebble runs pebble, validating HTTP-01 on httpPort, issuing
+// certificates valid for validity.
+func startPebble(t *testing.T, httpPort int, validity time.Duration) *pebble {
+	t.Helper()
+	bin, challtestsrv, module := requirePebble(t)
+	dir := t.TempDir()
+	dns := freePort(t, "udp")
+	start(t, "pebble-challtestsrv", exec.Command(challtestsrv,
+		"-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns), "-management", fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")),
+		"-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""))
+
+	listen, mgmt := freePort(t, "tcp"), freePort(t, "tcp")
+	cfg := map[string]any{"pebble": map[string]any{
+		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", listen),
+		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
+		"certificate":             filepath.Join(module, "test/certs/localhost/cert.pem"),
+		"privateKey":              filepath.Join(module, "test/certs/localhost/key.pem"),
+		"httpPort":                httpPort,
+		"tlsPort":                 freePort(t, "tcp"),
+		"keyAlgorithm":            "ecdsa",
+		"retryAfter":              map[string]int{"authz": 1, "order": 1},
+		"profiles":                map[string]any{"default": map[string]any{"validityPeriod": int(validity / time.Second)}},
+	}}
+	b, _ := json.Marshal(cfg)
+	cfgFile := filepath.Join(dir, "pebble.json")
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &pebble{
+		directory: fmt.Sprintf("https://127.0.0.1:%d/dir", listen),
+		mgmt:      fmt.Sprintf("https://127.0.0.1:%d", mgmt),
+		caFile:    filepath.Join(module, "test/certs/pebble.minica.pem"),
+		args:      []string{bin, "-config", cfgFile, "-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns)},
+	}
+	p.start(t)
+	return p
+}
+
+// start runs pebble (again: a new CA, its root and accounts new) and waits
+// until it answers.
+func (p *pebble) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(p.args[0], p.args[1:]...)
+	// No random sleep before validating, no bad nonces thrown in, and a
+	// renewal is validated again (through HAProxy) rather than reusing the
+	// authorization.
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
+	p.cmd = start(t, "pebble", cmd)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := p.get(p.directory)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pebble did not answer in 10s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// get fetches one of pebble's URLs, trusting its minica.
+func (p *pebble) get(url string) ([]byte, error) {
+	hc, err := httpClient(p.caFile)
+	if err != nil {
+		return nil, err
+	}
+	hc.Timeout = 5 * time.Second
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return b, err
+}
+
+// roots is pebble's issuing root, from its management API.
+func (p *pebble) roots(t *testing.T) *x509.CertPool {
+	t.Helper()
+	b, err := p.get(p.mgmt + "/roots/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("pebble's root is not PEM: %q", b)
+	}
+	return pool
+}
+
+// stop kills pebble: the CA is down.
+func (p *pebble) stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// start runs cmd until the test ends, its output in the test's log.
+func start(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+	return cmd
+}
+
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// installer records what is installed, as HAProxy's certificate store would
+// receive it.
+type installer struct {
+	mu  sync.Mutex
+	got []installed
+}
+
+type installed struct {
+	name            string
+	certPEM, keyPEM []byte
+	leaf            *x509.Certificate
+	chain           []*x509.Certificate
+}
+
+func (in *installer) Install(_ context.Context, name string, certPEM, keyPEM []byte) error {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("test installer: %w", err)
+	}
+	var chain []*x509.Certificate
+	for _, der := range pair.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return err
+		}
+		chain = append(chain, c)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.got = append(in.got, installed{name: name, certPEM: certPEM, keyPEM: keyPEM, leaf: pair.Leaf, chain: chain})
+	return nil
+}
+
+func (in *installer) list() []installed {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]installed(nil), in.got...)
+}
+
+// run starts a Manager until the test ends; its events arrive on the channel.
+func run(t *testing.T, sections []config.ACME, stateDir string, in Installer, minBackoff, maxBackoff time.Duration) <-chan Event {
+	t.Helper()
+	events := make(chan Event, 100)
+	m, err := New(sections, Options{
+		StateDir: stateDir, Socket: haproxy.ACMESocket(haproxy.PathsFor(stateDir)), Installer: in,
+		Log: testLogger(t), OnEvent: func(ev Event) { events <- ev },
+		MinBackoff: minBackoff, MaxBackoff: maxBackoff,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return events
+}
+
+func next(t *testing.T, events <-chan Event, timeout time.Duration) Event {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(timeout):
+		t.Fatalf("no event in %s", timeout)
+		return Event{}
+	}
+}
+
+// startHAProxy runs HAProxy with a plain HTTP frontend on port whose
+// tls.acme sends the CA's challenges to shoal.
+func startHAProxy(t *testing.T, stateDir string, port int, acme config.ACME) *haproxy.Manager {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := &config.Config{
+		Listen:   listen,
+		StateDir: stateDir,
+		HAProxy:  config.HAProxy{Binary: "haproxy"},
+		Frontends: []config.Frontend{{Name: "shoal", Bind: []string{listen}, Mode: config.ModeHTTP,
+			TLS: &config.TLS{ACME: &acme}}},
+		Groups: []config.Group{{Name: "web", Balance: "roundrobin", Health: config.DefaultHealth}},
+	}
+	lb := haproxy.NewManager(cfg, testLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := lb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := lb.Stop(ctx); err != nil {
+			t.Errorf("stop haproxy: %v", err)
+		}
+	})
+	return lb
+}
+
+// TestIssueRenewThroughHAProxy: pebble validates the HTTP-01 challenge
+// through HAProxy's plain bind (its shoal_acme backend answers), the chain
+// installed verifies against pebble's root; the certificate is renewed
+// before it expires with a new serial installed; the account key and the
+// certificates are 0600 in the state dir; a restart installs the stored
+// certificate; with the CA down, renewal fails with an error naming the
+// directory, backs off (doubling, capped) and keeps the old certificate;
+// and when the CA is back (reset: it forgot the account), the manager
+// registers again and obtains the certificate.
+func TestIssueRenewThroughHAProxy(t *testing.T) {
+	const domain = "www.shoal.test"
+	port := freePort(t, "tcp")
+	const lifetime, renewBefore = 40 * time.Second, 28 * time.Second
+	ca := startPebble(t, port, lifetime)
+	state, err := os.MkdirTemp("/tmp", "acme-") // short: socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	section := config.ACME{Email: "ops@shoal.test", Directory: ca.directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.caFile,
+		RenewBefore: renewBefore}
+	lb := startHAProxy(t, state, port, section)
+
+	in := &installer{}
+	ctx, stop := context.WithCancel(context.Background())
+	events := make(chan Event, 100)
+	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
+		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) { events <- ev }, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(stop)
+
+	roots := ca.roots(t)
+	verify := func(c installed) {
+		t.Helper()
+		if c.name != domain {
+			t.Errorf("installed as %q, want %q", c.name, domain)
+		}
+		inter := x509.NewCertPool()
+		for _, ic := range c.chain[1:] {
+			inter.AddCert(ic)
+		}
+		for _, name := range section.Domains {
+			if _, err := c.leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name}); err != nil {
+				t.Errorf("serial %x for %s: %v", c.leaf.SerialNumber, name, err)
+			}
+		}
+	}
+
+	ev := next(t, events, 60*time.Second)
+	if ev.Kind != EventIssued {
+		t.Fatalf("first event %+v, want %s", ev, EventIssued)
+	}
+	first := in.list()
+	if len(first) != 1 || serial(first[0].leaf) != ev.Serial {
+		t.Fatalf("installed %d certificates, event serial %s", len(first), ev.Serial)
+	}
+	verify(first[0])
+	answered := func() int64 {
+		t.Helper()
+		stats, err := lb.Stats(context.Background(), "shoal_acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stats {
+			if s.Name == "shoal" {
+				return s.Responses[2]
+			}
+		}
+		t.Fatalf("no server shoal in shoal_acme: %+v", stats)
+		return 0
+	}
+	issuing := answered()
+	if issuing < int64(len(section.Domains)) {
+		t.Errorf("HAProxy's shoal_acme answered %d challenges with 2xx, want >= %d (one per domain)", issuing, len(section.Domains))
+	}
+
+	ev = next(t, events, lifetime)
+	if ev.Kind != EventIssued || ev.Serial == serial(first[0].leaf) {
+		t.Fatalf("second event %+v, want %s with a new serial", ev, EventIssued)
+	}
+	renewed, at := in.list()[1], time.Now()
+	if due := first[0].leaf.NotAfter.Add(-renewBefore); at.Before(due) || !at.Before(first[0].leaf.NotAfter) {
+		t.Errorf("renewed at %s, want between renew_before ahead of expiry (%s) and the expiry (%s)",
+			at.Format(time.StampMilli), due.Format(time.StampMilli), first[0].leaf.NotAfter.Format(time.StampMilli))
+	}
+	verify(renewed)
+	renewing := answered() - issuing
+	if renewing < int64(len(section.Domains)) {
+		t.Errorf("HAProxy's shoal_acme answered %d challenges for the renewal, want >= %d", renewing, len(section.Domains))
+	}
+	t.Logf("issued serial %x (not after %s), renewed serial %x at %s; shoal_acme answered %d+%d challenges",
+		first[0].leaf.SerialNumber, first[0].leaf.NotAfter.Format(time.StampMilli), renewed.leaf.SerialNumber,
+		at.Format(time.StampMilli), issuing, renewing)
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "acme", "*"))
+	if len(files) != 4 { // account key and registration, certificate and key
+		t.Errorf("state files %v, want 4", files)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (%v), want 0600", f, fi.Mode().Perm(), err)
+		}
+	}
+	var stored []byte
+	if stored, err = os.ReadFile(filepath.Join(state, "acme", domain+".crt")); err != nil {
+		t.Fatal(err)
+	}
+	last := in.list()[len(in.list())-1]
+	if !bytes.Equal(stored, last.certPEM) {
+		t.Error("the stored certificate is not the one last installed")
+	}
+
+	// The CA goes down; a restarted manager that must renew at once (a
+	// domain was added) installs the stored certificate, then fails with a
+	// clear error and backs off.
+	ca.stop()
+	section.Domains = append(section.Domains, "new.shoal.test")
+	in2 := &installer{}
+	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
+	ev = next(t, events2, 10*time.Second)
+	if ev.Kind != EventLoaded || ev.Serial != serial(last.leaf) {
+		t.Fatalf("after restart: %+v, want %s serial %s", ev, EventLoaded, serial(last.leaf))
+	}
+	var prev time.Time
+	var waits []time.Duration
+	for range 4 {
+		ev = next(t, events2, 10*time.Second)
+		if ev.Kind != EventFailed {
+			t.Fatalf("CA down: %+v, want %s", ev, EventFailed)
+		}
+		if msg := ev.Err.Error(); !strings.Contains(msg, ca.directory) || !strings.Contains(msg, "connection refused") {
+			t.Errorf("error %q does not name the directory and the refusal", msg)
+		}
+		if ev.Serial != serial(last.leaf) {
+			t.Errorf("failure reports serial %q served, want %q", ev.Serial, serial(last.leaf))
+		}
+		now := time.Now()
+		waits = append(waits, ev.Retry.Sub(now).Round(10*time.Millisecond))
+		if !prev.IsZero() && now.Sub(prev) < 150*time.Millisecond {
+			t.Errorf("retried %s after the previous failure, want >= the back-off", now.Sub(prev))
+		}
+		prev = now
+	}
+	t.Logf("back-off after each failure: %v", waits)
+	// 200ms, 400ms, 800ms, 800ms, each ±10%.
+	for i, want := range []time.Duration{200, 400, 800, 800} {
+		if w := waits[i]; w < want*time.Millisecond*85/100 || w > want*time.Millisecond*115/100 {
+			t.Errorf("back-off %d: %s, want %dms ±10%%", i, w, want)
+		}
+	}
+	if got := in2.list(); len(got) != 1 || serial(got[0].leaf) != serial(last.leaf) {
+		t.Errorf("with the CA down %d certificates were installed, want only the stored one", len(got))
+	}
+
+	// The CA comes back, reset (a new root, no accounts): the manager
+	// registers again and obtains the certificate for the new domains.
+	ca.start(t)
+	roots = ca.roots(t)
+	var forgotten bool
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		ev = next(t, events2, time.Until(deadline))
+		if ev.Kind == EventIssued {
+			break
+		}
+		forgotten = forgotten || ev.Err != nil && strings.Contains(ev.Err.Error(), "no longer knows the account")
+	}
+	if !forgotten {
+		t.Error("no failure said the CA forgot the account")
+	}
+	got := in2.list()
+	verify(got[len(got)-1])
+	if n := len(got[len(got)-1].leaf.DNSNames); n != 3 {
+		t.Errorf("the new certificate has %d names, want 3", n)
+	}
+}
+
+// TestNewRefuses: sections New cannot keep certificates for.
+func TestNewRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		domains []string
+		want    string
+	}{
+		{[]string{"*.example.com"}, "wildcards"},
+		{[]string{"127.0.0.1"}, "IP addresses"},
+		{[]string{"../etc"}, "DNS name"},
+		{nil, "no domains"},
+	} {
+		_, err := New([]config.ACME{{Email: "a@b.c", Domains: tc.domains}}, Options{Installer: &installer{}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.domains, err, tc.want)
+		}
+	}
+	two := []config.ACME{{Domains: []string{"a.test"}}, {Domains: []string{"A.test", "b.test"}}}
+	if _, err := New(two, Options{Installer: &installer{}}); err == nil {
+		t.Error("two certificates named a.test: no error")
+	}
+	// Two frontends (IPv4 and IPv6, say) share one certificate.
+	shared := []config.ACME{{Domains: []string{"a.test", "b.test"}}, {Domains: []string{"A.test", "b.test"}}}
+	if m, err := New(shared, Options{Installer: &installer{}}); err != nil || len(m.certs) != 1 {
+		t.Errorf("one certificate on two frontends: %v", err)
+	}
+}
+
+// TestChallengeHandler: the handler answers a token presented for the
+// request's host only, and nothing after CleanUp.
+func TestChallengeHandler(t *testing.T) {
+	h := &challenges{tokens: map[string]token{}}
+	if err := h.Present(context.Background(), "Example.com", "tok", "tok.key"); err != nil {
+		t.Fatal(err)
+	}
+	get := func(host, path string) (int, string) {
+		r, _ := http.NewRequest(http.MethodGet, "http://"+host+path, nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	if code, body := get("example.com:80", "/.well-known/acme-challenge/tok"); code != 200 || body != "tok.key" {
+		t.Errorf("GET token: %d %q", code, body)
+	}
+	if code, _ := get("other.com", "/.well-known/acme-challenge/tok"); code != 404 {
+		t.Errorf("GET token for another host: %d, want 404", code)
+	}
+	_ = h.CleanUp(context.Background(), "example.com", "tok", "tok.key")
+	if code, _ := get("example.com", "/.well-known/acme-challenge/tok"); code != 404 {
+		t.Errorf("GET token after CleanUp: %d, want 404", code)
+	}
+}
+
+// testLogger prints the log if the test fails, and checks that no secret
+// (a PEM block) is ever logged.
+func testLogger(t *testing.T) *slog.Logger {
+	var buf testbin.Buffer
+	t.Cleanup(func() {
+		if strings.Contains(buf.String(), "-----BEGIN ") {
+			t.Error("a PEM block was logged")
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestDueAt: renew_before counts back from the expiry, but not to before a
+// third of the lifetime; without it and
+// without renewal info (the CA is unreachable here), a certificate is due
+// at two thirds of its lifetime; one for other domains is due at once.
+func TestDueAt(t *testing.T) {
+	notBefore := time.Now().Truncate(time.Second)
+	leaf := &x509.Certificate{DNSNames: []string{"a.test", "b.test"}, NotBefore: notBefore, NotAfter: notBefore.Add(90 * time.Hour)}
+	closed := fmt.Sprintf("https://127.0.0.1:%d/dir", freePort(t, "tcp"))
+	m, err := New([]config.ACME{{Email: "a@b.test", Directory: closed, Domains: []string{"b.test", "A.test"}}}, Options{StateDir: t.TempDir(), Installer: &installer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, log := m.certs[0], testLogger(t)
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(60*time.Hour); !got.Equal(want) {
+		t.Errorf("without renew_before: due %s, want %s", got, want)
+	}
+	c.acme.RenewBefore = 20 * time.Hour
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(70*time.Hour); !got.Equal(want) {
+		t.Errorf("renew_before 20h: due %s, want %s", got, want)
+	}
+	c.acme.RenewBefore = 100 * time.Hour
+	if got, want := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log), notBefore.Add(30*time.Hour); !got.Equal(want) {
+		t.Errorf("renew_before 100h, longer than the lifetime: due %s, want %s (a third into it)", got, want)
+	}
+	c.domains = []string{"a.test", "c.test"}
+	if got := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log); got.After(time.Now()) {
+		t.Errorf("for other domains: due %s, want now", got)
+	}
+}
