@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/testbin"
@@ -216,8 +217,11 @@ func freePort(t *testing.T, network string) int {
 // installer records what is installed, as HAProxy's certificate store would
 // receive it.
 type installer struct {
-	mu  sync.Mutex
-	got []installed
+	// store, when set, is the certificate store that installs each
+	// certificate into HAProxy first.
+	store Installer
+	mu    sync.Mutex
+	got   []installed
 }
 
 type installed struct {
@@ -239,6 +243,11 @@ func (in *installer) Install(_ context.Context, name string, certPEM, keyPEM []b
 			return err
 		}
 		chain = append(chain, c)
+	}
+	if in.store != nil {
+		if err := in.store.Install(context.Background(), name, certPEM, keyPEM); err != nil {
+			return err
+		}
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -287,20 +296,25 @@ func next(t *testing.T, events <-chan Event, timeout time.Duration) Event {
 	}
 }
 
-// startHAProxy runs HAProxy with a plain HTTP frontend on port whose
-// tls.acme sends the CA's challenges to shoal.
-func startHAProxy(t *testing.T, stateDir string, port int, acme config.ACME) *haproxy.Manager {
+// startHAProxy runs HAProxy with a frontend whose plain bind on port sends
+// the CA's challenges to shoal and whose TLS bind on tlsPort serves what
+// the certificate store it returns installs.
+func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.ACME) (*haproxy.Manager, *certstore.Store) {
 	t.Helper()
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	listen, tlsListen := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	cfg := &config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
 		HAProxy:  config.HAProxy{Binary: "haproxy"},
-		Frontends: []config.Frontend{{Name: "shoal", Bind: []string{listen}, Mode: config.ModeHTTP,
-			TLS: &config.TLS{ACME: &acme}}},
+		Frontends: []config.Frontend{{Name: "shoal", Bind: []string{listen, tlsListen}, Mode: config.ModeHTTP,
+			TLS: &config.TLS{ACME: &acme, Bind: []string{tlsListen}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}},
 		Groups: []config.Group{{Name: "web", Balance: "roundrobin", Health: config.DefaultHealth}},
 	}
 	lb := haproxy.NewManager(cfg, testLogger(t))
+	store := certstore.New(stateDir, lb, testLogger(t))
+	if err := store.Write(cfg.Frontends); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := lb.Start(ctx); err != nil {
@@ -313,7 +327,19 @@ func startHAProxy(t *testing.T, stateDir string, port int, acme config.ACME) *ha
 			t.Errorf("stop haproxy: %v", err)
 		}
 	})
-	return lb
+	return lb, store
+}
+
+// servedSerial is the serial of the certificate HAProxy serves for name on
+// addr.
+func servedSerial(t *testing.T, addr, name string) string {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("TLS to %s for %s: %v", addr, name, err)
+	}
+	defer conn.Close()
+	return serial(conn.ConnectionState().PeerCertificates[0])
 }
 
 // TestIssueRenewThroughHAProxy: pebble validates the HTTP-01 challenge
@@ -337,9 +363,11 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(state) })
 	section := config.ACME{Email: "ops@shoal.test", Directory: ca.directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.caFile,
 		RenewBefore: renewBefore}
-	lb := startHAProxy(t, state, port, section)
+	tlsPort := freePort(t, "tcp")
+	lb, store := startHAProxy(t, state, port, tlsPort, section)
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 
-	in := &installer{}
+	in := &installer{store: store}
 	ctx, stop := context.WithCancel(context.Background())
 	events := make(chan Event, 100)
 	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
@@ -377,6 +405,9 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 		t.Fatalf("installed %d certificates, event serial %s", len(first), ev.Serial)
 	}
 	verify(first[0])
+	if got := servedSerial(t, tlsAddr, domain); got != ev.Serial {
+		t.Errorf("HAProxy serves serial %s for %s, want the issued %s", got, domain, ev.Serial)
+	}
 	answered := func() int64 {
 		t.Helper()
 		stats, err := lb.Stats(context.Background(), "shoal_acme")
@@ -406,6 +437,11 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 			at.Format(time.StampMilli), due.Format(time.StampMilli), first[0].leaf.NotAfter.Format(time.StampMilli))
 	}
 	verify(renewed)
+	for _, name := range section.Domains {
+		if got := servedSerial(t, tlsAddr, name); got != ev.Serial {
+			t.Errorf("HAProxy serves serial %s for %s after the renewal, want %s", got, name, ev.Serial)
+		}
+	}
 	renewing := answered() - issuing
 	if renewing < int64(len(section.Domains)) {
 		t.Errorf("HAProxy's shoal_acme answered %d challenges for the renewal, want >= %d", renewing, len(section.Domains))

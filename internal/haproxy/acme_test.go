@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
@@ -24,8 +25,11 @@ func TestRenderACME(t *testing.T) {
 		t.Errorf("config without ACME mentions %s:\n%s", acmeBackend, plain)
 	}
 
-	cfg.Frontends = []config.Frontend{{Name: "shoal", Bind: []string{cfg.Listen}, Mode: config.ModeHTTP,
-		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"example.com"}}}}}
+	// HTTP-01 asks on the plain bind; the TLS bind serves what ACME got.
+	cfg.Frontends = []config.Frontend{{Name: "shoal", Bind: []string{cfg.Listen, "127.0.0.1:8443"}, Mode: config.ModeHTTP,
+		Routes: cfg.Frontends[0].Routes,
+		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"example.com"}},
+			Bind: []string{"127.0.0.1:8443"}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}}
 	got, err := Render(cfg, PathsFor(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +49,9 @@ func TestRenderACME(t *testing.T) {
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Skip("haproxy not installed")
+	}
+	if err := certstore.New(dir, nil, nil).Write(cfg.Frontends); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "haproxy.cfg")
 	writeFile(t, path, got)
