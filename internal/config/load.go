@@ -239,7 +239,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	// Providers before the groups, which name them.
 	cfg.Providers = d.providers(top.get("providers"))
 	cfg.Groups = d.groups(top.get("groups"))
-	d.checkSacloudPlans(cfg.Providers, cfg.Groups)
+	d.checkPlanMaps(cfg.Providers, cfg.Groups)
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
