@@ -318,6 +318,9 @@ type fakeBalancer struct {
 	// real one waits for sessions to end or the timeout; drain closes it.
 	drained   chan struct{}
 	drainOnce sync.Once
+	// freeDrains is how many drains return at once before drained holds
+	// the rest (guarded by mu).
+	freeDrains int
 
 	mu      sync.Mutex
 	servers map[string]haproxy.ServerStat
@@ -346,9 +349,13 @@ func (b *fakeBalancer) MarkReady(_, name string) { b.ev.add("ready %s", name) }
 func (b *fakeBalancer) Drain(ctx context.Context, _, name string, timeout time.Duration) error {
 	b.mu.Lock()
 	b.drains[name] = timeout
+	free := b.freeDrains > 0
+	if free {
+		b.freeDrains--
+	}
 	b.mu.Unlock()
 	b.ev.add("drain %s", name)
-	if b.drained != nil {
+	if b.drained != nil && !free {
 		select {
 		case <-b.drained:
 		case <-ctx.Done():
