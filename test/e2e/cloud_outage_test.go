@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,10 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	if want := "retiring " + retiring + ", still in service: waiting for the cloud API"; !strings.Contains(status, want) {
 		t.Errorf("shoal status during the outage:\n%s\nwant %q", status, want)
 	}
+	// The job failed, not the instance: no "failed" line for it.
+	if strings.Contains(status, "failed "+retiring) {
+		t.Errorf("shoal status lists %s as failed while it serves:\n%s", retiring, status)
+	}
 	t.Logf("shoal status during the outage:\n%s", status)
 
 	// Still in the cloud and still answering through HAProxy: its request
@@ -119,6 +124,112 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	if left := c.servers(); len(left) > 0 {
 		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
 	}
+}
+
+// TestExecCloudOutageScaleUpKeepsServer: scaled 3 → 2 while the cloud's
+// API refuses deletions, then 2 → 3 before the API is back: the group
+// takes the retiring server back, which still serves, instead of creating
+// a new one and paying for both. No start is called, the same 3 servers
+// stay, the scale-up's job is done, and once the API is back nothing is
+// deleted; no GET fails throughout.
+func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
+	c := newExecCloud(t)
+	g := web
+	g.Extra = "    provider: cli\n"
+	e := newEnv(t, c.provider()+"    delete_timeout: 4s\n", g)
+	e.start()
+	e.waitInService("web", 2)
+	scaleSync(t, e, "--size", "3")
+	stop := load(t, e)
+	ids := func() []string {
+		var out []string
+		for _, s := range c.servers() {
+			out = append(out, s.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := ids()
+
+	if err := os.WriteFile(filepath.Join(c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := e.cli("scale", "web", "--size", "2")
+	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("shoal scale web --size 2 (exit %d):\n%s%s", code, out, stderr)
+	}
+	var retiring string
+	e.eventually("a retiring instance waiting for the cloud API", 15*time.Second, func() error {
+		for _, in := range e.status().Groups[0].Instances {
+			if in.Waiting != "" {
+				retiring = in.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("none waiting")
+	})
+	starts := c.calls()["start"]
+	// One job at a time: the scale-in's runs until delete_timeout fails it.
+	e.eventually("the scale-in job failing at delete_timeout", 30*time.Second, func() error {
+		j, err := e.client().Job(context.Background(), m[1], 0)
+		if err != nil {
+			return err
+		}
+		if j.State != "failed" {
+			return fmt.Errorf("job %s %s", m[1], j.State)
+		}
+		return nil
+	})
+	if st := e.status().Groups[0]; len(st.LastFailures) != 0 {
+		t.Errorf("status lists recent failures %+v while %s serves, waiting for the cloud API", st.LastFailures, retiring)
+	}
+
+	// Scaled back up while the API is still down: the job is done with
+	// the waiting server, and no server is created.
+	scaleSync(t, e, "--size", "3")
+	if n := c.calls()["start"]; n != starts {
+		t.Fatalf("%d start calls after the scale-up, want %d: the waiting server kept, none created", n, starts)
+	}
+	if got := ids(); !slices.Equal(got, before) {
+		t.Fatalf("servers in the cloud %v, want the same 3 as before %v", got, before)
+	}
+	st := e.status().Groups[0]
+	for _, in := range st.Instances {
+		if in.Waiting != "" || !in.Serving() {
+			t.Errorf("%s: %s %s, waiting %q; want all 3 serving, none waiting", in.Name, in.State, in.Health, in.Waiting)
+		}
+	}
+	if st.InService != 3 || len(st.Instances) != 3 {
+		t.Fatalf("status: %d of %d instances in service, want 3 of 3", st.InService, len(st.Instances))
+	}
+	status, _, _ := e.cli("status")
+	if strings.Contains(status, "retiring "+retiring) || strings.Contains(status, "failed ") {
+		t.Errorf("shoal status after the scale-up still shows %s retiring, or a failure:\n%s", retiring, status)
+	}
+	t.Logf("shoal status after taking %s back:\n%s", retiring, status)
+
+	// Past delete_timeout and with the API back, nothing is deleted.
+	if err := os.WriteFile(filepath.Join(c.dir, "api-up"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stops := c.calls()["stop"]
+	time.Sleep(5 * time.Second)
+	if n := c.calls()["stop"]; n != stops {
+		t.Fatalf("%d stop calls after the API came back, want %d: nothing is retiring", n, stops)
+	}
+	if got := ids(); !slices.Equal(got, before) {
+		t.Fatalf("servers in the cloud %v after the API came back, want %v", got, before)
+	}
+	if err := c.matches(e, "web"); err != nil {
+		t.Fatal(err)
+	}
+	e.checkInSync("web")
+	res := stop()
+	if res.Failures > 0 || res.Requests == 0 {
+		t.Fatalf("%d of %d GETs failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	t.Logf("%d GETs, none failed; cloud calls %v", res.Requests, c.calls())
 }
 
 // serverStat reads one server of backend from HAProxy's admin socket.
