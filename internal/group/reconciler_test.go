@@ -409,20 +409,31 @@ func TestReconcilerInServiceToDrainingToStopping(t *testing.T) {
 	}
 }
 
+// newOutage runs web-001 and web-002 in service on a fakeCloud whose API
+// refuses deletions (setup, if not nil, prepares the rest).
+func newOutage(t *testing.T, setup func(*reconciler)) (*reconciler, *fakeCloud) {
+	t.Helper()
+	var cloud *fakeCloud
+	r := newReconciler(t, 2, func(r *reconciler) {
+		cloud = &fakeCloud{fakeProvider: r.prov}
+		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
+		r.g.prov = cloud
+		if setup != nil {
+			setup(r)
+		}
+	})
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	return r, cloud
+}
+
 // TestReconcilerDrainingCloudRefusesDelete: a cloud's instance leaves
 // HAProxy only once its cloud accepted the deletion. While the API refuses,
 // it goes back into service with the reason, drained and asked again after
 // a back-off; past delete_timeout the job fails with the API's answer, and
 // the retirement goes on until the API is back.
 func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
-	var cloud *fakeCloud
-	r := newReconciler(t, 2, func(r *reconciler) {
-		cloud = &fakeCloud{fakeProvider: r.prov}
-		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
-		r.g.prov = cloud
-	})
-	r.awaitStarts(2)
-	r.bringUp("web-001", "web-002")
+	r, cloud := newOutage(t, nil)
 	if got := r.g.DeleteTimeout(); got != 5*time.Second {
 		t.Fatalf("DeleteTimeout %v, want the provider's 5s", got)
 	}
@@ -513,14 +524,7 @@ func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
 // both; once the API is back, nothing is deleted. A scale-up during a
 // retry's drain takes it back too, ending the drain at once.
 func TestReconcilerScaleUpKeepsWaitingInstance(t *testing.T) {
-	var cloud *fakeCloud
-	r := newReconciler(t, 2, func(r *reconciler) {
-		cloud = &fakeCloud{fakeProvider: r.prov}
-		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
-		r.g.prov = cloud
-	})
-	r.awaitStarts(2)
-	r.bringUp("web-001", "web-002")
+	r, cloud := newOutage(t, nil)
 	if err := r.g.SetDesired(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -569,16 +573,10 @@ func TestReconcilerScaleUpKeepsWaitingInstance(t *testing.T) {
 // instance's retry drains it (sessions left) takes it back at once: the
 // drain ends, it goes back into rotation, and nothing new is launched.
 func TestReconcilerScaleUpEndsRetryDrain(t *testing.T) {
-	var cloud *fakeCloud
-	r := newReconciler(t, 2, func(r *reconciler) {
-		cloud = &fakeCloud{fakeProvider: r.prov}
-		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
-		r.g.prov = cloud
+	r, _ := newOutage(t, func(r *reconciler) {
 		// The first drain ends at once; the retry's holds.
 		r.lb.drained, r.lb.freeDrains = make(chan struct{}), 1
 	})
-	r.awaitStarts(2)
-	r.bringUp("web-001", "web-002")
 	if err := r.g.SetDesired(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}

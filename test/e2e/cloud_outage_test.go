@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
 // TestExecCloudOutageDuringScaleIn: the cloud's API refuses deletions
@@ -21,36 +22,10 @@ import (
 // delete_timeout with the cloud's answer. Once the API is back, the server
 // is deleted and leaves HAProxy: no failed GET, no leaked server.
 func TestExecCloudOutageDuringScaleIn(t *testing.T) {
-	c := newExecCloud(t)
-	g := web
-	g.Extra = "    provider: cli\n"
-	e := newEnv(t, c.provider()+"    delete_timeout: 4s\n", g)
-	e.start()
-	e.waitInService("web", 2)
-	scaleSync(t, e, "--size", "3")
-	stop := load(t, e)
-
-	if err := os.WriteFile(filepath.Join(c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, stderr, code := e.cli("scale", "web", "--size", "2")
-	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)
-	if code != 0 || m == nil {
-		t.Fatalf("shoal scale web --size 2 (exit %d):\n%s%s", code, out, stderr)
-	}
-	id := m[1]
+	o := startOutageScaleIn(t)
+	c, e, id, retiring := o.c, o.e, o.job, o.retiring
 
 	// The retiring server is back in rotation, and the job says why.
-	var retiring string
-	e.eventually("a retiring instance waiting for the cloud API", 15*time.Second, func() error {
-		for _, in := range e.status().Groups[0].Instances {
-			if in.Waiting != "" {
-				retiring = in.Name
-				return nil
-			}
-		}
-		return fmt.Errorf("none waiting")
-	})
 	jobsOut, _, _ := e.cli("jobs", "--group", "web")
 	if want := "job " + id + " waiting: " + retiring + ": waiting for the cloud API: "; !strings.Contains(jobsOut, want) || !strings.Contains(jobsOut, "503 Service Unavailable") {
 		t.Errorf("shoal jobs during the outage:\n%s\nwant %q with the cloud's stderr", jobsOut, want)
@@ -58,18 +33,7 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	t.Logf("shoal jobs during the outage:\n%s", jobsOut)
 
 	// The job fails at delete_timeout with the cloud's answer.
-	var reason string
-	e.eventually("the scale-in job failing", 30*time.Second, func() error {
-		j, err := e.client().Job(context.Background(), id, 0)
-		if err != nil {
-			return err
-		}
-		if j.State != "failed" {
-			return fmt.Errorf("job %s %s", id, j.State)
-		}
-		reason = j.Reason
-		return nil
-	})
+	reason := o.awaitJobFailed()
 	if want := retiring + ": not deleted within delete_timeout 4s: waiting for the cloud API:"; !strings.Contains(reason, want) {
 		t.Errorf("job reason %q, want %q", reason, want)
 	}
@@ -115,7 +79,7 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	if _, ok := e.haproxyServers("web")[retiring]; ok {
 		t.Fatalf("%s still in HAProxy after its deletion", retiring)
 	}
-	res := stop()
+	res := o.stop()
 	if res.Failures > 0 || res.Requests == 0 {
 		t.Fatalf("%d of %d GETs failed across the outage: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
@@ -133,14 +97,8 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 // stay, the scale-up's job is done, and once the API is back nothing is
 // deleted; no GET fails throughout.
 func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
-	c := newExecCloud(t)
-	g := web
-	g.Extra = "    provider: cli\n"
-	e := newEnv(t, c.provider()+"    delete_timeout: 4s\n", g)
-	e.start()
-	e.waitInService("web", 2)
-	scaleSync(t, e, "--size", "3")
-	stop := load(t, e)
+	o := startOutageScaleIn(t)
+	c, e, retiring := o.c, o.e, o.retiring
 	ids := func() []string {
 		var out []string
 		for _, s := range c.servers() {
@@ -149,38 +107,10 @@ func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	before := ids()
-
-	if err := os.WriteFile(filepath.Join(c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, stderr, code := e.cli("scale", "web", "--size", "2")
-	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)
-	if code != 0 || m == nil {
-		t.Fatalf("shoal scale web --size 2 (exit %d):\n%s%s", code, out, stderr)
-	}
-	var retiring string
-	e.eventually("a retiring instance waiting for the cloud API", 15*time.Second, func() error {
-		for _, in := range e.status().Groups[0].Instances {
-			if in.Waiting != "" {
-				retiring = in.Name
-				return nil
-			}
-		}
-		return fmt.Errorf("none waiting")
-	})
+	before := ids() // all 3: the retiring one is not deleted
 	starts := c.calls()["start"]
 	// One job at a time: the scale-in's runs until delete_timeout fails it.
-	e.eventually("the scale-in job failing at delete_timeout", 30*time.Second, func() error {
-		j, err := e.client().Job(context.Background(), m[1], 0)
-		if err != nil {
-			return err
-		}
-		if j.State != "failed" {
-			return fmt.Errorf("job %s %s", m[1], j.State)
-		}
-		return nil
-	})
+	o.awaitJobFailed()
 	if st := e.status().Groups[0]; len(st.LastFailures) != 0 {
 		t.Errorf("status lists recent failures %+v while %s serves, waiting for the cloud API", st.LastFailures, retiring)
 	}
@@ -225,11 +155,76 @@ func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.checkInSync("web")
-	res := stop()
+	res := o.stop()
 	if res.Failures > 0 || res.Requests == 0 {
 		t.Fatalf("%d of %d GETs failed: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
 	t.Logf("%d GETs, none failed; cloud calls %v", res.Requests, c.calls())
+}
+
+// outage is a cloud group scaled 3 → 2 under load while its cloud's API
+// refuses deletions (its stop exits 75 until DIR/api-up appears).
+type outage struct {
+	c *execCloud
+	e *shoalEnv
+	// stop ends the load and returns its result; job is the scale-in's
+	// job, retiring the instance it retires, waiting for the cloud API.
+	stop     func() loadgen.Result
+	job      string
+	retiring string
+}
+
+// startOutageScaleIn starts shoal with 3 instances on an exec cloud
+// (delete_timeout 4s), sends load, takes the cloud's API down and scales
+// in to 2, and returns once the retiring instance waits for the API.
+func startOutageScaleIn(t *testing.T) *outage {
+	t.Helper()
+	o := &outage{c: newExecCloud(t)}
+	g := web
+	g.Extra = "    provider: cli\n"
+	o.e = newEnv(t, o.c.provider()+"    delete_timeout: 4s\n", g)
+	o.e.start()
+	o.e.waitInService("web", 2)
+	scaleSync(t, o.e, "--size", "3")
+	o.stop = load(t, o.e)
+
+	if err := os.WriteFile(filepath.Join(o.c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := o.e.cli("scale", "web", "--size", "2")
+	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("shoal scale web --size 2 (exit %d):\n%s%s", code, out, stderr)
+	}
+	o.job = m[1]
+	o.e.eventually("a retiring instance waiting for the cloud API", 15*time.Second, func() error {
+		for _, in := range o.e.status().Groups[0].Instances {
+			if in.Waiting != "" {
+				o.retiring = in.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("none waiting")
+	})
+	return o
+}
+
+// awaitJobFailed waits for the scale-in's job to fail (at delete_timeout)
+// and returns its reason.
+func (o *outage) awaitJobFailed() string {
+	var reason string
+	o.e.eventually("the scale-in job failing at delete_timeout", 30*time.Second, func() error {
+		j, err := o.e.client().Job(context.Background(), o.job, 0)
+		if err != nil {
+			return err
+		}
+		if j.State != "failed" {
+			return fmt.Errorf("job %s %s", o.job, j.State)
+		}
+		reason = j.Reason
+		return nil
+	})
+	return reason
 }
 
 // serverStat reads one server of backend from HAProxy's admin socket.
