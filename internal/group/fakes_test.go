@@ -289,9 +289,19 @@ type fakeCloud struct {
 	*fakeProvider
 	mu   sync.Mutex
 	down error
+	// hold, if set, holds every Delete call until it is closed: a call
+	// out while the test acts.
+	hold chan struct{}
 }
 
 func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
+	c.mu.Lock()
+	hold := c.hold
+	c.mu.Unlock()
+	if hold != nil {
+		c.ev.add("delete held %s", in.Record().Name)
+		<-hold
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down != nil {
@@ -303,6 +313,12 @@ func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
 }
 
 func (c *fakeCloud) DeleteTimeout() time.Duration { return 5 * time.Second }
+
+func (c *fakeCloud) setHold(hold chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = hold
+}
 
 func (c *fakeCloud) setDown(err error) {
 	c.mu.Lock()

@@ -118,7 +118,7 @@ type instance struct {
 	// waiting says why a retiring instance is still in service ("" when
 	// it is not): its cloud refuses to delete it (see deleteDrained).
 	waiting string
-	// keep, set while such an instance waits for its cloud (not while its
+	// keep, set while such an instance waits for its cloud (nil while its
 	// Delete call is out), cancels the retirement: a scale-up takes it
 	// back rather than pay for a new server (see keepWaitingLocked).
 	keep context.CancelFunc
@@ -412,15 +412,15 @@ func (g *Group) reconcile(ctx context.Context) {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it
 		// costs nothing to keep, and is in service already.
-		if g.keepWaitingLocked(want-len(active)) == want-len(active) {
+		need := want - len(active)
+		if need -= g.keepWaitingLocked(need); need == 0 {
 			return
 		}
-		active = g.activeLocked()
 		if wait := g.nextLaunch.Sub(g.clk.Now()); wait > 0 {
 			g.clk.AfterFunc(wait, g.poke)
 			return
 		}
-		for range want - len(active) {
+		for range need {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
@@ -799,6 +799,7 @@ const (
 //	        +------------------>| in-service: serves on, not retiring |
 //	                            +------------------------------------+
 //
+// A scale-up while a retry's Delete call is out waits for its answer.
 // Refused for delete_timeout, the instance's job fails with the API's
 // answer (see stuck), and the retirement goes on until the cloud accepts
 // or a scale-up takes the instance back.
@@ -837,6 +838,7 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		}
 		g.setWaiting(in, why, keep)
 		g.setState(ctx, in, InService)
+		g.poke() // a scale-up that awaited this answer takes it back
 		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
 			"retry_in", wait, "err", err)
 		bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
@@ -902,14 +904,22 @@ func (g *Group) keepServing(ctx context.Context, in *instance) deletion {
 }
 
 // keepWaitingLocked takes back up to n retiring instances that still serve
-// because their cloud refuses to delete them (oldest name first), and
-// returns how many it took: each cancels its retirement and counts as
-// active again, in place of a new server. Only instances of the serving
+// because their cloud refuses to delete them (oldest name first): each
+// cancels its retirement and counts as active again, in place of a new
+// server. One whose Delete call is out after an earlier refusal is
+// awaited rather than replaced: refused again, it is taken back at the
+// next pass (deleteDrained pokes); accepted, it goes and a launch follows.
+// It returns how many it took or awaits. Only instances of the serving
 // version are taken, as Reclaim does. g.mu must be held.
 func (g *Group) keepWaitingLocked(n int) int {
 	var waiting []*instance
+	deciding := 0
 	for _, in := range g.insts {
-		if in.retiring && in.keep != nil && in.version == g.version && g.deployTarget == "" {
+		switch {
+		case !in.retiring || in.waiting == "" || in.version != g.version || g.deployTarget != "":
+		case in.keep == nil:
+			deciding++
+		default:
 			waiting = append(waiting, in)
 		}
 	}
@@ -932,7 +942,7 @@ func (g *Group) keepWaitingLocked(n int) int {
 	if len(waiting) > 0 {
 		g.notifyLocked()
 	}
-	return len(waiting)
+	return len(waiting) + min(deciding, n-len(waiting))
 }
 
 // setWaiting records why a retiring instance is still in service, and

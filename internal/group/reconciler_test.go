@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -603,6 +604,63 @@ func TestReconcilerScaleUpEndsRetryDrain(t *testing.T) {
 	}
 	if got := r.ev.of("web-002"); slices.Contains(got, "delete") || strings.Count(strings.Join(got, ","), "delete refused") != 1 {
 		t.Fatalf("web-002: calls %q, want one refused delete and no other", got)
+	}
+}
+
+// TestReconcilerScaleUpAwaitsDeleteCall: a scale-up while a waiting
+// instance's Delete call is out awaits the cloud's answer rather than
+// launch: refused again, the instance is taken back; accepted, it goes
+// and a new one is launched.
+func TestReconcilerScaleUpAwaitsDeleteCall(t *testing.T) {
+	for _, refused := range []bool{true, false} {
+		t.Run(fmt.Sprintf("refused=%v", refused), func(t *testing.T) {
+			r, cloud := newOutage(t, nil)
+			if err := r.g.SetDesired(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "web-002 waiting for the cloud API", func() bool {
+				r.g.mu.Lock()
+				defer r.g.mu.Unlock()
+				in := r.g.insts["web-002"]
+				return in != nil && in.keep != nil
+			})
+			hold := make(chan struct{})
+			cloud.setHold(hold)
+			r.stepUntil("web-002's retry's Delete call out", func() bool { return slices.Contains(r.ev.of("web-002"), "delete held") })
+			m := r.g.Mark()
+			if err := r.g.SetDesired(context.Background(), 2); err != nil {
+				t.Fatal(err)
+			}
+			for range 10 { // reconciler passes while the call is out
+				r.clk.Advance(500 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+			if n := len(r.prov.startTimes()); n != 2 {
+				t.Fatalf("%d instances started while web-002's Delete call was out, want 2", n)
+			}
+			if !refused {
+				cloud.setDown(nil)
+			}
+			cloud.setHold(nil)
+			close(hold)
+			if refused {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := r.g.WaitConverged(ctx, m); err != nil {
+					t.Fatalf("scale-up's job: %v", err)
+				}
+				if n := len(r.prov.startTimes()); n != 2 {
+					t.Fatalf("%d instances started, want 2: web-002 taken back", n)
+				}
+				return
+			}
+			r.awaitStarts(3)
+			// Deleted, then out of HAProxy; its index goes to the new one.
+			waitFor(t, "web-002 deleted and started anew", func() bool {
+				ev := strings.Join(r.ev.of("web-002"), ",")
+				return strings.Contains(ev, ",delete held,delete,remove,stop,start")
+			})
+		})
 	}
 }
 
