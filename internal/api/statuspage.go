@@ -181,6 +181,9 @@ tr.down td { background: #f99; }
 {{- end}}
 </tbody>
 </table>
+{{- range .Instances}}{{if .Waiting}}
+<p>retiring {{.Name}}, still in service: {{.Waiting}}</p>
+{{- end}}{{end}}
 {{- range .LastFailures}}
 <p class="error">failed {{.Instance}} at {{.At.UTC.Format "2006-01-02T15:04:05Z07:00"}}: {{.Reason}}</p>
 {{- end}}

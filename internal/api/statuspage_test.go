@@ -23,7 +23,8 @@ func sampleStatus(now time.Time) StatusResponse {
 		Instances: []group.InstanceStatus{
 			{Name: "web-001", Addr: "127.0.0.1:4001", State: group.InService, Health: "UP", Check: "L7OK",
 				CheckCode: 200, CheckDurationMS: 3, CheckDesc: "Layer7 check passed", LastChange: &changed,
-				Sessions: 1, Requests: 42, PID: 100, StartedAt: now.Add(-time.Hour), Version: "v2"},
+				Sessions: 1, Requests: 42, PID: 100, StartedAt: now.Add(-time.Hour), Version: "v2",
+				Waiting: "waiting for the cloud API: " + hostile},
 			{Name: "web-002", Addr: "127.0.0.1:4002", State: group.Starting, Health: "DOWN", Check: "L7STS",
 				CheckCode: 500, CheckDesc: "Layer7 wrong status", CheckReason: hostile, LastChange: &changed, PID: 101, Version: "1a2b3c4d5e6f"},
 		},
@@ -86,9 +87,13 @@ func TestStatusHTML(t *testing.T) {
 	if elements["script"] != 0 || elements["b"] != 0 {
 		t.Errorf("hostile markup became elements: %v\n%s", elements, buf.String())
 	}
-	// The reason, the failure and the HAProxy error, each as text.
-	if hostileIn != 3 {
-		t.Errorf("hostile string appears as text %d times, want 3:\n%s", hostileIn, buf.String())
+	// The reason, the failure, the HAProxy error and why a retiring
+	// instance still serves, each as text.
+	if hostileIn != 4 {
+		t.Errorf("hostile string appears as text %d times, want 4:\n%s", hostileIn, buf.String())
+	}
+	if !strings.Contains(buf.String(), "retiring web-001, still in service: waiting for the cloud API: ") {
+		t.Errorf("page does not say web-001 is retiring and waiting for the cloud API:\n%s", buf.String())
 	}
 	want := [][]string{
 		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2"},

@@ -380,6 +380,7 @@ var defaultNotes = map[string]string{
 	"providers[].profile":                    "ec2: a profile of credentials_file",
 	"providers[].endpoint":                   "ec2: the region's; set it for emulators (moto) only",
 	"providers[].server_plans":               "sacloud: every plan takes template.plan",
+	"providers[].instance_types":             "ec2: every plan takes instance_type, or the launch template's",
 	"providers[].template.network_interfaces[].assign_netmask_len": "0: the block's",
 	"groups[].autoscale.rules[].name":                              "`rule-N`, N counting from 1",
 	"groups[].autoscale.rules[].above":                             "not set; a rule needs above or below",

@@ -37,9 +37,13 @@ type EC2Driver struct {
 	LaunchTemplate *EC2LaunchTemplate `yaml:"launch_template"`
 	AMI            string             `yaml:"ami"`
 	InstanceType   string             `yaml:"instance_type"`
-	Subnet         string             `yaml:"subnet"`
-	SecurityGroups []string           `yaml:"security_groups"`
-	KeyName        string             `yaml:"key_name"`
+	// InstanceTypes maps the group's plan names (its plans' names) to an
+	// instance type; a plan not listed, or no plan, takes InstanceType
+	// (or the launch template's).
+	InstanceTypes  map[string]string `yaml:"instance_types"`
+	Subnet         string            `yaml:"subnet"`
+	SecurityGroups []string          `yaml:"security_groups"`
+	KeyName        string            `yaml:"key_name"`
 	// IAMInstanceProfile is an instance profile's name or ARN.
 	IAMInstanceProfile string `yaml:"iam_instance_profile"`
 	// Market is EC2OnDemand or EC2Spot; SpotMaxPrice (USD an hour, "" for
@@ -116,6 +120,21 @@ func (d *decoder) ec2Driver(f *fields) *EC2Driver {
 	}
 	e.AMI = d.ec2Match(f, "ami", amiRE, "an AMI ID such as ami-0123456789abcdef0")
 	e.InstanceType = d.ec2Match(f, "instance_type", instanceTypeRE, "an instance type such as t3.micro")
+	if n := f.get("instance_types"); n != nil {
+		entries, _ := d.entries(n, f.field("instance_types"))
+		e.InstanceTypes = make(map[string]string, len(entries))
+		for _, it := range entries {
+			field := join(f.field("instance_types"), it.key)
+			v, ok := d.value(it.v, field)
+			if !ok {
+				continue
+			}
+			if !instanceTypeRE.MatchString(v) {
+				d.errorf(it.v, field, "must be an instance type such as t3.micro, got %q", v)
+			}
+			e.InstanceTypes[it.key] = v
+		}
+	}
 	if e.LaunchTemplate == nil && f.node != nil {
 		for _, k := range []string{"ami", "instance_type"} {
 			if f.get(k) == nil {
@@ -157,6 +176,16 @@ func (d *decoder) ec2Driver(f *fields) *EC2Driver {
 		e.Tags = d.ec2Tags(n, f.field("tags"))
 	}
 	return &e
+}
+
+// InstanceTypeFor returns the instance type of a group's plan: its entry
+// in instance_types, else instance_type ("" leaves it to the launch
+// template).
+func (e *EC2Driver) InstanceTypeFor(plan string) string {
+	if t, ok := e.InstanceTypes[plan]; ok && plan != "" {
+		return t
+	}
+	return e.InstanceType
 }
 
 // ec2Match reads key, which must match re (what describes it).

@@ -22,11 +22,13 @@ providers:
     market: spot
     spot_max_price: "0.05"
     tags: {team: web}
+    instance_types: {medium: t3.small, largest: c7g.xlarge}
 groups:
   - name: web
     min_size: 1
     max_size: 4
     provider: aws
+    plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
     template: {command: [app]}
 `
 
@@ -48,6 +50,17 @@ func TestParseEC2(t *testing.T) {
 	}
 	if got := *e; !equalEC2(got, want) {
 		t.Errorf("ec2 = %+v\nwant %+v", got, want)
+	}
+	// A plan picks its instance type; one not listed (or none) takes
+	// instance_type, here the launch template's ("").
+	for plan, want := range map[string]string{"medium": "t3.small", "largest": "c7g.xlarge", "smallest": "", "": ""} {
+		if got := e.InstanceTypeFor(plan); got != want {
+			t.Errorf("InstanceTypeFor(%q) = %q, want %q", plan, got, want)
+		}
+	}
+	e.InstanceType = "t3.micro"
+	if got := e.InstanceTypeFor("smallest"); got != "t3.micro" {
+		t.Errorf("InstanceTypeFor(smallest) with instance_type t3.micro = %q", got)
 	}
 }
 
@@ -119,7 +132,11 @@ func TestParseEC2Errors(t *testing.T) {
 		{"shoal's tag", "{team: web}", "{shoal-owner: me}",
 			`testdata/shoal.yaml:14:12: providers[0].tags.shoal-owner: shoal-owner is set by shoal on every instance; choose another key`},
 		{"ssh keys on ec2", "tags:", "hosts: []\n    tags:",
-			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, instance_types, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+		{"unknown plan in instance_types", "{medium: t3.small,", "{huge: t3.small,",
+			`testdata/shoal.yaml:15:22: providers[0].instance_types.huge: no group on provider aws has a plan "huge"; plans: largest, medium, smallest`},
+		{"bad instance type", "largest: c7g.xlarge}", "largest: big}",
+			`testdata/shoal.yaml:15:49: providers[0].instance_types.largest: must be an instance type such as t3.micro, got "big"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

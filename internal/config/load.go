@@ -234,7 +234,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.Groups = d.groups(top.get("groups"), !top.has("frontends"))
 	// After the groups, which routes name.
 	cfg.Frontends = d.frontends(top, cfg)
-	d.checkSacloudPlans(cfg.Providers, cfg.Groups)
+	d.checkPlanMaps(cfg.Providers, cfg.Groups)
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 

@@ -471,11 +471,19 @@ func (s *SacloudDriver) PlanFor(plan string) SacloudPlan {
 	return s.Template.Plan
 }
 
-// checkSacloudPlans reports server_plans that no group on the provider
-// has: a typo would silently create servers of the template's size.
-func (d *decoder) checkSacloudPlans(ps []Provider, groups []Group) {
+// checkPlanMaps reports the keys of a provider's plan map (sacloud's
+// server_plans, ec2's instance_types) that no group on the provider has as
+// a plan: a typo would silently size servers by the default.
+func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
 	for _, p := range ps {
-		if p.Sacloud == nil || len(p.Sacloud.ServerPlans) == 0 {
+		key, names := "", []string(nil)
+		switch {
+		case p.Sacloud != nil:
+			key, names = "server_plans", slices.Sorted(maps.Keys(p.Sacloud.ServerPlans))
+		case p.EC2 != nil:
+			key, names = "instance_types", slices.Sorted(maps.Keys(p.EC2.InstanceTypes))
+		}
+		if len(names) == 0 {
 			continue
 		}
 		known := map[string]bool{}
@@ -486,10 +494,10 @@ func (d *decoder) checkSacloudPlans(ps []Provider, groups []Group) {
 				}
 			}
 		}
-		for _, name := range slices.Sorted(maps.Keys(p.Sacloud.ServerPlans)) {
+		for _, name := range names {
 			if !known[name] {
 				pl := d.provs[p.Name]
-				d.errorf(keyNode(pl.node, "server_plans", name), join(pl.path+".server_plans", name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+				d.errorf(keyNode(pl.node, key, name), join(pl.path+"."+key, name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 			}
 		}
 	}

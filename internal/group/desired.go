@@ -493,7 +493,9 @@ func (g *Group) Status(ctx context.Context) Status {
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {
-		if now.Sub(f.At) < failureWindow {
+		// A retiring instance its cloud refuses to delete failed its job
+		// only: it serves, and shows as waiting (InstanceStatus.Waiting).
+		if now.Sub(f.At) < failureWindow && !f.serving {
 			s.LastFailures = append(s.LastFailures, f)
 		}
 	}

@@ -289,9 +289,19 @@ type fakeCloud struct {
 	*fakeProvider
 	mu   sync.Mutex
 	down error
+	// hold, if set, holds every Delete call until it is closed: a call
+	// out while the test acts.
+	hold chan struct{}
 }
 
 func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
+	c.mu.Lock()
+	hold := c.hold
+	c.mu.Unlock()
+	if hold != nil {
+		c.ev.add("delete held %s", in.Record().Name)
+		<-hold
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down != nil {
@@ -303,6 +313,12 @@ func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
 }
 
 func (c *fakeCloud) DeleteTimeout() time.Duration { return 5 * time.Second }
+
+func (c *fakeCloud) setHold(hold chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = hold
+}
 
 func (c *fakeCloud) setDown(err error) {
 	c.mu.Lock()
@@ -318,6 +334,9 @@ type fakeBalancer struct {
 	// real one waits for sessions to end or the timeout; drain closes it.
 	drained   chan struct{}
 	drainOnce sync.Once
+	// freeDrains is how many drains return at once before drained holds
+	// the rest (guarded by mu).
+	freeDrains int
 
 	mu      sync.Mutex
 	servers map[string]haproxy.ServerStat
@@ -346,9 +365,13 @@ func (b *fakeBalancer) MarkReady(_, name string) { b.ev.add("ready %s", name) }
 func (b *fakeBalancer) Drain(ctx context.Context, _, name string, timeout time.Duration) error {
 	b.mu.Lock()
 	b.drains[name] = timeout
+	free := b.freeDrains > 0
+	if free {
+		b.freeDrains--
+	}
 	b.mu.Unlock()
 	b.ev.add("drain %s", name)
-	if b.drained != nil {
+	if b.drained != nil && !free {
 		select {
 		case <-b.drained:
 		case <-ctx.Done():

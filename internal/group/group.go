@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +87,10 @@ type Failure struct {
 	// crash is a failure that counts towards crash-loop back-off: the
 	// instance never served steadily (see stableService).
 	crash bool
+	// serving marks a job's failure whose instance still serves (its cloud
+	// refuses to delete it, see stuck): the job failed, the instance did
+	// not, so status shows it as retiring and waiting, not as a failure.
+	serving bool
 }
 
 type instance struct {
@@ -94,7 +100,9 @@ type instance struct {
 	inst  provider.Instance // nil until the provider started it
 	state State
 	since time.Time
-	// retire is closed to ask the instance to drain and stop (scale-in).
+	// retire is closed to ask the instance to drain and stop (scale-in);
+	// a scale-up that takes a waiting instance back replaces it (see
+	// keepWaitingLocked). Read it under g.mu.
 	retire   chan struct{}
 	retiring bool
 	// job tags the instance with the job whose size change started or retired
@@ -110,6 +118,10 @@ type instance struct {
 	// waiting says why a retiring instance is still in service ("" when
 	// it is not): its cloud refuses to delete it (see deleteDrained).
 	waiting string
+	// keep, set while such an instance waits for its cloud (nil while its
+	// Delete call is out), cancels the retirement: a scale-up takes it
+	// back rather than pay for a new server (see keepWaitingLocked).
+	keep context.CancelFunc
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -398,11 +410,17 @@ func (g *Group) reconcile(ctx context.Context) {
 	want := g.desired + g.surge
 	switch {
 	case len(active) < want:
+		// A server still serving while its cloud refuses to delete it
+		// costs nothing to keep, and is in service already.
+		need := want - len(active)
+		if need -= g.keepWaitingLocked(need); need == 0 {
+			return
+		}
 		if wait := g.nextLaunch.Sub(g.clk.Now()); wait > 0 {
 			g.clk.AfterFunc(wait, g.poke)
 			return
 		}
-		for range want - len(active) {
+		for range need {
 			g.launchLocked(ctx)
 		}
 	case len(active) > want:
@@ -537,8 +555,10 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 		case <-in.inst.Done():
 			g.drop(in, "exited: "+in.inst.ExitReason(), removeThenStop)
 			return
-		case <-in.retire:
-			g.retire(ctx, in)
+		case <-g.retireCh(in):
+			if g.retire(ctx, in) {
+				continue // taken back: it serves on
+			}
 			return
 		case <-tick:
 			st, ok := g.serverStat(ctx, in.name)
@@ -638,9 +658,10 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 		case <-in.inst.Done():
 			g.drop(in, "exited before passing its health check: "+in.inst.ExitReason(), removeThenStop)
 			return false
-		case <-in.retire:
-			g.retire(ctx, in)
-			return false
+		case <-g.retireCh(in):
+			// Taken back after its cloud refused to delete it, it is in
+			// service already.
+			return g.retire(ctx, in)
 		case <-deadline:
 			g.drop(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last), removeThenStop)
 			return false
@@ -684,11 +705,20 @@ func (g *Group) recordStartDelay(ctx context.Context, in *instance, launched tim
 	}
 }
 
+// retireCh is the instance's current retire channel.
+func (g *Group) retireCh(in *instance) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return in.retire
+}
+
 // retire drains the instance, removes it from HAProxy, then stops it. An
 // instance adopted while draining gets what is left of drain_timeout; one
 // adopted while stopping is not drained again. A cloud's instance is
-// deleted before it leaves HAProxy (see deleteDrained).
-func (g *Group) retire(ctx context.Context, in *instance) {
+// deleted before it leaves HAProxy (see deleteDrained). It reports whether
+// the instance was taken back instead, and serves on (in service, in
+// HAProxy's rotation).
+func (g *Group) retire(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	state, since := in.state, in.since
 	g.mu.Unlock()
@@ -711,16 +741,19 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 		g.setState(ctx, in, Draining)
 	}
 	if d, ok := g.prov.(provider.Deleter); ok && timeout >= 0 {
-		if g.deleteDrained(ctx, in, d, timeout) {
+		switch g.deleteDrained(ctx, in, d, timeout) {
+		case deleted:
 			g.setState(ctx, in, Stopping)
 			g.drop(in, "", removeThenStop) // Stop only waits for the server to go
+		case kept:
+			return true
 		}
-		return
+		return false
 	}
 	if timeout >= 0 {
 		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
 		if ctx.Err() != nil && g.keep.Load() {
-			return // recorded as draining: the next run of shoal resumes the drain
+			return false // recorded as draining: the next run of shoal resumes the drain
 		}
 		if err != nil {
 			g.log.Warn("drain failed; removing anyway", "instance", in.name, "err", err)
@@ -728,54 +761,84 @@ func (g *Group) retire(ctx context.Context, in *instance) {
 	}
 	g.setState(ctx, in, Stopping)
 	g.drop(in, "", removeThenStop)
+	return false
 }
 
+// deletion is how deleteDrained ended.
+type deletion int
+
+const (
+	// deleted: the cloud accepted; the caller takes it out of HAProxy.
+	deleted deletion = iota
+	// kept: a scale-up took it back while it waited; it serves on.
+	kept
+	// ended: it ended otherwise (its server gone meanwhile, shoal
+	// stopping), cleaned up already.
+	ended
+)
+
 // deleteDrained retires a cloud's instance: drain, then ask the cloud to
-// delete the server; it reports whether the cloud accepted, after which
-// the caller takes the instance out of HAProxy. While the cloud's API
-// refuses (an outage), the server still runs and costs, so it serves:
+// delete the server. While the cloud's API refuses (an outage), the server
+// still runs and costs, so it serves; a scale-up meanwhile takes it back
+// (keepWaitingLocked) rather than launch a new server:
 //
 //	+----------+ sessions 0, or  +-------------+ accepted  +----------+
 //	| draining |---------------->| delete call |---------->| stopping |--> gone
 //	+----------+ drain_timeout   +-------------+           +----------+
-//	     ^                              | refused
-//	     | after 1 s doubling to 30 s   v
-//	     |                    +-----------------------+
-//	     +--------------------| in-service, retiring: |
-//	                          | "waiting for the      |
-//	                          |  cloud API: ..."      |
-//	                          +-----------------------+
+//	   ^    |                           | refused
+//	   |    | taken back (a retry's)    v
+//	   |    |                 +-----------------------+
+//	   |    |                 | in-service, retiring: |
+//	   |    |                 | "waiting for the      |
+//	   |    |                 |  cloud API: ..."      |
+//	   |    |                 +-----------------------+
+//	   |    |                   |               | taken back (a scale-up
+//	   +----|-------------------+               | wants one more)
+//	 after  |                                   v
+//	 1 s doubling to 30 s       +------------------------------------+
+//	        +------------------>| in-service: serves on, not retiring |
+//	                            +------------------------------------+
 //
+// A scale-up while a retry's Delete call is out waits for its answer.
 // Refused for delete_timeout, the instance's job fails with the API's
-// answer (see stuck), and the retirement goes on until the cloud accepts.
-// It returns false when the instance ended otherwise (its server gone
-// meanwhile, shoal stopping), cleaned up already.
-func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Deleter, timeout time.Duration) bool {
+// answer (see stuck), and the retirement goes on until the cloud accepts
+// or a scale-up takes the instance back.
+func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Deleter, timeout time.Duration) deletion {
 	first, wait, reported := g.clk.Now(), time.Second, false
+	// kctx ends when a scale-up takes the instance back: it stops a retry's
+	// drain at once.
+	kctx, keep := context.WithCancel(ctx)
+	defer keep()
 	for {
-		err := g.lb.Drain(ctx, g.cfg.Name, in.name, timeout)
-		if ctx.Err() == nil {
-			if err != nil {
-				g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
-			}
-			err = d.Delete(ctx, in.inst)
-		}
+		err := g.lb.Drain(kctx, g.cfg.Name, in.name, timeout)
 		if ctx.Err() != nil {
 			// Recorded as draining (or in service): the next run of shoal
 			// retires it again; without KeepInstances it is stopped.
 			g.shutdown(in)
-			return false
+			return ended
+		}
+		if !g.deleting(in, kctx) {
+			return g.keepServing(ctx, in)
+		}
+		if err != nil {
+			g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
+		}
+		err = d.Delete(ctx, in.inst)
+		if ctx.Err() != nil {
+			g.shutdown(in)
+			return ended
 		}
 		if err == nil {
-			g.setWaiting(in, "")
-			return true
+			g.setWaiting(in, "", nil)
+			return deleted
 		}
 		why := "waiting for the cloud API: " + err.Error()
 		if uerr := g.lb.Undrain(ctx, g.cfg.Name, in.name); uerr != nil {
 			g.log.Warn("putting a retiring instance back into rotation failed", "instance", in.name, "err", uerr)
 		}
-		g.setWaiting(in, why)
+		g.setWaiting(in, why, keep)
 		g.setState(ctx, in, InService)
+		g.poke() // a scale-up that awaited this answer takes it back
 		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
 			"retry_in", wait, "err", err)
 		bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
@@ -792,29 +855,102 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		case <-ctx.Done():
 			stop()
 			g.shutdown(in)
-			return false
+			return ended
+		case <-kctx.Done():
+			stop()
+			return g.keepServing(ctx, in)
 		case <-in.inst.Done():
 			stop()
 			// Deleted after all (a call that timed out but went through),
 			// or outside shoal: gone, so out of HAProxy.
-			g.setWaiting(in, "")
+			g.setWaiting(in, "", nil)
 			g.drop(in, "", removeThenStop)
-			return false
+			return ended
 		case <-t:
 		}
 		if next == wait {
 			wait = min(2*wait, maxDeleteRetry)
 		}
-		// Back in rotation meanwhile: a whole drain again.
+		// Back in rotation meanwhile: a whole drain again, unless a
+		// scale-up took it back just now.
 		timeout = g.conf().DrainTimeout
-		g.setState(ctx, in, Draining)
+		if !g.setStateIf(ctx, in, Draining, func() bool { return kctx.Err() == nil }) {
+			return g.keepServing(ctx, in)
+		}
 	}
 }
 
-// setWaiting records why a retiring instance is still in service.
-func (g *Group) setWaiting(in *instance, why string) {
+// deleting reports whether a retiring instance is still to be deleted,
+// and if so stops a scale-up from taking it back while its Delete call is
+// out; false: one took it back (kctx ended).
+func (g *Group) deleting(in *instance, kctx context.Context) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if kctx.Err() != nil {
+		return false
+	}
+	in.keep = nil
+	return true
+}
+
+// keepServing puts an instance a scale-up took back into rotation again
+// (a retry's drain may have begun) and records it in service.
+func (g *Group) keepServing(ctx context.Context, in *instance) deletion {
+	if err := g.lb.Undrain(ctx, g.cfg.Name, in.name); err != nil {
+		g.log.Warn("putting a kept instance back into rotation failed", "instance", in.name, "err", err)
+	}
+	g.setState(ctx, in, InService)
+	return kept
+}
+
+// keepWaitingLocked takes back up to n retiring instances that still serve
+// because their cloud refuses to delete them (oldest name first): each
+// cancels its retirement and counts as active again, in place of a new
+// server. One whose Delete call is out after an earlier refusal is
+// awaited rather than replaced: refused again, it is taken back at the
+// next pass (deleteDrained pokes); accepted, it goes and a launch follows.
+// It returns how many it took or awaits. Only instances of the serving
+// version are taken, as Reclaim does. g.mu must be held.
+func (g *Group) keepWaitingLocked(n int) int {
+	var waiting []*instance
+	deciding := 0
+	for _, in := range g.insts {
+		switch {
+		case !in.retiring || in.waiting == "" || in.version != g.version || g.deployTarget != "":
+		case in.keep == nil:
+			deciding++
+		default:
+			waiting = append(waiting, in)
+		}
+	}
+	slices.SortFunc(waiting, func(a, b *instance) int { return strings.Compare(a.name, b.name) })
+	waiting = waiting[:min(n, len(waiting))]
+	for _, in := range waiting {
+		in.keep()
+		in.keep, in.waiting, in.retiring = nil, "", false
+		in.retire = make(chan struct{})
+		// Active again now: the lifecycle puts it back into rotation.
+		in.state, in.since = InService, g.clk.Now()
+		in.job = 0
+		if g.owedLaunch > 0 {
+			in.job = g.jobSeq
+			g.owedLaunch--
+		}
+		g.churn++
+		g.log.Info("retiring instance taken back: it still serves while its cloud refuses to delete it, so no new server is launched", "instance", in.name, "desired", g.desired)
+	}
+	if len(waiting) > 0 {
+		g.notifyLocked()
+	}
+	return len(waiting) + min(deciding, n-len(waiting))
+}
+
+// setWaiting records why a retiring instance is still in service, and
+// keep, what takes it back meanwhile (nil when it is not waiting).
+func (g *Group) setWaiting(in *instance, why string, keep context.CancelFunc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	in.keep = keep
 	if in.waiting != why {
 		in.waiting = why
 		g.notifyLocked()
@@ -826,7 +962,7 @@ func (g *Group) setWaiting(in *instance, why string) {
 func (g *Group) stuck(in *instance, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version})
+	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version, serving: true})
 	if len(g.failures) > maxFailures {
 		g.failures = g.failures[len(g.failures)-maxFailures:]
 	}
@@ -969,7 +1105,17 @@ func (g *Group) forget(in *instance) {
 }
 
 func (g *Group) setState(ctx context.Context, in *instance, s State) {
+	g.setStateIf(ctx, in, s, nil)
+}
+
+// setStateIf is setState if ok (nil: always), asked under g.mu, holds; it
+// reports whether it did.
+func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func() bool) bool {
 	g.mu.Lock()
+	if ok != nil && !ok() {
+		g.mu.Unlock()
+		return false
+	}
 	in.state, in.since = s, g.clk.Now()
 	if s == InService && in.servingSince.IsZero() {
 		in.servingSince = in.since
@@ -978,6 +1124,7 @@ func (g *Group) setState(ctx context.Context, in *instance, s State) {
 	g.mu.Unlock()
 	g.log.Info("instance "+string(s), "instance", in.name, "addr", in.rec.Addr)
 	g.persist(context.WithoutCancel(ctx), in)
+	return true
 }
 
 func (g *Group) persist(ctx context.Context, in *instance) {

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -409,20 +410,31 @@ func TestReconcilerInServiceToDrainingToStopping(t *testing.T) {
 	}
 }
 
+// newOutage runs web-001 and web-002 in service on a fakeCloud whose API
+// refuses deletions (setup, if not nil, prepares the rest).
+func newOutage(t *testing.T, setup func(*reconciler)) (*reconciler, *fakeCloud) {
+	t.Helper()
+	var cloud *fakeCloud
+	r := newReconciler(t, 2, func(r *reconciler) {
+		cloud = &fakeCloud{fakeProvider: r.prov}
+		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
+		r.g.prov = cloud
+		if setup != nil {
+			setup(r)
+		}
+	})
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	return r, cloud
+}
+
 // TestReconcilerDrainingCloudRefusesDelete: a cloud's instance leaves
 // HAProxy only once its cloud accepted the deletion. While the API refuses,
 // it goes back into service with the reason, drained and asked again after
 // a back-off; past delete_timeout the job fails with the API's answer, and
 // the retirement goes on until the API is back.
 func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
-	var cloud *fakeCloud
-	r := newReconciler(t, 2, func(r *reconciler) {
-		cloud = &fakeCloud{fakeProvider: r.prov}
-		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
-		r.g.prov = cloud
-	})
-	r.awaitStarts(2)
-	r.bringUp("web-001", "web-002")
+	r, cloud := newOutage(t, nil)
 	if got := r.g.DeleteTimeout(); got != 5*time.Second {
 		t.Fatalf("DeleteTimeout %v, want the provider's 5s", got)
 	}
@@ -467,6 +479,15 @@ func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
 	if f := r.awaitFailure(1); f.At.Sub(refused) < 5*time.Second || f.crash {
 		t.Fatalf("job failed %v after the first refusal, want delete_timeout 5s; crash-loop counted %v", f.At.Sub(refused), f.crash)
 	}
+	// Status says what is true: the job failed, not the instance, which
+	// serves and waits for its cloud with the API's last answer.
+	st := r.g.Status(context.Background())
+	if len(st.LastFailures) != 0 {
+		t.Errorf("status lists recent failures %+v while web-002 still serves", st.LastFailures)
+	}
+	if w := waiting(); w != "waiting for the cloud API: stop: exit status 75: 503 Service Unavailable" {
+		t.Errorf("web-002 waiting after delete_timeout: %q", w)
+	}
 	for _, e := range r.ev.of("web-002") {
 		if e == "remove" || e == "stop" {
 			t.Fatalf("web-002 %s while its cloud refused to delete it: %q", e, r.ev.of("web-002"))
@@ -495,6 +516,151 @@ func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
 	}
 	if s, _ := r.state("web-001"); s != InService {
 		t.Fatalf("web-001 is %s, want it left in service", s)
+	}
+}
+
+// TestReconcilerScaleUpKeepsWaitingInstance: a group scaled back up while
+// a retiring instance waits for its cloud's API takes that instance back
+// (it still serves) instead of launching a new server and paying for
+// both; once the API is back, nothing is deleted. A scale-up during a
+// retry's drain takes it back too, ending the drain at once.
+func TestReconcilerScaleUpKeepsWaitingInstance(t *testing.T) {
+	r, cloud := newOutage(t, nil)
+	if err := r.g.SetDesired(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "web-002 waiting for the cloud API", func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		in := r.g.insts["web-002"]
+		return in != nil && in.keep != nil
+	})
+
+	m := r.g.Mark()
+	if err := r.g.SetDesired(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.g.WaitConverged(ctx, m); err != nil {
+		t.Fatalf("scale-up's job: %v", err)
+	}
+	// Its retry timers fire and the API comes back: it stays.
+	cloud.setDown(nil)
+	for range 80 {
+		r.clk.Advance(500 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(r.prov.startTimes()); n != 2 {
+		t.Fatalf("%d instances started, want the 2 of the start: the waiting one kept", n)
+	}
+	got := r.ev.of("web-002")
+	if n := len(got); n == 0 || got[n-1] != "undrain" || slices.Contains(got, "delete") || slices.Contains(got, "remove") || slices.Contains(got, "stop") {
+		t.Fatalf("web-002: calls %q, want it back in rotation (undrain last), never deleted", got)
+	}
+	st := r.g.Status(context.Background())
+	if st.InService != 2 || len(st.LastFailures) != 0 {
+		t.Fatalf("status: %d in service, failures %+v; want 2 and none", st.InService, st.LastFailures)
+	}
+	for _, in := range st.Instances {
+		if in.State != InService || in.Waiting != "" {
+			t.Errorf("%s: %s, waiting %q; want in service, not waiting", in.Name, in.State, in.Waiting)
+		}
+	}
+
+}
+
+// TestReconcilerScaleUpEndsRetryDrain: a scale-up while a waiting
+// instance's retry drains it (sessions left) takes it back at once: the
+// drain ends, it goes back into rotation, and nothing new is launched.
+func TestReconcilerScaleUpEndsRetryDrain(t *testing.T) {
+	r, _ := newOutage(t, func(r *reconciler) {
+		// The first drain ends at once; the retry's holds.
+		r.lb.drained, r.lb.freeDrains = make(chan struct{}), 1
+	})
+	if err := r.g.SetDesired(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	drains := func() int {
+		n := 0
+		for _, e := range r.ev.of("web-002") {
+			if e == "drain" {
+				n++
+			}
+		}
+		return n
+	}
+	r.stepUntil("web-002 in a retry's drain", func() bool { return drains() == 2 })
+	if s, _ := r.state("web-002"); s != Draining {
+		t.Fatalf("web-002 is %s in its retry's drain", s)
+	}
+	if err := r.g.SetDesired(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitState("web-002", InService)
+	waitFor(t, "web-002 undrained", func() bool { ev := r.ev.of("web-002"); return ev[len(ev)-1] == "undrain" })
+	if n := len(r.prov.startTimes()); n != 2 {
+		t.Fatalf("%d instances started, want 2: web-002 taken back mid-drain", n)
+	}
+	if got := r.ev.of("web-002"); slices.Contains(got, "delete") || strings.Count(strings.Join(got, ","), "delete refused") != 1 {
+		t.Fatalf("web-002: calls %q, want one refused delete and no other", got)
+	}
+}
+
+// TestReconcilerScaleUpAwaitsDeleteCall: a scale-up while a waiting
+// instance's Delete call is out awaits the cloud's answer rather than
+// launch: refused again, the instance is taken back; accepted, it goes
+// and a new one is launched.
+func TestReconcilerScaleUpAwaitsDeleteCall(t *testing.T) {
+	for _, refused := range []bool{true, false} {
+		t.Run(fmt.Sprintf("refused=%v", refused), func(t *testing.T) {
+			r, cloud := newOutage(t, nil)
+			if err := r.g.SetDesired(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "web-002 waiting for the cloud API", func() bool {
+				r.g.mu.Lock()
+				defer r.g.mu.Unlock()
+				in := r.g.insts["web-002"]
+				return in != nil && in.keep != nil
+			})
+			hold := make(chan struct{})
+			cloud.setHold(hold)
+			r.stepUntil("web-002's retry's Delete call out", func() bool { return slices.Contains(r.ev.of("web-002"), "delete held") })
+			m := r.g.Mark()
+			if err := r.g.SetDesired(context.Background(), 2); err != nil {
+				t.Fatal(err)
+			}
+			for range 10 { // reconciler passes while the call is out
+				r.clk.Advance(500 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+			if n := len(r.prov.startTimes()); n != 2 {
+				t.Fatalf("%d instances started while web-002's Delete call was out, want 2", n)
+			}
+			if !refused {
+				cloud.setDown(nil)
+			}
+			cloud.setHold(nil)
+			close(hold)
+			if refused {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := r.g.WaitConverged(ctx, m); err != nil {
+					t.Fatalf("scale-up's job: %v", err)
+				}
+				if n := len(r.prov.startTimes()); n != 2 {
+					t.Fatalf("%d instances started, want 2: web-002 taken back", n)
+				}
+				return
+			}
+			r.awaitStarts(3)
+			// Deleted, then out of HAProxy; its index goes to the new one.
+			waitFor(t, "web-002 deleted and started anew", func() bool {
+				ev := strings.Join(r.ev.of("web-002"), ",")
+				return strings.Contains(ev, ",delete held,delete,remove,stop,start")
+			})
+		})
 	}
 }
 

@@ -25,39 +25,60 @@ type fakeServer struct {
 	CPU      int
 }
 
-// fakeServers reads the servers and disks in the fake's store file
-// (written whole on every change: a read that races a write is retried).
-func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []string) {
+// fakeItem is a resource as the fake's store file holds it.
+type fakeItem struct {
+	ResourceType, ID, Name string
+	Tags                   []string
+	CPU                    int
+}
+
+// fakeItems reads the fake's store file (written whole on every change: a
+// read that races a write is retried).
+func fakeItems(t *testing.T, store string) []fakeItem {
 	t.Helper()
 	var last error
 	for range 50 {
 		b, err := os.ReadFile(store)
-		var items []struct {
-			ResourceType, ID, Name string
-			Tags                   []string
-			CPU                    int
-		}
+		var items []fakeItem
 		if err == nil {
 			if err = json.Unmarshal(b, &items); err == nil {
-				servers, disks = nil, nil
-				for _, it := range items {
-					switch it.ResourceType {
-					case "Server":
-						servers = append(servers, fakeServer{ID: it.ID, Name: it.Name, Tags: it.Tags, CPU: it.CPU})
-					case "Disk":
-						if strings.HasPrefix(it.Name, "hscale-group-") {
-							disks = append(disks, it.Name)
-						}
-					}
-				}
-				return servers, disks
+				return items
 			}
 		}
 		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("read the fake's store %s: %v", store, last)
-	return nil, nil
+	return nil
+}
+
+// fakeServers reads the servers and disks in the fake's store file.
+func fakeServers(t *testing.T, store string) (servers []fakeServer, disks []string) {
+	t.Helper()
+	for _, it := range fakeItems(t, store) {
+		switch it.ResourceType {
+		case "Server":
+			servers = append(servers, fakeServer{ID: it.ID, Name: it.Name, Tags: it.Tags, CPU: it.CPU})
+		case "Disk":
+			if strings.HasPrefix(it.Name, "hscale-group-") {
+				disks = append(disks, it.Name)
+			}
+		}
+	}
+	return servers, disks
+}
+
+// fakeNotes reads the names of the startup script notes in the fake's
+// store file that carry an owner marker (shoal-o=...).
+func fakeNotes(t *testing.T, store string) []string {
+	t.Helper()
+	var notes []string
+	for _, it := range fakeItems(t, store) {
+		if it.ResourceType == "Note" && slices.ContainsFunc(it.Tags, func(tag string) bool { return strings.HasPrefix(tag, "shoal-o=") }) {
+			notes = append(notes, it.Name)
+		}
+	}
+	return notes
 }
 
 func sacloudEnv(t *testing.T) (*shoalEnv, string) {
@@ -185,10 +206,15 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 	before := len(ours(t, e, store))
 	g := e.status().Groups[0]
 	e.kill9()
-	t.Logf("killed with %d servers in the fake, %d instances in service of desired %d", before, g.InService, g.Desired)
+	t.Logf("killed with %d servers and %d startup script notes in the fake, %d instances in service of desired %d", before, len(fakeNotes(t, store)), g.InService, g.Desired)
 	e.start()
 	e.eventually("5 servers in service after the restart", 90*time.Second, inService(e, 5))
 	e.eventually("the fake's servers are the instances, no more", 30*time.Second, func() error { return sacloudMatches(t, e, store) })
+	// Startup script notes live while their server is created: none is
+	// left, by the creates nor by the kill (swept at the restart).
+	if notes := fakeNotes(t, store); len(notes) > 0 {
+		t.Errorf("startup script notes left in the fake after the restart converged: %v", notes)
+	}
 
 	// The group's plan picks the server size: the first two were created
 	// at smallest (the template's 1 core), the rest at largest

@@ -683,7 +683,8 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 }
 
 // sweep deletes the listed servers that are not kept, nor tracked or
-// claimed by this provider.
+// claimed by this provider, and has a Sweeper driver sweep its own strays
+// (until that works, again at every listing that works).
 func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.Record, error) {
 	var keepStandIns []provider.Record
 	p.mu.Lock()
@@ -728,6 +729,19 @@ func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.
 		})
 	}
 	wg.Wait()
+	if sw, ok := p.d.(Sweeper); ok {
+		swept, err := sw.SweepStrays(dctx, p.opts.Owner)
+		for _, what := range swept {
+			p.log.Warn("stray left by a create that never finished deleted", "provider", p.name, "what", what)
+		}
+		if err != nil {
+			// Swept again at the poller's next listing that works.
+			p.mu.Lock()
+			p.pendingSweep = kept
+			p.mu.Unlock()
+			errs = append(errs, fmt.Errorf("driver's strays: %w", err))
+		}
+	}
 	if p.standIns != nil {
 		if _, err := p.standIns.StopStrays(ctx, keepStandIns); err != nil {
 			errs = append(errs, fmt.Errorf("emulator stand-ins: %w", err))

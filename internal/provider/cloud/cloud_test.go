@@ -61,9 +61,15 @@ func (d *scriptedDriver) List(context.Context, string) ([]Server, error) {
 
 func newScripted(t *testing.T, d *scriptedDriver, cfg config.CloudProvider) *Provider {
 	t.Helper()
+	return newScriptedOn(t, d, d, cfg)
+}
+
+// newScriptedOn runs a provider on drv, which is d or wraps it.
+func newScriptedOn(t *testing.T, drv Driver, d *scriptedDriver, cfg config.CloudProvider) *Provider {
+	t.Helper()
 	d.servers = map[string]Server{}
 	cfg.Port, cfg.Interval = 8080, 50*time.Millisecond
-	p, err := New("scripted", d, cfg, Options{Owner: "me"})
+	p, err := New("scripted", drv, cfg, Options{Owner: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,5 +190,57 @@ func TestDeleteRefusedLeavesServer(t *testing.T) {
 	}
 	if r := in.ExitReason(); r != "stopped" {
 		t.Errorf("exit reason %q, want stopped", r)
+	}
+}
+
+// sweepingDriver is a scriptedDriver that leaves strays of its own (a
+// Sweeper): sweeps fail while failSweeps > 0.
+type sweepingDriver struct {
+	scriptedDriver
+	failSweeps int
+	sweeps     int
+}
+
+func (d *sweepingDriver) SweepStrays(_ context.Context, owner string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sweeps++
+	if d.failSweeps > 0 {
+		d.failSweeps--
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return []string{"note of " + owner}, nil
+}
+
+// TestDriverStraysSweptUntilSwept: StopStrays has a Sweeper driver sweep
+// its own strays; a sweep that fails is retried at the poller's next
+// listings until one works, and then no more.
+func TestDriverStraysSweptUntilSwept(t *testing.T) {
+	d := &sweepingDriver{failSweeps: 2}
+	p := newScriptedOn(t, d, &d.scriptedDriver, config.CloudProvider{})
+	if _, err := p.StopStrays(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "driver's strays: 503 Service Unavailable") {
+		t.Fatalf("StopStrays with a failing sweep = %v, want the driver's error", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		n := d.sweeps
+		d.mu.Unlock()
+		p.mu.Lock()
+		pending := p.pendingSweep != nil
+		p.mu.Unlock()
+		if n >= 3 && !pending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweeps, pending %v after 5 s; want the third to work and none pending", n, pending)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a few more listings
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sweeps != 3 {
+		t.Fatalf("%d sweeps, want 3: none after one worked", d.sweeps)
 	}
 }

@@ -97,6 +97,17 @@ type Driver interface {
 	List(ctx context.Context, owner string) ([]Server, error)
 }
 
+// Sweeper is a Driver that creates things of its own besides servers
+// (sacloud's startup-script notes) which a shoal killed mid-create leaves
+// behind. The provider has it sweep them wherever it sweeps stray servers:
+// at start (StopStrays), or at the first listing that works.
+type Sweeper interface {
+	// SweepStrays deletes what the driver created for owner that no
+	// create in flight in this process uses, and returns what it deleted,
+	// each described for the log ("note web-003-startup-1 (ID)").
+	SweepStrays(ctx context.Context, owner string) ([]string, error)
+}
+
 // ErrRetryable marks a driver error worth retrying with back-off: the API
 // throttled, was briefly unavailable, or lacked capacity right now.
 // Anything else fails the instance at once with the driver's message.

@@ -140,7 +140,8 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 }
 
 // runInput is the RunInstances request of req: the config's launch
-// template, AMI, type, network and market, and every tag at launch, so
+// template, AMI, type (the one instance_types gives req's plan), network
+// and market, and every tag at launch, so
 // that no instance ever exists without its marker.
 func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	c := d.cfg
@@ -157,8 +158,8 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	if c.AMI != "" {
 		in.ImageId = aws.String(c.AMI)
 	}
-	if c.InstanceType != "" {
-		in.InstanceType = types.InstanceType(c.InstanceType)
+	if t := c.InstanceTypeFor(req.Plan); t != "" {
+		in.InstanceType = types.InstanceType(t)
 	}
 	if c.Subnet != "" {
 		in.SubnetId = aws.String(c.Subnet)

@@ -275,6 +275,34 @@ func TestMoto(t *testing.T) {
 		}
 	})
 
+	// A group's plan picks the instance type by instance_types, over the
+	// launch template's; a plan not listed, or none, keeps the template's.
+	t.Run("PlanInstanceTypes", func(t *testing.T) {
+		ctx := t.Context()
+		d := e.driver(t, config.EC2Driver{
+			LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Latest"},
+			InstanceTypes:  map[string]string{"medium": "t3.small", "largest": "c5.xlarge"},
+		})
+		for i, tt := range []struct {
+			plan string
+			want types.InstanceType
+		}{{"medium", types.InstanceTypeT3Small}, {"largest", types.InstanceTypeC5Xlarge}, {"smallest", types.InstanceTypeT3Micro}, {"", types.InstanceTypeT3Micro}} {
+			req := request("owner-plans", fmt.Sprintf("web-%03d", i+1))
+			req.Plan = tt.plan
+			s, err := d.Create(ctx, req)
+			if err != nil {
+				t.Fatalf("Create with plan %q: %v", tt.plan, err)
+			}
+			out, err := d.client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{s.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Reservations[0].Instances[0].InstanceType; got != tt.want {
+				t.Errorf("plan %q: instance type %s, want %s", tt.plan, got, tt.want)
+			}
+		}
+	})
+
 	t.Run("Pagination", func(t *testing.T) {
 		ctx := t.Context()
 		d := e.driver(t, config.EC2Driver{AMI: e.ami, InstanceType: "t3.micro"})

@@ -49,12 +49,20 @@ type Driver struct {
 	switches iaas.SwitchAPI
 	notes    iaas.NoteAPI
 
-	// mu guards the IDs the template's selectors resolved to: archives and
-	// switches are looked up once, not once per server.
+	// mu guards the IDs the template's selectors resolved to (archives and
+	// switches are looked up once, not once per server), and creating.
 	mu         sync.Mutex
 	archiveIDs map[int]types.ID
 	switchIDs  map[int]types.ID
+	// creating counts the creates in flight by instance name: their
+	// startup-script notes are in use, not strays (see SweepStrays).
+	creating map[string]int
 }
+
+var (
+	_ cloud.Driver  = (*Driver)(nil)
+	_ cloud.Sweeper = (*Driver)(nil)
+)
 
 // listPage is how many servers one List call asks for.
 const listPage = 100
@@ -87,6 +95,7 @@ func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
 		notes:      iaas.NewNoteOp(caller),
 		archiveIDs: map[int]types.ID{},
 		switchIDs:  map[int]types.ID{},
+		creating:   map[string]int{},
 	}, nil
 }
 
@@ -357,6 +366,8 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 	if err != nil {
 		return err
 	}
+	d.setCreating(req.Name, 1)
+	defer d.setCreating(req.Name, -1)
 	var notes []types.ID
 	defer func() {
 		// The startup scripts are applied once the disk is ready; the
@@ -437,7 +448,7 @@ func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *co
 	var ids []types.ID
 	for i, s := range scripts {
 		note, err := d.notes.Create(ctx, &iaas.NoteCreateRequest{
-			Name:    fmt.Sprintf("%s-startup-%d", req.Name, i+1),
+			Name:    fmt.Sprintf("%s%s%d", req.Name, noteInfix, i+1),
 			Class:   "shell",
 			Content: s,
 			Tags:    types.Tags{tagOwner + "=" + req.Tags[cloud.TagOwner]},
@@ -449,6 +460,67 @@ func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *co
 		edit.Notes = append(edit.Notes, &iaas.DiskEditNote{ID: note.ID})
 	}
 	return edit, ids, nil
+}
+
+// noteInfix joins a startup-script note's instance and number in its name
+// (web-003-startup-1): what tells SweepStrays whose it is.
+const noteInfix = "-startup-"
+
+func (d *Driver) setCreating(name string, delta int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.creating[name] += delta; d.creating[name] <= 0 {
+		delete(d.creating, name)
+	}
+}
+
+// SweepStrays deletes the startup-script notes carrying owner's marker
+// that no create in flight in this process uses: a create deletes its
+// notes once the disk is edited, so those are left by a shoal killed
+// mid-create (see cloud.Sweeper). Notes are global, not zoned: a note of
+// another zone's create in flight in another shoal of the same owner (one
+// state directory) cannot be, as one shoal runs per state directory.
+func (d *Driver) SweepStrays(ctx context.Context, owner string) ([]string, error) {
+	marker := tagOwner + "=" + owner
+	var strays []*iaas.Note
+	for from := 0; ; {
+		res, err := d.notes.Find(ctx, &iaas.FindCondition{
+			Count:  listPage,
+			From:   from,
+			Sort:   search.SortKeys{{Key: "ID"}},
+			Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(marker)},
+		})
+		if err != nil {
+			return nil, apiError("list startup script notes", err)
+		}
+		d.mu.Lock()
+		for _, n := range res.Notes {
+			instance := n.Name
+			if i := strings.LastIndex(n.Name, noteInfix); i >= 0 {
+				instance = n.Name[:i]
+			}
+			if slices.Contains(n.Tags, marker) && d.creating[instance] == 0 {
+				strays = append(strays, n)
+			}
+		}
+		d.mu.Unlock()
+		from += len(res.Notes)
+		if len(res.Notes) < listPage || from >= res.Total {
+			break
+		}
+	}
+	var (
+		swept []string
+		errs  []error
+	)
+	for _, n := range strays {
+		if err := d.notes.Delete(ctx, n.ID); err != nil && !iaas.IsNotFoundError(err) {
+			errs = append(errs, apiError("delete startup script note "+n.Name, err))
+			continue
+		}
+		swept = append(swept, fmt.Sprintf("startup script note %s (%s)", n.Name, n.ID))
+	}
+	return swept, errors.Join(errs...)
 }
 
 // AssignedIP is the address of the server with index (1-based, as in its

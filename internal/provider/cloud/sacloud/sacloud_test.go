@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -439,7 +440,10 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestFakeStoreChild$", "-test.v")
 		cmd.Env = append(os.Environ(), "SHOAL_SACLOUD_STORE="+store, "SHOAL_SACLOUD_STEP="+step)
 		out, err := cmd.CombinedOutput()
-		if err != nil {
+		// The child of a kill step kills itself with SIGKILL.
+		var ee *exec.ExitError
+		killed := errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+		if err != nil && !(strings.HasPrefix(step, "kill-") && killed) {
 			t.Fatalf("%s: %v\n%s", step, err, out)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
@@ -469,6 +473,17 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 	if listed := run("list"); listed != "" {
 		t.Fatalf("after the sweep a process lists %q, want none", listed)
 	}
+	// A process killed mid-Create after its startup scripts' notes were
+	// created (its disk still copying) leaves them, and a half-created
+	// server: the next one's StopStrays deletes both (cloud.Sweeper).
+	notes := run("kill-mid-create")
+	if notes == "" {
+		t.Fatal("the killed process made no startup script note")
+	}
+	want := notes + " | 1 server | no note left"
+	if got := run("stop-strays"); got != want {
+		t.Fatalf("the next process's StopStrays: %q, want %q", got, want)
+	}
 	// A store that does not parse is an error, not the SDK's panic.
 	if err := os.WriteFile(store, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
@@ -490,12 +505,35 @@ func TestFakeStoreChild(t *testing.T) {
 		fmt.Println("RESULT", err)
 		return
 	}
-	if step == "half-create" {
+	if step == "half-create" || step == "kill-mid-create" {
 		fake.DiskCopyDuration = time.Hour // the process "dies" mid-copy
 	}
 	d := newDriver(t, cfg)
 	ctx := context.Background()
 	switch step {
+	case "kill-mid-create":
+		go func() { _, _ = d.Create(ctx, request("killed", "web", 4, "")) }()
+		ids := ownerNotes(t, d, "killed", func(ids []string) bool { return len(ids) > 0 })
+		fmt.Println("RESULT", strings.Join(ids, ","))
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // killed
+	case "stop-strays":
+		before := ownerNotes(t, d, "killed", nil)
+		p, err := cloud.New("sakura", d, config.CloudProvider{}, cloud.Options{Owner: "killed", Driver: "sacloud", StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		stopped, err := p.StopStrays(sctx, nil)
+		if err != nil {
+			t.Fatalf("StopStrays: %v", err)
+		}
+		left := "no note left"
+		if after := ownerNotes(t, d, "killed", nil); len(after) > 0 {
+			left = "notes left: " + strings.Join(after, ",")
+		}
+		fmt.Printf("RESULT %s | %d server | %s\n", strings.Join(before, ","), len(stopped), left)
 	case "half-create":
 		srv, err := d.servers.Create(ctx, "tk1b", &iaas.ServerCreateRequest{
 			CPU: 1, MemoryMB: 1024, Name: "web-003",
@@ -572,6 +610,73 @@ func TestFakeStoreChild(t *testing.T) {
 			}
 		}
 		fmt.Println("RESULT", strings.Join(ids, ","))
+	}
+}
+
+// ownerNotes lists the IDs of the startup script notes with owner's
+// marker, until done (nil: at once) holds of them, for up to 10 s.
+func ownerNotes(t *testing.T, d *Driver, owner string, done func([]string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := d.notes.Find(context.Background(), &iaas.FindCondition{
+			Filter: search.Filter{search.Key("Tags.Name"): search.TagsAndEqual(tagOwner + "=" + owner)},
+		})
+		if err != nil {
+			t.Fatalf("find notes: %v", err)
+		}
+		var ids []string
+		for _, n := range res.Notes {
+			ids = append(ids, n.ID.String())
+		}
+		slices.Sort(ids)
+		if done == nil || done(ids) {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owner %s's notes %v after 10 s", owner, ids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSweepStraysKeepsNotesOfCreatesInFlight: SweepStrays deletes the
+// owner's startup script notes that no create in flight uses, and leaves
+// those of a create in flight and another owner's.
+func TestSweepStraysKeepsNotesOfCreatesInFlight(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	edit := d.cfg.Template.EditParameter
+	notes := func(owner string, index int) []types.ID {
+		_, ids, err := d.editRequest(ctx, request(owner, "web", index, ""), edit, []string{""})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("startup script notes of web-%03d: %v, %v", index, ids, err)
+		}
+		return ids
+	}
+	d.setCreating("web-001", 1)
+	inFlight := notes(owner, 1)
+	stray := notes(owner, 2)
+	other := notes("someone-else", 2)
+	t.Cleanup(func() { _ = d.notes.Delete(ctx, other[0]) })
+
+	swept, err := d.SweepStrays(ctx, owner)
+	if want := []string{fmt.Sprintf("startup script note web-002-startup-1 (%s)", stray[0])}; err != nil || !slices.Equal(swept, want) {
+		t.Fatalf("SweepStrays = %q, %v; want %q", swept, err, want)
+	}
+	if _, err := d.notes.Read(ctx, stray[0]); !iaas.IsNotFoundError(err) {
+		t.Errorf("stray note after the sweep: %v, want 404", err)
+	}
+	for _, id := range []types.ID{inFlight[0], other[0]} {
+		if _, err := d.notes.Read(ctx, id); err != nil {
+			t.Errorf("note %s (in flight, or another owner's) after the sweep: %v", id, err)
+		}
+	}
+	// The create ended without deleting its note (killed): swept next.
+	d.setCreating("web-001", -1)
+	if swept, err := d.SweepStrays(ctx, owner); err != nil || len(swept) != 1 || !strings.Contains(swept[0], "web-001-startup-1") {
+		t.Fatalf("SweepStrays after the create ended = %q, %v; want web-001's note", swept, err)
 	}
 }
 
