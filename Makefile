@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all build deps test-deps test vet fuzz demo bench proto clean docs
+.PHONY: all build deps test-deps test vet fuzz demo bench proto clean docs man
 
 all: build
 
@@ -44,6 +44,10 @@ test: test-deps vet
 # the JSON Schema and the reference (their tests fail when they are stale).
 docs:
 	$(GO) test -count=1 -run 'TestConfigDefaultsDoc|TestConfigSchema|TestConfigReference' ./internal/config -update
+
+# man writes a man page per command into build/man (man -l build/man/shoal.1).
+man: build
+	$(BIN)/shoal man build/man
 
 # fuzz runs the config loader's fuzz target for longer.
 fuzz:

@@ -38,7 +38,9 @@ func statusCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "show every group: plan, desired size and instances with their last check",
-		Args:  cobra.NoArgs,
+		Example: `  shoal status
+  shoal status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkStatusOutput(o.output); err != nil {
 				return err
@@ -123,6 +125,9 @@ func scaleCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale GROUP [up|down|keep]",
 		Short: "move a group one plan up or down, or jump with --plan or --size",
+		Example: `  shoal scale web up
+  shoal scale web --plan large --sync
+  shoal scale web --size 4 --source cron`,
 		Long: `Every request becomes a job: accepted → running → done | failed, or ignored
 (cooldown, already at max/min, another job running). Exit status with --sync:
 0 done, 1 failed, 3 ignored; 2 for an unknown group or plan.`,
@@ -239,7 +244,9 @@ func jobsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs [ID]",
 		Short: "list recent jobs, or show one",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  shoal jobs --group web --limit 5
+  shoal jobs 42`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput(); err != nil {
 				return err

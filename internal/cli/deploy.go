@@ -26,6 +26,8 @@ func deployCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy GROUP [--set KEY=VALUE ...] [--sync] | deploy GROUP --status",
 		Short: "roll the group's template out to every instance, or show how far a rollout is",
+		Example: `  shoal deploy web --set version=1.4.2 --sync
+  shoal deploy web --status`,
 		Long: `A deploy replaces the group's instances with ones started from its current
 template (after a config reload changed it), or from the template with variables
 overridden: --set KEY=VALUE for a variable declared in template.vars (the values
