@@ -18,10 +18,10 @@ import (
 
 func providersCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "providers",
-		Short: "look at the providers that run instances on other servers",
+		Use:     "providers",
+		Short:   "look at the providers that run instances on other servers",
 		Example: `  shoal providers check`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 	}
 	check := &cobra.Command{
 		Use:     "check",
