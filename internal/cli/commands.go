@@ -188,35 +188,6 @@ func jobExit(j jobs.Job) error {
 	return nil
 }
 
-// follow waits for a job to end, printing each change of the group's instances.
-func follow(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
-	last := ""
-	for {
-		j, err := c.Job(ctx, job.ID, time.Second)
-		if err != nil {
-			return job, err
-		}
-		if g, err := c.Group(ctx, job.Group); err == nil {
-			if p := progress(g); p != last {
-				fmt.Fprintf(w, "  %s  %s\n", time.Now().Format(time.TimeOnly), p)
-				last = p
-			}
-		}
-		if j.State.Terminal() {
-			printJob(w, j)
-			return j, nil
-		}
-	}
-}
-
-func progress(g group.Status) string {
-	var parts []string
-	for _, in := range g.Instances {
-		parts = append(parts, in.Name+" "+string(in.State))
-	}
-	return fmt.Sprintf("%d/%d in service: %s", g.InService, g.Desired, strings.Join(parts, ", "))
-}
-
 func printJob(w io.Writer, j jobs.Job) {
 	what := string(j.Kind)
 	if j.Plan != "" {
