@@ -21,18 +21,24 @@ import (
 // when it is not (a pipe, a file): then output is plain lines, for logs
 // and scripts.
 func terminal(w io.Writer) (width int, ok bool) {
-	f, isFile := w.(*os.File)
-	if !isFile {
-		return 0, false
-	}
-	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
-	if err != nil {
+	ws, ok := winsize(w)
+	if !ok {
 		return 0, false
 	}
 	if ws.Col == 0 {
 		return 80, true // a terminal that does not say (a serial console)
 	}
 	return int(ws.Col), true
+}
+
+// winsize is the size of terminal w; false when w is not one.
+func winsize(w io.Writer) (*unix.Winsize, bool) {
+	f, isFile := w.(*os.File)
+	if !isFile {
+		return nil, false
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	return ws, err == nil
 }
 
 // progressLine shows how a long operation goes. Live, on a terminal, it is
