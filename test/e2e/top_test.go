@@ -1,17 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestTopPlain: shoal top with its stdout not a terminal prints a plain
-// line per group and refresh, with the group's size and the load measured
-// through real HAProxy, and each decision once (a scale-in's here).
-func TestTopPlain(t *testing.T) {
+// TestTop: shoal top with its stdout not a terminal prints a plain line per
+// group and refresh, with the group's size and the load measured through
+// real HAProxy, and each decision once (a scale-in's here); on a terminal
+// (a pseudo-terminal that script(1) gives it) it draws the view in place on
+// the alternate screen and gives the screen back.
+func TestTop(t *testing.T) {
 	g := web
 	g.Min, g.Max, g.Plans = 1, 3, ""
 	e := newEnv(t, "", g)
@@ -59,5 +64,26 @@ func TestTopPlain(t *testing.T) {
 	}
 	if strings.ContainsRune(out, '\x1b') {
 		t.Errorf("escape sequences when stdout is not a terminal:\n%q", out)
+	}
+
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to run shoal top on a terminal")
+	}
+	top := fmt.Sprintf("%s top web -n 2 --interval 200ms -c %s", filepath.Join(binDir, "shoal"), e.cfgPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, script, "-qec", top, "/dev/null").Output()
+	if err != nil {
+		t.Fatalf("shoal top on a terminal: %v\n%q", err, b)
+	}
+	screen := string(b)
+	for _, want := range []string{"\x1b[?1049h\x1b[?25l\x1b[H", "shoal top  ", "GROUP ", "\r\nweb ", "  req/s ", "LAST DECISIONS", "scale_in (job 2)", "\x1b[J\x1b[?25h\x1b[?1049l"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no %q on the terminal:\n%q", want, screen)
+		}
+	}
+	if n := strings.Count(screen, "\x1b[H"); n != 2 {
+		t.Errorf("%d redraws for 2 refreshes", n)
 	}
 }
