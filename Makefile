@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all build deps test-deps test vet fuzz demo bench proto clean
+.PHONY: all build deps test-deps test vet fuzz demo bench proto clean docs man
 
 all: build
 
@@ -43,6 +43,15 @@ test: test-deps vet
 	$(GO) test -count=1 -timeout 8m $$($(GO) list ./... | grep -v /test/e2e)
 	$(GO) test -count=1 -timeout 13m -parallel 5 $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
+
+# docs regenerates what docs/ holds from the config's Go types: the defaults,
+# the JSON Schema and the reference (their tests fail when they are stale).
+docs:
+	$(GO) test -count=1 -run 'TestConfigDefaultsDoc|TestConfigSchema|TestConfigReference' ./internal/config -update
+
+# man writes a man page per command into build/man (man -l build/man/shoal.1).
+man: build
+	$(BIN)/shoal man build/man
 
 # fuzz runs the config loader's fuzz target for longer.
 fuzz:

@@ -20,6 +20,8 @@ func certsCmd(o *options) *cobra.Command {
 SNI) first: its names (SAN), serial, issuer and expiry. A certificate that
 expires within 14 days is marked EXPIRING; the same shows in /metrics as
 shoal_tls_certificate_expiry_seconds.`,
+		Example: `  shoal certs
+  shoal certs -o json | jq -r '.certificates[] | select(.expiring) | .names[]'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput(); err != nil {

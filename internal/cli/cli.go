@@ -53,26 +53,8 @@ type options struct {
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	o := &options{stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:           "shoal",
-		Short:         "shoal is a self-hosted autoscaling load balancer (HAProxy data plane)",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
+	root := newRoot(&options{stdout: stdout, stderr: stderr})
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	pf := root.PersistentFlags()
-	pf.StringVarP(&o.configPath, "config", "c", "", "config file (default: shoal.yaml in the current directory)")
-	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
-	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
-	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
-	root.AddCommand(deployCmd(o))
-	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
-	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
-
 	err := root.Execute()
 	if err == nil {
 		return exitOK
@@ -89,6 +71,46 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailed
+}
+
+// newRoot returns the command tree, writing to o's stdout and stderr.
+func newRoot(o *options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "shoal",
+		Short: "shoal is a self-hosted autoscaling load balancer (HAProxy data plane)",
+		Example: `  shoal serve -c /etc/shoal/shoal.yaml
+  shoal status
+  shoal scale web up --sync`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(o.stdout)
+	root.SetErr(o.stderr)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&o.configPath, "config", "c", "", "config file (default: shoal.yaml in the current directory)")
+	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
+	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
+	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
+	root.AddCommand(deployCmd(o))
+	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
+	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
+	root.AddCommand(topCmd(o), versionCmd(o), manCmd(root))
+	// cobra's own help and completion commands, made now to have examples.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = "  shoal help scale"
+		case "completion":
+			c.Example = "  source <(shoal completion bash)"
+			for _, sh := range c.Commands() {
+				sh.Example = "  shoal completion " + sh.Name() + " > shoal." + sh.Name()
+			}
+		}
+	}
+	return root
 }
 
 func (o *options) configFile() string {
@@ -182,7 +204,9 @@ func serveCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "run the core: HAProxy, the groups' reconcilers and the control API",
-		Args:  cobra.NoArgs,
+		Example: `  shoal serve -c /etc/shoal/shoal.yaml
+  shoal serve --log-format json --log-level debug`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(o.stderr, o.logFormat, o.logLevel)
 			if err != nil {
@@ -238,9 +262,10 @@ func serveCmd(o *options) *cobra.Command {
 
 func validateCmd(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate",
-		Short: "check a config file and exit (status 2 on errors)",
-		Args:  cobra.NoArgs,
+		Use:     "validate",
+		Short:   "check a config file and exit (status 2 on errors)",
+		Example: `  shoal validate -c shoal.yaml && systemctl reload shoal`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.loadConfig()
 			if err != nil {

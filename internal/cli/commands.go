@@ -38,7 +38,9 @@ func statusCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "show every group: plan, desired size and instances with their last check",
-		Args:  cobra.NoArgs,
+		Example: `  shoal status
+  shoal status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkStatusOutput(o.output); err != nil {
 				return err
@@ -127,6 +129,9 @@ func scaleCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale GROUP [up|down|keep]",
 		Short: "move a group one plan up or down, or jump with --plan or --size",
+		Example: `  shoal scale web up
+  shoal scale web --plan large --sync
+  shoal scale web --size 4 --source cron`,
 		Long: `Every request becomes a job: accepted → running → done | failed, or ignored
 (cooldown, already at max/min, another job running). Exit status with --sync:
 0 done, 1 failed, 3 ignored; 2 for an unknown group or plan.`,
@@ -187,35 +192,6 @@ func jobExit(j jobs.Job) error {
 	return nil
 }
 
-// follow waits for a job to end, printing each change of the group's instances.
-func follow(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
-	last := ""
-	for {
-		j, err := c.Job(ctx, job.ID, time.Second)
-		if err != nil {
-			return job, err
-		}
-		if g, err := c.Group(ctx, job.Group); err == nil {
-			if p := progress(g); p != last {
-				fmt.Fprintf(w, "  %s  %s\n", time.Now().Format(time.TimeOnly), p)
-				last = p
-			}
-		}
-		if j.State.Terminal() {
-			printJob(w, j)
-			return j, nil
-		}
-	}
-}
-
-func progress(g group.Status) string {
-	var parts []string
-	for _, in := range g.Instances {
-		parts = append(parts, in.Name+" "+string(in.State))
-	}
-	return fmt.Sprintf("%d/%d in service: %s", g.InService, g.Desired, strings.Join(parts, ", "))
-}
-
 func printJob(w io.Writer, j jobs.Job) {
 	what := string(j.Kind)
 	if j.Plan != "" {
@@ -243,7 +219,9 @@ func jobsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs [ID]",
 		Short: "list recent jobs, or show one",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  shoal jobs --group web --limit 5
+  shoal jobs 42`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput(); err != nil {
 				return err

@@ -17,8 +17,9 @@ import (
 
 func reloadCmd(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "reload",
-		Short: "re-read the config file in the running core (as SIGHUP does); exit 2 if it is invalid",
+		Use:     "reload",
+		Short:   "re-read the config file in the running core (as SIGHUP does); exit 2 if it is invalid",
+		Example: `  shoal reload -c /etc/shoal/shoal.yaml`,
 		Long: `The core re-reads the file it was started with and runs every check of
 shoal validate. An invalid file changes nothing (the core answers with every
 error as FILE:LINE:COL: field: what was expected; exit status 2); the CLI
@@ -75,6 +76,8 @@ func stopCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "stop the core and everything it runs, or with --keep-running the core alone",
+		Example: `  shoal stop
+  shoal stop --keep-running   # then upgrade shoal and start it again`,
 		Long: `Without flags: HAProxy is soft-stopped and every instance is stopped, as
 SIGINT does. With --keep-running (for a restart or an upgrade of shoal): HAProxy
 and the instances keep serving, and the next shoal serve adopts them without

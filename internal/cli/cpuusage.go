@@ -15,8 +15,9 @@ func cpuUsageCmd(o *options) *cobra.Command {
 		envFrom, zone, percentiles string
 	)
 	cmd := &cobra.Command{
-		Use:   "cpu-usage --prefix NAME --time N",
-		Short: "sacloud-cpu-usage on shoal's metrics: CPU of the instances named NAME*, for the seed's cron scripts",
+		Use:     "cpu-usage --prefix NAME --time N",
+		Short:   "sacloud-cpu-usage on shoal's metrics: CPU of the instances named NAME*, for the seed's cron scripts",
+		Example: `  shoal cpu-usage --prefix web --time 3 --query '.avg|round'`,
 		Long: `Prints what sacloud-cpu-usage printed, from shoal's own per-second metrics:
 one log line per instance and minute and one per instance (on stderr), then
 {"75pt","90pt","95pt","99pt","avg","max","min","servers":[{"avg","cores",

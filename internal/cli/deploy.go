@@ -1,19 +1,16 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
 )
 
 func deployCmd(o *options) *cobra.Command {
@@ -26,6 +23,8 @@ func deployCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy GROUP [--set KEY=VALUE ...] [--sync] | deploy GROUP --status",
 		Short: "roll the group's template out to every instance, or show how far a rollout is",
+		Example: `  shoal deploy web --set version=1.4.2 --sync
+  shoal deploy web --status`,
 		Long: `A deploy replaces the group's instances with ones started from its current
 template (after a config reload changed it), or from the template with variables
 overridden: --set KEY=VALUE for a variable declared in template.vars (the values
@@ -91,39 +90,6 @@ func parseSets(sets []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-// followDeploy waits for a deploy job to end, printing each instance's
-// change of state or version as it happens.
-func followDeploy(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
-	seen := map[string]string{}
-	for {
-		j, err := c.Job(ctx, job.ID, time.Second)
-		if err != nil {
-			return job, err
-		}
-		if g, err := c.Group(ctx, job.Group); err == nil {
-			now := map[string]string{}
-			for _, in := range g.Instances {
-				now[in.Name] = fmt.Sprintf("%s (version %s)", in.State, in.Version)
-			}
-			for _, name := range slices.Sorted(maps.Keys(now)) {
-				if seen[name] != now[name] {
-					fmt.Fprintf(w, "  %s  %s %s\n", time.Now().Format(time.TimeOnly), name, now[name])
-				}
-			}
-			for _, name := range slices.Sorted(maps.Keys(seen)) {
-				if _, ok := now[name]; !ok {
-					fmt.Fprintf(w, "  %s  %s gone\n", time.Now().Format(time.TimeOnly), name)
-				}
-			}
-			seen = now
-		}
-		if j.State.Terminal() {
-			printJob(w, j)
-			return j, nil
-		}
-	}
 }
 
 // printDeployStatus counts the group's instances by version against the

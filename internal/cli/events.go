@@ -25,6 +25,8 @@ func eventsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events [GROUP]",
 		Short: "show the autoscaler's decisions, each with the values it saw and why it did what it did",
+		Example: `  shoal events web --since 1h
+  shoal events -f -o json`,
 		Long: `Lists the autoscaling decisions of GROUP (or of every group) since --since
 (default 10m; a duration or an RFC 3339 time), oldest first: the rule that
 decided, the size and the recommendation, the outcome (a job id, or why

@@ -15,6 +15,8 @@ func instancesCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "instances GROUP",
 		Short: "print a group's instance addresses, one per line (for deploy tools)",
+		Example: `  shoal instances web --state in-service
+  shoal instances web -o json`,
 		Long: `Prints HOST:PORT of each instance of GROUP, one per line, or with -o json
 the instances as the status shows them. --state keeps only instances in that
 state, such as in-service for a deploy tool's targets.`,

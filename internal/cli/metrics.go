@@ -27,6 +27,8 @@ func metricsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "metrics GROUP",
 		Short: "print a group's metrics over a window (CPU, requests, errors, latency) as JSON or a table",
+		Example: `  shoal metrics web --time 15m -o table
+  shoal metrics web --query '.cpu.p90'`,
 		Long: `Prints one document for GROUP over the last --time (default 5m): cpu (avg, min,
 max, p75-p99 across the ready instances, in percent of their cores), each
 instance with its own values and cores, requests_per_second,

@@ -14,6 +14,8 @@ func policyTestCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test GROUP",
 		Short: "replay a group's stored metrics through its policy (or a candidate) and print the decisions it would have made",
+		Example: `  shoal policy test web --time 6h
+  shoal policy test web --policy candidate.yaml -o json`,
 		Long: `A dry run: replays GROUP's stored metrics over the last --time (default 1h)
 through its autoscale policy, or through the candidate in --policy FILE, with
 the same code as the live autoscaler and an injected clock, and prints every

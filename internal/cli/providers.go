@@ -18,13 +18,15 @@ import (
 
 func providersCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "providers",
-		Short: "look at the providers that run instances on other servers",
-		Args:  cobra.NoArgs,
+		Use:     "providers",
+		Short:   "look at the providers that run instances on other servers",
+		Example: `  shoal providers check`,
+		Args:    cobra.NoArgs,
 	}
 	check := &cobra.Command{
-		Use:   "check",
-		Short: "connect to every provider's hosts and check what the groups need there",
+		Use:     "check",
+		Short:   "connect to every provider's hosts and check what the groups need there",
+		Example: `  shoal providers check -c shoal.yaml`,
 		Long: `Connects to every host of every provider (the running core does, with its
 config) and checks it: reachable, host key known, key accepted, a free port in
 its range, and every template's program present there. Prints OK or each
@@ -137,6 +139,8 @@ func logsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs INSTANCE",
 		Short: "print an instance's output log, from its host; -f follows it",
+		Example: `  shoal logs web-3 -n 50
+  shoal logs web-3 -f`,
 		Long: `Prints the newest lines of an instance's log (stdout and stderr, and its
 hooks' output), read where the instance runs: STATE_DIR/logs on this machine,
 the provider's remote_dir on an ssh host. -f keeps printing what is appended,

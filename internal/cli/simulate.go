@@ -47,6 +47,8 @@ func simulateCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "simulate",
 		Short: "run policies over a recorded request trace with a capacity model, a day in seconds",
+		Example: `  shoal simulate -c shoal.yaml --capacity 120 --svg day.svg
+  shoal simulate --policy a.yaml --policy b.yaml --static`,
 		Long: `Simulates each --policy (a shoal config; its first group with an autoscale
 section, or --group) on the requests per minute of a trace window, with the
 same policy code as the live loop: every metrics.interval the simulated

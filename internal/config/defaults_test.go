@@ -3,7 +3,6 @@ package config
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -13,7 +12,7 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/config-defaults.md from the defaults tables")
+var update = flag.Bool("update", false, "rewrite the files docs/ has from the config's types: config-defaults.md, shoal.schema.json, config.md")
 
 // defaultsTree is every table in one Config: a pointer is the defaults of
 // its section when the file has it, a list holds the defaults of each item.
@@ -337,20 +336,7 @@ func field(v reflect.Value, key string) reflect.Value {
 // tables say; `go test ./internal/config -run TestConfigDefaultsDoc -update`
 // rewrites it.
 func TestConfigDefaultsDoc(t *testing.T) {
-	const file = "../../docs/config-defaults.md"
-	doc := renderDefaults()
-	if *update {
-		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(old) != doc {
-		t.Errorf("%s is stale; rerun with -update to write:\n%s", file, doc)
-	}
+	checkGenerated(t, "../../docs/config-defaults.md", []byte(renderDefaults()))
 }
 
 // writtenAs is how the file writes a default that its table holds in
@@ -402,7 +388,7 @@ func renderDefaults() string {
      Do not edit; TestConfigDefaultsDoc fails when this file is stale. -->
 
 What each key of shoal.yaml is when the file leaves it out (see the
-[config reference](../README.md#config-reference) for what the keys mean and
+[config reference](config.md) for what the keys mean and
 the values they accept). ` + "`[]`" + ` marks the items of a list; the keys of an
 optional section apply when the section is there.
 

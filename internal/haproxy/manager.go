@@ -294,7 +294,25 @@ func softStop(ctx context.Context, p *proc.Process) error {
 	return nil
 }
 
-var versionRE = regexp.MustCompile(`version (\d+)\.(\d+)`)
+var versionRE = regexp.MustCompile(`version ((\d+)\.(\d+)\S*)`)
+
+// Version runs HAProxy binary bin with -v and returns the version it
+// reports ("2.6.12-1+deb12u1") and its major and minor numbers.
+func Version(ctx context.Context, bin string) (version string, major, minor int, err error) {
+	vctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(vctx, bin, "-v").Output()
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("run %s -v: %w", bin, err)
+	}
+	v := versionRE.FindSubmatch(out)
+	if v == nil {
+		return "", 0, 0, fmt.Errorf("%s -v: no version in %q", bin, firstLine(string(out)))
+	}
+	major, _ = strconv.Atoi(string(v[2]))
+	minor, _ = strconv.Atoi(string(v[3]))
+	return string(v[1]), major, minor, nil
+}
 
 // binary finds HAProxy and checks that it is 2.6 or later.
 func (m *Manager) binary(ctx context.Context) (string, error) {
@@ -315,18 +333,10 @@ func (m *Manager) binary(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("haproxy not found (looked for %q %s): install it with \"apt-get install haproxy\" (Debian/Ubuntu) or set haproxy.binary in %s",
 			name, where, cfgPath)
 	}
-	vctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(vctx, bin, "-v").Output()
+	_, major, minor, err := Version(ctx, bin)
 	if err != nil {
-		return "", fmt.Errorf("run %s -v: %w", bin, err)
+		return "", err
 	}
-	v := versionRE.FindSubmatch(out)
-	if v == nil {
-		return "", fmt.Errorf("%s -v: no version in %q", bin, firstLine(string(out)))
-	}
-	major, _ := strconv.Atoi(string(v[1]))
-	minor, _ := strconv.Atoi(string(v[2]))
 	if major < 2 || major == 2 && minor < 6 {
 		return "", fmt.Errorf("%s is HAProxy %d.%d; shoal needs 2.6 or later", bin, major, minor)
 	}

@@ -1,0 +1,574 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// docs/shoal.schema.json and docs/config.md are generated from the config's
+// Go types (see schema.go): the keys and required keys from their tags, the
+// defaults from defaultsTree, the descriptions from the doc comments of the
+// types and fields, and the values a decoder takes from a fixed list from
+// that list (schemaEnums). The few keys whose form is not their Go type's
+// (a duration, "auto", one string or a list) are in schemaForms.
+//
+//	go test ./internal/config -run 'TestConfigSchema|TestConfigReference' -update
+
+const schemaID = "https://github.com/shoal-lb/shoal/raw/main/docs/shoal.schema.json"
+
+// durationRE is what time.ParseDuration reads; an integer is seconds.
+const durationRE = `^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$|^0$`
+
+var (
+	durationSchema = obj{"anyOf": []any{
+		obj{"type": "string", "pattern": durationRE},
+		obj{"type": "integer", "minimum": 0},
+	}, "x-form": "duration (\"30s\", \"5m\") or seconds"}
+	sizeSchema = obj{"anyOf": []any{
+		obj{"type": "integer", "minimum": 0},
+		obj{"type": "string", "pattern": `^\s*[0-9]+\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$`},
+	}, "x-form": "size (\"10MiB\") or bytes"}
+	oneOrMoreSchema = obj{"anyOf": []any{
+		obj{"type": "string"},
+		obj{"type": "array", "items": obj{"type": "string"}, "minItems": 1},
+	}, "x-form": "string or list of strings"}
+	// scalarSchema is what decoder.str and decoder.value take: env and
+	// vars values ("PORT: 8080"), where "KEY:" is the empty string.
+	scalarSchema = obj{"type": []any{"string", "number", "boolean", "null"}}
+)
+
+// schemaForms are the schemas of types, and of keys ("Type.key"), that the
+// file writes in another form than their Go type's.
+var schemaForms = map[string]obj{
+	"time.Duration": durationSchema,
+	"config.StatusRange": {"anyOf": []any{
+		obj{"type": "integer", "minimum": 100, "maximum": 599},
+		obj{"type": "string", "pattern": `^\s*[0-9]{3}\s*(-\s*[0-9]{3}\s*)?$`},
+	}, "x-form": "status code or range (\"200-399\")"},
+	"config.PortRange": {"anyOf": []any{
+		obj{"type": "integer", "minimum": 1, "maximum": 65535},
+		obj{"type": "string", "pattern": `^\s*[0-9]+\s*(-\s*[0-9]+\s*)?$`},
+	}, "x-form": "port range (\"20000-29999\")"},
+	"config.Step": {"anyOf": []any{
+		obj{"type": "number", "exclusiveMinimum": 0},
+		obj{"type": "string", "pattern": `^[0-9.]+%$`},
+	}, "x-form": "instances, or percent (\"100%\")"},
+	"config.Action": {"anyOf": []any{
+		obj{"enum": []any{string(ActionUp), string(ActionDown)}},
+		obj{"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": false,
+			"properties": obj{
+				string(ActionAdd):     obj{"type": "integer", "minimum": 1},
+				string(ActionRemove):  obj{"type": "integer", "minimum": 1},
+				string(ActionSize):    obj{"type": "integer", "minimum": 0},
+				string(ActionPlan):    obj{"type": "string"},
+				string(ActionPercent): obj{"type": "number"},
+			}},
+	}, "x-form": "up, down, or {add|remove|size: N}, {plan: NAME}, {percent: P}"},
+	"[]config.Weight": {"type": "object", "additionalProperties": obj{"type": "integer", "minimum": 0},
+		"x-form": "mapping of group to weight"},
+	"map[string]string": {"type": "object", "additionalProperties": scalarSchema},
+
+	"Group.plans": {"anyOf": []any{nil, obj{"type": "object", "additionalProperties": obj{"type": "integer", "minimum": 0}}},
+		"x-form": "list of {name, size}, or mapping of name to size"},
+	"Predictive.lookback": {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
+	"Group.cooldown":      {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
+	"AccessLog.sample": {"anyOf": []any{
+		obj{"const": "auto"},
+		obj{"type": "integer", "minimum": 0},
+	}, "x-form": "auto or integer"},
+	"AccessLog.max_size":    sizeSchema,
+	"InstanceLogs.max_size": sizeSchema,
+	"Admin.token_file":      {"type": "string"},
+	"SacloudAutoscaler.socket_mode": {"anyOf": []any{
+		obj{"type": "integer", "minimum": 0, "maximum": 0o777},
+		obj{"type": "string", "pattern": `^0?[0-7]{1,3}$`},
+	}, "x-form": "file mode (\"0660\")"},
+	"SacloudNIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "config.SacloudSelector"},
+		"x-form": "shared or a switch selector"},
+	"Frontend.bind":     oneOrMoreSchema,
+	"Route.host":        oneOrMoreSchema,
+	"Route.path_prefix": oneOrMoreSchema,
+	"Route.method":      oneOrMoreSchema,
+}
+
+// schemaEnums are the keys whose decoder takes values from a fixed list.
+var schemaEnums = map[string][]string{
+	"Config.shutdown":    {ShutdownKeep, ShutdownStop},
+	"Group.balance":      balanceAlgorithms,
+	"Group.scale_in":     ScaleInPolicies,
+	"Placement.strategy": {PlaceSpread, PlacePack},
+	"Frontend.mode":      {ModeHTTP, ModeTCP},
+	"TLS.ticket_keys":    {TicketKeysRotate, TicketKeysOff},
+	"Health.type":        checkTypes,
+	"Health.method":      checkMethods,
+	"Passive.observe":    observeModes,
+	"Passive.on_error":   onErrors,
+	"Rule.metric":        MetricPaths,
+	"Target.metric":      MetricPaths,
+	"Provider.type":      providerTypeNames(),
+}
+
+// intEnums are the integer keys whose decoder takes values from a fixed list.
+var intEnums = map[string][]int{"Redirect.code": redirectCodes}
+
+func providerTypeNames() []string {
+	var names []string
+	for _, pt := range providerTypes {
+		names = append(names, pt.name)
+	}
+	return names
+}
+
+type obj = map[string]any
+
+// refRow is one key of docs/config.md.
+type refRow struct {
+	path, form, def, doc string
+}
+
+// schemaGen builds the schema of Config and the rows of its reference.
+type schemaGen struct {
+	docs map[string]string // "Type" and "Type.Field" → doc comment
+	rows []refRow
+	seen map[string]bool // a key two provider types share is one row
+}
+
+// goDocs reads the doc comments of the package's types and fields. A field
+// without one takes its predecessor's when that names it ("MaxSize is ...;
+// MaxFiles is ...").
+func goDocs() (map[string]string, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		return nil, fmt.Errorf("parse the config package: %w", err)
+	}
+	docs := map[string]string{}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, decl := range f.Decls {
+				gd, ok := decl.(*ast.GenDecl)
+				if !ok || gd.Tok != token.TYPE {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					ts := spec.(*ast.TypeSpec)
+					doc := ts.Doc
+					if doc == nil && len(gd.Specs) == 1 {
+						doc = gd.Doc
+					}
+					docs[ts.Name.Name] = paragraph(doc.Text())
+					st, ok := ts.Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					prev := ""
+					for _, fld := range st.Fields.List {
+						text := paragraph(fld.Doc.Text() + " " + fld.Comment.Text())
+						for _, name := range fld.Names {
+							switch {
+							case text != "":
+								docs[ts.Name.Name+"."+name.Name] = text
+							case prev != "" && strings.Contains(prev, name.Name):
+								docs[ts.Name.Name+"."+name.Name] = prev
+							}
+						}
+						if text != "" {
+							prev = text
+						}
+					}
+				}
+			}
+		}
+	}
+	return docs, nil
+}
+
+// paragraph joins a comment's lines into one.
+func paragraph(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// configSchema returns the JSON Schema of shoal.yaml and its reference rows.
+func configSchema() (obj, []refRow, error) {
+	docs, err := goDocs()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &schemaGen{docs: docs, seen: map[string]bool{}}
+	tree := defaultsTree()
+	s := g.section(reflect.TypeFor[Config](), reflect.ValueOf(tree), "")
+	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	s["$id"] = schemaID
+	s["title"] = "shoal.yaml"
+	s["description"] = "The configuration of shoal, an autoscaling load balancer; generated from its Go types."
+	return s, g.rows, nil
+}
+
+// section returns the schema of struct type t, whose defaults are v.
+func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
+	props, required := obj{}, []any{}
+	var allOf []any
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if inline(f) {
+			continue // a provider's type-specific keys: below
+		}
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		props[key] = g.key(t, f, v.Field(i), join(path, key))
+		if f.Tag.Get("required") == "true" {
+			required = append(required, key)
+		}
+	}
+	s := obj{"type": "object", "properties": props}
+	if d := g.docs[t.Name()]; d != "" {
+		s["description"] = d
+	}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	if t == reflect.TypeFor[Provider]() {
+		// The type decides which other keys an entry may have.
+		for _, pt := range providerTypes {
+			tprops, treq := obj{}, []any{}
+			for _, kt := range pt.keys {
+				dv := inlineDefaults(v, kt)
+				ks := g.section(kt, dv, path)
+				maps.Copy(tprops, ks["properties"].(obj))
+				if r, ok := ks["required"].([]any); ok {
+					treq = append(treq, r...)
+				}
+			}
+			then := obj{"properties": tprops}
+			if len(treq) > 0 {
+				then["required"] = treq
+			}
+			allOf = append(allOf, obj{
+				"if":   obj{"properties": obj{"type": obj{"const": pt.name}}, "required": []any{"type"}},
+				"then": then,
+			})
+		}
+		s["allOf"] = allOf
+		s["unevaluatedProperties"] = false
+		return s
+	}
+	s["additionalProperties"] = false
+	return s
+}
+
+// inlineDefaults is the table of provider keys of type kt in v, a Provider.
+func inlineDefaults(v reflect.Value, kt reflect.Type) reflect.Value {
+	for i := range v.NumField() {
+		if fv := v.Field(i); fv.Kind() == reflect.Pointer && fv.Type().Elem() == kt && !fv.IsNil() {
+			return fv.Elem()
+		}
+	}
+	return reflect.Zero(kt)
+}
+
+// key returns the schema of field f of section t, whose default is v, and
+// adds its reference row.
+func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, path string) obj {
+	name := t.Name() + "." + strings.Split(f.Tag.Get("yaml"), ",")[0]
+	s := g.form(name, f.Type, v, path)
+	doc := g.docs[t.Name()+"."+f.Name]
+	if doc == "" && f.Name != "_" {
+		doc = g.docs[elem(f.Type).Name()] // a section: its type's doc
+	}
+	if doc != "" {
+		s["description"] = doc
+	}
+	if vals, ok := schemaEnums[name]; ok && vals != nil {
+		s["enum"] = toAny(vals)
+	}
+	if vals, ok := intEnums[name]; ok {
+		s["enum"] = toAny(vals)
+	}
+	if f.Tag.Get("required") != "true" && f.Name != "_" {
+		if d, ok := jsonDefault(name, v); ok {
+			s["default"] = d
+		}
+	}
+	if _, formed := schemaForms[name]; isSection(elem(f.Type)) && !formed {
+		return s // its keys are rows; the section is not
+	}
+	row := strings.ReplaceAll(path, "[0]", "[]")
+	if !g.seen[row] {
+		g.seen[row] = true
+		def := formatDefault(f, v)
+		if w := writtenAs[row]; w != "" {
+			def = w
+		}
+		if note := defaultNotes[row]; note != "" {
+			def += " (" + note + ")"
+		}
+		g.rows = append(g.rows, refRow{path: row, form: formOf(s), def: def, doc: doc})
+	}
+	return s
+}
+
+// elem is t without pointers and slices: what a section's key holds.
+func elem(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return t
+}
+
+// form returns the schema of a value of type t named name ("Type.key"),
+// whose default is v.
+func (g *schemaGen) form(name string, t reflect.Type, v reflect.Value, path string) obj {
+	for _, k := range []string{name, t.String()} {
+		if s, ok := schemaForms[k]; ok {
+			return g.expand(s, t, v, path)
+		}
+	}
+	return g.plain(name, t, v, path)
+}
+
+// plain returns the schema of type t as Go has it.
+func (g *schemaGen) plain(name string, t reflect.Type, v reflect.Value, path string) obj {
+	switch t.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v = reflect.Zero(t.Elem())
+		} else {
+			v = v.Elem()
+		}
+		return g.form(name, t.Elem(), v, path)
+	case reflect.Struct:
+		if isSection(t) {
+			return g.section(t, v, path)
+		}
+		return obj{}
+	case reflect.Slice:
+		iv := reflect.Zero(t.Elem())
+		if v.Len() > 0 {
+			iv = v.Index(0)
+		}
+		return obj{"type": "array", "items": g.form("", t.Elem(), iv, path+"[0]")}
+	case reflect.Map:
+		return obj{"type": "object", "additionalProperties": g.form("", t.Elem(), reflect.Zero(t.Elem()), path+".<name>")}
+	case reflect.String:
+		return obj{"type": "string"}
+	case reflect.Bool:
+		return obj{"type": "boolean"}
+	case reflect.Int, reflect.Int64, reflect.Uint32:
+		return obj{"type": "integer"}
+	case reflect.Float64:
+		return obj{"type": "number"}
+	}
+	return obj{} // a blank field read into another: any value
+}
+
+// expand copies form s, putting in the schema of t (its Go type's) where s says nil and
+// of the named type where it names one.
+func (g *schemaGen) expand(s obj, t reflect.Type, v reflect.Value, path string) obj {
+	out := maps.Clone(s)
+	if alts, ok := s["anyOf"].([]any); ok {
+		var any2 []any
+		for _, a := range alts {
+			switch a := a.(type) {
+			case nil:
+				any2 = append(any2, g.plain("", t, v, path))
+			case string:
+				named := namedTypes[a]
+				any2 = append(any2, g.section(named, reflect.Zero(named), path))
+			default:
+				any2 = append(any2, a)
+			}
+		}
+		out["anyOf"] = any2
+	}
+	return out
+}
+
+// namedTypes are the types schemaForms names.
+var namedTypes = map[string]reflect.Type{"config.SacloudSelector": reflect.TypeFor[SacloudSelector]()}
+
+// jsonDefault is v as the file writes it, when the schema should say it.
+func jsonDefault(name string, v reflect.Value) (any, bool) {
+	if name == "AccessLog.sample" {
+		return "auto", true
+	}
+	if v.Kind() == reflect.Pointer || v.IsZero() && v.Kind() != reflect.Bool {
+		return nil, false
+	}
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return formatDuration(x), true
+	case int64:
+		return formatSize(x), true
+	case uint32:
+		return fmt.Sprintf("%#o", x), true
+	case Step:
+		if x.Percent {
+			return x.String(), true
+		}
+		return x.N, true
+	case fmt.Stringer:
+		return x.String(), true
+	case string, bool, int, float64, []string:
+		return x, true
+	}
+	return nil, false
+}
+
+func toAny[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// formOf names what a key's schema takes, for the reference.
+func formOf(s obj) string {
+	if f, ok := s["x-form"].(string); ok {
+		return f
+	}
+	if e, ok := s["enum"].([]any); ok {
+		vals := make([]string, len(e))
+		for i, v := range e {
+			vals[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(vals, ", ")
+	}
+	switch s["type"] {
+	case "array":
+		return "list of " + formOf(s["items"].(obj)) + "s"
+	case "object":
+		if _, ok := s["properties"]; ok {
+			return "mapping"
+		}
+		return "mapping of string to " + formOf(s["additionalProperties"].(obj))
+	case nil:
+		return "any"
+	}
+	if _, ok := s["type"].([]any); ok {
+		return "scalar"
+	}
+	return fmt.Sprint(s["type"])
+}
+
+// renderSchema writes the schema as docs/shoal.schema.json holds it.
+func renderSchema(s obj) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(stripForms(s)); err != nil {
+		return nil, fmt.Errorf("encode the schema: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// stripForms drops the x-form notes, which are for the reference only.
+func stripForms(v any) any {
+	switch v := v.(type) {
+	case obj:
+		out := obj{}
+		for k, x := range v {
+			if k != "x-form" {
+				out[k] = stripForms(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = stripForms(x)
+		}
+		return out
+	}
+	return v
+}
+
+// renderReference writes docs/config.md.
+func renderReference(rows []refRow) string {
+	var b strings.Builder
+	b.WriteString(`# Configuration reference
+
+<!-- Generated from the config's Go types in internal/config by
+     go test ./internal/config -run TestConfigReference -update
+     Do not edit; TestConfigReference fails when this file is stale. -->
+
+Every key of shoal.yaml, in the order the file's sections are read. ` + "`[]`" + `
+marks the items of a list; the keys of an optional section apply when the
+section is there. Editors validate and complete shoal.yaml with
+[shoal.schema.json](shoal.schema.json): with the YAML language server, put
+` + "`# yaml-language-server: $schema=" + schemaID + "`" + ` on the file's first line.
+`)
+	top := ""
+	for _, r := range rows {
+		head, _, _ := strings.Cut(r.path, ".")
+		head, _, _ = strings.Cut(head, "[")
+		if head != top {
+			top = head
+			fmt.Fprintf(&b, "\n## %s\n\n| key | takes | default | meaning |\n| --- | --- | --- | --- |\n", top)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.path, cell(r.form), r.def, cell(r.doc))
+	}
+	return b.String()
+}
+
+// cell escapes what would end a table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// checkGenerated fails t when file is not want; -update writes it.
+func checkGenerated(t *testing.T, file string, want []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(old, want) {
+		t.Errorf("%s is stale; rerun with -update to write it", file)
+	}
+}
+
+// TestConfigSchema fails when docs/shoal.schema.json is not what the Go
+// types say.
+func TestConfigSchema(t *testing.T) {
+	s, _, err := configSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := renderSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compileSchema(b); err != nil {
+		t.Fatalf("the generated schema does not compile: %v", err)
+	}
+	checkGenerated(t, "../../docs/shoal.schema.json", b)
+}
+
+// TestConfigReference fails when docs/config.md is not what the Go types say.
+func TestConfigReference(t *testing.T) {
+	_, rows, err := configSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 150 {
+		t.Errorf("%d keys in the reference; the walk missed sections", len(rows))
+	}
+	checkGenerated(t, "../../docs/config.md", []byte(renderReference(rows)))
+}
