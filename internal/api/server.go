@@ -112,6 +112,7 @@ func NewHandler(m *jobs.Manager, groups Groups, log *slog.Logger, token string, 
 		// Built before the UI's own routes exist: it calls the API, never itself.
 		ui = h.newUI(h.mux)
 		h.mux.Handle("GET /{$}", ui)
+		h.mux.Handle("GET /favicon.ico", ui)
 		h.mux.Handle("/ui/", ui)
 	}
 	return requireToken(token, h.mux, ui, log, newFailureLimiter(maxAuthFailures, time.Minute, time.Now))

@@ -10,7 +10,8 @@ import (
 // login); a request carrying a session it issued is served as if it carried
 // the token.
 type UI interface {
-	// ServeHTTP serves "/" and the paths under /ui/ but the login.
+	// ServeHTTP serves "/", /favicon.ico and the paths under /ui/ but
+	// the login.
 	http.Handler
 	// Login answers POST /ui/login and reports whether the token given was
 	// right: the API counts wrong ones against the address, as it counts
@@ -35,5 +36,5 @@ const uiLogin = "/ui/login"
 
 // isUIPath reports whether path is the UI's rather than the API's.
 func isUIPath(path string) bool {
-	return path == "/" || strings.HasPrefix(path, "/ui/")
+	return path == "/" || path == "/favicon.ico" || strings.HasPrefix(path, "/ui/")
 }

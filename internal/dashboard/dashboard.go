@@ -84,6 +84,10 @@ func New(ctx context.Context, api http.Handler, token string, log *slog.Logger) 
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	})
 	d.mux.HandleFunc("GET /ui/{$}", d.index)
+	// Browsers ask for it unbidden; answered here, it is no failed login.
+	d.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
 	d.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.FileServerFS(assetsFS)))
 	d.mux.HandleFunc("GET /ui/stream", d.stream)
 	d.mux.HandleFunc("POST /ui/logout", d.logout)
@@ -97,7 +101,9 @@ func (d *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// Not no-referrer: with it a form POST carries "Origin: null", which
+	// the login's Origin check refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	// uPlot styles its elements from script (CSSOM), which style-src
 	// does not restrict; nothing is inline in the pages.
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
@@ -142,6 +148,7 @@ func (d *Handler) Login(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Cache-Control", "no-store")
 	if !sameOrigin(r, true) {
 		// Login CSRF: another site must not log a browser in.
+		d.log.Warn("dashboard login refused: cross-origin", "remote", r.RemoteAddr, "origin", truncate(r.Header.Get("Origin")))
 		d.loginPage(w, http.StatusForbidden, "cross-origin login refused")
 		return true // not a wrong token
 	}
@@ -227,3 +234,11 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 func (r *recorder) WriteHeader(code int)        { r.code = code }
+
+// truncate keeps echoed input short in the log.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

@@ -57,8 +57,9 @@ function renderOverview(m) {
 }
 
 function stateClass(s) {
-  if (s === "in_service" || s === "UP" || s === "done" || s === "accepted" || s === "running") return "ok";
-  if (s === "failed" || s === "DOWN" || s === "ignored" || s === "error" || s === "unhealthy") return "bad";
+  s = String(s || "");
+  if (s === "in-service" || s === "UP" || s.startsWith("UP ") || s === "done" || s === "accepted" || s === "running") return "ok";
+  if (s === "failed" || s === "DOWN" || s.startsWith("DOWN ") || s === "ignored" || s === "error" || s === "unhealthy") return "bad";
   return "warn";
 }
 
