@@ -35,8 +35,11 @@ func resample(pts []Point, from time.Time, step time.Duration, n int) []*float64
 	sum := make([]float64, n)
 	cnt := make([]int, n)
 	for _, p := range pts {
+		if p.T.Before(from) { // would truncate into the first step
+			continue
+		}
 		i := int(p.T.Sub(from) / step)
-		if i < 0 || i >= n {
+		if i >= n {
 			continue
 		}
 		sum[i] += p.V

@@ -1,18 +1,21 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/dashboard"
 	"github.com/shoal-lb/shoal/internal/dashboard/tour"
 )
 
@@ -57,29 +60,10 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	// Traffic for the live figures: 20 requests a second at most, until
-	// the test ends (3 minutes at most).
+	// Traffic for the live figures, until the test ends.
+	startTrickle(t, e)
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c := &http.Client{Timeout: 5 * time.Second}
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if resp, err := c.Get("http://" + e.listen + "/"); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		}
-	}()
+	defer stop()
 
 	dir := t.TempDir()
 	res, err := tour.Run(ctx, tour.Options{URL: base, Token: token, Group: "web", Timeout: 30 * time.Second,
@@ -110,6 +94,7 @@ func TestDashboard(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"source": "dashboard"`) {
 		t.Errorf("shoal jobs does not list the dashboard's job (exit %d):\n%s", code, out)
 	}
+	streamOutlivesReadTimeout(t, base, token)
 	for _, name := range []string{"1-login", "2-group", "3-scaled-up"} {
 		if fi, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || fi.Size() < 1000 {
 			t.Errorf("screenshot %s: %v", name, errors.Join(err, fmt.Errorf("size %d", sizeOf(fi))))
@@ -122,4 +107,55 @@ func sizeOf(fi os.FileInfo) int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// streamOutlivesReadTimeout logs in as the page does and reads the stream
+// for longer than the admin listener's 10 s read timeout: one connection
+// must carry a message a second throughout.
+func streamOutlivesReadTimeout(t *testing.T, base, token string) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || len(cookies) == 0 {
+		t.Fatalf("login: %d with %d cookies, want 303 and the session", resp.StatusCode, len(cookies))
+	}
+	req, _ = http.NewRequest("GET", base+"/ui/stream?group=web", nil)
+	req.AddCookie(cookies[0])
+	began := time.Now()
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("stream: %d %s, want 200 text/event-stream", resp.StatusCode, ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	n := 0
+	for time.Since(began) < 13*time.Second && sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		var m dashboard.Message
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m); err != nil {
+			t.Fatalf("stream message %d: %v", n+1, err)
+		}
+		if len(m.Status.Groups) != 1 || len(m.Errors) > 0 {
+			t.Fatalf("stream message %d: groups %d, errors %v", n+1, len(m.Status.Groups), m.Errors)
+		}
+		n++
+	}
+	if el := time.Since(began); el < 13*time.Second || n < 12 {
+		t.Errorf("stream: %d messages in %s on one connection (%v), want one a second for 13 s", n, el.Round(time.Millisecond), sc.Err())
+	}
 }
