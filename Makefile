@@ -21,12 +21,13 @@ deps:
 # Alertmanager (Debian's prometheus and prometheus-alertmanager packages), and
 # the ssh tests' hosts: sshd in network namespaces (openssh-server, iproute2),
 # moto, the AWS emulator the ec2 driver's tests run (in a virtualenv), and jq
-# and flock, which the exec provider's test cloud (a shell script) uses; and
-# pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
+# and flock, which the exec provider's test cloud (a shell script) uses;
+# Chromium, in which the dashboard's test (and make bench) drive the page;
+# and pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
 # tests also read the module's test/certs from the module cache).
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 
@@ -64,12 +65,13 @@ demo: deps build
 
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
 # all of them take about 55 minutes (hosts makes network namespaces, so it
-# runs as root; clouds needs jq, flock and moto: make test-deps). BENCH picks
+# runs as root; clouds needs jq, flock and moto: make test-deps; dashboard
+# saves its screenshots in bench/results/screenshots). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput tls reaction collection overload zero hosts clouds
+BENCH       ?= throughput tls reaction collection overload zero hosts clouds dashboard
 BENCH_FLAGS ?=
 bench: build
-	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip
+	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip chromium
 	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.

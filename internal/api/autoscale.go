@@ -64,11 +64,15 @@ const (
 	MaxEventsLimit     = 10000
 	// maxPolicyBody bounds a candidate policy.
 	maxPolicyBody = 1 << 20
+	// DefaultSeriesPoints and MaxSeriesPoints bound the steps of GET
+	// .../series: a chart's width in pixels is plenty.
+	DefaultSeriesPoints = 360
+	MaxSeriesPoints     = 2000
 	// eventsPoll is how often a long-polling GET /v1/events looks again.
 	eventsPoll = 200 * time.Millisecond
 )
 
-// WithAutoscaling serves GET /v1/groups/{group}/metrics and .../capacity, GET /v1/cpu-usage,
+// WithAutoscaling serves GET /v1/groups/{group}/metrics, .../series and .../capacity, GET /v1/cpu-usage,
 // GET /v1/events and POST /v1/groups/{group}/policy/test from a.
 func WithAutoscaling(a Autoscaling) Option {
 	return func(h *Handler) {
@@ -76,6 +80,7 @@ func WithAutoscaling(a Autoscaling) Option {
 		// Registered here rather than in NewHandler: these routes exist only
 		// when the core runs an autoscaler.
 		h.mux.HandleFunc("GET /v1/groups/{group}/metrics", s.metrics)
+		h.mux.HandleFunc("GET /v1/groups/{group}/series", s.series)
 		h.mux.HandleFunc("GET /v1/groups/{group}/capacity", s.capacity)
 		h.mux.HandleFunc("GET /v1/cpu-usage", s.cpuUsage)
 		h.mux.HandleFunc("GET /v1/events", s.events)
@@ -170,6 +175,42 @@ func (s *autoscaleAPI) metrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, doc)
+}
+
+// SeriesMetrics are the metrics GET .../series returns without a metric
+// parameter: what the dashboard charts.
+var SeriesMetrics = []string{"size", "ready", "cpu.p90", "requests_per_second", "latency_ms.p99"}
+
+// series is GET /v1/groups/{group}/series?window=1h&points=360&metric=M...:
+// the group's metrics over the window in equal steps.
+func (s *autoscaleAPI) series(w http.ResponseWriter, r *http.Request) {
+	g, ok := s.groupConfig(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	window, err := parseWindow(r, "window", time.Hour, MaxMetricsWindow)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	n := DefaultSeriesPoints
+	if v := q.Get("points"); v != "" {
+		n, err = strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxSeriesPoints {
+			badRequest(w, fmt.Errorf("points: must be from 1 to %d, got %q", MaxSeriesPoints, truncate(v)))
+			return
+		}
+	}
+	names := q["metric"]
+	if len(names) == 0 {
+		names = SeriesMetrics
+	}
+	if len(names) > len(SeriesMetrics)*2 {
+		badRequest(w, fmt.Errorf("metric: at most %d, got %d", len(SeriesMetrics)*2, len(names)))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.a.Metrics.Series(g.Name, names, time.Now(), window, n))
 }
 
 // CPUUsageResponse is GET /v1/cpu-usage: each ready instance's CPU in

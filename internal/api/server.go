@@ -88,6 +88,8 @@ type Handler struct {
 	providers Providers
 	// rateLimits, when set, adds the rate-limited clients to the status.
 	rateLimits RateLimits
+	// newUI, when set, builds the browser UI served beside a token.
+	newUI NewUI
 }
 
 // NewHandler returns the API handler. token, when non-empty, is required as
@@ -112,14 +114,24 @@ func NewHandler(m *jobs.Manager, groups Groups, log *slog.Logger, token string, 
 	if token == "" {
 		return h.mux
 	}
-	return requireToken(token, h.mux, log, newFailureLimiter(maxAuthFailures, time.Minute, time.Now))
+	var ui UI
+	if h.newUI != nil {
+		// Built before the UI's own routes exist: it calls the API, never itself.
+		ui = h.newUI(h.mux)
+		h.mux.Handle("GET /{$}", ui)
+		h.mux.Handle("GET /favicon.ico", ui)
+		h.mux.Handle("/ui/", ui)
+	}
+	return requireToken(token, h.mux, ui, log, newFailureLimiter(maxAuthFailures, time.Minute, time.Now))
 }
 
 // maxAuthFailures is how many wrong tokens one address may send a minute
 // before it is answered 429 without its token being checked.
 const maxAuthFailures = 10
 
-func requireToken(token string, next http.Handler, log *slog.Logger, lim *failureLimiter) http.Handler {
+// requireToken serves next to requests with the bearer token or, when ui is
+// set, a session of the UI; the UI's own pages and its login to anyone.
+func requireToken(token string, next http.Handler, ui UI, log *slog.Logger, lim *failureLimiter) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -131,21 +143,36 @@ func requireToken(token string, next http.Handler, log *slog.Logger, lim *failur
 			writeError(w, http.StatusTooManyRequests, ErrorResponse{Error: fmt.Sprintf("too many authentication failures from %s: more than %d a minute; retry in %s", host, lim.max, wait.Round(time.Second))})
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			n := lim.fail(host)
-			// Logged until the limit, then once: a flood cannot fill the log.
-			if n <= lim.max {
-				log.Warn("api authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", truncate(r.URL.Path), "failures_this_minute", n)
+		if ui != nil && r.Method == http.MethodPost && r.URL.Path == uiLogin {
+			if !ui.Login(w, r) {
+				authFailed(log, lim, host, r)
 			}
-			if n == lim.max {
-				log.Warn("api authentication failures limited: answering 429 without checking", "remote", host, "for", lim.window)
-			}
+			return
+		}
+		if ui != nil && isUIPath(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 && (ui == nil || !ui.Authorized(r)) {
+			authFailed(log, lim, host, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="shoal"`)
 			writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authFailed counts a wrong token from host and logs it.
+func authFailed(log *slog.Logger, lim *failureLimiter, host string, r *http.Request) {
+	n := lim.fail(host)
+	// Logged until the limit, then once: a flood cannot fill the log.
+	if n <= lim.max {
+		log.Warn("api authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", truncate(r.URL.Path), "failures_this_minute", n)
+	}
+	if n == lim.max {
+		log.Warn("api authentication failures limited: answering 429 without checking", "remote", host, "for", lim.window)
+	}
 }
 
 // failureLimiter counts authentication failures per remote address in fixed

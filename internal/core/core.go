@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/dashboard"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
@@ -331,7 +333,8 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 	return groups, nil
 }
 
-// serveAPI serves the control API on the unix socket and, if configured, TCP.
+// serveAPI serves the control API on the unix socket and, if configured, TCP
+// with the dashboard.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
 func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
 	opts = append(opts, api.WithMetrics(met), api.WithControl(ctl))
@@ -343,7 +346,10 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, groups 
 	}
 	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, groups, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
-		srv, tl, err := listenAdmin(cfg.Admin, api.NewHandler(jm, groups, alog, cfg.Admin.Token, opts...), alog, defaultAdminLimits)
+		dlog := log.With("component", "dashboard")
+		ui := api.WithUI(func(a http.Handler) api.UI { return dashboard.New(ctx, a, cfg.Admin.Token, dlog) })
+		h := api.NewHandler(jm, groups, alog, cfg.Admin.Token, append(slices.Clip(opts), ui)...)
+		srv, tl, err := listenAdmin(cfg.Admin, h, alog, defaultAdminLimits)
 		if err != nil {
 			return &wg, err
 		}

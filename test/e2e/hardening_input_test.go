@@ -155,6 +155,11 @@ func TestAPIInputLimits(t *testing.T) {
 		{"GET", "/v1/jobs/1?wait=", "", 400, "wait must be"},
 		{"GET", "/v1/jobs/1?wait=soon", "", 400, "wait must be"},
 		{"GET", "/v1/jobs/1?wait=-1s", "", 400, "wait must be"},
+		{"GET", "/v1/groups/web/series?points=0", "", 400, "points: must be from 1 to 2000"},
+		{"GET", "/v1/groups/web/series?points=2001", "", 400, "points: must be from 1 to 2000"},
+		{"GET", "/v1/groups/web/series?window=32d", "", 400, "window: must be"},
+		{"GET", "/v1/groups/web/series?" + strings.Repeat("metric=size&", 11), "", 400, "metric: at most 10"},
+		{"GET", "/v1/groups/nope/series", "", 404, "unknown group"},
 	} {
 		code, body := do(tc.method, tc.path, tc.body)
 		if msg, _ := body["error"].(string); code != tc.want || !strings.Contains(msg, tc.msg) {

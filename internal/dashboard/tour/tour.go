@@ -1,0 +1,211 @@
+// Package tour drives the dashboard in headless Chromium as an operator
+// would: the login page, the login, a group's live view filling with data,
+// and a click on "Scale up" until the new job and instance show. The
+// end-to-end test asserts on its Result; shoal-bench keeps its screenshots.
+package tour
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ErrNoBrowser is returned when no Chromium is installed.
+var ErrNoBrowser = errors.New("chromium is not installed (Debian package chromium; make test-deps installs it)")
+
+// Browser returns the path of the Chromium to drive.
+func Browser() (string, error) {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoBrowser
+}
+
+// Options say where the dashboard is and what to do there.
+type Options struct {
+	// URL is the admin listener's base, e.g. http://127.0.0.1:9000.
+	URL   string
+	Token string
+	// Group is the group to open and scale up.
+	Group string
+	// Shot, when set, receives each screenshot (PNG) with a name such as
+	// "1-login".
+	Shot func(name string, png []byte) error
+	// Timeout bounds each wait (default 60 s).
+	Timeout time.Duration
+}
+
+// Result is what the browser saw.
+type Result struct {
+	// LoginForm: the dashboard asked for the token before the login.
+	LoginForm bool
+	// Live is from the login's submission to the group's chart holding
+	// data and its instance table filled.
+	Live time.Duration
+	// ChartPoints are the chart's steps with an instance count; Instances
+	// the table's rows; Overview the overview's cells, by column, for the
+	// group; Decisions the timeline's rows.
+	ChartPoints int
+	Instances   int
+	Overview    map[string]string
+	Decisions   int
+	// MessagesPerSecond is the rate of the stream's messages the page
+	// rendered over 5 s.
+	MessagesPerSecond float64
+	// Job is the job "Scale up" answered, with its state and, if ignored,
+	// reason, as the page shows it.
+	Job, JobState, Answer string
+	// JobListed: the job appeared in the group's job table.
+	JobListed bool
+	// InstancesAfter are the table's rows once the new instance showed;
+	// ScaleShown is from the click to then.
+	InstancesAfter int
+	ScaleShown     time.Duration
+}
+
+// Run drives a fresh headless browser through the dashboard at o.URL.
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
+	bin, err := Browser()
+	if err != nil {
+		return res, err
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.WindowSize(1280, 1100),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	if os.Geteuid() == 0 {
+		// Chromium refuses to run as root inside its sandbox.
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	// The first Run starts the browser, which lives as long as the context
+	// it was given: bctx, not a step's.
+	if err := chromedp.Run(bctx); err != nil {
+		return res, fmt.Errorf("dashboard tour: start %s: %w", bin, err)
+	}
+
+	poll := func(what, expr string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var ok bool
+			err := chromedp.Poll(expr, &ok, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(o.Timeout)).Do(ctx)
+			if err != nil {
+				return fmt.Errorf("wait until %s: %w", what, err)
+			}
+			return nil
+		})
+	}
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			if o.Shot == nil {
+				return nil
+			}
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+				return fmt.Errorf("screenshot %s: %w", name, err)
+			}
+			return o.Shot(name, png)
+		})
+	}
+	count := func(sel string, n *int) chromedp.Action {
+		return chromedp.Evaluate(fmt.Sprintf(`document.querySelectorAll(%s).length`, strconv.Quote(sel)), n)
+	}
+	js := strconv.Quote
+	groupRow := `#overview tbody tr[data-group=` + js(o.Group) + `]`
+	run := func(what string, actions ...chromedp.Action) error {
+		tctx, cancel := context.WithTimeout(bctx, 2*o.Timeout)
+		defer cancel()
+		if err := chromedp.Run(tctx, actions...); err != nil {
+			return fmt.Errorf("dashboard tour: %s: %w", what, err)
+		}
+		return nil
+	}
+
+	if err := run("open the login page",
+		chromedp.Navigate(o.URL+"/ui/"),
+		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		shot("1-login"),
+	); err != nil {
+		return res, err
+	}
+	res.LoginForm = true
+	submitted := time.Now()
+	if err := run("log in",
+		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
+		chromedp.Submit(`#token`, chromedp.ByQuery),
+		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
+		chromedp.Click(groupRow, chromedp.ByQuery),
+		poll("the chart and the instance table fill",
+			`Number(document.querySelector("#chart").dataset.points) > 0 && document.querySelector("#chart canvas") !== null && document.querySelectorAll("#instances tbody tr").length > 0`),
+	); err != nil {
+		return res, err
+	}
+	res.Live = time.Since(submitted)
+
+	var ticks0, ticks1 float64
+	var cells []string
+	if err := run("watch the stream",
+		// The overview's requests per second need a few samples.
+		poll("the overview shows requests per second", `(() => { const c = document.querySelector(`+js(groupRow+` td:nth-child(5)`)+`); return c && c.textContent !== "–" && Number(c.textContent) > 0; })()`),
+		chromedp.Evaluate(`state.ticks`, &ticks0),
+		chromedp.Sleep(5*time.Second),
+		chromedp.Evaluate(`state.ticks`, &ticks1),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll(`+js(groupRow+` td`)+`), (td) => td.textContent)`, &cells),
+		chromedp.Evaluate(`Number(document.querySelector("#chart").dataset.points)`, &res.ChartPoints),
+		count(`#instances tbody tr`, &res.Instances),
+		count(`#events tbody tr`, &res.Decisions),
+		shot("2-group"),
+	); err != nil {
+		return res, err
+	}
+	res.MessagesPerSecond = (ticks1 - ticks0) / 5
+	res.Overview = map[string]string{}
+	for i, col := range []string{"group", "desired", "in service", "CPU p90", "req/s", "p99", "last decision"} {
+		if i < len(cells) {
+			res.Overview[col] = cells[i]
+		}
+	}
+
+	clicked := time.Now()
+	if err := run("scale up",
+		chromedp.Click(`#scale-up`, chromedp.ByQuery),
+		poll("the page shows the job", `document.querySelector("#result").dataset.job !== undefined`),
+		chromedp.Evaluate(`document.querySelector("#result").dataset.job`, &res.Job),
+		chromedp.Evaluate(`document.querySelector("#result").dataset.state`, &res.JobState),
+		chromedp.Text(`#result`, &res.Answer, chromedp.ByQuery),
+	); err != nil {
+		return res, err
+	}
+	if res.JobState == "ignored" {
+		return res, nil
+	}
+	jobRow := `#jobs tbody tr[data-job=` + js(res.Job) + `]`
+	if err := run("see the job and the new instance",
+		poll("the job is listed", `document.querySelector(`+js(jobRow)+`) !== null`),
+		chromedp.ActionFunc(func(context.Context) error { res.JobListed = true; return nil }),
+		poll("a new instance is listed", fmt.Sprintf(`document.querySelectorAll("#instances tbody tr").length > %d`, res.Instances)),
+		chromedp.ActionFunc(func(context.Context) error { res.ScaleShown = time.Since(clicked); return nil }),
+		count(`#instances tbody tr`, &res.InstancesAfter),
+		// Once it serves, for the screenshot.
+		poll("the new instance is in service", `Array.from(document.querySelectorAll("#instances tbody tr td:nth-child(2)")).every((td) => td.textContent === "in-service")`),
+		shot("3-scaled-up"),
+	); err != nil {
+		return res, err
+	}
+	return res, nil
+}
