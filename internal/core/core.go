@@ -22,9 +22,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/local"
@@ -81,6 +83,21 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	defer st.Close()
 
+	// Notifications are delivered from the store's queue until the store
+	// closes (deferred: the delivery stops first).
+	nt, err := notify.New(cfg.Notify, st, log.With("component", "notify"))
+	if err != nil {
+		return err
+	}
+	st.SetRouter(nt.Route)
+	notifyCtx, stopNotify := context.WithCancel(context.Background())
+	var notifyWG sync.WaitGroup
+	notifyWG.Go(func() { nt.Run(notifyCtx) })
+	defer func() {
+		stopNotify()
+		notifyWG.Wait()
+	}()
+
 	// The access log reader is up before HAProxy can send to it and stops
 	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
 	var reader *accesslog.Reader
@@ -94,6 +111,12 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 
 	lb := haproxy.NewManager(cfg, log)
+	lb.OnRestart(func(reason string) {
+		d := event.Record("", event.HAProxyRestarted, time.Now(), "haproxy", reason)
+		if err := st.InsertDecision(context.Background(), &d); err != nil {
+			log.Warn("recording the restart of HAProxy failed", "err", err)
+		}
+	})
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
 	// Instances write their logs directly; shoal only rotates and expires them.
 	logsCtx, stopLogs := context.WithCancel(context.Background())
@@ -115,6 +138,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
+	provs.st = st
 	provs.start()
 	defer provs.stop()
 
@@ -130,6 +154,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	met := promexp.New(reg, lb.Restarts)
 	met.Registry().MustRegister(cloudCalls{provs})
+	met.Registry().MustRegister(nt.Collectors()...)
 	jm.Observe(met.ObserveJob)
 	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {
