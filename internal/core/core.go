@@ -168,7 +168,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	reg.start(auto.policy)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, provs: provs, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, provs: provs, groups: reg, notify: nt, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,19 +41,43 @@ type target struct {
 	sender
 }
 
+// Targets are a config's targets, ready to deliver to.
+type Targets struct {
+	cfg    config.Notify
+	byName map[string]target
+}
+
+// NewTargets prepares cfg's targets; it fails when one cannot be used (its
+// ca_file unreadable), so that a reload can refuse before it changes
+// anything.
+func NewTargets(cfg config.Notify) (*Targets, error) {
+	ts := &Targets{cfg: cfg, byName: map[string]target{}}
+	for _, t := range cfg.Targets {
+		s, err := newSender(t)
+		if err != nil {
+			return nil, fmt.Errorf("notify target %s: %w", t.Name, err)
+		}
+		ts.byName[t.Name] = target{cfg: t, sender: s}
+	}
+	return ts, nil
+}
+
 // Notifier routes events to targets and delivers the store's queue.
 type Notifier struct {
-	cfg     config.Notify
 	st      *store.Store
 	log     *slog.Logger
-	targets map[string]target
+	targets atomic.Pointer[Targets]
 
 	delivered, failed, dropped *prometheus.CounterVec
 }
 
 // New returns the notifier of cfg's targets, delivering st's queue.
 func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error) {
-	n := &Notifier{cfg: cfg, st: st, log: log, targets: map[string]target{},
+	ts, err := NewTargets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Notifier{st: st, log: log,
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_notifications_delivered_total",
 			Help: "Notifications delivered, by target.",
@@ -66,18 +91,21 @@ func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error
 			Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; no_target: the target is no longer configured).",
 		}, []string{"target", "reason"}),
 	}
-	for _, t := range cfg.Targets {
-		s, err := newSender(t)
-		if err != nil {
-			return nil, fmt.Errorf("notify target %s: %w", t.Name, err)
-		}
-		n.targets[t.Name] = target{cfg: t, sender: s}
-		// Every target's series exist from the start, at 0.
-		n.delivered.WithLabelValues(t.Name)
-		n.failed.WithLabelValues(t.Name)
-		n.dropped.WithLabelValues(t.Name, "expired")
-	}
+	n.Use(ts)
 	return n, nil
+}
+
+// Use makes ts the targets of events recorded from now on (a reloaded
+// config); what is queued for a target ts lacks is dropped and counted.
+func (n *Notifier) Use(ts *Targets) {
+	for name := range ts.byName {
+		// Every target's series exist from the start, at 0.
+		n.delivered.WithLabelValues(name)
+		n.failed.WithLabelValues(name)
+		n.dropped.WithLabelValues(name, "expired")
+	}
+	n.targets.Store(ts)
+	n.st.Poke()
 }
 
 func newSender(t config.NotifyTarget) (sender, error) {
@@ -102,7 +130,7 @@ func (n *Notifier) Collectors() []prometheus.Collector {
 // Route names the targets whose filters select ev, in config order.
 func (n *Notifier) Route(ev event.Event) []string {
 	var out []string
-	for _, t := range n.cfg.Targets {
+	for _, t := range n.targets.Load().cfg.Targets {
 		if Selects(t, ev) {
 			out = append(out, t.Name)
 		}
@@ -129,7 +157,7 @@ func Selects(t config.NotifyTarget, ev event.Event) bool {
 func (n *Notifier) Run(ctx context.Context) {
 	for {
 		n.pass(ctx)
-		wait := n.cfg.RetryMax
+		wait := n.targets.Load().cfg.RetryMax
 		if at, ok, err := n.st.NextNotification(ctx); err != nil {
 			n.log.Error("reading the notification queue failed", "err", err)
 		} else if ok {
@@ -149,14 +177,15 @@ func (n *Notifier) Run(ctx context.Context) {
 
 // pass drops what expired and delivers what is due.
 func (n *Notifier) pass(ctx context.Context) {
+	ts := n.targets.Load()
 	now := time.Now()
-	gone, err := n.st.ExpireNotifications(ctx, now.Add(-n.cfg.TTL))
+	gone, err := n.st.ExpireNotifications(ctx, now.Add(-ts.cfg.TTL))
 	if err != nil {
 		n.log.Error("expiring notifications failed", "err", err)
 	}
 	for name, c := range gone {
 		n.dropped.WithLabelValues(name, "expired").Add(float64(c))
-		n.log.Warn("notifications dropped undelivered: older than notify.ttl", "target", name, "count", c, "ttl", n.cfg.TTL)
+		n.log.Warn("notifications dropped undelivered: older than notify.ttl", "target", name, "count", c, "ttl", ts.cfg.TTL)
 	}
 	due, err := n.st.DueNotifications(ctx, now, batch)
 	if err != nil {
@@ -167,12 +196,12 @@ func (n *Notifier) pass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		n.deliver(ctx, q)
+		n.deliver(ctx, ts, q)
 	}
 }
 
-func (n *Notifier) deliver(ctx context.Context, q store.Notification) {
-	t, ok := n.targets[q.Target]
+func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) {
+	t, ok := ts.byName[q.Target]
 	if !ok {
 		n.dropped.WithLabelValues(q.Target, "no_target").Inc()
 		n.log.Warn("notification dropped: its target is no longer configured", "target", q.Target, "event", q.Event.Type)
@@ -191,7 +220,7 @@ func (n *Notifier) deliver(ctx context.Context, q store.Notification) {
 		return // shutting down: it stays queued as it was
 	}
 	n.failed.WithLabelValues(q.Target).Inc()
-	wait := n.backoff(q.Attempts)
+	wait := backoff(ts.cfg, q.Attempts)
 	n.log.Warn("notification delivery failed; retrying", "target", q.Target, "event", q.Event.Type,
 		"attempt", q.Attempts+1, "retry_in", wait, "err", err)
 	if err := n.st.RetryNotification(context.WithoutCancel(ctx), q.ID, time.Now().Add(wait), err.Error()); err != nil {
@@ -206,13 +235,13 @@ func (n *Notifier) forget(ctx context.Context, q store.Notification) {
 }
 
 // backoff is how long to wait after the (attempts+1)th failure.
-func (n *Notifier) backoff(attempts int) time.Duration {
-	d := n.cfg.RetryMin
+func backoff(cfg config.Notify, attempts int) time.Duration {
+	d := cfg.RetryMin
 	for range min(attempts, 62) {
-		if d >= n.cfg.RetryMax {
+		if d >= cfg.RetryMax {
 			break
 		}
 		d *= 2
 	}
-	return min(d, n.cfg.RetryMax)
+	return min(d, cfg.RetryMax)
 }

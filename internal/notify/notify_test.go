@@ -382,3 +382,47 @@ func count(t *testing.T, cv *prometheus.CounterVec, pairs ...string) float64 {
 	}
 	return 0
 }
+
+// TestUseReloadedTargets: after a reload replaces target ops by run, what
+// was queued for ops is dropped and counted, and new events go to run.
+func TestUseReloadedTargets(t *testing.T) {
+	rcv := &receiver{failures: 1 << 30, secret: []byte("k")}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	cfg := parse(t, `notify:
+  retry_min: 1h
+  retry_max: 1h
+  targets:
+    - {name: ops, type: webhook, url: "`+srv.URL+`", secret_file: `+secretFile(t, "k")+`}
+`)
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	n := start(t, cfg, st)
+	recordLaunch(t, st, "web", "web-001")
+	eventually(t, "the first failure", func() bool { return count(t, n.failed, "target", "ops") == 1 })
+
+	dir := t.TempDir()
+	ts, err := NewTargets(parse(t, `notify:
+  targets:
+    - {name: run, type: command, command: [tee, "`+dir+`/{{.Subject}}"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Use(ts)
+	recordLaunch(t, st, "web", "web-002")
+	eventually(t, "the new target's delivery", func() bool { return count(t, n.delivered, "target", "run") == 1 })
+	if _, err := os.Stat(filepath.Join(dir, "web-002")); err != nil {
+		t.Error(err)
+	}
+	// The old target's notification waits out its back-off (1h) before
+	// it is looked at again; the drop happens on that pass.
+	if err := st.RetryNotification(context.Background(), 1, time.Now(), "test: due now"); err != nil {
+		t.Fatal(err)
+	}
+	st.Poke()
+	eventually(t, "the old target's notification dropped", func() bool { return count(t, n.dropped, "target", "ops", "reason", "no_target") == 1 })
+	if _, queued, err := st.NextNotification(context.Background()); err != nil || queued {
+		t.Errorf("queue not empty: %v %v", queued, err)
+	}
+}

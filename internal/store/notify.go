@@ -43,6 +43,9 @@ func (s *Store) SetRouter(route Router) {
 	s.outbox.mu.Unlock()
 }
 
+// Poke wakes the notifier as a queued notification would.
+func (s *Store) Poke() { s.outbox.poke() }
+
 // Queued receives after a notification may have been queued.
 func (s *Store) Queued() <-chan struct{} { return s.outbox.queued }
 
