@@ -35,7 +35,8 @@ func (g *Group) launched(ctx context.Context, in *instance) {
 	}
 	g.record(ctx, event.InstanceLaunched, in.name, fmt.Sprintf("%s launched at %s (version %s)", in.name, where, version))
 	if old != "" {
-		g.record(ctx, event.InstanceReplaced, old, fmt.Sprintf("%s replaced by %s", old, in.name))
+		// The replacement often reuses the failed instance's name.
+		g.record(ctx, event.InstanceReplaced, old, fmt.Sprintf("%s, failed in service, replaced by %s launched at %s", old, in.name, where))
 	}
 }
 
