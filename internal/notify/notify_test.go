@@ -268,23 +268,28 @@ func TestRestartDeliversQueued(t *testing.T) {
 	}
 }
 
-// TestTTLDropsAndCounts: an event a receiver never accepts is retried
-// until it is older than the ttl, then dropped and counted.
-func TestTTLDropsAndCounts(t *testing.T) {
-	rcv := &receiver{failures: 1 << 30, secret: []byte("k")}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
+// refusedLaunch runs a notifier (with the notify settings given) whose
+// one target, ops, refuses every post, and records a launch for it.
+func refusedLaunch(t *testing.T, settings string) (*Notifier, *store.Store) {
+	t.Helper()
+	srv := httptest.NewServer(&receiver{failures: 1 << 30, secret: []byte("k")})
+	t.Cleanup(srv.Close)
 	cfg := parse(t, `notify:
-  ttl: 500ms
-  retry_min: 50ms
-  retry_max: 100ms
+  `+settings+`
   targets:
     - {name: ops, type: webhook, url: "`+srv.URL+`", secret_file: `+secretFile(t, "k")+`}
 `)
 	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	n := start(t, cfg, st)
 	recordLaunch(t, st, "web", "web-001")
+	return n, st
+}
+
+// TestTTLDropsAndCounts: an event a receiver never accepts is retried
+// until it is older than the ttl, then dropped and counted.
+func TestTTLDropsAndCounts(t *testing.T) {
+	n, st := refusedLaunch(t, "ttl: 500ms\n  retry_min: 50ms\n  retry_max: 100ms")
 	eventually(t, "the drop", func() bool { return count(t, n.dropped, "target", "ops", "reason", "expired") == 1 })
 	if f := count(t, n.failed, "target", "ops"); f < 3 {
 		t.Errorf("failures counted %v; want several retries before the drop", f)
@@ -386,19 +391,7 @@ func count(t *testing.T, cv *prometheus.CounterVec, pairs ...string) float64 {
 // TestUseReloadedTargets: after a reload replaces target ops by run, what
 // was queued for ops is dropped and counted, and new events go to run.
 func TestUseReloadedTargets(t *testing.T) {
-	rcv := &receiver{failures: 1 << 30, secret: []byte("k")}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	cfg := parse(t, `notify:
-  retry_min: 1h
-  retry_max: 1h
-  targets:
-    - {name: ops, type: webhook, url: "`+srv.URL+`", secret_file: `+secretFile(t, "k")+`}
-`)
-	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
-	defer st.Close()
-	n := start(t, cfg, st)
-	recordLaunch(t, st, "web", "web-001")
+	n, st := refusedLaunch(t, "retry_min: 1h\n  retry_max: 1h")
 	eventually(t, "the first failure", func() bool { return count(t, n.failed, "target", "ops") == 1 })
 
 	dir := t.TempDir()
