@@ -40,7 +40,8 @@ const (
 	// instance and why (the group's placement strategy is the code).
 	Placement Outcome = "placement"
 	// Event marks something that happened to the group's fleet (an
-	// instance launched, a host down, ...); the code is its event.Type.
+	// instance launched, a host down, ...); the rule and the code name
+	// its event.Type ("instance", "launched").
 	Event Outcome = "event"
 )
 

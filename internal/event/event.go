@@ -9,6 +9,7 @@ package event
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/decision"
@@ -19,7 +20,7 @@ import (
 type Type string
 
 // Event types. Instance, host and HAProxy events are recorded in the
-// group's event log with outcome decision.Event and the type as the code;
+// group's event log with outcome decision.Event (see Record);
 // scale events come from jobs, deploy and policy events from their records.
 const (
 	InstanceLaunched        Type = "instance.launched"
@@ -72,10 +73,13 @@ type Event struct {
 
 // Record is the group's event-log entry for an event of type t about
 // subject: the group records it with the store's InsertDecision like any
-// decision, and FromDecision turns it back into the event.
+// decision, and FromDecision turns it back into the event. The type's
+// family is the rule and the rest the code ("instance", "launched"), so
+// that `shoal events` shows them in its columns.
 func Record(group string, t Type, at time.Time, subject, reason string) decision.Record {
-	return decision.Record{Group: group, Time: at, Rule: string(t), Sources: []string{subject},
-		Outcome: decision.Event, Code: decision.Code(t), Reason: reason}
+	family, what, _ := strings.Cut(string(t), ".")
+	return decision.Record{Group: group, Time: at, Rule: family, Sources: []string{subject},
+		Outcome: decision.Event, Code: decision.Code(what), Reason: reason}
 }
 
 // FromDecision derives the event a recorded decision is, if any.
@@ -83,7 +87,7 @@ func FromDecision(d decision.Record) (Event, bool) {
 	e := Event{Time: d.Time, Group: d.Group, JobID: d.JobID, Message: d.Reason, Decision: &d}
 	switch d.Outcome {
 	case decision.Event:
-		e.Type = Type(d.Code)
+		e.Type = Type(d.Rule + "." + string(d.Code))
 		if len(d.Sources) > 0 {
 			e.Subject = d.Sources[0]
 		}

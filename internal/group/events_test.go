@@ -17,7 +17,7 @@ func recorded(r *reconciler) []string {
 	var out []string
 	for _, d := range r.st.decisions {
 		if d.Outcome == decision.Event {
-			out = append(out, string(d.Code)+" "+d.Sources[0])
+			out = append(out, d.Rule+"."+string(d.Code)+" "+d.Sources[0])
 		}
 	}
 	return out
