@@ -419,3 +419,17 @@ func TestUseReloadedTargets(t *testing.T) {
 		t.Errorf("queue not empty: %v %v", queued, err)
 	}
 }
+
+// TestCommandFails: a failing command's error carries the start of its
+// output, bounded however much it prints.
+func TestCommandFails(t *testing.T) {
+	cfg := parse(t, `notify:
+  targets:
+    - {name: run, type: command, command: [sh, -c, "yes error | head -c 1000000; exit 3"]}
+`)
+	c := &command{argv: cfg.Targets[0].Argv}
+	err := c.send(context.Background(), event.Event{Type: event.HostUp})
+	if err == nil || !strings.HasPrefix(err.Error(), "command sh: exit status 3: error\nerror\n") || len(err.Error()) > 600 {
+		t.Errorf("send = %.200q…; want the exit status and at most 512 bytes of output", err)
+	}
+}

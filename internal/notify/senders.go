@@ -236,16 +236,25 @@ func (c *command) send(ctx context.Context, ev event.Event) error {
 	}
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdin = bytes.NewReader(body)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	// One writer for both: exec then calls it from one goroutine at a time.
+	out := &head{max: 512}
+	cmd.Stdout, cmd.Stderr = out, out
 	// A child that keeps the output open does not hold the notifier.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		tail := out.String()
-		if len(tail) > 512 {
-			tail = tail[len(tail)-512:]
-		}
-		return fmt.Errorf("command %s: %w: %s", args[0], err, strings.TrimSpace(tail))
+		return fmt.Errorf("command %s: %w: %s", args[0], err, strings.TrimSpace(strings.ToValidUTF8(string(out.b), "?")))
 	}
 	return nil
+}
+
+// head keeps the first max bytes of a command's output, for its error:
+// a chatty command cannot fill the core's memory.
+type head struct {
+	b   []byte
+	max int
+}
+
+func (h *head) Write(p []byte) (int, error) {
+	h.b = append(h.b, p[:min(len(p), h.max-len(h.b))]...)
+	return len(p), nil
 }
