@@ -161,7 +161,8 @@ func (n *Notifier) Run(ctx context.Context) {
 		if at, ok, err := n.st.NextNotification(ctx); err != nil {
 			n.log.Error("reading the notification queue failed", "err", err)
 		} else if ok {
-			wait = min(wait, max(0, time.Until(at)))
+			// A floor: a store that keeps failing must not spin the loop.
+			wait = min(wait, max(10*time.Millisecond, time.Until(at)))
 		}
 		t := time.NewTimer(wait)
 		select {
