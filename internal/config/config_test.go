@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, frontends, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, frontends, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown, notify`,
 		},
 		{
 			name: "unknown group field",
@@ -1261,6 +1261,7 @@ compat:
 		},
 		AccessLog: AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
 		Shutdown:  ShutdownKeep,
+		Notify:    defaultNotify,
 		Groups: []Group{
 			{
 				Name:    "web",

@@ -58,6 +58,7 @@ func defaultsTree() Config {
 	sac.Template.EditParameter = &SacloudEdit{}
 	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
 	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
+	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	return c
 }
 
@@ -163,6 +164,8 @@ haproxy: {timeouts: {}}
 access_log: {}
 metrics: {retention: {}}
 instance_logs: {}
+notify:
+  targets: [{name: page, type: command, command: [page]}]
 compat: {sacloud_autoscaler: {listen: "tcp:127.0.0.1:50051"}}
 providers:
   - name: rack

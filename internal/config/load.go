@@ -238,6 +238,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
+	cfg.Notify = d.notify(top.get("notify"), cfg.Groups)
+
 	cfg.Shutdown, n = top.str("shutdown", def.Shutdown)
 	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {
 		d.errorf(n, "shutdown", "must be %s or %s, got %q", ShutdownKeep, ShutdownStop, cfg.Shutdown)

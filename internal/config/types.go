@@ -47,6 +47,8 @@ type Config struct {
 	// instances serving for the next shoal serve to adopt (a restart or an
 	// upgrade); ShutdownStop stops them all, as SIGINT and `shoal stop` do.
 	Shutdown string `yaml:"shutdown"`
+	// Notify sends events to webhooks, Slack, mail and commands.
+	Notify Notify `yaml:"notify"`
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written
@@ -68,6 +70,7 @@ var defaultConfig = Config{
 	Metrics:      DefaultMetrics,
 	InstanceLogs: DefaultInstanceLogs,
 	Shutdown:     ShutdownKeep,
+	Notify:       defaultNotify,
 }
 
 // Compression turns on gzip (HAProxy's libslz) for the listed content types.

@@ -25,9 +25,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/dashboard"
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/local"
@@ -84,6 +86,21 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	defer st.Close()
 
+	// Notifications are delivered from the store's queue until the store
+	// closes (deferred: the delivery stops first).
+	nt, err := notify.New(cfg.Notify, st, log.With("component", "notify"))
+	if err != nil {
+		return err
+	}
+	st.SetRouter(nt.Route)
+	notifyCtx, stopNotify := context.WithCancel(context.Background())
+	var notifyWG sync.WaitGroup
+	notifyWG.Go(func() { nt.Run(notifyCtx) })
+	defer func() {
+		stopNotify()
+		notifyWG.Wait()
+	}()
+
 	// The access log reader is up before HAProxy can send to it and stops
 	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
 	var reader *accesslog.Reader
@@ -97,6 +114,12 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 
 	lb := haproxy.NewManager(cfg, log)
+	lb.OnRestart(func(reason string) {
+		d := event.Record("", event.HAProxyRestarted, time.Now(), "haproxy", reason)
+		if err := st.InsertDecision(context.Background(), &d); err != nil {
+			log.Warn("recording the restart of HAProxy failed", "err", err)
+		}
+	})
 	// HAProxy reads the certificates from the store's files when it starts.
 	certs := certstore.New(cfg.StateDir, lb, log)
 	if err := certs.Write(cfg.Frontends); err != nil {
@@ -123,6 +146,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
+	provs.st = st
 	provs.start()
 	defer provs.stop()
 
@@ -138,6 +162,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	met := promexp.New(reg, lb.Restarts)
 	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
+	met.Registry().MustRegister(nt.Collectors()...)
 	jm.Observe(met.ObserveJob)
 	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {
@@ -153,7 +178,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	certsCtx, stopCerts := context.WithCancel(context.Background())
 	var certsWG sync.WaitGroup
-	certsWG.Go(func() { certs.Run(certsCtx, nil) })
+	certsWG.Go(func() { certs.Run(certsCtx, certExpiring(st, log)) })
 	defer func() {
 		stopCerts()
 		certsWG.Wait()
@@ -165,7 +190,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	acmeRun := newACMERunner(cfg.StateDir, certs, log)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -413,4 +438,23 @@ func frontendList(fes []config.Frontend) string {
 		parts[i] = fe.Name + "=" + strings.Join(fe.Bind, ",")
 	}
 	return strings.Join(parts, " ")
+}
+
+// certExpiring records a certificate.expiring event (and so notifies) once
+// per certificate served, not at each of the store's hourly checks.
+func certExpiring(st *store.Store, log *slog.Logger) func(certstore.Cert) {
+	told := map[string]bool{}
+	return func(c certstore.Cert) {
+		key := c.Frontend + "/" + c.Site + "/" + c.Serial
+		if told[key] {
+			return
+		}
+		told[key] = true
+		reason := fmt.Sprintf("certificate %s of frontend %s (%s, serial %s) expires at %s",
+			c.Site, c.Frontend, strings.Join(c.Names, ", "), c.Serial, c.NotAfter.UTC().Format(time.RFC3339))
+		d := event.Record("", event.CertificateExpiring, time.Now(), c.Frontend+"/"+c.Site, reason)
+		if err := st.InsertDecision(context.Background(), &d); err != nil {
+			log.Warn("recording an expiring certificate failed", "err", err)
+		}
+	}
 }

@@ -14,11 +14,13 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // checksTimeout bounds one question an ssh provider's poller asks a group
@@ -39,6 +41,8 @@ type providers struct {
 	log    *slog.Logger
 	opts   sshprov.Options
 	groups atomic.Pointer[registry]
+	// st records host events; set before start (nil records none).
+	st *store.Store
 
 	mu     sync.RWMutex
 	ssh    map[string]*sshprov.Provider
@@ -54,9 +58,10 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 	p := &providers{local: lp, log: log, ssh: map[string]*sshprov.Provider{}, cloud: map[string]*cloud.Provider{},
 		loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
 	p.opts = sshprov.Options{
-		StateDir: cfg.StateDir,
-		Checks:   p.checks,
-		Reclaim:  p.reclaim,
+		StateDir:  cfg.StateDir,
+		Checks:    p.checks,
+		Reclaim:   p.reclaim,
+		HostState: p.hostState,
 		// One batched read of the hosts per sample of the metrics.
 		Interval: cfg.Metrics.Interval,
 		Logs:     cfg.InstanceLogs,
@@ -331,4 +336,20 @@ func (c *core) InstanceLogs(ctx context.Context, name string, opts provider.LogO
 		return lr.Logs(ctx, rec, opts, w)
 	}
 	return fmt.Errorf("%w %q: no group has it (`shoal status` lists them)", api.ErrUnknownInstance, name)
+}
+
+// hostState records an ssh host going down or coming back. A host serves
+// every group of its provider, so the event names none.
+func (p *providers) hostState(host string, down bool, reason string) {
+	if p.st == nil {
+		return
+	}
+	t := event.HostUp
+	if down {
+		t = event.HostDown
+	}
+	d := event.Record("", t, time.Now(), host, reason)
+	if err := p.st.InsertDecision(context.Background(), &d); err != nil {
+		p.log.Warn("recording a host event failed", "host", host, "err", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -31,6 +32,7 @@ type core struct {
 	acme   *acmeRunner
 	provs  *providers
 	groups *registry
+	notify *notify.Notifier
 	stop   context.CancelCauseFunc
 
 	// reloadMu makes reloads one at a time, and shutdown wait for one.
@@ -108,6 +110,10 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	if err := reloadable(old, cfg); err != nil {
 		return resp, err
 	}
+	targets, err := notify.NewTargets(cfg.Notify)
+	if err != nil {
+		return resp, fmt.Errorf("reload: %w; nothing changed: the running config stays in force", err)
+	}
 
 	// Once the file is valid, the caller going away (a CLI interrupted)
 	// must not stop the reload half way.
@@ -148,6 +154,7 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 		c.log.Info("group added from the config", "group", g.Name(), "min_size", g.Config().MinSize)
 		resp.Added = append(resp.Added, g.Name())
 	}
+	c.notify.Use(targets)
 	c.cfg = cfg
 	applied = true
 

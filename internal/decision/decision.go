@@ -39,6 +39,10 @@ const (
 	// Placement marks where a provider with several hosts put a new
 	// instance and why (the group's placement strategy is the code).
 	Placement Outcome = "placement"
+	// Event marks something that happened to the group's fleet (an
+	// instance launched, a host down, ...); the rule and the code name
+	// its event.Type ("instance", "launched").
+	Event Outcome = "event"
 )
 
 // Code is a stable word for the reason of a decision, for filtering and

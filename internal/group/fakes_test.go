@@ -458,7 +458,7 @@ type fakeStore struct {
 	mu    sync.Mutex
 	state map[string]store.GroupState
 	insts map[string]store.Instance
-	// decisions are the placements recorded.
+	// decisions are the placements and events recorded.
 	decisions []decision.Record
 	// usage is what Usage answers from (tests set it).
 	usage []store.Usage

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -165,8 +166,11 @@ type Group struct {
 	// changed is closed and replaced on every change, waking waiters.
 	changed chan struct{}
 	// churn counts launches and retirements; a job that saw none was a no-op.
-	churn      int
-	failures   []Failure
+	churn    int
+	failures []Failure
+	// replacing are the instances that failed in service, oldest first:
+	// the next launches replace them (see launched).
+	replacing  []string
 	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
 	restored   []*instance
@@ -629,6 +633,7 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Unlock()
 	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "host", in.rec.Host, "version", in.version)
 	g.persist(ctx, in)
+	g.launched(ctx, in)
 	g.recordPlacement(ctx, in, pi)
 	return true
 }
@@ -961,13 +966,14 @@ func (g *Group) setWaiting(in *instance, why string, keep context.CancelFunc) {
 // leaving the instance as it is: it serves, and is retired later.
 func (g *Group) stuck(in *instance, reason string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version, serving: true})
 	if len(g.failures) > maxFailures {
 		g.failures = g.failures[len(g.failures)-maxFailures:]
 	}
 	g.notifyLocked()
+	g.mu.Unlock()
 	g.log.Warn("retiring instance stuck", "instance", in.name, "reason", reason)
+	g.record(context.Background(), event.InstanceTerminateFailed, in.name, in.name+": "+reason)
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already
@@ -1055,9 +1061,11 @@ func (g *Group) stopProcess(in *instance) {
 	defer cancel()
 	if err := in.inst.Stop(ctx); err != nil {
 		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.pid(), "err", err)
+		g.record(ctx, event.InstanceTerminateFailed, in.name, fmt.Sprintf("stopping %s failed: %v", in.name, err))
 		return
 	}
 	g.log.Info("instance stopped", "instance", in.name, "pid", in.pid())
+	g.record(ctx, event.InstanceTerminated, in.name, fmt.Sprintf("%s terminated", in.name))
 }
 
 // fail records a failure for status, jobs and crash-loop back-off.
@@ -1070,6 +1078,7 @@ func (g *Group) fail(in *instance, reason string) {
 	// Failures of instances that never got that far are a crash loop and
 	// back off.
 	crash := !lost && (in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService)
+	served := !in.servingSince.IsZero()
 	in.state, in.since = Failed, now
 	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version, crash: crash})
 	if len(g.failures) > maxFailures {
@@ -1089,6 +1098,7 @@ func (g *Group) fail(in *instance, reason string) {
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.log.Warn("instance failed", "instance", in.name, "reason", reason, "recent_failures", recent, "next_start_after", backoff)
+	g.failed(in, served, reason)
 	// Its replacement need not wait until it is stopped and removed.
 	g.poke()
 }

@@ -163,7 +163,12 @@ func TestPlacementRecorded(t *testing.T) {
 		t.Errorf("spec placement %+v; want the group's", spec.Placement)
 	}
 	r.st.mu.Lock()
-	ds := append([]decision.Record(nil), r.st.decisions...)
+	var ds []decision.Record
+	for _, d := range r.st.decisions {
+		if d.Outcome == decision.Placement {
+			ds = append(ds, d)
+		}
+	}
 	r.st.mu.Unlock()
 	if len(ds) != 1 {
 		t.Fatalf("decisions %+v; want one placement", ds)

@@ -77,6 +77,8 @@ type Manager struct {
 	supervisorDone chan struct{}
 	// restarts counts masters started after one exited unexpectedly.
 	restarts atomic.Int64
+	// onRestart, if set, is told of each such restart and why.
+	onRestart func(reason string)
 }
 
 // Server is a dynamic HAProxy server, one instance of a group.
@@ -132,6 +134,10 @@ func (m *Manager) Runtime(ctx context.Context, cmd, payload string) (string, err
 	}
 	return m.client.ExecPayload(ctx, cmd, payload)
 }
+
+// OnRestart makes f told, after each restart of HAProxy that followed an
+// unexpected exit, why it exited. Call it before Start.
+func (m *Manager) OnRestart(f func(reason string)) { m.onRestart = f }
 
 // Restarts returns how many times HAProxy was restarted after it exited
 // unexpectedly.
@@ -527,6 +533,7 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64
 		if time.Since(upSince) >= backoffReset {
 			delay = backoffMin
 		}
+		why := fmt.Sprintf("haproxy (pid %d) exited unexpectedly: %s", p.PID(), p.ExitReason())
 		m.log.Error("haproxy exited unexpectedly; restarting", "pid", p.PID(), "reason", p.ExitReason(),
 			"log", logTail(m.paths.LogFile, logStart), "restart_in", delay)
 		for {
@@ -554,6 +561,9 @@ func (m *Manager) supervise(ctx context.Context, p *proc.Process, logStart int64
 		m.proc, m.up = p, true
 		m.mu.Unlock()
 		m.sync(ctx, false)
+		if m.onRestart != nil {
+			m.onRestart(fmt.Sprintf("%s; restarted as pid %d", why, p.PID()))
+		}
 	}
 }
 

@@ -211,6 +211,8 @@ func TestManager(t *testing.T) {
 	defer client.CloseIdleConnections()
 
 	m := newTestManager(t, cfg)
+	restarted := make(chan string, 1)
+	m.OnRestart(func(reason string) { restarted <- reason })
 	if _, err := m.Stats(ctx, "web"); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Stats before Start: %v, want ErrNotRunning", err)
 	}
@@ -320,6 +322,14 @@ func TestManager(t *testing.T) {
 	})
 	waitStatus(t, m, map[string]string{"b1": "UP", "b3": "UP", "dead": "DOWN"}, true)
 	t.Logf("restarted after kill -9 in %v (pid %d -> %d)", time.Since(start), pid, m.PID())
+	select {
+	case why := <-restarted:
+		if want := fmt.Sprintf("haproxy (pid %d) exited unexpectedly: ", pid); !strings.HasPrefix(why, want) || !strings.HasSuffix(why, fmt.Sprintf("restarted as pid %d", m.PID())) {
+			t.Errorf("OnRestart told %q; want %q…restarted as pid %d", why, want, m.PID())
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnRestart was not told of the restart")
+	}
 	pid = m.PID()
 	for range 10 {
 		if _, err := get(client, url); err != nil {

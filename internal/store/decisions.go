@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/event"
 )
 
 // maxDecisions is how many of each group's newest decisions are kept.
@@ -55,9 +56,17 @@ func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
 		d.Group, d.Group, s.maxDecisions); err != nil {
 		return fmt.Errorf("insert decision: prune old decisions: %w", err)
 	}
+	stored := *d
+	stored.ID = id
+	if ev, ok := event.FromDecision(stored); ok {
+		if err := s.enqueue(ctx, tx, ev); err != nil {
+			return fmt.Errorf("insert decision: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("insert decision: %w", err)
 	}
+	s.outbox.poke()
 	d.ID = id
 	return nil
 }

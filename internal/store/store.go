@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/job"
 )
@@ -145,6 +146,20 @@ var migrations = [][]string{
 		) STRICT`,
 		`CREATE INDEX start_delays_group_at ON start_delays (group_name, at)`,
 	},
+	{
+		// Notifications waiting for delivery, one row per event and target
+		// (see notify.go). Times are Unix nanoseconds: compared, not read.
+		`CREATE TABLE notify_queue (
+			id         INTEGER PRIMARY KEY AUTOINCREMENT,
+			target     TEXT NOT NULL,
+			event      TEXT NOT NULL,
+			created_at INTEGER NOT NULL,
+			next_at    INTEGER NOT NULL,
+			attempts   INTEGER NOT NULL DEFAULT 0,
+			last_error TEXT NOT NULL DEFAULT ''
+		) STRICT`,
+		`CREATE INDEX notify_queue_next ON notify_queue (next_at)`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.
@@ -159,6 +174,7 @@ type Store struct {
 	db           *sql.DB
 	maxJobs      int64
 	maxDecisions int64
+	outbox       *outbox
 }
 
 // Open opens the database at path, creating it (mode 0600) if needed, and
@@ -173,7 +189,7 @@ func Open(path string) (*Store, error) {
 	// connections. Methods therefore read all rows before the next query.
 	db.SetMaxOpenConns(1)
 
-	s := &Store{db: db, maxJobs: maxJobs, maxDecisions: maxDecisions}
+	s := &Store{db: db, maxJobs: maxJobs, maxDecisions: maxDecisions, outbox: newOutbox()}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
@@ -502,10 +518,18 @@ func (s *Store) InsertJob(ctx context.Context, j *job.Job) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id <= ?`, id-s.maxJobs); err != nil {
 		return fmt.Errorf("insert job: prune old jobs: %w", err)
 	}
+	stored := *j
+	stored.ID = strconv.FormatInt(id, 10)
+	if ev, ok := event.FromJob("", stored); ok {
+		if err := s.enqueue(ctx, tx, ev); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	j.ID = strconv.FormatInt(id, 10)
+	s.outbox.poke()
+	j.ID = stored.ID
 	return nil
 }
 
@@ -515,22 +539,37 @@ func (s *Store) UpdateJob(ctx context.Context, j job.Job) error {
 	if !ok {
 		return fmt.Errorf("update job %q: %w", j.ID, ErrNotFound)
 	}
-	res, err := s.db.ExecContext(ctx,
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("update job %d: %w", id, err)
+	}
+	defer tx.Rollback()
+	// The state it had tells whether this update is an event.
+	var was job.State
+	err = tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, id).Scan(&was)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("update job %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("update job %d: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx,
 		`UPDATE jobs SET group_name = ?, source = ?, kind = ?, plan = ?, from_size = ?, target_size = ?,
 			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?, version = ?
 		WHERE id = ?`,
 		j.Group, j.Source, j.Kind, j.Plan, j.From, j.Target, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version, id)
-	if err != nil {
+		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version, id); err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
+	if ev, ok := event.FromJob(was, j); ok {
+		if err := s.enqueue(ctx, tx, ev); err != nil {
+			return fmt.Errorf("update job %d: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("update job %d: %w", id, ErrNotFound)
-	}
+	s.outbox.poke()
 	return nil
 }
 

@@ -209,14 +209,19 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	now := time.Now()
 	p.mu.Lock()
 	h.client, h.shell, h.facts, h.lastOK, h.since, h.lastErr = c, sh, facts, now, now, ""
-	if h.down {
+	back, until := h.down, time.Time{}
+	if back {
 		h.down = false
 		n := len(h.downs)
 		h.heldOffUntil = now.Add(holdOff(n))
 		p.log.Warn("host back after being down; held off from placement", "host", h.name, "until", h.heldOffUntil, "downs", n)
+		until = h.heldOffUntil
 	}
 	p.markAttempted(h)
 	p.mu.Unlock()
+	if back {
+		p.hostState(h.name, false, fmt.Sprintf("host %s is back; held off from placement until %s", h.name, until.UTC().Format(time.RFC3339)))
+	}
 	p.log.Info("connected", "host", h.name)
 	if err := p.reconcile(ctx, h); err != nil {
 		p.log.Warn("reconciling host failed", "host", h.name, "err", err)
@@ -393,6 +398,12 @@ func (p *Provider) evaluate(now time.Time) {
 		}
 	}
 
+	var downs map[string]string // host → why, told after the unlock
+	defer func() {
+		for h, why := range downs {
+			p.hostState(h, true, why)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	downAfter := p.cfg.HostDownAfter
@@ -418,7 +429,10 @@ func (p *Provider) evaluate(now time.Time) {
 				since = h.since
 			}
 			if now.Sub(since) >= downAfter && allFailing && (len(h.insts) == 0 || now.Sub(failingSince) >= downAfter) {
-				p.markDown(h, now, since, failingSince)
+				if downs == nil {
+					downs = map[string]string{}
+				}
+				downs[h.name] = p.markDown(h, now, since, failingSince)
 			}
 		}
 		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && h.inFlight == 0 {
@@ -432,8 +446,8 @@ func (p *Provider) evaluate(now time.Time) {
 }
 
 // markDown ends every instance on h: the groups replace them elsewhere.
-// p.mu is held.
-func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Time) {
+// It returns why h is down. p.mu is held.
+func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Time) string {
 	h.down, h.wasDown, h.since = true, true, now
 	recent := h.downs[:0]
 	for _, t := range h.downs {
@@ -452,6 +466,14 @@ func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Ti
 	for _, in := range h.insts {
 		h.lost[in.key()] = in.rec
 		p.finishLocked(in, reason)
+	}
+	return reason
+}
+
+// hostState tells Options.HostState, if set.
+func (p *Provider) hostState(host string, down bool, reason string) {
+	if p.opts.HostState != nil {
+		p.opts.HostState(host, down, reason)
 	}
 }
 

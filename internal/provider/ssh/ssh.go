@@ -53,6 +53,9 @@ type Options struct {
 	// running there that the provider no longer tracks: true if a group took it back (it calls
 	// Adopt itself); false, or nil Reclaim, and the provider stops it.
 	Reclaim func(ctx context.Context, rec provider.Record) bool
+	// HostState, if set, is told when a host goes down (with why) and when
+	// it is back; it is called without the provider's lock.
+	HostState func(host string, down bool, reason string)
 	// Interval is how often each host is polled (liveness + one batched /proc read); default 1s.
 	Interval time.Duration
 	// Logs bounds the instances' logs on the hosts (rotation and expiry);

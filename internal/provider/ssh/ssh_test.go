@@ -510,12 +510,19 @@ func TestHostKilled(t *testing.T) {
 func TestLinkDownReclaim(t *testing.T) {
 	l := newLab(t, 1)
 	var mu sync.Mutex
-	var asked []provider.Record
+	var (
+		asked  []provider.Record
+		states []string // what HostState was told
+	)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Reclaim: func(ctx context.Context, rec provider.Record) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, rec)
 		return false
+	}, HostState: func(host string, down bool, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, fmt.Sprintf("%s down=%t: %s", host, down, reason))
 	}})
 	tmpl := demoTemplate(t)
 	a := start(t, p, spec("web", 1, tmpl))
@@ -552,6 +559,10 @@ func TestLinkDownReclaim(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 1 || asked[0].ID != a.Record().ID || asked[0].Addr != a.Record().Addr {
 		t.Errorf("Reclaim asked about %+v, want a only", asked)
+	}
+	if len(states) != 2 || !strings.HasPrefix(states[0], h.Addr+" down=true: host "+h.Addr+" down: ") ||
+		!strings.HasPrefix(states[1], h.Addr+" down=false: host "+h.Addr+" is back") {
+		t.Errorf("HostState told %q; want down, then back", states)
 	}
 }
 

@@ -1,0 +1,146 @@
+// Package event names what shoal tells operators about: every event is
+// derived from what the store records (a decision.Record in the group's
+// event log, or a job's change of state), so `shoal events`, the dashboard
+// and the notifications see one history. It sits below the store, which
+// derives an event in the same transaction that records its source and
+// queues it for the notification targets that want it.
+package event
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/job"
+)
+
+// Type is a stable name of a kind of event, as targets filter on it.
+type Type string
+
+// Event types. Instance, host and HAProxy events are recorded in the
+// group's event log with outcome decision.Event (see Record);
+// scale events come from jobs, deploy and policy events from their records.
+const (
+	InstanceLaunched        Type = "instance.launched"
+	InstanceLaunchFailed    Type = "instance.launch_failed"
+	InstanceTerminated      Type = "instance.terminated"
+	InstanceTerminateFailed Type = "instance.terminate_failed"
+	InstanceUnhealthy       Type = "instance.unhealthy"
+	InstanceReplaced        Type = "instance.replaced"
+	ScaleStarted            Type = "scale.started"
+	ScaleFinished           Type = "scale.finished"
+	ScaleFailed             Type = "scale.failed"
+	ScaleIgnored            Type = "scale.ignored"
+	HostDown                Type = "host.down"
+	HostUp                  Type = "host.up"
+	DeployFinished          Type = "deploy.finished"
+	DeployRolledBack        Type = "deploy.rolled_back"
+	HAProxyRestarted        Type = "haproxy.restarted"
+	LeaderChanged           Type = "leader.changed"
+	CertificateExpiring     Type = "certificate.expiring"
+	PolicyDecision          Type = "policy.decision"
+)
+
+// Types lists every event type, for config checks and docs.
+var Types = []Type{
+	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
+	InstanceUnhealthy, InstanceReplaced,
+	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
+	HostDown, HostUp, DeployFinished, DeployRolledBack,
+	HAProxyRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
+}
+
+// Known reports whether t is one of Types.
+func Known(t Type) bool { return slices.Contains(Types, t) }
+
+// Event is one notification's payload: its JSON is what a webhook receives
+// and a command reads on stdin (docs/notify.md), a public contract.
+type Event struct {
+	Type  Type      `json:"type"`
+	Time  time.Time `json:"time"`
+	Group string    `json:"group,omitempty"`
+	// Subject is what the event is about: an instance, a host, a job id.
+	Subject string `json:"subject,omitempty"`
+	JobID   string `json:"job_id,omitempty"`
+	// Message is one line for people (a Slack text, a mail subject).
+	Message string `json:"message"`
+	// Decision or Job is the record the event was derived from.
+	Decision *decision.Record `json:"decision,omitempty"`
+	Job      *job.Job         `json:"job,omitempty"`
+}
+
+// Record is the group's event-log entry for an event of type t about
+// subject: the group records it with the store's InsertDecision like any
+// decision, and FromDecision turns it back into the event. The type's
+// family is the rule and the rest the code ("instance", "launched"), so
+// that `shoal events` shows them in its columns.
+func Record(group string, t Type, at time.Time, subject, reason string) decision.Record {
+	family, what, _ := strings.Cut(string(t), ".")
+	return decision.Record{Group: group, Time: at, Rule: family, Sources: []string{subject},
+		Outcome: decision.Event, Code: decision.Code(what), Reason: reason}
+}
+
+// FromDecision derives the event a recorded decision is, if any.
+func FromDecision(d decision.Record) (Event, bool) {
+	e := Event{Time: d.Time, Group: d.Group, JobID: d.JobID, Message: d.Reason, Decision: &d}
+	switch d.Outcome {
+	case decision.Event:
+		e.Type = Type(d.Rule + "." + string(d.Code))
+		if len(d.Sources) > 0 {
+			e.Subject = d.Sources[0]
+		}
+	case decision.Deploy:
+		switch job.State(d.Code) {
+		case job.Done:
+			e.Type = DeployFinished
+		case job.Failed:
+			e.Type = DeployRolledBack
+		default:
+			return Event{}, false
+		}
+	case decision.Nothing, decision.Requested, decision.Accepted, decision.Ignored, decision.Error, decision.ForecastOnly:
+		e.Type = PolicyDecision
+		e.Subject = d.Rule
+	default:
+		return Event{}, false
+	}
+	if e.Message == "" {
+		e.Message = string(e.Type)
+	}
+	return e, true
+}
+
+// FromJob derives the event of a scaling job entering state j.State from
+// was ("" for a new job). Deploys are told by their own records.
+func FromJob(was job.State, j job.Job) (Event, bool) {
+	if j.State == was || j.Kind == job.Deploy {
+		return Event{}, false
+	}
+	var t Type
+	switch j.State {
+	case job.Running:
+		t = ScaleStarted
+	case job.Done:
+		t = ScaleFinished
+	case job.Failed:
+		t = ScaleFailed
+	case job.Ignored:
+		t = ScaleIgnored
+	default:
+		return Event{}, false
+	}
+	msg := fmt.Sprintf("%s: scale %s %d → %d (job %s, %s)", j.Group, j.Kind, j.From, j.Target, j.ID, j.State)
+	if j.Reason != "" {
+		msg += ": " + j.Reason
+	}
+	at := j.CreatedAt
+	switch {
+	case j.FinishedAt != nil:
+		at = *j.FinishedAt
+	case j.StartedAt != nil:
+		at = *j.StartedAt
+	}
+	return Event{Type: t, Time: at, Group: j.Group, Subject: j.ID, JobID: j.ID, Message: msg, Job: &j}, true
+}

@@ -1,0 +1,248 @@
+// Package notify tells operators about events: it routes each event the
+// store records to the targets whose filters select it (the store queues it
+// in the same transaction), and delivers the queue in the background with
+// retries, so that a slow or dead receiver never blocks the core.
+//
+// A queued notification:
+//
+//	queued ──deliver──► delivered (deleted, counted)
+//	  ▲   └─fails──► waiting retry_min·2ⁿ (≤ retry_max) ──┐
+//	  └───────────────────────────────────────────────────┘
+//	older than ttl, or its target gone ──► dropped (deleted, counted, logged)
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/event"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// batch bounds how many due notifications one pass reads.
+const batch = 100
+
+// sender delivers one event to one target.
+type sender interface {
+	send(ctx context.Context, ev event.Event) error
+}
+
+type target struct {
+	cfg config.NotifyTarget
+	sender
+}
+
+// Targets are a config's targets, ready to deliver to.
+type Targets struct {
+	cfg    config.Notify
+	byName map[string]target
+}
+
+// NewTargets prepares cfg's targets; it fails when one cannot be used (its
+// ca_file unreadable), so that a reload can refuse before it changes
+// anything.
+func NewTargets(cfg config.Notify) (*Targets, error) {
+	ts := &Targets{cfg: cfg, byName: map[string]target{}}
+	for _, t := range cfg.Targets {
+		s, err := newSender(t)
+		if err != nil {
+			return nil, fmt.Errorf("notify target %s: %w", t.Name, err)
+		}
+		ts.byName[t.Name] = target{cfg: t, sender: s}
+	}
+	return ts, nil
+}
+
+// Notifier routes events to targets and delivers the store's queue.
+type Notifier struct {
+	st      *store.Store
+	log     *slog.Logger
+	targets atomic.Pointer[Targets]
+
+	delivered, failed, dropped *prometheus.CounterVec
+}
+
+// New returns the notifier of cfg's targets, delivering st's queue.
+func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error) {
+	ts, err := NewTargets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Notifier{st: st, log: log,
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_notifications_delivered_total",
+			Help: "Notifications delivered, by target.",
+		}, []string{"target"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_notification_failures_total",
+			Help: "Failed notification delivery attempts (each is retried until the ttl), by target.",
+		}, []string{"target"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_notifications_dropped_total",
+			Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; no_target: the target is no longer configured).",
+		}, []string{"target", "reason"}),
+	}
+	n.Use(ts)
+	return n, nil
+}
+
+// Use makes ts the targets of events recorded from now on (a reloaded
+// config); what is queued for a target ts lacks is dropped and counted.
+func (n *Notifier) Use(ts *Targets) {
+	for name := range ts.byName {
+		// Every target's series exist from the start, at 0.
+		n.delivered.WithLabelValues(name)
+		n.failed.WithLabelValues(name)
+		n.dropped.WithLabelValues(name, "expired")
+	}
+	n.targets.Store(ts)
+	n.st.Poke()
+}
+
+func newSender(t config.NotifyTarget) (sender, error) {
+	switch t.Type {
+	case config.NotifyWebhook:
+		return newWebhook(t), nil
+	case config.NotifySlack:
+		return newSlack(t), nil
+	case config.NotifyEmail:
+		return newEmail(t)
+	case config.NotifyCommand:
+		return &command{argv: t.Argv}, nil
+	}
+	return nil, fmt.Errorf("unknown type %q", t.Type)
+}
+
+// Collectors are the notifier's metrics, for the /metrics registry.
+func (n *Notifier) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{n.delivered, n.failed, n.dropped}
+}
+
+// Route names the targets whose filters select ev, in config order.
+func (n *Notifier) Route(ev event.Event) []string {
+	var out []string
+	for _, t := range n.targets.Load().cfg.Targets {
+		if Selects(t, ev) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+// Selects reports whether t's filters select ev.
+func Selects(t config.NotifyTarget, ev event.Event) bool {
+	if len(t.Events) > 0 && !slices.ContainsFunc(t.Events, func(s string) bool {
+		fam, ok := strings.CutSuffix(s, ".*")
+		if ok {
+			return strings.HasPrefix(string(ev.Type), fam+".")
+		}
+		return s == string(ev.Type)
+	}) {
+		return false
+	}
+	// An event of no group (HAProxy restarted) concerns every group.
+	return len(t.Groups) == 0 || ev.Group == "" || slices.Contains(t.Groups, ev.Group)
+}
+
+// Run delivers the queue until ctx ends.
+func (n *Notifier) Run(ctx context.Context) {
+	for {
+		n.pass(ctx)
+		wait := n.targets.Load().cfg.RetryMax
+		if at, ok, err := n.st.NextNotification(ctx); err != nil {
+			n.log.Error("reading the notification queue failed", "err", err)
+		} else if ok {
+			// A floor: a store that keeps failing must not spin the loop.
+			wait = min(wait, max(10*time.Millisecond, time.Until(at)))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-n.st.Queued():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// pass drops what expired and delivers what is due.
+func (n *Notifier) pass(ctx context.Context) {
+	ts := n.targets.Load()
+	now := time.Now()
+	gone, err := n.st.ExpireNotifications(ctx, now.Add(-ts.cfg.TTL))
+	if err != nil {
+		n.log.Error("expiring notifications failed", "err", err)
+	}
+	for name, c := range gone {
+		n.dropped.WithLabelValues(name, "expired").Add(float64(c))
+		n.log.Warn("notifications dropped undelivered: older than notify.ttl", "target", name, "count", c, "ttl", ts.cfg.TTL)
+	}
+	due, err := n.st.DueNotifications(ctx, now, batch)
+	if err != nil {
+		n.log.Error("reading the notification queue failed", "err", err)
+		return
+	}
+	for _, q := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		n.deliver(ctx, ts, q)
+	}
+}
+
+func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) {
+	t, ok := ts.byName[q.Target]
+	if !ok {
+		n.dropped.WithLabelValues(q.Target, "no_target").Inc()
+		n.log.Warn("notification dropped: its target is no longer configured", "target", q.Target, "event", q.Event.Type)
+		n.forget(ctx, q)
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	err := t.send(sctx, q.Event)
+	cancel()
+	if err == nil {
+		n.delivered.WithLabelValues(q.Target).Inc()
+		n.forget(ctx, q)
+		return
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // shutting down: it stays queued as it was
+	}
+	n.failed.WithLabelValues(q.Target).Inc()
+	wait := backoff(ts.cfg, q.Attempts)
+	n.log.Warn("notification delivery failed; retrying", "target", q.Target, "event", q.Event.Type,
+		"attempt", q.Attempts+1, "retry_in", wait, "err", err)
+	if err := n.st.RetryNotification(context.WithoutCancel(ctx), q.ID, time.Now().Add(wait), err.Error()); err != nil {
+		n.log.Error("rescheduling a notification failed", "target", q.Target, "err", err)
+	}
+}
+
+func (n *Notifier) forget(ctx context.Context, q store.Notification) {
+	if err := n.st.DeleteNotification(context.WithoutCancel(ctx), q.ID); err != nil {
+		n.log.Error("removing a notification from the queue failed", "target", q.Target, "err", err)
+	}
+}
+
+// backoff is how long to wait after the (attempts+1)th failure.
+func backoff(cfg config.Notify, attempts int) time.Duration {
+	d := cfg.RetryMin
+	for range min(attempts, 62) {
+		if d >= cfg.RetryMax {
+			break
+		}
+		d *= 2
+	}
+	return min(d, cfg.RetryMax)
+}

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/event"
+)
+
+// The notification queue is an outbox: an event is queued for each target
+// that wants it in the transaction that records what it is derived from,
+// so nothing recorded goes untold and a restart loses nothing queued. The
+// notifier (package notify) delivers, retries and expires the rows.
+
+// Router names the notification targets that want an event.
+type Router func(event.Event) []string
+
+// outbox holds the router and wakes the notifier after a commit.
+type outbox struct {
+	mu     sync.Mutex
+	route  Router
+	queued chan struct{}
+}
+
+func newOutbox() *outbox { return &outbox{queued: make(chan struct{}, 1)} }
+
+func (o *outbox) poke() {
+	select {
+	case o.queued <- struct{}{}:
+	default:
+	}
+}
+
+// SetRouter makes every event recorded from now on queued for the targets
+// route names; nil queues nothing.
+func (s *Store) SetRouter(route Router) {
+	s.outbox.mu.Lock()
+	s.outbox.route = route
+	s.outbox.mu.Unlock()
+}
+
+// Poke wakes the notifier as a queued notification would.
+func (s *Store) Poke() { s.outbox.poke() }
+
+// Queued receives after a notification may have been queued.
+func (s *Store) Queued() <-chan struct{} { return s.outbox.queued }
+
+// enqueue queues ev in tx for each target that wants it.
+func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, ev event.Event) error {
+	s.outbox.mu.Lock()
+	route := s.outbox.route
+	s.outbox.mu.Unlock()
+	if route == nil {
+		return nil
+	}
+	targets := route(ev)
+	if len(targets) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("queue %s event: %w", ev.Type, err)
+	}
+	now := time.Now().UnixNano()
+	for _, t := range targets {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO notify_queue (target, event, created_at, next_at) VALUES (?, ?, ?, ?)`,
+			t, string(body), now, now); err != nil {
+			return fmt.Errorf("queue %s event for %s: %w", ev.Type, t, err)
+		}
+	}
+	return nil
+}
+
+// Notification is a queued event for one target.
+type Notification struct {
+	ID      int64
+	Target  string
+	Event   event.Event
+	Created time.Time
+	// Attempts counts the failed deliveries so far.
+	Attempts int
+}
+
+// DueNotifications returns up to limit notifications due at now, oldest first.
+func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) ([]Notification, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id, target, event, created_at, attempts FROM notify_queue WHERE next_at <= ? ORDER BY id LIMIT ?`,
+		now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read notification queue: %w", err)
+	}
+	defer rows.Close()
+	var out []Notification
+	for rows.Next() {
+		var (
+			n       Notification
+			body    string
+			created int64
+		)
+		if err := rows.Scan(&n.ID, &n.Target, &body, &created, &n.Attempts); err != nil {
+			return nil, fmt.Errorf("read notification queue: %w", err)
+		}
+		if err := json.Unmarshal([]byte(body), &n.Event); err != nil {
+			return nil, fmt.Errorf("read notification queue: notification %d: %w", n.ID, err)
+		}
+		n.Created = time.Unix(0, created)
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read notification queue: %w", err)
+	}
+	return out, nil
+}
+
+// NextNotification returns when the earliest queued notification is due;
+// ok is false when none is queued.
+func (s *Store) NextNotification(ctx context.Context) (at time.Time, ok bool, err error) {
+	var next sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(next_at) FROM notify_queue`).Scan(&next); err != nil {
+		return time.Time{}, false, fmt.Errorf("read notification queue: %w", err)
+	}
+	if !next.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, next.Int64), true, nil
+}
+
+// DeleteNotification removes a delivered (or dropped) notification.
+func (s *Store) DeleteNotification(ctx context.Context, id int64) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM notify_queue WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete notification %d: %w", id, err)
+	}
+	return nil
+}
+
+// RetryNotification records a failed delivery and when to try again.
+func (s *Store) RetryNotification(ctx context.Context, id int64, next time.Time, reason string) error {
+	if _, err := s.db.ExecContext(ctx,
+		`UPDATE notify_queue SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?`,
+		next.UnixNano(), reason, id); err != nil {
+		return fmt.Errorf("reschedule notification %d: %w", id, err)
+	}
+	return nil
+}
+
+// ExpireNotifications removes the notifications queued before before and
+// returns how many of each target's it removed.
+func (s *Store) ExpireNotifications(ctx context.Context, before time.Time) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`DELETE FROM notify_queue WHERE created_at < ? RETURNING target`, before.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("expire notifications: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("expire notifications: %w", err)
+		}
+		out[t]++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expire notifications: %w", err)
+	}
+	return out, nil
+}
