@@ -39,7 +39,7 @@ type GSLBSite struct {
 	// Address is an IPv4 address (answered in A) or IPv6 (in AAAA); Load
 	// writes it in its canonical form.
 	Address string    `yaml:"address" required:"true"`
-	Check   GSLBCheck  `yaml:"check"`
+	Check   GSLBCheck `yaml:"check"`
 }
 
 // GSLBCheck is a site's health check, with the thresholds of gdnsd's
@@ -161,13 +161,13 @@ func (d *decoder) gslbRecord(n *yaml.Node, path, zone string) GSLBRecord {
 	}
 	seen := map[string]int{}
 	for i, item := range items {
-		sp := fmt.Sprintf("%s.sites[%d]", f.field("sites"), i)
+		sp := fmt.Sprintf("%s[%d]", f.field("sites"), i)
 		s, an := d.gslbSite(item, sp)
 		if s.Address == "" {
 			continue
 		}
 		if first, dup := seen[s.Address]; dup {
-			d.errorf(an, sp+".address", "duplicate address %s (first is %s.sites[%d])", s.Address, f.field("sites"), first)
+			d.errorf(an, sp+".address", "duplicate address %s (first is %s[%d])", s.Address, f.field("sites"), first)
 			continue
 		}
 		seen[s.Address] = i

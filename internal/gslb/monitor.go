@@ -15,12 +15,12 @@ import (
 
 // health is a site's state as gdnsd keeps it for a service_type:
 //
-//	         up_thresh consecutive successes
-//	   DOWN ────────────────────────────────▶ UP
-//	    ▲                                      │
-//	    └──────────────────────────────────────┘
-//	      down_thresh failures, not necessarily consecutive,
-//	      with no ok_thresh consecutive successes between them
+//	      up_thresh consecutive successes
+//	DOWN ────────────────────────────────▶ UP
+//	 ▲                                      │
+//	 └──────────────────────────────────────┘
+//	   down_thresh failures, not necessarily consecutive,
+//	   with no ok_thresh consecutive successes between them
 //
 // In UP, ok_thresh consecutive successes forget the failures counted; in
 // DOWN, a failure restarts the count of successes. A site starts UP, as in

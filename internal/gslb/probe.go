@@ -74,7 +74,7 @@ func (p Probe) Do(ctx context.Context) (Result, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return Result{Elapsed: time.Since(start)}, fmt.Errorf("GET %s: %w", p.URL, err)
+		return Result{Elapsed: time.Since(start)}, err // a *url.Error: method, URL and cause
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
