@@ -55,7 +55,7 @@ type GSLBCheck struct {
 	Host   string `yaml:"host"`
 	Status int    `yaml:"status"`
 	// Interval is the time between checks; Timeout bounds one, and is
-	// shorter than Interval.
+	// shorter than Interval (by default half of it, as in gdnsd).
 	Interval   time.Duration `yaml:"interval"`
 	Timeout    time.Duration `yaml:"timeout"`
 	UpThresh   int           `yaml:"up_thresh"`
@@ -63,8 +63,8 @@ type GSLBCheck struct {
 	DownThresh int           `yaml:"down_thresh"`
 }
 
-// defaultGSLBCheck has gdnsd's defaults (interval 10, up 20, ok 10, down 10)
-// and the seed's timeout of 5 s.
+// defaultGSLBCheck has gdnsd's defaults: interval 10 s, timeout half the
+// interval, up 20, ok 10, down 10.
 var defaultGSLBCheck = GSLBCheck{
 	Type: "http", Port: 80, Path: "/", Status: 200,
 	Interval: 10 * time.Second, Timeout: 5 * time.Second,
@@ -252,7 +252,7 @@ func (d *decoder) gslbCheck(n *yaml.Node, path string) GSLBCheck {
 	}
 	c.Interval = d.within(f, "interval", c.Interval, minGSLBInterval, maxGSLBInterval)
 	var ton *yaml.Node
-	c.Timeout, ton = f.duration("timeout", c.Timeout)
+	c.Timeout, ton = f.duration("timeout", c.Interval/2)
 	// As gdnsd: a check must end before the next one starts.
 	if c.Timeout <= 0 || c.Timeout >= c.Interval {
 		if ton == nil {

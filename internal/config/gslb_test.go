@@ -17,7 +17,7 @@ gslb:
         - address: 192.0.2.1
           check: {port: 8080, path: /health, interval: 1s, timeout: 500ms, up_thresh: 3, ok_thresh: 2, down_thresh: 2}
         - address: 2001:DB8::1
-          check: {type: tcp, port: 443}
+          check: {type: tcp, port: 443, interval: 4s}
     - name: api.example.org.
       sites: [{address: 192.0.2.2}]
 ` + minimalGroups
@@ -39,7 +39,7 @@ func TestParseGSLB(t *testing.T) {
 	if c.Type != "http" || c.Port != 8080 || c.Path != "/health" || c.Status != 200 || c.Interval != time.Second || c.Timeout != 500*time.Millisecond || c.UpThresh != 3 || c.OKThresh != 2 || c.DownThresh != 2 {
 		t.Errorf("check = %+v", c)
 	}
-	if s := www.Sites[1]; s.Address != "2001:db8::1" || s.Check.Type != "tcp" || s.Check.Path != "" || s.Check.UpThresh != defaultGSLBCheck.UpThresh {
+	if s := www.Sites[1]; s.Address != "2001:db8::1" || s.Check.Type != "tcp" || s.Check.Path != "" || s.Check.UpThresh != defaultGSLBCheck.UpThresh || s.Check.Timeout != 2*time.Second {
 		t.Errorf("v6 site = %+v", s)
 	}
 }
