@@ -23,8 +23,8 @@ import (
 //	   with no ok_thresh consecutive successes between them
 //
 // In UP, ok_thresh consecutive successes forget the failures counted; in
-// DOWN, a failure restarts the count of successes. A site starts UP, as in
-// gdnsd, so that a restart does not empty the answers.
+// DOWN, a failure restarts the count of successes. As in gdnsd, the first
+// check alone decides the initial state (see site.monitor).
 type health struct {
 	down   bool
 	fails  int // UP: failures since the last ok_thresh successes
@@ -97,12 +97,26 @@ func (s *site) ok(ctx context.Context) (bool, string) {
 }
 
 // monitor checks the site every interval until ctx ends, the first check at
-// once.
-func (s *site) monitor(ctx context.Context, log *slog.Logger) {
-	var h health
+// once: its outcome is the initial state, and initialized is called then
+// (or when ctx ends first).
+func (s *site) monitor(ctx context.Context, log *slog.Logger, initialized func()) {
+	defer initialized()
 	t := time.NewTicker(s.check.Interval)
 	defer t.Stop()
+	ok, reason := s.ok(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	h := health{down: !ok}
+	s.up.Store(ok)
+	log.Info("gslb site initial state", "record", s.record, "address", s.addr.String(), "up", ok, "reason", reason)
+	initialized()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		ok, reason := s.ok(ctx)
 		if ctx.Err() != nil {
 			return
@@ -115,11 +129,6 @@ func (s *site) monitor(ctx context.Context, log *slog.Logger) {
 			s.up.Store(!h.down)
 			s.transition(to)
 			log.Info("gslb site state changed", "record", s.record, "address", s.addr.String(), "from", from, "to", to, "reason", reason)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

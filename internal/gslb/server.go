@@ -139,16 +139,21 @@ func (s *Server) Addrs() []string {
 	return addrs
 }
 
-// Run checks the sites and answers queries until ctx ends, then stops the
-// DNS servers and the monitors and closes the sockets.
+// Run checks the sites and, once each has been checked, answers queries
+// until ctx ends; then it stops the DNS servers and the monitors and closes
+// the sockets.
 func (s *Server) Run(ctx context.Context) error {
 	// The monitors stop too when a DNS server fails.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
+	var wg, initial sync.WaitGroup
 	for _, st := range s.sites {
-		wg.Go(func() { st.monitor(ctx, s.log) })
+		initial.Add(1)
+		wg.Go(func() { st.monitor(ctx, s.log, sync.OnceFunc(initial.Done)) })
 	}
+	// As gdnsd, answer only once every site's first check has set its
+	// state (each is bounded by its timeout).
+	initial.Wait()
 	var servers []*dns.Server
 	errc := make(chan error, len(s.udp)+len(s.tcp))
 	start := func(srv *dns.Server) {
