@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +48,7 @@ type gslbTarget struct {
 }
 
 func runGSLBBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
-	rounds := fs.Int("rounds", 3, "kills of the site")
+	rounds := fs.Int("rounds", 20, "kills of the site")
 	upThresh := fs.Int("up-thresh", 5, "up_thresh (the seed's 5)")
 	okThresh := fs.Int("ok-thresh", 3, "ok_thresh (the seed's 3)")
 	downThresh := fs.Int("down-thresh", 2, "down_thresh (the seed's 2)")
@@ -148,13 +149,31 @@ func runGSLBBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string
 	if err := waitAll(ctx, targets, both, 60*time.Second, nil); err != nil {
 		return nil, err
 	}
+	// The time from a kill to the next check is random in [0, interval):
+	// rounds start at a random instant, or the harness, waiting for each
+	// server in turn, would lock them to one phase of the checks' schedule
+	// and compare the servers' phases instead of their speed.
+	phase := func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(rand.N(2 * time.Second)):
+			return nil
+		}
+	}
 	for r := range *rounds {
+		if err := phase(); err != nil {
+			return nil, err
+		}
 		env.Log.Info("killing a site", "round", r+1, "site", "127.0.0.2")
 		env.Stop(siteB)
 		err := waitAll(ctx, targets, []string{"127.0.0.1"}, 60*time.Second, func(t *gslbTarget, d time.Duration) {
 			t.Dropped = append(t.Dropped, msf(d))
 		})
 		if err != nil {
+			return nil, err
+		}
+		if err := phase(); err != nil {
 			return nil, err
 		}
 		if siteB, err = startSite("127.0.0.2"); err != nil {
