@@ -254,13 +254,7 @@ func (d *decoder) gslbCheck(n *yaml.Node, path string) GSLBCheck {
 	var ton *yaml.Node
 	c.Timeout, ton = f.duration("timeout", c.Interval/2)
 	// As gdnsd: a check must end before the next one starts.
-	if c.Timeout <= 0 || c.Timeout >= c.Interval {
-		if ton == nil {
-			ton = n
-		}
-		if ton == nil {
-			ton = &yaml.Node{}
-		}
+	if ton != nil && (c.Timeout <= 0 || c.Timeout >= c.Interval) {
 		d.errorf(ton, f.field("timeout"), "must be positive and less than interval (%s), got %s", c.Interval, c.Timeout)
 	}
 	for _, t := range []struct {

@@ -66,7 +66,7 @@ func (p Probe) Do(ctx context.Context) (Result, error) {
 	client := &http.Client{
 		Transport: &http.Transport{
 			DisableKeepAlives: true,
-			Proxy:             nil,
+			Proxy:             nil, // the site itself, whatever HTTP_PROXY says
 			TLSClientConfig:   &tls.Config{MinVersion: tls.VersionTLS12},
 		},
 		// The answer checked is the site's own, not where it redirects.

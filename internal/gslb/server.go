@@ -247,14 +247,14 @@ func (s *Server) answer(req *dns.Msg) *dns.Msg {
 			m.Answer = append(m.Answer, s.soa())
 		case dns.TypeNS:
 			for _, ns := range s.ns {
-				m.Answer = append(m.Answer, &dns.NS{Hdr: s.hdr(s.zone, dns.TypeNS, 3600), Ns: ns})
+				m.Answer = append(m.Answer, &dns.NS{Hdr: header(s.zone, dns.TypeNS, 3600), Ns: ns})
 			}
 		}
 	}
 	r, ok := s.records[name]
 	switch {
 	case ok:
-		m.Answer = append(m.Answer, r.answer(q.Qtype, s)...)
+		m.Answer = append(m.Answer, r.answer(q.Qtype)...)
 	case name != s.zone && !s.interior(name):
 		m.Rcode = dns.RcodeNameError
 	}
@@ -275,20 +275,20 @@ func (s *Server) interior(name string) bool {
 	return false
 }
 
-func (s *Server) hdr(name string, t uint16, ttl uint32) dns.RR_Header {
+func header(name string, t uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
 }
 
 func (s *Server) soa() dns.RR {
 	return &dns.SOA{
-		Hdr: s.hdr(s.zone, dns.TypeSOA, negativeTTL), Ns: s.ns[0], Mbox: "hostmaster." + s.zone,
+		Hdr: header(s.zone, dns.TypeSOA, negativeTTL), Ns: s.ns[0], Mbox: "hostmaster." + s.zone,
 		Serial: s.serial, Refresh: 3600, Retry: 600, Expire: 604800, Minttl: negativeTTL,
 	}
 }
 
 // answer returns the record's addresses of type t: those of the sites that
 // are up or, when none is, all of them, as gdnsd does.
-func (r *record) answer(t uint16, s *Server) []dns.RR {
+func (r *record) answer(t uint16) []dns.RR {
 	var sites []*site
 	switch t {
 	case dns.TypeA:
@@ -315,9 +315,9 @@ func (r *record) answer(t uint16, s *Server) []dns.RR {
 	for i := range up {
 		st := up[(first+i)%len(up)]
 		if t == dns.TypeA {
-			rrs = append(rrs, &dns.A{Hdr: s.hdr(r.name, t, r.ttl), A: st.addr.AsSlice()})
+			rrs = append(rrs, &dns.A{Hdr: header(r.name, t, r.ttl), A: st.addr.AsSlice()})
 		} else {
-			rrs = append(rrs, &dns.AAAA{Hdr: s.hdr(r.name, t, r.ttl), AAAA: st.addr.AsSlice()})
+			rrs = append(rrs, &dns.AAAA{Hdr: header(r.name, t, r.ttl), AAAA: st.addr.AsSlice()})
 		}
 	}
 	return rrs
