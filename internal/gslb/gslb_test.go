@@ -242,6 +242,14 @@ func TestProtocol(t *testing.T) {
 		t.Errorf("an answer without EDNS0 to a query without it has OPT")
 	}
 
+	bad := new(dns.Msg)
+	bad.SetQuestion("big.example.org.", dns.TypeA)
+	bad.SetEdns0(4096, false)
+	bad.IsEdns0().SetVersion(1)
+	if r, _, err := new(dns.Client).Exchange(bad, v4); err != nil || r.Rcode != dns.RcodeBadVers {
+		t.Errorf("EDNS version 1: %v, %v; want BADVERS", r, err)
+	}
+
 	for _, tt := range []struct {
 		name   string
 		qtype  uint16

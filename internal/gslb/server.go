@@ -183,8 +183,8 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	stop, stopped := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stopped()
 	for _, srv := range servers {
 		if e := srv.ShutdownContext(stop); e != nil {
 			err = errors.Join(err, fmt.Errorf("gslb dns server shutdown: %w", e))
@@ -221,8 +221,7 @@ func (s *Server) answer(req *dns.Msg) *dns.Msg {
 	if opt != nil {
 		m.SetEdns0(ednsSize, false)
 		if opt.Version() != 0 {
-			m.IsEdns0().SetExtendedRcode(dns.RcodeBadVers)
-			m.Rcode = dns.RcodeBadVers
+			m.Rcode = dns.RcodeBadVers // Pack puts its upper bits in the OPT
 			return m
 		}
 	}
