@@ -68,10 +68,10 @@ demo: deps build
 # runs as root; clouds needs jq, flock and moto: make test-deps; dashboard
 # saves its screenshots in bench/results/screenshots). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput tls reaction collection overload zero hosts clouds dashboard
+BENCH       ?= throughput tls reaction collection overload zero hosts clouds dashboard gslb
 BENCH_FLAGS ?=
 bench: build
-	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip chromium
+	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip chromium gdnsd
 	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.

@@ -59,6 +59,9 @@ func defaultsTree() Config {
 	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
 	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
+	rec := defaultGSLBRecord
+	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}
+	c.GSLB = &GSLB{Records: []GSLBRecord{rec}}
 	return c
 }
 
@@ -167,6 +170,10 @@ instance_logs: {}
 notify:
   targets: [{name: page, type: command, command: [page]}]
 compat: {sacloud_autoscaler: {listen: "tcp:127.0.0.1:50051"}}
+gslb:
+  listen: [127.0.0.1:5353]
+  zone: example.org
+  records: [{name: www, sites: [{address: 192.0.2.1, check: {}}]}]
 providers:
   - name: rack
     type: ssh

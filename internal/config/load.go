@@ -239,6 +239,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	cfg.Notify = d.notify(top.get("notify"), cfg.Groups)
+	if top.has("gslb") {
+		cfg.GSLB = d.gslb(top.get("gslb"))
+	}
 
 	cfg.Shutdown, n = top.str("shutdown", def.Shutdown)
 	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {

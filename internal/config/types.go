@@ -49,6 +49,8 @@ type Config struct {
 	Shutdown string `yaml:"shutdown"`
 	// Notify sends events to webhooks, Slack, mail and commands.
 	Notify Notify `yaml:"notify"`
+	// GSLB, when set, is a DNS server answering with the healthy sites.
+	GSLB *GSLB `yaml:"gslb"`
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written

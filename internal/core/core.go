@@ -163,6 +163,13 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	met := promexp.New(reg, lb.Restarts)
 	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
 	met.Registry().MustRegister(nt.Collectors()...)
+	if cfg.GSLB != nil {
+		stopGSLB, err := startGSLB(cfg.GSLB, met, log)
+		if err != nil {
+			return err
+		}
+		defer stopGSLB()
+	}
 	jm.Observe(met.ObserveJob)
 	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
 	if err != nil {

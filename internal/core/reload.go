@@ -244,6 +244,8 @@ func reloadable(old, cfg *config.Config) error {
 		{"access_log", old.AccessLog, cfg.AccessLog},
 		{"instance_logs", old.InstanceLogs, cfg.InstanceLogs},
 		{"metrics", old.Metrics, cfg.Metrics},
+		// The DNS sockets are bound and the monitors started once.
+		{"gslb", old.GSLB, cfg.GSLB},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			changed = append(changed, f.name)

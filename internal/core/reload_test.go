@@ -25,6 +25,11 @@ func TestReloadable(t *testing.T) {
 	if !errors.Is(err, api.ErrNotReloadable) || !strings.Contains(err.Error(), "state_dir, admin changed") || !strings.Contains(err.Error(), "--keep-running") {
 		t.Fatalf("state_dir and admin changes: %v", err)
 	}
+	dns := *old
+	dns.GSLB = &config.GSLB{Listen: []string{"127.0.0.1:53"}, Zone: "example.org."}
+	if err := reloadable(old, &dns); !errors.Is(err, api.ErrNotReloadable) || !strings.Contains(err.Error(), "gslb changed") {
+		t.Fatalf("a gslb section added: %v", err)
+	}
 }
 
 // TestReloadableProvider: a running group's provider cannot change under
