@@ -149,6 +149,7 @@ func (c *motoCloud) matches(e *shoalEnv) error {
 // the middle of a scale-out and restart: no duplicate instance, no
 // orphan; SIGINT terminates every instance.
 func TestEC2MotoScaleKillRestart(t *testing.T) {
+	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
 	g := web
 	g.Extra = "    provider: aws\n"
@@ -207,6 +208,7 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 // health grace and replaced: no leaked spend, never more than one live
 // instance for the group's one.
 func TestEC2MotoUnreachableTerminated(t *testing.T) {
+	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    provider: aws\n",
 		Health: "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 2s}"}

@@ -139,6 +139,7 @@ func (c *execCloud) matches(e *shoalEnv, group string) error {
 // recorded ones adopted, and the listing shows no duplicate and no orphan.
 // SIGINT then deletes every server.
 func TestExecCloudScaleAndRestart(t *testing.T) {
+	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newExecCloud(t)
 	if err := os.WriteFile(filepath.Join(c.dir, "boot"), []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
