@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/forecast"
 	"github.com/shoal-lb/shoal/internal/sim"
 	"github.com/shoal-lb/shoal/internal/trace"
 )
@@ -53,6 +54,10 @@ func parseDays(v string) (days []time.Time, err error) {
 type dayRow struct {
 	Day             string `json:"day"`
 	StaticInstances int    `json:"static_instances"`
+	// ForecastError is the WAPE over the day of the seasonal forecast
+	// predictive uses, each minute against the forecast made its horizon
+	// before: how well the day followed the pattern.
+	ForecastError float64 `json:"forecast_error_wape"`
 	// Policies are static first, then comparedPolicies in order.
 	Policies []sim.Point `json:"policies"`
 	// Reactive is the reactive twin at each swept target.
@@ -170,15 +175,26 @@ func compareDay(ctx context.Context, env *Env, series trace.Series, from time.Ti
 		p.Name = fmt.Sprintf("reactive %g %% / %s", t, fmtStab(dayStabilization))
 		jobs = append(jobs, simJob{p: p})
 	}
+	var horizon time.Duration
+	for _, p := range pols {
+		if p.Name == predictiveKey {
+			horizon = p.Group.Autoscale.Predictive.Horizon
+		}
+	}
+	fh := forecast.History{Start: from.Add(-time.Duration(len(hist)) * time.Minute), Values: append(append([]float64(nil), hist...), rates...)}
+	ferr, err := forecast.Default.Backtest(fh, from, to, horizon)
+	if err != nil {
+		return dayRow{}, err
+	}
 	base := sim.Run{Model: model, SLO: slo, StartDelay: delay, Start: from, Rates: rates, History: hist}
 	pts, err := simulateAll(ctx, base, jobs)
 	if err != nil {
 		return dayRow{}, err
 	}
 	n := len(pols) + 1
-	row := dayRow{Day: from.Format(time.DateOnly), StaticInstances: staticN, Scalable: staticN > 1, Policies: pts[:n], Reactive: pts[n:]}
+	row := dayRow{Day: from.Format(time.DateOnly), StaticInstances: staticN, ForecastError: ferr, Scalable: staticN > 1, Policies: pts[:n], Reactive: pts[n:]}
 	row.judge()
-	env.Log.Info("simulated day", "day", row.Day, "start_delay", delay, "recommended_goal", row.RecommendedHolds, "predictive_goal", row.PredictiveHolds)
+	env.Log.Info("simulated day", "day", row.Day, "forecast_error", ferr, "start_delay", delay, "recommended_goal", row.RecommendedHolds, "predictive_goal", row.PredictiveHolds)
 	return row, nil
 }
 
@@ -364,17 +380,17 @@ func daysFigures(run daysRun) []Figure {
 
 // writeDaysMarkdown adds one start delay's per-day and aggregate tables.
 func writeDaysMarkdown(md *strings.Builder, run daysRun) {
-	fmt.Fprintf(md, "## Start delay %s (%s), per day\n\nEach cell: instance-seconds vs static / SLO-violation seconds.\n\n", run.StartDelay, run.Name)
-	md.WriteString("| day | static |")
+	fmt.Fprintf(md, "## Start delay %s (%s), per day\n\nEach policy's cell: instance-seconds vs static / SLO-violation seconds. Forecast error: the WAPE over the day of predictive's seasonal forecast, each minute against the forecast made a horizon before it (the forecast falls back to reactive while its error over the last hour is above %.0f %%).\n\n", run.StartDelay, run.Name, 100*forecast.Default.MaxError)
+	md.WriteString("| day | forecast error | static |")
 	for _, p := range run.Days[0].Policies[1:] {
 		md.WriteString(" " + p.Name + " |")
 	}
-	md.WriteString(" best reactive within predictive | recommended goal | predictive goal |\n|---|---:|")
+	md.WriteString(" best reactive within predictive | recommended goal | predictive goal |\n|---|---:|---:|")
 	md.WriteString(strings.Repeat("---:|", len(run.Days[0].Policies)-1))
 	md.WriteString("---|---|---|\n")
 	for _, d := range run.Days {
 		static := d.Policies[0].InstanceSeconds
-		fmt.Fprintf(md, "| %s | %d |", d.Day, d.StaticInstances)
+		fmt.Fprintf(md, "| %s | %.0f %% | %d |", d.Day, 100*d.ForecastError, d.StaticInstances)
 		for _, p := range d.Policies[1:] {
 			fmt.Fprintf(md, " %.3f / %.0f |", p.InstanceSeconds/static, p.ViolationSeconds)
 		}

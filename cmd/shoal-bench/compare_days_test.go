@@ -40,7 +40,9 @@ func day(name string, static int, pts ...sim.Point) dayRow {
 	return d
 }
 
-func pt(inst, viol float64) sim.Point { return sim.Point{InstanceSeconds: inst, ViolationSeconds: viol} }
+func pt(inst, viol float64) sim.Point {
+	return sim.Point{InstanceSeconds: inst, ViolationSeconds: viol}
+}
 
 func TestDaysAggregate(t *testing.T) {
 	run := daysRun{Name: "local", Days: []dayRow{
