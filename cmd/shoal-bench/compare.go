@@ -97,15 +97,37 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	slo := sloFlag(fs)
 	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
+	daysFlag := fs.String("days", "", "FROM..TO (UTC dates, both included): evaluate every policy on each day of the range, 08:00 to 08:00 UTC, instead of -from/-to")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
 	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 || !(*serviceCV >= 0) {
 		return nil, badUsage("-capacity and -slo > 0, -base-p99, -service-cv and start delays >= 0 please")
 	}
+	var days []time.Time
+	if *daysFlag != "" {
+		var err error
+		if days, err = parseDays(*daysFlag); err != nil {
+			return nil, badUsage("-days: %v", err)
+		}
+	}
 	tw, err := trc.read()
 	if err != nil {
 		return nil, err
+	}
+	model := sim.Model{Capacity: *capacity, BaseP99: *baseP99, ServiceCV: *serviceCV}
+	var pols []sim.Policy
+	for _, cp := range comparedPolicies {
+		p, err := sim.LoadPolicy(cp.file, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cp.key, err)
+		}
+		p.Name = cp.key
+		pols = append(pols, p)
+	}
+	delays := []namedDelay{{"local", *local}, {"cloud", *cloud}}
+	if days != nil {
+		return compareDays(ctx, env, tw, days, model, *slo, delays, pols)
 	}
 	series, fromT, toT, w := tw.Series, tw.From, tw.To, tw.Window
 	scale, err := sim.DefaultScale(w, *capacity)
@@ -116,19 +138,9 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	if err != nil {
 		return nil, err
 	}
-	model := sim.Model{Capacity: *capacity, BaseP99: *baseP99, ServiceCV: *serviceCV}
 	staticN, err := model.StaticFor(rates, *slo)
 	if err != nil {
 		return nil, err
-	}
-	var pols []sim.Policy
-	for _, cp := range comparedPolicies {
-		p, err := sim.LoadPolicy(cp.file, "")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cp.key, err)
-		}
-		p.Name = cp.key
-		pols = append(pols, p)
 	}
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
@@ -154,10 +166,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 		runs []compareRun
 		md   strings.Builder
 	)
-	for _, delay := range []struct {
-		name string
-		d    time.Duration
-	}{{"local", *local}, {"cloud", *cloud}} {
+	for _, delay := range delays {
 		run := compareRun{StartDelay: delay.d.String()}
 		var plots []sim.Series
 		all := append([]sim.Policy{sim.Static(pols[0], staticN)}, pols...)

@@ -81,36 +81,12 @@ func sweep(ctx context.Context, base sim.Run, pols []sim.Policy) (sweepResult, e
 		jobs = append(jobs, job{p: p, target: t, pred: true})
 	}
 
-	points := make([]sim.Point, len(jobs))
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				r := base
-				p := jobs[i].p
-				r.Group, r.Interval, r.Warmup, r.Initial = p.Group, p.Interval, p.Warmup, p.Group.MinSize
-				res, err := sim.Simulate(r)
-				if err != nil {
-					errs[i] = fmt.Errorf("%s: %w", p.Name, err)
-					continue
-				}
-				points[i] = sim.Point{Name: p.Name, InstanceSeconds: res.InstanceSeconds, ViolationSeconds: res.ViolationSeconds}
-			}
-		}()
+	runs := make([]simJob, len(jobs))
+	for i, j := range jobs {
+		runs[i] = simJob{p: j.p}
 	}
-	for i := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+	points, err := simulateAll(ctx, base, runs)
+	if err != nil {
 		return sweepResult{}, err
 	}
 
@@ -190,4 +166,50 @@ func writeSweepMarkdown(md *strings.Builder, run compareRun) {
 			r.BestReactive.Name, r.BestReactive.InstanceSeconds, r.BestReactive.ViolationSeconds, yes)
 	}
 	md.WriteString("\n")
+}
+
+// simJob is one policy to simulate on a shared run, at its metrics'
+// resolution (0: per interval).
+type simJob struct {
+	p   sim.Policy
+	res time.Duration
+}
+
+// simulateAll simulates each job on base, spread over the CPUs (each
+// simulation is independent and deterministic), and returns their points in
+// the jobs' order.
+func simulateAll(ctx context.Context, base sim.Run, jobs []simJob) ([]sim.Point, error) {
+	points := make([]sim.Point, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r := base
+				p := jobs[i].p
+				r.Group, r.Interval, r.Warmup, r.Initial, r.Resolution = p.Group, p.Interval, p.Warmup, p.Group.MinSize, jobs[i].res
+				res, err := sim.Simulate(r)
+				if err != nil {
+					errs[i] = fmt.Errorf("%s: %w", p.Name, err)
+					continue
+				}
+				points[i] = sim.Point{Name: p.Name, InstanceSeconds: res.InstanceSeconds, ViolationSeconds: res.ViolationSeconds}
+			}
+		}()
+	}
+	for i := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return nil, err
+	}
+	return points, nil
 }

@@ -166,7 +166,32 @@ type Target struct {
 	// MaxStep limits the change per Period.
 	MaxStep MaxStep       `yaml:"max_step"`
 	Period  time.Duration `yaml:"period"`
+	// StartDelay makes scale-out act on where the load will be when a new
+	// instance enters service: the load the requests_per_second trend
+	// reaches this long from now, when it is rising. "auto" is the
+	// group's measured start delay (the median of its last starts); 0
+	// looks at now only.
+	StartDelay StartDelay `yaml:"start_delay"`
 }
+
+// StartDelay is a target's look-ahead: a fixed duration, or Auto for the
+// group's measured start delay.
+type StartDelay struct {
+	Auto bool
+	D    time.Duration
+}
+
+// String prints d as the file writes it.
+func (d StartDelay) String() string {
+	if d.Auto {
+		return "auto"
+	}
+	return d.D.String()
+}
+
+// maxStartDelay bounds a fixed start_delay: past an hour a trend says
+// nothing about the load.
+const maxStartDelay = time.Hour
 
 // defaultTarget holds the defaults of a target's keys.
 var defaultTarget = Target{
@@ -504,6 +529,11 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 		t.ScaleInStabilization = v
 	}
 	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)
+	if sn := f.get("start_delay"); sn != nil && sn.Kind == yaml.ScalarNode && sn.Value == "auto" {
+		t.StartDelay.Auto = true
+	} else {
+		t.StartDelay.D = d.within(f, "start_delay", t.StartDelay.D, 0, maxStartDelay)
+	}
 	if sn := f.get("max_step"); sn != nil {
 		s := section[MaxStep](d, sn, f.field("max_step"))
 		if n := s.get("up"); n != nil {

@@ -135,6 +135,18 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			want: `shoal.yaml:9:68: groups[0].autoscale.target.scale_in_stabilization: must be at most the metrics history kept (720h0m0s, the longest of metrics.retention), got 800h0m0s`,
 		},
 		{
+			name: "start delay longer than a trend says anything about",
+			body: `      target: {metric: cpu.avg, value: 50, start_delay: 2h}
+`,
+			want: `shoal.yaml:9:57: groups[0].autoscale.target.start_delay: must be from 0s to 1h0m0s, got 2h0m0s`,
+		},
+		{
+			name: "start delay neither auto nor a duration",
+			body: `      target: {metric: cpu.avg, value: 50, start_delay: soon}
+`,
+			want: `shoal.yaml:9:57: groups[0].autoscale.target.start_delay: must be a duration such as "30s" or "3m", or a whole number of seconds; got "soon"`,
+		},
+		{
 			name: "interval too long",
 			body: `      interval: 2h
       rules: [{metric: cpu.avg, above: 50, for: 3h, action: up}]

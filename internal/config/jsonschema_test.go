@@ -86,6 +86,7 @@ var schemaForms = map[string]obj{
 		obj{"const": "auto"},
 		obj{"type": "integer", "minimum": 0},
 	}, "x-form": "auto or integer"},
+	"Target.start_delay":    {"anyOf": []any{obj{"const": "auto"}, durationSchema}, "x-form": "auto or duration"},
 	"AccessLog.max_size":    sizeSchema,
 	"InstanceLogs.max_size": sizeSchema,
 	"Admin.token_file":      {"type": "string"},

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
@@ -116,13 +117,19 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 		return nil
 	}
 	gc := g.Config().PolicyGroup()
+	delay := startDelays{g: g, log: a.log}
+	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
 	r := &policy.Runner{
 		Group:   gc,
 		Metrics: a.col.ForGroup(gc.Name),
 		Jobs:    a.jm,
 		State: func() policy.State {
 			up, down := g.Cooldowns()
-			return policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: a.jm.Running(gc.Name)}
+			s := policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: a.jm.Running(gc.Name)}
+			if auto {
+				s.StartDelay = delay.get(time.Now())
+			}
+			return s
 		},
 		Store: a.st,
 		Log:   a.log.With("component", "policy"),
@@ -165,4 +172,31 @@ func (u instanceUsage) InstanceUsage(context.Context) []promexp.InstanceUsage {
 		out[i] = promexp.InstanceUsage{Group: s.Group, Instance: s.Instance, CPUSeconds: s.CPUSeconds, RSSBytes: float64(s.RSSBytes)}
 	}
 	return out
+}
+
+// startDelays is a group's measured start delay for its policy, read from
+// the store at most once a minute: it changes only when an instance starts,
+// and the policy evaluates every second.
+type startDelays struct {
+	g    *group.Group
+	log  *slog.Logger
+	at   time.Time
+	last time.Duration
+}
+
+func (s *startDelays) get(now time.Time) time.Duration {
+	if !s.at.IsZero() && now.Sub(s.at) < time.Minute {
+		return s.last
+	}
+	s.at = now
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sd, err := s.g.MeasuredStartDelay(ctx)
+	switch {
+	case err != nil:
+		s.log.Warn("reading the group's start delays failed; the target keeps the last one", "group", s.g.Name(), "err", err)
+	case sd != nil:
+		s.last = sd.Median
+	}
+	return s.last
 }

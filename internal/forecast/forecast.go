@@ -25,6 +25,13 @@
 //
 //	trend = clamp(Σ x[now−TrendWindow, now) / Σ seasonal[now−TrendWindow, now))
 //
+// The model knows when it is wrong: Forecast measures its own error over the
+// last ErrorWindow, as the weighted absolute percentage error (WAPE: Σ|f − x|
+// ÷ Σx) of the forecasts it would have made a horizon before each of those
+// minutes. A day that does not follow the pattern (a match on a weekday, a
+// final) shows as a large RecentError, and a caller falls back to reactive
+// scaling above MaxError rather than hold a floor that is wrong.
+//
 // Both parts are printed in Forecast.Explanation, so an operator can check a
 // pre-scaling decision by hand. The model needs at least MinDays full periods
 // plus the trend window (and smoothing) of history; with less, Forecast returns
@@ -78,6 +85,11 @@ type Model struct {
 	TrendWindow time.Duration // the recent window the trend compares
 	TrendMin    float64       // clamp for the trend ratio
 	TrendMax    float64
+	// ErrorWindow is how far back Forecast measures its own error;
+	// MaxError the RecentError above which the forecast is not to be
+	// trusted (see Forecast.Trusted).
+	ErrorWindow time.Duration
+	MaxError    float64
 }
 
 // Default is the model shoal uses: a 7-day lookback weighted towards
@@ -87,7 +99,8 @@ type Model struct {
 // of 1998-06-30 08:00 to 07-01 08:00 UTC, a one-hour trend window erred by
 // 10-13 % on average and a 30-minute one by 8-9 %, against 5.4 % for this
 // (6.4 % for "the next 10 minutes peak like the last 10"); smoothing the past
-// days over ±2 or ±5 minutes only blurred the ramps.
+// days over ±2 or ±5 minutes only blurred the ramps. The error is measured
+// over the last hour; above 25 % the day is not following the pattern.
 var Default = Model{
 	Period:      24 * time.Hour,
 	Days:        7,
@@ -97,6 +110,8 @@ var Default = Model{
 	TrendWindow: 10 * time.Minute,
 	TrendMin:    0.1,
 	TrendMax:    10,
+	ErrorWindow: time.Hour,
+	MaxError:    0.25,
 }
 
 // Forecast is a prediction for the minutes [Start, Start + len(Values) minutes).
@@ -108,6 +123,9 @@ type Forecast struct {
 	Trend    float64 // the trend factor applied (after clamping)
 	RawTrend float64 // the trend ratio before clamping
 	Days     int     // how many previous periods had data
+	// RecentError is the WAPE of the forecasts made a horizon before each
+	// minute of the last ErrorWindow (NaN when that window has no data).
+	RecentError float64
 	// Peak is the largest of Values and PeakAt its minute: what pre-scaling
 	// sizes for.
 	Peak   float64
@@ -142,6 +160,8 @@ func (m Model) validate() error {
 		return fmt.Errorf("forecast: smooth %v, trend window %v: want smooth >= 0 and 1m <= trend window < period", m.Smooth, m.TrendWindow)
 	case !(m.TrendMin > 0 && m.TrendMin <= 1 && m.TrendMax >= 1):
 		return fmt.Errorf("forecast: trend clamp [%v, %v]: want 0 < min <= 1 <= max", m.TrendMin, m.TrendMax)
+	case m.ErrorWindow < 0 || !(m.MaxError > 0):
+		return fmt.Errorf("forecast: error window %v, max error %v: want >= 0 and > 0", m.ErrorWindow, m.MaxError)
 	}
 	return nil
 }
@@ -169,35 +189,16 @@ func (m Model) Forecast(h History, now time.Time, horizon time.Duration) (Foreca
 	// Only the past is visible.
 	past := History{Start: h.Start, Values: h.Values[:int(have/Step)]}
 
-	// Trend: actual vs seasonal over the last TrendWindow.
-	var actual, expected float64
-	seen := 0
-	for t := now.Add(-m.TrendWindow); t.Before(now); t = t.Add(Step) {
-		x := past.at(t)
-		s, _ := m.seasonal(past, t)
-		if math.IsNaN(x) || math.IsNaN(s) {
-			continue
-		}
-		actual += x
-		expected += s
-		seen++
-	}
-	if seen == 0 {
+	trend, raw, actual, expected, ok := m.trend(past, now)
+	if !ok {
 		// Without recent data the trend is unknown: better no forecast than
 		// one that silently assumes today is like the days before.
 		return Forecast{}, fmt.Errorf("forecast: no history in the last %s before %s", fmtDur(m.TrendWindow), now.UTC().Format(time.RFC3339))
 	}
-	raw := 1.0
-	switch {
-	case expected > 0:
-		raw = actual / expected
-	case actual > 0:
-		raw = math.Inf(1) // traffic where there never was any: clamp to the max
-	}
-	trend := min(max(raw, m.TrendMin), m.TrendMax)
 
 	n := int(horizon / Step)
-	f := Forecast{Start: now, Values: make([]float64, n), Seasonal: make([]float64, n), Trend: trend, RawTrend: raw, Peak: -1}
+	f := Forecast{Start: now, Values: make([]float64, n), Seasonal: make([]float64, n), Trend: trend, RawTrend: raw, Peak: -1,
+		RecentError: m.wape(past, now.Add(-m.ErrorWindow), now, horizon)}
 	var peakDetail []float64
 	for i := range n {
 		t := now.Add(time.Duration(i) * Step)
@@ -219,6 +220,78 @@ func (m Model) Forecast(h History, now time.Time, horizon time.Duration) (Foreca
 	}
 	f.Explanation = m.explain(f, peakDetail, actual, expected)
 	return f, nil
+}
+
+// Trusted reports whether f's recent error is within m.MaxError: the day
+// follows the pattern (a window without data cannot say it does not).
+func (m Model) Trusted(f Forecast) bool {
+	return math.IsNaN(f.RecentError) || f.RecentError <= m.MaxError
+}
+
+// trend returns the clamped and raw ratio of the actual requests in the
+// TrendWindow before now to their seasonal estimate, and both sums; false
+// when no minute of the window has data.
+func (m Model) trend(past History, now time.Time) (trend, raw, actual, expected float64, ok bool) {
+	seen := 0
+	for t := now.Add(-m.TrendWindow); t.Before(now); t = t.Add(Step) {
+		x := past.at(t)
+		s, _ := m.seasonal(past, t)
+		if math.IsNaN(x) || math.IsNaN(s) {
+			continue
+		}
+		actual += x
+		expected += s
+		seen++
+	}
+	if seen == 0 {
+		return 0, 0, 0, 0, false
+	}
+	raw = 1.0
+	switch {
+	case expected > 0:
+		raw = actual / expected
+	case actual > 0:
+		raw = math.Inf(1) // traffic where there never was any: clamp to the max
+	}
+	return min(max(raw, m.TrendMin), m.TrendMax), raw, actual, expected, true
+}
+
+// wape is the weighted absolute percentage error, Σ|f − x| ÷ Σx, over the
+// minutes in [from, to) of h, of the forecast made lead before each minute
+// (the farthest a forecast of that horizon looks ahead): seasonal × the
+// trend known then. NaN when no minute can be judged.
+func (m Model) wape(h History, from, to time.Time, lead time.Duration) float64 {
+	var errSum, sum float64
+	for t := from; t.Before(to); t = t.Add(Step) {
+		x := h.at(t)
+		s, _ := m.seasonal(h, t)
+		if math.IsNaN(x) || math.IsNaN(s) {
+			continue
+		}
+		tr, _, _, _, ok := m.trend(h, t.Add(-lead+Step))
+		if !ok {
+			continue
+		}
+		errSum += math.Abs(s*tr - x)
+		sum += x
+	}
+	if !(sum > 0) {
+		return math.NaN()
+	}
+	return errSum / sum
+}
+
+// Backtest returns the WAPE over [from, to) of the forecasts with the
+// given horizon, each minute judged against the forecast made a horizon
+// before it from h's earlier minutes: how well a day followed the pattern.
+func (m Model) Backtest(h History, from, to time.Time, horizon time.Duration) (float64, error) {
+	if err := m.validate(); err != nil {
+		return 0, err
+	}
+	if horizon < Step || horizon > m.Period {
+		return 0, fmt.Errorf("forecast: horizon %v: want 1m to %v", horizon, m.Period)
+	}
+	return m.wape(h, from.Truncate(Step), to, horizon), nil
 }
 
 // seasonal returns the weighted seasonal estimate for t and the smoothed value
@@ -276,6 +349,9 @@ func (m Model) explain(f Forecast, per []float64, actual, expected float64) stri
 		fmtDur(m.TrendWindow), 100*f.RawTrend, actual/m.TrendWindow.Minutes(), expected/m.TrendWindow.Minutes())
 	if f.Trend != f.RawTrend {
 		fmt.Fprintf(&b, ", clamped to [%.2g, %.2g]", m.TrendMin, m.TrendMax)
+	}
+	if !math.IsNaN(f.RecentError) {
+		fmt.Fprintf(&b, "; its error over the last %s: %.0f %% (trusted up to %.0f %%)", fmtDur(m.ErrorWindow), 100*f.RecentError, 100*m.MaxError)
 	}
 	return b.String()
 }

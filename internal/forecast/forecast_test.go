@@ -144,3 +144,45 @@ func TestInsufficientHistory(t *testing.T) {
 		t.Error("decay 0 was accepted")
 	}
 }
+
+// TestRecentErrorSeesAnOddDay: a week of a daily sine, then a day whose
+// last two hours swing between a fifth and three times the pattern every
+// ten minutes (a match the other days did not have): the forecast measures
+// its own error over the last hour, and trusts itself on the regular day
+// only. Backtest gives the regular day's error in the same measure.
+func TestRecentErrorSeesAnOddDay(t *testing.T) {
+	const minutes = 7*24*60 + 20*60
+	regular := series(minutes, sine)
+	now := regular.End()
+	f, err := Default.Forecast(regular, now, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(f.RecentError < 0.05) || !Default.Trusted(f) {
+		t.Errorf("regular day: recent error %.3f, trusted %v; want < 5 %%, trusted", f.RecentError, Default.Trusted(f))
+	}
+	odd := series(minutes, func(i int) float64 {
+		if i < minutes-2*60 {
+			return sine(i)
+		}
+		if (i/10)%2 == 0 {
+			return 3 * sine(i)
+		}
+		return sine(i) / 5
+	})
+	f, err = Default.Forecast(odd, now, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(f.RecentError > Default.MaxError) || Default.Trusted(f) {
+		t.Errorf("odd day: recent error %.3f, trusted %v; want > %.2f, not trusted", f.RecentError, Default.Trusted(f), Default.MaxError)
+	}
+	day := t0.Add(7 * 24 * time.Hour)
+	e, err := Default.Backtest(regular, day, day.Add(12*time.Hour), 30*time.Minute)
+	if err != nil || !(e < 0.05) {
+		t.Errorf("backtest of the regular day: %.3f, %v; want < 5 %%", e, err)
+	}
+	if _, err := Default.Backtest(regular, day, day.Add(time.Hour), 0); err == nil {
+		t.Error("backtest with no horizon: no error")
+	}
+}

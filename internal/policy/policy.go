@@ -56,6 +56,10 @@ type State struct {
 	// Prediction is the predictive floor for now (Predictor.At); nil when
 	// the group does not pre-scale.
 	Prediction *Prediction
+	// StartDelay is the group's measured start delay (the median time from
+	// an instance's start to in service), what a target's start_delay: auto
+	// looks ahead by; 0 when none is measured yet.
+	StartDelay time.Duration
 }
 
 // Codes name the reason for a decision, for filtering and tests.
@@ -653,6 +657,14 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	ready := int(readyP.V)
 	rec, raw, inBand := recommend(t, latest.V, ready, cur)
 	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, reading(latest.V), ready, rec, num(t.Value))
+	if growth, why := e.lookAhead(t); growth > 1 {
+		// Only a scale-out looks ahead: what the load does after the
+		// instances arrive is the next evaluation's to see.
+		if r, w, b := recommend(t, latest.V*growth, ready, cur); r > rec && r > cur {
+			rec, raw, inBand = r, w, b
+			desc = fmt.Sprintf("%s %s × %s (%s) with %d ready → %d for target %s", t.Metric, reading(latest.V), reading(growth), why, ready, rec, num(t.Value))
+		}
+	}
 	op.size, op.fired, op.reason = rec, true, desc
 	switch {
 	case inBand && raw != cur:
@@ -747,6 +759,50 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 		op.reason += fmt.Sprintf(", limited to %d by max_step down %s per %s", limit, t.MaxStep.Down, t.Period)
 	}
 	return op, true
+}
+
+// The look-ahead of a target with a start delay: the load's trend is the
+// least-squares line through requests_per_second over lookAheadWindow, and
+// how far it may lift the load is bounded by maxGrowth, so that one burst
+// cannot double a group at every evaluation.
+const (
+	lookAheadWindow = 5 * time.Minute
+	maxGrowth       = 2.0
+)
+
+// lookAhead returns by how much the group's load will have grown when an
+// instance started now enters service, from the requests_per_second trend
+// over the last lookAheadWindow (1: not rising, no delay, or no trend to
+// tell), and how it was reached.
+func (e *evaluation) lookAhead(t config.Target) (float64, string) {
+	delay, src := t.StartDelay.D, "start_delay"
+	if t.StartDelay.Auto {
+		delay, src = e.s.StartDelay, "the measured start delay"
+	}
+	if delay <= 0 {
+		return 1, ""
+	}
+	pts := e.h.Points("requests_per_second", e.now.Add(-lookAheadWindow), e.now)
+	var n, sx, sy, sxx, sxy float64
+	for _, p := range pts {
+		if !finite(p.V) {
+			continue
+		}
+		x := p.T.Sub(e.now).Seconds()
+		n++
+		sx, sy, sxx, sxy = sx+x, sy+p.V, sxx+x*x, sxy+x*p.V
+	}
+	den := n*sxx - sx*sx
+	if n < 3 || !(den > 0) {
+		return 1, ""
+	}
+	slope := (n*sxy - sx*sy) / den
+	now := (sy - slope*sx) / n // the line at now (x = 0)
+	if !(now > 0) || !(slope > 0) {
+		return 1, ""
+	}
+	g := min((now+slope*delay.Seconds())/now, maxGrowth)
+	return g, fmt.Sprintf("requests_per_second rising %s/s over the last %s: the load in %s, %s", reading(slope), fmtDur(lookAheadWindow), fmtDur(delay), src)
 }
 
 // extremeSize is the smallest (or, with largest, the largest) size the group

@@ -858,3 +858,41 @@ groups:
 		Evaluate(g, h, State{Desired: 4}, secs(0))
 	}
 }
+
+// TestTargetLooksAheadByStartDelay: 4 instances at 50 % CPU (on target), but
+// requests_per_second has risen 1 req/s every second for 5 minutes, to 400:
+// in the 3 minutes a new instance takes to start it will be 580, 1.45 times
+// now, so the target scales out to ⌈4 × 50 × 1.45 / 50⌉ = 6 already. A
+// falling load, no delay, or auto before a start was measured look at now
+// only.
+func TestTargetLooksAheadByStartDelay(t *testing.T) {
+	fixed := parseGroup(t, 1, 20, "", `      target: {metric: cpu.avg, value: 50, start_delay: 3m}
+`)
+	auto := parseGroup(t, 1, 20, "", `      target: {metric: cpu.avg, value: 50, start_delay: auto}
+`)
+	plain := parseGroup(t, 1, 20, "", `      target: {metric: cpu.avg, value: 50}
+`)
+	rising := func() history {
+		return base().fill("cpu.avg", -600, 0, constant(50)).fill("requests_per_second", -300, 0, func(i int) float64 { return 400 + float64(i) })
+	}
+	falling := base().fill("cpu.avg", -600, 0, constant(50)).fill("requests_per_second", -300, 0, func(i int) float64 { return 400 - float64(i) })
+	tests := []struct {
+		name string
+		g    config.Group
+		h    history
+		s    State
+		want want
+	}{
+		{"fixed start delay, rising", fixed, rising(), State{Desired: 4}, want{record: true, code: CodeScale, rule: "target", request: size(6, "target"),
+			reason: "cpu.avg 50 × 1.45 (requests_per_second rising 1/s over the last 5m: the load in 3m, start_delay) with 4 ready → 6 for target 50"}},
+		{"auto, measured", auto, rising(), State{Desired: 4, StartDelay: 3 * time.Minute}, want{record: true, code: CodeScale, request: size(6, "target"),
+			reason: "the measured start delay"}},
+		{"auto, not measured yet", auto, rising(), State{Desired: 4}, want{}},
+		{"fixed start delay, falling", fixed, falling, State{Desired: 4}, want{}},
+		{"no start delay", plain, rising(), State{Desired: 4, StartDelay: 3 * time.Minute}, want{}},
+	}
+	for _, tt := range tests {
+		d, record := Evaluate(tt.g, tt.h, tt.s, secs(0))
+		check(t, tt.name, d, record, tt.want)
+	}
+}

@@ -125,7 +125,9 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 	}
 	model := forecast.Default
 	model.Days = max(1, int(cfg.Lookback/model.Period))
-	tw := model.TrendWindow
+	// The forecast reads the trend window before each minute it judges
+	// itself on, a horizon before that minute, over the error window.
+	tw := model.TrendWindow + model.ErrorWindow + cfg.Horizon
 	start := m.Add(-time.Duration(model.Days)*model.Period - tw)
 	vals := make([]float64, int(m.Sub(start)/forecast.Step))
 	for i := range vals {
@@ -158,7 +160,7 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 			}
 		}
 	}
-	windows := [][2]time.Time{{m.Add(-max(tw, cfg.Horizon)), m}}
+	windows := [][2]time.Time{{m.Add(-tw), m}}
 	for d := 1; d <= model.Days; d++ {
 		base := m.Add(-time.Duration(d) * model.Period)
 		windows = append(windows, [2]time.Time{base.Add(-tw), base.Add(cfg.Horizon)})
@@ -191,6 +193,10 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 			}
 		}
 		return off(kind, "%s", strings.TrimPrefix(err.Error(), "forecast: "))
+	}
+	if !model.Trusted(f) {
+		return off("pattern", "the day does not follow the pattern: over the last %s the forecast %s ahead erred by %.0f %% (WAPE; trusted up to %.0f %%)",
+			model.ErrorWindow, cfg.Horizon, 100*f.RecentError, 100*model.MaxError)
 	}
 
 	pr.Capacity = cfg.Capacity

@@ -263,3 +263,33 @@ func TestPredictiveKeepsMeasuredCapacity(t *testing.T) {
 		t.Errorf("flat load, never measured: %+v, want off", pr)
 	}
 }
+
+// TestPredictiveOffWhenTheDayIsOdd: the same days as daily(3), but the hour
+// before the last 10 minutes today swings between 20 and 500 req/s where the
+// pattern says 100: the forecast's own recent error is far above what it
+// trusts, so predictive stays off and says why, and the target acts alone.
+func TestPredictiveOffWhenTheDayIsOdd(t *testing.T) {
+	g := predictive(t, "forecast_and_scale")
+	h := daily(3)
+	from := t0.Add(-70 * time.Minute)
+	for i, p := range h["requests_per_second"] {
+		if !p.T.Before(from) && p.T.Before(t0.Add(-10*time.Minute)) {
+			h["requests_per_second"][i].V = 20
+			if p.T.Minute()%2 == 0 {
+				h["requests_per_second"][i].V = 500
+			}
+		}
+	}
+	pr := Predict(g, h, t0)
+	if pr.Floor != 0 || !strings.Contains(pr.Off, "the day does not follow the pattern") {
+		t.Fatalf("prediction %+v: want off because the day does not follow the pattern", pr)
+	}
+	d, _ := Evaluate(g, h, State{Desired: 2, Prediction: &pr}, t0)
+	if d.Request != nil {
+		t.Errorf("got %+v, want no request: the target alone is steady", d)
+	}
+	// The regular days keep the floor.
+	if pr := Predict(g, daily(3), t0); pr.Off != "" || pr.Floor != 19 {
+		t.Errorf("regular day: %+v, want floor 19", pr)
+	}
+}

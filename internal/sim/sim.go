@@ -130,7 +130,9 @@ func Simulate(r Run) (*Result, error) {
 		insts[i].ready = r.Start.Add(-time.Hour) // in service and warm
 	}
 	var (
-		state     = policy.State{Desired: size, RuleJobs: map[string]time.Time{}}
+		// The start delay the simulation models is the one a live shoal
+		// would have measured.
+		state     = policy.State{Desired: size, RuleJobs: map[string]time.Time{}, StartDelay: r.StartDelay}
 		running   *job
 		jobs      int
 		dedup     policy.Dedup

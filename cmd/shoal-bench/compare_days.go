@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/forecast"
+	"github.com/shoal-lb/shoal/internal/sim"
+	"github.com/shoal-lb/shoal/internal/trace"
+)
+
+// This file is the rolling evaluation: `compare --days FROM..TO` simulates
+// every compared policy on each day of a range, each day with its own 7 days
+// of history, so that a policy is judged on days it was not tuned on and not
+// on one sample.
+
+// dayStart is when a compared day begins: 08:00 UTC, as the tuned window
+// (1998-06-30 08:00 to 07-01 08:00), so that a day's evening matches and the
+// quiet night after them stay together.
+const dayStart = 8 * time.Hour
+
+// dayStabilization is the scale-in stabilization of the reactive settings a
+// day's predictive run is measured against: the rolling run sweeps the
+// targets only (the full grid costs four times as much per day).
+const dayStabilization = 2 * time.Minute
+
+// parseDays parses FROM..TO, two UTC dates, both included.
+func parseDays(v string) (days []time.Time, err error) {
+	a, b, ok := strings.Cut(v, "..")
+	if !ok {
+		return nil, fmt.Errorf("%q: want FROM..TO, e.g. 1998-06-23..1998-07-05", v)
+	}
+	from, err := time.ParseInLocation(time.DateOnly, a, time.UTC)
+	if err != nil {
+		return nil, fmt.Errorf("%q: FROM: want a date as 1998-06-23", v)
+	}
+	to, err := time.ParseInLocation(time.DateOnly, b, time.UTC)
+	if err != nil {
+		return nil, fmt.Errorf("%q: TO: want a date as 1998-07-05", v)
+	}
+	if to.Before(from) {
+		return nil, fmt.Errorf("%q: TO is before FROM", v)
+	}
+	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+		days = append(days, d.Add(dayStart))
+	}
+	return days, nil
+}
+
+// dayRow is every compared policy on one day at one start delay.
+type dayRow struct {
+	Day             string `json:"day"`
+	StaticInstances int    `json:"static_instances"`
+	// ForecastError is the WAPE over the day of the seasonal forecast
+	// predictive uses, each minute against the forecast made its horizon
+	// before: how well the day followed the pattern.
+	ForecastError float64 `json:"forecast_error_wape"`
+	// Policies are static first, then comparedPolicies in order.
+	Policies []sim.Point `json:"policies"`
+	// Reactive is the reactive twin at each swept target.
+	Reactive []sim.Point `json:"reactive"`
+	// BestReactive is the best reactive setting (swept or compared) within
+	// predictive's instance-seconds; nil when none is as cheap.
+	BestReactive *sim.Point `json:"best_reactive_within_predictive,omitempty"`
+	// Scalable is false on a day whose peak one instance serves: no policy
+	// can use less than static then, so the day counts in the totals but
+	// not in the days a goal holds.
+	Scalable bool `json:"scalable"`
+	// RecommendedHolds and PredictiveHolds say whether the issue's goals
+	// held on the day.
+	RecommendedHolds bool `json:"recommended_goal_holds"`
+	PredictiveHolds  bool `json:"predictive_goal_holds"`
+}
+
+// aggRow is one policy over the whole range at one start delay.
+type aggRow struct {
+	Policy           string  `json:"policy"`
+	InstanceSeconds  float64 `json:"instance_seconds"`
+	VsStatic         float64 `json:"instance_seconds_vs_static"`
+	ViolationSeconds float64 `json:"slo_violation_seconds"`
+	MedianViolations float64 `json:"median_day_violation_seconds"`
+	WorstDay         string  `json:"worst_day"`
+	WorstViolations  float64 `json:"worst_day_violation_seconds"`
+	// DaysWon counts the days the policy had the fewest violation-seconds
+	// of the scaling policies (ties: the fewer instance-seconds).
+	DaysWon int `json:"days_won"`
+}
+
+// daysRun is the range at one start delay.
+type daysRun struct {
+	Name       string   `json:"name"`
+	StartDelay string   `json:"start_delay"`
+	Days       []dayRow `json:"days"`
+	Aggregate  []aggRow `json:"aggregate"`
+	// BestReactiveTotal is the reactive setting with the fewest
+	// violation-seconds over the range within predictive's total
+	// instance-seconds (one setting on every day).
+	BestReactiveTotal *sim.Point `json:"best_reactive_within_predictive_total,omitempty"`
+}
+
+// compareDays is the compare command's --days mode.
+func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time, model sim.Model, slo time.Duration,
+	delays []namedDelay, pols []sim.Policy) (*Report, error) {
+	scale, err := sim.DefaultScale(tw.Window, model.Capacity)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Date: time.Now(), Machine: newMachine()}
+	rep.Settings = []Setting{
+		{"trace", fmt.Sprintf("%s, days %s to %s, each from 08:00 UTC to 08:00 the next day", tw.Path, days[0].Format(time.DateOnly), days[len(days)-1].Format(time.DateOnly))},
+		{"scale S", fmt.Sprintf("%.5g on every day: the scale at which the peak of the -from/-to window (%s to %s) needs %d instances at 90 %%, so that an instance serves the same share of the trace every day; each day's static group is sized for its own peak",
+			scale, tw.From.Format("2006-01-02 15:04"), tw.To.Format("2006-01-02 15:04 UTC"), sim.PeakInstances)},
+		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c p99 with service time CV %g; SLO p99 %s", model.Capacity, model.BaseP99, model.ServiceCV, slo)},
+		{"history", "each day: the 7 days before it, per minute, for predictive"},
+		{"reactive sweep", fmt.Sprintf("the reactive twin at %d targets (%g..%g %% CPU p90) with %s stabilization, plus hpa-style, recommended and reactive-75", len(sweepTargets), sweepTargets[0], sweepTargets[len(sweepTargets)-1], dayStabilization)},
+		{"command", "shoal-bench compare --days FROM..TO"},
+	}
+	var twin sim.Policy
+	for _, p := range pols {
+		if p.Name == twinKey {
+			twin = p
+		}
+	}
+	var runs []daysRun
+	var md strings.Builder
+	for _, delay := range delays {
+		run := daysRun{Name: delay.name, StartDelay: delay.d.String()}
+		for _, day := range days {
+			row, err := compareDay(ctx, env, tw.Series, day, scale, model, slo, delay.d, pols, twin)
+			if err != nil {
+				return nil, fmt.Errorf("%s at %s: %w", day.Format(time.DateOnly), delay.name, err)
+			}
+			run.Days = append(run.Days, row)
+		}
+		run.aggregate()
+		runs = append(runs, run)
+		rep.Figures = append(rep.Figures, daysFigures(run)...)
+		writeDaysMarkdown(&md, run)
+	}
+	rep.Details = map[string]any{"scale": scale, "runs": runs}
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+type namedDelay struct {
+	name string
+	d    time.Duration
+}
+
+// compareDay simulates static, the compared policies and the reactive sweep
+// on the day starting at from.
+func compareDay(ctx context.Context, env *Env, series trace.Series, from time.Time, scale float64, model sim.Model, slo, delay time.Duration,
+	pols []sim.Policy, twin sim.Policy) (dayRow, error) {
+	to := from.Add(24 * time.Hour)
+	_, rates, hist, err := sim.Window(series, from, to, scale, 7*24*time.Hour)
+	if err != nil {
+		return dayRow{}, err
+	}
+	staticN, err := model.StaticFor(rates, slo)
+	if err != nil {
+		return dayRow{}, err
+	}
+	jobs := []simJob{{p: sim.Static(pols[0], staticN)}}
+	for i, p := range pols {
+		jobs = append(jobs, simJob{p: p, res: comparedPolicies[i].resolution})
+	}
+	for _, t := range sweepTargets {
+		p, err := sim.WithTarget(twin, t, dayStabilization)
+		if err != nil {
+			return dayRow{}, err
+		}
+		p.Name = fmt.Sprintf("reactive %g %% / %s", t, fmtStab(dayStabilization))
+		jobs = append(jobs, simJob{p: p})
+	}
+	var horizon time.Duration
+	for _, p := range pols {
+		if p.Name == predictiveKey {
+			horizon = p.Group.Autoscale.Predictive.Horizon
+		}
+	}
+	fh := forecast.History{Start: from.Add(-time.Duration(len(hist)) * time.Minute), Values: append(append([]float64(nil), hist...), rates...)}
+	ferr, err := forecast.Default.Backtest(fh, from, to, horizon)
+	if err != nil {
+		return dayRow{}, err
+	}
+	base := sim.Run{Model: model, SLO: slo, StartDelay: delay, Start: from, Rates: rates, History: hist}
+	pts, err := simulateAll(ctx, base, jobs)
+	if err != nil {
+		return dayRow{}, err
+	}
+	n := len(pols) + 1
+	row := dayRow{Day: from.Format(time.DateOnly), StaticInstances: staticN, ForecastError: ferr, Scalable: staticN > 1, Policies: pts[:n], Reactive: pts[n:]}
+	row.judge()
+	env.Log.Info("simulated day", "day", row.Day, "forecast_error", ferr, "start_delay", delay, "recommended_goal", row.RecommendedHolds, "predictive_goal", row.PredictiveHolds)
+	return row, nil
+}
+
+func (r dayRow) point(name string) sim.Point {
+	for _, p := range r.Policies {
+		if p.Name == name {
+			return p
+		}
+	}
+	return sim.Point{Name: name, InstanceSeconds: math.NaN(), ViolationSeconds: math.NaN()}
+}
+
+// reactivePoints are the reactive settings predictive is measured against.
+func (r dayRow) reactivePoints() []sim.Point {
+	pts := append([]sim.Point(nil), r.Reactive...)
+	for _, name := range reactiveTargetTracking {
+		pts = append(pts, r.point(name))
+	}
+	return pts
+}
+
+// judge sets the day's goals: recommended within 0.6× static and with fewer
+// violation-seconds than each baseline (none for either counts when
+// recommended is the cheaper); predictive with fewer than the best reactive
+// setting within its instance-seconds.
+func (r *dayRow) judge() {
+	static, rec := r.Policies[0], r.point("recommended")
+	r.RecommendedHolds = rec.InstanceSeconds <= 0.6*static.InstanceSeconds
+	for _, other := range []string{"seed-000", "seed-004", "hpa-style"} {
+		r.RecommendedHolds = r.RecommendedHolds && fewerViolations(rec, r.point(other))
+	}
+	pred := r.point(predictiveKey)
+	if best, ok := sim.BestWithin(r.reactivePoints(), pred.InstanceSeconds); ok {
+		r.BestReactive = &best
+		r.PredictiveHolds = pred.ViolationSeconds < best.ViolationSeconds
+	}
+}
+
+// fewerViolations reports whether a beats b: fewer violation-seconds, or
+// none for either and fewer instance-seconds.
+func fewerViolations(a, b sim.Point) bool {
+	return a.ViolationSeconds < b.ViolationSeconds ||
+		a.ViolationSeconds == 0 && b.ViolationSeconds == 0 && a.InstanceSeconds < b.InstanceSeconds
+}
+
+// aggregate sums the days per policy and finds each day's winner.
+func (run *daysRun) aggregate() {
+	if len(run.Days) == 0 {
+		return
+	}
+	staticTotal := 0.0
+	for _, d := range run.Days {
+		staticTotal += d.Policies[0].InstanceSeconds
+	}
+	for i, p := range run.Days[0].Policies {
+		a := aggRow{Policy: p.Name, WorstViolations: -1}
+		if i == 0 {
+			a.Policy = "static (per day)"
+		}
+		var per []float64
+		for _, d := range run.Days {
+			q := d.Policies[i]
+			a.InstanceSeconds += q.InstanceSeconds
+			a.ViolationSeconds += q.ViolationSeconds
+			per = append(per, q.ViolationSeconds)
+			if q.ViolationSeconds > a.WorstViolations {
+				a.WorstViolations, a.WorstDay = q.ViolationSeconds, d.Day
+			}
+		}
+		a.VsStatic = a.InstanceSeconds / staticTotal
+		a.MedianViolations = median(per)
+		run.Aggregate = append(run.Aggregate, a)
+	}
+	for _, d := range run.Days {
+		win := 1 // static is no scaling policy
+		for i := 2; i < len(d.Policies); i++ {
+			if fewerViolations(d.Policies[i], d.Policies[win]) {
+				win = i
+			}
+		}
+		run.Aggregate[win].DaysWon++
+	}
+
+	// One reactive setting on every day against predictive's total.
+	var pred aggRow
+	for _, a := range run.Aggregate {
+		if a.Policy == predictiveKey {
+			pred = a
+		}
+	}
+	totals := map[string]*sim.Point{}
+	var order []string
+	for _, d := range run.Days {
+		for _, p := range d.reactivePoints() {
+			t := totals[p.Name]
+			if t == nil {
+				t = &sim.Point{Name: p.Name}
+				totals[p.Name] = t
+				order = append(order, p.Name)
+			}
+			t.InstanceSeconds += p.InstanceSeconds
+			t.ViolationSeconds += p.ViolationSeconds
+		}
+	}
+	var pts []sim.Point
+	for _, name := range order {
+		pts = append(pts, *totals[name])
+	}
+	if best, ok := sim.BestWithin(pts, pred.InstanceSeconds); ok {
+		run.BestReactiveTotal = &best
+	}
+}
+
+func (run daysRun) agg(name string) aggRow {
+	for _, a := range run.Aggregate {
+		if a.Policy == name {
+			return a
+		}
+	}
+	return aggRow{Policy: name, InstanceSeconds: math.NaN(), ViolationSeconds: math.NaN()}
+}
+
+// daysFigures states the issue's goals over the range at one start delay.
+func daysFigures(run daysRun) []Figure {
+	rec, pred := run.agg("recommended"), run.agg(predictiveKey)
+	recDays, predDays, scalable := 0, 0, 0
+	for _, d := range run.Days {
+		if !d.Scalable {
+			continue
+		}
+		scalable++
+		if d.RecommendedHolds {
+			recDays++
+		}
+		if d.PredictiveHolds {
+			predDays++
+		}
+	}
+	n := float64(scalable)
+	most := func(v float64) bool { return v > n/2 }
+	skipped := fmt.Sprintf("of the %d days whose peak needs more than one instance (%d left out)", scalable, len(run.Days)-scalable)
+	figs := []Figure{{
+		Name: run.Name + ": recommended instance-seconds, all days", Unit: "s", Value: num(rec.InstanceSeconds),
+		Baseline: "static (per day)", BaselineValue: num(run.Aggregate[0].InstanceSeconds), Ratio: num(rec.VsStatic),
+		Goal: "<= 0.6× static", Verdict: verdict(num(rec.VsStatic), func(v float64) bool { return v <= 0.6 }),
+	}}
+	for _, other := range []string{"seed-000", "seed-004", "hpa-style"} {
+		o := run.agg(other)
+		won := 0
+		for _, d := range run.Days {
+			if fewerViolations(d.point("recommended"), d.point(other)) {
+				won++
+			}
+		}
+		figs = append(figs, Figure{
+			Name: run.Name + ": recommended SLO-violation seconds, all days", Unit: "s", Value: num(rec.ViolationSeconds),
+			Baseline: other, BaselineValue: num(o.ViolationSeconds), Goal: "fewer than " + other,
+			Verdict: passIf(rec.ViolationSeconds < o.ViolationSeconds),
+			Note:    fmt.Sprintf("recommended beats %s on %d of %d days", other, won, len(run.Days)),
+		})
+	}
+	figs = append(figs, Figure{
+		Name: run.Name + ": days recommended holds every goal", Unit: "days", Value: num(float64(recDays)),
+		Baseline: "days", BaselineValue: num(n), Goal: "most days", Verdict: verdict(num(float64(recDays)), most), Note: skipped,
+	})
+	f := Figure{
+		Name: run.Name + ": predictive SLO-violation seconds, all days", Unit: "s", Value: num(pred.ViolationSeconds),
+		Goal: "fewer than the best reactive setting within its instance-seconds", Verdict: "FAIL",
+		Note: "no reactive setting uses as few instance-seconds over the range",
+	}
+	if b := run.BestReactiveTotal; b != nil {
+		f.Baseline, f.BaselineValue = b.Name, num(b.ViolationSeconds)
+		f.Verdict = passIf(pred.ViolationSeconds < b.ViolationSeconds)
+		f.Note = fmt.Sprintf("instance-seconds: predictive %.0f, %s %.0f", pred.InstanceSeconds, b.Name, b.InstanceSeconds)
+	}
+	figs = append(figs, f, Figure{
+		Name: run.Name + ": days predictive beats the best reactive setting within its instance-seconds", Unit: "days",
+		Value: num(float64(predDays)), Baseline: "days", BaselineValue: num(n), Goal: "most days", Verdict: verdict(num(float64(predDays)), most),
+		Note: skipped,
+	})
+	return figs
+}
+
+// writeDaysMarkdown adds one start delay's per-day and aggregate tables.
+func writeDaysMarkdown(md *strings.Builder, run daysRun) {
+	fmt.Fprintf(md, "## Start delay %s (%s), per day\n\nEach policy's cell: instance-seconds vs static / SLO-violation seconds. Forecast error: the WAPE over the day of predictive's seasonal forecast, each minute against the forecast made a horizon before it (the forecast falls back to reactive while its error over the last hour is above %.0f %%).\n\n", run.StartDelay, run.Name, 100*forecast.Default.MaxError)
+	md.WriteString("| day | forecast error | static |")
+	for _, p := range run.Days[0].Policies[1:] {
+		md.WriteString(" " + p.Name + " |")
+	}
+	md.WriteString(" best reactive within predictive | recommended goal | predictive goal |\n|---|---:|---:|")
+	md.WriteString(strings.Repeat("---:|", len(run.Days[0].Policies)-1))
+	md.WriteString("---|---|---|\n")
+	for _, d := range run.Days {
+		static := d.Policies[0].InstanceSeconds
+		fmt.Fprintf(md, "| %s | %.0f %% | %d |", d.Day, 100*d.ForecastError, d.StaticInstances)
+		for _, p := range d.Policies[1:] {
+			fmt.Fprintf(md, " %.3f / %.0f |", p.InstanceSeconds/static, p.ViolationSeconds)
+		}
+		best := "none as cheap"
+		if b := d.BestReactive; b != nil {
+			best = fmt.Sprintf("%s: %.3f / %.0f", b.Name, b.InstanceSeconds/static, b.ViolationSeconds)
+		}
+		if !d.Scalable {
+			fmt.Fprintf(md, " %s | one instance serves the peak | left out |\n", best)
+			continue
+		}
+		fmt.Fprintf(md, " %s | %s | %s |\n", best, holds(d.RecommendedHolds), holds(d.PredictiveHolds))
+	}
+	fmt.Fprintf(md, "\n## Start delay %s (%s), all %d days\n\n", run.StartDelay, run.Name, len(run.Days))
+	md.WriteString("| policy | instance-seconds | vs static | SLO-violation seconds | median day | worst day | days won |\n|---|---:|---:|---:|---:|---|---:|\n")
+	for _, a := range run.Aggregate {
+		fmt.Fprintf(md, "| %s | %.0f | %.3f | %.0f | %.0f | %s (%.0f) | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
+			a.ViolationSeconds, a.MedianViolations, a.WorstDay, a.WorstViolations, a.DaysWon)
+	}
+	if b := run.BestReactiveTotal; b != nil {
+		fmt.Fprintf(md, "| best reactive within predictive (one setting, all days): %s | %.0f | %.3f | %.0f | | | |\n",
+			b.Name, b.InstanceSeconds, b.InstanceSeconds/run.Aggregate[0].InstanceSeconds, b.ViolationSeconds)
+	}
+	md.WriteString("\nDays won: the days a policy had the fewest SLO-violation seconds of the scaling policies (ties: fewer instance-seconds).\n\n")
+}
+
+func holds(ok bool) string {
+	if ok {
+		return "holds"
+	}
+	return "**fails**"
+}
