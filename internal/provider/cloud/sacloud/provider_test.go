@@ -123,10 +123,25 @@ func TestThroughCloudProvider(t *testing.T) {
 		}
 	}
 	second, _ := newProvider(t, owner, stateDir)
-	for _, rec := range recs {
-		if _, err := second.Adopt(ctx, rec, config.Template{}); err != nil {
-			t.Errorf("Adopt %s: %v", rec.Name, err)
+	var adopted []provider.Instance
+	// Their stand-ins are processes: stopped with their servers even when
+	// the test fails.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, in := range adopted {
+			if err := in.Stop(ctx); err != nil {
+				t.Errorf("cleanup: stop %s: %v", in.Record().Name, err)
+			}
 		}
+	})
+	for _, rec := range recs {
+		in, err := second.Adopt(ctx, rec, config.Template{})
+		if err != nil {
+			t.Errorf("Adopt %s: %v", rec.Name, err)
+			continue
+		}
+		adopted = append(adopted, in)
 	}
 	if _, err := second.Adopt(ctx, victim.Record(), config.Template{}); err == nil {
 		t.Errorf("Adopt of the stopped instance succeeded")
@@ -150,11 +165,6 @@ func TestThroughCloudProvider(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d servers listed, want the %d recorded: %+v", len(servers), len(recs), servers)
-		}
-	}
-	for _, rec := range recs {
-		if err := d.Delete(ctx, rec.ID); err != nil {
-			t.Errorf("cleanup: %v", err)
 		}
 	}
 }
