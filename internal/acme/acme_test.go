@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -631,4 +632,142 @@ func TestDueAt(t *testing.T) {
 	if got := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log); got.After(time.Now()) {
 		t.Errorf("for other domains: due %s, want now", got)
 	}
+}
+
+// TestRenewDefaultTiming: without renew_before, on pebble's short-lived
+// certificates, through HAProxy. A CA without renewal info (pebble's
+// directory with its renewalInfo hidden) gets the certificate renewed at
+// two thirds of its lifetime; a CA with it (pebble's ARI, the window set
+// through its management API before the manager starts) gets it renewed in
+// that window, long before two thirds; each renewed serial is served.
+func TestRenewDefaultTiming(t *testing.T) {
+	const domain = "www.shoal.test"
+	port := freePort(t, "tcp")
+	const lifetime = 36 * time.Second
+	ca := startPebble(t, port, lifetime)
+	_, _, module := requirePebble(t)
+
+	// The directory the manager is given: pebble's, with renewalInfo left
+	// out while hideARI is set; every other URL in it is pebble's own.
+	var hideARI atomic.Bool
+	hc, err := httpClient(ca.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := hc.Get(ca.directory)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var dir map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&dir); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if hideARI.Load() {
+			delete(dir, "renewalInfo")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(dir)
+	})}
+	// pebble's localhost certificate, which its minica (the CA file) signs.
+	go dirSrv.ServeTLS(dirLn, filepath.Join(module, "test/certs/localhost/cert.pem"), filepath.Join(module, "test/certs/localhost/key.pem"))
+	t.Cleanup(func() { dirSrv.Close() })
+
+	state, err := os.MkdirTemp("/tmp", "acme-") // short: socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	section := config.ACME{Email: "ops@shoal.test", Directory: "https://" + dirLn.Addr().String() + "/dir", Domains: []string{domain}, CA: ca.caFile}
+	tlsPort := freePort(t, "tcp")
+	_, store := startHAProxy(t, state, port, tlsPort, section)
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
+	served := func(want string) {
+		t.Helper()
+		if got := servedSerial(t, tlsAddr, domain); got != want {
+			t.Errorf("HAProxy serves serial %s for %s, want %s", got, domain, want)
+		}
+	}
+
+	// Without renewal info: two thirds of the lifetime.
+	hideARI.Store(true)
+	in := &installer{store: store}
+	ctx, stop := context.WithCancel(context.Background())
+	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
+		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(stop)
+	issued := func(n int, within time.Duration) (installed, time.Time) {
+		t.Helper()
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got := in.list(); len(got) >= n {
+				return got[n-1], time.Now()
+			}
+		}
+		t.Fatalf("certificate %d not installed within %s", n, within)
+		return installed{}, time.Time{}
+	}
+	first, _ := issued(1, 60*time.Second)
+	served(serial(first.leaf))
+	second, atA := issued(2, lifetime)
+	life := first.leaf.NotAfter.Sub(first.leaf.NotBefore)
+	at := atA
+	// The renewal starts at two thirds; obtaining it takes seconds.
+	if due := first.leaf.NotBefore.Add(life * 2 / 3); at.Before(due) || !at.Before(first.leaf.NotAfter) {
+		t.Errorf("without renewal info: renewed at %s, want after two thirds of the lifetime (%s) and before the expiry (issued %s, expires %s)",
+			at.Format(time.StampMilli), due.Format(time.StampMilli), first.leaf.NotBefore.Format(time.StampMilli), first.leaf.NotAfter.Format(time.StampMilli))
+	}
+	served(serial(second.leaf))
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// With renewal info: the CA's window for the stored certificate, set
+	// before the manager reads it, 2 to 3 seconds from now.
+	hideARI.Store(false)
+	start := time.Now().Add(2 * time.Second)
+	ari, _ := json.Marshal(map[string]any{"suggestedWindow": map[string]string{
+		"start": start.UTC().Format(time.RFC3339Nano), "end": start.Add(time.Second).UTC().Format(time.RFC3339Nano)}})
+	body, _ := json.Marshal(map[string]string{"Certificate": string(second.certPEM), "ARIResponse": string(ari)})
+	resp, err := hc.Post(ca.mgmt+"/set-renewal-info/", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pebble set-renewal-info: %s", resp.Status)
+	}
+	in = &installer{store: store}
+	ctx, stop = context.WithCancel(context.Background())
+	m, err = New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
+		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(stop)
+	if loaded, _ := issued(1, 10*time.Second); serial(loaded.leaf) != serial(second.leaf) {
+		t.Fatalf("after a restart: installed %s, want the stored %s", serial(loaded.leaf), serial(second.leaf))
+	}
+	third, at := issued(2, lifetime)
+	twoThirds := second.leaf.NotBefore.Add(life * 2 / 3)
+	if at.Before(start) || !at.Before(twoThirds) {
+		t.Errorf("with renewal info: renewed at %s, want after the CA's window's start (%s) and before two thirds of the lifetime (%s)",
+			at.Format(time.StampMilli), start.Format(time.StampMilli), twoThirds.Format(time.StampMilli))
+	}
+	served(serial(third.leaf))
+	t.Logf("lifetime %s: renewed %s into it without renewal info; with the window at %s, at %s (two thirds: %s)",
+		life, atA.Sub(first.leaf.NotBefore).Round(time.Millisecond), start.Format(time.StampMilli), at.Format(time.StampMilli), twoThirds.Format(time.StampMilli))
 }
