@@ -100,13 +100,17 @@ frontend web
 			t.Logf("haproxy:\n%s", out.String())
 		}
 	})
+	// Both the frontend and the stats socket: HAProxy may bind one first.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", e.addr); err == nil {
 			c.Close()
-			break
+			if s, err := net.Dial("unix", sock); err == nil {
+				s.Close()
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("haproxy did not listen on %s: %s", e.addr, out.String())
+			t.Fatalf("haproxy did not listen on %s and %s: %s", e.addr, sock, out.String())
 		}
 	}
 	return e
