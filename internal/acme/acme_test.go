@@ -7,16 +7,15 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,195 +23,8 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/testbin"
+	"github.com/shoal-lb/shoal/internal/testpebble"
 )
-
-// pebbleVersion is the pebble the Makefile's test-deps installs
-// (PEBBLE_VERSION there).
-const pebbleVersion = "v2.10.1"
-
-// pebble is a pebble CA with pebble-challtestsrv as its DNS, which answers
-// 127.0.0.1 for every name.
-type pebble struct {
-	directory string // the ACME directory URL
-	mgmt      string // the management API's base URL
-	caFile    string // the CA of both URLs' TLS
-	args      []string
-	cmd       *exec.Cmd
-}
-
-// requirePebble finds the binaries and the module's files, skipping the
-// test when they are missing (failing in CI).
-func requirePebble(t *testing.T) (bin, challtestsrv, module string) {
-	t.Helper()
-	missing := func(what string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s missing: run make test-deps", what)
-		}
-		t.Skipf("%s missing: run make test-deps", what)
-	}
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		missing("haproxy")
-	}
-	out, err := exec.Command("go", "env", "GOPATH", "GOMODCACHE").Output()
-	if err != nil {
-		missing("go env: " + err.Error())
-	}
-	env := strings.Fields(string(out))
-	gobin := filepath.Join(strings.Split(env[0], string(os.PathListSeparator))[0], "bin")
-	look := func(name string) string {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-		p := filepath.Join(gobin, name)
-		if _, err := os.Stat(p); err != nil {
-			missing(name)
-		}
-		return p
-	}
-	bin, challtestsrv = look("pebble"), look("pebble-challtestsrv")
-	module = filepath.Join(env[1], "github.com/letsencrypt/pebble/v2@"+pebbleVersion)
-	if _, err := os.Stat(filepath.Join(module, "test/certs/pebble.minica.pem")); err != nil {
-		missing("pebble module " + pebbleVersion)
-	}
-	return bin, challtestsrv, module
-}
-
-// startPebble runs pebble, validating HTTP-01 on httpPort, issuing
-// certificates valid for validity.
-func startPebble(t *testing.T, httpPort int, validity time.Duration) *pebble {
-	t.Helper()
-	bin, challtestsrv, module := requirePebble(t)
-	dir := t.TempDir()
-	dns := freePort(t, "udp")
-	start(t, "pebble-challtestsrv", exec.Command(challtestsrv,
-		"-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns), "-management", fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")),
-		"-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
-		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""))
-
-	listen, mgmt := freePort(t, "tcp"), freePort(t, "tcp")
-	cfg := map[string]any{"pebble": map[string]any{
-		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", listen),
-		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
-		"certificate":             filepath.Join(module, "test/certs/localhost/cert.pem"),
-		"privateKey":              filepath.Join(module, "test/certs/localhost/key.pem"),
-		"httpPort":                httpPort,
-		"tlsPort":                 freePort(t, "tcp"),
-		"keyAlgorithm":            "ecdsa",
-		"retryAfter":              map[string]int{"authz": 1, "order": 1},
-		"profiles":                map[string]any{"default": map[string]any{"validityPeriod": int(validity / time.Second)}},
-	}}
-	b, _ := json.Marshal(cfg)
-	cfgFile := filepath.Join(dir, "pebble.json")
-	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := &pebble{
-		directory: fmt.Sprintf("https://127.0.0.1:%d/dir", listen),
-		mgmt:      fmt.Sprintf("https://127.0.0.1:%d", mgmt),
-		caFile:    filepath.Join(module, "test/certs/pebble.minica.pem"),
-		args:      []string{bin, "-config", cfgFile, "-dnsserver", fmt.Sprintf("127.0.0.1:%d", dns)},
-	}
-	p.start(t)
-	return p
-}
-
-// start runs pebble (again: a new CA, its root and accounts new) and waits
-// until it answers.
-func (p *pebble) start(t *testing.T) {
-	t.Helper()
-	cmd := exec.Command(p.args[0], p.args[1:]...)
-	// No random sleep before validating, no bad nonces thrown in, and a
-	// renewal is validated again (through HAProxy) rather than reusing the
-	// authorization.
-	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
-	p.cmd = start(t, "pebble", cmd)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := p.get(p.directory)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble did not answer in 10s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// get fetches one of pebble's URLs, trusting its minica.
-func (p *pebble) get(url string) ([]byte, error) {
-	hc, err := httpClient(p.caFile)
-	if err != nil {
-		return nil, err
-	}
-	hc.Timeout = 5 * time.Second
-	resp, err := hc.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return b, err
-}
-
-// roots is pebble's issuing root, from its management API.
-func (p *pebble) roots(t *testing.T) *x509.CertPool {
-	t.Helper()
-	b, err := p.get(p.mgmt + "/roots/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		t.Fatalf("pebble's root is not PEM: %q", b)
-	}
-	return pool
-}
-
-// stop kills pebble: the CA is down.
-func (p *pebble) stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-}
-
-// start runs cmd until the test ends, its output in the test's log.
-func start(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
-	t.Helper()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-	})
-	return cmd
-}
-
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // installer records what is installed, as HAProxy's certificate store would
 // receive it.
@@ -353,17 +165,17 @@ func servedSerial(t *testing.T, addr, name string) string {
 // registers again and obtains the certificate.
 func TestIssueRenewThroughHAProxy(t *testing.T) {
 	const domain = "www.shoal.test"
-	port := freePort(t, "tcp")
+	port := testpebble.FreePort(t, "tcp")
 	const lifetime, renewBefore = 40 * time.Second, 28 * time.Second
-	ca := startPebble(t, port, lifetime)
+	ca := testpebble.Start(t, port, lifetime)
 	state, err := os.MkdirTemp("/tmp", "acme-") // short: socket paths
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
-	section := config.ACME{Email: "ops@shoal.test", Directory: ca.directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.caFile,
+	section := config.ACME{Email: "ops@shoal.test", Directory: ca.Directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.CAFile,
 		RenewBefore: renewBefore}
-	tlsPort := freePort(t, "tcp")
+	tlsPort := testpebble.FreePort(t, "tcp")
 	lb, store := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 
@@ -379,7 +191,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	t.Cleanup(stop)
 
-	roots := ca.roots(t)
+	roots := ca.Roots(t)
 	verify := func(c installed) {
 		t.Helper()
 		if c.name != domain {
@@ -475,7 +287,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	// The CA goes down; a restarted manager that must renew at once (a
 	// domain was added) installs the stored certificate, then fails with a
 	// clear error and backs off.
-	ca.stop()
+	ca.Stop()
 	section.Domains = append(section.Domains, "new.shoal.test")
 	in2 := &installer{}
 	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
@@ -490,7 +302,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 		if ev.Kind != EventFailed {
 			t.Fatalf("CA down: %+v, want %s", ev, EventFailed)
 		}
-		if msg := ev.Err.Error(); !strings.Contains(msg, ca.directory) || !strings.Contains(msg, "connection refused") {
+		if msg := ev.Err.Error(); !strings.Contains(msg, ca.Directory) || !strings.Contains(msg, "connection refused") {
 			t.Errorf("error %q does not name the directory and the refusal", msg)
 		}
 		if ev.Serial != serial(last.leaf) {
@@ -516,8 +328,8 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 
 	// The CA comes back, reset (a new root, no accounts): the manager
 	// registers again and obtains the certificate for the new domains.
-	ca.start(t)
-	roots = ca.roots(t)
+	ca.Restart(t)
+	roots = ca.Roots(t)
 	var forgotten bool
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		ev = next(t, events2, time.Until(deadline))
@@ -610,7 +422,7 @@ func testLogger(t *testing.T) *slog.Logger {
 func TestDueAt(t *testing.T) {
 	notBefore := time.Now().Truncate(time.Second)
 	leaf := &x509.Certificate{DNSNames: []string{"a.test", "b.test"}, NotBefore: notBefore, NotAfter: notBefore.Add(90 * time.Hour)}
-	closed := fmt.Sprintf("https://127.0.0.1:%d/dir", freePort(t, "tcp"))
+	closed := fmt.Sprintf("https://127.0.0.1:%d/dir", testpebble.FreePort(t, "tcp"))
 	m, err := New([]config.ACME{{Email: "a@b.test", Directory: closed, Domains: []string{"b.test", "A.test"}}}, Options{StateDir: t.TempDir(), Installer: &installer{}})
 	if err != nil {
 		t.Fatal(err)
@@ -631,4 +443,141 @@ func TestDueAt(t *testing.T) {
 	if got := m.dueAt(context.Background(), c, &stored{leaf: leaf}, log); got.After(time.Now()) {
 		t.Errorf("for other domains: due %s, want now", got)
 	}
+}
+
+// TestRenewDefaultTiming: without renew_before, on pebble's short-lived
+// certificates, through HAProxy. A CA without renewal info (pebble's
+// directory with its renewalInfo hidden) gets the certificate renewed at
+// two thirds of its lifetime; a CA with it (pebble's ARI, the window set
+// through its management API before the manager starts) gets it renewed in
+// that window, long before two thirds; each renewed serial is served.
+func TestRenewDefaultTiming(t *testing.T) {
+	const domain = "www.shoal.test"
+	port := testpebble.FreePort(t, "tcp")
+	const lifetime = 36 * time.Second
+	ca := testpebble.Start(t, port, lifetime)
+
+	// The directory the manager is given: pebble's, with renewalInfo left
+	// out while hideARI is set; every other URL in it is pebble's own.
+	var hideARI atomic.Bool
+	hc, err := httpClient(ca.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := hc.Get(ca.Directory)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var dir map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&dir); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if hideARI.Load() {
+			delete(dir, "renewalInfo")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(dir)
+	})}
+	// pebble's localhost certificate, which its minica (the CA file) signs.
+	go dirSrv.ServeTLS(dirLn, filepath.Join(ca.Module, "test/certs/localhost/cert.pem"), filepath.Join(ca.Module, "test/certs/localhost/key.pem"))
+	t.Cleanup(func() { dirSrv.Close() })
+
+	state, err := os.MkdirTemp("/tmp", "acme-") // short: socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	section := config.ACME{Email: "ops@shoal.test", Directory: "https://" + dirLn.Addr().String() + "/dir", Domains: []string{domain}, CA: ca.CAFile}
+	tlsPort := testpebble.FreePort(t, "tcp")
+	_, store := startHAProxy(t, state, port, tlsPort, section)
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
+	served := func(want string) {
+		t.Helper()
+		if got := servedSerial(t, tlsAddr, domain); got != want {
+			t.Errorf("HAProxy serves serial %s for %s, want %s", got, domain, want)
+		}
+	}
+
+	// Without renewal info: two thirds of the lifetime.
+	hideARI.Store(true)
+	in := &installer{store: store}
+	ctx, stop := context.WithCancel(context.Background())
+	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
+		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(stop)
+	issued := func(n int, within time.Duration) (installed, time.Time) {
+		t.Helper()
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got := in.list(); len(got) >= n {
+				return got[n-1], time.Now()
+			}
+		}
+		t.Fatalf("certificate %d not installed within %s", n, within)
+		return installed{}, time.Time{}
+	}
+	first, _ := issued(1, 60*time.Second)
+	served(serial(first.leaf))
+	second, atA := issued(2, lifetime)
+	life := first.leaf.NotAfter.Sub(first.leaf.NotBefore)
+	at := atA
+	// The renewal starts at two thirds; obtaining it takes seconds.
+	if due := first.leaf.NotBefore.Add(life * 2 / 3); at.Before(due) || !at.Before(first.leaf.NotAfter) {
+		t.Errorf("without renewal info: renewed at %s, want after two thirds of the lifetime (%s) and before the expiry (issued %s, expires %s)",
+			at.Format(time.StampMilli), due.Format(time.StampMilli), first.leaf.NotBefore.Format(time.StampMilli), first.leaf.NotAfter.Format(time.StampMilli))
+	}
+	served(serial(second.leaf))
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// With renewal info: the CA's window for the stored certificate, set
+	// before the manager reads it, 2 to 3 seconds from now.
+	hideARI.Store(false)
+	start := time.Now().Add(2 * time.Second)
+	ari, _ := json.Marshal(map[string]any{"suggestedWindow": map[string]string{
+		"start": start.UTC().Format(time.RFC3339Nano), "end": start.Add(time.Second).UTC().Format(time.RFC3339Nano)}})
+	body, _ := json.Marshal(map[string]string{"Certificate": string(second.certPEM), "ARIResponse": string(ari)})
+	resp, err := hc.Post(ca.Mgmt+"/set-renewal-info/", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pebble set-renewal-info: %s", resp.Status)
+	}
+	in = &installer{store: store}
+	ctx, stop = context.WithCancel(context.Background())
+	m, err = New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
+		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(stop)
+	if loaded, _ := issued(1, 10*time.Second); serial(loaded.leaf) != serial(second.leaf) {
+		t.Fatalf("after a restart: installed %s, want the stored %s", serial(loaded.leaf), serial(second.leaf))
+	}
+	third, at := issued(2, lifetime)
+	twoThirds := second.leaf.NotBefore.Add(life * 2 / 3)
+	if at.Before(start) || !at.Before(twoThirds) {
+		t.Errorf("with renewal info: renewed at %s, want after the CA's window's start (%s) and before two thirds of the lifetime (%s)",
+			at.Format(time.StampMilli), start.Format(time.StampMilli), twoThirds.Format(time.StampMilli))
+	}
+	served(serial(third.leaf))
+	t.Logf("lifetime %s: renewed %s into it without renewal info; with the window at %s, at %s (two thirds: %s)",
+		life, atA.Sub(first.leaf.NotBefore).Round(time.Millisecond), start.Format(time.StampMilli), at.Format(time.StampMilli), twoThirds.Format(time.StampMilli))
 }

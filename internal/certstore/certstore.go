@@ -72,6 +72,11 @@ type Store struct {
 	// written is every TLS frontend's sites as on disk, in crt-list order;
 	// previous is what the Write before the last one wrote, for Rollback.
 	written, previous map[string][]site
+	// served is, by frontend, what HAProxy serves as the last Push found
+	// (by fingerprint) or installed it: after a failed Push it is not what
+	// was written. A certificate HAProxy serves but the store does not
+	// know (a failed replace of another's) is left out.
+	served map[string][]site
 	// acme names, by frontend, the domains tls.acme keeps certificates for.
 	acme map[string][]string
 	// rotate lists the frontends whose ticket keys shoal rotates.
@@ -97,6 +102,7 @@ func New(stateDir string, rt Runtime, log *slog.Logger) *Store {
 		rt:       rt,
 		log:      log.With("component", "certstore"),
 		acme:     map[string][]string{},
+		served:   map[string][]site{},
 	}
 }
 
@@ -391,6 +397,11 @@ func (s *Store) writeFrontend(fe string, sites []site) error {
 func (s *Store) Push(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for fe := range s.served {
+		if _, ok := s.written[fe]; !ok {
+			delete(s.served, fe) // gone from the config HAProxy reloaded
+		}
+	}
 	var errs []error
 	for _, fe := range slices.Sorted(mapKeys(s.written)) {
 		if err := s.pushLocked(ctx, fe); err != nil {
@@ -405,7 +416,8 @@ func (s *Store) Push(ctx context.Context) error {
 // their leaf's fingerprint), so that it is right after a restart of either:
 // changed ones are replaced in one transaction each (the new one is served
 // at once, the others untouched), added ones are loaded and appended to the
-// crt-list, removed ones leave the crt-list and then memory.
+// crt-list, removed ones leave the crt-list and then memory. It records
+// in s.served what HAProxy serves, whatever fails.
 func (s *Store) pushLocked(ctx context.Context, fe string) error {
 	list := s.crtList(fe)
 	out, err := s.rt.Runtime(ctx, "show ssl crt-list "+list, "")
@@ -413,12 +425,25 @@ func (s *Store) pushLocked(ctx context.Context, fe string) error {
 		return fmt.Errorf("frontend %s: %w", fe, err)
 	}
 	if strings.Contains(out, "didn't find") {
+		delete(s.served, fe)
 		return nil // not loaded yet: HAProxy reads the files when it reloads
 	}
+	// now is what HAProxy serves, by path: what the last push knew, until
+	// a fingerprint or a command says otherwise.
+	now := map[string]site{}
+	for _, st := range s.served[fe] {
+		now[s.sitePath(fe, st.name)] = st
+	}
+	defer func() { s.served[fe] = s.inOrder(fe, now) }()
 	served := map[string]bool{}
 	for line := range strings.Lines(out) {
 		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
 			served[f[0]] = true
+		}
+	}
+	for p := range now {
+		if !served[p] {
+			delete(now, p)
 		}
 	}
 	want := map[string]bool{}
@@ -429,6 +454,7 @@ func (s *Store) pushLocked(ctx context.Context, fe string) error {
 			if err := s.addCert(ctx, list, p, st.pem); err != nil {
 				return fmt.Errorf("frontend %s: add certificate %s: %w", fe, st.name, err)
 			}
+			now[p] = st
 			s.log.Info("certificate added", "frontend", fe, "site", st.name, "names", strings.Join(st.leaf.DNSNames, ","))
 			continue
 		}
@@ -436,13 +462,17 @@ func (s *Store) pushLocked(ctx context.Context, fe string) error {
 		if err != nil {
 			return fmt.Errorf("frontend %s: certificate %s: %w", fe, st.name, err)
 		}
-		sum := sha1.Sum(st.leaf.Raw)
-		if strings.EqualFold(fp, hex.EncodeToString(sum[:])) {
+		if sameLeaf(fp, st) {
+			now[p] = st
 			continue
+		}
+		if old, ok := now[p]; ok && !sameLeaf(fp, old) {
+			delete(now, p) // HAProxy serves neither: unknown
 		}
 		if err := s.setCert(ctx, p, st.pem); err != nil {
 			return fmt.Errorf("frontend %s: replace certificate %s: %w", fe, st.name, err)
 		}
+		now[p] = st
 		s.log.Info("certificate replaced", "frontend", fe, "site", st.name, "serial", st.leaf.SerialNumber.Text(16))
 	}
 	for _, p := range slices.Sorted(mapKeys(served)) {
@@ -452,12 +482,35 @@ func (s *Store) pushLocked(ctx context.Context, fe string) error {
 		if err := s.expect(ctx, "del ssl crt-list "+list+" "+p, "", "deleted"); err != nil {
 			return fmt.Errorf("frontend %s: remove certificate %s: %w", fe, p, err)
 		}
+		delete(now, p) // out of the crt-list: no longer served
 		if err := s.expect(ctx, "del ssl cert "+p, "", "deleted"); err != nil {
 			return fmt.Errorf("frontend %s: remove certificate %s: %w", fe, p, err)
 		}
 		s.log.Info("certificate removed", "frontend", fe, "file", p)
 	}
 	return nil
+}
+
+// sameLeaf reports whether HAProxy's fingerprint fp is st's leaf's.
+func sameLeaf(fp string, st site) bool {
+	sum := sha1.Sum(st.leaf.Raw)
+	return strings.EqualFold(fp, hex.EncodeToString(sum[:]))
+}
+
+// inOrder lists the sites of now (by path) in fe's crt-list order, then
+// those no longer written (a removal that failed) by name.
+func (s *Store) inOrder(fe string, now map[string]site) []site {
+	var list []site
+	for _, st := range s.written[fe] {
+		if x, ok := now[s.sitePath(fe, st.name)]; ok {
+			list = append(list, x)
+			delete(now, s.sitePath(fe, st.name))
+		}
+	}
+	for _, p := range slices.Sorted(mapKeys(now)) {
+		list = append(list, now[p])
+	}
+	return list
 }
 
 // addCert loads a certificate HAProxy does not serve yet and appends it to
@@ -577,32 +630,64 @@ type Cert struct {
 	Serial   string    `json:"serial"`
 	Issuer   string    `json:"issuer"`
 	NotAfter time.Time `json:"not_after"`
+	// Pending is the serial of the certificate the files hold for the
+	// site when HAProxy serves another (a push failed; the next push or
+	// reload serves the files').
+	Pending string `json:"pending_serial,omitempty"`
+	// NotServed marks a site the files hold and HAProxy does not serve
+	// (yet): the other fields are the file's.
+	NotServed bool `json:"not_served,omitempty"`
 }
 
-// Certs lists the certificates of every TLS frontend, by frontend and in
-// crt-list order.
+// Certs lists the certificates HAProxy serves on every TLS frontend, by
+// frontend and in crt-list order, as the last push found them; then the
+// written sites it does not serve, flagged NotServed.
 func (s *Store) Certs() []Cert {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var list []Cert
-	for _, fe := range slices.Sorted(mapKeys(s.written)) {
+	fronts := map[string]bool{}
+	for fe := range s.written {
+		fronts[fe] = true
+	}
+	for fe := range s.served {
+		fronts[fe] = true
+	}
+	for _, fe := range slices.Sorted(mapKeys(fronts)) {
+		served := map[string]bool{}
+		for _, st := range s.served[fe] {
+			served[st.name] = true
+			c := certOf(fe, st)
+			if i := slices.IndexFunc(s.written[fe], func(w site) bool { return w.name == st.name }); i >= 0 && !s.written[fe][i].leaf.Equal(st.leaf) {
+				c.Pending = s.written[fe][i].leaf.SerialNumber.Text(16)
+			}
+			list = append(list, c)
+		}
 		for _, st := range s.written[fe] {
-			names := st.leaf.DNSNames
-			if len(names) == 0 && st.leaf.Subject.CommonName != "" {
-				names = []string{st.leaf.Subject.CommonName}
+			if !served[st.name] {
+				c := certOf(fe, st)
+				c.NotServed = true
+				list = append(list, c)
 			}
-			for _, ip := range st.leaf.IPAddresses {
-				names = append(names, ip.String())
-			}
-			list = append(list, Cert{
-				Frontend: fe, Site: st.name, Names: names,
-				Serial:   st.leaf.SerialNumber.Text(16),
-				Issuer:   st.leaf.Issuer.String(),
-				NotAfter: st.leaf.NotAfter,
-			})
 		}
 	}
 	return list
+}
+
+func certOf(fe string, st site) Cert {
+	names := st.leaf.DNSNames
+	if len(names) == 0 && st.leaf.Subject.CommonName != "" {
+		names = []string{st.leaf.Subject.CommonName}
+	}
+	for _, ip := range st.leaf.IPAddresses {
+		names = append(names, ip.String())
+	}
+	return Cert{
+		Frontend: fe, Site: st.name, Names: names,
+		Serial:   st.leaf.SerialNumber.Text(16),
+		Issuer:   st.leaf.Issuer.String(),
+		NotAfter: st.leaf.NotAfter,
+	}
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -100,13 +100,17 @@ frontend web
 			t.Logf("haproxy:\n%s", out.String())
 		}
 	})
+	// Both the frontend and the stats socket: HAProxy may bind one first.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", e.addr); err == nil {
 			c.Close()
-			break
+			if s, err := net.Dial("unix", sock); err == nil {
+				s.Close()
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("haproxy did not listen on %s: %s", e.addr, out.String())
+			t.Fatalf("haproxy did not listen on %s and %s: %s", e.addr, sock, out.String())
 		}
 	}
 	return e
@@ -372,5 +376,138 @@ func TestRollback(t *testing.T) {
 	}
 	if got := s.Certs(); len(got) != 1 || got[0].Frontend != "web" {
 		t.Errorf("Certs after Rollback: %+v", got)
+	}
+}
+
+// TestCertsReportServed: after a push HAProxy refused, Certs reports what
+// HAProxy serves (checked over TLS), with the files' serial as pending and
+// a site it does not serve flagged; the next push that succeeds brings
+// both in line.
+func TestCertsReportServed(t *testing.T) {
+	ca, dir := testcert.NewCA(t), t.TempDir()
+	e := &env{ca: ca, dir: dir}
+	a, aSerial := e.files(t, "a", "a.test")
+	b, _ := e.files(t, "b", "b.test")
+	e = newEnv(t, ca, dir, &config.TLS{Certificates: []config.TLSFiles{a, b}, TicketKeys: config.TicketKeysRotate})
+	e.apply(t)
+	hex := func(n *big.Int) string { return n.Text(16) }
+	report := func() map[string]certstore.Cert {
+		got := map[string]certstore.Cert{}
+		for _, c := range e.store.Certs() {
+			got[c.Site] = c
+		}
+		return got
+	}
+	if got := report()["default"]; got.Serial != hex(aSerial) || got.Pending != "" || got.NotServed {
+		t.Fatalf("default after a push: %+v, want serial %s", got, hex(aSerial))
+	}
+
+	// HAProxy holds one certificate transaction at a time: one left open
+	// on b makes it refuse "set ssl cert" of any other.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	other := &haproxy.Client{Socket: filepath.Join(e.stateDir, "admin.sock")}
+	bPath := filepath.Join(certstore.Dir(e.stateDir), "web", "b.pem")
+	bPEM, err := os.ReadFile(bPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := other.ExecPayload(ctx, "set ssl cert "+bPath, string(bPEM)); err != nil || !strings.Contains(out, "Transaction") {
+		t.Fatalf("set ssl cert %s: %q, %v", bPath, out, err)
+	}
+	a2, a2Serial := e.files(t, "a", "a.test") // the same files, rewritten
+	c, cSerial := e.files(t, "c", "c.test")
+	e.fe.TLS.Certificates = []config.TLSFiles{a2, b, c}
+	if err := e.store.Write([]config.Frontend{e.fe}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Push(ctx); err == nil {
+		t.Fatal("Push succeeded while another certificate transaction was open")
+	}
+	if got := e.served(t, "a.test"); got.Cmp(aSerial) != 0 {
+		t.Fatalf("HAProxy serves %x for a.test, want the old %x", got, aSerial)
+	}
+	got := report()
+	if d := got["default"]; d.Serial != hex(aSerial) || d.Pending != hex(a2Serial) || d.NotServed {
+		t.Errorf("default after a failed push: %+v, want serial %s (served) pending %s", d, hex(aSerial), hex(a2Serial))
+	}
+	if c := got["c"]; !c.NotServed || c.Serial != hex(cSerial) {
+		t.Errorf("c after a failed push: %+v, want it flagged not served", c)
+	}
+	if b := got["b"]; b.NotServed || b.Pending != "" {
+		t.Errorf("b after a failed push: %+v, want it served as written", b)
+	}
+
+	if out, err := other.Exec(ctx, "abort ssl cert "+bPath); err != nil || !strings.Contains(out, "aborted") {
+		t.Fatalf("abort ssl cert: %q, %v", out, err)
+	}
+	if err := e.store.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.served(t, "a.test"); got.Cmp(a2Serial) != 0 {
+		t.Fatalf("HAProxy serves %x for a.test, want the new %x", got, a2Serial)
+	}
+	got = report()
+	if d := got["default"]; d.Serial != hex(a2Serial) || d.Pending != "" || d.NotServed {
+		t.Errorf("default after the push: %+v, want serial %s", d, hex(a2Serial))
+	}
+	if c := got["c"]; c.NotServed || c.Serial != hex(cSerial) {
+		t.Errorf("c after the push: %+v, want it served", c)
+	}
+}
+
+// TestPayloadLimit: a certificate and key that would not fit one Runtime
+// API payload (tune.bufsize) are refused, naming the sizes, by Write and by
+// Install, and leave the files as they were; one that fits is written.
+func TestPayloadLimit(t *testing.T) {
+	ca, dir, stateDir := testcert.NewCA(t), t.TempDir(), t.TempDir()
+	leaf := ca.Valid(t, "a.test")
+	// A chain HAProxy would load: the leaf, then the CA again and again.
+	chain := func(n int) []byte {
+		b := append([]byte{}, leaf.CertPEM...)
+		for range n {
+			b = append(b, ca.PEM...)
+		}
+		return b
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key := write("a.key", leaf.KeyPEM)
+	s := certstore.New(stateDir, nil, nil)
+	small := config.Frontend{Name: "web", TLS: &config.TLS{Certificates: []config.TLSFiles{{Cert: write("small.crt", chain(1)), Key: key}},
+		ACME: &config.ACME{Domains: []string{"acme.test"}}, TicketKeys: config.TicketKeysOff}}
+	if err := s.Write([]config.Frontend{small}); err != nil {
+		t.Fatalf("a chain of %d bytes: %v", len(chain(1)), err)
+	}
+	site := filepath.Join(certstore.Dir(stateDir), "web", "default.pem")
+	before, err := os.ReadFile(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n := 16384/len(ca.PEM) + 1
+	large := small
+	large.TLS = &config.TLS{Certificates: []config.TLSFiles{{Cert: write("big.crt", chain(n)), Key: key}}, TicketKeys: config.TicketKeysOff}
+	err = s.Write([]config.Frontend{large})
+	if err == nil || !strings.Contains(err.Error(), "HAProxy's Runtime API takes at most") {
+		t.Fatalf("a chain of %d bytes: %v, want it refused as too large for one payload", len(chain(n)), err)
+	}
+	if after, _ := os.ReadFile(site); string(after) != string(before) {
+		t.Error("a refused Write changed the site's file")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = s.Install(ctx, "acme.test", chain(n), leaf.KeyPEM)
+	if err == nil || !strings.Contains(err.Error(), "HAProxy's Runtime API takes at most") {
+		t.Fatalf("Install of a chain of %d bytes: %v, want it refused as too large for one payload", len(chain(n)), err)
+	}
+	if _, err := os.Stat(filepath.Join(certstore.Dir(stateDir), "web", "acme.test.pem")); !os.IsNotExist(err) {
+		t.Errorf("a refused Install wrote the site: %v", err)
 	}
 }

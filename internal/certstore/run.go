@@ -39,7 +39,7 @@ func (s *Store) Run(ctx context.Context, expiring func(Cert)) {
 func (s *Store) checkExpiry(expiring func(Cert)) {
 	now := time.Now()
 	for _, c := range s.Certs() {
-		if !c.ExpiresWithin(now, ExpiryWarning) {
+		if c.NotServed || !c.ExpiresWithin(now, ExpiryWarning) {
 			continue
 		}
 		s.log.Warn("certificate expires soon", "frontend", c.Frontend, "site", c.Site,

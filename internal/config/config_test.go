@@ -1693,7 +1693,7 @@ func TestParseAdminTLS(t *testing.T) {
 		{"missing key file", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: nokey.pem}\n",
 			`shoal.yaml:5:30: admin.tls.key: stat ` + filepath.Join(dir, "nokey.pem") + `: no such file or directory`},
 		{"key of another certificate", "  listen: 127.0.0.1:9090\n  token_file: token\n  tls: {cert: cert.pem, key: " + filepath.Join(other, "key.pem") + "}\n",
-			`shoal.yaml:5:15: admin.tls.cert: cannot use ` + filepath.Join(dir, "cert.pem") + ` with key ` + filepath.Join(other, "key.pem") + `: tls: private key does not match public key`},
+			`shoal.yaml:5:30: admin.tls.key: cannot use ` + filepath.Join(dir, "cert.pem") + ` with key ` + filepath.Join(other, "key.pem") + `: tls: private key does not match public key`},
 		{"tls without listen", "  tls: {cert: cert.pem, key: key.pem}\n", `shoal.yaml:3:8: admin.tls: applies only with admin.listen`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -355,7 +355,11 @@ func (d *decoder) tlsFiles(n *yaml.Node, path string) *TLSFiles {
 		}
 	}
 	if err := CheckCertificate(t.Cert, t.Key); err != nil {
-		d.errorf(cn, join(path, "cert"), "%v", err)
+		if ke := (*KeyError)(nil); errors.As(err, &ke) {
+			d.errorf(kn, join(path, "key"), "%v", err)
+		} else {
+			d.errorf(cn, join(path, "cert"), "%v", err)
+		}
 		return nil
 	}
 	return t

@@ -221,22 +221,39 @@ func hasPEMKey(b []byte) bool {
 	}
 }
 
+// KeyError is CheckCertificate's error when the key is at fault: it cannot
+// be read, holds no private key, or is not the certificate's; a
+// configuration error then names the key, not the certificate.
+type KeyError struct{ Err error }
+
+func (e *KeyError) Error() string { return e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
 // CheckCertificate loads cert and key as a pair and rejects a certificate
 // that has expired: HAProxy would serve it, and every client refuse it.
 func CheckCertificate(cert, key string) error {
 	for _, p := range []string{cert, key} {
 		if fi, err := os.Stat(p); err != nil {
-			return err
+			return blame(p == key && p != cert, err)
 		} else if !fi.Mode().IsRegular() || fi.Size() > maxPEMFile {
-			return fmt.Errorf("%s must be a regular PEM file of at most %d bytes", p, maxPEMFile)
+			return blame(p == key && p != cert, fmt.Errorf("%s must be a regular PEM file of at most %d bytes", p, maxPEMFile))
 		}
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
+	certPEM, err := os.ReadFile(cert)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := os.ReadFile(key)
+	if err != nil {
+		return blame(key != cert, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		if cert == key {
 			return fmt.Errorf("cannot use %s: %w", cert, err)
 		}
-		return fmt.Errorf("cannot use %s with key %s: %w", cert, key, err)
+		// The certificate parses on its own: what failed is the key.
+		return blame(hasLeaf(certPEM), fmt.Errorf("cannot use %s with key %s: %w", cert, key, err))
 	}
 	if pair.Leaf == nil {
 		return fmt.Errorf("%s: %w", cert, errors.New("no certificate"))
@@ -245,4 +262,26 @@ func CheckCertificate(cert, key string) error {
 		return fmt.Errorf("%s expired on %s", cert, pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// blame makes err a KeyError when the key is at fault.
+func blame(key bool, err error) error {
+	if key {
+		return &KeyError{err}
+	}
+	return err
+}
+
+// hasLeaf reports whether b's first certificate block parses.
+func hasLeaf(b []byte) bool {
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			return false
+		}
+		if blk.Type == "CERTIFICATE" {
+			_, err := x509.ParseCertificate(blk.Bytes)
+			return err == nil
+		}
+	}
 }

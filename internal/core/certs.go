@@ -20,6 +20,9 @@ func (c certExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- descCertExpiry 
 func (c certExpiry) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, cert := range c.s.Certs() {
+		if cert.NotServed {
+			continue
+		}
 		name := ""
 		if len(cert.Names) > 0 {
 			name = cert.Names[0]

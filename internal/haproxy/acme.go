@@ -19,15 +19,29 @@ const acmeChallenge = "/.well-known/acme-challenge/"
 // (0600) needs no port and nothing else can reach it.
 func ACMESocket(p Paths) string { return filepath.Join(p.Dir, "acme.sock") }
 
-// acmeFrontendLines route a frontend's challenges to shoal, first of its
-// rules so that no route, redirect or limit can catch them: a frontend
-// with TLS from ACME. (A redirect to https must exclude acmeChallenge too:
-// http-request rules run before use_backend.)
-func acmeFrontendLines(fe config.Frontend) []string {
-	if fe.Mode == config.ModeTCP || fe.TLS == nil || fe.TLS.ACME == nil {
+// acmeChallengeFirst and acmeChallengeUse route a frontend's challenges to
+// shoal whatever its routes, redirects or limits say (a frontend with TLS
+// from ACME). HAProxy runs every http-request rule before any use_backend,
+// so a catch-all respond route, a redirect or a rate limit's deny would
+// answer a challenge itself: "http-request allow", before every rule that
+// answers, ends the frontend's http-request rules for it; then use_backend,
+// before any group's, sends it to shoal_acme.
+func acmeChallengeFirst(fe config.Frontend) []string {
+	if !frontendHasACME(fe) {
+		return nil
+	}
+	return []string{"http-request allow if { path_beg " + acmeChallenge + " }"}
+}
+
+func acmeChallengeUse(fe config.Frontend) []string {
+	if !frontendHasACME(fe) {
 		return nil
 	}
 	return []string{fmt.Sprintf("use_backend %s if { path_beg %s }", acmeBackend, acmeChallenge)}
+}
+
+func frontendHasACME(fe config.Frontend) bool {
+	return fe.Mode != config.ModeTCP && fe.TLS != nil && fe.TLS.ACME != nil
 }
 
 // acmeBackendSection is the shoal_acme backend, when a frontend has ACME.
@@ -55,7 +69,7 @@ func acmeBackendSection(cfg *config.Config, p Paths) ([]string, error) {
 
 func hasACME(cfg *config.Config) bool {
 	for _, fe := range cfg.Frontends {
-		if acmeFrontendLines(fe) != nil {
+		if frontendHasACME(fe) {
 			return true
 		}
 	}

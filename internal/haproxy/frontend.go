@@ -52,6 +52,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// own X-Forwarded-For would be passed on in front of the address option
 	// forwardfor appends.
 	lines = append(lines, "option forwardfor", idempotentOnly)
+	lines = append(lines, acmeChallengeFirst(fe)...)
 	lines = append(lines, tlsLines(fe)...)
 	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
@@ -80,7 +81,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	lines = append(lines, limits...)
 	// ACME's challenges reach shoal whatever the routes say.
-	lines = append(lines, acmeFrontendLines(fe)...)
+	lines = append(lines, acmeChallengeUse(fe)...)
 	routes, err := routeLines(fe.Routes)
 	if err != nil {
 		return nil, err

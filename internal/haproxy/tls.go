@@ -58,10 +58,22 @@ func speaksTLS(fe config.Frontend, addr string) bool {
 
 // tlsLines are the lines a TLS frontend adds to its section: the scheme the
 // instances see, and redirect_http's redirect of the plain binds (but ACME's
-// challenges, which must be answered over http).
+// challenges, which must be answered over http). A frontend whose binds all
+// speak TLS, or none, sets the scheme with one unconditional rule: every
+// request runs the frontend's rules, and the TLS benchmark compares shoal
+// with a configuration that has none.
 func tlsLines(fe config.Frontend) []string {
-	if fe.TLS == nil {
+	plain := 0
+	for _, b := range fe.Bind {
+		if !speaksTLS(fe, b) {
+			plain++
+		}
+	}
+	switch plain {
+	case len(fe.Bind):
 		return []string{"http-request set-header X-Forwarded-Proto http"}
+	case 0:
+		return []string{"http-request set-header X-Forwarded-Proto https"}
 	}
 	lines := []string{
 		"http-request set-header X-Forwarded-Proto https if { ssl_fc }",

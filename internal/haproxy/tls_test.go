@@ -51,6 +51,13 @@ func TestRenderTLS(t *testing.T) {
 		t.Errorf("a TLS frontend says X-Forwarded-Proto http unconditionally:\n%s", got)
 	}
 
+	// Every bind TLS: the scheme without a condition, and no redirect.
+	allTLS := *fe
+	allTLS.TLS = &config.TLS{RedirectHTTP: true}
+	if got := tlsLines(allTLS); len(got) != 1 || got[0] != "http-request set-header X-Forwarded-Proto https" {
+		t.Errorf("a frontend whose binds all speak TLS: %q, want one unconditional X-Forwarded-Proto https", got)
+	}
+
 	tcp := *fe
 	tcp.Mode = config.ModeTCP
 	if opts, err := tlsBind(dir, tcp); err != nil || strings.Contains(opts, "alpn") {

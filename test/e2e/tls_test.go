@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/testcert"
+	"github.com/shoal-lb/shoal/internal/testpebble"
 )
 
 // TestTLSCertificates: shoal serves a TLS frontend from certificates in the
@@ -154,6 +157,80 @@ metrics: {listen: %s}
 	}
 	if got := serial("a.test"); got.Cmp(leaf.Serial) != 0 {
 		t.Errorf("after the refused reload a.test serves %x, want still %x", got, leaf.Serial)
+	}
+}
+
+// TestTLSACME: shoal serve obtains a certificate from pebble over HTTP-01,
+// the CA's challenge passing through shoal's own HAProxy (past redirect_http
+// and a catch-all respond route), and serves it by SNI on the TLS bind, where
+// it verifies against pebble's root; `shoal certs` lists it as served.
+func TestTLSACME(t *testing.T) {
+	const domain = "www.shoal.test"
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	_, port, err := net.SplitHostPort(e.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, _ := strconv.Atoi(port)
+	ca := testpebble.Start(t, httpPort, time.Hour)
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := fmt.Sprintf(`frontends:
+  - name: edge
+    bind: [%s, %s]
+    tls:
+      acme: {email: ops@shoal.test, directory: %q, ca: %q, domains: [%s]}
+      bind: [%s]
+      redirect_http: true
+    routes:
+      - {host: [%s], group: web}
+      - {respond: {status: 503, body: "not here"}}
+`, e.listen, secure, ca.Directory, ca.CAFile, domain, secure, domain)
+	if err := os.WriteFile(e.cfgPath, []byte(strings.Replace(string(b), "listen: "+e.listen+"\n", top, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+
+	roots := ca.Roots(t)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{ServerName: domain, RootCAs: roots}, DisableKeepAlives: true}}
+	e.eventually("the certificate from pebble is served and the instance answers", 30*time.Second, func() error {
+		req, err := http.NewRequest(http.MethodGet, "https://"+secure+"/", nil)
+		if err != nil {
+			return err
+		}
+		req.Host = domain // the route's
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	conn, err := tls.Dial("tcp", secure, &tls.Config{ServerName: domain, RootCAs: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	out, _, code := e.cli("certs", "-o", "json")
+	var resp api.CertsResponse
+	if err := json.Unmarshal([]byte(out), &resp); code != 0 || err != nil {
+		t.Fatalf("shoal certs -o json: exit %d, %v:\n%s", code, err, out)
+	}
+	var listed bool
+	for _, c := range resp.Certificates {
+		listed = listed || c.Site == domain && c.Serial == leaf.SerialNumber.Text(16) && !c.NotServed && c.Pending == ""
+	}
+	if !listed {
+		t.Errorf("shoal certs does not list %s served with serial %x:\n%s", domain, leaf.SerialNumber, out)
 	}
 }
 
