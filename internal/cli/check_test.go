@@ -58,6 +58,18 @@ func TestCheckCommand(t *testing.T) {
 		{[]string{}, 3, `^HTTP UNKNOWN: want one URL`},
 		{[]string{"ftp://127.0.0.1/"}, 3, `^HTTP UNKNOWN: URL must be http`},
 		{[]string{srv.URL, "--warning", "2s", "--critical", "1s"}, 3, `^HTTP UNKNOWN: --warning`},
+		// check_http's forms: a list of statuses, thresholds in seconds.
+		{[]string{srv.URL + "/missing", "--expect", "200,404"}, 0, `^HTTP OK: HTTP/1.1 404 Not Found`},
+		{[]string{srv.URL + "/ok", "--expect", "301,302"}, 2, `, expected 301,302\|`},
+		{[]string{srv.URL + "/slow", "--warning", "0.1", "--critical", "5"}, 1, `^HTTP WARNING: .*slower than 100ms\|time=0\.[3-9]\d*s;0.1;5;0`},
+		{[]string{srv.URL, "--expect", "200,abc"}, 3, `^HTTP UNKNOWN: invalid argument "200,abc" for "--expect"`},
+		{[]string{srv.URL, "--warning", "-1"}, 3, `^HTTP UNKNOWN: invalid argument "-1" for "--warning"`},
+		// tcp://: a connect, over IPv4 and IPv6.
+		{[]string{"tcp://" + srv.Listener.Addr().String(), "--warning", "1"}, 0, `^TCP OK: connected to 127\.0\.0\.1:\d+ in \d+\.\d{3} s\|time=\d+\.\d{6}s;1;;0$`},
+		{[]string{"tcp://" + ln6.Addr().String()}, 0, `^TCP OK: connected to \[::1\]:\d+`},
+		{[]string{"tcp://" + closed.Addr().String()}, 2, `^TCP CRITICAL: connect to .*connection refused`},
+		{[]string{"tcp://127.0.0.1"}, 3, `^TCP UNKNOWN: a tcp URL is tcp://HOST:PORT`},
+		{[]string{"tcp://127.0.0.1:80", "--expect", "200"}, 3, `^TCP UNKNOWN: --expect, --expect-body and --host are for http checks`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

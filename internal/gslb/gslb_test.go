@@ -291,3 +291,50 @@ func TestListenBusy(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TCP checks pass on a listening port, over IPv4 and IPv6, and a site whose
+// port stops listening leaves the answer.
+func TestTCPChecks(t *testing.T) {
+	check := config.GSLBCheck{Type: "tcp", Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond, UpThresh: 3, OKThresh: 2, DownThresh: 2}
+	a, b := newTestSite(t, "127.0.0.1:0"), newTestSite(t, "127.0.0.2:0")
+	v6, v6b := newTestSite(t, "[::1]:0"), newTestSite(t, "[::1]:0")
+	cfg := &config.GSLB{Listen: []string{"127.0.0.1:0"}, Zone: "example.org.", Records: []config.GSLBRecord{
+		{Name: "tcp.example.org.", TTL: 5 * time.Second, Sites: []config.GSLBSite{a.site(check), b.site(check)}},
+		{Name: "tcp6.example.org.", TTL: 5 * time.Second, Sites: []config.GSLBSite{v6.site(check)}},
+		// A second record on the same IPv6 address but another port: its
+		// check is its own.
+		{Name: "other6.example.org.", TTL: 5 * time.Second, Sites: []config.GSLBSite{v6b.site(check)}},
+	}}
+	s := serve(t, cfg)
+	dnsAddr := s.Addrs()[0]
+	if got := addrs(query(t, "udp", dnsAddr, "tcp.example.org.", dns.TypeA, false)); !slices.Equal(got, []string{"127.0.0.1", "127.0.0.2"}) {
+		t.Fatalf("A = %v, want both sites", got)
+	}
+	if got := addrs(query(t, "udp", dnsAddr, "tcp6.example.org.", dns.TypeAAAA, false)); !slices.Equal(got, []string{"::1"}) {
+		t.Fatalf("AAAA = %v, want ::1", got)
+	}
+	if n := testutil.ToFloat64(s.transitions.WithLabelValues("tcp6.example.org.", "::1", "down")); n != 0 {
+		t.Fatalf("the listening IPv6 site went down %v times", n)
+	}
+
+	b.stop()
+	bound := check.Interval * time.Duration(check.DownThresh)
+	took := waitAnswer(t, dnsAddr, "tcp.example.org.", []string{"127.0.0.1"}, 5*time.Second)
+	if took > bound+100*time.Millisecond {
+		t.Errorf("a closed port left the answer after %s, want at most %s", took, bound)
+	}
+
+	// The IPv6 site's check sees its port close too (the answer keeps it:
+	// all of a record's sites down answers all of them).
+	v6.stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(s.transitions.WithLabelValues("tcp6.example.org.", "::1", "down")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the IPv6 site whose port closed was not marked down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := testutil.ToFloat64(s.transitions.WithLabelValues("other6.example.org.", "::1", "down")); n != 0 {
+		t.Errorf("the other IPv6 site, still listening, went down %v times", n)
+	}
+}
