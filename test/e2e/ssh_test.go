@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -243,26 +245,101 @@ func (e *shoalEnv) waitServedOnce(group string, want int, timeout time.Duration)
 	e.checkServedOnce(group, want)
 }
 
-// serverAborts returns HAProxy's count of group's responses cut by their
-// server after they had begun (the backend's srv_abrt, which outlives the
-// servers deleted since): the requests a host's death can fail, since no
-// retry can replay a response half sent.
-func (e *shoalEnv) serverAborts(group string) int64 {
+// abortWatch samples a group's servers in HAProxy every 50 ms, from
+// before a host fails until finish: their srv_abrt counts the responses
+// each cut short after they had begun, which no retry can replay (a
+// process killed while it answered). A dead host's servers are deleted
+// once out of rotation, with their counters: theirs is the last sample
+// taken before that.
+type abortWatch struct {
+	base map[string]int64 // srv_abrt by server when the watch began
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	last map[string]haproxy.ServerStat // each server's latest sample, deleted ones too
+	err  error                         // the first failed read
+}
+
+// watchAborts starts an abortWatch of group, stopped at the latest when
+// the test ends.
+func (e *shoalEnv) watchAborts(group string) *abortWatch {
 	e.t.Helper()
 	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stats, err := c.BackendStats(ctx)
-	if err != nil {
-		e.t.Fatalf("read HAProxy stats: %v", err)
-	}
-	for _, s := range stats {
-		if s.Backend == group && s.Type == haproxy.TypeBackend {
-			return s.ServerAborts
+	w := &abortWatch{base: map[string]int64{}, last: map[string]haproxy.ServerStat{}, stop: make(chan struct{}), done: make(chan struct{})}
+	sample := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stats, err := c.Stats(ctx, group)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.err = cmp.Or(w.err, err)
+			return
+		}
+		for _, s := range stats {
+			w.last[s.Name] = s
 		}
 	}
-	e.t.Fatalf("HAProxy has no backend %s", group)
-	return 0
+	sample()
+	if w.err != nil {
+		e.t.Fatalf("read HAProxy stats: %v", w.err)
+	}
+	for name, s := range w.last {
+		w.base[name] = s.ServerAborts
+	}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				sample() // the servers that remain, after the load
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	e.t.Cleanup(func() { w.once.Do(func() { close(w.stop) }); <-w.done })
+	return w
+}
+
+// checkAborts ends w after a host's failure and asserts the issue's
+// promise: the failed GETs (res) are at most the responses that the dead
+// host's servers (dead, by name) cut short, and no other server, before or
+// since (replacements), cut any short. It returns the dead host's count.
+func (e *shoalEnv) checkAborts(w *abortWatch, dead []string, what string, res loadgen.Result) int64 {
+	e.t.Helper()
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		e.t.Fatalf("read HAProxy stats during %s: %v", what, w.err)
+	}
+	var cutShort int64
+	var there, elsewhere []string
+	for _, name := range slices.Sorted(maps.Keys(w.last)) {
+		s := w.last[name]
+		n := s.ServerAborts - w.base[name]
+		if slices.Contains(dead, name) {
+			cutShort += n
+			there = append(there, fmt.Sprintf("%s: %d (last seen %s, %d sessions)", name, n, s.Status, s.Sessions))
+		} else if n != 0 {
+			elsewhere = append(elsewhere, fmt.Sprintf("%s: %d", name, n))
+		}
+	}
+	if len(elsewhere) > 0 {
+		e.t.Fatalf("across %s, servers not on that host cut responses short: %v\n%s", what, elsewhere, e.accessLogFailures())
+	}
+	if res.Failures > cutShort {
+		e.t.Fatalf("%d GETs failed across %s, want at most the %d responses its servers cut short %v: %v\n%s",
+			res.Failures, what, cutShort, there, res.FailureSamples, e.accessLogFailures())
+	}
+	return cutShort
 }
 
 // instanceOnHost is an instance as a host failure sees it.
@@ -389,19 +466,16 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 			doomed = append(doomed, in.name)
 		}
 	}
-	aborts := e.serverAborts("web")
+	aborts := e.watchAborts("web")
 	if err := dead.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out := e.waitOutOfRotation("web", doomed, 10*time.Second)
 	replaced := e.waitReplaced("web", dead.Addr, 12, 30*time.Second)
 	res := stop()
-	cutShort := e.serverAborts("web") - aborts
-	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+	cutShort := e.checkAborts(aborts, doomed, "the host's death", res)
+	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d responses cut short by its servers) %v",
 		dead.Addr, out.Round(time.Millisecond), replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
-	if res.Failures > cutShort {
-		t.Fatalf("%d GETs failed across the host's death, want at most the %d responses its instances cut short: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
-	}
 	if res.Requests < 100 {
 		t.Fatalf("only %d requests went through", res.Requests)
 	}
@@ -438,20 +512,23 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	if len(stale) == 0 {
 		t.Fatalf("no instance runs on %s before its link goes down: %+v", cut.Addr, before)
 	}
+	doomed = nil
+	for _, in := range before {
+		if in.host == cut.Addr {
+			doomed = append(doomed, in.name)
+		}
+	}
 	stop = sshLoad(t, e)
-	aborts = e.serverAborts("web")
+	aborts = e.watchAborts("web")
 	if err := cut.LinkDown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cut.LinkUp(context.Background()) })
 	replaced = e.waitReplaced("web", cut.Addr, 12, 30*time.Second)
 	res = stop()
-	cutShort = e.serverAborts("web") - aborts
-	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+	cutShort = e.checkAborts(aborts, doomed, "the link's loss", res)
+	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d responses cut short by its servers) %v",
 		cut.Addr, replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
-	if res.Failures > cutShort {
-		t.Fatalf("%d GETs failed across the link's loss, want at most the %d responses cut short there: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
-	}
 	if err := cut.LinkUp(ctx); err != nil {
 		t.Fatal(err)
 	}
