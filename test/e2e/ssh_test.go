@@ -627,16 +627,18 @@ func TestSSHLogs(t *testing.T) {
 // TestSSHProvidersCheckBadInput: each way a host can be wrong is named, per
 // host, by `shoal providers check` and on the instances it fails to start
 // (status's recent failures), within bounded time; the reconciler is never
-// stuck (a later scale of a good group answers). `shoal validate` refuses
-// a key file that is no key and a host that known_hosts does not list,
-// without touching the hosts.
+// stuck (a later scale of a good group answers) and a scale on a hung host
+// fails in bounded time. `shoal validate` refuses a key file that is no key
+// and a host that known_hosts does not list, without touching the hosts;
+// `shoal providers check` names a host taken out of known_hosts since.
 func TestSSHProvidersCheckBadInput(t *testing.T) {
 	t.Parallel() // it mostly waits out connect timeouts
-	lab := newLab(t, 5)
+	lab := newLab(t, 7)
 	ctx := context.Background()
 	dir := t.TempDir()
 	// One fault per host.
-	hb := struct{ good, wrongHostKey, wrongKey, noPort, hung *testhost.Host }{lab.Hosts[0], lab.Hosts[1], lab.Hosts[2], lab.Hosts[3], lab.Hosts[4]}
+	hb := struct{ good, wrongHostKey, wrongKey, noPort, hung, unknownKey, hungAfterLogin *testhost.Host }{
+		lab.Hosts[0], lab.Hosts[1], lab.Hosts[2], lab.Hosts[3], lab.Hosts[4], lab.Hosts[5], lab.Hosts[6]}
 
 	// Unknown host key: known_hosts lists the address with another key.
 	known, err := os.ReadFile(lab.KnownHosts)
@@ -665,6 +667,16 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-taker.Process.Pid, syscall.SIGKILL); _ = taker.Wait() })
+	// Unknown host key: a known_hosts that lists the host at the start
+	// (validate refuses one that does not) and loses it while shoal runs.
+	unknownKnown := filepath.Join(dir, "known_hosts_unknown")
+	if err := os.WriteFile(unknownKnown, known, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A host that accepts the login, then runs nothing it is asked to.
+	if err := hb.hungAfterLogin.HangAfterLogin(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A hung host: its sshd accepts connections (the kernel does) but
 	// never speaks.
 	pids, err := hb.hung.PIDs(ctx)
@@ -685,6 +697,8 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		"userkey": {{h: hb.wrongKey, keyFile: strangerKey}},
 		"noport":  {{h: hb.noPort, ports: "20000-20000"}},
 		"hung":    {{h: hb.hung}},
+		"unknown": {{h: hb.unknownKey, knownHosts: unknownKnown}},
+		"stuck":   {{h: hb.hungAfterLogin}},
 	})
 	// Each group but web routes by a path of its own.
 	routed := func(name, provider string) groupSpec {
@@ -698,20 +712,32 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		routed("userkey", "userkey"),
 		routed("noport", "noport"),
 		routed("hung", "hung"),
+		routed("stuck", "stuck"),
 		missing,
 	)
 
 	e.start()
 	e.waitInService("web", 1)
+	var kept []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(known)), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] != hb.unknownKey.Addr {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(unknownKnown, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// Each fault, named per host, in a time bounded by connect_timeout (2s)
 	// rather than by the hung host.
 	want := map[string][]string{ // host → what its result must say
-		hb.good.Addr:         {"/opt/shoal-test-missing/app"},
-		hb.wrongHostKey.Addr: {"host key"},
-		hb.wrongKey.Addr:     {"refused the key"},
-		hb.noPort.Addr:       {"port"},
-		hb.hung.Addr:         {"timeout"},
+		hb.good.Addr:           {"/opt/shoal-test-missing/app"},
+		hb.wrongHostKey.Addr:   {"host key"},
+		hb.wrongKey.Addr:       {"refused the key"},
+		hb.noPort.Addr:         {"port"},
+		hb.hung.Addr:           {"timeout"},
+		hb.unknownKey.Addr:     {"host key", "is not in " + unknownKnown, "ssh-keyscan"},
+		hb.hungAfterLogin.Addr: {"runs no command", "no answer"},
 	}
 	start := time.Now()
 	out, stderr, code := e.cliWithin(30*time.Second, "providers", "check")
@@ -727,7 +753,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 
 	// Each group's start fails on the instance with the reason, and the
 	// core keeps answering.
-	for group, says := range map[string]string{"hostkey": "host key", "userkey": "refused the key", "noport": "port", "hung": "timeout", "nobin": "/opt/shoal-test-missing/app"} {
+	for group, says := range map[string]string{"hostkey": "host key", "userkey": "refused the key", "noport": "port", "hung": "timeout", "stuck": "no answer", "nobin": "/opt/shoal-test-missing/app"} {
 		e.eventually(group+"'s start fails with the reason", 30*time.Second, func() error {
 			st := groupOf(t, e.status(), group)
 			for _, f := range st.LastFailures {
@@ -739,7 +765,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		})
 	}
 	hs := e.hostStatuses()
-	for _, h := range []*testhost.Host{hb.wrongHostKey, hb.wrongKey, hb.hung} {
+	for _, h := range []*testhost.Host{hb.wrongHostKey, hb.wrongKey, hb.hung, hb.hungAfterLogin} {
 		if hs[h.Addr].State == provider.HostUp || hs[h.Addr].LastError == "" {
 			t.Errorf("host %s shows %+v, want not up, with its last error", h.Addr, hs[h.Addr])
 		}
@@ -749,9 +775,15 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		t.Fatalf("scale web to 2 beside the bad hosts: exit %d:\n%s%s", code, out, stderr)
 	}
 	e.waitInService("web", 2)
-	// A scale of the group on the hung host ends in bounded time too.
-	out, stderr, code = e.cliWithin(30*time.Second, "scale", "hung", "--size", "2", "--sync")
-	t.Logf("scale of the group on the hung host: exit %d: %s%s", code, out, stderr)
+	// A scale of the groups on the hung hosts ends in bounded time too,
+	// failed, with the reason.
+	for g, h := range map[string]*testhost.Host{"hung": hb.hung, "stuck": hb.hungAfterLogin} {
+		out, stderr, code = e.cliWithin(30*time.Second, "scale", g, "--size", "2", "--sync")
+		t.Logf("scale of the group on the hung host: exit %d: %s%s", code, out, stderr)
+		if code == 0 || !strings.Contains(out+stderr, "failed") || !strings.Contains(out+stderr, h.Addr) {
+			t.Fatalf("scale %s --size 2 --sync: exit %d; want a failed job naming host %s:\n%s%s", g, code, h.Addr, out, stderr)
+		}
+	}
 	if _, _, code := e.cliWithin(10*time.Second, "status"); code != 0 {
 		t.Fatal("shoal status fails after the bad scale")
 	}
