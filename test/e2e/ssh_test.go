@@ -403,6 +403,41 @@ func (e *shoalEnv) waitOutOfRotation(group string, names []string, timeout time.
 	return time.Since(start)
 }
 
+// hookLines are a template's pre_start and pre_stop hooks (indented for
+// groupSpec.Template) that write "HOOK on ADDRESS 22" to dir/NAME.HOOK and
+// to the instance's log, ADDRESS being the sshd that ran it
+// (SSH_CONNECTION's server end): the host the hook ran on.
+func hookLines(dir string) string {
+	cmd := fmt.Sprintf(`["sh", "-c", %q, "sh", %q]`, `echo "$SHOAL_HOOK on ${SSH_CONNECTION#* * }" | tee "$1/$SHOAL_INSTANCE.$SHOAL_HOOK"`, dir)
+	return fmt.Sprintf("      pre_start: {command: %s, timeout: 10s}\n      pre_stop: {command: %s, timeout: 10s}\n", cmd, cmd)
+}
+
+// checkHook reports whether hook (of hookLines, writing to hooks) ran on
+// host for instance name before the instance wrote mark to its log: the
+// hook's file names the host's sshd, and in the instance's log on the host
+// (under remote, the provider's remote_dir) shoal's line of the hook's
+// successful end comes before mark.
+func (e *shoalEnv) checkHook(remote, hooks, hook, name, host, mark string) error {
+	b, err := os.ReadFile(filepath.Join(hooks, name+"."+hook))
+	if err != nil {
+		return fmt.Errorf("%s of %s wrote nothing: %w", hook, name, err)
+	}
+	if got, want := strings.TrimSpace(string(b)), hook+" on "+host+" 22"; got != want {
+		return fmt.Errorf("%s of %s wrote %q, want %q: it did not run on %s", hook, name, got, want, host)
+	}
+	logPath := filepath.Join(remote, ssh.OwnerID(e.stateDir()), "logs", name+".log")
+	lb, err := os.ReadFile(logPath)
+	if err != nil {
+		return err
+	}
+	log := string(lb)
+	done, at := strings.Index(log, "shoal: "+hook+": exit status 0"), strings.Index(log, mark)
+	if done < 0 || at < 0 || done > at {
+		return fmt.Errorf("%s: want shoal's line of %s's success before %q:\n%s", logPath, hook, mark, log)
+	}
+	return nil
+}
+
 // sshLoad is keep-alive GET load through the frontend, bounded in time.
 func sshLoad(t *testing.T, e *shoalEnv) func() loadgen.Result {
 	t.Helper()
@@ -418,11 +453,13 @@ func sshLoad(t *testing.T, e *shoalEnv) func() loadgen.Result {
 // keep-alive load: it scales 2 → 12 spread 4/4/4; a host that dies (sshd
 // and instances killed) leaves rotation in about a second and its
 // instances are replaced on the other two, with no failed GET beyond
-// those in flight there; a host cut off by its link (processes alive) is
+// those in flight there (cut short by its servers, none by the others); a host cut off by its link (processes alive) is
 // replaced too, and when it comes back its stale instances are stopped,
 // nothing served twice. A kill -9 of the core then leaves every remote
 // instance running: the restarted core adopts them all (same names and
 // pids) and stops a stray planted on a host with this state dir's marker.
+// Its pre_start hook runs on each instance's host before the instance
+// starts, and pre_stop before a scale-in stops one.
 func TestSSHHostsScaleFailRecover(t *testing.T) {
 	lab := newLab(t, 3)
 	ctx := context.Background()
@@ -431,7 +468,9 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		hosts = append(hosts, sshHost{h: h, extra: "capacity: {instances: 12}"})
 	}
 	g := sshGroup("web", "rack", 2, 12, "    placement: {strategy: spread}\n")
-	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": hosts}), g)
+	remote, hooks := t.TempDir(), t.TempDir()
+	g.Template = hookLines(hooks)
+	e := newEnv(t, sshTimeouts+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
 	e.start()
 	e.waitInService("web", 2)
 
@@ -446,6 +485,12 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		}
 	}
 	e.checkServedOnce("web", 12)
+	// pre_start ran on each instance's host before the instance started.
+	for _, in := range e.instancesOnHosts("web") {
+		e.eventually("pre_start ran on "+in.host+" before "+in.name+" started", 5*time.Second, func() error {
+			return e.checkHook(remote, hooks, "pre_start", in.name, in.host, "serving")
+		})
+	}
 	// Each placement is an event with its reason.
 	placed := 0
 	for _, ev := range e.events(api.EventsQuery{Group: "web", Limit: 100}) {
@@ -570,6 +615,29 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		t.Fatalf("instances were not adopted: before the kill -9 %v, after the restart %v", adopted, after)
 	}
 	e.checkServedOnce("web", 12)
+
+	// A scale-in runs pre_stop on the retired instance's host before the
+	// instance stops.
+	serving := e.instancesOnHosts("web")
+	scaleSync(t, e, "--size", "11")
+	kept := map[string]bool{}
+	for _, in := range e.instancesOnHosts("web") {
+		kept[in.name] = true
+	}
+	var retired []instanceOnHost
+	for _, in := range serving {
+		if !kept[in.name] {
+			retired = append(retired, in)
+		}
+	}
+	if len(retired) != 1 {
+		t.Fatalf("scale 12 → 11 retired %v", retired)
+	}
+	in := retired[0]
+	e.eventually("pre_stop ran on "+in.host+" before "+in.name+" stopped", 10*time.Second, func() error {
+		return e.checkHook(remote, hooks, "pre_stop", in.name, in.host, "shutting down")
+	})
+	e.checkServedOnce("web", 11)
 
 	// SIGINT stops every instance on every host.
 	e.stop()
