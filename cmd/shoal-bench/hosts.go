@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,7 +60,12 @@ type hostsFailure struct {
 	Requests int64    `json:"requests"`
 	Failed   int64    `json:"failed"`
 	Failures []string `json:"failures,omitempty"`
-	InFlight int      `json:"sessions_there_at_kill"`
+	// CutShort counts the responses the host's instances cut short (their
+	// servers' srv_abrt, sampled until HAProxy deleted them): the requests
+	// in flight there that no retry could save. CutShortElsewhere is the
+	// same count of every other instance, which must stay 0.
+	CutShort          int64 `json:"cut_short_there"`
+	CutShortElsewhere int64 `json:"cut_short_elsewhere"`
 }
 
 type hostsDetails struct {
@@ -162,8 +168,8 @@ func runHosts(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*
 		Note: fmt.Sprintf("its SSH connection and its instances' checks failing for host_down_after (%s); GET /v1/hosts", *downAfter),
 	}, {
 		Name: "failed requests across the host's death", Value: num(float64(f.Failed)),
-		Goal: "≤ those in flight there", Verdict: verdict(num(float64(f.Failed)), func(v float64) bool { return v <= float64(f.InFlight) }),
-		Note: fmt.Sprintf("%d requests; %d sessions on the host's instances at the kill", f.Requests, f.InFlight),
+		Goal: "≤ those in flight there (cut short)", Verdict: verdict(num(float64(f.Failed)), func(v float64) bool { return v <= float64(f.CutShort) && f.CutShortElsewhere == 0 }),
+		Note: fmt.Sprintf("%d requests; the host's instances cut %d responses short, the others %d (HAProxy's per-server srv_abrt, server_aborts in the API, sampled every 50 ms until their servers were deleted)", f.Requests, f.CutShort, f.CutShortElsewhere),
 	}, {
 		Name: fmt.Sprintf("shoal's CPU watching %d remote instances at a 1 s interval", *burst), Unit: "% of a core", Value: s.CPU,
 		Baseline: fmt.Sprintf("%d local instances", *burst), BaselineValue: l.CPU, Ratio: ratioOf(s.CPU, l.CPU),
@@ -225,19 +231,22 @@ func hostsCPU(ctx context.Context, env *Env, sh *Shoal, ph *hostsPhase, settle, 
 }
 
 // hostFailure kills h and times its instances' leaving rotation and their
-// replacement elsewhere, polling shoal's API every 50 ms.
+// replacement elsewhere, polling shoal's API every 50 ms, and counts the
+// responses the instances cut short (see abortCount).
 func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *hostsFailure, n int, rate float64, timeout time.Duration) error {
 	st, err := sh.API.Group(ctx, "web")
 	if err != nil {
 		return err
 	}
 	var doomed []string
+	aborts := newAbortCount()
 	for _, in := range st.Instances {
 		if hostOf(in.Addr) == h.Addr {
 			doomed = append(doomed, in.Name)
-			f.InFlight += in.Sessions
 		}
+		aborts.see(in.Name, in.Health != "-", in.ServerAborts)
 	}
+	aborts.begin()
 	f.Host, f.Instances = h.Addr, len(doomed)
 	if len(doomed) == 0 {
 		return fmt.Errorf("no instance on %s to lose", h.Addr)
@@ -273,6 +282,7 @@ func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *
 		}
 		serving, there := 0, 0
 		for _, in := range st.Instances {
+			aborts.see(in.Name, in.Health != "-", in.ServerAborts)
 			if slices.Contains(doomed, in.Name) && in.Health.IsUp() {
 				serving++
 			}
@@ -293,9 +303,54 @@ func hostFailure(ctx context.Context, env *Env, sh *Shoal, h *testhost.Host, f *
 		}
 	}
 	res := stop()
+	if st, err := sh.API.Group(ctx, "web"); err == nil {
+		for _, in := range st.Instances { // the servers that remain, after the load
+			aborts.see(in.Name, in.Health != "-", in.ServerAborts)
+		}
+	}
 	f.Requests, f.Failed, f.Failures = res.Sent, res.Errors, res.FailureSamples
-	env.Log.Info("host killed", "host", h.Addr, "instances", len(doomed), "out_of_rotation_s", fmtNum(f.OutOfRotation), "replaced_s", fmtNum(f.Replaced), "marked_down_s", fmtNum(f.MarkedDown), "failed", res.Errors)
+	f.CutShort, f.CutShortElsewhere = aborts.since(doomed)
+	env.Log.Info("host killed", "host", h.Addr, "instances", len(doomed), "out_of_rotation_s", fmtNum(f.OutOfRotation), "replaced_s", fmtNum(f.Replaced), "marked_down_s", fmtNum(f.MarkedDown),
+		"failed", res.Errors, "cut_short_there", f.CutShort, "cut_short_elsewhere", f.CutShortElsewhere)
 	return nil
+}
+
+// abortCount follows the instances' server_aborts (HAProxy's srv_abrt:
+// responses a server cut short after they had begun, which no retry can
+// save) across a host's failure. A dead instance's server is deleted once
+// it is out of rotation, and its count with it: the last one seen before
+// then is what it cut short. A failed request beyond those is one the
+// failover lost.
+type abortCount struct {
+	base, last map[string]int64
+}
+
+func newAbortCount() *abortCount {
+	return &abortCount{base: map[string]int64{}, last: map[string]int64{}}
+}
+
+// see takes an instance's count while HAProxy has its server (status
+// shows its health "-" once it has none).
+func (a *abortCount) see(name string, inHAProxy bool, n int64) {
+	if inHAProxy {
+		a.last[name] = n
+	}
+}
+
+// begin makes the counts seen so far those before the failure.
+func (a *abortCount) begin() { maps.Copy(a.base, a.last) }
+
+// since returns the responses cut short since the start by the named
+// instances and by all others.
+func (a *abortCount) since(names []string) (there, elsewhere int64) {
+	for name, n := range a.last {
+		if slices.Contains(names, name) {
+			there += n - a.base[name]
+		} else {
+			elsewhere += n - a.base[name]
+		}
+	}
+	return there, elsewhere
 }
 
 // lightLoad sends GETs at rate until the returned stop is called.

@@ -28,8 +28,9 @@ func providersCmd(o *options) *cobra.Command {
 		Short:   "connect to every provider's hosts and check what the groups need there",
 		Example: `  shoal providers check -c shoal.yaml`,
 		Long: `Connects to every host of every provider (the running core does, with its
-config) and checks it: reachable, host key known, key accepted, a free port in
-its range, and every template's program present there. Prints OK or each
+config) and checks it: reachable, host key in known_hosts (the file as it is
+now), key accepted, commands run, a free port in its range, and every
+template's program present there. Prints OK or each
 problem per host. Exit status 0 when every host is OK, 1 when any has a
 problem; it gives up on a host that does not answer within the connect
 timeout and on the whole check after ` + api.CheckTimeout.String() + `.`,

@@ -439,15 +439,19 @@ func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
 
 // InstanceStatus is one instance as the API shows it.
 type InstanceStatus struct {
-	Name      string         `json:"name"`
-	Addr      string         `json:"addr"`
-	State     State          `json:"state"`
-	Health    haproxy.Status `json:"health"`
-	Check     string         `json:"check,omitempty"`
-	Sessions  int            `json:"sessions"`
-	Requests  int64          `json:"requests"`
-	PID       int            `json:"pid"`
-	StartedAt time.Time      `json:"started_at"`
+	Name     string         `json:"name"`
+	Addr     string         `json:"addr"`
+	State    State          `json:"state"`
+	Health   haproxy.Status `json:"health"`
+	Check    string         `json:"check,omitempty"`
+	Sessions int            `json:"sessions"`
+	Requests int64          `json:"requests"`
+	// ServerAborts counts the responses the instance cut short after they
+	// had begun (HAProxy's srv_abrt): the requests its death can fail,
+	// since no retry can replay a response half sent.
+	ServerAborts int64     `json:"server_aborts"`
+	PID          int       `json:"pid"`
+	StartedAt    time.Time `json:"started_at"`
 	// Since is when it entered State: how long a starting instance has
 	// been booting (a cloud server takes minutes), for instance.
 	Since   time.Time `json:"since"`
@@ -509,7 +513,7 @@ func (g *Group) Status(ctx context.Context) Status {
 		in.Health = "-"
 		for _, st := range stats {
 			if st.Name == in.Name {
-				in.Health, in.Check, in.Sessions, in.Requests = st.Status, st.CheckStatus, st.Sessions, st.Total
+				in.Health, in.Check, in.Sessions, in.Requests, in.ServerAborts = st.Status, st.CheckStatus, st.Sessions, st.Total, st.ServerAborts
 				in.CheckCode, in.CheckDurationMS = st.CheckCode, st.CheckDuration.Milliseconds()
 				in.CheckDesc, in.CheckReason = st.CheckDesc, st.CheckInfo
 				// lastchg counts whole seconds: never report a change before the start.

@@ -13,19 +13,16 @@ import (
 // Reclaim.
 const maxGone = 256
 
-// hostLoad is how used a host is, for scale-in: the fraction of its
-// capacity its instances take, or their count when it is unbounded.
+// hostLoad is how used a host is, for scale-in (see moreLoaded).
 type hostLoad struct {
 	status provider.HostStatus
 }
 
-// used is the host's load: the larger of its instance and core fractions
-// where bounded, the instance count where neither is.
-func (h hostLoad) used() float64 {
+// fraction is the share of the host's capacity its instances take: the
+// larger of the instance and core fractions where each is bounded, 0 on a
+// host without capacity, which has nothing to run out of.
+func (h hostLoad) fraction() float64 {
 	s := h.status
-	if s.CapacityInstances == 0 && s.CapacityCores == 0 {
-		return float64(s.Instances)
-	}
 	f := 0.0
 	if s.CapacityInstances > 0 {
 		f = float64(s.Instances) / float64(s.CapacityInstances)
@@ -34,6 +31,18 @@ func (h hostLoad) used() float64 {
 		f = max(f, s.Cores/s.CapacityCores)
 	}
 	return f
+}
+
+// moreLoaded reports whether a is more loaded than b: the larger fraction
+// of its capacity used, then, where that ties (hosts without capacity
+// among themselves), more instances. A count and a fraction are never
+// compared, so a host at 9/10 goes before an unbounded one with 20
+// instances: it is the one that runs out.
+func moreLoaded(a, b hostLoad) bool {
+	if c := cmp.Compare(a.fraction(), b.fraction()); c != 0 {
+		return c > 0
+	}
+	return a.status.Instances > b.status.Instances
 }
 
 // String writes the load as status shows it: "5/8 instances".
@@ -94,8 +103,8 @@ func byHost(picks []pick, hosts map[string]hostLoad, cores float64) []pick {
 				continue
 			}
 			a, b := loads[p.in.rec.Host], loads[rest[best].in.rec.Host]
-			// Strictly more used wins; a tie keeps the policy's order.
-			if cmp.Compare(a.used(), b.used()) > 0 {
+			// Strictly more loaded wins; a tie keeps the policy's order.
+			if moreLoaded(a, b) {
 				best = i
 			}
 		}

@@ -67,6 +67,59 @@ func TestScaleInMostLoadedHostFirst(t *testing.T) {
 	}
 }
 
+// TestMoreLoaded: hosts compare by the fraction of their capacity used,
+// never a count against a fraction: an unbounded host (fraction 0) goes
+// after any host that uses some of its capacity, and hosts that tie on the
+// fraction (unbounded ones among themselves) go by their instance count.
+func TestMoreLoaded(t *testing.T) {
+	bounded := func(n, capacity int) hostLoad {
+		return hostLoad{provider.HostStatus{Instances: n, CapacityInstances: capacity}}
+	}
+	unbounded := func(n int) hostLoad { return hostLoad{provider.HostStatus{Instances: n}} }
+	cores := func(n int, used, capacity float64) hostLoad {
+		return hostLoad{provider.HostStatus{Instances: n, Cores: used, CapacityCores: capacity}}
+	}
+	for _, c := range []struct {
+		name string
+		a, b hostLoad
+		want bool
+	}{
+		{"fractions", bounded(9, 10), bounded(2, 3), true},
+		{"fractions, reversed", bounded(2, 3), bounded(9, 10), false},
+		{"a bounded host before an unbounded one with more instances", bounded(1, 100), unbounded(20), true},
+		{"an unbounded host after a bounded one", unbounded(20), bounded(1, 100), false},
+		{"unbounded hosts by count", unbounded(3), unbounded(2), true},
+		{"unbounded hosts, reversed", unbounded(2), unbounded(3), false},
+		{"a tie on the fraction goes by count", bounded(4, 8), bounded(2, 4), true},
+		{"equal: neither", bounded(2, 4), bounded(2, 4), false},
+		{"cores bound as instances do", cores(1, 3.5, 4), bounded(8, 10), true},
+		{"the larger of the two fractions", hostLoad{provider.HostStatus{Instances: 1, CapacityInstances: 10, Cores: 3, CapacityCores: 4}}, bounded(7, 10), true},
+	} {
+		if got := moreLoaded(c.a, c.b); got != c.want {
+			t.Errorf("%s: moreLoaded(%v, %v) = %v, want %v", c.name, c.a, c.b, got, c.want)
+		}
+	}
+
+	// In a scale-in over mixed hosts: a (1/10) first, then the unbounded
+	// b (3 instances) before c (2).
+	t0 := time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
+	inst := func(name, host string) *instance {
+		return &instance{name: name, state: InService, rec: provider.Record{Host: host, StartedAt: t0}}
+	}
+	picks := byHost([]pick{{in: inst("web-001", "c")}, {in: inst("web-002", "b")}, {in: inst("web-003", "a")}}, map[string]hostLoad{
+		"a": {provider.HostStatus{Name: "a", Instances: 1, CapacityInstances: 10}},
+		"b": {provider.HostStatus{Name: "b", Instances: 3}},
+		"c": {provider.HostStatus{Name: "c", Instances: 2}},
+	}, 1)
+	var got []string
+	for _, p := range picks {
+		got = append(got, p.in.name)
+	}
+	if strings.Join(got, " ") != "web-003 web-002 web-001" {
+		t.Errorf("mixed hosts: %v, want a's web-003, b's web-002, c's web-001", got)
+	}
+}
+
 // TestReclaim: an instance found on a returning host is taken back only
 // while the group wants one more and nothing has its name; taken back, it
 // goes through the health gate before HAProxy rotates it in.

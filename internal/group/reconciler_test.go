@@ -739,9 +739,13 @@ func TestReconcilerUnhealthyToFailedHung(t *testing.T) {
 	r.bringUp("web-001")
 	r.poll(stableService)
 	gone := r.watchGone("web-001")
-	r.lb.setStat(haproxy.ServerStat{Name: "web-001", Status: "DOWN", CheckStatus: "L7TOUT", Sessions: 3})
+	r.lb.setStat(haproxy.ServerStat{Name: "web-001", Status: "DOWN", CheckStatus: "L7TOUT", Sessions: 3, ServerAborts: 2})
 	r.poll(healthWatch)
 	r.awaitState("web-001", Unhealthy)
+	// Status shows HAProxy's count of the responses it cut short.
+	if in := r.g.Status(context.Background()).Instances[0]; in.ServerAborts != 2 {
+		t.Fatalf("status shows %+v, want 2 server aborts", in)
+	}
 	waitFor(t, "web-001's requests ended", func() bool { return slices.Contains(r.ev.of("web-001"), "shutdown_sessions") })
 	down := r.clk.Now()
 	r.poll(reconcilerConfig().ReplaceAfter)

@@ -303,12 +303,20 @@ func (l *statLine) num(name string) int64 {
 		return 0
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		// HAProxy 2.6 writes a check_duration not measured (-1) as an
+		// unsigned 64-bit number: 18446744073709551615 is -1 again.
+		if u, uerr := strconv.ParseUint(v, 10, 64); uerr == nil {
+			n, err = int64(u), nil
+		}
+	}
 	if err != nil {
 		l.errs = append(l.errs, fmt.Errorf("column %s: %w", name, err))
 	}
 	return n
 }
 
+// dur reads a duration in unit; a negative one (not measured) reads as 0.
 func (l *statLine) dur(name string, unit time.Duration) time.Duration {
-	return time.Duration(l.num(name)) * unit
+	return time.Duration(max(l.num(name), 0)) * unit
 }

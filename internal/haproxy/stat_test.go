@@ -206,6 +206,21 @@ func TestParseStatsCounters(t *testing.T) {
 	}
 }
 
+// TestParseStatsUnmeasuredCheck: HAProxy 2.6 writes the duration of a
+// check it has not measured (-1) as 2^64-1; that reads as no duration, not
+// as an error that fails the whole answer.
+func TestParseStatsUnmeasuredCheck(t *testing.T) {
+	out := "# pxname,svname,qcur,scur,stot,econ,wretr,wredis,status,weight,type,addr,check_status,check_duration,hrsp_5xx,req_tot,srv_abrt\n" +
+		"web,web-001,0,0,10,0,0,0,DOWN,1,2,10.0.0.2:20000,* L4CON,18446744073709551615,0,10,3\n\n"
+	got, err := parseStats(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].CheckDuration != 0 || got[0].ServerAborts != 3 || got[0].CheckStatus != "L4CON" {
+		t.Fatalf("got %+v, want web-001 with no check duration and 3 server aborts", got)
+	}
+}
+
 func TestParseStatsErrors(t *testing.T) {
 	for _, out := range []string{
 		"No such proxy.\n\n",

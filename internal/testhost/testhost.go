@@ -263,6 +263,25 @@ func (h *Host) StopSSHD() {
 	h.sshd = nil
 }
 
+// HangAfterLogin restarts the host's sshd so that it accepts the login
+// and then runs, for every session, a sleep of an hour instead of what the
+// client asked: a host that authenticates and then never answers.
+func (h *Host) HangAfterLogin(ctx context.Context) error {
+	f, err := os.OpenFile(filepath.Join(h.dir, "sshd_config"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("test host %s: %w", h.Name, err)
+	}
+	_, err = f.WriteString("ForceCommand sleep 3600\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("test host %s: %w", h.Name, err)
+	}
+	h.StopSSHD()
+	return h.StartSSHD(ctx)
+}
+
 // PIDs lists the processes in the host's network namespace: its sshd, the
 // sessions and everything started through them.
 func (h *Host) PIDs(ctx context.Context) ([]int, error) {

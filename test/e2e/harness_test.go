@@ -128,6 +128,7 @@ type groupSpec struct {
 	Extra      string // more YAML lines for the group, indented 4 spaces
 	Command    string // YAML flow list replacing the demo-backend command
 	Env        string // YAML flow mapping for template.env
+	Template   string // more YAML lines for the template, indented 6 spaces
 	Health     string // YAML flow mapping replacing the default health settings
 	Drain      string // drain_timeout, default 5s
 }
@@ -205,6 +206,7 @@ func (e *shoalEnv) writeConfig(extraTop string, groups ...groupSpec) {
 		if g.Env != "" {
 			fmt.Fprintf(&b, "      env: %s\n", g.Env)
 		}
+		b.WriteString(g.Template)
 		b.WriteString(g.Extra)
 	}
 	if err := os.WriteFile(e.cfgPath, []byte(b.String()), 0o600); err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -243,26 +245,101 @@ func (e *shoalEnv) waitServedOnce(group string, want int, timeout time.Duration)
 	e.checkServedOnce(group, want)
 }
 
-// serverAborts returns HAProxy's count of group's responses cut by their
-// server after they had begun (the backend's srv_abrt, which outlives the
-// servers deleted since): the requests a host's death can fail, since no
-// retry can replay a response half sent.
-func (e *shoalEnv) serverAborts(group string) int64 {
+// abortWatch samples a group's servers in HAProxy every 50 ms, from
+// before a host fails until finish: their srv_abrt counts the responses
+// each cut short after they had begun, which no retry can replay (a
+// process killed while it answered). A dead host's servers are deleted
+// once out of rotation, with their counters: theirs is the last sample
+// taken before that.
+type abortWatch struct {
+	base map[string]int64 // srv_abrt by server when the watch began
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	last map[string]haproxy.ServerStat // each server's latest sample, deleted ones too
+	err  error                         // the first failed read
+}
+
+// watchAborts starts an abortWatch of group, stopped at the latest when
+// the test ends.
+func (e *shoalEnv) watchAborts(group string) *abortWatch {
 	e.t.Helper()
 	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stats, err := c.BackendStats(ctx)
-	if err != nil {
-		e.t.Fatalf("read HAProxy stats: %v", err)
-	}
-	for _, s := range stats {
-		if s.Backend == group && s.Type == haproxy.TypeBackend {
-			return s.ServerAborts
+	w := &abortWatch{base: map[string]int64{}, last: map[string]haproxy.ServerStat{}, stop: make(chan struct{}), done: make(chan struct{})}
+	sample := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stats, err := c.Stats(ctx, group)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.err = cmp.Or(w.err, err)
+			return
+		}
+		for _, s := range stats {
+			w.last[s.Name] = s
 		}
 	}
-	e.t.Fatalf("HAProxy has no backend %s", group)
-	return 0
+	sample()
+	if w.err != nil {
+		e.t.Fatalf("read HAProxy stats: %v", w.err)
+	}
+	for name, s := range w.last {
+		w.base[name] = s.ServerAborts
+	}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				sample() // the servers that remain, after the load
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	e.t.Cleanup(func() { w.once.Do(func() { close(w.stop) }); <-w.done })
+	return w
+}
+
+// checkAborts ends w after a host's failure and asserts the issue's
+// promise: the failed GETs (res) are at most the responses that the dead
+// host's servers (dead, by name) cut short, and no other server, before or
+// since (replacements), cut any short. It returns the dead host's count.
+func (e *shoalEnv) checkAborts(w *abortWatch, dead []string, what string, res loadgen.Result) int64 {
+	e.t.Helper()
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		e.t.Fatalf("read HAProxy stats during %s: %v", what, w.err)
+	}
+	var cutShort int64
+	var there, elsewhere []string
+	for _, name := range slices.Sorted(maps.Keys(w.last)) {
+		s := w.last[name]
+		n := s.ServerAborts - w.base[name]
+		if slices.Contains(dead, name) {
+			cutShort += n
+			there = append(there, fmt.Sprintf("%s: %d (last seen %s, %d sessions)", name, n, s.Status, s.Sessions))
+		} else if n != 0 {
+			elsewhere = append(elsewhere, fmt.Sprintf("%s: %d", name, n))
+		}
+	}
+	if len(elsewhere) > 0 {
+		e.t.Fatalf("across %s, servers not on that host cut responses short: %v\n%s", what, elsewhere, e.accessLogFailures())
+	}
+	if res.Failures > cutShort {
+		e.t.Fatalf("%d GETs failed across %s, want at most the %d responses its servers cut short %v: %v\n%s",
+			res.Failures, what, cutShort, there, res.FailureSamples, e.accessLogFailures())
+	}
+	return cutShort
 }
 
 // instanceOnHost is an instance as a host failure sees it.
@@ -326,6 +403,41 @@ func (e *shoalEnv) waitOutOfRotation(group string, names []string, timeout time.
 	return time.Since(start)
 }
 
+// hookLines are a template's pre_start and pre_stop hooks (indented for
+// groupSpec.Template) that write "HOOK on ADDRESS 22" to dir/NAME.HOOK and
+// to the instance's log, ADDRESS being the sshd that ran it
+// (SSH_CONNECTION's server end): the host the hook ran on.
+func hookLines(dir string) string {
+	cmd := fmt.Sprintf(`["sh", "-c", %q, "sh", %q]`, `echo "$SHOAL_HOOK on ${SSH_CONNECTION#* * }" | tee "$1/$SHOAL_INSTANCE.$SHOAL_HOOK"`, dir)
+	return fmt.Sprintf("      pre_start: {command: %s, timeout: 10s}\n      pre_stop: {command: %s, timeout: 10s}\n", cmd, cmd)
+}
+
+// checkHook reports whether hook (of hookLines, writing to hooks) ran on
+// host for instance name before the instance wrote mark to its log: the
+// hook's file names the host's sshd, and in the instance's log on the host
+// (under remote, the provider's remote_dir) shoal's line of the hook's
+// successful end comes before mark.
+func (e *shoalEnv) checkHook(remote, hooks, hook, name, host, mark string) error {
+	b, err := os.ReadFile(filepath.Join(hooks, name+"."+hook))
+	if err != nil {
+		return fmt.Errorf("%s of %s wrote nothing: %w", hook, name, err)
+	}
+	if got, want := strings.TrimSpace(string(b)), hook+" on "+host+" 22"; got != want {
+		return fmt.Errorf("%s of %s wrote %q, want %q: it did not run on %s", hook, name, got, want, host)
+	}
+	logPath := filepath.Join(remote, ssh.OwnerID(e.stateDir()), "logs", name+".log")
+	lb, err := os.ReadFile(logPath)
+	if err != nil {
+		return err
+	}
+	log := string(lb)
+	done, at := strings.Index(log, "shoal: "+hook+": exit status 0"), strings.Index(log, mark)
+	if done < 0 || at < 0 || done > at {
+		return fmt.Errorf("%s: want shoal's line of %s's success before %q:\n%s", logPath, hook, mark, log)
+	}
+	return nil
+}
+
 // sshLoad is keep-alive GET load through the frontend, bounded in time.
 func sshLoad(t *testing.T, e *shoalEnv) func() loadgen.Result {
 	t.Helper()
@@ -341,11 +453,13 @@ func sshLoad(t *testing.T, e *shoalEnv) func() loadgen.Result {
 // keep-alive load: it scales 2 → 12 spread 4/4/4; a host that dies (sshd
 // and instances killed) leaves rotation in about a second and its
 // instances are replaced on the other two, with no failed GET beyond
-// those in flight there; a host cut off by its link (processes alive) is
+// those in flight there (cut short by its servers, none by the others); a host cut off by its link (processes alive) is
 // replaced too, and when it comes back its stale instances are stopped,
 // nothing served twice. A kill -9 of the core then leaves every remote
 // instance running: the restarted core adopts them all (same names and
 // pids) and stops a stray planted on a host with this state dir's marker.
+// Its pre_start hook runs on each instance's host before the instance
+// starts, and pre_stop before a scale-in stops one.
 func TestSSHHostsScaleFailRecover(t *testing.T) {
 	lab := newLab(t, 3)
 	ctx := context.Background()
@@ -354,7 +468,9 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		hosts = append(hosts, sshHost{h: h, extra: "capacity: {instances: 12}"})
 	}
 	g := sshGroup("web", "rack", 2, 12, "    placement: {strategy: spread}\n")
-	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": hosts}), g)
+	remote, hooks := t.TempDir(), t.TempDir()
+	g.Template = hookLines(hooks)
+	e := newEnv(t, sshTimeouts+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
 	e.start()
 	e.waitInService("web", 2)
 
@@ -369,6 +485,12 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		}
 	}
 	e.checkServedOnce("web", 12)
+	// pre_start ran on each instance's host before the instance started.
+	for _, in := range e.instancesOnHosts("web") {
+		e.eventually("pre_start ran on "+in.host+" before "+in.name+" started", 5*time.Second, func() error {
+			return e.checkHook(remote, hooks, "pre_start", in.name, in.host, "serving")
+		})
+	}
 	// Each placement is an event with its reason.
 	placed := 0
 	for _, ev := range e.events(api.EventsQuery{Group: "web", Limit: 100}) {
@@ -389,19 +511,16 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 			doomed = append(doomed, in.name)
 		}
 	}
-	aborts := e.serverAborts("web")
+	aborts := e.watchAborts("web")
 	if err := dead.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out := e.waitOutOfRotation("web", doomed, 10*time.Second)
 	replaced := e.waitReplaced("web", dead.Addr, 12, 30*time.Second)
 	res := stop()
-	cutShort := e.serverAborts("web") - aborts
-	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+	cutShort := e.checkAborts(aborts, doomed, "the host's death", res)
+	t.Logf("host %s killed: out of rotation after %v, replaced after %v; %d requests, %d failed (%d responses cut short by its servers) %v",
 		dead.Addr, out.Round(time.Millisecond), replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
-	if res.Failures > cutShort {
-		t.Fatalf("%d GETs failed across the host's death, want at most the %d responses its instances cut short: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
-	}
 	if res.Requests < 100 {
 		t.Fatalf("only %d requests went through", res.Requests)
 	}
@@ -438,20 +557,23 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	if len(stale) == 0 {
 		t.Fatalf("no instance runs on %s before its link goes down: %+v", cut.Addr, before)
 	}
+	doomed = nil
+	for _, in := range before {
+		if in.host == cut.Addr {
+			doomed = append(doomed, in.name)
+		}
+	}
 	stop = sshLoad(t, e)
-	aborts = e.serverAborts("web")
+	aborts = e.watchAborts("web")
 	if err := cut.LinkDown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cut.LinkUp(context.Background()) })
 	replaced = e.waitReplaced("web", cut.Addr, 12, 30*time.Second)
 	res = stop()
-	cutShort = e.serverAborts("web") - aborts
-	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d responses cut short by their server) %v",
+	cutShort = e.checkAborts(aborts, doomed, "the link's loss", res)
+	t.Logf("host %s cut off: replaced after %v; %d requests, %d failed (%d responses cut short by its servers) %v",
 		cut.Addr, replaced.Round(time.Millisecond), res.Requests, res.Failures, cutShort, res.FailureSamples)
-	if res.Failures > cutShort {
-		t.Fatalf("%d GETs failed across the link's loss, want at most the %d responses cut short there: %v\n%s", res.Failures, cutShort, res.FailureSamples, e.accessLogFailures())
-	}
 	if err := cut.LinkUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +615,29 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 		t.Fatalf("instances were not adopted: before the kill -9 %v, after the restart %v", adopted, after)
 	}
 	e.checkServedOnce("web", 12)
+
+	// A scale-in runs pre_stop on the retired instance's host before the
+	// instance stops.
+	serving := e.instancesOnHosts("web")
+	scaleSync(t, e, "--size", "11")
+	kept := map[string]bool{}
+	for _, in := range e.instancesOnHosts("web") {
+		kept[in.name] = true
+	}
+	var retired []instanceOnHost
+	for _, in := range serving {
+		if !kept[in.name] {
+			retired = append(retired, in)
+		}
+	}
+	if len(retired) != 1 {
+		t.Fatalf("scale 12 → 11 retired %v", retired)
+	}
+	in := retired[0]
+	e.eventually("pre_stop ran on "+in.host+" before "+in.name+" stopped", 10*time.Second, func() error {
+		return e.checkHook(remote, hooks, "pre_stop", in.name, in.host, "shutting down")
+	})
+	e.checkServedOnce("web", 11)
 
 	// SIGINT stops every instance on every host.
 	e.stop()
@@ -550,16 +695,18 @@ func TestSSHLogs(t *testing.T) {
 // TestSSHProvidersCheckBadInput: each way a host can be wrong is named, per
 // host, by `shoal providers check` and on the instances it fails to start
 // (status's recent failures), within bounded time; the reconciler is never
-// stuck (a later scale of a good group answers). `shoal validate` refuses
-// a key file that is no key and a host that known_hosts does not list,
-// without touching the hosts.
+// stuck (a later scale of a good group answers) and a scale on a hung host
+// fails in bounded time. `shoal validate` refuses a key file that is no key
+// and a host that known_hosts does not list, without touching the hosts;
+// `shoal providers check` names a host taken out of known_hosts since.
 func TestSSHProvidersCheckBadInput(t *testing.T) {
 	t.Parallel() // it mostly waits out connect timeouts
-	lab := newLab(t, 5)
+	lab := newLab(t, 7)
 	ctx := context.Background()
 	dir := t.TempDir()
 	// One fault per host.
-	hb := struct{ good, wrongHostKey, wrongKey, noPort, hung *testhost.Host }{lab.Hosts[0], lab.Hosts[1], lab.Hosts[2], lab.Hosts[3], lab.Hosts[4]}
+	hb := struct{ good, wrongHostKey, wrongKey, noPort, hung, unknownKey, hungAfterLogin *testhost.Host }{
+		lab.Hosts[0], lab.Hosts[1], lab.Hosts[2], lab.Hosts[3], lab.Hosts[4], lab.Hosts[5], lab.Hosts[6]}
 
 	// Unknown host key: known_hosts lists the address with another key.
 	known, err := os.ReadFile(lab.KnownHosts)
@@ -588,6 +735,16 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-taker.Process.Pid, syscall.SIGKILL); _ = taker.Wait() })
+	// Unknown host key: a known_hosts that lists the host at the start
+	// (validate refuses one that does not) and loses it while shoal runs.
+	unknownKnown := filepath.Join(dir, "known_hosts_unknown")
+	if err := os.WriteFile(unknownKnown, known, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A host that accepts the login, then runs nothing it is asked to.
+	if err := hb.hungAfterLogin.HangAfterLogin(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A hung host: its sshd accepts connections (the kernel does) but
 	// never speaks.
 	pids, err := hb.hung.PIDs(ctx)
@@ -608,6 +765,8 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		"userkey": {{h: hb.wrongKey, keyFile: strangerKey}},
 		"noport":  {{h: hb.noPort, ports: "20000-20000"}},
 		"hung":    {{h: hb.hung}},
+		"unknown": {{h: hb.unknownKey, knownHosts: unknownKnown}},
+		"stuck":   {{h: hb.hungAfterLogin}},
 	})
 	// Each group but web routes by a path of its own.
 	routed := func(name, provider string) groupSpec {
@@ -621,20 +780,32 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		routed("userkey", "userkey"),
 		routed("noport", "noport"),
 		routed("hung", "hung"),
+		routed("stuck", "stuck"),
 		missing,
 	)
 
 	e.start()
 	e.waitInService("web", 1)
+	var kept []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(known)), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] != hb.unknownKey.Addr {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(unknownKnown, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// Each fault, named per host, in a time bounded by connect_timeout (2s)
 	// rather than by the hung host.
 	want := map[string][]string{ // host → what its result must say
-		hb.good.Addr:         {"/opt/shoal-test-missing/app"},
-		hb.wrongHostKey.Addr: {"host key"},
-		hb.wrongKey.Addr:     {"refused the key"},
-		hb.noPort.Addr:       {"port"},
-		hb.hung.Addr:         {"timeout"},
+		hb.good.Addr:           {"/opt/shoal-test-missing/app"},
+		hb.wrongHostKey.Addr:   {"host key"},
+		hb.wrongKey.Addr:       {"refused the key"},
+		hb.noPort.Addr:         {"port"},
+		hb.hung.Addr:           {"timeout"},
+		hb.unknownKey.Addr:     {"host key", "is not in " + unknownKnown, "ssh-keyscan"},
+		hb.hungAfterLogin.Addr: {"runs no command", "no answer"},
 	}
 	start := time.Now()
 	out, stderr, code := e.cliWithin(30*time.Second, "providers", "check")
@@ -650,7 +821,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 
 	// Each group's start fails on the instance with the reason, and the
 	// core keeps answering.
-	for group, says := range map[string]string{"hostkey": "host key", "userkey": "refused the key", "noport": "port", "hung": "timeout", "nobin": "/opt/shoal-test-missing/app"} {
+	for group, says := range map[string]string{"hostkey": "host key", "userkey": "refused the key", "noport": "port", "hung": "timeout", "stuck": "no answer", "nobin": "/opt/shoal-test-missing/app"} {
 		e.eventually(group+"'s start fails with the reason", 30*time.Second, func() error {
 			st := groupOf(t, e.status(), group)
 			for _, f := range st.LastFailures {
@@ -662,7 +833,7 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		})
 	}
 	hs := e.hostStatuses()
-	for _, h := range []*testhost.Host{hb.wrongHostKey, hb.wrongKey, hb.hung} {
+	for _, h := range []*testhost.Host{hb.wrongHostKey, hb.wrongKey, hb.hung, hb.hungAfterLogin} {
 		if hs[h.Addr].State == provider.HostUp || hs[h.Addr].LastError == "" {
 			t.Errorf("host %s shows %+v, want not up, with its last error", h.Addr, hs[h.Addr])
 		}
@@ -672,9 +843,15 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 		t.Fatalf("scale web to 2 beside the bad hosts: exit %d:\n%s%s", code, out, stderr)
 	}
 	e.waitInService("web", 2)
-	// A scale of the group on the hung host ends in bounded time too.
-	out, stderr, code = e.cliWithin(30*time.Second, "scale", "hung", "--size", "2", "--sync")
-	t.Logf("scale of the group on the hung host: exit %d: %s%s", code, out, stderr)
+	// A scale of the groups on the hung hosts ends in bounded time too,
+	// failed, with the reason.
+	for g, h := range map[string]*testhost.Host{"hung": hb.hung, "stuck": hb.hungAfterLogin} {
+		out, stderr, code = e.cliWithin(30*time.Second, "scale", g, "--size", "2", "--sync")
+		t.Logf("scale of the group on the hung host: exit %d: %s%s", code, out, stderr)
+		if code == 0 || !strings.Contains(out+stderr, "failed") || !strings.Contains(out+stderr, h.Addr) {
+			t.Fatalf("scale %s --size 2 --sync: exit %d; want a failed job naming host %s:\n%s%s", g, code, h.Addr, out, stderr)
+		}
+	}
 	if _, _, code := e.cliWithin(10*time.Second, "status"); code != 0 {
 		t.Fatal("shoal status fails after the bad scale")
 	}

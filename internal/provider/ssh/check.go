@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,8 +17,8 @@ import (
 const dirScript = `mkdir -p "$1" && [ -w "$1" ] || { echo "cannot create or write $1" >&2; exit 1; }`
 
 // Check connects to every host in parallel, over a connection of its own,
-// and checks what the templates (by group) need there: the host key, the
-// login, a writable remote_dir, a free port in the host's range, each
+// and checks what the templates (by group) need there: the host key (in
+// known_hosts as the file is now), the login, a writable remote_dir, a free port in the host's range, each
 // template's working directory and program. Each host is bounded by a
 // deadline of a few connect_timeouts: it never hangs.
 func (p *Provider) Check(ctx context.Context, tmpls map[string]config.Template) []provider.CheckResult {
@@ -41,11 +42,19 @@ func (p *Provider) checkHost(ctx context.Context, h *host, tmpls map[string]conf
 	ctx, cancel := context.WithTimeout(ctx, 4*ct+5*time.Second)
 	defer cancel()
 	p.mu.Lock()
-	hc, cc := h.cfg, h.clientCfg
+	hc := h.cfg
 	p.mu.Unlock()
 	r := provider.CheckResult{Provider: p.name, Host: h.name}
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
+	// key_file and known_hosts are read as they are now, not as they were
+	// at the start: a host key taken out of known_hosts since (or a key
+	// file replaced) is what the next reload or restart will meet.
+	cc, err := clientConfig(hc, ct)
+	if err != nil {
+		problem("%v", err)
+		return r
+	}
 	c, err := dial(ctx, hc, cc, ct)
 	if err != nil {
 		problem("cannot connect as %s: %v", hc.User, err)
@@ -55,7 +64,12 @@ func (p *Provider) checkHost(ctx context.Context, h *host, tmpls map[string]conf
 	r.Notes = append(r.Notes, fmt.Sprintf("connected as %s; host key matches known_hosts", hc.User))
 	exec := func(argv []string) ([]byte, error) { return run(ctx, c, ct, argv, runOpts{Timeout: ct}) }
 
-	if _, err := exec(script(dirScript, p.logDir())); err != nil {
+	if _, err := exec(script(dirScript, p.logDir())); errors.Is(err, errHung) {
+		// It took the login and runs nothing (a hung shell, a forced
+		// command): every other check would wait out its timeout too.
+		problem("logged in as %s, but the host runs no command: %v", hc.User, err)
+		return r
+	} else if err != nil {
 		problem("remote_dir: %v", err)
 	} else {
 		r.Notes = append(r.Notes, "log directory "+p.logDir()+" writable")
