@@ -1057,7 +1057,9 @@ func (g *Group) removeFromLB(in *instance) {
 }
 
 func (g *Group) stopProcess(in *instance) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.conf().Template.StopTimeout+10*time.Second)
+	// A cloud's server may take minutes to shut down: its Stop waits for
+	// that up to delete_timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), max(g.conf().Template.StopTimeout+10*time.Second, g.DeleteTimeout()))
 	defer cancel()
 	if err := in.inst.Stop(ctx); err != nil {
 		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.pid(), "err", err)

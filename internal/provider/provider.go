@@ -90,8 +90,10 @@ type Provider interface {
 // it goes back into service rather than running unused out of rotation.
 type Deleter interface {
 	// Delete asks once for in's deletion and returns nil once the API
-	// accepted it; in's Stop then waits until it is gone without asking
-	// again.
+	// accepted it, or the shutdown before it (a server that takes minutes
+	// to shut down is on its way out from the accepted request: it never
+	// serves again); in's Stop then waits until it is gone without asking
+	// again, up to DeleteTimeout.
 	Delete(ctx context.Context, in Instance) error
 	// DeleteTimeout is how long a retirement waits for the API to accept
 	// a deletion before the job that asked for it fails; the retirement

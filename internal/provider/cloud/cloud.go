@@ -321,7 +321,9 @@ func (p *Provider) refresh(ctx context.Context) error {
 }
 
 // reap asks again for the deletion of servers that must go but are still
-// listed, once per reapEvery each.
+// listed, once per reapEvery each, each call in a goroutine of its own
+// bounded by delete_timeout: a driver that waits for a slow shutdown must
+// not hold up the listings.
 func (p *Provider) reap(ctx context.Context) {
 	p.mu.Lock()
 	var ids []string
@@ -334,17 +336,19 @@ func (p *Provider) reap(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	for _, id := range ids {
-		dctx, cancel := context.WithTimeout(ctx, listTimeout)
-		err := p.delete(dctx, id)
-		cancel()
-		p.mu.Lock()
-		if d := p.doomed[id]; d != nil {
-			d.inFlight = false
-		}
-		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("deleting a server failed; retrying", "provider", p.name, "id", id, "err", err)
-		}
+		p.wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
+			err := p.delete(dctx, id)
+			cancel()
+			p.mu.Lock()
+			if d := p.doomed[id]; d != nil {
+				d.inFlight, d.last = false, time.Now()
+			}
+			p.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("deleting a server failed; retrying", "provider", p.name, "id", id, "err", err)
+			}
+		})
 	}
 }
 
@@ -358,28 +362,77 @@ func (p *Provider) delete(ctx context.Context, id string) error {
 }
 
 // Delete asks the cloud once to delete pi's server, for a group retiring
-// it (see provider.Deleter): nil once the call was accepted, the API's
-// error otherwise. A refused deletion leaves nothing behind, so the server
-// goes on serving; an accepted one is followed by the poller like any.
+// it (see provider.Deleter): nil once the cloud accepted the deletion, or
+// the shutdown before it (see Accepted); the API's error if it refused or
+// did not answer within a minute. A refused deletion leaves nothing behind,
+// so the server goes on serving. An accepted one is never taken back: the
+// driver's call goes on after Delete returns, until it ends or
+// delete_timeout (a graceful shutdown may take minutes), and the poller
+// asks again while the server is listed; a failure after acceptance is a
+// deletion still under way, not a refusal.
+//
+// The call's goroutine ends with ctx or at delete_timeout.
 func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	in, ok := pi.(*instance)
 	if !ok || in.p != p {
 		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.DeleteTimeout, listTimeout))
-	defer cancel()
-	if err := p.delete(ctx, in.id); err != nil {
+	p.mu.Lock()
+	d := p.doomed[in.id]
+	if d != nil {
+		// On its way out already: accepted.
+		p.mu.Unlock()
+		in.markDeleted()
+		return nil
+	}
+	d = &doom{inFlight: true, last: time.Now()}
+	p.doomed[in.id] = d
+	p.mu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
+	dctx, acc := withAccepted(dctx)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		err := p.delete(dctx, in.id)
+		if err == nil {
+			acc.accept()
+		}
+		accepted := acc.accepted()
+		p.mu.Lock()
+		if p.doomed[in.id] == d {
+			if accepted {
+				// Asked again by the poller while still listed.
+				d.inFlight, d.last = false, time.Now()
+			} else {
+				delete(p.doomed, in.id)
+			}
+		}
+		p.mu.Unlock()
+		if err != nil && accepted && ctx.Err() == nil {
+			p.log.Warn("deletion accepted but not finished; the poller asks again", "provider", p.name, "instance", in.rec.Name, "id", in.id, "err", err)
+		}
+		done <- err
+	}()
+	// An API that does not answer is refused like one that says no: the
+	// instance serves on meanwhile.
+	t := time.NewTimer(min(p.cfg.DeleteTimeout, listTimeout))
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-acc.ch:
+	case <-t.C:
+		if acc.refuse() {
+			cancel()
+			err = fmt.Errorf("no answer within %s: %w", min(p.cfg.DeleteTimeout, listTimeout), <-done)
+		}
+	}
+	if !acc.accepted() {
+		acc.refuse()
 		return fmt.Errorf("delete instance %s: %w", in.rec.Name, err)
 	}
-	in.mu.Lock()
-	in.deleted, in.stopping = true, true
-	in.mu.Unlock()
-	p.mu.Lock()
-	if p.doomed[in.id] == nil {
-		// Still listed a while from now: asked again (reapEvery).
-		p.doomed[in.id] = &doom{last: time.Now()}
-	}
-	p.mu.Unlock()
+	in.markDeleted()
 	return nil
 }
 

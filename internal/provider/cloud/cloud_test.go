@@ -244,3 +244,104 @@ func TestDriverStraysSweptUntilSwept(t *testing.T) {
 		t.Fatalf("%d sweeps, want 3: none after one worked", d.sweeps)
 	}
 }
+
+// slowDriver is a scriptedDriver whose servers shut down slowly, as a
+// sacloud server does gracefully: Delete reports the accepted shutdown
+// (Accepted), then waits until the server is down to delete it.
+type slowDriver struct {
+	scriptedDriver
+	shutdown time.Duration
+	downAt   map[string]time.Time // by ID, once asked
+}
+
+func (d *slowDriver) Delete(ctx context.Context, id string) error {
+	d.mu.Lock()
+	at, ok := d.downAt[id]
+	if !ok {
+		at = time.Now().Add(d.shutdown)
+		d.downAt[id] = at
+		if s, ok := d.servers[id]; ok {
+			s.Phase, s.State = Stopping, "cleaning"
+			d.servers[id] = s
+		}
+	}
+	d.mu.Unlock()
+	Accepted(ctx)
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the shutdown: %w", ctx.Err())
+	case <-t.C:
+	}
+	return d.scriptedDriver.Delete(ctx, id)
+}
+
+// TestSlowShutdownAccepted: a server that takes longer to shut down than
+// the group can wait for an answer is deleted once its shutdown is
+// accepted: Delete answers at once, and Stop waits for it to go (within
+// delete_timeout) without asking again. A call that times out after the
+// acceptance leaves the server to the poller, never to serve again.
+func TestSlowShutdownAccepted(t *testing.T) {
+	running := func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", IP: "10.0.0.1", Phase: Running, State: "running"}, nil
+	}
+	t.Run("within delete_timeout", func(t *testing.T) {
+		d := &slowDriver{scriptedDriver: scriptedDriver{create: running}, shutdown: 2 * time.Second, downAt: map[string]time.Time{}}
+		p := newScriptedOn(t, d, &d.scriptedDriver, config.CloudProvider{DeleteTimeout: 30 * time.Second})
+		ctx := context.Background()
+		in, err := p.Start(ctx, startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if err := p.Delete(ctx, in); err != nil {
+			t.Fatalf("Delete of a server shutting down slowly: %v", err)
+		}
+		if took := time.Since(begin); took > time.Second {
+			t.Errorf("Delete answered after %s, not at the accepted shutdown", took)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := in.Stop(sctx); err != nil {
+			t.Fatalf("Stop after an accepted Delete: %v", err)
+		}
+		if took := time.Since(begin); took < 2*time.Second {
+			t.Errorf("Stop returned after %s, before the server was down", took)
+		}
+		if n := p.Calls().Delete; n != 1 {
+			t.Errorf("%d delete calls, want 1", n)
+		}
+		if r := in.ExitReason(); r != "stopped" {
+			t.Errorf("exit reason %q, want stopped", r)
+		}
+	})
+	t.Run("past delete_timeout", func(t *testing.T) {
+		d := &slowDriver{scriptedDriver: scriptedDriver{create: running}, shutdown: time.Minute, downAt: map[string]time.Time{}}
+		p := newScriptedOn(t, d, &d.scriptedDriver, config.CloudProvider{DeleteTimeout: 500 * time.Millisecond})
+		ctx := context.Background()
+		in, err := p.Start(ctx, startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(ctx, in); err != nil {
+			t.Fatalf("Delete of a server shutting down slowly: %v", err)
+		}
+		time.Sleep(time.Second) // the driver's call has timed out
+		p.mu.Lock()
+		dm := p.doomed["i-1"]
+		still := dm != nil && !dm.inFlight
+		p.mu.Unlock()
+		if !still {
+			t.Fatalf("after the accepted call timed out: doomed %+v; want the server left to the poller", dm)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := in.Stop(sctx); err == nil || !strings.Contains(err.Error(), "its deletion is retried") {
+			t.Errorf("Stop = %v, want the deletion still under way", err)
+		}
+		if n := p.Calls().Delete; n != 1 {
+			t.Errorf("%d delete calls, want 1: Stop does not ask again, the poller does every %s", n, reapEvery)
+		}
+	})
+}
