@@ -284,11 +284,13 @@ func (p *fakeProvider) startTimes() []time.Time {
 }
 
 // fakeCloud is a fakeProvider whose instances are deleted through an API
-// (a provider.Deleter) that refuses while down is set.
+// (a provider.Deleter) that refuses while down is set, and does not answer
+// at all (Reachable) while unreachable is set.
 type fakeCloud struct {
 	*fakeProvider
-	mu   sync.Mutex
-	down error
+	mu          sync.Mutex
+	down        error
+	unreachable error
 	// hold, if set, holds every Delete call until it is closed: a call
 	// out while the test acts.
 	hold chan struct{}
@@ -313,6 +315,18 @@ func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
 }
 
 func (c *fakeCloud) DeleteTimeout() time.Duration { return 5 * time.Second }
+
+func (c *fakeCloud) Reachable(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unreachable
+}
+
+func (c *fakeCloud) setUnreachable(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unreachable = err
+}
 
 func (c *fakeCloud) setHold(hold chan struct{}) {
 	c.mu.Lock()

@@ -62,6 +62,9 @@ const (
 	// maxDeleteRetry caps the back-off between a retiring cloud instance's
 	// drain-and-delete attempts while its cloud refuses the deletion.
 	maxDeleteRetry = 30 * time.Second
+	// reachableWait bounds the wait for a cloud's API to answer before a
+	// retry drains its instance again.
+	reachableWait = 2 * time.Minute
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -793,17 +796,21 @@ const (
 //	   ^    |                           | refused
 //	   |    | taken back (a retry's)    v
 //	   |    |                 +-----------------------+
-//	   |    |                 | in-service, retiring: |
-//	   |    |                 | "waiting for the      |
-//	   |    |                 |  cloud API: ..."      |
+//	   |    |                 | in-service, retiring: |<--+ after 1 s doubling
+//	   |    |                 | "waiting for the      |   | to 30 s, the API
+//	   |    |                 |  cloud API: ..."      |---+ does not answer
 //	   |    |                 +-----------------------+
 //	   |    |                   |               | taken back (a scale-up
 //	   +----|-------------------+               | wants one more)
 //	 after  |                                   v
 //	 1 s doubling to 30 s       +------------------------------------+
-//	        +------------------>| in-service: serves on, not retiring |
-//	                            +------------------------------------+
+//	 if the +------------------>| in-service: serves on, not retiring |
+//	 API answers                +------------------------------------+
 //
+// Whether the API answers is the provider's next listing (Reachable): during
+// an outage the instance stays in rotation until a retry can succeed,
+// rather than leave it for a drain at every retry. A cloud that answers
+// listings but refuses deletions has it drained at each retry.
 // A scale-up while a retry's Delete call is out waits for its answer.
 // Refused for delete_timeout, the instance's job fails with the API's
 // answer (see stuck), and the retirement goes on until the cloud accepts
@@ -846,35 +853,55 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		g.poke() // a scale-up that awaited this answer takes it back
 		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
 			"retry_in", wait, "err", err)
-		bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
-		if !reported && bound <= 0 {
-			g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
-			reported = true
-		}
-		next := wait
-		if !reported {
-			next = min(wait, bound)
-		}
-		t, stop := g.clk.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			stop()
-			g.shutdown(in)
-			return ended
-		case <-kctx.Done():
-			stop()
-			return g.keepServing(ctx, in)
-		case <-in.inst.Done():
-			stop()
-			// Deleted after all (a call that timed out but went through),
-			// or outside shoal: gone, so out of HAProxy.
-			g.setWaiting(in, "", nil)
-			g.drop(in, "", removeThenStop)
-			return ended
-		case <-t:
-		}
-		if next == wait {
-			wait = min(2*wait, maxDeleteRetry)
+		for {
+			bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
+			if !reported && bound <= 0 {
+				g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
+				reported = true
+			}
+			next := wait
+			if !reported {
+				next = min(wait, bound)
+			}
+			t, stop := g.clk.NewTimer(next)
+			select {
+			case <-ctx.Done():
+				stop()
+				g.shutdown(in)
+				return ended
+			case <-kctx.Done():
+				stop()
+				return g.keepServing(ctx, in)
+			case <-in.inst.Done():
+				stop()
+				// Deleted after all (a call that timed out but went through),
+				// or outside shoal: gone, so out of HAProxy.
+				g.setWaiting(in, "", nil)
+				g.drop(in, "", removeThenStop)
+				return ended
+			case <-t:
+			}
+			if next == wait {
+				wait = min(2*wait, maxDeleteRetry)
+			}
+			// Drained again only once the API answers: while it does not,
+			// the instance stays in rotation.
+			rctx, cancel := context.WithTimeout(kctx, reachableWait)
+			rerr := d.Reachable(rctx)
+			cancel()
+			if ctx.Err() != nil {
+				g.shutdown(in)
+				return ended
+			}
+			if kctx.Err() != nil {
+				return g.keepServing(ctx, in)
+			}
+			if rerr == nil {
+				break
+			}
+			why = "waiting for the cloud API: " + rerr.Error()
+			g.setWaiting(in, why, keep)
+			g.log.Info("cloud API still not answering; the retiring instance stays in rotation", "instance", in.name, "retry_in", wait, "err", rerr)
 		}
 		// Back in rotation meanwhile: a whole drain again, unless a
 		// scale-up took it back just now.

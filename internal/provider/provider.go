@@ -95,6 +95,12 @@ type Deleter interface {
 	// serves again); in's Stop then waits until it is gone without asking
 	// again, up to DeleteTimeout.
 	Delete(ctx context.Context, in Instance) error
+	// Reachable waits for the API's next answer to a call the provider
+	// makes anyway (a listing shared by every caller, not a call each) and
+	// returns nil if it answered, else why not. A retirement the API
+	// refused is drained again only once it answers: during an outage the
+	// instance stays in rotation rather than leave it at every retry.
+	Reachable(ctx context.Context) error
 	// DeleteTimeout is how long a retirement waits for the API to accept
 	// a deletion before the job that asked for it fails; the retirement
 	// itself goes on.

@@ -72,10 +72,12 @@ type Provider struct {
 
 	mu sync.Mutex
 	// listing is the newest successful listing by server ID; nil before
-	// the first. listed closes (and is replaced) after every List attempt.
+	// the first. listed closes (and is replaced) after every List attempt;
+	// listErr is the newest attempt's error, listFrom when it began.
 	listing  map[string]Server
 	listedAt time.Time
 	listErr  error
+	listFrom time.Time
 	listed   chan struct{}
 	insts    map[string]*instance // by server ID
 	// claims are the instance names with a Start in flight or recently
@@ -263,10 +265,12 @@ func (p *Provider) refresh(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	p.calls[callList].Add(1)
+	from := time.Now()
 	servers, err := p.d.List(lctx, p.opts.Owner)
 	now := time.Now()
 
 	p.mu.Lock()
+	p.listFrom = from
 	defer func() {
 		close(p.listed)
 		p.listed = make(chan struct{})
@@ -434,6 +438,27 @@ func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	}
 	in.markDeleted()
 	return nil
+}
+
+// Reachable waits for a listing that begins after the call (the poller's,
+// asked for now: however many ask, one per fast interval) and returns its
+// error, nil if the API answered (see provider.Deleter).
+func (p *Provider) Reachable(ctx context.Context) error {
+	asked := time.Now()
+	p.poke()
+	for {
+		p.mu.Lock()
+		from, err, listed := p.listFrom, p.listErr, p.listed
+		p.mu.Unlock()
+		if from.After(asked) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no listing yet: %w", context.Cause(ctx))
+		case <-listed:
+		}
+	}
 }
 
 // DeleteTimeout is the provider's delete_timeout (see provider.Deleter).

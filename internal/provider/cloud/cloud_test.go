@@ -22,8 +22,10 @@ type scriptedDriver struct {
 	creates int
 	servers map[string]Server
 	deleted []string
-	// refuse, when set, is every Delete's answer (an API outage).
-	refuse error
+	// refuse, when set, is every Delete's answer (an API outage);
+	// listErr every List's.
+	refuse  error
+	listErr error
 }
 
 func (d *scriptedDriver) Create(_ context.Context, req CreateRequest) (Server, error) {
@@ -52,6 +54,9 @@ func (d *scriptedDriver) Delete(_ context.Context, id string) error {
 func (d *scriptedDriver) List(context.Context, string) ([]Server, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.listErr != nil {
+		return nil, d.listErr
+	}
 	var out []Server
 	for _, s := range d.servers {
 		out = append(out, s)
@@ -344,4 +349,28 @@ func TestSlowShutdownAccepted(t *testing.T) {
 			t.Errorf("%d delete calls, want 1: Stop does not ask again, the poller does every %s", n, reapEvery)
 		}
 	})
+}
+
+// TestReachable: Reachable answers with a listing made after it was
+// asked: the API's error during an outage, nil once it answers.
+func TestReachable(t *testing.T) {
+	d := &scriptedDriver{}
+	p := newScripted(t, d, config.CloudProvider{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable while the API answers: %v", err)
+	}
+	d.mu.Lock()
+	d.listErr = errors.New("503 Service Unavailable")
+	d.mu.Unlock()
+	if err := p.Reachable(ctx); err == nil || !strings.Contains(err.Error(), "list servers: 503 Service Unavailable") {
+		t.Fatalf("Reachable during an outage = %v", err)
+	}
+	d.mu.Lock()
+	d.listErr = nil
+	d.mu.Unlock()
+	if err := p.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable once the API is back: %v", err)
+	}
 }
