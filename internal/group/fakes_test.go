@@ -474,7 +474,7 @@ type fakeStore struct {
 	insts map[string]store.Instance
 	// decisions are the placements and events recorded.
 	decisions []decision.Record
-	// usage is what Usage answers from (tests set it).
+	// usage is what Usage answers from (tests set it; AddUsage adds).
 	usage []store.Usage
 	// startDelays are the start delays recorded.
 	startDelays []time.Duration
@@ -490,6 +490,13 @@ func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store
 		}
 	}
 	return out, nil
+}
+
+func (s *fakeStore) AddUsage(_ context.Context, _, name string, started, ended time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = append(s.usage, store.Usage{Name: name, Started: started, Ended: ended})
+	return nil
 }
 
 func (s *fakeStore) AddStartDelay(_ context.Context, _ string, _ time.Time, d time.Duration) error {

@@ -5,6 +5,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -137,6 +138,7 @@ type stateStore interface {
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
+	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
 	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
@@ -628,6 +630,13 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Unlock()
 	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
+		var created *provider.CreatedError
+		if errors.As(err, &created) {
+			// Its server was billed while it booted.
+			if uerr := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, in.name, created.Created, g.clk.Now()); uerr != nil {
+				g.log.Warn("recording the usage of a failed start failed", "instance", in.name, "err", uerr)
+			}
+		}
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
 	}

@@ -83,6 +83,18 @@ type Provider interface {
 	StopStrays(ctx context.Context, keep []Record) ([]Record, error)
 }
 
+// CreatedError is a Start that failed after its cloud had created a
+// server, which the cloud bills from Created until its deletion: the
+// group counts it as usage (instance-hours, max_hourly_instances) like an
+// instance that ran.
+type CreatedError struct {
+	Created time.Time
+	Err     error
+}
+
+func (e *CreatedError) Error() string { return e.Err.Error() }
+func (e *CreatedError) Unwrap() error { return e.Err }
+
 // Deleter is a Provider whose instances end by a deletion that an API may
 // refuse for a while (a cloud's, during an outage). A group retires such an
 // instance by draining it, asking Delete, and taking it out of HAProxy only

@@ -572,6 +572,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	if srv.ID == "" {
 		return nil, errors.New("create server: the cloud returned no server ID")
 	}
+	// The cloud bills from here: the instance counts from its create, its
+	// boot included, and so does a server that fails to boot.
+	created := time.Now()
 	p.setClaim(spec.Name, claim{id: srv.ID})
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
@@ -592,15 +595,15 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 		if derr := p.destroy(dctx, srv.ID); derr != nil {
 			err = fmt.Errorf("%w; deleting it failed, retried in the background: %v", err, derr)
 		}
-		return nil, fmt.Errorf("server %s: %w", srv.ID, err)
+		return nil, &provider.CreatedError{Created: created, Err: fmt.Errorf("server %s: %w", srv.ID, err)}
 	}
 	in := p.newInstance(spec.Group, spec.Name, spec.Index, booted, standIn, spec.Template)
-	in.rec.StartedAt = time.Now()
+	in.rec.StartedAt = created
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.listing[srv.ID]; !ok || s.Phase == Gone {
 		// Gone between the listing that showed it running and now.
-		return nil, fmt.Errorf("server %s: gone while booting", srv.ID)
+		return nil, &provider.CreatedError{Created: created, Err: fmt.Errorf("server %s: gone while booting", srv.ID)}
 	}
 	p.insts[srv.ID] = in
 	return in, nil

@@ -374,3 +374,48 @@ func TestReachable(t *testing.T) {
 		t.Fatalf("Reachable once the API is back: %v", err)
 	}
 }
+
+// TestStartCountsFromCreate: an instance counts (Record.StartedAt) from
+// its server's create, not its boot, as the cloud bills it; a server that
+// never boots is reported with its create time (provider.CreatedError).
+func TestStartCountsFromCreate(t *testing.T) {
+	pending := func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", Phase: Pending, State: "pending"}, nil
+	}
+	t.Run("booted", func(t *testing.T) {
+		d := &scriptedDriver{create: pending}
+		p := newScripted(t, d, config.CloudProvider{BootTimeout: time.Minute})
+		go func() {
+			time.Sleep(time.Second)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			s := d.servers["i-1"]
+			s.Phase, s.State, s.IP = Running, "running", "10.0.0.1"
+			d.servers["i-1"] = s
+		}()
+		begin := time.Now()
+		in, err := p.Start(context.Background(), startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took < time.Second {
+			t.Fatalf("booted after %s, before the listing showed it running", took)
+		}
+		if at := in.Record().StartedAt; at.Before(begin) || at.Sub(begin) > 500*time.Millisecond {
+			t.Errorf("StartedAt %s after the Start, want the create's time (at once), not the boot's", at.Sub(begin))
+		}
+	})
+	t.Run("never booted", func(t *testing.T) {
+		d := &scriptedDriver{create: pending}
+		p := newScripted(t, d, config.CloudProvider{BootTimeout: 500 * time.Millisecond})
+		begin := time.Now()
+		_, err := p.Start(context.Background(), startSpec())
+		var created *provider.CreatedError
+		if !errors.As(err, &created) || !strings.Contains(err.Error(), "not running within boot_timeout") {
+			t.Fatalf("start = %v, want a CreatedError for the boot timeout", err)
+		}
+		if at := created.Created; at.Before(begin) || at.Sub(begin) > 300*time.Millisecond {
+			t.Errorf("Created %s after the Start, want the create's time", at.Sub(begin))
+		}
+	})
+}
