@@ -284,11 +284,13 @@ func (p *fakeProvider) startTimes() []time.Time {
 }
 
 // fakeCloud is a fakeProvider whose instances are deleted through an API
-// (a provider.Deleter) that refuses while down is set.
+// (a provider.Deleter) that refuses while down is set, and does not answer
+// at all (Reachable) while unreachable is set.
 type fakeCloud struct {
 	*fakeProvider
-	mu   sync.Mutex
-	down error
+	mu          sync.Mutex
+	down        error
+	unreachable error
 	// hold, if set, holds every Delete call until it is closed: a call
 	// out while the test acts.
 	hold chan struct{}
@@ -313,6 +315,18 @@ func (c *fakeCloud) Delete(_ context.Context, in provider.Instance) error {
 }
 
 func (c *fakeCloud) DeleteTimeout() time.Duration { return 5 * time.Second }
+
+func (c *fakeCloud) Reachable(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unreachable
+}
+
+func (c *fakeCloud) setUnreachable(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unreachable = err
+}
 
 func (c *fakeCloud) setHold(hold chan struct{}) {
 	c.mu.Lock()
@@ -460,7 +474,7 @@ type fakeStore struct {
 	insts map[string]store.Instance
 	// decisions are the placements and events recorded.
 	decisions []decision.Record
-	// usage is what Usage answers from (tests set it).
+	// usage is what Usage answers from (tests set it; AddUsage adds).
 	usage []store.Usage
 	// startDelays are the start delays recorded.
 	startDelays []time.Duration
@@ -476,6 +490,13 @@ func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store
 		}
 	}
 	return out, nil
+}
+
+func (s *fakeStore) AddUsage(_ context.Context, _, name string, started, ended time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = append(s.usage, store.Usage{Name: name, Started: started, Ended: ended})
+	return nil
 }
 
 func (s *fakeStore) AddStartDelay(_ context.Context, _ string, _ time.Time, d time.Duration) error {

@@ -5,6 +5,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -62,6 +63,9 @@ const (
 	// maxDeleteRetry caps the back-off between a retiring cloud instance's
 	// drain-and-delete attempts while its cloud refuses the deletion.
 	maxDeleteRetry = 30 * time.Second
+	// reachableWait bounds the wait for a cloud's API to answer before a
+	// retry drains its instance again.
+	reachableWait = 2 * time.Minute
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -134,6 +138,7 @@ type stateStore interface {
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
+	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
 	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
@@ -625,6 +630,13 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Unlock()
 	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
+		var created *provider.CreatedError
+		if errors.As(err, &created) {
+			// Its server was billed while it booted.
+			if uerr := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, in.name, created.Created, g.clk.Now()); uerr != nil {
+				g.log.Warn("recording the usage of a failed start failed", "instance", in.name, "err", uerr)
+			}
+		}
 		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
 	}
@@ -793,17 +805,21 @@ const (
 //	   ^    |                           | refused
 //	   |    | taken back (a retry's)    v
 //	   |    |                 +-----------------------+
-//	   |    |                 | in-service, retiring: |
-//	   |    |                 | "waiting for the      |
-//	   |    |                 |  cloud API: ..."      |
+//	   |    |                 | in-service, retiring: |<--+ after 1 s doubling
+//	   |    |                 | "waiting for the      |   | to 30 s, the API
+//	   |    |                 |  cloud API: ..."      |---+ does not answer
 //	   |    |                 +-----------------------+
 //	   |    |                   |               | taken back (a scale-up
 //	   +----|-------------------+               | wants one more)
 //	 after  |                                   v
 //	 1 s doubling to 30 s       +------------------------------------+
-//	        +------------------>| in-service: serves on, not retiring |
-//	                            +------------------------------------+
+//	 if the +------------------>| in-service: serves on, not retiring |
+//	 API answers                +------------------------------------+
 //
+// Whether the API answers is the provider's next listing (Reachable): during
+// an outage the instance stays in rotation until a retry can succeed,
+// rather than leave it for a drain at every retry. A cloud that answers
+// listings but refuses deletions has it drained at each retry.
 // A scale-up while a retry's Delete call is out waits for its answer.
 // Refused for delete_timeout, the instance's job fails with the API's
 // answer (see stuck), and the retirement goes on until the cloud accepts
@@ -846,35 +862,55 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		g.poke() // a scale-up that awaited this answer takes it back
 		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
 			"retry_in", wait, "err", err)
-		bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
-		if !reported && bound <= 0 {
-			g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
-			reported = true
-		}
-		next := wait
-		if !reported {
-			next = min(wait, bound)
-		}
-		t, stop := g.clk.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			stop()
-			g.shutdown(in)
-			return ended
-		case <-kctx.Done():
-			stop()
-			return g.keepServing(ctx, in)
-		case <-in.inst.Done():
-			stop()
-			// Deleted after all (a call that timed out but went through),
-			// or outside shoal: gone, so out of HAProxy.
-			g.setWaiting(in, "", nil)
-			g.drop(in, "", removeThenStop)
-			return ended
-		case <-t:
-		}
-		if next == wait {
-			wait = min(2*wait, maxDeleteRetry)
+		for {
+			bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
+			if !reported && bound <= 0 {
+				g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
+				reported = true
+			}
+			next := wait
+			if !reported {
+				next = min(wait, bound)
+			}
+			t, stop := g.clk.NewTimer(next)
+			select {
+			case <-ctx.Done():
+				stop()
+				g.shutdown(in)
+				return ended
+			case <-kctx.Done():
+				stop()
+				return g.keepServing(ctx, in)
+			case <-in.inst.Done():
+				stop()
+				// Deleted after all (a call that timed out but went through),
+				// or outside shoal: gone, so out of HAProxy.
+				g.setWaiting(in, "", nil)
+				g.drop(in, "", removeThenStop)
+				return ended
+			case <-t:
+			}
+			if next == wait {
+				wait = min(2*wait, maxDeleteRetry)
+			}
+			// Drained again only once the API answers: while it does not,
+			// the instance stays in rotation.
+			rctx, cancel := context.WithTimeout(kctx, reachableWait)
+			rerr := d.Reachable(rctx)
+			cancel()
+			if ctx.Err() != nil {
+				g.shutdown(in)
+				return ended
+			}
+			if kctx.Err() != nil {
+				return g.keepServing(ctx, in)
+			}
+			if rerr == nil {
+				break
+			}
+			why = "waiting for the cloud API: " + rerr.Error()
+			g.setWaiting(in, why, keep)
+			g.log.Info("cloud API still not answering; the retiring instance stays in rotation", "instance", in.name, "retry_in", wait, "err", rerr)
 		}
 		// Back in rotation meanwhile: a whole drain again, unless a
 		// scale-up took it back just now.
@@ -1057,7 +1093,9 @@ func (g *Group) removeFromLB(in *instance) {
 }
 
 func (g *Group) stopProcess(in *instance) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.conf().Template.StopTimeout+10*time.Second)
+	// A cloud's server may take minutes to shut down: its Stop waits for
+	// that up to delete_timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), max(g.conf().Template.StopTimeout+10*time.Second, g.DeleteTimeout()))
 	defer cancel()
 	if err := in.inst.Stop(ctx); err != nil {
 		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.pid(), "err", err)

@@ -519,6 +519,55 @@ func TestReconcilerDrainingCloudRefusesDelete(t *testing.T) {
 	}
 }
 
+// TestReconcilerOutageStaysInRotation: while the cloud's API does not
+// answer at all, a retiring instance it refused to delete stays in
+// rotation: no retry drains it again (nor asks the API to delete it)
+// until the API answers; then one drain, the deletion, and it goes.
+func TestReconcilerOutageStaysInRotation(t *testing.T) {
+	r, cloud := newOutage(t, nil)
+	cloud.setUnreachable(errors.New("list servers: exit status 75: 503 Service Unavailable"))
+	if err := r.g.SetDesired(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	count := func(what string) int {
+		n := 0
+		for _, e := range r.ev.of("web-002") {
+			if e == what {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "web-002's deletion refused", func() bool { return count("delete refused") == 1 })
+	for range 60 { // 30 s: retries at 1, 3, 7, 15 and 31 s would each drain it
+		r.clk.Advance(500 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	if d, rf := count("drain"), count("delete refused"); d != 1 || rf != 1 {
+		t.Fatalf("web-002: %d drains, %d refused deletes during the outage; want 1 and 1: %q", d, rf, r.ev.of("web-002"))
+	}
+	if s, _ := r.state("web-002"); s != InService {
+		t.Fatalf("web-002 is %s during the outage, want in-service", s)
+	}
+	for _, in := range r.g.Status(context.Background()).Instances {
+		if in.Name == "web-002" && in.Waiting != "waiting for the cloud API: list servers: exit status 75: 503 Service Unavailable" {
+			t.Errorf("web-002 waiting %q, want the API's last answer", in.Waiting)
+		}
+	}
+
+	cloud.setUnreachable(nil)
+	cloud.setDown(nil)
+	r.stepUntil("web-002 gone", func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		return r.g.insts["web-002"] == nil
+	})
+	got := r.ev.of("web-002")
+	if n := len(got); n < 4 || !slices.Equal(got[n-4:], []string{"drain", "delete", "remove", "stop"}) || count("drain") != 2 {
+		t.Fatalf("web-002: calls %q, want one more drain once the API answers, then delete, remove, stop", got)
+	}
+}
+
 // TestReconcilerScaleUpKeepsWaitingInstance: a group scaled back up while
 // a retiring instance waits for its cloud's API takes that instance back
 // (it still serves) instead of launching a new server and paying for

@@ -16,8 +16,9 @@ type Usage struct {
 }
 
 // UsageSince reads the group's usage since t: its instances now, and the
-// store's record of those that ended. An instance counts from when it
-// started serving (for a cloud server, when it booted).
+// store's record of those that ended. An instance counts from its start:
+// for a cloud server, from its create, as the cloud bills it (the boot
+// included, and a server that never booted too; see provider.CreatedError).
 func (g *Group) UsageSince(ctx context.Context, t time.Time) (Usage, error) {
 	ended, err := g.st.Usage(ctx, g.cfg.Name, t)
 	if err != nil {

@@ -2,10 +2,13 @@ package group
 
 import (
 	"context"
+	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -51,5 +54,34 @@ func TestUsageAndBudget(t *testing.T) {
 	}
 	if reason := r.g.BudgetRefusal(ctx, 1); reason != "" {
 		t.Errorf("a scale-in refused: %s", reason)
+	}
+}
+
+// TestUsageOfFailedBoot: a start that fails after its cloud created the
+// server (it did not boot in time) counts as usage from the create on,
+// as the cloud bills it: in instance-hours and in the budget's count.
+func TestUsageOfFailedBoot(t *testing.T) {
+	var created time.Time
+	r := newReconciler(t, 1, func(r *reconciler) {
+		created = r.clk.Now().Add(-10 * time.Minute)
+		r.prov.fail = &provider.CreatedError{Created: created, Err: errors.New("server i-1: not running within boot_timeout 10m0s")}
+	})
+	r.awaitStarts(1)
+	var got []store.Usage
+	waitFor(t, "the failed boot's usage recorded", func() bool {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		got = slices.Clone(r.st.usage)
+		return len(got) > 0
+	})
+	if u := got[0]; u.Name != "web-001" || !u.Started.Equal(created) || u.Ended.Before(created.Add(10*time.Minute)) {
+		t.Fatalf("usage recorded %+v, want web-001 from its create (%s) to its failure", u, created)
+	}
+	u, err := r.g.UsageSince(context.Background(), created.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Ended < 1 || u.InstanceHours < 10.0/60-0.01 {
+		t.Errorf("usage = %+v, want the failed boot's 10 minutes counted", u)
 	}
 }

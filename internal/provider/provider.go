@@ -83,6 +83,18 @@ type Provider interface {
 	StopStrays(ctx context.Context, keep []Record) ([]Record, error)
 }
 
+// CreatedError is a Start that failed after its cloud had created a
+// server, which the cloud bills from Created until its deletion: the
+// group counts it as usage (instance-hours, max_hourly_instances) like an
+// instance that ran.
+type CreatedError struct {
+	Created time.Time
+	Err     error
+}
+
+func (e *CreatedError) Error() string { return e.Err.Error() }
+func (e *CreatedError) Unwrap() error { return e.Err }
+
 // Deleter is a Provider whose instances end by a deletion that an API may
 // refuse for a while (a cloud's, during an outage). A group retires such an
 // instance by draining it, asking Delete, and taking it out of HAProxy only
@@ -90,9 +102,17 @@ type Provider interface {
 // it goes back into service rather than running unused out of rotation.
 type Deleter interface {
 	// Delete asks once for in's deletion and returns nil once the API
-	// accepted it; in's Stop then waits until it is gone without asking
-	// again.
+	// accepted it, or the shutdown before it (a server that takes minutes
+	// to shut down is on its way out from the accepted request: it never
+	// serves again); in's Stop then waits until it is gone without asking
+	// again, up to DeleteTimeout.
 	Delete(ctx context.Context, in Instance) error
+	// Reachable waits for the API's next answer to a call the provider
+	// makes anyway (a listing shared by every caller, not a call each) and
+	// returns nil if it answered, else why not. A retirement the API
+	// refused is drained again only once it answers: during an outage the
+	// instance stays in rotation rather than leave it at every retry.
+	Reachable(ctx context.Context) error
 	// DeleteTimeout is how long a retirement waits for the API to accept
 	// a deletion before the job that asked for it fails; the retirement
 	// itself goes on.

@@ -409,6 +409,16 @@ func (s *Store) StartDelays(ctx context.Context, group string) ([]time.Duration,
 	return out, nil
 }
 
+// AddUsage keeps what an instance that was never recorded ran for (a
+// cloud server created for a start that failed): from started to ended.
+func (s *Store) AddUsage(ctx context.Context, group, name string, started, ended time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO instance_usage (name, group_name, started_at, ended_at) VALUES (?, ?, ?, ?)`,
+		name, group, formatTime(started), formatTime(ended)); err != nil {
+		return fmt.Errorf("record usage of instance %q: %w", name, err)
+	}
+	return nil
+}
+
 // Usage is what one finished instance ran for.
 type Usage struct {
 	Name           string

@@ -616,6 +616,15 @@ func TestUsage(t *testing.T) {
 	if us, err := s.Usage(ctx, "web", time.Now().Add(time.Second)); err != nil || len(us) != 0 {
 		t.Errorf("usage ended after now = %+v, %v; want none", us, err)
 	}
+
+	// A failed start's server, never recorded as an instance.
+	if err := s.AddUsage(ctx, "api", "api-002", started, before); err != nil {
+		t.Fatal(err)
+	}
+	us, err = s.Usage(ctx, "api", before.Add(-time.Hour))
+	if err != nil || len(us) != 2 || us[0].Name != "api-002" || !us[0].Started.Equal(started) || !us[0].Ended.Equal(before) {
+		t.Fatalf("usage of api = %+v, %v; want api-002 from %s to %s, then api-001", us, err, started, before)
+	}
 }
 
 // TestStartDelaysKeepsNewest: a group's start delays are kept, newest

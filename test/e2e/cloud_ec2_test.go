@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,14 +28,17 @@ type motoCloud struct {
 	t        *testing.T
 	endpoint string
 	creds    string
-	client   *ec2.Client
+	// secret is the secret key in creds, unique to the test: shoal must
+	// never show it (moto accepts any).
+	secret string
+	client *ec2.Client
 }
 
 func newMotoCloud(t *testing.T) *motoCloud {
 	t.Helper()
 	srv := testmoto.ForTest(t)
-	c := &motoCloud{t: t, endpoint: srv.Endpoint, creds: filepath.Join(t.TempDir(), "credentials")}
-	if err := os.WriteFile(c.creds, []byte("[shoal]\naws_access_key_id = testing\naws_secret_access_key = testing\n"), 0o600); err != nil {
+	c := &motoCloud{t: t, endpoint: srv.Endpoint, creds: filepath.Join(t.TempDir(), "credentials"), secret: "e2e-secret-" + rand.Text()}
+	if err := os.WriteFile(c.creds, []byte("[shoal]\naws_access_key_id = testing\naws_secret_access_key = "+c.secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.client = ec2.NewFromConfig(aws.Config{
@@ -143,11 +147,31 @@ func (c *motoCloud) matches(e *shoalEnv) error {
 	return nil
 }
 
+// secretHidden fails the test if the credentials' secret key appears in
+// shoal's log, `shoal events`, `shoal status` or `shoal jobs` (JSON).
+func (c *motoCloud) secretHidden(e *shoalEnv) {
+	c.t.Helper()
+	where := map[string]string{"shoal's log": e.log.String()}
+	for _, args := range [][]string{{"events", "--since", "1h", "-o", "json"}, {"status", "-o", "json"}, {"jobs", "-o", "json"}} {
+		out, stderr, code := e.cli(args...)
+		if code != 0 || out == "" {
+			c.t.Fatalf("shoal %s: exit %d, %q%s", strings.Join(args, " "), code, out, stderr)
+		}
+		where["shoal "+strings.Join(args, " ")] = out + stderr
+	}
+	for what, text := range where {
+		if strings.Contains(text, c.secret) {
+			c.t.Errorf("the credentials' secret key appears in %s", what)
+		}
+	}
+}
+
 // TestEC2MotoScaleKillRestart: the real shoal on EC2 (moto, spot
 // instances from a launch template): 2 → 5 → 2 under keep-alive load with
 // no failed request, traffic only to stand-ins on 127.0.0.1; kill -9 in
 // the middle of a scale-out and restart: no duplicate instance, no
-// orphan; SIGINT terminates every instance.
+// orphan; SIGINT terminates every instance. The credentials' secret key
+// appears nowhere shoal writes or answers.
 func TestEC2MotoScaleKillRestart(t *testing.T) {
 	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
@@ -188,6 +212,7 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 		}
 		return err
 	})
+	c.secretHidden(e)
 	e.kill9()
 	live, _ := c.live()
 	t.Logf("killed with %d live instances in moto", len(live))
@@ -196,10 +221,14 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 	e.eventually("no duplicate, no orphan", 15*time.Second, func() error { return c.matches(e) })
 	e.checkInSync("web")
 	t.Logf("after the kill -9: %d strays terminated", strings.Count(e.log.String(), "stray instance stopped"))
+	c.secretHidden(e)
 
 	e.stop()
 	if live, err := c.live(); err != nil || len(live) > 0 {
 		t.Fatalf("instances left running after shoal stopped: %v %v", live, err)
+	}
+	if strings.Contains(e.log.String(), c.secret) {
+		t.Errorf("the credentials' secret key appears in shoal's log")
 	}
 }
 

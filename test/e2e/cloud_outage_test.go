@@ -15,12 +15,14 @@ import (
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
-// TestExecCloudOutageDuringScaleIn: the cloud's API refuses deletions
-// (its stop exits 75, "try again later") when a scale-in retires a
-// server. The server still runs, so it stays in rotation and keeps
-// answering through HAProxy; status and jobs say why; the job fails at
-// delete_timeout with the cloud's answer. Once the API is back, the server
-// is deleted and leaves HAProxy: no failed GET, no leaked server.
+// TestExecCloudOutageDuringScaleIn: the cloud's API is down (its stop and
+// list exit 75, "try again later") when a scale-in retires a server. The
+// server still runs, so it goes back into rotation and stays there: no
+// retry drains it again, or asks to delete it, while the API does not
+// answer; it keeps answering through HAProxy; status and jobs say why; the
+// job fails at delete_timeout with the cloud's answer. Once the API is
+// back, the server is deleted and leaves HAProxy: no failed GET, no leaked
+// server.
 func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	o := startOutageScaleIn(t)
@@ -32,6 +34,25 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 		t.Errorf("shoal jobs during the outage:\n%s\nwant %q with the cloud's stderr", jobsOut, want)
 	}
 	t.Logf("shoal jobs during the outage:\n%s", jobsOut)
+
+	// In rotation through the retries (at 1 s, 3 s, 7 s after the
+	// refusal): never draining, never asked to delete again while the API
+	// does not answer.
+	stops := c.calls()["stop"]
+	e.eventually(retiring+" back in rotation", 5*time.Second, func() error {
+		if st := e.serverStat("web", retiring); !st.Status.IsUp() || st.Status.GoingDown() {
+			return fmt.Errorf("%s", st.Status)
+		}
+		return nil
+	})
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if st := e.serverStat("web", retiring); !st.Status.IsUp() || st.Status.GoingDown() {
+			t.Fatalf("%s %s during the outage: a retry took it out of rotation", retiring, st.Status)
+		}
+	}
+	if n := c.calls()["stop"]; n != stops {
+		t.Errorf("%d stop calls during the outage after the first refusal, want none: the API does not answer", n-stops)
+	}
 
 	// The job fails at delete_timeout with the cloud's answer.
 	reason := o.awaitJobFailed()
@@ -53,7 +74,6 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 	if n := len(c.servers()); n != 3 {
 		t.Fatalf("%d servers in the cloud during the outage, want all 3", n)
 	}
-	// (Each retry drains it for a moment before asking the cloud again.)
 	before := e.serverStat("web", retiring)
 	time.Sleep(1500 * time.Millisecond)
 	var after haproxy.ServerStat
@@ -165,7 +185,7 @@ func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
 }
 
 // outage is a cloud group scaled 3 → 2 under load while its cloud's API
-// refuses deletions (its stop exits 75 until DIR/api-up appears).
+// is down (its stop and list exit 75 until DIR/api-up appears).
 type outage struct {
 	c *execCloud
 	e *shoalEnv
@@ -190,8 +210,10 @@ func startOutageScaleIn(t *testing.T) *outage {
 	scaleSync(t, o.e, "--size", "3")
 	o.stop = load(t, o.e)
 
-	if err := os.WriteFile(filepath.Join(o.c.dir, "fail-stop"), []byte("down"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, cmd := range []string{"stop", "list"} {
+		if err := os.WriteFile(filepath.Join(o.c.dir, "fail-"+cmd), []byte("down"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, stderr, code := o.e.cli("scale", "web", "--size", "2")
 	m := regexp.MustCompile(`job (\d+) accepted`).FindStringSubmatch(out)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,24 +198,42 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 	if out, stderr, code := e.cli("scale", "hscale-group", "--plan", "largest"); code != 0 {
 		t.Fatalf("scale: %d %s%s", code, out, stderr)
 	}
-	// Mid-scale-out: at least one more server asked for, not all in service.
-	e.eventually("a third server created", 30*time.Second, func() error {
-		if n := len(ours(t, e, store)); n < 3 {
-			return fmt.Errorf("%d servers", n)
-		}
-		return nil
-	})
-	before := len(ours(t, e, store))
+	// Killed mid-create, while a startup script note exists (a create
+	// holds one for a fraction of a second): shoal is frozen (SIGSTOP) as
+	// soon as the fake shows one, and killed if the frozen fake still does.
 	g := e.status().Groups[0]
+	var notesAtKill []string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no startup script note seen in the fake during the scale-out to kill shoal at (servers: %d)", len(ours(t, e, store)))
+		}
+		if len(fakeNotes(t, store)) == 0 {
+			continue
+		}
+		if err := e.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if notesAtKill = fakeNotes(t, store); len(notesAtKill) > 0 {
+			break
+		}
+		if err := e.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(ours(t, e, store))
 	e.kill9()
-	t.Logf("killed with %d servers and %d startup script notes in the fake, %d instances in service of desired %d", before, len(fakeNotes(t, store)), g.InService, g.Desired)
+	if before < 3 {
+		t.Fatalf("killed with %d servers, want a third one being created", before)
+	}
+	t.Logf("killed with %d servers and startup script notes %v in the fake, %d instances in service of desired %d", before, notesAtKill, g.InService, g.Desired)
 	e.start()
 	e.eventually("5 servers in service after the restart", 90*time.Second, inService(e, 5))
 	e.eventually("the fake's servers are the instances, no more", 30*time.Second, func() error { return sacloudMatches(t, e, store) })
 	// Startup script notes live while their server is created: none is
-	// left, by the creates nor by the kill (swept at the restart).
+	// left, by the creates nor by the kill (those at the kill swept at the
+	// restart).
 	if notes := fakeNotes(t, store); len(notes) > 0 {
-		t.Errorf("startup script notes left in the fake after the restart converged: %v", notes)
+		t.Errorf("startup script notes left in the fake after the restart converged: %v (at the kill: %v)", notes, notesAtKill)
 	}
 
 	// The group's plan picks the server size: the first two were created

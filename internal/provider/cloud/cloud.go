@@ -72,10 +72,12 @@ type Provider struct {
 
 	mu sync.Mutex
 	// listing is the newest successful listing by server ID; nil before
-	// the first. listed closes (and is replaced) after every List attempt.
+	// the first. listed closes (and is replaced) after every List attempt;
+	// listErr is the newest attempt's error, listFrom when it began.
 	listing  map[string]Server
 	listedAt time.Time
 	listErr  error
+	listFrom time.Time
 	listed   chan struct{}
 	insts    map[string]*instance // by server ID
 	// claims are the instance names with a Start in flight or recently
@@ -263,10 +265,12 @@ func (p *Provider) refresh(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	p.calls[callList].Add(1)
+	from := time.Now()
 	servers, err := p.d.List(lctx, p.opts.Owner)
 	now := time.Now()
 
 	p.mu.Lock()
+	p.listFrom = from
 	defer func() {
 		close(p.listed)
 		p.listed = make(chan struct{})
@@ -321,7 +325,9 @@ func (p *Provider) refresh(ctx context.Context) error {
 }
 
 // reap asks again for the deletion of servers that must go but are still
-// listed, once per reapEvery each.
+// listed, once per reapEvery each, each call in a goroutine of its own
+// bounded by delete_timeout: a driver that waits for a slow shutdown must
+// not hold up the listings.
 func (p *Provider) reap(ctx context.Context) {
 	p.mu.Lock()
 	var ids []string
@@ -334,17 +340,19 @@ func (p *Provider) reap(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	for _, id := range ids {
-		dctx, cancel := context.WithTimeout(ctx, listTimeout)
-		err := p.delete(dctx, id)
-		cancel()
-		p.mu.Lock()
-		if d := p.doomed[id]; d != nil {
-			d.inFlight = false
-		}
-		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("deleting a server failed; retrying", "provider", p.name, "id", id, "err", err)
-		}
+		p.wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
+			err := p.delete(dctx, id)
+			cancel()
+			p.mu.Lock()
+			if d := p.doomed[id]; d != nil {
+				d.inFlight, d.last = false, time.Now()
+			}
+			p.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("deleting a server failed; retrying", "provider", p.name, "id", id, "err", err)
+			}
+		})
 	}
 }
 
@@ -358,29 +366,99 @@ func (p *Provider) delete(ctx context.Context, id string) error {
 }
 
 // Delete asks the cloud once to delete pi's server, for a group retiring
-// it (see provider.Deleter): nil once the call was accepted, the API's
-// error otherwise. A refused deletion leaves nothing behind, so the server
-// goes on serving; an accepted one is followed by the poller like any.
+// it (see provider.Deleter): nil once the cloud accepted the deletion, or
+// the shutdown before it (see Accepted); the API's error if it refused or
+// did not answer within a minute. A refused deletion leaves nothing behind,
+// so the server goes on serving. An accepted one is never taken back: the
+// driver's call goes on after Delete returns, until it ends or
+// delete_timeout (a graceful shutdown may take minutes), and the poller
+// asks again while the server is listed; a failure after acceptance is a
+// deletion still under way, not a refusal.
+//
+// The call's goroutine ends with ctx or at delete_timeout.
 func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	in, ok := pi.(*instance)
 	if !ok || in.p != p {
 		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.DeleteTimeout, listTimeout))
-	defer cancel()
-	if err := p.delete(ctx, in.id); err != nil {
+	p.mu.Lock()
+	d := p.doomed[in.id]
+	if d != nil {
+		// On its way out already: accepted.
+		p.mu.Unlock()
+		in.markDeleted()
+		return nil
+	}
+	d = &doom{inFlight: true, last: time.Now()}
+	p.doomed[in.id] = d
+	p.mu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
+	dctx, acc := withAccepted(dctx)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		err := p.delete(dctx, in.id)
+		if err == nil {
+			acc.accept()
+		}
+		accepted := acc.accepted()
+		p.mu.Lock()
+		if p.doomed[in.id] == d {
+			if accepted {
+				// Asked again by the poller while still listed.
+				d.inFlight, d.last = false, time.Now()
+			} else {
+				delete(p.doomed, in.id)
+			}
+		}
+		p.mu.Unlock()
+		if err != nil && accepted && ctx.Err() == nil {
+			p.log.Warn("deletion accepted but not finished; the poller asks again", "provider", p.name, "instance", in.rec.Name, "id", in.id, "err", err)
+		}
+		done <- err
+	}()
+	// An API that does not answer is refused like one that says no: the
+	// instance serves on meanwhile.
+	t := time.NewTimer(min(p.cfg.DeleteTimeout, listTimeout))
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-acc.ch:
+	case <-t.C:
+		if acc.refuse() {
+			cancel()
+			err = fmt.Errorf("no answer within %s: %w", min(p.cfg.DeleteTimeout, listTimeout), <-done)
+		}
+	}
+	if !acc.accepted() {
+		acc.refuse()
 		return fmt.Errorf("delete instance %s: %w", in.rec.Name, err)
 	}
-	in.mu.Lock()
-	in.deleted, in.stopping = true, true
-	in.mu.Unlock()
-	p.mu.Lock()
-	if p.doomed[in.id] == nil {
-		// Still listed a while from now: asked again (reapEvery).
-		p.doomed[in.id] = &doom{last: time.Now()}
-	}
-	p.mu.Unlock()
+	in.markDeleted()
 	return nil
+}
+
+// Reachable waits for a listing that begins after the call (the poller's,
+// asked for now: however many ask, one per fast interval) and returns its
+// error, nil if the API answered (see provider.Deleter).
+func (p *Provider) Reachable(ctx context.Context) error {
+	asked := time.Now()
+	p.poke()
+	for {
+		p.mu.Lock()
+		from, err, listed := p.listFrom, p.listErr, p.listed
+		p.mu.Unlock()
+		if from.After(asked) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no listing yet: %w", context.Cause(ctx))
+		case <-listed:
+		}
+	}
 }
 
 // DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
@@ -494,6 +572,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	if srv.ID == "" {
 		return nil, errors.New("create server: the cloud returned no server ID")
 	}
+	// The cloud bills from here: the instance counts from its create, its
+	// boot included, and so does a server that fails to boot.
+	created := time.Now()
 	p.setClaim(spec.Name, claim{id: srv.ID})
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
@@ -514,15 +595,15 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 		if derr := p.destroy(dctx, srv.ID); derr != nil {
 			err = fmt.Errorf("%w; deleting it failed, retried in the background: %v", err, derr)
 		}
-		return nil, fmt.Errorf("server %s: %w", srv.ID, err)
+		return nil, &provider.CreatedError{Created: created, Err: fmt.Errorf("server %s: %w", srv.ID, err)}
 	}
 	in := p.newInstance(spec.Group, spec.Name, spec.Index, booted, standIn, spec.Template)
-	in.rec.StartedAt = time.Now()
+	in.rec.StartedAt = created
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.listing[srv.ID]; !ok || s.Phase == Gone {
 		// Gone between the listing that showed it running and now.
-		return nil, fmt.Errorf("server %s: gone while booting", srv.ID)
+		return nil, &provider.CreatedError{Created: created, Err: fmt.Errorf("server %s: gone while booting", srv.ID)}
 	}
 	p.insts[srv.ID] = in
 	return in, nil

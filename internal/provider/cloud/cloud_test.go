@@ -22,8 +22,10 @@ type scriptedDriver struct {
 	creates int
 	servers map[string]Server
 	deleted []string
-	// refuse, when set, is every Delete's answer (an API outage).
-	refuse error
+	// refuse, when set, is every Delete's answer (an API outage);
+	// listErr every List's.
+	refuse  error
+	listErr error
 }
 
 func (d *scriptedDriver) Create(_ context.Context, req CreateRequest) (Server, error) {
@@ -52,6 +54,9 @@ func (d *scriptedDriver) Delete(_ context.Context, id string) error {
 func (d *scriptedDriver) List(context.Context, string) ([]Server, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.listErr != nil {
+		return nil, d.listErr
+	}
 	var out []Server
 	for _, s := range d.servers {
 		out = append(out, s)
@@ -243,4 +248,174 @@ func TestDriverStraysSweptUntilSwept(t *testing.T) {
 	if d.sweeps != 3 {
 		t.Fatalf("%d sweeps, want 3: none after one worked", d.sweeps)
 	}
+}
+
+// slowDriver is a scriptedDriver whose servers shut down slowly, as a
+// sacloud server does gracefully: Delete reports the accepted shutdown
+// (Accepted), then waits until the server is down to delete it.
+type slowDriver struct {
+	scriptedDriver
+	shutdown time.Duration
+	downAt   map[string]time.Time // by ID, once asked
+}
+
+func (d *slowDriver) Delete(ctx context.Context, id string) error {
+	d.mu.Lock()
+	at, ok := d.downAt[id]
+	if !ok {
+		at = time.Now().Add(d.shutdown)
+		d.downAt[id] = at
+		if s, ok := d.servers[id]; ok {
+			s.Phase, s.State = Stopping, "cleaning"
+			d.servers[id] = s
+		}
+	}
+	d.mu.Unlock()
+	Accepted(ctx)
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the shutdown: %w", ctx.Err())
+	case <-t.C:
+	}
+	return d.scriptedDriver.Delete(ctx, id)
+}
+
+// TestSlowShutdownAccepted: a server that takes longer to shut down than
+// the group can wait for an answer is deleted once its shutdown is
+// accepted: Delete answers at once, and Stop waits for it to go (within
+// delete_timeout) without asking again. A call that times out after the
+// acceptance leaves the server to the poller, never to serve again.
+func TestSlowShutdownAccepted(t *testing.T) {
+	running := func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", IP: "10.0.0.1", Phase: Running, State: "running"}, nil
+	}
+	t.Run("within delete_timeout", func(t *testing.T) {
+		d := &slowDriver{scriptedDriver: scriptedDriver{create: running}, shutdown: 2 * time.Second, downAt: map[string]time.Time{}}
+		p := newScriptedOn(t, d, &d.scriptedDriver, config.CloudProvider{DeleteTimeout: 30 * time.Second})
+		ctx := context.Background()
+		in, err := p.Start(ctx, startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if err := p.Delete(ctx, in); err != nil {
+			t.Fatalf("Delete of a server shutting down slowly: %v", err)
+		}
+		if took := time.Since(begin); took > time.Second {
+			t.Errorf("Delete answered after %s, not at the accepted shutdown", took)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := in.Stop(sctx); err != nil {
+			t.Fatalf("Stop after an accepted Delete: %v", err)
+		}
+		if took := time.Since(begin); took < 2*time.Second {
+			t.Errorf("Stop returned after %s, before the server was down", took)
+		}
+		if n := p.Calls().Delete; n != 1 {
+			t.Errorf("%d delete calls, want 1", n)
+		}
+		if r := in.ExitReason(); r != "stopped" {
+			t.Errorf("exit reason %q, want stopped", r)
+		}
+	})
+	t.Run("past delete_timeout", func(t *testing.T) {
+		d := &slowDriver{scriptedDriver: scriptedDriver{create: running}, shutdown: time.Minute, downAt: map[string]time.Time{}}
+		p := newScriptedOn(t, d, &d.scriptedDriver, config.CloudProvider{DeleteTimeout: 500 * time.Millisecond})
+		ctx := context.Background()
+		in, err := p.Start(ctx, startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(ctx, in); err != nil {
+			t.Fatalf("Delete of a server shutting down slowly: %v", err)
+		}
+		time.Sleep(time.Second) // the driver's call has timed out
+		p.mu.Lock()
+		dm := p.doomed["i-1"]
+		still := dm != nil && !dm.inFlight
+		p.mu.Unlock()
+		if !still {
+			t.Fatalf("after the accepted call timed out: doomed %+v; want the server left to the poller", dm)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := in.Stop(sctx); err == nil || !strings.Contains(err.Error(), "its deletion is retried") {
+			t.Errorf("Stop = %v, want the deletion still under way", err)
+		}
+		if n := p.Calls().Delete; n != 1 {
+			t.Errorf("%d delete calls, want 1: Stop does not ask again, the poller does every %s", n, reapEvery)
+		}
+	})
+}
+
+// TestReachable: Reachable answers with a listing made after it was
+// asked: the API's error during an outage, nil once it answers.
+func TestReachable(t *testing.T) {
+	d := &scriptedDriver{}
+	p := newScripted(t, d, config.CloudProvider{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable while the API answers: %v", err)
+	}
+	d.mu.Lock()
+	d.listErr = errors.New("503 Service Unavailable")
+	d.mu.Unlock()
+	if err := p.Reachable(ctx); err == nil || !strings.Contains(err.Error(), "list servers: 503 Service Unavailable") {
+		t.Fatalf("Reachable during an outage = %v", err)
+	}
+	d.mu.Lock()
+	d.listErr = nil
+	d.mu.Unlock()
+	if err := p.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable once the API is back: %v", err)
+	}
+}
+
+// TestStartCountsFromCreate: an instance counts (Record.StartedAt) from
+// its server's create, not its boot, as the cloud bills it; a server that
+// never boots is reported with its create time (provider.CreatedError).
+func TestStartCountsFromCreate(t *testing.T) {
+	pending := func(int) (Server, error) {
+		return Server{ID: "i-1", Name: "web-001", Phase: Pending, State: "pending"}, nil
+	}
+	t.Run("booted", func(t *testing.T) {
+		d := &scriptedDriver{create: pending}
+		p := newScripted(t, d, config.CloudProvider{BootTimeout: time.Minute})
+		go func() {
+			time.Sleep(time.Second)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			s := d.servers["i-1"]
+			s.Phase, s.State, s.IP = Running, "running", "10.0.0.1"
+			d.servers["i-1"] = s
+		}()
+		begin := time.Now()
+		in, err := p.Start(context.Background(), startSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took < time.Second {
+			t.Fatalf("booted after %s, before the listing showed it running", took)
+		}
+		if at := in.Record().StartedAt; at.Before(begin) || at.Sub(begin) > 500*time.Millisecond {
+			t.Errorf("StartedAt %s after the Start, want the create's time (at once), not the boot's", at.Sub(begin))
+		}
+	})
+	t.Run("never booted", func(t *testing.T) {
+		d := &scriptedDriver{create: pending}
+		p := newScripted(t, d, config.CloudProvider{BootTimeout: 500 * time.Millisecond})
+		begin := time.Now()
+		_, err := p.Start(context.Background(), startSpec())
+		var created *provider.CreatedError
+		if !errors.As(err, &created) || !strings.Contains(err.Error(), "not running within boot_timeout") {
+			t.Fatalf("start = %v, want a CreatedError for the boot timeout", err)
+		}
+		if at := created.Created; at.Before(begin) || at.Sub(begin) > 300*time.Millisecond {
+			t.Errorf("Created %s after the Start, want the create's time", at.Sub(begin))
+		}
+	})
 }

@@ -10,6 +10,7 @@ package cloud
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -90,7 +91,10 @@ type Driver interface {
 	Create(ctx context.Context, req CreateRequest) (Server, error)
 	// Delete shuts the server down (forcibly if the driver's config says
 	// so) and deletes or terminates it. Deleting a server that is already
-	// gone is not an error.
+	// gone is not an error. A Delete that waits for the server to power
+	// off first calls Accepted(ctx) as soon as the cloud has accepted the
+	// shutdown: from then on the server is on its way out, however long
+	// the rest takes (see Provider.Delete).
 	Delete(ctx context.Context, id string) error
 	// List returns every server carrying TagOwner=owner, in as few calls
 	// as the API allows (paged, never one per server).
@@ -112,3 +116,59 @@ type Sweeper interface {
 // throttled, was briefly unavailable, or lacked capacity right now.
 // Anything else fails the instance at once with the driver's message.
 var ErrRetryable = errors.New("retryable cloud API error")
+
+// acceptKey is the context key of the function Accepted calls.
+type acceptKey struct{}
+
+// Accepted tells the provider, from inside a Driver's Delete, that the
+// cloud has accepted the deletion or the shutdown before it: the server
+// will not serve again, so a group retiring it never puts it back into
+// rotation, even if the rest of the call fails or times out. A Delete that
+// never calls it is accepted when it returns nil.
+func Accepted(ctx context.Context) {
+	if f, ok := ctx.Value(acceptKey{}).(func()); ok {
+		f()
+	}
+}
+
+// acceptance is a Delete call's answer as Provider.Delete decides it:
+// accepted (the driver said so, or returned nil) or refused (an error or
+// no answer first), whichever comes first, once.
+type acceptance struct {
+	mu    sync.Mutex
+	state int           // 0 undecided, 1 accepted, 2 refused
+	ch    chan struct{} // closed when accepted
+}
+
+// withAccepted returns ctx for a Delete call, with what Accepted reports
+// to.
+func withAccepted(ctx context.Context) (context.Context, *acceptance) {
+	a := &acceptance{ch: make(chan struct{})}
+	return context.WithValue(ctx, acceptKey{}, a.accept), a
+}
+
+func (a *acceptance) accept() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == 0 {
+		a.state = 1
+		close(a.ch)
+	}
+}
+
+// refuse decides "refused" unless accepted already; it reports whether the
+// answer is refused.
+func (a *acceptance) refuse() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == 0 {
+		a.state = 2
+	}
+	return a.state == 2
+}
+
+func (a *acceptance) accepted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state == 1
+}

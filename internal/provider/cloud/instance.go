@@ -27,7 +27,8 @@ import (
 //	                             |   |  the group then Stops it (deleted)
 //	     absent from, or gone in |   | Stop: Delete (retried until
 //	     a successful listing    |   v delete_timeout, then by the poller),
-//	                             |   | or Provider.Delete accepted (one call)
+//	                             |   | or Provider.Delete accepted (one call;
+//	                             |   | accepted at the shutdown, for a slow one)
 //	                             |  +----------+ absent from the listing
 //	                             |  | stopping |----------------------> exited: "stopped"
 //	                             v  +----------+
@@ -35,7 +36,8 @@ import (
 //
 // A failing listing moves nothing: no instance is taken for gone because
 // the cloud's API could not be asked. A Provider.Delete the cloud refuses
-// moves nothing either: the server runs on, and the group serves with it.
+// moves nothing either: the server runs on, and the group serves with it;
+// an accepted one is never taken back.
 type instance struct {
 	p       *Provider
 	rec     provider.Record
@@ -79,6 +81,14 @@ func (in *instance) ExitReason() string {
 // PreStop runs nothing: hooks are not run for cloud servers (the config
 // refuses them); the server's own shutdown is its pre_stop.
 func (in *instance) PreStop(context.Context) error { return nil }
+
+// markDeleted records that the cloud accepted Provider.Delete's call:
+// Stop only waits for the server to go.
+func (in *instance) markDeleted() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.deleted, in.stopping = true, true
+}
 
 // seen marks the instance present in a listing; p.mu is held.
 func (in *instance) seen() { in.verified = true }

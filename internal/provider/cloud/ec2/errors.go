@@ -49,8 +49,13 @@ func (e *apiError) Unwrap() []error {
 const maxMessage = 400
 
 // retryableCodes are the codes of errors that pass: capacity that EC2
-// lacks right now, throttling, and the API's own failures.
+// lacks right now, throttling, the API's own failures, and the account's
+// limits, which instances ending (a deploy's old ones, another group's
+// scale-in) free: retried until create_timeout, with the limit's hint.
 var retryableCodes = map[string]bool{
+	"InstanceLimitExceeded":                true,
+	"VcpuLimitExceeded":                    true,
+	"MaxSpotInstanceCountExceeded":         true,
 	"InsufficientInstanceCapacity":         true,
 	"InsufficientHostCapacity":             true,
 	"InsufficientReservedInstanceCapacity": true,
@@ -68,9 +73,9 @@ var retryableCodes = map[string]bool{
 // hints say what to change for the errors that retrying cannot cure, by
 // code prefix (InvalidAMIID.NotFound, InvalidAMIID.Malformed, ...).
 var hints = []struct{ prefix, hint string }{
-	{"InstanceLimitExceeded", "the account's limit of running instances is reached: raise it in Service Quotas, or lower the group's max_size"},
-	{"VcpuLimitExceeded", "the account's vCPU limit for this instance family is reached: raise it in Service Quotas, or lower the group's max_size"},
-	{"MaxSpotInstanceCountExceeded", "the account's limit of spot instances is reached: raise it, or use market: on-demand"},
+	{"InstanceLimitExceeded", "the account's limit of running instances is reached, retried until create_timeout: raise it in Service Quotas, or lower the group's max_size"},
+	{"VcpuLimitExceeded", "the account's vCPU limit for this instance family is reached, retried until create_timeout: raise it in Service Quotas, or lower the group's max_size"},
+	{"MaxSpotInstanceCountExceeded", "the account's limit of spot instances is reached, retried until create_timeout: raise it, or use market: on-demand"},
 	{"InsufficientFreeAddressesInSubnet", "the subnet has no free address left: use a larger subnet"},
 	{"SpotMaxPriceTooLow", "spot_max_price is below the current spot price"},
 	{"InvalidAMIID", "check ami (or the launch template's AMI): it must exist in the provider's region and be usable by the account"},

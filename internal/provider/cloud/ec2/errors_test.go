@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -49,8 +51,9 @@ func TestAPIErr(t *testing.T) {
 		{502, "SomethingNew", true, "ec2 RunInstances: SomethingNew: the message (temporary)"},
 		{429, "SlowDown", true, "ec2 RunInstances: SlowDown: the message (temporary)"},
 		{400, "SomethingNew", false, "ec2 RunInstances: SomethingNew: the message"},
-		{400, "InstanceLimitExceeded", false, "ec2 RunInstances: InstanceLimitExceeded: the message (the account's limit of running instances is reached: raise it in Service Quotas, or lower the group's max_size)"},
-		{400, "VcpuLimitExceeded", false, "ec2 RunInstances: VcpuLimitExceeded: the message (the account's vCPU limit for this instance family is reached: raise it in Service Quotas, or lower the group's max_size)"},
+		{400, "InstanceLimitExceeded", true, "ec2 RunInstances: InstanceLimitExceeded: the message (the account's limit of running instances is reached, retried until create_timeout: raise it in Service Quotas, or lower the group's max_size)"},
+		{400, "VcpuLimitExceeded", true, "ec2 RunInstances: VcpuLimitExceeded: the message (the account's vCPU limit for this instance family is reached, retried until create_timeout: raise it in Service Quotas, or lower the group's max_size)"},
+		{400, "MaxSpotInstanceCountExceeded", true, "ec2 RunInstances: MaxSpotInstanceCountExceeded: the message (the account's limit of spot instances is reached, retried until create_timeout: raise it, or use market: on-demand)"},
 		{400, "InvalidAMIID.Malformed", false, "ec2 RunInstances: InvalidAMIID.Malformed: the message (check ami (or the launch template's AMI): it must exist in the provider's region and be usable by the account)"},
 		{400, "InvalidSubnetID.NotFound", false, "ec2 RunInstances: InvalidSubnetID.NotFound: the message (check subnet: it must exist in the provider's region)"},
 		{401, "AuthFailure", false, "ec2 RunInstances: AuthFailure: the message (EC2 refused the credentials: check credentials_file and profile, or the environment's keys)"},
@@ -144,5 +147,45 @@ func TestServer(t *testing.T) {
 	}
 	if s := (&Driver{cfg: config.EC2Driver{Address: config.EC2AddressPublic}}).server(i); s.IP != "203.0.113.5" {
 		t.Errorf("public: %+v", s)
+	}
+}
+
+// TestLimitRetriedUntilCreateTimeout: an account limit on the wire
+// (VcpuLimitExceeded) is retried with back-off until create_timeout, and
+// the start then fails with the limit and what to change.
+func TestLimitRetriedUntilCreateTimeout(t *testing.T) {
+	var runs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err == nil && r.Form.Get("Action") == "RunInstances" {
+			runs.Add(1)
+		}
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>VcpuLimitExceeded</Code><Message>You have requested more vCPU capacity than your current vCPU limit of 32 allows.</Message></Error></Errors><RequestID>5d2f</RequestID></Response>`)
+	}))
+	defer srv.Close()
+	creds := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = k\naws_secret_access_key = s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cloud.New("aws", d, config.CloudProvider{Port: 80, CreateTimeout: 2500 * time.Millisecond}, cloud.Options{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	_, err = p.Start(t.Context(), spec("web-001", 1))
+	if err == nil || !strings.Contains(err.Error(), "VcpuLimitExceeded") || !strings.Contains(err.Error(), "raise it in Service Quotas") || !strings.Contains(err.Error(), "gave up") {
+		t.Fatalf("start against a vCPU limit: %v; want it retried, then the limit and what to change", err)
+	}
+	if took := time.Since(begin); took < 2*time.Second {
+		t.Errorf("gave up after %s, before create_timeout (2.5 s)", took)
+	}
+	if n := runs.Load(); n < 2 {
+		t.Errorf("%d RunInstances calls, want the limit retried", n)
 	}
 }

@@ -645,10 +645,13 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	}
 	switch srv.InstanceStatus {
 	case types.ServerInstanceStatuses.Up:
-		if err := power.ShutdownServer(ctx, d.servers, d.zone, sid, d.cfg.ShutdownForce); err != nil {
+		// A graceful shutdown may take minutes: the provider learns at
+		// the accepted request that the server will not serve again.
+		if err := power.ShutdownServer(ctx, acceptingShutdown{d.servers}, d.zone, sid, d.cfg.ShutdownForce); err != nil {
 			return apiError("shut down "+srv.Name, err)
 		}
 	case types.ServerInstanceStatuses.Cleaning:
+		cloud.Accepted(ctx) // shutting down already
 		w := iaas.WaiterForDown(func() (any, error) { return d.servers.Read(ctx, d.zone, sid) })
 		if _, err := w.WaitForState(ctx); err != nil {
 			return apiError("wait for "+srv.Name+" to shut down", err)
@@ -679,6 +682,19 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		return apiError("delete "+srv.Name, err)
 	}
 	return nil
+}
+
+// acceptingShutdown is the server API as power.ShutdownServer calls it:
+// an accepted shutdown request is reported to the provider (cloud.Accepted;
+// ctx is the Delete's) before the wait for the server to go down.
+type acceptingShutdown struct{ iaas.ServerAPI }
+
+func (a acceptingShutdown) Shutdown(ctx context.Context, zone string, id types.ID, opt *iaas.ShutdownOption) error {
+	err := a.ServerAPI.Shutdown(ctx, zone, id, opt)
+	if err == nil {
+		cloud.Accepted(ctx)
+	}
+	return err
 }
 
 // List returns the zone's servers with owner's marker, a page of listPage
