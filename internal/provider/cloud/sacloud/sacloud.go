@@ -251,6 +251,21 @@ func (s *fileStore) settle() {
 
 func (s *fileStore) NeedInitData() bool { return true }
 
+// Get and List wait for a write in progress to be committed, so that what a
+// reader sees is in the store's file: a process killed right after it read
+// a resource (as shoal after a create's first step) leaves it behind.
+func (s *fileStore) Get(resourceKey, zone string, id types.ID) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.JSONFileStore.Get(resourceKey, zone, id)
+}
+
+func (s *fileStore) List(resourceKey, zone string) []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.JSONFileStore.List(resourceKey, zone)
+}
+
 func (s *fileStore) Put(resourceKey, zone string, id types.ID, value any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
