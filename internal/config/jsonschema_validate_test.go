@@ -107,6 +107,11 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 		{"provider type's keys", "    type: exec\n", "    type: exec\n    hosts: []\n", "hosts"},
 		{"duration", "cooldown: {}", "cooldown: {up: soon}", "up"},
 		{"metric", "metric: cpu.avg, above", "metric: cpu.mean, above", "metric"},
+		{"notify type", "type: command, command", "type: pigeon, command", "type"},
+		{"notify type's required keys", "type: command, command: [page]", "type: command", "command"},
+		{"notify type's keys", "command: [page]}", "command: [page], url: \"http://127.0.0.1:1/\"}", "url"},
+		{"webhook secret", "type: command, command: [page]", "type: webhook, url: \"http://127.0.0.1:1/\"", "secret"},
+		{"secret file's form", "type: command, command: [page]", "type: webhook, url: \"http://127.0.0.1:1/\", secret_file: [a]", "secret_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := strings.Replace(everySection, tc.from, tc.to, 1)
