@@ -30,7 +30,8 @@ type Message struct {
 }
 
 // stream is GET /ui/stream?group=G: a Message a second as server-sent
-// events, until the client goes, the core stops or an hour has passed.
+// events, until the client goes, the core stops, an hour has passed or the
+// session ends (logout, expiry): it is checked before each message.
 func (d *Handler) stream(w http.ResponseWriter, r *http.Request) {
 	if !d.Authorized(r) {
 		http.Error(w, "not logged in", http.StatusUnauthorized)
@@ -69,6 +70,9 @@ func (d *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !d.session(r) {
+			return
 		}
 	}
 }
