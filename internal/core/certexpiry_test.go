@@ -53,7 +53,7 @@ func TestCertExpiringRecordedOnce(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0], "serial 0a") || !strings.Contains(got[1], "serial 0b") {
 		t.Fatalf("recorded %q, want one event per serial", got)
 	}
-	queued, err := st.DueNotifications(context.Background(), time.Now(), 100)
+	queued, err := st.DueNotifications(context.Background(), "", time.Now(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
