@@ -295,7 +295,7 @@ type EventsQuery struct {
 	Wait time.Duration
 }
 
-// events is GET /v1/events?group=G&since=10m|RFC3339&after=ID&limit=N&wait=30s.
+// events is GET /v1/events?group=G&ungrouped=true&since=10m|RFC3339&after=ID&limit=N&wait=30s.
 func (s *autoscaleAPI) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sq := store.DecisionQuery{Group: q.Get("group"), Limit: DefaultEventsLimit}
@@ -304,6 +304,14 @@ func (s *autoscaleAPI) events(w http.ResponseWriter, r *http.Request) {
 			s.unknownGroup(w, sq.Group)
 			return
 		}
+	}
+	if v := q.Get("ungrouped"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			badRequest(w, fmt.Errorf("ungrouped: must be true or false, got %q", truncate(v)))
+			return
+		}
+		sq.Ungrouped = b
 	}
 	if v := q.Get("since"); v != "" {
 		t, err := parseSince(v, time.Now())

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ func TestEventsAndJobsJSONGolden(t *testing.T) {
 	golden(t, "events.golden.json", get("/v1/events?group=web"))
 	golden(t, "jobs.golden.json", get("/v1/jobs?group=web"))
 	golden(t, "job.golden.json", get("/v1/jobs/2"))
+	if w := httptestDo(h, http.MethodGet, "/v1/events?group=web&ungrouped=maybe"); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "ungrouped: must be true or false") {
+		t.Errorf("ungrouped=maybe: %d %s, want 400 naming the parameter", w.Code, w.Body)
+	}
 
 	// A policy test answers with Replay's decisions, which are not stored:
 	// id 0, the request's source from the rule, empty lists as [] and {}.

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,10 +87,14 @@ var schemaForms = map[string]obj{
 		obj{"const": "auto"},
 		obj{"type": "integer", "minimum": 0},
 	}, "x-form": "auto or integer"},
-	"Target.start_delay":    {"anyOf": []any{obj{"const": "auto"}, durationSchema}, "x-form": "auto or duration"},
-	"AccessLog.max_size":    sizeSchema,
-	"InstanceLogs.max_size": sizeSchema,
-	"Admin.token_file":      {"type": "string"},
+	"Target.start_delay":         {"anyOf": []any{obj{"const": "auto"}, durationSchema}, "x-form": "auto or duration"},
+	"AccessLog.max_size":         sizeSchema,
+	"InstanceLogs.max_size":      sizeSchema,
+	"Admin.token_file":           {"type": "string"},
+	"NotifyTarget.secret_file":   {"type": "string"},
+	"NotifyTarget.secret_env":    {"type": "string"},
+	"NotifyTarget.password_file": {"type": "string"},
+	"NotifyTarget.password_env":  {"type": "string"},
 	"SacloudAutoscaler.socket_mode": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 0, "maximum": 0o777},
 		obj{"type": "string", "pattern": `^0?[0-7]{1,3}$`},
@@ -117,6 +122,7 @@ var schemaEnums = map[string][]string{
 	"Rule.metric":        MetricPaths,
 	"Target.metric":      MetricPaths,
 	"Provider.type":      providerTypeNames(),
+	"NotifyTarget.type":  notifyTypeNames(),
 }
 
 // intEnums are the integer keys whose decoder takes values from a fixed list.
@@ -126,6 +132,14 @@ func providerTypeNames() []string {
 	var names []string
 	for _, pt := range providerTypes {
 		names = append(names, pt.name)
+	}
+	return names
+}
+
+func notifyTypeNames() []string {
+	var names []string
+	for _, nt := range notifyTypes {
+		names = append(names, nt.name)
 	}
 	return names
 }
@@ -178,11 +192,15 @@ func goDocs() (map[string]string, error) {
 					for _, fld := range st.Fields.List {
 						text := paragraph(fld.Doc.Text() + " " + fld.Comment.Text())
 						for _, name := range fld.Names {
+							field := name.Name
+							if field == "_" && fld.Tag != nil {
+								field = blankField(reflect.StructTag(strings.Trim(fld.Tag.Value, "`")))
+							}
 							switch {
 							case text != "":
-								docs[ts.Name.Name+"."+name.Name] = text
-							case prev != "" && strings.Contains(prev, name.Name):
-								docs[ts.Name.Name+"."+name.Name] = prev
+								docs[ts.Name.Name+"."+field] = text
+							case prev != "" && strings.Contains(prev, strings.TrimPrefix(field, "_")):
+								docs[ts.Name.Name+"."+field] = prev
 							}
 						}
 						if text != "" {
@@ -194,6 +212,13 @@ func goDocs() (map[string]string, error) {
 		}
 	}
 	return docs, nil
+}
+
+// blankField names a blank field (read into another) by its key, "_key",
+// since a type has several.
+func blankField(tag reflect.StructTag) string {
+	key, _, _ := strings.Cut(tag.Get("yaml"), ",")
+	return "_" + key
 }
 
 // paragraph joins a comment's lines into one.
@@ -265,8 +290,36 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 		s["unevaluatedProperties"] = false
 		return s
 	}
+	if t == reflect.TypeFor[NotifyTarget]() {
+		s["allOf"] = notifyTypeSchemas()
+	}
 	s["additionalProperties"] = false
 	return s
+}
+
+// notifyTypeSchemas say, per type of notification target, which keys it
+// requires and which of the other types' keys it refuses.
+func notifyTypeSchemas() []any {
+	var allOf []any
+	for _, nt := range notifyTypes {
+		refused := obj{}
+		for _, other := range notifyTypes {
+			for _, k := range other.keys {
+				if !slices.Contains(nt.keys, k) {
+					refused[k] = false
+				}
+			}
+		}
+		then := obj{"required": toAny(nt.required), "properties": refused}
+		if nt.name == NotifyWebhook {
+			then["oneOf"] = []any{obj{"required": []any{"secret_file"}}, obj{"required": []any{"secret_env"}}}
+		}
+		allOf = append(allOf, obj{
+			"if":   obj{"properties": obj{"type": obj{"const": nt.name}}, "required": []any{"type"}},
+			"then": then,
+		})
+	}
+	return allOf
 }
 
 // inlineDefaults is the table of provider keys of type kt in v, a Provider.
@@ -284,7 +337,11 @@ func inlineDefaults(v reflect.Value, kt reflect.Type) reflect.Value {
 func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, path string) obj {
 	name := t.Name() + "." + strings.Split(f.Tag.Get("yaml"), ",")[0]
 	s := g.form(name, f.Type, v, path)
-	doc := g.docs[t.Name()+"."+f.Name]
+	field := f.Name
+	if field == "_" {
+		field = blankField(f.Tag)
+	}
+	doc := g.docs[t.Name()+"."+field]
 	if doc == "" && f.Name != "_" {
 		doc = g.docs[elem(f.Type).Name()] // a section: its type's doc
 	}

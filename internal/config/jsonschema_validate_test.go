@@ -107,6 +107,11 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 		{"provider type's keys", "    type: exec\n", "    type: exec\n    hosts: []\n", "hosts"},
 		{"duration", "cooldown: {}", "cooldown: {up: soon}", "up"},
 		{"metric", "metric: cpu.avg, above", "metric: cpu.mean, above", "metric"},
+		{"notify type", "type: command, command", "type: pigeon, command", "type"},
+		{"notify type's required keys", "type: command, command: [page]", "type: command", "command"},
+		{"notify type's keys", "command: [page]}", "command: [page], url: \"http://127.0.0.1:1/\"}", "url"},
+		{"webhook secret", "type: command, command: [page]", "type: webhook, url: \"http://127.0.0.1:1/\"", "secret"},
+		{"secret file's form", "type: command, command: [page]", "type: webhook, url: \"http://127.0.0.1:1/\", secret_file: [a]", "secret_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := strings.Replace(everySection, tc.from, tc.to, 1)
@@ -125,6 +130,51 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 				t.Errorf("Validate = %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDocsYAMLValidate fails when a YAML block of the docs that show the
+// config (docs/notify.md) does not validate against docs/shoal.schema.json.
+// The blocks are sections, not whole configs: a group is added to those
+// without one, and the files they name need not exist.
+func TestDocsYAMLValidate(t *testing.T) {
+	schema := committedSchema(t)
+	for _, file := range []string{"../../docs/notify.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := yamlBlocks(string(data))
+		if len(blocks) == 0 {
+			t.Fatalf("%s: no yaml block", file)
+		}
+		for i, b := range blocks {
+			if !strings.HasPrefix(b, "groups:") && !strings.Contains(b, "\ngroups:") {
+				b += "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n" // the one a config needs
+			}
+			inst, err := yamlInstance([]byte(b))
+			if err != nil {
+				t.Errorf("%s: yaml block %d: %v", file, i+1, err)
+				continue
+			}
+			if err := schema.Validate(inst); err != nil {
+				t.Errorf("%s: yaml block %d does not validate: %v", file, i+1, err)
+			}
+		}
+	}
+}
+
+// yamlBlocks returns the bodies of a Markdown text's ```yaml blocks.
+func yamlBlocks(md string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(md, "```yaml\n")
+		if !ok {
+			return out
+		}
+		body, after, _ := strings.Cut(rest, "```")
+		out = append(out, body)
+		md = after
 	}
 }
 

@@ -23,8 +23,9 @@ type Notify struct {
 	// dropped (and counted).
 	TTL time.Duration `yaml:"ttl"`
 	// RetryMin is the first back-off after a failed delivery; it doubles
-	// with each failure up to RetryMax.
-	RetryMin time.Duration  `yaml:"retry_min"`
+	// with each failure up to retry_max.
+	RetryMin time.Duration `yaml:"retry_min"`
+	// RetryMax bounds the back-off between delivery attempts.
 	RetryMax time.Duration  `yaml:"retry_max"`
 	Targets  []NotifyTarget `yaml:"targets"`
 }
@@ -39,9 +40,28 @@ const (
 	NotifyCommand = "command"
 )
 
+type notifyType struct {
+	name           string
+	keys, required []string
+}
+
+// notifyTypes are the types of target, the keys each takes besides the
+// common ones, and those of them it requires (a webhook requires its
+// secret too, from one of two keys).
+var notifyTypes = []notifyType{
+	{NotifyWebhook, []string{"url", "secret_file", "secret_env"}, []string{"url"}},
+	{NotifySlack, []string{"url"}, []string{"url"}},
+	{NotifyEmail, []string{"smtp", "from", "to", "username", "password_file", "password_env", "ca_file"}, []string{"smtp", "from", "to"}},
+	{NotifyCommand, []string{"command"}, []string{"command"}},
+}
+
 // NotifyTarget is one receiver of notifications.
 type NotifyTarget struct {
+	// Name names the target in logs, metrics and the queue.
 	Name string `yaml:"name" required:"true"`
+	// Type is how the target is told: webhook (a signed JSON POST), slack
+	// (an incoming webhook), email (SMTP with STARTTLS) or command (a
+	// program given the event on stdin).
 	Type string `yaml:"type" required:"true"`
 	// Events selects event types ("instance.launched") or families
 	// ("instance.*"); none selects every event.
@@ -56,18 +76,26 @@ type NotifyTarget struct {
 	// Secret keys a webhook's HMAC-SHA256 signature; it is read from the
 	// file secret_file names or the variable secret_env names.
 	Secret string
-	_      struct{} `yaml:"secret_file"`
-	_      struct{} `yaml:"secret_env"`
+	// secret_file is a file that holds a webhook's signing secret (a webhook
+	// needs it or secret_env).
+	_ struct{} `yaml:"secret_file"`
+	// secret_env is an environment variable that holds a webhook's signing
+	// secret.
+	_ struct{} `yaml:"secret_env"`
 	// SMTP is an email target's server, host:port; it must offer STARTTLS.
-	SMTP string   `yaml:"smtp"`
-	From string   `yaml:"from"`
-	To   []string `yaml:"to"`
-	// Username and Password (from password_file or password_env) log in
-	// with PLAIN after STARTTLS.
+	SMTP string `yaml:"smtp"`
+	// From is an email target's sender address.
+	From string `yaml:"from"`
+	// To are an email target's recipient addresses.
+	To []string `yaml:"to"`
+	// Username, when set, logs an email target in with PLAIN after
+	// STARTTLS, with the password from password_file or password_env.
 	Username string `yaml:"username"`
 	Password string
-	_        struct{} `yaml:"password_file"`
-	_        struct{} `yaml:"password_env"`
+	// password_file is a file that holds the SMTP password.
+	_ struct{} `yaml:"password_file"`
+	// password_env is an environment variable that holds the SMTP password.
+	_ struct{} `yaml:"password_env"`
 	// CAFile, when set, is the only CA trusted for the SMTP server's
 	// certificate (else the system's).
 	CAFile string `yaml:"ca_file"`
@@ -154,30 +182,24 @@ func (d *decoder) notifyTarget(n *yaml.Node, path string, groups []Group) Notify
 		}
 		t.Groups = append(t.Groups, it.val)
 	}
-	// The keys each type takes besides the common ones.
-	own := map[string][]string{
-		NotifyWebhook: {"url", "secret_file", "secret_env"},
-		NotifySlack:   {"url"},
-		NotifyEmail:   {"smtp", "from", "to", "username", "password_file", "password_env", "ca_file"},
-		NotifyCommand: {"command"},
-	}
-	keys, ok := own[t.Type]
-	if !ok {
+	i := slices.IndexFunc(notifyTypes, func(nt notifyType) bool { return nt.name == t.Type })
+	if i < 0 {
 		if tn != nil {
 			d.errorf(tn, f.field("type"), "must be %s, %s, %s or %s, got %q", NotifyWebhook, NotifySlack, NotifyEmail, NotifyCommand, t.Type)
 		}
 		return t
 	}
-	for typ, ks := range own {
-		for _, k := range ks {
-			if typ != t.Type && !slices.Contains(keys, k) && f.has(k) {
-				d.errorAt(f.field(k), "applies to type %s, not %s", typ, t.Type)
+	own := notifyTypes[i]
+	for _, other := range notifyTypes {
+		for _, k := range other.keys {
+			if other.name != t.Type && !slices.Contains(own.keys, k) && f.has(k) {
+				d.errorAt(f.field(k), "applies to type %s, not %s", other.name, t.Type)
 			}
 		}
 	}
+	f.require(own.required...)
 	switch t.Type {
 	case NotifyWebhook, NotifySlack:
-		f.require("url")
 		if u, un := f.str("url", ""); un != nil {
 			if err := checkNotifyURL(u); err != nil {
 				d.errorf(un, f.field("url"), "%v", err)
@@ -188,7 +210,6 @@ func (d *decoder) notifyTarget(n *yaml.Node, path string, groups []Group) Notify
 			t.Secret = d.secret(f, "secret", true)
 		}
 	case NotifyEmail:
-		f.require("smtp", "from", "to")
 		if s, sn := f.str("smtp", ""); sn != nil {
 			if err := checkHostPort(s); err != nil {
 				d.errorf(sn, f.field("smtp"), "%v", err)
@@ -217,7 +238,6 @@ func (d *decoder) notifyTarget(n *yaml.Node, path string, groups []Group) Notify
 			}
 		}
 	case NotifyCommand:
-		f.require("command")
 		for _, it := range f.strings("command") {
 			tmpl, err := template.New(it.field).Option("missingkey=error").Parse(it.val)
 			if err != nil {

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"bufio"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/dashboard"
+	"github.com/shoal-lb/shoal/internal/group"
 )
 
 const token = "s3cret-token"
@@ -20,13 +22,20 @@ const token = "s3cret-token"
 func start(t *testing.T) *httptest.Server {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	h := api.NewHandler(nil, nil, log, token, api.WithUI(func(a http.Handler) api.UI {
+	h := api.NewHandler(nil, noGroups{}, log, token, api.WithUI(func(a http.Handler) api.UI {
 		return dashboard.New(t.Context(), a, token, log)
 	}))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// noGroups runs no group: the stream's status is empty.
+type noGroups struct{}
+
+func (noGroups) Group(string) (*group.Group, bool) { return nil, false }
+func (noGroups) Names() []string                   { return nil }
+func (noGroups) All() []*group.Group               { return nil }
 
 type answer struct {
 	code   int
@@ -176,5 +185,57 @@ func TestAssetsEmbeddedAndSmall(t *testing.T) {
 	t.Logf("assets: %d bytes", total)
 	if !strings.Contains(login.header.Get("Content-Security-Policy"), "default-src 'self'") {
 		t.Errorf("CSP %q, want default-src 'self'", login.header.Get("Content-Security-Policy"))
+	}
+}
+
+// An open stream ends within a tick of its session's end, not at the
+// stream's hour: logging out stops what it sends.
+func TestStreamEndsAtLogout(t *testing.T) {
+	srv := start(t)
+	a := do(t, "POST", srv.URL+"/ui/login", form(token), "Content-Type", formType, "Origin", srv.URL)
+	cookie := ""
+	for _, c := range (&http.Response{Header: a.header}).Cookies() {
+		if c.Name == "shoal_session" {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatalf("login: %d, no session cookie", a.code)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/ui/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d, want 200", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first message: %q, %v", line, err)
+	}
+	if a := do(t, "POST", srv.URL+"/ui/logout", "", "Cookie", cookie, "Origin", srv.URL); a.code != http.StatusSeeOther {
+		t.Fatalf("logout: %d, want 303", a.code)
+	}
+	loggedOut := time.Now()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, br)
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("stream ended with %v, want its end", err)
+		}
+		t.Logf("stream ended %s after logout", time.Since(loggedOut).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		resp.Body.Close()
+		t.Fatal("stream still open 5 s after logout")
 	}
 }

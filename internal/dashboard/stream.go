@@ -22,7 +22,8 @@ type Message struct {
 	// Last is each group's newest decision, by name.
 	Last map[string]api.Event `json:"last"`
 	// Jobs are the newest jobs of the stream's group (?group=), Events its
-	// decisions since the previous message (the newest 200 in the first).
+	// decisions and the events of no group since the previous message (the
+	// newest 200 in the first).
 	Jobs   []jobs.Job  `json:"jobs,omitempty"`
 	Events []api.Event `json:"events,omitempty"`
 	// Errors are the API calls that failed.
@@ -30,7 +31,8 @@ type Message struct {
 }
 
 // stream is GET /ui/stream?group=G: a Message a second as server-sent
-// events, until the client goes, the core stops or an hour has passed.
+// events, until the client goes, the core stops, an hour has passed or the
+// session ends (logout, expiry): it is checked before each message.
 func (d *Handler) stream(w http.ResponseWriter, r *http.Request) {
 	if !d.Authorized(r) {
 		http.Error(w, "not logged in", http.StatusUnauthorized)
@@ -70,6 +72,9 @@ func (d *Handler) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-t.C:
 		}
+		if !d.session(r) {
+			return
+		}
 	}
 }
 
@@ -104,7 +109,9 @@ func (d *Handler) message(ctx context.Context, group string, after *int64) Messa
 		fail(err)
 	}
 	m.Jobs = js.Jobs
-	q := url.Values{"group": {group}, "limit": {fmt.Sprint(maxEvents)}}
+	// A host's, HAProxy's or a certificate's events belong to no group and
+	// concern each.
+	q := url.Values{"group": {group}, "ungrouped": {"true"}, "limit": {fmt.Sprint(maxEvents)}}
 	if *after >= 0 {
 		q.Set("after", fmt.Sprint(*after))
 	}

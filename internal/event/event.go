@@ -37,6 +37,7 @@ const (
 	HostUp                  Type = "host.up"
 	DeployFinished          Type = "deploy.finished"
 	DeployRolledBack        Type = "deploy.rolled_back"
+	DeployIgnored           Type = "deploy.ignored"
 	HAProxyRestarted        Type = "haproxy.restarted"
 	LeaderChanged           Type = "leader.changed"
 	CertificateExpiring     Type = "certificate.expiring"
@@ -48,7 +49,7 @@ var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
 	InstanceUnhealthy, InstanceReplaced,
 	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
-	HostDown, HostUp, DeployFinished, DeployRolledBack,
+	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
 }
 
@@ -97,6 +98,8 @@ func FromDecision(d decision.Record) (Event, bool) {
 			e.Type = DeployFinished
 		case job.Failed:
 			e.Type = DeployRolledBack
+		case job.Ignored:
+			e.Type = DeployIgnored
 		default:
 			return Event{}, false
 		}

@@ -18,6 +18,7 @@ func TestFromDecision(t *testing.T) {
 		{Record("web", HostDown, at, "10.0.0.2", "host 10.0.0.2 down"), HostDown, "10.0.0.2"},
 		{decision.Record{Group: "web", Outcome: decision.Deploy, Code: decision.Code(job.Done)}, DeployFinished, ""},
 		{decision.Record{Group: "web", Outcome: decision.Deploy, Code: decision.Code(job.Failed)}, DeployRolledBack, ""},
+		{decision.Record{Group: "web", Outcome: decision.Deploy, Code: decision.Code(job.Ignored)}, DeployIgnored, ""},
 		{decision.Record{Group: "web", Outcome: decision.Deploy, Code: decision.Code(job.Running)}, "", ""},
 		{decision.Record{Group: "web", Rule: "cpu-high", Outcome: decision.Accepted}, PolicyDecision, "cpu-high"},
 		{decision.Record{Group: "web", Rule: "target", Outcome: decision.Ignored}, PolicyDecision, "target"},

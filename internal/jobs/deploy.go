@@ -54,6 +54,7 @@ func (m *Manager) SubmitDeploy(ctx context.Context, req DeployRequest) (Job, err
 			return Job{}, fmt.Errorf("record job: %w", err)
 		}
 		m.logJob(j)
+		m.deployEvent(ctx, j)
 		return j, nil
 	}
 	return m.accept(ctx, g, j, func(g *group.Group, j Job) { m.runDeploy(g, j, target) })
@@ -98,8 +99,8 @@ func (m *Manager) runDeploy(g *group.Group, j Job, target config.Template) {
 	m.deployEvent(rec, j)
 }
 
-// deployEvent marks a deploy's start and end in the group's event log
-// (decision.Deploy); the job's state is the code.
+// deployEvent marks a deploy's start and end, or its refusal, in the
+// group's event log (decision.Deploy); the job's state is the code.
 func (m *Manager) deployEvent(ctx context.Context, j Job) {
 	reason := fmt.Sprintf("deploy of version %s (job %s) %s", j.Version, j.ID, j.State)
 	if j.Reason != "" {

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,7 +12,9 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
+	"mime"
 	"net"
+	netmail "net/mail"
 	"net/textproto"
 	"os"
 	"path/filepath"
@@ -20,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -261,5 +265,30 @@ func TestEmailRefusesCleartext(t *testing.T) {
 		if _, verbs := sink.received(); strings.Contains(strings.Join(verbs, " "), "MAIL") || strings.Contains(strings.Join(verbs, " "), "AUTH") {
 			t.Errorf("%s: the client went on: %v", tt.name, verbs)
 		}
+	}
+}
+
+// TestEmailSubjectEncoded: a subject with non-ASCII text ("→") is an RFC
+// 2047 encoded word that a mail reader decodes to the event's line, and a
+// line break in the message adds no header.
+func TestEmailSubjectEncoded(t *testing.T) {
+	e := &email{t: config.NotifyTarget{From: "shoal@example.com", To: []string{"ops@example.com"}}}
+	ev := event.Event{Type: event.ScaleFinished, Group: "web", Message: "web: scale up 1 → 2\nBcc: evil@example.com"}
+	raw := e.message(ev)
+	for i, c := range raw {
+		if c > 0x7f && bytes.Index(raw, []byte("\r\n\r\n")) > i {
+			t.Fatalf("header byte %d is not ASCII:\n%s", i, raw)
+		}
+	}
+	m, err := netmail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := new(mime.WordDecoder).DecodeHeader(m.Header.Get("Subject"))
+	if want := "[shoal] scale.finished web: web: scale up 1 → 2 Bcc: evil@example.com"; err != nil || subject != want {
+		t.Errorf("subject %q (%v), want %q", subject, err, want)
+	}
+	if b := m.Header.Get("Bcc"); b != "" {
+		t.Errorf("the message added a Bcc header: %q", b)
 	}
 }

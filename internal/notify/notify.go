@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -153,22 +154,47 @@ func Selects(t config.NotifyTarget, ev event.Event) bool {
 	return len(t.Groups) == 0 || ev.Group == "" || slices.Contains(t.Groups, ev.Group)
 }
 
-// Run delivers the queue until ctx ends.
+// Run delivers the queue until ctx ends. Each target has its own worker,
+// started when something of the target's is due, that delivers its
+// notifications one at a time, oldest first: a slow or dead receiver
+// delays only its own.
 func (n *Notifier) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := map[string]bool{}    // targets whose worker runs
+	done := make(chan string, 1) // a worker's target, when it ends
 	for {
-		n.pass(ctx)
+		n.expire(ctx)
 		wait := n.targets.Load().cfg.RetryMax
-		if at, ok, err := n.st.NextNotification(ctx); err != nil {
+		next, err := n.st.NextNotifications(ctx)
+		if err != nil {
 			n.log.Error("reading the notification queue failed", "err", err)
-		} else if ok {
-			// A floor: a store that keeps failing must not spin the loop.
-			wait = min(wait, max(10*time.Millisecond, time.Until(at)))
+		}
+		now := time.Now()
+		for target, at := range next {
+			switch {
+			case busy[target]:
+			case !at.After(now):
+				busy[target] = true
+				wg.Go(func() {
+					n.drain(ctx, target)
+					select {
+					case done <- target:
+					case <-ctx.Done():
+					}
+				})
+			default:
+				// A floor: a store that keeps failing must not spin the loop.
+				wait = min(wait, max(10*time.Millisecond, at.Sub(now)))
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case target := <-done:
+			delete(busy, target)
 		case <-n.st.Queued():
 		case <-t.C:
 		}
@@ -176,49 +202,74 @@ func (n *Notifier) Run(ctx context.Context) {
 	}
 }
 
-// pass drops what expired and delivers what is due.
-func (n *Notifier) pass(ctx context.Context) {
-	ts := n.targets.Load()
-	now := time.Now()
-	gone, err := n.st.ExpireNotifications(ctx, now.Add(-ts.cfg.TTL))
+// expire drops what is older than the ttl.
+func (n *Notifier) expire(ctx context.Context) {
+	ttl := n.targets.Load().cfg.TTL
+	gone, err := n.st.ExpireNotifications(ctx, time.Now().Add(-ttl))
 	if err != nil {
 		n.log.Error("expiring notifications failed", "err", err)
 	}
 	for name, c := range gone {
 		n.dropped.WithLabelValues(name, "expired").Add(float64(c))
-		n.log.Warn("notifications dropped undelivered: older than notify.ttl", "target", name, "count", c, "ttl", ts.cfg.TTL)
-	}
-	due, err := n.st.DueNotifications(ctx, now, batch)
-	if err != nil {
-		n.log.Error("reading the notification queue failed", "err", err)
-		return
-	}
-	for _, q := range due {
-		if ctx.Err() != nil {
-			return
-		}
-		n.deliver(ctx, ts, q)
+		n.log.Warn("notifications dropped undelivered: older than notify.ttl", "target", name, "count", c, "ttl", ttl)
 	}
 }
 
-func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) {
+// drain delivers target's due notifications, a batch at a time, until none
+// is due (each is delivered, or rescheduled for later) or ctx ends.
+func (n *Notifier) drain(ctx context.Context, target string) {
+	for ctx.Err() == nil {
+		due, err := n.st.DueNotifications(ctx, target, time.Now(), batch)
+		if err != nil {
+			n.log.Error("reading the notification queue failed", "target", target, "err", err)
+			// Run starts the worker again: not at once.
+			sleep(ctx, n.targets.Load().cfg.RetryMin)
+			return
+		}
+		if len(due) == 0 {
+			return
+		}
+		ts := n.targets.Load()
+		for _, q := range due {
+			if ctx.Err() != nil {
+				return
+			}
+			if !n.deliver(ctx, ts, q) {
+				sleep(ctx, ts.cfg.RetryMin)
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// deliver tries q once and deletes or reschedules it; it reports false
+// when the queue could not be updated (q is still due).
+func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) bool {
 	t, ok := ts.byName[q.Target]
 	if !ok {
 		n.dropped.WithLabelValues(q.Target, "no_target").Inc()
 		n.log.Warn("notification dropped: its target is no longer configured", "target", q.Target, "event", q.Event.Type)
-		n.forget(ctx, q)
-		return
+		return n.forget(ctx, q)
 	}
 	sctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	err := t.send(sctx, q.Event)
 	cancel()
 	if err == nil {
 		n.delivered.WithLabelValues(q.Target).Inc()
-		n.forget(ctx, q)
-		return
+		return n.forget(ctx, q)
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return // shutting down: it stays queued as it was
+		return true // shutting down: it stays queued as it was
 	}
 	n.failed.WithLabelValues(q.Target).Inc()
 	wait := backoff(ts.cfg, q.Attempts)
@@ -226,13 +277,17 @@ func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notificatio
 		"attempt", q.Attempts+1, "retry_in", wait, "err", err)
 	if err := n.st.RetryNotification(context.WithoutCancel(ctx), q.ID, time.Now().Add(wait), err.Error()); err != nil {
 		n.log.Error("rescheduling a notification failed", "target", q.Target, "err", err)
+		return false
 	}
+	return true
 }
 
-func (n *Notifier) forget(ctx context.Context, q store.Notification) {
+func (n *Notifier) forget(ctx context.Context, q store.Notification) bool {
 	if err := n.st.DeleteNotification(context.WithoutCancel(ctx), q.ID); err != nil {
 		n.log.Error("removing a notification from the queue failed", "target", q.Target, "err", err)
+		return false
 	}
+	return true
 }
 
 // backoff is how long to wait after the (attempts+1)th failure.

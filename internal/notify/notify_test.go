@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -169,8 +171,8 @@ func TestWebhookRetriesThenDelivers(t *testing.T) {
 	if f := count(t, n.failed, "target", "ops"); f != 2 {
 		t.Errorf("failures counted %v; want 2", f)
 	}
-	if _, queued, err := st.NextNotification(context.Background()); err != nil || queued {
-		t.Errorf("queue not empty after delivery: %v %v", queued, err)
+	if next, err := st.NextNotifications(context.Background()); err != nil || len(next) > 0 {
+		t.Errorf("queue not empty after delivery: %v %v", next, err)
 	}
 }
 
@@ -294,8 +296,8 @@ func TestTTLDropsAndCounts(t *testing.T) {
 	if f := count(t, n.failed, "target", "ops"); f < 3 {
 		t.Errorf("failures counted %v; want several retries before the drop", f)
 	}
-	if _, queued, err := st.NextNotification(context.Background()); err != nil || queued {
-		t.Errorf("queue not empty after the drop: %v %v", queued, err)
+	if next, err := st.NextNotifications(context.Background()); err != nil || len(next) > 0 {
+		t.Errorf("queue not empty after the drop: %v %v", next, err)
 	}
 	if d := count(t, n.delivered, "target", "ops"); d != 0 {
 		t.Errorf("delivered %v", d)
@@ -415,8 +417,8 @@ func TestUseReloadedTargets(t *testing.T) {
 	}
 	st.Poke()
 	eventually(t, "the old target's notification dropped", func() bool { return count(t, n.dropped, "target", "ops", "reason", "no_target") == 1 })
-	if _, queued, err := st.NextNotification(context.Background()); err != nil || queued {
-		t.Errorf("queue not empty: %v %v", queued, err)
+	if next, err := st.NextNotifications(context.Background()); err != nil || len(next) > 0 {
+		t.Errorf("queue not empty: %v %v", next, err)
 	}
 }
 
@@ -431,5 +433,62 @@ func TestCommandFails(t *testing.T) {
 	err := c.send(context.Background(), event.Event{Type: event.HostUp})
 	if err == nil || !strings.HasPrefix(err.Error(), "command sh: exit status 3: error\nerror\n") || len(err.Error()) > 600 {
 		t.Errorf("send = %.200q…; want the exit status and at most 512 bytes of output", err)
+	}
+}
+
+// TestDeadTargetDelaysNoOther: a receiver that accepts connections and never
+// answers costs its target a timeout per notification, but another target
+// gets every event at once, in order.
+func TestDeadTargetDelaysNoOther(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	defer func() {
+		ln.Close()
+		held.Wait()
+	}()
+	held.Go(func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // the test ends: it closes ln
+			}
+			conns = append(conns, c) // read nothing, answer nothing
+		}
+	})
+	rcv := &receiver{secret: []byte("hook-secret")}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	secret := secretFile(t, "hook-secret")
+	cfg := parse(t, `notify:
+  targets:
+    - {name: dead, type: webhook, timeout: 5s, url: "http://`+ln.Addr().String()+`/hook", secret_file: `+secret+`}
+    - {name: ops, type: webhook, timeout: 5s, url: "`+srv.URL+`/hook", secret_file: `+secret+`}
+`)
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	start(t, cfg, st)
+
+	began := time.Now()
+	const events = 5
+	for i := range events {
+		recordLaunch(t, st, "web", fmt.Sprintf("web-%03d", i+1))
+	}
+	eventually(t, "ops's deliveries", func() bool { return len(rcv.delivered()) == events })
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("ops got its %d events after %s; a dead target (5 s timeout) held it up", events, took)
+	}
+	for i, ev := range rcv.delivered() {
+		if want := fmt.Sprintf("web-%03d", i+1); ev.Subject != want {
+			t.Errorf("delivery %d is %s, want %s: out of order", i, ev.Subject, want)
+		}
 	}
 }

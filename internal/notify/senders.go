@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/smtp"
@@ -205,8 +206,9 @@ func (e *email) send(ctx context.Context, ev event.Event) error {
 // message is the mail: the event in one line as the subject, and as JSON
 // in the body.
 func (e *email) message(ev event.Event) []byte {
-	// A message with a line break must not add headers.
-	subject := strings.NewReplacer("\r", " ", "\n", " ").Replace(text(ev))
+	// A message with a line break must not add headers; a header is ASCII,
+	// so the subject's "→" goes as an RFC 2047 encoded word.
+	subject := mime.QEncoding.Encode("utf-8", strings.NewReplacer("\r", " ", "\n", " ").Replace(text(ev)))
 	body, _ := json.MarshalIndent(ev, "", "  ")
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",

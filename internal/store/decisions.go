@@ -74,6 +74,9 @@ func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
 // DecisionQuery selects decisions. Zero fields do not restrict.
 type DecisionQuery struct {
 	Group string
+	// Ungrouped, with Group, keeps the decisions of no group too: host,
+	// HAProxy and certificate events, which concern every group.
+	Ungrouped bool
 	// Since keeps decisions at or after this time.
 	Since time.Time
 	// AfterID keeps decisions with a larger id: for following new ones.
@@ -89,7 +92,10 @@ func (s *Store) Decisions(ctx context.Context, q DecisionQuery) ([]decision.Reco
 		where []string
 		args  []any
 	)
-	if q.Group != "" {
+	switch {
+	case q.Group != "" && q.Ungrouped:
+		where, args = append(where, "group_name IN (?, '')"), append(args, q.Group)
+	case q.Group != "":
 		where, args = append(where, "group_name = ?"), append(args, q.Group)
 	}
 	if !q.Since.IsZero() {

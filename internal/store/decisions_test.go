@@ -141,6 +141,43 @@ func TestDecisionsPrunePerGroup(t *testing.T) {
 	}
 }
 
+// TestDecisionsUngrouped: a group's query with Ungrouped adds the events of
+// no group (an HAProxy restart) and no other group's, in id order, and
+// follows them by id.
+func TestDecisionsUngrouped(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var ids []int64
+	for i, g := range []string{"web", "", "api", "web"} {
+		d := decision.Record{Group: g, Time: at.Add(time.Duration(i) * time.Second), Rule: "r", Outcome: decision.Event}
+		if err := s.InsertDecision(ctx, &d); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	for _, tc := range []struct {
+		q    DecisionQuery
+		want []int64
+	}{
+		{DecisionQuery{Group: "web"}, []int64{ids[0], ids[3]}},
+		{DecisionQuery{Group: "web", Ungrouped: true}, []int64{ids[0], ids[1], ids[3]}},
+		{DecisionQuery{Group: "web", Ungrouped: true, AfterID: ids[0]}, []int64{ids[1], ids[3]}},
+	} {
+		recs, err := s.Decisions(ctx, tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, r := range recs {
+			got = append(got, r.ID)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%+v: ids %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
 // TestMigrateFromVersion1 opens a database written before decisions existed.
 func TestMigrateFromVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")

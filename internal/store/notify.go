@@ -86,11 +86,13 @@ type Notification struct {
 	Attempts int
 }
 
-// DueNotifications returns up to limit notifications due at now, oldest first.
-func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) ([]Notification, error) {
+// DueNotifications returns up to limit notifications for target ("" for
+// every target) due at now, oldest first.
+func (s *Store) DueNotifications(ctx context.Context, target string, now time.Time, limit int) ([]Notification, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, target, event, created_at, attempts FROM notify_queue WHERE next_at <= ? ORDER BY id LIMIT ?`,
-		now.UnixNano(), limit)
+		`SELECT id, target, event, created_at, attempts FROM notify_queue
+		 WHERE next_at <= ? AND (? = '' OR target = ?) ORDER BY id LIMIT ?`,
+		now.UnixNano(), target, target, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read notification queue: %w", err)
 	}
@@ -117,17 +119,29 @@ func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) 
 	return out, nil
 }
 
-// NextNotification returns when the earliest queued notification is due;
-// ok is false when none is queued.
-func (s *Store) NextNotification(ctx context.Context) (at time.Time, ok bool, err error) {
-	var next sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT MIN(next_at) FROM notify_queue`).Scan(&next); err != nil {
-		return time.Time{}, false, fmt.Errorf("read notification queue: %w", err)
+// NextNotifications returns when each target's earliest queued
+// notification is due; a target with none queued is absent.
+func (s *Store) NextNotifications(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT target, MIN(next_at) FROM notify_queue GROUP BY target`)
+	if err != nil {
+		return nil, fmt.Errorf("read notification queue: %w", err)
 	}
-	if !next.Valid {
-		return time.Time{}, false, nil
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var (
+			target string
+			next   int64
+		)
+		if err := rows.Scan(&target, &next); err != nil {
+			return nil, fmt.Errorf("read notification queue: %w", err)
+		}
+		out[target] = time.Unix(0, next)
 	}
-	return time.Unix(0, next.Int64), true, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read notification queue: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteNotification removes a delivered (or dropped) notification.

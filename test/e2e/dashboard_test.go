@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +24,8 @@ import (
 // TestDashboard drives the dashboard in headless Chromium against a real
 // core with a real group under traffic: the login page, the login, the
 // group's chart, overview and instance table filling from the live stream,
-// and "Scale up" until its job and the new instance show. Unauthenticated
+// and "Scale up" until its job and the new instance show; HAProxy's
+// restart, an event of no group, shows in the group's timeline. Unauthenticated
 // requests get the login page or 401. Screenshots go to the test's temp dir.
 func TestDashboard(t *testing.T) {
 	if _, err := tour.Browser(); err != nil {
@@ -60,6 +63,23 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
+	// An event of no group, which the group's timeline shows too: HAProxy
+	// dies and is restarted.
+	pid := e.haproxyPID()
+	if pid <= 0 {
+		t.Fatal("no HAProxy master recorded")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("HAProxy restarted", 30*time.Second, func() error {
+		if now := e.haproxyPID(); now == pid || now <= 0 {
+			return fmt.Errorf("HAProxy master pid %d", now)
+		}
+		return nil
+	})
+	e.waitInService("web", 1)
+
 	// Traffic for the live figures, until the test ends.
 	startTrickle(t, e)
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -78,6 +98,9 @@ func TestDashboard(t *testing.T) {
 	}
 	if res.Overview["desired"] != "1" || res.Overview["req/s"] == "–" || res.Overview["CPU p90"] == "–" {
 		t.Errorf("overview row %v: want desired 1 and live CPU p90 and req/s", res.Overview)
+	}
+	if !slices.ContainsFunc(res.Ungrouped, func(r string) bool { return strings.Contains(r, "haproxy (all groups)") }) {
+		t.Errorf("the timeline's events of no group %q: want HAProxy's restart", res.Ungrouped)
 	}
 	if res.MessagesPerSecond < 0.6 || res.MessagesPerSecond > 1.4 {
 		t.Errorf("the page rendered %.2f stream messages a second, want about 1", res.MessagesPerSecond)

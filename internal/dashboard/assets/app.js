@@ -98,10 +98,11 @@ function renderGroup(m) {
 
   if (m.events && m.events.length) {
     state.events = m.events.slice().reverse().concat(state.events).slice(0, maxEventRows);
+    // An event of no group (a host, HAProxy, a certificate) concerns each.
     fill($("#events tbody"), state.events.map((e) => row([
-      new Date(e.time).toLocaleString(), e.rule, [e.outcome, stateClass(e.outcome)],
+      new Date(e.time).toLocaleString(), e.group ? e.rule : e.rule + " (all groups)", [e.outcome, stateClass(e.outcome)],
       [`${e.current} → ${e.recommendation}`, "num"], [e.reason, "reason"], e.job_id,
-    ])));
+    ], { group: e.group })));
   }
 }
 

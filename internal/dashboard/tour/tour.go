@@ -52,11 +52,13 @@ type Result struct {
 	Live time.Duration
 	// ChartPoints are the chart's steps with an instance count; Instances
 	// the table's rows; Overview the overview's cells, by column, for the
-	// group; Decisions the timeline's rows.
+	// group; Decisions the timeline's rows, Ungrouped those of its rows
+	// that are events of no group (HAProxy restarted).
 	ChartPoints int
 	Instances   int
 	Overview    map[string]string
 	Decisions   int
+	Ungrouped   []string
 	// MessagesPerSecond is the rate of the stream's messages the page
 	// rendered over 5 s.
 	MessagesPerSecond float64
@@ -169,6 +171,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		chromedp.Evaluate(`Number(document.querySelector("#chart").dataset.points)`, &res.ChartPoints),
 		count(`#instances tbody tr`, &res.Instances),
 		count(`#events tbody tr`, &res.Decisions),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll('#events tbody tr[data-group=""]'), (tr) => tr.textContent)`, &res.Ungrouped),
 		shot("2-group"),
 	); err != nil {
 		return res, err
