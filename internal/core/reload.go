@@ -246,6 +246,8 @@ func reloadable(old, cfg *config.Config) error {
 		{"metrics", old.Metrics, cfg.Metrics},
 		// The DNS sockets are bound and the monitors started once.
 		{"gslb", old.GSLB, cfg.GSLB},
+		// The node's election, lease and VIP are set up once.
+		{"ha", old.HA, cfg.HA},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			changed = append(changed, f.name)
