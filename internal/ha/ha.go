@@ -7,21 +7,21 @@
 //
 // A node's role:
 //
-//	          Open
-//	            |
-//	            v
-//	      +-----------+  campaign   +-----------+  elected   +--------+
-//	      | follower  |------------>| candidate |----------->| leader |
-//	      +-----------+             +-----------+            +--------+
-//	        ^   ^   ^  step-down hold    |                     |   |  |
-//	        |   |   +--------------------(-------- StepDown ---+   |  |
-//	        |   |     (2 x lease, then   |                         |  |
-//	        |   |      campaign again)   | session lost            |  |
-//	        |   |                        v                         |  |
-//	        |   |                   +--------+  session lost       |  |
-//	        |   +-- new session ----|  lost  |<--------------------+  |
-//	        |                       +--------+                        |
-//	        +---------------- ctx ends: resign ------------------------+
+//	    Open
+//	      |
+//	      v
+//	+-----------+  campaign   +-----------+  elected   +--------+
+//	| follower  |------------>| candidate |----------->| leader |
+//	+-----------+             +-----------+            +--------+
+//	  ^   ^   ^  step-down hold    |                     |   |  |
+//	  |   |   +--------------------(-------- StepDown ---+   |  |
+//	  |   |     (2 x lease, then   |                         |  |
+//	  |   |      campaign again)   | session lost            |  |
+//	  |   |                        v                         |  |
+//	  |   |                   +--------+  session lost       |  |
+//	  |   +-- new session ----|  lost  |<--------------------+  |
+//	  |                       +--------+                        |
+//	  +---------------- ctx ends: resign ------------------------+
 //
 // A follower and a candidate both watch the leader (Role.LeaderName); only
 // the entry into leader yields Role{Leader: true}. "lost" is the session's
@@ -49,9 +49,9 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.uber.org/zap"
 
 	"github.com/shoal-lb/shoal/internal/config"
