@@ -17,7 +17,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/notify"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // errStopAll is the cause of a `shoal stop` that stops everything.
@@ -25,8 +24,9 @@ var errStopAll = errors.New("stopped by request")
 
 // core is a running `shoal serve`: what a reload and a shutdown act on.
 type core struct {
-	log    *slog.Logger
-	st     *store.Store
+	log *slog.Logger
+	// st is the groups' store: SQLite, or an HA node's haStore.
+	st     sharedStore
 	lb     *haproxy.Manager
 	certs  *certstore.Store
 	acme   *acmeRunner
