@@ -148,4 +148,54 @@ func TestHAPairTakeover(t *testing.T) {
 		t.Errorf("jobs after the takeover: %+v, want only %s, done", jobs, j.ID)
 	}
 	b.checkInSync("web")
+
+	// b recorded the takeover, naming both leaders.
+	events, err := b.client().Events(ctx, api.EventsQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events {
+		found = found || (e.Rule == "leader" && e.Code == "changed" && e.Reason == "leader changed: a → b")
+	}
+	if !found {
+		t.Errorf("no leader.changed event from a to b in %+v", events)
+	}
+	if _, _, code := b.cli("ha", "check", "--leader"); code != 0 {
+		t.Errorf("shoal ha check --leader on the leader exited %d", code)
+	}
+
+	// a comes back (its HAProxy, killed with it, is adopted or restarted)
+	// as the standby; a step-down of b hands the pair back to it with the
+	// same instances, no job run.
+	a.start()
+	a.waitRole("standby", 10*time.Second)
+	if _, _, code := a.cli("ha", "check", "--leader"); code != 1 {
+		t.Errorf("shoal ha check --leader on the standby exited %d, want 1", code)
+	}
+	if _, _, code := a.cli("ha", "check"); code != 0 {
+		t.Errorf("shoal ha check on the standby exited %d, want 0", code)
+	}
+	out, stderr, code := b.cli("ha", "step-down")
+	if code != 0 || !strings.Contains(out, "the leader is a") {
+		t.Fatalf("shoal ha step-down: %d %q %q", code, out, stderr)
+	}
+	a.waitRole("leader", 5*time.Second)
+	b.waitRole("standby", 5*time.Second)
+	a.waitInService("web", 3)
+	back, err := a.client().Group(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range back.Instances {
+		if names[in.Name] != in.Addr {
+			t.Errorf("a runs %s at %s after the handover; the instances were %v", in.Name, in.Addr, names)
+		}
+	}
+	if jobs, err := a.client().Jobs(ctx, "web", 100); err != nil || len(jobs) != 1 {
+		t.Errorf("jobs after the handover: %+v, %v", jobs, err)
+	}
+	if out, _, _ := b.cli("status"); !strings.Contains(out, "HA  node b (standby)  leader a") {
+		t.Errorf("shoal status on b lacks the HA block:\n%s", out)
+	}
 }
