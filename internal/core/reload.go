@@ -219,6 +219,9 @@ func (c *core) prepare(ctx context.Context, cfg *config.Config) (change, error) 
 // retire drains and stops a removed group's instances and ends its
 // reconciler; whatever is still running when the time is up is stopped.
 func (c *core) retire(ctx context.Context, m *member) error {
+	if c.groups.Standby() {
+		return nil // an HA standby runs no group: the leader retires it
+	}
 	name, gc := m.g.Name(), m.g.Config()
 	rctx, cancel := context.WithTimeout(ctx, gc.DrainTimeout+gc.Template.StopTimeout+time.Minute)
 	err := m.g.RetireAll(rctx)
