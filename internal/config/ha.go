@@ -234,5 +234,10 @@ func (d *decoder) haVIP(n *yaml.Node) *HAVIP {
 	return &v
 }
 
+// Owner marks the pair's instances (the providers' owner marker and tag):
+// the same on every node, so either adopts what the other started. Pairs
+// that share hosts or a cloud account need different clusters.
+func (h *HA) Owner() string { return "shoal-ha-" + h.Cluster }
+
 // EtcdPrefix is the pair's key prefix in etcd, ending in a slash.
 func (h *HA) EtcdPrefix() string { return "/shoal/" + h.Cluster + "/" }

@@ -147,7 +147,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
 	if cfg.HA != nil {
 		// The pair's local instances are the pair's, whichever node started them.
-		prov.MarkAs("ha:" + cfg.HA.EtcdPrefix())
+		prov.MarkAs(cfg.HA.Owner())
 	}
 	// Instances write their logs directly; shoal only rotates and expires them.
 	logsCtx, stopLogs := context.WithCancel(context.Background())

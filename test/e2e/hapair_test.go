@@ -26,7 +26,7 @@ func haPairTop(node, cluster, endpoint string, priority int) string {
 // the pair's marker, not a node's state dir, so the envs' cleanup does not
 // see them.
 func killPairInstances(cluster string) {
-	marker := "SHOAL_STATE_DIR=ha:/shoal/" + cluster + "/"
+	marker := "SHOAL_STATE_DIR=shoal-ha-" + cluster
 	entries, _ := os.ReadDir("/proc")
 	for _, d := range entries {
 		pid, err := strconv.Atoi(d.Name())
