@@ -158,6 +158,9 @@ type haNode struct {
 	api   string
 	vip   *config.HAVIP
 	lease time.Duration
+	// vipState, when set, is keepalived's state (MASTER, BACKUP, FAULT),
+	// published with the node's info.
+	vipState func() string
 
 	mu     sync.Mutex
 	role   ha.Role
@@ -197,10 +200,22 @@ func (h *haNode) run(ctx context.Context) {
 			h.demote()
 		}
 	}()
+	// The node's info is republished every lease: keepalived's state
+	// changes without telling.
+	tick := time.NewTicker(h.lease)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			h.mu.Lock()
+			synced, count := h.synced, h.count
+			h.mu.Unlock()
+			if leading {
+				synced, count = true, h.servers()
+			}
+			h.publish(ctx, synced, count)
 		case r := <-h.node.Roles():
 			h.mu.Lock()
 			h.role = r
@@ -263,8 +278,17 @@ func (h *haNode) promote(ctx context.Context, r ha.Role) error {
 	if err := h.st.InsertDecision(ctx, &d); err != nil {
 		h.log.Warn("recording the leader change failed", "err", err)
 	}
-	h.publish(ctx, true, 0)
+	h.publish(ctx, true, h.servers())
 	return nil
+}
+
+// servers counts the leader's instances, each a server of its HAProxy.
+func (h *haNode) servers() int {
+	n := 0
+	for _, g := range h.reg.All() {
+		n += len(g.Targets())
+	}
+	return n
 }
 
 // demote stops what leading runs, leaving the instances serving. The fence
@@ -358,7 +382,11 @@ func (h *haNode) publish(ctx context.Context, synced bool, servers int) {
 	h.mu.Lock()
 	h.synced, h.count = synced, servers
 	h.mu.Unlock()
-	if err := h.node.Publish(ctx, ha.NodeInfo{API: h.api, HAProxySynced: synced, Servers: servers}); err != nil {
+	info := ha.NodeInfo{API: h.api, HAProxySynced: synced, Servers: servers}
+	if h.vipState != nil {
+		info.VIP = h.vipState()
+	}
+	if err := h.node.Publish(ctx, info); err != nil {
 		h.log.Warn("publishing this node's state failed", "err", err)
 	}
 }
