@@ -116,7 +116,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 			return err
 		}
 		defer node.Close()
-		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix())}
+		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix()), log: log.With("component", "ha")}
 		shared = hst
 	}
 

@@ -48,6 +48,7 @@ type sharedStore interface {
 type haStore struct {
 	*store.Store
 	shared *etcdstore.Store
+	log    *slog.Logger
 }
 
 func (s *haStore) GroupState(ctx context.Context, name string) (store.GroupState, bool, error) {
@@ -95,7 +96,7 @@ func (s *haStore) UpdateJob(ctx context.Context, j job.Job) error {
 func (s *haStore) notify(ctx context.Context, was job.State, j job.Job) {
 	if ev, ok := event.FromJob(was, j); ok {
 		if err := s.Store.Notify(ctx, ev); err != nil {
-			slog.Warn("queueing a job's notification failed", "job", j.ID, "err", err)
+			s.log.Warn("queueing a job's notification failed", "job", j.ID, "err", err)
 		}
 	}
 }
