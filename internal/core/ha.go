@@ -43,8 +43,9 @@ type sharedStore interface {
 }
 
 // haStore is an HA node's store: the pair's shared state in etcd (fenced
-// writes), the rest (notification queue, usage, start delays) in the
-// node's SQLite, which also queues the notifications of what etcd records.
+// writes: group states, instances and their usage, jobs, decisions), the
+// rest (notification queue, start delays) in the node's SQLite, which also
+// queues the notifications of what etcd records.
 type haStore struct {
 	*store.Store
 	shared *etcdstore.Store
@@ -69,6 +70,10 @@ func (s *haStore) DeleteInstance(ctx context.Context, name string) error {
 
 func (s *haStore) Instances(ctx context.Context) ([]store.Instance, error) {
 	return s.shared.Instances(ctx)
+}
+
+func (s *haStore) Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error) {
+	return s.shared.Usage(ctx, group, since)
 }
 
 func (s *haStore) InsertJob(ctx context.Context, j *job.Job) error {

@@ -15,6 +15,7 @@
 //	jobs/<id, 20 digits>          job.Job; jobseq holds the last id
 //	decisions/<group>/<id, 20>    decision.Record; decisionseq the last id
 //	lastdecision/<group>/<outcome>/<rule>   time of the newest such decision
+//	usage/<group>/<end, Unix ns, 20 digits>/<name>   store.Usage of an ended instance
 package etcdstore
 
 import (
@@ -46,6 +47,9 @@ const (
 	maxJobs      = 10000
 	maxDecisions = 1000 // per group
 	maxTxnOps    = 100
+	// usageKept is how long an ended instance's usage is kept, as in
+	// SQLite: today's instance-hours need a day of it.
+	usageKept = 48 * time.Hour
 	// casTries bounds the retries of a counter update that lost a race
 	// (only a second writer with the same fence could cause one).
 	casTries = 5
@@ -155,13 +159,50 @@ func (s *Store) PutInstance(ctx context.Context, in store.Instance) error {
 	return nil
 }
 
-// DeleteInstance removes the named instance; removing a missing one is not
-// an error.
+// DeleteInstance removes the named instance, keeping what it ran for (from
+// its start until now) as its usage; removing a missing one is not an
+// error.
 func (s *Store) DeleteInstance(ctx context.Context, name string) error {
-	if _, err := s.commit(ctx, nil, clientv3.OpDelete(s.prefix+"instances/"+name)); err != nil {
+	key := s.prefix + "instances/" + name
+	var in store.Instance
+	found, err := s.get(ctx, key, &in)
+	if err != nil {
+		return fmt.Errorf("delete instance %q: %w", name, err)
+	}
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	if found && !in.StartedAt.IsZero() {
+		now := time.Now().UTC()
+		b, err := json.Marshal(store.Usage{Name: name, Started: in.StartedAt, Ended: now})
+		if err != nil {
+			return fmt.Errorf("delete instance %q: %w", name, err)
+		}
+		dir := s.prefix + "usage/" + in.Group + "/"
+		ops = append(ops, clientv3.OpPut(dir+id(now.UnixNano())+"/"+name, string(b)),
+			clientv3.OpDelete(dir, clientv3.WithRange(dir+id(now.Add(-usageKept).UnixNano()))))
+	}
+	if _, err := s.commit(ctx, nil, ops...); err != nil {
 		return fmt.Errorf("delete instance %q: %w", name, err)
 	}
 	return nil
+}
+
+// Usage returns the usage of group's instances that ended after since
+// (at most usageKept ago).
+func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error) {
+	dir := s.prefix + "usage/" + group + "/"
+	resp, err := s.cli.Get(ctx, dir+id(since.UnixNano()+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(dir)))
+	if err != nil {
+		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
+	}
+	out := make([]store.Usage, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var u store.Usage
+		if err := json.Unmarshal(kv.Value, &u); err != nil {
+			return nil, fmt.Errorf("read usage of group %s: %s: %w", group, kv.Key, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // Instances returns all stored instances ordered by group, then index.

@@ -79,8 +79,23 @@ func TestStore(t *testing.T) {
 	if err != nil || len(ins) != 3 || ins[0].Name != "api-1" || ins[1].Name != "web-1" || string(ins[2].Data) != `{"pid":1}` || ins[2].UpdatedAt.IsZero() {
 		t.Fatalf("Instances = %+v, %v", ins, err)
 	}
+	began := time.Now()
+	started := time.Now().Add(-time.Hour).UTC()
+	if err := s.PutInstance(ctx, store.Instance{Record: instance.Record{Group: "api", Name: "api-1", StartedAt: started}, State: "in_service"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteInstance(ctx, "api-1"); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.DeleteInstance(ctx, "api-9"); err != nil {
+		t.Errorf("deleting a missing instance: %v", err)
+	}
+	usage, err := s.Usage(ctx, "api", began.Add(-time.Second))
+	if err != nil || len(usage) != 1 || usage[0].Name != "api-1" || !usage[0].Started.Equal(started) || usage[0].Ended.Before(began) {
+		t.Errorf("Usage = %+v, %v", usage, err)
+	}
+	if usage, err := s.Usage(ctx, "api", time.Now().Add(time.Minute)); err != nil || len(usage) != 0 {
+		t.Errorf("Usage after the end = %+v, %v", usage, err)
 	}
 	deadline := time.After(3 * time.Second)
 	for set := range watch {
