@@ -25,9 +25,10 @@
 //
 // A follower and a candidate both watch the leader (Role.LeaderName); only
 // the entry into leader yields Role{Leader: true}. "lost" is the session's
-// lease expired, or etcd unreachable for longer than the lease: Roles yields
-// Leader:false at once, before a new session is made, so leader-only work
-// stops first.
+// lease expired, or (for a leader) not renewed for the lease less a margin,
+// so that a leader cut off from etcd stops before etcd expires its key:
+// Roles yields Leader:false at once, before a new session is made, so
+// leader-only work stops first.
 //
 // Fencing: a leader's Fence is its election key and that key's create
 // revision. Every shared write is one etcd transaction that compares the
@@ -450,6 +451,7 @@ candidate:
 	n.mu.Unlock()
 	n.log.Info("ha: leader", "node", n.cfg.Node, "fence", fence.Key, "rev", fence.Rev)
 	n.setRole(Role{Leader: true, Fence: fence, LeaderName: n.cfg.Node, Since: time.Now()})
+	wg.Go(func() { n.watchdog(tctx, sess) })
 	for {
 		select {
 		case <-tctx.Done():
@@ -474,6 +476,39 @@ candidate:
 			n.log.Info("ha: stepped down", "hold", 2*n.cfg.Lease)
 			reply <- nil
 			return time.Now().Add(2 * n.cfg.Lease)
+		}
+	}
+}
+
+// watchdog ends the session (as lost) once its lease has not been renewed
+// for the lease less a margin: etcd expires it about then, and the client's
+// own check of its keep-alives runs only once a second, so without this a
+// deposed leader cut off from etcd could act a second past its lease.
+func (n *Node) watchdog(ctx context.Context, sess *concurrency.Session) {
+	renewed, err := n.cli.KeepAlive(ctx, sess.Lease())
+	if err != nil {
+		return // the session's own keep-alive reports the loss
+	}
+	margin := min(n.cfg.Lease/4, time.Second)
+	last := time.Now()
+	check := time.NewTicker(50 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-renewed:
+			if !ok {
+				return
+			}
+			last = time.Now()
+		case now := <-check.C:
+			if now.Sub(last) > n.cfg.Lease-margin {
+				n.log.Warn("ha: lease not renewed in time; giving up the leadership", "last_renewal", now.Sub(last).Round(time.Millisecond))
+				// Orphan, not Close: a revoke could not reach etcd either.
+				sess.Orphan()
+				return
+			}
 		}
 	}
 }
