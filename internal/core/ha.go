@@ -435,7 +435,17 @@ func (h *haNode) Status(ctx context.Context) (api.HAStatus, error) {
 // StepDown is POST /v1/ha/step-down: it returns the new leader, "" when
 // none took over within two leases.
 func (h *haNode) StepDown(ctx context.Context) (string, error) {
+	r := h.node.Role()
+	if !r.Leader {
+		return "", api.ErrNotLeader
+	}
+	// Nothing this node still does writes once the other may lead: the
+	// fence goes before the election key.
+	h.shared.SetFence(ha.Fence{})
 	if err := h.node.StepDown(ctx); err != nil {
+		if now := h.node.Role(); now.Leader && now.Fence == r.Fence {
+			h.shared.SetFence(r.Fence)
+		}
 		if errors.Is(err, ha.ErrNotLeader) {
 			return "", api.ErrNotLeader
 		}
