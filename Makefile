@@ -27,7 +27,7 @@ deps:
 # tests also read the module's test/certs from the module cache).
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 

@@ -90,6 +90,8 @@ type Handler struct {
 	rateLimits RateLimits
 	// newUI, when set, builds the browser UI served beside a token.
 	newUI NewUI
+	// ha, on a node of an HA pair, refuses changes on a standby.
+	ha HA
 }
 
 // NewHandler returns the API handler. token, when non-empty, is required as
@@ -104,8 +106,8 @@ func NewHandler(m *jobs.Manager, groups Groups, log *slog.Logger, token string, 
 	h.mux.HandleFunc("GET /v1/status", h.status)
 	h.mux.HandleFunc("GET /status", h.statusPage)
 	h.mux.HandleFunc("GET /v1/groups/{group}", h.groupStatus)
-	h.mux.HandleFunc("POST /v1/groups/{group}/scale", h.scale)
-	h.mux.HandleFunc("POST /v1/groups/{group}/deploy", h.deploy)
+	h.mux.HandleFunc("POST /v1/groups/{group}/scale", h.leaderOnly(h.scale))
+	h.mux.HandleFunc("POST /v1/groups/{group}/deploy", h.leaderOnly(h.deploy))
 	h.mux.HandleFunc("GET /v1/jobs", h.listJobs)
 	h.mux.HandleFunc("GET /v1/jobs/{id}", h.getJob)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

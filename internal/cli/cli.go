@@ -95,7 +95,7 @@ func newRoot(o *options) *cobra.Command {
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
-	root.AddCommand(topCmd(o), versionCmd(o), checkCmd(o), manCmd(root))
+	root.AddCommand(topCmd(o), versionCmd(o), checkCmd(o), haCmd(o), manCmd(root))
 	// cobra's own help and completion commands, made now to have examples.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()

@@ -70,6 +70,7 @@ func statusCmd(o *options) *cobra.Command {
 				fmt.Fprintln(o.stdout)
 				printLimited(o.stdout, st.RateLimited)
 			}
+			printHAOf(cmd.Context(), o.stdout, c)
 			return nil
 		},
 	}

@@ -74,7 +74,7 @@ listen: :8081
 listen_addr: :8081
 groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]
 `,
-			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, frontends, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown, notify, gslb`,
+			want: `shoal.yaml:2:1: listen_addr: unknown field; allowed: listen, compression, frontends, state_dir, admin, haproxy, providers, groups, compat, access_log, metrics, instance_logs, shutdown, notify, gslb, ha`,
 		},
 		{
 			name: "unknown group field",

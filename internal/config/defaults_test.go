@@ -62,6 +62,9 @@ func defaultsTree() Config {
 	rec := defaultGSLBRecord
 	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}
 	c.GSLB = &GSLB{Records: []GSLBRecord{rec}}
+	ha := defaultHA
+	ha.VIP = &defaultHAVIP
+	c.HA = &ha
 	return c
 }
 
@@ -174,6 +177,11 @@ gslb:
   listen: [127.0.0.1:5353]
   zone: example.org
   records: [{name: www, sites: [{address: 192.0.2.1, check: {}}]}]
+ha:
+  node: a
+  priority: 100
+  etcd: {endpoints: ["http://127.0.0.1:2379"]}
+  vip: {address: 10.0.0.100/24, interface: eth0}
 providers:
   - name: rack
     type: ssh

@@ -242,6 +242,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if top.has("gslb") {
 		cfg.GSLB = d.gslb(top.get("gslb"))
 	}
+	if top.has("ha") {
+		cfg.HA = d.ha(top.get("ha"))
+	}
 
 	cfg.Shutdown, n = top.str("shutdown", def.Shutdown)
 	if cfg.Shutdown != ShutdownKeep && cfg.Shutdown != ShutdownStop {

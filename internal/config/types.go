@@ -51,6 +51,9 @@ type Config struct {
 	Notify Notify `yaml:"notify"`
 	// GSLB, when set, is a DNS server answering with the healthy sites.
 	GSLB *GSLB `yaml:"gslb"`
+	// HA, when set, makes this shoal a node of an HA pair; nil: a single
+	// node.
+	HA *HA `yaml:"ha"`
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written

@@ -17,7 +17,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/promexp"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // logFeedBuffer is how many access-log entries may wait for the collector;
@@ -41,7 +40,7 @@ type autoscaler struct {
 	collectWG   sync.WaitGroup
 
 	// What runners need; set by start.
-	st  *store.Store
+	st  policy.DecisionStore
 	jm  *jobs.Manager
 	met *promexp.Metrics
 }
@@ -69,7 +68,7 @@ func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, j
 
 // start runs the collector and feeds it the access log (reader may be nil
 // when the log is off); policy works from then on.
-func (a *autoscaler) start(st *store.Store, reader *accesslog.Reader, met *promexp.Metrics) {
+func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, met *promexp.Metrics) {
 	cctx, cancel := context.WithCancel(context.Background())
 	a.stopCollect = cancel
 	a.collectWG.Add(1)
@@ -157,7 +156,7 @@ func (a *autoscaler) close() {
 }
 
 // apiOption serves the autoscaler's metrics, events and policy tests.
-func (a *autoscaler) apiOption(st *store.Store, cfg *config.Config) api.Option {
+func (a *autoscaler) apiOption(st policy.DecisionStore, cfg *config.Config) api.Option {
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
 }
 

@@ -12,13 +12,12 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
 	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
-	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 )
 
 // newCloud builds the provider of a cloud entry over its type's driver.
-// Servers carry the owner tag of this state directory, the same marker
-// the ssh provider's processes carry.
-func newCloud(pc config.Provider, stateDir string, log *slog.Logger) (*cloud.Provider, error) {
+// Servers carry the owner tag, the same marker the ssh provider's
+// processes carry (see ownerID).
+func newCloud(pc config.Provider, stateDir, owner string, log *slog.Logger) (*cloud.Provider, error) {
 	var (
 		d   cloud.Driver
 		err error
@@ -37,7 +36,7 @@ func newCloud(pc config.Provider, stateDir string, log *slog.Logger) (*cloud.Pro
 	if err != nil {
 		return nil, err
 	}
-	return cloud.New(pc.Name, d, *pc.Cloud, cloud.Options{Owner: sshprov.OwnerID(stateDir), Driver: pc.Type, StateDir: stateDir, Log: log})
+	return cloud.New(pc.Name, d, *pc.Cloud, cloud.Options{Owner: owner, Driver: pc.Type, StateDir: stateDir, Log: log})
 }
 
 // descCloudCalls is the API calls of each cloud provider, by kind: what a

@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/dashboard"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/notify"
@@ -34,6 +35,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
+	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 	"github.com/shoal-lb/shoal/internal/unixsock"
 )
 
@@ -101,6 +103,23 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		notifyWG.Wait()
 	}()
 
+	// An HA node joins the pair before anything that acts: its groups'
+	// state is the pair's, in etcd (see haNode).
+	var (
+		shared sharedStore = st
+		hst    *haStore
+		node   *ha.Node
+	)
+	if cfg.HA != nil {
+		node, err = ha.Open(ctx, *cfg.HA, log.With("component", "ha"))
+		if err != nil {
+			return err
+		}
+		defer node.Close()
+		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix()), log: log.With("component", "ha")}
+		shared = hst
+	}
+
 	// The access log reader is up before HAProxy can send to it and stops
 	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
 	var reader *accesslog.Reader
@@ -126,6 +145,10 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		return fmt.Errorf("tls certificates: %w", err)
 	}
 	prov := local.New(cfg.StateDir, log.With("component", "provider"))
+	if cfg.HA != nil {
+		// The pair's local instances are the pair's, whichever node started them.
+		prov.MarkAs(cfg.HA.Owner())
+	}
 	// Instances write their logs directly; shoal only rotates and expires them.
 	logsCtx, stopLogs := context.WithCancel(context.Background())
 	var logsWG sync.WaitGroup
@@ -150,15 +173,29 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	provs.start()
 	defer provs.stop()
 
-	groups, err := restore(ctx, cfg, st, lb, provs, log)
+	var (
+		groups []*group.Group
+		jm     *jobs.Manager
+	)
+	if node == nil {
+		groups, err = restore(ctx, cfg, st, lb, provs, log)
+	} else {
+		// A standby adopts nothing: the leader restores on takeover.
+		groups, err = openGroups(ctx, cfg, shared, lb, provs, log)
+	}
 	if err != nil {
 		return err
 	}
 	reg := newRegistry(groups)
+	reg.standby.Store(node != nil)
 	provs.groups.Store(reg)
-	jm, err := jobs.NewManager(ctx, reg, st, log.With("component", "jobs"))
-	if err != nil {
-		return err
+	if node == nil {
+		jm, err = jobs.NewManager(ctx, reg, st, log.With("component", "jobs"))
+		if err != nil {
+			return err
+		}
+	} else {
+		jm = jobs.NewStandbyManager(reg, shared, log.With("component", "jobs"))
 	}
 	met := promexp.New(reg, lb.Restarts)
 	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
@@ -190,14 +227,25 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		stopCerts()
 		certsWG.Wait()
 	}()
-	auto.start(st, reader, met)
-	reg.start(auto.policy)
+	auto.start(shared, reader, met)
+	if node == nil {
+		reg.start(auto.policy)
+	}
 	// Certificates for tls.acme are installed through the TLS frontends'
 	// certificate store.
 	acmeRun := newACMERunner(cfg.StateDir, certs, log)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: st, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
+	c := &core{cfg: cfg, log: log, st: shared, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
+	apiOpts := []api.Option{auto.apiOption(shared, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs)}
+	stopHA := func() {}
+	if node != nil {
+		h := &haNode{node: node, shared: hst.shared, st: hst, c: c, reg: reg, jm: jm, policy: auto.policy, log: log.With("component", "ha"),
+			api: cfg.Admin.Listen, vip: cfg.HA.VIP, lease: cfg.HA.Lease}
+		apiOpts = append(apiOpts, api.WithHA(h))
+		stopHA = h.start()
+	}
+	defer stopHA()
 	var reloads sync.WaitGroup
 	if opts.Reload != nil {
 		reloads.Go(func() {
@@ -215,7 +263,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		})
 	}
 
-	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, auto.apiOption(st, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs))
+	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, apiOpts...)
 	if err == nil {
 		// HAProxy routes the challenges to shoal by now. A reload (the API
 		// serves already) applies under the same lock.
@@ -262,6 +310,11 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
 	acmeRun.close()
+	// An HA node stops leading first (its groups then run nothing, their
+	// instances serving for the next leader), then resigns.
+	c.reloadMu.Unlock() // a takeover in progress takes it
+	stopHA()
+	c.reloadMu.Lock()
 	// Policies stop before the jobs they could submit; collection after the
 	// jobs, so that their last seconds are in the history.
 	reg.stopPolicies()
@@ -279,7 +332,8 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err := lb.Stop(stopCtx); err != nil {
 		log.Error("stopping HAProxy failed", "err", err)
 	}
-	reg.stopReconcilers(false)
+	// An HA node never stops the instances: they are the pair's.
+	reg.stopReconcilers(node != nil)
 	log.Info("stopped")
 	return cause
 }
@@ -317,7 +371,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (*accesslog.Reader, fu
 // restore builds the groups, each with its provider, adopting instances
 // recorded by an earlier run, and has every provider stop its processes
 // that no group of it records.
-func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *haproxy.Manager, provs *providers, log *slog.Logger) ([]*group.Group, error) {
+func restore(ctx context.Context, cfg *config.Config, st sharedStore, lb *haproxy.Manager, provs *providers, log *slog.Logger) ([]*group.Group, error) {
 	recs, err := st.Instances(ctx)
 	if err != nil {
 		return nil, err
@@ -361,6 +415,24 @@ func restore(ctx context.Context, cfg *config.Config, st *store.Store, lb *hapro
 		for _, r := range stopped {
 			log.Warn("stray instance stopped", "provider", n.name, "instance", r.Name, "id", r.ID, "host", r.Host)
 		}
+	}
+	return groups, nil
+}
+
+// openGroups builds the groups of cfg with their stored state and no
+// instances: an HA standby's, for the API to read.
+func openGroups(ctx context.Context, cfg *config.Config, st sharedStore, lb *haproxy.Manager, provs *providers, log *slog.Logger) ([]*group.Group, error) {
+	var groups []*group.Group
+	for _, gc := range cfg.Groups {
+		prov, ok := provs.Get(gc.Provider)
+		if !ok {
+			return nil, fmt.Errorf("group %s: no provider %q", gc.Name, gc.Provider)
+		}
+		g, err := group.Open(ctx, gc, prov, lb, st, log)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g)
 	}
 	return groups, nil
 }

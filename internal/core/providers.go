@@ -59,6 +59,7 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 		loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
 	p.opts = sshprov.Options{
 		StateDir:  cfg.StateDir,
+		Owner:     ownerID(cfg),
 		Checks:    p.checks,
 		Reclaim:   p.reclaim,
 		HostState: p.hostState,
@@ -72,6 +73,16 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 		}
 	}
 	return p, nil
+}
+
+// ownerID marks the instances as this shoal's, for its providers to adopt
+// and sweep: its state directory's on a single node, the pair's on an HA
+// node (either node adopts what the other started).
+func ownerID(cfg *config.Config) string {
+	if cfg.HA != nil {
+		return cfg.HA.Owner()
+	}
+	return sshprov.OwnerID(cfg.StateDir)
 }
 
 // add builds one provider entry's provider; p.mu must be held or p unshared.
@@ -88,7 +99,7 @@ func (p *providers) add(pc config.Provider) error {
 		}
 		p.ssh[pc.Name], run = sp, sp.Run
 	case pc.Cloud != nil:
-		cp, err := newCloud(pc, p.opts.StateDir, log)
+		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, log)
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
@@ -36,6 +37,10 @@ type registry struct {
 	// policy returns what runs a group's autoscale policy, or nil for a
 	// group without one; set by start.
 	policy func(*group.Group) func(context.Context)
+
+	// standby, on an HA node that does not lead, runs no group: the
+	// groups are there for the API to read; see haNode.
+	standby atomic.Bool
 
 	mu      sync.RWMutex
 	members map[string]*member
@@ -137,6 +142,36 @@ func (r *registry) start(policy func(*group.Group) func(context.Context)) {
 	}
 }
 
+// lead replaces the groups with groups, which a new HA leader restored from
+// the shared state, and runs them as start does. Nothing may run.
+func (r *registry) lead(groups []*group.Group, policy func(*group.Group) func(context.Context)) {
+	r.loops.Lock()
+	defer r.loops.Unlock()
+	r.mu.Lock()
+	r.members = make(map[string]*member, len(groups))
+	for _, g := range groups {
+		r.members[g.Name()] = &member{g: g}
+	}
+	r.names = slices.Sorted(maps.Keys(r.members))
+	r.mu.Unlock()
+	r.standby.Store(false)
+	r.policy = policy
+	for _, m := range r.snapshot() {
+		r.runLocked(m)
+	}
+}
+
+// follow stops everything the groups run, leaving their instances running
+// for the new leader, and runs no group until lead.
+func (r *registry) follow() {
+	r.standby.Store(true) // before the stops: a reload starts nothing now
+	r.stopPolicies()
+	r.stopReconcilers(true)
+}
+
+// Standby reports whether this HA node runs no group (it does not lead).
+func (r *registry) Standby() bool { return r.standby.Load() }
+
 // change is what a reload does to the running groups, found before anything
 // changes (see core.prepare).
 type change struct {
@@ -198,6 +233,9 @@ func (r *registry) apply(ctx context.Context, ch change) (removed []*member) {
 // runLocked starts what of m is not running: its reconciler and its policy
 // runner (once start has given the policy func). r.loops must be held.
 func (r *registry) runLocked(m *member) {
+	if r.standby.Load() {
+		return
+	}
 	if m.run == nil {
 		m.run = goLoop(m.g.Run)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/notify"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // errStopAll is the cause of a `shoal stop` that stops everything.
@@ -25,8 +24,9 @@ var errStopAll = errors.New("stopped by request")
 
 // core is a running `shoal serve`: what a reload and a shutdown act on.
 type core struct {
-	log    *slog.Logger
-	st     *store.Store
+	log *slog.Logger
+	// st is the groups' store: SQLite, or an HA node's haStore.
+	st     sharedStore
 	lb     *haproxy.Manager
 	certs  *certstore.Store
 	acme   *acmeRunner
@@ -219,6 +219,9 @@ func (c *core) prepare(ctx context.Context, cfg *config.Config) (change, error) 
 // retire drains and stops a removed group's instances and ends its
 // reconciler; whatever is still running when the time is up is stopped.
 func (c *core) retire(ctx context.Context, m *member) error {
+	if c.groups.Standby() {
+		return nil // an HA standby runs no group: the leader retires it
+	}
 	name, gc := m.g.Name(), m.g.Config()
 	rctx, cancel := context.WithTimeout(ctx, gc.DrainTimeout+gc.Template.StopTimeout+time.Minute)
 	err := m.g.RetireAll(rctx)
@@ -246,6 +249,8 @@ func reloadable(old, cfg *config.Config) error {
 		{"metrics", old.Metrics, cfg.Metrics},
 		// The DNS sockets are bound and the monitors started once.
 		{"gslb", old.GSLB, cfg.GSLB},
+		// The node's election, lease and VIP are set up once.
+		{"ha", old.HA, cfg.HA},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			changed = append(changed, f.name)

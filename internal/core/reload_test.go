@@ -30,6 +30,18 @@ func TestReloadable(t *testing.T) {
 	if err := reloadable(old, &dns); !errors.Is(err, api.ErrNotReloadable) || !strings.Contains(err.Error(), "gslb changed") {
 		t.Fatalf("a gslb section added: %v", err)
 	}
+	pair := *old
+	pair.HA = &config.HA{Node: "a", Priority: 100, Lease: 2 * time.Second}
+	other := pair
+	other.HA = &config.HA{Node: "a", Priority: 90, Lease: 2 * time.Second}
+	if err := reloadable(&pair, &other); !errors.Is(err, api.ErrNotReloadable) || !strings.Contains(err.Error(), "ha changed") {
+		t.Fatalf("a changed ha priority: %v", err)
+	}
+	same = pair
+	same.HA = &config.HA{Node: "a", Priority: 100, Lease: 2 * time.Second}
+	if err := reloadable(&pair, &same); err != nil {
+		t.Fatalf("an unchanged ha section refused: %v", err)
+	}
 }
 
 // TestReloadableProvider: a running group's provider cannot change under

@@ -11,7 +11,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // Rules and sources of the waker's decisions and jobs, as `shoal events`
@@ -48,7 +47,7 @@ type waker struct {
 	jm  *jobs.Manager
 	reg *registry
 	col *metrics.Collector
-	st  *store.Store
+	st  policy.DecisionStore
 	log *slog.Logger
 	// observe, when set, counts decisions (shoal_policy_decisions_total).
 	observe policy.Observer
@@ -89,6 +88,9 @@ func (w *waker) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-w.ticks:
+			if w.reg.Standby() {
+				continue // the HA leader wakes the groups
+			}
 			for _, g := range w.reg.All() {
 				w.step(ctx, g, now)
 			}

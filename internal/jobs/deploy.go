@@ -76,7 +76,7 @@ func deployTimeout(g *group.Group) time.Duration {
 }
 
 func (m *Manager) runDeploy(g *group.Group, j Job, target config.Template) {
-	ctx, cancel := context.WithTimeoutCause(m.ctx, m.deployTimeout(g), errors.New("deploy timed out"))
+	ctx, cancel := context.WithTimeoutCause(m.jobsCtx(), m.deployTimeout(g), errors.New("deploy timed out"))
 	defer cancel()
 	rec := context.WithoutCancel(ctx)
 	started := time.Now()

@@ -119,6 +119,17 @@ var ErrShuttingDown = errors.New("shoal is shutting down")
 // NewManager returns a manager for groups. Jobs left unfinished by an earlier
 // run of shoal are marked failed.
 func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Logger) (*Manager, error) {
+	m := NewStandbyManager(groups, st, log)
+	if err := m.FailUnfinished(ctx, "shoal restarted while the job was running"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// NewStandbyManager returns a manager that fails nothing yet: an HA node's,
+// which records jobs in the shared store only while it leads. On each
+// takeover it calls FailUnfinished, on each loss of leadership Interrupt.
+func NewStandbyManager(groups Groups, st stateStore, log *slog.Logger) *Manager {
 	m := &Manager{
 		groups:        groups,
 		st:            st,
@@ -128,23 +139,49 @@ func NewManager(ctx context.Context, groups Groups, st stateStore, log *slog.Log
 		timeout:       defaultTimeout,
 		deployTimeout: deployTimeout,
 	}
+	m.ctx, m.cancel = context.WithCancelCause(context.Background())
+	return m
+}
+
+// FailUnfinished marks the jobs that no one runs any more (left by an
+// earlier run, or by the HA leader before this one) failed with reason.
+func (m *Manager) FailUnfinished(ctx context.Context, reason string) error {
 	at := time.Now()
-	failed, err := st.FailUnfinishedJobs(ctx, "shoal restarted while the job was running", at)
+	failed, err := m.st.FailUnfinishedJobs(ctx, reason, at)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return fmt.Errorf("jobs: %w", err)
 	}
 	for _, j := range failed {
-		log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
+		m.log.Warn("job failed", "job", j.ID, "group", j.Group, "reason", j.Reason)
 		// Like any failed job, it holds back its direction: its desired size
 		// was recorded before it took effect, so it stands.
-		if g, ok := groups.Group(j.Group); ok && j.Target != j.From {
+		if g, ok := m.groups.Group(j.Group); ok && j.Target != j.From {
 			if err := g.StartCooldown(ctx, at, j.Target > j.From); err != nil {
-				return nil, fmt.Errorf("jobs: %w", err)
+				return fmt.Errorf("jobs: %w", err)
 			}
 		}
 	}
+	return nil
+}
+
+// Interrupt ends the running jobs with cause and waits for them; jobs
+// submitted afterwards run. An HA node that loses leadership calls it.
+func (m *Manager) Interrupt(cause error) {
+	m.mu.Lock()
+	cancel := m.cancel
+	m.mu.Unlock()
+	cancel(cause)
+	m.wg.Wait()
+	m.mu.Lock()
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
-	return m, nil
+	m.mu.Unlock()
+}
+
+// jobsCtx is the context the jobs started now run under.
+func (m *Manager) jobsCtx() context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ctx
 }
 
 // defaultTimeout allows every instance of a step its health grace and drain,
@@ -161,7 +198,10 @@ func (m *Manager) Observe(f func(Job)) { m.observe = f }
 
 // Close interrupts running jobs (they fail with ErrShuttingDown) and waits for them.
 func (m *Manager) Close() {
-	m.cancel(ErrShuttingDown)
+	m.mu.Lock()
+	cancel := m.cancel
+	m.mu.Unlock()
+	cancel(ErrShuttingDown)
 	m.wg.Wait()
 }
 
@@ -371,7 +411,7 @@ func cooldownReason(g *group.Group, from, target int, now time.Time) string {
 }
 
 func (m *Manager) run(g *group.Group, j Job) {
-	ctx, cancel := context.WithTimeoutCause(m.ctx, m.timeout(g), errors.New("job timed out"))
+	ctx, cancel := context.WithTimeoutCause(m.jobsCtx(), m.timeout(g), errors.New("job timed out"))
 	defer cancel()
 	// Records must be written even when the job is interrupted.
 	rec := context.WithoutCancel(ctx)

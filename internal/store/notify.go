@@ -184,3 +184,21 @@ func (s *Store) ExpireNotifications(ctx context.Context, before time.Time) (map[
 	}
 	return out, nil
 }
+
+// Notify queues ev for the targets that want it, on its own: for what is
+// recorded elsewhere (an HA pair's jobs, in etcd) but told from this node.
+func (s *Store) Notify(ctx context.Context, ev event.Event) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("queue %s event: %w", ev.Type, err)
+	}
+	defer tx.Rollback()
+	if err := s.enqueue(ctx, tx, ev); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue %s event: %w", ev.Type, err)
+	}
+	s.outbox.poke()
+	return nil
+}

@@ -43,7 +43,7 @@ func (p *Provider) runHook(ctx context.Context, hook string, h *config.Hook, tmp
 	}
 	logPath := filepath.Join(logDir, data.Name+".log")
 	env := slices.Concat(os.Environ(), tenv, []string{
-		envStateDir + "=" + p.stateDir,
+		envStateDir + "=" + p.owner,
 		envInstance + "=" + data.Name,
 		envHook + "=" + hook,
 	})

@@ -46,7 +46,10 @@ const strayGrace = 5 * time.Second
 type Provider struct {
 	stateDir string // absolute
 	dirErr   error  // why stateDir could not be made absolute
-	log      *slog.Logger
+	// owner marks the instances as this provider's: stateDir, or what
+	// MarkAs set.
+	owner string
+	log   *slog.Logger
 
 	mu sync.Mutex
 	// ports holds the ports of instances this Provider started or adopted, so
@@ -70,8 +73,14 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if err != nil {
 		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
 	}
-	return &Provider{stateDir: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process)}
+	return &Provider{stateDir: abs, owner: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process)}
 }
+
+// MarkAs marks the instances started from now on with owner instead of
+// the state directory, and makes the provider adopt (and sweep) those so
+// marked: the nodes of an HA pair on one machine share their instances,
+// each with its own state directory. Call it before the first Start.
+func (p *Provider) MarkAs(owner string) { p.owner = owner }
 
 // Start allocates a port, expands the template and starts the instance in its
 // own process group. It does not wait for the instance to serve, nor to
@@ -132,7 +141,7 @@ func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
 	// exec uses the last value of a repeated variable, so the template
 	// overrides shoal's environment and nothing overrides the marker.
 	env := slices.Concat(os.Environ(), tenv, []string{
-		envStateDir + "=" + p.stateDir,
+		envStateDir + "=" + p.owner,
 		envInstance + "=" + spec.Name,
 	})
 	return proc.Start(proc.Spec{
@@ -214,7 +223,7 @@ func (p *Provider) marker(env []string) (name string, ok bool) {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case envStateDir:
-			ours = v == p.stateDir
+			ours = v == p.owner
 		case envInstance:
 			name, named = v, true
 		}

@@ -45,7 +45,10 @@ type Options struct {
 	// StateDir identifies this shoal: the owner marker is derived from it (and the hostname),
 	// so two shoals (two tests) never adopt or sweep each other's instances.
 	StateDir string
-	Log      *slog.Logger
+	// Owner, when set, is the owner marker instead: the nodes of an HA pair
+	// share theirs, so that each adopts what the other started.
+	Owner string
+	Log   *slog.Logger
 	// Checks reports whether HAProxy's checks of an instance pass; known is false when there is no
 	// answer. Nil: checks count as failing (a host is down on its connection alone).
 	Checks func(rec provider.Record) (passing, known bool)
@@ -129,7 +132,11 @@ func New(name string, cfg config.SSHProvider, opts Options) (*Provider, error) {
 	if opts.Logs == (config.InstanceLogs{}) {
 		opts.Logs = config.DefaultInstanceLogs
 	}
-	p := &Provider{name: name, owner: OwnerID(opts.StateDir), opts: opts, log: opts.Log.With("provider", name), hosts: make(map[string]*host)}
+	owner := opts.Owner
+	if owner == "" {
+		owner = OwnerID(opts.StateDir)
+	}
+	p := &Provider{name: name, owner: owner, opts: opts, log: opts.Log.With("provider", name), hosts: make(map[string]*host)}
 	if err := p.Update(cfg); err != nil {
 		return nil, err
 	}

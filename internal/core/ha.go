@@ -1,0 +1,471 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/event"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/job"
+	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/store"
+	"github.com/shoal-lb/shoal/internal/store/etcdstore"
+)
+
+// sharedStore is the state the groups, the jobs and the policies keep:
+// *store.Store on a single node, haStore on a node of an HA pair.
+type sharedStore interface {
+	GroupState(ctx context.Context, name string) (store.GroupState, bool, error)
+	PutGroupState(ctx context.Context, g store.GroupState) error
+	PutInstance(ctx context.Context, in store.Instance) error
+	DeleteInstance(ctx context.Context, name string) error
+	Instances(ctx context.Context) ([]store.Instance, error)
+	InsertJob(ctx context.Context, j *job.Job) error
+	UpdateJob(ctx context.Context, j job.Job) error
+	Job(ctx context.Context, id string) (job.Job, error)
+	Jobs(ctx context.Context, group string, limit int) ([]job.Job, error)
+	FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]job.Job, error)
+	InsertDecision(ctx context.Context, d *decision.Record) error
+	Decisions(ctx context.Context, q store.DecisionQuery) ([]decision.Record, error)
+	LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error)
+	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
+	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
+	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
+	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
+}
+
+// haStore is an HA node's store: the pair's shared state in etcd (fenced
+// writes: group states, instances and their usage, jobs, decisions), the
+// rest (notification queue, start delays) in the node's SQLite, which also
+// queues the notifications of what etcd records.
+type haStore struct {
+	*store.Store
+	shared *etcdstore.Store
+	log    *slog.Logger
+}
+
+func (s *haStore) GroupState(ctx context.Context, name string) (store.GroupState, bool, error) {
+	return s.shared.GroupState(ctx, name)
+}
+
+func (s *haStore) PutGroupState(ctx context.Context, g store.GroupState) error {
+	return s.shared.PutGroupState(ctx, g)
+}
+
+func (s *haStore) PutInstance(ctx context.Context, in store.Instance) error {
+	return s.shared.PutInstance(ctx, in)
+}
+
+func (s *haStore) DeleteInstance(ctx context.Context, name string) error {
+	return s.shared.DeleteInstance(ctx, name)
+}
+
+func (s *haStore) Instances(ctx context.Context) ([]store.Instance, error) {
+	return s.shared.Instances(ctx)
+}
+
+func (s *haStore) Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error) {
+	return s.shared.Usage(ctx, group, since)
+}
+
+func (s *haStore) AddUsage(ctx context.Context, group, name string, started, ended time.Time) error {
+	return s.shared.AddUsage(ctx, group, name, started, ended)
+}
+
+func (s *haStore) InsertJob(ctx context.Context, j *job.Job) error {
+	if err := s.shared.InsertJob(ctx, j); err != nil {
+		return err
+	}
+	s.notify(ctx, "", *j)
+	return nil
+}
+
+func (s *haStore) UpdateJob(ctx context.Context, j job.Job) error {
+	var was job.State
+	if old, err := s.shared.Job(ctx, j.ID); err == nil {
+		was = old.State
+	}
+	if err := s.shared.UpdateJob(ctx, j); err != nil {
+		return err
+	}
+	s.notify(ctx, was, j)
+	return nil
+}
+
+// notify queues a job's event locally, as the SQLite store does in the
+// job's transaction: etcd has the job, a lost notification is logged.
+func (s *haStore) notify(ctx context.Context, was job.State, j job.Job) {
+	if ev, ok := event.FromJob(was, j); ok {
+		if err := s.Store.Notify(ctx, ev); err != nil {
+			s.log.Warn("queueing a job's notification failed", "job", j.ID, "err", err)
+		}
+	}
+}
+
+func (s *haStore) Job(ctx context.Context, id string) (job.Job, error) { return s.shared.Job(ctx, id) }
+
+func (s *haStore) Jobs(ctx context.Context, group string, limit int) ([]job.Job, error) {
+	return s.shared.Jobs(ctx, group, limit)
+}
+
+func (s *haStore) FailUnfinishedJobs(ctx context.Context, reason string, at time.Time) ([]job.Job, error) {
+	return s.shared.FailUnfinishedJobs(ctx, reason, at)
+}
+
+// InsertDecision records d in etcd (fenced), then in the local SQLite,
+// which queues its notification; d keeps etcd's id.
+func (s *haStore) InsertDecision(ctx context.Context, d *decision.Record) error {
+	if err := s.shared.InsertDecision(ctx, d); err != nil {
+		return err
+	}
+	local := *d
+	if err := s.Store.InsertDecision(ctx, &local); err != nil {
+		return fmt.Errorf("local copy of decision %d: %w", d.ID, err)
+	}
+	return nil
+}
+
+func (s *haStore) Decisions(ctx context.Context, q store.DecisionQuery) ([]decision.Record, error) {
+	return s.shared.Decisions(ctx, q)
+}
+
+func (s *haStore) LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error) {
+	return s.shared.LastDecisionTimes(ctx, group, outcome)
+}
+
+// errLostLeadership ends the jobs of a node that stopped leading.
+var errLostLeadership = errors.New("this node lost the HA leadership")
+
+// haNode runs an HA node's roles (see package ha): a standby mirrors the
+// shared instance records into its HAProxy and runs no group; on takeover
+// the node restores the groups from the shared records (adopting their
+// instances), fails the jobs its predecessor left, and runs reconcilers,
+// policies and the waker (through the registry); on losing leadership it
+// stops them all, leaving the instances running for the new leader.
+//
+//	           Roles: leader                    Roles: not leader
+//	standby ──────────────────────► leading ──────────────────────► standby
+//	mirror runs                     fence set, restore, jobs      fence cleared first,
+//	                                failed, groups run            policies, jobs, groups stop
+type haNode struct {
+	node   *ha.Node
+	shared *etcdstore.Store
+	st     *haStore
+	c      *core
+	reg    *registry
+	jm     *jobs.Manager
+	policy func(*group.Group) func(context.Context)
+	log    *slog.Logger
+	// From the config, which a reload cannot change for an HA node.
+	api   string
+	vip   *config.HAVIP
+	lease time.Duration
+	// vipState, when set, is keepalived's state (MASTER, BACKUP, FAULT),
+	// published with the node's info.
+	vipState func() string
+
+	mu     sync.Mutex
+	role   ha.Role
+	last   string // the last leader seen, for the takeover's reason
+	synced bool   // the mirror's last pass added every server
+	count  int    // servers the mirror keeps in HAProxy
+}
+
+// start runs the node's election and its roles; the returned func stops
+// leading first (so that nothing acts once another node may lead), then
+// the election, which resigns. It may be called more than once.
+func (h *haNode) start() func() {
+	roleCtx, stopRoles := context.WithCancel(context.Background())
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	roles, elect := make(chan struct{}), make(chan struct{})
+	go func() { defer close(elect); h.node.Run(nodeCtx) }()
+	go func() { defer close(roles); h.run(roleCtx) }()
+	return func() {
+		stopRoles()
+		<-roles
+		stopNode()
+		<-elect
+	}
+}
+
+// run follows the node's roles until ctx ends; it returns having stopped
+// what leading started.
+func (h *haNode) run(ctx context.Context) {
+	var (
+		leading    bool
+		fence      ha.Fence
+		stopMirror = h.startMirror()
+	)
+	defer func() {
+		stopMirror()
+		if leading {
+			h.demote()
+		}
+	}()
+	// The node's info is republished every lease: keepalived's state
+	// changes without telling.
+	tick := time.NewTicker(h.lease)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			h.mu.Lock()
+			synced, count := h.synced, h.count
+			h.mu.Unlock()
+			if leading {
+				synced, count = true, h.servers()
+			}
+			h.publish(ctx, synced, count)
+		case r := <-h.node.Roles():
+			h.mu.Lock()
+			h.role = r
+			if !r.Leader && r.LeaderName != "" {
+				h.last = r.LeaderName
+			}
+			h.mu.Unlock()
+			switch {
+			case r.Leader && leading && r.Fence == fence:
+			case r.Leader:
+				if leading {
+					h.demote() // a new term without a loss seen between
+				}
+				stopMirror()
+				stopMirror = func() {}
+				leading, fence = true, r.Fence
+				if err := h.promote(ctx, r); err != nil {
+					h.log.Error("taking over failed; stepping down", "err", err)
+					h.demote()
+					leading, fence = false, ha.Fence{}
+					stopMirror = h.startMirror()
+					_ = h.node.StepDown(ctx)
+				}
+			case leading:
+				h.demote()
+				leading, fence = false, ha.Fence{}
+				stopMirror = h.startMirror()
+			}
+		}
+	}
+}
+
+// promote takes over: the fence first, then the groups from the shared
+// records, then the jobs left unfinished, then the groups run.
+func (h *haNode) promote(ctx context.Context, r ha.Role) error {
+	h.shared.SetFence(r.Fence)
+	h.c.reloadMu.Lock()
+	defer h.c.reloadMu.Unlock()
+	h.mu.Lock()
+	prev := h.last
+	h.mu.Unlock()
+	if prev == "" || prev == r.LeaderName {
+		prev = "none"
+	}
+	reason := fmt.Sprintf("leader changed: %s → %s", prev, r.LeaderName)
+	h.log.Info("taking over as the HA leader", "previous", prev, "fence_rev", r.Fence.Rev)
+	// restore adopts exactly the instances the shared records name and
+	// stops only strays of those groups' providers: a node whose local
+	// state is empty adopts the fleet, it does not stop it.
+	groups, err := restore(ctx, h.c.cfg, h.st, h.c.lb, h.c.provs, h.c.log)
+	if err != nil {
+		return fmt.Errorf("restore the groups from etcd: %w", err)
+	}
+	h.reg.lead(groups, nil)
+	if err := h.jm.FailUnfinished(ctx, reason); err != nil {
+		return err
+	}
+	h.reg.start(h.policy)
+	d := event.Record("", event.LeaderChanged, time.Now(), r.LeaderName, reason)
+	if err := h.st.InsertDecision(ctx, &d); err != nil {
+		h.log.Warn("recording the leader change failed", "err", err)
+	}
+	h.publish(ctx, true, h.servers())
+	return nil
+}
+
+// servers counts the leader's instances, each a server of its HAProxy.
+func (h *haNode) servers() int {
+	n := 0
+	for _, g := range h.reg.All() {
+		n += len(g.Targets())
+	}
+	return n
+}
+
+// demote stops what leading runs, leaving the instances serving. The fence
+// goes first: nothing this node still does can write.
+func (h *haNode) demote() {
+	h.shared.SetFence(ha.Fence{})
+	h.reg.stopPolicies()
+	h.jm.Interrupt(errLostLeadership)
+	h.reg.follow()
+	h.log.Warn("no longer the HA leader: groups, policies and jobs stopped, instances left serving")
+}
+
+// startMirror keeps HAProxy's servers in step with the shared instance
+// records until the returned func is called.
+func (h *haNode) startMirror() func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.mirror(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// mirrored is a server the mirror put into HAProxy.
+type mirrored struct{ backend, name, addr string }
+
+// mirror adds the instances in service or draining (each gated by its own
+// checks here) and removes the others, after each change in etcd.
+func (h *haNode) mirror(ctx context.Context) {
+	known := map[mirrored]bool{}
+	// What the groups registered while this node led is in HAProxy too.
+	for _, g := range h.reg.All() {
+		for _, t := range g.Targets() {
+			if rec, ok := g.Record(t.Name); ok {
+				known[mirrored{g.Name(), t.Name, rec.Addr}] = true
+			}
+		}
+	}
+	for set := range h.shared.WatchInstances(ctx) {
+		h.c.reloadMu.Lock()
+		cfg := h.c.cfg
+		h.c.reloadMu.Unlock()
+		groups := map[string]config.Group{}
+		for _, g := range cfg.Groups {
+			groups[g.Name] = g
+		}
+		want := map[mirrored]haproxy.Server{}
+		for _, in := range set {
+			gc, ok := groups[in.Group]
+			if !ok || in.Addr == "" || (in.State != string(group.InService) && in.State != string(group.Draining) && in.State != string(group.Unhealthy)) {
+				continue
+			}
+			want[mirrored{in.Group, in.Name, in.Addr}] = haproxy.Server{Backend: in.Group, Name: in.Name, Addr: in.Addr, Health: gc.Health, Proto: gc.Proto}
+		}
+		synced := true
+		for k := range known {
+			if _, ok := want[k]; ok {
+				continue
+			}
+			if err := h.c.lb.RemoveServer(ctx, k.backend, k.name); err != nil {
+				synced = false
+				h.log.Warn("mirror: removing a server failed", "group", k.backend, "instance", k.name, "err", err)
+				continue
+			}
+			delete(known, k)
+		}
+		for k, s := range want {
+			if known[k] {
+				continue
+			}
+			if err := h.c.lb.AddServer(ctx, s, false); err != nil {
+				synced = false
+				h.log.Warn("mirror: adding a server failed", "group", k.backend, "instance", k.name, "err", err)
+				continue
+			}
+			known[k] = true
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.publish(ctx, synced, len(known))
+	}
+}
+
+// publish tells the pair this node's HAProxy sync state.
+func (h *haNode) publish(ctx context.Context, synced bool, servers int) {
+	h.mu.Lock()
+	h.synced, h.count = synced, servers
+	h.mu.Unlock()
+	info := ha.NodeInfo{API: h.api, HAProxySynced: synced, Servers: servers}
+	if h.vipState != nil {
+		info.VIP = h.vipState()
+	}
+	if err := h.node.Publish(ctx, info); err != nil {
+		h.log.Warn("publishing this node's state failed", "err", err)
+	}
+}
+
+// Leader reports the leader's name and whether this node is it.
+func (h *haNode) Leader() (string, bool) {
+	r := h.node.Role()
+	return r.LeaderName, r.Leader && !h.reg.Standby()
+}
+
+// Status is GET /v1/ha.
+func (h *haNode) Status(ctx context.Context) (api.HAStatus, error) {
+	st, err := h.node.Status(ctx)
+	if err != nil {
+		return api.HAStatus{}, err
+	}
+	out := api.HAStatus{Node: st.Node, Leader: st.Leader, Role: "standby", LeaseTTL: st.LeaseTTL.Seconds(), Nodes: st.Nodes}
+	if _, leading := h.Leader(); leading {
+		out.Role = "leader"
+	}
+	if !st.LeaderSince.IsZero() {
+		t := st.LeaderSince
+		out.LeaderSince = &t
+	}
+	hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = h.c.lb.Runtime(hctx, "show info", "")
+	cancel()
+	out.HAProxyRunning = err == nil
+	if v := h.vip; v != nil {
+		out.VIP = &api.HAVIP{Address: v.Address}
+		for _, n := range st.Nodes {
+			if n.Name == st.Node {
+				out.VIP.State = n.VIP
+			}
+		}
+	}
+	return out, nil
+}
+
+// StepDown is POST /v1/ha/step-down: it returns the new leader, "" when
+// none took over within two leases.
+func (h *haNode) StepDown(ctx context.Context) (string, error) {
+	r := h.node.Role()
+	if !r.Leader {
+		return "", api.ErrNotLeader
+	}
+	// Nothing this node still does writes once the other may lead: the
+	// fence goes before the election key.
+	h.shared.SetFence(ha.Fence{})
+	if err := h.node.StepDown(ctx); err != nil {
+		if now := h.node.Role(); now.Leader && now.Fence == r.Fence {
+			h.shared.SetFence(r.Fence)
+		}
+		if errors.Is(err, ha.ErrNotLeader) {
+			return "", api.ErrNotLeader
+		}
+		return "", err
+	}
+	deadline := time.Now().Add(2 * h.lease)
+	for time.Now().Before(deadline) {
+		if r := h.node.Role(); r.LeaderName != "" && r.LeaderName != h.node.Name() {
+			return r.LeaderName, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return "", nil
+}
