@@ -238,6 +238,15 @@ func (s *Supervisor) command(ctx context.Context, argv ...string) *exec.Cmd {
 }
 
 func (s *Supervisor) launch() (*proc.Process, error) {
+	// keepalived refuses to start ("daemon is already running") while a
+	// pid file names a live process, and a killed keepalived's VRRP child
+	// lingers as a zombie that no one may reap (pid 1 in some containers).
+	// Only our keepalived uses these files, and none runs now.
+	for _, f := range []string{pidFile, vrrpPidFile} {
+		if err := os.Remove(filepath.Join(s.o.Dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove old pid file: %w", err)
+		}
+	}
 	env := append(os.Environ(), markerEnv+"="+s.o.Dir)
 	p, err := proc.Start(proc.Spec{Argv: s.argv, Env: env, Dir: s.o.Dir, Log: filepath.Join(s.o.Dir, logFile)})
 	if err != nil {
@@ -261,6 +270,11 @@ func (s *Supervisor) run(ctx context.Context, p *proc.Process) {
 		s.setState("")
 		s.log.Warn("keepalived exited; restarting", "pid", p.PID(), "reason", p.ExitReason(),
 			"log", filepath.Join(s.o.Dir, logFile), "in", backoff)
+		// A VRRP child that outlived its parent would go on holding the
+		// VIP and advertising: it gets SIGTERM, then SIGKILL.
+		if err := p.Stop(ctx, stopGrace); err != nil {
+			s.log.Error("stop what the exited keepalived left", "err", err)
+		}
 		if err := s.clearVIP(ctx); err != nil {
 			s.log.Error("clear stale VIP", "err", err)
 		}
