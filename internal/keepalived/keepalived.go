@@ -114,7 +114,8 @@ type Supervisor struct {
 // Start clears a stale VIP, renders keepalived.conf into o.Dir, checks it
 // with keepalived -t and runs keepalived. It fails on a configuration that
 // keepalived refuses, a missing interface, or a track script that
-// keepalived would disable as unsafe.
+// keepalived would disable as unsafe. ctx bounds Start alone: keepalived
+// runs, and is restarted, until Stop.
 func Start(ctx context.Context, o Options) (*Supervisor, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
