@@ -126,12 +126,12 @@ func Start(ctx context.Context, o Options) (*Supervisor, error) {
 	}
 	// Opened read-write, the FIFO never reads end-of-file between two
 	// keepalived runs, and keepalived's open never waits for a reader.
-	fifo, err := os.OpenFile(filepath.Join(o.Dir, fifoFile), os.O_RDWR, 0)
+	fifo, err := os.OpenFile(filepath.Join(s.o.Dir, fifoFile), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("keepalived: open notify FIFO: %w", err)
 	}
 	s.fifo = fifo
-	if err := sweep(ctx, o.Dir, s.log); err != nil {
+	if err := sweep(ctx, s.o.Dir, s.log); err != nil {
 		fifo.Close()
 		return nil, fmt.Errorf("keepalived: %w", err)
 	}
@@ -157,6 +157,11 @@ func Start(ctx context.Context, o Options) (*Supervisor, error) {
 // writes keepalived.conf and the FIFO.
 func (s *Supervisor) prepare(ctx context.Context) error {
 	o := &s.o
+	if o.Dir == "" {
+		return errors.New("no state directory")
+	}
+	// Absolute: the marker, compared as a string, must not depend on the
+	// working directory.
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)

@@ -280,6 +280,7 @@ func TestStartRefuses(t *testing.T) {
 		{"unsafe script", func(o *Options) { o.Check = []string{script} }, "no other user can replace it"},
 		{"binary", func(o *Options) { o.VIP.Keepalived = "/nonexistent/keepalived" }, "apt-get install keepalived"},
 		{"vip", func(o *Options) { o.VIP.Address = "10.0.0.300/24" }, "expected a CIDR"},
+		{"dir", func(o *Options) { o.Dir = "" }, "no state directory"},
 	} {
 		o := good
 		o.Dir = t.TempDir()
