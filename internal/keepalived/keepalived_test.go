@@ -85,18 +85,10 @@ func waitState(t *testing.T, n *node, want string, limit time.Duration) {
 	}
 }
 
-// TestVIPFailover runs two real keepalived daemons, supervised as shoal
-// supervises them, in two network namespaces joined by a veth pair, with
-// /usr/bin/test on flag files as their health and leader checks, and
-// measures how long the VIP takes to move in each case: the higher
-// priority takes it; a failing health check gives it up (FAULT); the
-// leader check's weight moves it to the leader; Stop hands it over; kill
-// -9 moves it and the restart clears the stale address; Start clears an
-// address left on the interface.
-func TestVIPFailover(t *testing.T) {
-	keepalivedBin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+// newPair makes the test's two namespaces, skipping where that cannot be
+// done unless in CI.
+func newPair(ctx context.Context, t *testing.T) *testhost.Pair {
+	t.Helper()
 	pair, err := testhost.NewPair(ctx, "vrrp0")
 	if errors.Is(err, testhost.ErrUnsupported) {
 		if os.Getenv("CI") != "" {
@@ -108,6 +100,15 @@ func TestVIPFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pair.Close() })
+	return pair
+}
+
+// newNodes sets up nodes a (priority 110) and b (100) in the pair's
+// namespaces, healthy, neither the leader, VRRP by multicast or, with
+// unicast, to the other's address. start starts a node's Supervisor; all
+// are stopped when the test ends, and their keepalived logs shown if it
+// failed.
+func newNodes(ctx context.Context, t *testing.T, pair *testhost.Pair, unicast bool) (a, b *node, start func(*node)) {
 	vip := pair.Subnet + ".100/24"
 	// A space in the flag's path proves the script's argv reaches
 	// /usr/bin/test word for word.
@@ -126,11 +127,13 @@ func TestVIPFailover(t *testing.T) {
 			Netns:       pair.NS[i],
 			Log:         slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("node", name),
 		}
+		if unicast {
+			n.o.VIP.UnicastPeers = []string{pair.Addr[1-i]}
+		}
 		n.set(t, n.health, true)
 		nodes[i] = n
 	}
-	a, b := nodes[0], nodes[1]
-	start := func(n *node) {
+	start = func(n *node) {
 		t.Helper()
 		s, err := Start(ctx, n.o)
 		if err != nil {
@@ -154,6 +157,24 @@ func TestVIPFailover(t *testing.T) {
 			}
 		}
 	})
+	return nodes[0], nodes[1], start
+}
+
+// TestVIPFailover runs two real keepalived daemons, supervised as shoal
+// supervises them, in two network namespaces joined by a veth pair, with
+// /usr/bin/test on flag files as their health and leader checks, and
+// measures how long the VIP takes to move in each case: the higher
+// priority takes it; a failing health check gives it up (FAULT); the
+// leader check's weight moves it to the leader; Stop hands it over; kill
+// -9 moves it and the restart clears the stale address; Start clears an
+// address left on the interface.
+func TestVIPFailover(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pair := newPair(ctx, t)
+	a, b, start := newNodes(ctx, t, pair, false)
+	vip := a.o.VIP.Address
 	start(a)
 	start(b)
 	// The first master waits out the master-down timer (3 adverts and the
@@ -184,22 +205,27 @@ func TestVIPFailover(t *testing.T) {
 	d = waitHolder(ctx, t, a, b, 10*time.Second)
 	t.Logf("leadership moved back (b's leader check failing, a's passing): VIP back on a after %s", d.Round(time.Millisecond))
 
-	// Stop: SIGTERM, keepalived sends priority 0 and drops the VIP.
+	// Stop: SIGTERM, keepalived sends priority 0 and drops the VIP; the
+	// backup takes over after its skew time, while keepalived winds down.
 	t0 := time.Now()
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := a.s.Stop(sctx); err != nil {
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		stopped <- a.s.Stop(sctx)
+	}()
+	d = waitHolder(ctx, t, b, a, 5*time.Second)
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	scancel()
-	stopped := time.Since(t0)
+	t.Logf("Stop on the master: VIP on the backup after %s (bound 5 s, goal ~2 s), Stop returned after %s",
+		d.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	if h, err := holds(ctx, a); err != nil || h {
 		t.Fatalf("a holds the VIP after Stop: %v %v", h, err)
 	}
 	if st := a.s.State(); st != "" {
 		t.Fatalf("state after Stop: %q, want \"\"", st)
 	}
-	d = waitHolder(ctx, t, b, a, 5*time.Second) + stopped
-	t.Logf("Stop on the master: returned after %s, VIP on the backup after %s (bound 5 s)", stopped.Round(time.Millisecond), d.Round(time.Millisecond))
 	start(a)
 	d = waitHolder(ctx, t, a, b, 15*time.Second)
 	t.Logf("a started again: VIP back on a after %s", d.Round(time.Millisecond))
@@ -227,7 +253,7 @@ func TestVIPFailover(t *testing.T) {
 
 	// A VIP left on b's interface (as by a kill -9 with no Supervisor to
 	// clean up) is gone when Start returns; b, the backup, does not add it.
-	sctx, scancel = context.WithTimeout(ctx, 10*time.Second)
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	if err := b.s.Stop(sctx); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +269,24 @@ func TestVIPFailover(t *testing.T) {
 	waitHolder(ctx, t, a, b, time.Second)
 }
 
+// TestVIPUnicast: with unicast_peer (VRRP to the other node's address, no
+// multicast) the higher priority takes the VIP and Stop hands it over.
+func TestVIPUnicast(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b, start := newNodes(ctx, t, newPair(ctx, t), true)
+	start(a)
+	start(b)
+	d := waitHolder(ctx, t, a, b, 15*time.Second)
+	t.Logf("unicast: first master (a) after %s", d.Round(time.Millisecond))
+	if err := a.s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d = waitHolder(ctx, t, b, a, 5*time.Second)
+	t.Logf("unicast: Stop on the master: VIP on the backup %s after Stop returned", d.Round(time.Millisecond))
+}
+
 // TestStartRefuses: a missing interface, or a track script keepalived
 // would disable as unsafe, fails Start with an error that says so, and
 // nothing is left running.
@@ -250,17 +294,7 @@ func TestStartRefuses(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pair, err := testhost.NewPair(ctx, "vrrp0")
-	if errors.Is(err, testhost.ErrUnsupported) {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pair.Close() })
+	pair := newPair(ctx, t)
 	open := t.TempDir()
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
@@ -307,17 +341,7 @@ func TestSweep(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pair, err := testhost.NewPair(ctx, "vrrp0")
-	if errors.Is(err, testhost.ErrUnsupported) {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pair.Close() })
+	pair := newPair(ctx, t)
 	o := Options{VIP: config.HAVIP{Address: pair.Subnet + ".100/24", Interface: pair.Iface, RouterID: 51, Advert: time.Second},
 		Priority: 100, Node: "a", Netns: pair.NS[0], Dir: t.TempDir(), Check: []string{"true"},
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
