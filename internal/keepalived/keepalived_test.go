@@ -270,21 +270,37 @@ func TestVIPFailover(t *testing.T) {
 }
 
 // TestVIPUnicast: with unicast_peer (VRRP to the other node's address, no
-// multicast) the higher priority takes the VIP and Stop hands it over.
+// multicast) and a sub-second advert (VRRPv3), the higher priority takes
+// the VIP, and kill -9 and Stop hand it over.
 func TestVIPUnicast(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, b, start := newNodes(ctx, t, newPair(ctx, t), true)
+	a.o.VIP.Advert, b.o.VIP.Advert = 500*time.Millisecond, 500*time.Millisecond
 	start(a)
 	start(b)
 	d := waitHolder(ctx, t, a, b, 15*time.Second)
-	t.Logf("unicast: first master (a) after %s", d.Round(time.Millisecond))
-	if err := a.s.Stop(ctx); err != nil {
+	t.Logf("unicast, advert 0.5 s: first master (a) after %s", d.Round(time.Millisecond))
+	a.s.mu.Lock()
+	killed := a.s.proc
+	a.s.mu.Unlock()
+	if err := syscall.Kill(-killed.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	d = waitHolder(ctx, t, b, a, 8*time.Second)
+	t.Logf("unicast, advert 0.5 s: kill -9 of the master's keepalived: VIP on the backup after %s", d.Round(time.Millisecond))
+	d = waitHolder(ctx, t, a, b, 15*time.Second)
+	t.Logf("unicast, advert 0.5 s: a restarted, VIP back on a after %s", d.Round(time.Millisecond))
+	t0 := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.s.Stop(ctx) }()
 	d = waitHolder(ctx, t, b, a, 5*time.Second)
-	t.Logf("unicast: Stop on the master: VIP on the backup %s after Stop returned", d.Round(time.Millisecond))
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("unicast, advert 0.5 s: Stop on the master: VIP on the backup after %s, Stop returned after %s",
+		d.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 }
 
 // TestStartRefuses: a missing interface, or a track script keepalived
