@@ -23,11 +23,12 @@ deps:
 # moto, the AWS emulator the ec2 driver's tests run (in a virtualenv), and jq
 # and flock, which the exec provider's test cloud (a shell script) uses;
 # Chromium, in which the dashboard's test (and make bench) drive the page;
+# keepalived, which the VIP tests run between network namespaces;
 # and pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
 # tests also read the module's test/certs from the module cache).
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 
