@@ -163,33 +163,38 @@ func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name}, argv...)...)
 }
 
-// Dial connects from inside h's namespace. The socket is made on an OS
-// thread that entered the namespace and that no other goroutine ever
-// runs on: its goroutine returns still locked, so Go ends the thread.
-func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	done := make(chan result, 1)
+// Do runs f on an OS thread inside h's namespace, so the sockets f makes
+// (and the interfaces it looks up) are h's. No other goroutine ever runs
+// on that thread: its goroutine returns still locked, so Go ends it.
+func (h *Host) Do(f func() error) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join("/run/netns", h.Name))
+		ns, err := os.Open(filepath.Join("/run/netns", h.Name))
 		if err != nil {
-			done <- result{nil, fmt.Errorf("test host %s: %w", h.Name, err)}
+			done <- fmt.Errorf("test host %s: %w", h.Name, err)
 			return
 		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- result{nil, fmt.Errorf("test host %s: enter namespace: %w", h.Name, err)}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("test host %s: enter namespace: %w", h.Name, err)
 			return
 		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		done <- result{c, err}
+		done <- f()
 	}()
-	r := <-done
-	return r.c, r.err
+	return <-done
+}
+
+// Dial connects from inside h's namespace.
+func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := h.Do(func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // HTTPClient returns a client whose connections start in h's namespace.

@@ -10,14 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/ipv4"
 )
 
 // TestSegment makes the HA pair's lab: etcd, two nodes, a client and two
 // SSH hosts on one bridge. Every namespace reaches the others over TCP and
-// its own loopback, and the root namespace has no address on it; etcd
-// answers both nodes; a node logs in to a host with the lab's key and
-// known_hosts; a cut link and a cut from one address drop only what they
-// should and are undone; Kill and Close leave nothing behind.
+// its own loopback, and the root namespace has no address on it; a
+// datagram to VRRP's multicast group crosses the bridge; etcd answers both
+// nodes; a node logs in to a host with the lab's key and known_hosts; a
+// cut link and a cut from one address drop only what they should and are
+// undone; Kill and Close leave nothing behind.
 func TestSegment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -90,6 +93,47 @@ func TestSegment(t *testing.T) {
 		if h.Iface != "eth0" {
 			t.Fatalf("%s's interface is %q, want eth0", h.Name, h.Iface)
 		}
+	}
+
+	// VRRP's group (224.0.0.18) crosses the bridge: what node-a sends
+	// there, node-b hears.
+	group := &net.UDPAddr{IP: net.IPv4(224, 0, 0, 18), Port: 5405}
+	var listener *net.UDPConn
+	if err := b.Do(func() error {
+		ifi, err := net.InterfaceByName(b.Iface)
+		if err != nil {
+			return err
+		}
+		listener, err = net.ListenMulticastUDP("udp4", ifi, group)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	if err := a.Do(func() error {
+		ifi, err := net.InterfaceByName(a.Iface)
+		if err != nil {
+			return err
+		}
+		c, err := net.ListenPacket("udp4", "0.0.0.0:0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pc := ipv4.NewPacketConn(c)
+		if err := pc.SetMulticastInterface(ifi); err != nil {
+			return err
+		}
+		_, err = pc.WriteTo([]byte("advert"), nil, group)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = listener.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 64)
+	n, from, err := listener.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "advert" || from.IP.String() != a.Addr {
+		t.Fatalf("multicast from node-a to node-b: %q from %v, %v", buf[:n], from, err)
 	}
 
 	// A node logs in to a host as shoal's ssh provider will.
