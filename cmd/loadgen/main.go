@@ -149,6 +149,7 @@ type jsonResult struct {
 	P99ms          float64          `json:"p99_ms"`
 	MaxMs          float64          `json:"max_ms"`
 	ByInstance     map[string]int64 `json:"by_instance"`
+	LongestGapMs   float64          `json:"longest_gap_ms"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -172,6 +173,7 @@ func writeJSON(w io.Writer, url string, r loadgen.Result) error {
 		P99ms:          ms(r.P99),
 		MaxMs:          ms(r.Max),
 		ByInstance:     r.ByInstance,
+		LongestGapMs:   ms(r.LongestGap),
 	})
 }
 
@@ -185,6 +187,7 @@ func writeSummary(w io.Writer, url string, r loadgen.Result) error {
 	}
 	fmt.Fprintf(&b, "latency      p50 %v  p90 %v  p99 %v  max %v\n",
 		round(r.P50), round(r.P90), round(r.P99), round(r.Max))
+	fmt.Fprintf(&b, "longest gap  %v without a successful response\n", round(r.LongestGap))
 	if len(r.ByInstance) > 0 {
 		var total int64
 		for _, n := range r.ByInstance {

@@ -66,6 +66,11 @@ type Result struct {
 	// ByInstance counts responses by their X-Instance header; responses
 	// without one are not counted.
 	ByInstance map[string]int64
+	// LongestGap is the longest the run went without a successful (2xx)
+	// response, from its start to the first, between two, or from the last
+	// to its end: the outage a client saw, whatever its requests did
+	// meanwhile (failed or hung).
+	LongestGap time.Duration
 }
 
 // Run sends load as o describes and returns what it measured. It returns an
@@ -101,10 +106,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		defer cancel()
 	}
 
-	r := &run{opts: o, tr: tr, base: base, ctx: runCtx}
+	start := time.Now()
+	r := &run{opts: o, tr: tr, base: base, ctx: runCtx, lastOK: start}
 	stats := make([]*workerStats, workers)
 	var wg sync.WaitGroup
-	start := time.Now()
 	for i := range stats {
 		stats[i] = newWorkerStats()
 		wg.Go(func() { r.work(stats[i]) })
@@ -121,7 +126,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	elapsed := time.Since(start)
 	cancel() // ends the progress reporter when the run stopped on Requests
 
-	return summarize(stats, elapsed), nil
+	res := summarize(stats, elapsed)
+	r.succeeded(start.Add(elapsed)) // the time since the last success counts too
+	res.LongestGap = r.gap
+	return res, nil
 }
 
 // Start runs load in the background, for tests that act while traffic flows.
@@ -179,6 +187,19 @@ type run struct {
 
 	issued             atomic.Int64 // requests started, to honor Options.Requests
 	requests, failures atomic.Int64 // live counts for Progress
+
+	// gapMu guards the successes' timeline across workers.
+	gapMu  sync.Mutex
+	lastOK time.Time // the run's start until the first success
+	gap    time.Duration
+}
+
+// succeeded records a successful response at now on the run's timeline.
+func (r *run) succeeded(now time.Time) {
+	r.gapMu.Lock()
+	defer r.gapMu.Unlock()
+	r.gap = max(r.gap, now.Sub(r.lastOK))
+	r.lastOK = now
 }
 
 type workerStats struct {
@@ -241,6 +262,8 @@ func (r *run) do(s *workerStats) {
 		}
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			failure = "HTTP " + strconv.Itoa(resp.StatusCode)
+		} else {
+			r.succeeded(start.Add(elapsed))
 		}
 	}
 	if failure != "" {

@@ -219,3 +219,36 @@ func TestStartRunsUntilStopped(t *testing.T) {
 		t.Fatalf("second stop returned %d requests, first %d", again.Requests, res.Requests)
 	}
 }
+
+// TestRunLongestGap: a server that fails every request for 400 ms in the
+// middle of a run shows as a gap of about that length, whatever the
+// failures meanwhile; a steady server shows none to speak of.
+func TestRunLongestGap(t *testing.T) {
+	var downFrom, downTo atomic.Int64
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if now := time.Now().UnixNano(); now >= downFrom.Load() && now < downTo.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	})
+	from := time.Now().Add(300 * time.Millisecond)
+	downFrom.Store(from.UnixNano())
+	downTo.Store(from.Add(400 * time.Millisecond).UnixNano())
+	res, err := Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failures == 0 || res.LongestGap < 390*time.Millisecond || res.LongestGap > 600*time.Millisecond {
+		t.Errorf("%d failures, longest gap %v; want failures and a gap of about 400ms", res.Failures, res.LongestGap)
+	}
+
+	downTo.Store(0)
+	res, err = Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failures != 0 || res.LongestGap <= 0 || res.LongestGap > 250*time.Millisecond {
+		t.Errorf("steady server: %d failures, longest gap %v; want none and a gap of a few ms", res.Failures, res.LongestGap)
+	}
+}

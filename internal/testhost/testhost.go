@@ -2,7 +2,9 @@
 // a network namespace with its own address on a veth pair to the root
 // namespace and a real OpenSSH daemon listening there. shoal and HAProxy stay
 // in the root namespace and reach a host over its veth, as they would reach a
-// server on a LAN.
+// server on a LAN. NewSegment instead puts namespaces (an HA pair's nodes,
+// etcd, a client) and SSH hosts on one bridge of their own, apart from the
+// root namespace (see segment.go).
 //
 // Namespaces isolate the network only: the hosts share this machine's file
 // system and PID space, so what identifies a process as a host's is its
@@ -17,10 +19,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,18 +55,28 @@ type Lab struct {
 	// User is the login on every host: the user running the test.
 	User  string
 	Hosts []*Host
+
+	// A segment's lab (NewSegment) also has its switch namespace, which
+	// holds the bridge, and the namespaces on the segment without sshd,
+	// by the name they were asked for.
+	Switch string
+	Spaces map[string]*Host
 }
 
 // Host is one network namespace with an sshd.
 type Host struct {
 	// Name is the namespace's name; Addr is the host's address (its end of
-	// the veth), Peer the root namespace's end.
+	// the veth), Peer the root namespace's end ("" on a segment).
 	Name string
 	Addr string
 	Peer string
-	// veth is the root namespace's end of the pair.
-	veth string
-	dir  string
+	// Iface is the host's end of the veth, in its namespace.
+	Iface string
+	// veth is the other end of the pair, in linkNS ("": the root
+	// namespace; a segment's switch namespace otherwise).
+	veth   string
+	linkNS string
+	dir    string
 
 	mu   sync.Mutex
 	sshd *exec.Cmd
@@ -75,6 +89,35 @@ func New(ctx context.Context, dir string, n int) (*Lab, error) {
 		return nil, err
 	}
 	sweep(ctx)
+	l, err := newLab(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		a, b, c := subnet(i)
+		h := &Host{
+			Name:  fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), i),
+			Addr:  fmt.Sprintf("10.%d.%d.%d", a, b, c+2),
+			Peer:  fmt.Sprintf("10.%d.%d.%d", a, b, c+1),
+			veth:  fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, i),
+			Iface: fmt.Sprintf("%s%dv%di", prefix, os.Getpid()%100000, i),
+			dir:   filepath.Join(l.Dir, "host"+strconv.Itoa(i)),
+		}
+		l.Hosts = append(l.Hosts, h)
+		if err := l.add(ctx, h); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	if err := l.startHosts(ctx); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLab makes the client key every host will accept.
+func newLab(ctx context.Context, dir string) (*Lab, error) {
 	l := &Lab{Dir: dir, KeyFile: filepath.Join(dir, "id_ed25519"), KnownHosts: filepath.Join(dir, "known_hosts"), User: "root"}
 	if u := os.Getenv("USER"); u != "" && os.Getuid() != 0 {
 		l.User = u
@@ -92,32 +135,30 @@ func New(ctx context.Context, dir string, n int) (*Lab, error) {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege separation directory
 		return nil, fmt.Errorf("test hosts: %w", err)
 	}
+	return l, nil
+}
+
+// startHosts writes known_hosts with every host's key and starts their
+// sshds.
+func (l *Lab) startHosts(ctx context.Context) error {
 	var known strings.Builder
-	for i := range n {
-		h, err := l.add(ctx, i)
-		if err != nil {
-			l.Close()
-			return nil, err
-		}
+	for _, h := range l.Hosts {
 		key, err := os.ReadFile(filepath.Join(h.dir, "host_key.pub"))
 		if err != nil {
-			l.Close()
-			return nil, fmt.Errorf("test hosts: %w", err)
+			return fmt.Errorf("test hosts: %w", err)
 		}
 		f := strings.Fields(string(key))
 		fmt.Fprintf(&known, "%s %s %s\n", h.Addr, f[0], f[1])
 	}
 	if err := os.WriteFile(l.KnownHosts, []byte(known.String()), 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("test hosts: %w", err)
+		return fmt.Errorf("test hosts: %w", err)
 	}
 	for _, h := range l.Hosts {
 		if err := h.StartSSHD(ctx); err != nil {
-			l.Close()
-			return nil, err
+			return err
 		}
 	}
-	return l, nil
+	return nil
 }
 
 func supported() error {
@@ -156,36 +197,34 @@ func inUse(addr string) bool {
 	return false
 }
 
-func (l *Lab) add(ctx context.Context, i int) (*Host, error) {
-	a, b, c := subnet(i)
-	name := fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), i)
-	h := &Host{
-		Name: name,
-		Addr: fmt.Sprintf("10.%d.%d.%d", a, b, c+2),
-		Peer: fmt.Sprintf("10.%d.%d.%d", a, b, c+1),
-		veth: fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, i),
-		dir:  filepath.Join(l.Dir, "host"+strconv.Itoa(i)),
-	}
-	l.Hosts = append(l.Hosts, h)
-	if err := os.MkdirAll(h.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("test hosts: %w", err)
-	}
-	inner := h.veth + "i"
+// add makes h's namespace on a /30 to the root namespace and its sshd's
+// files.
+func (l *Lab) add(ctx context.Context, h *Host) error {
 	steps := [][]string{
-		{"ip", "netns", "add", name},
-		{"ip", "link", "add", h.veth, "type", "veth", "peer", "name", inner},
-		{"ip", "link", "set", inner, "netns", name},
+		{"ip", "netns", "add", h.Name},
+		{"ip", "link", "add", h.veth, "type", "veth", "peer", "name", h.Iface},
+		{"ip", "link", "set", h.Iface, "netns", h.Name},
 		{"ip", "addr", "add", h.Peer + "/30", "dev", h.veth},
 		{"ip", "link", "set", h.veth, "up"},
-		{"ip", "netns", "exec", name, "ip", "addr", "add", h.Addr + "/30", "dev", inner},
-		{"ip", "netns", "exec", name, "ip", "link", "set", inner, "up"},
-		{"ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"},
-		{"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", filepath.Join(h.dir, "host_key")},
+		{"ip", "netns", "exec", h.Name, "ip", "addr", "add", h.Addr + "/30", "dev", h.Iface},
+		{"ip", "netns", "exec", h.Name, "ip", "link", "set", h.Iface, "up"},
+		{"ip", "netns", "exec", h.Name, "ip", "link", "set", "lo", "up"},
 	}
 	for _, s := range steps {
 		if err := run(ctx, s...); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return l.configureSSHD(ctx, h)
+}
+
+// configureSSHD writes h's host key and sshd_config.
+func (l *Lab) configureSSHD(ctx context.Context, h *Host) error {
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return fmt.Errorf("test hosts: %w", err)
+	}
+	if err := run(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", h.Name, "-f", filepath.Join(h.dir, "host_key")); err != nil {
+		return err
 	}
 	// SetEnv SHLVL=1: bash, the login shell here, reads ~/.bashrc for a
 	// command run by sshd unless it is nested (SHLVL). This machine's
@@ -209,9 +248,9 @@ LogLevel VERBOSE
 SetEnv SHLVL=1
 `, h.Addr, filepath.Join(h.dir, "host_key"), filepath.Join(l.Dir, "authorized_keys"), filepath.Join(h.dir, "sshd.pid"))
 	if err := os.WriteFile(filepath.Join(h.dir, "sshd_config"), []byte(conf), 0o600); err != nil {
-		return nil, fmt.Errorf("test hosts: %w", err)
+		return fmt.Errorf("test hosts: %w", err)
 	}
-	return h, nil
+	return nil
 }
 
 // StartSSHD starts the host's sshd (in the foreground of its own process
@@ -238,7 +277,11 @@ func (h *Host) StartSSHD(ctx context.Context) error {
 	h.sshd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(h.Addr, "22"), time.Second)
+		// From inside the namespace: a segment's hosts are not reachable
+		// from the root namespace.
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := h.Dial(dctx, "tcp", net.JoinHostPort(h.Addr, "22"))
+		cancel()
 		if err == nil {
 			c.Close()
 			return nil
@@ -308,12 +351,21 @@ func (h *Host) Kill(ctx context.Context) error {
 // LinkDown cuts the host off the network without killing anything, as a
 // failed switch port does: packets to it are dropped, no RST comes back.
 func (h *Host) LinkDown(ctx context.Context) error {
-	return run(ctx, "ip", "link", "set", h.veth, "down")
+	return run(ctx, h.linkArgv("down")...)
 }
 
 // LinkUp reconnects the host after LinkDown.
 func (h *Host) LinkUp(ctx context.Context) error {
-	return run(ctx, "ip", "link", "set", h.veth, "up")
+	return run(ctx, h.linkArgv("up")...)
+}
+
+// linkArgv sets the far end of h's veth down or up, where it lives.
+func (h *Host) linkArgv(state string) []string {
+	argv := []string{"ip", "link", "set", h.veth, state}
+	if h.linkNS != "" {
+		argv = append([]string{"ip", "netns", "exec", h.linkNS}, argv...)
+	}
+	return argv
 }
 
 // Close kills everything in every host and removes the namespaces (and
@@ -322,15 +374,23 @@ func (l *Lab) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	for _, h := range l.Hosts {
+	all := slices.Concat(l.Hosts, slices.Collect(maps.Values(l.Spaces)))
+	for _, h := range all {
 		if err := h.Kill(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		// The kernel destroys a deleted namespace's veth pair in the
-		// background: deleting our end now frees its name for the next lab
-		// this process makes (the name is per process and index).
-		_ = exec.CommandContext(ctx, "ip", "link", "del", h.veth).Run()
+		if h.linkNS == "" {
+			// The kernel destroys a deleted namespace's veth pair in the
+			// background: deleting our end now frees its name for the next
+			// lab this process makes (the name is per process and index).
+			_ = exec.CommandContext(ctx, "ip", "link", "del", h.veth).Run()
+		}
 		if err := remove(ctx, h.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if l.Switch != "" {
+		if err := remove(ctx, l.Switch); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -59,7 +59,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend"} {
+	// loadgen is the client the HA tests run inside a network namespace.
+	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend", "cmd/loadgen"} {
 		args := []string{"build", "-o", dir}
 		// SHOAL_E2E_RACE=1 runs the suite against a race-detecting shoal.
 		if os.Getenv("SHOAL_E2E_RACE") != "" && pkg == "cmd/shoal" {
@@ -142,6 +143,9 @@ type shoalEnv struct {
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	exited  chan struct{}
+	// netns, when set, is the network namespace shoal serve runs in (an
+	// HA node of a test lab); its socket is a file, reached from here.
+	netns string
 }
 
 func freePort(t *testing.T) int {
@@ -221,6 +225,10 @@ func (e *shoalEnv) start() {
 	e.t.Helper()
 	e.log = &syncBuffer{}
 	e.cmd = exec.Command(filepath.Join(binDir, "shoal"), "serve", "-c", e.cfgPath)
+	if e.netns != "" {
+		// ip netns exec execs shoal: the pid stays shoal's own.
+		e.cmd = exec.Command("ip", "netns", "exec", e.netns, filepath.Join(binDir, "shoal"), "serve", "-c", e.cfgPath)
+	}
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := e.cmd.Start(); err != nil {
