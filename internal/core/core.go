@@ -239,10 +239,23 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	c := &core{cfg: cfg, log: log, st: shared, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
 	apiOpts := []api.Option{auto.apiOption(shared, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs)}
 	stopHA := func() {}
+	// stopVIP hands the virtual IP over first thing at shutdown, while
+	// this node's HAProxy still serves what reaches it.
+	stopVIP := func() {}
 	if node != nil {
 		h := &haNode{node: node, shared: hst.shared, st: hst, c: c, reg: reg, jm: jm, policy: auto.policy, log: log.With("component", "ha"),
 			api: cfg.Admin.Listen, vip: cfg.HA.VIP, lease: cfg.HA.Lease}
 		apiOpts = append(apiOpts, api.WithHA(h))
+		if cfg.HA.VIP != nil {
+			sup, err := startKeepalived(ctx, cfg, log)
+			if err != nil {
+				auto.close()
+				return err
+			}
+			stopVIP = sync.OnceFunc(func() { stopKeepalived(sup, log) })
+			defer stopVIP()
+			h.vipState = sup.State
+		}
 		stopHA = h.start()
 	}
 	defer stopHA()
@@ -286,6 +299,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	} else {
 		stopServers(err)
 	}
+	stopVIP()
 	cause := context.Cause(srvCtx)
 	keep := errors.Is(cause, ErrKeepRunning)
 	if errors.Is(cause, ErrTerminated) {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/keepalived"
 	"github.com/shoal-lb/shoal/internal/store"
 	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 )
@@ -468,4 +472,33 @@ func (h *haNode) StepDown(ctx context.Context) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// startKeepalived runs keepalived for the pair's virtual IP, its track
+// scripts this binary's `shoal ha check` against this core's socket: a
+// node whose core or HAProxy does not answer gives the address up, and the
+// leader's check raises its priority so that the address follows it.
+func startKeepalived(ctx context.Context, cfg *config.Config, log *slog.Logger) (*keepalived.Supervisor, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("keepalived: the track scripts need shoal's own path: %w", err)
+	}
+	check := []string{self, "ha", "check", "--socket", cfg.Admin.Socket}
+	return keepalived.Start(ctx, keepalived.Options{
+		VIP:         *cfg.HA.VIP,
+		Priority:    cfg.HA.Priority,
+		Node:        cfg.HA.Node,
+		Dir:         filepath.Join(cfg.StateDir, "keepalived"),
+		Check:       check,
+		LeaderCheck: append(slices.Clip(check), "--leader"),
+		Log:         log,
+	})
+}
+
+func stopKeepalived(sup *keepalived.Supervisor, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sup.Stop(ctx); err != nil {
+		log.Warn("stopping keepalived failed", "err", err)
+	}
 }
