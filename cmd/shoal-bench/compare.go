@@ -98,6 +98,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
 	daysFlag := fs.String("days", "", "FROM..TO (UTC dates, both included): evaluate every policy on each day of the range, 08:00 to 08:00 UTC, instead of -from/-to")
+	tunedUntil := fs.String("tuned-until", "1998-07-05", "with -days: the last day the policies were tuned on; the days up to it and the days after it (untested) are also reported apart (\"\": no split)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -109,6 +110,11 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 		var err error
 		if days, err = parseDays(*daysFlag); err != nil {
 			return nil, badUsage("-days: %v", err)
+		}
+		if *tunedUntil != "" {
+			if *tunedUntil, err = parseDate(*tunedUntil); err != nil {
+				return nil, badUsage("-tuned-until: %v", err)
+			}
 		}
 	}
 	tw, err := trc.read()
@@ -127,7 +133,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	}
 	delays := []namedDelay{{"local", *local}, {"cloud", *cloud}}
 	if days != nil {
-		return compareDays(ctx, env, tw, days, model, *slo, delays, pols)
+		return compareDays(ctx, env, tw, days, model, *slo, delays, pols, *tunedUntil)
 	}
 	series, fromT, toT, w := tw.Series, tw.From, tw.To, tw.Window
 	scale, err := sim.DefaultScale(w, *capacity)
