@@ -90,9 +90,11 @@ type aggRow struct {
 	InstanceSeconds  float64 `json:"instance_seconds"`
 	VsStatic         float64 `json:"instance_seconds_vs_static"`
 	ViolationSeconds float64 `json:"slo_violation_seconds"`
-	MedianViolations float64 `json:"median_day_violation_seconds"`
-	WorstDay         string  `json:"worst_day"`
-	WorstViolations  float64 `json:"worst_day_violation_seconds"`
+	// MedianViolations, WorstDay and DaysWon are over the days whose peak
+	// needs more than one instance; nil and "" when there are none.
+	MedianViolations *float64 `json:"median_day_violation_seconds"`
+	WorstDay         string   `json:"worst_day"`
+	WorstViolations  float64  `json:"worst_day_violation_seconds"`
 	// DaysWon counts the days the policy had the fewest violation-seconds
 	// of the scaling policies (ties: the fewer instance-seconds).
 	DaysWon int `json:"days_won"`
@@ -314,7 +316,7 @@ func newPart(name string, days []dayRow) daysPart {
 		}
 	}
 	for i, p := range days[0].Policies {
-		a := aggRow{Policy: p.Name, MedianViolations: math.NaN(), WorstViolations: -1}
+		a := aggRow{Policy: p.Name}
 		if i == 0 {
 			a.Policy = "static (per day)"
 		}
@@ -327,14 +329,12 @@ func newPart(name string, days []dayRow) daysPart {
 				continue
 			}
 			per = append(per, q.ViolationSeconds)
-			if q.ViolationSeconds > a.WorstViolations {
+			if a.WorstDay == "" || q.ViolationSeconds > a.WorstViolations {
 				a.WorstViolations, a.WorstDay = q.ViolationSeconds, d.Day
 			}
 		}
 		a.VsStatic = a.InstanceSeconds / staticTotal
-		if len(per) > 0 {
-			a.MedianViolations = median(per)
-		}
+		a.MedianViolations = num(median(per))
 		part.Aggregate = append(part.Aggregate, a)
 	}
 	for _, d := range days {
@@ -486,7 +486,7 @@ func writeDaysMarkdown(md *strings.Builder, run daysRun) {
 				worst = fmt.Sprintf("%s (%.0f)", a.WorstDay, a.WorstViolations)
 			}
 			fmt.Fprintf(md, "| %s | %.0f | %.3f | %.0f | %s | %s | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
-				a.ViolationSeconds, fmtNum(num(a.MedianViolations)), worst, a.DaysWon)
+				a.ViolationSeconds, fmtNum(a.MedianViolations), worst, a.DaysWon)
 		}
 		if b := part.BestReactiveTotal; b != nil {
 			fmt.Fprintf(md, "| best reactive within predictive (one setting, these days): %s | %.0f | %.3f | %.0f | | | |\n",

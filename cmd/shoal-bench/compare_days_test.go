@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestDaysAggregate(t *testing.T) {
 	rec := all.agg("recommended")
 	// The median and the worst day are over d1 and d2 (5 and 0): d3 has
 	// nothing to save.
-	if rec.InstanceSeconds != 220 || rec.ViolationSeconds != 5 || rec.MedianViolations != 2.5 || rec.WorstDay != "d1" || rec.WorstViolations != 5 {
+	if rec.InstanceSeconds != 220 || rec.ViolationSeconds != 5 || rec.MedianViolations == nil || *rec.MedianViolations != 2.5 || rec.WorstDay != "d1" || rec.WorstViolations != 5 {
 		t.Errorf("recommended aggregate = %+v", rec)
 	}
 	if got := rec.VsStatic; got != 220.0/300 {
@@ -172,6 +173,12 @@ func TestDaysSplit(t *testing.T) {
 		if strings.HasPrefix(f.Name, "local: days ") && (f.Value != nil || f.Verdict != "") {
 			t.Errorf("%s = %+v, want no value and no verdict", f.Name, f)
 		}
+	}
+	if a := run.Parts[2].agg("recommended"); a.MedianViolations != nil || a.WorstDay != "" {
+		t.Errorf("untested recommended = %+v, want no median and no worst day", a)
+	}
+	if _, err := json.Marshal(run.Parts); err != nil {
+		t.Errorf("parts do not marshal: %v", err)
 	}
 	var md strings.Builder
 	writeDaysMarkdown(&md, run)
