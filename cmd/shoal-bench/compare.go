@@ -99,8 +99,12 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
 	daysFlag := fs.String("days", "", "FROM..TO (UTC dates, both included): evaluate every policy on each day of the range, 08:00 to 08:00 UTC, instead of -from/-to")
 	tunedUntil := fs.String("tuned-until", "1998-07-05", "with -days: the last day the policies were tuned on; the days up to it and the days after it (untested) are also reported apart (\"\": no split)")
+	rowsFile := fs.String("rows", "", "with -days: take each day's rows from an earlier compare --days report (its .json) instead of simulating them again; the goals, aggregates and the split are computed anew")
 	if err := parse(fs, args); err != nil {
 		return nil, err
+	}
+	if *rowsFile != "" && *daysFlag == "" {
+		return nil, badUsage("-rows needs -days")
 	}
 	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 || !(*serviceCV >= 0) {
 		return nil, badUsage("-capacity and -slo > 0, -base-p99, -service-cv and start delays >= 0 please")
@@ -133,7 +137,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	}
 	delays := []namedDelay{{"local", *local}, {"cloud", *cloud}}
 	if days != nil {
-		return compareDays(ctx, env, tw, days, model, *slo, delays, pols, *tunedUntil)
+		return compareDays(ctx, env, tw, days, model, *slo, delays, pols, *tunedUntil, *rowsFile)
 	}
 	series, fromT, toT, w := tw.Series, tw.From, tw.To, tw.Window
 	scale, err := sim.DefaultScale(w, *capacity)

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,10 +89,13 @@ type dayRow struct {
 
 // aggRow is one policy over the whole range at one start delay.
 type aggRow struct {
-	Policy           string  `json:"policy"`
-	InstanceSeconds  float64 `json:"instance_seconds"`
-	VsStatic         float64 `json:"instance_seconds_vs_static"`
-	ViolationSeconds float64 `json:"slo_violation_seconds"`
+	Policy          string  `json:"policy"`
+	InstanceSeconds float64 `json:"instance_seconds"`
+	VsStatic        float64 `json:"instance_seconds_vs_static"`
+	// ScalableVsStatic is VsStatic over the days whose peak needs more
+	// than one instance, the only days a policy can save on; nil when none.
+	ScalableVsStatic *float64 `json:"instance_seconds_vs_static_days_needing_more_than_one"`
+	ViolationSeconds float64  `json:"slo_violation_seconds"`
 	// MedianViolations, WorstDay and DaysWon are over the days whose peak
 	// needs more than one instance; nil and "" when there are none.
 	MedianViolations *float64 `json:"median_day_violation_seconds"`
@@ -102,10 +108,14 @@ type aggRow struct {
 
 // compareDays is the compare command's --days mode.
 func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time, model sim.Model, slo time.Duration,
-	delays []namedDelay, pols []sim.Policy, tunedUntil string) (*Report, error) {
+	delays []namedDelay, pols []sim.Policy, tunedUntil, rowsFile string) (*Report, error) {
 	scale, err := sim.DefaultScale(tw.Window, model.Capacity)
 	if err != nil {
 		return nil, err
+	}
+	command := fmt.Sprintf("shoal-bench compare --days %s..%s -tuned-until '%s'", days[0].Format(time.DateOnly), days[len(days)-1].Format(time.DateOnly), tunedUntil)
+	if rowsFile != "" {
+		command += " -rows " + rowsFile
 	}
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	rep.Settings = []Setting{
@@ -115,7 +125,16 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c p99 with service time CV %g; SLO p99 %s", model.Capacity, model.BaseP99, model.ServiceCV, slo)},
 		{"history", "each day: the 7 days before it, per minute, for predictive"},
 		{"reactive sweep", fmt.Sprintf("the reactive twin at %d targets (%g..%g %% CPU p90) with %s stabilization, plus hpa-style, recommended and reactive-75", len(sweepTargets), sweepTargets[0], sweepTargets[len(sweepTargets)-1], dayStabilization)},
-		{"command", "shoal-bench compare --days FROM..TO -tuned-until " + orNone(tunedUntil)},
+		{"command", command},
+	}
+	var earlier map[string][]dayRow
+	if rowsFile != "" {
+		var about string
+		var err error
+		if earlier, about, err = loadDayRows(rowsFile, days, delays); err != nil {
+			return nil, err
+		}
+		rep.Settings = append(rep.Settings, Setting{"per-day rows", about})
 	}
 	if tunedUntil != "" {
 		rep.Settings = append(rep.Settings, Setting{"tuned until", tunedUntil + ": the defaults (examples/recommended*.yaml) were chosen on days up to it; the days after it are reported apart, as untested"})
@@ -130,7 +149,13 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 	var md strings.Builder
 	for _, delay := range delays {
 		run := daysRun{Name: delay.name, StartDelay: delay.d.String()}
-		for _, day := range days {
+		for i, day := range days {
+			if earlier != nil {
+				row := earlier[delay.name][i]
+				row.judge()
+				run.Days = append(run.Days, row)
+				continue
+			}
 			row, err := compareDay(ctx, env, tw.Series, day, scale, model, slo, delay.d, pols, twin)
 			if err != nil {
 				return nil, fmt.Errorf("%s at %s: %w", day.Format(time.DateOnly), delay.name, err)
@@ -145,6 +170,49 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 	rep.Details = map[string]any{"scale": scale, "runs": runs}
 	rep.Markdown = md.String()
 	return rep, nil
+}
+
+// loadDayRows reads each day's rows at each delay from an earlier compare
+// --days report, so that a new split or aggregate needs no new simulation:
+// the rows are a pure function of the trace, the model and the policies,
+// which the report's commit names. It returns the rows by delay name, in the
+// order of days, and a line saying where they came from.
+func loadDayRows(path string, days []time.Time, delays []namedDelay) (map[string][]dayRow, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("-rows: %w", err)
+	}
+	var earlier struct {
+		Date    time.Time `json:"date"`
+		Machine Machine   `json:"machine"`
+		Details struct {
+			Runs []daysRun `json:"runs"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(b, &earlier); err != nil {
+		return nil, "", fmt.Errorf("-rows %s: not a compare --days report: %w", path, err)
+	}
+	rows := map[string][]dayRow{}
+	for _, delay := range delays {
+		i := slices.IndexFunc(earlier.Details.Runs, func(r daysRun) bool {
+			return r.Name == delay.name && r.StartDelay == delay.d.String()
+		})
+		if i < 0 {
+			return nil, "", fmt.Errorf("-rows %s: no %s run at start delay %s", path, delay.name, delay.d)
+		}
+		run := earlier.Details.Runs[i]
+		for _, day := range days {
+			name := day.Format(time.DateOnly)
+			j := slices.IndexFunc(run.Days, func(r dayRow) bool { return r.Day == name })
+			if j < 0 {
+				return nil, "", fmt.Errorf("-rows %s: no row for %s at the %s start delay", path, name, delay.name)
+			}
+			rows[delay.name] = append(rows[delay.name], run.Days[j])
+		}
+	}
+	about := fmt.Sprintf("each day's rows from %s (written %s at commit %s), not simulated again; the goals, aggregates and the split are computed anew",
+		path, earlier.Date.UTC().Format("2006-01-02 15:04 UTC"), earlier.Machine.Commit)
+	return rows, about, nil
 }
 
 type namedDelay struct {
@@ -301,12 +369,13 @@ func newPart(name string, days []dayRow) daysPart {
 	if len(days) == 0 {
 		return part
 	}
-	staticTotal := 0.0
+	staticTotal, staticScalable := 0.0, 0.0
 	for _, d := range days {
 		staticTotal += d.Policies[0].InstanceSeconds
 		if !d.Scalable {
 			continue
 		}
+		staticScalable += d.Policies[0].InstanceSeconds
 		part.Scalable = append(part.Scalable, d.Day)
 		if d.RecommendedHolds {
 			part.RecommendedHolds++
@@ -321,6 +390,7 @@ func newPart(name string, days []dayRow) daysPart {
 			a.Policy = "static (per day)"
 		}
 		var per []float64
+		scalable := 0.0
 		for _, d := range days {
 			q := d.Policies[i]
 			a.InstanceSeconds += q.InstanceSeconds
@@ -328,6 +398,7 @@ func newPart(name string, days []dayRow) daysPart {
 			if !d.Scalable {
 				continue
 			}
+			scalable += q.InstanceSeconds
 			per = append(per, q.ViolationSeconds)
 			if a.WorstDay == "" || q.ViolationSeconds > a.WorstViolations {
 				a.WorstViolations, a.WorstDay = q.ViolationSeconds, d.Day
@@ -335,6 +406,7 @@ func newPart(name string, days []dayRow) daysPart {
 		}
 		a.VsStatic = a.InstanceSeconds / staticTotal
 		a.MedianViolations = num(median(per))
+		a.ScalableVsStatic = num(scalable / staticScalable)
 		part.Aggregate = append(part.Aggregate, a)
 	}
 	for _, d := range days {
@@ -416,6 +488,10 @@ func partFigures(delay string, part daysPart) []Figure {
 		Name: name + "recommended instance-seconds, " + part.Name, Unit: "s", Value: num(rec.InstanceSeconds),
 		Baseline: "static (per day)", BaselineValue: num(part.Aggregate[0].InstanceSeconds), Ratio: num(rec.VsStatic),
 		Goal: "<= 0.6× static", Verdict: verdict(num(rec.VsStatic), func(v float64) bool { return v <= 0.6 }),
+	}, {
+		Name: name + "recommended instance-seconds vs static, " + part.Name + ", only the days that need more than one instance", Unit: "×",
+		Value: rec.ScalableVsStatic, Goal: "<= 0.6× static", Verdict: verdict(rec.ScalableVsStatic, func(v float64) bool { return v <= 0.6 }),
+		Note: "a day whose peak one instance serves has nothing to save: every policy but seed-000 runs its one instance all day",
 	}}
 	for _, other := range []string{"seed-000", "seed-004", "hpa-style"} {
 		o := part.agg(other)
@@ -479,17 +555,17 @@ func writeDaysMarkdown(md *strings.Builder, run daysRun) {
 		fmt.Fprintf(md, "## Start delay %s (%s), %s: %d days\n\n", run.StartDelay, run.Name, part.Name, part.Days)
 		fmt.Fprintf(md, "Days whose peak needs more than one instance: %d (%s). Recommended holds every goal on %d of them, predictive beats the best reactive setting within its instance-seconds on %d.\n\n",
 			len(part.Scalable), orNone(strings.Join(part.Scalable, ", ")), part.RecommendedHolds, part.PredictiveHolds)
-		md.WriteString("| policy | instance-seconds | vs static | SLO-violation seconds | median day | worst day | days won |\n|---|---:|---:|---:|---:|---|---:|\n")
+		md.WriteString("| policy | instance-seconds | vs static | vs static, days needing more than one | SLO-violation seconds | median day | worst day | days won |\n|---|---:|---:|---:|---:|---:|---|---:|\n")
 		for _, a := range part.Aggregate {
 			worst := "-"
 			if a.WorstDay != "" {
 				worst = fmt.Sprintf("%s (%.0f)", a.WorstDay, a.WorstViolations)
 			}
-			fmt.Fprintf(md, "| %s | %.0f | %.3f | %.0f | %s | %s | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
-				a.ViolationSeconds, fmtNum(a.MedianViolations), worst, a.DaysWon)
+			fmt.Fprintf(md, "| %s | %.0f | %.3f | %s | %.0f | %s | %s | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
+				fmtRatio(a.ScalableVsStatic), a.ViolationSeconds, fmtNum(a.MedianViolations), worst, a.DaysWon)
 		}
 		if b := part.BestReactiveTotal; b != nil {
-			fmt.Fprintf(md, "| best reactive within predictive (one setting, these days): %s | %.0f | %.3f | %.0f | | | |\n",
+			fmt.Fprintf(md, "| best reactive within predictive (one setting, these days): %s | %.0f | %.3f | | %.0f | | | |\n",
 				b.Name, b.InstanceSeconds, b.InstanceSeconds/part.Aggregate[0].InstanceSeconds, b.ViolationSeconds)
 		}
 		md.WriteString("\nInstance- and violation-seconds: every day. Median day, worst day and days won: the days whose peak needs more than one instance only. Days won: the days a policy had the fewest SLO-violation seconds of the scaling policies (ties: fewer instance-seconds).\n\n")
@@ -522,6 +598,13 @@ func writeDayTable(md *strings.Builder, days []dayRow) {
 		fmt.Fprintf(md, " %s | %s | %s |\n", best, holds(d.RecommendedHolds), holds(d.PredictiveHolds))
 	}
 	md.WriteString("\n")
+}
+
+func fmtRatio(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }
 
 func orNone(s string) string {

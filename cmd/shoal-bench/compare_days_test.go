@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +166,10 @@ func TestDaysSplit(t *testing.T) {
 	if f := figs["cloud: recommended instance-seconds, tuned days (to 1998-07-05)"]; f.Ratio == nil || *f.Ratio != 0.75 || f.Verdict != "FAIL" {
 		t.Errorf("tuned recommended instance-seconds = %+v, want 0.75 of static, FAIL", f)
 	}
+	// Over the days that need more than one instance, recommended is at 0.5.
+	if f := figs["cloud: recommended instance-seconds vs static, tuned days (to 1998-07-05), only the days that need more than one instance"]; f.Value == nil || *f.Value != 0.5 || f.Verdict != "PASS" {
+		t.Errorf("tuned recommended instance-seconds, days needing more than one = %+v, want 0.5, PASS", f)
+	}
 
 	// A part with no day to judge has no goal-day verdict.
 	run = daysRun{Name: "local", Days: run.Days[:2]}
@@ -187,5 +193,46 @@ func TestDaysSplit(t *testing.T) {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
+	}
+}
+
+// TestLoadDayRows: -rows takes each day's rows at each delay from an earlier
+// report, in the order asked, and says which day or delay it lacks.
+func TestLoadDayRows(t *testing.T) {
+	d := func(name string) dayRow {
+		return day(name, 2, pt(100, 0), pt(100, 0), pt(50, 9), pt(50, 9), pt(60, 0), pt(50, 9), pt(50, 9))
+	}
+	rep := Report{Name: "compare", Date: time.Date(2026, 11, 25, 13, 54, 0, 0, time.UTC), Machine: Machine{Commit: "88b14c0"},
+		Details: map[string]any{"runs": []daysRun{
+			{Name: "local", StartDelay: "4.2s", Days: []dayRow{d("1998-07-07"), d("1998-07-08")}},
+			{Name: "cloud", StartDelay: "3m30s", Days: []dayRow{d("1998-07-07"), d("1998-07-08")}},
+		}}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "compare.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delays := []namedDelay{{"local", 4200 * time.Millisecond}, {"cloud", 210 * time.Second}}
+	days, _ := parseDays("1998-07-08..1998-07-08")
+	rows, about, err := loadDayRows(path, days, delays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows["local"]) != 1 || rows["local"][0].Day != "1998-07-08" || len(rows["cloud"]) != 1 || rows["cloud"][0].Policies[4].InstanceSeconds != 60 {
+		t.Errorf("rows %+v", rows)
+	}
+	if !strings.Contains(about, "commit 88b14c0") {
+		t.Errorf("about %q does not name the commit", about)
+	}
+	days, _ = parseDays("1998-07-08..1998-07-09")
+	if _, _, err := loadDayRows(path, days, delays); err == nil || !strings.Contains(err.Error(), "no row for 1998-07-09") {
+		t.Errorf("a missing day: %v", err)
+	}
+	days, _ = parseDays("1998-07-08..1998-07-08")
+	if _, _, err := loadDayRows(path, days, []namedDelay{{"cloud", time.Minute}}); err == nil || !strings.Contains(err.Error(), "no cloud run at start delay 1m0s") {
+		t.Errorf("a missing delay: %v", err)
 	}
 }
