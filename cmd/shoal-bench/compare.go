@@ -45,7 +45,7 @@ var comparedPolicies = []comparedPolicy{
 	{twinKey, "bench/policies/reactive-75.yaml", 0,
 		"predictive's target (75 % CPU p90, 2 min stabilization) without the forecast: its reactive twin"},
 	{predictiveKey, "examples/recommended-predictive.yaml", 0,
-		"target 75 % CPU p90, 2 min stabilization + forecast floor (7 d lookback, 30 min horizon, forecast_and_scale)"},
+		"target 75 % CPU p90, 2 min stabilization + forecast floor (7 d lookback, 1 h horizon, forecast_and_scale)"},
 }
 
 const (
