@@ -45,7 +45,7 @@ var comparedPolicies = []comparedPolicy{
 	{twinKey, "bench/policies/reactive-75.yaml", 0,
 		"predictive's target (75 % CPU p90, 2 min stabilization) without the forecast: its reactive twin"},
 	{predictiveKey, "examples/recommended-predictive.yaml", 0,
-		"target 75 % CPU p90, 2 min stabilization + forecast floor (7 d lookback, 30 min horizon, forecast_and_scale)"},
+		"target 75 % CPU p90, 2 min stabilization + forecast floor (7 d lookback, 1 h horizon, forecast_and_scale)"},
 }
 
 const (
@@ -98,8 +98,13 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	local := fs.Duration("local-start-delay", sim.LocalStartDelay, "the local start delay")
 	cloud := fs.Duration("cloud-start-delay", sim.CloudStartDelay, "the seeds' cloud start delay")
 	daysFlag := fs.String("days", "", "FROM..TO (UTC dates, both included): evaluate every policy on each day of the range, 08:00 to 08:00 UTC, instead of -from/-to")
+	tunedUntil := fs.String("tuned-until", "1998-07-05", "with -days: the last day the policies were tuned on; the days up to it and the days after it (untested) are also reported apart (\"\": no split)")
+	rowsFile := fs.String("rows", "", "with -days: take each day's rows from an earlier compare --days report (its .json) instead of simulating them again; the goals, aggregates and the split are computed anew")
 	if err := parse(fs, args); err != nil {
 		return nil, err
+	}
+	if *rowsFile != "" && *daysFlag == "" {
+		return nil, badUsage("-rows needs -days")
 	}
 	if !(*capacity > 0) || *slo <= 0 || *baseP99 < 0 || *local < 0 || *cloud < 0 || !(*serviceCV >= 0) {
 		return nil, badUsage("-capacity and -slo > 0, -base-p99, -service-cv and start delays >= 0 please")
@@ -109,6 +114,11 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 		var err error
 		if days, err = parseDays(*daysFlag); err != nil {
 			return nil, badUsage("-days: %v", err)
+		}
+		if *tunedUntil != "" {
+			if *tunedUntil, err = parseDate(*tunedUntil); err != nil {
+				return nil, badUsage("-tuned-until: %v", err)
+			}
 		}
 	}
 	tw, err := trc.read()
@@ -127,7 +137,7 @@ func runCompare(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) 
 	}
 	delays := []namedDelay{{"local", *local}, {"cloud", *cloud}}
 	if days != nil {
-		return compareDays(ctx, env, tw, days, model, *slo, delays, pols)
+		return compareDays(ctx, env, tw, days, model, *slo, delays, pols, *tunedUntil, *rowsFile)
 	}
 	series, fromT, toT, w := tw.Series, tw.From, tw.To, tw.Window
 	scale, err := sim.DefaultScale(w, *capacity)

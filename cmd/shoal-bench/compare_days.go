@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +29,15 @@ const dayStart = 8 * time.Hour
 // day's predictive run is measured against: the rolling run sweeps the
 // targets only (the full grid costs four times as much per day).
 const dayStabilization = 2 * time.Minute
+
+// parseDate parses a UTC date as 1998-07-05 and returns it so spelled.
+func parseDate(v string) (string, error) {
+	d, err := time.ParseInLocation(time.DateOnly, v, time.UTC)
+	if err != nil {
+		return "", fmt.Errorf("%q: want a date as 1998-07-05", v)
+	}
+	return d.Format(time.DateOnly), nil
+}
 
 // parseDays parses FROM..TO, two UTC dates, both included.
 func parseDays(v string) (days []time.Time, err error) {
@@ -77,36 +89,33 @@ type dayRow struct {
 
 // aggRow is one policy over the whole range at one start delay.
 type aggRow struct {
-	Policy           string  `json:"policy"`
-	InstanceSeconds  float64 `json:"instance_seconds"`
-	VsStatic         float64 `json:"instance_seconds_vs_static"`
-	ViolationSeconds float64 `json:"slo_violation_seconds"`
-	MedianViolations float64 `json:"median_day_violation_seconds"`
-	WorstDay         string  `json:"worst_day"`
-	WorstViolations  float64 `json:"worst_day_violation_seconds"`
+	Policy          string  `json:"policy"`
+	InstanceSeconds float64 `json:"instance_seconds"`
+	VsStatic        float64 `json:"instance_seconds_vs_static"`
+	// ScalableVsStatic is VsStatic over the days whose peak needs more
+	// than one instance, the only days a policy can save on; nil when none.
+	ScalableVsStatic *float64 `json:"instance_seconds_vs_static_days_needing_more_than_one"`
+	ViolationSeconds float64  `json:"slo_violation_seconds"`
+	// MedianViolations, WorstDay and DaysWon are over the days whose peak
+	// needs more than one instance; nil and "" when there are none.
+	MedianViolations *float64 `json:"median_day_violation_seconds"`
+	WorstDay         string   `json:"worst_day"`
+	WorstViolations  float64  `json:"worst_day_violation_seconds"`
 	// DaysWon counts the days the policy had the fewest violation-seconds
 	// of the scaling policies (ties: the fewer instance-seconds).
 	DaysWon int `json:"days_won"`
 }
 
-// daysRun is the range at one start delay.
-type daysRun struct {
-	Name       string   `json:"name"`
-	StartDelay string   `json:"start_delay"`
-	Days       []dayRow `json:"days"`
-	Aggregate  []aggRow `json:"aggregate"`
-	// BestReactiveTotal is the reactive setting with the fewest
-	// violation-seconds over the range within predictive's total
-	// instance-seconds (one setting on every day).
-	BestReactiveTotal *sim.Point `json:"best_reactive_within_predictive_total,omitempty"`
-}
-
 // compareDays is the compare command's --days mode.
 func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time, model sim.Model, slo time.Duration,
-	delays []namedDelay, pols []sim.Policy) (*Report, error) {
+	delays []namedDelay, pols []sim.Policy, tunedUntil, rowsFile string) (*Report, error) {
 	scale, err := sim.DefaultScale(tw.Window, model.Capacity)
 	if err != nil {
 		return nil, err
+	}
+	command := fmt.Sprintf("shoal-bench compare --days %s..%s -tuned-until '%s'", days[0].Format(time.DateOnly), days[len(days)-1].Format(time.DateOnly), tunedUntil)
+	if rowsFile != "" {
+		command += " -rows " + rowsFile
 	}
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
 	rep.Settings = []Setting{
@@ -116,7 +125,19 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 		{"model", fmt.Sprintf("%.0f req/s per instance at 100 %% CPU, base p99 %s, M/M/c p99 with service time CV %g; SLO p99 %s", model.Capacity, model.BaseP99, model.ServiceCV, slo)},
 		{"history", "each day: the 7 days before it, per minute, for predictive"},
 		{"reactive sweep", fmt.Sprintf("the reactive twin at %d targets (%g..%g %% CPU p90) with %s stabilization, plus hpa-style, recommended and reactive-75", len(sweepTargets), sweepTargets[0], sweepTargets[len(sweepTargets)-1], dayStabilization)},
-		{"command", "shoal-bench compare --days FROM..TO"},
+		{"command", command},
+	}
+	var earlier map[string][]dayRow
+	if rowsFile != "" {
+		var about string
+		var err error
+		if earlier, about, err = loadDayRows(rowsFile, days, delays); err != nil {
+			return nil, err
+		}
+		rep.Settings = append(rep.Settings, Setting{"per-day rows", about})
+	}
+	if tunedUntil != "" {
+		rep.Settings = append(rep.Settings, Setting{"tuned until", tunedUntil + ": the defaults (examples/recommended*.yaml) were chosen on days up to it; the days after it are reported apart, as untested"})
 	}
 	var twin sim.Policy
 	for _, p := range pols {
@@ -128,14 +149,20 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 	var md strings.Builder
 	for _, delay := range delays {
 		run := daysRun{Name: delay.name, StartDelay: delay.d.String()}
-		for _, day := range days {
+		for i, day := range days {
+			if earlier != nil {
+				row := earlier[delay.name][i]
+				row.judge()
+				run.Days = append(run.Days, row)
+				continue
+			}
 			row, err := compareDay(ctx, env, tw.Series, day, scale, model, slo, delay.d, pols, twin)
 			if err != nil {
 				return nil, fmt.Errorf("%s at %s: %w", day.Format(time.DateOnly), delay.name, err)
 			}
 			run.Days = append(run.Days, row)
 		}
-		run.aggregate()
+		run.aggregate(tunedUntil)
 		runs = append(runs, run)
 		rep.Figures = append(rep.Figures, daysFigures(run)...)
 		writeDaysMarkdown(&md, run)
@@ -143,6 +170,49 @@ func compareDays(ctx context.Context, env *Env, tw traceWindow, days []time.Time
 	rep.Details = map[string]any{"scale": scale, "runs": runs}
 	rep.Markdown = md.String()
 	return rep, nil
+}
+
+// loadDayRows reads each day's rows at each delay from an earlier compare
+// --days report, so that a new split or aggregate needs no new simulation:
+// the rows are a pure function of the trace, the model and the policies,
+// which the report's commit names. It returns the rows by delay name, in the
+// order of days, and a line saying where they came from.
+func loadDayRows(path string, days []time.Time, delays []namedDelay) (map[string][]dayRow, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("-rows: %w", err)
+	}
+	var earlier struct {
+		Date    time.Time `json:"date"`
+		Machine Machine   `json:"machine"`
+		Details struct {
+			Runs []daysRun `json:"runs"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(b, &earlier); err != nil {
+		return nil, "", fmt.Errorf("-rows %s: not a compare --days report: %w", path, err)
+	}
+	rows := map[string][]dayRow{}
+	for _, delay := range delays {
+		i := slices.IndexFunc(earlier.Details.Runs, func(r daysRun) bool {
+			return r.Name == delay.name && r.StartDelay == delay.d.String()
+		})
+		if i < 0 {
+			return nil, "", fmt.Errorf("-rows %s: no %s run at start delay %s", path, delay.name, delay.d)
+		}
+		run := earlier.Details.Runs[i]
+		for _, day := range days {
+			name := day.Format(time.DateOnly)
+			j := slices.IndexFunc(run.Days, func(r dayRow) bool { return r.Day == name })
+			if j < 0 {
+				return nil, "", fmt.Errorf("-rows %s: no row for %s at the %s start delay", path, name, delay.name)
+			}
+			rows[delay.name] = append(rows[delay.name], run.Days[j])
+		}
+	}
+	about := fmt.Sprintf("each day's rows from %s (written %s at commit %s), not simulated again; the goals, aggregates and the split are computed anew",
+		path, earlier.Date.UTC().Format("2006-01-02 15:04 UTC"), earlier.Machine.Commit)
+	return rows, about, nil
 }
 
 type namedDelay struct {
@@ -240,54 +310,123 @@ func fewerViolations(a, b sim.Point) bool {
 		a.ViolationSeconds == 0 && b.ViolationSeconds == 0 && a.InstanceSeconds < b.InstanceSeconds
 }
 
-// aggregate sums the days per policy and finds each day's winner.
-func (run *daysRun) aggregate() {
-	if len(run.Days) == 0 {
+// daysPart is the aggregate over some of the range's days: all of them, the
+// days the defaults were tuned on, or the days nobody tuned on.
+type daysPart struct {
+	Name string `json:"name"`
+	Days int    `json:"days"`
+	// Scalable are the days whose peak needs more than one instance: on
+	// the others no policy can use less than static, so they count in the
+	// totals but not in the days won, the median, the worst day or the
+	// days a goal holds.
+	Scalable         []string `json:"days_needing_more_than_one_instance"`
+	RecommendedHolds int      `json:"days_recommended_goal_holds"`
+	PredictiveHolds  int      `json:"days_predictive_goal_holds"`
+	Aggregate        []aggRow `json:"aggregate"`
+	// BestReactiveTotal is the reactive setting with the fewest
+	// violation-seconds over the part within predictive's total
+	// instance-seconds (one setting on every day).
+	BestReactiveTotal *sim.Point `json:"best_reactive_within_predictive_total,omitempty"`
+	rows              []dayRow
+}
+
+// daysRun is the range at one start delay.
+type daysRun struct {
+	Name       string   `json:"name"`
+	StartDelay string   `json:"start_delay"`
+	Days       []dayRow `json:"days"`
+	// Parts are all days, then, with a tuned-until date, the days up to it
+	// and the days after it (each only if it has any).
+	Parts []daysPart `json:"parts"`
+}
+
+// aggregate sums all days and, when tunedUntil (a date as 1998-07-05) is
+// set, the days up to it and the days after it apart.
+func (run *daysRun) aggregate(tunedUntil string) {
+	run.Parts = []daysPart{newPart("all days", run.Days)}
+	if tunedUntil == "" {
 		return
 	}
-	staticTotal := 0.0
+	var tuned, untested []dayRow
 	for _, d := range run.Days {
-		staticTotal += d.Policies[0].InstanceSeconds
+		if d.Day <= tunedUntil {
+			tuned = append(tuned, d)
+		} else {
+			untested = append(untested, d)
+		}
 	}
-	for i, p := range run.Days[0].Policies {
-		a := aggRow{Policy: p.Name, WorstViolations: -1}
+	if len(tuned) > 0 {
+		run.Parts = append(run.Parts, newPart("tuned days (to "+tunedUntil+")", tuned))
+	}
+	if len(untested) > 0 {
+		run.Parts = append(run.Parts, newPart("untested days (after "+tunedUntil+")", untested))
+	}
+}
+
+// newPart sums days per policy and finds each scalable day's winner.
+func newPart(name string, days []dayRow) daysPart {
+	part := daysPart{Name: name, Days: len(days), rows: days}
+	if len(days) == 0 {
+		return part
+	}
+	staticTotal, staticScalable := 0.0, 0.0
+	for _, d := range days {
+		staticTotal += d.Policies[0].InstanceSeconds
+		if !d.Scalable {
+			continue
+		}
+		staticScalable += d.Policies[0].InstanceSeconds
+		part.Scalable = append(part.Scalable, d.Day)
+		if d.RecommendedHolds {
+			part.RecommendedHolds++
+		}
+		if d.PredictiveHolds {
+			part.PredictiveHolds++
+		}
+	}
+	for i, p := range days[0].Policies {
+		a := aggRow{Policy: p.Name}
 		if i == 0 {
 			a.Policy = "static (per day)"
 		}
 		var per []float64
-		for _, d := range run.Days {
+		scalable := 0.0
+		for _, d := range days {
 			q := d.Policies[i]
 			a.InstanceSeconds += q.InstanceSeconds
 			a.ViolationSeconds += q.ViolationSeconds
+			if !d.Scalable {
+				continue
+			}
+			scalable += q.InstanceSeconds
 			per = append(per, q.ViolationSeconds)
-			if q.ViolationSeconds > a.WorstViolations {
+			if a.WorstDay == "" || q.ViolationSeconds > a.WorstViolations {
 				a.WorstViolations, a.WorstDay = q.ViolationSeconds, d.Day
 			}
 		}
 		a.VsStatic = a.InstanceSeconds / staticTotal
-		a.MedianViolations = median(per)
-		run.Aggregate = append(run.Aggregate, a)
+		a.MedianViolations = num(median(per))
+		a.ScalableVsStatic = num(scalable / staticScalable)
+		part.Aggregate = append(part.Aggregate, a)
 	}
-	for _, d := range run.Days {
+	for _, d := range days {
+		if !d.Scalable {
+			continue // nothing to win: every policy can only run the one instance
+		}
 		win := 1 // static is no scaling policy
 		for i := 2; i < len(d.Policies); i++ {
 			if fewerViolations(d.Policies[i], d.Policies[win]) {
 				win = i
 			}
 		}
-		run.Aggregate[win].DaysWon++
+		part.Aggregate[win].DaysWon++
 	}
 
 	// One reactive setting on every day against predictive's total.
-	var pred aggRow
-	for _, a := range run.Aggregate {
-		if a.Policy == predictiveKey {
-			pred = a
-		}
-	}
+	pred := part.agg(predictiveKey)
 	totals := map[string]*sim.Point{}
 	var order []string
-	for _, d := range run.Days {
+	for _, d := range days {
 		for _, p := range d.reactivePoints() {
 			t := totals[p.Name]
 			if t == nil {
@@ -304,12 +443,13 @@ func (run *daysRun) aggregate() {
 		pts = append(pts, *totals[name])
 	}
 	if best, ok := sim.BestWithin(pts, pred.InstanceSeconds); ok {
-		run.BestReactiveTotal = &best
+		part.BestReactiveTotal = &best
 	}
+	return part
 }
 
-func (run daysRun) agg(name string) aggRow {
-	for _, a := range run.Aggregate {
+func (part daysPart) agg(name string) aggRow {
+	for _, a := range part.Aggregate {
 		if a.Policy == name {
 			return a
 		}
@@ -317,78 +457,131 @@ func (run daysRun) agg(name string) aggRow {
 	return aggRow{Policy: name, InstanceSeconds: math.NaN(), ViolationSeconds: math.NaN()}
 }
 
-// daysFigures states the issue's goals over the range at one start delay.
+// daysFigures states the issue's goals at one start delay over each part.
 func daysFigures(run daysRun) []Figure {
-	rec, pred := run.agg("recommended"), run.agg(predictiveKey)
-	recDays, predDays, scalable := 0, 0, 0
-	for _, d := range run.Days {
-		if !d.Scalable {
-			continue
-		}
-		scalable++
-		if d.RecommendedHolds {
-			recDays++
-		}
-		if d.PredictiveHolds {
-			predDays++
-		}
+	var figs []Figure
+	for _, part := range run.Parts {
+		figs = append(figs, partFigures(run.Name, part)...)
 	}
-	n := float64(scalable)
+	return figs
+}
+
+// partFigures states the issue's goals over one part of the range.
+func partFigures(delay string, part daysPart) []Figure {
+	rec, pred := part.agg("recommended"), part.agg(predictiveKey)
+	n := float64(len(part.Scalable))
 	most := func(v float64) bool { return v > n/2 }
-	skipped := fmt.Sprintf("of the %d days whose peak needs more than one instance (%d left out)", scalable, len(run.Days)-scalable)
+	if n == 0 {
+		// No day to judge: a count of none is no verdict either way.
+		most = nil
+	}
+	days := func(v int) *float64 {
+		if n == 0 {
+			return nil
+		}
+		return num(float64(v))
+	}
+	skipped := fmt.Sprintf("of the %d days whose peak needs more than one instance (%s; %d days with one instance left out)",
+		len(part.Scalable), strings.Join(part.Scalable, ", "), part.Days-len(part.Scalable))
+	name := delay + ": "
 	figs := []Figure{{
-		Name: run.Name + ": recommended instance-seconds, all days", Unit: "s", Value: num(rec.InstanceSeconds),
-		Baseline: "static (per day)", BaselineValue: num(run.Aggregate[0].InstanceSeconds), Ratio: num(rec.VsStatic),
+		Name: name + "recommended instance-seconds, " + part.Name, Unit: "s", Value: num(rec.InstanceSeconds),
+		Baseline: "static (per day)", BaselineValue: num(part.Aggregate[0].InstanceSeconds), Ratio: num(rec.VsStatic),
 		Goal: "<= 0.6× static", Verdict: verdict(num(rec.VsStatic), func(v float64) bool { return v <= 0.6 }),
+	}, {
+		Name: name + "recommended instance-seconds vs static, " + part.Name + ", only the days that need more than one instance", Unit: "×",
+		Value: rec.ScalableVsStatic, Goal: "<= 0.6× static", Verdict: verdict(rec.ScalableVsStatic, func(v float64) bool { return v <= 0.6 }),
+		Note: "a day whose peak one instance serves has nothing to save: every policy but seed-000 runs its one instance all day",
 	}}
 	for _, other := range []string{"seed-000", "seed-004", "hpa-style"} {
-		o := run.agg(other)
+		o := part.agg(other)
 		won := 0
-		for _, d := range run.Days {
-			if fewerViolations(d.point("recommended"), d.point(other)) {
+		for _, d := range part.rows {
+			if d.Scalable && fewerViolations(d.point("recommended"), d.point(other)) {
 				won++
 			}
 		}
 		figs = append(figs, Figure{
-			Name: run.Name + ": recommended SLO-violation seconds, all days", Unit: "s", Value: num(rec.ViolationSeconds),
+			Name: name + "recommended SLO-violation seconds, " + part.Name, Unit: "s", Value: num(rec.ViolationSeconds),
 			Baseline: other, BaselineValue: num(o.ViolationSeconds), Goal: "fewer than " + other,
 			Verdict: passIf(rec.ViolationSeconds < o.ViolationSeconds),
-			Note:    fmt.Sprintf("recommended beats %s on %d of %d days", other, won, len(run.Days)),
+			Note:    fmt.Sprintf("recommended beats %s on %d of the %d days whose peak needs more than one instance", other, won, len(part.Scalable)),
 		})
 	}
 	figs = append(figs, Figure{
-		Name: run.Name + ": days recommended holds every goal", Unit: "days", Value: num(float64(recDays)),
-		Baseline: "days", BaselineValue: num(n), Goal: "most days", Verdict: verdict(num(float64(recDays)), most), Note: skipped,
+		Name: name + "days recommended holds every goal, " + part.Name, Unit: "days", Value: days(part.RecommendedHolds),
+		Baseline: "days", BaselineValue: num(n), Goal: "most days", Verdict: verdictIf(days(part.RecommendedHolds), most), Note: skipped,
 	})
 	f := Figure{
-		Name: run.Name + ": predictive SLO-violation seconds, all days", Unit: "s", Value: num(pred.ViolationSeconds),
+		Name: name + "predictive SLO-violation seconds, " + part.Name, Unit: "s", Value: num(pred.ViolationSeconds),
 		Goal: "fewer than the best reactive setting within its instance-seconds", Verdict: "FAIL",
-		Note: "no reactive setting uses as few instance-seconds over the range",
+		Note: "no reactive setting uses as few instance-seconds over these days",
 	}
-	if b := run.BestReactiveTotal; b != nil {
+	if b := part.BestReactiveTotal; b != nil {
 		f.Baseline, f.BaselineValue = b.Name, num(b.ViolationSeconds)
 		f.Verdict = passIf(pred.ViolationSeconds < b.ViolationSeconds)
 		f.Note = fmt.Sprintf("instance-seconds: predictive %.0f, %s %.0f", pred.InstanceSeconds, b.Name, b.InstanceSeconds)
 	}
-	figs = append(figs, f, Figure{
-		Name: run.Name + ": days predictive beats the best reactive setting within its instance-seconds", Unit: "days",
-		Value: num(float64(predDays)), Baseline: "days", BaselineValue: num(n), Goal: "most days", Verdict: verdict(num(float64(predDays)), most),
-		Note: skipped,
+	return append(figs, f, Figure{
+		Name: name + "days predictive beats the best reactive setting within its instance-seconds, " + part.Name, Unit: "days",
+		Value: days(part.PredictiveHolds), Baseline: "days", BaselineValue: num(n), Goal: "most days",
+		Verdict: verdictIf(days(part.PredictiveHolds), most), Note: skipped,
 	})
-	return figs
 }
 
-// writeDaysMarkdown adds one start delay's per-day and aggregate tables.
+// verdictIf is verdict, with no verdict when there is no test.
+func verdictIf(v *float64, ok func(float64) bool) string {
+	if ok == nil {
+		return ""
+	}
+	return verdict(v, ok)
+}
+
+// writeDaysMarkdown adds one start delay's per-day tables (the tuned and the
+// untested days apart when the range is split) and each part's aggregate.
 func writeDaysMarkdown(md *strings.Builder, run daysRun) {
-	fmt.Fprintf(md, "## Start delay %s (%s), per day\n\nEach policy's cell: instance-seconds vs static / SLO-violation seconds. Forecast error: the WAPE over the day of predictive's seasonal forecast, each minute against the forecast made a horizon before it (the forecast falls back to reactive while its error over the last hour is above %.0f %%).\n\n", run.StartDelay, run.Name, 100*forecast.Default.MaxError)
+	fmt.Fprintf(md, "## Start delay %s (%s), per day\n\nEach policy's cell: instance-seconds vs static / SLO-violation seconds. Forecast error: the WAPE over the day of predictive's seasonal forecast, each minute against the forecast made a horizon before it (the forecast falls back to reactive while its error over the last hour is above %.0f %%). On a day whose peak one instance serves no policy can save anything: such a day is marked and left out of the days won and the goal days.\n\n", run.StartDelay, run.Name, 100*forecast.Default.MaxError)
+	tables := run.Parts[:1]
+	if len(run.Parts) > 1 {
+		tables = run.Parts[1:]
+	}
+	for _, part := range tables {
+		if len(tables) > 1 {
+			fmt.Fprintf(md, "### %s\n\n", part.Name)
+		}
+		writeDayTable(md, part.rows)
+	}
+	for _, part := range run.Parts {
+		fmt.Fprintf(md, "## Start delay %s (%s), %s: %d days\n\n", run.StartDelay, run.Name, part.Name, part.Days)
+		fmt.Fprintf(md, "Days whose peak needs more than one instance: %d (%s). Recommended holds every goal on %d of them, predictive beats the best reactive setting within its instance-seconds on %d.\n\n",
+			len(part.Scalable), orNone(strings.Join(part.Scalable, ", ")), part.RecommendedHolds, part.PredictiveHolds)
+		md.WriteString("| policy | instance-seconds | vs static | vs static, days needing more than one | SLO-violation seconds | median day | worst day | days won |\n|---|---:|---:|---:|---:|---:|---|---:|\n")
+		for _, a := range part.Aggregate {
+			worst := "-"
+			if a.WorstDay != "" {
+				worst = fmt.Sprintf("%s (%.0f)", a.WorstDay, a.WorstViolations)
+			}
+			fmt.Fprintf(md, "| %s | %.0f | %.3f | %s | %.0f | %s | %s | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
+				fmtRatio(a.ScalableVsStatic), a.ViolationSeconds, fmtNum(a.MedianViolations), worst, a.DaysWon)
+		}
+		if b := part.BestReactiveTotal; b != nil {
+			fmt.Fprintf(md, "| best reactive within predictive (one setting, these days): %s | %.0f | %.3f | | %.0f | | | |\n",
+				b.Name, b.InstanceSeconds, b.InstanceSeconds/part.Aggregate[0].InstanceSeconds, b.ViolationSeconds)
+		}
+		md.WriteString("\nInstance- and violation-seconds: every day. Median day, worst day and days won: the days whose peak needs more than one instance only. Days won: the days a policy had the fewest SLO-violation seconds of the scaling policies (ties: fewer instance-seconds).\n\n")
+	}
+}
+
+// writeDayTable is one row per day.
+func writeDayTable(md *strings.Builder, days []dayRow) {
 	md.WriteString("| day | forecast error | static |")
-	for _, p := range run.Days[0].Policies[1:] {
+	for _, p := range days[0].Policies[1:] {
 		md.WriteString(" " + p.Name + " |")
 	}
 	md.WriteString(" best reactive within predictive | recommended goal | predictive goal |\n|---|---:|---:|")
-	md.WriteString(strings.Repeat("---:|", len(run.Days[0].Policies)-1))
+	md.WriteString(strings.Repeat("---:|", len(days[0].Policies)-1))
 	md.WriteString("---|---|---|\n")
-	for _, d := range run.Days {
+	for _, d := range days {
 		static := d.Policies[0].InstanceSeconds
 		fmt.Fprintf(md, "| %s | %.0f %% | %d |", d.Day, 100*d.ForecastError, d.StaticInstances)
 		for _, p := range d.Policies[1:] {
@@ -399,22 +592,26 @@ func writeDaysMarkdown(md *strings.Builder, run daysRun) {
 			best = fmt.Sprintf("%s: %.3f / %.0f", b.Name, b.InstanceSeconds/static, b.ViolationSeconds)
 		}
 		if !d.Scalable {
-			fmt.Fprintf(md, " %s | one instance serves the peak | left out |\n", best)
+			fmt.Fprintf(md, " %s | one instance serves the peak: nothing to save | left out |\n", best)
 			continue
 		}
 		fmt.Fprintf(md, " %s | %s | %s |\n", best, holds(d.RecommendedHolds), holds(d.PredictiveHolds))
 	}
-	fmt.Fprintf(md, "\n## Start delay %s (%s), all %d days\n\n", run.StartDelay, run.Name, len(run.Days))
-	md.WriteString("| policy | instance-seconds | vs static | SLO-violation seconds | median day | worst day | days won |\n|---|---:|---:|---:|---:|---|---:|\n")
-	for _, a := range run.Aggregate {
-		fmt.Fprintf(md, "| %s | %.0f | %.3f | %.0f | %.0f | %s (%.0f) | %d |\n", a.Policy, a.InstanceSeconds, a.VsStatic,
-			a.ViolationSeconds, a.MedianViolations, a.WorstDay, a.WorstViolations, a.DaysWon)
+	md.WriteString("\n")
+}
+
+func fmtRatio(v *float64) string {
+	if v == nil {
+		return "-"
 	}
-	if b := run.BestReactiveTotal; b != nil {
-		fmt.Fprintf(md, "| best reactive within predictive (one setting, all days): %s | %.0f | %.3f | %.0f | | | |\n",
-			b.Name, b.InstanceSeconds, b.InstanceSeconds/run.Aggregate[0].InstanceSeconds, b.ViolationSeconds)
+	return fmt.Sprintf("%.3f", *v)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
 	}
-	md.WriteString("\nDays won: the days a policy had the fewest SLO-violation seconds of the scaling policies (ties: fewer instance-seconds).\n\n")
+	return s
 }
 
 func holds(ok bool) string {

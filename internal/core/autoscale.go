@@ -116,22 +116,13 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 		return nil
 	}
 	gc := g.Config().PolicyGroup()
-	delay := startDelays{g: g, log: a.log}
-	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
 	r := &policy.Runner{
 		Group:   gc,
 		Metrics: a.col.ForGroup(gc.Name),
 		Jobs:    a.jm,
-		State: func() policy.State {
-			up, down := g.Cooldowns()
-			s := policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: a.jm.Running(gc.Name)}
-			if auto {
-				s.StartDelay = delay.get(time.Now())
-			}
-			return s
-		},
-		Store: a.st,
-		Log:   a.log.With("component", "policy"),
+		State:   policyState(g, gc, a.jm, a.log),
+		Store:   a.st,
+		Log:     a.log.With("component", "policy"),
 	}
 	if a.met != nil {
 		r.Observe = a.met
@@ -140,6 +131,22 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 		if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			a.log.Error("autoscaler stopped", "group", gc.Name, "err", err)
 		}
+	}
+}
+
+// policyState is what gc's policy sees of g at each evaluation; with
+// start_delay: auto, the median of g's measured start delays, which the
+// target's look-ahead uses.
+func policyState(g *group.Group, gc config.Group, jm *jobs.Manager, log *slog.Logger) func() policy.State {
+	delay := startDelays{g: g, log: log}
+	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
+	return func() policy.State {
+		up, down := g.Cooldowns()
+		s := policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: jm.Running(gc.Name)}
+		if auto {
+			s.StartDelay = delay.get(time.Now())
+		}
+		return s
 	}
 }
 
