@@ -30,6 +30,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/keepalived"
 	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -118,6 +119,21 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		defer node.Close()
 		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix()), log: log.With("component", "ha")}
 		shared = hst
+	}
+	// keepalived starts before HAProxy, so that a VIP it cannot take (no
+	// such interface) refuses the start with nothing left running; its
+	// health check keeps it from the address until this core answers.
+	// stopVIP hands the address over first thing at shutdown, while this
+	// node's HAProxy still serves what reaches it.
+	var vip *keepalived.Supervisor
+	stopVIP := func() {}
+	if cfg.HA != nil && cfg.HA.VIP != nil {
+		vip, err = startKeepalived(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		stopVIP = sync.OnceFunc(func() { stopKeepalived(vip, log) })
+		defer stopVIP()
 	}
 
 	// The access log reader is up before HAProxy can send to it and stops
@@ -239,22 +255,12 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	c := &core{cfg: cfg, log: log, st: shared, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
 	apiOpts := []api.Option{auto.apiOption(shared, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs)}
 	stopHA := func() {}
-	// stopVIP hands the virtual IP over first thing at shutdown, while
-	// this node's HAProxy still serves what reaches it.
-	stopVIP := func() {}
 	if node != nil {
 		h := &haNode{node: node, shared: hst.shared, st: hst, c: c, reg: reg, jm: jm, policy: auto.policy, log: log.With("component", "ha"),
 			api: cfg.Admin.Listen, vip: cfg.HA.VIP, lease: cfg.HA.Lease}
 		apiOpts = append(apiOpts, api.WithHA(h))
-		if cfg.HA.VIP != nil {
-			sup, err := startKeepalived(ctx, cfg, log)
-			if err != nil {
-				auto.close()
-				return err
-			}
-			stopVIP = sync.OnceFunc(func() { stopKeepalived(sup, log) })
-			defer stopVIP()
-			h.vipState = sup.State
+		if vip != nil {
+			h.vipState = vip.State
 		}
 		stopHA = h.start()
 	}

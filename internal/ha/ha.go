@@ -389,10 +389,12 @@ func (n *Node) session(ctx context.Context) *concurrency.Session {
 // lead until the session is lost, ctx ends or StepDown. It returns the hold
 // for the next term.
 func (n *Node) term(ctx context.Context, sess *concurrency.Session, hold time.Time) time.Time {
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The term's goroutines end with tctx: cancel runs before the wait
+	// (defers run last first), whichever way the term ends.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	lost := func() bool {
 		select {
 		case <-sess.Done():

@@ -274,3 +274,33 @@ func TestHelperNode(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadsAgainAfterItsHold: a node that stepped down campaigns again once
+// its hold is over, and wins when the leader's lease ends (as a partition
+// from etcd ends it).
+func TestLeadsAgainAfterItsHold(t *testing.T) {
+	etcd := testetcd.Start(t)
+	a, _ := start(t, haConfig(etcd.Endpoint, "a", 100))
+	waitRole(t, a, 5*time.Second, leads)
+	b, _ := start(t, haConfig(etcd.Endpoint, "b", 90))
+	waitRole(t, b, 5*time.Second, func(r Role) bool { return r.LeaderName == "a" })
+	if err := a.StepDown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitRole(t, b, 2*time.Second, leads)
+	if err := b.StepDown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// a's hold (2 × lease) began first; it leads once that is over.
+	waitRole(t, a, 2*lease+2*time.Second, leads)
+	time.Sleep(2*lease + 500*time.Millisecond) // b's hold is over too
+	a.mu.Lock()
+	sess := a.sess
+	a.mu.Unlock()
+	if _, err := a.cli.Revoke(t.Context(), sess.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	waitRole(t, b, lease+2*time.Second, leads)
+	t.Logf("b leads %s after a's lease ended", time.Since(ended).Round(time.Millisecond))
+}
