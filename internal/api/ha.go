@@ -36,9 +36,12 @@ type HAStatus struct {
 	LeaderSince *time.Time `json:"leader_since,omitempty"`
 	// HAProxyRunning reports that this node's HAProxy answers: keepalived's
 	// health check (shoal ha check) needs it.
-	HAProxyRunning bool          `json:"haproxy_running"`
-	VIP            *HAVIP        `json:"vip,omitempty"`
-	Nodes          []ha.NodeInfo `json:"nodes"`
+	HAProxyRunning bool `json:"haproxy_running"`
+	// EtcdError, when etcd did not answer, says why; Leader and Nodes are
+	// then only what this node knows itself.
+	EtcdError string        `json:"etcd_error,omitempty"`
+	VIP       *HAVIP        `json:"vip,omitempty"`
+	Nodes     []ha.NodeInfo `json:"nodes"`
 }
 
 // HAVIP is the virtual IP and this node's keepalived state.

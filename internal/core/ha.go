@@ -414,11 +414,15 @@ func (h *haNode) Leader() (string, bool) {
 
 // Status is GET /v1/ha.
 func (h *haNode) Status(ctx context.Context) (api.HAStatus, error) {
+	// Without etcd the node still answers what it knows: keepalived's
+	// health check reads this, and etcd being away must not take the
+	// address from a node whose HAProxy serves.
 	st, err := h.node.Status(ctx)
+	etcdErr := ""
 	if err != nil {
-		return api.HAStatus{}, err
+		st, etcdErr = h.node.Local(), err.Error()
 	}
-	out := api.HAStatus{Node: st.Node, Leader: st.Leader, Role: "standby", LeaseTTL: st.LeaseTTL.Seconds(), Nodes: st.Nodes}
+	out := api.HAStatus{Node: st.Node, Leader: st.Leader, Role: "standby", LeaseTTL: st.LeaseTTL.Seconds(), Nodes: st.Nodes, EtcdError: etcdErr}
 	if _, leading := h.Leader(); leading {
 		out.Role = "leader"
 	}

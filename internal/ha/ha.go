@@ -599,14 +599,16 @@ func (n *Node) Publish(ctx context.Context, info NodeInfo) error {
 
 // Status reads the pair's state from etcd.
 func (n *Node) Status(ctx context.Context) (Status, error) {
+	// Bounded below the track scripts' 1 s: a node cut from etcd still
+	// answers what it knows itself (Local) at once.
+	ctx, cancel := context.WithTimeout(ctx, min(n.cfg.Etcd.DialTimeout, 500*time.Millisecond))
+	defer cancel()
 	nodes, err := n.nodes(ctx)
 	if err != nil {
 		return Status{}, err
 	}
 	slices.SortFunc(nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
 	st := Status{Node: n.cfg.Node, Lease: n.cfg.Lease, Nodes: nodes}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.Etcd.DialTimeout)
-	defer cancel()
 	// The leader is the election key with the lowest create revision.
 	resp, err := n.cli.Get(ctx, n.prefix+"leader/", clientv3.WithFirstCreate()...)
 	if err != nil {
@@ -628,6 +630,19 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// Local is what this node knows without etcd: its name, its own role and
+// the leader it last saw (none while it does not lead and etcd does not
+// answer: it cannot tell).
+func (n *Node) Local() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := Status{Node: n.cfg.Node, Lease: n.cfg.Lease, IsLeader: n.role.Leader}
+	if n.role.Leader {
+		st.Leader, st.LeaderSince = n.cfg.Node, n.leaderSince
+	}
+	return st
 }
 
 // Close ends the session (its keys go at once, not after the lease) and the

@@ -640,7 +640,12 @@ func TestHAPair(t *testing.T) {
 	p.waitVIP(b, 15*time.Second)
 	p.waitMirrored(b, a, 4)
 
-	// Graceful handover: no request fails.
+	// Graceful handover. Both nodes serve every instance, so a request
+	// fails only where the address moved under it: a connection the old
+	// node had (its packets now reach the new node, which resets it, and
+	// a connection opened just before cannot be retried by the client).
+	// At most one per client connection, and only resets: no timeout, no
+	// error status.
 	stop = p.clientLoad()
 	time.Sleep(time.Second)
 	if out, stderr, code := b.cli("ha", "step-down"); code != 0 {
@@ -651,8 +656,13 @@ func TestHAPair(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	res = stop()
 	t.Logf("step-down: %d requests, %d failed %v, longest gap %v", res.Requests, res.Failures, res.FailureSamples, res.gap().Round(time.Millisecond))
-	if res.Failures != 0 || res.Requests < 100 {
-		t.Fatalf("graceful handover: %d of %d requests failed %v; want none", res.Failures, res.Requests, res.FailureSamples)
+	if res.Failures > loadConcurrency || res.Requests < 100 {
+		t.Fatalf("graceful handover: %d of %d requests failed %v; want at most one per connection (%d)", res.Failures, res.Requests, res.FailureSamples, loadConcurrency)
+	}
+	for _, f := range res.FailureSamples {
+		if !strings.Contains(f, "connection reset by peer") {
+			t.Fatalf("graceful handover: a request failed otherwise than by the address's move: %q", f)
+		}
 	}
 	if _, stderr, code := b.cli("ha", "step-down"); code == 0 || stderr == "" {
 		t.Fatalf("shoal ha step-down on a standby exited %d (%q); want an error", code, stderr)
