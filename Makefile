@@ -43,7 +43,7 @@ vet:
 E2E := ./test/e2e/
 test: test-deps vet
 	$(GO) test -count=1 -timeout 8m $$($(GO) list ./... | grep -v /test/e2e)
-	$(GO) test -count=1 -timeout 13m -parallel 8 $(E2E)
+	$(GO) test -count=1 -timeout 15m -parallel 8 $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 
 # docs regenerates what docs/ holds from the config's Go types: the defaults,
