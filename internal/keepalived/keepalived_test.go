@@ -85,11 +85,20 @@ func waitState(t *testing.T, n *node, want string, limit time.Duration) {
 	}
 }
 
+// pair is two namespaces on a segment of their own: a LAN of two
+// hosts, VRRP between them as between two machines on a switch.
+type pair struct {
+	NS     [2]string // the namespaces
+	Addr   [2]string // their addresses, on Subnet.0/24
+	Subnet string
+	Iface  string // the interface in each
+}
+
 // newPair makes the test's two namespaces, skipping where that cannot be
 // done unless in CI.
-func newPair(ctx context.Context, t *testing.T) *testhost.Pair {
+func newPair(ctx context.Context, t *testing.T) *pair {
 	t.Helper()
-	pair, err := testhost.NewPair(ctx, "vrrp0")
+	lab, err := testhost.NewSegment(ctx, t.TempDir(), testhost.SegmentOptions{Spaces: []string{"a", "b"}})
 	if errors.Is(err, testhost.ErrUnsupported) {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
@@ -99,8 +108,14 @@ func newPair(ctx context.Context, t *testing.T) *testhost.Pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pair.Close() })
-	return pair
+	t.Cleanup(func() { lab.Close() })
+	p := &pair{}
+	for i, name := range []string{"a", "b"} {
+		h := lab.Space(name)
+		p.NS[i], p.Addr[i], p.Iface = h.Name, h.Addr, h.Iface
+	}
+	p.Subnet = p.Addr[0][:strings.LastIndex(p.Addr[0], ".")]
+	return p
 }
 
 // newNodes sets up nodes a (priority 110) and b (100) in the pair's
@@ -108,7 +123,7 @@ func newPair(ctx context.Context, t *testing.T) *testhost.Pair {
 // unicast, to the other's address. start starts a node's Supervisor; all
 // are stopped when the test ends, and their keepalived logs shown if it
 // failed.
-func newNodes(ctx context.Context, t *testing.T, pair *testhost.Pair, unicast bool) (a, b *node, start func(*node)) {
+func newNodes(ctx context.Context, t *testing.T, pair *pair, unicast bool) (a, b *node, start func(*node)) {
 	vip := pair.Subnet + ".100/24"
 	// A space in the flag's path proves the script's argv reaches
 	// /usr/bin/test word for word.
