@@ -81,33 +81,9 @@ func haFailovers(t *testing.T) int {
 // machine without namespaces skips, except in CI.
 func newSegmentLab(t *testing.T, o testhost.SegmentOptions) *testhost.Lab {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := testhost.NewSegment(ctx, t.TempDir(), o)
-	if errors.Is(err, testhost.ErrUnsupported) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v; CI must have them (run as root after make test-deps)", err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	live.Lock()
-	if live.labs == nil {
-		live.labs = map[*testhost.Lab]bool{}
-	}
-	live.labs[l] = true
-	live.Unlock()
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close the lab: %v", err)
-		}
-		live.Lock()
-		delete(live.labs, l)
-		live.Unlock()
+	return keepLab(t, 2*time.Minute, func(ctx context.Context) (*testhost.Lab, error) {
+		return testhost.NewSegment(ctx, t.TempDir(), o)
 	})
-	return l
 }
 
 // haPair is the lab and its two nodes.

@@ -40,9 +40,18 @@ import (
 // must have them.
 func newLab(t *testing.T, n int) *testhost.Lab {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return keepLab(t, time.Minute, func(ctx context.Context) (*testhost.Lab, error) {
+		return testhost.New(ctx, t.TempDir(), n)
+	})
+}
+
+// keepLab makes a lab with open (bounded by within) and keeps it until the
+// test ends, registered for the suite's watchdog.
+func keepLab(t *testing.T, within time.Duration, open func(context.Context) (*testhost.Lab, error)) *testhost.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	l, err := testhost.New(ctx, t.TempDir(), n)
+	l, err := open(ctx)
 	if errors.Is(err, testhost.ErrUnsupported) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%v; CI must have them (run as root after make test-deps)", err)
@@ -60,7 +69,7 @@ func newLab(t *testing.T, n int) *testhost.Lab {
 	live.Unlock()
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
-			t.Errorf("close test hosts: %v", err)
+			t.Errorf("close the lab: %v", err)
 		}
 		live.Lock()
 		delete(live.labs, l)
