@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -901,9 +902,14 @@ func TestSSHProvidersCheckBadInput(t *testing.T) {
 func checkPerHost(t *testing.T, what, output string, want map[string][]string) {
 	t.Helper()
 	lines := strings.Split(output, "\n")
+	// An address is matched whole: 10.0.0.2 is in "10.0.0.22" as a string.
+	whole := map[string]*regexp.Regexp{}
+	for h := range want {
+		whole[h] = regexp.MustCompile(`(^|[^0-9.])` + regexp.QuoteMeta(h) + `($|[^0-9])`)
+	}
 	hostOf := func(line string) string {
-		for h := range want {
-			if strings.Contains(line, h) {
+		for h, re := range whole {
+			if re.MatchString(line) {
 				return h
 			}
 		}
