@@ -12,14 +12,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -32,42 +30,45 @@ import (
 //	             ssl-min-ver TLSv1.2, rotated session ticket keys);
 //	(d) nginx    Debian's nginx: listen ... ssl http2, upstream keepalive.
 //
-// Each is loaded twice per round: requests/s over keep-alive connections,
-// and handshakes/s with a new connection per request (wrk -H "Connection:
-// close"). Rounds alternate the order; the figures are the medians of the
-// per-round ratios of (c) to (b).
+// Each is loaded three ways per round: requests/s over keep-alive
+// connections (wrk), and handshakes/s with a new connection per request,
+// once with full handshakes and once resuming sessions (handshakeLoad,
+// which says why not wrk). Rounds alternate the order; the figures are the
+// medians of the per-round ratios of (c) to (b).
 func init() {
 	register(&command{
 		name:    "tls",
-		summary: "TLS requests/s and handshakes/s through shoal vs a minimal haproxy.cfg vs nginx, same certificate",
+		summary: "TLS requests/s and handshakes/s (full and resumed) through shoal vs a minimal haproxy.cfg vs nginx, same certificate",
 		run:     runTLSBench,
 	})
 }
 
 const tlsRatioGoal = 1.0
 
-// tlsTarget is one TLS terminator, measured in both modes.
+// tlsTarget is one TLS terminator, measured in the three modes.
 type tlsTarget struct {
-	Key       string   `json:"key"`
-	Label     string   `json:"label"`
-	Status    string   `json:"status"`
-	URL       string   `json:"-"`
-	KeepAlive []Sample `json:"keep_alive_rounds"`
-	Close     []Sample `json:"new_connection_rounds"`
-	RPS       *float64 `json:"rps"`
-	HPS       *float64 `json:"handshakes_per_second"`
-	Errors    int64    `json:"errors"`
-	// Reuse is HAProxy's SslFrontendSessionReuse_pct after the run: how
-	// many handshakes were resumptions (HAProxies only).
-	Reuse  *float64 `json:"session_reuse_pct,omitempty"`
-	socket string
+	Key       string            `json:"key"`
+	Label     string            `json:"label"`
+	Status    string            `json:"status"`
+	URL       string            `json:"-"`
+	KeepAlive []Sample          `json:"keep_alive_rounds"`
+	Full      []HandshakeSample `json:"full_handshake_rounds"`
+	Resumed   []HandshakeSample `json:"resumed_handshake_rounds"`
+	RPS       *float64          `json:"rps"`
+	FullHPS   *float64          `json:"full_handshakes_per_second"`
+	ResHPS    *float64          `json:"resumed_handshakes_per_second"`
+	// ResShare is the median share of the resuming client's handshakes
+	// that did resume.
+	ResShare *float64 `json:"resumed_share"`
+	Errors   int64    `json:"errors"`
 }
 
 type tlsDetails struct {
-	Targets    []*tlsTarget `json:"targets"`
-	RPSRatios  []float64    `json:"round_ratios_rps_shoal_haproxy"`
-	HPSRatios  []float64    `json:"round_ratios_hps_shoal_haproxy"`
-	NginxRatio []float64    `json:"round_ratios_hps_shoal_nginx"`
+	Targets     []*tlsTarget `json:"targets"`
+	RPSRatios   []float64    `json:"round_ratios_rps_shoal_haproxy"`
+	FullRatios  []float64    `json:"round_ratios_full_hps_shoal_haproxy"`
+	ResRatios   []float64    `json:"round_ratios_resumed_hps_shoal_haproxy"`
+	NginxRatios []float64    `json:"round_ratios_full_hps_shoal_nginx"`
 }
 
 func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
@@ -93,6 +94,10 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		return nil, err
 	}
 	cert, key, err := writeBenchCert(env.Work)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := newHandshakeLoad(cert)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +132,6 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		nginxT.Status = err.Error()
 	}
 
-	closeHdr := []string{"-H", "Connection: close"}
 	for r := 1; r <= *rounds; r++ {
 		order := det.Targets
 		if r%2 == 0 {
@@ -137,6 +141,10 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			if t.Status != "ok" {
 				continue
 			}
+			addr, err := hostPort(t.URL)
+			if err != nil {
+				return nil, err
+			}
 			ka, err := runWrk(ctx, wrk, t.URL, *conns, *seconds)
 			if err == nil {
 				err = ctx.Err()
@@ -144,82 +152,93 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 			if err != nil {
 				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
 			}
-			cl, err := runWrk(ctx, wrk, t.URL, *conns, *seconds, closeHdr...)
+			full, err := hs.run(ctx, addr, *conns, *seconds, false)
 			if err == nil {
 				err = ctx.Err()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("round %d of %s, new connections: %w", r, t.Key, err)
+				return nil, fmt.Errorf("round %d of %s, full handshakes: %w", r, t.Key, err)
 			}
-			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(ka.RPS), "handshakes_per_s", math.Round(cl.RPS), "errors", ka.Errors+cl.Errors)
-			t.KeepAlive, t.Close = append(t.KeepAlive, ka), append(t.Close, cl)
+			res, err := hs.run(ctx, addr, *conns, *seconds, true)
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d of %s, resumed handshakes: %w", r, t.Key, err)
+			}
+			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(ka.RPS),
+				"full_handshakes_per_s", math.Round(full.RPS), "resumed_handshakes_per_s", math.Round(res.RPS),
+				"resumed_share", round2(res.Resumed), "errors", ka.Errors+full.Errors+res.Errors)
+			t.KeepAlive, t.Full, t.Resumed = append(t.KeepAlive, ka), append(t.Full, full), append(t.Resumed, res)
 		}
 	}
 	for _, t := range det.Targets {
-		var rps, hps []float64
+		var rps, full, res, share []float64
 		for i := range t.KeepAlive {
-			rps, hps = append(rps, t.KeepAlive[i].RPS), append(hps, t.Close[i].RPS)
-			t.Errors += t.KeepAlive[i].Errors + t.Close[i].Errors
+			rps, full, res = append(rps, t.KeepAlive[i].RPS), append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
+			share = append(share, t.Resumed[i].Resumed)
+			t.Errors += t.KeepAlive[i].Errors + t.Full[i].Errors + t.Resumed[i].Errors
 		}
-		t.RPS, t.HPS = num(median(rps)), num(median(hps))
-		if t.socket != "" {
-			t.Reuse = sessionReuse(ctx, t.socket)
-		}
+		t.RPS, t.FullHPS, t.ResHPS, t.ResShare = num(median(rps)), num(median(full)), num(median(res)), num(median(share))
 	}
-	paired := func(a, b *tlsTarget, close bool) []float64 {
+	paired := func(a, b *tlsTarget, of func(t *tlsTarget, i int) float64) []float64 {
 		var out []float64
 		for i := range min(len(a.KeepAlive), len(b.KeepAlive)) {
-			if close {
-				out = append(out, a.Close[i].RPS/b.Close[i].RPS)
-			} else {
-				out = append(out, a.KeepAlive[i].RPS/b.KeepAlive[i].RPS)
-			}
+			out = append(out, of(a, i)/of(b, i))
 		}
 		return out
 	}
-	det.RPSRatios, det.HPSRatios, det.NginxRatio = paired(shoalT, hapT, false), paired(shoalT, hapT, true), paired(shoalT, nginxT, true)
+	kaOf := func(t *tlsTarget, i int) float64 { return t.KeepAlive[i].RPS }
+	fullOf := func(t *tlsTarget, i int) float64 { return t.Full[i].RPS }
+	resOf := func(t *tlsTarget, i int) float64 { return t.Resumed[i].RPS }
+	det.RPSRatios, det.FullRatios, det.ResRatios = paired(shoalT, hapT, kaOf), paired(shoalT, hapT, fullOf), paired(shoalT, hapT, resOf)
+	det.NginxRatios = paired(shoalT, nginxT, fullOf)
 	goal := func(v float64) bool { return v >= tlsRatioGoal }
-	rpsRatio, hpsRatio := num(median(det.RPSRatios)), num(median(det.HPSRatios))
-	rep.Figures = []Figure{{
-		Name: "(c) shoal TLS req/s, keep-alive", Unit: "req/s", Value: shoalT.RPS,
-		Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: rpsRatio,
-		Goal: fmt.Sprintf(">= %.1f", tlsRatioGoal), Verdict: verdict(rpsRatio, goal),
-		Note: "median of the per-round ratios: " + joinFloats(det.RPSRatios, "%.3f"),
-	}, {
-		Name: "(c) shoal TLS handshakes/s, a connection per request", Unit: "handshakes/s", Value: shoalT.HPS,
-		Baseline: hapT.Label, BaselineValue: hapT.HPS, Ratio: hpsRatio,
-		Goal: fmt.Sprintf(">= %.1f", tlsRatioGoal), Verdict: verdict(hpsRatio, goal),
-		Note: "median of the per-round ratios: " + joinFloats(det.HPSRatios, "%.3f"),
-	}, {
-		Name: "(c) shoal handshakes/s vs nginx", Unit: "handshakes/s", Value: shoalT.HPS,
-		Baseline: nginxT.Label, BaselineValue: nginxT.HPS, Ratio: num(median(det.NginxRatio)),
-	}, {
-		Name: "(d) nginx TLS req/s, keep-alive", Unit: "req/s", Value: nginxT.RPS,
-		Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: ratioOf(nginxT.RPS, hapT.RPS),
-	}}
+	figure := func(name, unit string, value, base *float64, ratios []float64) Figure {
+		ratio := num(median(ratios))
+		return Figure{
+			Name: name, Unit: unit, Value: value,
+			Baseline: hapT.Label, BaselineValue: base, Ratio: ratio,
+			Goal: fmt.Sprintf(">= %.1f", tlsRatioGoal), Verdict: verdict(ratio, goal),
+			Note: "median of the per-round ratios: " + joinFloats(ratios, "%.3f"),
+		}
+	}
+	rep.Figures = []Figure{
+		figure("(c) shoal TLS req/s, keep-alive", "req/s", shoalT.RPS, hapT.RPS, det.RPSRatios),
+		figure("(c) shoal full TLS handshakes/s, a connection per request", "handshakes/s", shoalT.FullHPS, hapT.FullHPS, det.FullRatios),
+		figure("(c) shoal resumed TLS handshakes/s, a connection per request", "handshakes/s", shoalT.ResHPS, hapT.ResHPS, det.ResRatios),
+		{
+			Name: "(c) shoal full handshakes/s vs nginx", Unit: "handshakes/s", Value: shoalT.FullHPS,
+			Baseline: nginxT.Label, BaselineValue: nginxT.FullHPS, Ratio: num(median(det.NginxRatios)),
+		}, {
+			Name: "(d) nginx TLS req/s, keep-alive", Unit: "req/s", Value: nginxT.RPS,
+			Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: ratioOf(nginxT.RPS, hapT.RPS),
+		},
+	}
 	rep.Settings = []Setting{
-		{"load", fmt.Sprintf("wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/ (keep-alive), and the same with -H \"Connection: close\" (a TCP and TLS handshake per request); %d rounds, alternating order", *conns, *seconds, *rounds)},
+		{"load", fmt.Sprintf("keep-alive: wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/; handshakes: %d Go TLS 1.3 clients, a connection and one GET (Connection: close) each, full (no session cache) then resumed (each client offers the newest ticket it got); %d rounds, alternating order", *conns, *seconds, *conns, *rounds)},
 		{"certificate", "one self-signed ECDSA P-256 certificate for all three; TLS 1.3 and its default suites (each server's OpenSSL defaults; none sets ciphers)"},
 		{"(b)", "bind ssl crt FILE alpn h2,http/1.1; HAProxy's defaults otherwise (nbthread = CPUs, session cache 20000, tickets with a key per process)"},
 		{"(c)", "frontends: [{tls: {certificates: [...]}}]: bind ssl crt-list alpn h2,http/1.1 ssl-min-ver TLSv1.2 tls-ticket-keys (rotated hourly)" + extraNote(*extra+" "+*extraTLS)},
 		{"(d)", "worker_processes auto; listen ssl http2; ssl_protocols TLSv1.2 TLSv1.3; upstream keepalive 32; access_log off"},
 	}
 	var md strings.Builder
-	md.WriteString("| target | req/s keep-alive | handshakes/s | session reuse | errors | req/s per round | handshakes/s per round |\n|---|---:|---:|---:|---:|---|---|\n")
+	md.WriteString("| target | req/s keep-alive | full handshakes/s | resumed handshakes/s | resumed | errors | req/s per round | full per round | resumed per round |\n|---|---:|---:|---:|---:|---:|---|---|---|\n")
 	for _, t := range det.Targets {
 		if t.Status != "ok" {
-			fmt.Fprintf(&md, "| %s | %s | | | | | |\n", t.Label, t.Status)
+			fmt.Fprintf(&md, "| %s | %s | | | | | | | |\n", t.Label, t.Status)
 			continue
 		}
-		var ka, cl []float64
+		var ka, full, res []float64
 		for i := range t.KeepAlive {
-			ka, cl = append(ka, t.KeepAlive[i].RPS), append(cl, t.Close[i].RPS)
+			ka, full, res = append(ka, t.KeepAlive[i].RPS), append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
 		}
-		reuse := "n/a"
-		if t.Reuse != nil {
-			reuse = fmt.Sprintf("%.0f %%", *t.Reuse)
+		share := "-"
+		if t.ResShare != nil {
+			share = fmt.Sprintf("%.0f %%", 100**t.ResShare)
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %d | %s | %s |\n", t.Label, fmtNum(t.RPS), fmtNum(t.HPS), reuse, t.Errors, joinFloats(ka, "%.0f"), joinFloats(cl, "%.0f"))
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %d | %s | %s | %s |\n", t.Label, fmtNum(t.RPS), fmtNum(t.FullHPS), fmtNum(t.ResHPS), share, t.Errors,
+			joinFloats(ka, "%.0f"), joinFloats(full, "%.0f"), joinFloats(res, "%.0f"))
 	}
 	rep.Markdown = md.String()
 	return rep, nil
@@ -280,7 +299,7 @@ func startMinimalTLSHAProxy(ctx context.Context, env *Env, hap, cert, key string
 	if err := os.WriteFile(pemFile, both.Bytes(), 0o600); err != nil {
 		return err
 	}
-	t.socket = filepath.Join(env.Work, "haproxy-tls.sock")
+	sock := filepath.Join(env.Work, "haproxy-tls.sock")
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
 defaults
@@ -297,7 +316,7 @@ backend be
     balance roundrobin
     server s1 127.0.0.1:%d
     server s2 127.0.0.1:%d
-`, t.socket, port, pemFile, ports[0], ports[1])
+`, sock, port, pemFile, ports[0], ports[1])
 	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
 	if err := startHAProxyConfig(ctx, env, hap, "haproxy-tls", cfg, t.URL); err != nil {
 		return err
@@ -335,8 +354,6 @@ groups:
 		return err
 	}
 	t.URL = "https://" + sh.Cfg.Frontends[0].Bind[0] + "/"
-	// Where shoal's HAProxy keeps its stats socket, for show info alone.
-	t.socket = filepath.Join(stateDir, "haproxy", "admin.sock")
 	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
 		return fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
@@ -409,33 +426,5 @@ http {
 		return fmt.Errorf("nginx did not start: %v: %s", err, env.LogTail("nginx", 3))
 	}
 	t.Status = "ok"
-	return nil
-}
-
-// sessionReuse reads SslFrontendSessionReuse_pct from HAProxy's show info.
-func sessionReuse(ctx context.Context, socket string) *float64 {
-	var d net.Dialer
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := d.DialContext(cctx, "unix", socket)
-	if err != nil {
-		return nil
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, "show info\n"); err != nil {
-		return nil
-	}
-	out, err := io.ReadAll(conn)
-	if err != nil {
-		return nil
-	}
-	for line := range strings.Lines(string(out)) {
-		if v, ok := strings.CutPrefix(line, "SslFrontendSessionReuse_pct:"); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return num(f)
-			}
-		}
-	}
 	return nil
 }
