@@ -17,19 +17,21 @@ func TestParse(t *testing.T) {
 		line string
 		want Entry
 	}{
-		{"1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- GET /\n", Entry{
+		{"1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 25 GET /\n", Entry{
 			Time: time.Unix(1795424991, 690*int64(ms)), Client: "127.0.0.1:47712", Backend: "web", Server: "s1",
-			Status: 200, Tw: 0, Tc: ms, Tr: 2 * ms, Ta: 3 * ms, Bytes: 569, Termination: "----", Method: "GET", URI: "/",
+			Status: 200, Tw: 0, Tc: ms, Tr: 2 * ms, Ta: 3 * ms, Bytes: 569, Termination: "----", SampleRate: 25, Method: "GET", URI: "/",
 		}},
-		// No server: the timers of the phases that did not happen are -1.
-		{"1795424991.007 ::1:5000 shoal <NOSRV> 408 -1 -1 -1 10001 214 0 cR-- <BADREQ> <BADREQ>", Entry{
+		// No server: the timers of the phases that did not happen are -1, and
+		// no backend chose a sample rate.
+		{"1795424991.007 ::1:5000 shoal <NOSRV> 408 -1 -1 -1 10001 214 0 cR-- - <BADREQ> <BADREQ>", Entry{
 			Time: time.Unix(1795424991, 7*int64(ms)), Client: "::1:5000", Backend: "shoal", Server: "<NOSRV>",
 			Status: 408, Tw: -ms, Tc: -ms, Tr: -ms, Ta: 10001 * ms, Bytes: 214, Termination: "cR--", Method: "<BADREQ>", URI: "<BADREQ>",
 		}},
-		// Redispatched after retries; a URI with a space stays whole.
-		{"1795424991.100 10.0.0.1:1 api api-002 503 0 0 7 1030 0 +3 sH-- POST /a b?c=d", Entry{
+		// Redispatched after retries; a URI with a space stays whole; 0 (under
+		// 100 requests/s) is every request.
+		{"1795424991.100 10.0.0.1:1 api api-002 503 0 0 7 1030 0 +3 sH-- 0 POST /a b?c=d", Entry{
 			Time: time.Unix(1795424991, 100*int64(ms)), Client: "10.0.0.1:1", Backend: "api", Server: "api-002",
-			Status: 503, Tr: 7 * ms, Ta: 1030 * ms, Retries: 3, Redispatched: true, Termination: "sH--", Method: "POST", URI: "/a b?c=d",
+			Status: 503, Tr: 7 * ms, Ta: 1030 * ms, Retries: 3, Redispatched: true, Termination: "sH--", SampleRate: 1, Method: "POST", URI: "/a b?c=d",
 		}},
 	} {
 		got, err := Parse(tc.line)
@@ -44,7 +46,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseMalformed(t *testing.T) {
-	good := strings.Fields("1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- GET /")
+	good := strings.Fields("1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 10 GET /")
 	bad := map[int][]string{
 		0:  {"", "x", "1795424991", "1795424991.69", "-1.000", "1.abc", "99999999999999999999.000"},
 		1:  {"127.0.0.1", "127.0.0.1:", ":80"},
@@ -54,6 +56,7 @@ func TestParseMalformed(t *testing.T) {
 		9:  {"-1", "many"},
 		10: {"+", "-1", "x"},
 		11: {"--", "-----"},
+		12: {"x", "-1", "1.5", "99999999"},
 	}
 	for i, vals := range bad {
 		for _, v := range vals {
@@ -66,7 +69,7 @@ func TestParseMalformed(t *testing.T) {
 		}
 	}
 	for _, line := range []string{"", " ", "\x00\x00", strings.Repeat(" ", 20), "a b c", strings.Repeat("x", maxLine+1),
-		"1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ----"} {
+		"1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 1"} {
 		if _, err := Parse(line); err == nil {
 			t.Errorf("Parse(%q) accepted", truncate(line))
 		}
@@ -74,8 +77,8 @@ func TestParseMalformed(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add("1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- GET /")
-	f.Add("1795424991.007 ::1:5000 shoal <NOSRV> 408 -1 -1 -1 10001 214 +0 cR-- <BADREQ> <BADREQ>")
+	f.Add("1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 25 GET /")
+	f.Add("1795424991.007 ::1:5000 shoal <NOSRV> 408 -1 -1 -1 10001 214 +0 cR-- - <BADREQ> <BADREQ>")
 	f.Fuzz(func(t *testing.T, line string) {
 		_, _ = Parse(line) // must not panic
 	})
@@ -164,7 +167,7 @@ func TestReader(t *testing.T) {
 	defer c.Close()
 	const n = 50
 	for i := range n {
-		fmt.Fprintf(c, "1795424991.%03d 127.0.0.1:%d web s1 200 0 1 2 3 569 0 ---- GET /%d\n", i, 1000+i, i)
+		fmt.Fprintf(c, "1795424991.%03d 127.0.0.1:%d web s1 200 0 1 2 3 569 0 ---- - GET /%d\n", i, 1000+i, i)
 	}
 	c.Write([]byte("garbage\x00\xff"))
 	for i := range n {

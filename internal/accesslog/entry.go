@@ -14,13 +14,15 @@ import (
 // Format is the HAProxy log-format whose lines Parse reads: accept time
 // (unix seconds.milliseconds), client ip:port, backend, server, status, the
 // timers %Tw %Tc %Tr %Ta (ms, -1 when the phase did not happen), response
-// bytes, retries (prefixed "+" when redispatched), termination state, method
-// and URI. The URI is last so that whatever it holds cannot shift a field.
-const Format = "%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %HM %HU"
+// bytes, retries (prefixed "+" when redispatched), termination state, the
+// sample rate N the request was logged at ("-" when the backend does not
+// choose one: see haproxy's sampleLines), method and URI. The URI is last so
+// that whatever it holds cannot shift a field.
+const Format = "%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %[var(txn.shoal_sample)] %HM %HU"
 
 // formatFields is the number of space-separated fields of Format; the last
 // one (the URI) takes the rest of the line.
-const formatFields = 14
+const formatFields = 15
 
 // maxLine bounds the line Parse reads; HAProxy's default is 1024 bytes.
 const maxLine = 64 << 10
@@ -56,7 +58,8 @@ type Entry struct {
 	Retries      int
 	Redispatched bool
 	// SampleRate is N when one request in N is logged: each entry stands
-	// for SampleRate requests.
+	// for SampleRate requests. Parse sets it from the line; 0 when the line
+	// has none (the reader then sets the configured rate).
 	SampleRate int
 }
 
@@ -109,7 +112,14 @@ func Parse(line string) (Entry, error) {
 	if len(e.Termination) != 4 {
 		return fail("termination", errors.New("not four characters"))
 	}
-	e.Method, e.URI = f[12], f[13]
+	if f[12] != "-" {
+		// HAProxy logs 0 below 100 requests/s, where every request is logged.
+		if e.SampleRate, err = strconv.Atoi(f[12]); err != nil || e.SampleRate < 0 || e.SampleRate > 1<<20 {
+			return fail("sample", errors.New("not a sample rate"))
+		}
+		e.SampleRate = max(e.SampleRate, 1)
+	}
+	e.Method, e.URI = f[13], f[14]
 	if e.Method == "" {
 		return fail("method", errors.New("empty"))
 	}

@@ -26,7 +26,8 @@ type Options struct {
 	File     string
 	MaxSize  int64
 	MaxFiles int
-	// SampleRate is copied into every Entry: HAProxy logs one request in N.
+	// SampleRate is set in every Entry whose line has no rate of its own:
+	// HAProxy logs one request in N.
 	SampleRate int
 	Log        *slog.Logger
 }
@@ -184,7 +185,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		if err != nil {
 			r.malformed.Add(1)
 		} else {
-			e.SampleRate = r.opts.SampleRate
+			if e.SampleRate == 0 {
+				e.SampleRate = r.opts.SampleRate
+			}
 			r.publish(e)
 		}
 		r.lines.Add(1)

@@ -162,9 +162,10 @@ type AccessLog struct {
 	// "sample: 0".
 	Enabled bool `yaml:"enabled"`
 	// Sample logs one request in Sample; 0 turns the access log off. With
-	// Adaptive ("sample: auto", the default) it is 1, and shoal sets each
-	// group's rate at runtime so that logging stays under about 4 % of its
-	// requests (see metrics.SampleRate).
+	// Adaptive ("sample: auto", the default) it is 1, and each group's
+	// backend chooses its rate from its requests over the last second:
+	// every request below 100 a second, about 100 a second above that, and
+	// no more than 4 % of them above 2,500 a second.
 	Sample   int `yaml:"sample"`
 	Adaptive bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many

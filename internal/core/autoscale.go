@@ -24,17 +24,15 @@ import (
 const logFeedBuffer = 4096
 
 // autoscaler owns what makes shoal scale by itself: the metrics collector,
-// the access-log feed into its latency percentiles, the adaptive sampling of
-// that log, the waker, and what runs a group's autoscale policy (policy; the
+// the access-log feed into its latency percentiles, the waker, and what runs a group's autoscale policy (policy; the
 // registry of groups runs one per group that has a policy).
 type autoscaler struct {
-	col     *metrics.Collector
-	sampler *sampler
+	col *metrics.Collector
 	// waker wakes and puts to sleep the groups that scale to zero.
 	waker *waker
 	log   *slog.Logger
 
-	// Collection (collector, log feed, sampler) stops after the job manager
+	// Collection (collector, log feed) stops after the job manager
 	// closes; the policy runners (in the registry) before it.
 	stopCollect context.CancelFunc
 	collectWG   sync.WaitGroup
@@ -46,7 +44,7 @@ type autoscaler struct {
 }
 
 // openAutoscaler opens the metrics history; nothing runs until start. The
-// collector, the sampler and the waker read the registry's groups at each
+// collector and the waker read the registry's groups at each
 // tick, so they follow the groups a reload adds or removes.
 func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
 	alog := log.With("component", "metrics")
@@ -63,7 +61,7 @@ func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, j
 		return nil, err
 	}
 	wk.col = col
-	return &autoscaler{col: col, sampler: newSampler(cfg, groups.Names, lb.Client(), col, alog), waker: wk, log: log, jm: jm}, nil
+	return &autoscaler{col: col, waker: wk, log: log, jm: jm}, nil
 }
 
 // start runs the collector and feeds it the access log (reader may be nil
@@ -76,13 +74,6 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 		defer a.collectWG.Done()
 		a.col.Run(cctx)
 	}()
-	if a.sampler != nil {
-		a.collectWG.Add(1)
-		go func() {
-			defer a.collectWG.Done()
-			a.sampler.run(cctx)
-		}()
-	}
 	if reader != nil {
 		entries, unsubscribe := reader.Subscribe(logFeedBuffer)
 		context.AfterFunc(cctx, unsubscribe)
@@ -90,7 +81,7 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 		go func() {
 			defer a.collectWG.Done()
 			for e := range entries {
-				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, a.sampler.rateFor(e.Backend, e.SampleRate))
+				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, e.SampleRate)
 			}
 		}()
 	}

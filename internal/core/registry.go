@@ -14,7 +14,7 @@ import (
 
 // registry is the one set of running groups: each group with its reconciler
 // and its policy runner. Jobs, the API, the Prometheus exposition, the
-// metrics collector, the access-log sampler and the waker read the groups
+// metrics collector and the waker read the groups
 // from it; only a reload's commit step (apply) and shutdown change it.
 //
 // A member's life:

@@ -57,7 +57,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
 	case cfg.AccessLog.Adaptive:
-		// Each backend samples at the rate shoal sets (see SampleMap).
+		// Each backend chooses its rate (see sampleLines).
 		lines = append(lines, fmt.Sprintf("log unix@%s format raw local0", p.LogSocket), fmt.Sprintf("log-format %q", accesslog.Format))
 	case n > 0:
 		lines = append(lines, fmt.Sprintf("log unix@%s format raw sample 1:%d local0", p.LogSocket, n), fmt.Sprintf("log-format %q", accesslog.Format))

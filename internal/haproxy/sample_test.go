@@ -8,7 +8,7 @@ import (
 )
 
 // TestRenderAdaptiveSampling: with sample: auto the log line has no fixed
-// sample and every backend reads its rate from the map shoal sets.
+// sample and every backend chooses its rate from its own request rate.
 func TestRenderAdaptiveSampling(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, "127.0.0.1:8080")

@@ -153,8 +153,6 @@ type cpuPrev struct {
 type groupView struct {
 	at        time.Time
 	instances []instanceView
-	rps       float64
-	rpsOK     bool
 }
 
 type instanceView struct {
@@ -348,9 +346,7 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 				vals[gp("queue")] = float64(queue)
 				vals[gp("sessions")] = float64(cur.Sessions)
 				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
-					rps := float64(delta(prev.Requests, cur.Requests)) / statDT
-					gv.rps, gv.rpsOK = rps, true
-					vals[gp("requests_per_second")] = rps
+					vals[gp("requests_per_second")] = float64(delta(prev.Requests, cur.Requests)) / statDT
 					vals[gp("errors_per_second")] = float64(delta(prev.Responses[5], cur.Responses[5])) / statDT
 					vals[gp("connection_errors_per_second")] = float64(delta(prev.ConnErrors, cur.ConnErrors)) / statDT
 					// Attempts HAProxy retried or sent to another server, after a
@@ -567,18 +563,6 @@ func (c *Collector) latency(group string, from time.Time) (latencyStats, bool) {
 		return latencyStats{}, false
 	}
 	return l.since(from)
-}
-
-// RequestRate returns the requests per second group's backend served in the
-// latest interval, for choosing an access-log sample rate (see SampleRate).
-func (c *Collector) RequestRate(group string) (float64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	gv := c.views[group]
-	if gv == nil {
-		return 0, false
-	}
-	return gv.rps, gv.rpsOK
 }
 
 // Point is one value of a series at time T: a sample, or the average of a

@@ -190,10 +190,6 @@ func TestHAProxyCounters(t *testing.T) {
 			t.Errorf("%s = %v, want 0 with no request in flight", p, v)
 		}
 	}
-	rps, found := c.RequestRate("web")
-	if !found || math.Round(rps*dt) != ok+fail {
-		t.Errorf("RequestRate = %v, %v", rps, found)
-	}
 	doc, err := c.Document(ctx, "web", time.Minute, "")
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +198,7 @@ func TestHAProxyCounters(t *testing.T) {
 		b, _ := json.Marshal(doc)
 		t.Errorf("document lacks rates: %s", b)
 	}
-	t.Logf("%d requests (%d 5xx) in %.2fs: %.1f requests/s, %.1f 5xx/s", ok+fail, fail, dt, rps, *doc.ErrorsPerSecond)
+	t.Logf("%d requests (%d 5xx) in %.2fs: %.1f 5xx/s", ok+fail, fail, dt, *doc.ErrorsPerSecond)
 }
 
 // TestHAProxyRetries registers a server on a closed port that HAProxy

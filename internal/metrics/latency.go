@@ -84,24 +84,3 @@ func (l *latencySamples) since(from time.Time) (latencyStats, bool) {
 		samples: len(ta), rate: l.rate,
 	}, true
 }
-
-// Logging bounds for SampleRate: at least minLogged requests a second are
-// logged when there are that many (enough for a p99 over a few seconds), and
-// at high rates no more than logShare of them, which keeps the access log's
-// cost to HAProxy small (every request logged costs it about 23 % of its
-// throughput, one in ten about 4 %).
-const (
-	minLogged = 100.0
-	logShare  = 0.04
-)
-
-// SampleRate returns N for HAProxy's "sample 1:N" given the requests per
-// second a group serves (see Collector.RequestRate): every request below 100
-// requests/s, then enough to log about 100 a second, and no more than 4 % of
-// requests above 2,500 requests/s.
-func SampleRate(rps float64) int {
-	if !(rps > minLogged) {
-		return 1
-	}
-	return int(math.Floor(rps / max(minLogged, rps*logShare)))
-}

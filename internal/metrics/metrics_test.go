@@ -193,17 +193,6 @@ func TestRollup(t *testing.T) {
 	}
 }
 
-func TestSampleRate(t *testing.T) {
-	for _, tt := range []struct {
-		rps  float64
-		want int
-	}{{0, 1}, {math.NaN(), 1}, {100, 1}, {150, 1}, {1000, 10}, {2500, 25}, {10000, 25}, {100000, 25}} {
-		if got := SampleRate(tt.rps); got != tt.want {
-			t.Errorf("SampleRate(%v) = %d, want %d", tt.rps, got, tt.want)
-		}
-	}
-}
-
 func TestQuery(t *testing.T) {
 	for _, tt := range []struct{ src, want string }{
 		{".avg |", "invalid query at column"},
