@@ -423,6 +423,10 @@ func restore(ctx context.Context, cfg *config.Config, st sharedStore, lb *haprox
 			}
 		}
 	}
+	// Stopping strays acts on the providers: only while this node leads.
+	if err := st.Guard(ctx); err != nil {
+		return nil, fmt.Errorf("stop stray instances: %w", err)
+	}
 	for _, n := range provs.all() {
 		stopped, err := n.prov.StopStrays(ctx, kept[n.name])
 		switch {

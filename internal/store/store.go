@@ -20,6 +20,11 @@ import (
 // ErrNotFound reports that a requested row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrFenced reports a write (or a Guard) refused because this node does not
+// hold the HA leader's fence (any more): see package etcdstore. A group
+// that gets it acts on its provider no more.
+var ErrFenced = errors.New("not the leader: refused by the fence")
+
 // maxJobs is how many of the newest jobs are kept; older ones are pruned on insert.
 const maxJobs = 10000
 
@@ -196,6 +201,10 @@ func Open(path string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// Guard reports whether this node may act on the providers now: a single
+// node always leads, so it always may (see etcdstore.Store.Guard).
+func (s *Store) Guard(context.Context) error { return nil }
 
 // Close closes the database.
 func (s *Store) Close() error {
