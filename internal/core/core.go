@@ -185,7 +185,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
-	provs.st = st
+	provs.st, provs.fence = st, shared
 	provs.start()
 	defer provs.stop()
 

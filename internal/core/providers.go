@@ -43,6 +43,9 @@ type providers struct {
 	groups atomic.Pointer[registry]
 	// st records host events; set before start (nil records none).
 	st *store.Store
+	// fence, set before start, is what an ssh provider's sweep of a
+	// connecting host asks before it stops anything (see sshprov.Options.Guard).
+	fence interface{ Guard(context.Context) error }
 
 	mu     sync.RWMutex
 	ssh    map[string]*sshprov.Provider
@@ -62,6 +65,7 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 		Owner:     ownerID(cfg),
 		Checks:    p.checks,
 		Reclaim:   p.reclaim,
+		Guard:     p.guard,
 		HostState: p.hostState,
 		// One batched read of the hosts per sample of the metrics.
 		Interval: cfg.Metrics.Interval,
@@ -296,6 +300,14 @@ func (p *providers) checks(rec provider.Record) (passing, known bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), checksTimeout)
 	defer cancel()
 	return g.Checks(ctx, rec.Name)
+}
+
+// guard is the fence of an ssh provider's sweep: nil (go ahead) without one.
+func (p *providers) guard(ctx context.Context) error {
+	if p.fence == nil {
+		return nil
+	}
+	return p.fence.Guard(ctx)
 }
 
 // reclaim offers an instance found on a returning host to its group.
