@@ -43,8 +43,9 @@ type providers struct {
 	groups atomic.Pointer[registry]
 	// st records host events; set before start (nil records none).
 	st *store.Store
-	// fence, set before start, is what an ssh provider's sweep of a
-	// connecting host asks before it stops anything (see sshprov.Options.Guard).
+	// fence, set before start, is what a provider's own sweep (an ssh
+	// host's as it connects, a cloud's left for its poller) asks before it
+	// stops or deletes anything (see sshprov.Options.Guard).
 	fence interface{ Guard(context.Context) error }
 
 	mu     sync.RWMutex
@@ -103,7 +104,7 @@ func (p *providers) add(pc config.Provider) error {
 		}
 		p.ssh[pc.Name], run = sp, sp.Run
 	case pc.Cloud != nil:
-		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, log)
+		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, p.opts.Guard, log)
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
