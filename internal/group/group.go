@@ -160,7 +160,8 @@ type Group struct {
 	// keep, set before Run's context ends, leaves the instances running for
 	// the next run of shoal to adopt.
 	keep atomic.Bool
-	// fenced is set once the store's Guard refused with store.ErrFenced:
+	// fenced is set once etcd refused the store's Guard (store.ErrFenced
+	// but not ErrNoFence: a step-down that fails gives the fence back):
 	// this node no longer leads, and the group acts on its provider no
 	// more (no launch, no retirement, no stop); its instances are the new
 	// leader's. A new term runs new Groups.
@@ -1019,7 +1020,7 @@ func (g *Group) keepWaitingLocked(n int) int {
 }
 
 // mayAct waits for the store's Guard before a provider action (what
-// names it): nil if this node may act. store.ErrFenced latches the group
+// names it): nil if this node may act. etcd's refusal latches the group
 // (see fenced); an error of etcd's (a partition) is retried every
 // removeRetry until ctx ends: the action is done only after a check that
 // passed.
@@ -1032,6 +1033,8 @@ func (g *Group) mayAct(ctx context.Context, what string) error {
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, store.ErrNoFence):
+			return fmt.Errorf("%s not done: %w", what, err)
 		case errors.Is(err, store.ErrFenced):
 			if !g.fenced.Swap(true) {
 				g.log.Warn("this node no longer leads: the group starts, stops and deletes nothing more, its instances are the new leader's", "refused", what)

@@ -887,3 +887,20 @@ func TestReconcilerFencedActsOnNothing(t *testing.T) {
 		t.Fatalf("%d starts, want no replacement by a node that does not lead", n)
 	}
 }
+
+// TestReconcilerNoFenceDoesNotLatch: a node without a fence for a moment
+// (a step-down under way, which may fail and give it back) starts nothing
+// meanwhile, and launches again once the Guard passes.
+func TestReconcilerNoFenceDoesNotLatch(t *testing.T) {
+	r := newReconciler(t, 1, func(r *reconciler) { r.st.guard = store.ErrNoFence })
+	if f := r.awaitFailure(1); !strings.Contains(f.Reason, "start of web-001 not done: not the leader") {
+		t.Fatalf("failure %q, want the start refused", f.Reason)
+	}
+	if n := len(r.prov.startTimes()); n != 0 {
+		t.Fatalf("%d starts without a fence", n)
+	}
+	r.st.mu.Lock()
+	r.st.guard = nil
+	r.st.mu.Unlock()
+	r.stepUntil("a start once the fence is back", func() bool { return len(r.prov.startTimes()) == 1 })
+}

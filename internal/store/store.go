@@ -25,6 +25,11 @@ var ErrNotFound = errors.New("not found")
 // that gets it acts on its provider no more.
 var ErrFenced = errors.New("not the leader: refused by the fence")
 
+// ErrNoFence is ErrFenced from a node that holds no fence at all: a
+// standby, or a leader stepping down, whose fence may come back if the
+// step-down fails. A group is not latched by it (see group.Group.fenced).
+var ErrNoFence = fmt.Errorf("%w (this node holds none)", ErrFenced)
+
 // maxJobs is how many of the newest jobs are kept; older ones are pruned on insert.
 const maxJobs = 10000
 

@@ -24,6 +24,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -83,7 +84,7 @@ func (s *Store) currentFence() (ha.Fence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fence.Valid() {
-		return ha.Fence{}, ErrFenced
+		return ha.Fence{}, store.ErrNoFence
 	}
 	return s.fence, nil
 }
@@ -118,7 +119,7 @@ func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3
 // the same fence every write compares.
 func (s *Store) Guard(ctx context.Context) error {
 	_, err := s.commit(ctx, nil)
-	if err != nil && err != ErrFenced {
+	if err != nil && !errors.Is(err, ErrFenced) {
 		return fmt.Errorf("check the fence: %w", err)
 	}
 	return err
