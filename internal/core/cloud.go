@@ -16,8 +16,8 @@ import (
 
 // newCloud builds the provider of a cloud entry over its type's driver.
 // Servers carry the owner tag, the same marker the ssh provider's
-// processes carry (see ownerID).
-func newCloud(pc config.Provider, stateDir, owner string, log *slog.Logger) (*cloud.Provider, error) {
+// processes carry (see ownerID); guard fences the poller's sweep.
+func newCloud(pc config.Provider, stateDir, owner string, guard func(context.Context) error, log *slog.Logger) (*cloud.Provider, error) {
 	var (
 		d   cloud.Driver
 		err error
@@ -36,7 +36,7 @@ func newCloud(pc config.Provider, stateDir, owner string, log *slog.Logger) (*cl
 	if err != nil {
 		return nil, err
 	}
-	return cloud.New(pc.Name, d, *pc.Cloud, cloud.Options{Owner: owner, Driver: pc.Type, StateDir: stateDir, Log: log})
+	return cloud.New(pc.Name, d, *pc.Cloud, cloud.Options{Owner: owner, Driver: pc.Type, StateDir: stateDir, Log: log, Guard: guard})
 }
 
 // descCloudCalls is the API calls of each cloud provider, by kind: what a

@@ -185,7 +185,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
-	provs.st = st
+	provs.st, provs.fence = st, shared
 	provs.start()
 	defer provs.stop()
 
@@ -422,6 +422,10 @@ func restore(ctx context.Context, cfg *config.Config, st sharedStore, lb *haprox
 				return nil, err
 			}
 		}
+	}
+	// Stopping strays acts on the providers: only while this node leads.
+	if err := st.Guard(ctx); err != nil {
+		return nil, fmt.Errorf("stop stray instances: %w", err)
 	}
 	for _, n := range provs.all() {
 		stopped, err := n.prov.StopStrays(ctx, kept[n.name])

@@ -45,6 +45,7 @@ type sharedStore interface {
 	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
 	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
+	Guard(ctx context.Context) error
 }
 
 // haStore is an HA node's store: the pair's shared state in etcd (fenced
@@ -72,6 +73,10 @@ func (s *haStore) PutInstance(ctx context.Context, in store.Instance) error {
 func (s *haStore) DeleteInstance(ctx context.Context, name string) error {
 	return s.shared.DeleteInstance(ctx, name)
 }
+
+// Guard is etcd's fence check: a provider action of the leader's waits
+// for it (the SQLite's own Guard, a single node's, always passes).
+func (s *haStore) Guard(ctx context.Context) error { return s.shared.Guard(ctx) }
 
 func (s *haStore) Instances(ctx context.Context) ([]store.Instance, error) {
 	return s.shared.Instances(ctx)

@@ -43,6 +43,10 @@ type providers struct {
 	groups atomic.Pointer[registry]
 	// st records host events; set before start (nil records none).
 	st *store.Store
+	// fence, set before start, is what a provider's own sweep (an ssh
+	// host's as it connects, a cloud's left for its poller) asks before it
+	// stops or deletes anything (see sshprov.Options.Guard).
+	fence interface{ Guard(context.Context) error }
 
 	mu     sync.RWMutex
 	ssh    map[string]*sshprov.Provider
@@ -62,6 +66,7 @@ func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*pr
 		Owner:     ownerID(cfg),
 		Checks:    p.checks,
 		Reclaim:   p.reclaim,
+		Guard:     p.guard,
 		HostState: p.hostState,
 		// One batched read of the hosts per sample of the metrics.
 		Interval: cfg.Metrics.Interval,
@@ -99,7 +104,7 @@ func (p *providers) add(pc config.Provider) error {
 		}
 		p.ssh[pc.Name], run = sp, sp.Run
 	case pc.Cloud != nil:
-		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, log)
+		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, p.opts.Guard, log)
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
@@ -296,6 +301,14 @@ func (p *providers) checks(rec provider.Record) (passing, known bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), checksTimeout)
 	defer cancel()
 	return g.Checks(ctx, rec.Name)
+}
+
+// guard is the fence of an ssh provider's sweep: nil (go ahead) without one.
+func (p *providers) guard(ctx context.Context) error {
+	if p.fence == nil {
+		return nil
+	}
+	return p.fence.Guard(ctx)
 }
 
 // reclaim offers an instance found on a returning host to its group.

@@ -478,6 +478,14 @@ type fakeStore struct {
 	usage []store.Usage
 	// startDelays are the start delays recorded.
 	startDelays []time.Duration
+	// guard is what Guard answers (nil: this node leads).
+	guard error
+}
+
+func (s *fakeStore) Guard(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guard
 }
 
 func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store.Usage, error) {

@@ -131,7 +131,15 @@ type instance struct {
 
 // stateStore is what a group keeps in the store: its own state and its
 // instances' records. *store.Store is one.
+//
+// Guard is the fence of the provider's actions: every start, stop and
+// deletion of an instance waits for it just before it asks the provider,
+// and is not done unless it passed (see mayAct). A single node's store
+// always passes; an HA node's passes only while etcd still has this node
+// as the leader (a fenced transaction), so a deposed leader that has not
+// noticed yet starts, stops and deletes nothing.
 type stateStore interface {
+	Guard(ctx context.Context) error
 	GroupState(ctx context.Context, name string) (store.GroupState, bool, error)
 	PutGroupState(ctx context.Context, g store.GroupState) error
 	PutInstance(ctx context.Context, in store.Instance) error
@@ -152,11 +160,17 @@ type Group struct {
 	// keep, set before Run's context ends, leaves the instances running for
 	// the next run of shoal to adopt.
 	keep atomic.Bool
-	prov provider.Provider
-	lb   Balancer
-	st   stateStore
-	log  *slog.Logger
-	clk  clock
+	// fenced is set once etcd refused the store's Guard (store.ErrFenced
+	// but not ErrNoFence: a step-down that fails gives the fence back):
+	// this node no longer leads, and the group acts on its provider no
+	// more (no launch, no retirement, no stop); its instances are the new
+	// leader's. A new term runs new Groups.
+	fenced atomic.Bool
+	prov   provider.Provider
+	lb     Balancer
+	st     stateStore
+	log    *slog.Logger
+	clk    clock
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex
@@ -397,7 +411,7 @@ func (g *Group) notifyLocked() {
 }
 
 func (g *Group) reconcile(ctx context.Context) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || g.fenced.Load() {
 		return
 	}
 	g.mu.Lock()
@@ -533,7 +547,10 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 // An unhealthy instance whose checks time out while it holds requests is
 // hung: those requests are ended at once (see hung). Shutdown of shoal
 // takes every state to stopping, or leaves it as it is for the next run to
-// adopt (KeepInstances).
+// adopt (KeepInstances). Every arrow that starts, stops or deletes through
+// the provider first passes the store's fence (mayAct): refused (an HA
+// node that no longer leads), the arrow is not taken, nothing is started
+// or stopped, and the instance stays as it is for the new leader.
 func (g *Group) lifecycle(ctx context.Context, in *instance, gate bool) {
 	if in.inst == nil {
 		if !g.start(ctx, in) {
@@ -628,6 +645,10 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 	g.mu.Lock()
 	plan, _ := c.PlanBySize(g.desired)
 	g.mu.Unlock()
+	if err := g.mayAct(ctx, "start of "+in.name); err != nil {
+		g.drop(in, err.Error(), stopOnly) // nothing started: nothing to stop
+		return false
+	}
 	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
 		var created *provider.CreatedError
@@ -790,7 +811,8 @@ const (
 	// kept: a scale-up took it back while it waited; it serves on.
 	kept
 	// ended: it ended otherwise (its server gone meanwhile, shoal
-	// stopping), cleaned up already.
+	// stopping), cleaned up already; or the fence refused its deletion,
+	// and it is left to the new leader.
 	ended
 )
 
@@ -843,6 +865,17 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 		}
 		if err != nil {
 			g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
+		}
+		if err := g.mayAct(ctx, "deletion of "+in.name); err != nil {
+			// Drained, recorded draining: the new leader (or the next run
+			// of shoal) finishes the retirement.
+			g.setWaiting(in, "", nil)
+			if ctx.Err() != nil {
+				g.shutdown(in)
+			} else {
+				g.stuck(in, err.Error())
+			}
+			return ended
 		}
 		err = d.Delete(ctx, in.inst)
 		if ctx.Err() != nil {
@@ -986,6 +1019,39 @@ func (g *Group) keepWaitingLocked(n int) int {
 	return len(waiting) + min(deciding, n-len(waiting))
 }
 
+// mayAct waits for the store's Guard before a provider action (what
+// names it): nil if this node may act. etcd's refusal latches the group
+// (see fenced); an error of etcd's (a partition) is retried every
+// removeRetry until ctx ends: the action is done only after a check that
+// passed.
+func (g *Group) mayAct(ctx context.Context, what string) error {
+	for {
+		if g.fenced.Load() {
+			return fmt.Errorf("%s not done: %w", what, store.ErrFenced)
+		}
+		err := g.st.Guard(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, store.ErrNoFence):
+			return fmt.Errorf("%s not done: %w", what, err)
+		case errors.Is(err, store.ErrFenced):
+			if !g.fenced.Swap(true) {
+				g.log.Warn("this node no longer leads: the group starts, stops and deletes nothing more, its instances are the new leader's", "refused", what)
+			}
+			return fmt.Errorf("%s not done: %w", what, err)
+		}
+		g.log.Warn("the fence could not be checked; retrying", "action", what, "err", err)
+		t, stop := g.clk.NewTimer(removeRetry)
+		select {
+		case <-t:
+		case <-ctx.Done():
+			stop()
+			return fmt.Errorf("%s not done: the fence could not be checked: %w", what, err)
+		}
+	}
+}
+
 // setWaiting records why a retiring instance is still in service, and
 // keep, what takes it back meanwhile (nil when it is not waiting).
 func (g *Group) setWaiting(in *instance, why string, keep context.CancelFunc) {
@@ -1041,12 +1107,26 @@ const (
 // drop is how every instance ends: reason, if any, is recorded as its
 // failure (see fail), it leaves HAProxy and its process is stopped (in the
 // order out says; there is nothing to stop if it never started), and it is
-// forgotten.
+// forgotten. A stop the fence refuses (see mayAct) is not done: the
+// instance is left as it is, running and recorded, for the new leader,
+// and the job that retired it fails with why.
 func (g *Group) drop(in *instance, reason string, out takeOut) {
 	if reason != "" {
 		g.fail(in, reason)
 	}
 	if in.inst != nil {
+		// A fresh context, as the stop's own: the check must finish while
+		// shoal shuts down. Bounded: a node that cannot reach etcd for
+		// removeTimeout has lost its lease (at most a minute) anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		err := g.mayAct(ctx, "stop of "+in.name)
+		cancel()
+		if err != nil {
+			if reason == "" {
+				g.stuck(in, err.Error())
+			}
+			return
+		}
 		switch out {
 		case removeThenStop:
 			g.removeFromLB(in)

@@ -844,3 +844,63 @@ func TestReconcilerStartDelayMeasured(t *testing.T) {
 		t.Fatalf("status start delay %+v, want %+v", st.StartDelay, sd)
 	}
 }
+
+// TestReconcilerFencedActsOnNothing: once the store's Guard refuses (an
+// HA node deposed without noticing), a retiring cloud instance is drained
+// but not deleted, left in HAProxy and its job fails "not the leader"; an
+// instance that exits is not stopped nor replaced, however long the
+// reconciler runs.
+func TestReconcilerFencedActsOnNothing(t *testing.T) {
+	r, cloud := newOutage(t, nil)
+	cloud.setDown(nil)
+	r.st.mu.Lock()
+	r.st.guard = store.ErrFenced
+	r.st.mu.Unlock()
+	m := r.g.Mark()
+	if err := r.g.SetDesired(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := r.g.WaitConverged(context.Background(), m); errc <- err }()
+	var err error
+	r.stepUntil("the job failing", func() bool {
+		select {
+		case err = <-errc:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, ErrNotConverged) || !strings.Contains(err.Error(), "web-002: deletion of web-002 not done: not the leader") {
+		t.Fatalf("job's wait = %v; want it failed: not the leader", err)
+	}
+	wantEvents(t, r.ev, "web-002", "start", "add", "ready", "pre_stop", "drain")
+
+	r.prov.instance("web-001").exit("killed")
+	r.awaitFailure(2)
+	for range 20 { // 10 s: past any back-off and several resyncs
+		r.clk.Advance(500 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	wantEvents(t, r.ev, "web-001", "start", "add", "ready")
+	if n := len(r.prov.startTimes()); n != 2 {
+		t.Fatalf("%d starts, want no replacement by a node that does not lead", n)
+	}
+}
+
+// TestReconcilerNoFenceDoesNotLatch: a node without a fence for a moment
+// (a step-down under way, which may fail and give it back) starts nothing
+// meanwhile, and launches again once the Guard passes.
+func TestReconcilerNoFenceDoesNotLatch(t *testing.T) {
+	r := newReconciler(t, 1, func(r *reconciler) { r.st.guard = store.ErrNoFence })
+	if f := r.awaitFailure(1); !strings.Contains(f.Reason, "start of web-001 not done: not the leader") {
+		t.Fatalf("failure %q, want the start refused", f.Reason)
+	}
+	if n := len(r.prov.startTimes()); n != 0 {
+		t.Fatalf("%d starts without a fence", n)
+	}
+	r.st.mu.Lock()
+	r.st.guard = nil
+	r.st.mu.Unlock()
+	r.stepUntil("a start once the fence is back", func() bool { return len(r.prov.startTimes()) == 1 })
+}

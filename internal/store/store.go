@@ -20,6 +20,16 @@ import (
 // ErrNotFound reports that a requested row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrFenced reports a write (or a Guard) refused because this node does not
+// hold the HA leader's fence (any more): see package etcdstore. A group
+// that gets it acts on its provider no more.
+var ErrFenced = errors.New("not the leader: refused by the fence")
+
+// ErrNoFence is ErrFenced from a node that holds no fence at all: a
+// standby, or a leader stepping down, whose fence may come back if the
+// step-down fails. A group is not latched by it (see group.Group.fenced).
+var ErrNoFence = fmt.Errorf("%w (this node holds none)", ErrFenced)
+
 // maxJobs is how many of the newest jobs are kept; older ones are pruned on insert.
 const maxJobs = 10000
 
@@ -196,6 +206,10 @@ func Open(path string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// Guard reports whether this node may act on the providers now: a single
+// node always leads, so it always may (see etcdstore.Store.Guard).
+func (s *Store) Guard(context.Context) error { return nil }
 
 // Close closes the database.
 func (s *Store) Close() error {

@@ -32,6 +32,10 @@ type Options struct {
 	// with, and log to, StateDir/standins/NAME.
 	StateDir string
 	Log      *slog.Logger
+	// Guard, if set, is asked before a sweep left for the poller (see
+	// StopStrays) deletes anything: an error, and it waits for a later
+	// listing (an HA node that does not lead deletes nothing).
+	Guard func(ctx context.Context) error
 }
 
 const (
@@ -206,7 +210,7 @@ func (p *Provider) Run(ctx context.Context) {
 			p.mu.Lock()
 			kept := p.pendingSweep
 			p.mu.Unlock()
-			if kept != nil {
+			if kept != nil && p.mayDelete(ctx) {
 				strays, err := p.sweep(ctx, kept)
 				for _, s := range strays {
 					p.log.Warn("stray server deleted", "provider", p.name, "instance", s.Name, "id", s.ID, "server", s.Host)
@@ -322,6 +326,18 @@ func (p *Provider) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// mayDelete asks Options.Guard, if set, before the poller's sweep.
+func (p *Provider) mayDelete(ctx context.Context) bool {
+	if p.opts.Guard == nil {
+		return true
+	}
+	if err := p.opts.Guard(ctx); err != nil {
+		p.log.Info("stray servers left for now: this node does not lead", "provider", p.name, "err", err)
+		return false
+	}
+	return true
 }
 
 // reap asks again for the deletion of servers that must go but are still

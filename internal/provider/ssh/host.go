@@ -477,6 +477,14 @@ func (p *Provider) hostState(host string, down bool, reason string) {
 	}
 }
 
+// guard asks Options.Guard, if set.
+func (p *Provider) guard(ctx context.Context) error {
+	if p.opts.Guard == nil {
+		return nil
+	}
+	return p.opts.Guard(ctx)
+}
+
 // marked is a process carrying our owner and host markers.
 type marked struct {
 	proc.Stat
@@ -541,6 +549,10 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 	for _, m := range ms {
 		present[m.key()] = m
 	}
+	// Stopping (or offering) what nobody tracks acts for the leader: a node
+	// that does not lead (an HA standby, a deposed leader) leaves it
+	// running, and keeps what it owes for its next connection.
+	guardErr := p.guard(ctx)
 	var stop []marked
 	type offer struct {
 		m   marked
@@ -557,6 +569,11 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 			continue
 		}
 		p.finishLocked(in, "gone while shoal was down")
+	}
+	if guardErr != nil {
+		p.mu.Unlock()
+		p.log.Info("instances nobody tracks on the host left running: this node does not lead", "host", h.name, "err", guardErr)
+		return nil
 	}
 	wasDown, sweeping := h.wasDown, h.swept || h.sweepPending
 	for _, m := range ms {

@@ -56,6 +56,10 @@ type Options struct {
 	// running there that the provider no longer tracks: true if a group took it back (it calls
 	// Adopt itself); false, or nil Reclaim, and the provider stops it.
 	Reclaim func(ctx context.Context, rec provider.Record) bool
+	// Guard, if set, is asked before a connection's sweep stops (or offers
+	// to Reclaim) what the provider does not track: an error, and it
+	// leaves them for a later connection (an HA node that does not lead).
+	Guard func(ctx context.Context) error
 	// HostState, if set, is told when a host goes down (with why) and when
 	// it is back; it is called without the provider's lock.
 	HostState func(host string, down bool, reason string)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -985,5 +986,45 @@ func TestStraysSweptOnConnect(t *testing.T) {
 			t.Fatal("stray not swept when its host connected")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStraysLeftWhenNotLeading: a node whose Guard refuses (an HA node
+// that does not lead, or a deposed leader) stops nothing when a host
+// connects: the stray it would have swept runs on.
+func TestStraysLeftWhenNotLeading(t *testing.T) {
+	l := newLab(t, 1)
+	state := t.TempDir()
+	cfg := labConfig(t, l)
+	cfg.HostDownAfter = time.Minute
+	p1, stop1 := startProvider(t, cfg, Options{StateDir: state})
+	a := start(t, p1, spec("web", 1, demoTemplate(t)))
+	stop1()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	linkDown(t, ctx, l.Hosts[0])
+	var asked atomic.Int32
+	refuse := func(context.Context) error {
+		asked.Add(1)
+		return errors.New("not the leader: refused by the fence")
+	}
+	p2 := runProvider(t, cfg, Options{StateDir: state, Guard: refuse})
+	if _, err := p2.StopStrays(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Hosts[0].LinkUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for asked.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the guard was not asked when the host connected")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !running(a.Record()) {
+			t.Fatal("stray stopped although the guard refused")
+		}
 	}
 }

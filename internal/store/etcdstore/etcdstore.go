@@ -5,8 +5,10 @@
 //
 // Every write is one transaction that compares the leader's fence
 // (ha.Fence.Cmp) first: a node that no longer leads, even one that has not
-// noticed yet, changes nothing and gets ErrFenced. Reads are not fenced: a
-// standby reads the same state (and watches the instances to mirror them).
+// noticed yet, changes nothing and gets ErrFenced. Guard is that
+// comparison alone: the groups pass it just before each start, stop and
+// deletion they ask a provider for. Reads are not fenced: a standby reads
+// the same state (and watches the instances to mirror them).
 //
 // Keys, under <prefix>state/, values JSON:
 //
@@ -38,8 +40,8 @@ import (
 )
 
 // ErrFenced reports a write refused because this node does not hold the
-// leader's fence (any more).
-var ErrFenced = errors.New("not the leader: write refused by the fence")
+// leader's fence (any more); it is store.ErrFenced, which the groups know.
+var ErrFenced = store.ErrFenced
 
 // Bounds: etcd keeps every value in memory and refuses transactions of more
 // than 128 operations by default.
@@ -82,7 +84,7 @@ func (s *Store) currentFence() (ha.Fence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fence.Valid() {
-		return ha.Fence{}, ErrFenced
+		return ha.Fence{}, store.ErrNoFence
 	}
 	return s.fence, nil
 }
@@ -108,6 +110,19 @@ func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3
 		return false, ErrFenced
 	}
 	return false, nil
+}
+
+// Guard is the fenced transaction a provider action waits for (see
+// group.stateStore): nil only if this node held the leader's fence when
+// etcd answered, ErrFenced if it does not. A transaction of comparisons
+// only is served as a linearizable read: nothing is written, and it holds
+// the same fence every write compares.
+func (s *Store) Guard(ctx context.Context) error {
+	_, err := s.commit(ctx, nil)
+	if err != nil && !errors.Is(err, ErrFenced) {
+		return fmt.Errorf("check the fence: %w", err)
+	}
+	return err
 }
 
 func (s *Store) put(ctx context.Context, key string, v any) error {

@@ -190,6 +190,9 @@ func TestFenced(t *testing.T) {
 	if err := s.PutGroupState(ctx, store.GroupState{Name: "web", Desired: 2}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Guard(ctx); err != nil {
+		t.Fatalf("Guard while leading: %v", err)
+	}
 	// The election key goes as when the lease expires in a partition.
 	if _, err := n.Client().Delete(ctx, fence.Key); err != nil {
 		t.Fatal(err)
@@ -201,6 +204,7 @@ func TestFenced(t *testing.T) {
 		"DeleteInstance": s.DeleteInstance(ctx, "web-1"),
 		"InsertJob":      s.InsertJob(ctx, &j),
 		"InsertDecision": s.InsertDecision(ctx, &decision.Record{Group: "web", Rule: "cpu"}),
+		"Guard":          s.Guard(ctx),
 	} {
 		if !errors.Is(err, ErrFenced) {
 			t.Errorf("%s after the fence moved: %v, want ErrFenced", what, err)

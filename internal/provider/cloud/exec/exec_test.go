@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +162,12 @@ type env struct {
 // newProvider returns a running cloud provider over c's exec driver.
 func newProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*config.CloudProvider)) *env {
 	t.Helper()
+	return newGuardedProvider(t, c, owner, tweak, nil)
+}
+
+// newGuardedProvider is newProvider with Options.Guard.
+func newGuardedProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*config.CloudProvider), guard func(context.Context) error) *env {
+	t.Helper()
 	cfg := config.CloudProvider{Port: c.port, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second}
 	if tweak != nil {
@@ -174,7 +181,7 @@ func newProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*config.Cl
 	if cfg.Emulator != nil && c.stateDir != "" {
 		stateDir = c.stateDir // a restarted shoal: the same stand-ins
 	}
-	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderExec, StateDir: stateDir})
+	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderExec, StateDir: stateDir, Guard: guard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +455,8 @@ func TestAdoptAndStrays(t *testing.T) {
 
 // TestStraysSweptWhenListingWorks: a restarted shoal that cannot list
 // sweeps nothing then, and deletes the strays at its first listing that
-// works.
+// works while its Guard passes (an HA node that leads): refused, it
+// deletes nothing.
 func TestStraysSweptWhenListingWorks(t *testing.T) {
 	c := newFakeCloud(t)
 	ctx := ctxFor(t, time.Minute)
@@ -462,7 +470,16 @@ func TestStraysSweptWhenListingWorks(t *testing.T) {
 		recs = append(recs, in.Record())
 	}
 	c.misbehave("list", "fail")
-	second := newProvider(t, c, "owner-k", nil)
+	var leads atomic.Bool
+	var asked atomic.Int32
+	guard := func(context.Context) error {
+		asked.Add(1)
+		if !leads.Load() {
+			return errors.New("not the leader: refused by the fence")
+		}
+		return nil
+	}
+	second := newGuardedProvider(t, c, "owner-k", nil, guard)
 	if _, err := second.prov.Adopt(ctx, recs[0], config.Template{}); err != nil {
 		t.Fatal(err)
 	}
@@ -475,6 +492,16 @@ func TestStraysSweptWhenListingWorks(t *testing.T) {
 		t.Fatalf("%d servers while listing fails, want both", n)
 	}
 	c.misbehave("list", "")
+	// Asked after each listing that works while the sweep is pending.
+	for deadline := time.Now().Add(30 * time.Second); asked.Load() < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the guard was asked %d times within 30s, want 2", asked.Load())
+		}
+	}
+	if n := len(c.servers()); n != 2 {
+		t.Fatalf("%d servers after listings while the guard refuses, want both", n)
+	}
+	leads.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		servers := c.servers()
