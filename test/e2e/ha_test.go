@@ -620,14 +620,15 @@ func TestHAPair(t *testing.T) {
 	// fails only where the address moved under it: the new holder resets
 	// the old node's connections, and a client retries a request reset on
 	// a reused connection before any of the answer arrived, but not one
-	// whose answer (a 9 KB page, several segments) the old node was sending
-	// then ("BODY after 9165: … connection reset by peer", seen with an
-	// instrumented loadgen). Measured: none in 27 step-downs under this load,
-	// one reset in one run of five. Draining first with "Connection: close"
-	// made it worse (13 failed in 6 step-downs: a fresh connection's reset is
-	// not retried), and so did keeping the address on the old node's lo
-	// through the move (2 cut bodies in 18). At most one per client
-	// connection, and only resets: no timeout, no error status.
+	// whose answer (a 9 KB page, several segments) the old node was still
+	// sending. Measured under this load: no failure in 27 step-downs, and
+	// one reset in one run of this test out of five. Draining first with
+	// "Connection: close" made it worse (13 failed in 6 step-downs: a
+	// fresh connection's reset is not retried), and so did keeping the
+	// address on the old node's lo through the move (2 resets in 18, one
+	// seen mid-body: "BODY after 9165: … connection reset by peer" from an
+	// instrumented loadgen). At most one per client connection, and only
+	// resets: no timeout, no error status.
 	stop = p.clientLoad()
 	time.Sleep(time.Second)
 	out, stderr, code := b.cli("ha", "step-down")
