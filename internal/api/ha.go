@@ -16,9 +16,9 @@ type HA interface {
 	// this node leads.
 	Leader() (name string, leading bool)
 	Status(ctx context.Context) (HAStatus, error)
-	// StepDown hands the leadership over and returns the new leader, ""
-	// when none took over in time; ErrNotLeader on a standby.
-	StepDown(ctx context.Context) (string, error)
+	// StepDown hands the leadership over (and the VIP, with one) and says
+	// to whom; ErrNotLeader on a standby.
+	StepDown(ctx context.Context) (StepDownResponse, error)
 }
 
 // ErrNotLeader is StepDown's error on a node that does not lead.
@@ -52,7 +52,13 @@ type HAVIP struct {
 
 // StepDownResponse is the answer of POST /v1/ha/step-down.
 type StepDownResponse struct {
+	// Leader is the new leader, "" when none took over in time.
 	Leader string `json:"leader"`
+	// VIPMoved reports that the VIP left this node (keepalived no longer
+	// MASTER) within the handover's bound, VIPMovedAfter how many seconds
+	// after the request; both are unset on a node without a VIP.
+	VIPMoved      bool    `json:"vip_moved,omitempty"`
+	VIPMovedAfter float64 `json:"vip_moved_after_s,omitempty"`
 }
 
 // WithHA serves GET /v1/ha and POST /v1/ha/step-down, and makes the calls
@@ -69,7 +75,7 @@ func WithHA(x HA) Option {
 			writeJSON(w, http.StatusOK, st)
 		})
 		h.mux.HandleFunc("POST /v1/ha/step-down", func(w http.ResponseWriter, r *http.Request) {
-			leader, err := x.StepDown(r.Context())
+			resp, err := x.StepDown(r.Context())
 			switch {
 			case errors.Is(err, ErrNotLeader):
 				name, _ := x.Leader()
@@ -77,7 +83,7 @@ func WithHA(x HA) Option {
 			case err != nil:
 				h.internal(w, err)
 			default:
-				writeJSON(w, http.StatusOK, StepDownResponse{Leader: leader})
+				writeJSON(w, http.StatusOK, resp)
 			}
 		})
 	}

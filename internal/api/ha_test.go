@@ -15,7 +15,9 @@ func (s standby) Leader() (string, bool) { return s.leader, false }
 func (s standby) Status(context.Context) (HAStatus, error) {
 	return HAStatus{Node: "b", Leader: s.leader, Role: "standby"}, nil
 }
-func (s standby) StepDown(context.Context) (string, error) { return "", ErrNotLeader }
+func (s standby) StepDown(context.Context) (StepDownResponse, error) {
+	return StepDownResponse{}, ErrNotLeader
+}
 
 // TestHAStandby: a standby answers reads, refuses changes with 503 naming
 // the leader, and a step-down with 409.

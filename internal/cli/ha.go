@@ -52,7 +52,7 @@ func haStatusCmd(o *options) *cobra.Command {
 func haStepDownCmd(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:     "step-down",
-		Short:   "hand the leadership to another node (this node does not campaign for two leases)",
+		Short:   "hand the leadership (and the VIP) to another node; this node does not campaign for two leases",
 		Example: `  shoal ha step-down`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,10 +65,14 @@ func haStepDownCmd(o *options) *cobra.Command {
 				return apiExit(err)
 			}
 			if resp.Leader == "" {
-				fmt.Fprintln(o.stdout, "stepped down; no other node has taken over yet")
+				fmt.Fprint(o.stdout, "stepped down; no other node has taken over yet")
 			} else {
-				fmt.Fprintf(o.stdout, "stepped down; the leader is %s\n", resp.Leader)
+				fmt.Fprintf(o.stdout, "stepped down; the leader is %s", resp.Leader)
 			}
+			if resp.VIPMoved {
+				fmt.Fprintf(o.stdout, "; the VIP left this node after %.1fs", resp.VIPMovedAfter)
+			}
+			fmt.Fprintln(o.stdout)
 			return nil
 		},
 	}

@@ -260,7 +260,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 			api: cfg.Admin.Listen, vip: cfg.HA.VIP, lease: cfg.HA.Lease}
 		apiOpts = append(apiOpts, api.WithHA(h))
 		if vip != nil {
-			h.vipState = vip.State
+			h.ka = vip
 		}
 		stopHA = h.start()
 	}
