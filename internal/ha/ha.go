@@ -46,6 +46,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -228,14 +229,21 @@ func (n *Node) register(ctx context.Context) error {
 	info.UpdatedAt = time.Now()
 	b, _ := json.Marshal(info)
 	key := n.prefix + "nodes/" + n.cfg.Node
-	// The name is claimed in one transaction, so two nodes starting at once
-	// cannot both have it.
+	prio := n.prefix + "priorities/" + strconv.Itoa(n.cfg.Priority)
+	// The name and the priority are claimed in one transaction, so two nodes
+	// starting at once cannot both have either (conflict's read above only
+	// names the usual case early).
 	tctx, cancel := context.WithTimeout(ctx, n.cfg.Etcd.DialTimeout)
-	resp, err := n.cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(sess.Lease()))).Commit()
+	resp, err := n.cli.Txn(tctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(prio), "=", 0)).
+		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(sess.Lease())), clientv3.OpPut(prio, n.cfg.Node, clientv3.WithLease(sess.Lease()))).
+		Else(clientv3.OpGet(prio)).Commit()
 	cancel()
 	if err == nil && !resp.Succeeded {
 		err = fmt.Errorf("a live node named %q is registered in etcd cluster %q: another shoal with ha.node %s runs", n.cfg.Node, n.cfg.Cluster, n.cfg.Node)
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			err = fmt.Errorf("live node %s has priority %d too: ha.priority must differ between nodes", kvs[0].Value, n.cfg.Priority)
+		}
 	}
 	if err != nil {
 		sess.Close()

@@ -148,6 +148,35 @@ func TestRefusesDuplicates(t *testing.T) {
 	}
 }
 
+// TestSamePriorityAtOnce: of nodes that start together with one priority,
+// exactly one registers, whatever the order of their reads.
+func TestSamePriorityAtOnce(t *testing.T) {
+	etcd := testetcd.Start(t)
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			node, err := Open(t.Context(), haConfig(etcd.Endpoint, fmt.Sprintf("n%d", i), 100), quiet())
+			if err == nil {
+				t.Cleanup(func() { node.Close() })
+			}
+			errs <- err
+		}()
+	}
+	var ok int
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case !strings.Contains(err.Error(), "has priority 100 too: ha.priority must differ between nodes"):
+			t.Errorf("Open: %v, want the priority named", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d nodes with priority 100 registered, want 1", ok, n)
+	}
+}
+
 func TestUnreachableEtcd(t *testing.T) {
 	cfg := haConfig("http://127.0.0.1:1", "a", 100)
 	cfg.Etcd.DialTimeout = 500 * time.Millisecond
