@@ -165,6 +165,7 @@ metrics: {listen: %s}
 // and a catch-all respond route), and serves it by SNI on the TLS bind, where
 // it verifies against pebble's root; `shoal certs` lists it as served.
 func TestTLSACME(t *testing.T) {
+	t.Parallel() // waits on pebble; its own CA and ports, no load
 	const domain = "www.shoal.test"
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	_, port, err := net.SplitHostPort(e.listen)
