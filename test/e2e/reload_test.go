@@ -561,6 +561,7 @@ func TestReloadKeepsDownServerOut(t *testing.T) {
 // keeps serving and the one it adds does not start — and once the port is
 // free, reloading the same file applies all of it, the new policy included.
 func TestReloadFailureChangesNothing(t *testing.T) {
+	t.Parallel() // waits for reloads; its own taken port, no load
 	sizeRule := func(name, action string) string {
 		return fmt.Sprintf("    autoscale:\n      rules:\n        - {name: %s, metric: size, below: 100, for: 1s, action: %s}\n", name, action)
 	}

@@ -662,6 +662,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 // host; with -f it follows what the instance writes next (here, its
 // shutdown when a scale-in retires it).
 func TestSSHLogs(t *testing.T) {
+	t.Parallel() // waits on its own lab's instance, no load
 	lab := newLab(t, 1)
 	e := newEnv(t, sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: lab.Hosts[0]}}}), sshGroup("web", "rack", 1, 2, ""))
 	e.start()
@@ -941,6 +942,7 @@ func checkPerHost(t *testing.T, what, output string, want map[string][]string) {
 // validate checks the ssh settings without connecting, and the template's
 // program lives on the hosts, not here.
 func TestSSHExampleValidates(t *testing.T) {
+	t.Parallel() // runs validate, no load
 	src, err := os.ReadFile("../../examples/ssh-hosts.yaml")
 	if err != nil {
 		t.Fatal(err)

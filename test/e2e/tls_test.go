@@ -26,6 +26,7 @@ import (
 // reload` without an HAProxy reload, and so is a site added or removed; an
 // expired one is refused with the field named, and the served one stays.
 func TestTLSCertificates(t *testing.T) {
+	t.Parallel() // waits for reloads and certificates, no load
 	ca := testcert.NewCA(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	certs := filepath.Join(e.dir, "certs")
