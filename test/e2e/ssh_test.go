@@ -662,7 +662,6 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 // host; with -f it follows what the instance writes next (here, its
 // shutdown when a scale-in retires it).
 func TestSSHLogs(t *testing.T) {
-	t.Parallel() // waits on its own lab's instance, no load
 	lab := newLab(t, 1)
 	e := newEnv(t, sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: lab.Hosts[0]}}}), sshGroup("web", "rack", 1, 2, ""))
 	e.start()
