@@ -76,7 +76,7 @@ bench: build
 	@for b in $(BENCH); do $(BIN)/shoal-bench $$b $(BENCH_FLAGS) || exit 1; done
 
 # soak-ha runs the HA pair's e2e test with 20 failovers under scale jobs
-# instead of make test's 5 (the issue's "0 lost or repeated jobs across 20
+# instead of make test's 2 (the issue's "0 lost or repeated jobs across 20
 # failovers"); network namespaces, so as root.
 soak-ha: test-deps
 	SHOAL_E2E_HA_FAILOVERS=20 $(GO) test -count=1 -timeout 30m -v -run '^TestHAPair$$' $(E2E)

@@ -164,6 +164,7 @@ func servedSerial(t *testing.T, addr, name string) string {
 // and when the CA is back (reset: it forgot the account), the manager
 // registers again and obtains the certificate.
 func TestIssueRenewThroughHAProxy(t *testing.T) {
+	t.Parallel() // waits out certificate lifetimes; own pebble, ports, state dir and HAProxy
 	const domain = "www.shoal.test"
 	port := testpebble.FreePort(t, "tcp")
 	const lifetime, renewBefore = 40 * time.Second, 28 * time.Second
@@ -452,6 +453,7 @@ func TestDueAt(t *testing.T) {
 // through its management API before the manager starts) gets it renewed in
 // that window, long before two thirds; each renewed serial is served.
 func TestRenewDefaultTiming(t *testing.T) {
+	t.Parallel() // waits out certificate lifetimes; own pebble, ports, state dir and HAProxy
 	const domain = "www.shoal.test"
 	port := testpebble.FreePort(t, "tcp")
 	const lifetime = 36 * time.Second

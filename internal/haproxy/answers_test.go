@@ -27,6 +27,7 @@ import (
 // packages, so another package's Exec (database/sql's) is not mistaken for
 // Client.Exec.
 func TestHAProxyAnswersStayHere(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to list the module's packages")
 	}

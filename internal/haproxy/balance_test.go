@@ -109,6 +109,7 @@ func startEdited(t *testing.T, edit func(cfg *config.Config)) (*Manager, *config
 // the client keeps it, and once the instance is removed the client moves to
 // another without a failed request.
 func TestStickySessions(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports; mostly waits out drains
 	ctx := context.Background()
 	m, cfg, port := startEdited(t, func(cfg *config.Config) { cfg.Groups[0].Sticky = &config.Sticky{Cookie: "SHOALSRV"} })
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)

@@ -54,6 +54,7 @@ func fire(url string, n int) <-chan heldGet {
 // first server once it is UP, after its health gate. With no server they
 // get 503 after timeouts.queue.
 func TestHoldWhileNoServer(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports; its bounds are seconds wide
 	requireHAProxy(t)
 	ctx := context.Background()
 	stateDir := t.TempDir()

@@ -200,6 +200,7 @@ func startLoad(t *testing.T, url string, workers int) func() loadgen.Result {
 }
 
 func TestManager(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports; mostly waits on HAProxy
 	requireHAProxy(t)
 	ctx := context.Background()
 	stateDir := t.TempDir()

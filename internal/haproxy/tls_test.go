@@ -178,6 +178,7 @@ func (e *tlsEnv) serial(t *testing.T, name string) *big.Int {
 // instance), below the minimum version fails, plain HTTP is redirected to
 // https but ACME's challenges, and the instance is told the scheme.
 func TestTLSFrontend(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports
 	e := startTLS(t)
 	if got := e.serial(t, "a.test"); got.Cmp(e.serialA) != 0 {
 		t.Errorf("a.test: serial %x, want %x", got, e.serialA)

@@ -376,6 +376,7 @@ var heldAt = regexp.MustCompile(`holds a higher recommendation \(\d+ at ([^)]+)\
 // TestAutoscaleAPIErrors: the error contract of the metrics, events and
 // policy test endpoints and of their commands.
 func TestAutoscaleAPIErrors(t *testing.T) {
+	t.Parallel() // waits out long polls, no load
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{small: 1, big: 2}", Extra: `    autoscale:
       rules:
         - {name: hot, metric: cpu.avg, above: 90, for: 5s, action: up}
@@ -610,6 +611,7 @@ func TestAccessLogAdaptiveSampling(t *testing.T) {
 // shoal's compatible socket. Idle, the script keeps the smallest plan; under
 // CPU load it scales up.
 func TestSacloudMigrationScript(t *testing.T) {
+	t.Parallel() // runs a script and waits for its scale, no load
 	client := filepath.Join(binDir, "autoscaler")
 	cmd := exec.Command("go", "build", "-o", client, "./test/e2e/autoscalerclient")
 	cmd.Dir = "../.."

@@ -179,6 +179,7 @@ func TestDeployUnderLoad(t *testing.T) {
 // boot) that fails fails its instance, which is started again; the core
 // goes on serving and the hook's output is in the instance's log.
 func TestPreStartFailureIsRetried(t *testing.T) {
+	t.Parallel() // waits out hook retries, no load
 	mark := filepath.Join(t.TempDir(), "synced-once")
 	g := groupSpec{Name: "web", Min: 1, Max: 2,
 		Extra: fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ -e %s ]; then echo \"rsync ok for $1\"; else touch %s; echo \"rsync failed for $1\"; exit 1; fi', hook, '{{.Name}}'], timeout: 10s}\n", mark, mark),
@@ -210,6 +211,7 @@ func TestPreStartFailureIsRetried(t *testing.T) {
 // TestPreStopRunsBeforeDrain: pre_stop runs before the instance is drained
 // and stopped, with its output in the instance's log.
 func TestPreStopRunsBeforeDrain(t *testing.T) {
+	t.Parallel() // waits out a drain, no load
 	g := groupSpec{Name: "web", Min: 1, Max: 2,
 		Extra: "      pre_stop: {command: [/bin/sh, -c, 'echo \"deregistering $1 from port $2\"', hook, '{{.Name}}', '{{.Port}}'], timeout: 5s}\n",
 	}
@@ -333,6 +335,7 @@ func TestReloadThenDeploy(t *testing.T) {
 // runs is held back with the deploy's job as the reason (one job per
 // group), and the deploy finishes on every instance.
 func TestPolicyWaitsForDeploy(t *testing.T) {
+	t.Parallel() // waits out a deploy and a policy, no load
 	g := deployGroup(1, "{max_surge: 1, min_ready: 2s}", "")
 	g.Max, g.CooldownUp = 3, "1h"
 	// Scales 1 → 2 at once, then wants 3 but waits for its cooldown (the
@@ -496,6 +499,7 @@ func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
 // reasons instead of retrying for ever, the lock is free, and the group
 // recovers on the old version by itself once the marker is gone.
 func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
+	t.Parallel() // waits out a failing rollback, no load
 	marker := filepath.Join(t.TempDir(), "old-version-broken")
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 0, max_unavailable: 1, failure_threshold: 1}",
 		fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ \"$RELEASE\" = 2 ]; then touch %s; exit 1; fi; [ ! -e %s ]'], timeout: 10s}\n", marker, marker)))

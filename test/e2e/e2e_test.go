@@ -195,6 +195,7 @@ func TestCoreKill9RestartAdopts(t *testing.T) {
 // TestStrayStoppedOnRestart: an instance process nothing records (e.g. started
 // just before a crash) is stopped by the next core.
 func TestStrayStoppedOnRestart(t *testing.T) {
+	t.Parallel() // waits for a core restart, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -228,6 +229,7 @@ func startMarked(t *testing.T, stateDir string) int {
 // TestJobRules: cooldowns ignore with a reason, concurrent requests run one
 // job, edges of the ladder are ignored, and bad names exit 2 with the valid ones.
 func TestJobRules(t *testing.T) {
+	t.Parallel() // waits for scale jobs, no load
 	g := web
 	g.CooldownUp, g.CooldownDn = "1h", "1h"
 	e := newEnv(t, "", g)
@@ -300,6 +302,7 @@ func TestJobRules(t *testing.T) {
 // TestLadderEdges: down at the smallest plan and up at the largest are ignored;
 // a jump to the current plan is done with nothing to change.
 func TestLadderEdges(t *testing.T) {
+	t.Parallel() // waits for scale jobs, no load
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{one: 1, two: 2}"})
 	e.start()
 	e.waitInService("web", 1)
@@ -401,6 +404,7 @@ func TestBadInput(t *testing.T) {
 // TestHAProxyDiesIsRestarted kills HAProxy's whole process group: shoal
 // restarts it and puts every instance back in rotation.
 func TestHAProxyDiesIsRestarted(t *testing.T) {
+	t.Parallel() // waits for HAProxy's restart, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -516,6 +520,7 @@ func TestScaleInDrainsInFlightRequests(t *testing.T) {
 // is failed with a reason by the next core, and the instance it was starting
 // is adopted and still goes into service.
 func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
+	t.Parallel() // waits for a core restart, no load
 	slow := fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 0, Max: 2, Command: slow})
 	e.start()

@@ -187,6 +187,7 @@ func TestAPIInputLimits(t *testing.T) {
 // InvalidArgument naming the limit before anything logs them, and messages
 // over the receive limit are refused by gRPC itself.
 func TestSacloudCompatFieldLimits(t *testing.T) {
+	t.Parallel() // input checks, no load
 	e := newEnv(t, compatTop, groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
 	c := dialCompat(t, e)

@@ -153,6 +153,7 @@ func TestHungInstanceIsReplaced(t *testing.T) {
 // is stopped when the instance dies, and a restarted core sweeps the orphans
 // of an instance that died while no core ran.
 func TestInstanceChildrenStopWithIt(t *testing.T) {
+	t.Parallel() // waits for processes to stop, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 1, ""
 	g.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 1000 & exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
@@ -396,6 +397,7 @@ func TestDrainResumesAfterCoreRestart(t *testing.T) {
 // instance's log past instance_logs.max_size and deletes the logs of
 // instances gone for longer than the retention.
 func TestInstanceLogsRotatedAndExpired(t *testing.T) {
+	t.Parallel() // waits for rotation, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 1, ""
 	e := newEnv(t, "instance_logs: {max_size: 4KiB, keep: 1, retention: 1h}", g)

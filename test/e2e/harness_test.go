@@ -1,10 +1,11 @@
 // Package e2e tests shoal as an operator runs it: the real shoal binary, real
 // HAProxy, real demo-backend instances and real HTTP traffic on 127.0.0.1.
 //
-// Tests run one at a time, so load tests have the machine to themselves;
-// the few that spend most of their time waiting out a window or a timeout
-// call t.Parallel and run beside each other once the others are done (each
-// has its own state directory, ports and HAProxy).
+// Tests that send load or bound a latency run one at a time, so they have
+// the machine to themselves; those that spend most of their time waiting
+// out a window, a timeout, a restart or a job, sending no load and bounding
+// no latency from above, call t.Parallel and run beside each other once the
+// others are done (each has its own state directory, ports and HAProxy).
 package e2e
 
 import (

@@ -321,6 +321,7 @@ func TestInstancesCommand(t *testing.T) {
 // TestHealthCheckFailureReason: an instance that never passes its check within
 // grace fails with HAProxy's reason, not only its check status.
 func TestHealthCheckFailureReason(t *testing.T) {
+	t.Parallel() // waits out a health check's timeout, no load
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	setHealth(t, e, map[string]string{
 		"web": `{path: /healthz, status: [204], interval: 200ms, rise: 2, fall: 1, timeout: 1s, grace: 2s}`,

@@ -77,6 +77,7 @@ func (h *hookReceiver) has(t event.Type, subject string) bool {
 // receiver refuses, the core's failures show in /metrics; events queued
 // then survive a kill -9 of the core and are delivered by the next run.
 func TestNotifyWebhook(t *testing.T) {
+	t.Parallel() // waits for events, no load
 	rcv := &hookReceiver{secret: []byte("e2e-hook-secret")}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()

@@ -126,6 +126,7 @@ func TestReloadInvalidConfigKeepsOld(t *testing.T) {
 // running config, and stop stops it. Both an invalid value and a YAML syntax
 // error below state_dir.
 func TestCLIReachesCoreWithBrokenConfig(t *testing.T) {
+	t.Parallel() // waits for scale jobs, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -560,6 +561,7 @@ func TestReloadKeepsDownServerOut(t *testing.T) {
 // keeps serving and the one it adds does not start — and once the port is
 // free, reloading the same file applies all of it, the new policy included.
 func TestReloadFailureChangesNothing(t *testing.T) {
+	t.Parallel() // waits for reloads; its own taken port, no load
 	sizeRule := func(name, action string) string {
 		return fmt.Sprintf("    autoscale:\n      rules:\n        - {name: %s, metric: size, below: 100, for: 1s, action: %s}\n", name, action)
 	}
@@ -729,6 +731,7 @@ func TestReloadCPUsDividesByNewCores(t *testing.T) {
 // saying the group was removed, rather than counting the removal's empty
 // group as the size it asked for.
 func TestReloadRemovingGroupFailsItsScaleJob(t *testing.T) {
+	t.Parallel() // waits for a scale job to fail, no load
 	slow := web
 	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 	other := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n"}

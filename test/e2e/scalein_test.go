@@ -53,6 +53,7 @@ func scaleInEvent(t *testing.T, e *shoalEnv) api.Event {
 // that started last, not the highest index. web-001, killed and replaced
 // (its index reused), is the newest; the event log says it went and why.
 func TestScaleInRetiresNewest(t *testing.T) {
+	t.Parallel() // waits for scale jobs, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 3, ""
 	e := newEnv(t, "", g)

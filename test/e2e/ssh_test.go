@@ -941,6 +941,7 @@ func checkPerHost(t *testing.T, what, output string, want map[string][]string) {
 // validate checks the ssh settings without connecting, and the template's
 // program lives on the hosts, not here.
 func TestSSHExampleValidates(t *testing.T) {
+	t.Parallel() // runs validate, no load
 	src, err := os.ReadFile("../../examples/ssh-hosts.yaml")
 	if err != nil {
 		t.Fatal(err)

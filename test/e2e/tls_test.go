@@ -26,6 +26,7 @@ import (
 // reload` without an HAProxy reload, and so is a site added or removed; an
 // expired one is refused with the field named, and the served one stays.
 func TestTLSCertificates(t *testing.T) {
+	t.Parallel() // waits for reloads and certificates, no load
 	ca := testcert.NewCA(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	certs := filepath.Join(e.dir, "certs")
@@ -165,6 +166,7 @@ metrics: {listen: %s}
 // and a catch-all respond route), and serves it by SNI on the TLS bind, where
 // it verifies against pebble's root; `shoal certs` lists it as served.
 func TestTLSACME(t *testing.T) {
+	t.Parallel() // waits on pebble; its own CA and ports, no load
 	const domain = "www.shoal.test"
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	_, port, err := net.SplitHostPort(e.listen)

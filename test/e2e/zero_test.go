@@ -226,6 +226,7 @@ func TestScaleFromZeroKill9(t *testing.T) {
 // CPU policy and nothing that can wake the group, which `validate` passed
 // and which then slept for good, is refused with its position and the fix.
 func TestScaleFromZeroValidate(t *testing.T) {
+	t.Parallel() // runs validate, no load
 	g := zeroGroup("60s")
 	g.Extra = "    autoscale:\n      target: {metric: cpu.avg, value: 50}\n"
 	e := newEnv(t, "", g)

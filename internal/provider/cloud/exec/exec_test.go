@@ -340,6 +340,7 @@ func TestDeletedOutside(t *testing.T) {
 // fail, no instance is taken for gone; adoption then returns the instance
 // unverified (not ErrGone), verified by the first listing that works.
 func TestListFailureNeverGone(t *testing.T) {
+	t.Parallel() // waits out listing failures; its own fake cloud
 	c := newFakeCloud(t)
 	e := newProvider(t, c, "owner-c", func(cfg *config.CloudProvider) { cfg.Interval = 100 * time.Millisecond })
 	ctx := ctxFor(t, 2*time.Minute)
@@ -458,6 +459,7 @@ func TestAdoptAndStrays(t *testing.T) {
 // works while its Guard passes (an HA node that leads): refused, it
 // deletes nothing.
 func TestStraysSweptWhenListingWorks(t *testing.T) {
+	t.Parallel() // waits for the sweep; its own fake cloud
 	c := newFakeCloud(t)
 	ctx := ctxFor(t, time.Minute)
 	first := newProvider(t, c, "owner-k", nil)
@@ -576,6 +578,7 @@ func TestBadOutput(t *testing.T) {
 // TestRetryableCreate: a CLI that says "later" (exit 75) is retried with
 // back-off (1 s, 2 s) and the instance then starts.
 func TestRetryableCreate(t *testing.T) {
+	t.Parallel() // waits out create retries; its own fake cloud
 	c := newFakeCloud(t)
 	e := newProvider(t, c, "owner-f", nil)
 	c.misbehave("start", "tempfail")
@@ -597,6 +600,7 @@ func TestRetryableCreate(t *testing.T) {
 // a failure is retried; the listing then shows two servers of the
 // instance's name, and the one shoal did not get is deleted.
 func TestLeftoverOfRetriedCreate(t *testing.T) {
+	t.Parallel() // waits for the leftover's delete; its own fake cloud
 	c := newFakeCloud(t)
 	e := newProvider(t, c, "owner-j", nil)
 	c.misbehave("start", "dup")
@@ -645,6 +649,7 @@ func TestBootTimeout(t *testing.T) {
 // TestStopRetriesWhileDeleteFails: a stop the cloud refuses fails with
 // the reason; the poller keeps deleting until the server is gone.
 func TestStopRetriesWhileDeleteFails(t *testing.T) {
+	t.Parallel() // waits out the poller's 15 s between deletes; its own fake cloud
 	c := newFakeCloud(t)
 	e := newProvider(t, c, "owner-h", nil)
 	in, err := e.prov.Start(ctxFor(t, time.Minute), spec("web-001", 1))

@@ -433,9 +433,12 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 
 // TestFakeStoreAcrossProcesses runs processes on one fake_store_path, as a
 // shoal that is killed and restarted does: the second lists and deletes
-// what the first created, and creates one more.
+// what the first created, and creates one more. The half-create and
+// kill-mid-create processes first list the servers the earlier ones left
+// (LISTED), each a process of its own that seeds the fake from the file.
 func TestFakeStoreAcrossProcesses(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "fake-store.json")
+	var listed string // the LISTED line of the last run, "-" if none
 	run := func(step string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestFakeStoreChild$", "-test.v")
 		cmd.Env = append(os.Environ(), "SHOAL_SACLOUD_STORE="+store, "SHOAL_SACLOUD_STEP="+step)
@@ -446,7 +449,11 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 		if err != nil && !(strings.HasPrefix(step, "kill-") && killed) {
 			t.Fatalf("%s: %v\n%s", step, err, out)
 		}
+		listed = "-"
 		for _, line := range strings.Split(string(out), "\n") {
+			if _, v, ok := strings.Cut(line, "LISTED "); ok {
+				listed = strings.TrimSpace(v)
+			}
 			if _, v, ok := strings.Cut(line, "RESULT "); ok {
 				return strings.TrimSpace(v)
 			}
@@ -460,23 +467,23 @@ func TestFakeStoreAcrossProcesses(t *testing.T) {
 	if listed := run("list-delete"); listed != created {
 		t.Fatalf("the second process listed %q, want the first one's server %q", listed, created)
 	}
-	if listed := run("list"); listed != "" {
-		t.Fatalf("after deletion a third process lists %q, want none", listed)
-	}
 	// A process killed mid-Create (its disk still copying) leaves a
 	// server the next one deletes at once, as on a real cloud, where the
 	// copy finishes without the process that asked for it.
 	half := run("half-create")
+	if listed != "" {
+		t.Fatalf("after deletion a third process lists %q, want none", listed)
+	}
 	if swept := run("sweep"); swept != half {
 		t.Fatalf("the next process swept %q, want the half-created server %q", swept, half)
-	}
-	if listed := run("list"); listed != "" {
-		t.Fatalf("after the sweep a process lists %q, want none", listed)
 	}
 	// A process killed mid-Create after its startup scripts' notes were
 	// created (its disk still copying) leaves them, and a half-created
 	// server: the next one's StopStrays deletes both (cloud.Sweeper).
 	notes := run("kill-mid-create")
+	if listed != "" {
+		t.Fatalf("after the sweep a process lists %q, want none", listed)
+	}
 	if notes == "" {
 		t.Fatal("the killed process made no startup script note")
 	}
@@ -510,6 +517,9 @@ func TestFakeStoreChild(t *testing.T) {
 	}
 	d := newDriver(t, cfg)
 	ctx := context.Background()
+	if step == "half-create" || step == "kill-mid-create" {
+		fmt.Println("LISTED", listOwner(t, d, "restarted"))
+	}
 	switch step {
 	case "kill-mid-create":
 		go func() { _, _ = d.Create(ctx, request("killed", "web", 4, "")) }()
@@ -581,7 +591,7 @@ func TestFakeStoreChild(t *testing.T) {
 		fi, _ := os.Stat(store)
 		t.Logf("fake API latency with a %d-byte store file: Create %v, pending to running %v", fi.Size(), time.Since(start)-boot, boot)
 		fmt.Println("RESULT", s.ID)
-	default:
+	case "list-delete":
 		servers, err := d.List(ctx, "restarted")
 		if err != nil {
 			t.Fatal(err)
@@ -589,28 +599,40 @@ func TestFakeStoreChild(t *testing.T) {
 		var ids []string
 		for _, s := range servers {
 			ids = append(ids, s.ID)
-			if step == "list-delete" {
-				if s.Phase != cloud.Running {
-					t.Errorf("server %s is %s after the restart, want running", s.ID, s.Phase)
-				}
-				if err := d.Delete(ctx, s.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if step == "list-delete" {
-			// A server on the shared segment, in a store loaded from
-			// its file.
-			s, err := d.Create(ctx, request("restarted-too", "web", 2, ""))
-			if err != nil {
-				t.Fatal(err)
+			if s.Phase != cloud.Running {
+				t.Errorf("server %s is %s after the restart, want running", s.ID, s.Phase)
 			}
 			if err := d.Delete(ctx, s.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
+		// A server on the shared segment, in a store loaded from its
+		// file.
+		s, err := d.Create(ctx, request("restarted-too", "web", 2, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Delete(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
 		fmt.Println("RESULT", strings.Join(ids, ","))
+	default:
+		t.Fatalf("unknown step %q", step)
 	}
+}
+
+// listOwner is the IDs of owner's servers, comma-separated.
+func listOwner(t *testing.T, d *Driver, owner string) string {
+	t.Helper()
+	servers, err := d.List(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range servers {
+		ids = append(ids, s.ID)
+	}
+	return strings.Join(ids, ",")
 }
 
 // ownerNotes lists the IDs of the startup script notes with owner's
