@@ -88,7 +88,7 @@ func TestRender(t *testing.T) {
 		"    http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }\n",
 		"    http-request set-header X-Forwarded-Proto http\n",
 		"    log unix@" + p.LogSocket + " format raw sample 1:10 local0\n",
-		"    log-format \"%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %HM %HU\"\n",
+		"    log-format \"%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %[var(txn.shoal_sample)] %HM %HU\"\n",
 		"    compression algo gzip\n    compression type text/html application/json\n",
 		"    acl r1_host hdr(host) -i api.example.com\n",
 		"    acl r1_host hdr_beg(host) -i api.example.com:\n",
