@@ -341,7 +341,12 @@ func (h *haNode) startMirror() func() {
 type mirrored struct{ backend, name, addr string }
 
 // mirror adds the instances in service or draining (each gated by its own
-// checks here) and removes the others, after each change in etcd.
+// checks here) and removes the others, after each change in etcd. The node
+// counts as synced once its HAProxy has them all and its own checks have
+// every instance in service on the leader UP: a server added here starts
+// DOWN, and a VIP that moved to a node whose servers were still DOWN would
+// queue its requests until they came up. Between changes it rechecks every
+// second, until synced.
 func (h *haNode) mirror(ctx context.Context) {
 	known := map[mirrored]bool{}
 	// What the groups registered while this node led is in HAProxy too.
@@ -352,50 +357,109 @@ func (h *haNode) mirror(ctx context.Context) {
 			}
 		}
 	}
-	for set := range h.shared.WatchInstances(ctx) {
-		h.c.reloadMu.Lock()
-		cfg := h.c.cfg
-		h.c.reloadMu.Unlock()
-		groups := map[string]config.Group{}
-		for _, g := range cfg.Groups {
-			groups[g.Name] = g
-		}
-		want := map[mirrored]haproxy.Server{}
-		for _, in := range set {
-			gc, ok := groups[in.Group]
-			if !ok || in.Addr == "" || (in.State != string(group.InService) && in.State != string(group.Draining) && in.State != string(group.Unhealthy)) {
+	sets := h.shared.WatchInstances(ctx)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var (
+		applied   bool // whether the last change went into HAProxy whole
+		inService map[mirrored]bool
+		synced    bool
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case set, ok := <-sets:
+			if !ok {
+				return
+			}
+			applied, inService = h.apply(ctx, set, known)
+		case <-tick.C:
+			if synced || inService == nil {
 				continue
 			}
-			want[mirrored{in.Group, in.Name, in.Addr}] = haproxy.Server{Backend: in.Group, Name: in.Name, Addr: in.Addr, Health: gc.Health, Proto: gc.Proto}
-		}
-		synced := true
-		for k := range known {
-			if _, ok := want[k]; ok {
-				continue
-			}
-			if err := h.c.lb.RemoveServer(ctx, k.backend, k.name); err != nil {
-				synced = false
-				h.log.Warn("mirror: removing a server failed", "group", k.backend, "instance", k.name, "err", err)
-				continue
-			}
-			delete(known, k)
-		}
-		for k, s := range want {
-			if known[k] {
-				continue
-			}
-			if err := h.c.lb.AddServer(ctx, s, false); err != nil {
-				synced = false
-				h.log.Warn("mirror: adding a server failed", "group", k.backend, "instance", k.name, "err", err)
-				continue
-			}
-			known[k] = true
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		synced = applied && h.allUp(ctx, inService)
 		h.publish(ctx, synced, len(known))
 	}
+}
+
+// apply makes HAProxy serve what set says and reports whether every change
+// was made, and which servers are in service on the leader.
+func (h *haNode) apply(ctx context.Context, set []store.Instance, known map[mirrored]bool) (bool, map[mirrored]bool) {
+	h.c.reloadMu.Lock()
+	cfg := h.c.cfg
+	h.c.reloadMu.Unlock()
+	groups := map[string]config.Group{}
+	for _, g := range cfg.Groups {
+		groups[g.Name] = g
+	}
+	want := map[mirrored]haproxy.Server{}
+	inService := map[mirrored]bool{}
+	for _, in := range set {
+		gc, ok := groups[in.Group]
+		if !ok || in.Addr == "" || (in.State != string(group.InService) && in.State != string(group.Draining) && in.State != string(group.Unhealthy)) {
+			continue
+		}
+		k := mirrored{in.Group, in.Name, in.Addr}
+		want[k] = haproxy.Server{Backend: in.Group, Name: in.Name, Addr: in.Addr, Health: gc.Health, Proto: gc.Proto}
+		if in.State == string(group.InService) {
+			inService[k] = true
+		}
+	}
+	applied := true
+	for k := range known {
+		if _, ok := want[k]; ok {
+			continue
+		}
+		if err := h.c.lb.RemoveServer(ctx, k.backend, k.name); err != nil {
+			applied = false
+			h.log.Warn("mirror: removing a server failed", "group", k.backend, "instance", k.name, "err", err)
+			continue
+		}
+		delete(known, k)
+	}
+	for k, s := range want {
+		if known[k] {
+			continue
+		}
+		if err := h.c.lb.AddServer(ctx, s, false); err != nil {
+			applied = false
+			h.log.Warn("mirror: adding a server failed", "group", k.backend, "instance", k.name, "err", err)
+			continue
+		}
+		known[k] = true
+	}
+	return applied, inService
+}
+
+// allUp reports whether this node's HAProxy has every server of servers UP.
+func (h *haNode) allUp(ctx context.Context, servers map[mirrored]bool) bool {
+	up := map[mirrored]bool{}
+	byBackend := map[string]bool{}
+	for k := range servers {
+		byBackend[k.backend] = true
+	}
+	for backend := range byBackend {
+		stats, err := h.c.lb.Stats(ctx, backend)
+		if err != nil {
+			return false
+		}
+		for _, st := range stats {
+			if st.Status.IsUp() {
+				up[mirrored{backend, st.Name, ""}] = true
+			}
+		}
+	}
+	for k := range servers {
+		if !up[mirrored{k.backend, k.name, ""}] {
+			return false
+		}
+	}
+	return true
 }
 
 // publish tells the pair this node's HAProxy sync state.

@@ -98,7 +98,8 @@ type NodeInfo struct {
 	// VIP is keepalived's state: MASTER, BACKUP, FAULT, or "" without one.
 	VIP string `json:"vip"`
 	// HAProxySynced reports that the node's HAProxy has the servers the
-	// shared instance records say; Servers is how many it has.
+	// shared instance records say, and its own checks have those in service
+	// UP (so it can take the VIP); Servers is how many it has.
 	HAProxySynced bool      `json:"haproxy_synced"`
 	Servers       int       `json:"servers"`
 	UpdatedAt     time.Time `json:"updated_at"`
