@@ -24,6 +24,10 @@ type HA interface {
 // ErrNotLeader is StepDown's error on a node that does not lead.
 var ErrNotLeader = errors.New("this node is not the leader")
 
+// ErrNoStandby is StepDown's error when no other node could serve at once:
+// none is registered, or none has every instance UP in its own HAProxy.
+var ErrNoStandby = errors.New("no standby is ready to take over")
+
 // HAStatus is GET /v1/ha.
 type HAStatus struct {
 	Node   string `json:"node"`
@@ -80,6 +84,8 @@ func WithHA(x HA) Option {
 			case errors.Is(err, ErrNotLeader):
 				name, _ := x.Leader()
 				writeError(w, http.StatusConflict, ErrorResponse{Error: fmt.Sprintf("this node is not the leader (the leader is %q)", name)})
+			case errors.Is(err, ErrNoStandby):
+				writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error()})
 			case err != nil:
 				h.internal(w, err)
 			default:

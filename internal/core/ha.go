@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -537,6 +538,9 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	if !r.Leader {
 		return api.StepDownResponse{}, api.ErrNotLeader
 	}
+	if err := h.standbyReady(ctx); err != nil {
+		return api.StepDownResponse{}, err
+	}
 	// Nothing this node still does writes once the other may lead: the
 	// fence goes before the election key.
 	h.shared.SetFence(ha.Fence{})
@@ -567,6 +571,32 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 		h.log.Warn("step-down: the VIP is still on this node", "after", time.Since(start).Round(time.Millisecond))
 	}
 	return resp, err
+}
+
+// standbyReady returns api.ErrNoStandby, saying why, unless another node
+// published within two leases that its HAProxy is synced: a handover to a
+// node whose servers are still DOWN would queue every request it takes.
+func (h *haNode) standbyReady(ctx context.Context) error {
+	st, err := h.node.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("read the pair from etcd: %w", err)
+	}
+	var why []string
+	for _, n := range st.Nodes {
+		switch {
+		case n.Name == h.node.Name():
+		case time.Since(n.UpdatedAt) > 2*h.lease:
+			why = append(why, fmt.Sprintf("%s last reported %s ago", n.Name, time.Since(n.UpdatedAt).Round(time.Second)))
+		case !n.HAProxySynced:
+			why = append(why, fmt.Sprintf("%s's HAProxy does not have every instance UP yet", n.Name))
+		default:
+			return nil
+		}
+	}
+	if len(why) == 0 {
+		why = append(why, "no other node is registered")
+	}
+	return fmt.Errorf("%w: %s", api.ErrNoStandby, strings.Join(why, "; "))
 }
 
 // poll checks done every 50 ms until it holds or deadline passes (nil

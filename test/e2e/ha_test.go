@@ -607,6 +607,10 @@ func TestHAPair(t *testing.T) {
 	if got := p.countInstances(); got != 4 {
 		t.Fatalf("after the failover the hosts run %d instances, want 4", got)
 	}
+	// Alone (node-a's key went with its lease), node-b refuses to hand over.
+	if out, stderr, code := b.cli("ha", "step-down"); code == 0 || !strings.Contains(stderr, "no standby is ready to take over: no other node is registered") {
+		t.Fatalf("shoal ha step-down with node-a dead exited %d:\n%s%s\nwant a refusal naming node-a", code, out, stderr)
+	}
 
 	// It comes back: a standby mirroring node-b, its stale VIP gone.
 	if err := a.ns.LinkUp(ctx); err != nil {
@@ -628,8 +632,10 @@ func TestHAPair(t *testing.T) {
 	// fresh connection's reset is not retried), and so did keeping the
 	// address on the old node's lo through the move (2 resets in 18, one
 	// seen mid-body: "BODY after 9165: … connection reset by peer" from an
-	// instrumented loadgen). At most one per client connection, and only
-	// resets: no timeout, no error status.
+	// instrumented loadgen). CI has also seen a request time out (3 in one
+	// run, 1 in one of three runs here): one the old node no longer
+	// answered once its address was gone. At most one per client
+	// connection, and only a reset or a timeout: no error status.
 	stop = p.clientLoad()
 	time.Sleep(time.Second)
 	out, stderr, code := b.cli("ha", "step-down")
@@ -649,7 +655,7 @@ func TestHAPair(t *testing.T) {
 		t.Fatalf("graceful handover: %d of %d requests failed %v; want at most one per connection (%d)", res.Failures, res.Requests, res.FailureSamples, loadConcurrency)
 	}
 	for _, f := range res.FailureSamples {
-		if !strings.Contains(f, "connection reset by peer") {
+		if !strings.Contains(f, "connection reset by peer") && !strings.Contains(f, "timeout after") {
 			t.Fatalf("graceful handover: a request failed otherwise than by the address's move: %q", f)
 		}
 	}
