@@ -347,7 +347,7 @@ type mirrored struct{ backend, name, addr string }
 // every instance in service on the leader UP: a server added here starts
 // DOWN, and a VIP that moved to a node whose servers were still DOWN would
 // queue its requests until they came up. Between changes it rechecks every
-// second, until synced.
+// second, and applies the newest set again, until synced.
 func (h *haNode) mirror(ctx context.Context) {
 	known := map[mirrored]bool{}
 	// What the groups registered while this node led is in HAProxy too.
@@ -362,7 +362,9 @@ func (h *haNode) mirror(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var (
-		applied   bool // whether the last change went into HAProxy whole
+		last      []store.Instance // the newest set, applied again until synced
+		seen      bool
+		applied   bool // whether the last apply went into HAProxy whole
 		inService map[mirrored]bool
 		synced    bool
 	)
@@ -374,10 +376,16 @@ func (h *haNode) mirror(ctx context.Context) {
 			if !ok {
 				return
 			}
+			last, seen = set, true
 			applied, inService = h.apply(ctx, set, known)
 		case <-tick.C:
-			if synced || inService == nil {
+			if synced || !seen {
 				continue
+			}
+			if !applied {
+				// A change HAProxy refused is retried here, not only at
+				// the next change in etcd.
+				applied, inService = h.apply(ctx, last, known)
 			}
 		}
 		if ctx.Err() != nil {

@@ -176,7 +176,16 @@ func TestHAPairTakeover(t *testing.T) {
 	if _, _, code := a.cli("ha", "check"); code != 0 {
 		t.Errorf("shoal ha check on the standby exited %d, want 0", code)
 	}
-	out, stderr, code := b.cli("ha", "step-down")
+	// The leader hands over only once a's own checks have every instance
+	// UP; until then it refuses, saying so.
+	var out, stderr string
+	var code int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out, stderr, code = b.cli("ha", "step-down")
+		if code == 0 || !strings.Contains(stderr, "no standby is ready to take over: a's HAProxy does not have every instance UP yet") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if code != 0 || !strings.Contains(out, "the leader is a") {
 		t.Fatalf("shoal ha step-down: %d %q %q", code, out, stderr)
 	}
