@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,5 +338,125 @@ func TestTCPChecks(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.transitions.WithLabelValues("other6.example.org.", "::1", "down")); n != 0 {
 		t.Errorf("the other IPv6 site, still listening, went down %v times", n)
+	}
+}
+
+// TestListenerRestart breaks the real sockets under the running DNS
+// servers: the UDP one is closed and its port held by another socket, so
+// that binding it again must be retried; the TCP one is just closed. Each
+// must answer again, with an event and the metrics saying so, and
+// shutdown must leave no goroutine or socket behind.
+func TestListenerRestart(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := New(&config.GSLB{Listen: []string{"127.0.0.1:0"}, Zone: "example.org."}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.backoff = backoff{min: 300 * time.Millisecond, max: 600 * time.Millisecond, healthy: time.Minute}
+	restarted := make(chan string, 4)
+	s.OnRestart(func(l, reason string) {
+		t.Log(reason)
+		restarted <- l
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	addr := s.Addrs()[0]
+	soa := func(proto string) {
+		t.Helper()
+		if m := query(t, proto, addr, "example.org.", dns.TypeSOA, false); len(m.Answer) != 1 {
+			t.Fatalf("%s SOA: %v", proto, m)
+		}
+	}
+	soa("udp")
+	soa("tcp")
+	// metrics compares the listeners' metrics as /metrics shows them.
+	metrics := func(udpUp, tcpUp, udpRestarts, tcpRestarts int) {
+		t.Helper()
+		want := fmt.Sprintf(`# HELP shoal_gslb_listener_up Whether a GSLB DNS listener serves (1) or is down and being bound again (0).
+# TYPE shoal_gslb_listener_up gauge
+shoal_gslb_listener_up{listen=%[1]q,proto="tcp"} %[3]d
+shoal_gslb_listener_up{listen=%[1]q,proto="udp"} %[2]d
+# HELP shoal_gslb_listener_restarts_total GSLB DNS listeners that failed and were bound and served again.
+# TYPE shoal_gslb_listener_restarts_total counter
+shoal_gslb_listener_restarts_total{listen=%[1]q,proto="tcp"} %[5]d
+shoal_gslb_listener_restarts_total{listen=%[1]q,proto="udp"} %[4]d
+`, addr, udpUp, tcpUp, udpRestarts, tcpRestarts)
+		if err := testutil.CollectAndCompare(listenerCollector{s}, strings.NewReader(want)); err != nil {
+			t.Error(err)
+		}
+	}
+	listenerOf := func(proto string) *listener {
+		for _, l := range s.listeners {
+			if l.proto == proto {
+				return l
+			}
+		}
+		t.Fatalf("no %s listener", proto)
+		return nil
+	}
+	waitRestart := func(want string) {
+		t.Helper()
+		select {
+		case l := <-restarted:
+			if l != want {
+				t.Fatalf("restarted %q, want %q", l, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s not restarted; down: %v", want, s.ListenersDown())
+		}
+	}
+
+	metrics(1, 1, 0, 0)
+	listenerOf("udp").close()
+	squat, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("taking the UDP port: %v", err)
+	}
+	// Past the first bind attempts, which find the port taken.
+	time.Sleep(time.Second)
+	if down := s.ListenersDown(); !slices.Equal(down, []string{"udp " + addr}) {
+		t.Errorf("down %v, want the UDP listener", down)
+	}
+	metrics(0, 1, 0, 0)
+	squat.Close()
+	waitRestart("udp " + addr)
+	soa("udp")
+	metrics(1, 1, 1, 0)
+
+	listenerOf("tcp").close()
+	waitRestart("tcp " + addr)
+	soa("tcp")
+	metrics(1, 1, 1, 1)
+	if down := s.ListenersDown(); len(down) != 0 {
+		t.Errorf("down after the restarts: %v", down)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	// The sockets are closed: their ports can be bound again.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Errorf("tcp port still held after shutdown: %v", err)
+	} else {
+		ln.Close()
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Errorf("udp port still held after shutdown: %v", err)
+	} else {
+		pc.Close()
+	}
+	// The supervisors and their servers' goroutines are gone (the DNS
+	// client's idle ones may take a moment).
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }

@@ -6,7 +6,6 @@ package gslb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,12 +46,16 @@ type Server struct {
 	records map[string]*record
 	sites   []*site
 
-	udp []net.PacketConn
-	tcp []net.Listener
+	// listeners are each listen address's TCP and then UDP socket.
+	listeners []*listener
+	backoff   backoff
+	onRestart func(listener, reason string)
 
-	transitions *prometheus.CounterVec
-	queries     *prometheus.CounterVec
-	upDesc      *prometheus.Desc
+	transitions  *prometheus.CounterVec
+	queries      *prometheus.CounterVec
+	upDesc       *prometheus.Desc
+	listenerDesc *prometheus.Desc
+	restartsDesc *prometheus.Desc
 }
 
 // New returns the server of cfg with its sockets bound: each listen
@@ -73,7 +76,10 @@ func New(cfg *config.GSLB, log *slog.Logger) (*Server, error) {
 			Name: "shoal_gslb_queries_total",
 			Help: "DNS queries answered, by response code.",
 		}, []string{"rcode"}),
-		upDesc: prometheus.NewDesc("shoal_gslb_site_up", "Whether a GSLB site's checks pass (1) or not (0).", []string{"record", "address"}, nil),
+		upDesc:       prometheus.NewDesc("shoal_gslb_site_up", "Whether a GSLB site's checks pass (1) or not (0).", []string{"record", "address"}, nil),
+		listenerDesc: prometheus.NewDesc("shoal_gslb_listener_up", "Whether a GSLB DNS listener serves (1) or is down and being bound again (0).", []string{"listen", "proto"}, nil),
+		restartsDesc: prometheus.NewDesc("shoal_gslb_listener_restarts_total", "GSLB DNS listeners that failed and were bound and served again.", []string{"listen", "proto"}, nil),
+		backoff:      defaultBackoff,
 	}
 	if len(s.ns) == 0 {
 		s.ns = []string{"ns1." + s.zone}
@@ -112,40 +118,54 @@ func (s *Server) listen(addr string) error {
 	if err != nil {
 		return fmt.Errorf("gslb listen tcp %s: %w", addr, err)
 	}
-	s.tcp = append(s.tcp, ln)
-	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	bound := ln.Addr().String()
+	s.listeners = append(s.listeners, &listener{proto: "tcp", addr: bound, ln: ln})
+	pc, err := net.ListenPacket("udp", bound)
 	if err != nil {
-		return fmt.Errorf("gslb listen udp %s: %w", ln.Addr(), err)
+		return fmt.Errorf("gslb listen udp %s: %w", bound, err)
 	}
-	s.udp = append(s.udp, pc)
+	s.listeners = append(s.listeners, &listener{proto: "udp", addr: bound, pc: pc})
 	return nil
 }
 
 func (s *Server) close() {
-	for _, ln := range s.tcp {
-		ln.Close()
-	}
-	for _, pc := range s.udp {
-		pc.Close()
+	for _, l := range s.listeners {
+		l.close()
 	}
 }
 
 // Addrs are the bound addresses, host:port, each served over UDP and TCP.
 func (s *Server) Addrs() []string {
 	var addrs []string
-	for _, ln := range s.tcp {
-		addrs = append(addrs, ln.Addr().String())
+	for _, l := range s.listeners {
+		if l.proto == "tcp" {
+			addrs = append(addrs, l.addr)
+		}
 	}
 	return addrs
 }
 
+// OnRestart sets what is called when a listener that failed serves again,
+// with the listener ("udp 192.0.2.1:53") and why; call it before Run.
+func (s *Server) OnRestart(f func(listener, reason string)) { s.onRestart = f }
+
+// ListenersDown returns the listeners ("udp 192.0.2.1:53") that do not
+// serve now.
+func (s *Server) ListenersDown() []string {
+	var down []string
+	for _, l := range s.listeners {
+		if !l.up.Load() {
+			down = append(down, l.proto+" "+l.addr)
+		}
+	}
+	return down
+}
+
 // Run checks the sites and, once each has been checked, answers queries
-// until ctx ends; then it stops the DNS servers and the monitors and closes
-// the sockets.
+// until ctx ends, binding and serving again any listener whose server
+// fails (see supervise); then it stops the DNS servers and the monitors and
+// closes the sockets.
 func (s *Server) Run(ctx context.Context) error {
-	// The monitors stop too when a DNS server fails.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg, initial sync.WaitGroup
 	for _, st := range s.sites {
 		initial.Add(1)
@@ -154,46 +174,12 @@ func (s *Server) Run(ctx context.Context) error {
 	// As gdnsd, answer only once every site's first check has set its
 	// state (each is bounded by its timeout).
 	initial.Wait()
-	var servers []*dns.Server
-	errc := make(chan error, len(s.udp)+len(s.tcp))
-	start := func(srv *dns.Server) {
-		started := make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(started) }
-		wg.Go(func() {
-			if err := srv.ActivateAndServe(); err != nil {
-				errc <- fmt.Errorf("gslb dns server: %w", err)
-			}
-		})
-		select {
-		case <-started:
-			servers = append(servers, srv)
-		case err := <-errc:
-			errc <- err
-		}
-	}
-	for _, pc := range s.udp {
-		start(&dns.Server{PacketConn: pc, Handler: s})
-	}
-	for _, ln := range s.tcp {
-		start(&dns.Server{Listener: ln, Handler: s})
+	for _, l := range s.listeners {
+		wg.Go(func() { s.supervise(ctx, l) })
 	}
 	s.log.Info("gslb serving", "zone", s.zone, "listen", strings.Join(s.Addrs(), ","), "records", len(s.records), "sites", len(s.sites))
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	stop, stopped := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stopped()
-	for _, srv := range servers {
-		if e := srv.ShutdownContext(stop); e != nil {
-			err = errors.Join(err, fmt.Errorf("gslb dns server shutdown: %w", e))
-		}
-	}
-	cancel()
-	s.close()
 	wg.Wait()
-	return err
+	return nil
 }
 
 // ServeDNS answers one query.
@@ -324,7 +310,7 @@ func (r *record) answer(t uint16) []dns.RR {
 
 // Collectors are the server's metrics, for the core's registry.
 func (s *Server) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.transitions, s.queries, siteCollector{s}}
+	return []prometheus.Collector{s.transitions, s.queries, siteCollector{s}, listenerCollector{s}}
 }
 
 // siteCollector reports each site's state at scrape time.
@@ -339,5 +325,25 @@ func (c siteCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.s.upDesc, prometheus.GaugeValue, v, st.record, st.addr.String())
+	}
+}
+
+// listenerCollector reports each DNS listener's state and restarts at
+// scrape time.
+type listenerCollector struct{ s *Server }
+
+func (c listenerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.s.listenerDesc
+	ch <- c.s.restartsDesc
+}
+
+func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range c.s.listeners {
+		v := 0.0
+		if l.up.Load() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.s.listenerDesc, prometheus.GaugeValue, v, l.addr, l.proto)
+		ch <- prometheus.MustNewConstMetric(c.s.restartsDesc, prometheus.CounterValue, float64(l.restarts.Load()), l.addr, l.proto)
 	}
 }
