@@ -23,12 +23,13 @@ deps:
 # moto, the AWS emulator the ec2 driver's tests run (in a virtualenv), and jq
 # and flock, which the exec provider's test cloud (a shell script) uses;
 # Chromium, in which the dashboard's test (and make bench) drive the page;
-# keepalived, which the VIP tests run between network namespaces;
+# keepalived, which the VIP tests run between network namespaces, and nft
+# (nftables), with which a step-down holds new connections;
 # and pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
 # tests also read the module's test/certs from the module cache).
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 
@@ -77,9 +78,10 @@ bench: build
 
 # soak-ha runs the HA pair's e2e test with 20 failovers under scale jobs
 # instead of make test's 2 (the issue's "0 lost or repeated jobs across 20
-# failovers"); network namespaces, so as root.
+# failovers") and 31 graceful step-downs under load instead of 3; network
+# namespaces, so as root.
 soak-ha: test-deps
-	SHOAL_E2E_HA_FAILOVERS=20 $(GO) test -count=1 -timeout 30m -v -run '^TestHAPair$$' $(E2E)
+	SHOAL_E2E_HA_FAILOVERS=20 SHOAL_E2E_HA_STEPDOWNS=31 $(GO) test -count=1 -timeout 30m -v -run '^TestHAPair$$' $(E2E)
 
 # proto regenerates the committed gRPC code for the sacloud/autoscaler protocol.
 proto:

@@ -217,7 +217,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
 	met.Registry().MustRegister(nt.Collectors()...)
 	if cfg.GSLB != nil {
-		stopGSLB, err := startGSLB(cfg.GSLB, met, log)
+		stopGSLB, err := startGSLB(cfg.GSLB, met, st, log)
 		if err != nil {
 			return err
 		}

@@ -346,18 +346,12 @@ type mirrored struct{ backend, name, addr string }
 // counts as synced once its HAProxy has them all and its own checks have
 // every instance in service on the leader UP: a server added here starts
 // DOWN, and a VIP that moved to a node whose servers were still DOWN would
-// queue its requests until they came up. Between changes it rechecks every
-// second, and applies the newest set again, until synced.
+// queue its requests until they came up. Until synced it rechecks every
+// second, reading what HAProxy serves again and applying the newest set to
+// it: what HAProxy has, not what this node believes it added, is the truth
+// (the groups of a node that just stopped leading may name instances that
+// never made it into HAProxy).
 func (h *haNode) mirror(ctx context.Context) {
-	known := map[mirrored]bool{}
-	// What the groups registered while this node led is in HAProxy too.
-	for _, g := range h.reg.All() {
-		for _, t := range g.Targets() {
-			if rec, ok := g.Record(t.Name); ok {
-				known[mirrored{g.Name(), t.Name, rec.Addr}] = true
-			}
-		}
-	}
 	sets := h.shared.WatchInstances(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -377,16 +371,17 @@ func (h *haNode) mirror(ctx context.Context) {
 				return
 			}
 			last, seen = set, true
-			applied, inService = h.apply(ctx, set, known)
 		case <-tick.C:
 			if synced || !seen {
 				continue
 			}
-			if !applied {
-				// A change HAProxy refused is retried here, not only at
-				// the next change in etcd.
-				applied, inService = h.apply(ctx, last, known)
-			}
+		}
+		known, err := h.served(ctx)
+		if err != nil {
+			h.log.Warn("mirror: reading HAProxy's servers failed", "err", err)
+			applied = false
+		} else {
+			applied, inService = h.apply(ctx, last, known)
 		}
 		if ctx.Err() != nil {
 			return
@@ -394,6 +389,26 @@ func (h *haNode) mirror(ctx context.Context) {
 		synced = applied && h.allUp(ctx, inService)
 		h.publish(ctx, synced, len(known))
 	}
+}
+
+// served lists the servers of the groups' backends in HAProxy.
+func (h *haNode) served(ctx context.Context) (map[mirrored]bool, error) {
+	h.c.reloadMu.Lock()
+	cfg := h.c.cfg
+	h.c.reloadMu.Unlock()
+	known := map[mirrored]bool{}
+	for _, g := range cfg.Groups {
+		stats, err := h.c.lb.Stats(ctx, g.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range stats {
+			if st.Type == haproxy.TypeServer {
+				known[mirrored{g.Name, st.Name, st.Addr}] = true
+			}
+		}
+	}
+	return known, nil
 }
 
 // apply makes HAProxy serve what set says and reports whether every change
@@ -524,22 +539,26 @@ func (h *haNode) Status(ctx context.Context) (api.HAStatus, error) {
 	return out, nil
 }
 
-// vipLeaveMax bounds how long a step-down waits for the VIP to leave this
-// node: it left 1.6-3.7 s after the request in the e2e lab (the new leader's
-// check rises within its 1 s interval, then keepalived preempts).
+// vipLeaveMax bounds how long a step-down without a handover (the VIP was
+// not on this node) waits for the address to leave it.
 const vipLeaveMax = 15 * time.Second
 
-// StepDown is POST /v1/ha/step-down: it hands the leadership over and
-// returns the new leader, "" when none took over within two leases; with a
-// VIP, it answers once the address has left this node (keepalived no longer
-// MASTER), at most vipLeaveMax after the request, saying when: from then the
-// node may be taken down without cutting a client off.
+// leaderRise is how long the new leader's keepalived takes to add the
+// leader's weight (its leader check runs every second and rises on one
+// pass): until then a yielded node of higher base priority would take the
+// VIP back.
+const leaderRise = 2 * time.Second
+
+// StepDown is POST /v1/ha/step-down: it hands the VIP over, drained (see
+// keepalived.Handover: new connections held, each connection closed after
+// its answer, the address moved once nothing is in flight), then the
+// leadership, and returns the new leader ("" when none took over within
+// two leases) and when the VIP left this node. From then the node may be
+// taken down without cutting a client off.
 //
-// The move itself can still cut a request (see the e2e TestHAPair): a
-// response this node is sending when the client's packets begin to reach
-// the new holder is reset there, mid-body, and cannot be retried. Draining
-// first does not help: "Connection: close" before the move turns every
-// connection fresh, and a fresh connection's reset is not retried either.
+//	standby ready? ──► hold SYNs, close after answer ──► quiet ──► yield:
+//	VIP on the standby ──► fence cleared, resign ──► new leader ──►
+//	leaderRise ──► unyield
 func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	start := time.Now()
 	r := h.node.Role()
@@ -549,6 +568,32 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	if err := h.standbyReady(ctx); err != nil {
 		return api.StepDownResponse{}, err
 	}
+	var resp api.StepDownResponse
+	yielded := false
+	if h.ka != nil && h.ka.State() == "MASTER" {
+		// No reload while HAProxy drains: a new worker would keep
+		// connections alive.
+		h.c.reloadMu.Lock()
+		res, err := h.ka.Handover(ctx, h.c.lb)
+		h.c.reloadMu.Unlock()
+		if err != nil {
+			return resp, fmt.Errorf("hand the VIP over: %w", err)
+		}
+		yielded = true
+		resp.VIPMoved, resp.VIPMovedAfter = true, res.Left.Seconds()
+		lg := h.log.Info
+		if !res.Quiet {
+			lg = h.log.Warn
+		}
+		lg("step-down: the VIP left this node", "drained", res.Drained.Round(time.Millisecond), "quiet", res.Quiet, "after", res.Left.Round(time.Millisecond))
+	}
+	defer func() {
+		if yielded {
+			if err := h.ka.Unyield(); err != nil {
+				h.log.Error("step-down: letting keepalived hold the VIP again failed", "err", err)
+			}
+		}
+	}()
 	// Nothing this node still does writes once the other may lead: the
 	// fence goes before the election key.
 	h.shared.SetFence(ha.Fence{})
@@ -557,11 +602,10 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 			h.shared.SetFence(r.Fence)
 		}
 		if errors.Is(err, ha.ErrNotLeader) {
-			return api.StepDownResponse{}, api.ErrNotLeader
+			return resp, api.ErrNotLeader
 		}
-		return api.StepDownResponse{}, err
+		return resp, err
 	}
-	var resp api.StepDownResponse
 	if err := poll(ctx, start.Add(2*h.lease), func() bool {
 		if r := h.node.Role(); r.LeaderName != "" && r.LeaderName != h.node.Name() {
 			resp.Leader = r.LeaderName
@@ -570,6 +614,16 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 		return false
 	}); err != nil || h.ka == nil {
 		return resp, err
+	}
+	if yielded {
+		if resp.Leader != "" {
+			select {
+			case <-ctx.Done():
+				return resp, ctx.Err()
+			case <-time.After(leaderRise):
+			}
+		}
+		return resp, nil
 	}
 	err := poll(ctx, start.Add(vipLeaveMax), func() bool { return h.ka.State() != "MASTER" })
 	if resp.VIPMoved = h.ka.State() != "MASTER"; resp.VIPMoved {
@@ -597,6 +651,10 @@ func (h *haNode) standbyReady(ctx context.Context) error {
 			why = append(why, fmt.Sprintf("%s last reported %s ago", n.Name, time.Since(n.UpdatedAt).Round(time.Second)))
 		case !n.HAProxySynced:
 			why = append(why, fmt.Sprintf("%s's HAProxy does not have every instance UP yet", n.Name))
+		case h.ka != nil && n.VIP != "BACKUP":
+			// A yield to a node that cannot hold the VIP would leave it
+			// to no one.
+			why = append(why, fmt.Sprintf("%s's keepalived is %q, not BACKUP", n.Name, n.VIP))
 		default:
 			return nil
 		}

@@ -39,6 +39,7 @@ const (
 	DeployRolledBack        Type = "deploy.rolled_back"
 	DeployIgnored           Type = "deploy.ignored"
 	HAProxyRestarted        Type = "haproxy.restarted"
+	GSLBRestarted           Type = "gslb.restarted"
 	LeaderChanged           Type = "leader.changed"
 	CertificateExpiring     Type = "certificate.expiring"
 	PolicyDecision          Type = "policy.decision"
@@ -50,7 +51,7 @@ var Types = []Type{
 	InstanceUnhealthy, InstanceReplaced,
 	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
-	HAProxyRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
+	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
 }
 
 // Known reports whether t is one of Types.

@@ -210,3 +210,41 @@ func firstLine(s string) string {
 	}
 	return line
 }
+
+// closingVar is the process-wide variable that makes an HTTP frontend of an
+// HA node close each connection after its answer (see handoverLines). A
+// reload starts a worker without it.
+const closingVar = "proc.shoal_closing"
+
+// Closing sets or clears closingVar (set var is an experimental command in
+// HAProxy 2.6).
+func (c *Client) Closing(ctx context.Context, on bool) error {
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return c.expect(ctx, "experimental-mode on; set var "+closingVar+" int("+v+")", "")
+}
+
+// Requests counts the requests in progress: the streams of every frontend
+// but the Runtime API's own. A connection between two requests has none.
+func (c *Client) Requests(ctx context.Context) (int, error) {
+	out, err := c.Exec(ctx, "show sess")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for line := range strings.Lines(out) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "0x") {
+			return 0, fmt.Errorf(`haproxy "show sess": %s`, firstLine(out))
+		}
+		if !strings.Contains(line, " fe=GLOBAL ") {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -52,6 +52,10 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// own X-Forwarded-For would be passed on in front of the address option
 	// forwardfor appends.
 	lines = append(lines, "option forwardfor", idempotentOnly)
+	if cfg.HA != nil && cfg.HA.VIP != nil {
+		// A step-down drains the node before the VIP moves (Closing).
+		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")
+	}
 	lines = append(lines, acmeChallengeFirst(fe)...)
 	lines = append(lines, tlsLines(fe)...)
 	lines = append(lines, "http-request del-header X-Forwarded-For")

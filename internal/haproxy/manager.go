@@ -135,6 +135,26 @@ func (m *Manager) Runtime(ctx context.Context, cmd, payload string) (string, err
 	return m.client.ExecPayload(ctx, cmd, payload)
 }
 
+// Closing makes every HTTP frontend of an HA node close each connection
+// after its answer (on) or keep it alive again (off): the old holder of the
+// VIP drains before a handover (keepalived.Drainer).
+func (m *Manager) Closing(ctx context.Context, on bool) error {
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.Closing(ctx, on)
+}
+
+// Requests counts the requests HAProxy has in progress.
+func (m *Manager) Requests(ctx context.Context) (int, error) {
+	m.reloadMu.RLock()
+	defer m.reloadMu.RUnlock()
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.Requests(ctx)
+}
+
 // OnRestart makes f told, after each restart of HAProxy that followed an
 // unexpected exit, why it exited. Call it before Start.
 func (m *Manager) OnRestart(f func(reason string)) { m.onRestart = f }

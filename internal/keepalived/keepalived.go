@@ -18,6 +18,11 @@
 // 27 measured it): two nodes would answer ARP for it. So the VIP is removed
 // before each start and after each exit.
 //
+// A graceful handover (Handover, handover.go) drains the node before the
+// VIP moves: new connections held with nftables, each connection closed
+// after its answer, then FAULT through a track file, which keepalived reads
+// at once.
+//
 // keepalived reports its state (BACKUP, MASTER, FAULT, STOP) in order on a
 // FIFO in Dir (vrrp_notify_fifo) that the Supervisor reads: no notify script
 // runs.
@@ -95,6 +100,7 @@ const (
 type Supervisor struct {
 	o    Options
 	argv []string
+	nft  string // the nft binary
 	vip  netip.Prefix
 	log  *slog.Logger
 	fifo *os.File
@@ -174,6 +180,12 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A graceful step-down holds new connections with nftables (Handover).
+	if s.nft, err = exec.LookPath("nft"); err != nil {
+		if s.nft, err = exec.LookPath("/usr/sbin/nft"); err != nil {
+			return fmt.Errorf("find nft, which a step-down uses to hold new connections (apt-get install nftables): %w", err)
+		}
+	}
 	if o.Check, err = resolveScript(o.Check); err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}
@@ -202,6 +214,14 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	}
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create %s: %w", fifo, err)
+	}
+	// Not yielded: a yield left by a run that died mid-handover would keep
+	// this node from ever holding the VIP.
+	if err := s.yield(false); err != nil {
+		return err
+	}
+	if err := s.release(ctx); err != nil {
+		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()

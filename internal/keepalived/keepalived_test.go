@@ -94,11 +94,11 @@ type pair struct {
 	Iface  string // the interface in each
 }
 
-// newPair makes the test's two namespaces, skipping where that cannot be
-// done unless in CI.
-func newPair(ctx context.Context, t *testing.T) *pair {
+// newPair makes the test's two namespaces, a and b, and the others named in
+// more, skipping where that cannot be done unless in CI.
+func newPair(ctx context.Context, t *testing.T, more ...string) (*pair, *testhost.Lab) {
 	t.Helper()
-	lab, err := testhost.NewSegment(ctx, t.TempDir(), testhost.SegmentOptions{Spaces: []string{"a", "b"}})
+	lab, err := testhost.NewSegment(ctx, t.TempDir(), testhost.SegmentOptions{Spaces: append([]string{"a", "b"}, more...)})
 	if errors.Is(err, testhost.ErrUnsupported) {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
@@ -115,7 +115,7 @@ func newPair(ctx context.Context, t *testing.T) *pair {
 		p.NS[i], p.Addr[i], p.Iface = h.Name, h.Addr, h.Iface
 	}
 	p.Subnet = p.Addr[0][:strings.LastIndex(p.Addr[0], ".")]
-	return p
+	return p, lab
 }
 
 // newNodes sets up nodes a (priority 110) and b (100) in the pair's
@@ -187,7 +187,7 @@ func TestVIPFailover(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pair := newPair(ctx, t)
+	pair, _ := newPair(ctx, t)
 	a, b, start := newNodes(ctx, t, pair, false)
 	vip := a.o.VIP.Address
 	start(a)
@@ -291,7 +291,8 @@ func TestVIPUnicast(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, b, start := newNodes(ctx, t, newPair(ctx, t), true)
+	pair, _ := newPair(ctx, t)
+	a, b, start := newNodes(ctx, t, pair, true)
 	a.o.VIP.Advert, b.o.VIP.Advert = 500*time.Millisecond, 500*time.Millisecond
 	start(a)
 	start(b)
@@ -325,7 +326,7 @@ func TestStartRefuses(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pair := newPair(ctx, t)
+	pair, _ := newPair(ctx, t)
 	open := t.TempDir()
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
@@ -372,7 +373,7 @@ func TestSweep(t *testing.T) {
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pair := newPair(ctx, t)
+	pair, _ := newPair(ctx, t)
 	o := Options{VIP: config.HAVIP{Address: pair.Subnet + ".100/24", Interface: pair.Iface, RouterID: 51, Advert: time.Second},
 		Priority: 100, Node: "a", Netns: pair.NS[0], Dir: t.TempDir(), Check: []string{"true"},
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}

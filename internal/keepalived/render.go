@@ -26,6 +26,7 @@ const (
 	healthScript = "shoal_health"
 	leaderScript = "shoal_leader"
 	leaderWeight = 50
+	yieldTrack   = "shoal_yield"
 	instance     = "shoal"
 )
 
@@ -93,6 +94,9 @@ func render(o Options, vip netip.Prefix, fifo string) (string, error) {
 	b.WriteString("    script_user root\n    enable_script_security\n")
 	// States arrive in order on a FIFO that the supervisor reads.
 	fmt.Fprintf(&b, "    vrrp_notify_fifo %s\n}\n", fifo)
+	// The handover's yield (see Handover): with weight 0, a non-zero value
+	// in the file is a fault, read as soon as the file changes.
+	fmt.Fprintf(&b, "vrrp_track_file %s {\n    file %s\n    weight 0\n}\n", yieldTrack, filepath.Join(filepath.Dir(fifo), yieldFile))
 	var tracks []string
 	for _, s := range []struct {
 		name string
@@ -140,6 +144,7 @@ func render(o Options, vip netip.Prefix, fifo string) (string, error) {
 		}
 		b.WriteString("    }\n")
 	}
+	fmt.Fprintf(&b, "    track_file {\n        %s\n    }\n", yieldTrack)
 	b.WriteString("}\n")
 	return b.String(), nil
 }

@@ -55,6 +55,11 @@ const (
 	// casTries bounds the retries of a counter update that lost a race
 	// (only a second writer with the same fence could cause one).
 	casTries = 5
+	// requestTimeout bounds each read and transaction, as etcdctl's
+	// --command-timeout does: the client waits for a connection as long as
+	// its context allows, and a job or a demotion waiting on one would
+	// hang through a partition.
+	requestTimeout = 5 * time.Second
 )
 
 // Store is the shared state in etcd. It is safe for concurrent use.
@@ -70,6 +75,13 @@ type Store struct {
 // a slash). Until SetFence, every write fails with ErrFenced.
 func New(cli *clientv3.Client, prefix string) *Store {
 	return &Store{cli: cli, prefix: prefix + "state/"}
+}
+
+// read is the client's Get, bounded by requestTimeout.
+func (s *Store) read(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return s.cli.Get(ctx, key, opts...)
 }
 
 // SetFence makes f the fence of the writes from now on; the zero Fence
@@ -97,6 +109,8 @@ func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3
 	if err != nil {
 		return false, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	resp, err := s.cli.Txn(ctx).If(append([]clientv3.Cmp{f.Cmp()}, cmps...)...).Then(ops...).
 		Else(clientv3.OpGet(f.Key, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
@@ -135,7 +149,7 @@ func (s *Store) put(ctx context.Context, key string, v any) error {
 }
 
 func (s *Store) get(ctx context.Context, key string, v any) (bool, error) {
-	resp, err := s.cli.Get(ctx, key)
+	resp, err := s.read(ctx, key)
 	if err != nil {
 		return false, err
 	}
@@ -226,7 +240,7 @@ func (s *Store) usageOps(group string, u store.Usage) ([]clientv3.Op, error) {
 // (at most usageKept ago).
 func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error) {
 	dir := s.prefix + "usage/" + group + "/"
-	resp, err := s.cli.Get(ctx, dir+id(since.UnixNano()+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(dir)))
+	resp, err := s.read(ctx, dir+id(since.UnixNano()+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(dir)))
 	if err != nil {
 		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
 	}
@@ -243,7 +257,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]sto
 
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]store.Instance, error) {
-	resp, err := s.cli.Get(ctx, s.prefix+"instances/", clientv3.WithPrefix())
+	resp, err := s.read(ctx, s.prefix+"instances/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
@@ -280,7 +294,7 @@ func (s *Store) WatchInstances(ctx context.Context) <-chan []store.Instance {
 	go func() {
 		defer close(out)
 		for delay := 100 * time.Millisecond; ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
-			resp, err := s.cli.Get(ctx, s.prefix+"instances/", clientv3.WithPrefix())
+			resp, err := s.read(ctx, s.prefix+"instances/", clientv3.WithPrefix())
 			if err == nil {
 				set, derr := decodeInstances(resp)
 				if derr == nil {
@@ -307,7 +321,7 @@ func (s *Store) follow(ctx context.Context, rev int64, send func([]store.Instanc
 		if wr.Err() != nil {
 			return
 		}
-		resp, err := s.cli.Get(ctx, s.prefix+"instances/", clientv3.WithPrefix())
+		resp, err := s.read(ctx, s.prefix+"instances/", clientv3.WithPrefix())
 		if err != nil {
 			return
 		}
@@ -326,7 +340,7 @@ func id(n int64) string { return fmt.Sprintf("%020d", n) }
 // transaction with the ops build makes for it.
 func (s *Store) next(ctx context.Context, key string, build func(n int64) ([]clientv3.Op, error)) (int64, error) {
 	for range casTries {
-		resp, err := s.cli.Get(ctx, key)
+		resp, err := s.read(ctx, key)
 		if err != nil {
 			return 0, err
 		}
@@ -430,7 +444,7 @@ func (s *Store) Jobs(ctx context.Context, group string, limit int) ([]job.Job, e
 	end := clientv3.GetPrefixRangeEnd(s.prefix + "jobs/")
 	// Pages from the newest back, until limit of the group's are found.
 	for {
-		resp, err := s.cli.Get(ctx, s.prefix+"jobs/", clientv3.WithRange(end),
+		resp, err := s.read(ctx, s.prefix+"jobs/", clientv3.WithRange(end),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(500))
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
@@ -529,7 +543,7 @@ func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
 // prune deletes the oldest decisions under dir beyond maxDecisions, in
 // batches of a tenth so that it runs seldom.
 func (s *Store) prune(ctx context.Context, dir string) error {
-	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.read(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return err
 	}
@@ -537,7 +551,7 @@ func (s *Store) prune(ctx context.Context, dir string) error {
 	if over < maxDecisions/10 {
 		return nil
 	}
-	old, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	old, err := s.read(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(over))
 	if err != nil || len(old.Kvs) == 0 {
 		return err
@@ -566,7 +580,7 @@ func (s *Store) Decisions(ctx context.Context, q store.DecisionQuery) ([]decisio
 			from = dir + id(q.AfterID+1)
 			opts = []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(dir))}
 		}
-		resp, err := s.cli.Get(ctx, from, opts...)
+		resp, err := s.read(ctx, from, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("list decisions: %w", err)
 		}
@@ -596,7 +610,7 @@ func (s *Store) Decisions(ctx context.Context, q store.DecisionQuery) ([]decisio
 // given outcome was made: the autoscaler's per-rule cooldowns start there.
 func (s *Store) LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error) {
 	dir := s.prefix + "lastdecision/" + group + "/" + string(outcome) + "/"
-	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix())
+	resp, err := s.read(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read last decisions of %s: %w", group, err)
 	}

@@ -1,0 +1,310 @@
+package keepalived
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A VRRP move breaks every TCP connection to the VIP: the new holder has
+// no socket for them and resets them. A client retries an idempotent
+// request that was reset on a reused connection before any of its answer
+// came, but not one whose answer was being sent, nor one on a fresh
+// connection. So a graceful handover first empties the old holder:
+//
+//	Hold: drop SYNs to the VIP ──► Closing(true): each connection closes
+//	after its answer ──► quiet (no request in HAProxy, no socket on the VIP
+//	with bytes unacknowledged) or handoverDrainMax ──► Yield: FAULT, a
+//	priority-0 advert, the backup takes the VIP ──► release the hold,
+//	Closing(false) ──► (caller: leadership moves) ──► Unyield
+//
+// A client whose SYN was dropped sends it again after 1 s (Linux's initial
+// retransmission timeout), by when the address is on the new holder: the
+// drain and the move take about half that (handoverDrainMax and VRRP's skew
+// time, (256-priority)/256 of an advert). A connection idle at the move is
+// reset by the new holder at its next request, which the client retries on
+// a fresh connection.
+
+// Handover timings. The hold's set element expires by itself after
+// handoverHoldMax, so that a shoal that dies mid-handover cannot leave its
+// node refusing connections.
+const (
+	handoverDrainMax = 600 * time.Millisecond
+	handoverHoldMax  = 5 * time.Second
+	handoverLeaveMax = 5 * time.Second
+	quietPoll        = 20 * time.Millisecond
+)
+
+// nftTable is the nftables table a hold lives in, the node's only one of
+// ours: Start deletes what a crashed run left.
+const nftTable = "shoal_handover"
+
+// yieldFile, in Dir, is keepalived's track file: 1 puts the node in FAULT
+// (read at once, through inotify), 0 lets it hold the VIP again.
+const yieldFile = "yield"
+
+// Drainer is the data plane behind the VIP: Closing makes every connection
+// close after its current answer (or stops that), Requests counts the
+// requests in progress.
+type Drainer interface {
+	Closing(ctx context.Context, on bool) error
+	Requests(ctx context.Context) (int, error)
+}
+
+// HandoverResult says how a handover went.
+type HandoverResult struct {
+	// Drained is how long the old holder took to have no request in
+	// progress and nothing unacknowledged on the VIP; Quiet is false when
+	// handoverDrainMax ended the wait first.
+	Drained time.Duration
+	Quiet   bool
+	// Left is when the VIP left this node, after the handover began.
+	Left time.Duration
+}
+
+// Handover gives the VIP to another node without cutting a request (see
+// above); the node stays yielded (FAULT) until Unyield, so that it does not
+// take the address back before the new holder outranks it. It fails, and
+// undoes the yield, if the VIP does not leave within handoverLeaveMax.
+func (s *Supervisor) Handover(ctx context.Context, d Drainer) (HandoverResult, error) {
+	var res HandoverResult
+	if s.State() != "MASTER" {
+		return res, errors.New("this node does not hold the VIP")
+	}
+	start := time.Now()
+	if err := s.hold(ctx); err != nil {
+		return res, err
+	}
+	defer func() {
+		if err := s.release(context.WithoutCancel(ctx)); err != nil {
+			s.log.Error("handover: releasing the hold on new connections failed", "err", err)
+		}
+	}()
+	if err := d.Closing(ctx, true); err != nil {
+		return res, fmt.Errorf("handover: make connections close after their answer: %w", err)
+	}
+	defer func() {
+		if err := d.Closing(context.WithoutCancel(ctx), false); err != nil {
+			s.log.Error("handover: keep-alive back on failed", "err", err)
+		}
+	}()
+	res.Quiet = s.waitQuiet(ctx, d, start.Add(handoverDrainMax))
+	res.Drained = time.Since(start)
+	if err := s.yield(true); err != nil {
+		return res, err
+	}
+	for s.State() == "MASTER" {
+		if time.Since(start) > handoverLeaveMax {
+			err := fmt.Errorf("handover: the VIP did not leave within %s", handoverLeaveMax)
+			return res, errors.Join(err, s.Unyield())
+		}
+		select {
+		case <-ctx.Done():
+			return res, errors.Join(ctx.Err(), s.Unyield())
+		case <-time.After(quietPoll):
+		}
+	}
+	res.Left = time.Since(start)
+	return res, nil
+}
+
+// Unyield lets the node hold the VIP again (after Handover).
+func (s *Supervisor) Unyield() error { return s.yield(false) }
+
+func (s *Supervisor) yield(on bool) error {
+	v := "0\n"
+	if on {
+		v = "1\n"
+	}
+	if err := writeFileAtomic(filepath.Join(s.o.Dir, yieldFile), []byte(v)); err != nil {
+		return fmt.Errorf("keepalived track file: %w", err)
+	}
+	return nil
+}
+
+// waitQuiet waits until two polls in a row find no request in progress and
+// no socket on the VIP with bytes in flight, or until deadline; it reports
+// which.
+func (s *Supervisor) waitQuiet(ctx context.Context, d Drainer, deadline time.Time) bool {
+	quiet, reqs, socks := 0, 0, 0
+	for quiet < 2 {
+		if time.Now().After(deadline) {
+			s.log.Warn("handover: the drain's time is up with requests in flight", "requests", reqs, "sockets", socks)
+			return false
+		}
+		var err error
+		if reqs, err = d.Requests(ctx); err == nil {
+			socks, err = s.unfinished()
+		}
+		if err != nil {
+			s.log.Warn("handover: counting what is in flight failed", "err", err)
+		}
+		if err == nil && reqs == 0 && socks == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(quietPoll):
+		}
+	}
+	return true
+}
+
+// hold drops the SYNs of new connections to the VIP, for handoverHoldMax
+// at most (an nftables set element with a timeout).
+func (s *Supervisor) hold(ctx context.Context) error {
+	family, set := "ip", "held4"
+	if s.vip.Addr().Is6() {
+		family, set = "ip6", "held6"
+	}
+	typ := map[string]string{"ip": "ipv4_addr", "ip6": "ipv6_addr"}[family]
+	ms := strconv.FormatInt(handoverHoldMax.Milliseconds(), 10)
+	rules := fmt.Sprintf(`table inet %[1]s {
+	set %[2]s {
+		type %[3]s
+		flags timeout
+		elements = { %[4]s timeout %[5]sms }
+	}
+	chain input {
+		type filter hook input priority filter - 10; policy accept;
+		%[6]s daddr @%[2]s tcp flags & (syn | ack) == syn drop
+	}
+}
+`, nftTable, set, typ, s.vip.Addr(), ms, family)
+	path := filepath.Join(s.o.Dir, "hold.nft")
+	if err := writeFileAtomic(path, []byte(rules)); err != nil {
+		return fmt.Errorf("handover: write %s: %w", path, err)
+	}
+	if err := s.release(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	if out, err := s.command(cctx, s.nft, "-f", path).CombinedOutput(); err != nil {
+		return fmt.Errorf("handover: hold new connections (%s -f %s): %w: %s", s.nft, path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// release deletes the hold's table, if there is one.
+func (s *Supervisor) release(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := s.command(cctx, s.nft, "delete", "table", "inet", nftTable).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "No such file or directory") {
+		return fmt.Errorf("handover: delete nftables table %s: %w: %s", nftTable, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// unfinished counts the TCP sockets on the VIP (in keepalived's network
+// namespace, which is the node's) that still have bytes to send or to read,
+// or a handshake or close under way: a move now would cut what they carry.
+func (s *Supervisor) unfinished() (int, error) {
+	s.mu.Lock()
+	pid := s.proc.PID()
+	s.mu.Unlock()
+	total := 0
+	for _, name := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, name))
+		if err != nil {
+			return 0, fmt.Errorf("read keepalived's sockets: %w", err)
+		}
+		n, err := countUnfinished(f, s.vip.Addr())
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/net/%s: %w", pid, name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// TCP states in /proc/net/tcp (include/net/tcp_states.h).
+const (
+	tcpEstablished = 0x01
+	tcpSynRecv     = 0x03
+	tcpFinWait1    = 0x04
+	tcpCloseWait   = 0x08
+	tcpLastAck     = 0x09
+	tcpClosing     = 0x0b
+)
+
+// countUnfinished reads /proc/net/tcp or tcp6 and counts the sockets whose
+// local address is addr and that are mid-handshake, have a FIN not yet
+// acknowledged, or hold queued bytes; but not those retransmitting, whose
+// peer does not answer (orphans of a node that was cut off and killed
+// linger so for minutes): waiting for them would only spend the drain.
+func countUnfinished(r io.Reader, addr netip.Addr) (int, error) {
+	sc := bufio.NewScanner(r)
+	n, first := 0, true
+	for sc.Scan() {
+		if first { // the header
+			first = false
+			continue
+		}
+		// sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt ...
+		f := strings.Fields(sc.Text())
+		if len(f) < 7 {
+			return 0, fmt.Errorf("line %q: expected at least 7 fields", sc.Text())
+		}
+		host, _, ok := strings.Cut(f[1], ":")
+		if !ok {
+			return 0, fmt.Errorf("local address %q: expected HEX:PORT", f[1])
+		}
+		local, err := procAddr(host)
+		if err != nil {
+			return 0, err
+		}
+		if local.Unmap() != addr.Unmap() {
+			continue
+		}
+		st, err := strconv.ParseUint(f[3], 16, 8)
+		if err != nil {
+			return 0, fmt.Errorf("state %q: %w", f[3], err)
+		}
+		tx, rx, ok := strings.Cut(f[4], ":")
+		if !ok {
+			return 0, fmt.Errorf("queues %q: expected TX:RX", f[4])
+		}
+		if strings.Trim(f[6], "0") != "" {
+			continue // retransmitting
+		}
+		queued := strings.Trim(tx, "0") != "" || strings.Trim(rx, "0") != ""
+		switch st {
+		case tcpSynRecv, tcpFinWait1, tcpLastAck, tcpClosing:
+			n++
+		case tcpEstablished, tcpCloseWait:
+			if queued {
+				n++
+			}
+		}
+	}
+	return n, sc.Err()
+}
+
+// procAddr decodes an address as /proc/net/tcp prints it: the bytes of each
+// 32-bit word in host (little-endian) order.
+func procAddr(h string) (netip.Addr, error) {
+	b, err := hex.DecodeString(h)
+	if err != nil || (len(b) != 4 && len(b) != 16) {
+		return netip.Addr{}, fmt.Errorf("address %q: expected 8 or 32 hex digits", h)
+	}
+	for i := 0; i < len(b); i += 4 {
+		b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a, nil
+}

@@ -1,0 +1,191 @@
+package keepalived
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/testhost"
+)
+
+func TestCountUnfinished(t *testing.T) {
+	// 10.0.0.100 is 6400000A in /proc's order; ::ffff:10.0.0.100 in tcp6.
+	tcp := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 6400000A:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
+   1: 6400000A:1F90 0A00000A:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 20 4 30 10 -1
+   2: 6400000A:1F90 0A00000A:C351 01 00002000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 20 4 30 10 -1
+   3: 6400000A:1F90 0A00000A:C352 04 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 20 4 30 10 -1
+   4: 6400000A:1F90 0A00000A:C353 06 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   5: 0B00000A:1F90 0A00000A:C354 01 00001000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 20 4 30 10 -1
+   6: 6400000A:1F90 0A00000A:C355 03 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   7: 6400000A:1F90 0A00000B:C356 04 00000001:00000000 01:00000C8A 00000007     0        0 0 3 0000000000000000 20 4 30 10 -1
+`
+	n, err := countUnfinished(strings.NewReader(tcp), netip.MustParseAddr("10.0.0.100"))
+	if err != nil || n != 3 {
+		t.Fatalf("tcp: %d, %v; want 3 (queued bytes, FIN_WAIT1, SYN_RECV; not the listener, an idle socket, TIME_WAIT, another address or an orphan retransmitting its FIN to a peer gone)", n, err)
+	}
+	tcp6 := `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt
+   0: 0000000000000000FFFF00006400000A:1F90 0000000000000000FFFF00000A00000A:C350 01 00000000:00000010 00:00000000 00000000
+   1: B80D0120000000000000000001000000:1F90 B80D0120000000000000000002000000:C350 09 00000000:00000000 00:00000000 00000000
+`
+	if n, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("10.0.0.100")); err != nil || n != 1 {
+		t.Fatalf("tcp6, v4-mapped: %d, %v; want 1", n, err)
+	}
+	if n, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("2001:db8::1")); err != nil || n != 1 {
+		t.Fatalf("tcp6: %d, %v; want 1 (LAST_ACK)", n, err)
+	}
+	if _, err := countUnfinished(strings.NewReader("header\n 0: XYZ:1F90 0:0 01 0:0 00:0 0\n"), netip.MustParseAddr("10.0.0.100")); err == nil {
+		t.Fatal("a malformed address was accepted")
+	}
+}
+
+// site is an HTTP server on port 8080 of a namespace, answering 9 KB pages
+// in three parts 20 ms apart, so that a move is likely to cut one mid-body:
+// the data plane a handover drains.
+type site struct {
+	srv      *http.Server
+	inflight atomic.Int64
+}
+
+func startSite(t *testing.T, h *testhost.Host) *site {
+	t.Helper()
+	var ln net.Listener
+	if err := h.Do(func() (err error) { ln, err = net.Listen("tcp4", ":8080"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	s := &site{}
+	part := strings.Repeat("x", 3000)
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		w.Header().Set("Content-Length", "9000")
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			io.WriteString(w, part)
+			w.(http.Flusher).Flush()
+		}
+	})}
+	go s.srv.Serve(ln)
+	t.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+func (s *site) Closing(_ context.Context, on bool) error {
+	s.srv.SetKeepAlivesEnabled(!on)
+	return nil
+}
+
+func (s *site) Requests(context.Context) (int, error) { return int(s.inflight.Load()), nil }
+
+// TestVIPHandover hands the VIP back and forth between two real keepalived
+// daemons six times under keep-alive GETs from a third namespace, with
+// HTTP servers on both nodes, and wants no failed request: the old holder
+// holds new connections (nftables), lets each connection close after its
+// answer, and yields once nothing is in flight. As the HA node does, the
+// new holder's leader check passes before the old one unyields.
+func TestVIPHandover(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pair, lab := newPair(ctx, t, "client")
+	a, b, start := newNodes(ctx, t, pair, false)
+	sites := map[*node]*site{a: startSite(t, lab.Space("a")), b: startSite(t, lab.Space("b"))}
+	start(a)
+	start(b)
+	waitHolder(ctx, t, a, b, 15*time.Second)
+	waitState(t, b, "BACKUP", 5*time.Second)
+	a.set(t, a.leader, true)
+
+	// The client: 8 keep-alive connections, each request bounded by 2 s,
+	// the whole by count and time.
+	vip := netip.MustParsePrefix(a.o.VIP.Address).Addr()
+	client := lab.Space("client")
+	tr := &http.Transport{DialContext: client.Dial, MaxIdleConnsPerHost: 8}
+	hc := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	defer tr.CloseIdleConnections()
+	var (
+		requests atomic.Int64
+		mu       sync.Mutex
+		failures []string
+		wg       sync.WaitGroup
+	)
+	lctx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200000 && lctx.Err() == nil; i++ {
+				resp, err := hc.Get(fmt.Sprintf("http://%s:8080/", vip))
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if lctx.Err() != nil {
+					return
+				}
+				requests.Add(1)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+
+	holder, other := a, b
+	for i := range 6 {
+		t0 := time.Now()
+		res, err := holder.s.Handover(ctx, sites[holder])
+		if err != nil {
+			t.Fatalf("handover %d from %s: %v", i, holder.name, err)
+		}
+		waitHolder(ctx, t, other, holder, 5*time.Second)
+		t.Logf("handover %d, %s → %s: drained in %s (quiet %v), VIP left after %s, on %s after %s",
+			i, holder.name, other.name, res.Drained.Round(time.Millisecond), res.Quiet, res.Left.Round(time.Millisecond),
+			other.name, time.Since(t0).Round(time.Millisecond))
+		// The leadership follows; once the new holder's leader check has
+		// passed (interval 1 s, rise 1), the old one may hold it again.
+		holder.set(t, holder.leader, false)
+		other.set(t, other.leader, true)
+		time.Sleep(2500 * time.Millisecond)
+		if err := holder.s.Unyield(); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, holder, "BACKUP", 5*time.Second)
+		waitHolder(ctx, t, other, holder, time.Second)
+		holder, other = other, holder
+	}
+	time.Sleep(time.Second)
+	stopLoad()
+	wg.Wait()
+	t.Logf("%d requests through 6 handovers, %d failed %v", requests.Load(), len(failures), failures)
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d requests failed through the handovers: %v", len(failures), requests.Load(), failures)
+	}
+	if requests.Load() < 1000 {
+		t.Fatalf("only %d requests: the load did not run", requests.Load())
+	}
+	// Nothing is left held: a new connection is accepted at once.
+	for _, n := range []*node{a, b} {
+		out, err := lab.Space(n.name).Command(ctx, "nft", "list", "tables").CombinedOutput()
+		if err != nil || strings.Contains(string(out), nftTable) {
+			t.Fatalf("%s: nftables after the handovers: %v %s", n.name, err, out)
+		}
+	}
+}
