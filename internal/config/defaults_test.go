@@ -369,7 +369,7 @@ var defaultNotes = map[string]string{
 	"state_dir":                              "relative to the config file's directory",
 	"admin.socket":                           "relative to state_dir; mode 0600",
 	"haproxy.binary":                         "looked up on PATH",
-	"access_log.sample":                      "one in N, adapted per group to stay near 4 % of its requests",
+	"access_log.sample":                      "one in N, adapted per group to log about 100 of its requests a second",
 	"groups[].health.fastinter":              "or interval when that is shorter",
 	"groups[].health.downinter":              "the interval",
 	"groups[].template.dir":                  "the config file's directory",

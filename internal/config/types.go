@@ -164,8 +164,8 @@ type AccessLog struct {
 	// Sample logs one request in Sample; 0 turns the access log off. With
 	// Adaptive ("sample: auto", the default) it is 1, and each group's
 	// backend chooses its rate from its requests over the last second:
-	// every request below 100 a second, about 100 a second above that, and
-	// no more than 4 % of them above 2,500 a second.
+	// every request below 100 a second, and about 100 a second above that
+	// (up to 100,000 requests a second).
 	Sample   int `yaml:"sample"`
 	Adaptive bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
@@ -175,7 +175,7 @@ type AccessLog struct {
 }
 
 // defaultAccessLog is `sample: auto`: logging every request costs about
-// 23 % of HAProxy's throughput, one in ten about 4 % (so auto stays near that).
+// 23 % of HAProxy's throughput, one in ten about 4 % (auto logs about 100 lines a second).
 var defaultAccessLog = AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}
 
 // Group is a set of identical instances behind one HAProxy backend.

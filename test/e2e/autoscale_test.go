@@ -578,7 +578,8 @@ func TestAccessLogAdaptiveSampling(t *testing.T) {
 		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
 	// Measured over the last 3 s, when the rate has settled. The rate is
-	// chosen for 4 % from 2,500 requests/s up, so allow twice that.
+	// chosen for about 100 lines a second (2 % at 5,000 requests/s); allow
+	// up to 8 % for a rate still settling.
 	share := float64(logged-before) / float64(sentAfter-sentBefore)
 	t.Logf("%d requests at %.0f/s, %d logged; last 3 s: %d of %d logged (%.1f %%), sample rate 1 in %d",
 		res.Requests, res.RPS, logged, logged-before, sentAfter-sentBefore, share*100, rate)
