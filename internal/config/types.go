@@ -164,8 +164,7 @@ type AccessLog struct {
 	// Sample logs one request in Sample; 0 turns the access log off. With
 	// Adaptive ("sample: auto", the default) it is 1, and each group's
 	// backend chooses its rate from its requests over the last second:
-	// every request below 100 a second, and about 100 a second above that
-	// (up to 100,000 requests a second).
+	// every request below 100 a second, and about 100 a second above that.
 	Sample   int `yaml:"sample"`
 	Adaptive bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
