@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,8 +34,9 @@ import (
 // Each is loaded three ways per round: requests/s over keep-alive
 // connections (wrk), and handshakes/s with a new connection per request,
 // once with full handshakes and once resuming sessions (handshakeLoad,
-// which says why not wrk). Rounds alternate the order; the figures are the
-// medians of the per-round ratios of (c) to (b).
+// which says why not wrk). Rounds rotate the order, so that each target
+// takes each place; the figures are the medians of the per-round ratios of
+// (c) to (b).
 func init() {
 	register(&command{
 		name:    "tls",
@@ -133,10 +135,11 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	}
 
 	for r := 1; r <= *rounds; r++ {
-		order := det.Targets
-		if r%2 == 0 {
-			order = []*tlsTarget{nginxT, shoalT, hapT}
-		}
+		// Each target takes each place in turn: the one after another's
+		// handshake phase (thousands of connections in TIME_WAIT, a warm
+		// client) is not always the same.
+		n := len(det.Targets)
+		order := append(slices.Clone(det.Targets[(r-1)%n:]), det.Targets[:(r-1)%n]...)
 		for _, t := range order {
 			if t.Status != "ok" {
 				continue
