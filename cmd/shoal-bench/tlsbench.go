@@ -19,12 +19,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// tlsBench measures TLS termination in front of two demo-backends, three
-// ways, with the same ECDSA P-256 certificate:
+// tlsBench measures TLS termination in front of the same two demo-backends
+// (shoal's instances), three ways, with the same ECDSA P-256 certificate:
 //
 //	(b) haproxy  a minimal hand-written haproxy.cfg: bind ... ssl crt FILE alpn h2,http/1.1;
 //	(c) shoal    shoal's HAProxy: a TLS frontend from the config (crt-list,
@@ -105,30 +106,28 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	}
 
 	rep := &Report{Date: time.Now(), Machine: newMachine()}
-	hapT := &tlsTarget{Key: "haproxy", Label: "(b) minimal haproxy.cfg, 2 servers"}
+	hapT := &tlsTarget{Key: "haproxy", Label: "(b) minimal haproxy.cfg, the same 2 instances"}
 	shoalT := &tlsTarget{Key: "shoal", Label: "(c) shoal's HAProxy, 2 instances"}
-	nginxT := &tlsTarget{Key: "nginx", Label: "(d) nginx, 2 servers"}
+	nginxT := &tlsTarget{Key: "nginx", Label: "(d) nginx, the same 2 instances"}
 	det := &tlsDetails{Targets: []*tlsTarget{hapT, shoalT, nginxT}}
 	rep.Details = det
 
-	var ports []int
-	for _, name := range []string{"bench-a", "bench-b"} {
-		_, port, err := env.StartBackend(ctx, backend, name)
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, port)
-	}
 	hap := haproxyPath()
 	if hap == "" {
-		hapT.Status, shoalT.Status = "haproxy not installed", "haproxy not installed"
-	} else {
-		if err := startMinimalTLSHAProxy(ctx, env, hap, cert, key, ports, hapT); err != nil {
-			hapT.Status = err.Error()
-		}
-		if err := startShoalTLS(ctx, env, sbin, backend, cert, key, *extra, *extraTLS, shoalT); err != nil {
-			shoalT.Status = err.Error()
-		}
+		return nil, errors.New("haproxy not installed")
+	}
+	// All three proxy to the same two processes, shoal's instances: what
+	// differs between them is the proxy alone.
+	sh, err := startShoalTLS(ctx, env, sbin, backend, cert, key, *extra, *extraTLS, shoalT)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := instancePorts(ctx, sh, "web")
+	if err != nil {
+		return nil, err
+	}
+	if err := startMinimalTLSHAProxy(ctx, env, hap, cert, key, ports, hapT); err != nil {
+		hapT.Status = err.Error()
 	}
 	if err := startNginx(ctx, env, cert, key, ports, nginxT); err != nil {
 		nginxT.Status = err.Error()
@@ -328,7 +327,31 @@ backend be
 	return nil
 }
 
-func startShoalTLS(ctx context.Context, env *Env, bin, backend, cert, key, extra, extraTLS string, t *tlsTarget) error {
+// instancePorts returns the ports of group's instances in shoal.
+func instancePorts(ctx context.Context, sh *Shoal, group string) ([]int, error) {
+	st, err := sh.API.Group(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, in := range st.Instances {
+		_, p, err := net.SplitHostPort(in.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s address %q: %w", in.Name, in.Addr, err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s address %q: %w", in.Name, in.Addr, err)
+		}
+		ports = append(ports, port)
+	}
+	if len(ports) != 2 {
+		return nil, fmt.Errorf("shoal runs %d instances of %s, want 2", len(ports), group)
+	}
+	return ports, nil
+}
+
+func startShoalTLS(ctx context.Context, env *Env, bin, backend, cert, key, extra, extraTLS string, t *tlsTarget) (*Shoal, error) {
 	if extraTLS != "" {
 		extraTLS = ", " + extraTLS
 	}
@@ -354,17 +377,17 @@ groups:
 	env.Log.Info("starting shoal")
 	sh, err := env.StartShoalOn(bin, render)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.URL = "https://" + sh.Cfg.Frontends[0].Bind[0] + "/"
 	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
-		return fmt.Errorf("shoal did not get 2 instances in service: %w", err)
+		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
 	if err := WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
-		return err
+		return nil, err
 	}
 	t.Status = "ok"
-	return nil
+	return sh, nil
 }
 
 func startNginx(ctx context.Context, env *Env, cert, key string, ports []int, t *tlsTarget) error {
