@@ -28,17 +28,20 @@ import (
 //	Closing(false) ──► (caller: leadership moves) ──► Unyield
 //
 // A client whose SYN was dropped sends it again after 1 s (Linux's initial
-// retransmission timeout), by when the address is on the new holder: the
-// drain and the move take about half that (handoverDrainMax and VRRP's skew
-// time, (256-priority)/256 of an advert). A connection idle at the move is
-// reset by the new holder at its next request, which the client retries on
-// a fresh connection.
+// retransmission timeout), and again 2 s later: the drain and the move must
+// take less than that first second, or the client waits 3 s. The drain takes
+// about 0.1 s and at most handoverDrainMax; the move, VRRP's skew time,
+// (256-priority)/256 of an advert: 0.3 s at a 0.5 s advert, 0.65 s at 1 s.
+// (With handoverDrainMax at 600 ms, 2 of 31 step-downs under load hit it and
+// a held client timed out at 2 s.) A connection idle at the move is reset by
+// the new holder at its next request, which the client retries on a fresh
+// connection.
 
 // Handover timings. The hold's set element expires by itself after
 // handoverHoldMax, so that a shoal that dies mid-handover cannot leave its
 // node refusing connections.
 const (
-	handoverDrainMax = 600 * time.Millisecond
+	handoverDrainMax = 300 * time.Millisecond
 	handoverHoldMax  = 5 * time.Second
 	handoverLeaveMax = 5 * time.Second
 	quietPoll        = 20 * time.Millisecond
@@ -136,14 +139,15 @@ func (s *Supervisor) yield(on bool) error {
 // which.
 func (s *Supervisor) waitQuiet(ctx context.Context, d Drainer, deadline time.Time) bool {
 	quiet, reqs, socks := 0, 0, 0
+	var which []string
 	for quiet < 2 {
 		if time.Now().After(deadline) {
-			s.log.Warn("handover: the drain's time is up with requests in flight", "requests", reqs, "sockets", socks)
+			s.log.Warn("handover: the drain's time is up with requests in flight", "requests", reqs, "sockets", socks, "first", strings.Join(which, ", "))
 			return false
 		}
 		var err error
 		if reqs, err = d.Requests(ctx); err == nil {
-			socks, err = s.unfinished()
+			socks, which, err = s.unfinished()
 		}
 		if err != nil {
 			s.log.Warn("handover: counting what is in flight failed", "err", err)
@@ -212,24 +216,28 @@ func (s *Supervisor) release(ctx context.Context) error {
 // unfinished counts the TCP sockets on the VIP (in keepalived's network
 // namespace, which is the node's) that still have bytes to send or to read,
 // or a handshake or close under way: a move now would cut what they carry.
-func (s *Supervisor) unfinished() (int, error) {
+// It returns the first few as /proc prints them (remote address, state,
+// queues), for the log.
+func (s *Supervisor) unfinished() (int, []string, error) {
 	s.mu.Lock()
 	pid := s.proc.PID()
 	s.mu.Unlock()
 	total := 0
+	var which []string
 	for _, name := range []string{"tcp", "tcp6"} {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, name))
 		if err != nil {
-			return 0, fmt.Errorf("read keepalived's sockets: %w", err)
+			return 0, nil, fmt.Errorf("read keepalived's sockets: %w", err)
 		}
-		n, err := countUnfinished(f, s.vip.Addr())
+		n, w, err := countUnfinished(f, s.vip.Addr())
 		f.Close()
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/net/%s: %w", pid, name, err)
+			return 0, nil, fmt.Errorf("/proc/%d/net/%s: %w", pid, name, err)
 		}
 		total += n
+		which = append(which, w...)
 	}
-	return total, nil
+	return total, which, nil
 }
 
 // TCP states in /proc/net/tcp (include/net/tcp_states.h).
@@ -247,9 +255,16 @@ const (
 // acknowledged, or hold queued bytes; but not those retransmitting, whose
 // peer does not answer (orphans of a node that was cut off and killed
 // linger so for minutes): waiting for them would only spend the drain.
-func countUnfinished(r io.Reader, addr netip.Addr) (int, error) {
+func countUnfinished(r io.Reader, addr netip.Addr) (int, []string, error) {
 	sc := bufio.NewScanner(r)
 	n, first := 0, true
+	var which []string
+	count := func(f []string) {
+		n++
+		if len(which) < 5 {
+			which = append(which, strings.Join(f[2:7], " "))
+		}
+	}
 	for sc.Scan() {
 		if first { // the header
 			first = false
@@ -258,26 +273,26 @@ func countUnfinished(r io.Reader, addr netip.Addr) (int, error) {
 		// sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt ...
 		f := strings.Fields(sc.Text())
 		if len(f) < 7 {
-			return 0, fmt.Errorf("line %q: expected at least 7 fields", sc.Text())
+			return 0, nil, fmt.Errorf("line %q: expected at least 7 fields", sc.Text())
 		}
 		host, _, ok := strings.Cut(f[1], ":")
 		if !ok {
-			return 0, fmt.Errorf("local address %q: expected HEX:PORT", f[1])
+			return 0, nil, fmt.Errorf("local address %q: expected HEX:PORT", f[1])
 		}
 		local, err := procAddr(host)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if local.Unmap() != addr.Unmap() {
 			continue
 		}
 		st, err := strconv.ParseUint(f[3], 16, 8)
 		if err != nil {
-			return 0, fmt.Errorf("state %q: %w", f[3], err)
+			return 0, nil, fmt.Errorf("state %q: %w", f[3], err)
 		}
 		tx, rx, ok := strings.Cut(f[4], ":")
 		if !ok {
-			return 0, fmt.Errorf("queues %q: expected TX:RX", f[4])
+			return 0, nil, fmt.Errorf("queues %q: expected TX:RX", f[4])
 		}
 		if strings.Trim(f[6], "0") != "" {
 			continue // retransmitting
@@ -285,14 +300,14 @@ func countUnfinished(r io.Reader, addr netip.Addr) (int, error) {
 		queued := strings.Trim(tx, "0") != "" || strings.Trim(rx, "0") != ""
 		switch st {
 		case tcpSynRecv, tcpFinWait1, tcpLastAck, tcpClosing:
-			n++
+			count(f)
 		case tcpEstablished, tcpCloseWait:
 			if queued {
-				n++
+				count(f)
 			}
 		}
 	}
-	return n, sc.Err()
+	return n, which, sc.Err()
 }
 
 // procAddr decodes an address as /proc/net/tcp prints it: the bytes of each

@@ -28,21 +28,21 @@ func TestCountUnfinished(t *testing.T) {
    6: 6400000A:1F90 0A00000A:C355 03 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
    7: 6400000A:1F90 0A00000B:C356 04 00000001:00000000 01:00000C8A 00000007     0        0 0 3 0000000000000000 20 4 30 10 -1
 `
-	n, err := countUnfinished(strings.NewReader(tcp), netip.MustParseAddr("10.0.0.100"))
-	if err != nil || n != 3 {
-		t.Fatalf("tcp: %d, %v; want 3 (queued bytes, FIN_WAIT1, SYN_RECV; not the listener, an idle socket, TIME_WAIT, another address or an orphan retransmitting its FIN to a peer gone)", n, err)
+	n, which, err := countUnfinished(strings.NewReader(tcp), netip.MustParseAddr("10.0.0.100"))
+	if err != nil || n != 3 || len(which) != 3 || which[0] != "0A00000A:C351 01 00002000:00000000 00:00000000 00000000" {
+		t.Fatalf("tcp: %d %q, %v; want 3 (queued bytes, FIN_WAIT1, SYN_RECV; not the listener, an idle socket, TIME_WAIT, another address or an orphan retransmitting its FIN to a peer gone)", n, which, err)
 	}
 	tcp6 := `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt
    0: 0000000000000000FFFF00006400000A:1F90 0000000000000000FFFF00000A00000A:C350 01 00000000:00000010 00:00000000 00000000
    1: B80D0120000000000000000001000000:1F90 B80D0120000000000000000002000000:C350 09 00000000:00000000 00:00000000 00000000
 `
-	if n, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("10.0.0.100")); err != nil || n != 1 {
+	if n, _, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("10.0.0.100")); err != nil || n != 1 {
 		t.Fatalf("tcp6, v4-mapped: %d, %v; want 1", n, err)
 	}
-	if n, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("2001:db8::1")); err != nil || n != 1 {
+	if n, _, err := countUnfinished(strings.NewReader(tcp6), netip.MustParseAddr("2001:db8::1")); err != nil || n != 1 {
 		t.Fatalf("tcp6: %d, %v; want 1 (LAST_ACK)", n, err)
 	}
-	if _, err := countUnfinished(strings.NewReader("header\n 0: XYZ:1F90 0:0 01 0:0 00:0 0\n"), netip.MustParseAddr("10.0.0.100")); err == nil {
+	if _, _, err := countUnfinished(strings.NewReader("header\n 0: XYZ:1F90 0:0 01 0:0 00:0 0\n"), netip.MustParseAddr("10.0.0.100")); err == nil {
 		t.Fatal("a malformed address was accepted")
 	}
 }
