@@ -254,7 +254,8 @@ const (
 // local address is addr and that are mid-handshake, have a FIN not yet
 // acknowledged, or hold queued bytes; but not those retransmitting, whose
 // peer does not answer (orphans of a node that was cut off and killed
-// linger so for minutes): waiting for them would only spend the drain.
+// linger so for minutes), nor those probing a zero window, whose peer does
+// not read: waiting for them would only spend the drain.
 func countUnfinished(r io.Reader, addr netip.Addr) (int, []string, error) {
 	sc := bufio.NewScanner(r)
 	n, first := 0, true
@@ -294,8 +295,8 @@ func countUnfinished(r io.Reader, addr netip.Addr) (int, []string, error) {
 		if !ok {
 			return 0, nil, fmt.Errorf("queues %q: expected TX:RX", f[4])
 		}
-		if strings.Trim(f[6], "0") != "" {
-			continue // retransmitting
+		if strings.Trim(f[6], "0") != "" || strings.HasPrefix(f[5], "04:") {
+			continue // retransmitting, or probing a zero window
 		}
 		queued := strings.Trim(tx, "0") != "" || strings.Trim(rx, "0") != ""
 		switch st {

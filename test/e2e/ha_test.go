@@ -58,6 +58,13 @@ const (
 	// flight on a node that died fails after it, by when the VIP has
 	// moved, so the request sent next (a SYN to the new holder) succeeds.
 	haClientTimeout = 2 * time.Second
+	// haHandoverTimeout is the client's timeout through the step-downs, a
+	// browser's patience rather than a dead node's detector: a new
+	// connection's SYN held while the VIP moves is sent again after 1 s,
+	// and after 3 s when the standby took the address late (VRRP's
+	// master-down timer, 1.8 s here, instead of the skew time after the
+	// priority-0 advert: seen in 2 of about 120 step-downs).
+	haHandoverTimeout = 5 * time.Second
 )
 
 // haFailovers is the number of failovers with a scale job in progress that
@@ -450,12 +457,12 @@ func (r haLoadResult) gap() time.Duration {
 // clientLoad runs bin/loadgen in the client's namespace: keep-alive GETs
 // to the VIP, bounded to 2 minutes and 5 million requests; stop ends it
 // early (SIGINT: it prints its summary) and returns what it measured.
-func (p *haPair) clientLoad() (stop func() haLoadResult) {
+func (p *haPair) clientLoad(timeout time.Duration) (stop func() haLoadResult) {
 	p.t.Helper()
 	var out, errb bytes.Buffer
 	cmd := p.lab.Space("client").Command(context.Background(), filepath.Join(binDir, "loadgen"),
 		"-url", fmt.Sprintf("http://%s:%d/", p.vip, haPort), "-c", strconv.Itoa(loadConcurrency),
-		"-d", "2m", "-n", "5000000", "-timeout", haClientTimeout.String(), "-json")
+		"-d", "2m", "-n", "5000000", "-timeout", timeout.String(), "-json")
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -616,7 +623,7 @@ func TestHAPair(t *testing.T) {
 	}
 
 	// The active node dies under load.
-	stop := p.clientLoad()
+	stop := p.clientLoad(haClientTimeout)
 	time.Sleep(2 * time.Second)
 	killed := time.Now()
 	p.powerOff(a)
@@ -663,7 +670,7 @@ func TestHAPair(t *testing.T) {
 	// resets was sent on a reused connection before any answer came, and
 	// the client sends it again. (Before the drain, a move failed a request
 	// now and then: a reset mid-body, or a timeout.)
-	stop = p.clientLoad()
+	stop = p.clientLoad(haHandoverTimeout)
 	time.Sleep(time.Second)
 	from, to := b, a
 	steps := haStepDowns(t)
