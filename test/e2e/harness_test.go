@@ -294,6 +294,11 @@ func (e *shoalEnv) cleanup() {
 	if e.t.Failed() && e.log != nil {
 		e.t.Logf("shoal log:\n%s", e.log)
 	}
+	// An HA node's keepalived says when and why the VIP moved.
+	if b, err := os.ReadFile(filepath.Join(e.stateDir(), "keepalived", "keepalived.log")); e.t.Failed() && err == nil {
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		e.t.Logf("keepalived log (last %d lines):\n%s", min(len(lines), 200), strings.Join(lines[max(0, len(lines)-200):], "\n"))
+	}
 }
 
 // ourProcesses lists live processes started for this env's state dir: the
