@@ -376,7 +376,9 @@ func (h *haNode) mirror(ctx context.Context) {
 				continue
 			}
 		}
-		known, err := h.served(ctx)
+		// One read of HAProxy per pass: a server apply adds starts DOWN,
+		// so what was UP before it is what counts.
+		known, up, err := h.served(ctx)
 		if err != nil {
 			h.log.Warn("mirror: reading HAProxy's servers failed", "err", err)
 			applied = false
@@ -386,29 +388,35 @@ func (h *haNode) mirror(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		synced = applied && h.allUp(ctx, inService)
+		synced = applied && allIn(inService, up)
 		h.publish(ctx, synced, len(known))
 	}
 }
 
-// served lists the servers of the groups' backends in HAProxy.
-func (h *haNode) served(ctx context.Context) (map[mirrored]bool, error) {
+// served lists the servers of the groups' backends in HAProxy, and those
+// of them that are UP.
+func (h *haNode) served(ctx context.Context) (known, up map[mirrored]bool, err error) {
 	h.c.reloadMu.Lock()
 	cfg := h.c.cfg
 	h.c.reloadMu.Unlock()
-	known := map[mirrored]bool{}
+	known, up = map[mirrored]bool{}, map[mirrored]bool{}
 	for _, g := range cfg.Groups {
 		stats, err := h.c.lb.Stats(ctx, g.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, st := range stats {
-			if st.Type == haproxy.TypeServer {
-				known[mirrored{g.Name, st.Name, st.Addr}] = true
+			if st.Type != haproxy.TypeServer {
+				continue
+			}
+			k := mirrored{g.Name, st.Name, st.Addr}
+			known[k] = true
+			if st.Status.IsUp() {
+				up[k] = true
 			}
 		}
 	}
-	return known, nil
+	return known, up, nil
 }
 
 // apply makes HAProxy serve what set says and reports whether every change
@@ -460,26 +468,10 @@ func (h *haNode) apply(ctx context.Context, set []store.Instance, known map[mirr
 	return applied, inService
 }
 
-// allUp reports whether this node's HAProxy has every server of servers UP.
-func (h *haNode) allUp(ctx context.Context, servers map[mirrored]bool) bool {
-	up := map[mirrored]bool{}
-	byBackend := map[string]bool{}
-	for k := range servers {
-		byBackend[k.backend] = true
-	}
-	for backend := range byBackend {
-		stats, err := h.c.lb.Stats(ctx, backend)
-		if err != nil {
-			return false
-		}
-		for _, st := range stats {
-			if st.Status.IsUp() {
-				up[mirrored{backend, st.Name, ""}] = true
-			}
-		}
-	}
-	for k := range servers {
-		if !up[mirrored{k.backend, k.name, ""}] {
+// allIn reports whether every key of want is in have.
+func allIn(want, have map[mirrored]bool) bool {
+	for k := range want {
+		if !have[k] {
 			return false
 		}
 	}

@@ -166,21 +166,38 @@ func (c *Client) expect(ctx context.Context, cmd, want string) error {
 // to retry a connection). Deleting a server that streams reference crashes
 // HAProxy 2.6.
 func (c *Client) StreamsOn(ctx context.Context, backend, server string) (int, error) {
+	return c.streams(ctx, onServer(backend, server))
+}
+
+// streams counts the "show sess" lines that match.
+func (c *Client) streams(ctx context.Context, match func(line string) bool) (int, error) {
 	out, err := c.Exec(ctx, "show sess")
 	if err != nil {
 		return 0, err
 	}
-	n, err := countStreams(out, backend, server)
+	n, err := countStreams(out, match)
 	if err != nil {
 		return 0, fmt.Errorf(`haproxy "show sess": %w`, err)
 	}
 	return n, nil
 }
 
-// countStreams counts "show sess" lines whose be= and srv= fields are exactly
+// onServer matches the streams whose be= and srv= fields are exactly
 // backend and server.
-func countStreams(out, backend, server string) (int, error) {
+func onServer(backend, server string) func(line string) bool {
 	wantBE, wantSrv := "be="+backend, "srv="+server
+	return func(line string) bool {
+		var be, srv bool
+		for f := range strings.FieldsSeq(line) {
+			be = be || f == wantBE
+			srv = srv || f == wantSrv
+		}
+		return be && srv
+	}
+}
+
+// countStreams counts the "show sess" lines in out that match.
+func countStreams(out string, match func(line string) bool) (int, error) {
 	n := 0
 	for line := range strings.Lines(out) {
 		line = strings.TrimSpace(line)
@@ -191,12 +208,7 @@ func countStreams(out, backend, server string) (int, error) {
 		if !strings.HasPrefix(line, "0x") {
 			return 0, errors.New(firstLine(out))
 		}
-		var be, srv bool
-		for f := range strings.FieldsSeq(line) {
-			be = be || f == wantBE
-			srv = srv || f == wantSrv
-		}
-		if be && srv {
+		if match(line) {
 			n++
 		}
 	}
@@ -212,7 +224,7 @@ func firstLine(s string) string {
 }
 
 // closingVar is the process-wide variable that makes an HTTP frontend of an
-// HA node close each connection after its answer (see handoverLines). A
+// HA node close each connection after its answer (see frontendLines). A
 // reload starts a worker without it.
 const closingVar = "proc.shoal_closing"
 
@@ -229,22 +241,5 @@ func (c *Client) Closing(ctx context.Context, on bool) error {
 // Requests counts the requests in progress: the streams of every frontend
 // but the Runtime API's own. A connection between two requests has none.
 func (c *Client) Requests(ctx context.Context) (int, error) {
-	out, err := c.Exec(ctx, "show sess")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for line := range strings.Lines(out) {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if !strings.HasPrefix(line, "0x") {
-			return 0, fmt.Errorf(`haproxy "show sess": %s`, firstLine(out))
-		}
-		if !strings.Contains(line, " fe=GLOBAL ") {
-			n++
-		}
-	}
-	return n, nil
+	return c.streams(ctx, func(line string) bool { return !strings.Contains(line, " fe=GLOBAL ") })
 }

@@ -43,7 +43,7 @@ func TestCountStreams(t *testing.T) {
 		{"we", "s1", 0},    // no prefix match
 		{"shoal", "s1", 0}, // fe=shoal is not be=shoal
 	} {
-		got, err := countStreams(out, tc.be, tc.srv)
+		got, err := countStreams(out, onServer(tc.be, tc.srv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestCountStreams(t *testing.T) {
 			t.Errorf("countStreams(%s/%s) = %d, want %d", tc.be, tc.srv, got, tc.want)
 		}
 	}
-	if _, err := countStreams("Unknown command\n", "web", "s1"); err == nil {
+	if _, err := countStreams("Unknown command\n", onServer("web", "s1")); err == nil {
 		t.Error("countStreams accepted an error answer")
 	}
 }

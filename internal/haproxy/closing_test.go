@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,19 +15,12 @@ import (
 // Requests counts a request in progress, and none once it ended. Real
 // HAProxy and HTTP.
 func TestClosing(t *testing.T) {
-	requireHAProxy(t)
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	port := freePort(t)
-	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.HA = &config.HA{VIP: &config.HAVIP{Address: "10.0.0.100/24", Interface: "eth0"}}
-	m := newTestManager(t, cfg)
+	m, cfg, port := startEdited(t, func(cfg *config.Config) {
+		cfg.HA = &config.HA{VIP: &config.HAVIP{Address: "10.0.0.100/24", Interface: "eth0"}}
+	})
 	b := startBackend(t, "web-1")
 	if err := m.AddServer(ctx, Server{Backend: "web", Name: "web-1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, map[string]string{"web-1": "UP"}, true)

@@ -176,15 +176,13 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	if s.vip, err = netip.ParsePrefix(o.VIP.Address); err != nil {
 		return fmt.Errorf("vip address %q: expected a CIDR such as 10.0.0.100/24", o.VIP.Address)
 	}
-	bin, err := binary(o.VIP.Keepalived)
+	bin, err := binary(o.VIP.Keepalived, "keepalived")
 	if err != nil {
 		return err
 	}
 	// A graceful step-down holds new connections with nftables (Handover).
-	if s.nft, err = exec.LookPath("nft"); err != nil {
-		if s.nft, err = exec.LookPath("/usr/sbin/nft"); err != nil {
-			return fmt.Errorf("find nft, which a step-down uses to hold new connections (apt-get install nftables): %w", err)
-		}
+	if s.nft, err = binary("nft", "nftables"); err != nil {
+		return fmt.Errorf("a step-down holds new connections with nft: %w", err)
 	}
 	if o.Check, err = resolveScript(o.Check); err != nil {
 		return fmt.Errorf("health check: %w", err)
@@ -233,18 +231,19 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	return nil
 }
 
-// binary finds keepalived: name as given if it has a slash, else in PATH,
-// then in /usr/sbin (often not in a service's PATH).
-func binary(name string) (string, error) {
+// binary finds a program of Debian's package pkg: name ("": pkg) as given
+// if it has a slash, else in PATH, then in /usr/sbin (often not in a
+// service's PATH).
+func binary(name, pkg string) (string, error) {
 	if name == "" {
-		name = "keepalived"
+		name = pkg
 	}
 	path, err := exec.LookPath(name)
 	if err != nil && !strings.Contains(name, "/") {
 		path, err = exec.LookPath(filepath.Join("/usr/sbin", name))
 	}
 	if err != nil {
-		return "", fmt.Errorf("find %s (apt-get install keepalived): %w", name, err)
+		return "", fmt.Errorf("find %s (apt-get install %s): %w", name, pkg, err)
 	}
 	return path, nil
 }

@@ -62,7 +62,7 @@ func iface(t *testing.T) string {
 
 // keepalivedBin finds keepalived, skipping without it unless in CI.
 func keepalivedBin(t *testing.T) string {
-	bin, err := binary("")
+	bin, err := binary("", "keepalived")
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
