@@ -304,7 +304,7 @@ backend be
     server s2 127.0.0.1:%d
 `, port, backendPorts[0], backendPorts[1])
 	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	if err := startHAProxyConfig(ctx, env, hap, "haproxy", cfg.String(), t.URL); err != nil {
+	if _, err := startHAProxyConfig(ctx, env, hap, "haproxy", cfg.String(), t.URL); err != nil {
 		return err
 	}
 	t.Status = "ok"
@@ -313,22 +313,22 @@ backend be
 
 // startHAProxyConfig checks cfg with haproxy -c, runs HAProxy on it as the
 // process name and waits until url answers.
-func startHAProxyConfig(ctx context.Context, env *Env, hap, name, cfg, url string) error {
+func startHAProxyConfig(ctx context.Context, env *Env, hap, name, cfg, url string) (*Proc, error) {
 	path := filepath.Join(env.Work, name+".cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return err
+		return nil, err
 	}
 	if out, err := exec.CommandContext(ctx, hap, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
-		return fmt.Errorf("haproxy -c: %v: %s", err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("haproxy -c: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	p, err := env.Start(name, hap, "-db", "-f", path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := WaitHTTP(ctx, url, p, 10*time.Second); err != nil {
-		return fmt.Errorf("haproxy did not start: %v: %s", err, env.LogTail(name, 3))
+		return nil, fmt.Errorf("haproxy did not start: %v: %s", err, env.LogTail(name, 3))
 	}
-	return nil
+	return p, nil
 }
 
 func startShoalGroup(ctx context.Context, env *Env, bin, backend string, nbthread int, t *target) (*Shoal, error) {

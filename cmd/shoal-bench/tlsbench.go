@@ -25,19 +25,29 @@ import (
 )
 
 // tlsBench measures TLS termination in front of the same two demo-backends
-// (shoal's instances), three ways, with the same ECDSA P-256 certificate:
+// (shoal's instances), with the same ECDSA P-256 certificate:
 //
 //	(b) haproxy  a minimal hand-written haproxy.cfg: bind ... ssl crt FILE alpn h2,http/1.1;
 //	(c) shoal    shoal's HAProxy: a TLS frontend from the config (crt-list,
 //	             ssl-min-ver TLSv1.2, rotated session ticket keys);
-//	(d) nginx    Debian's nginx: listen ... ssl http2, upstream keepalive.
+//	(d) nginx    Debian's nginx: listen ... ssl http2, upstream keepalive;
+//	(e)          (b) with shoal's retry-on and its rule for non-idempotent
+//	             methods, keep-alive only: what layer-7 retries cost.
 //
 // Each is loaded three ways per round: requests/s over keep-alive
 // connections (wrk), and handshakes/s with a new connection per request,
 // once with full handshakes and once resuming sessions (handshakeLoad,
-// which says why not wrk). Rounds rotate the order, so that each target
-// takes each place; the figures are the medians of the per-round ratios of
-// (c) to (b).
+// which says why not wrk). In a round, each mode runs over the targets in
+// an order and then in the reverse order, half the time each, and a
+// target's figure for the round is the mean of its two halves: on a shared
+// machine the speed drifts by several % over seconds, and a drift that is
+// steady through a round then weighs on every target alike. Rounds rotate
+// the order, so that each target takes each place; the figures are the
+// medians of the per-round ratios of (c) to (b).
+//
+// Keep-alive rounds also read each proxy's CPU time (/proc/PID/stat) per
+// request: what a proxy costs, less swayed than requests/s by what else
+// the machine runs.
 func init() {
 	register(&command{
 		name:    "tls",
@@ -50,20 +60,29 @@ const tlsRatioGoal = 1.0
 
 // tlsTarget is one TLS terminator, measured in the three modes.
 type tlsTarget struct {
-	Key       string            `json:"key"`
-	Label     string            `json:"label"`
-	Status    string            `json:"status"`
-	URL       string            `json:"-"`
-	KeepAlive []Sample          `json:"keep_alive_rounds"`
-	Full      []HandshakeSample `json:"full_handshake_rounds"`
-	Resumed   []HandshakeSample `json:"resumed_handshake_rounds"`
-	RPS       *float64          `json:"rps"`
-	FullHPS   *float64          `json:"full_handshakes_per_second"`
-	ResHPS    *float64          `json:"resumed_handshakes_per_second"`
+	Key       string   `json:"key"`
+	Label     string   `json:"label"`
+	Status    string   `json:"status"`
+	URL       string   `json:"-"`
+	KeepAlive []Sample `json:"keep_alive_rounds"`
+	// CPU is the proxy's CPU time per keep-alive request, µs, per round;
+	// Control is shoal's own (its HAProxy is in CPU).
+	CPU     []float64         `json:"keep_alive_cpu_us_per_request_rounds"`
+	Control []float64         `json:"keep_alive_control_cpu_us_per_request_rounds,omitempty"`
+	Full    []HandshakeSample `json:"full_handshake_rounds"`
+	Resumed []HandshakeSample `json:"resumed_handshake_rounds"`
+	RPS     *float64          `json:"rps"`
+	FullHPS *float64          `json:"full_handshakes_per_second"`
+	ResHPS  *float64          `json:"resumed_handshakes_per_second"`
 	// ResShare is the median share of the resuming client's handshakes
 	// that did resume.
 	ResShare *float64 `json:"resumed_share"`
+	CPUus    *float64 `json:"keep_alive_cpu_us_per_request"`
 	Errors   int64    `json:"errors"`
+	// proxy and control list the processes CPU and Control are read from.
+	proxy, control func() []int
+	// keepAliveOnly targets sit out the handshake runs.
+	keepAliveOnly bool
 }
 
 type tlsDetails struct {
@@ -72,11 +91,16 @@ type tlsDetails struct {
 	FullRatios  []float64    `json:"round_ratios_full_hps_shoal_haproxy"`
 	ResRatios   []float64    `json:"round_ratios_resumed_hps_shoal_haproxy"`
 	NginxRatios []float64    `json:"round_ratios_full_hps_shoal_nginx"`
+	CPURatios   []float64    `json:"round_ratios_cpu_per_request_shoal_haproxy"`
+	// The (e) target against (b): what shoal's retry-on costs.
+	RetryRPSRatios  []float64 `json:"round_ratios_rps_retry_haproxy"`
+	RetryCPURatios  []float64 `json:"round_ratios_cpu_per_request_haproxy_retry"`
+	RetryCostMicros []float64 `json:"round_cpu_us_per_request_retry_minus_haproxy"`
 }
 
 func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error) {
 	rounds := fs.Int("rounds", 5, "rounds per target and mode")
-	seconds := fs.Duration("seconds", 5*time.Second, "length of a round")
+	seconds := fs.Duration("seconds", 6*time.Second, "each target's time per mode and round, run in two halves")
 	conns := fs.Int("conns", 32, "connections")
 	extra := fs.String("shoal-yaml", "", "top-level YAML added to shoal's config, to measure a setting (e.g. 'access_log: {sample: 0}')")
 	extraTLS := fs.String("shoal-tls", "", "keys added to shoal's tls mapping (e.g. 'ticket_keys: off')")
@@ -85,9 +109,10 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
-	if *rounds < 1 || *seconds < time.Second || *conns < 1 {
-		return nil, badUsage("-rounds >= 1, -seconds >= 1s and -conns >= 1 please")
+	if *rounds < 1 || *seconds < 2*time.Second || *conns < 1 {
+		return nil, badUsage("-rounds >= 1, -seconds >= 2s and -conns >= 1 please")
 	}
+	half := (*seconds / 2).Round(time.Second)
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
 		return nil, errors.New("wrk is not installed (scripts/install-deps.sh wrk): loadgen cannot drive TLS")
@@ -109,7 +134,11 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	hapT := &tlsTarget{Key: "haproxy", Label: "(b) minimal haproxy.cfg, the same 2 instances"}
 	shoalT := &tlsTarget{Key: "shoal", Label: "(c) shoal's HAProxy, 2 instances"}
 	nginxT := &tlsTarget{Key: "nginx", Label: "(d) nginx, the same 2 instances"}
-	det := &tlsDetails{Targets: []*tlsTarget{hapT, shoalT, nginxT}}
+	// (e) is (b) with shoal's retry-on and its rule for non-idempotent
+	// methods: what shoal's layer-7 retries cost, measured in keep-alive
+	// runs only.
+	retryT := &tlsTarget{Key: "haproxy-retry", Label: "(e) (b) with shoal's retry-on", keepAliveOnly: true}
+	det := &tlsDetails{Targets: []*tlsTarget{hapT, shoalT, nginxT, retryT}}
 	rep.Details = det
 
 	hap := haproxyPath()
@@ -126,8 +155,15 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if err != nil {
 		return nil, err
 	}
-	if err := startMinimalTLSHAProxy(ctx, env, hap, cert, key, ports, hapT); err != nil {
+	if err := startMinimalTLSHAProxy(ctx, env, "haproxy-tls", hap, cert, key, ports, nil, nil, hapT); err != nil {
 		hapT.Status = err.Error()
+	}
+	retryDefaults, retryFrontend, err := retryLines(filepath.Join(env.Work, "state", "haproxy", "haproxy.cfg"))
+	if err == nil {
+		err = startMinimalTLSHAProxy(ctx, env, "haproxy-tls-retry", hap, cert, key, ports, retryDefaults, retryFrontend, retryT)
+	}
+	if err != nil {
+		retryT.Status = err.Error()
 	}
 	if err := startNginx(ctx, env, cert, key, ports, nginxT); err != nil {
 		nginxT.Status = err.Error()
@@ -138,50 +174,93 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		// handshake phase (thousands of connections in TIME_WAIT, a warm
 		// client) is not always the same.
 		n := len(det.Targets)
-		order := append(slices.Clone(det.Targets[(r-1)%n:]), det.Targets[:(r-1)%n]...)
-		for _, t := range order {
-			if t.Status != "ok" {
-				continue
+		var order []*tlsTarget
+		for _, t := range append(slices.Clone(det.Targets[(r-1)%n:]), det.Targets[:(r-1)%n]...) {
+			if t.Status == "ok" {
+				order = append(order, t)
 			}
-			addr, err := hostPort(t.URL)
-			if err != nil {
-				return nil, err
-			}
-			ka, err := runWrk(ctx, wrk, t.URL, *conns, *seconds)
+		}
+		seq := append(slices.Clone(order), order...)
+		slices.Reverse(seq[len(order):])
+		ka := map[*tlsTarget][]Sample{}
+		// cpu and control hold requests and CPU ticks, summed over halves.
+		cpu, control := map[*tlsTarget][2]float64{}, map[*tlsTarget][2]float64{}
+		for _, t := range seq {
+			proxy0, control0 := cpuTicks(t.proxy), cpuTicks(t.control)
+			s, err := runWrk(ctx, wrk, t.URL, *conns, half)
 			if err == nil {
 				err = ctx.Err()
 			}
 			if err != nil {
 				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
 			}
-			full, err := hs.run(ctx, addr, *conns, *seconds, false)
-			if err == nil {
-				err = ctx.Err()
+			reqs := s.RPS * half.Seconds()
+			c, k := cpu[t], control[t]
+			c[0], c[1] = c[0]+reqs, c[1]+cpuTicks(t.proxy)-proxy0
+			k[0], k[1] = k[0]+reqs, k[1]+cpuTicks(t.control)-control0
+			cpu[t], control[t] = c, k
+			ka[t] = append(ka[t], s)
+		}
+		hsRun := func(resume bool) (map[*tlsTarget][]HandshakeSample, error) {
+			out := map[*tlsTarget][]HandshakeSample{}
+			for _, t := range seq {
+				if t.keepAliveOnly {
+					continue
+				}
+				addr, err := hostPort(t.URL)
+				if err != nil {
+					return nil, err
+				}
+				s, err := hs.run(ctx, addr, *conns, half, resume)
+				if err == nil {
+					err = ctx.Err()
+				}
+				if err != nil {
+					return nil, fmt.Errorf("round %d of %s, handshakes (resumed %v): %w", r, t.Key, resume, err)
+				}
+				out[t] = append(out[t], s)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("round %d of %s, full handshakes: %w", r, t.Key, err)
+			return out, nil
+		}
+		full, err := hsRun(false)
+		if err != nil {
+			return nil, err
+		}
+		res, err := hsRun(true)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range order {
+			k, f, s := meanSample(ka[t]), meanHandshakes(full[t]), meanHandshakes(res[t])
+			t.KeepAlive = append(t.KeepAlive, k)
+			if !t.keepAliveOnly {
+				t.Full, t.Resumed = append(t.Full, f), append(t.Resumed, s)
 			}
-			res, err := hs.run(ctx, addr, *conns, *seconds, true)
-			if err == nil {
-				err = ctx.Err()
+			t.CPU = append(t.CPU, perRequestMicros(cpu[t]))
+			if t.control != nil {
+				t.Control = append(t.Control, perRequestMicros(control[t]))
 			}
-			if err != nil {
-				return nil, fmt.Errorf("round %d of %s, resumed handshakes: %w", r, t.Key, err)
+			attrs := []any{"n", r, "of", *rounds, "target", t.Key, "rps", math.Round(k.RPS), "cpu_us_per_request", round2(t.CPU[len(t.CPU)-1])}
+			if !t.keepAliveOnly {
+				attrs = append(attrs, "full_handshakes_per_s", math.Round(f.RPS), "resumed_handshakes_per_s", math.Round(s.RPS),
+					"resumed_share", round2(s.Resumed))
 			}
-			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(ka.RPS),
-				"full_handshakes_per_s", math.Round(full.RPS), "resumed_handshakes_per_s", math.Round(res.RPS),
-				"resumed_share", round2(res.Resumed), "errors", ka.Errors+full.Errors+res.Errors)
-			t.KeepAlive, t.Full, t.Resumed = append(t.KeepAlive, ka), append(t.Full, full), append(t.Resumed, res)
+			env.Log.Info("round", append(attrs, "errors", k.Errors+f.Errors+s.Errors)...)
 		}
 	}
 	for _, t := range det.Targets {
 		var rps, full, res, share []float64
-		for i := range t.KeepAlive {
-			rps, full, res = append(rps, t.KeepAlive[i].RPS), append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
+		for _, k := range t.KeepAlive {
+			rps = append(rps, k.RPS)
+			t.Errors += k.Errors
+		}
+		for i := range t.Full {
+			full, res = append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
 			share = append(share, t.Resumed[i].Resumed)
-			t.Errors += t.KeepAlive[i].Errors + t.Full[i].Errors + t.Resumed[i].Errors
+			t.Errors += t.Full[i].Errors + t.Resumed[i].Errors
 		}
 		t.RPS, t.FullHPS, t.ResHPS, t.ResShare = num(median(rps)), num(median(full)), num(median(res)), num(median(share))
+		t.CPUus = num(median(finite(t.CPU)))
 	}
 	paired := func(a, b *tlsTarget, of func(t *tlsTarget, i int) float64) []float64 {
 		var out []float64
@@ -195,6 +274,14 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	resOf := func(t *tlsTarget, i int) float64 { return t.Resumed[i].RPS }
 	det.RPSRatios, det.FullRatios, det.ResRatios = paired(shoalT, hapT, kaOf), paired(shoalT, hapT, fullOf), paired(shoalT, hapT, resOf)
 	det.NginxRatios = paired(shoalT, nginxT, fullOf)
+	// Less CPU per request is better: the ratio is (b)'s over (c)'s.
+	cpuOf := func(t *tlsTarget, i int) float64 { return t.CPU[i] }
+	det.CPURatios = finite(paired(hapT, shoalT, cpuOf))
+	det.RetryRPSRatios, det.RetryCPURatios = paired(retryT, hapT, kaOf), finite(paired(hapT, retryT, cpuOf))
+	for i := range min(len(retryT.CPU), len(hapT.CPU)) {
+		det.RetryCostMicros = append(det.RetryCostMicros, retryT.CPU[i]-hapT.CPU[i])
+	}
+	det.RetryCostMicros = finite(det.RetryCostMicros)
 	goal := func(v float64) bool { return v >= tlsRatioGoal }
 	figure := func(name, unit string, value, base *float64, ratios []float64) Figure {
 		ratio := num(median(ratios))
@@ -215,32 +302,53 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 		}, {
 			Name: "(d) nginx TLS req/s, keep-alive", Unit: "req/s", Value: nginxT.RPS,
 			Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: ratioOf(nginxT.RPS, hapT.RPS),
+		}, {
+			Name: "(c) shoal's HAProxy CPU per keep-alive request (efficiency: (b)'s CPU over (c)'s)", Unit: "µs", Value: shoalT.CPUus,
+			Baseline: hapT.Label, BaselineValue: hapT.CPUus, Ratio: num(median(det.CPURatios)),
+			Note: "median of the per-round ratios: " + joinFloats(det.CPURatios, "%.3f") + "; shoal's own process: " + fmtNum(num(median(finite(shoalT.Control)))) + " µs per request",
+		}, {
+			Name: "(e) minimal + shoal's retry-on: CPU per keep-alive request (efficiency: (b)'s CPU over (e)'s)", Unit: "µs", Value: retryT.CPUus,
+			Baseline: hapT.Label, BaselineValue: hapT.CPUus, Ratio: num(median(det.RetryCPURatios)),
+			Note: "per-round ratios: " + joinFloats(det.RetryCPURatios, "%.3f") + "; (e) - (b) per round, µs: " + joinFloats(det.RetryCostMicros, "%.1f") +
+				" (median " + fmtNum(num(median(det.RetryCostMicros))) + ")",
+		}, {
+			Name: "(e) minimal + shoal's retry-on: TLS req/s, keep-alive", Unit: "req/s", Value: retryT.RPS,
+			Baseline: hapT.Label, BaselineValue: hapT.RPS, Ratio: num(median(det.RetryRPSRatios)),
+			Note: "median of the per-round ratios: " + joinFloats(det.RetryRPSRatios, "%.3f"),
+		}, {
+			Name: "(d) nginx CPU per keep-alive request", Unit: "µs", Value: nginxT.CPUus,
+			Baseline: hapT.Label, BaselineValue: hapT.CPUus, Ratio: ratioOf(nginxT.CPUus, hapT.CPUus),
 		},
 	}
 	rep.Settings = []Setting{
-		{"load", fmt.Sprintf("keep-alive: wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/; handshakes: %d Go TLS 1.3 clients, a connection and one GET (Connection: close) each, full (no session cache) then resumed (each client offers the newest ticket it got); %d rounds, alternating order", *conns, *seconds, *conns, *rounds)},
+		{"load", fmt.Sprintf("keep-alive: wrk -t1 -c%d -d%v --latency https://127.0.0.1:PORT/; handshakes: %d Go TLS 1.3 clients, a connection and one GET (Connection: close) each, full (no session cache) then resumed (each client offers the newest ticket it got); %d rounds; in a round each mode runs over the targets in an order and back (%v each way), the order rotating between rounds", *conns, half, *conns, *rounds, half)},
+		{"cpu", "utime+stime of the proxy's processes (/proc/PID/stat) over the keep-alive runs, per request: HAProxy's one process for (b), the HAProxy worker and master shoal runs for (c), nginx's master and workers for (d)"},
 		{"certificate", "one self-signed ECDSA P-256 certificate for all three; TLS 1.3 and its default suites (each server's OpenSSL defaults; none sets ciphers)"},
 		{"(b)", "bind ssl crt FILE alpn h2,http/1.1; HAProxy's defaults otherwise (nbthread = CPUs, session cache 20000, tickets with a key per process)"},
 		{"(c)", "frontends: [{tls: {certificates: [...]}}]: bind ssl crt-list alpn h2,http/1.1 ssl-min-ver TLSv1.2 tls-ticket-keys (rotated hourly)" + extraNote(*extra+" "+*extraTLS)},
+		{"(e)", "(b) plus `" + strings.Join(retryDefaults, "; ") + "` in defaults and `" + strings.Join(retryFrontend, "; ") + "` in the frontend, as shoal wrote them; keep-alive runs only"},
 		{"(d)", "worker_processes auto; listen ssl http2; ssl_protocols TLSv1.2 TLSv1.3; upstream keepalive 32; access_log off"},
 	}
 	var md strings.Builder
-	md.WriteString("| target | req/s keep-alive | full handshakes/s | resumed handshakes/s | resumed | errors | req/s per round | full per round | resumed per round |\n|---|---:|---:|---:|---:|---:|---|---|---|\n")
+	md.WriteString("| target | req/s keep-alive | CPU µs/request | full handshakes/s | resumed handshakes/s | resumed | errors | req/s per round | CPU per round | full per round | resumed per round |\n|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, t := range det.Targets {
 		if t.Status != "ok" {
-			fmt.Fprintf(&md, "| %s | %s | | | | | | | |\n", t.Label, t.Status)
+			fmt.Fprintf(&md, "| %s | %s | | | | | | | | | |\n", t.Label, t.Status)
 			continue
 		}
 		var ka, full, res []float64
-		for i := range t.KeepAlive {
-			ka, full, res = append(ka, t.KeepAlive[i].RPS), append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
+		for _, k := range t.KeepAlive {
+			ka = append(ka, k.RPS)
+		}
+		for i := range t.Full {
+			full, res = append(full, t.Full[i].RPS), append(res, t.Resumed[i].RPS)
 		}
 		share := "-"
 		if t.ResShare != nil {
 			share = fmt.Sprintf("%.0f %%", 100**t.ResShare)
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %d | %s | %s | %s |\n", t.Label, fmtNum(t.RPS), fmtNum(t.FullHPS), fmtNum(t.ResHPS), share, t.Errors,
-			joinFloats(ka, "%.0f"), joinFloats(full, "%.0f"), joinFloats(res, "%.0f"))
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |\n", t.Label, fmtNum(t.RPS), fmtNum(t.CPUus), fmtNum(t.FullHPS), fmtNum(t.ResHPS), share, t.Errors,
+			joinFloats(ka, "%.0f"), joinFloats(t.CPU, "%.1f"), joinFloats(full, "%.0f"), joinFloats(res, "%.0f"))
 	}
 	rep.Markdown = md.String()
 	return rep, nil
@@ -284,12 +392,14 @@ func writeBenchCert(dir string) (cert, key string, err error) {
 	return cert, key, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
-func startMinimalTLSHAProxy(ctx context.Context, env *Env, hap, cert, key string, ports []int, t *tlsTarget) error {
+// startMinimalTLSHAProxy runs the hand-written config as name, with more
+// lines for the defaults and the frontend (none for (b)).
+func startMinimalTLSHAProxy(ctx context.Context, env *Env, name, hap, cert, key string, ports []int, defaults, frontend []string, t *tlsTarget) error {
 	port, err := env.FreePort()
 	if err != nil {
 		return err
 	}
-	pemFile := filepath.Join(env.Work, "tls.pem")
+	pemFile := filepath.Join(env.Work, name+".pem")
 	var both bytes.Buffer
 	for _, f := range []string{cert, key} {
 		b, err := os.ReadFile(f)
@@ -301,7 +411,14 @@ func startMinimalTLSHAProxy(ctx context.Context, env *Env, hap, cert, key string
 	if err := os.WriteFile(pemFile, both.Bytes(), 0o600); err != nil {
 		return err
 	}
-	sock := filepath.Join(env.Work, "haproxy-tls.sock")
+	sock := filepath.Join(env.Work, name+".sock")
+	indent := func(lines []string) string {
+		var b strings.Builder
+		for _, l := range lines {
+			b.WriteString("    " + l + "\n")
+		}
+		return b.String()
+	}
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
 defaults
@@ -309,20 +426,22 @@ defaults
     timeout connect 5s
     timeout client 30s
     timeout server 30s
-
+%s
 frontend fe
     bind 127.0.0.1:%d ssl crt %s alpn h2,http/1.1
-    default_backend be
+%s    default_backend be
 
 backend be
     balance roundrobin
     server s1 127.0.0.1:%d
     server s2 127.0.0.1:%d
-`, sock, port, pemFile, ports[0], ports[1])
+`, sock, indent(defaults), port, pemFile, indent(frontend), ports[0], ports[1])
 	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
-	if err := startHAProxyConfig(ctx, env, hap, "haproxy-tls", cfg, t.URL); err != nil {
+	p, err := startHAProxyConfig(ctx, env, hap, name, cfg, t.URL)
+	if err != nil {
 		return err
 	}
+	t.proxy = func() []int { return []int{p.Pid()} }
 	t.Status = "ok"
 	return nil
 }
@@ -380,6 +499,9 @@ groups:
 		return nil, err
 	}
 	t.URL = "https://" + sh.Cfg.Frontends[0].Bind[0] + "/"
+	// HAProxy's master and worker are below shoal, beside its instances.
+	t.proxy = func() []int { return processesNamed(sh.Proc.Pid(), "haproxy") }
+	t.control = func() []int { return []int{sh.Proc.Pid()} }
 	if err := sh.WaitInService(ctx, "web", 2, 60*time.Second, pollEvery); err != nil {
 		return nil, fmt.Errorf("shoal did not get 2 instances in service: %w", err)
 	}
@@ -448,9 +570,107 @@ http {
 		return err
 	}
 	t.URL = fmt.Sprintf("https://127.0.0.1:%d/", port)
+	t.proxy = func() []int { return append([]int{p.Pid()}, descendants(p.Pid())...) }
 	if err := WaitHTTP(ctx, t.URL, p, 10*time.Second); err != nil {
 		return fmt.Errorf("nginx did not start: %v: %s", err, env.LogTail("nginx", 3))
 	}
 	t.Status = "ok"
 	return nil
+}
+
+// cpuTicks sums utime+stime of the processes pids lists: 0 when nothing is
+// read (no list), NaN when a process cannot be read (it exited mid-run), so
+// that such a run shows no figure rather than a wrong one.
+func cpuTicks(pids func() []int) float64 {
+	if pids == nil {
+		return 0
+	}
+	ps := pids()
+	if len(ps) == 0 {
+		return math.NaN()
+	}
+	var sum int64
+	for _, p := range ps {
+		t, err := CPUTicks(p)
+		if err != nil {
+			return math.NaN()
+		}
+		sum += t
+	}
+	return float64(sum)
+}
+
+// perRequestMicros turns {requests, CPU ticks} into µs per request.
+func perRequestMicros(v [2]float64) float64 {
+	if v[0] <= 0 {
+		return math.NaN()
+	}
+	return v[1] / clockTicks / v[0] * 1e6
+}
+
+// processesNamed returns the processes below pid whose command is comm.
+func processesNamed(pid int, comm string) []int {
+	var out []int
+	for _, p := range descendants(pid) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// meanSample merges the runs of one round: mean rates and latencies,
+// summed errors.
+func meanSample(ss []Sample) Sample {
+	var m Sample
+	for _, s := range ss {
+		m.RPS += s.RPS / float64(len(ss))
+		m.P50ms += s.P50ms / float64(len(ss))
+		m.P99ms += s.P99ms / float64(len(ss))
+		m.Errors += s.Errors
+	}
+	return m
+}
+
+func meanHandshakes(ss []HandshakeSample) HandshakeSample {
+	m := HandshakeSample{}
+	plain := make([]Sample, len(ss))
+	for i, s := range ss {
+		plain[i] = s.Sample
+		m.Resumed += s.Resumed / float64(len(ss))
+		if m.FirstError == "" {
+			m.FirstError = s.FirstError
+		}
+	}
+	m.Sample = meanSample(plain)
+	return m
+}
+
+// finite drops the runs whose CPU could not be read.
+func finite(vs []float64) []float64 {
+	return slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+}
+
+// retryLines reads shoal's retry-on line (the first: a haproxy.defaults
+// line given to the bench comes after it) and its rule for non-idempotent
+// methods from the haproxy.cfg shoal wrote.
+func retryLines(cfg string) (defaults, frontend []string, err error) {
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shoal's HAProxy config: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "retry-on ") && defaults == nil:
+			defaults = []string{line}
+		case strings.HasPrefix(line, "http-request disable-l7-retry ") && frontend == nil:
+			frontend = []string{line}
+		}
+	}
+	if defaults == nil || frontend == nil {
+		return nil, nil, fmt.Errorf("%s: no retry-on line or disable-l7-retry rule", cfg)
+	}
+	return defaults, frontend, nil
 }
