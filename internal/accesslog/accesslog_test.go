@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"net"
@@ -72,6 +73,25 @@ func TestParseMalformed(t *testing.T) {
 		"1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 1"} {
 		if _, err := Parse(line); err == nil {
 			t.Errorf("Parse(%q) accepted", truncate(line))
+		}
+	}
+}
+
+// TestParseNotice: HAProxy's own messages on the log socket are told apart
+// from malformed lines.
+func TestParseNotice(t *testing.T) {
+	for _, line := range []string{
+		"127.0.0.1:34236 [28/Nov/2026:10:59:40.239] edge/1: Connection closed during SSL handshake",
+		"[::1]:443 [28/Nov/2026:10:59:40.239] edge/2: SSL handshake failure",
+		"Proxy web stopped (cumulated conns: FE: 0, BE: 12).",
+	} {
+		if _, err := Parse(line); !errors.Is(err, ErrNotRequest) {
+			t.Errorf("Parse(%q) = %v, want ErrNotRequest", line, err)
+		}
+	}
+	for _, line := range []string{"garbage", "a [b] c d", "1795424991.690 127.0.0.1:47712 web s1 200 0 1 2 3 569 0 ---- 1"} {
+		if _, err := Parse(line); err == nil || errors.Is(err, ErrNotRequest) {
+			t.Errorf("Parse(%q) = %v, want a malformed line's error", line, err)
 		}
 	}
 }
@@ -170,6 +190,7 @@ func TestReader(t *testing.T) {
 		fmt.Fprintf(c, "1795424991.%03d 127.0.0.1:%d web s1 200 0 1 2 3 569 0 ---- - GET /%d\n", i, 1000+i, i)
 	}
 	c.Write([]byte("garbage\x00\xff"))
+	c.Write([]byte("127.0.0.1:34236 [28/Nov/2026:10:59:40.239] edge/1: Connection closed during SSL handshake\n"))
 	for i := range n {
 		select {
 		case e := <-fast:
@@ -181,23 +202,23 @@ func TestReader(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for r.Stats().Lines < n+1 && time.Now().Before(deadline) {
+	for r.Stats().Lines < n+2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if s := r.Stats(); s.Lines != n+1 || s.Malformed != 1 || s.Dropped != n-1 {
-		t.Errorf("stats %+v, want %d lines, 1 malformed, %d dropped (the slow subscriber)", s, n+1, n-1)
+	if s := r.Stats(); s.Lines != n+2 || s.Notices != 1 || s.Malformed != 1 || s.Dropped != n-1 {
+		t.Errorf("stats %+v, want %d lines, 1 notice, 1 malformed, %d dropped (the slow subscriber)", s, n+2, n-1)
 	}
 	// Written within flushAfter of the last line, without stopping.
 	deadline = time.Now().Add(5 * time.Second)
 	var b []byte
 	for time.Now().Before(deadline) {
-		if b, _ = os.ReadFile(file); strings.Count(string(b), "\n") == n+1 {
+		if b, _ = os.ReadFile(file); strings.Count(string(b), "\n") == n+2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := strings.Count(string(b), "\n"); got != n+1 {
-		t.Errorf("access.log has %d lines, want %d", got, n+1)
+	if got := strings.Count(string(b), "\n"); got != n+2 {
+		t.Errorf("access.log has %d lines, want %d", got, n+2)
 	}
 
 	cancel()

@@ -63,12 +63,22 @@ type Entry struct {
 	SampleRate int
 }
 
+// ErrNotRequest is Parse's error for one of HAProxy's own messages, which
+// come on the same socket: a connection that failed before its first request
+// ("127.0.0.1:34236 [28/Nov/2026:10:59:40.239] edge/1: Connection closed
+// during SSL handshake", a TLS client giving up) or a proxy stopping ("Proxy
+// web stopped (...)").
+var ErrNotRequest = errors.New("one of HAProxy's own messages, not a request")
+
 // Parse reads one line in Format. It never panics, whatever the line holds.
 func Parse(line string) (Entry, error) {
 	var e Entry
 	line = strings.TrimRight(line, "\r\n\x00")
 	if len(line) > maxLine {
 		return e, fmt.Errorf("log line of %d bytes: longer than %d", len(line), maxLine)
+	}
+	if notice(line) {
+		return e, fmt.Errorf("%w: %q", ErrNotRequest, truncate(line))
 	}
 	f := strings.SplitN(line, " ", formatFields)
 	if len(f) != formatFields {
@@ -138,6 +148,17 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, errors.New("not seconds.milliseconds")
 	}
 	return time.Unix(secs, int64(ms)*int64(time.Millisecond)), nil
+}
+
+// notice reports whether line has the shape of one of HAProxy's own
+// messages: "ip:port [date] frontend/bind: text" or "Proxy name ...".
+func notice(line string) bool {
+	if strings.HasPrefix(line, "Proxy ") {
+		return true
+	}
+	f := strings.SplitN(line, " ", 4)
+	return len(f) == 4 && strings.HasPrefix(f[1], "[") && strings.HasSuffix(f[1], "]") &&
+		strings.Contains(f[2], "/") && strings.HasSuffix(f[2], ":")
 }
 
 // parseTimer reads a millisecond timer; -1 (absent) stays negative.

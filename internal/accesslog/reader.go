@@ -34,10 +34,12 @@ type Options struct {
 
 // Stats count what the Reader has seen since it started.
 type Stats struct {
-	// Lines is every datagram received; Malformed those Parse rejected,
-	// such as HAProxy's own "Proxy shoal stopped" notices (they are still
-	// written to the file).
-	Lines, Malformed uint64
+	// Lines is every datagram received. Notices are those that are
+	// HAProxy's own messages (ErrNotRequest): connections that failed before
+	// their first request, such as abandoned TLS handshakes, and proxies
+	// stopping. Malformed are the others Parse rejected. Both are still
+	// written to the file.
+	Lines, Notices, Malformed uint64
 	// Dropped counts entries a subscriber missed because its buffer was full.
 	Dropped uint64
 	// WriteErrors counts lines that could not be written to the file.
@@ -60,7 +62,7 @@ type Reader struct {
 	subs   map[*subscriber]struct{}
 	closed bool
 
-	lines, malformed, dropped, writeErrors atomic.Uint64
+	lines, notices, malformed, dropped, writeErrors atomic.Uint64
 }
 
 type subscriber struct{ ch chan Entry }
@@ -134,7 +136,7 @@ func (r *Reader) Subscribe(buf int) (<-chan Entry, func()) {
 
 // Stats returns the counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Lines: r.lines.Load(), Malformed: r.malformed.Load(), Dropped: r.dropped.Load(), WriteErrors: r.writeErrors.Load()}
+	return Stats{Lines: r.lines.Load(), Notices: r.notices.Load(), Malformed: r.malformed.Load(), Dropped: r.dropped.Load(), WriteErrors: r.writeErrors.Load()}
 }
 
 // Run receives lines until ctx ends, then flushes and closes the file,
@@ -180,11 +182,14 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		pending = true
 		// A line counts once it is handled: Stats never shows one that is
-		// neither published nor counted as malformed.
+		// neither published nor counted as a notice or malformed.
 		e, err := Parse(string(line))
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotRequest):
+			r.notices.Add(1)
+		case err != nil:
 			r.malformed.Add(1)
-		} else {
+		default:
 			if e.SampleRate == 0 {
 				e.SampleRate = r.opts.SampleRate
 			}

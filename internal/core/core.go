@@ -384,7 +384,7 @@ func startAccessLog(cfg *config.Config, log *slog.Logger) (*accesslog.Reader, fu
 		cancel()
 		<-done
 		s := r.Stats()
-		log.Info("access log stopped", "lines", s.Lines, "unparsed", s.Malformed, "dropped", s.Dropped, "write_errors", s.WriteErrors)
+		log.Info("access log stopped", "lines", s.Lines, "notices", s.Notices, "unparsed", s.Malformed, "dropped", s.Dropped, "write_errors", s.WriteErrors)
 	}, nil
 }
 
