@@ -1,8 +1,8 @@
 package accesslog
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -205,7 +205,7 @@ func TestReader(t *testing.T) {
 	for r.Stats().Lines < n+2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if s := r.Stats(); s.Lines != n+2 || s.Notices != 1 || s.Malformed != 1 || s.Dropped != n-1 {
+	if s := r.Stats(); s.Lines != n+2 || s.Requests != n || s.Notices != 1 || s.Malformed != 1 || s.Dropped != n-1 {
 		t.Errorf("stats %+v, want %d lines, 1 notice, 1 malformed, %d dropped (the slow subscriber)", s, n+2, n-1)
 	}
 	// Written within flushAfter of the last line, without stopping.

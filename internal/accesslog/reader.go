@@ -34,12 +34,13 @@ type Options struct {
 
 // Stats count what the Reader has seen since it started.
 type Stats struct {
-	// Lines is every datagram received. Notices are those that are
+	// Lines is every datagram received. Requests are those Parse read as
+	// a request. Notices are those that are
 	// HAProxy's own messages (ErrNotRequest): connections that failed before
 	// their first request, such as abandoned TLS handshakes, and proxies
 	// stopping. Malformed are the others Parse rejected. Both are still
 	// written to the file.
-	Lines, Notices, Malformed uint64
+	Lines, Requests, Notices, Malformed uint64
 	// Dropped counts entries a subscriber missed because its buffer was full.
 	Dropped uint64
 	// WriteErrors counts lines that could not be written to the file.
@@ -62,7 +63,7 @@ type Reader struct {
 	subs   map[*subscriber]struct{}
 	closed bool
 
-	lines, notices, malformed, dropped, writeErrors atomic.Uint64
+	lines, requests, notices, malformed, dropped, writeErrors atomic.Uint64
 }
 
 type subscriber struct{ ch chan Entry }
@@ -136,7 +137,7 @@ func (r *Reader) Subscribe(buf int) (<-chan Entry, func()) {
 
 // Stats returns the counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Lines: r.lines.Load(), Notices: r.notices.Load(), Malformed: r.malformed.Load(), Dropped: r.dropped.Load(), WriteErrors: r.writeErrors.Load()}
+	return Stats{Lines: r.lines.Load(), Requests: r.requests.Load(), Notices: r.notices.Load(), Malformed: r.malformed.Load(), Dropped: r.dropped.Load(), WriteErrors: r.writeErrors.Load()}
 }
 
 // Run receives lines until ctx ends, then flushes and closes the file,
@@ -190,6 +191,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		case err != nil:
 			r.malformed.Add(1)
 		default:
+			r.requests.Add(1)
 			if e.SampleRate == 0 {
 				e.SampleRate = r.opts.SampleRate
 			}

@@ -216,6 +216,9 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	met := promexp.New(reg, lb.Restarts)
 	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
 	met.Registry().MustRegister(nt.Collectors()...)
+	if reader != nil {
+		met.Registry().MustRegister(accessLogLines{reader})
+	}
 	if cfg.GSLB != nil {
 		stopGSLB, err := startGSLB(cfg.GSLB, met, st, log)
 		if err != nil {
