@@ -363,6 +363,12 @@ receivers:
 			t.Errorf("%s = %q, want %q", series, got, want)
 		}
 	}
+	// The access log is on by default: its reader's counts are exposed.
+	for _, kind := range []string{"request", "notice", "malformed"} {
+		if v := metricValue(text, `shoal_access_log_lines_total{kind="`+kind+`"}`); v == "" {
+			t.Errorf("no shoal_access_log_lines_total for kind %s", kind)
+		}
+	}
 	if v := metricValue(text, `shoal_jobs_total{group="web",source="alertmanager:WebCPUHigh",state="ignored"}`); v == "" || v == "0" {
 		t.Errorf("no ignored resends counted:\n%s", text)
 	}
