@@ -158,7 +158,7 @@ func runTLSBench(ctx context.Context, env *Env, fs *flag.FlagSet, args []string)
 	if err := startMinimalTLSHAProxy(ctx, env, "haproxy-tls", hap, cert, key, ports, nil, nil, hapT); err != nil {
 		hapT.Status = err.Error()
 	}
-	retryDefaults, retryFrontend, err := retryLines(filepath.Join(env.Work, "state", "haproxy", "haproxy.cfg"))
+	retryDefaults, retryFrontend, err := retryLines(filepath.Join(sh.Cfg.StateDir, "haproxy", "haproxy.cfg"))
 	if err == nil {
 		err = startMinimalTLSHAProxy(ctx, env, "haproxy-tls-retry", hap, cert, key, ports, retryDefaults, retryFrontend, retryT)
 	}

@@ -72,13 +72,20 @@ var ErrNotRequest = errors.New("one of HAProxy's own messages, not a request")
 
 // Parse reads one line in Format. It never panics, whatever the line holds.
 func Parse(line string) (Entry, error) {
-	var e Entry
 	line = strings.TrimRight(line, "\r\n\x00")
+	e, err := parse(line)
+	// Only a line that is not a request is looked at again: a request
+	// costs nothing more.
+	if err != nil && notice(line) {
+		return Entry{}, fmt.Errorf("%w: %q", ErrNotRequest, truncate(line))
+	}
+	return e, err
+}
+
+func parse(line string) (Entry, error) {
+	var e Entry
 	if len(line) > maxLine {
 		return e, fmt.Errorf("log line of %d bytes: longer than %d", len(line), maxLine)
-	}
-	if notice(line) {
-		return e, fmt.Errorf("%w: %q", ErrNotRequest, truncate(line))
 	}
 	f := strings.SplitN(line, " ", formatFields)
 	if len(f) != formatFields {

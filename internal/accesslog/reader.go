@@ -35,11 +35,10 @@ type Options struct {
 // Stats count what the Reader has seen since it started.
 type Stats struct {
 	// Lines is every datagram received. Requests are those Parse read as
-	// a request. Notices are those that are
-	// HAProxy's own messages (ErrNotRequest): connections that failed before
-	// their first request, such as abandoned TLS handshakes, and proxies
-	// stopping. Malformed are the others Parse rejected. Both are still
-	// written to the file.
+	// a request; Notices are HAProxy's own messages (ErrNotRequest):
+	// connections that failed before their first request, such as abandoned
+	// TLS handshakes, and proxies stopping; Malformed are the others Parse
+	// rejected. Notices and malformed lines are still written to the file.
 	Lines, Requests, Notices, Malformed uint64
 	// Dropped counts entries a subscriber missed because its buffer was full.
 	Dropped uint64

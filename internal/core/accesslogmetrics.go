@@ -6,10 +6,10 @@ import (
 	"github.com/shoal-lb/shoal/internal/accesslog"
 )
 
-var descAccessLogLines = prometheus.NewDesc("shoal_access_log_lines_total",
-	"Lines HAProxy sent to the access log, by kind: request; notice, one of HAProxy's own messages "+
-		"(a connection that failed before its first request, such as an abandoned TLS handshake); malformed.",
-	[]string{"kind"}, nil)
+const accessLogLinesHelp = "Lines HAProxy sent to the access log, by kind: request; notice, one of HAProxy's own messages " +
+	"(a connection that failed before its first request, such as an abandoned TLS handshake); malformed."
+
+var descAccessLogLines = prometheus.NewDesc("shoal_access_log_lines_total", accessLogLinesHelp, []string{"kind"}, nil)
 
 // accessLogLines exposes the access-log reader's counts. A rising notice
 // count is clients failing their TLS handshakes, which no request line shows.
