@@ -440,8 +440,12 @@ func (e *shoalEnv) checkHook(remote, hooks, hook, name, host, mark string) error
 	if err != nil {
 		return err
 	}
+	// The lab's hosts share one filesystem, so an instance name used again on
+	// another host (after its first host was cut off) appends to the same
+	// log, and the old one's lines may come after the new one's start: the
+	// last hook success and the last mark are the newest instance's.
 	log := string(lb)
-	done, at := strings.Index(log, "shoal: "+hook+": exit status 0"), strings.Index(log, mark)
+	done, at := strings.LastIndex(log, "shoal: "+hook+": exit status 0"), strings.LastIndex(log, mark)
 	if done < 0 || at < 0 || done > at {
 		return fmt.Errorf("%s: want shoal's line of %s's success before %q:\n%s", logPath, hook, mark, log)
 	}
