@@ -48,8 +48,15 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: haproxy is not installed (run `make deps`); these tests need it")
-			return 1
+			// Without HAProxy nothing here can run: skip the suite in one
+			// line, so `go test ./...` passes on a machine with only Go; CI
+			// must have it, so there it fails.
+			if os.Getenv("CI") != "" {
+				fmt.Fprintln(os.Stderr, "e2e: haproxy is not installed (CI is set): run `make test-deps`")
+				return 1
+			}
+			fmt.Println("e2e: skipped: haproxy is not installed (run `make test-deps` for these tests)")
+			return 0
 		}
 		os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin")
 	}
