@@ -47,13 +47,16 @@ const (
 	handoffVar      = "txn.shoal_handoff"
 )
 
-// holdLines are the backend lines of a group that scales to zero: beyond
-// max_queue held requests, a new one gets 503 at once; the rest wait for an
-// instance at most the queue timeout. The held requests are counted in the
-// backend's own table (one entry, tracked only by a request that arrives
-// with no usable server), not by be_conn, which also counts the requests a
-// draining or DOWN instance is still answering. The hold tracks sticky
-// counter 1: a frontend's rate limit has taken 0 (see stickyCounters).
+// holdLines are the backend lines of the group that scales to zero at
+// position i of the configuration's groups: beyond max_queue held requests, a
+// new one gets 503 at once; the rest wait for an instance at most the queue
+// timeout. The held requests are counted in the hand-off frontend's table,
+// in the group's entry (key i, tracked only by a request that arrives with
+// no usable server), not by be_conn, which also counts the requests a
+// draining or DOWN instance is still answering. A table of the backend's own
+// would be named after the group, and HAProxy refuses it beside the rate
+// limit's table of a frontend of the same name. The hold tracks sticky
+// counter 1: a frontend's rate limit has taken 0 (see holdCounter).
 //
 // An old worker (one a reload replaced) never gets the instance a wake
 // starts: the Runtime API refuses to enable a server there ("Proxy is
@@ -64,13 +67,12 @@ const (
 // on again. They are not counted against max_queue twice: they were let in
 // once. The old worker waits for the answer up to the queue and server
 // timeouts, and lives that long (see hardStopAfter).
-func holdLines(g config.Group, t config.Timeouts, p Paths) []string {
+func holdLines(g config.Group, i int, t config.Timeouts, p Paths) []string {
 	n := g.Name
 	limit := strconv.FormatInt(int64((t.Queue+time.Millisecond-1)/time.Millisecond), 10) // ms, as a Lua number
 	handoff := fmt.Sprintf("if { nbsrv(%s) eq 0 } { stopping }", n)
 	return []string{
-		"stick-table type integer size 1 store conn_cur",
-		fmt.Sprintf("http-request track-sc%d int(0) if { nbsrv(%s) eq 0 }", holdCounter, n),
+		fmt.Sprintf("http-request track-sc%d int(%d) table %s if { nbsrv(%s) eq 0 }", holdCounter, i, handoffFrontend, n),
 		fmt.Sprintf("http-request deny deny_status 503 if { nbsrv(%s) eq 0 } { sc%d_conn_cur gt %s } !{ var(%s) -m found }", n, holdCounter, strconv.Itoa(g.ScaleToZero.MaxQueue), holdLeftVar),
 		fmt.Sprintf("http-request lua.shoal_hold %s %s if { nbsrv(%s) eq 0 }", n, limit, n),
 		fmt.Sprintf("http-request set-header %s %s %s", handoffBackend, n, handoff),
@@ -86,10 +88,13 @@ func holdLines(g config.Group, t config.Timeouts, p Paths) []string {
 // handoffLines are the frontend that takes held requests from old workers:
 // only HAProxy itself connects to its socket (mode 600), with the client's
 // address in a PROXY header. The request was logged, limited and routed by
-// the old worker's frontend: here it only goes to its backend.
-func handoffLines(p Paths) []string {
+// the old worker's frontend: here it only goes to its backend. Its table
+// counts each group's held requests (see holdLines); groups is how many the
+// configuration has.
+func handoffLines(p Paths, groups int) []string {
 	return []string{
 		fmt.Sprintf("bind unix@%s mode 600 accept-proxy", p.Handoff),
+		fmt.Sprintf("stick-table type integer size %d store conn_cur", max(groups, 1)),
 		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", handoffVar, handoffBackend),
 		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", holdLeftVar, handoffLeft),
 		"http-request del-header " + handoffBackend,

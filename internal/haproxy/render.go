@@ -162,7 +162,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	if needsHold(cfg) {
 		b.WriteString("\nfrontend " + handoffFrontend + "\n")
-		for _, l := range handoffLines(p) {
+		for _, l := range handoffLines(p, len(cfg.Groups)) {
 			line("%s", l)
 		}
 	}
@@ -182,7 +182,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	tcp := cfg.TCPGroups()
 	seen := make(map[string]bool)
-	for _, g := range cfg.Groups {
+	for i, g := range cfg.Groups {
 		if !isName(g.Name) {
 			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
 		}
@@ -220,7 +220,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			}
 		}
 		if g.ScaleToZero != nil {
-			for _, l := range holdLines(g, t, p) {
+			for _, l := range holdLines(g, i, t, p) {
 				line("%s", l)
 			}
 		}
