@@ -21,15 +21,19 @@ import (
 // The wait also ends when the worker is stopping (a reload replaced it): the
 // instance will only ever be added to the new worker, so the request is
 // handed to it (see holdLines) with the time it has left, which it carries in
-// txn.shoal_left (the handoff frontend sets it from the request).
+// txn.shoal_left (the handoff frontend sets it from the request). The limit
+// is counted on the clock: a 50 ms sleep takes longer on a busy machine.
 const holdLua = `-- written by shoal: holds requests while a group that scales to zero has no instance
+local function now_ms()
+  local t = core.now()
+  return t.sec * 1000 + t.usec // 1000
+end
 core.register_action("shoal_hold", {"http-req"}, function(txn, backend, limit)
-  local left = tonumber(txn:get_var("txn.shoal_left")) or tonumber(limit)
-  while left > 0 and txn.f:nbsrv(backend) == 0 and txn.f:stopping() == 0 do
+  local deadline = now_ms() + (tonumber(txn:get_var("txn.shoal_left")) or tonumber(limit))
+  while now_ms() < deadline and txn.f:nbsrv(backend) == 0 and txn.f:stopping() == 0 do
     core.msleep(50)
-    left = left - 50
   end
-  txn:set_var("txn.shoal_left", left)
+  txn:set_var("txn.shoal_left", math.max(deadline - now_ms(), 0))
 end, 2)
 `
 
