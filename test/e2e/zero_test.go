@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -367,7 +370,8 @@ func fireHeld(e *shoalEnv, n int) <-chan heldResult {
 // for a sleeping group whose instance takes 4 s to start are answered 200
 // once it is in service, although `shoal reload` (an unrelated group added)
 // replaced HAProxy's worker while they waited: once, twice, and before the
-// sample that wakes the group (metrics every 3 s). They got 503 after 30.7 s:
+// sample that wakes the group (metrics every 3 s), and once with every core
+// busy. They got 503 after 30.7 s, or lost their connection after 31.5 s:
 // the old worker that held them never got the instance (checks do not run
 // there, and the Runtime API cannot enable a server in it).
 func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
@@ -375,13 +379,18 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 		name    string
 		top     string
 		reloads []time.Duration // after the requests
+		busy    bool            // with the CPU saturated
 	}{
-		{"once", "", []time.Duration{time.Second}},
-		{"twice", "", []time.Duration{time.Second, 2 * time.Second}},
-		{"before wake", "metrics: {interval: 3s}\n", []time.Duration{300 * time.Millisecond}},
+		{"once", "", []time.Duration{time.Second}, false},
+		{"twice", "", []time.Duration{time.Second, 2 * time.Second}, false},
+		{"before wake", "metrics: {interval: 3s}\n", []time.Duration{300 * time.Millisecond}, false},
+		{"busy", "", []time.Duration{time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // own shoal and HAProxy; the waits are the instance's start
+			if tc.busy {
+				cpuHogs(t, runtime.NumCPU()+1)
+			}
 			web := slowZeroGroup(4*time.Second, 50)
 			e := newEnv(t, tc.top, web)
 			e.start()
@@ -414,6 +423,22 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 				}
 			}
 			e.checkInSync("web")
+		})
+	}
+}
+
+// cpuHogs runs n busy loops until the test ends, failed or not.
+func cpuHogs(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
 		})
 	}
 }
