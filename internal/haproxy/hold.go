@@ -44,7 +44,7 @@ end, 2)
 // backend and the hold's time left between the two.
 const (
 	handoffServer   = "shoal_handoff"
-	handoffFrontend = "shoal_handoff"
+	handoffFrontend = config.HandoffFrontend
 	handoffBackend  = "X-Shoal-Handoff"
 	handoffLeft     = "X-Shoal-Hold-Left"
 	holdLeftVar     = "txn.shoal_left"

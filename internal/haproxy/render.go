@@ -147,9 +147,6 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	}
 
 	for _, fe := range cfg.Frontends {
-		if fe.Name == handoffFrontend && needsHold(cfg) {
-			return "", fmt.Errorf("frontend name %q: reserved for the hand-off of held requests", fe.Name)
-		}
 		lines, err := frontendLines(cfg, fe, p)
 		if err != nil {
 			return "", fmt.Errorf("frontend %s: %w", fe.Name, err)
