@@ -81,7 +81,7 @@ func holdLines(g config.Group, i int, t config.Timeouts, p Paths) []string {
 		fmt.Sprintf("http-request lua.shoal_hold %s %s if { nbsrv(%s) eq 0 }", n, limit, n),
 		fmt.Sprintf("http-request set-header %s %s %s", handoffBackend, n, handoff),
 		fmt.Sprintf("http-request set-header %s %%[var(%s)] %s", handoffLeft, holdLeftVar, handoff),
-		fmt.Sprintf("http-request set-timeout server %s %s", ms(t.Queue+t.Server), handoff),
+		fmt.Sprintf("http-request set-timeout server %s %s", ms(min(t.Queue+t.Server, maxTimer)), handoff),
 		// The current worker did its own retries.
 		"http-request disable-l7-retry " + handoff,
 		fmt.Sprintf("use-server %s %s", handoffServer, handoff),
@@ -124,7 +124,7 @@ const (
 func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
 	d := 30 * time.Second
 	if needsHold(cfg) {
-		d = max(d, t.Queue+t.Server)
+		d = max(d, min(t.Queue+t.Server, maxTimer))
 	}
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +149,9 @@ func TestHoldAcrossReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if fi, err := os.Stat(PathsFor(stateDir).Handoff); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("hand-off socket: %v, %v; want a socket with mode 0600", fi, err)
+	}
 	scur := func(backend string) string {
 		out, err := m.Client().Exec(ctx, "show stat "+backend+" 2 -1")
 		if err != nil {
