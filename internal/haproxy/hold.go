@@ -43,12 +43,12 @@ end, 2)
 // frontend that takes it in the new worker, and the headers that carry the
 // backend and the hold's time left between the two.
 const (
-	handoffServer   = "shoal_handoff"
-	handoffFrontend = config.HandoffFrontend
-	handoffBackend  = "X-Shoal-Handoff"
-	handoffLeft     = "X-Shoal-Hold-Left"
-	holdLeftVar     = "txn.shoal_left"
-	handoffVar      = "txn.shoal_handoff"
+	handoffServer        = "shoal_handoff"
+	handoffFrontend      = config.HandoffFrontend
+	handoffBackendHeader = "X-Shoal-Handoff"
+	handoffLeftHeader    = "X-Shoal-Hold-Left"
+	holdLeftVar          = "txn.shoal_left"
+	handoffVar           = "txn.shoal_handoff"
 )
 
 // holdLines are the backend lines of the group that scales to zero at
@@ -68,9 +68,9 @@ const (
 // worker through the hand-off socket once it is stopping (use-server on the
 // weight-0 server), where they are held again, counted in that worker's scur
 // (a reason to wake) and served by its instance; a second reload hands them
-// on again. They are not counted against max_queue twice: they were let in
-// once. The old worker waits for the answer up to the queue and server
-// timeouts, and lives that long (see hardStopAfter).
+// on again. There they count towards max_queue, but are not refused for it:
+// they were let in once. The old worker waits for the answer up to the queue
+// and server timeouts, and lives that long (see hardStopAfter).
 func holdLines(g config.Group, i int, t config.Timeouts, p Paths) []string {
 	n := g.Name
 	limit := strconv.FormatInt(int64((t.Queue+time.Millisecond-1)/time.Millisecond), 10) // ms, as a Lua number
@@ -79,8 +79,8 @@ func holdLines(g config.Group, i int, t config.Timeouts, p Paths) []string {
 		fmt.Sprintf("http-request track-sc%d int(%d) table %s if { nbsrv(%s) eq 0 }", holdCounter, i, handoffFrontend, n),
 		fmt.Sprintf("http-request deny deny_status 503 if { nbsrv(%s) eq 0 } { sc%d_conn_cur gt %s } !{ var(%s) -m found }", n, holdCounter, strconv.Itoa(g.ScaleToZero.MaxQueue), holdLeftVar),
 		fmt.Sprintf("http-request lua.shoal_hold %s %s if { nbsrv(%s) eq 0 }", n, limit, n),
-		fmt.Sprintf("http-request set-header %s %s %s", handoffBackend, n, handoff),
-		fmt.Sprintf("http-request set-header %s %%[var(%s)] %s", handoffLeft, holdLeftVar, handoff),
+		fmt.Sprintf("http-request set-header %s %s %s", handoffBackendHeader, n, handoff),
+		fmt.Sprintf("http-request set-header %s %%[var(%s)] %s", handoffLeftHeader, holdLeftVar, handoff),
 		fmt.Sprintf("http-request set-timeout server %s %s", ms(min(t.Queue+t.Server, maxTimer)), handoff),
 		// The current worker did its own retries.
 		"http-request disable-l7-retry " + handoff,
@@ -99,10 +99,10 @@ func handoffLines(p Paths, groups int) []string {
 	return []string{
 		fmt.Sprintf("bind unix@%s mode 600 accept-proxy", p.Handoff),
 		fmt.Sprintf("stick-table type integer size %d store conn_cur", max(groups, 1)),
-		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", handoffVar, handoffBackend),
-		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", holdLeftVar, handoffLeft),
-		"http-request del-header " + handoffBackend,
-		"http-request del-header " + handoffLeft,
+		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", handoffVar, handoffBackendHeader),
+		fmt.Sprintf("http-request set-var(%s) req.hdr(%s)", holdLeftVar, handoffLeftHeader),
+		"http-request del-header " + handoffBackendHeader,
+		"http-request del-header " + handoffLeftHeader,
 		fmt.Sprintf("use_backend %%[var(%s)]", handoffVar),
 	}
 }

@@ -183,8 +183,9 @@ func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error
 }
 
 // BackendStats returns every backend's own line and its servers' lines, in
-// one answer so that all are read at the same moment. The hand-off server of a held backend is HAProxy's, not an instance: it
-// is left out, as Stats leaves it out.
+// one answer so that all are read at the same moment. The hand-off server
+// of a held backend is HAProxy's, not an instance: it is left out, as Stats
+// leaves it out.
 func (c *Client) BackendStats(ctx context.Context) ([]ServerStat, error) {
 	stats, err := c.showStat(ctx, "-1 6 -1")
 	return slices.DeleteFunc(stats, func(s ServerStat) bool { return s.Type == TypeServer && s.Name == handoffServer }), err
