@@ -27,7 +27,7 @@ type heldGet struct {
 // returns a channel that delivers each outcome as it comes.
 func fire(url string, n int) <-chan heldGet {
 	out := make(chan heldGet, n)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -216,5 +216,58 @@ func TestHoldAcrossReloads(t *testing.T) {
 			t.Fatalf("request with no server across two reloads: %d after %v, want 503 after about 4 s (timeouts.queue)", r.status, r.at)
 		}
 		t.Logf("no server across two reloads: 503 after %v", r.at.Round(time.Millisecond))
+	}
+}
+
+// TestHoldOutlivesHardStop: a request handed off by an old worker goes
+// through it until answered, so that worker must outlive the hold: with
+// timeouts.queue 40s, requests held across a reload are still answered
+// when the server comes 32 s later (with hard-stop-after 30s the old worker,
+// and their connections, were gone at 30 s).
+func TestHoldOutlivesHardStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 32 s")
+	}
+	t.Parallel() // its own HAProxy, state dir and ports; it mostly waits
+	requireHAProxy(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	port := freePort(t)
+	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
+	cfg.HAProxy.Timeouts.Queue = 40 * time.Second
+	cfg.Groups[0].ScaleToZero = &config.ScaleToZero{IdleAfter: time.Minute, MaxQueue: 10}
+	m := newTestManager(t, cfg)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	held := fire(fmt.Sprintf("http://127.0.0.1:%d/", port), 2)
+	time.Sleep(500 * time.Millisecond)
+	next := *cfg
+	next.HAProxy.Defaults = []string{"timeout tarpit 1s"}
+	if ok, err := m.Reload(ctx, &next); err != nil || !ok {
+		t.Fatalf("reload = %v, %v", ok, err)
+	}
+	time.Sleep(time.Until(start.Add(32 * time.Second)))
+	select {
+	case r := <-held:
+		t.Fatalf("a held request ended before its server came: %d %q after %v", r.status, r.body, r.at)
+	default:
+	}
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case r := <-held:
+			if r.status != http.StatusOK || r.body != "b1" {
+				t.Fatalf("request held 32 s across a reload: %d %q after %v, want 200 from b1", r.status, r.body, r.at)
+			}
+			t.Logf("held across a reload: 200 after %v", r.at.Round(time.Millisecond))
+		case <-time.After(5 * time.Second):
+			t.Fatal("the held requests were not answered within 5 s of adding a server")
+		}
 	}
 }
