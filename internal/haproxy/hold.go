@@ -110,8 +110,8 @@ func handoffLines(p Paths, groups int) []string {
 // Sticky counters: a request tracks at most one key per counter, the first
 // rule to track it wins, and a later track-sc of the same number is ignored
 // (its sc fetches then read the first table). So every user has its own:
-// the frontend's rate limit 0, the backend's hold 1. HAProxy 2.6 has three
-// (tune.stick-counters).
+// the frontend's rate limit 0, the backend's hold 1. HAProxy 2.6 has three,
+// fixed at build time (tune.stick-counters came with 2.8).
 const (
 	rateCounter = 0
 	holdCounter = 1
