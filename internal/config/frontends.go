@@ -164,6 +164,10 @@ var (
 	defaultSticky    = Sticky{}
 )
 
+// HandoffFrontend is the HAProxy frontend that takes the requests an old
+// worker held for a group that scales to zero (see haproxy.holdLines).
+const HandoffFrontend = "shoal_handoff"
+
 // ShorthandName is the frontend the top-level listen stands for.
 const ShorthandName = "shoal"
 
@@ -390,6 +394,8 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 			d.errorf(n, f.field("name"), "must match %s (it names an HAProxy frontend), got %q", namePattern, name)
 		case name == "prometheus":
 			d.errorf(n, f.field("name"), "prometheus is the name of haproxy.prometheus's frontend; choose another")
+		case name == HandoffFrontend:
+			d.errorf(n, f.field("name"), "%s is the name of the frontend that takes held requests from a replaced HAProxy worker; choose another", name)
 		default:
 			fe.Name = name
 		}

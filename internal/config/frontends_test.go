@@ -131,6 +131,8 @@ func TestParseFrontendErrors(t *testing.T) {
 			`shoal.yaml:10:44: frontends[0].routes[2].group: unknown group "nope"`},
 		{"unknown weighted group", catchAll, `      - {weights: {web: 95, nope: 5}}`,
 			`shoal.yaml:14:29: frontends[0].routes[6].weights.nope: unknown group "nope"`},
+		{"the hand-off's name", "  - name: edge", "  - name: shoal_handoff",
+			`shoal.yaml:2:11: frontends[0].name: shoal_handoff is the name of the frontend that takes held requests from a replaced HAProxy worker; choose another`},
 		{"two actions", header, `      - {header: {X-Canary: "yes"}, group: canary, respond: {status: 200}}`,
 			`shoal.yaml:10:61: frontends[0].routes[2].respond: a route has one action, and this one has group and respond`},
 		{"no action", header, `      - {header: {X-Canary: "yes"}}`,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ type heldGet struct {
 // returns a channel that delivers each outcome as it comes.
 func fire(url string, n int) <-chan heldGet {
 	out := make(chan heldGet, n)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -121,6 +122,152 @@ func TestHoldWhileNoServer(t *testing.T) {
 		r := <-noServer
 		if r.status != http.StatusServiceUnavailable || r.at < 2900*time.Millisecond || r.at > 10*time.Second {
 			t.Fatalf("request with no server: %d after %v, want 503 after about 3 s", r.status, r.at)
+		}
+	}
+}
+
+// TestHoldAcrossReloads: requests held when a reload replaces the worker are
+// handed to the new one (its backend's scur shows them, which is what wakes
+// a group) and served by the server added there, two reloads later too. The
+// hold's limit is the request's, not each worker's: with no server they get
+// 503 after timeouts.queue counted from their arrival, and the hand-off
+// counts them once against max_queue.
+func TestHoldAcrossReloads(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports
+	requireHAProxy(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	port := freePort(t)
+	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
+	cfg.HAProxy.Timeouts.Queue = 4 * time.Second
+	for _, i := range []int{0, 2} { // web (the default backend) and static
+		cfg.Groups[i].ScaleToZero = &config.ScaleToZero{IdleAfter: time.Minute, MaxQueue: 3}
+	}
+	m := newTestManager(t, cfg)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if fi, err := os.Stat(PathsFor(stateDir).Handoff); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("hand-off socket: %v, %v; want a socket with mode 0600", fi, err)
+	}
+	scur := func(backend string) string {
+		out, err := m.Client().Exec(ctx, "show stat "+backend+" 2 -1")
+		if err != nil {
+			return err.Error()
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Split(l, ","); len(f) > 4 && f[1] == "BACKEND" {
+				return f[4]
+			}
+		}
+		return out
+	}
+	reload := func(n int) {
+		t.Helper()
+		next := *cfg
+		next.HAProxy.Defaults = []string{fmt.Sprintf("timeout tarpit %ds", n)} // any change reloads
+		if ok, err := m.Reload(ctx, &next); err != nil || !ok {
+			t.Fatalf("reload %d = %v, %v", n, ok, err)
+		}
+	}
+
+	// max_queue 3: all three are held, in web and in static.
+	start := time.Now()
+	held := fire(base+"/", 3)
+	noServer := fire(base+"/static/x", 3)
+	waitFor(t, 2*time.Second, "3 held requests in each backend", func() (bool, string) {
+		return scur("web") == "3" && scur("static") == "3", "web " + scur("web") + ", static " + scur("static")
+	})
+	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+	reload(1)
+	waitFor(t, 2*time.Second, "the new worker holds the 6 requests", func() (bool, string) {
+		return scur("web") == "3" && scur("static") == "3", "web " + scur("web") + ", static " + scur("static")
+	})
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	reload(2)
+	waitFor(t, 2*time.Second, "the newest worker holds the 6 requests", func() (bool, string) {
+		return scur("web") == "3" && scur("static") == "3", "web " + scur("web") + ", static " + scur("static")
+	})
+	// The handed-off requests fill max_queue in the new worker too.
+	if r := <-fire(base+"/", 1); r.status != http.StatusServiceUnavailable || r.at > time.Second {
+		t.Fatalf("a 4th request with 3 handed-off ones held (max_queue 3): %d after %v, want 503 at once", r.status, r.at)
+	}
+
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		select {
+		case r := <-held:
+			if r.status != http.StatusOK || r.body != "b1" {
+				t.Fatalf("request held across two reloads: %d %q after %v, want 200 from b1", r.status, r.body, r.at)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of 3 requests held across two reloads were answered within 5 s of adding a server", i)
+		}
+	}
+	// Each worker's own limit would have ended 4 s after the last reload, 7 s.
+	for range 3 {
+		r := <-noServer
+		if r.status != http.StatusServiceUnavailable || r.at < 3900*time.Millisecond || r.at > 5500*time.Millisecond {
+			t.Fatalf("request with no server across two reloads: %d after %v, want 503 after about 4 s (timeouts.queue)", r.status, r.at)
+		}
+		t.Logf("no server across two reloads: 503 after %v", r.at.Round(time.Millisecond))
+	}
+}
+
+// TestHoldOutlivesHardStop: a request handed off by an old worker goes
+// through it until answered, so that worker must outlive the hold: with
+// timeouts.queue 40s, requests held across a reload are still answered
+// when the server comes 32 s later (with hard-stop-after 30s the old worker,
+// and their connections, were gone at 30 s).
+func TestHoldOutlivesHardStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 32 s")
+	}
+	t.Parallel() // its own HAProxy, state dir and ports; it mostly waits
+	requireHAProxy(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	port := freePort(t)
+	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
+	cfg.HAProxy.Timeouts.Queue = 40 * time.Second
+	cfg.Groups[0].ScaleToZero = &config.ScaleToZero{IdleAfter: time.Minute, MaxQueue: 10}
+	m := newTestManager(t, cfg)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	held := fire(fmt.Sprintf("http://127.0.0.1:%d/", port), 2)
+	time.Sleep(500 * time.Millisecond)
+	next := *cfg
+	next.HAProxy.Defaults = []string{"timeout tarpit 1s"}
+	if ok, err := m.Reload(ctx, &next); err != nil || !ok {
+		t.Fatalf("reload = %v, %v", ok, err)
+	}
+	time.Sleep(time.Until(start.Add(32 * time.Second)))
+	select {
+	case r := <-held:
+		t.Fatalf("a held request ended before its server came: %d %q after %v", r.status, r.body, r.at)
+	default:
+	}
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case r := <-held:
+			if r.status != http.StatusOK || r.body != "b1" {
+				t.Fatalf("request held 32 s across a reload: %d %q after %v, want 200 from b1", r.status, r.body, r.at)
+			}
+			t.Logf("held across a reload: 200 after %v", r.at.Round(time.Millisecond))
+		case <-time.After(5 * time.Second):
+			t.Fatal("the held requests were not answered within 5 s of adding a server")
 		}
 	}
 }

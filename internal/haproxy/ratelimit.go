@@ -52,18 +52,19 @@ func rateLimitLines(fe config.Frontend) ([]string, error) {
 		return nil, fmt.Errorf("rate_limit by: %w", err)
 	}
 	per := ms(rl.Per)
-	table, track := "type ipv6", "http-request track-sc0 src"
+	sc := strconv.Itoa(rateCounter)
+	table, track := "type ipv6", "http-request track-sc"+sc+" src"
 	if name, ok := strings.CutPrefix(rl.By, config.RateLimitByHeader); ok {
 		table = "type string len " + strconv.Itoa(rateKeyLen)
-		track = "http-request track-sc0 req.hdr(" + name + ") if { req.hdr(" + name + ") -m found }"
+		track = "http-request track-sc" + sc + " req.hdr(" + name + ") if { req.hdr(" + name + ") -m found }"
 	}
 	return []string{
 		"stick-table " + table + " size " + rateTableSize + " expire " + per + " store http_req_rate(" + per + "),gpc0",
 		track,
 		// The rate counts the request being tracked: the limit's first
 		// request over is refused.
-		"acl shoal_rate_limited sc_http_req_rate(0) gt " + strconv.Itoa(rl.Requests),
-		"http-request sc-inc-gpc0(0) if shoal_rate_limited",
+		"acl shoal_rate_limited sc_http_req_rate(" + sc + ") gt " + strconv.Itoa(rl.Requests),
+		"http-request sc-inc-gpc0(" + sc + ") if shoal_rate_limited",
 		"http-request deny deny_status 429 if shoal_rate_limited",
 	}, nil
 }

@@ -31,6 +31,9 @@ type Paths struct {
 	LogSocket string
 	// Lua is the script that holds requests for groups that scale to zero.
 	Lua string
+	// Handoff is the socket an old worker hands its held requests to the
+	// current one on (see holdLines).
+	Handoff string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -48,6 +51,7 @@ func PathsFor(stateDir string) Paths {
 		LogFile:      filepath.Join(dir, "haproxy.log"),
 		LogSocket:    filepath.Join(dir, "log.sock"),
 		Lua:          filepath.Join(dir, "hold.lua"),
+		Handoff:      filepath.Join(dir, "hold.sock"),
 	}
 }
 
@@ -100,7 +104,8 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
-	line("hard-stop-after 30s")
+	t := withDefaults(cfg.HAProxy.Timeouts)
+	line("hard-stop-after %s", ms(hardStopAfter(cfg, t)))
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
 	line("noreuseport")
@@ -120,7 +125,6 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	for _, l := range defaultsLines {
 		line("%s", l)
 	}
-	t := withDefaults(cfg.HAProxy.Timeouts)
 	for _, to := range []struct {
 		name string
 		d    time.Duration
@@ -153,6 +157,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		}
 	}
 
+	if needsHold(cfg) {
+		b.WriteString("\nfrontend " + handoffFrontend + "\n")
+		for _, l := range handoffLines(p, len(cfg.Groups)) {
+			line("%s", l)
+		}
+	}
+
 	if cfg.HAProxy.Prometheus != "" {
 		pbind, err := bindAddress(cfg.HAProxy.Prometheus)
 		if err != nil {
@@ -168,7 +179,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	tcp := cfg.TCPGroups()
 	seen := make(map[string]bool)
-	for _, g := range cfg.Groups {
+	for i, g := range cfg.Groups {
 		if !isName(g.Name) {
 			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
 		}
@@ -206,7 +217,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 			}
 		}
 		if g.ScaleToZero != nil {
-			for _, l := range holdLines(g, t.Queue) {
+			for _, l := range holdLines(g, i, t, p) {
 				line("%s", l)
 			}
 		}
@@ -228,7 +239,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
-		{"log socket", p.LogSocket}, {"lua script", p.Lua},
+		{"log socket", p.LogSocket}, {"lua script", p.Lua}, {"hand-off socket", p.Handoff},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)
@@ -240,7 +251,7 @@ func checkPaths(p Paths) error {
 		}
 	}
 	// HAProxy 2.6 also refuses a "log unix@" path longer than this.
-	for _, s := range []string{p.AdminSocket, p.MasterSocket, p.LogSocket} {
+	for _, s := range []string{p.AdminSocket, p.MasterSocket, p.LogSocket, p.Handoff} {
 		if len(s) > maxSocketPath {
 			return fmt.Errorf("haproxy socket path %q: longer than HAProxy's limit of %d bytes; use a shorter state_dir", s, maxSocketPath)
 		}

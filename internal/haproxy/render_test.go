@@ -76,7 +76,7 @@ func TestRender(t *testing.T) {
 	want := []string{
 		"global\n",
 		"    stats socket " + p.AdminSocket + " mode 600 level admin expose-fd listeners\n",
-		"    hard-stop-after 30s\n    noreuseport\n",
+		"    hard-stop-after 30000ms\n    noreuseport\n",
 		"    nbthread 1\n",
 		"\ndefaults\n    mode http\n",
 		"    retries 3\n    option redispatch 1\n",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,7 +175,7 @@ func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error
 	// The filter matches a backend by name or by numeric id.
 	kept := stats[:0]
 	for _, s := range stats {
-		if s.Backend == backend && s.Type == TypeServer {
+		if s.Backend == backend && s.Type == TypeServer && s.Name != handoffServer {
 			kept = append(kept, s)
 		}
 	}
@@ -182,9 +183,12 @@ func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error
 }
 
 // BackendStats returns every backend's own line and its servers' lines, in
-// one answer so that all are read at the same moment.
+// one answer so that all are read at the same moment. The hand-off server
+// of a held backend is HAProxy's, not an instance: it is left out, as Stats
+// leaves it out.
 func (c *Client) BackendStats(ctx context.Context) ([]ServerStat, error) {
-	return c.showStat(ctx, "-1 6 -1")
+	stats, err := c.showStat(ctx, "-1 6 -1")
+	return slices.DeleteFunc(stats, func(s ServerStat) bool { return s.Type == TypeServer && s.Name == handoffServer }), err
 }
 
 // showStat runs "show stat" with filter (proxy, type mask, server id).

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,6 +320,167 @@ func TestScaleToZeroMaxQueueCountsHeldOnly(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		if err := <-long; err != nil {
 			t.Errorf("a long request on the draining instance: %v", err)
+		}
+	}
+}
+
+// slowZeroGroup is a group that sleeps at 0 and whose instance takes start
+// to listen (a cloud server's boot, shortened), so that requests stay held
+// for that long after the wake.
+func slowZeroGroup(start time.Duration, maxQueue int) groupSpec {
+	slow := fmt.Sprintf(`["/bin/sh", "-c", "sleep %g; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`,
+		start.Seconds(), filepath.Join(binDir, "demo-backend"))
+	return groupSpec{
+		Name: "web", Min: 0, Max: 1, Command: slow,
+		Health: "{path: /healthz, interval: 200ms, rise: 1, fall: 2, timeout: 1s, grace: 15s}",
+		Extra:  fmt.Sprintf("    scale_to_zero: {idle_after: 5m, max_queue: %d}\n", maxQueue),
+	}
+}
+
+// heldResult is what one GET sent while the group slept got.
+type heldResult struct {
+	status int
+	err    error
+	took   time.Duration
+}
+
+// fireHeld sends n concurrent GETs, each on its own connection, and
+// delivers each result as it comes.
+func fireHeld(e *shoalEnv, n int) <-chan heldResult {
+	out := make(chan heldResult, n)
+	client := &http.Client{Timeout: 45 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	for range n {
+		go func() {
+			resp, err := client.Get("http://" + e.listen + "/")
+			r := heldResult{err: err}
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				r.status = resp.StatusCode
+			}
+			r.took = time.Since(start)
+			out <- r
+		}()
+	}
+	return out
+}
+
+// TestScaleFromZeroReloadWhileHeld: issue 37's reproduction. Requests held
+// for a sleeping group whose instance takes 4 s to start are answered 200
+// once it is in service, although `shoal reload` (an unrelated group added)
+// replaced HAProxy's worker while they waited: once, twice, and before the
+// sample that wakes the group (metrics every 3 s), and once with every core
+// busy. They got 503 after 30.7 s, or lost their connection after 31.5 s:
+// the old worker that held them never got the instance (checks do not run
+// there, and the Runtime API cannot enable a server in it).
+func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		top     string
+		reloads []time.Duration // after the requests
+		busy    bool            // with the CPU saturated
+	}{
+		{"once", "", []time.Duration{time.Second}, false},
+		{"twice", "", []time.Duration{time.Second, 2 * time.Second}, false},
+		{"before wake", "metrics: {interval: 3s}\n", []time.Duration{300 * time.Millisecond}, false},
+		{"busy", "", []time.Duration{time.Second}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // own shoal and HAProxy; the waits are the instance's start
+			if tc.busy {
+				cpuHogs(t, runtime.NumCPU()+1)
+			}
+			web := slowZeroGroup(4*time.Second, 50)
+			e := newEnv(t, tc.top, web)
+			e.start()
+			e.waitAsleep(5 * time.Second)
+
+			results := fireHeld(e, 3)
+			start := time.Now()
+			for i, at := range tc.reloads {
+				time.Sleep(time.Until(start.Add(at)))
+				others := make([]groupSpec, 0, i+1)
+				for j := range i + 1 {
+					others = append(others, groupSpec{Name: fmt.Sprintf("other%d", j), Min: 0, Max: 1, Extra: fmt.Sprintf("    hosts: [other%d.test]\n", j)})
+				}
+				e.writeConfig(tc.top, append([]groupSpec{web}, others...)...)
+				e.reload()
+				select {
+				case r := <-results:
+					t.Fatalf("a held request ended before the instance could start: %d %v after %v", r.status, r.err, r.took)
+				default:
+				}
+			}
+			for range 3 {
+				r := <-results
+				if r.err != nil || r.status != http.StatusOK {
+					t.Fatalf("a request held across %d reload(s): status %d, %v after %v; want 200", len(tc.reloads), r.status, r.err, r.took.Round(time.Millisecond))
+				}
+				t.Logf("held across %d reload(s): 200 after %v", len(tc.reloads), r.took.Round(time.Millisecond))
+				if r.took > 20*time.Second {
+					t.Fatalf("answered after %v: the instance was in service within seconds", r.took)
+				}
+			}
+			e.checkInSync("web")
+		})
+	}
+}
+
+// cpuHogs runs n busy loops until the test ends, failed or not.
+func cpuHogs(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// TestScaleToZeroMaxQueueWithRateLimit: max_queue bounds the held requests
+// when the frontend has a rate limit too. The limit's track-sc0 took sticky
+// counter 0 first, the hold's own track-sc0 was ignored and its count read
+// the limit's table (no conn_cur: always 0), so all 10 of 10 concurrent GETs
+// were held with max_queue 5. Now 5 get 503 at once and 5 are held and
+// answered 200.
+func TestScaleToZeroMaxQueueWithRateLimit(t *testing.T) {
+	t.Parallel() // own shoal and HAProxy; waits for the instance's start
+	e := newEnv(t, "", slowZeroGroup(3*time.Second, 5))
+	e.useFrontends(fmt.Sprintf("frontends:\n  - name: edge\n    bind: [%s]\n    rate_limit: {requests: 1000, per: 1m}\n    routes: [{group: web}]\n", e.listen))
+	e.start()
+	e.waitAsleep(5 * time.Second)
+
+	results := fireHeld(e, 10)
+	var refused, served []time.Duration
+	for range 10 {
+		r := <-results
+		switch {
+		case r.err == nil && r.status == http.StatusServiceUnavailable:
+			refused = append(refused, r.took)
+		case r.err == nil && r.status == http.StatusOK:
+			served = append(served, r.took)
+		default:
+			t.Fatalf("a request got %d %v after %v; want 503 at once or 200", r.status, r.err, r.took)
+		}
+	}
+	t.Logf("refused %v, served %v", refused, served)
+	if len(refused) != 5 || len(served) != 5 {
+		t.Fatalf("%d refused and %d served of 10 with max_queue 5, want 5 and 5", len(refused), len(served))
+	}
+	for _, d := range refused {
+		if d > 2*time.Second {
+			t.Fatalf("a request beyond max_queue got 503 after %v, want it at once", d)
+		}
+	}
+	for _, d := range served {
+		if d < 2*time.Second {
+			t.Fatalf("a held request was answered after %v, before the instance could listen", d)
 		}
 	}
 }
