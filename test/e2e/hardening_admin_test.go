@@ -13,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // idleFlood holds n connections from src to addr that never send a byte,
@@ -70,8 +74,10 @@ func openOf(t *testing.T, src, addr string, n int, settle time.Duration) int {
 	time.Sleep(settle)
 	open := 0
 	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		_, err := c.Read(make([]byte, 1))
+		// Open: what the server sent (a gRPC server's settings) is read,
+		// then the read times out rather than ending.
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := io.Copy(io.Discard, c)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			open++
@@ -169,13 +175,59 @@ func TestIdleConnectionsCannotLockOutTheOperator(t *testing.T) {
 	}
 
 	// One address cannot take more than its share, flood or not.
-	if n := openOf(t, "127.0.0.9", admin, 40, 500*time.Millisecond); n > 16 {
-		t.Errorf("127.0.0.9 holds %d idle connections to the admin listener, want at most 16", n)
+	check := func(when string, want func(int) bool) {
+		t.Helper()
+		for _, l := range []struct{ name, addr string }{{"the admin listener", admin}, {"/metrics", metrics}} {
+			n := openOf(t, "127.0.0.9", l.addr, 40, 500*time.Millisecond)
+			t.Logf("%s, 127.0.0.9 holds %d of 40 idle connections to %s", when, n, l.name)
+			if !want(n) {
+				t.Errorf("%s, 127.0.0.9 holds %d idle connections to %s, want at most 16 (16 when nothing else holds any)", when, n, l.name)
+			}
+		}
 	}
-	if n := openOf(t, "127.0.0.9", metrics, 40, 500*time.Millisecond); n > 16 {
-		t.Errorf("127.0.0.9 holds %d idle connections to /metrics, want at most 16", n)
-	}
+	check("during the flood", func(n int) bool { return n <= 16 })
+	cancel()
+	flood.Wait()
+	check("after the flood", func(n int) bool { return n == 16 })
 	if !strings.Contains(e.log.String(), "listener full") {
 		t.Errorf("shoal did not warn that its listeners were full:\n%s", e.log)
 	}
+}
+
+// TestSacloudTCPListenerBounded: the sacloud/autoscaler gRPC frontend on
+// TCP lets one address hold at most 32 connections and cuts one that never
+// starts HTTP/2 after 5 s, while a client's health check is answered.
+func TestSacloudTCPListenerBounded(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, "compat:\n  sacloud_autoscaler:\n    listen: tcp:"+addr+"\n", groupSpec{Name: "web", Min: 1, Max: 1})
+	e.start()
+
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	began := time.Now()
+	n := openOf(t, "127.0.0.9", addr, 40, 500*time.Millisecond)
+	t.Logf("127.0.0.9 holds %d of 40 connections", n)
+	if n > 32 {
+		t.Errorf("127.0.0.9 holds %d idle connections to the gRPC frontend, want at most 32", n)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if hc, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health check over TCP: %v %v", hc, err)
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_, err = io.Copy(io.Discard, silent)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a connection that never started HTTP/2 was open after %s", time.Since(began).Round(time.Second))
+	}
+	t.Logf("a silent connection was cut after %s", time.Since(began).Round(100*time.Millisecond))
 }
