@@ -237,13 +237,14 @@ func (l *Listener) warn() {
 	l.warned, l.refused, l.evicted = now, 0, 0
 }
 
-// Close closes the connection and takes it out of the counts.
+// Close takes the connection out of the counts and closes it. In that
+// order: closing waits for the server's pending read to give up, and a
+// client that sees the close may at once dial again.
 func (c *Conn) Close() error {
-	err := c.Conn.Close()
 	c.l.mu.Lock()
 	c.l.remove(c)
 	c.l.mu.Unlock()
-	return err
+	return c.Conn.Close()
 }
 
 // expire closes c if, on probation, it sent no request in time.
