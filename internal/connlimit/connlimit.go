@@ -36,7 +36,8 @@ import (
 type Limits struct {
 	// Max is how many connections are served at once.
 	Max int
-	// PerSource is how many of them one remote address may hold.
+	// PerSource is how many of them one remote address (an IPv6 /64) may
+	// hold.
 	PerSource int
 	// Reserve is how many of Max only authenticated clients may take.
 	Reserve int
@@ -133,11 +134,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		src, _, err := net.SplitHostPort(c.RemoteAddr().String())
-		if err != nil {
-			src = c.RemoteAddr().String()
-		}
-		gc, victims := l.admit(c, src)
+		gc, victims := l.admit(c, source(c.RemoteAddr()))
 		for _, v := range victims {
 			// The server's goroutine for v sees its connection fail and
 			// closes it; v is already out of the counts.
@@ -148,6 +145,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		_ = c.Close()
 	}
+}
+
+// source is what PerSource counts by: the peer's IPv4 address, or the /64
+// of its IPv6 address (one host or site usually has a whole /64).
+func source(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		return ip4.String()
+	}
+	return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // admit counts c in, closing idle connections to make room, or reports

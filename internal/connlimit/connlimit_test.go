@@ -171,3 +171,21 @@ func TestPerSourceCapDisplacesOldest(t *testing.T) {
 		t.Errorf("127.0.0.2's request: %d", code)
 	}
 }
+
+func TestSource(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.2:5000":                 "127.0.0.2",
+		"[::ffff:192.0.2.7]:1":           "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:443":     "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb:cc::9]:8443": "2001:db8:1:2::/64",
+		"[::1]:80":                       "::/64",
+	} {
+		ta, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := source(ta); got != want {
+			t.Errorf("source(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
