@@ -10,10 +10,9 @@
 // a new connection finds its source or the listener full, the listener
 // closes an idle unauthenticated connection to make room: from the
 // address holding the most, oldest first (an authenticated one is never
-// closed for a newcomer). So a flood of idle or
-// slow connections, renewed as fast as they are cut, only ever displaces
-// itself, and the operator's fresh connection, which sends its request at
-// once, is served.
+// closed for a newcomer). So a flood of idle or slow connections, renewed
+// as fast as they are cut, only ever displaces itself, and the operator's
+// fresh connection, which sends its request at once, is served.
 //
 // Of Max, Reserve are kept for clients that authenticate: unauthenticated
 // connections may hold Max-Reserve. Past that (when what they hold is busy
