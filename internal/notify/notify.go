@@ -79,6 +79,8 @@ type Notifier struct {
 	targets atomic.Pointer[Targets]
 
 	delivered, failed, dropped *prometheus.CounterVec
+	// maxQueued bounds each target's queue (the constant; tests set less).
+	maxQueued int
 }
 
 // New returns the notifier of cfg's targets, delivering st's queue.
@@ -87,7 +89,7 @@ func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error
 	if err != nil {
 		return nil, err
 	}
-	n := &Notifier{st: st, log: log,
+	n := &Notifier{st: st, log: log, maxQueued: maxQueued,
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_notifications_delivered_total",
 			Help: "Notifications delivered, by target.",
@@ -226,15 +228,15 @@ func (n *Notifier) expire(ctx context.Context) {
 	}
 }
 
-// trim drops the oldest of each queue longer than maxQueued.
+// trim drops the oldest of each queue longer than n.maxQueued.
 func (n *Notifier) trim(ctx context.Context) {
-	gone, err := n.st.TrimNotifications(ctx, maxQueued)
+	gone, err := n.st.TrimNotifications(ctx, n.maxQueued)
 	if err != nil {
 		n.log.Error("trimming the notification queue failed", "err", err)
 	}
 	for name, c := range gone {
 		n.dropped.WithLabelValues(name, "overflow").Add(float64(c))
-		n.log.Warn("notifications dropped undelivered: the target's queue is full; the oldest go first", "target", name, "count", c, "max", maxQueued)
+		n.log.Warn("notifications dropped undelivered: the target's queue is full; the oldest go first", "target", name, "count", c, "max", n.maxQueued)
 	}
 }
 

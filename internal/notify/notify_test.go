@@ -601,3 +601,36 @@ func TestFullQueueDropsOldest(t *testing.T) {
 		t.Errorf("a's queue after the trim: %s, want the 3 newest", got)
 	}
 }
+
+// TestFullQueueCounted: the notifier trims a queue over its bound and
+// counts what it dropped in shoal_notifications_dropped_total{reason="overflow"}.
+func TestFullQueueCounted(t *testing.T) {
+	srv := httptest.NewServer(&receiver{failures: 1 << 30, secret: []byte("k")})
+	defer srv.Close()
+	cfg := parse(t, `notify:
+  retry_min: 1m
+  targets:
+    - {name: ops, type: webhook, url: "`+srv.URL+`", secret_file: `+secretFile(t, "k")+`}
+`)
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	n, err := New(cfg, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.maxQueued = 3
+	st.SetRouter(n.Route)
+	for i := range 5 {
+		recordLaunch(t, st, "web", fmt.Sprintf("web-%03d", i+1))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	eventually(t, "the overflow counted", func() bool { return count(t, n.dropped, "target", "ops", "reason", "overflow") == 2 })
+	recordLaunch(t, st, "web", "web-006")
+	eventually(t, "the next overflow counted", func() bool { return count(t, n.dropped, "target", "ops", "reason", "overflow") == 3 })
+}
