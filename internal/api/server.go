@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/connlimit"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
@@ -145,13 +146,20 @@ func requireToken(token string, next http.Handler, ui UI, log *slog.Logger, lim 
 			writeError(w, http.StatusTooManyRequests, ErrorResponse{Error: fmt.Sprintf("too many authentication failures from %s: more than %d a minute; retry in %s", host, lim.max, wait.Round(time.Second))})
 			return
 		}
+		// The listener keeps room for connections that proved the token
+		// (connlimit): each is told so.
 		if ui != nil && r.Method == http.MethodPost && r.URL.Path == uiLogin {
-			if !ui.Login(w, r) {
+			if ui.Login(w, r) {
+				connlimit.Authorized(r.Context())
+			} else {
 				authFailed(log, lim, host, r)
 			}
 			return
 		}
 		if ui != nil && isUIPath(r.URL.Path) {
+			if ui.Authorized(r) {
+				connlimit.Authorized(r.Context())
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -161,6 +169,7 @@ func requireToken(token string, next http.Handler, ui UI, log *slog.Logger, lim 
 			writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
 			return
 		}
+		connlimit.Authorized(r.Context())
 		next.ServeHTTP(w, r)
 	})
 }

@@ -59,8 +59,8 @@ func printable(s string) string {
 	}, s)
 }
 
-// printLimited writes the rate-limited clients of `shoal status`. A client
-// may be a header's value: it is printed escaped.
+// printLimited writes the rate-limited clients of `shoal status`: an
+// address or a header value's digest, printed escaped all the same.
 func printLimited(w io.Writer, clients []haproxy.LimitedClient) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FRONTEND\tRATE-LIMITED CLIENT\tREFUSED\tRATE")

@@ -138,7 +138,9 @@ type ACME struct {
 type RateLimit struct {
 	Requests int           `yaml:"requests" required:"true"`
 	Per      time.Duration `yaml:"per" required:"true"`
-	// By is "ip" (default) or "header:NAME" (an API key, say).
+	// By is "ip" (default) or "header:NAME" (an API key, say). A header's
+	// value is tracked and shown (status, dashboard) by the first 12 hex
+	// digits of its SHA-256, never the value: printf %s KEY | sha256sum.
 	By string `yaml:"by"`
 }
 

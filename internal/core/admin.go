@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/connlimit"
 )
 
 // adminLimits bound what clients of the TCP admin listener can hold.
@@ -19,9 +19,9 @@ type adminLimits struct {
 	// (including ones that never finish a TLS handshake); idle cuts
 	// keep-alive connections between requests.
 	readHeader, read, write, idle time.Duration
-	// maxConns is how many connections are served at once; more are closed
-	// as soon as they are accepted.
-	maxConns int
+	// conns bound the connections served at once (see connlimit): in
+	// all, per address, and kept for clients with the token.
+	conns connlimit.Limits
 }
 
 // defaultAdminLimits leave write room for the longest job long-poll.
@@ -30,11 +30,12 @@ var defaultAdminLimits = adminLimits{
 	read:       10 * time.Second,
 	write:      api.MaxWait + 30*time.Second,
 	idle:       60 * time.Second,
-	maxConns:   64,
+	conns:      connlimit.Limits{Max: 64, PerSource: 16, Reserve: 16, Probation: 2 * time.Second},
 }
 
 // listenAdmin opens the TCP admin listener for h: bounded in time and in
-// connections, and speaking TLS when the config gives a certificate.
+// connections (so that peers without the token cannot take them all), and
+// speaking TLS when the config gives a certificate.
 func listenAdmin(a config.Admin, h http.Handler, log *slog.Logger, lim adminLimits) (*http.Server, net.Listener, error) {
 	srv := &http.Server{
 		// Failed handshakes and cut connections are routine on a network
@@ -51,7 +52,9 @@ func listenAdmin(a config.Admin, h http.Handler, log *slog.Logger, lim adminLimi
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin.listen: %w", err)
 	}
-	l = &limitListener{Listener: l, max: lim.maxConns}
+	cl := connlimit.New(l, "admin.listen", lim.conns, log)
+	cl.Track(srv)
+	l = cl
 	if a.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(a.TLS.Cert, a.TLS.Key)
 		if err != nil {
@@ -62,50 +65,4 @@ func listenAdmin(a config.Admin, h http.Handler, log *slog.Logger, lim adminLimi
 		l = tls.NewListener(l, srv.TLSConfig)
 	}
 	return srv, l, nil
-}
-
-// limitListener closes connections accepted beyond max at once. Closing
-// rather than leaving them in the backlog tells a client at once, and keeps
-// a flood of idle connections from starving everyone else for good.
-type limitListener struct {
-	net.Listener
-	max int
-
-	mu sync.Mutex
-	n  int
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		l.mu.Lock()
-		ok := l.n < l.max
-		if ok {
-			l.n++
-		}
-		l.mu.Unlock()
-		if ok {
-			return &countedConn{Conn: c, l: l}, nil
-		}
-		c.Close()
-	}
-}
-
-type countedConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.n--
-		c.l.mu.Unlock()
-	})
-	return err
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/connlimit"
 )
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and its key.
@@ -136,7 +137,8 @@ func TestAdminListenerTLSAndAuth(t *testing.T) {
 }
 
 func TestAdminListenerCutsSlowAndIdleConnections(t *testing.T) {
-	lim := adminLimits{readHeader: 300 * time.Millisecond, read: time.Second, write: 5 * time.Second, idle: 500 * time.Millisecond, maxConns: 8}
+	lim := adminLimits{readHeader: 300 * time.Millisecond, read: time.Second, write: 5 * time.Second, idle: 500 * time.Millisecond,
+		conns: connlimit.Limits{Max: 8, PerSource: 8, Reserve: 2, Probation: time.Second}}
 	addr, _ := startAdmin(t, config.Admin{Listen: "127.0.0.1:0", Token: "s3cret"}, lim)
 
 	// Silent: never sends a byte.
@@ -182,8 +184,14 @@ func TestAdminListenerCutsSlowAndIdleConnections(t *testing.T) {
 	}
 }
 
+// TestAdminListenerConnectionCap: connections that never send a request,
+// from one address, cannot hold more than its share, and cannot keep out a
+// client with the token: each new connection displaces the oldest idle one
+// without the token, and a connection that proved the token is not cut to
+// make room.
 func TestAdminListenerConnectionCap(t *testing.T) {
-	lim := adminLimits{readHeader: 30 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 30 * time.Second, maxConns: 3}
+	lim := adminLimits{readHeader: 30 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 30 * time.Second,
+		conns: connlimit.Limits{Max: 6, PerSource: 3, Reserve: 2, Probation: 2 * time.Second}}
 	addr, _ := startAdmin(t, config.Admin{Listen: "127.0.0.1:0", Token: "s3cret"}, lim)
 	var held []net.Conn
 	defer func() {
@@ -191,46 +199,65 @@ func TestAdminListenerConnectionCap(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for range 3 {
-		c, err := net.Dial("tcp", addr)
+	dial := func(src string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
+		return c
 	}
-	// The 4th connection is closed at once, not queued.
-	extra, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer extra.Close()
-	if !closedWithin(extra, 5*time.Second) {
-		t.Fatal("a connection over the cap was left open")
-	}
-	// The held ones are still served.
-	if _, err := io.WriteString(held[0], "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = held[0].SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("request on a held connection: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	// Once one closes, a new connection is served again.
-	held[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 401 {
-				break
-			}
+	get := func(c net.Conn, token string) int {
+		t.Helper()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+token+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new connection served after one closed: %v", err)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("request: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// An operator's keep-alive connection from 127.0.0.1.
+	op := dial("127.0.0.1")
+	if code := get(op, "s3cret"); code != 200 {
+		t.Fatalf("the operator's request: %d", code)
+	}
+	// Five silent connections from 127.0.0.2: its first two are cut.
+	var flood []net.Conn
+	for range 5 {
+		flood = append(flood, dial("127.0.0.2"))
+	}
+	for i, c := range flood {
+		if cut := closedWithin(c, 300*time.Millisecond); cut != (i < 2) {
+			t.Errorf("flood connection %d: cut %v, want %v (3 per address)", i+1, cut, i < 2)
+		}
+	}
+	// Without the token, connections hold at most 4 (6 less a reserve of
+	// 2): 127.0.0.3's second displaces the oldest of 127.0.0.2, the address
+	// that holds the most.
+	other := []net.Conn{dial("127.0.0.3"), dial("127.0.0.3")}
+	if !closedWithin(flood[2], 2*time.Second) {
+		t.Error("the oldest idle connection of 127.0.0.2 was left open")
+	}
+	// A new client is served at once: 127.0.0.2 and .3 hold two each, and
+	// the oldest of them made room.
+	late := dial("127.0.0.4")
+	if code := get(late, "s3cret"); code != 200 {
+		t.Fatalf("a new client's request: %d", code)
+	}
+	if !closedWithin(flood[3], 2*time.Second) {
+		t.Error("the oldest idle connection was left open")
+	}
+	// The operator's idle connection was not cut: it carries another request.
+	if code := get(op, "s3cret"); code != 200 {
+		t.Fatalf("the operator's second request: %d", code)
+	}
+	if closedWithin(other[0], 100*time.Millisecond) {
+		t.Error("127.0.0.3's connection was cut while 127.0.0.2 held more")
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/connlimit"
 	"github.com/shoal-lb/shoal/internal/dashboard"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
@@ -497,7 +498,12 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, groups 
 		lim := defaultAdminLimits
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read,
 			WriteTimeout: 30 * time.Second, IdleTimeout: lim.idle, MaxHeaderBytes: 16 << 10}
-		serve(ctx, &wg, srv, &limitListener{Listener: ml, max: lim.maxConns}, fail)
+		// No token here, so no reserve: idle connections make room.
+		conns := lim.conns
+		conns.Reserve = 0
+		cl := connlimit.New(ml, "metrics.listen", conns, log)
+		cl.Track(srv)
+		serve(ctx, &wg, srv, cl, fail)
 	}
 	return &wg, nil
 }

@@ -3,6 +3,8 @@ package haproxy
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,9 +19,16 @@ const (
 	// with its counters is about 100 bytes, so 100k is about 10 MB. When
 	// it is full HAProxy drops the entries closest to expiring.
 	rateTableSize = "100k"
-	// rateKeyLen is how much of a header's value keys the table; longer
-	// values share an entry with those of the same first bytes.
+	// rateKeyLen is the length of a header-keyed table's key: the hex
+	// SHA-256 of the header's value. The table holds the digest, never the
+	// value (an API key, say), so that nothing reading the table (status,
+	// the dashboard, HAProxy's runtime API) can show it; whole values are
+	// hashed, so no two share an entry.
 	rateKeyLen = 64
+	// shownDigest is how many hex digits of a key's digest a LimitedClient
+	// shows: enough to tell clients apart and to find a key with sha256sum,
+	// too few to confirm a guess of a weak key.
+	shownDigest = 12
 	// TopLimited is how many limited clients LimitedClients returns per
 	// frontend, the most refused first.
 	TopLimited = 10
@@ -30,7 +39,7 @@ const (
 //
 // The frontend's own stick table (named after it) tracks each client by
 // address (type ipv6 holds IPv4 too, as ::ffff:a.b.c.d) or by a header's
-// value; requests without the header are not limited. A request over the
+// value's SHA-256; requests without the header are not limited. A request over the
 // limit is answered 429 and counted in gpc0, which is how LimitedClients
 // finds the limited clients. Refused requests count towards the rate too:
 // a client that keeps sending stays limited until it slows down.
@@ -56,7 +65,7 @@ func rateLimitLines(fe config.Frontend) ([]string, error) {
 	table, track := "type ipv6", "http-request track-sc"+sc+" src"
 	if name, ok := strings.CutPrefix(rl.By, config.RateLimitByHeader); ok {
 		table = "type string len " + strconv.Itoa(rateKeyLen)
-		track = "http-request track-sc" + sc + " req.hdr(" + name + ") if { req.hdr(" + name + ") -m found }"
+		track = "http-request track-sc" + sc + " req.hdr(" + name + "),sha2(256),hex if { req.hdr(" + name + ") -m found }"
 	}
 	return []string{
 		"stick-table " + table + " size " + rateTableSize + " expire " + per + " store http_req_rate(" + per + "),gpc0",
@@ -72,8 +81,9 @@ func rateLimitLines(fe config.Frontend) ([]string, error) {
 // LimitedClient is a client a frontend's rate limit refused recently.
 type LimitedClient struct {
 	Frontend string `json:"frontend"`
-	// Client is the address (IPv4 without its ::ffff: prefix) or the
-	// header's value.
+	// Client is the address (IPv4 without its ::ffff: prefix) or, for a
+	// limit by header, "sha256:" and the first hex digits of the SHA-256 of
+	// the header's value, never the value.
 	Client string `json:"client"`
 	// Refused counts the requests answered 429 since the client's entry
 	// was created; it expires rate_limit.per after the client's last request.
@@ -107,6 +117,11 @@ func (m *Manager) LimitedClients(ctx context.Context) ([]LimitedClient, error) {
 		if len(clients) > TopLimited {
 			clients = clients[:TopLimited]
 		}
+		if strings.HasPrefix(fe.RateLimit.By, config.RateLimitByHeader) {
+			for i := range clients {
+				clients[i].Client = keyDigest(clients[i].Client)
+			}
+		}
 		all = append(all, clients...)
 	}
 	return all, nil
@@ -128,6 +143,17 @@ func (c *Client) LimitedClients(ctx context.Context, frontend string) ([]Limited
 		return nil, fmt.Errorf("haproxy %q: %w", cmd, err)
 	}
 	return clients, nil
+}
+
+// keyDigest shows a header-keyed table's key: the start of the hex
+// SHA-256 HAProxy keyed it by. A key that is not one (a table filled
+// before the key was hashed) is hashed here: a value is never shown.
+func keyDigest(key string) string {
+	if len(key) != rateKeyLen || strings.Trim(key, "0123456789abcdefABCDEF") != "" {
+		sum := sha256.Sum256([]byte(key))
+		key = hex.EncodeToString(sum[:])
+	}
+	return "sha256:" + strings.ToLower(key[:shownDigest])
 }
 
 // parseTable parses "show table" output:

@@ -2,6 +2,8 @@ package haproxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,7 +39,7 @@ func TestRateLimitLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got[0] != "stick-table type string len 64 size 100k expire 60000ms store http_req_rate(60000ms),gpc0" ||
-		got[1] != "http-request track-sc0 req.hdr(X-Api-Key) if { req.hdr(X-Api-Key) -m found }" {
+		got[1] != "http-request track-sc0 req.hdr(X-Api-Key),sha2(256),hex if { req.hdr(X-Api-Key) -m found }" {
 		t.Errorf("by header:\n%s", strings.Join(got, "\n"))
 	}
 	if got, err := rateLimitLines(config.Frontend{Name: "edge"}); got != nil || err != nil {
@@ -164,9 +166,35 @@ func TestRateLimit(t *testing.T) {
 	}
 	want := []LimitedClient{
 		{Frontend: "shoal", Client: "127.0.0.1", Refused: 3, Rate: 8},
-		{Frontend: "keys", Client: "key-a", Refused: 3, Rate: 6},
+		// printf %s key-a | sha256sum: the key itself is never shown.
+		{Frontend: "keys", Client: "sha256:" + sha256Hex("key-a")[:12], Refused: 3, Rate: 6},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LimitedClients = %+v, want %+v", got, want)
+	}
+	// Not even HAProxy's own table holds the key.
+	out, err := m.client.Exec(ctx, "show table keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "key-a") || strings.Contains(out, "key-b") {
+		t.Errorf("the stick table holds API keys:\n%s", out)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestKeyDigest: a digest HAProxy keyed by is shortened; anything else (a
+// table filled before keys were hashed) is hashed first, never shown.
+func TestKeyDigest(t *testing.T) {
+	full := strings.ToUpper(sha256Hex("secret-key"))
+	if got := keyDigest(full); got != "sha256:"+sha256Hex("secret-key")[:12] {
+		t.Errorf("keyDigest(digest) = %s", got)
+	}
+	if got := keyDigest("secret-key"); got != "sha256:"+sha256Hex("secret-key")[:12] {
+		t.Errorf("keyDigest(raw) = %s", got)
 	}
 }

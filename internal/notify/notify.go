@@ -8,7 +8,12 @@
 //	queued ──deliver──► delivered (deleted, counted)
 //	  ▲   └─fails──► waiting retry_min·2ⁿ (≤ retry_max) ──┐
 //	  └───────────────────────────────────────────────────┘
-//	older than ttl, or its target gone ──► dropped (deleted, counted, logged)
+//	older than ttl, its target gone, or the oldest of a full queue
+//	  ──► dropped (deleted, counted, logged)
+//
+// Each target's queue is a FIFO: one waiting to be retried holds back the
+// target's later ones (never another target's), so a receiver gets events
+// in the order they happened.
 package notify
 
 import (
@@ -31,6 +36,10 @@ import (
 
 // batch bounds how many due notifications one pass reads.
 const batch = 100
+
+// maxQueued bounds a target's queue: past it the oldest are dropped, so a
+// receiver down for long cannot grow shoal.db without bound before the ttl.
+const maxQueued = 10000
 
 // sender delivers one event to one target.
 type sender interface {
@@ -70,6 +79,8 @@ type Notifier struct {
 	targets atomic.Pointer[Targets]
 
 	delivered, failed, dropped *prometheus.CounterVec
+	// maxQueued bounds each target's queue (the constant; tests set less).
+	maxQueued int
 }
 
 // New returns the notifier of cfg's targets, delivering st's queue.
@@ -78,7 +89,7 @@ func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error
 	if err != nil {
 		return nil, err
 	}
-	n := &Notifier{st: st, log: log,
+	n := &Notifier{st: st, log: log, maxQueued: maxQueued,
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_notifications_delivered_total",
 			Help: "Notifications delivered, by target.",
@@ -89,7 +100,7 @@ func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error
 		}, []string{"target"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_notifications_dropped_total",
-			Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; no_target: the target is no longer configured).",
+			Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; overflow: the oldest of a queue full at 10000; no_target: the target is no longer configured).",
 		}, []string{"target", "reason"}),
 	}
 	n.Use(ts)
@@ -104,6 +115,7 @@ func (n *Notifier) Use(ts *Targets) {
 		n.delivered.WithLabelValues(name)
 		n.failed.WithLabelValues(name)
 		n.dropped.WithLabelValues(name, "expired")
+		n.dropped.WithLabelValues(name, "overflow")
 	}
 	n.targets.Store(ts)
 	n.st.Poke()
@@ -157,7 +169,7 @@ func Selects(t config.NotifyTarget, ev event.Event) bool {
 // Run delivers the queue until ctx ends. Each target has its own worker,
 // started when something of the target's is due, that delivers its
 // notifications one at a time, oldest first: a slow or dead receiver
-// delays only its own.
+// delays only its own, and a failed one is retried before any later one.
 func (n *Notifier) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -165,6 +177,7 @@ func (n *Notifier) Run(ctx context.Context) {
 	done := make(chan string, 1) // a worker's target, when it ends
 	for {
 		n.expire(ctx)
+		n.trim(ctx)
 		wait := n.targets.Load().cfg.RetryMax
 		next, err := n.st.NextNotifications(ctx)
 		if err != nil {
@@ -215,6 +228,18 @@ func (n *Notifier) expire(ctx context.Context) {
 	}
 }
 
+// trim drops the oldest of each queue longer than n.maxQueued.
+func (n *Notifier) trim(ctx context.Context) {
+	gone, err := n.st.TrimNotifications(ctx, n.maxQueued)
+	if err != nil {
+		n.log.Error("trimming the notification queue failed", "err", err)
+	}
+	for name, c := range gone {
+		n.dropped.WithLabelValues(name, "overflow").Add(float64(c))
+		n.log.Warn("notifications dropped undelivered: the target's queue is full; the oldest go first", "target", name, "count", c, "max", n.maxQueued)
+	}
+}
+
 // drain delivers target's due notifications, a batch at a time, until none
 // is due (each is delivered, or rescheduled for later) or ctx ends.
 func (n *Notifier) drain(ctx context.Context, target string) {
@@ -234,8 +259,13 @@ func (n *Notifier) drain(ctx context.Context, target string) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !n.deliver(ctx, ts, q) {
+			switch n.deliver(ctx, ts, q) {
+			case sent:
+			case stuck:
 				sleep(ctx, ts.cfg.RetryMin)
+				return
+			default:
+				// The head waits for its retry; the ones behind it wait for it.
 				return
 			}
 		}
@@ -252,9 +282,17 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// deliver tries q once and deletes or reschedules it; it reports false
-// when the queue could not be updated (q is still due).
-func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) bool {
+// outcome is what became of a delivery attempt.
+type outcome int
+
+const (
+	sent    outcome = iota // delivered or dropped: it left the queue
+	waiting                // rescheduled, or left as it was at shutdown
+	stuck                  // the queue could not be updated: q is still due
+)
+
+// deliver tries q once and deletes or reschedules it.
+func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notification) outcome {
 	t, ok := ts.byName[q.Target]
 	if !ok {
 		n.dropped.WithLabelValues(q.Target, "no_target").Inc()
@@ -269,7 +307,7 @@ func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notificatio
 		return n.forget(ctx, q)
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return true // shutting down: it stays queued as it was
+		return waiting // shutting down: it stays queued as it was
 	}
 	n.failed.WithLabelValues(q.Target).Inc()
 	wait := backoff(ts.cfg, q.Attempts)
@@ -277,17 +315,17 @@ func (n *Notifier) deliver(ctx context.Context, ts *Targets, q store.Notificatio
 		"attempt", q.Attempts+1, "retry_in", wait, "err", err)
 	if err := n.st.RetryNotification(context.WithoutCancel(ctx), q.ID, time.Now().Add(wait), err.Error()); err != nil {
 		n.log.Error("rescheduling a notification failed", "target", q.Target, "err", err)
-		return false
+		return stuck
 	}
-	return true
+	return waiting
 }
 
-func (n *Notifier) forget(ctx context.Context, q store.Notification) bool {
+func (n *Notifier) forget(ctx context.Context, q store.Notification) outcome {
 	if err := n.st.DeleteNotification(context.WithoutCancel(ctx), q.ID); err != nil {
 		n.log.Error("removing a notification from the queue failed", "target", q.Target, "err", err)
-		return false
+		return stuck
 	}
-	return true
+	return sent
 }
 
 // backoff is how long to wait after the (attempts+1)th failure.

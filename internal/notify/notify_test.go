@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -491,4 +492,145 @@ func TestDeadTargetDelaysNoOther(t *testing.T) {
 			t.Errorf("delivery %d is %s, want %s: out of order", i, ev.Subject, want)
 		}
 	}
+}
+
+// TestFailedHeadHoldsItsTarget: Slack refuses the first post with 500; the
+// events recorded while it waits for its retry reach Slack after it, in the
+// order they happened, while another target gets all of them at once.
+func TestFailedHeadHoldsItsTarget(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		posts int
+		texts []string
+	)
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]string
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+			http.Error(w, "not slack's format", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		posts++
+		if posts == 1 {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		texts = append(texts, m["text"])
+	}))
+	defer slack.Close()
+	rcv := &receiver{secret: []byte("k")}
+	hook := httptest.NewServer(rcv)
+	defer hook.Close()
+	cfg := parse(t, `notify:
+  retry_min: 500ms
+  retry_max: 1s
+  targets:
+    - {name: chat, type: slack, url: "`+slack.URL+`"}
+    - {name: ops, type: webhook, url: "`+hook.URL+`", secret_file: `+secretFile(t, "k")+`}
+`)
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	n := start(t, cfg, st)
+
+	recordLaunch(t, st, "web", "web-001")
+	eventually(t, "the refused post", func() bool { return count(t, n.failed, "target", "chat") == 1 })
+	began := time.Now()
+	recordLaunch(t, st, "web", "web-002")
+	recordLaunch(t, st, "web", "web-003")
+	eventually(t, "ops's deliveries", func() bool { return len(rcv.delivered()) == 3 })
+	if took := time.Since(began); took > 400*time.Millisecond {
+		t.Errorf("ops got its events %s after they were recorded: chat's retry held it up", took)
+	}
+	eventually(t, "chat's deliveries", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(texts) == 3
+	})
+	mu.Lock()
+	got := slices.Clone(texts)
+	mu.Unlock()
+	for i, text := range got {
+		if want := fmt.Sprintf("web-%03d launched", i+1); !strings.Contains(text, want) {
+			t.Errorf("chat's post %d is %q, want %s: out of order\nall: %q", i+1, text, want, got)
+		}
+	}
+	for i, ev := range rcv.delivered() {
+		if want := fmt.Sprintf("web-%03d", i+1); ev.Subject != want {
+			t.Errorf("ops's delivery %d is %s, want %s", i+1, ev.Subject, want)
+		}
+	}
+}
+
+// TestFullQueueDropsOldest: a queue over its bound loses its oldest
+// notifications, counted by target; another target's queue is untouched.
+func TestFullQueueDropsOldest(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	st.SetRouter(func(event.Event) []string { return []string{"a", "b"} })
+	for i := range 5 {
+		recordLaunch(t, st, "web", fmt.Sprintf("web-%03d", i+1))
+	}
+	ctx := context.Background()
+	// b's queue: its two oldest delivered already.
+	due, err := st.DueNotifications(ctx, "b", time.Now(), 2)
+	if err != nil || len(due) != 2 {
+		t.Fatalf("b's due: %v %v", due, err)
+	}
+	for _, q := range due {
+		if err := st.DeleteNotification(ctx, q.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, err := st.TrimNotifications(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone["a"] != 2 || gone["b"] != 0 {
+		t.Errorf("trimmed %v, want a:2 and nothing of b", gone)
+	}
+	left, err := st.DueNotifications(ctx, "a", time.Now(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, q := range left {
+		subjects = append(subjects, q.Event.Subject)
+	}
+	if got := strings.Join(subjects, " "); got != "web-003 web-004 web-005" {
+		t.Errorf("a's queue after the trim: %s, want the 3 newest", got)
+	}
+}
+
+// TestFullQueueCounted: the notifier trims a queue over its bound and
+// counts what it dropped in shoal_notifications_dropped_total{reason="overflow"}.
+func TestFullQueueCounted(t *testing.T) {
+	srv := httptest.NewServer(&receiver{failures: 1 << 30, secret: []byte("k")})
+	defer srv.Close()
+	cfg := parse(t, `notify:
+  retry_min: 1m
+  targets:
+    - {name: ops, type: webhook, url: "`+srv.URL+`", secret_file: `+secretFile(t, "k")+`}
+`)
+	st := openStore(t, filepath.Join(t.TempDir(), "shoal.db"))
+	defer st.Close()
+	n, err := New(cfg, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.maxQueued = 3
+	st.SetRouter(n.Route)
+	for i := range 5 {
+		recordLaunch(t, st, "web", fmt.Sprintf("web-%03d", i+1))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	eventually(t, "the overflow counted", func() bool { return count(t, n.dropped, "target", "ops", "reason", "overflow") == 2 })
+	recordLaunch(t, st, "web", "web-006")
+	eventually(t, "the next overflow counted", func() bool { return count(t, n.dropped, "target", "ops", "reason", "overflow") == 3 })
 }

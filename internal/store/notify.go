@@ -87,25 +87,33 @@ type Notification struct {
 }
 
 // DueNotifications returns up to limit notifications for target ("" for
-// every target) due at now, oldest first.
+// every target) due at now, oldest first. A target's queue is a FIFO: a
+// notification is due only when every older one of its target is, so one
+// waiting to be retried holds back those queued after it (for a target ""
+// the limit counts the held-back rows read too).
 func (s *Store) DueNotifications(ctx context.Context, target string, now time.Time, limit int) ([]Notification, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, target, event, created_at, attempts FROM notify_queue
-		 WHERE next_at <= ? AND (? = '' OR target = ?) ORDER BY id LIMIT ?`,
-		now.UnixNano(), target, target, limit)
+		`SELECT id, target, event, created_at, next_at, attempts FROM notify_queue
+		 WHERE (? = '' OR target = ?) ORDER BY id LIMIT ?`,
+		target, target, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read notification queue: %w", err)
 	}
 	defer rows.Close()
 	var out []Notification
+	blocked := map[string]bool{} // targets whose head is not due
 	for rows.Next() {
 		var (
-			n       Notification
-			body    string
-			created int64
+			n             Notification
+			body          string
+			created, next int64
 		)
-		if err := rows.Scan(&n.ID, &n.Target, &body, &created, &n.Attempts); err != nil {
+		if err := rows.Scan(&n.ID, &n.Target, &body, &created, &next, &n.Attempts); err != nil {
 			return nil, fmt.Errorf("read notification queue: %w", err)
+		}
+		if blocked[n.Target] || next > now.UnixNano() {
+			blocked[n.Target] = true
+			continue
 		}
 		if err := json.Unmarshal([]byte(body), &n.Event); err != nil {
 			return nil, fmt.Errorf("read notification queue: notification %d: %w", n.ID, err)
@@ -119,10 +127,11 @@ func (s *Store) DueNotifications(ctx context.Context, target string, now time.Ti
 	return out, nil
 }
 
-// NextNotifications returns when each target's earliest queued
-// notification is due; a target with none queued is absent.
+// NextNotifications returns when each target's oldest queued notification
+// (the head of its FIFO) is due; a target with none queued is absent.
 func (s *Store) NextNotifications(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT target, MIN(next_at) FROM notify_queue GROUP BY target`)
+	// SQLite takes a bare column of an aggregate query from the row MIN chose.
+	rows, err := s.db.QueryContext(ctx, `SELECT target, next_at, MIN(id) FROM notify_queue GROUP BY target`)
 	if err != nil {
 		return nil, fmt.Errorf("read notification queue: %w", err)
 	}
@@ -130,16 +139,42 @@ func (s *Store) NextNotifications(ctx context.Context) (map[string]time.Time, er
 	out := map[string]time.Time{}
 	for rows.Next() {
 		var (
-			target string
-			next   int64
+			target   string
+			next, id int64
 		)
-		if err := rows.Scan(&target, &next); err != nil {
+		if err := rows.Scan(&target, &next, &id); err != nil {
 			return nil, fmt.Errorf("read notification queue: %w", err)
 		}
 		out[target] = time.Unix(0, next)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read notification queue: %w", err)
+	}
+	return out, nil
+}
+
+// TrimNotifications removes the oldest notifications of each target beyond
+// its newest keep and returns how many of each target's it removed.
+func (s *Store) TrimNotifications(ctx context.Context, keep int) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`DELETE FROM notify_queue WHERE id IN (
+		   SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY target ORDER BY id DESC) AS newer FROM notify_queue)
+		   WHERE newer > ?)
+		 RETURNING target`, keep)
+	if err != nil {
+		return nil, fmt.Errorf("trim notification queue: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("trim notification queue: %w", err)
+		}
+		out[t]++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("trim notification queue: %w", err)
 	}
 	return out, nil
 }

@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -152,4 +156,125 @@ func TestStickyAndRateLimit(t *testing.T) {
 		t.Errorf("shoal status does not show the limited client:\n%s", out)
 	}
 	t.Logf("shoal status:\n%s", out)
+}
+
+// TestRateLimitKeysNotShown: a rate limit keyed by an API key header
+// refuses a client past its limit, and the status names that client by a
+// digest of its key everywhere it is shown (`shoal status` over the unix
+// socket, GET /v1/status and the status page over TCP, the dashboard's
+// stream) and nowhere by the key itself, nor in shoal's log.
+func TestRateLimitKeysNotShown(t *testing.T) {
+	const token = "keys-s3cret"
+	port := freePort(t)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\n", port, token), groupSpec{Name: "web", Min: 1, Max: 1})
+	data, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := "listen: " + e.listen + "\n"
+	edge := fmt.Sprintf("frontends:\n  - name: edge\n    bind: [%s]\n    rate_limit: {requests: 5, per: 1m, by: \"header:X-Api-Key\"}\n    routes: [{group: web}]\n", e.listen)
+	if !strings.Contains(string(data), short) {
+		t.Fatalf("no %q in the config", short)
+	}
+	if err := os.WriteFile(e.cfgPath, []byte(strings.Replace(string(data), short, edge, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitInService("web", 1)
+
+	const key = "sk-live-4f9a1c2e8b7d6a5f" // the secret a client sends
+	sum := sha256.Sum256([]byte(key))
+	digest := "sha256:" + hex.EncodeToString(sum[:])[:12]
+	codes := map[int]int{}
+	for range 8 {
+		req, _ := http.NewRequest("GET", "http://"+e.listen+"/", nil)
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 5 || codes[429] != 3 {
+		t.Fatalf("statuses %v, want 5 × 200 and 3 × 429", codes)
+	}
+
+	shown := map[string]string{} // where → what it shows
+	st := e.status()
+	if len(st.RateLimited) != 1 || st.RateLimited[0].Client != digest || st.RateLimited[0].Refused != 3 {
+		t.Errorf("status rate_limited = %+v, want %s with 3 refused", st.RateLimited, digest)
+	}
+	out, stderr, code := e.cli("status")
+	if code != 0 {
+		t.Fatalf("shoal status: %d %s", code, stderr)
+	}
+	shown["shoal status"] = out
+	jsonOut, _, _ := e.cli("status", "-o", "json")
+	shown["shoal status -o json"] = jsonOut
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for _, path := range []string{"/v1/status", "/status", "/status?format=json"} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		shown["GET "+path] = string(body)
+	}
+	shown["the dashboard's stream"] = dashboardMessage(t, base, token)
+	for where, text := range shown {
+		if strings.Contains(text, key) || strings.Contains(text, key[:12]) {
+			t.Errorf("%s shows the API key:\n%s", where, text)
+		}
+		if where != "GET /status" && !strings.Contains(text, digest) {
+			t.Errorf("%s does not name the client %s:\n%s", where, digest, text)
+		}
+	}
+	if strings.Contains(e.log.String(), key) {
+		t.Errorf("shoal's log holds the API key:\n%s", e.log)
+	}
+	t.Logf("shoal status:\n%s", out)
+}
+
+// dashboardMessage logs in to the dashboard with token and returns the
+// first message of its stream.
+func dashboardMessage(t *testing.T, base, token string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || len(cookies) == 0 {
+		t.Fatalf("dashboard login: %d with %d cookies, want 303 and the session", resp.StatusCode, len(cookies))
+	}
+	req, _ = http.NewRequest("GET", base+"/ui/stream?group=web", nil)
+	req.AddCookie(cookies[0])
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			return line
+		}
+	}
+	t.Fatalf("dashboard stream: no message (%v)", sc.Err())
+	return ""
 }

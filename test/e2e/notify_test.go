@@ -21,9 +21,10 @@ import (
 )
 
 // hookReceiver is a webhook receiver on 127.0.0.1 that checks signatures
-// and refuses every post while down.
+// and refuses every post while down, and its first fail posts with 500.
 type hookReceiver struct {
 	secret []byte
+	fail   int
 
 	mu       sync.Mutex
 	down     bool
@@ -44,6 +45,12 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.down {
 		h.refused++
 		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	if h.fail > 0 {
+		h.fail--
+		h.refused++
+		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	var ev event.Event
@@ -151,4 +158,56 @@ notify:
 		t.Error("the webhook secret is in the core's log")
 	}
 	e.stop()
+}
+
+// TestNotifyOrderAfterFailure: the receiver refuses the first post (web-001's
+// launch) with 500; the events of a scale-up that follows reach it after
+// that launch is retried, all in the order they happened.
+func TestNotifyOrderAfterFailure(t *testing.T) {
+	t.Parallel() // waits for events, no load
+	rcv := &hookReceiver{secret: []byte("e2e-hook-secret"), fail: 1}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	secret := filepath.Join(t.TempDir(), "hook.secret")
+	if err := os.WriteFile(secret, rcv.secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, fmt.Sprintf(`notify:
+  retry_min: 3s
+  retry_max: 5s
+  targets:
+    - {name: ops, type: webhook, url: "%s/hook", secret_file: %s, events: ["instance.launched", "scale.*"]}
+`, srv.URL, secret), groupSpec{Name: "web", Min: 1, Max: 2})
+	e.start()
+	e.waitInService("web", 1)
+	e.eventually("the first post refused", 20*time.Second, func() error {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		if rcv.refused == 0 {
+			return fmt.Errorf("nothing posted yet")
+		}
+		return nil
+	})
+	if out, stderr, code := e.cli("scale", "web", "up", "--sync"); code != 0 {
+		t.Fatalf("scale up: %d %s %s", code, out, stderr)
+	}
+	var got []string
+	e.eventually("every event delivered", 30*time.Second, func() error {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		got = got[:0]
+		for _, ev := range rcv.received {
+			got = append(got, string(ev.Type)+" "+ev.Subject)
+		}
+		if len(got) < 4 {
+			return fmt.Errorf("received %q", got)
+		}
+		return nil
+	})
+	want := []string{"instance.launched web-001", "scale.started", "instance.launched web-002", "scale.finished"}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Fatalf("received %q, want in the order %q", got, want)
+		}
+	}
 }

@@ -20,10 +20,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/shoal-lb/shoal/internal/compat/sacloud/autoscalerpb"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/connlimit"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/unixsock"
 )
@@ -40,6 +42,16 @@ const maxRecvMsg = 64 << 10
 const (
 	maxSource = 128
 	maxName   = 64
+)
+
+// TCP connections: bounded in number (in all and per address: the
+// protocol has no token to keep room for), and cut when they do not finish
+// the HTTP/2 handshake in time or carry no call for long.
+var tcpConns = connlimit.Limits{Max: 128, PerSource: 32}
+
+const (
+	handshakeLimit = 5 * time.Second
+	idleLimit      = time.Minute
 )
 
 // stopGrace bounds how long shutdown waits for calls in flight; sync calls
@@ -64,7 +76,8 @@ func (s *Server) Serve(ctx context.Context, m *jobs.Manager, groups jobs.Groups)
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsg))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsg), grpc.ConnectionTimeout(handshakeLimit),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleLimit}))
 	autoscalerpb.RegisterScalingServiceServer(srv, &scaling{jobs: m, groups: groups, log: s.log})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -102,7 +115,7 @@ func (s *Server) listen() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compat.sacloud_autoscaler.listen: %w", err)
 	}
-	return l, nil
+	return connlimit.New(l, "compat.sacloud_autoscaler.listen", tcpConns, s.log), nil
 }
 
 type scaling struct {
