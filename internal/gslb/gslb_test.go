@@ -2,12 +2,14 @@ package gslb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -458,5 +460,42 @@ shoal_gslb_listener_restarts_total{listen=%[1]q,proto="udp"} %[4]d
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines after shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// Idle TCP connections from one address are capped, so they cannot keep
+// another resolver's TCP query (a truncated answer's retry) from an answer.
+func TestTCPConnectionsPerSource(t *testing.T) {
+	cfg := &config.GSLB{Listen: []string{"127.0.0.1:0"}, Zone: "example.org.", Records: []config.GSLBRecord{
+		{Name: "www.example.org.", Sites: []config.GSLBSite{{Address: "127.0.2.1", Check: config.GSLBCheck{Type: "tcp", Port: 9, Interval: time.Hour, Timeout: 100 * time.Millisecond, UpThresh: 1, OKThresh: 1, DownThresh: 10}}}},
+	}}
+	addr := serve(t, cfg).Addrs()[0]
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
+	var open []net.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	for range 300 { // more than the listener's whole limit
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	// Those over the cap were closed at once: a read sees EOF.
+	alive := 0
+	for _, c := range open {
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+			alive++
+		}
+	}
+	if alive != tcpConns.PerSource {
+		t.Errorf("127.0.0.2 holds %d connections, want %d", alive, tcpConns.PerSource)
+	}
+	if r := query(t, "tcp", addr, "www.example.org.", dns.TypeA, false); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("query over TCP from 127.0.0.1 during the flood: %s", dns.RcodeToString[r.Rcode])
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/shoal-lb/shoal/internal/connlimit"
 )
 
 // backoff bounds how fast a failed listener is bound again: the wait
@@ -61,10 +64,19 @@ func (l *listener) close() {
 	}
 }
 
-func (l *listener) server(h dns.Handler) *dns.Server {
+// tcpConns bound DNS over TCP: it needs no token, so one address must
+// not be able to hold every connection (resolvers fall back to TCP for
+// truncated answers, and a full listener would refuse them).
+var tcpConns = connlimit.Limits{Max: 256, PerSource: 16}
+
+func (l *listener) server(h dns.Handler, log *slog.Logger) *dns.Server {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &dns.Server{PacketConn: l.pc, Listener: l.ln, Handler: h}
+	srv := &dns.Server{PacketConn: l.pc, Handler: h}
+	if l.ln != nil {
+		srv.Listener = connlimit.New(l.ln, "gslb.listen tcp "+l.addr, tcpConns, log)
+	}
+	return srv
 }
 
 // supervise serves DNS on l until ctx ends, and binds and serves it again
@@ -84,7 +96,7 @@ func (s *Server) supervise(ctx context.Context, l *listener) {
 	var failed error // why the listener went down, until it serves again
 	var downSince time.Time
 	for {
-		srv := l.server(s)
+		srv := l.server(s, s.log)
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		done := make(chan error, 1)
