@@ -163,6 +163,39 @@ func TestSacloudSeedTemplateServes(t *testing.T) {
 	}
 }
 
+// TestSacloudForcedShutdownSaysSo: with shutdown_force: true a scale-in's
+// event says the shutdown was forced (the graceful one is in
+// TestSacloudSeedTemplateServes).
+func TestSacloudForcedShutdownSaysSo(t *testing.T) {
+	t.Parallel()
+	e, store := seedEnv(t, func(s string) string {
+		return strings.Replace(s, "shutdown_force: false", "shutdown_force: true", 1)
+	})
+	e.start()
+	e.eventually("2 servers in service", 60*time.Second, inService(e, 2))
+	if out, stderr, code := e.cli("scale", "hscale-group", "--plan", "medium"); code != 0 {
+		t.Fatalf("scale: %d %s%s", code, out, stderr)
+	}
+	e.eventually("3 servers in service", 60*time.Second, inService(e, 3))
+	third := ours(t, e, store)["hscale-group-003"].ID
+	if out, stderr, code := e.cli("scale", "hscale-group", "--plan", "smallest"); code != 0 {
+		t.Fatalf("scale in: %d %s%s", code, out, stderr)
+	}
+	want := fmt.Sprintf("hscale-group-003 terminated: server %s deleted (shutdown: forced)", third)
+	e.eventually("the forced shutdown's event", 60*time.Second, func() error {
+		var got []string
+		for _, ev := range e.events(api.EventsQuery{Group: "hscale-group"}) {
+			if strings.Contains(ev.Reason, " terminated") {
+				got = append(got, ev.Reason)
+			}
+			if ev.Reason == want {
+				return nil
+			}
+		}
+		return fmt.Errorf("termination events %q, want %q", got, want)
+	})
+}
+
 // containsRow reports whether a line of out holds name and then id as
 // columns.
 func containsRow(out, name, id string) bool {
