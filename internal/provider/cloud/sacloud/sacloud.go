@@ -699,7 +699,7 @@ func (d *Driver) resolveSwitches(ctx context.Context) (map[int]types.ID, error) 
 			return ids, nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("network_interfaces[%d]: %w", i, err)
+			return nil, fmt.Errorf("template.network_interfaces[%d]: %w", i, err)
 		}
 		d.switchIDs[i] = id
 	}
@@ -739,7 +739,7 @@ func (d *Driver) resolveArchives(ctx context.Context) (map[int]types.ID, error) 
 				return ids, nil
 			})
 			if err != nil {
-				return nil, fmt.Errorf("disks[%d]: %w", i, err)
+				return nil, fmt.Errorf("template.disks[%d]: %w", i, err)
 			}
 			d.archiveIDs[i] = id
 		}
@@ -792,25 +792,56 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if sid.IsEmpty() {
 		return fmt.Errorf("sacloud: %q is not a server ID", id)
 	}
+	// A server whose boot was accepted but has not begun reads down, and
+	// is up by the time it is deleted (409): it is shut down then, a few
+	// times at most.
+	for attempt := 1; ; attempt++ {
+		err := d.deleteOnce(ctx, sid)
+		var ae iaas.APIError
+		if attempt < 3 && errors.As(err, &ae) && ae.ResponseCode() == http.StatusConflict && ctx.Err() == nil {
+			d.log.Info("sacloud: server came up while being deleted; shutting it down first", "server", id, "err", err)
+			continue
+		}
+		var de *deleteError
+		if errors.As(err, &de) {
+			return apiError(de.what, de.err)
+		}
+		return err
+	}
+}
+
+// deleteError is a step of deleteOnce that failed, with the API's error
+// unwrapped for Delete to judge.
+type deleteError struct {
+	what string
+	err  error
+}
+
+func (e *deleteError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *deleteError) Unwrap() error { return e.err }
+
+// deleteOnce is one pass of Delete; its errors are *deleteError.
+func (d *Driver) deleteOnce(ctx context.Context, sid types.ID) error {
+	id := sid.String()
 	srv, err := d.servers.Read(ctx, d.zone, sid)
 	if iaas.IsNotFoundError(err) {
 		return nil
 	}
 	if err != nil {
-		return apiError("read server "+id, err)
+		return &deleteError{"read server " + id, err}
 	}
 	switch srv.InstanceStatus {
 	case types.ServerInstanceStatuses.Up:
 		// A graceful shutdown may take minutes: the provider learns at
 		// the accepted request that the server will not serve again.
 		if err := power.ShutdownServer(ctx, acceptingShutdown{d.servers}, d.zone, sid, d.cfg.ShutdownForce); err != nil {
-			return apiError("shut down "+srv.Name, err)
+			return &deleteError{"shut down " + srv.Name + " (shutdown: " + d.ShutdownMode() + ")", err}
 		}
 	case types.ServerInstanceStatuses.Cleaning:
 		cloud.Accepted(ctx) // shutting down already
 		w := iaas.WaiterForDown(func() (any, error) { return d.servers.Read(ctx, d.zone, sid) })
 		if _, err := w.WaitForState(ctx); err != nil {
-			return apiError("wait for "+srv.Name+" to shut down", err)
+			return &deleteError{"wait for " + srv.Name + " to shut down", err}
 		}
 	}
 	var disks []types.ID
@@ -821,7 +852,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 			// cannot be deleted yet.
 			w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, disk.ID) })
 			if _, err := w.WaitForState(ctx); err != nil {
-				return apiError("wait for the disks of "+srv.Name+" to be copied", err)
+				return &deleteError{"wait for the disks of " + srv.Name + " to be copied", err}
 			}
 		}
 	}
@@ -830,12 +861,12 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		// Gone meanwhile, or a 404 about one of its parts (a NIC, a
 		// disk): only the server's own absence means it is deleted.
 		if _, rerr := d.servers.Read(ctx, d.zone, sid); !iaas.IsNotFoundError(rerr) {
-			return apiError("delete "+srv.Name, err)
+			return &deleteError{"delete " + srv.Name, err}
 		}
 		return nil
 	}
 	if err != nil {
-		return apiError("delete "+srv.Name, err)
+		return &deleteError{"delete " + srv.Name, err}
 	}
 	return nil
 }

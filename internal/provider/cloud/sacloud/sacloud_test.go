@@ -957,3 +957,25 @@ func TestPasswordReachesTheDiskEdit(t *testing.T) {
 		t.Errorf("disk edits = %+v, want one with the config's password", rec.edits)
 	}
 }
+
+// TestDeleteRightAfterCreate: a server deleted as soon as its create
+// returns (its boot accepted, not begun: it reads down) comes up while
+// being deleted; Delete shuts it down and deletes it rather than fail with
+// the API's 409.
+func TestDeleteRightAfterCreate(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	for i := range 10 {
+		s, err := d.Create(ctx, request(owner, "web", i+1, ""))
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if err := d.Delete(ctx, s.ID); err != nil {
+			t.Fatalf("Delete right after Create (%d): %v", i+1, err)
+		}
+	}
+	if got := listOwner(t, d, owner); got != "" {
+		t.Errorf("servers left: %s", got)
+	}
+}
