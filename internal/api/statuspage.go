@@ -174,10 +174,10 @@ tr.down td { background: #f99; }
 <p class="error">haproxy: {{.HAProxyError}}</p>
 {{- end}}
 <table>
-<thead><tr><th>Name</th><th>Cloud ID</th><th>Address</th><th>State</th><th>Health</th><th>Check</th><th>Code</th><th>Duration</th><th>Description</th><th>Reason</th><th>Last change</th><th>Sessions</th><th>Requests</th><th>PID</th><th>Version</th></tr></thead>
+<thead><tr><th>Name</th><th>Address</th><th>State</th><th>Health</th><th>Check</th><th>Code</th><th>Duration</th><th>Description</th><th>Reason</th><th>Last change</th><th>Sessions</th><th>Requests</th><th>PID</th><th>Version</th><th>Cloud ID</th></tr></thead>
 <tbody>
 {{- range .Instances}}
-<tr{{if not (up .)}} class="down"{{end}}><td>{{.Name}}</td><td>{{.CloudID}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Health}}</td><td>{{.Check}}</td><td>{{code .CheckCode}}</td><td>{{ms .CheckDurationMS}}</td><td>{{.CheckDesc}}</td><td>{{.CheckReason}}</td><td title="{{rfc3339 .LastChange}}">{{ago $.Now .LastChange}}</td><td>{{.Sessions}}</td><td>{{.Requests}}</td><td>{{.PID}}</td><td>{{.Version}}</td></tr>
+<tr{{if not (up .)}} class="down"{{end}}><td>{{.Name}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Health}}</td><td>{{.Check}}</td><td>{{code .CheckCode}}</td><td>{{ms .CheckDurationMS}}</td><td>{{.CheckDesc}}</td><td>{{.CheckReason}}</td><td title="{{rfc3339 .LastChange}}">{{ago $.Now .LastChange}}</td><td>{{.Sessions}}</td><td>{{.Requests}}</td><td>{{.PID}}</td><td>{{.Version}}</td><td>{{.CloudID}}</td></tr>
 {{- end}}
 </tbody>
 </table>

@@ -96,8 +96,8 @@ func TestStatusHTML(t *testing.T) {
 		t.Errorf("page does not say web-001 is retiring and waiting for the cloud API:\n%s", buf.String())
 	}
 	want := [][]string{
-		{"web-001", "113301705264", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2"},
-		{"web-002", "", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101", "1a2b3c4d5e6f"},
+		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2", "113301705264"},
+		{"web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101", "1a2b3c4d5e6f", ""},
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows:\n got %q\nwant %q", rows, want)
