@@ -834,6 +834,7 @@ func (d *Driver) deleteOnce(ctx context.Context, sid types.ID) error {
 	case types.ServerInstanceStatuses.Up:
 		// A graceful shutdown may take minutes: the provider learns at
 		// the accepted request that the server will not serve again.
+		d.log.Info("sacloud: shutting down server", "server", srv.Name, "id", id, "shutdown", d.ShutdownMode())
 		if err := power.ShutdownServer(ctx, acceptingShutdown{d.servers}, d.zone, sid, d.cfg.ShutdownForce); err != nil {
 			return &deleteError{"shut down " + srv.Name + " (shutdown: " + d.ShutdownMode() + ")", err}
 		}
