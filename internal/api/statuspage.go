@@ -81,7 +81,7 @@ func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 
 // StatusCSVHeader names the columns of the CSV status: one row per instance.
 var StatusCSVHeader = []string{"group", "instance", "addr", "state", "health", "check", "check_code",
-	"check_duration_ms", "check_desc", "check_reason", "last_change", "sessions", "requests", "pid", "started_at", "version"}
+	"check_duration_ms", "check_desc", "check_reason", "last_change", "sessions", "requests", "pid", "started_at", "version", "cloud_id"}
 
 func writeStatusCSV(w io.Writer, s StatusResponse) error {
 	cw := csv.NewWriter(w)
@@ -93,7 +93,7 @@ func writeStatusCSV(w io.Writer, s StatusResponse) error {
 			err := cw.Write([]string{g.Name, in.Name, in.Addr, string(in.State), string(in.Health), in.Check,
 				optInt(int64(in.CheckCode)), optInt(in.CheckDurationMS), in.CheckDesc, in.CheckReason,
 				optTime(in.LastChange), strconv.Itoa(in.Sessions), strconv.FormatInt(in.Requests, 10),
-				strconv.Itoa(in.PID), optTime(&in.StartedAt), in.Version})
+				strconv.Itoa(in.PID), optTime(&in.StartedAt), in.Version, in.CloudID})
 			if err != nil {
 				return err
 			}
@@ -174,10 +174,10 @@ tr.down td { background: #f99; }
 <p class="error">haproxy: {{.HAProxyError}}</p>
 {{- end}}
 <table>
-<thead><tr><th>Name</th><th>Address</th><th>State</th><th>Health</th><th>Check</th><th>Code</th><th>Duration</th><th>Description</th><th>Reason</th><th>Last change</th><th>Sessions</th><th>Requests</th><th>PID</th><th>Version</th></tr></thead>
+<thead><tr><th>Name</th><th>Address</th><th>State</th><th>Health</th><th>Check</th><th>Code</th><th>Duration</th><th>Description</th><th>Reason</th><th>Last change</th><th>Sessions</th><th>Requests</th><th>PID</th><th>Version</th><th>Cloud ID</th></tr></thead>
 <tbody>
 {{- range .Instances}}
-<tr{{if not (up .)}} class="down"{{end}}><td>{{.Name}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Health}}</td><td>{{.Check}}</td><td>{{code .CheckCode}}</td><td>{{ms .CheckDurationMS}}</td><td>{{.CheckDesc}}</td><td>{{.CheckReason}}</td><td title="{{rfc3339 .LastChange}}">{{ago $.Now .LastChange}}</td><td>{{.Sessions}}</td><td>{{.Requests}}</td><td>{{.PID}}</td><td>{{.Version}}</td></tr>
+<tr{{if not (up .)}} class="down"{{end}}><td>{{.Name}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Health}}</td><td>{{.Check}}</td><td>{{code .CheckCode}}</td><td>{{ms .CheckDurationMS}}</td><td>{{.CheckDesc}}</td><td>{{.CheckReason}}</td><td title="{{rfc3339 .LastChange}}">{{ago $.Now .LastChange}}</td><td>{{.Sessions}}</td><td>{{.Requests}}</td><td>{{.PID}}</td><td>{{.Version}}</td><td>{{.CloudID}}</td></tr>
 {{- end}}
 </tbody>
 </table>

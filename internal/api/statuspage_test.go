@@ -21,7 +21,7 @@ func sampleStatus(now time.Time) StatusResponse {
 	return StatusResponse{Groups: []group.Status{{
 		Name: "web", Plan: "small", Desired: 2, MinSize: 1, MaxSize: 4, InService: 1,
 		Instances: []group.InstanceStatus{
-			{Name: "web-001", Addr: "127.0.0.1:4001", State: group.InService, Health: "UP", Check: "L7OK",
+			{Name: "web-001", CloudID: "113301705264", Addr: "127.0.0.1:4001", State: group.InService, Health: "UP", Check: "L7OK",
 				CheckCode: 200, CheckDurationMS: 3, CheckDesc: "Layer7 check passed", LastChange: &changed,
 				Sessions: 1, Requests: 42, PID: 100, StartedAt: now.Add(-time.Hour), Version: "v2",
 				Waiting: "waiting for the cloud API: " + hostile},
@@ -96,8 +96,8 @@ func TestStatusHTML(t *testing.T) {
 		t.Errorf("page does not say web-001 is retiring and waiting for the cloud API:\n%s", buf.String())
 	}
 	want := [][]string{
-		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2"},
-		{"web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101", "1a2b3c4d5e6f"},
+		{"web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3ms", "Layer7 check passed", "", "1m30s ago", "1", "42", "100", "v2", "113301705264"},
+		{"web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile, "1m30s ago", "0", "0", "101", "1a2b3c4d5e6f", ""},
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows:\n got %q\nwant %q", rows, want)
@@ -130,9 +130,9 @@ func TestStatusCSV(t *testing.T) {
 	want := [][]string{
 		StatusCSVHeader,
 		{"web", "web-001", "127.0.0.1:4001", "in-service", "UP", "L7OK", "200", "3", "Layer7 check passed", "",
-			"2026-11-23T09:58:30Z", "1", "42", "100", "2026-11-23T09:00:00Z", "v2"},
+			"2026-11-23T09:58:30Z", "1", "42", "100", "2026-11-23T09:00:00Z", "v2", "113301705264"},
 		{"web", "web-002", "127.0.0.1:4002", "starting", "DOWN", "L7STS", "500", "", "Layer7 wrong status", hostile,
-			"2026-11-23T09:58:30Z", "0", "0", "101", "", "1a2b3c4d5e6f"},
+			"2026-11-23T09:58:30Z", "0", "0", "101", "", "1a2b3c4d5e6f", ""},
 	}
 	if !reflect.DeepEqual(recs, want) {
 		t.Errorf("CSV:\n got %q\nwant %q", recs, want)

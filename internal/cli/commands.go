@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -101,13 +102,28 @@ func printGroup(w io.Writer, g group.Status) {
 	}
 	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
+	// A cloud's instances show their servers' IDs, what the cloud's
+	// console lists them by.
+	cloud := slices.ContainsFunc(g.Instances, func(in group.InstanceStatus) bool { return in.CloudID != "" })
+	if cloud {
+		fmt.Fprintln(tw, "  NAME\tCLOUD-ID\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
+	} else {
+		fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
+	}
 	for _, in := range g.Instances {
 		up := "-"
 		if !in.StartedAt.IsZero() {
 			up = time.Since(in.StartedAt).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", in.Name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
+		name := in.Name
+		if cloud {
+			id := in.CloudID
+			if id == "" {
+				id = "-"
+			}
+			name += "\t" + id
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, in := range g.Instances {

@@ -56,7 +56,7 @@ func defaultsTree() Config {
 	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
 	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
 	sac.Template.EditParameter = &SacloudEdit{}
-	sac.Template.NetworkInterfaces = []SacloudNIC{{}}
+	sac.Template.NetworkInterfaces = []SacloudNIC{{Expose: &SacloudExpose{}}}
 	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	rec := defaultGSLBRecord
@@ -212,7 +212,7 @@ providers:
       plan: {core: 1, memory: 1}
       disks: [{source_archive: {id: "113000000001"}}]
       edit_parameter: {}
-      network_interfaces: [{upstream: shared}]
+      network_interfaces: [{upstream: shared, expose: {}}]
 groups:
   - name: web
     min_size: 0

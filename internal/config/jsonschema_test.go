@@ -95,6 +95,9 @@ var schemaForms = map[string]obj{
 	"NotifyTarget.secret_env":    {"type": "string"},
 	"NotifyTarget.password_file": {"type": "string"},
 	"NotifyTarget.password_env":  {"type": "string"},
+	"SacloudEdit.password":       {"type": "string"},
+	"SacloudEdit.password_file":  {"type": "string"},
+	"SacloudEdit.password_env":   {"type": "string"},
 	"SacloudAutoscaler.socket_mode": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 0, "maximum": 0o777},
 		obj{"type": "string", "pattern": `^0?[0-7]{1,3}$`},

@@ -7,12 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"text/template"
 
 	"github.com/sacloud/iaas-api-go/ostype"
+	"github.com/sacloud/iaas-api-go/types"
 	"gopkg.in/yaml.v3"
 )
 
@@ -93,6 +93,16 @@ type SacloudEdit struct {
 	DisablePasswordAuth bool `yaml:"disable_pw_auth"`
 	EnableDHCP          bool `yaml:"enable_dhcp"`
 	ChangePartitionUUID bool `yaml:"change_partition_uuid"`
+	// Password is the OS's administrator password, from password (as
+	// sacloud/autoscaler writes it; "" sets none), password_file or
+	// password_env. It is never logged or shown.
+	Password string
+	_        struct{} `yaml:"password"`
+	// password_file is a file that holds the administrator password.
+	_ struct{} `yaml:"password_file"`
+	// password_env is an environment variable that holds the
+	// administrator password.
+	_ struct{} `yaml:"password_env"`
 	// SSHKeys are public keys.
 	SSHKeys []string `yaml:"ssh_keys"`
 	// StartupScripts are Go templates of SacloudScriptData, run at first
@@ -148,6 +158,18 @@ type SacloudNIC struct {
 	AssignCIDRBlock  string           `yaml:"assign_cidr_block"`
 	AssignNetmaskLen int              `yaml:"assign_netmask_len"`
 	DefaultRoute     string           `yaml:"default_route"`
+	// Expose is how sacloud/autoscaler put the server behind its ELB;
+	// HAProxy is shoal's balancer, so only its ports are checked: they
+	// must include the provider's port, where every server serves.
+	Expose *SacloudExpose `yaml:"expose"`
+}
+
+// SacloudExpose is a NIC's expose section of sacloud/autoscaler.
+type SacloudExpose struct {
+	Ports []int `yaml:"ports"`
+	// ServerGroupName was the ELB's server group; the group's HAProxy
+	// backend takes its place.
+	ServerGroupName string `yaml:"server_group_name"`
 }
 
 // Provider type of Sakura Cloud server groups.
@@ -168,8 +190,6 @@ var (
 	defaultSacloudDisk   = SacloudDisk{Plan: "ssd", Connection: "virtio", Size: 20}
 )
 
-var sacloudZoneRE = regexp.MustCompile(`^[a-z]{2}[0-9][a-z]$`)
-
 // sacloudDriver decodes a sacloud provider's own keys; c holds its cloud
 // keys, whose emulator goes with fake_mode: the fake's servers cannot
 // serve, and real servers need no stand-ins.
@@ -177,14 +197,16 @@ func (d *decoder) sacloudDriver(f *fields, c *CloudProvider) *SacloudDriver {
 	def := defaultSacloudDriver
 	s := &SacloudDriver{}
 	if z, n := f.str("zone", ""); n != nil {
-		if !sacloudZoneRE.MatchString(z) {
-			d.errorf(n, f.field("zone"), "must be a Sakura Cloud zone such as tk1b or is1a, got %q", z)
+		// The SDK's list of zones is the one sacloud/autoscaler checks
+		// against: a zone outside it fails every call.
+		if !slices.Contains(types.ZoneNames, z) {
+			d.errorf(n, f.field("zone"), "must be a Sakura Cloud zone (one of %s), got %q", strings.Join(types.ZoneNames, ", "), z)
 		}
 		s.Zone = z
 	}
 	s.ShutdownForce, _ = f.boolean("shutdown_force", def.ShutdownForce)
 	if n := f.get("template"); n != nil {
-		s.Template = d.sacloudTemplate(n, f.field("template"))
+		s.Template = d.sacloudTemplate(n, f.field("template"), c.Port)
 	}
 	if n := f.get("server_plans"); n != nil {
 		entries, _ := d.entries(n, f.field("server_plans"))
@@ -244,7 +266,7 @@ func (d *decoder) checkSacloudProviders(ps []Provider) {
 	}
 }
 
-func (d *decoder) sacloudTemplate(n *yaml.Node, path string) SacloudTemplate {
+func (d *decoder) sacloudTemplate(n *yaml.Node, path string, port int) SacloudTemplate {
 	f := section[SacloudTemplate](d, n, path)
 	t := SacloudTemplate{InterfaceDriver: defaultSacloudDriver.Template.InterfaceDriver}
 	t.Tags = d.sacloudTags(f, "tags")
@@ -282,7 +304,7 @@ func (d *decoder) sacloudTemplate(n *yaml.Node, path string) SacloudTemplate {
 			d.errorf(n, f.field("network_interfaces"), "at most %d network interfaces, got %d", maxSacloudNICs, len(items))
 		}
 		for i, it := range items {
-			nic := d.sacloudNIC(it, fmt.Sprintf("%s[%d]", f.field("network_interfaces"), i))
+			nic := d.sacloudNIC(it, fmt.Sprintf("%s[%d]", f.field("network_interfaces"), i), port)
 			if i > 0 && nic.Shared {
 				d.errorf(it, fmt.Sprintf("%s[%d].upstream", f.field("network_interfaces"), i), "only the first network interface can be on the shared segment")
 			}
@@ -397,6 +419,7 @@ func (d *decoder) sacloudEdit(n *yaml.Node, path string) *SacloudEdit {
 	e.DisablePasswordAuth, _ = f.boolean("disable_pw_auth", false)
 	e.EnableDHCP, _ = f.boolean("enable_dhcp", false)
 	e.ChangePartitionUUID, _ = f.boolean("change_partition_uuid", false)
+	e.Password = d.sacloudPassword(f)
 	e.SSHKeys = d.checkEach(f.strings("ssh_keys"), func(k string) error {
 		if len(strings.Fields(k)) < 2 {
 			return fmt.Errorf("must be a public key (TYPE BASE64 [COMMENT]), got %q", truncate(k))
@@ -410,15 +433,57 @@ func (d *decoder) sacloudEdit(n *yaml.Node, path string) *SacloudEdit {
 		}
 		e.StartupScripts = append(e.StartupScripts, it.val)
 	}
-	if e.Disabled && (len(e.SSHKeys) > 0 || len(e.StartupScripts) > 0) {
-		d.errorf(n, path, "disabled: true but ssh_keys or startup_scripts are given")
+	if e.Disabled && (len(e.SSHKeys) > 0 || len(e.StartupScripts) > 0 || e.Password != "") {
+		d.errorf(n, path, "disabled: true but password, ssh_keys or startup_scripts are given")
 	}
 	return e
 }
 
-func (d *decoder) sacloudNIC(n *yaml.Node, path string) SacloudNIC {
+// sacloudPassword reads the administrator password from password (as the
+// autoscaler's config writes it; "" is none), password_file or
+// password_env. Messages never show it.
+func (d *decoder) sacloudPassword(f *fields) string {
+	pn := f.get("password")
+	if pn == nil {
+		return d.secret(f, "password", false)
+	}
+	for _, k := range []string{"password_file", "password_env"} {
+		if kn := f.get(k); kn != nil {
+			d.errorf(kn, f.field(k), "conflicts with %s; set only one", f.field("password"))
+		}
+	}
+	if pn.Kind != yaml.ScalarNode || pn.ShortTag() != "!!str" {
+		d.errorf(pn, f.field("password"), "must be a string (quote it), got %s", pn.ShortTag())
+		return ""
+	}
+	return pn.Value // "" sets none, as in the autoscaler
+}
+
+func (d *decoder) sacloudExpose(n *yaml.Node, path string, port int) *SacloudExpose {
+	f := section[SacloudExpose](d, n, path)
+	e := &SacloudExpose{}
+	if pn := f.get("ports"); pn != nil {
+		items, _ := d.sequence(pn, f.field("ports"), "a list of ports")
+		for i, it := range items {
+			v, ok := d.integer(it, fmt.Sprintf("%s[%d]", f.field("ports"), i))
+			if ok {
+				e.Ports = append(e.Ports, v)
+			}
+		}
+		if port > 0 && len(e.Ports) > 0 && !slices.Contains(e.Ports, port) {
+			d.errorf(pn, f.field("ports"), "every server serves on the provider's port %d, which the list lacks (HAProxy connects there); got %v", port, e.Ports)
+		}
+	}
+	e.ServerGroupName, _ = f.str("server_group_name", "")
+	return e
+}
+
+func (d *decoder) sacloudNIC(n *yaml.Node, path string, port int) SacloudNIC {
 	f := section[SacloudNIC](d, n, path)
 	var nic SacloudNIC
+	if en := f.get("expose"); en != nil {
+		nic.Expose = d.sacloudExpose(en, f.field("expose"), port)
+	}
 	if up := f.get("upstream"); up != nil {
 		if up.Kind == yaml.ScalarNode {
 			if up.Value != "shared" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -439,7 +440,10 @@ func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
 
 // InstanceStatus is one instance as the API shows it.
 type InstanceStatus struct {
-	Name     string         `json:"name"`
+	Name string `json:"name"`
+	// CloudID is the cloud's ID of a cloud instance's server (a Sakura
+	// Cloud server ID, an EC2 instance ID), what its console shows.
+	CloudID  string         `json:"cloud_id,omitempty"`
 	Addr     string         `json:"addr"`
 	State    State          `json:"state"`
 	Health   haproxy.Status `json:"health"`
@@ -492,8 +496,12 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		s.Instances = append(s.Instances, InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version, Waiting: in.waiting})
+		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
+			Since: in.since, Version: in.version, Waiting: in.waiting}
+		if c, ok := in.inst.(provider.CloudServer); ok {
+			is.CloudID = c.CloudID()
+		}
+		s.Instances = append(s.Instances, is)
 		retiring[in.name] = in.retiring
 	}
 	for _, f := range g.failures {

@@ -1182,8 +1182,17 @@ func (g *Group) stopProcess(in *instance) {
 		g.record(ctx, event.InstanceTerminateFailed, in.name, fmt.Sprintf("stopping %s failed: %v", in.name, err))
 		return
 	}
-	g.log.Info("instance stopped", "instance", in.name, "pid", in.pid())
-	g.record(ctx, event.InstanceTerminated, in.name, fmt.Sprintf("%s terminated", in.name))
+	what := in.name + " terminated"
+	if c, ok := in.inst.(provider.CloudServer); ok {
+		// Which server went, and how: a graceful shutdown and a power-off
+		// look the same once done.
+		what += ": server " + c.CloudID() + " deleted"
+		if m := c.ShutdownMode(); m != "" {
+			what += " (shutdown: " + m + ")"
+		}
+	}
+	g.log.Info("instance stopped", "instance", in.name, "pid", in.pid(), "what", what)
+	g.record(ctx, event.InstanceTerminated, in.name, what)
 }
 
 // fail records a failure for status, jobs and crash-loop back-off.

@@ -131,6 +131,16 @@ type Placed interface {
 	Placement() string
 }
 
+// CloudServer is an Instance that is a cloud's server: CloudID is the
+// cloud's own ID of it (a Sakura Cloud server ID, an EC2 instance ID), what
+// an operator looks it up by in the cloud's console; ShutdownMode says how
+// stopping it shuts it down ("graceful", "forced"; "" when the cloud has
+// one way only), for `shoal events`.
+type CloudServer interface {
+	CloudID() string
+	ShutdownMode() string
+}
+
 // Usage is a sample of an instance's resource use.
 type Usage struct {
 	// CPUSeconds is the CPU time its processes have used (user + system),

@@ -263,3 +263,36 @@ func TestEC2MotoUnreachableTerminated(t *testing.T) {
 		t.Fatalf("instances left running after shoal stopped: %v %v", live, err)
 	}
 }
+
+// TestEC2MotoRegionItLacks: a region EC2 does not have (ap-northeast-9,
+// right in form, so `shoal validate` accepts it: the SDK publishes no list
+// of regions) fails each start at once with the region named, instead of
+// an outage ("HTTP status 500 (temporary)") retried until create_timeout;
+// status shows it, and the group backs off between starts.
+func TestEC2MotoRegionItLacks(t *testing.T) {
+	t.Parallel()
+	c := newMotoCloud(t)
+	prov := strings.Replace(c.provider(), "region: us-east-1", "region: ap-northeast-9", 1)
+	prov = strings.Replace(prov, "    interval: 500ms\n", "    interval: 500ms\n    create_timeout: 5m\n", 1)
+	e := newEnv(t, prov, groupSpec{Name: "web", Min: 1, Max: 2, Extra: "    provider: aws\n"})
+	e.start()
+	const want = "ec2: region ap-northeast-9: the EC2 API does not answer for it (HTTP status 500): check region"
+	start := time.Now()
+	var reasons []string
+	e.eventually("the region's failure in status", 60*time.Second, func() error {
+		reasons = nil
+		for _, f := range e.status().Groups[0].LastFailures {
+			reasons = append(reasons, f.Reason)
+			if strings.Contains(f.Reason, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("recent failures %q", reasons)
+	})
+	t.Logf("failed after %v: %q", time.Since(start).Round(time.Millisecond), reasons)
+	for _, r := range reasons {
+		if strings.Contains(r, "temporary") {
+			t.Errorf("failure %q: an unknown region is not an outage", r)
+		}
+	}
+}

@@ -112,6 +112,13 @@ type Sweeper interface {
 	SweepStrays(ctx context.Context, owner string) ([]string, error)
 }
 
+// ShutdownModer is a Driver whose Delete shuts a server down one of
+// several ways; ShutdownMode names the configured one ("graceful",
+// "forced").
+type ShutdownModer interface {
+	ShutdownMode() string
+}
+
 // ErrRetryable marks a driver error worth retrying with back-off: the API
 // throttled, was briefly unavailable, or lacked capacity right now.
 // Anything else fails the instance at once with the driver's message.

@@ -59,7 +59,21 @@ type instance struct {
 	standOff sync.Once // the stand-in is stopped once
 }
 
+var _ provider.CloudServer = (*instance)(nil)
+
 func (in *instance) Record() provider.Record { return in.rec }
+
+// CloudID is the server's ID in its cloud (see provider.CloudServer).
+func (in *instance) CloudID() string { return in.id }
+
+// ShutdownMode is how the driver shuts the server down ("" when it has one
+// way only).
+func (in *instance) ShutdownMode() string {
+	if m, ok := in.p.d.(ShutdownModer); ok {
+		return m.ShutdownMode()
+	}
+	return ""
+}
 
 // PID is the emulator stand-in's (a process on this machine), else 0: a
 // server's processes are not shoal's to see.

@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,6 +45,11 @@ type Driver struct {
 	// span pages and calls time out soon.
 	pageSize    int32
 	callTimeout time.Duration
+
+	// regionOK: DescribeRegions listed the region, enabled; checked before
+	// the first create and when a listing fails until then.
+	mu       sync.Mutex
+	regionOK bool
 }
 
 var _ cloud.Driver = (*Driver)(nil)
@@ -126,6 +133,9 @@ func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc)
 // req.Name, and returns it as RunInstances does (pending, usually without
 // an address yet).
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
+	if err := d.checkRegion(ctx); err != nil {
+		return cloud.Server{}, err
+	}
 	in := d.runInput(req)
 	cctx, cancel := d.call(ctx)
 	defer cancel()
@@ -230,6 +240,9 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		page, err := pages.NextPage(cctx)
 		cancel()
 		if err != nil {
+			if rerr := d.checkRegion(ctx); rerr != nil && !errors.Is(rerr, cloud.ErrRetryable) {
+				return nil, rerr
+			}
 			return nil, d.apiErr(ctx, "DescribeInstances", err)
 		}
 		for _, r := range page.Reservations {
@@ -239,6 +252,56 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		}
 	}
 	return out, nil
+}
+
+// checkRegion makes sure, once, that EC2 knows the configured region and
+// the account may use it: a region the SDK resolves to an endpoint that
+// does not exist (ap-northeast-9) otherwise fails every call as an outage
+// would ("cannot reach", an HTTP 500), retried until create_timeout
+// without naming the region. Its errors name the region; only those an
+// outage may cause (no connection, throttling) are retryable.
+func (d *Driver) checkRegion(ctx context.Context) error {
+	d.mu.Lock()
+	ok := d.regionOK
+	d.mu.Unlock()
+	if ok {
+		return nil
+	}
+	region := d.cfg.Region
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	out, err := d.client.DescribeRegions(cctx, &ec2.DescribeRegionsInput{AllRegions: aws.Bool(true)})
+	if err != nil {
+		e := d.apiErr(ctx, "DescribeRegions", err)
+		var ae *apiError
+		var dns *net.DNSError
+		switch {
+		case ctx.Err() != nil:
+			return e
+		case errors.As(e, &ae) && ae.code == "" && (errors.As(err, &dns) && dns.IsNotFound || !errors.Is(e, cloud.ErrRetryable) || ae.statusOnly):
+			// No EC2 API answers for the region: its endpoint does not
+			// exist, or answers with no API error (an emulator's 500).
+			return fmt.Errorf("ec2: region %s: the EC2 API does not answer for it (%s): check region (an AWS region such as ap-northeast-1, enabled for the account)", region, ae.msg)
+		}
+		return fmt.Errorf("ec2: region %s: %w", region, e)
+	}
+	var names []string
+	for _, r := range out.Regions {
+		name := aws.ToString(r.RegionName)
+		names = append(names, name)
+		if name != region {
+			continue
+		}
+		if aws.ToString(r.OptInStatus) == "not-opted-in" {
+			return fmt.Errorf("ec2: region %s is not enabled for the account (opt-in region): enable it, or choose another region", region)
+		}
+		d.mu.Lock()
+		d.regionOK = true
+		d.mu.Unlock()
+		return nil
+	}
+	slices.Sort(names)
+	return fmt.Errorf("ec2: region %s: EC2 does not list it; regions: %s", region, strings.Join(names, ", "))
 }
 
 // server is i as the provider sees it.

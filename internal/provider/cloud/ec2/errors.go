@@ -21,7 +21,10 @@ type apiError struct {
 	msg       string
 	hint      string
 	retryable bool
-	err       error
+	// statusOnly: an answer that is no API error (a proxy's page, an
+	// empty body, an emulator's 500).
+	statusOnly bool
+	err        error
 }
 
 func (e *apiError) Error() string {
@@ -87,7 +90,7 @@ var hints = []struct{ prefix, hint string }{
 	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
 	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
 	{"SignatureDoesNotMatch", "EC2 refused the credentials: check the secret key"},
-	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances and ec2:TerminateInstances"},
+	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions"},
 }
 
 // apiErr describes err, the failure of operation op called under ctx.
@@ -125,6 +128,7 @@ func (d *Driver) apiErr(ctx context.Context, op string, err error) error {
 	case errors.As(err, &re):
 		// An answer that is no API error (a proxy's page, an empty body).
 		e.msg = "HTTP status " + strconv.Itoa(re.HTTPStatusCode())
+		e.statusOnly = true
 		e.retryable = re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 429
 	default:
 		e.msg = err.Error()

@@ -106,12 +106,26 @@ func TestPhase(t *testing.T) {
 	}
 }
 
+// answerRegions answers a DescribeRegions as EC2 does in region, which the
+// driver asks before its first create; it reports whether r was one.
+func answerRegions(w http.ResponseWriter, r *http.Request) bool {
+	if r.ParseForm() != nil || r.Form.Get("Action") != "DescribeRegions" {
+		return false
+	}
+	io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<DescribeRegionsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>5d2e</requestId><regionInfo><item><regionName>`+region+`</regionName><optInStatus>opt-in-not-required</optInStatus></item></regionInfo></DescribeRegionsResponse>`)
+	return true
+}
+
 // TestThrottledOnTheWire runs the SDK's own decoding of EC2's error
 // document: a stub on 127.0.0.1 answers as EC2 does when it throttles,
 // which moto never does.
 func TestThrottledOnTheWire(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/xml")
+		if answerRegions(w, r) {
+			return
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>5d2f</RequestID></Response>`)
@@ -160,6 +174,9 @@ func TestLimitRetriedUntilCreateTimeout(t *testing.T) {
 			runs.Add(1)
 		}
 		w.Header().Set("Content-Type", "text/xml")
+		if answerRegions(w, r) {
+			return
+		}
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>VcpuLimitExceeded</Code><Message>You have requested more vCPU capacity than your current vCPU limit of 32 allows.</Message></Error></Errors><RequestID>5d2f</RequestID></Response>`)

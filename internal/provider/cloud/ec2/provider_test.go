@@ -180,3 +180,41 @@ func TestProviderMoto(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionEC2DoesNotServe: a region EC2 does not have (valid in form)
+// fails the instance's start at once with the region named, instead of an
+// outage ("HTTP status 500 (temporary)") retried until create_timeout; a
+// listing's error names it too.
+func TestRegionEC2DoesNotServe(t *testing.T) {
+	e := newMotoEnv(t)
+	d := e.driver(t, config.EC2Driver{Region: "ap-northeast-9", AMI: e.ami, InstanceType: "t3.micro", Address: config.EC2AddressPrivate})
+	const owner = "owner-bad-region"
+	p := runProvider(t, d, owner, t.TempDir())
+	start := time.Now()
+	_, err := p.Start(t.Context(), spec("web-001", 1))
+	took := time.Since(start)
+	t.Logf("Start after %v: %v", took.Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "region ap-northeast-9") || strings.Contains(err.Error(), "temporary") {
+		t.Errorf("Start = %v; want a permanent error naming region ap-northeast-9", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Start took %v: retried what no retry changes (create_timeout 30s)", took)
+	}
+	if _, err := d.List(t.Context(), owner); err == nil || !strings.Contains(err.Error(), "region ap-northeast-9") {
+		t.Errorf("List = %v; want an error naming region ap-northeast-9", err)
+	}
+	// The same moto in a region it has: the check passes once, and is
+	// not asked again.
+	ok := e.driver(t, config.EC2Driver{LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: config.EC2AddressPrivate})
+	before := e.calls.count("DescribeRegions")
+	for i := range 2 {
+		s, err := ok.Create(t.Context(), request(owner, fmt.Sprintf("web-%03d", i+2)))
+		if err != nil {
+			t.Fatalf("Create in %s: %v", region, err)
+		}
+		t.Cleanup(func() { ok.Delete(context.Background(), s.ID) })
+	}
+	if n := e.calls.count("DescribeRegions") - before; n != 1 {
+		t.Errorf("DescribeRegions called %d times for 2 creates, want once", n)
+	}
+}

@@ -48,21 +48,34 @@ type Driver struct {
 	archives iaas.ArchiveAPI
 	switches iaas.SwitchAPI
 	notes    iaas.NoteAPI
+	plans    iaas.ServerPlanAPI
 
 	// mu guards the IDs the template's selectors resolved to (archives and
 	// switches are looked up once, not once per server), and creating.
 	mu         sync.Mutex
 	archiveIDs map[int]types.ID
 	switchIDs  map[int]types.ID
+	// plansSold are the server sizes the zone's plan list has, once found.
+	plansSold map[config.SacloudPlan]bool
 	// creating counts the creates in flight by instance name: their
 	// startup-script notes are in use, not strays (see SweepStrays).
 	creating map[string]int
 }
 
 var (
-	_ cloud.Driver  = (*Driver)(nil)
-	_ cloud.Sweeper = (*Driver)(nil)
+	_ cloud.Driver        = (*Driver)(nil)
+	_ cloud.Sweeper       = (*Driver)(nil)
+	_ cloud.ShutdownModer = (*Driver)(nil)
 )
+
+// ShutdownMode is how Delete shuts a running server down: "forced" (a
+// power-off) with shutdown_force, else "graceful" (an ACPI shutdown).
+func (d *Driver) ShutdownMode() string {
+	if d.cfg.ShutdownForce {
+		return "forced"
+	}
+	return "graceful"
+}
 
 // listPage is how many servers one List call asks for.
 const listPage = 100
@@ -93,6 +106,8 @@ func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
 		archives:   iaas.NewArchiveOp(caller),
 		switches:   iaas.NewSwitchOp(caller),
 		notes:      iaas.NewNoteOp(caller),
+		plans:      iaas.NewServerPlanOp(caller),
+		plansSold:  map[config.SacloudPlan]bool{},
 		archiveIDs: map[int]types.ID{},
 		switchIDs:  map[int]types.ID{},
 		creating:   map[string]int{},
@@ -313,6 +328,16 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	if err := checkTags(tags); err != nil {
 		return cloud.Server{}, fmt.Errorf("sacloud: create server %s: %w", req.Name, err)
 	}
+	// What the template names is looked up before anything is created:
+	// a plan or an archive the zone lacks fails the create with nothing
+	// to clean up.
+	if err := d.checkPlan(ctx, req.Plan, plan); err != nil {
+		return cloud.Server{}, err
+	}
+	archives, err := d.resolveArchives(ctx)
+	if err != nil {
+		return cloud.Server{}, err
+	}
 
 	switches, err := d.resolveSwitches(ctx)
 	if err != nil {
@@ -350,7 +375,7 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	if err != nil {
 		return cloud.Server{}, apiError("create server "+req.Name, err)
 	}
-	if err := d.finish(ctx, req, srv, tags, nicIPs); err != nil {
+	if err := d.finish(ctx, req, srv, tags, nicIPs, archives); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if derr := d.Delete(cctx, srv.ID.String()); derr != nil {
@@ -366,9 +391,107 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	return s, nil
 }
 
+// checkPlan makes sure the zone sells plan (the server size of the group's
+// plan name), as the autoscaler does before it creates a server: a size
+// the cloud does not sell would otherwise be created or refused late, with
+// the API's words. The answer is kept once found.
+func (d *Driver) checkPlan(ctx context.Context, name string, plan config.SacloudPlan) error {
+	d.mu.Lock()
+	sold := d.plansSold[plan]
+	d.mu.Unlock()
+	if sold {
+		return nil
+	}
+	field := "template.plan"
+	if _, ok := d.cfg.ServerPlans[name]; ok && name != "" {
+		field = "server_plans." + name
+	}
+	commitment := types.Commitments.Standard
+	if plan.DedicatedCPU {
+		commitment = types.Commitments.DedicatedCPU
+	}
+	f := &exactPlans{api: d.plans, core: plan.Core, memoryMB: plan.Memory * 1024, commitment: commitment, fake: d.cfg.FakeMode}
+	_, err := query.FindServerPlan(ctx, f, d.zone, &query.FindServerPlanRequest{CPU: plan.Core, MemoryGB: plan.Memory, Commitment: commitment})
+	switch {
+	case f.err != nil:
+		return apiError("find server plan", f.err)
+	case err != nil:
+		kind := "standard"
+		if plan.DedicatedCPU {
+			kind = "dedicated-CPU"
+		}
+		return fmt.Errorf("sacloud: %s: zone %s sells no %s plan of %d cores and %d GB memory; plans of %d cores there: %s",
+			field, d.zone, kind, plan.Core, plan.Memory, plan.Core, f.sizes())
+	}
+	d.mu.Lock()
+	d.plansSold[plan] = true
+	d.mu.Unlock()
+	return nil
+}
+
+// exactPlans is the finder query.FindServerPlan is given: the API's plans
+// of exactly the asked size and commitment, available. (The API's search
+// filters the same already; the SDK's fake does not, and a near match
+// would be the wrong size.)
+type exactPlans struct {
+	api        iaas.ServerPlanAPI
+	core       int
+	memoryMB   int
+	commitment types.ECommitment
+	// fake: the SDK's fake (v1.29.3) seeds its small plans with the
+	// memory in GB where the API has MB ("1Core-1GB" has MemoryMB 1).
+	fake bool
+	err  error
+	// seen are the sizes (memory in GB) of the plans of core cores the
+	// API listed, for the error message.
+	seen []int
+}
+
+func (e *exactPlans) Find(ctx context.Context, zone string, cond *iaas.FindCondition) (*iaas.ServerPlanFindResult, error) {
+	// Asked by cores only, so that the message can list the sizes there
+	// are.
+	wide := *cond
+	wide.Filter = maps.Clone(cond.Filter)
+	delete(wide.Filter, search.Key("MemoryMB"))
+	res, err := e.api.Find(ctx, zone, &wide)
+	if err != nil {
+		e.err = err
+		return nil, err
+	}
+	out := &iaas.ServerPlanFindResult{}
+	for _, p := range res.ServerPlans {
+		if p.CPU != e.core || p.Commitment != e.commitment || p.GPU != 0 || !p.Availability.IsAvailable() {
+			continue
+		}
+		mb := p.MemoryMB
+		if e.fake && mb < 1024 {
+			mb *= 1024
+		}
+		e.seen = append(e.seen, mb/1024)
+		if mb == e.memoryMB {
+			out.ServerPlans = append(out.ServerPlans, p)
+		}
+	}
+	out.Count, out.Total = len(out.ServerPlans), len(out.ServerPlans)
+	return out, nil
+}
+
+// sizes lists the memory sizes seen, "none" without any.
+func (e *exactPlans) sizes() string {
+	slices.Sort(e.seen)
+	var s []string
+	for _, m := range slices.Compact(e.seen) {
+		s = append(s, strconv.Itoa(m)+" GB")
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
 // finish sets the NICs' addresses, creates the disks, waits for them and
 // boots the server.
-func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.Server, tags types.Tags, nicIPs []string) error {
+func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.Server, tags types.Tags, nicIPs []string, archives map[int]types.ID) error {
 	for i, ip := range nicIPs {
 		if ip == "" || i >= len(srv.Interfaces) {
 			continue
@@ -376,10 +499,6 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 		if _, err := d.ifaces.Update(ctx, d.zone, srv.Interfaces[i].ID, &iaas.InterfaceUpdateRequest{UserIPAddress: ip}); err != nil {
 			return apiError("set address of "+req.Name, err)
 		}
-	}
-	archives, err := d.resolveArchives(ctx)
-	if err != nil {
-		return err
 	}
 	d.setCreating(req.Name, 1)
 	defer d.setCreating(req.Name, -1)
@@ -406,7 +525,10 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 			Name:            fmt.Sprintf("%s-disk%03d", req.Name, i+1),
 			Tags:            tags,
 		}
-		var disk *iaas.Disk
+		var (
+			disk *iaas.Disk
+			err  error
+		)
 		if e := d.cfg.Template.EditParameter; i == 0 && e != nil && !e.Disabled {
 			edit, ids, err := d.editRequest(ctx, req, e, nicIPs)
 			notes = append(notes, ids...)
@@ -440,6 +562,7 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *config.SacloudEdit, nicIPs []string) (*iaas.DiskEditRequest, []types.ID, error) {
 	edit := &iaas.DiskEditRequest{
 		HostName:            req.Name,
+		Password:            e.Password,
 		DisablePWAuth:       e.DisablePasswordAuth,
 		EnableDHCP:          e.EnableDHCP,
 		ChangePartitionUUID: e.ChangePartitionUUID,
@@ -576,7 +699,7 @@ func (d *Driver) resolveSwitches(ctx context.Context) (map[int]types.ID, error) 
 			return ids, nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("network_interfaces[%d]: %w", i, err)
+			return nil, fmt.Errorf("template.network_interfaces[%d]: %w", i, err)
 		}
 		d.switchIDs[i] = id
 	}
@@ -593,9 +716,14 @@ func (d *Driver) resolveArchives(ctx context.Context) (map[int]types.ID, error) 
 		}
 		switch {
 		case disk.OSType != "":
-			a, err := query.FindArchiveByOSType(ctx, d.archives, d.zone, ostype.StrToOSType(disk.OSType))
-			if err != nil {
-				return nil, fmt.Errorf("disks[%d]: %w", i, apiError("find archive of os_type "+disk.OSType, err))
+			f := &archiveFinder{api: d.archives}
+			a, err := query.FindArchiveByOSType(ctx, f, d.zone, ostype.StrToOSType(disk.OSType))
+			switch {
+			case f.err != nil:
+				return nil, fmt.Errorf("template.disks[%d]: %w", i, apiError("find archive of os_type "+disk.OSType, f.err))
+			case err != nil:
+				// The API answered without one: no retry changes that.
+				return nil, fmt.Errorf("sacloud: template.disks[%d].os_type: zone %s has no public archive of os_type %s; choose another os_type or a source_archive", i, d.zone, disk.OSType)
 			}
 			d.archiveIDs[i] = a.ID
 		case disk.SourceArchive != nil:
@@ -611,12 +739,25 @@ func (d *Driver) resolveArchives(ctx context.Context) (map[int]types.ID, error) 
 				return ids, nil
 			})
 			if err != nil {
-				return nil, fmt.Errorf("disks[%d]: %w", i, err)
+				return nil, fmt.Errorf("template.disks[%d]: %w", i, err)
 			}
 			d.archiveIDs[i] = id
 		}
 	}
 	return maps.Clone(d.archiveIDs), nil
+}
+
+// archiveFinder keeps the error of the API's answer, which tells a failed
+// call from an archive the zone lacks.
+type archiveFinder struct {
+	api iaas.ArchiveAPI
+	err error
+}
+
+func (f *archiveFinder) Find(ctx context.Context, zone string, cond *iaas.FindCondition) (*iaas.ArchiveFindResult, error) {
+	res, err := f.api.Find(ctx, zone, cond)
+	f.err = err
+	return res, err
 }
 
 // selectOne finds the one resource sel selects.
@@ -651,25 +792,57 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if sid.IsEmpty() {
 		return fmt.Errorf("sacloud: %q is not a server ID", id)
 	}
+	// A server whose boot was accepted but has not begun reads down, and
+	// is up by the time it is deleted (409): it is shut down then, a few
+	// times at most.
+	for attempt := 1; ; attempt++ {
+		err := d.deleteOnce(ctx, sid)
+		var ae iaas.APIError
+		if attempt < 3 && errors.As(err, &ae) && ae.ResponseCode() == http.StatusConflict && ctx.Err() == nil {
+			d.log.Info("sacloud: server came up while being deleted; shutting it down first", "server", id, "err", err)
+			continue
+		}
+		var de *deleteError
+		if errors.As(err, &de) {
+			return apiError(de.what, de.err)
+		}
+		return err
+	}
+}
+
+// deleteError is a step of deleteOnce that failed, with the API's error
+// unwrapped for Delete to judge.
+type deleteError struct {
+	what string
+	err  error
+}
+
+func (e *deleteError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *deleteError) Unwrap() error { return e.err }
+
+// deleteOnce is one pass of Delete; its errors are *deleteError.
+func (d *Driver) deleteOnce(ctx context.Context, sid types.ID) error {
+	id := sid.String()
 	srv, err := d.servers.Read(ctx, d.zone, sid)
 	if iaas.IsNotFoundError(err) {
 		return nil
 	}
 	if err != nil {
-		return apiError("read server "+id, err)
+		return &deleteError{"read server " + id, err}
 	}
 	switch srv.InstanceStatus {
 	case types.ServerInstanceStatuses.Up:
 		// A graceful shutdown may take minutes: the provider learns at
 		// the accepted request that the server will not serve again.
+		d.log.Info("sacloud: shutting down server", "server", srv.Name, "id", id, "shutdown", d.ShutdownMode())
 		if err := power.ShutdownServer(ctx, acceptingShutdown{d.servers}, d.zone, sid, d.cfg.ShutdownForce); err != nil {
-			return apiError("shut down "+srv.Name, err)
+			return &deleteError{"shut down " + srv.Name + " (shutdown: " + d.ShutdownMode() + ")", err}
 		}
 	case types.ServerInstanceStatuses.Cleaning:
 		cloud.Accepted(ctx) // shutting down already
 		w := iaas.WaiterForDown(func() (any, error) { return d.servers.Read(ctx, d.zone, sid) })
 		if _, err := w.WaitForState(ctx); err != nil {
-			return apiError("wait for "+srv.Name+" to shut down", err)
+			return &deleteError{"wait for " + srv.Name + " to shut down", err}
 		}
 	}
 	var disks []types.ID
@@ -680,7 +853,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 			// cannot be deleted yet.
 			w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, disk.ID) })
 			if _, err := w.WaitForState(ctx); err != nil {
-				return apiError("wait for the disks of "+srv.Name+" to be copied", err)
+				return &deleteError{"wait for the disks of " + srv.Name + " to be copied", err}
 			}
 		}
 	}
@@ -689,12 +862,12 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		// Gone meanwhile, or a 404 about one of its parts (a NIC, a
 		// disk): only the server's own absence means it is deleted.
 		if _, rerr := d.servers.Read(ctx, d.zone, sid); !iaas.IsNotFoundError(rerr) {
-			return apiError("delete "+srv.Name, err)
+			return &deleteError{"delete " + srv.Name, err}
 		}
 		return nil
 	}
 	if err != nil {
-		return apiError("delete "+srv.Name, err)
+		return &deleteError{"delete " + srv.Name, err}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -239,6 +240,8 @@ func TestDeleteShutsDownAndRemovesServerAndDisks(t *testing.T) {
 			cfg := load(t, seedProvider)
 			cfg.ShutdownForce = force
 			d := newDriver(t, cfg)
+			rec := &recordingServers{ServerAPI: d.servers}
+			d.servers = rec
 			ctx := context.Background()
 			owner := ownerID(t)
 			got, err := d.Create(ctx, request(owner, "web", 2, ""))
@@ -257,6 +260,14 @@ func TestDeleteShutsDownAndRemovesServerAndDisks(t *testing.T) {
 				t.Fatalf("Delete: %v", err)
 			}
 			t.Logf("fake API latency: Delete (shutdown, wait down, delete with disks) %v", time.Since(start))
+			// The fake powers off either way: the request tells the two
+			// apart.
+			if len(rec.shutdowns) != 1 || rec.shutdowns[0] != force {
+				t.Errorf("shutdown requests (force flags) = %v, want [%v]", rec.shutdowns, force)
+			}
+			if want := map[bool]string{false: "graceful", true: "forced"}[force]; d.ShutdownMode() != want {
+				t.Errorf("ShutdownMode = %q, want %q", d.ShutdownMode(), want)
+			}
 			if _, err := d.servers.Read(ctx, "tk1b", types.StringID(got.ID)); !iaas.IsNotFoundError(err) {
 				t.Errorf("server after Delete: err = %v, want 404", err)
 			}
@@ -848,5 +859,123 @@ func TestListIsOneCall(t *testing.T) {
 	}
 	if counting.finds != 1 {
 		t.Errorf("List made %d API calls for %d servers, want 1", counting.finds, n)
+	}
+}
+
+// recordingServers records the force flag of each shutdown request, which
+// the fake does not keep.
+type recordingServers struct {
+	iaas.ServerAPI
+	mu        sync.Mutex
+	shutdowns []bool
+}
+
+func (r *recordingServers) Shutdown(ctx context.Context, zone string, id types.ID, opt *iaas.ShutdownOption) error {
+	r.mu.Lock()
+	r.shutdowns = append(r.shutdowns, opt != nil && opt.Force)
+	r.mu.Unlock()
+	return r.ServerAPI.Shutdown(ctx, zone, id, opt)
+}
+
+// recordingDisks records the edit requests of the disks created.
+type recordingDisks struct {
+	iaas.DiskAPI
+	mu    sync.Mutex
+	edits []*iaas.DiskEditRequest
+}
+
+func (r *recordingDisks) CreateWithConfig(ctx context.Context, zone string, create *iaas.DiskCreateRequest, edit *iaas.DiskEditRequest, boot bool, distantFrom []types.ID, kms types.ID) (*iaas.Disk, error) {
+	r.mu.Lock()
+	r.edits = append(r.edits, edit)
+	r.mu.Unlock()
+	return r.DiskAPI.CreateWithConfig(ctx, zone, create, edit, boot, distantFrom, kms)
+}
+
+// TestPlanTheZoneDoesNotSell: a server size the zone's plan list lacks
+// fails the create, naming the config's field and the sizes there are,
+// and creates nothing; retrying cannot help, so it is not retryable.
+func TestPlanTheZoneDoesNotSell(t *testing.T) {
+	prov := strings.Replace(seedProvider, "        core: 1\n        memory: 1\n", "        core: 3\n        memory: 7\n", 1)
+	prov = strings.Replace(prov, "medium: {core: 2, memory: 4}", "medium: {core: 2, memory: 5}", 1)
+	d := newDriver(t, load(t, prov))
+	ctx := context.Background()
+	owner := ownerID(t)
+	for _, tc := range []struct{ plan, want string }{
+		{"", "sacloud: template.plan: zone tk1b sells no standard plan of 3 cores and 7 GB memory; plans of 3 cores there: none"},
+		{"medium", "sacloud: server_plans.medium: zone tk1b sells no standard plan of 2 cores and 5 GB memory; plans of 2 cores there: 4 GB"},
+	} {
+		_, err := d.Create(ctx, request(owner, "web", 1, tc.plan))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Create(plan %q) = %v\nwant: %s", tc.plan, err, tc.want)
+		}
+		if errors.Is(err, cloud.ErrRetryable) {
+			t.Errorf("Create(plan %q): %v is retryable; no retry changes the plans sold", tc.plan, err)
+		}
+	}
+	if got := listOwner(t, d, owner); got != "" {
+		t.Errorf("servers after refused creates: %s, want none", got)
+	}
+}
+
+// TestArchiveTheZoneLacks: an os_type with no public archive in the zone
+// (the fake has none in is1c) fails the create before any server exists,
+// naming the field, and is not retryable.
+func TestArchiveTheZoneLacks(t *testing.T) {
+	d := newDriver(t, load(t, strings.Replace(seedProvider, "zone: tk1b", "zone: is1c", 1)))
+	ctx := context.Background()
+	owner := ownerID(t)
+	counting := &countingServers{ServerAPI: d.servers}
+	d.servers = counting
+	_, err := d.Create(ctx, request(owner, "web", 1, ""))
+	want := "sacloud: template.disks[0].os_type: zone is1c has no public archive of os_type almalinux; choose another os_type or a source_archive"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Create = %v\nwant: %s", err, want)
+	}
+	if errors.Is(err, cloud.ErrRetryable) {
+		t.Errorf("%v is retryable", err)
+	}
+	servers, lerr := d.List(ctx, owner)
+	if lerr != nil || len(servers) != 0 {
+		t.Errorf("servers after the refused create: %+v, %v; want none", servers, lerr)
+	}
+}
+
+// TestPasswordReachesTheDiskEdit: edit_parameter.password is the boot
+// disk's edit's password.
+func TestPasswordReachesTheDiskEdit(t *testing.T) {
+	const pw = "pw-for-the-disk-edit"
+	d := newDriver(t, load(t, strings.Replace(seedProvider, "disable_pw_auth: true", "disable_pw_auth: true\n        password: \""+pw+"\"", 1)))
+	rec := &recordingDisks{DiskAPI: d.disks}
+	d.disks = rec
+	ctx := context.Background()
+	s, err := d.Create(ctx, request(ownerID(t), "web", 1, ""))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { d.Delete(ctx, s.ID) })
+	if len(rec.edits) != 1 || rec.edits[0].Password != pw {
+		t.Errorf("disk edits = %+v, want one with the config's password", rec.edits)
+	}
+}
+
+// TestDeleteRightAfterCreate: a server deleted as soon as its create
+// returns (its boot accepted, not begun: it reads down) comes up while
+// being deleted; Delete shuts it down and deletes it rather than fail with
+// the API's 409.
+func TestDeleteRightAfterCreate(t *testing.T) {
+	d := newDriver(t, load(t, seedProvider))
+	ctx := context.Background()
+	owner := ownerID(t)
+	for i := range 10 {
+		s, err := d.Create(ctx, request(owner, "web", i+1, ""))
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if err := d.Delete(ctx, s.ID); err != nil {
+			t.Fatalf("Delete right after Create (%d): %v", i+1, err)
+		}
+	}
+	if got := listOwner(t, d, owner); got != "" {
+		t.Errorf("servers left: %s", got)
 	}
 }
