@@ -16,7 +16,7 @@ func testConfig(stateDir, listen string) *config.Config {
 	return routed(&config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
-		HAProxy:  config.HAProxy{Binary: "haproxy"},
+		HAProxy:  config.HAProxy{Binary: "haproxy", Timeouts: config.DefaultTimeouts},
 		Groups: []config.Group{
 			{Name: "web", Balance: "roundrobin", Health: health},
 			{Name: "api", Balance: "leastconn", Hosts: []string{"api.example.com"}, PathPrefixes: []string{"/v1/", "/v2/"}, Health: health},
