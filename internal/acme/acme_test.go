@@ -117,7 +117,7 @@ func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.
 	cfg := &config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
-		HAProxy:  config.HAProxy{Binary: "haproxy"},
+		HAProxy:  config.HAProxy{Binary: "haproxy", Timeouts: config.DefaultTimeouts},
 		Frontends: []config.Frontend{{Name: "shoal", Bind: []string{listen, tlsListen}, Mode: config.ModeHTTP,
 			TLS: &config.TLS{ACME: &acme, Bind: []string{tlsListen}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}},
 		Groups: []config.Group{{Name: "web", Balance: "roundrobin", Health: config.DefaultHealth}},

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
-// maxTimer is the longest duration HAProxy's millisecond timers hold.
-const maxTimer = (1<<31 - 1) * time.Millisecond
-
 // timerRange is how messages name HAProxy's timer range.
-var timerRange = fmt.Sprintf("1ms to %dms (%s, HAProxy's timer range)", int64(maxTimer/time.Millisecond), maxTimer)
+var timerRange = fmt.Sprintf("1ms to %dms (%s, HAProxy's timer range)", int64(hapword.MaxTimer/time.Millisecond), hapword.MaxTimer)
 
 func (d *decoder) timeouts(n *yaml.Node, path string) Timeouts {
 	f := section[Timeouts](d, n, path)
@@ -31,7 +30,7 @@ func (d *decoder) timeouts(n *yaml.Node, path string) Timeouts {
 // timer decodes a duration that HAProxy holds in a millisecond timer.
 func (d *decoder) timer(f *fields, key string, def time.Duration) time.Duration {
 	v, n := f.duration(key, def)
-	if n != nil && (v < time.Millisecond || v > maxTimer) {
+	if n != nil && (v < time.Millisecond || v > hapword.MaxTimer) {
 		d.errorf(n, f.field(key), "must be from %s, got %s", timerRange, v)
 		return def
 	}

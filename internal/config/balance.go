@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // Values of Group.HashOn; HashOnHeader is a prefix, followed by the header's
@@ -48,7 +50,7 @@ func (d *decoder) balance(f *fields, g *Group) {
 		if s.node != nil {
 			st := defaultSticky
 			if c, cn := s.str("cookie", ""); cn != nil {
-				if err := CheckHTTPToken(c); err != nil {
+				if err := hapword.HTTPToken(c); err != nil {
 					d.errorf(cn, s.field("cookie"), "cookie name %v", err)
 				} else {
 					st.Cookie = c
@@ -76,7 +78,7 @@ func CheckHashOn(on string) error {
 	if !ok {
 		return fmt.Errorf("must be %s, %s or %sNAME (a request header), got %q", HashOnURI, HashOnSource, HashOnHeader, on)
 	}
-	if err := CheckHTTPToken(name); err != nil {
+	if err := hapword.HTTPToken(name); err != nil {
 		return fmt.Errorf("header in %q: %w", on, err)
 	}
 	return nil

@@ -11,11 +11,14 @@ import (
 	"unicode"
 
 	"golang.org/x/net/idna"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
-// The checks below accept exactly what `shoal serve` can write into
-// haproxy.cfg as one word and HAProxy can hold, so that a config that passes
-// `shoal validate` is one that serve runs.
+// The checks below, and HAProxy's word rules in package hapword, accept
+// exactly what `shoal serve` can write into haproxy.cfg as one word and
+// HAProxy can hold, so that a config that passes `shoal validate` is one that
+// serve runs.
 
 // maxTimeout bounds grace, drain and stop timeouts: the job timeout adds them
 // up, and anything longer than a day is a typo.
@@ -36,46 +39,10 @@ const maxUnixSocket = 107
 // STATE_DIR; it must fit in MaxHAProxySocket.
 const haproxySocketSuffix = "/haproxy/master.sock"
 
-// sectionKeywords start a new haproxy.cfg section; a verbatim global or
-// defaults line starting with one would silently move the lines after it.
-var sectionKeywords = map[string]bool{
-	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
-	"peers": true, "resolvers": true, "userlist": true, "mailers": true, "program": true,
-	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true,
-}
-
-// CheckLine keeps an extra haproxy.cfg line on its line and in its section.
-// Like the other Check functions it is shared with the renderer, which
-// refuses what it could not write safely.
-func CheckLine(l string) error {
-	if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-		return errors.New("must be a single line without control characters")
-	}
-	if f := strings.Fields(l); len(f) > 0 && sectionKeywords[f[0]] {
-		return fmt.Errorf("must not start a new haproxy.cfg section (%q); shoal writes the sections itself", f[0])
-	}
-	if f := strings.Fields(l); len(f) > 0 && (f[0] == "server-state-file" || f[0] == "server-state-base" || f[0] == "load-server-state-from-file") {
-		return fmt.Errorf("must not use a server-state file (%q): shoal writes every server into the configuration before each reload, and a state file would override it at every reload", f[0])
-	}
-	return nil
-}
-
-// checkFilePath rejects paths that cannot be one word in haproxy.cfg and on
-// HAProxy's command line (-S splits on commas).
-func checkFilePath(p string) error {
-	if p == "" {
-		return errors.New("must not be empty")
-	}
-	if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`#"'\,`, r) }) {
-		return fmt.Errorf("must not contain spaces, control characters, quotes, '#', '\\' or ',' (HAProxy takes it as one word), got %q", p)
-	}
-	return nil
-}
-
 // checkStateDir checks what HAProxy makes of the state directory: its
 // sockets live under it.
 func checkStateDir(dir string) error {
-	if err := checkFilePath(dir); err != nil {
+	if err := hapword.FilePath(dir); err != nil {
 		return err
 	}
 	if n := len(dir) + len(haproxySocketSuffix); n > MaxHAProxySocket {
@@ -88,64 +55,6 @@ func checkStateDir(dir string) error {
 func checkUnixSocket(p string) error {
 	if len(p) > maxUnixSocket {
 		return fmt.Errorf("socket path %s is %d bytes; a unix socket path can be at most %d bytes", p, len(p), maxUnixSocket)
-	}
-	return nil
-}
-
-// CheckMediaType accepts type/subtype made of RFC 9110 token characters.
-func CheckMediaType(s string) error {
-	if s == "" {
-		return errors.New("must not be empty")
-	}
-	if strings.Contains(s, ";") {
-		// HAProxy compares the response's type/subtype only, so a parameter
-		// could never match; refusing says so instead of dropping it silently.
-		return fmt.Errorf("give the media type without parameters (such as %q), got %q", strings.TrimSpace(s[:strings.Index(s, ";")]), s)
-	}
-	typ, sub, ok := strings.Cut(s, "/")
-	if !ok || !isToken(typ) || !isToken(sub) {
-		return fmt.Errorf("must be a media type such as text/html, got %q", s)
-	}
-	return nil
-}
-
-// isToken accepts RFC 9110 token characters except those HAProxy's parser
-// reads specially ('#' comment, quote, backquote) or that no media type uses.
-func isToken(t string) bool {
-	return t != "" && !strings.ContainsFunc(t, func(r rune) bool {
-		return !isAlnum(r) && !strings.ContainsRune("!$&^_.+-*", r)
-	})
-}
-
-func isAlnum(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-}
-
-// CheckPathPrefix accepts a URL path HAProxy's path_beg can match.
-func CheckPathPrefix(p string) error {
-	if err := checkURLPath(p); err != nil {
-		return err
-	}
-	if strings.Contains(p, "?") {
-		return fmt.Errorf("must not contain '?': a prefix is matched against the path without the query string, got %q", p)
-	}
-	return nil
-}
-
-// CheckHealthPath accepts a request URI for the health check; it may carry a query.
-func CheckHealthPath(p string) error {
-	return checkURLPath(p)
-}
-
-func checkURLPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("must start with \"/\", got %q", p)
-	}
-	if strings.Contains(p, "#") {
-		return fmt.Errorf("must not contain '#': a fragment is never sent to a server (and starts a comment in haproxy.cfg), got %q", p)
-	}
-	if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"'\`, r) }) {
-		return fmt.Errorf("must be printable ASCII without spaces, quotes or '\\' (percent-encode other characters, e.g. %%20 for a space), got %q", p)
 	}
 	return nil
 }
@@ -195,7 +104,7 @@ func checkHostName(name string) error {
 		if label == "" || len(label) > 63 {
 			return errors.New("must be a host name of dot-separated labels of 1 to 63 characters")
 		}
-		if strings.ContainsFunc(label, func(r rune) bool { return !isAlnum(r) && r != '-' && r != '_' }) {
+		if strings.ContainsFunc(label, func(r rune) bool { return !hapword.IsAlnum(r) && r != '-' && r != '_' }) {
 			return errors.New("must be a host name (letters, digits, '-', '_' and '.'), an IP address, or *.domain")
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // Frontend is where clients connect: one HAProxy frontend of the same name.
@@ -452,7 +454,7 @@ func (d *decoder) compression(n *yaml.Node, path string) *Compression {
 		if tn.Kind == yaml.SequenceNode && len(tn.Content) == 0 {
 			d.errorf(tn, c.field("types"), "must list at least one type; leave it out for the defaults")
 		}
-		comp.Types = d.checkEach(c.strings("types"), CheckMediaType)
+		comp.Types = d.checkEach(c.strings("types"), hapword.MediaType)
 	}
 	return comp
 }
@@ -542,7 +544,7 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		r.Host = append(r.Host, h)
 	}
 	for _, it := range d.oneOrMore(f, "path_prefix") {
-		if err := CheckPathPrefix(it.val); err != nil {
+		if err := hapword.PathPrefix(it.val); err != nil {
 			d.errorf(it.node, it.field, "%v", err)
 			continue
 		}
@@ -556,7 +558,7 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		}
 	}
 	for _, it := range d.oneOrMore(f, "method") {
-		if err := CheckHTTPToken(it.val); err != nil {
+		if err := hapword.HTTPToken(it.val); err != nil {
 			d.errorf(it.node, it.field, "must be an HTTP method such as GET: %v", err)
 			continue
 		}
@@ -567,7 +569,7 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		seen := make(map[string]*yaml.Node)
 		for _, e := range entries {
 			field := join(f.field("header"), e.key)
-			if err := CheckHTTPToken(e.key); err != nil {
+			if err := hapword.HTTPToken(e.key); err != nil {
 				d.errorf(e.k, field, "must be a header name: %v", err)
 				continue
 			}
@@ -695,7 +697,7 @@ func (d *decoder) redirect(n *yaml.Node, path string) *Redirect {
 	case ln != nil && r.HTTPS:
 		d.errorf(ln, f.field("location"), "give location or https: true, not both")
 	case ln != nil:
-		if err := CheckLocation(loc); err != nil {
+		if err := hapword.Location(loc); err != nil {
 			d.errorf(ln, f.field("location"), "%v", err)
 		}
 		r.Location = loc
@@ -815,36 +817,15 @@ func CheckQuotable(s string) error {
 	return nil
 }
 
-// CheckLocation accepts a redirect target: an absolute http(s) URL or a
-// path, printable ASCII without spaces.
-func CheckLocation(l string) error {
-	if !strings.HasPrefix(l, "/") && !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
-		return fmt.Errorf("must be a path starting with \"/\" or an http:// or https:// URL, got %q", l)
-	}
-	if strings.ContainsFunc(l, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
-		return fmt.Errorf("must be printable ASCII without spaces (percent-encode the rest), got %q", l)
-	}
-	return nil
-}
-
 // checkContentType accepts a media type with optional parameters
 // ("text/html; charset=utf-8").
 func checkContentType(ct string) error {
 	typ, params, _ := strings.Cut(ct, ";")
-	if err := CheckMediaType(strings.TrimSpace(typ)); err != nil {
+	if err := hapword.MediaType(strings.TrimSpace(typ)); err != nil {
 		return err
 	}
 	if strings.ContainsFunc(params, func(r rune) bool { return r < ' ' || r >= 0x7f || r == '"' || r == '\\' }) {
 		return fmt.Errorf("parameters must be printable ASCII without quotes, got %q", ct)
-	}
-	return nil
-}
-
-// CheckHTTPToken accepts a method or header name that is one plain word of
-// haproxy.cfg: letters, digits, '-' and '_'.
-func CheckHTTPToken(s string) error {
-	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return !isAlnum(r) && r != '-' && r != '_' }) {
-		return fmt.Errorf("must be letters, digits, '-' and '_', got %q", s)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/miekg/dns"
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // GSLB is an authoritative DNS server for one zone that answers each record
@@ -234,7 +236,7 @@ func (d *decoder) gslbCheck(n *yaml.Node, path string) GSLBCheck {
 		d.errorf(pn, f.field("port"), "must be from 1 to 65535, got %d", c.Port)
 	}
 	if p, n := f.str("path", c.Path); n != nil {
-		if err := CheckHealthPath(p); err != nil {
+		if err := hapword.URI(p); err != nil {
 			d.errorf(n, f.field("path"), "%v", err)
 		}
 		c.Path = p

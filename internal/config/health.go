@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // maxCheckString bounds strings that go into the check request or must be
@@ -59,7 +61,7 @@ func (d *decoder) health(n *yaml.Node, path string) Health {
 			}
 		}
 		if p, pn := f.str("path", ""); pn != nil {
-			if err := CheckHealthPath(p); err == nil && len(p) > maxCheckString {
+			if err := hapword.URI(p); err == nil && len(p) > maxCheckString {
 				d.errorf(pn, f.field("path"), "must be at most %d bytes, got %d", maxCheckString, len(p))
 			} else if err != nil {
 				d.errorf(pn, f.field("path"), "%v", err)
@@ -192,7 +194,7 @@ func checkHostHeader(s string) error {
 	}
 	for _, label := range strings.Split(host, ".") {
 		ok := label != "" && len(label) <= 63 && label[0] != '-' && !strings.ContainsFunc(label, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+			return !hapword.IsAlnum(r) && r != '-' && r != '_'
 		})
 		if !ok {
 			return fmt.Errorf("must be a host name or IP address with an optional :port, got %q", s)

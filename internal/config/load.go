@@ -18,6 +18,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // balanceAlgorithms are HAProxy's dynamic algorithms, and BalanceHash (which
@@ -407,8 +409,8 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 		bin = abs(d.dir, bin)
 	}
 	h.Binary = bin
-	h.Global = d.checkEach(f.strings("global"), CheckLine)
-	h.Defaults = d.checkEach(f.strings("defaults"), CheckLine)
+	h.Global = d.checkEach(f.strings("global"), hapword.Line)
+	h.Defaults = d.checkEach(f.strings("defaults"), hapword.Line)
 	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
 	h.Prometheus = d.loopbackListen(f, "prometheus")
 	return h
@@ -549,7 +551,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 		}
 		g.Hosts = append(g.Hosts, h)
 	}
-	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), CheckPathPrefix)
+	g.PathPrefixes = d.checkEach(f.strings("path_prefixes"), hapword.PathPrefix)
 	if !shorthand {
 		for _, key := range []string{"hosts", "path_prefixes"} {
 			if n := f.get(key); n != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // Values of RateLimit.By; RateLimitByHeader is a prefix, followed by the
@@ -71,7 +73,7 @@ func CheckRateLimitBy(by string) error {
 	if !ok {
 		return fmt.Errorf("must be %s or %sNAME (a request header, such as header:X-Api-Key), got %q", RateLimitByIP, RateLimitByHeader, by)
 	}
-	if err := CheckHTTPToken(name); err != nil {
+	if err := hapword.HTTPToken(name); err != nil {
 		return fmt.Errorf("header in %q: %w", by, err)
 	}
 	return nil

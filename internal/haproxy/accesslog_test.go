@@ -32,7 +32,7 @@ func TestAccessLogAndSlowClients(t *testing.T) {
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
 	cfg.AccessLog = config.AccessLog{Sample: 1}
 	const httpRequest = 500 * time.Millisecond
-	cfg.HAProxy.Timeouts = config.Timeouts{HTTPRequest: httpRequest}
+	cfg.HAProxy.Timeouts.HTTPRequest = httpRequest
 
 	logFile := filepath.Join(stateDir, "logs", "access.log")
 	r, err := accesslog.Open(accesslog.Options{Socket: PathsFor(stateDir).LogSocket, File: logFile, MaxSize: 1 << 20, MaxFiles: 2, SampleRate: 1})

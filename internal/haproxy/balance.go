@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // balanceLines returns a backend's lines for how g spreads requests: its
@@ -40,7 +41,7 @@ func balanceLines(g config.Group) ([]string, error) {
 		return nil, fmt.Errorf("balance %q: must be roundrobin, leastconn, first or hash (the algorithms that allow servers added at runtime)", g.Balance)
 	}
 	if s := g.Sticky; s != nil {
-		if err := config.CheckHTTPToken(s.Cookie); err != nil {
+		if err := hapword.HTTPToken(s.Cookie); err != nil {
 			return nil, fmt.Errorf("sticky cookie: %w", err)
 		}
 		// indirect: the instance never sees the cookie; nocache: shared

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // routeVar holds the number of the route a request matched, when a
@@ -19,7 +20,7 @@ const routeVar = "txn.shoal_route"
 
 // frontendLines returns the lines of fe's frontend section.
 func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, error) {
-	if !isName(fe.Name) {
+	if !hapword.Name(fe.Name) {
 		return nil, errors.New("name: must be letters, digits, '-', '_', '.' or ':'")
 	}
 	lines, err := bindLines(cfg.StateDir, fe)
@@ -42,7 +43,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	if fe.Mode == config.ModeTCP {
 		// One route, to one group; the access log's format is HTTP's.
-		if len(fe.Routes) != 1 || fe.Routes[0].Group == "" || !isName(fe.Routes[0].Group) {
+		if len(fe.Routes) != 1 || fe.Routes[0].Group == "" || !hapword.Name(fe.Routes[0].Group) {
 			return nil, errors.New("a tcp frontend needs one route naming one group")
 		}
 		return append(lines, "mode tcp", "default_backend "+fe.Routes[0].Group), nil
@@ -69,7 +70,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	if c := fe.Compression; c != nil {
 		lines = append(lines, "compression algo gzip")
 		for _, t := range c.Types {
-			if !isMediaType(t) {
+			if hapword.MediaType(t) != nil {
 				return nil, fmt.Errorf("compression type %q: not a media type such as text/html", t)
 			}
 		}
@@ -190,7 +191,7 @@ func routeLines(routes []config.Route) ([]string, error) {
 		case len(r.Weights) > 0:
 			sum := 0
 			for _, w := range r.Weights {
-				if !isName(w.Group) || w.Weight < 0 {
+				if !hapword.Name(w.Group) || w.Weight < 0 {
 					return nil, fmt.Errorf("route %d: weight %d for group %q", n, w.Weight, w.Group)
 				}
 				sum += w.Weight
@@ -213,7 +214,7 @@ func routeLines(routes []config.Route) ([]string, error) {
 				uses = append(uses, "use_backend "+w.Group+when(i, fmt.Sprintf("{ var(%s) -m int lt %d }", v, upTo)))
 			}
 		default:
-			if !isName(r.Group) {
+			if !hapword.Name(r.Group) {
 				return nil, fmt.Errorf("route %d: group %q: must be letters, digits, '-', '_', '.' or ':'", n, r.Group)
 			}
 			uses = append(uses, "use_backend "+r.Group+when(i))
@@ -242,7 +243,9 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 	if len(r.Host) > 0 {
 		var exact, withPort, suffixes []string
 		for _, h := range r.Host {
-			if !isHostPattern(h) {
+			// A host or *.domain; config.Load has turned internationalized
+			// names into punycode.
+			if !hapword.Host(strings.TrimPrefix(h, "*.")) {
 				return nil, nil, fmt.Errorf("host %q: must be a host name, IP address or *.domain", h)
 			}
 			if domain, ok := strings.CutPrefix(h, "*"); ok {
@@ -266,7 +269,7 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 	}
 	if len(r.PathPrefix) > 0 {
 		for _, pp := range r.PathPrefix {
-			if !isPath(pp, false) {
+			if hapword.PathPrefix(pp) != nil {
 				return nil, nil, fmt.Errorf("path prefix %q: must start with \"/\" and hold no spaces, quotes, '#', '\\' or '?'", pp)
 			}
 		}
@@ -274,7 +277,7 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 		conds = append(conds, name("path"))
 	}
 	if r.PathRegex != "" {
-		re, err := escapeWord(r.PathRegex)
+		re, err := hapword.Escape(r.PathRegex)
 		if err != nil {
 			return nil, nil, fmt.Errorf("path_regex: %w", err)
 		}
@@ -283,7 +286,7 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 	}
 	if len(r.Method) > 0 {
 		for _, m := range r.Method {
-			if !isHTTPToken(m) {
+			if hapword.HTTPToken(m) != nil {
 				return nil, nil, fmt.Errorf("method %q: must be an HTTP method such as GET", m)
 			}
 		}
@@ -293,10 +296,10 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 	k := 0
 	for _, h := range slices.Sorted(maps.Keys(r.Header)) {
 		k++
-		if !isHTTPToken(h) {
+		if hapword.HTTPToken(h) != nil {
 			return nil, nil, fmt.Errorf("header %q: must be a header name", h)
 		}
-		v, err := escapeWord(r.Header[h])
+		v, err := hapword.Escape(r.Header[h])
 		if err != nil {
 			return nil, nil, fmt.Errorf("header %s: %w", h, err)
 		}
@@ -316,11 +319,11 @@ func redirectRule(r *config.Redirect) (string, error) {
 	if r.HTTPS {
 		return fmt.Sprintf("http-request redirect scheme https code %d", r.Code), nil
 	}
-	if err := config.CheckLocation(r.Location); err != nil {
+	if err := hapword.Location(r.Location); err != nil {
 		return "", fmt.Errorf("redirect location: %w", err)
 	}
 	// The location is a log-format string: a literal '%' is "%%".
-	loc, err := escapeWord(strings.ReplaceAll(r.Location, "%", "%%"))
+	loc, err := hapword.Escape(strings.ReplaceAll(r.Location, "%", "%%"))
 	if err != nil {
 		return "", fmt.Errorf("redirect location: %w", err)
 	}
@@ -337,16 +340,13 @@ func respondRule(r *config.Respond) (string, error) {
 	if r.Body == "" {
 		return l, nil
 	}
-	ct, err := escapeWord(r.ContentType)
+	ct, err := hapword.Escape(r.ContentType)
 	if err != nil {
 		return "", fmt.Errorf("respond content_type: %w", err)
 	}
-	body, err := escapeWord(r.Body)
+	body, err := hapword.Escape(r.Body)
 	if err != nil {
 		return "", fmt.Errorf("respond body: %w", err)
 	}
 	return l + " content-type " + ct + " string " + body, nil
 }
-
-// isHTTPToken accepts a method or header name (config.CheckHTTPToken).
-func isHTTPToken(s string) bool { return config.CheckHTTPToken(s) == nil }

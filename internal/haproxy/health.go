@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // checkLines returns a backend's health check lines for h, as the config
@@ -19,13 +20,13 @@ func checkLines(h config.Health) ([]string, error) {
 	var lines []string
 	switch h.Type {
 	case "http":
-		if !isToken(h.Method) {
+		if !hapword.Method(h.Method) {
 			return nil, fmt.Errorf("health method %q: must be an HTTP method such as GET", h.Method)
 		}
-		if !isPath(h.Path, true) {
+		if hapword.URI(h.Path) != nil {
 			return nil, fmt.Errorf("health path %q: must start with \"/\" and hold no spaces, quotes, '#' or '\\'", h.Path)
 		}
-		if !isHost(h.Host) {
+		if !hapword.Host(h.Host) {
 			return nil, fmt.Errorf("health host %q: must be a host name or IP address", h.Host)
 		}
 		if len(h.Status) == 0 {
@@ -36,14 +37,14 @@ func checkLines(h config.Health) ([]string, error) {
 			"http-check expect status "+statusList(h.Status))
 		// Each expect rule must pass, in order, on the same response.
 		if h.Body != "" {
-			b, err := escapeWord(h.Body)
+			b, err := hapword.Escape(h.Body)
 			if err != nil {
 				return nil, fmt.Errorf("health body: %w", err)
 			}
 			lines = append(lines, "http-check expect string "+b)
 		}
 		if h.BodyRegex != "" {
-			re, err := escapeWord(h.BodyRegex)
+			re, err := hapword.Escape(h.BodyRegex)
 			if err != nil {
 				return nil, fmt.Errorf("health body_regex: %w", err)
 			}
@@ -123,32 +124,4 @@ func isOnError(s string) bool {
 		return true
 	}
 	return false
-}
-
-// escapeWord writes s as one haproxy.cfg word: characters that are plain in
-// every context stay, every other byte becomes \xNN, which HAProxy's parser
-// decodes before the keyword sees it (so no quote, '#', '$' or space is ever
-// read as syntax).
-func escapeWord(s string) (string, error) {
-	if s == "" {
-		return "", errors.New("must not be empty")
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == 0 {
-			return "", errors.New("must not contain NUL bytes")
-		}
-		if isAlnum(rune(c)) || strings.IndexByte("-._/:=,@%+", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\x%02x`, c)
-		}
-	}
-	return b.String(), nil
-}
-
-// isToken accepts an HTTP method: upper-case letters only.
-func isToken(s string) bool {
-	return s != "" && allIn(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 const (
@@ -130,7 +131,7 @@ func (m *Manager) LimitedClients(ctx context.Context) ([]LimitedClient, error) {
 // LimitedClients reads the stick table of frontend and returns its entries
 // with refused requests, the most refused first.
 func (c *Client) LimitedClients(ctx context.Context, frontend string) ([]LimitedClient, error) {
-	if !isName(frontend) {
+	if !hapword.Name(frontend) {
 		return nil, fmt.Errorf("show table %q: invalid name", frontend)
 	}
 	cmd := "show table " + frontend + " data.gpc0 gt 0"

@@ -60,7 +60,7 @@ func TestParseShowProc(t *testing.T) {
 func TestRenderStaticServers(t *testing.T) {
 	webHealth := config.DefaultHealth
 	webHealth.Interval, webHealth.Rise, webHealth.Fall, webHealth.FastInter = 300*time.Millisecond, 2, 3, 0
-	cfg := routed(&config.Config{Listen: "127.0.0.1:8080", AccessLog: config.AccessLog{}, Groups: []config.Group{
+	cfg := routed(&config.Config{Listen: "127.0.0.1:8080", HAProxy: config.HAProxy{Timeouts: config.DefaultTimeouts}, AccessLog: config.AccessLog{}, Groups: []config.Group{
 		{Name: "web", Balance: "roundrobin", Health: webHealth},
 		{Name: "api", Balance: "roundrobin", PathPrefixes: []string{"/api"}, Health: config.DefaultHealth},
 	}})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // Paths are the files of one HAProxy instance. All are absolute.
@@ -104,7 +105,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
-	t := withDefaults(cfg.HAProxy.Timeouts)
+	t := cfg.HAProxy.Timeouts
 	line("hard-stop-after %s", ms(hardStopAfter(cfg, t)))
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
@@ -113,7 +114,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		line("lua-load %s", p.Lua)
 	}
 	for _, l := range cfg.HAProxy.Global {
-		if err := checkVerbatim(l); err != nil {
+		if err := hapword.Line(l); err != nil {
 			return "", fmt.Errorf("haproxy.global line %q: %w", l, err)
 		}
 		if l = strings.TrimSpace(l); l != "" {
@@ -132,13 +133,15 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		{"connect", t.Connect}, {"client", t.Client}, {"server", t.Server},
 		{"http-request", t.HTTPRequest}, {"http-keep-alive", t.HTTPKeepAlive}, {"queue", t.Queue},
 	} {
-		if to.d > maxTimer {
-			return "", fmt.Errorf("timeout %s %s: longer than HAProxy's limit of %s", to.name, to.d, maxTimer)
+		// config.Load fills in the defaults (config.DefaultTimeouts); zero
+		// would be HAProxy's "no timeout".
+		if to.d <= 0 || to.d > maxTimer {
+			return "", fmt.Errorf("timeout %s %s: must be from 1ms to HAProxy's limit of %s", to.name, to.d, maxTimer)
 		}
 		line("timeout %s %s", to.name, ms(to.d))
 	}
 	for _, l := range cfg.HAProxy.Defaults {
-		if err := checkVerbatim(l); err != nil {
+		if err := hapword.Line(l); err != nil {
 			return "", fmt.Errorf("haproxy.defaults line %q: %w", l, err)
 		}
 		if l = strings.TrimSpace(l); l != "" {
@@ -180,7 +183,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	tcp := cfg.TCPGroups()
 	seen := make(map[string]bool)
 	for i, g := range cfg.Groups {
-		if !isName(g.Name) {
+		if !hapword.Name(g.Name) {
 			return "", fmt.Errorf("group name %q: must be letters, digits, '-', '_', '.' or ':'", g.Name)
 		}
 		if seen[g.Name] {
@@ -246,7 +249,7 @@ func checkPaths(p Paths) error {
 		}
 		// The paths are single words in the configuration and on the command line
 		// (-S splits on commas).
-		if !isFilePath(f.path) {
+		if hapword.FilePath(f.path) != nil {
 			return fmt.Errorf("haproxy %s path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", f.name, f.path)
 		}
 	}
@@ -269,76 +272,14 @@ func bindAddress(listen string) (string, error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", fmt.Errorf("listen address %q: port must be a number from 1 to 65535", listen)
 	}
-	if host != "" && !isHost(host) {
+	if host != "" && !hapword.Host(host) {
 		return "", fmt.Errorf("listen address %q: host must be a host name or IP address", listen)
 	}
 	return net.JoinHostPort(host, port), nil
 }
 
-// checkVerbatim, isPath and isMediaType apply config's checks again: Render
-// must not write what could change the file's structure, whatever its caller.
-func checkVerbatim(l string) error { return config.CheckLine(l) }
-
-// isName accepts what HAProxy allows in proxy, server and ACL names.
-func isName(s string) bool {
-	return s != "" && allIn(s, func(r rune) bool {
-		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':'
-	})
-}
-
-// isHostPattern accepts what a group's hosts may hold: a host or *.domain.
-// config.Parse has turned internationalized names into punycode.
-func isHostPattern(s string) bool {
-	return isHost(strings.TrimPrefix(s, "*."))
-}
-
-// isHost accepts host names and IP literals (IPv6 in or out of brackets).
-func isHost(s string) bool {
-	return s != "" && allIn(s, func(r rune) bool {
-		return isAlnum(r) || r == '-' || r == '_' || r == '.' || r == ':' || r == '[' || r == ']'
-	})
-}
-
-// isPath accepts a URL path of printable ASCII that is one HAProxy word;
-// query allows a query string (the health check URI).
-func isPath(s string, query bool) bool {
-	if query {
-		return config.CheckHealthPath(s) == nil
-	}
-	return config.CheckPathPrefix(s) == nil
-}
-
-func isMediaType(s string) bool { return config.CheckMediaType(s) == nil }
-
-func isAlnum(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-}
-
-func allIn(s string, ok func(rune) bool) bool {
-	for _, r := range s {
-		if !ok(r) {
-			return false
-		}
-	}
-	return true
-}
-
 // maxTimer is the longest duration HAProxy's millisecond timers hold.
-const maxTimer = (1<<31 - 1) * time.Millisecond
-
-// withDefaults fills the timeouts left zero.
-func withDefaults(t config.Timeouts) config.Timeouts {
-	def := config.DefaultTimeouts
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Connect, &def.Connect}, {&t.Client, &def.Client}, {&t.Server, &def.Server},
-		{&t.HTTPRequest, &def.HTTPRequest}, {&t.HTTPKeepAlive, &def.HTTPKeepAlive}, {&t.Queue, &def.Queue},
-	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
-		}
-	}
-	return t
-}
+const maxTimer = hapword.MaxTimer
 
 // ms renders d in HAProxy's millisecond syntax, rounding up so a positive
 // duration never becomes 0 (which HAProxy reads as "no timeout").

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ func testConfig(stateDir, listen string) *config.Config {
 	return routed(&config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
-		HAProxy:  config.HAProxy{Binary: "haproxy"},
+		HAProxy:  config.HAProxy{Binary: "haproxy", Timeouts: config.DefaultTimeouts},
 		Groups: []config.Group{
 			{Name: "web", Balance: "roundrobin", Health: health},
 			{Name: "api", Balance: "leastconn", Hosts: []string{"api.example.com"}, PathPrefixes: []string{"/v1/", "/v2/"}, Health: health},
@@ -188,6 +189,9 @@ func TestRenderRejects(t *testing.T) {
 		"relative socket":        func(_ *config.Config, p *Paths) { p.AdminSocket = "admin.sock" },
 		"socket too long":        func(_ *config.Config, p *Paths) { p.AdminSocket = "/" + strings.Repeat("a", 100) },
 		"socket with space":      func(_ *config.Config, p *Paths) { p.AdminSocket = "/tmp/a b.sock" },
+		// config.Load resolves every timeout; zero would be "no timeout".
+		"timeout left zero":  func(c *config.Config, _ *Paths) { c.HAProxy.Timeouts.Queue = 0 },
+		"timeout over limit": func(c *config.Config, _ *Paths) { c.HAProxy.Timeouts.Client = maxTimer + time.Millisecond },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -208,5 +212,28 @@ func TestPathsFor(t *testing.T) {
 	}
 	if rel := PathsFor("state"); !filepath.IsAbs(rel.Dir) || !filepath.IsAbs(rel.LogFile) {
 		t.Errorf("PathsFor(relative) = %+v, want absolute paths", rel)
+	}
+}
+
+// TestRenderTimeoutsFromConfig: the timeouts rendered are the ones config
+// resolved, its defaults (config.DefaultTimeouts) for the keys left out.
+func TestRenderTimeoutsFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse("shoal.yaml", []byte("listen: 127.0.0.1:8080\nhaproxy:\n  timeouts: {connect: 250ms, queue: 2s}\n"+
+		"groups:\n  - name: web\n    min_size: 1\n    max_size: 2\n    template: {command: [app]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = dir
+	got, err := Render(cfg, PathsFor(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := config.DefaultTimeouts
+	want := fmt.Sprintf("    timeout connect 250ms\n    timeout client %s\n    timeout server %s\n"+
+		"    timeout http-request %s\n    timeout http-keep-alive %s\n    timeout queue 2000ms\n",
+		ms(def.Client), ms(def.Server), ms(def.HTTPRequest), ms(def.HTTPKeepAlive))
+	if !strings.Contains(got, want) {
+		t.Errorf("config lacks\n%s\ngot:\n%s", want, got)
 	}
 }

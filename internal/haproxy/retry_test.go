@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // hitCounter is a backend that counts the requests reaching it by method and
@@ -73,7 +71,7 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
 	// A short server timeout makes the timeout case quick; the connect
 	// timeout also bounds the pause before a connection retry.
-	cfg.HAProxy.Timeouts = config.Timeouts{Server: 300 * time.Millisecond, Connect: 200 * time.Millisecond}
+	cfg.HAProxy.Timeouts.Server, cfg.HAProxy.Timeouts.Connect = 300*time.Millisecond, 200*time.Millisecond
 	// No check runs during the test: a server on a closed port stays UP.
 	cfg.Groups[0].Health.Interval = time.Minute
 	m := newTestManager(t, cfg)

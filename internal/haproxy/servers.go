@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // ErrNotRunning reports that HAProxy is stopped or being restarted.
@@ -221,7 +222,7 @@ func (m *Manager) Undrain(ctx context.Context, backend, name string) error {
 // RemoveServer unregisters a server and deletes it from HAProxy once no
 // stream refers to it; a server HAProxy does not have counts as removed.
 func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error {
-	if !isName(backend) || !isName(name) {
+	if !hapword.Name(backend) || !hapword.Name(name) {
 		return fmt.Errorf("remove server %q/%q: invalid name", backend, name)
 	}
 	k := serverKey{backend, name}
@@ -250,7 +251,7 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 // is: a hung instance that HAProxy has DOWN lets go of the requests it holds
 // at once, not when its process is stopped or timeout server ends them.
 func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) error {
-	if !isName(backend) || !isName(name) {
+	if !hapword.Name(backend) || !hapword.Name(name) {
 		return fmt.Errorf("shutdown sessions of %q/%q: invalid name", backend, name)
 	}
 	m.mu.Lock()
@@ -293,7 +294,7 @@ func (m *Manager) check(s Server) (Server, error) {
 	if !m.configured(s.Backend) {
 		return fail("no group %q", s.Backend)
 	}
-	if !isName(s.Name) {
+	if !hapword.Name(s.Name) {
 		return fail("name must be letters, digits, '-', '_', '.' or ':'")
 	}
 	if ap, err := netip.ParseAddrPort(s.Addr); err != nil || ap.Addr().Zone() != "" || ap.Port() == 0 {

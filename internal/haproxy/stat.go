@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // Status is the status column of a "show stat" line, as HAProxy 2.6 writes
@@ -165,7 +167,7 @@ func (s ServerStat) RefusedStatus() int {
 
 // Stats returns the servers of backend.
 func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
-	if !isName(backend) {
+	if !hapword.Name(backend) {
 		return nil, fmt.Errorf("haproxy stats: invalid backend name %q", backend)
 	}
 	stats, err := c.showStat(ctx, backend+" 4 -1")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // tlsBind returns what follows a TLS bind's address: the certificates are
@@ -29,7 +30,7 @@ func tlsBind(stateDir string, fe config.Frontend) (string, error) {
 		}
 	}
 	list := certstore.CrtList(stateDir, fe.Name)
-	if !isFilePath(list) {
+	if hapword.FilePath(list) != nil {
 		return "", fmt.Errorf("crt-list path %q: must not contain spaces, control characters, quotes, '#', '\\' or ','", list)
 	}
 	opts := []string{"ssl", "crt-list", list}
@@ -83,9 +84,4 @@ func tlsLines(fe config.Frontend) []string {
 		lines = append(lines, "http-request redirect scheme https code 301 if !{ ssl_fc } !{ path_beg "+acmeChallenge+" }")
 	}
 	return lines
-}
-
-// isFilePath accepts a path that is one word of HAProxy's configuration.
-func isFilePath(p string) bool {
-	return !strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`#"'\,`, r) })
 }

@@ -61,7 +61,7 @@ func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 	cfg := &config.Config{
 		Listen:   listen,
 		StateDir: stateDir,
-		HAProxy:  config.HAProxy{Binary: "haproxy", Global: []string{"nbthread 1"}},
+		HAProxy:  config.HAProxy{Binary: "haproxy", Global: []string{"nbthread 1"}, Timeouts: config.DefaultTimeouts},
 		Groups:   []config.Group{{Name: "web", Balance: "roundrobin", Health: health}},
 	}
 	cfg.Frontends = []config.Frontend{config.Shorthand(listen, nil, cfg.Groups)}
