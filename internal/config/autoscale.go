@@ -465,8 +465,8 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 		}
 	case ActionSize:
 		if v, ok := d.integer(e.v, field); ok {
-			if groupOK && (v < g.MinSize || v > g.MaxSize) {
-				d.errorf(e.v, field, "must be within min_size..max_size (%d..%d), got %d", g.MinSize, g.MaxSize, v)
+			if r := g.Range(); groupOK && !r.Contains(v) {
+				d.errorf(e.v, field, "must be within %s, got %d", r, v)
 			}
 			a.N = v
 		}
@@ -489,14 +489,10 @@ func (d *decoder) action(n *yaml.Node, path string, g *Group, groupOK bool) Acti
 }
 
 func (d *decoder) checkPlan(n *yaml.Node, field, name string, g *Group) {
-	if _, ok := g.PlanByName(name); ok {
-		return
+	r := g.Range()
+	if _, ok := r.PlanByName(name); !ok {
+		d.errorf(n, field, "unknown plan %q (%s)", name, r.ValidPlans())
 	}
-	valid := "the group has no plans"
-	if len(g.Plans) > 0 {
-		valid = "plans: " + strings.Join(g.PlanNames(), ", ")
-	}
-	d.errorf(n, field, "unknown plan %q (%s)", name, valid)
 }
 
 func (d *decoder) target(n *yaml.Node, path string) *Target {
@@ -631,8 +627,8 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 			d.errorf(n, f.field(key), "must be >= %d, got %d", least, v)
 			return 0
 		}
-		if groupOK && (v < g.MinSize || v > g.MaxSize) {
-			d.errorf(n, f.field(key), "must be within the group's min_size..max_size (%d..%d), got %d", g.MinSize, g.MaxSize, v)
+		if r := g.Range(); groupOK && !r.Contains(v) {
+			d.errorf(n, f.field(key), "must be within the group's %s, got %d", r, v)
 			return 0
 		}
 		return v

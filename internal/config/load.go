@@ -497,24 +497,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 		}
 	}
 
-	minOK, maxOK := false, false
-	if v, n := f.integer("min_size", 0); n != nil {
-		if v < 0 {
-			d.errorf(n, f.field("min_size"), "must be >= 0, got %d", v)
-		} else {
-			g.MinSize, minOK = v, true
-		}
-	}
-	if v, n := f.integer("max_size", 0); n != nil {
-		switch {
-		case v < 1 || v > maxGroupSize:
-			d.errorf(n, f.field("max_size"), "must be from 1 to %d, got %d", maxGroupSize, v)
-		case minOK && v < g.MinSize:
-			d.errorf(n, f.field("max_size"), "must be >= min_size (%d), got %d", g.MinSize, v)
-		default:
-			g.MaxSize, maxOK = v, true
-		}
-	}
+	minOK, maxOK := d.sizeRange(f, &g)
 	if v, n := f.integer("max_hourly_instances", 0); n != nil {
 		switch {
 		case v < 0:
@@ -525,7 +508,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 			g.MaxHourlyInstances = v
 		}
 	}
-	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.MinSize, g.MaxSize, minOK && maxOK)
+	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.Range(), minOK && maxOK)
 	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
 	g.Cooldown = def.Cooldown
@@ -571,72 +554,6 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
-}
-
-// planEntry is a plan with the nodes and field paths to report it by.
-type planEntry struct {
-	Plan
-	nameField, sizeField string
-	nameNode, sizeNode   *yaml.Node
-}
-
-// plans decodes the ladder in either form: a mapping of name to size, whose
-// order is the ladder's, or the seed's list of {name, size}. Sizes are checked
-// against [min, max] only when both are valid.
-func (d *decoder) plans(n *yaml.Node, path string, minSize, maxSize int, checkRange bool) []Plan {
-	if n == nil {
-		return nil
-	}
-	var list []planEntry
-	switch n.Kind {
-	case yaml.SequenceNode:
-		items, _ := d.sequence(n, path, "a list")
-		for i, item := range items {
-			field := fmt.Sprintf("%s[%d]", path, i)
-			f := section[Plan](d, item, field)
-			name, nn := f.str("name", "")
-			size, sn := f.integer("size", 0)
-			if nn != nil && sn != nil {
-				list = append(list, planEntry{Plan{name, size}, field + ".name", field + ".size", nn, sn})
-			}
-		}
-	case yaml.MappingNode:
-		entries, _ := d.entries(n, path)
-		for _, e := range entries {
-			field := join(path, e.key)
-			if size, ok := d.integer(e.v, field); ok {
-				list = append(list, planEntry{Plan{e.key, size}, field, field, e.k, e.v})
-			}
-		}
-	default:
-		d.errorf(n, path, "must be a mapping of name to size or a list of {name, size}, got %s", describe(n))
-	}
-
-	var (
-		plans []Plan
-		seen  = make(map[string]*yaml.Node)
-		prev  *planEntry
-	)
-	for i := range list {
-		p := &list[i]
-		switch first, dup := seen[p.Name]; {
-		case !nameRE.MatchString(p.Name):
-			d.errorf(p.nameNode, p.nameField, "must match %s, got %q", namePattern, p.Name)
-		case dup:
-			d.errorf(p.nameNode, p.nameField, "duplicate plan name %q (first at line %d)", p.Name, first.Line)
-		default:
-			seen[p.Name] = p.nameNode
-		}
-		switch {
-		case checkRange && (p.Size < minSize || p.Size > maxSize):
-			d.errorf(p.sizeNode, p.sizeField, "must be within min_size..max_size (%d..%d), got %d", minSize, maxSize, p.Size)
-		case prev != nil && p.Size <= prev.Size:
-			d.errorf(p.sizeNode, p.sizeField, "must be greater than the previous plan's size (%s: %d), got %d", prev.Name, prev.Size, p.Size)
-		}
-		prev = p
-		plans = append(plans, p.Plan)
-	}
-	return plans
 }
 
 // cooldown accepts {up, down} or, as the seed wrote it, one duration for both.

@@ -19,31 +19,11 @@ func (c *Config) GroupNames() []string {
 	return names
 }
 
-// PlanBySize returns the plan whose size is exactly n.
-func (g *Group) PlanBySize(n int) (Plan, bool) {
-	for _, p := range g.Plans {
-		if p.Size == n {
-			return p, true
-		}
-	}
-	return Plan{}, false
-}
+// PlanBySize returns the plan whose size is exactly n (see Range).
+func (g *Group) PlanBySize(n int) (Plan, bool) { return g.Range().PlanBySize(n) }
 
-// PlanByName returns the plan called name.
-func (g *Group) PlanByName(name string) (Plan, bool) {
-	for _, p := range g.Plans {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Plan{}, false
-}
+// PlanByName returns the plan called name (see Range).
+func (g *Group) PlanByName(name string) (Plan, bool) { return g.Range().PlanByName(name) }
 
 // PlanNames returns the plan names in ladder order, smallest first.
-func (g *Group) PlanNames() []string {
-	names := make([]string, len(g.Plans))
-	for i, p := range g.Plans {
-		names[i] = p.Name
-	}
-	return names
-}
+func (g *Group) PlanNames() []string { return g.Range().PlanNames() }

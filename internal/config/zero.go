@@ -24,16 +24,8 @@ const (
 	maxMaxQueue      = 1_000_000
 )
 
-// WakeSize is the size a sleeping group wakes to: the first plan with an
-// instance, else max(1, min_size).
-func (g Group) WakeSize() int {
-	for _, p := range g.Plans {
-		if p.Size >= 1 {
-			return p.Size
-		}
-	}
-	return max(1, g.MinSize)
-}
+// WakeSize is the size a sleeping group wakes to (see Range.WakeSize).
+func (g Group) WakeSize() int { return g.Range().WakeSize() }
 
 // PolicyGroup is the group as its autoscale policy sees it: one that scales
 // to zero is never below 1 for the policy, since only idle_after scales it

@@ -42,8 +42,9 @@ func (g *Group) Cooldowns() (up, down time.Time) {
 // newest Mark; the instances a smaller size retires are chosen before
 // SetDesired returns (see Retirements).
 func (g *Group) SetDesired(ctx context.Context, n int) error {
-	if c := g.conf(); n < c.MinSize || n > c.MaxSize {
-		return fmt.Errorf("group %s: size %d is outside [%d, %d]", g.cfg.Name, n, c.MinSize, c.MaxSize)
+	c := g.conf()
+	if refusal := c.Range().Refusal(c.Name, n); refusal != "" {
+		return errors.New(refusal)
 	}
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()

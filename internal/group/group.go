@@ -276,7 +276,7 @@ func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Bala
 		return nil, fmt.Errorf("group %s: %w", cfg.Name, err)
 	}
 	if ok {
-		g.desired = min(max(gs.Desired, cfg.MinSize), cfg.MaxSize)
+		g.desired = cfg.Range().Clamp(gs.Desired)
 		if g.desired != gs.Desired {
 			g.log.Warn("stored desired size is outside the configured range; clamped", "stored", gs.Desired, "desired", g.desired)
 		}

@@ -30,7 +30,7 @@ func (g *Group) Update(ctx context.Context, c config.Group) {
 	g.setTemplate(c.Template)
 	g.mu.Lock()
 	old := g.desired
-	desired := min(max(old, c.MinSize), c.MaxSize)
+	desired := c.Range().Clamp(old)
 	g.desired = desired
 	gs := g.stateLocked()
 	if desired != old {

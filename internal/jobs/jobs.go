@@ -350,53 +350,30 @@ func resolve(g *group.Group, req Request, from int) (target int, reason string, 
 		}
 		return p.Size, "", nil
 	case Size:
-		if req.Size < c.MinSize || req.Size > c.MaxSize {
-			return 0, "", &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("size %d is outside group %s's range [%d, %d]", req.Size, c.Name, c.MinSize, c.MaxSize)}
+		if refusal := c.Range().Refusal(c.Name, req.Size); refusal != "" {
+			return 0, "", &InputError{Err: ErrInvalid, Msg: refusal}
 		}
 		return req.Size, "", nil
-	case Up:
-		if len(c.Plans) == 0 {
-			if from >= c.MaxSize {
-				return 0, fmt.Sprintf("already at max_size %d", c.MaxSize), nil
-			}
-			return from + 1, "", nil
+	case Up, Down:
+		dir := config.Up
+		if req.Kind == Down {
+			dir = config.Down
 		}
-		for _, p := range c.Plans {
-			if p.Size > from {
-				return p.Size, "", nil
-			}
+		to, refusal := c.Range().Step(from, dir)
+		if refusal != "" {
+			return 0, refusal, nil
 		}
-		last := c.Plans[len(c.Plans)-1]
-		return 0, fmt.Sprintf("already at the largest plan (%s: %d)", last.Name, last.Size), nil
-	case Down:
-		if len(c.Plans) == 0 {
-			if from <= c.MinSize {
-				return 0, fmt.Sprintf("already at min_size %d", c.MinSize), nil
-			}
-			return from - 1, "", nil
-		}
-		for i := len(c.Plans) - 1; i >= 0; i-- {
-			if c.Plans[i].Size < from {
-				return c.Plans[i].Size, "", nil
-			}
-		}
-		first := c.Plans[0]
-		return 0, fmt.Sprintf("already at the smallest plan (%s: %d)", first.Name, first.Size), nil
+		return to, "", nil
 	}
 	return 0, "", &InputError{Err: ErrInvalid, Msg: fmt.Sprintf("unknown request kind %q", req.Kind)}
 }
 
 func planByName(c config.Group, name string) (config.Plan, *InputError) {
-	p, ok := c.PlanByName(name)
-	if ok {
+	r := c.Range()
+	if p, ok := r.PlanByName(name); ok {
 		return p, nil
 	}
-	names := c.PlanNames()
-	valid := "the group has no plans"
-	if len(names) > 0 {
-		valid = "plans: " + strings.Join(names, ", ")
-	}
-	return config.Plan{}, &InputError{Err: ErrUnknownPlan, Valid: names, Msg: fmt.Sprintf("unknown plan %q for group %s (%s)", name, c.Name, valid)}
+	return config.Plan{}, &InputError{Err: ErrUnknownPlan, Valid: r.PlanNames(), Msg: fmt.Sprintf("unknown plan %q for group %s (%s)", name, c.Name, r.ValidPlans())}
 }
 
 func cooldownReason(g *group.Group, from, target int, now time.Time) string {

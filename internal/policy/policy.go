@@ -299,43 +299,16 @@ func boundName(schedules []string, bySchedule bool) string {
 	return "min_size/max_size"
 }
 
-func atEnd(g config.Group, up bool) string {
-	switch {
-	case up && len(g.Plans) > 0:
-		p := g.Plans[len(g.Plans)-1]
-		return fmt.Sprintf("already at the largest plan (%s: %d)", p.Name, p.Size)
-	case up:
-		return fmt.Sprintf("already at max_size %d", g.MaxSize)
-	case len(g.Plans) > 0:
-		return fmt.Sprintf("already at the smallest plan (%s: %d)", g.Plans[0].Name, g.Plans[0].Size)
-	}
-	return fmt.Sprintf("already at min_size %d", g.MinSize)
-}
-
 // Apply returns the size action a leads to from size n in group g, before
 // min_size and max_size are applied.
 func Apply(g config.Group, a config.Action, n int) int {
 	switch a.Kind {
 	case config.ActionUp:
-		if len(g.Plans) == 0 {
-			return min(n+1, max(n, g.MaxSize))
-		}
-		for _, p := range g.Plans {
-			if p.Size > n {
-				return p.Size
-			}
-		}
-		return n
+		to, _ := g.Range().Step(n, config.Up)
+		return to
 	case config.ActionDown:
-		if len(g.Plans) == 0 {
-			return max(n-1, min(n, g.MinSize))
-		}
-		for _, p := range slices.Backward(g.Plans) {
-			if p.Size < n {
-				return p.Size
-			}
-		}
-		return n
+		to, _ := g.Range().Step(n, config.Down)
+		return to
 	case config.ActionAdd:
 		return addSat(n, a.N)
 	case config.ActionRemove:
@@ -556,9 +529,9 @@ func (e *evaluation) moves(op opinion) opinion {
 	}
 	switch k := op.action.Kind; {
 	case k == config.ActionUp || k == config.ActionPercent && op.action.Percent > 0:
-		op.code, op.reason = CodeMaxSize, op.reason+"; "+atEnd(e.g, true)
+		op.code, op.reason = CodeMaxSize, op.reason+"; "+e.g.Range().AtEnd(config.Up)
 	case k == config.ActionDown || k == config.ActionPercent:
-		op.code, op.reason = CodeMinSize, op.reason+"; "+atEnd(e.g, false)
+		op.code, op.reason = CodeMinSize, op.reason+"; "+e.g.Range().AtEnd(config.Down)
 	default:
 		op.code, op.reason = CodeSteady, op.reason+fmt.Sprintf("; the size is %d already", cur)
 	}
