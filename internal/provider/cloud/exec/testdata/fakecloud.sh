@@ -16,8 +16,8 @@ echo "$cmd $*" >>"$dir/calls"
 mode=$(cat "$dir/fail-$cmd" 2>/dev/null || true)
 case $mode in
 fail) echo "fakecloud: $cmd refused: quota exceeded for project test" >&2; exit 3 ;;
-garbage) echo "<html>502 Bad Gateway</html>"; exit 0 ;;
-noaddr) [ "$cmd" = start ] && { echo '{"id": "srv-noaddr"}'; exit 0; } ;;
+garbage) echo "fakecloud: the API's gateway answered 502" >&2; echo "<html>502 Bad Gateway</html>"; exit 0 ;;
+noaddr) [ "$cmd" = start ] && { echo "fakecloud: server has no public IP yet" >&2; echo '{"id": "srv-noaddr"}'; exit 0; } ;;
 huge) echo "fakecloud: dumping" >&2; head -c 2000000 /dev/zero | tr '\0' 'x'; exit 0 ;;
 hang) echo "fakecloud: waiting for the API" >&2; exec sleep 600 ;;
 tempfail)
