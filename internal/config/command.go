@@ -36,6 +36,11 @@ func CompileCommand(argv []string) (Command, error) {
 // sampleExecData is what exec commands are trial-run with at load.
 var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
 
+// sampleExecDataNoPort is sampleExecData without Port: a command trial-run
+// with it fails where it uses {{.Port}} (templates run with
+// missingkey=error).
+var sampleExecDataNoPort = map[string]any{"ID": "id-1", "Name": "web-001", "Group": "web", "Index": 1, "Plan": "small", "Owner": "shoal-0"}
+
 // Expand returns the argv for d, bounded as instance templates are.
 func (c Command) Expand(d ExecData) ([]string, error) {
 	left := maxTotalExpansion

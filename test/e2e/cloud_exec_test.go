@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +149,7 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 	g := web
 	// 2 → 5 → 2, then 5 again (3 more: 8 ran in the hour), 2, then 3 is
 	// one too many.
-	g.Extra = "    provider: cli\n    max_hourly_instances: 8\n"
+	g.Extra, g.Cloud = "    provider: cli\n    max_hourly_instances: 8\n", true
 	e := newEnv(t, c.provider(), g)
 	e.start()
 	e.waitInService("web", 2)
@@ -226,6 +228,58 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 		t.Errorf("shoal status shows no instance-hours:\n%s", status)
 	}
 
+	e.stop()
+	if left := c.servers(); len(left) > 0 {
+		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
+	}
+}
+
+// TestExecCloudNoTemplateNoPort: a group on an exec provider has no
+// template (its servers run their image), and the provider no port: its
+// start and list print each server's host:port, which the docs accept.
+// shoal validate accepts the config, shoal serve runs it: the servers
+// serve through shoal at the port they said, and are deleted at the end.
+func TestExecCloudNoTemplateNoPort(t *testing.T) {
+	t.Parallel() // mostly waits on polls and boots: see the package doc
+	c := newExecCloud(t)
+	if err := os.WriteFile(filepath.Join(c.dir, "own-port"), []byte(strconv.Itoa(c.port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The provider of c.provider() without port, and a start without {{.Port}}.
+	prov := strings.Replace(c.provider(), fmt.Sprintf("    port: %d\n", c.port), "", 1)
+	prov = strings.Replace(prov, `"start", "{{.Name}}", "{{.Port}}"]`, `"start", "{{.Name}}"]`, 1)
+	if strings.Contains(prov, "port:") || strings.Contains(prov, "{{.Port}}") {
+		t.Fatalf("the provider still has a port:\n%s", prov)
+	}
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n", true
+	e := newEnv(t, prov, g)
+	if out, stderr, code := e.cli("validate"); code != 0 {
+		t.Fatalf("shoal validate refuses a cloud group without template on an exec provider without port (exit %d):\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.waitInService("web", 2)
+	e.checkInSync("web")
+	want := ":" + strconv.Itoa(c.port)
+	for _, in := range e.status().Groups[0].Instances {
+		if !strings.HasPrefix(in.Addr, "127.0.1") || !strings.HasSuffix(in.Addr, want) {
+			t.Errorf("instance %s at %s, want a server's loopback address and the port it said (%s)", in.Name, in.Addr, want)
+		}
+	}
+	names := map[string]bool{}
+	for i := range 20 {
+		resp, err := http.Get("http://" + e.listen + "/")
+		if err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %d: %s %s", i, resp.Status, body)
+		}
+		names[resp.Header.Get("X-Instance")] = true
+	}
+	t.Logf("served by %v", names)
 	e.stop()
 	if left := c.servers(); len(left) > 0 {
 		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
