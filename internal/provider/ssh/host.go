@@ -100,7 +100,16 @@ type host struct {
 	sweepKeep    map[procKey]bool
 	sweepPending bool
 	swept        bool
+	// abandoned are the instances whose launch failed after it may have
+	// started their process, by name: what runs of them is stopped by its
+	// marker (see stopAbandoned), and a name is forgotten only once the
+	// host shows nothing of it left.
+	abandoned map[string]*abandonedLaunch
 }
+
+// abandonedLaunch is one failed launch: a later failure of the same name
+// is another.
+type abandonedLaunch struct{ at time.Time }
 
 type pendingStart struct {
 	group string
@@ -113,6 +122,7 @@ func newHost(name string, hc config.SSHHost, cc *gossh.ClientConfig) *host {
 		name: name, first: make(chan struct{}), cfg: hc, clientCfg: cc, since: time.Now(),
 		insts: make(map[string]*instance), pending: make(map[string]pendingStart),
 		lost: make(map[procKey]provider.Record), stopOnReturn: make(map[procKey]string),
+		abandoned: make(map[string]*abandonedLaunch),
 	}
 }
 
@@ -226,6 +236,9 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	if err := p.reconcile(ctx, h); err != nil {
 		p.log.Warn("reconciling host failed", "host", h.name, "err", err)
 	}
+	if err := p.stopAbandoned(ctx, h); err != nil {
+		p.log.Warn("stopping what failed launches started failed; asked again at the next poll", "host", h.name, "err", err)
+	}
 	return nil
 }
 
@@ -273,6 +286,12 @@ func (p *Provider) pollLoop(ctx context.Context, h *host) error {
 	for {
 		if err := p.poll(ctx, h); err != nil {
 			return err
+		}
+		if err := p.stopAbandoned(ctx, h); err != nil {
+			if errors.Is(err, provider.ErrHostDown) {
+				return err
+			}
+			p.log.Warn("stopping what failed launches started failed; asked again at the next poll", "host", h.name, "err", err)
 		}
 		if time.Since(rotated) >= rotateEvery {
 			rotated = time.Now()
@@ -435,7 +454,7 @@ func (p *Provider) evaluate(now time.Time) {
 				downs[h.name] = p.markDown(h, now, since, failingSince)
 			}
 		}
-		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && h.inFlight == 0 {
+		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && len(h.abandoned) == 0 && h.inFlight == 0 {
 			if h.cancel != nil {
 				h.cancel()
 			}
@@ -621,6 +640,73 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 		})
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// abandon notes that the launch of instance name on h failed after it may
+// have started the process.
+func (p *Provider) abandon(h *host, name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h.abandoned[name] = &abandonedLaunch{at: time.Now()}
+}
+
+// stopAbandoned stops what failed launches on h may have started: the
+// process groups led by a process marked with one of their names that
+// nothing tracks. A name stays noted (asked again at each poll and when
+// the host is back) while the host cannot be asked, a stop fails, a
+// launch of it is still running there, or a new start of the name is
+// under way (whose process is told apart from the failed one's only once
+// it is tracked): what a failed launch started is never forgotten.
+func (p *Provider) stopAbandoned(ctx context.Context, h *host) error {
+	p.mu.Lock()
+	names := maps.Clone(h.abandoned)
+	p.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	ms, err := p.listMarked(ctx, h)
+	if err != nil {
+		return err
+	}
+	left := make(map[string]bool)
+	var stop []marked
+	p.mu.Lock()
+	for _, m := range ms {
+		if names[m.name] == nil {
+			continue
+		}
+		if _, starting := h.pending[m.name]; starting {
+			left[m.name] = true
+			continue
+		}
+		if in := h.insts[m.name]; in != nil && (in.key() == m.key() || m.Pgid == in.d.PID) {
+			continue // the instance of that name started since, and its processes
+		}
+		if !m.leader() {
+			// The launch itself (or its child before setsid), still
+			// running: it may yet start the process.
+			left[m.name] = true
+			continue
+		}
+		stop = append(stop, m)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, m := range stop {
+		p.log.Warn("stopping what a failed launch started", "instance", m.name, "host", h.name, "pid", m.PID)
+		if err := p.stopProcess(ctx, h, m.key(), strayGrace); err != nil && !errors.Is(err, errAlreadyGone) {
+			left[m.name] = true
+			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", m.name, m.PID, err))
+		}
+	}
+	p.mu.Lock()
+	for name, a := range names {
+		if !left[name] && h.abandoned[name] == a {
+			delete(h.abandoned, name)
+		}
+	}
+	p.mu.Unlock()
 	return errors.Join(errs...)
 }
 
