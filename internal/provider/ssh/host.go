@@ -237,7 +237,7 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 		p.log.Warn("reconciling host failed", "host", h.name, "err", err)
 	}
 	if err := p.stopAbandoned(ctx, h); err != nil {
-		p.log.Warn("stopping what failed launches started failed; asked again at the next poll", "host", h.name, "err", err)
+		p.log.Warn("stopping what failed launches started failed; asked again", "host", h.name, "in", owedEvery, "err", err)
 	}
 	return nil
 }
@@ -282,16 +282,19 @@ func (p *Provider) connLost(h *host, c *gossh.Client, err error) {
 func (p *Provider) pollLoop(ctx context.Context, h *host) error {
 	t := time.NewTicker(p.opts.Interval)
 	defer t.Stop()
-	var rotated time.Time
+	var rotated, owed time.Time
 	for {
 		if err := p.poll(ctx, h); err != nil {
 			return err
 		}
-		if err := p.stopAbandoned(ctx, h); err != nil {
-			if errors.Is(err, provider.ErrHostDown) {
-				return err
+		if time.Since(owed) >= owedEvery {
+			if err := p.stopOwed(ctx, h); err != nil {
+				if errors.Is(err, provider.ErrHostDown) {
+					return err
+				}
+				p.log.Warn("stopping what shoal owes the host failed; asked again", "host", h.name, "in", owedEvery, "err", err)
 			}
-			p.log.Warn("stopping what failed launches started failed; asked again at the next poll", "host", h.name, "err", err)
+			owed = time.Now()
 		}
 		if time.Since(rotated) >= rotateEvery {
 			rotated = time.Now()
@@ -640,6 +643,54 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 		})
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// owedEvery is how often a connected host is asked again to stop what
+// shoal owes it (stopOwed): often enough to end a leftover in seconds,
+// seldom enough that a stop that hangs again does not hold up the polls.
+const owedEvery = 5 * time.Second
+
+// stopOwed stops, on h that answers, what shoal started there and could
+// not stop when it tried: what failed launches may have started, and the
+// instances whose Stop found the host unreachable (stopOnReturn), which a
+// host that answers again without a reconnection (its stop command hung,
+// its polls did not) would otherwise keep running untracked.
+func (p *Provider) stopOwed(ctx context.Context, h *host) error {
+	err := p.stopAbandoned(ctx, h)
+	if errors.Is(err, provider.ErrHostDown) {
+		return err
+	}
+	return errors.Join(err, p.retryStops(ctx, h))
+}
+
+// retryStops stops the process groups of stopOnReturn, as reconcile does
+// when the host reconnects; a node that does not lead leaves them to its
+// next connection, as reconcile does.
+func (p *Provider) retryStops(ctx context.Context, h *host) error {
+	p.mu.Lock()
+	owed := maps.Clone(h.stopOnReturn)
+	p.mu.Unlock()
+	if len(owed) == 0 || p.guard(ctx) != nil {
+		return nil
+	}
+	var errs []error
+	for k, name := range owed {
+		err := p.stopProcess(ctx, h, k, strayGrace)
+		if err != nil && !errors.Is(err, errAlreadyGone) {
+			if errors.Is(err, provider.ErrHostDown) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", name, k.pid, err))
+			continue
+		}
+		p.mu.Lock()
+		delete(h.stopOnReturn, k)
+		p.mu.Unlock()
+		if err == nil {
+			p.log.Info("instance whose stop had failed stopped", "instance", name, "host", h.name, "pid", k.pid)
+		}
+	}
 	return errors.Join(errs...)
 }
 

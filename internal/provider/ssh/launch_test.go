@@ -238,3 +238,58 @@ func TestLaunchTimeoutHostUnreachable(t *testing.T) {
 	}
 	t.Logf("stopped %s after the host was back", time.Since(back).Round(time.Millisecond))
 }
+
+// hangFirstStop is sshd's ForceCommand on a test host whose first stop
+// command hangs without running (a host that takes the session and never
+// answers it) while everything else, the polls included, runs as asked.
+// $1 is a file made when it happens.
+const hangFirstStop = `#!/bin/sh
+flag=$1
+case $SSH_ORIGINAL_COMMAND in
+*"kill -TERM"*) if [ ! -e "$flag" ]; then : >"$flag"; exec sleep 3600; fi ;;
+esac
+exec sh -c "$SSH_ORIGINAL_COMMAND"
+`
+
+// TestStopHungRetried: a stop whose command hangs on a host that keeps
+// answering its polls (no reconnection follows) fails as unreachable and
+// ends the instance; the process it left running is stopped by a retry
+// while the host answers, not left untracked until a reconnection that
+// never comes.
+func TestStopHungRetried(t *testing.T) {
+	l := newLab(t, 1)
+	h := l.Hosts[0]
+	dir := t.TempDir()
+	wrapper, flag := filepath.Join(dir, "hang-first-stop"), filepath.Join(dir, "hung")
+	if err := os.WriteFile(wrapper, []byte(hangFirstStop), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.ForceCommand(ctx, wrapper+" "+flag); err != nil {
+		t.Fatal(err)
+	}
+	cfg := labConfig(t, l)
+	cfg.HostDownAfter = time.Minute
+	p := runProvider(t, cfg, Options{StateDir: t.TempDir()})
+	waitUp(t, p, h.Addr)
+	in := start(t, p, spec("web", 1, demoTemplate(t)))
+	rec := in.Record()
+	err := in.Stop(ctx)
+	if err == nil {
+		t.Fatal("a stop whose command hung succeeded")
+	}
+	if _, serr := os.Stat(flag); serr != nil {
+		t.Fatalf("the stop did not hang (%v); it failed otherwise: %v", serr, err)
+	}
+	t.Logf("stop failed: %v; instance: %s", err, in.ExitReason())
+	failed := time.Now()
+	deadline := failed.Add(30 * time.Second)
+	for running(rec) || len(markedAs(p.owner, rec.Name)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after its stop hung, the instance's process runs (%v), marked: %v; host %+v", running(rec), markedAs(p.owner, rec.Name), hostStatus(p, h.Addr))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("stopped %s after the failed stop; host %s", time.Since(failed).Round(time.Millisecond), hostStatus(p, h.Addr).State)
+}
