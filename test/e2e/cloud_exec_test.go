@@ -285,3 +285,38 @@ func TestExecCloudNoTemplateNoPort(t *testing.T) {
 		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
 	}
 }
+
+// TestExecCloudStartGarbageQuotesStderr: a start that exits 0 but prints
+// garbage fails the instance with the command's stderr in the reason, in
+// `shoal status`'s failures, `shoal events` and `shoal jobs` alike.
+func TestExecCloudStartGarbageQuotesStderr(t *testing.T) {
+	t.Parallel() // mostly waits on polls: see the package doc
+	c := newExecCloud(t)
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n", true
+	e := newEnv(t, c.provider(), g)
+	e.start()
+	e.waitInService("web", 2)
+	if err := os.WriteFile(filepath.Join(c.dir, "fail-start"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := e.cli("scale", "web", "--size", "3"); code != 0 {
+		t.Fatalf("scale: %s%s", out, stderr)
+	}
+	const said = "stderr: fakecloud: the API's gateway answered 502"
+	for _, args := range [][]string{{"status", "-o", "json"}, {"events", "web", "--since", "5m", "-o", "json"}, {"jobs", "--group", "web", "-o", "json"}} {
+		e.eventually("shoal "+strings.Join(args, " ")+" quoting start's stderr", 30*time.Second, func() error {
+			out, stderr, code := e.cli(args...)
+			if code != 0 {
+				return fmt.Errorf("exit %d: %s%s", code, out, stderr)
+			}
+			if !strings.Contains(out, said) {
+				return fmt.Errorf("no %q in:\n%s", said, out)
+			}
+			return nil
+		})
+	}
+	if left := c.servers(); len(left) != 2 {
+		t.Errorf("%d servers, want the 2 in service (the failed starts made none)", len(left))
+	}
+}
