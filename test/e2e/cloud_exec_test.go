@@ -320,3 +320,39 @@ func TestExecCloudStartGarbageQuotesStderr(t *testing.T) {
 		t.Errorf("%d servers, want the 2 in service (the failed starts made none)", len(left))
 	}
 }
+
+// TestExecCloudDeployVersion: of a template, a cloud group has only its
+// version; a new one, reloaded and deployed, replaces every server.
+func TestExecCloudDeployVersion(t *testing.T) {
+	t.Parallel() // mostly waits on polls and boots: see the package doc
+	c := newExecCloud(t)
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n    template: {version: v1}\n", true
+	e := newEnv(t, c.provider(), g)
+	e.start()
+	e.waitInService("web", 2)
+	before := map[string]bool{}
+	for _, s := range c.servers() {
+		before[s.ID] = true
+	}
+	if v := groupOf(t, e.status(), "web").Version; v != "v1" {
+		t.Fatalf("serving version %q, want v1", v)
+	}
+	g.Extra = strings.Replace(g.Extra, "v1", "v2", 1)
+	e.writeConfig(c.provider(), g)
+	e.reload()
+	if out, stderr, code := e.cli("deploy", "web", "--sync"); code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	e.waitInService("web", 2)
+	st := groupOf(t, e.status(), "web")
+	if st.Version != "v2" || versions(st)["v2"] != 2 {
+		t.Fatalf("after the deploy: serving %q, instances %v; want v2 on both", st.Version, versions(st))
+	}
+	e.eventually("the cloud's servers are the instances", 10*time.Second, func() error { return c.matches(e, "web") })
+	for _, s := range c.servers() {
+		if before[s.ID] {
+			t.Errorf("server %s of v1 still runs after the deploy of v2", s.ID)
+		}
+	}
+}
