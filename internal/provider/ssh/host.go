@@ -107,8 +107,8 @@ type host struct {
 	abandoned map[string]*abandonedLaunch
 }
 
-// abandonedLaunch is one failed launch: a later failure of the same name
-// is another.
+// abandonedLaunch is one failed launch (a later failure of the same name
+// is another), which failed at at.
 type abandonedLaunch struct{ at time.Time }
 
 type pendingStart struct {
@@ -721,7 +721,7 @@ func (p *Provider) stopAbandoned(ctx context.Context, h *host) error {
 		return err
 	}
 	left := make(map[string]bool)
-	var stop []marked
+	var stop, others []marked
 	p.mu.Lock()
 	for _, m := range ms {
 		if names[m.name] == nil {
@@ -734,18 +734,23 @@ func (p *Provider) stopAbandoned(ctx context.Context, h *host) error {
 		if in := h.insts[m.name]; in != nil && (in.key() == m.key() || m.Pgid == in.d.PID) {
 			continue // the instance of that name started since, and its processes
 		}
-		if !m.leader() {
-			// The launch itself (or its child before setsid), still
-			// running: it may yet start the process.
-			left[m.name] = true
-			continue
+		if m.leader() {
+			stop = append(stop, m)
+		} else {
+			others = append(others, m)
 		}
-		stop = append(stop, m)
 	}
 	p.mu.Unlock()
+	for _, m := range others {
+		// Not in a group stopped now: the launch itself (or its child
+		// before setsid), still running, which may yet start the process.
+		if !slices.ContainsFunc(stop, func(l marked) bool { return l.PID == m.Pgid }) {
+			left[m.name] = true
+		}
+	}
 	var errs []error
 	for _, m := range stop {
-		p.log.Warn("stopping what a failed launch started", "instance", m.name, "host", h.name, "pid", m.PID)
+		p.log.Warn("stopping what a failed launch started", "instance", m.name, "host", h.name, "pid", m.PID, "failed", time.Since(names[m.name].at).Round(time.Second))
 		if err := p.stopProcess(ctx, h, m.key(), strayGrace); err != nil && !errors.Is(err, errAlreadyGone) {
 			left[m.name] = true
 			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", m.name, m.PID, err))
