@@ -91,7 +91,10 @@ func TestFailuresQuoteStderr(t *testing.T) {
 			t.Parallel()
 			cfg := config.ExecProvider{
 				Start: []string{script, "start", "ok"}, Stop: []string{script, "stop", "ok"}, List: []string{script, "list", "ok"},
-				Timeout: time.Second,
+				Timeout: time.Minute, // a bound, not a speed: the machine may be busy
+			}
+			if tc.mode == "timeout" {
+				cfg.Timeout = time.Second
 			}
 			argv := map[string]*[]string{"start": &cfg.Start, "stop": &cfg.Stop, "list": &cfg.List}[tc.cmd]
 			*argv = []string{script, tc.cmd, tc.mode}
