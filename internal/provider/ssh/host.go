@@ -704,8 +704,8 @@ func (p *Provider) abandon(h *host, name string) {
 
 // stopAbandoned stops what failed launches on h may have started: the
 // process groups led by a process marked with one of their names that
-// nothing tracks. A name stays noted (asked again at each poll and when
-// the host is back) while the host cannot be asked, a stop fails, a
+// nothing tracks. A name stays noted (asked again every owedEvery while
+// the host answers, and when it is back) while the host cannot be asked, a stop fails, a
 // launch of it is still running there, or a new start of the name is
 // under way (whose process is told apart from the failed one's only once
 // it is tracked): what a failed launch started is never forgotten.

@@ -433,15 +433,15 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 		p.mu.Unlock()
 		if abandoned {
 			// At once, bounded on its own (ctx may be what ended); a host
-			// that cannot be asked now is asked again by its poll or when
-			// it is back.
+			// that cannot be asked now is asked again (stopOwed) while it
+			// answers, and when it is back.
 			ct, _, _ := p.settings()
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ct+strayGrace+5*time.Second)
 			switch serr := p.stopAbandoned(sctx, h); {
 			case errors.Is(serr, provider.ErrHostDown):
 				err = fmt.Errorf("%w; what the launch may have started is stopped by its marker once host %s answers", err, h.name)
 			case serr != nil:
-				err = fmt.Errorf("%w; stopping what the launch may have started failed, asked again at the host's next poll: %v", err, serr)
+				err = fmt.Errorf("%w; stopping what the launch may have started failed, asked again while the host answers: %v", err, serr)
 			}
 			cancel()
 		}
@@ -485,7 +485,7 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	if err != nil {
 		// The process may run although its launch failed (one that timed
 		// out after setsid, say), and nothing tracks it: Start stops it by
-		// its marker, or the host's next poll does.
+		// its marker, or stopOwed does once the host answers.
 		p.abandon(h, spec.Name)
 		return nil, err
 	}
