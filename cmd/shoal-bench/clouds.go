@@ -287,8 +287,6 @@ providers:
     cooldown: {up: 0s, down: 0s}
     drain_timeout: 2s
     health: {path: /healthz, interval: 100ms, rise: 1, fall: 3, timeout: 1s, grace: 1m}
-    template:
-      command: [app]
 `, port, filepath.Join(env.Work, "state-"+emu.name), metricsPort, emu.entry, n)
 	})
 	if err != nil {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,8 +54,9 @@ func (d *decoder) emulator(n *yaml.Node, path string) *Emulator {
 }
 
 // execProvider decodes an exec provider's commands: each an argv of
-// templates over ExecData, trial-run now.
-func (d *decoder) execProvider(f *fields) *ExecProvider {
+// templates over ExecData, trial-run now. port is the provider's (0: none,
+// which a command's {{.Port}} needs).
+func (d *decoder) execProvider(f *fields, port int) *ExecProvider {
 	def := DefaultExec
 	e := &ExecProvider{}
 	for _, c := range []struct {
@@ -78,6 +81,11 @@ func (d *decoder) execProvider(f *fields) *ExecProvider {
 			if err == nil && i == 0 && out == "" {
 				err = fmt.Errorf("expands to an empty program name")
 			}
+			if err == nil && port == 0 {
+				if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
+					err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
+				}
+			}
 			if err != nil {
 				d.errorf(item, field, "%v", err)
 			}
@@ -93,9 +101,20 @@ func (d *decoder) execProvider(f *fields) *ExecProvider {
 	return e
 }
 
-// cloudGroup checks a group of a cloud provider: hooks would have to run
-// on the server, which shoal does not log in to.
-func (d *decoder) cloudGroup(f *fields, prov string) {
+// cloudGroupSource is, by cloud type, what a server runs instead of a
+// group's template.
+var cloudGroupSource = map[string]string{
+	ProviderExec:    "what the provider's start command makes",
+	ProviderEC2:     "the provider's launch_template or ami",
+	ProviderSacloud: "the provider's template",
+}
+
+// cloudGroup checks a group of a cloud provider. Its servers run their
+// image, never the group's template, so of a template only version means
+// anything (a deploy of a new version replaces every server); the other
+// keys are refused rather than silently ignored: an operator who writes a
+// command, env or hooks expects them to run.
+func (d *decoder) cloudGroup(f *fields, prov, typ string) {
 	tn := f.get("template")
 	if tn == nil || resolve(tn).Kind != yaml.MappingNode {
 		return // reported by the template's decoding
@@ -103,8 +122,12 @@ func (d *decoder) cloudGroup(f *fields, prov string) {
 	tn = resolve(tn)
 	for i := 0; i+1 < len(tn.Content); i += 2 {
 		k := resolve(tn.Content[i])
-		if k.Value == "pre_start" || k.Value == "pre_stop" {
+		switch {
+		case k.Value == "version":
+		case k.Value == "pre_start" || k.Value == "pre_stop":
 			d.errorf(k, join(f.field("template"), k.Value), "provider %s runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)", prov)
+		case slices.ContainsFunc(schemaOf(reflect.TypeFor[Template]()), func(sk schemaKey) bool { return sk.name == k.Value }):
+			d.errorf(k, join(f.field("template"), k.Value), "provider %s (%s) never uses it: each server runs %s, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out", prov, typ, cloudGroupSource[typ])
 		}
 	}
 }

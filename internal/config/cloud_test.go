@@ -26,7 +26,6 @@ groups:
     min_size: 1
     max_size: 4
     provider: cli
-    template: {command: [app]}
 `
 
 func TestParseExecProvider(t *testing.T) {
@@ -65,8 +64,8 @@ func TestParseExecProviderErrors(t *testing.T) {
 		old, new string
 		want     string
 	}{
-		{"no port", "    port: 8080\n", "",
-			`testdata/shoal.yaml:3:5: providers[0].port: required`},
+		{"no port for {{.Port}}", "    port: 8080\n    interval: 2s\n    boot_timeout: 5m\n    start: [mycloud, create,", "    interval: 2s\n    boot_timeout: 5m\n    start: [mycloud, create, --port, \"{{.Port}}\",",
+			`testdata/shoal.yaml:7:38: providers[0].start[3]: uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out`},
 		{"bad port", "port: 8080", "port: 0",
 			`testdata/shoal.yaml:5:11: providers[0].port: must be a port from 1 to 65535 (where every server serves), got 0`},
 		{"misspelt field", `"{{.ID}}"`, `"{{.Id}}"`,
@@ -82,8 +81,8 @@ func TestParseExecProviderErrors(t *testing.T) {
 		{"stand-in without stand_in", "      stand_in: [demo-backend, --listen, \"127.0.0.1:{{.Port}}\"]\n", "      stand_ins: []\n",
 			"testdata/shoal.yaml:13:7: providers[0].emulator.stand_ins: unknown field; allowed: stand_in\n" +
 				"testdata/shoal.yaml:13:7: providers[0].emulator.stand_in: required"},
-		{"hook on a cloud group", "template: {command: [app]}", "template: {command: [app], pre_stop: {command: [drain]}}",
-			`testdata/shoal.yaml:19:32: groups[0].template.pre_stop: provider cli runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)`},
+		{"hook on a cloud group", "    provider: cli\n", "    provider: cli\n    template: {pre_stop: {command: [drain]}}\n",
+			`testdata/shoal.yaml:19:16: groups[0].template.pre_stop: provider cli runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)`},
 		{"negative budget", "    provider: cli\n", "    provider: cli\n    max_hourly_instances: -1\n",
 			`testdata/shoal.yaml:19:27: groups[0].max_hourly_instances: must be >= 0 (0: no budget), got -1`},
 		{"budget below min_size", "    min_size: 1\n", "    min_size: 2\n    max_hourly_instances: 1\n",
@@ -101,6 +100,51 @@ func TestParseExecProviderErrors(t *testing.T) {
 	}
 }
 
+// TestCloudGroupNeedsNoTemplate: a group on a cloud needs no template (its
+// servers run their image), an exec provider needs no port when its
+// commands do not use {{.Port}} (its servers' addresses say host:port),
+// and a cloud group's template keys other than version, which nothing
+// would use, are refused where they are written.
+func TestCloudGroupNeedsNoTemplate(t *testing.T) {
+	noPort := strings.Replace(execDoc, "    port: 8080\n", "", 1)
+	cfg, err := Parse("testdata/shoal.yaml", []byte(noPort))
+	if err != nil {
+		t.Fatalf("an exec provider without port, a cloud group without template: %v", err)
+	}
+	if p, g := cfg.Providers[0], cfg.Groups[0]; p.Cloud.Port != 0 || g.Template.Command != nil {
+		t.Errorf("port %d, template %+v; want none", p.Cloud.Port, g.Template)
+	}
+	versioned := strings.Replace(execDoc, "    provider: cli\n", "    provider: cli\n    template: {version: v2}\n", 1)
+	cfg, err = Parse("testdata/shoal.yaml", []byte(versioned))
+	if err != nil {
+		t.Fatalf("a cloud group's template with only version: %v", err)
+	}
+	if v := cfg.Groups[0].Template.Version("web"); v != "v2" {
+		t.Errorf("version %q, want v2", v)
+	}
+
+	for _, tc := range []struct{ name, doc, old, new, want string }{
+		{"exec: command", execDoc, "    provider: cli\n", "    provider: cli\n    template:\n      command: [app]\n      env: {A: b}\n",
+			"testdata/shoal.yaml:20:7: groups[0].template.command: provider cli (exec) never uses it: each server runs what the provider's start command makes, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out\n" +
+				"testdata/shoal.yaml:21:7: groups[0].template.env: provider cli (exec) never uses it: each server runs what the provider's start command makes, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out"},
+		{"ec2: cpus", ec2Doc, "    provider: aws\n", "    provider: aws\n    template: {cpus: 2, version: v1}\n",
+			"testdata/shoal.yaml:21:16: groups[0].template.cpus: provider aws (ec2) never uses it: each server runs the provider's launch_template or ami, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out"},
+		{"sacloud: stop_timeout", sacloudDoc, "    provider: sakura\n", "    provider: sakura\n    template: {stop_timeout: 5s}\n",
+			"testdata/shoal.yaml:35:16: groups[0].template.stop_timeout: provider sakura (sacloud) never uses it: each server runs the provider's template, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out"},
+		{"ec2 needs port", ec2Doc, "    port: 8080\n", "", "testdata/shoal.yaml:3:5: providers[0].port: required"},
+		{"sacloud needs port", sacloudDoc, "    port: 80\n", "", "testdata/shoal.yaml:3:5: providers[0].port: required"},
+		{"local needs a template", execDoc, "    provider: cli\n", "", "testdata/shoal.yaml:15:5: groups[0].template: required"},
+		{"local needs a command", execDoc, "    provider: cli\n", "    template: {version: v1}\n", "testdata/shoal.yaml:18:15: groups[0].template.command: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := parseEdited(t, tc.doc, tc.old, tc.new)
+			if got := err.Error(); got != tc.want {
+				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestProviderHealthGrace: a group's health.grace is the provider's
 // health_grace unless the group sets its own: 10m by default for a cloud,
 // whose servers boot slowly; ssh and local leave the group's.
@@ -109,14 +153,12 @@ func TestProviderHealthGrace(t *testing.T) {
     min_size: 1
     max_size: 4
     provider: cli
-    template: {command: [app]}
   - name: api
     min_size: 1
     max_size: 4
     provider: cli
     hosts: [api.example.com]
     health: {grace: 20s}
-    template: {command: [app]}
   - name: local
     min_size: 1
     max_size: 4

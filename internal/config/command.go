@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"text/template"
 )
 
@@ -35,6 +36,20 @@ func CompileCommand(argv []string) (Command, error) {
 
 // sampleExecData is what exec commands are trial-run with at load.
 var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
+
+// sampleExecDataNoPort is sampleExecData without Port, as a map: a command
+// trial-run with it fails where it uses {{.Port}} (templates run with
+// missingkey=error).
+var sampleExecDataNoPort = func() map[string]any {
+	m := map[string]any{}
+	v := reflect.ValueOf(sampleExecData)
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; name != "Port" {
+			m[name] = v.Field(i).Interface()
+		}
+	}
+	return m
+}()
 
 // Expand returns the argv for d, bounded as instance templates are.
 func (c Command) Expand(d ExecData) ([]string, error) {

@@ -29,7 +29,6 @@ groups:
     max_size: 4
     provider: aws
     plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
-    template: {command: [app]}
 `
 
 func TestParseEC2(t *testing.T) {

@@ -280,6 +280,7 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 					treq = append(treq, r...)
 				}
 			}
+			treq = append(treq, toAny(pt.required)...)
 			then := obj{"properties": tprops}
 			if len(treq) > 0 {
 				then["required"] = treq

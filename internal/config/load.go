@@ -551,7 +551,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 		g.Health.Passive = &p
 	}
 	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
-	g.Template = d.template(f.get("template"), f.field("template"), g.Name)
+	g.Template = d.template(f.get("template"), f.field("template"), g.Name, !d.isCloud(g.Provider))
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	return g, nameNode, true
 }
@@ -633,9 +633,13 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 }
 
 // template decodes and compiles an instance template, trial-running every
-// string with sample data for group.
-func (d *decoder) template(n *yaml.Node, path, group string) Template {
+// string with sample data for group. process says its instances are
+// processes, which need a command (a cloud's servers run their image).
+func (d *decoder) template(n *yaml.Node, path, group string, process bool) Template {
 	f := section[Template](d, n, path)
+	if process {
+		f.require("command")
+	}
 	def := defaultTemplate
 	t := Template{Dir: d.dir}
 	// Variables first: every other field is trial-run with them.

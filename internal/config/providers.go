@@ -78,6 +78,8 @@ type providerLabels struct {
 	broken bool
 	// cloud is a provider of cloud servers (exec, sacloud, ec2).
 	cloud bool
+	// typ is its type.
+	typ string
 	// grace is its health_grace (0: none).
 	grace time.Duration
 	// node and path are the entry's, for errors about it found later.
@@ -114,7 +116,7 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		}
 		out = append(out, p)
 		if p.Name != "" {
-			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, grace: p.HealthGrace, node: item, path: path}
+			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, typ: p.Type, grace: p.HealthGrace, node: item, path: path}
 			if p.SSH != nil {
 				for _, h := range p.SSH.Hosts {
 					pl.hosts = append(pl.hosts, h.Labels)
@@ -131,6 +133,9 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 type providerType struct {
 	name string
 	keys []reflect.Type
+	// required are keys of the types it shares with others that this type
+	// needs too (the port of the clouds whose listings have none).
+	required []string
 }
 
 var (
@@ -139,10 +144,25 @@ var (
 )
 
 var providerTypes = []providerType{
-	{ProviderSSH, []reflect.Type{sshKeys}},
-	{ProviderExec, []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
-	{ProviderEC2, []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}},
-	{ProviderSacloud, []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}},
+	{name: ProviderSSH, keys: []reflect.Type{sshKeys}},
+	// exec's servers may each say their port (host:port).
+	{name: ProviderExec, keys: []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
+	{name: ProviderEC2, keys: []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}, required: []string{"port"}},
+	{name: ProviderSacloud, keys: []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}, required: []string{"port"}},
+}
+
+// requiredKeys are the keys an entry of type pt must have besides name
+// and type: its types' required keys and its own.
+func (pt providerType) requiredKeys() []string {
+	var keys []string
+	for _, t := range pt.keys {
+		for _, k := range schemaOf(t) {
+			if k.required {
+				keys = append(keys, k.name)
+			}
+		}
+	}
+	return append(keys, pt.required...)
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -202,19 +222,21 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		graceDef = 0
 	}
 	p.HealthGrace = d.within(f, "health_grace", graceDef, time.Second, maxTimeout)
+	for _, pt := range providerTypes {
+		if pt.name == t {
+			f.require(pt.requiredKeys()...)
+		}
+	}
 	switch t {
 	case ProviderSSH:
 		p.SSH = d.sshProvider(f)
 	case ProviderExec:
-		f.require("port", "start", "stop", "list")
 		p.Cloud = d.cloudProvider(f)
-		p.Exec = d.execProvider(f)
+		p.Exec = d.execProvider(f, p.Cloud.Port)
 	case ProviderSacloud:
-		f.require("port", "zone", "template")
 		p.Cloud = d.cloudProvider(f)
 		p.Sacloud = d.sacloudDriver(f, p.Cloud)
 	case ProviderEC2:
-		f.require("port", "region")
 		p.Cloud = d.cloudProvider(f)
 		p.EC2 = d.ec2Driver(f)
 	default:
@@ -513,7 +535,9 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 	}
 	g.Placement = def.Placement
 	if known && pl.cloud {
-		d.cloudGroup(f, name)
+		d.cloudGroup(f, name, pl.typ)
+	} else {
+		f.require("template") // a process needs its command
 	}
 	if known && pl.grace > 0 && !hasKey(f.get("health"), "grace") {
 		g.Health.Grace = pl.grace
@@ -552,6 +576,12 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 		}
 	}
 	d.errorf(ln, pf.field("labels"), "no host of provider %s carries all of %s, so no instance could be placed", name, formatLabels(g.Placement.Labels))
+}
+
+// isCloud reports whether provider name is a cloud's.
+func (d *decoder) isCloud(name string) bool {
+	pl, ok := d.provs[name]
+	return ok && pl.cloud
 }
 
 // hasKey reports whether n is a mapping with key.

@@ -45,7 +45,6 @@ groups:
     max_size: 5
     provider: sakura
     plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]
-    template: {command: [app]}
 `
 
 func TestParseSacloudProvider(t *testing.T) {

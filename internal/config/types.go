@@ -201,7 +201,10 @@ type Group struct {
 	Hosts        []string `yaml:"hosts"`
 	PathPrefixes []string `yaml:"path_prefixes"`
 	Health       Health   `yaml:"health"`
-	Template     Template `yaml:"template" required:"true"`
+	// Template is required of a group whose instances are processes (local,
+	// ssh); a cloud's servers start from their image, so a cloud group has
+	// one only for its version.
+	Template Template `yaml:"template"`
 	// Autoscale is nil when the group scales only when told to.
 	Autoscale *Autoscale `yaml:"autoscale"`
 	// ReplaceAfter is how long an instance in service may fail its health
@@ -305,8 +308,10 @@ const (
 type CloudProvider struct {
 	// Port is where every server of the provider serves (HAProxy connects
 	// to IP:Port), unless the cloud lists a port of its own (exec's
-	// "address": "host:port").
-	Port int `yaml:"port" required:"true"`
+	// "address": "host:port"). Required of ec2 and sacloud, and of an exec
+	// provider whose commands use {{.Port}}; 0: none (exec's servers each
+	// list their own).
+	Port int `yaml:"port"`
 	// Interval is how often the provider lists its servers (one call for
 	// all of them); every second while one boots or is being deleted.
 	Interval time.Duration `yaml:"interval"`
@@ -545,7 +550,8 @@ var defaultRemotePassive = Passive{Enabled: true, Observe: "layer4", ErrorLimit:
 // version.
 type Template struct {
 	// Command and Env hold Go templates; see TemplateData for the fields.
-	Command []string          `yaml:"command" required:"true" json:"command"`
+	// A group whose instances are processes (not a cloud's) needs Command.
+	Command []string          `yaml:"command" json:"command"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
 	Dir string `yaml:"dir" json:"dir,omitempty"`

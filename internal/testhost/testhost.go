@@ -310,11 +310,18 @@ func (h *Host) StopSSHD() {
 // and then runs, for every session, a sleep of an hour instead of what the
 // client asked: a host that authenticates and then never answers.
 func (h *Host) HangAfterLogin(ctx context.Context) error {
+	return h.ForceCommand(ctx, "sleep 3600")
+}
+
+// ForceCommand restarts the host's sshd so that every session runs command
+// (by the login's shell) instead of what the client asked, which command
+// finds in $SSH_ORIGINAL_COMMAND: a host that misbehaves as command says.
+func (h *Host) ForceCommand(ctx context.Context, command string) error {
 	f, err := os.OpenFile(filepath.Join(h.dir, "sshd_config"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("test host %s: %w", h.Name, err)
 	}
-	_, err = f.WriteString("ForceCommand sleep 3600\n")
+	_, err = f.WriteString("ForceCommand " + command + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -176,7 +176,7 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
 	g := web
-	g.Extra = "    provider: aws\n"
+	g.Extra, g.Cloud = "    provider: aws\n", true
 	e := newEnv(t, c.provider(), g)
 	e.start()
 	e.waitInService("web", 2)
@@ -239,7 +239,7 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 func TestEC2MotoUnreachableTerminated(t *testing.T) {
 	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
-	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    provider: aws\n",
+	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    provider: aws\n", Cloud: true,
 		Health: "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 2s}"}
 	e := newEnv(t, c.providerWith(`["/bin/sleep", "600"]`), g)
 	e.start()

@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +149,7 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 	g := web
 	// 2 → 5 → 2, then 5 again (3 more: 8 ran in the hour), 2, then 3 is
 	// one too many.
-	g.Extra = "    provider: cli\n    max_hourly_instances: 8\n"
+	g.Extra, g.Cloud = "    provider: cli\n    max_hourly_instances: 8\n", true
 	e := newEnv(t, c.provider(), g)
 	e.start()
 	e.waitInService("web", 2)
@@ -229,5 +231,128 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 	e.stop()
 	if left := c.servers(); len(left) > 0 {
 		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
+	}
+}
+
+// TestExecCloudNoTemplateNoPort: a group on an exec provider has no
+// template (its servers run their image), and the provider no port: its
+// start and list print each server's host:port, which the docs accept.
+// shoal validate accepts the config, shoal serve runs it: the servers
+// serve through shoal at the port they said, and are deleted at the end.
+func TestExecCloudNoTemplateNoPort(t *testing.T) {
+	t.Parallel() // mostly waits on polls and boots: see the package doc
+	c := newExecCloud(t)
+	if err := os.WriteFile(filepath.Join(c.dir, "own-port"), []byte(strconv.Itoa(c.port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The provider of c.provider() without port, and a start without {{.Port}}.
+	prov := strings.Replace(c.provider(), fmt.Sprintf("    port: %d\n", c.port), "", 1)
+	prov = strings.Replace(prov, `"start", "{{.Name}}", "{{.Port}}"]`, `"start", "{{.Name}}"]`, 1)
+	if strings.Contains(prov, "port:") || strings.Contains(prov, "{{.Port}}") {
+		t.Fatalf("the provider still has a port:\n%s", prov)
+	}
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n", true
+	e := newEnv(t, prov, g)
+	if out, stderr, code := e.cli("validate"); code != 0 {
+		t.Fatalf("shoal validate refuses a cloud group without template on an exec provider without port (exit %d):\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.waitInService("web", 2)
+	e.checkInSync("web")
+	want := ":" + strconv.Itoa(c.port)
+	for _, in := range e.status().Groups[0].Instances {
+		if !strings.HasPrefix(in.Addr, "127.0.1") || !strings.HasSuffix(in.Addr, want) {
+			t.Errorf("instance %s at %s, want a server's loopback address and the port it said (%s)", in.Name, in.Addr, want)
+		}
+	}
+	names := map[string]bool{}
+	for i := range 20 {
+		resp, err := http.Get("http://" + e.listen + "/")
+		if err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %d: %s %s", i, resp.Status, body)
+		}
+		names[resp.Header.Get("X-Instance")] = true
+	}
+	t.Logf("served by %v", names)
+	e.stop()
+	if left := c.servers(); len(left) > 0 {
+		t.Fatalf("servers left in the cloud after shoal stopped: %v", left)
+	}
+}
+
+// TestExecCloudStartGarbageQuotesStderr: a start that exits 0 but prints
+// garbage fails the instance with the command's stderr in the reason, in
+// `shoal status`'s failures, `shoal events` and `shoal jobs` alike.
+func TestExecCloudStartGarbageQuotesStderr(t *testing.T) {
+	t.Parallel() // mostly waits on polls: see the package doc
+	c := newExecCloud(t)
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n", true
+	e := newEnv(t, c.provider(), g)
+	e.start()
+	e.waitInService("web", 2)
+	if err := os.WriteFile(filepath.Join(c.dir, "fail-start"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := e.cli("scale", "web", "--size", "3"); code != 0 {
+		t.Fatalf("scale: %s%s", out, stderr)
+	}
+	const said = "stderr: fakecloud: the API's gateway answered 502"
+	for _, args := range [][]string{{"status", "-o", "json"}, {"events", "web", "--since", "5m", "-o", "json"}, {"jobs", "--group", "web", "-o", "json"}} {
+		e.eventually("shoal "+strings.Join(args, " ")+" quoting start's stderr", 30*time.Second, func() error {
+			out, stderr, code := e.cli(args...)
+			if code != 0 {
+				return fmt.Errorf("exit %d: %s%s", code, out, stderr)
+			}
+			if !strings.Contains(out, said) {
+				return fmt.Errorf("no %q in:\n%s", said, out)
+			}
+			return nil
+		})
+	}
+	if left := c.servers(); len(left) != 2 {
+		t.Errorf("%d servers, want the 2 in service (the failed starts made none)", len(left))
+	}
+}
+
+// TestExecCloudDeployVersion: of a template, a cloud group has only its
+// version; a new one, reloaded and deployed, replaces every server.
+func TestExecCloudDeployVersion(t *testing.T) {
+	t.Parallel() // mostly waits on polls and boots: see the package doc
+	c := newExecCloud(t)
+	g := web
+	g.Extra, g.Cloud = "    provider: cli\n    template: {version: v1}\n", true
+	e := newEnv(t, c.provider(), g)
+	e.start()
+	e.waitInService("web", 2)
+	before := map[string]bool{}
+	for _, s := range c.servers() {
+		before[s.ID] = true
+	}
+	if v := groupOf(t, e.status(), "web").Version; v != "v1" {
+		t.Fatalf("serving version %q, want v1", v)
+	}
+	g.Extra = strings.Replace(g.Extra, "v1", "v2", 1)
+	e.writeConfig(c.provider(), g)
+	e.reload()
+	if out, stderr, code := e.cli("deploy", "web", "--sync"); code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	e.waitInService("web", 2)
+	st := groupOf(t, e.status(), "web")
+	if st.Version != "v2" || versions(st)["v2"] != 2 {
+		t.Fatalf("after the deploy: serving %q, instances %v; want v2 on both", st.Version, versions(st))
+	}
+	e.eventually("the cloud's servers are the instances", 10*time.Second, func() error { return c.matches(e, "web") })
+	for _, s := range c.servers() {
+		if before[s.ID] {
+			t.Errorf("server %s of v1 still runs after the deploy of v2", s.ID)
+		}
 	}
 }

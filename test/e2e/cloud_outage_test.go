@@ -203,7 +203,7 @@ func startOutageScaleIn(t *testing.T) *outage {
 	t.Helper()
 	o := &outage{c: newExecCloud(t)}
 	g := web
-	g.Extra = "    provider: cli\n"
+	g.Extra, g.Cloud = "    provider: cli\n", true
 	o.e = newEnv(t, o.c.provider()+"    delete_timeout: 4s\n", g)
 	o.e.start()
 	o.e.waitInService("web", 2)

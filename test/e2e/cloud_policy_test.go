@@ -62,7 +62,7 @@ func TestCloudPolicyScalesOutAndIn(t *testing.T) {
 			begin := time.Now()
 			providers, matches := tc.cloud(t)
 			e := newEnv(t, "metrics: {warmup: 1s}\n"+providers, groupSpec{Name: tc.group, Min: 2, Max: 5, Drain: "3s",
-				Extra: "    provider: " + tc.provider + "\n" + policyAutoscale})
+				Extra: "    provider: " + tc.provider + "\n" + policyAutoscale, Cloud: true})
 			e.start()
 			e.eventually("2 instances in service", 60*time.Second, inService(e, 2))
 			e.eventually("the cloud's listing is the group's 2 instances", 15*time.Second, func() error { return matches(e) })

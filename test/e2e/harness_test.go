@@ -140,6 +140,9 @@ type groupSpec struct {
 	Template   string // more YAML lines for the template, indented 6 spaces
 	Health     string // YAML flow mapping replacing the default health settings
 	Drain      string // drain_timeout, default 5s
+	// Cloud is a group on a cloud provider (set in Extra): it has no
+	// template, since its servers run their image.
+	Cloud bool
 }
 
 // shoalEnv is one shoal core under test with its own state dir and ports.
@@ -210,15 +213,17 @@ func (e *shoalEnv) writeConfig(extraTop string, groups ...groupSpec) {
 			health = "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}"
 		}
 		fmt.Fprintf(&b, "    health: %s\n", health)
-		command := g.Command
-		if command == "" {
-			command = fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+		if !g.Cloud {
+			command := g.Command
+			if command == "" {
+				command = fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
+			}
+			fmt.Fprintf(&b, "    template:\n      command: %s\n      stop_timeout: 3s\n", command)
+			if g.Env != "" {
+				fmt.Fprintf(&b, "      env: %s\n", g.Env)
+			}
+			b.WriteString(g.Template)
 		}
-		fmt.Fprintf(&b, "    template:\n      command: %s\n      stop_timeout: 3s\n", command)
-		if g.Env != "" {
-			fmt.Fprintf(&b, "      env: %s\n", g.Env)
-		}
-		b.WriteString(g.Template)
 		b.WriteString(g.Extra)
 	}
 	if err := os.WriteFile(e.cfgPath, []byte(b.String()), 0o600); err != nil {

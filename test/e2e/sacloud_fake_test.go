@@ -93,7 +93,7 @@ func sacloudEnvTop(t *testing.T, top string) (*shoalEnv, string) {
 	providers += "    server_plans: {largest: {core: 2, memory: 4}}\n"
 	e := newEnv(t, top+providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
 		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
-		Extra: "    provider: sakura\n"})
+		Extra: "    provider: sakura\n", Cloud: true})
 	return e, store
 }
 

@@ -100,7 +100,16 @@ type host struct {
 	sweepKeep    map[procKey]bool
 	sweepPending bool
 	swept        bool
+	// abandoned are the instances whose launch failed after it may have
+	// started their process, by name: what runs of them is stopped by its
+	// marker (see stopAbandoned), and a name is forgotten only once the
+	// host shows nothing of it left.
+	abandoned map[string]*abandonedLaunch
 }
+
+// abandonedLaunch is one failed launch (a later failure of the same name
+// is another), which failed at at.
+type abandonedLaunch struct{ at time.Time }
 
 type pendingStart struct {
 	group string
@@ -113,6 +122,7 @@ func newHost(name string, hc config.SSHHost, cc *gossh.ClientConfig) *host {
 		name: name, first: make(chan struct{}), cfg: hc, clientCfg: cc, since: time.Now(),
 		insts: make(map[string]*instance), pending: make(map[string]pendingStart),
 		lost: make(map[procKey]provider.Record), stopOnReturn: make(map[procKey]string),
+		abandoned: make(map[string]*abandonedLaunch),
 	}
 }
 
@@ -226,6 +236,9 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	if err := p.reconcile(ctx, h); err != nil {
 		p.log.Warn("reconciling host failed", "host", h.name, "err", err)
 	}
+	if err := p.stopAbandoned(ctx, h); err != nil {
+		p.log.Warn("stopping what failed launches started failed; asked again", "host", h.name, "in", owedEvery, "err", err)
+	}
 	return nil
 }
 
@@ -269,10 +282,19 @@ func (p *Provider) connLost(h *host, c *gossh.Client, err error) {
 func (p *Provider) pollLoop(ctx context.Context, h *host) error {
 	t := time.NewTicker(p.opts.Interval)
 	defer t.Stop()
-	var rotated time.Time
+	var rotated, owed time.Time
 	for {
 		if err := p.poll(ctx, h); err != nil {
 			return err
+		}
+		if time.Since(owed) >= owedEvery {
+			if err := p.stopOwed(ctx, h); err != nil {
+				if errors.Is(err, provider.ErrHostDown) {
+					return err
+				}
+				p.log.Warn("stopping what shoal owes the host failed; asked again", "host", h.name, "in", owedEvery, "err", err)
+			}
+			owed = time.Now()
 		}
 		if time.Since(rotated) >= rotateEvery {
 			rotated = time.Now()
@@ -435,7 +457,7 @@ func (p *Provider) evaluate(now time.Time) {
 				downs[h.name] = p.markDown(h, now, since, failingSince)
 			}
 		}
-		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && h.inFlight == 0 {
+		if h.removed && len(h.insts) == 0 && len(h.pending) == 0 && len(h.abandoned) == 0 && h.inFlight == 0 {
 			if h.cancel != nil {
 				h.cancel()
 			}
@@ -621,6 +643,126 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 		})
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// owedEvery is how often a connected host is asked again to stop what
+// shoal owes it (stopOwed): often enough to end a leftover in seconds,
+// seldom enough that a stop that hangs again does not hold up the polls.
+const owedEvery = 5 * time.Second
+
+// stopOwed stops, on h that answers, what shoal started there and could
+// not stop when it tried: what failed launches may have started, and the
+// instances whose Stop found the host unreachable (stopOnReturn), which a
+// host that answers again without a reconnection (its stop command hung,
+// its polls did not) would otherwise keep running untracked.
+func (p *Provider) stopOwed(ctx context.Context, h *host) error {
+	err := p.stopAbandoned(ctx, h)
+	if errors.Is(err, provider.ErrHostDown) {
+		return err
+	}
+	return errors.Join(err, p.retryStops(ctx, h))
+}
+
+// retryStops stops the process groups of stopOnReturn, as reconcile does
+// when the host reconnects; a node that does not lead leaves them to its
+// next connection, as reconcile does.
+func (p *Provider) retryStops(ctx context.Context, h *host) error {
+	p.mu.Lock()
+	owed := maps.Clone(h.stopOnReturn)
+	p.mu.Unlock()
+	if len(owed) == 0 || p.guard(ctx) != nil {
+		return nil
+	}
+	var errs []error
+	for k, name := range owed {
+		err := p.stopProcess(ctx, h, k, strayGrace)
+		if err != nil && !errors.Is(err, errAlreadyGone) {
+			if errors.Is(err, provider.ErrHostDown) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", name, k.pid, err))
+			continue
+		}
+		p.mu.Lock()
+		delete(h.stopOnReturn, k)
+		p.mu.Unlock()
+		if err == nil {
+			p.log.Info("instance whose stop had failed stopped", "instance", name, "host", h.name, "pid", k.pid)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// abandon notes that the launch of instance name on h failed after it may
+// have started the process.
+func (p *Provider) abandon(h *host, name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h.abandoned[name] = &abandonedLaunch{at: time.Now()}
+}
+
+// stopAbandoned stops what failed launches on h may have started: the
+// process groups led by a process marked with one of their names that
+// nothing tracks. A name stays noted (asked again every owedEvery while
+// the host answers, and when it is back) while the host cannot be asked, a stop fails, a
+// launch of it is still running there, or a new start of the name is
+// under way (whose process is told apart from the failed one's only once
+// it is tracked): what a failed launch started is never forgotten.
+func (p *Provider) stopAbandoned(ctx context.Context, h *host) error {
+	p.mu.Lock()
+	names := maps.Clone(h.abandoned)
+	p.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	ms, err := p.listMarked(ctx, h)
+	if err != nil {
+		return err
+	}
+	left := make(map[string]bool)
+	var stop, others []marked
+	p.mu.Lock()
+	for _, m := range ms {
+		if names[m.name] == nil {
+			continue
+		}
+		if _, starting := h.pending[m.name]; starting {
+			left[m.name] = true
+			continue
+		}
+		if in := h.insts[m.name]; in != nil && (in.key() == m.key() || m.Pgid == in.d.PID) {
+			continue // the instance of that name started since, and its processes
+		}
+		if m.leader() {
+			stop = append(stop, m)
+		} else {
+			others = append(others, m)
+		}
+	}
+	p.mu.Unlock()
+	for _, m := range others {
+		// Not in a group stopped now: the launch itself (or its child
+		// before setsid), still running, which may yet start the process.
+		if !slices.ContainsFunc(stop, func(l marked) bool { return l.PID == m.Pgid }) {
+			left[m.name] = true
+		}
+	}
+	var errs []error
+	for _, m := range stop {
+		p.log.Warn("stopping what a failed launch started", "instance", m.name, "host", h.name, "pid", m.PID, "failed", time.Since(names[m.name].at).Round(time.Second))
+		if err := p.stopProcess(ctx, h, m.key(), strayGrace); err != nil && !errors.Is(err, errAlreadyGone) {
+			left[m.name] = true
+			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", m.name, m.PID, err))
+		}
+	}
+	p.mu.Lock()
+	for name, a := range names {
+		if !left[name] && h.abandoned[name] == a {
+			delete(h.abandoned, name)
+		}
+	}
+	p.mu.Unlock()
 	return errors.Join(errs...)
 }
 

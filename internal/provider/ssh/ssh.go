@@ -427,7 +427,25 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	in, err := p.startOn(ctx, h, spec, why)
 	if err != nil {
 		p.unreserve(h, spec.Name)
-		return nil, fmt.Errorf("start instance %s on %s: %w", spec.Name, h.name, err)
+		err = fmt.Errorf("start instance %s on %s: %w", spec.Name, h.name, err)
+		p.mu.Lock()
+		_, abandoned := h.abandoned[spec.Name]
+		p.mu.Unlock()
+		if abandoned {
+			// At once, bounded on its own (ctx may be what ended); a host
+			// that cannot be asked now is asked again (stopOwed) while it
+			// answers, and when it is back.
+			ct, _, _ := p.settings()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ct+strayGrace+5*time.Second)
+			switch serr := p.stopAbandoned(sctx, h); {
+			case errors.Is(serr, provider.ErrHostDown):
+				err = fmt.Errorf("%w; what the launch may have started is stopped by its marker once host %s answers", err, h.name)
+			case serr != nil:
+				err = fmt.Errorf("%w; stopping what the launch may have started failed, asked again while the host answers: %v", err, serr)
+			}
+			cancel()
+		}
+		return nil, err
 	}
 	return in, nil
 }
@@ -458,12 +476,18 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	ct, _, _ := p.settings()
 	launch := slices.Concat([]string{"env"}, p.markers(h, spec.Name), script(launchScript, args...))
 	out, err := p.sh(ctx, h, ct+5*time.Second, launch)
-	if err != nil {
-		return nil, remoteError(h, err, argv[0], tmpl.Dir)
-	}
 	var d data
-	if _, err := fmt.Sscan(string(out), &d.PID, &d.PIDStart); err != nil || d.PID <= 0 {
-		return nil, fmt.Errorf("launch: unexpected output %q", out)
+	if err != nil {
+		err = remoteError(h, err, argv[0], tmpl.Dir)
+	} else if _, serr := fmt.Sscan(string(out), &d.PID, &d.PIDStart); serr != nil || d.PID <= 0 {
+		err = fmt.Errorf("launch: unexpected output %q", out)
+	}
+	if err != nil {
+		// The process may run although its launch failed (one that timed
+		// out after setsid, say), and nothing tracks it: Start stops it by
+		// its marker, or stopOwed does once the host answers.
+		p.abandon(h, spec.Name)
+		return nil, err
 	}
 	d.Host, d.Port, d.Marker = h.name, port, spec.Name
 	rec := d.record(spec.Name)

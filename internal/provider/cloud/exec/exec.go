@@ -38,8 +38,9 @@ import (
 const (
 	// maxOutput bounds what a command may print on stdout.
 	maxOutput = 1 << 20
-	// stderrTail is how much of a failing command's stderr its error quotes.
-	stderrTail = 512
+	// stderrTail is how much of a failing command's stderr its error
+	// quotes: its end, where a CLI says what went wrong.
+	stderrTail = 2 << 10
 	// exitTempFail is EX_TEMPFAIL from sysexits.h: try again later.
 	exitTempFail = 75
 	// waitDelay bounds the wait for a command's output pipes after it has
@@ -80,20 +81,23 @@ func New(cfg config.ExecProvider, port int) (*Driver, error) {
 // Create runs start and reads the server it prints.
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
 	data := config.ExecData{Name: req.Name, Group: req.Group, Index: req.Index, Plan: req.Plan, Owner: req.Tags[cloud.TagOwner], Port: d.port}
-	out, err := d.run(ctx, "start", d.start, data, req.Tags)
+	var s cloud.Server
+	err := d.run(ctx, "start", d.start, data, req.Tags, func(out []byte) error {
+		var e entry
+		if err := decodeOne(out, &e); err != nil {
+			return fmt.Errorf("%w; it printed %s", err, quote(out))
+		}
+		var err error
+		if s, err = d.server(e); err != nil {
+			return fmt.Errorf("%w; it printed %s", err, quote(out))
+		}
+		if s.IP == "" {
+			return fmt.Errorf("no address in its answer (want \"address\" or \"ip\"); it printed %s", quote(out))
+		}
+		return nil
+	})
 	if err != nil {
 		return cloud.Server{}, err
-	}
-	var e entry
-	if err := decodeOne(out, &e); err != nil {
-		return cloud.Server{}, fmt.Errorf("start: %w; it printed %s", err, quote(out))
-	}
-	s, err := e.server()
-	if err != nil {
-		return cloud.Server{}, fmt.Errorf("start: %w; it printed %s", err, quote(out))
-	}
-	if s.IP == "" {
-		return cloud.Server{}, fmt.Errorf("start: no address in its answer (want \"address\" or \"ip\"); it printed %s", quote(out))
 	}
 	if s.Tags == nil {
 		s.Tags = req.Tags
@@ -103,30 +107,32 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 
 // Delete runs stop for id.
 func (d *Driver) Delete(ctx context.Context, id string) error {
-	_, err := d.run(ctx, "stop", d.stop, config.ExecData{ID: id, Port: d.port}, nil)
-	return err
+	return d.run(ctx, "stop", d.stop, config.ExecData{ID: id, Port: d.port}, nil, nil)
 }
 
 // List runs list and returns the servers tagged with owner. Output that
 // does not parse is an error, never an empty listing.
 func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error) {
-	out, err := d.run(ctx, "list", d.list, config.ExecData{Owner: owner, Port: d.port}, map[string]string{cloud.TagOwner: owner})
-	if err != nil {
-		return nil, err
-	}
-	var es []entry
-	if err := decodeOne(out, &es); err != nil {
-		return nil, fmt.Errorf("list: %w (want a JSON array of servers); it printed %s", err, quote(out))
-	}
 	var servers []cloud.Server
-	for i, e := range es {
-		s, err := e.server()
-		if err != nil {
-			return nil, fmt.Errorf("list: server [%d]: %w", i, err)
+	err := d.run(ctx, "list", d.list, config.ExecData{Owner: owner, Port: d.port}, map[string]string{cloud.TagOwner: owner}, func(out []byte) error {
+		var es []entry
+		if err := decodeOne(out, &es); err != nil {
+			return fmt.Errorf("%w (want a JSON array of servers); it printed %s", err, quote(out))
 		}
-		if s.Tags[cloud.TagOwner] == owner {
+		for i, e := range es {
+			if e.Tags[cloud.TagOwner] != owner {
+				continue // not this shoal's: whatever it is, it is not ours to judge
+			}
+			s, err := d.server(e)
+			if err != nil {
+				return fmt.Errorf("server [%d]: %w", i, err)
+			}
 			servers = append(servers, s)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return servers, nil
 }
@@ -140,6 +146,16 @@ type entry struct {
 	State   string            `json:"state"`
 	Tags    map[string]string `json:"tags"`
 	Created time.Time         `json:"created"`
+}
+
+// server is e as a server of this provider: an address without a port
+// needs the provider's.
+func (d *Driver) server(e entry) (cloud.Server, error) {
+	s, err := e.server()
+	if err == nil && s.IP != "" && s.Port == 0 && d.port == 0 {
+		err = fmt.Errorf("address %q has no port, and the provider sets none: print \"host:port\", or set the provider's port", s.IP)
+	}
+	return s, err
 }
 
 func (e entry) server() (cloud.Server, error) {
@@ -203,12 +219,14 @@ func decodeOne(out []byte, v any) error {
 	return nil
 }
 
-// run expands and runs one command, returning its stdout. Failures quote
-// the tail of its stderr; status 75 and nothing else is ErrRetryable.
-func (d *Driver) run(ctx context.Context, what string, c config.Command, data config.ExecData, tags map[string]string) ([]byte, error) {
+// run expands and runs one command and hands its stdout to parse (nil:
+// its output is not read). Every failure quotes the tail of its stderr,
+// whatever it was: an exit status, a timeout, too much output, or output
+// parse refuses. Status 75 and nothing else is ErrRetryable.
+func (d *Driver) run(ctx context.Context, what string, c config.Command, data config.ExecData, tags map[string]string, parse func(out []byte) error) error {
 	argv, err := c.Expand(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: expand command: %w", what, err)
+		return fmt.Errorf("%s: expand command: %w", what, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, d.timeout, fmt.Errorf("timed out after %s", d.timeout))
 	defer cancel()
@@ -224,17 +242,22 @@ func (d *Driver) run(ctx context.Context, what string, c config.Command, data co
 	err = cmd.Run()
 	switch {
 	case stdout.overflow:
-		return nil, fmt.Errorf("%s: %s printed more than %d bytes (1 MiB); killed%s", what, argv[0], maxOutput, stderr.suffix())
+		return fmt.Errorf("%s: %s printed more than %d bytes (1 MiB); killed%s", what, argv[0], maxOutput, stderr.suffix())
 	case ctx.Err() != nil && context.Cause(ctx) != nil && err != nil:
-		return nil, fmt.Errorf("%s: %s %v; killed%s", what, argv[0], context.Cause(ctx), stderr.suffix())
+		return fmt.Errorf("%s: %s %v; killed%s", what, argv[0], context.Cause(ctx), stderr.suffix())
 	case err != nil:
 		var ee *osexec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == exitTempFail {
-			return nil, fmt.Errorf("%s: %s asks to retry later (exit status %d)%s: %w", what, argv[0], exitTempFail, stderr.suffix(), cloud.ErrRetryable)
+			return fmt.Errorf("%s: %s asks to retry later (exit status %d)%s: %w", what, argv[0], exitTempFail, stderr.suffix(), cloud.ErrRetryable)
 		}
-		return nil, fmt.Errorf("%s: %s: %v%s", what, argv[0], err, stderr.suffix())
+		return fmt.Errorf("%s: %s: %v%s", what, argv[0], err, stderr.suffix())
 	}
-	return stdout.buf.Bytes(), nil
+	if parse != nil {
+		if err := parse(stdout.buf.Bytes()); err != nil {
+			return fmt.Errorf("%s: %w%s", what, err, stderr.suffix())
+		}
+	}
+	return nil
 }
 
 // tagEnv passes tags to a command.

@@ -529,8 +529,8 @@ func TestBadOutput(t *testing.T) {
 		want []string
 	}{
 		{"fail", []string{"exit status 3", "stderr: fakecloud: start refused: quota exceeded for project test"}},
-		{"garbage", []string{"not JSON", `"<html>502 Bad Gateway</html>\n"`}},
-		{"noaddr", []string{`no address in its answer`}},
+		{"garbage", []string{"not JSON", `"<html>502 Bad Gateway</html>\n"`, "stderr: fakecloud: the API's gateway answered 502"}},
+		{"noaddr", []string{`no address in its answer`, "stderr: fakecloud: server has no public IP yet"}},
 		{"huge", []string{"printed more than 1048576 bytes (1 MiB); killed", "stderr: fakecloud: dumping"}},
 		{"hang", []string{"timed out after 1s; killed", "stderr: fakecloud: waiting for the API"}},
 	} {

@@ -84,7 +84,6 @@ groups:
     max_size: 5
     provider: sakura
     plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]
-    template: {command: [app]}
 `
 	// A short directory: the config checks its state_dir's socket paths.
 	dir, err := os.MkdirTemp("", "sacloud")

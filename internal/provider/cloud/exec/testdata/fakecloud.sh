@@ -1,9 +1,10 @@
 #!/bin/sh
-# fakecloud.sh DIR start NAME PORT | stop ID | list OWNER | delete ID
+# fakecloud.sh DIR start NAME [PORT] | stop ID | list OWNER | delete ID
 #
 # A cloud CLI for tests: every server is a real demo-backend process on its
 # own loopback address (127.0.X.Y) and the provider's port, recorded as
-# DIR/servers/ID.json. DIR/backend names the demo-backend binary. Files in
+# DIR/servers/ID.json. Without PORT (a provider with none) the server serves
+# on the port in DIR/own-port, and its address says so (IP:PORT). DIR/backend names the demo-backend binary. Files in
 # DIR make a command misbehave: DIR/fail-CMD holds a mode (fail, garbage,
 # noaddr, huge, hang, tempfail, dup, down), DIR/boot the seconds a server
 # stays "provisioning", DIR/calls logs every call.
@@ -16,8 +17,8 @@ echo "$cmd $*" >>"$dir/calls"
 mode=$(cat "$dir/fail-$cmd" 2>/dev/null || true)
 case $mode in
 fail) echo "fakecloud: $cmd refused: quota exceeded for project test" >&2; exit 3 ;;
-garbage) echo "<html>502 Bad Gateway</html>"; exit 0 ;;
-noaddr) [ "$cmd" = start ] && { echo '{"id": "srv-noaddr"}'; exit 0; } ;;
+garbage) echo "fakecloud: the API's gateway answered 502" >&2; echo "<html>502 Bad Gateway</html>"; exit 0 ;;
+noaddr) [ "$cmd" = start ] && { echo "fakecloud: server has no public IP yet" >&2; echo '{"id": "srv-noaddr"}'; exit 0; } ;;
 huge) echo "fakecloud: dumping" >&2; head -c 2000000 /dev/zero | tr '\0' 'x'; exit 0 ;;
 hang) echo "fakecloud: waiting for the API" >&2; exec sleep 600 ;;
 tempfail)
@@ -41,16 +42,21 @@ if [ "$mode" = dup ] && [ "$cmd" = start ] && [ ! -e "$dir/dup-done" ]; then
 fi
 case $cmd in
 start)
-	name=$1 port=$2
+	name=$1 port=${2:-}
 	exec 9>"$dir/lock"
 	flock 9
 	n=$(($(cat "$dir/seq" 2>/dev/null || echo 0) + 1))
 	echo $n >"$dir/seq"
 	id="srv-$n"
 	ip="127.0.$((n / 200 + 100)).$((n % 200 + 2))"
+	addr=$ip
+	if [ -z "$port" ]; then
+		port=$(cat "$dir/own-port")
+		addr=$ip:$port
+	fi
 	setsid "$(cat "$dir/backend")" --listen "$ip:$port" --name "$name" >"$dir/$id.log" 2>&1 </dev/null 9>&- &
 	pid=$!
-	jq -n --arg id "$id" --arg name "$name" --arg ip "$ip" --argjson pid "$pid" --argjson created "$now" \
+	jq -n --arg id "$id" --arg name "$name" --arg ip "$addr" --argjson pid "$pid" --argjson created "$now" \
 		--argjson tags "${SHOAL_TAGS:-{\}}" \
 		'{id: $id, name: $name, address: $ip, pid: $pid, created: $created, tags: $tags}' >"$dir/$id.tmp"
 	mv "$dir/$id.tmp" "$dir/servers/$id.json" # whole, for a list running now
