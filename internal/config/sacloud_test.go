@@ -186,7 +186,7 @@ const seedServerGroup = `        zone: "tk1b"
 // extra (indented keys of the entry) before it.
 func seedProvider(extra string) string {
 	return "listen: 127.0.0.1:8080\nproviders:\n      - name: sakura\n        type: sacloud\n        port: 80\n" + extra + seedServerGroup + `groups:
-  - {name: hscale-group, provider: sakura, min_size: 2, max_size: 5, template: {command: [app]},
+  - {name: hscale-group, provider: sakura, min_size: 2, max_size: 5,
      plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]}
 `
 }

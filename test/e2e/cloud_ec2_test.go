@@ -274,7 +274,7 @@ func TestEC2MotoRegionItLacks(t *testing.T) {
 	c := newMotoCloud(t)
 	prov := strings.Replace(c.provider(), "region: us-east-1", "region: ap-northeast-9", 1)
 	prov = strings.Replace(prov, "    interval: 500ms\n", "    interval: 500ms\n    create_timeout: 5m\n", 1)
-	e := newEnv(t, prov, groupSpec{Name: "web", Min: 1, Max: 2, Extra: "    provider: aws\n"})
+	e := newEnv(t, prov, groupSpec{Name: "web", Min: 1, Max: 2, Extra: "    provider: aws\n", Cloud: true})
 	e.start()
 	const want = "ec2: region ap-northeast-9: the EC2 API does not answer for it (HTTP status 500): check region"
 	start := time.Now()

@@ -78,7 +78,7 @@ func seedEnv(t *testing.T, edit func(string) string) (*shoalEnv, string) {
 `, store, filepath.Join(binDir, "demo-backend")) + edit(seedServerGroup)
 	e := newEnv(t, providers, groupSpec{Name: "hscale-group", Min: 2, Max: 5,
 		Plans: "[{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]",
-		Extra: "    provider: sakura\n"})
+		Extra: "    provider: sakura\n", Cloud: true})
 	return e, store
 }
 
