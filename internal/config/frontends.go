@@ -81,7 +81,9 @@ type Weight struct {
 type Redirect struct {
 	Code     int    `yaml:"code"`
 	Location string `yaml:"location"`
-	HTTPS    bool   `yaml:"https"`
+	// HTTPS redirects requests that came over a plain bind to the same URL
+	// over https; on a TLS bind the route does not match (the next decides).
+	HTTPS bool `yaml:"https"`
 }
 
 // Respond answers the request itself (a maintenance page, a 503 for bots).
@@ -432,7 +434,7 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 		}
 		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
 	}
-	fe.Routes = d.routes(f, mode, groups)
+	fe.Routes = d.routes(f, mode, groups, fe.hasPlainBind())
 	return fe, true
 }
 
@@ -474,7 +476,7 @@ func (d *decoder) frontendTimeouts(n *yaml.Node, path, mode string) Timeouts {
 
 // routes decodes a frontend's routes and reports the ones an earlier route
 // shadows: first match wins, so they could never match.
-func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route {
+func (d *decoder) routes(f *fields, mode string, groups map[string]bool, plain bool) []Route {
 	path := f.field("routes")
 	n := f.get("routes")
 	if n == nil {
@@ -500,7 +502,7 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 	)
 	for i, item := range items {
 		rpath := fmt.Sprintf("%s[%d]", path, i)
-		r, ok := d.route(item, rpath, mode, groups)
+		r, ok := d.route(item, rpath, mode, groups, plain)
 		if !ok {
 			continue
 		}
@@ -516,8 +518,9 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 }
 
 // route decodes one route; ok is false when it has an error, so that it
-// is not compared with the others.
-func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool) (Route, bool) {
+// is not compared with the others. plain is whether the frontend has a
+// bind without TLS.
+func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool, plain bool) (Route, bool) {
 	f := section[Route](d, item, path)
 	if f.node == nil {
 		return Route{}, false
@@ -608,6 +611,9 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		r.Weights = d.weights(f.get("weights"), f.field("weights"), groups)
 	case "redirect":
 		r.Redirect = d.redirect(f.get("redirect"), f.field("redirect"))
+		if r.Redirect.HTTPS && !plain {
+			d.errorAt(f.field("redirect")+".https", "every bind of this frontend speaks TLS, so no request would be redirected to https (on TLS the route does not match); drop the route, or list the TLS binds in tls.bind and add a plain one")
+		}
 	case "respond":
 		r.Respond = d.respond(f.get("respond"), f.field("respond"))
 	}
@@ -724,6 +730,16 @@ func (d *decoder) respond(n *yaml.Node, path string) *Respond {
 	return &r
 }
 
+// hasPlainBind reports whether some of fe's binds do not speak TLS.
+func (fe Frontend) hasPlainBind() bool {
+	if fe.TLS == nil {
+		return true
+	}
+	return slices.ContainsFunc(fe.Bind, func(b string) bool {
+		return len(fe.TLS.Bind) > 0 && !slices.Contains(fe.TLS.Bind, b)
+	})
+}
+
 // hasConditions reports whether r matches less than every request.
 func (r Route) hasConditions() bool {
 	return len(r.Host) > 0 || len(r.PathPrefix) > 0 || r.PathRegex != "" || len(r.Method) > 0 || len(r.Header) > 0
@@ -733,6 +749,11 @@ func (r Route) hasConditions() bool {
 // later can never match after it. It is conservative: false when it
 // cannot tell (two different regexes).
 func (r Route) covers(later Route) bool {
+	// A redirect to https matches plain requests only (see haproxy's
+	// routeACLs): the TLS ones go on to the later routes.
+	if r.httpsOnly() && !later.httpsOnly() {
+		return false
+	}
 	if len(r.Host) > 0 && (len(later.Host) == 0 || !allCovered(later.Host, r.Host, hostCovers)) {
 		return false
 	}
@@ -758,6 +779,10 @@ func (r Route) covers(later Route) bool {
 	}
 	return true
 }
+
+// httpsOnly reports whether r redirects plain requests to https, and so
+// matches no request that came over TLS.
+func (r Route) httpsOnly() bool { return r.Redirect != nil && r.Redirect.HTTPS }
 
 // allCovered reports whether every one of vals is covered by one of by.
 func allCovered(vals, by []string, covers func(val, by string) bool) bool {

@@ -305,6 +305,12 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 		lines = append(lines, fmt.Sprintf("acl %s req.fhdr(%s) -m str %s", hn, h, v))
 		conds = append(conds, hn)
 	}
+	// A redirect to https is for requests that came over plain http: on a
+	// TLS bind it would answer a redirect to the very same URL, forever.
+	// There the route does not match, and the next one decides.
+	if r.Redirect != nil && r.Redirect.HTTPS {
+		conds = append(conds, "!{ ssl_fc }")
+	}
 	return conds, lines, nil
 }
 

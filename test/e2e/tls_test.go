@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -244,4 +245,93 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// TestHTTPSRedirectOnTLSBind: the README's routes, a redirect to https for
+// /admin and a group for the rest, on a frontend with a plain and a TLS
+// bind: /admin over TLS reaches the group (a redirect there would point at
+// the same URL, forever), and over plain http it is redirected once, to an
+// https URL that then serves it.
+func TestHTTPSRedirectOnTLSBind(t *testing.T) {
+	t.Parallel() // waits for one instance, no load
+	ca := testcert.NewCA(t)
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	certs := filepath.Join(e.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, certs, "a")
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e.useFrontends(fmt.Sprintf(`frontends:
+  - name: edge
+    bind: [%s, %s]
+    tls:
+      certificates: [{cert: certs/a.crt, key: certs/a.key}]
+      bind: [%s]
+    routes:
+      - {path_prefix: /admin, redirect: {https: true}}
+      - {group: web}
+`, e.listen, secure, secure))
+	if out, stderr, code := e.cli("validate", "-c", e.cfgPath); code != 0 {
+		t.Fatalf("validate: %d\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.waitInService("web", 1)
+
+	// https://a.test/... is the TLS bind; no redirect is followed.
+	redirects := 0
+	client := &http.Client{
+		Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			redirects++
+			return http.ErrUseLastResponse
+		},
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{ServerName: "a.test", RootCAs: ca.Pool},
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == "a.test:443" {
+					addr = secure
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+		},
+	}
+	// The instance answers 404 page not found for /admin/...: the request
+	// reached the group (HAProxy would answer 503 or redirect).
+	const fromInstance = "404 page not found\n"
+	get := func(url string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "a.test"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	if resp, body := get("https://a.test/admin/users"); body != fromInstance || resp.Header.Get("Location") != "" {
+		t.Errorf("/admin over TLS: %s to %q %q, want the web group's instance's answer %q", resp.Status, resp.Header.Get("Location"), body, fromInstance)
+	}
+	resp, _ := get("http://" + e.listen + "/admin/users?q=1")
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != 302 || loc != "https://a.test/admin/users?q=1" {
+		t.Fatalf("/admin over http: %s to %q, want 302 to https://a.test/admin/users?q=1", resp.Status, loc)
+	}
+	if resp, body := get(loc); body != fromInstance {
+		t.Errorf("%s, the redirect's target: %s %q, want the instance's answer (redirected once)", loc, resp.Status, body)
+	}
+	if redirects != 1 {
+		t.Errorf("%d redirects, want 1 (the plain request's)", redirects)
+	}
+	for _, u := range []string{"http://" + e.listen + "/", "https://a.test/"} {
+		if resp, _ := get(u); resp.StatusCode != 200 {
+			t.Errorf("%s: %s, want 200 from the web group", u, resp.Status)
+		}
+	}
 }
