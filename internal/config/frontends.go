@@ -238,7 +238,6 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 	var (
 		fes   []Frontend
 		names = make(map[string]*yaml.Node)
-		binds []bindAt
 		// modes records which mode of frontend routes to each group.
 		modes = make(map[string]string)
 	)
@@ -259,7 +258,6 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 		default:
 			names[fe.Name] = item
 		}
-		binds = d.checkBinds(path, fe.Bind, binds)
 		for j, r := range fe.Routes {
 			for _, g := range r.groups() {
 				if m, seen := modes[g]; seen && m != fe.Mode {
@@ -332,53 +330,6 @@ func (r Route) groups() []string {
 	return gs
 }
 
-// bindAt is a bind address already taken, and where.
-type bindAt struct {
-	host, port string
-	line       int
-	field      string
-}
-
-// checkBinds reports the addresses of bind that an earlier one (of any
-// frontend) takes: the same address, or a wildcard of the same port that
-// covers it. HAProxy binds with noreuseport, so the second would fail.
-func (d *decoder) checkBinds(path string, bind []string, taken []bindAt) []bindAt {
-	for i, b := range bind {
-		host, port, err := net.SplitHostPort(b)
-		if err != nil {
-			continue // reported
-		}
-		field := fmt.Sprintf("%s.bind[%d]", path, i)
-		for _, t := range taken {
-			if t.port == port && bindsOverlap(t.host, host) {
-				d.errorAt(field, "%s is already bound by %s (line %d)", b, t.field, t.line)
-				break
-			}
-		}
-		taken = append(taken, bindAt{host, port, d.pos[field].Line, field})
-	}
-	return taken
-}
-
-// bindsOverlap reports whether two hosts of the same port conflict: equal,
-// or one is every address of the other's family (IPv6's :: takes IPv4's
-// too on Linux by default).
-func bindsOverlap(a, b string) bool {
-	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	v6 := func(h string) bool { return strings.Contains(h, ":") }
-	switch {
-	case a == b:
-		return true
-	case a == "::" || b == "::":
-		return true
-	case wild(a):
-		return !v6(b)
-	case wild(b):
-		return !v6(a)
-	}
-	return false
-}
-
 // frontend decodes one frontend; ok is false if item is not a mapping.
 func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool) (Frontend, bool) {
 	f := section[Frontend](d, item, path)
@@ -401,6 +352,8 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 			d.errorf(it.node, it.field, "%v", err)
 		} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
 			d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
+		} else {
+			d.listenTCP(it.node, it.field, it.val, byHAProxy)
 		}
 		fe.Bind = append(fe.Bind, it.val)
 	}
