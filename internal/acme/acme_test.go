@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,8 +111,10 @@ func next(t *testing.T, events <-chan Event, timeout time.Duration) Event {
 
 // startHAProxy runs HAProxy with a frontend whose plain bind on port sends
 // the CA's challenges to shoal and whose TLS bind on tlsPort serves what
-// the certificate store it returns installs.
-func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.ACME) (*haproxy.Manager, *certstore.Store) {
+// the certificate store it returns installs. reload gives HAProxy another
+// ACME section, as shoal's reload does before the manager sees it (the
+// challenges HAProxy sends to shoal are for the section's domains).
+func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.ACME) (lb *haproxy.Manager, store *certstore.Store, reload func(config.ACME)) {
 	t.Helper()
 	listen, tlsListen := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	cfg := &config.Config{
@@ -122,8 +125,8 @@ func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.
 			TLS: &config.TLS{ACME: &acme, Bind: []string{tlsListen}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}},
 		Groups: []config.Group{{Name: "web", Balance: "roundrobin", Health: config.DefaultHealth}},
 	}
-	lb := haproxy.NewManager(cfg, testLogger(t))
-	store := certstore.New(stateDir, lb, testLogger(t))
+	lb = haproxy.NewManager(cfg, testLogger(t))
+	store = certstore.New(stateDir, lb, testLogger(t))
 	if err := store.Write(cfg.Frontends); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +142,19 @@ func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.
 			t.Errorf("stop haproxy: %v", err)
 		}
 	})
-	return lb, store
+	return lb, store, func(a config.ACME) {
+		t.Helper()
+		next := *cfg
+		next.Frontends = slices.Clone(cfg.Frontends)
+		tls := *cfg.Frontends[0].TLS
+		tls.ACME = &a
+		next.Frontends[0].TLS = &tls
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := lb.Reload(ctx, &next); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // servedSerial is the serial of the certificate HAProxy serves for name on
@@ -177,7 +192,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	section := config.ACME{Email: "ops@shoal.test", Directory: ca.Directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.CAFile,
 		RenewBefore: renewBefore}
 	tlsPort := testpebble.FreePort(t, "tcp")
-	lb, store := startHAProxy(t, state, port, tlsPort, section)
+	lb, store, reload := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 
 	in := &installer{store: store}
@@ -290,6 +305,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	// clear error and backs off.
 	ca.Stop()
 	section.Domains = append(section.Domains, "new.shoal.test")
+	reload(section)
 	in2 := &installer{}
 	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
 	ev = next(t, events2, 10*time.Second)
@@ -499,7 +515,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(state) })
 	section := config.ACME{Email: "ops@shoal.test", Directory: "https://" + dirLn.Addr().String() + "/dir", Domains: []string{domain}, CA: ca.CAFile}
 	tlsPort := testpebble.FreePort(t, "tcp")
-	_, store := startHAProxy(t, state, port, tlsPort, section)
+	_, store, _ := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	served := func(want string) {
 		t.Helper()

@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +21,13 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 )
 
-// TestRenderACME: a frontend with tls.acme sends the CA's challenges to the
-// shoal_acme backend before any group's rule, the backend's server is
-// shoal's challenge socket, and HAProxy accepts the result; without ACME
-// neither is rendered; a group cannot take the backend's name.
+// TestRenderACME: a frontend with tls.acme sends the CA's challenges for
+// its domains to the shoal_acme backend before any group's rule, and so
+// does every other http frontend (the CA asks on whichever binds port 80);
+// the challenges are limited per client and in all before they are
+// allowed past the other rules; the backend's server is shoal's challenge
+// socket, and HAProxy accepts the result; without ACME neither is
+// rendered; a group cannot take the backend's name.
 func TestRenderACME(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, "127.0.0.1:8080")
@@ -37,27 +43,53 @@ func TestRenderACME(t *testing.T) {
 	cfg.Frontends = []config.Frontend{{Name: "shoal", Bind: []string{cfg.Listen, "127.0.0.1:8443"}, Mode: config.ModeHTTP,
 		Routes: cfg.Frontends[0].Routes,
 		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"example.com"}},
-			Bind: []string{"127.0.0.1:8443"}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}}
+			Bind: []string{"127.0.0.1:8443"}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}},
+		{Name: "port80", Bind: []string{"127.0.0.1:8081"}, Mode: config.ModeHTTP, Routes: cfg.Frontends[0].Routes,
+			RateLimit: &config.RateLimit{Requests: 5, Per: time.Minute, By: "ip"}}}
 	got, err := Render(cfg, PathsFor(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule := "    use_backend shoal_acme if { path_beg /.well-known/acme-challenge/ }\n"
-	i, j := strings.Index(got, rule), strings.Index(got, "    use_backend api ")
-	if i < 0 || j < 0 || i > j {
-		t.Errorf("the challenge rule is not before the groups' (at %d, api's at %d):\n%s", i, j, got)
+	for _, name := range []string{"shoal", "port80"} {
+		fe := got[strings.Index(got, "\nfrontend "+name+"\n"):]
+		fe = fe[:strings.Index(fe[1:], "\n\n")+1]
+		want := []string{
+			"    acl shoal_acme_path path_beg /.well-known/acme-challenge/\n",
+			"    acl shoal_acme_host hdr(host),field(1,:) -i example.com\n",
+			"    http-request track-sc1 src table shoal_acme if shoal_acme_path shoal_acme_host\n",
+			"    http-request deny deny_status 429 if shoal_acme_path shoal_acme_host { sc_http_req_rate(1) gt 24 }\n",
+			"    http-request deny deny_status 429 if shoal_acme_path shoal_acme_host { be_sess_rate(shoal_acme) gt 48 }\n",
+			"    http-request allow if shoal_acme_path shoal_acme_host\n",
+			"    use_backend shoal_acme if shoal_acme_path shoal_acme_host\n",
+		}
+		last := -1
+		for _, w := range want {
+			i := strings.Index(fe, w)
+			if i < last {
+				t.Errorf("frontend %s: %q missing or out of order:\n%s", name, w, fe)
+			}
+			last = i
+		}
+		// The allow comes before every other http-request rule, the
+		// challenge's use_backend before every group's.
+		if i, j := strings.Index(fe, want[5]), strings.Index(fe, "    http-request set-header"); i > j && j >= 0 {
+			t.Errorf("frontend %s: the challenge's allow is not before the other http-request rules:\n%s", name, fe)
+		}
+		if i, j := strings.Index(fe, want[6]), strings.Index(fe, "    use_backend api "); i > j {
+			t.Errorf("frontend %s: the challenge's use_backend is not before the groups':\n%s", name, fe)
+		}
+		// The frontend's own limit answers before any rule that answers.
+		if i, j := strings.Index(fe, "http-request deny deny_status 429 if shoal_rate_limited"), strings.Index(fe, "http-request set-header"); name == "port80" && (i < 0 || i > j) {
+			t.Errorf("frontend %s: the rate limit is not before the other rules:\n%s", name, fe)
+		}
 	}
-	// The allow comes before every http-request rule that could answer.
-	allow := "    http-request allow if { path_beg /.well-known/acme-challenge/ }\n"
-	i, j = strings.Index(got, allow), strings.Index(got, "    http-request set-header X-Forwarded-Proto")
-	if i < 0 || j < 0 || i > j {
-		t.Errorf("the challenge's allow is not before the other http-request rules (at %d, X-Forwarded-Proto's at %d):\n%s", i, j, got)
-	}
-	if w := "\nbackend shoal_acme\n    mode http\n    no log\n    server shoal " + ACMESocket(PathsFor(dir)) + "\n"; !strings.Contains(got, w) {
+	if w := "\nbackend shoal_acme\n    mode http\n    no log\n    stick-table type ipv6 size 100k expire 10s store http_req_rate(10s)\n    server shoal " + ACMESocket(PathsFor(dir)) + " maxconn 8\n"; !strings.Contains(got, w) {
 		t.Errorf("config lacks %q:\n%s", w, got)
 	}
-	cfg.Groups[0].Name = acmeBackend
-	if _, err := Render(cfg, PathsFor(dir)); err == nil || !strings.Contains(err.Error(), `group name "shoal_acme"`) {
+	bad := *cfg
+	bad.Groups = slices.Clone(cfg.Groups)
+	bad.Groups[0].Name = acmeBackend
+	if _, err := Render(&bad, PathsFor(dir)); err == nil || !strings.Contains(err.Error(), `group name "shoal_acme"`) {
 		t.Errorf("a group named shoal_acme: %v, want an error naming it", err)
 	}
 	bin, err := exec.LookPath("haproxy")
@@ -77,9 +109,10 @@ func TestRenderACME(t *testing.T) {
 // TestACMEChallengeBeforeRules: on a real HAProxy, a frontend with ACME, a
 // rate limit of 2 requests, a redirect route and a catch-all maintenance
 // page (both http-request rules, which HAProxy runs before any use_backend)
-// still passes every challenge request, plain and over TLS, to shoal's
-// challenge socket, however many; other requests get the page, the
-// redirect, then 429.
+// still passes every challenge request for its domain, plain and over TLS,
+// to shoal's challenge socket (within the challenges' own limit, see
+// TestACMEChallengeLimits); other requests, a challenge path for another
+// host too, get the page, the redirect, then 429.
 func TestACMEChallengeBeforeRules(t *testing.T) {
 	requireHAProxy(t)
 	ctx := context.Background()
@@ -119,15 +152,27 @@ func TestACMEChallengeBeforeRules(t *testing.T) {
 		// here is where the request goes.
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true},
 	}
-	get := func(url string) (int, string) {
+	getHost := func(url, host string) (int, string) {
 		t.Helper()
-		resp, err := client.Get(url)
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		if strings.Contains(url, acmeChallenge) {
+			return getHost(url, "a.test:80") // the CA's, with a port
+		}
+		return getHost(url, "")
 	}
 	for i := range 6 {
 		for _, base := range []string{"http://" + plain, "https://" + secure} {
@@ -137,8 +182,9 @@ func TestACMEChallengeBeforeRules(t *testing.T) {
 			}
 		}
 	}
-	if code, body := get("https://" + secure + "/"); code != 503 || body != "maintenance" {
-		t.Errorf("/: %d %q, want the maintenance page", code, body)
+	// A challenge for a host that is not tls.acme's is any request.
+	if code, body := getHost("https://"+secure+"/.well-known/acme-challenge/x", "b.test"); code != 503 || body != "maintenance" {
+		t.Errorf("a challenge for another host: %d %q, want the maintenance page", code, body)
 	}
 	if code, _ := get("https://" + secure + "/old/x"); code != 302 {
 		t.Errorf("/old/x: %d, want the route's redirect", code)
@@ -149,4 +195,116 @@ func TestACMEChallengeBeforeRules(t *testing.T) {
 	if code, body := get("http://" + plain + "/.well-known/acme-challenge/after"); code != 200 || body != "key-authorization /.well-known/acme-challenge/after" {
 		t.Errorf("a challenge from a limited client: %d %q, want 200 from shoal's socket", code, body)
 	}
+}
+
+// TestACMEChallengeLimits: on a real HAProxy, challenge requests for the
+// ACME domain reach shoal's socket at most acmePerSource+acmePerSourceEach
+// per domain (24 here) from one client in acmeWindow, whether they come to
+// the frontend with tls.acme or to a separate plain one; the rest are
+// answered 429 by HAProxy itself. Another client still gets through, and
+// many clients together, each under its own limit, are capped in all.
+func TestACMEChallengeLimits(t *testing.T) {
+	requireHAProxy(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	cleanupHAProxy(t, stateDir)
+	secure, plain := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
+	cfg := testConfig(stateDir, plain)
+	cfg.Frontends = []config.Frontend{{Name: "edge", Bind: []string{secure}, Mode: config.ModeHTTP,
+		Routes: []config.Route{{Group: "web"}},
+		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"a.test"}},
+			ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}},
+		{Name: "port80", Bind: []string{plain}, Mode: config.ModeHTTP, Routes: []config.Route{{Group: "web"}}}}
+	if err := certstore.New(stateDir, nil, nil).Write(cfg.Frontends); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, cfg)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", ACMESocket(PathsFor(stateDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.NotFound(w, r) // an unknown token, as shoal answers it
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	// from sends n challenge requests from source address src, one after
+	// another on one connection, and counts the answers by status.
+	from := func(src, addr string, n int) map[int]int {
+		t.Helper()
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+			DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext,
+		}}
+		defer client.CloseIdleConnections()
+		got := map[int]int{}
+		scheme := "http://"
+		if addr == secure {
+			scheme = "https://"
+		}
+		for i := range n {
+			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s%s%stoken-%s-%d", scheme, addr, acmeChallenge, src, i), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = "a.test"
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got[resp.StatusCode]++
+		}
+		return got
+	}
+	limit := acmePerSource + acmePerSourceEach
+	// be_sess_rate, the cap, is the rate over the last second.
+	settle := func() { time.Sleep(2 * time.Second) }
+	for _, addr := range []string{plain, secure} {
+		settle()
+		src := map[string]string{plain: "127.0.0.2", secure: "127.0.0.3"}[addr]
+		before := reached.Load()
+		got := from(src, addr, 100)
+		if n := reached.Load() - before; n != int64(limit) || got[404] != limit || got[429] != 100-limit {
+			t.Errorf("100 challenges from %s to %s: %d reached shoal, answers %v; want %d, and 429 for the rest", src, addr, n, got, limit)
+		}
+	}
+	if got := from("127.0.0.4", plain, 1); got[404] != 1 {
+		t.Errorf("another client's challenge: %v, want it to reach shoal (404)", got)
+	}
+
+	// Many clients at once, each under its own limit: capped in all.
+	settle()
+	before, start := reached.Load(), time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := map[int]int{}
+	for k := range 10 {
+		wg.Go(func() {
+			got := from(fmt.Sprintf("127.0.1.%d", k+1), plain, limit-1)
+			mu.Lock()
+			defer mu.Unlock()
+			for code, n := range got {
+				total[code] += n
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	n := reached.Load() - before
+	// The rate is read before the request counts: the cap lets one more
+	// through, and each client's request in flight may read the same rate.
+	capped := float64(acmeTotalTimes*limit)*(secs+1) + 1 + 10
+	if total[429] == 0 || float64(n) > capped {
+		t.Errorf("%d challenges from 10 clients in %.1fs: %d reached shoal, answers %v; want at most %.0f (%d/s) and the rest 429",
+			10*(limit-1), secs, n, total, capped, acmeTotalTimes*limit)
+	}
+	t.Logf("%d challenges from 10 clients in %.2fs: %d reached shoal, answers %v", 10*(limit-1), secs, n, total)
 }

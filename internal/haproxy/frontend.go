@@ -56,7 +56,19 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")
 	}
-	lines = append(lines, acmeChallengeFirst(fe)...)
+	acmeFirst, acmeUse, err := acmeLines(cfg, fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, acmeFirst...)
+	// Before every rule that answers (redirect_http's redirect, a route's
+	// redirect or respond), so that a limited client is answered 429
+	// whatever it asks for.
+	limits, err := rateLimitLines(fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, limits...)
 	lines = append(lines, tlsLines(fe)...)
 	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
@@ -77,15 +89,8 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 			lines = append(lines, "compression type "+strings.Join(c.Types, " "))
 		}
 	}
-	// Before routing, so that a limited client is answered 429 whatever
-	// its route.
-	limits, err := rateLimitLines(fe)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(lines, limits...)
 	// ACME's challenges reach shoal whatever the routes say.
-	lines = append(lines, acmeChallengeUse(fe)...)
+	lines = append(lines, acmeUse...)
 	routes, err := routeLines(fe.Routes)
 	if err != nil {
 		return nil, err

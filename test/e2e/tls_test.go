@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/testcert"
 	"github.com/shoal-lb/shoal/internal/testpebble"
 )
@@ -334,4 +335,97 @@ func TestHTTPSRedirectOnTLSBind(t *testing.T) {
 			t.Errorf("%s: %s, want 200 from the web group", u, resp.Status)
 		}
 	}
+}
+
+// TestTLSACMEPlainFrontend: the CA's HTTP-01 fetch arrives on port 80,
+// bound by a plain frontend of its own that routes to a group (and
+// redirects a path), not by the frontend with tls.acme, which binds only
+// TLS: pebble still validates and the certificate is served. Meanwhile
+// one client floods the challenge path on port 80: beyond the per-client
+// limit HAProxy answers 429 itself, and no more than that limit of its
+// requests reach shoal.
+func TestTLSACMEPlainFrontend(t *testing.T) {
+	t.Parallel() // waits on pebble; its own CA and ports, no load
+	const domain = "www.shoal.test"
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	_, port, err := net.SplitHostPort(e.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, _ := strconv.Atoi(port)
+	ca := testpebble.Start(t, httpPort, time.Hour)
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e.useFrontends(fmt.Sprintf(`frontends:
+  - name: port80
+    bind: [%s]
+    routes:
+      - {path_prefix: /old, redirect: {location: /new}}
+      - {group: web}
+  - name: edge
+    bind: [%s]
+    tls:
+      acme: {email: ops@shoal.test, directory: %q, ca: %q, domains: [%s]}
+    routes: [{group: web}]
+`, e.listen, secure, ca.Directory, ca.CAFile, domain))
+	e.start()
+
+	// The flood: one client (127.0.0.2), one request after another.
+	const flood, perClient = 200, 24 // 20 + 4 per domain in 10 s
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	defer client.CloseIdleConnections()
+	codes := map[int]int{}
+	start := time.Now()
+	for i := range flood {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/.well-known/acme-challenge/flood-%d", e.listen, i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = domain
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if elapsed := time.Since(start); elapsed < 10*time.Second && (codes[404] > perClient || codes[429] < flood-perClient) {
+		t.Errorf("%d challenge requests from one client in %s: answers %v, want at most %d from shoal (404) and 429 for the rest", flood, elapsed, codes, perClient)
+	}
+
+	roots := ca.Roots(t)
+	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{ServerName: domain, RootCAs: roots}, DisableKeepAlives: true}}
+	e.eventually("the certificate from pebble is served", 60*time.Second, func() error {
+		resp, err := tlsClient.Get("https://" + secure + "/")
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	// What reached shoal's challenge handler: the flood's share and
+	// pebble's fetches (a few).
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := c.Exec(ctx, "show stat shoal_acme 4 -1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stot int
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Split(l, ","); len(f) > 7 && f[1] == "shoal" {
+			stot, _ = strconv.Atoi(f[7])
+		}
+	}
+	if stot > perClient+10 {
+		t.Errorf("%d requests reached shoal's challenge handler, want at most %d of the flood and pebble's few:\n%s", stot, perClient, out)
+	}
+	t.Logf("flood answers %v; %d requests reached shoal's challenge handler", codes, stot)
 }
