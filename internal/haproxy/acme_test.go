@@ -192,6 +192,10 @@ func TestACMEChallengeBeforeRules(t *testing.T) {
 	if code, _ := get("https://" + secure + "/"); code != 429 {
 		t.Errorf("a third request: %d, want 429 (the challenges are not counted)", code)
 	}
+	// The limit comes before redirect_http's redirect too.
+	if code, _ := get("http://" + plain + "/"); code != 429 {
+		t.Errorf("a limited client on the plain bind: %d, want 429 rather than the redirect to https", code)
+	}
 	if code, body := get("http://" + plain + "/.well-known/acme-challenge/after"); code != 200 || body != "key-authorization /.well-known/acme-challenge/after" {
 		t.Errorf("a challenge from a limited client: %d %q, want 200 from shoal's socket", code, body)
 	}
