@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -75,11 +76,11 @@ func (in *installer) list() []installed {
 }
 
 // run starts a Manager until the test ends; its events arrive on the channel.
-func run(t *testing.T, sections []config.ACME, stateDir string, in Installer, minBackoff, maxBackoff time.Duration) <-chan Event {
+func run(t *testing.T, sections []config.ACME, stateDir string, in Installer, gate Gate, minBackoff, maxBackoff time.Duration) <-chan Event {
 	t.Helper()
 	events := make(chan Event, 100)
 	m, err := New(sections, Options{
-		StateDir: stateDir, Socket: haproxy.ACMESocket(haproxy.PathsFor(stateDir)), Installer: in,
+		StateDir: stateDir, Socket: haproxy.ACMESocket(haproxy.PathsFor(stateDir)), Installer: in, Gate: gate,
 		Log: testLogger(t), OnEvent: func(ev Event) { events <- ev },
 		MinBackoff: minBackoff, MaxBackoff: maxBackoff,
 	})
@@ -199,7 +200,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	events := make(chan Event, 100)
 	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) { events <- ev }, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) { events <- ev }, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	section.Domains = append(section.Domains, "new.shoal.test")
 	reload(section)
 	in2 := &installer{}
-	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
+	events2 := run(t, []config.ACME{section}, state, in2, lb, 200*time.Millisecond, 800*time.Millisecond)
 	ev = next(t, events2, 10*time.Second)
 	if ev.Kind != EventLoaded || ev.Serial != serial(last.leaf) {
 		t.Fatalf("after restart: %+v, want %s serial %s", ev, EventLoaded, serial(last.leaf))
@@ -392,12 +393,29 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// recordingGate records what SetChallenge is told; it fails for token "bad".
+type recordingGate []string
+
+func (g *recordingGate) SetChallenge(_ context.Context, token string, pending bool) error {
+	*g = append(*g, fmt.Sprintf("%s %t", token, pending))
+	if token == "bad" {
+		return errors.New("refused")
+	}
+	return nil
+}
+
 // TestChallengeHandler: the handler answers a token presented for the
-// request's host only, and nothing after CleanUp.
+// request's host only, and nothing after CleanUp; the gate (HAProxy) is
+// told of the token when it is presented and cleaned up, and a gate that
+// fails fails the presentation (the CA is not asked to fetch it).
 func TestChallengeHandler(t *testing.T) {
-	h := &challenges{tokens: map[string]token{}}
+	gate := &recordingGate{}
+	h := &challenges{tokens: map[string]token{}, gate: gate}
 	if err := h.Present(context.Background(), "Example.com", "tok", "tok.key"); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.Present(context.Background(), "example.com", "bad", "bad.key"); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Present with a failing gate: %v, want its error", err)
 	}
 	get := func(host, path string) (int, string) {
 		r, _ := http.NewRequest(http.MethodGet, "http://"+host+path, nil)
@@ -414,6 +432,9 @@ func TestChallengeHandler(t *testing.T) {
 	_ = h.CleanUp(context.Background(), "example.com", "tok", "tok.key")
 	if code, _ := get("example.com", "/.well-known/acme-challenge/tok"); code != 404 {
 		t.Errorf("GET token after CleanUp: %d, want 404", code)
+	}
+	if want := []string{"tok true", "bad true", "tok false"}; !slices.Equal(*gate, want) {
+		t.Errorf("the gate was told %q, want %q", *gate, want)
 	}
 }
 
@@ -515,7 +536,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(state) })
 	section := config.ACME{Email: "ops@shoal.test", Directory: "https://" + dirLn.Addr().String() + "/dir", Domains: []string{domain}, CA: ca.CAFile}
 	tlsPort := testpebble.FreePort(t, "tcp")
-	_, store, _ := startHAProxy(t, state, port, tlsPort, section)
+	lb, store, _ := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	served := func(want string) {
 		t.Helper()
@@ -529,7 +550,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	in := &installer{store: store}
 	ctx, stop := context.WithCancel(context.Background())
 	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +601,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	in = &installer{store: store}
 	ctx, stop = context.WithCancel(context.Background())
 	m, err = New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

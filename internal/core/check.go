@@ -96,6 +96,12 @@ func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) con
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
 	}
 	text = strings.Replace(text, "lua-load "+haproxy.PathsFor(cfg.StateDir).Lua+"\n", "lua-load "+lua+"\n", 1)
+	// So does the list of ACME tokens: an empty one.
+	tokens := filepath.Join(dir, "acme-tokens.acl")
+	if err := os.WriteFile(tokens, nil, 0o600); err != nil {
+		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
+	}
+	text = strings.ReplaceAll(text, " -f "+haproxy.PathsFor(cfg.StateDir).ACMETokens+"\n", " -f "+tokens+"\n")
 	// So do the certificates' crt-lists and ticket keys: check with the
 	// files the store would write, written beside it.
 	certs := filepath.Join(dir, "state")

@@ -1,7 +1,10 @@
 package haproxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,10 +53,11 @@ const (
 // a rate limit's deny would answer a challenge itself: "http-request
 // allow", before every rule that answers, ends the frontend's http-request
 // rules for it, after the challenges' limits (sticky counter 1: the
-// frontend's rate limit has 0). first are those rules; use, before any
+// frontend's rate limit has 0) and once HAProxy has answered the tokens
+// shoal does not have (404). first are those rules; use, before any
 // group's use_backend, sends the challenge to shoal_acme. A challenge for
 // another host is an ordinary request, routed like any other.
-func acmeLines(cfg *config.Config, fe config.Frontend) (first, use []string, err error) {
+func acmeLines(cfg *config.Config, fe config.Frontend, p Paths) (first, use []string, err error) {
 	domains := acmeDomains(cfg)
 	if fe.Mode == config.ModeTCP || len(domains) == 0 {
 		return nil, nil, nil
@@ -70,8 +74,13 @@ func acmeLines(cfg *config.Config, fe config.Frontend) (first, use []string, err
 		"acl shoal_acme_path path_beg " + acmeChallenge,
 		// The Host without the port a client may add.
 		"acl shoal_acme_host hdr(host),field(1,:) -i " + strings.Join(domains, " "),
+		// The tokens shoal has now (SetChallenge keeps the list).
+		"acl shoal_acme_token path -f " + p.ACMETokens,
 		"http-request track-sc1 src table " + acmeBackend + " if " + is,
 		fmt.Sprintf("http-request deny deny_status 429 if %s { sc_http_req_rate(1) gt %d }", is, perSource),
+		// Any other token is answered here: guessing never reaches shoal,
+		// nor uses up the cap below that the CA's fetches need.
+		"http-request return status 404 content-type text/plain string \"no such challenge\\n\" if " + is + " !shoal_acme_token",
 		fmt.Sprintf("http-request deny deny_status 429 if %s { be_sess_rate(%s) gt %d }", is, acmeBackend, acmeTotalTimes*perSource),
 		"http-request allow if " + is,
 	}
@@ -120,4 +129,69 @@ func acmeDomains(cfg *config.Config) []string {
 		}
 	}
 	return ds
+}
+
+// SetChallenge adds an HTTP-01 token whose challenge shoal answers now
+// (pending), or removes it: HAProxy answers the challenges of every other
+// token itself (see acmeLines). The list is written to Paths.ACMETokens,
+// which every start and reload of HAProxy reads, and changed in the running
+// HAProxy through the runtime API.
+func (m *Manager) SetChallenge(ctx context.Context, token string, pending bool) error {
+	if !isACMEToken(token) {
+		return fmt.Errorf("acme token %q: must be 1 to %d letters, digits, '-' or '_'", token, maxToken)
+	}
+	m.tokenMu.Lock()
+	defer m.tokenMu.Unlock()
+	if pending {
+		m.tokens[token] = true
+	} else {
+		delete(m.tokens, token)
+	}
+	if err := m.writeTokens(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return nil // a start reads the file
+	}
+	cmd := "del acl " + m.paths.ACMETokens + " " + acmeChallenge + token
+	if pending {
+		cmd = "add acl " + m.paths.ACMETokens + " " + acmeChallenge + token
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := m.Runtime(cctx, cmd, "")
+	// A reload since the file was written may have loaded it already.
+	if out = strings.TrimSpace(out); err == nil && out != "" && !(out == "Key not found." && !pending) {
+		err = errors.New(out)
+	}
+	if err != nil {
+		return fmt.Errorf("haproxy %q: %w", cmd, err)
+	}
+	return nil
+}
+
+// writeTokens writes the pending tokens' paths to Paths.ACMETokens;
+// tokenMu is held.
+func (m *Manager) writeTokens() error {
+	var b strings.Builder
+	for _, t := range slices.Sorted(maps.Keys(m.tokens)) {
+		b.WriteString(acmeChallenge + t + "\n")
+	}
+	if err := writeFileAtomic(m.paths.ACMETokens, []byte(b.String())); err != nil {
+		return fmt.Errorf("write acme token list: %w", err)
+	}
+	return nil
+}
+
+// maxToken bounds a token; ACME's are 43 characters (RFC 8555: at least
+// 128 bits, base64url).
+const maxToken = 256
+
+// isACMEToken accepts a base64url token, which is one word of HAProxy's
+// runtime API and of a path.
+func isACMEToken(s string) bool {
+	return len(s) > 0 && len(s) <= maxToken && allIn(s, func(r rune) bool { return isAlnum(r) || r == '-' || r == '_' })
 }

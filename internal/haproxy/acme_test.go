@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -56,8 +57,10 @@ func TestRenderACME(t *testing.T) {
 		want := []string{
 			"    acl shoal_acme_path path_beg /.well-known/acme-challenge/\n",
 			"    acl shoal_acme_host hdr(host),field(1,:) -i example.com\n",
+			"    acl shoal_acme_token path -f " + PathsFor(dir).ACMETokens + "\n",
 			"    http-request track-sc1 src table shoal_acme if shoal_acme_path shoal_acme_host\n",
 			"    http-request deny deny_status 429 if shoal_acme_path shoal_acme_host { sc_http_req_rate(1) gt 24 }\n",
+			"    http-request return status 404 content-type text/plain string \"no such challenge\\n\" if shoal_acme_path shoal_acme_host !shoal_acme_token\n",
 			"    http-request deny deny_status 429 if shoal_acme_path shoal_acme_host { be_sess_rate(shoal_acme) gt 48 }\n",
 			"    http-request allow if shoal_acme_path shoal_acme_host\n",
 			"    use_backend shoal_acme if shoal_acme_path shoal_acme_host\n",
@@ -72,10 +75,10 @@ func TestRenderACME(t *testing.T) {
 		}
 		// The allow comes before every other http-request rule, the
 		// challenge's use_backend before every group's.
-		if i, j := strings.Index(fe, want[5]), strings.Index(fe, "    http-request set-header"); i > j && j >= 0 {
+		if i, j := strings.Index(fe, want[7]), strings.Index(fe, "    http-request set-header"); i > j && j >= 0 {
 			t.Errorf("frontend %s: the challenge's allow is not before the other http-request rules:\n%s", name, fe)
 		}
-		if i, j := strings.Index(fe, want[6]), strings.Index(fe, "    use_backend api "); i > j {
+		if i, j := strings.Index(fe, want[8]), strings.Index(fe, "    use_backend api "); i > j {
 			t.Errorf("frontend %s: the challenge's use_backend is not before the groups':\n%s", name, fe)
 		}
 		// The frontend's own limit answers before any rule that answers.
@@ -99,6 +102,10 @@ func TestRenderACME(t *testing.T) {
 	if err := certstore.New(dir, nil, nil).Write(cfg.Frontends); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(PathsFor(dir).Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, PathsFor(dir).ACMETokens, "")
 	path := filepath.Join(dir, "haproxy.cfg")
 	writeFile(t, path, got)
 	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
@@ -111,102 +118,14 @@ func TestRenderACME(t *testing.T) {
 // page (both http-request rules, which HAProxy runs before any use_backend)
 // still passes every challenge request for its domain, plain and over TLS,
 // to shoal's challenge socket (within the challenges' own limit, see
-// TestACMEChallengeLimits); other requests, a challenge path for another
-// host too, get the page, the redirect, then 429.
-func TestACMEChallengeBeforeRules(t *testing.T) {
-	requireHAProxy(t)
-	ctx := context.Background()
-	stateDir := t.TempDir()
-	cleanupHAProxy(t, stateDir)
-	plain, secure := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
-	cfg := testConfig(stateDir, plain)
-	cfg.Frontends = []config.Frontend{{Name: "edge", Bind: []string{plain, secure}, Mode: config.ModeHTTP,
-		RateLimit: &config.RateLimit{Requests: 2, Per: time.Minute, By: "ip"},
-		Routes: []config.Route{
-			{PathPrefix: []string{"/old/"}, Redirect: &config.Redirect{Code: 302, Location: "https://example.com/new"}},
-			{Respond: &config.Respond{Status: 503, ContentType: "text/plain", Body: "maintenance"}},
-		},
-		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"a.test"}}, Bind: []string{secure},
-			ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", RedirectHTTP: true, TicketKeys: config.TicketKeysOff}}}
-	if err := certstore.New(stateDir, nil, nil).Write(cfg.Frontends); err != nil {
-		t.Fatal(err)
-	}
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", ACMESocket(PathsFor(stateDir)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "key-authorization "+r.URL.Path)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-
-	client := &http.Client{
-		Timeout:       5 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		// The placeholder certificate is self-signed: what is checked
-		// here is where the request goes.
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true},
-	}
-	getHost := func(url, host string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	get := func(url string) (int, string) {
-		t.Helper()
-		if strings.Contains(url, acmeChallenge) {
-			return getHost(url, "a.test:80") // the CA's, with a port
-		}
-		return getHost(url, "")
-	}
-	for i := range 6 {
-		for _, base := range []string{"http://" + plain, "https://" + secure} {
-			path := fmt.Sprintf("/.well-known/acme-challenge/token%d", i)
-			if code, body := get(base + path); code != 200 || body != "key-authorization "+path {
-				t.Errorf("challenge %d at %s: %d %q, want 200 from shoal's socket", i, base, code, body)
-			}
-		}
-	}
-	// A challenge for a host that is not tls.acme's is any request.
-	if code, body := getHost("https://"+secure+"/.well-known/acme-challenge/x", "b.test"); code != 503 || body != "maintenance" {
-		t.Errorf("a challenge for another host: %d %q, want the maintenance page", code, body)
-	}
-	if code, _ := get("https://" + secure + "/old/x"); code != 302 {
-		t.Errorf("/old/x: %d, want the route's redirect", code)
-	}
-	if code, _ := get("https://" + secure + "/"); code != 429 {
-		t.Errorf("a third request: %d, want 429 (the challenges are not counted)", code)
-	}
-	// The limit comes before redirect_http's redirect too.
-	if code, _ := get("http://" + plain + "/"); code != 429 {
-		t.Errorf("a limited client on the plain bind: %d, want 429 rather than the redirect to https", code)
-	}
-	if code, body := get("http://" + plain + "/.well-known/acme-challenge/after"); code != 200 || body != "key-authorization /.well-known/acme-challenge/after" {
-		t.Errorf("a challenge from a limited client: %d %q, want 200 from shoal's socket", code, body)
-	}
-}
-
 // TestACMEChallengeLimits: on a real HAProxy, challenge requests for the
-// ACME domain reach shoal's socket at most acmePerSource+acmePerSourceEach
-// per domain (24 here) from one client in acmeWindow, whether they come to
-// the frontend with tls.acme or to a separate plain one; the rest are
-// answered 429 by HAProxy itself. Another client still gets through, and
-// many clients together, each under its own limit, are capped in all.
+// ACME domain reach shoal's socket only for a token shoal has (SetChallenge;
+// a reload keeps it, removing it ends it): HAProxy answers the others 404
+// itself. From one client at most acmePerSource+acmePerSourceEach per
+// domain (24 here) in acmeWindow reach shoal, whether they come to the
+// frontend with tls.acme or to a separate plain one; the rest are answered
+// 429 by HAProxy. Another client still gets through, and many clients
+// together, each under its own limit, are capped in all.
 func TestACMEChallengeLimits(t *testing.T) {
 	requireHAProxy(t)
 	ctx := context.Background()
@@ -233,14 +152,14 @@ func TestACMEChallengeLimits(t *testing.T) {
 	var reached atomic.Int64
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
-		http.NotFound(w, r) // an unknown token, as shoal answers it
+		io.WriteString(w, "key-authorization")
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	// from sends n challenge requests from source address src, one after
+	// from sends n requests for token from source address src, one after
 	// another on one connection, and counts the answers by status.
-	from := func(src, addr string, n int) map[int]int {
+	from := func(src, addr, token string, n int) map[int]int {
 		t.Helper()
 		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
@@ -252,8 +171,8 @@ func TestACMEChallengeLimits(t *testing.T) {
 		if addr == secure {
 			scheme = "https://"
 		}
-		for i := range n {
-			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s%s%stoken-%s-%d", scheme, addr, acmeChallenge, src, i), nil)
+		for range n {
+			req, err := http.NewRequest(http.MethodGet, scheme+addr+acmeChallenge+token, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,17 +190,31 @@ func TestACMEChallengeLimits(t *testing.T) {
 	limit := acmePerSource + acmePerSourceEach
 	// be_sess_rate, the cap, is the rate over the last second.
 	settle := func() { time.Sleep(2 * time.Second) }
+
+	// Guessed tokens: never shoal's.
+	if got := from("127.0.0.5", plain, "guess", 100); reached.Load() != 0 || got[404] != limit || got[429] != 100-limit {
+		t.Errorf("100 requests for a token shoal does not have: %d reached shoal, answers %v; want none, %d answered 404 by HAProxy, 429 for the rest", reached.Load(), got, limit)
+	}
+	if err := m.SetChallenge(ctx, "tok", true); err != nil {
+		t.Fatal(err)
+	}
+	// A reload keeps the token (the file lists it).
+	next := *cfg
+	next.HAProxy.Timeouts.Client = 31 * time.Second
+	if _, err := m.Reload(ctx, &next); err != nil {
+		t.Fatal(err)
+	}
 	for _, addr := range []string{plain, secure} {
 		settle()
 		src := map[string]string{plain: "127.0.0.2", secure: "127.0.0.3"}[addr]
 		before := reached.Load()
-		got := from(src, addr, 100)
-		if n := reached.Load() - before; n != int64(limit) || got[404] != limit || got[429] != 100-limit {
+		got := from(src, addr, "tok", 100)
+		if n := reached.Load() - before; n != int64(limit) || got[200] != limit || got[429] != 100-limit {
 			t.Errorf("100 challenges from %s to %s: %d reached shoal, answers %v; want %d, and 429 for the rest", src, addr, n, got, limit)
 		}
 	}
-	if got := from("127.0.0.4", plain, 1); got[404] != 1 {
-		t.Errorf("another client's challenge: %v, want it to reach shoal (404)", got)
+	if got := from("127.0.0.4", plain, "tok", 1); got[200] != 1 {
+		t.Errorf("another client's challenge: %v, want it to reach shoal", got)
 	}
 
 	// Many clients at once, each under its own limit: capped in all.
@@ -292,7 +225,7 @@ func TestACMEChallengeLimits(t *testing.T) {
 	total := map[int]int{}
 	for k := range 10 {
 		wg.Go(func() {
-			got := from(fmt.Sprintf("127.0.1.%d", k+1), plain, limit-1)
+			got := from(fmt.Sprintf("127.0.1.%d", k+1), plain, "tok", limit-1)
 			mu.Lock()
 			defer mu.Unlock()
 			for code, n := range got {
@@ -311,4 +244,14 @@ func TestACMEChallengeLimits(t *testing.T) {
 			10*(limit-1), secs, n, total, capped, acmeTotalTimes*limit)
 	}
 	t.Logf("%d challenges from 10 clients in %.2fs: %d reached shoal, answers %v", 10*(limit-1), secs, n, total)
+
+	if err := m.SetChallenge(ctx, "tok", false); err != nil {
+		t.Fatal(err)
+	}
+	if before, got := reached.Load(), from("127.0.0.6", plain, "tok", 1); got[404] != 1 || reached.Load() != before {
+		t.Errorf("the token removed: %v, want 404 from HAProxy", got)
+	}
+	if err := m.SetChallenge(ctx, "a b", true); err == nil {
+		t.Error(`SetChallenge("a b"): no error`)
+	}
 }

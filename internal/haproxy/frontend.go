@@ -56,7 +56,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")
 	}
-	acmeFirst, acmeUse, err := acmeLines(cfg, fe)
+	acmeFirst, acmeUse, err := acmeLines(cfg, fe, p)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,9 @@ type Paths struct {
 	LogSocket string
 	// Lua is the script that holds requests for groups that scale to zero.
 	Lua string
+	// ACMETokens lists the paths of the ACME challenges shoal can answer
+	// now, one a line (see SetChallenge).
+	ACMETokens string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -48,6 +51,7 @@ func PathsFor(stateDir string) Paths {
 		LogFile:      filepath.Join(dir, "haproxy.log"),
 		LogSocket:    filepath.Join(dir, "log.sock"),
 		Lua:          filepath.Join(dir, "hold.lua"),
+		ACMETokens:   filepath.Join(dir, "acme-tokens.acl"),
 	}
 }
 
@@ -228,7 +232,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
-		{"log socket", p.LogSocket}, {"lua script", p.Lua},
+		{"log socket", p.LogSocket}, {"lua script", p.Lua}, {"acme token list", p.ACMETokens},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)
