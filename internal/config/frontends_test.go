@@ -137,6 +137,8 @@ func TestParseFrontendErrors(t *testing.T) {
 			`shoal.yaml:10:9: frontends[0].routes[2]: needs one action: group, weights, redirect or respond`},
 		{"bind used twice", pgBind, `    bind: [127.0.0.1:8080]`,
 			`shoal.yaml:17:12: frontends[1].bind[0]: 127.0.0.1:8080 is already bound by frontends[0].bind[0] (line 3)`},
+		{"scalar bind used twice", "    bind: [127.0.0.1:8080, \"[::1]:8080\"]\n", "    bind: 127.0.0.1:5433\n",
+			`shoal.yaml:17:12: frontends[1].bind[0]: 127.0.0.1:5433 is already bound by frontends[0].bind (line 3)`},
 		{"wildcard bind covers another", pgBind, `    bind: [":8080"]`,
 			`shoal.yaml:17:12: frontends[1].bind[0]: :8080 is already bound by frontends[0].bind[0] (line 3)`},
 		{"bad redirect code", redirect, `      - {host: old.example.com, redirect: {code: 200, location: /x}}`,
