@@ -191,8 +191,18 @@ func TestACMEChallengeLimits(t *testing.T) {
 	// be_sess_rate, the cap, is the rate over the last second.
 	settle := func() { time.Sleep(2 * time.Second) }
 
+	// The counts are exact if the 100 requests fit in one window (10 s),
+	// as they do by far even on a busy machine.
+	inWindow := func(start time.Time) bool {
+		if d := time.Since(start); d >= 10*time.Second {
+			t.Logf("100 requests took %s, longer than the window: counts not checked", d)
+			return false
+		}
+		return true
+	}
 	// Guessed tokens: never shoal's.
-	if got := from("127.0.0.5", plain, "guess", 100); reached.Load() != 0 || got[404] != limit || got[429] != 100-limit {
+	start := time.Now()
+	if got := from("127.0.0.5", plain, "guess", 100); reached.Load() != 0 || inWindow(start) && (got[404] != limit || got[429] != 100-limit) {
 		t.Errorf("100 requests for a token shoal does not have: %d reached shoal, answers %v; want none, %d answered 404 by HAProxy, 429 for the rest", reached.Load(), got, limit)
 	}
 	if err := m.SetChallenge(ctx, "tok", true); err != nil {
@@ -207,9 +217,9 @@ func TestACMEChallengeLimits(t *testing.T) {
 	for _, addr := range []string{plain, secure} {
 		settle()
 		src := map[string]string{plain: "127.0.0.2", secure: "127.0.0.3"}[addr]
-		before := reached.Load()
+		before, start := reached.Load(), time.Now()
 		got := from(src, addr, "tok", 100)
-		if n := reached.Load() - before; n != int64(limit) || got[200] != limit || got[429] != 100-limit {
+		if n := reached.Load() - before; inWindow(start) && (n != int64(limit) || got[200] != limit || got[429] != 100-limit) {
 			t.Errorf("100 challenges from %s to %s: %d reached shoal, answers %v; want %d, and 429 for the rest", src, addr, n, got, limit)
 		}
 	}
