@@ -87,7 +87,7 @@ func (d *decoder) gslb(n *yaml.Node) *GSLB {
 		if err := checkHostPort(it.val); err != nil {
 			d.errorf(it.node, it.field, "%v", err)
 		} else {
-			d.listenAt(it.node, it.field, it.val, byShoal, true)
+			d.listenTCP(it.node, it.field, it.val, byShoal)
 		}
 		g.Listen = append(g.Listen, it.val)
 	}

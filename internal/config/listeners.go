@@ -25,9 +25,9 @@ const (
 type listenerAt struct {
 	field string
 	node  *yaml.Node // nil: a default, not in the file
-	// host and port of a TCP (and, for gslb.listen, UDP) listener.
+	// host and port of a TCP listener. gslb.listen's listen over UDP
+	// too, which nothing else does: TCP is what can collide.
 	host, port string
-	tcp, udp   bool
 	by         int
 	// path of a unix socket.
 	path string
@@ -35,16 +35,11 @@ type listenerAt struct {
 
 // listenTCP records a TCP listener at addr, a host:port already checked.
 func (d *decoder) listenTCP(n *yaml.Node, field, addr string, by int) {
-	d.listenAt(n, field, addr, by, false)
-}
-
-// listenAt records a TCP listener at addr, and a UDP one too if udp.
-func (d *decoder) listenAt(n *yaml.Node, field, addr string, by int, udp bool) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return // reported
 	}
-	d.listeners = append(d.listeners, listenerAt{field: field, node: n, host: host, port: port, tcp: true, udp: udp, by: by})
+	d.listeners = append(d.listeners, listenerAt{field: field, node: n, host: host, port: port, by: by})
 }
 
 // listenUnix records a unix socket at path, absolute.
@@ -54,7 +49,7 @@ func (d *decoder) listenUnix(n *yaml.Node, field, path string) {
 
 // checkListeners reports each listener that one before it in the file (or
 // a default) would keep from opening: the same socket path, or the same
-// port and protocol on an address both cover. HAProxy binds with
+// port on an address both cover. HAProxy binds with
 // noreuseport and Go never sets SO_REUSEPORT, so the kernel refuses the
 // second; without this check `shoal serve` would fail where `shoal
 // validate` passed.
@@ -98,7 +93,7 @@ func (l listenerAt) collides(e listenerAt) bool {
 	if l.path != "" || e.path != "" {
 		return l.path == e.path
 	}
-	if l.port != e.port || !(l.tcp && e.tcp || l.udp && e.udp) {
+	if l.port != e.port {
 		return false
 	}
 	a, b := l.scope(), e.scope()

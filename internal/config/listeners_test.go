@@ -173,30 +173,28 @@ func TestListenerAddressForms(t *testing.T) {
 		aBy    int
 		b      string
 		bBy    int
-		udp    bool // b is gslb's: UDP too
 		expect bool
 	}{
-		{"127.0.0.1", haproxy, "127.0.0.1", shoal, false, true},
-		{"127.0.0.1", haproxy, "127.0.0.2", shoal, false, false},
-		{"0.0.0.0", haproxy, "127.0.0.1", shoal, false, true},
-		{"127.0.0.1", shoal, "0.0.0.0", haproxy, false, true},
-		{"", haproxy, "127.0.0.1", shoal, false, true},
-		{"", haproxy, "::1", shoal, false, false},
-		{"", shoal, "::1", haproxy, false, true},
-		{"", shoal, "127.0.0.1", haproxy, false, true},
-		{"::", haproxy, "127.0.0.1", shoal, false, true},
-		{"::", shoal, "::1", haproxy, false, true},
-		{"::1", haproxy, "127.0.0.1", shoal, false, false},
-		{"::1", haproxy, "0:0:0:0:0:0:0:1", shoal, false, true},
-		{"::ffff:127.0.0.1", shoal, "127.0.0.1", shoal, false, true},
-		{"localhost", haproxy, "127.0.0.1", shoal, false, true},
-		{"127.0.0.1", haproxy, "127.0.0.1", shoal, true, true}, // gslb's TCP
+		{"127.0.0.1", haproxy, "127.0.0.1", shoal, true},
+		{"127.0.0.1", haproxy, "127.0.0.2", shoal, false},
+		{"0.0.0.0", haproxy, "127.0.0.1", shoal, true},
+		{"127.0.0.1", shoal, "0.0.0.0", haproxy, true},
+		{"", haproxy, "127.0.0.1", shoal, true},
+		{"", haproxy, "::1", shoal, false},
+		{"", shoal, "::1", haproxy, true},
+		{"", shoal, "127.0.0.1", haproxy, true},
+		{"::", haproxy, "127.0.0.1", shoal, true},
+		{"::", shoal, "::1", haproxy, true},
+		{"::1", haproxy, "127.0.0.1", shoal, false},
+		{"::1", haproxy, "0:0:0:0:0:0:0:1", shoal, true},
+		{"::ffff:127.0.0.1", shoal, "127.0.0.1", shoal, true},
+		{"localhost", haproxy, "127.0.0.1", shoal, true},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%q=%q", tt.a, tt.b), func(t *testing.T) {
 			port := strconv.Itoa(freePort(t))
-			a := listenerAt{host: tt.a, port: port, tcp: true, by: tt.aBy}
-			b := listenerAt{host: tt.b, port: port, tcp: true, udp: tt.udp, by: tt.bBy}
+			a := listenerAt{host: tt.a, port: port, by: tt.aBy}
+			b := listenerAt{host: tt.b, port: port, by: tt.bBy}
 			if got := b.collides(a); got != tt.expect || a.collides(b) != got {
 				t.Errorf("collides = %v (and %v the other way), want %v", got, a.collides(b), tt.expect)
 			}
