@@ -138,3 +138,23 @@ func (l listenerAt) scope() scope {
 	}
 	return scope{name: strings.ToLower(l.host)}
 }
+
+// Listener is a TCP address that shoal or its HAProxy listens on.
+type Listener struct {
+	// Field names it in the file (for FieldError).
+	Field string
+	// Host is as written: empty, an IP address or a name.
+	Host, Port string
+}
+
+// Listeners lists the TCP addresses the file has shoal and HAProxy listen
+// on.
+func (c *Config) Listeners() []Listener {
+	var ls []Listener
+	for _, l := range c.listeners {
+		if l.path == "" {
+			ls = append(ls, Listener{Field: l.field, Host: l.host, Port: l.port})
+		}
+	}
+	return ls
+}

@@ -118,7 +118,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
 	}
-	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
+	cfg.Path, cfg.file, cfg.pos, cfg.listeners = absPath, path, d.pos, d.listeners
 	return cfg, nil
 }
 
