@@ -115,11 +115,12 @@ func acmeBackendSection(cfg *config.Config, p Paths) ([]string, error) {
 func hasACME(cfg *config.Config) bool { return len(acmeDomains(cfg)) > 0 }
 
 // acmeDomains are the domains of every frontend's tls.acme, lower case,
-// each once.
+// each once: a tcp frontend's too, whose challenges an http frontend on
+// port 80 answers.
 func acmeDomains(cfg *config.Config) []string {
 	var ds []string
 	for _, fe := range cfg.Frontends {
-		if fe.Mode == config.ModeTCP || fe.TLS == nil || fe.TLS.ACME == nil {
+		if fe.TLS == nil || fe.TLS.ACME == nil {
 			continue
 		}
 		for _, d := range fe.TLS.ACME.Domains {

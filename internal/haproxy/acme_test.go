@@ -265,3 +265,31 @@ func TestACMEChallengeLimits(t *testing.T) {
 		t.Error(`SetChallenge("a b"): no error`)
 	}
 }
+
+// TestRenderACMETCPFrontend: a tcp frontend's tls.acme certificate is
+// validated over http like any other: an http frontend answers its
+// challenges; the tcp frontend itself has no challenge rule.
+func TestRenderACMETCPFrontend(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir, "127.0.0.1:8080")
+	cfg.Groups = append(cfg.Groups, config.Group{Name: "db", Balance: "leastconn", Health: config.Health{Type: "tcp"}})
+	cfg.Frontends = append(cfg.Frontends, config.Frontend{Name: "pg", Bind: []string{"127.0.0.1:5433"}, Mode: config.ModeTCP,
+		Routes: []config.Route{{Group: "db"}},
+		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"DB.example.com"}},
+			ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}})
+	got, err := Render(cfg, PathsFor(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := strings.Index(got, "\nfrontend shoal\n"), strings.Index(got, "\nfrontend pg\n")
+	if web := got[i:j]; !strings.Contains(web, "    acl shoal_acme_host hdr(host),field(1,:) -i db.example.com\n") ||
+		!strings.Contains(web, "    use_backend shoal_acme if shoal_acme_path shoal_acme_host\n") {
+		t.Errorf("the http frontend does not answer the tcp frontend's challenges:\n%s", web)
+	}
+	if pg := got[j:]; strings.Contains(pg[:strings.Index(pg[1:], "\n\n")+1], "acme") {
+		t.Errorf("the tcp frontend has challenge rules:\n%s", pg)
+	}
+	if !strings.Contains(got, "\nbackend shoal_acme\n") {
+		t.Errorf("no shoal_acme backend:\n%s", got)
+	}
+}
