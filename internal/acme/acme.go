@@ -61,6 +61,13 @@ type Installer interface {
 	Install(ctx context.Context, name string, certPEM, keyPEM []byte) error
 }
 
+// Gate tells HAProxy which challenge tokens shoal answers now: it answers
+// the others itself, so that requests for tokens no one was given never
+// reach shoal (haproxy.Manager.SetChallenge).
+type Gate interface {
+	SetChallenge(ctx context.Context, token string, pending bool) error
+}
+
 // Kinds of Event.
 const (
 	// EventLoaded: a valid certificate from the state directory was installed.
@@ -93,7 +100,10 @@ type Options struct {
 	// shoal_acme server (see haproxy.ACMESocket).
 	Socket    string
 	Installer Installer
-	Log       *slog.Logger
+	// Gate, if set, is told of each token before the CA is asked to
+	// fetch it, and when it is done.
+	Gate Gate
+	Log  *slog.Logger
 	// OnEvent, if set, is called for every event (after it is logged).
 	OnEvent func(Event)
 	// MinBackoff and MaxBackoff bound the wait after a failure (default
@@ -134,7 +144,7 @@ func New(sections []config.ACME, opts Options) (*Manager, error) {
 	}
 	// lego logs (domains, URLs, never keys) through one process-wide logger.
 	legolog.SetDefault(opts.Log.With("library", "lego"))
-	m := &Manager{opts: opts, dir: filepath.Join(opts.StateDir, "acme"), chal: &challenges{tokens: map[string]token{}}}
+	m := &Manager{opts: opts, dir: filepath.Join(opts.StateDir, "acme"), chal: &challenges{tokens: map[string]token{}, gate: opts.Gate}}
 	accounts := map[string]*account{}
 	names := map[string][]string{} // the domains of each name, lower case
 	for _, s := range sections {
@@ -530,21 +540,36 @@ func writeFile(path string, b []byte) error {
 type challenges struct {
 	mu     sync.Mutex
 	tokens map[string]token
+	gate   Gate // nil: HAProxy passes every token on
 }
 
 type token struct{ domain, keyAuth string }
 
-func (h *challenges) Present(_ context.Context, domain, tok, keyAuth string) error {
+// Present keeps the token's answer, then lets it through HAProxy; lego
+// asks the CA to fetch it after Present returns.
+func (h *challenges) Present(ctx context.Context, domain, tok, keyAuth string) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.tokens[tok] = token{domain: strings.ToLower(domain), keyAuth: keyAuth}
+	h.mu.Unlock()
+	if h.gate == nil {
+		return nil
+	}
+	if err := h.gate.SetChallenge(ctx, tok, true); err != nil {
+		return fmt.Errorf("pass the challenge through haproxy: %w", err)
+	}
 	return nil
 }
 
-func (h *challenges) CleanUp(_ context.Context, _, tok, _ string) error {
+func (h *challenges) CleanUp(ctx context.Context, _, tok, _ string) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	delete(h.tokens, tok)
+	h.mu.Unlock()
+	if h.gate == nil {
+		return nil
+	}
+	if err := h.gate.SetChallenge(ctx, tok, false); err != nil {
+		return fmt.Errorf("close the challenge in haproxy: %w", err)
+	}
 	return nil
 }
 

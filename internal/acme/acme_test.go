@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,11 +76,11 @@ func (in *installer) list() []installed {
 }
 
 // run starts a Manager until the test ends; its events arrive on the channel.
-func run(t *testing.T, sections []config.ACME, stateDir string, in Installer, minBackoff, maxBackoff time.Duration) <-chan Event {
+func run(t *testing.T, sections []config.ACME, stateDir string, in Installer, gate Gate, minBackoff, maxBackoff time.Duration) <-chan Event {
 	t.Helper()
 	events := make(chan Event, 100)
 	m, err := New(sections, Options{
-		StateDir: stateDir, Socket: haproxy.ACMESocket(haproxy.PathsFor(stateDir)), Installer: in,
+		StateDir: stateDir, Socket: haproxy.ACMESocket(haproxy.PathsFor(stateDir)), Installer: in, Gate: gate,
 		Log: testLogger(t), OnEvent: func(ev Event) { events <- ev },
 		MinBackoff: minBackoff, MaxBackoff: maxBackoff,
 	})
@@ -110,8 +112,10 @@ func next(t *testing.T, events <-chan Event, timeout time.Duration) Event {
 
 // startHAProxy runs HAProxy with a frontend whose plain bind on port sends
 // the CA's challenges to shoal and whose TLS bind on tlsPort serves what
-// the certificate store it returns installs.
-func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.ACME) (*haproxy.Manager, *certstore.Store) {
+// the certificate store it returns installs. reload gives HAProxy another
+// ACME section, as shoal's reload does before the manager sees it (the
+// challenges HAProxy sends to shoal are for the section's domains).
+func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.ACME) (lb *haproxy.Manager, store *certstore.Store, reload func(config.ACME)) {
 	t.Helper()
 	listen, tlsListen := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	cfg := &config.Config{
@@ -122,8 +126,8 @@ func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.
 			TLS: &config.TLS{ACME: &acme, Bind: []string{tlsListen}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}}},
 		Groups: []config.Group{{Name: "web", Balance: "roundrobin", Health: config.DefaultHealth}},
 	}
-	lb := haproxy.NewManager(cfg, testLogger(t))
-	store := certstore.New(stateDir, lb, testLogger(t))
+	lb = haproxy.NewManager(cfg, testLogger(t))
+	store = certstore.New(stateDir, lb, testLogger(t))
 	if err := store.Write(cfg.Frontends); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +143,19 @@ func startHAProxy(t *testing.T, stateDir string, port, tlsPort int, acme config.
 			t.Errorf("stop haproxy: %v", err)
 		}
 	})
-	return lb, store
+	return lb, store, func(a config.ACME) {
+		t.Helper()
+		next := *cfg
+		next.Frontends = slices.Clone(cfg.Frontends)
+		tls := *cfg.Frontends[0].TLS
+		tls.ACME = &a
+		next.Frontends[0].TLS = &tls
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := lb.Reload(ctx, &next); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // servedSerial is the serial of the certificate HAProxy serves for name on
@@ -177,14 +193,14 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	section := config.ACME{Email: "ops@shoal.test", Directory: ca.Directory, Domains: []string{domain, "api.shoal.test"}, CA: ca.CAFile,
 		RenewBefore: renewBefore}
 	tlsPort := testpebble.FreePort(t, "tcp")
-	lb, store := startHAProxy(t, state, port, tlsPort, section)
+	lb, store, reload := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 
 	in := &installer{store: store}
 	ctx, stop := context.WithCancel(context.Background())
 	events := make(chan Event, 100)
 	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) { events <- ev }, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) { events <- ev }, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +306,9 @@ func TestIssueRenewThroughHAProxy(t *testing.T) {
 	// clear error and backs off.
 	ca.Stop()
 	section.Domains = append(section.Domains, "new.shoal.test")
+	reload(section)
 	in2 := &installer{}
-	events2 := run(t, []config.ACME{section}, state, in2, 200*time.Millisecond, 800*time.Millisecond)
+	events2 := run(t, []config.ACME{section}, state, in2, lb, 200*time.Millisecond, 800*time.Millisecond)
 	ev = next(t, events2, 10*time.Second)
 	if ev.Kind != EventLoaded || ev.Serial != serial(last.leaf) {
 		t.Fatalf("after restart: %+v, want %s serial %s", ev, EventLoaded, serial(last.leaf))
@@ -376,12 +393,29 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// recordingGate records what SetChallenge is told; it fails for token "bad".
+type recordingGate []string
+
+func (g *recordingGate) SetChallenge(_ context.Context, token string, pending bool) error {
+	*g = append(*g, fmt.Sprintf("%s %t", token, pending))
+	if token == "bad" {
+		return errors.New("refused")
+	}
+	return nil
+}
+
 // TestChallengeHandler: the handler answers a token presented for the
-// request's host only, and nothing after CleanUp.
+// request's host only, and nothing after CleanUp; the gate (HAProxy) is
+// told of the token when it is presented and cleaned up, and a gate that
+// fails fails the presentation (the CA is not asked to fetch it).
 func TestChallengeHandler(t *testing.T) {
-	h := &challenges{tokens: map[string]token{}}
+	gate := &recordingGate{}
+	h := &challenges{tokens: map[string]token{}, gate: gate}
 	if err := h.Present(context.Background(), "Example.com", "tok", "tok.key"); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.Present(context.Background(), "example.com", "bad", "bad.key"); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Present with a failing gate: %v, want its error", err)
 	}
 	get := func(host, path string) (int, string) {
 		r, _ := http.NewRequest(http.MethodGet, "http://"+host+path, nil)
@@ -398,6 +432,9 @@ func TestChallengeHandler(t *testing.T) {
 	_ = h.CleanUp(context.Background(), "example.com", "tok", "tok.key")
 	if code, _ := get("example.com", "/.well-known/acme-challenge/tok"); code != 404 {
 		t.Errorf("GET token after CleanUp: %d, want 404", code)
+	}
+	if want := []string{"tok true", "bad true", "tok false"}; !slices.Equal(*gate, want) {
+		t.Errorf("the gate was told %q, want %q", *gate, want)
 	}
 }
 
@@ -499,7 +536,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(state) })
 	section := config.ACME{Email: "ops@shoal.test", Directory: "https://" + dirLn.Addr().String() + "/dir", Domains: []string{domain}, CA: ca.CAFile}
 	tlsPort := testpebble.FreePort(t, "tcp")
-	_, store := startHAProxy(t, state, port, tlsPort, section)
+	lb, store, _ := startHAProxy(t, state, port, tlsPort, section)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	served := func(want string) {
 		t.Helper()
@@ -513,7 +550,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	in := &installer{store: store}
 	ctx, stop := context.WithCancel(context.Background())
 	m, err := New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +601,7 @@ func TestRenewDefaultTiming(t *testing.T) {
 	in = &installer{store: store}
 	ctx, stop = context.WithCancel(context.Background())
 	m, err = New([]config.ACME{section}, Options{StateDir: state, Socket: haproxy.ACMESocket(haproxy.PathsFor(state)),
-		Installer: in, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
+		Installer: in, Gate: lb, Log: testLogger(t), OnEvent: func(ev Event) {}, MinBackoff: time.Second, MaxBackoff: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1242,7 +1242,7 @@ compat:
 	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 33 || e.Col != 85 {
 		t.Errorf("FieldError does not locate groups[1].health.grace: %v", e)
 	}
-	cfg.file, cfg.pos = "", nil
+	cfg.file, cfg.pos, cfg.listeners = "", nil, nil
 	stateDir := filepath.Join(dir, "state")
 	want := &Config{
 		Path:        path,

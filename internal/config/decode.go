@@ -40,6 +40,9 @@ type decoder struct {
 	// provs are the providers by name, decoded before the groups that
 	// name them.
 	provs map[string]providerLabels
+	// listeners are the addresses the file has shoal or HAProxy listen
+	// on, compared once it is read (see checkListeners).
+	listeners []listenerAt
 }
 
 func (d *decoder) at(field string, n *yaml.Node) {

@@ -155,10 +155,11 @@ func TestDefaultsTreeComplete(t *testing.T) {
 // every other key takes the default Load applies.
 const everySection = `frontends:
   - name: edge
-    bind: [127.0.0.1:8080]
+    bind: [127.0.0.1:8080, 127.0.0.1:8443]
     tls:
       certificates: [{cert: ../testdata/tls/cert.pem, key: ../testdata/tls/key.pem}]
       acme: {email: ops@example.com, domains: [www.example.com]}
+      bind: [127.0.0.1:8443] # a plain bind for the redirect to https
     compression: {}
     timeouts: {}
     rate_limit: {requests: 100, per: 10s}

@@ -83,7 +83,9 @@ type Weight struct {
 type Redirect struct {
 	Code     int    `yaml:"code"`
 	Location string `yaml:"location"`
-	HTTPS    bool   `yaml:"https"`
+	// HTTPS redirects requests that came over a plain bind to the same URL
+	// over https; on a TLS bind the route does not match (the next decides).
+	HTTPS bool `yaml:"https"`
 }
 
 // Respond answers the request itself (a maintenance page, a 503 for bots).
@@ -244,7 +246,6 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 	var (
 		fes   []Frontend
 		names = make(map[string]*yaml.Node)
-		binds []bindAt
 		// modes records which mode of frontend routes to each group.
 		modes = make(map[string]string)
 	)
@@ -265,7 +266,6 @@ func (d *decoder) frontends(top *fields, cfg *Config) []Frontend {
 		default:
 			names[fe.Name] = item
 		}
-		binds = d.checkBinds(path, fe.Bind, binds)
 		for j, r := range fe.Routes {
 			for _, g := range r.groups() {
 				if m, seen := modes[g]; seen && m != fe.Mode {
@@ -338,53 +338,6 @@ func (r Route) groups() []string {
 	return gs
 }
 
-// bindAt is a bind address already taken, and where.
-type bindAt struct {
-	host, port string
-	line       int
-	field      string
-}
-
-// checkBinds reports the addresses of bind that an earlier one (of any
-// frontend) takes: the same address, or a wildcard of the same port that
-// covers it. HAProxy binds with noreuseport, so the second would fail.
-func (d *decoder) checkBinds(path string, bind []string, taken []bindAt) []bindAt {
-	for i, b := range bind {
-		host, port, err := net.SplitHostPort(b)
-		if err != nil {
-			continue // reported
-		}
-		field := fmt.Sprintf("%s.bind[%d]", path, i)
-		for _, t := range taken {
-			if t.port == port && bindsOverlap(t.host, host) {
-				d.errorAt(field, "%s is already bound by %s (line %d)", b, t.field, t.line)
-				break
-			}
-		}
-		taken = append(taken, bindAt{host, port, d.pos[field].Line, field})
-	}
-	return taken
-}
-
-// bindsOverlap reports whether two hosts of the same port conflict: equal,
-// or one is every address of the other's family (IPv6's :: takes IPv4's
-// too on Linux by default).
-func bindsOverlap(a, b string) bool {
-	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	v6 := func(h string) bool { return strings.Contains(h, ":") }
-	switch {
-	case a == b:
-		return true
-	case a == "::" || b == "::":
-		return true
-	case wild(a):
-		return !v6(b)
-	case wild(b):
-		return !v6(a)
-	}
-	return false
-}
-
 // frontend decodes one frontend; ok is false if item is not a mapping.
 func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool) (Frontend, bool) {
 	f := section[Frontend](d, item, path)
@@ -409,6 +362,8 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 			d.errorf(it.node, it.field, "%v", err)
 		} else if host, _, _ := net.SplitHostPort(it.val); checkListenHost(host) != nil {
 			d.errorf(it.node, it.field, "host must be an IP address or a host name, got %q", host)
+		} else {
+			d.listenTCP(it.node, it.field, it.val, byHAProxy)
 		}
 		fe.Bind = append(fe.Bind, it.val)
 	}
@@ -442,7 +397,7 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 		}
 		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
 	}
-	fe.Routes = d.routes(f, mode, groups)
+	fe.Routes = d.routes(f, mode, groups, fe.hasPlainBind())
 	return fe, true
 }
 
@@ -484,7 +439,7 @@ func (d *decoder) frontendTimeouts(n *yaml.Node, path, mode string) Timeouts {
 
 // routes decodes a frontend's routes and reports the ones an earlier route
 // shadows: first match wins, so they could never match.
-func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route {
+func (d *decoder) routes(f *fields, mode string, groups map[string]bool, plain bool) []Route {
 	path := f.field("routes")
 	n := f.get("routes")
 	if n == nil {
@@ -510,7 +465,7 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 	)
 	for i, item := range items {
 		rpath := fmt.Sprintf("%s[%d]", path, i)
-		r, ok := d.route(item, rpath, mode, groups)
+		r, ok := d.route(item, rpath, mode, groups, plain)
 		if !ok {
 			continue
 		}
@@ -526,8 +481,9 @@ func (d *decoder) routes(f *fields, mode string, groups map[string]bool) []Route
 }
 
 // route decodes one route; ok is false when it has an error, so that it
-// is not compared with the others.
-func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool) (Route, bool) {
+// is not compared with the others. plain is whether the frontend has a
+// bind without TLS.
+func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bool, plain bool) (Route, bool) {
 	f := section[Route](d, item, path)
 	if f.node == nil {
 		return Route{}, false
@@ -618,6 +574,9 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 		r.Weights = d.weights(f.get("weights"), f.field("weights"), groups)
 	case "redirect":
 		r.Redirect = d.redirect(f.get("redirect"), f.field("redirect"))
+		if r.Redirect.HTTPS && !plain {
+			d.errorAt(f.field("redirect")+".https", "every bind of this frontend speaks TLS, so no request would be redirected to https (on TLS the route does not match); drop the route, or list the TLS binds in tls.bind and add a plain one")
+		}
 	case "respond":
 		r.Respond = d.respond(f.get("respond"), f.field("respond"))
 	}
@@ -734,6 +693,16 @@ func (d *decoder) respond(n *yaml.Node, path string) *Respond {
 	return &r
 }
 
+// hasPlainBind reports whether some of fe's binds do not speak TLS.
+func (fe Frontend) hasPlainBind() bool {
+	if fe.TLS == nil {
+		return true
+	}
+	return slices.ContainsFunc(fe.Bind, func(b string) bool {
+		return len(fe.TLS.Bind) > 0 && !slices.Contains(fe.TLS.Bind, b)
+	})
+}
+
 // hasConditions reports whether r matches less than every request.
 func (r Route) hasConditions() bool {
 	return len(r.Host) > 0 || len(r.PathPrefix) > 0 || r.PathRegex != "" || len(r.Method) > 0 || len(r.Header) > 0
@@ -743,6 +712,11 @@ func (r Route) hasConditions() bool {
 // later can never match after it. It is conservative: false when it
 // cannot tell (two different regexes).
 func (r Route) covers(later Route) bool {
+	// A redirect to https matches plain requests only (see haproxy's
+	// routeACLs): the TLS ones go on to the later routes.
+	if r.httpsOnly() && !later.httpsOnly() {
+		return false
+	}
 	if len(r.Host) > 0 && (len(later.Host) == 0 || !allCovered(later.Host, r.Host, hostCovers)) {
 		return false
 	}
@@ -768,6 +742,10 @@ func (r Route) covers(later Route) bool {
 	}
 	return true
 }
+
+// httpsOnly reports whether r redirects plain requests to https, and so
+// matches no request that came over TLS.
+func (r Route) httpsOnly() bool { return r.Redirect != nil && r.Redirect.HTTPS }
 
 // allCovered reports whether every one of vals is covered by one of by.
 func allCovered(vals, by []string, covers func(val, by string) bool) bool {

@@ -139,6 +139,8 @@ func TestParseFrontendErrors(t *testing.T) {
 			`shoal.yaml:10:9: frontends[0].routes[2]: needs one action: group, weights, redirect or respond`},
 		{"bind used twice", pgBind, `    bind: [127.0.0.1:8080]`,
 			`shoal.yaml:17:12: frontends[1].bind[0]: 127.0.0.1:8080 is already bound by frontends[0].bind[0] (line 3)`},
+		{"scalar bind used twice", "    bind: [127.0.0.1:8080, \"[::1]:8080\"]\n", "    bind: 127.0.0.1:5433\n",
+			`shoal.yaml:17:12: frontends[1].bind[0]: 127.0.0.1:5433 is already bound by frontends[0].bind (line 3)`},
 		{"wildcard bind covers another", pgBind, `    bind: [":8080"]`,
 			`shoal.yaml:17:12: frontends[1].bind[0]: :8080 is already bound by frontends[0].bind[0] (line 3)`},
 		{"bad redirect code", redirect, `      - {host: old.example.com, redirect: {code: 200, location: /x}}`,
@@ -175,6 +177,9 @@ func TestParseFrontendErrors(t *testing.T) {
 			`shoal.yaml:15:11: frontends[1].name: "db" names a group too; give the frontend another name`},
 		{"no routes", pgRoutes, "",
 			`frontends[1].routes: required: a frontend needs at least one route`},
+		// On TLS a redirect to https would answer with the same URL.
+		{"https redirect on a frontend without a plain bind", "    compression: {}\n", "    compression: {}\n    tls: {acme: {email: ops@example.com, domains: [example.com]}}\n",
+			`shoal.yaml:13:50: frontends[0].routes[4].redirect.https: every bind of this frontend speaks TLS, so no request would be redirected to https`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,5 +188,20 @@ func TestParseFrontendErrors(t *testing.T) {
 				t.Errorf("got:\n%v\nwant a line containing:\n%s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestHTTPSRedirectShadowsNothing: a redirect to https matches plain
+// requests only, so a catch-all one does not hide the routes after it
+// (they take the requests that came over TLS).
+func TestHTTPSRedirectShadowsNothing(t *testing.T) {
+	doc := strings.Replace(frontendsDoc, "      - {path_prefix: /secure, redirect: {https: true}}\n", "", 1)
+	doc = strings.Replace(doc, "    routes:\n", "    routes:\n      - {redirect: {https: true}}\n", 1)
+	cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("a catch-all redirect to https before other routes: %v", err)
+	}
+	if r := cfg.Frontends[0].Routes; len(r) != 7 || !r[0].Redirect.HTTPS {
+		t.Errorf("routes = %+v", r)
 	}
 }

@@ -88,6 +88,8 @@ func (d *decoder) gslb(n *yaml.Node) *GSLB {
 	for _, it := range f.strings("listen") {
 		if err := checkHostPort(it.val); err != nil {
 			d.errorf(it.node, it.field, "%v", err)
+		} else {
+			d.listenTCP(it.node, it.field, it.val, byShoal)
 		}
 		g.Listen = append(g.Listen, it.val)
 	}

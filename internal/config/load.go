@@ -120,7 +120,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
 	}
-	cfg.Path, cfg.file, cfg.pos = absPath, path, d.pos
+	cfg.Path, cfg.file, cfg.pos, cfg.listeners = absPath, path, d.pos, d.listeners
 	return cfg, nil
 }
 
@@ -204,6 +204,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.errorf(n, "listen", "%v", err)
 		} else if host, _, _ := net.SplitHostPort(s); checkListenHost(host) != nil {
 			d.errorf(n, "listen", "host must be an IP address or a host name, got %q", host)
+		} else if !top.has("frontends") {
+			d.listenTCP(n, "listen", s, byHAProxy)
 		}
 		cfg.Listen = s
 	}
@@ -257,6 +259,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if n := compat.get("sacloud_autoscaler"); n != nil {
 		cfg.Compat.SacloudAutoscaler = d.sacloud(n, "compat.sacloud_autoscaler", cfg.StateDir)
 	}
+	d.checkListeners()
 	return cfg
 }
 
@@ -283,6 +286,7 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 		d.errorf(sn, "admin.socket", "must not be empty")
 	}
 	a.Socket = abs(stateDir, sock)
+	d.listenUnix(sn, "admin.socket", a.Socket)
 	if err := checkUnixSocket(a.Socket); err != nil {
 		if sn == nil {
 			sn = n
@@ -298,6 +302,8 @@ func (d *decoder) admin(n *yaml.Node, stateDir string) Admin {
 	if ln != nil {
 		if err := checkHostPort(listen); err != nil {
 			d.errorf(ln, "admin.listen", "%v", err)
+		} else {
+			d.listenTCP(ln, "admin.listen", listen, byShoal)
 		}
 		a.Listen = listen
 	}
@@ -412,13 +418,13 @@ func (d *decoder) haproxy(n *yaml.Node) HAProxy {
 	h.Global = d.checkEach(f.strings("global"), hapword.Line)
 	h.Defaults = d.checkEach(f.strings("defaults"), hapword.Line)
 	h.Timeouts = d.timeouts(f.get("timeouts"), f.field("timeouts"))
-	h.Prometheus = d.loopbackListen(f, "prometheus")
+	h.Prometheus = d.loopbackListen(f, "prometheus", byHAProxy)
 	return h
 }
 
 // loopbackListen decodes an optional host:port for an unauthenticated
 // listener, which must be a loopback address.
-func (d *decoder) loopbackListen(f *fields, key string) string {
+func (d *decoder) loopbackListen(f *fields, key string, by int) string {
 	s, n := f.str(key, "")
 	if n == nil {
 		return ""
@@ -431,6 +437,7 @@ func (d *decoder) loopbackListen(f *fields, key string) string {
 		d.errorf(n, f.field(key), "must be a loopback address such as 127.0.0.1:9101 (it serves metrics without authentication), got %q", s)
 		return ""
 	}
+	d.listenTCP(n, f.field(key), s, by)
 	return s
 }
 
@@ -723,6 +730,8 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 			s.Network, s.Address = "unix", abs(stateDir, rest)
 			if err := checkUnixSocket(s.Address); err != nil {
 				d.errorf(ln, f.field("listen"), "%v", err)
+			} else {
+				d.listenUnix(ln, f.field("listen"), s.Address)
 			}
 		case "tcp":
 			s.Network, s.Address = "tcp", rest
@@ -730,6 +739,8 @@ func (d *decoder) sacloud(n *yaml.Node, path, stateDir string) *SacloudAutoscale
 				d.errorf(ln, f.field("listen"), "%v", err)
 			} else if host, _, _ := net.SplitHostPort(rest); !s.AllowRemote && !isLoopback(host) {
 				d.errorf(ln, f.field("listen"), "%q is not a loopback address and the protocol has no authentication; set allow_remote: true to accept that", host)
+			} else {
+				d.listenTCP(ln, f.field("listen"), rest, byShoal)
 			}
 		default:
 			d.errorf(ln, f.field("listen"), `must be "unix:PATH" or "tcp:HOST:PORT", got %q`, listen)

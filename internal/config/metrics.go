@@ -56,7 +56,7 @@ const DefaultCPUs = 1.0
 func (d *decoder) metrics(n *yaml.Node) Metrics {
 	f := section[Metrics](d, n, "metrics")
 	m := DefaultMetrics
-	m.Listen = d.loopbackListen(f, "listen")
+	m.Listen = d.loopbackListen(f, "listen", byShoal)
 	if v, vn := f.duration("interval", m.Interval); vn != nil {
 		if v < minMetricsInterval || v > maxMetricsInterval {
 			d.errorf(vn, f.field("interval"), "must be from %s to %s, got %s", minMetricsInterval, maxMetricsInterval, v)

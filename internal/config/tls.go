@@ -118,7 +118,7 @@ func (d *decoder) checkTLSBinds(path string, fe Frontend) {
 	switch field := path + ".redirect_http"; {
 	case fe.Mode == ModeTCP:
 		d.errorAt(field, "applies to http frontends only")
-	case len(t.Bind) == 0 || len(t.Bind) == len(fe.Bind):
+	case !fe.hasPlainBind():
 		d.errorAt(field, "every bind speaks TLS, so there is no plain bind to redirect; list the TLS ones in tls.bind")
 	}
 }

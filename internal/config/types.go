@@ -57,6 +57,8 @@ type Config struct {
 
 	file string         // the path as given to Parse, for errors
 	pos  map[string]Pos // where each field's value is written
+	// listeners are the TCP addresses shoal and HAProxy listen on.
+	listeners []listenerAt
 }
 
 // Values of Config.Shutdown.

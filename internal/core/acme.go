@@ -17,14 +17,15 @@ import (
 type acmeRunner struct {
 	stateDir string
 	inst     acme.Installer
+	gate     acme.Gate
 	log      *slog.Logger
 
 	sections []config.ACME
 	stop     func() // nil when not running
 }
 
-func newACMERunner(stateDir string, inst acme.Installer, log *slog.Logger) *acmeRunner {
-	return &acmeRunner{stateDir: stateDir, inst: inst, log: log.With("component", "acme")}
+func newACMERunner(stateDir string, inst acme.Installer, gate acme.Gate, log *slog.Logger) *acmeRunner {
+	return &acmeRunner{stateDir: stateDir, inst: inst, gate: gate, log: log.With("component", "acme")}
 }
 
 // apply runs the manager for cfg's tls.acme sections, restarting it if they
@@ -43,6 +44,7 @@ func (r *acmeRunner) apply(cfg *config.Config) error {
 		StateDir:  r.stateDir,
 		Socket:    haproxy.ACMESocket(haproxy.PathsFor(r.stateDir)),
 		Installer: r.inst,
+		Gate:      r.gate,
 		Log:       r.log,
 	})
 	if err != nil {

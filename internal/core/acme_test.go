@@ -72,7 +72,7 @@ func TestACMERunner(t *testing.T) {
 	}
 	sock := haproxy.ACMESocket(haproxy.PathsFor(state))
 	in := &recordingInstaller{}
-	r := newACMERunner(state, in, slog.New(slog.DiscardHandler))
+	r := newACMERunner(state, in, nil, slog.New(slog.DiscardHandler))
 	t.Cleanup(r.close)
 
 	if err := r.apply(&config.Config{StateDir: state, Frontends: withACME("a.test").Frontends[:1]}); err != nil || r.stop != nil {

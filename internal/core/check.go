@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +54,7 @@ func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err er
 	}
 
 	errs = append(errs, checkExecPrograms(cfg)...)
+	errs = append(errs, checkVIPListeners(cfg, nonlocalBind)...)
 
 	paths := haproxy.PathsFor(cfg.StateDir)
 	text, err := haproxy.Render(cfg, paths)
@@ -96,6 +99,12 @@ func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) con
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
 	}
 	text = strings.Replace(text, "lua-load "+haproxy.PathsFor(cfg.StateDir).Lua+"\n", "lua-load "+lua+"\n", 1)
+	// So does the list of ACME tokens: an empty one.
+	tokens := filepath.Join(dir, "acme-tokens.acl")
+	if err := os.WriteFile(tokens, nil, 0o600); err != nil {
+		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
+	}
+	text = strings.ReplaceAll(text, " -f "+haproxy.PathsFor(cfg.StateDir).ACMETokens+"\n", " -f "+tokens+"\n")
 	// So do the certificates' crt-lists and ticket keys: check with the
 	// files the store would write, written beside it.
 	certs := filepath.Join(dir, "state")
@@ -275,6 +284,46 @@ func frontendField(cfg *config.Config, name string, words []string, group func(s
 		return "haproxy"
 	}
 	return path
+}
+
+// nonlocalBind reports whether this machine lets a socket bind an address
+// it does not have (net.ipv4.ip_nonlocal_bind, or IPv6's).
+func nonlocalBind(v6 bool) bool {
+	family := "ipv4"
+	if v6 {
+		family = "ipv6"
+	}
+	b, err := os.ReadFile("/proc/sys/net/" + family + "/ip_nonlocal_bind")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// checkVIPListeners refuses a listener on ha.vip's address where the
+// kernel binds only local addresses: a node has the VIP only while it
+// leads, so HAProxy (or shoal) would fail to start on a standby, and on
+// the leader after a failover. nonlocal reads the machine's setting.
+func checkVIPListeners(cfg *config.Config, nonlocal func(v6 bool) bool) config.ErrorList {
+	if cfg.HA == nil || cfg.HA.VIP == nil {
+		return nil
+	}
+	p, err := netip.ParsePrefix(cfg.HA.VIP.Address)
+	if err != nil {
+		return nil // reported by Load
+	}
+	vip := p.Addr().Unmap()
+	var errs config.ErrorList
+	for _, l := range cfg.Listeners() {
+		ip, err := netip.ParseAddr(l.Host)
+		if err != nil || ip.Unmap() != vip || nonlocal(vip.Is6()) {
+			continue
+		}
+		sysctl, every := "net.ipv4.ip_nonlocal_bind", "0.0.0.0"
+		if vip.Is6() {
+			sysctl, every = "net.ipv6.ip_nonlocal_bind", "::"
+		}
+		errs = append(errs, cfg.FieldError(l.Field, "%s is ha.vip.address, which a node has only while it leads, and %s is 0 here: a standby could not listen on it; listen on every address (%s) or set %s=1",
+			net.JoinHostPort(l.Host, l.Port), sysctl, net.JoinHostPort(every, l.Port), sysctl))
+	}
+	return errs
 }
 
 // RemoteGroups names the groups whose instances run on a provider's hosts,

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,5 +87,43 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("Check error:\n got: %s\nwant: %s...", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckVIPListeners: a listener on ha.vip's address is refused, at its
+// field, where the kernel binds only local addresses (a standby could not
+// start), and accepted where it binds any; a listener on every address is
+// accepted either way. On this machine, Check says what the kernel does:
+// if it refuses, listening on the address fails.
+func TestCheckVIPListeners(t *testing.T) {
+	const text = `frontends:
+  - name: edge
+    bind: ["0.0.0.0:18080", 192.0.2.100:18443]
+    routes: [{group: web}]
+metrics: {listen: 127.0.0.1:19100}
+ha:
+  node: a
+  priority: 100
+  etcd: {endpoints: [http://127.0.0.1:2379]}
+  vip: {address: 192.0.2.100/24, interface: eth0}
+groups:
+  - {name: web, min_size: 1, max_size: 1, template: {command: [sh]}}
+`
+	cfg := loadConfig(t, text)
+	const want = `/shoal.yaml:3:29: frontends[0].bind[1]: 192.0.2.100:18443 is ha.vip.address, which a node has only while it leads, and net.ipv4.ip_nonlocal_bind is 0 here: a standby could not listen on it; listen on every address (0.0.0.0:18443) or set net.ipv4.ip_nonlocal_bind=1`
+	if errs := checkVIPListeners(cfg, func(bool) bool { return false }); len(errs) != 1 || !strings.HasSuffix(errs[0].Error(), want) {
+		t.Errorf("local binds only: %v\nwant %s", errs, want)
+	}
+	if errs := checkVIPListeners(cfg, func(bool) bool { return true }); len(errs) != 0 {
+		t.Errorf("non-local binds allowed: %v, want none", errs)
+	}
+
+	_, err := Check(context.Background(), cfg)
+	l, lerr := net.Listen("tcp", "192.0.2.100:0")
+	if lerr == nil {
+		l.Close()
+	}
+	if refused := err != nil && strings.Contains(err.Error(), want); refused != (lerr != nil) {
+		t.Errorf("Check refuses %t (%v), the kernel refuses %t (%v)", refused, err, lerr != nil, lerr)
 	}
 }

@@ -253,7 +253,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	// Certificates for tls.acme are installed through the TLS frontends'
 	// certificate store.
-	acmeRun := newACMERunner(cfg.StateDir, certs, log)
+	acmeRun := newACMERunner(cfg.StateDir, certs, lb, log)
 
 	srvCtx, stopServers := context.WithCancelCause(ctx)
 	c := &core{cfg: cfg, log: log, st: shared, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}

@@ -57,7 +57,19 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")
 	}
-	lines = append(lines, acmeChallengeFirst(fe)...)
+	acmeFirst, acmeUse, err := acmeLines(cfg, fe, p)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, acmeFirst...)
+	// Before every rule that answers (redirect_http's redirect, a route's
+	// redirect or respond), so that a limited client is answered 429
+	// whatever it asks for.
+	limits, err := rateLimitLines(fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, limits...)
 	lines = append(lines, tlsLines(fe)...)
 	lines = append(lines, "http-request del-header X-Forwarded-For")
 	switch n := cfg.AccessLog.Sample; {
@@ -78,15 +90,8 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 			lines = append(lines, "compression type "+strings.Join(c.Types, " "))
 		}
 	}
-	// Before routing, so that a limited client is answered 429 whatever
-	// its route.
-	limits, err := rateLimitLines(fe)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(lines, limits...)
 	// ACME's challenges reach shoal whatever the routes say.
-	lines = append(lines, acmeChallengeUse(fe)...)
+	lines = append(lines, acmeUse...)
 	routes, err := routeLines(fe.Routes)
 	if err != nil {
 		return nil, err
@@ -307,6 +312,12 @@ func routeACLs(n int, r config.Route) (conds, lines []string, err error) {
 		hn := name("hdr" + strconv.Itoa(k))
 		lines = append(lines, fmt.Sprintf("acl %s req.fhdr(%s) -m str %s", hn, h, v))
 		conds = append(conds, hn)
+	}
+	// A redirect to https is for requests that came over plain http: on a
+	// TLS bind it would answer a redirect to the very same URL, forever.
+	// There the route does not match, and the next one decides.
+	if r.Redirect != nil && r.Redirect.HTTPS {
+		conds = append(conds, "!{ ssl_fc }")
 	}
 	return conds, lines, nil
 }

@@ -79,6 +79,11 @@ type Manager struct {
 	restarts atomic.Int64
 	// onRestart, if set, is told of each such restart and why.
 	onRestart func(reason string)
+
+	// tokenMu guards tokens, the ACME challenges shoal answers now, and
+	// the file that lists them (see SetChallenge).
+	tokenMu sync.Mutex
+	tokens  map[string]bool
 }
 
 // Server is a dynamic HAProxy server, one instance of a group.
@@ -120,6 +125,7 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 		client:   &Client{Socket: p.AdminSocket},
 		master:   &Client{Socket: p.MasterSocket},
 		registry: make(map[serverKey]*entry),
+		tokens:   make(map[string]bool),
 	}
 }
 
@@ -209,6 +215,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	// writes it (a reload then reads this version).
 	if err := writeFileAtomic(m.paths.Lua, HoldScript()); err != nil {
 		return fmt.Errorf("write haproxy lua script: %w", err)
+	}
+	// So may it the token list, which must exist (and a restarted shoal
+	// has no challenge pending).
+	m.tokenMu.Lock()
+	err = m.writeTokens()
+	m.tokenMu.Unlock()
+	if err != nil {
+		return err
 	}
 	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
 		return fmt.Errorf("write haproxy config: %w", err)

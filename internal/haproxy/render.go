@@ -35,6 +35,9 @@ type Paths struct {
 	// Handoff is the socket an old worker hands its held requests to the
 	// current one on (see holdLines).
 	Handoff string
+	// ACMETokens lists the paths of the ACME challenges shoal can answer
+	// now, one a line (see SetChallenge).
+	ACMETokens string
 }
 
 // PathsFor returns the paths under stateDir/haproxy.
@@ -53,6 +56,7 @@ func PathsFor(stateDir string) Paths {
 		LogSocket:    filepath.Join(dir, "log.sock"),
 		Lua:          filepath.Join(dir, "hold.lua"),
 		Handoff:      filepath.Join(dir, "hold.sock"),
+		ACMETokens:   filepath.Join(dir, "acme-tokens.acl"),
 	}
 }
 
@@ -242,7 +246,7 @@ func checkPaths(p Paths) error {
 	for _, f := range []struct{ name, path string }{
 		{"directory", p.Dir}, {"config", p.Config}, {"admin socket", p.AdminSocket},
 		{"master socket", p.MasterSocket}, {"pid file", p.PIDFile}, {"log file", p.LogFile},
-		{"log socket", p.LogSocket}, {"lua script", p.Lua}, {"hand-off socket", p.Handoff},
+		{"log socket", p.LogSocket}, {"lua script", p.Lua}, {"hand-off socket", p.Handoff}, {"acme token list", p.ACMETokens},
 	} {
 		if !filepath.IsAbs(f.path) {
 			return fmt.Errorf("haproxy %s path %q: must be absolute", f.name, f.path)

@@ -53,6 +53,7 @@ func TestRenderRoutes(t *testing.T) {
 		`    acl r3_hdr1 req.fhdr(X-Canary) -m str yes\x20please` + "\n",
 		"    acl shoal_routed var(txn.shoal_route) -m found\n",
 		"    http-request set-var(txn.shoal_route) int(1) if !shoal_routed r1_host r1_method\n",
+		"    http-request set-var(txn.shoal_route) int(5) if !shoal_routed r5_path !{ ssl_fc }\n",
 		"    http-request set-var(txn.shoal_route) int(7) if !shoal_routed\n",
 		"    http-request redirect location https://new.example.org/100%% code 301 if { var(txn.shoal_route) -m int eq 4 }\n",
 		"    http-request redirect scheme https code 302 if { var(txn.shoal_route) -m int eq 5 }\n",

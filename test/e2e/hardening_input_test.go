@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,14 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		{"health interval over HAProxy's timer", "", `    health: {interval: 600h}`, `:8:24: groups[0].health.interval: must be from 1ms to 2147483647ms (596h31m23.647s, HAProxy's timer range)`},
 		{"grace shorter than the checks", "", `    health: {interval: 10s, grace: 5s}`, `:8:36: groups[0].health.grace: 5s is shorter than downinter + (rise - 1) × fastinter + timeout = 10s + 1 × 500ms + 1s = 11.5s`},
 		{"template amplification", "", `    template: {command: [app, '{{printf "%0700000000d" 0}}']}`, `:8:31: groups[0].template.command[1]: expands to more than 65536 bytes`},
+		// Every listener against the frontend's address (LISTEN, line 1):
+		// serve would fail to bind the second.
+		{"metrics.listen on the frontend's address", `metrics: {listen: LISTEN}`, "", `:3:19: metrics.listen: LISTEN is already bound by listen (line 1)`},
+		{"haproxy.prometheus on the frontend's address", `haproxy: {prometheus: LISTEN}`, "", `:3:23: haproxy.prometheus: LISTEN is already bound by listen (line 1)`},
+		{"admin.listen on the frontend's address", `admin: {listen: LISTEN, token: e2e-token}`, "", `:3:17: admin.listen: LISTEN is already bound by listen (line 1)`},
+		{"admin.listen on every address", `admin: {listen: ":PORT", token: e2e-token, insecure_remote: true}`, "", `:3:17: admin.listen: :PORT is already bound by listen (line 1)`},
+		{"gslb.listen on the frontend's address", `gslb: {listen: [LISTEN], zone: example.org, records: [{name: www, sites: [{address: 192.0.2.1}]}]}`, "", `:3:17: gslb.listen[0]: LISTEN is already bound by listen (line 1)`},
+		{"sacloud-compat listen on the frontend's address", `compat: {sacloud_autoscaler: {listen: "tcp:LISTEN"}}`, "", `:3:39: compat.sacloud_autoscaler.listen: LISTEN is already bound by listen (line 1)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml")
@@ -49,7 +58,11 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 			if !strings.Contains(group, "template:") {
 				group += fmt.Sprintf("\n    template: {command: [%q]}", backend)
 			}
-			text := fmt.Sprintf("listen: 127.0.0.1:%d\nstate_dir: state\n%s\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 1\n%s\n", freePort(t), tc.top, group)
+			port := strconv.Itoa(freePort(t))
+			listen := "127.0.0.1:" + port
+			fill := strings.NewReplacer("LISTEN", listen, "PORT", port)
+			tc.top, tc.want = fill.Replace(tc.top), fill.Replace(tc.want)
+			text := fmt.Sprintf("listen: %s\nstate_dir: state\n%s\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 1\n%s\n", listen, tc.top, group)
 			if strings.HasPrefix(tc.top, "state_dir") {
 				text = strings.Replace(text, "state_dir: state\n", "\n", 1) // keep the line numbers
 			}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/testcert"
 	"github.com/shoal-lb/shoal/internal/testpebble"
 )
@@ -244,4 +246,186 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// TestHTTPSRedirectOnTLSBind: the README's routes, a redirect to https for
+// /admin and a group for the rest, on a frontend with a plain and a TLS
+// bind: /admin over TLS reaches the group (a redirect there would point at
+// the same URL, forever), and over plain http it is redirected once, to an
+// https URL that then serves it.
+func TestHTTPSRedirectOnTLSBind(t *testing.T) {
+	t.Parallel() // waits for one instance, no load
+	ca := testcert.NewCA(t)
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	certs := filepath.Join(e.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, certs, "a")
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e.useFrontends(fmt.Sprintf(`frontends:
+  - name: edge
+    bind: [%s, %s]
+    tls:
+      certificates: [{cert: certs/a.crt, key: certs/a.key}]
+      bind: [%s]
+    routes:
+      - {path_prefix: /admin, redirect: {https: true}}
+      - {group: web}
+`, e.listen, secure, secure))
+	if out, stderr, code := e.cli("validate", "-c", e.cfgPath); code != 0 {
+		t.Fatalf("validate: %d\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.waitInService("web", 1)
+
+	// https://a.test/... is the TLS bind; no redirect is followed.
+	redirects := 0
+	client := &http.Client{
+		Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			redirects++
+			return http.ErrUseLastResponse
+		},
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{ServerName: "a.test", RootCAs: ca.Pool},
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == "a.test:443" {
+					addr = secure
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+		},
+	}
+	// The instance answers 404 page not found for /admin/...: the request
+	// reached the group (HAProxy would answer 503 or redirect).
+	const fromInstance = "404 page not found\n"
+	get := func(url string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "a.test"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	if resp, body := get("https://a.test/admin/users"); body != fromInstance || resp.Header.Get("Location") != "" {
+		t.Errorf("/admin over TLS: %s to %q %q, want the web group's instance's answer %q", resp.Status, resp.Header.Get("Location"), body, fromInstance)
+	}
+	resp, _ := get("http://" + e.listen + "/admin/users?q=1")
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != 302 || loc != "https://a.test/admin/users?q=1" {
+		t.Fatalf("/admin over http: %s to %q, want 302 to https://a.test/admin/users?q=1", resp.Status, loc)
+	}
+	if resp, body := get(loc); body != fromInstance {
+		t.Errorf("%s, the redirect's target: %s %q, want the instance's answer (redirected once)", loc, resp.Status, body)
+	}
+	if redirects != 1 {
+		t.Errorf("%d redirects, want 1 (the plain request's)", redirects)
+	}
+	for _, u := range []string{"http://" + e.listen + "/", "https://a.test/"} {
+		if resp, _ := get(u); resp.StatusCode != 200 {
+			t.Errorf("%s: %s, want 200 from the web group", u, resp.Status)
+		}
+	}
+}
+
+// TestTLSACMEPlainFrontend: the CA's HTTP-01 fetch arrives on port 80,
+// bound by a plain frontend of its own that routes to a group (and
+// redirects a path), not by the frontend with tls.acme, which binds only
+// TLS: pebble still validates and the certificate is served. Meanwhile
+// one client floods the challenge path on port 80 with tokens it guesses:
+// HAProxy answers them all itself, 404 up to the per-client limit and 429
+// beyond, and none reaches shoal.
+func TestTLSACMEPlainFrontend(t *testing.T) {
+	t.Parallel() // waits on pebble; its own CA and ports, no load
+	const domain = "www.shoal.test"
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
+	_, port, err := net.SplitHostPort(e.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, _ := strconv.Atoi(port)
+	ca := testpebble.Start(t, httpPort, time.Hour)
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e.useFrontends(fmt.Sprintf(`frontends:
+  - name: port80
+    bind: [%s]
+    routes:
+      - {path_prefix: /old, redirect: {location: /new}}
+      - {group: web}
+  - name: edge
+    bind: [%s]
+    tls:
+      acme: {email: ops@shoal.test, directory: %q, ca: %q, domains: [%s]}
+    routes: [{group: web}]
+`, e.listen, secure, ca.Directory, ca.CAFile, domain))
+	e.start()
+
+	// The flood: one client (127.0.0.2), one request after another.
+	const flood, perClient = 200, 24 // 20 + 4 per domain in 10 s
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	defer client.CloseIdleConnections()
+	codes := map[int]int{}
+	start := time.Now()
+	for i := range flood {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/.well-known/acme-challenge/flood-%d", e.listen, i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = domain
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if elapsed := time.Since(start); elapsed < 10*time.Second && (codes[404] != perClient || codes[429] != flood-perClient) {
+		t.Errorf("%d challenge requests from one client in %s: answers %v, want %d answered 404 and 429 for the rest", flood, elapsed, codes, perClient)
+	}
+
+	roots := ca.Roots(t)
+	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{ServerName: domain, RootCAs: roots}, DisableKeepAlives: true}}
+	e.eventually("the certificate from pebble is served", 60*time.Second, func() error {
+		resp, err := tlsClient.Get("https://" + secure + "/")
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	// What reached shoal's challenge handler: pebble's fetches (a few, for
+	// tokens shoal had), none of the flood's.
+	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := c.Exec(ctx, "show stat shoal_acme 4 -1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stot int
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Split(l, ","); len(f) > 7 && f[1] == "shoal" {
+			stot, _ = strconv.Atoi(f[7])
+		}
+	}
+	if stot < 1 || stot > 10 {
+		t.Errorf("%d requests reached shoal's challenge handler, want pebble's few and none of the flood's:\n%s", stot, out)
+	}
+	t.Logf("flood answers %v; %d requests reached shoal's challenge handler", codes, stot)
 }
