@@ -86,7 +86,7 @@ func procs(t *testing.T, marker string) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []int
+	parent := map[int]int{} // of each process whose command line has marker
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -94,7 +94,25 @@ func procs(t *testing.T, marker string) []int {
 		}
 		// A zombie's command line is empty: it does not count.
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
+		if err != nil || !bytes.Contains(b, []byte(marker)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	// The script forks for each sleep, and until the child execs it has
+	// the script's command line (a window a loaded machine widens): a
+	// process whose parent matched too is that fork, not an instance.
+	var out []int
+	for pid, ppid := range parent {
+		if _, fork := parent[ppid]; !fork {
 			out = append(out, pid)
 		}
 	}
