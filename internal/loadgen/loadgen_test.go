@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -250,5 +251,37 @@ func TestRunLongestGap(t *testing.T) {
 	}
 	if res.Failures != 0 || res.LongestGap <= 0 || res.LongestGap > 250*time.Millisecond {
 		t.Errorf("steady server: %d failures, longest gap %v; want none and a gap of a few ms", res.Failures, res.LongestGap)
+	}
+}
+
+// TestRunNoRetries: a server that closes a kept-alive connection as its
+// second request arrives, without answering. Go's transport sends that GET
+// again on a new connection, so by default nothing fails; with NoRetries
+// every such request fails, counted as "eof", as wrk would count it.
+func TestRunNoRetries(t *testing.T) {
+	var seen sync.Map // the connections, by client address, that were answered once
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			w.WriteHeader(http.StatusBadRequest) // a GET carries no body
+			return
+		}
+		if _, again := seen.LoadOrStore(r.RemoteAddr, true); again {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+		}
+	})
+	for _, tc := range []struct {
+		noRetries bool
+		failures  int64
+	}{{false, 0}, {true, 5}} {
+		res, err := Run(context.Background(), Options{URL: srv.URL, Requests: 10, NoRetries: tc.noRetries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Requests != 10 || res.Failures != tc.failures || res.FailureKinds["eof"] != tc.failures {
+			t.Errorf("NoRetries %v: %d requests, %d failures %v %v; want 10 and %d, all eof",
+				tc.noRetries, res.Requests, res.Failures, res.FailureKinds, res.FailureSamples, tc.failures)
+		}
 	}
 }
