@@ -98,9 +98,10 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		b.WriteByte('\n')
 	}
 
+	t := withDefaults(cfg.HAProxy.Timeouts)
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
-	line("hard-stop-after 30s")
+	line("hard-stop-after %s", ms(hardStopAfter(cfg, t)))
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
 	line("noreuseport")
@@ -120,7 +121,6 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	for _, l := range defaultsLines {
 		line("%s", l)
 	}
-	t := withDefaults(cfg.HAProxy.Timeouts)
 	for _, to := range []struct {
 		name string
 		d    time.Duration
@@ -310,6 +310,27 @@ func allIn(s string, ok func(rune) bool) bool {
 		}
 	}
 	return true
+}
+
+// minHardStop and hardStopMargin set hardStopAfter.
+const (
+	minHardStop    = 30 * time.Second
+	hardStopMargin = 5 * time.Second
+)
+
+// hardStopAfter bounds how long a worker a reload replaced may finish its
+// work: at least as long as the timeouts let a request wait for its server
+// (timeout connect, then timeout server) or an idle keep-alive connection
+// stay open (timeout http-keep-alive ends the old worker's idle connections,
+// see idle-close-on-response), and a margin more for a busy machine's late
+// timers. Stopping sooner would cut a request the timeouts allow, or an idle
+// connection just as a request arrives on it.
+func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
+	longest := max(t.Connect+t.Server, t.HTTPKeepAlive)
+	for _, fe := range cfg.Frontends {
+		longest = max(longest, fe.Timeouts.HTTPKeepAlive)
+	}
+	return min(max(minHardStop, longest+hardStopMargin), maxTimer)
 }
 
 // maxTimer is the longest duration HAProxy's millisecond timers hold.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -768,4 +769,95 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
 		e.t.Fatalf("%s job of the removed group: %s %q; want failed, saying the group was removed", kind, done.State, done.Reason)
 	}
+}
+
+// cpuHogs runs n busy-loop processes (at the test's own priority) until
+// stop or lifetime, whichever comes first, so that a test sees the machine
+// saturated as operators' machines are when they reload.
+func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
+	var cmds []*exec.Cmd
+	stop = func() {
+		cancel()
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+		cmds = nil
+	}
+	t.Cleanup(stop)
+	for range n {
+		c := exec.CommandContext(ctx, "/bin/sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatalf("start a CPU hog: %v", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop
+}
+
+// noRetryLoad is load from 8 keep-alive connections whose client never
+// sends a request twice (wrk's behavior): a connection closed under a
+// request counts as a failed request.
+func noRetryLoad(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
+	t.Helper()
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{
+		URL: "http://" + e.listen + "/", Concurrency: 8, Timeout: 10 * time.Second, NoRetries: true,
+		Header: http.Header{"Accept-Encoding": {"gzip"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestReloadsUnderCPUContention: 8 config-changing reloads (compression off
+// and on, a group with a route added, timeouts) while three busy loops
+// saturate the machine's cores and 8 keep-alive connections send requests
+// that are never retried: not one request fails. An old worker that closed
+// its idle connections at once would cut requests that arrive on them as it
+// does (a busy machine makes that likely: 1 to 5 per run of this test
+// without option idle-close-on-response).
+func TestReloadsUnderCPUContention(t *testing.T) {
+	const gz = "compression:\n  types: [text/html]\n"
+	timeout := func(s int) string { return fmt.Sprintf("  timeouts: {server: %ds}\n", s) } // continues haproxy:
+	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
+	e := newEnv(t, gz, web)
+	e.start()
+	e.waitInService("web", 2)
+	stopHogs := cpuHogs(t, 3, 50*time.Second)
+	stop := noRetryLoad(t, e)
+	time.Sleep(time.Second)
+
+	for i, step := range []struct {
+		top    string
+		groups []groupSpec
+	}{
+		{"", []groupSpec{web}},
+		{gz, []groupSpec{web}},
+		{gz, []groupSpec{web, apiGroup}},
+		{timeout(31) + gz, []groupSpec{web, apiGroup}},
+		{timeout(31), []groupSpec{web, apiGroup}},
+		{timeout(31) + gz, []groupSpec{web, apiGroup}},
+		{timeout(32) + gz, []groupSpec{web, apiGroup}},
+		{timeout(32), []groupSpec{web, apiGroup}},
+	} {
+		before := e.worker()
+		e.writeConfig(step.top, step.groups...)
+		if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+			t.Fatalf("reload %d: %q", i+1, out)
+		}
+		if w := e.worker(); w == before {
+			t.Fatalf("reload %d: worker still %d", i+1, w)
+		}
+		time.Sleep(500 * time.Millisecond) // the old worker's connections move over under load
+	}
+	res := stop()
+	stopHogs()
+	t.Logf("8 reloads under CPU contention: %d requests, failures by kind %v", res.Requests, res.FailureKinds)
+	checkNoFailures(t, "8 reloads under CPU contention", res)
+	e.waitInService("api", 1)
+	e.checkInSync("web")
+	e.checkInSync("api")
 }
