@@ -796,13 +796,13 @@ func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
 	return stop
 }
 
-// noRetryLoad is load from 8 keep-alive connections whose client never
+// noRetryLoad is load from 16 keep-alive connections whose client never
 // sends a request twice (wrk's behavior): a connection closed under a
 // request counts as a failed request.
 func noRetryLoad(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 	t.Helper()
 	stop, err := loadgen.Start(context.Background(), loadgen.Options{
-		URL: "http://" + e.listen + "/", Concurrency: 8, Timeout: 10 * time.Second, NoRetries: true,
+		URL: "http://" + e.listen + "/", Concurrency: 16, Timeout: 10 * time.Second, NoRetries: true,
 		Header: http.Header{"Accept-Encoding": {"gzip"}},
 	})
 	if err != nil {
@@ -812,51 +812,52 @@ func noRetryLoad(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 	return stop
 }
 
-// TestReloadsUnderCPUContention: 8 config-changing reloads (compression off
-// and on, a group with a route added, timeouts) while three busy loops
-// saturate the machine's cores and 8 keep-alive connections send requests
+// TestReloadsUnderCPUContention: 20 config-changing reloads (compression off
+// and on, a group with a route added, a timeout) while three busy loops
+// saturate the machine's cores and 16 keep-alive connections send requests
 // that are never retried: not one request fails. An old worker that closed
 // its idle connections at once would cut requests that arrive on them as it
 // does (a busy machine makes that likely: 1 to 5 per run of this test
 // without option idle-close-on-response).
 func TestReloadsUnderCPUContention(t *testing.T) {
 	const gz = "compression:\n  types: [text/html]\n"
-	timeout := func(s int) string { return fmt.Sprintf("  timeouts: {server: %ds}\n", s) } // continues haproxy:
+	const reloads = 20
 	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
 	e := newEnv(t, gz, web)
 	e.start()
 	e.waitInService("web", 2)
-	stopHogs := cpuHogs(t, 3, 50*time.Second)
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	stop := noRetryLoad(t, e)
 	time.Sleep(time.Second)
 
-	for i, step := range []struct {
-		top    string
-		groups []groupSpec
-	}{
-		{"", []groupSpec{web}},
-		{gz, []groupSpec{web}},
-		{gz, []groupSpec{web, apiGroup}},
-		{timeout(31) + gz, []groupSpec{web, apiGroup}},
-		{timeout(31), []groupSpec{web, apiGroup}},
-		{timeout(31) + gz, []groupSpec{web, apiGroup}},
-		{timeout(32) + gz, []groupSpec{web, apiGroup}},
-		{timeout(32), []groupSpec{web, apiGroup}},
-	} {
+	for i := range reloads {
+		// Each reload turns compression off or on again; the third also
+		// adds a group with a route, the seventh and later change a timeout.
+		top, groups := "", []groupSpec{web}
+		if i >= 6 {
+			top = "  timeouts: {server: 31s}\n" // continues haproxy:
+		}
+		if i%2 == 1 {
+			top += gz
+		}
+		if i >= 2 {
+			groups = append(groups, apiGroup)
+		}
 		before := e.worker()
-		e.writeConfig(step.top, step.groups...)
+		e.writeConfig(top, groups...)
 		if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
 			t.Fatalf("reload %d: %q", i+1, out)
 		}
 		if w := e.worker(); w == before {
 			t.Fatalf("reload %d: worker still %d", i+1, w)
 		}
-		time.Sleep(500 * time.Millisecond) // the old worker's connections move over under load
+		time.Sleep(200 * time.Millisecond) // the old worker's connections move over under load
 	}
 	res := stop()
 	stopHogs()
-	t.Logf("8 reloads under CPU contention: %d requests, failures by kind %v", res.Requests, res.FailureKinds)
-	checkNoFailures(t, "8 reloads under CPU contention", res)
+	what := fmt.Sprintf("%d reloads under CPU contention", reloads)
+	t.Logf("%s: %d requests, failures by kind %v", what, res.Requests, res.FailureKinds)
+	checkNoFailures(t, what, res)
 	e.waitInService("api", 1)
 	e.checkInSync("web")
 	e.checkInSync("api")
