@@ -10,6 +10,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,11 +43,19 @@ type Options struct {
 	Timeout time.Duration
 	// Header is added to every request. A "Host" entry sets the request's Host.
 	Header http.Header
+	// TLS, when set, configures https connections (RootCAs, ServerName).
+	TLS *tls.Config
+	// HTTP2 makes https connections speak HTTP/2 when the server offers it
+	// also with TLS set (without TLS, Go's transport offers it anyway).
+	HTTP2 bool
 	// NoRetries counts every request that fails as failed, as wrk does. By
 	// default Go's transport sends a GET again, on a new connection, when
 	// the kept-alive connection it used closes before answering: that hides
 	// a server closing connections in use, which clients that do not retry
-	// (wrk, most other languages' clients, any POST) see as errors.
+	// (wrk, most other languages' clients, any POST) see as errors. It is
+	// for HTTP/1.1: over HTTP/2 it would also stop the resends the protocol
+	// makes safe (streams a GOAWAY or REFUSED_STREAM says were not
+	// processed), which every HTTP/2 client makes.
 	NoRetries bool
 
 	// Progress, when set, is called every ProgressInterval (default 1s) with the
@@ -78,6 +87,8 @@ type Result struct {
 	// ByInstance counts responses by their X-Instance header; responses
 	// without one are not counted.
 	ByInstance map[string]int64
+	// ByProto counts responses by protocol ("HTTP/1.1", "HTTP/2.0").
+	ByProto map[string]int64
 	// LongestGap is the longest the run went without a successful (2xx)
 	// response, from its start to the first, between two, or from the last
 	// to its end: the outage a client saw, whatever its requests did
@@ -108,6 +119,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// generator would load itself and measure something other than wrk.
 		// A caller that wants gzip sets Accept-Encoding in Header.
 		DisableCompression: true,
+		TLSClientConfig:    o.TLS,
+		ForceAttemptHTTP2:  o.HTTP2,
 	}
 	defer tr.CloseIdleConnections()
 
@@ -221,10 +234,11 @@ type workerStats struct {
 	samples    []string
 	kinds      map[string]int64
 	byInstance map[string]int64
+	byProto    map[string]int64
 }
 
 func newWorkerStats() *workerStats {
-	return &workerStats{byInstance: make(map[string]int64), kinds: make(map[string]int64)}
+	return &workerStats{byInstance: make(map[string]int64), byProto: make(map[string]int64), kinds: make(map[string]int64)}
 }
 
 // emptyBody is a request body that reads nothing (see Options.NoRetries).
@@ -306,6 +320,7 @@ func (r *run) do(s *workerStats) {
 		if inst := resp.Header.Get("X-Instance"); inst != "" {
 			s.byInstance[inst]++
 		}
+		s.byProto[resp.Proto]++
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			failure = "HTTP " + strconv.Itoa(resp.StatusCode)
 		} else {
@@ -342,7 +357,7 @@ func (r *run) report(ctx context.Context) {
 
 func summarize(stats []*workerStats, elapsed time.Duration) Result {
 	var lat histogram
-	res := Result{Duration: elapsed, ByInstance: make(map[string]int64), FailureKinds: make(map[string]int64)}
+	res := Result{Duration: elapsed, ByInstance: make(map[string]int64), ByProto: make(map[string]int64), FailureKinds: make(map[string]int64)}
 	for _, s := range stats {
 		lat.merge(&s.lat)
 		res.Requests += s.requests
@@ -357,6 +372,9 @@ func summarize(stats []*workerStats, elapsed time.Duration) Result {
 		}
 		for inst, n := range s.byInstance {
 			res.ByInstance[inst] += n
+		}
+		for proto, n := range s.byProto {
+			res.ByProto[proto] += n
 		}
 	}
 	if elapsed > 0 {

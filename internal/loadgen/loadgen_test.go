@@ -2,6 +2,8 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,6 +56,9 @@ func TestRunRequestsKeepAlive(t *testing.T) {
 	}
 	if got := conns.Load(); got != 4 {
 		t.Errorf("server saw %d connections, want 4 (one per worker, kept alive)", got)
+	}
+	if res.ByProto["HTTP/1.1"] != 400 {
+		t.Errorf("ByProto = %v, want 400 HTTP/1.1", res.ByProto)
 	}
 	if res.ByInstance["web-0"] != 200 || res.ByInstance["web-1"] != 200 {
 		t.Errorf("ByInstance = %v, want 200 each", res.ByInstance)
@@ -282,6 +287,29 @@ func TestRunNoRetries(t *testing.T) {
 		if res.Requests != 10 || res.Failures != tc.failures || res.FailureKinds["eof"] != tc.failures {
 			t.Errorf("NoRetries %v: %d requests, %d failures %v %v; want 10 and %d, all eof",
 				tc.noRetries, res.Requests, res.Failures, res.FailureKinds, res.FailureSamples, tc.failures)
+		}
+	}
+}
+
+// TestRunHTTP2: with TLS set (the server's CA), HTTP2 speaks HTTP/2 to a
+// server that offers it, and without HTTP2 the same run speaks HTTP/1.1.
+func TestRunHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	for _, tc := range []struct {
+		http2 bool
+		proto string
+	}{{true, "HTTP/2.0"}, {false, "HTTP/1.1"}} {
+		res, err := Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Requests: 20, TLS: &tls.Config{RootCAs: pool}, HTTP2: tc.http2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failures != 0 || res.ByProto[tc.proto] != 20 {
+			t.Errorf("HTTP2 %v: %d failures %v, by protocol %v; want 20 %s", tc.http2, res.Failures, res.FailureSamples, res.ByProto, tc.proto)
 		}
 	}
 }
