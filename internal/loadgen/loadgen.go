@@ -119,8 +119,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// generator would load itself and measure something other than wrk.
 		// A caller that wants gzip sets Accept-Encoding in Header.
 		DisableCompression: true,
-		TLSClientConfig:    o.TLS,
-		ForceAttemptHTTP2:  o.HTTP2,
+		// A copy: HTTP/2's set-up adds "h2" to the config's protocols, and
+		// a caller's other runs on it would then offer what they do not speak.
+		TLSClientConfig:   o.TLS.Clone(),
+		ForceAttemptHTTP2: o.HTTP2,
 	}
 	defer tr.CloseIdleConnections()
 

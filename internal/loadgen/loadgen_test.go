@@ -292,7 +292,8 @@ func TestRunNoRetries(t *testing.T) {
 }
 
 // TestRunHTTP2: with TLS set (the server's CA), HTTP2 speaks HTTP/2 to a
-// server that offers it, and without HTTP2 the same run speaks HTTP/1.1.
+// server that offers it, and without HTTP2 a run on the same config speaks
+// HTTP/1.1.
 func TestRunHTTP2(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	srv.EnableHTTP2 = true
@@ -300,16 +301,21 @@ func TestRunHTTP2(t *testing.T) {
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
+	// One config for both runs: the first must not change what the second offers.
+	config := &tls.Config{RootCAs: pool}
 	for _, tc := range []struct {
 		http2 bool
 		proto string
 	}{{true, "HTTP/2.0"}, {false, "HTTP/1.1"}} {
-		res, err := Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Requests: 20, TLS: &tls.Config{RootCAs: pool}, HTTP2: tc.http2})
+		res, err := Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Requests: 20, TLS: config, HTTP2: tc.http2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Failures != 0 || res.ByProto[tc.proto] != 20 {
 			t.Errorf("HTTP2 %v: %d failures %v, by protocol %v; want 20 %s", tc.http2, res.Failures, res.FailureSamples, res.ByProto, tc.proto)
+		}
+		if config.NextProtos != nil {
+			t.Fatalf("HTTP2 %v: the run set the caller's config to offer %q", tc.http2, config.NextProtos)
 		}
 	}
 }

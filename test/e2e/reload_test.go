@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/testcert"
 )
 
 // worker returns the pid of HAProxy's current worker, from its admin socket.
@@ -796,13 +798,13 @@ func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
 	return stop
 }
 
-// noRetryLoad is load from 16 keep-alive connections whose client never
-// sends a request twice (wrk's behavior): a connection closed under a
-// request counts as a failed request.
-func noRetryLoad(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
+// noRetryLoad is HTTP/1.1 load on url (https with tlsConfig) from 16
+// keep-alive connections whose client never sends a request twice (wrk's
+// behavior): a connection closed under a request counts as a failed request.
+func noRetryLoad(t *testing.T, e *shoalEnv, url string, tlsConfig *tls.Config) (stop func() loadgen.Result) {
 	t.Helper()
 	stop, err := loadgen.Start(context.Background(), loadgen.Options{
-		URL: "http://" + e.listen + "/", Concurrency: 16, Timeout: 10 * time.Second, NoRetries: true,
+		URL: url, Concurrency: 16, Timeout: 10 * time.Second, NoRetries: true, TLS: tlsConfig,
 		Header: http.Header{"Accept-Encoding": {"gzip"}},
 	})
 	if err != nil {
@@ -817,20 +819,20 @@ func noRetryLoad(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 // saturate the machine's cores and 16 keep-alive connections send requests
 // that are never retried: not one request fails. An old worker that closed
 // its idle connections at once would cut requests that arrive on them as it
-// does (a busy machine makes that likely: 1 to 5 per run of this test
+// does (a busy machine makes that likely: 2 to 9 per run of this test
 // without option idle-close-on-response).
 func TestReloadsUnderCPUContention(t *testing.T) {
 	const gz = "compression:\n  types: [text/html]\n"
-	const reloads = 20
 	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
 	e := newEnv(t, gz, web)
 	e.start()
 	e.waitInService("web", 2)
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
-	stop := noRetryLoad(t, e)
+	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
 	time.Sleep(time.Second)
 
-	for i := range reloads {
+	const reloads = 20
+	e.reloads(reloads, func(i int) {
 		// Each reload turns compression off or on again; the third also
 		// adds a group with a route, the seventh and later change a timeout.
 		top, groups := "", []groupSpec{web}
@@ -843,21 +845,105 @@ func TestReloadsUnderCPUContention(t *testing.T) {
 		if i >= 2 {
 			groups = append(groups, apiGroup)
 		}
-		before := e.worker()
 		e.writeConfig(top, groups...)
-		if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
-			t.Fatalf("reload %d: %q", i+1, out)
-		}
-		if w := e.worker(); w == before {
-			t.Fatalf("reload %d: worker still %d", i+1, w)
-		}
-		time.Sleep(200 * time.Millisecond) // the old worker's connections move over under load
-	}
+	})
 	res := stop()
 	stopHogs()
 	what := fmt.Sprintf("%d reloads under CPU contention", reloads)
 	t.Logf("%s: %d requests, failures by kind %v", what, res.Requests, res.FailureKinds)
 	checkNoFailures(t, what, res)
+	e.waitInService("api", 1)
+	e.checkInSync("web")
+	e.checkInSync("api")
+}
+
+// reloads runs n reloads of HAProxy, each after write(i) wrote a changed
+// config, and checks that each replaced the worker.
+func (e *shoalEnv) reloads(n int, write func(i int)) {
+	e.t.Helper()
+	for i := range n {
+		before := e.worker()
+		write(i)
+		if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+			e.t.Fatalf("reload %d: %q", i+1, out)
+		}
+		if w := e.worker(); w == before {
+			e.t.Fatalf("reload %d: worker still %d", i+1, w)
+		}
+		time.Sleep(200 * time.Millisecond) // the old worker's connections move over under load
+	}
+}
+
+// TestReloadsUnderCPUContentionTLS: the same on a TLS frontend (ALPN h2 and
+// http/1.1), with 16 HTTP/1.1 connections whose requests are never retried
+// and an HTTP/2 client (16 streams at a time) beside them, whose only
+// resends are those HTTP/2 makes safe (streams a GOAWAY says were not
+// processed): 12 reloads that turn the frontend's compression off and on
+// and add a route to a new group fail no request of either.
+func TestReloadsUnderCPUContentionTLS(t *testing.T) {
+	ca := testcert.NewCA(t)
+	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1}
+	e := newEnv(t, "", web)
+	certs := filepath.Join(e.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, certs, "a")
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	write := func(gzip, api bool) {
+		fe := fmt.Sprintf("frontends:\n  - name: edge\n    bind: [%s, %s]\n", e.listen, secure) +
+			"    tls: {certificates: [{cert: certs/a.crt, key: certs/a.key}], bind: [" + secure + "]}\n"
+		if gzip {
+			fe += "    compression: {types: [text/html]}\n"
+		}
+		groups := []groupSpec{web}
+		routes := "    routes: [{group: web}]\n"
+		if api {
+			groups = append(groups, apiGroup)
+			routes = "    routes: [{path_prefix: [/work], group: api}, {group: web}]\n"
+		}
+		e.writeConfig(fe+routes, groups...)
+		b, err := os.ReadFile(e.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(b), "listen: "+e.listen+"\n", "", 1)
+		if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true, false)
+	e.start()
+	e.waitInService("web", 2)
+
+	tlsConfig := &tls.Config{ServerName: "a.test", RootCAs: ca.Pool}
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
+	h1 := noRetryLoad(t, e, "https://"+secure+"/", tlsConfig)
+	h2, err := loadgen.Start(context.Background(), loadgen.Options{
+		URL: "https://" + secure + "/", Concurrency: 16, Timeout: 10 * time.Second,
+		TLS: tlsConfig, HTTP2: true, Header: http.Header{"Accept-Encoding": {"gzip"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h2() })
+	time.Sleep(time.Second)
+
+	const reloads = 12
+	e.reloads(reloads, func(i int) { write(i%2 == 1, i >= 2) })
+	res1, res2 := h1(), h2()
+	stopHogs()
+	for _, r := range []struct {
+		proto string
+		res   loadgen.Result
+	}{{"HTTP/1.1", res1}, {"HTTP/2.0", res2}} {
+		what := fmt.Sprintf("%d reloads under CPU contention, %s over TLS", reloads, r.proto)
+		t.Logf("%s: %d requests, failures by kind %v, by protocol %v", what, r.res.Requests, r.res.FailureKinds, r.res.ByProto)
+		checkNoFailures(t, what, r.res)
+		if r.res.ByProto[r.proto] != r.res.Requests-r.res.Failures {
+			t.Fatalf("%s: responses by protocol %v, want all %s", what, r.res.ByProto, r.proto)
+		}
+	}
 	e.waitInService("api", 1)
 	e.checkInSync("web")
 	e.checkInSync("api")
