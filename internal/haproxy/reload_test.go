@@ -1,6 +1,10 @@
 package haproxy
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,5 +99,67 @@ func TestRenderStaticServers(t *testing.T) {
 	}
 	if !sameServerChecks(cfg, cfg) {
 		t.Fatal("identical configs differ")
+	}
+}
+
+// TestOldWorkerLateRequests: clients with idle keep-alive connections at a
+// reload stay on the old worker (option idle-close-on-response), which
+// answers each one's next request with Connection: close. HAProxy refuses
+// server commands in a stopping worker ("Proxy is disabled."), so a server
+// drained and stopped after the reload is still in the old worker's list:
+// its requests to it fail to connect and go to another server (retries with
+// redispatch), and none fails.
+func TestOldWorkerLateRequests(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b1, b2 := startBackend(t, "b1"), startBackend(t, "b2")
+	for _, b := range []*backend{b1, b2} {
+		if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP", "b2": "UP"}, true)
+
+	// Ten clients, each with one connection left idle after a request.
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	var clients []*http.Client
+	for range 10 {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+		t.Cleanup(c.CloseIdleConnections)
+		if _, err := get(c, url); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	changed := *cfg
+	changed.HAProxy.Timeouts.Server = 31 * time.Second
+	if reloaded, err := m.Reload(ctx, &changed); err != nil || !reloaded {
+		t.Fatalf("reload: %v, %v", reloaded, err)
+	}
+	if err := m.Drain(ctx, "web", "b1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveServer(ctx, "web", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	b1.stop()
+	before := b2.hits.Load()
+	for i, c := range clients {
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "b2" {
+			t.Fatalf("client %d: %s %q, want 200 from b2", i, resp.Status, body)
+		}
+		// The old worker answered: its answer closes the connection.
+		if !resp.Close {
+			t.Fatalf("client %d was answered by the new worker, not the old one", i)
+		}
+	}
+	if n := b2.hits.Load() - before; n != 10 {
+		t.Fatalf("b2 took %d of the old worker's 10 requests", n)
 	}
 }
