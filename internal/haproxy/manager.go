@@ -224,7 +224,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.text, m.hash = text, hash
 	m.mu.Unlock()
 
-	p, err := m.adopt(ctx, hash)
+	p, stale, err := m.adopt(ctx, hash, bin)
 	if err != nil {
 		return err
 	}
@@ -255,6 +255,15 @@ func (m *Manager) Start(ctx context.Context) error {
 		defer close(done)
 		m.supervise(sctx, p, logStart, bin)
 	}()
+	if stale {
+		m.log.Info("reloading the adopted haproxy with this configuration", "pid", p.PID())
+		if err := m.replaceWorker(ctx, m.config(), text, hash, p.PID()); err != nil {
+			// It keeps serving what it ran; the record still says so, and
+			// the next start tries again.
+			m.detach()
+			return fmt.Errorf("start haproxy: the running haproxy %d (left running) did not take the configuration: %w", p.PID(), err)
+		}
+	}
 	return nil
 }
 
@@ -393,33 +402,38 @@ func configHash(text string) string {
 }
 
 // adopt returns the master named by master.json if it is still ours, runs
-// the configuration with hash and answers. A master of ours that does not
-// qualify is stopped, so that the new one can bind.
-func (m *Manager) adopt(ctx context.Context, hash string) (*proc.Process, error) {
+// bin and answers; stale says that it runs another configuration than hash
+// (an earlier file, or shoal's earlier version), which the caller reloads:
+// replacing the master would refuse connections until the new one listens,
+// and cut the requests in flight. A master of ours that does not qualify is
+// stopped, so that the new one can bind.
+func (m *Manager) adopt(ctx context.Context, hash, bin string) (p *proc.Process, stale bool, err error) {
 	b, err := os.ReadFile(m.recordPath())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read haproxy master record: %w", err)
+		return nil, false, fmt.Errorf("read haproxy master record: %w", err)
 	}
 	var rec masterRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		m.log.Warn("ignoring unreadable haproxy master record", "path", m.recordPath(), "err", err)
-		return nil, nil
+		return nil, false, nil
 	}
-	p, err := proc.Adopt(rec.PID, rec.PIDStart)
+	p, err = proc.Adopt(rec.PID, rec.PIDStart)
 	if errors.Is(err, proc.ErrGone) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
+		return nil, false, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
 	}
-	reason := "its configuration differs"
-	if rec.ConfigSHA256 == hash {
+	// A reload re-executes the master's own binary: another one needs a
+	// new master.
+	reason := "it runs another binary"
+	if sameFile(fmt.Sprintf("/proc/%d/exe", p.PID()), bin) {
 		err := m.answers(ctx)
 		if err == nil {
-			return p, nil
+			return p, rec.ConfigSHA256 != hash, nil
 		}
 		reason = fmt.Sprintf("it does not answer (%v)", err)
 	}
@@ -427,9 +441,19 @@ func (m *Manager) adopt(ctx context.Context, hash string) (*proc.Process, error)
 	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
 	defer cancel()
 	if err := softStop(sctx, p); err != nil {
-		return nil, fmt.Errorf("stop haproxy from an earlier run (pid %d): %w", p.PID(), err)
+		return nil, false, fmt.Errorf("stop haproxy from an earlier run (pid %d): %w", p.PID(), err)
 	}
-	return nil, nil
+	return nil, false, nil
+}
+
+// sameFile reports whether paths a and b name one file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // answers checks both sockets: the master's, which proves the master is

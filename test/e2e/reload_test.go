@@ -953,3 +953,40 @@ func TestReloadsUnderCPUContentionTLS(t *testing.T) {
 	e.checkInSync("web")
 	e.checkInSync("api")
 }
+
+// TestRestartWithChangedHAProxyConfig: shoal stopped with --keep-running and
+// started again with a config that changes HAProxy's (compression on, as an
+// upgrade of shoal that renders another configuration would): the running
+// HAProxy is adopted and reloaded, not replaced, and under keep-alive load
+// whose requests are never retried, with the CPU saturated, no request fails.
+func TestRestartWithChangedHAProxyConfig(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	haproxyPID := e.haproxyPID()
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
+	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
+	time.Sleep(time.Second)
+
+	out, stderr, code := e.cli("stop", "--keep-running")
+	if code != 0 {
+		t.Fatalf("shoal stop --keep-running exited %d:\n%s%s", code, out, stderr)
+	}
+	<-e.exited
+	worker := e.worker()
+	e.writeConfig("compression:\n  types: [text/html]\n", web)
+	e.start()
+	e.waitInService("web", 2)
+	time.Sleep(time.Second)
+	res := stop()
+	stopHogs()
+	t.Logf("a restart of shoal with HAProxy's config changed: %d requests, failures by kind %v", res.Requests, res.FailureKinds)
+	if pid := e.haproxyPID(); pid != haproxyPID {
+		t.Errorf("HAProxy was replaced (master %d → %d), not reloaded", haproxyPID, pid)
+	}
+	if w := e.worker(); w == worker {
+		t.Errorf("HAProxy's worker is still %d: the changed config was not applied", w)
+	}
+	checkNoFailures(t, "a restart of shoal with HAProxy's config changed", res)
+	e.checkInSync("web")
+}
