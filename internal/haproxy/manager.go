@@ -268,7 +268,8 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // Stop soft-stops HAProxy (SIGUSR1: listeners close, requests in flight
-// finish) and ends supervision. If ctx ends first, the process group gets
+// finish), ends its idle keep-alive connections once no request is in
+// flight, and ends supervision. If ctx ends first, the process group gets
 // SIGTERM, then SIGKILL. Stopping a stopped Manager does nothing.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.life.Lock()
@@ -278,6 +279,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 		return nil
 	}
 	m.log.Info("stopping haproxy", "pid", p.PID())
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go m.endIdle(wctx, p)
 	if err := softStop(ctx, p); err != nil {
 		return err
 	}
@@ -309,6 +313,53 @@ func (m *Manager) detach() *proc.Process {
 	p := m.proc
 	m.proc, m.up = nil, false
 	return p
+}
+
+// endIdle hard-stops the soft-stopping master p (SIGTERM) once its workers
+// have no request in flight, until ctx ends. Each keeps its idle keep-alive
+// connections for one more request (option idle-close-on-response, which
+// keeps reloads hitless), up to timeout http-keep-alive: a stop, which
+// leaves no worker to serve the next request, need not wait for them.
+func (m *Manager) endIdle(ctx context.Context, p *proc.Process) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Done():
+			return
+		case <-tick.C:
+		}
+		if m.onlyIdle(ctx) {
+			_ = p.Signal(syscall.SIGTERM)
+			return
+		}
+	}
+}
+
+// onlyIdle reports whether no worker of the master has a request in flight.
+func (m *Manager) onlyIdle(ctx context.Context) bool {
+	pl, err := m.showProc(ctx)
+	if err != nil {
+		return false
+	}
+	for _, pid := range append([]int{pl.current}, pl.old...) {
+		if pid == 0 {
+			continue
+		}
+		c := &Client{Socket: m.paths.MasterSocket, Process: pid}
+		cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		n, err := c.Requests(cctx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), msgNoProcess) {
+			continue // it has exited
+		}
+		if err != nil || n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // softStop sends SIGUSR1 and waits for p to exit; once ctx ends it kills p.

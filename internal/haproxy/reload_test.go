@@ -163,3 +163,45 @@ func TestOldWorkerLateRequests(t *testing.T) {
 		t.Fatalf("b2 took %d of the old worker's 10 requests", n)
 	}
 }
+
+// TestStopEndsIdleConnections: a stop lets a request in flight finish, then
+// ends the idle keep-alive connections the workers keep for one more
+// request (idle-close-on-response) rather than waiting out timeout
+// http-keep-alive (10 s).
+func TestStopEndsIdleConnections(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP"}, true)
+	idle := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(idle.CloseIdleConnections)
+	if _, err := get(idle, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := get(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/slow?d=1s", port))
+		slow <- err
+	}()
+	waitFor(t, 5*time.Second, "the slow request to reach the server", func() (bool, string) {
+		st, err := statsByName(t, m, "web")
+		return err == nil && st["b1"].Sessions == 1, fmt.Sprint(st, err)
+	})
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := m.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if err := <-slow; err != nil {
+		t.Fatalf("the request in flight failed: %v", err)
+	}
+	t.Logf("Stop took %v", took)
+	if took > 5*time.Second {
+		t.Fatalf("Stop took %v: it waited for the idle connection's timeout", took)
+	}
+}
