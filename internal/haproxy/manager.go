@@ -452,12 +452,13 @@ func configHash(text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// adopt returns the master named by master.json if it is still ours, runs
-// bin and answers; stale says that it runs another configuration than hash
-// (an earlier file, or shoal's earlier version), which the caller reloads:
+// adopt returns the master named by master.json if it is still ours and
+// answers; stale says that it runs another configuration than hash (an
+// earlier file, or shoal's earlier version), which the caller reloads:
 // replacing the master would refuse connections until the new one listens,
-// and cut the requests in flight. A master of ours that does not qualify is
-// stopped, so that the new one can bind.
+// and cut the requests in flight. A master of ours that does not answer, or
+// runs another configuration with another binary than bin, is stopped, so
+// that the new one can bind.
 func (m *Manager) adopt(ctx context.Context, hash, bin string) (p *proc.Process, stale bool, err error) {
 	b, err := os.ReadFile(m.recordPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -478,15 +479,18 @@ func (m *Manager) adopt(ctx context.Context, hash, bin string) (p *proc.Process,
 	if err != nil {
 		return nil, false, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
 	}
-	// A reload re-executes the master's own binary: another one needs a
-	// new master.
-	reason := "it runs another binary"
-	if sameFile(fmt.Sprintf("/proc/%d/exe", p.PID()), bin) {
-		err := m.answers(ctx)
-		if err == nil {
-			return p, rec.ConfigSHA256 != hash, nil
-		}
+	var reason string
+	switch err := m.answers(ctx); {
+	case err != nil:
 		reason = fmt.Sprintf("it does not answer (%v)", err)
+	case rec.ConfigSHA256 == hash:
+		return p, false, nil
+	case runsBinary(p.PID(), bin):
+		return p, true, nil
+	default:
+		// A reload re-executes the master's own command: it would run
+		// another binary than haproxy.binary says.
+		reason = "its configuration and binary differ"
 	}
 	m.log.Info("replacing haproxy from an earlier run", "pid", p.PID(), "reason", reason)
 	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
@@ -497,14 +501,10 @@ func (m *Manager) adopt(ctx context.Context, hash, bin string) (p *proc.Process,
 	return nil, false, nil
 }
 
-// sameFile reports whether paths a and b name one file.
-func sameFile(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
+// runsBinary reports whether the process pid was started as bin.
+func runsBinary(pid int, bin string) bool {
+	args := cmdline(pid)
+	return len(args) > 0 && args[0] == bin
 }
 
 // answers checks both sockets: the master's, which proves the master is
