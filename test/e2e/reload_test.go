@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -789,7 +790,13 @@ func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
 	}
 	t.Cleanup(stop)
 	for range n {
-		c := exec.CommandContext(ctx, "/bin/sh", "-c", "while :; do :; done")
+		// timeout(1) ends the loop even if this test binary dies first
+		// (a -timeout panic runs no cleanup); stop sends it SIGTERM, which
+		// it passes on.
+		secs := strconv.Itoa(int(lifetime.Seconds()) + 1)
+		c := exec.CommandContext(ctx, "timeout", secs, "/bin/sh", "-c", "while :; do :; done")
+		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+		c.WaitDelay = 5 * time.Second
 		if err := c.Start(); err != nil {
 			t.Fatalf("start a CPU hog: %v", err)
 		}
