@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
 func TestParseShowProc(t *testing.T) {
@@ -203,5 +205,57 @@ func TestStopEndsIdleConnections(t *testing.T) {
 	t.Logf("Stop took %v", took)
 	if took > 5*time.Second {
 		t.Fatalf("Stop took %v: it waited for the idle connection's timeout", took)
+	}
+}
+
+// TestStartReloadsStaleMaster: a Manager that finds the master of an earlier
+// one running another configuration (an edited file, or another version of
+// shoal) adopts it and reloads it: same master, a new worker with the new
+// configuration, the registry's servers in it, and no failed request from
+// clients that never send a request twice.
+func TestStartReloadsStaleMaster(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b := startBackend(t, "b1")
+	srv := Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}
+	if err := m.AddServer(ctx, srv, true); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP"}, true)
+	master := m.PID()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	stop, err := loadgen.Start(ctx, loadgen.Options{URL: url, Concurrency: 4, Timeout: 5 * time.Second, NoRetries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	time.Sleep(200 * time.Millisecond)
+	m.Detach()
+
+	changed := *cfg
+	changed.Compression = &config.Compression{Types: []string{"text/plain"}}
+	m2 := newTestManager(t, routed(&changed))
+	if err := m2.AddServer(ctx, srv, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m2.PID() != master {
+		t.Fatalf("the new manager runs master %d, want the adopted %d", m2.PID(), master)
+	}
+	waitStatus(t, m2, map[string]string{"b1": "UP"}, true)
+	time.Sleep(200 * time.Millisecond)
+	res := stop()
+	if res.Failures != 0 || res.Requests == 0 {
+		t.Fatalf("load while the master was adopted and reloaded: %d of %d requests failed: %v", res.Failures, res.Requests, res.FailureKinds)
+	}
+	// Start writes the configuration without servers; a reload writes them in.
+	text, err := os.ReadFile(m2.paths.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "compression type text/plain") || !strings.Contains(string(text), "server b1 ") {
+		t.Fatalf("the running configuration is not the new one with the registry:\n%s", text)
 	}
 }
