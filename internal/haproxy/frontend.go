@@ -52,7 +52,15 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// forwardfor is an HTTP frontend's (a tcp one would warn). A client's
 	// own X-Forwarded-For would be passed on in front of the address option
 	// forwardfor appends.
-	lines = append(lines, "option forwardfor", idempotentOnly)
+	//
+	// idle-close-on-response keeps reloads hitless for clients that do not
+	// retry: by default a worker a reload replaces closes its idle
+	// keep-alive connections at once, and a request the client sends as
+	// the close is under way gets a read error (on a busy machine, several
+	// per reload). With it, the old worker answers the connection's next
+	// request with "Connection: close"; idle connections end with timeout
+	// http-keep-alive (hardStopAfter outlasts it).
+	lines = append(lines, "option forwardfor", "option idle-close-on-response", idempotentOnly)
 	if cfg.HA != nil && cfg.HA.VIP != nil {
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")

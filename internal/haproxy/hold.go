@@ -117,18 +117,6 @@ const (
 	holdCounter = 1
 )
 
-// hardStopAfter bounds how long an old worker finishes its requests after a
-// reload. A worker that held requests for a group that scales to zero waits
-// for their answer through the hand-off for up to the queue and server
-// timeouts, so it must live that long.
-func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
-	d := 30 * time.Second
-	if needsHold(cfg) {
-		d = max(d, min(t.Queue+t.Server, maxTimer))
-	}
-	return d
-}
-
 // needsHold reports whether any group scales to zero (and so the Lua action
 // is loaded).
 func needsHold(cfg *config.Config) bool {

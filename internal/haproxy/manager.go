@@ -238,7 +238,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.text, m.hash = text, hash
 	m.mu.Unlock()
 
-	p, err := m.adopt(ctx, hash)
+	p, stale, err := m.adopt(ctx, hash, bin)
 	if err != nil {
 		return err
 	}
@@ -269,11 +269,21 @@ func (m *Manager) Start(ctx context.Context) error {
 		defer close(done)
 		m.supervise(sctx, p, logStart, bin)
 	}()
+	if stale {
+		m.log.Info("reloading the adopted haproxy with this configuration", "pid", p.PID())
+		if err := m.replaceWorker(ctx, m.config(), text, hash, p.PID()); err != nil {
+			// It keeps serving what it ran; the record still says so, and
+			// the next start tries again.
+			m.detach()
+			return fmt.Errorf("start haproxy: the running haproxy %d (left running) did not take the configuration: %w", p.PID(), err)
+		}
+	}
 	return nil
 }
 
 // Stop soft-stops HAProxy (SIGUSR1: listeners close, requests in flight
-// finish) and ends supervision. If ctx ends first, the process group gets
+// finish), ends its idle keep-alive connections once no request is in
+// flight, and ends supervision. If ctx ends first, the process group gets
 // SIGTERM, then SIGKILL. Stopping a stopped Manager does nothing.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.life.Lock()
@@ -283,6 +293,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 		return nil
 	}
 	m.log.Info("stopping haproxy", "pid", p.PID())
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go m.endIdle(wctx, p)
 	if err := softStop(ctx, p); err != nil {
 		return err
 	}
@@ -314,6 +327,53 @@ func (m *Manager) detach() *proc.Process {
 	p := m.proc
 	m.proc, m.up = nil, false
 	return p
+}
+
+// endIdle hard-stops the soft-stopping master p (SIGTERM) once its workers
+// have no request in flight, until ctx ends. Each keeps its idle keep-alive
+// connections for one more request (option idle-close-on-response, which
+// keeps reloads hitless), up to timeout http-keep-alive: a stop, which
+// leaves no worker to serve the next request, need not wait for them.
+func (m *Manager) endIdle(ctx context.Context, p *proc.Process) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Done():
+			return
+		case <-tick.C:
+		}
+		if m.onlyIdle(ctx) {
+			_ = p.Signal(syscall.SIGTERM)
+			return
+		}
+	}
+}
+
+// onlyIdle reports whether no worker of the master has a request in flight.
+func (m *Manager) onlyIdle(ctx context.Context) bool {
+	pl, err := m.showProc(ctx)
+	if err != nil {
+		return false
+	}
+	for _, pid := range append([]int{pl.current}, pl.old...) {
+		if pid == 0 {
+			continue
+		}
+		c := &Client{Socket: m.paths.MasterSocket, Process: pid}
+		cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		n, err := c.Requests(cctx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), msgNoProcess) {
+			continue // it has exited
+		}
+		if err != nil || n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // softStop sends SIGUSR1 and waits for p to exit; once ctx ends it kills p.
@@ -406,44 +466,59 @@ func configHash(text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// adopt returns the master named by master.json if it is still ours, runs
-// the configuration with hash and answers. A master of ours that does not
-// qualify is stopped, so that the new one can bind.
-func (m *Manager) adopt(ctx context.Context, hash string) (*proc.Process, error) {
+// adopt returns the master named by master.json if it is still ours and
+// answers; stale says that it runs another configuration than hash (an
+// earlier file, or shoal's earlier version), which the caller reloads:
+// replacing the master would refuse connections until the new one listens,
+// and cut the requests in flight. A master of ours that does not answer, or
+// runs another configuration with another binary than bin, is stopped, so
+// that the new one can bind.
+func (m *Manager) adopt(ctx context.Context, hash, bin string) (p *proc.Process, stale bool, err error) {
 	b, err := os.ReadFile(m.recordPath())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read haproxy master record: %w", err)
+		return nil, false, fmt.Errorf("read haproxy master record: %w", err)
 	}
 	var rec masterRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		m.log.Warn("ignoring unreadable haproxy master record", "path", m.recordPath(), "err", err)
-		return nil, nil
+		return nil, false, nil
 	}
-	p, err := proc.Adopt(rec.PID, rec.PIDStart)
+	p, err = proc.Adopt(rec.PID, rec.PIDStart)
 	if errors.Is(err, proc.ErrGone) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
+		return nil, false, fmt.Errorf("adopt haproxy master %d: %w", rec.PID, err)
 	}
-	reason := "its configuration differs"
-	if rec.ConfigSHA256 == hash {
-		err := m.answers(ctx)
-		if err == nil {
-			return p, nil
-		}
+	var reason string
+	switch err := m.answers(ctx); {
+	case err != nil:
 		reason = fmt.Sprintf("it does not answer (%v)", err)
+	case rec.ConfigSHA256 == hash:
+		return p, false, nil
+	case runsBinary(p.PID(), bin):
+		return p, true, nil
+	default:
+		// A reload re-executes the master's own command: it would run
+		// another binary than haproxy.binary says.
+		reason = "its configuration and binary differ"
 	}
 	m.log.Info("replacing haproxy from an earlier run", "pid", p.PID(), "reason", reason)
 	sctx, cancel := context.WithTimeout(ctx, replaceGrace)
 	defer cancel()
 	if err := softStop(sctx, p); err != nil {
-		return nil, fmt.Errorf("stop haproxy from an earlier run (pid %d): %w", p.PID(), err)
+		return nil, false, fmt.Errorf("stop haproxy from an earlier run (pid %d): %w", p.PID(), err)
 	}
-	return nil, nil
+	return nil, false, nil
+}
+
+// runsBinary reports whether the process pid was started as bin.
+func runsBinary(pid int, bin string) bool {
+	args := cmdline(pid)
+	return len(args) > 0 && args[0] == bin
 }
 
 // answers checks both sockets: the master's, which proves the master is

@@ -37,6 +37,8 @@ type backend struct {
 	name string
 	port int
 	hits atomic.Int64
+	// stop closes the server and its connections, as an instance that exits.
+	stop func()
 }
 
 func startBackend(t *testing.T, name string) *backend {
@@ -59,7 +61,8 @@ func startBackend(t *testing.T, name string) *backend {
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	b.stop = func() { srv.Close() }
+	t.Cleanup(b.stop)
 	return b
 }
 

@@ -52,11 +52,20 @@ func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) 
 		return false, nil
 	}
 
+	if err := m.replaceWorker(ctx, cfg, text, hash, p.PID()); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// replaceWorker reloads the master with pid master into cfg (text and hash
+// are Render's) and puts the registry's servers back in their states.
+func (m *Manager) replaceWorker(ctx context.Context, cfg *config.Config, text, hash string, master int) error {
 	m.reloadMu.Lock()
-	down, err := m.reload(ctx, cfg, text, hash, p.PID())
+	down, err := m.reload(ctx, cfg, text, hash, master)
 	m.reloadMu.Unlock()
 	if err != nil {
-		return false, err
+		return err
 	}
 	// Servers that were DOWN come back behind the gate, as new ones do:
 	// they take traffic again only after rise passing checks.
@@ -66,7 +75,7 @@ func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) 
 	// Gate again what was written disabled, drain again what was draining,
 	// and catch anything that changed while the worker was replaced.
 	m.sync(ctx, true)
-	return true, nil
+	return nil
 }
 
 // reload does Reload's work with reloadMu held. It returns the registered

@@ -1,6 +1,11 @@
 package haproxy
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
 func TestParseShowProc(t *testing.T) {
@@ -95,5 +101,161 @@ func TestRenderStaticServers(t *testing.T) {
 	}
 	if !sameServerChecks(cfg, cfg) {
 		t.Fatal("identical configs differ")
+	}
+}
+
+// TestOldWorkerLateRequests: clients with idle keep-alive connections at a
+// reload stay on the old worker (option idle-close-on-response), which
+// answers each one's next request with Connection: close. HAProxy refuses
+// server commands in a stopping worker ("Proxy is disabled."), so a server
+// drained and stopped after the reload is still in the old worker's list:
+// its requests to it fail to connect and go to another server (retries with
+// redispatch), and none fails.
+func TestOldWorkerLateRequests(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b1, b2 := startBackend(t, "b1"), startBackend(t, "b2")
+	for _, b := range []*backend{b1, b2} {
+		if err := m.AddServer(ctx, Server{Backend: "web", Name: b.name, Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP", "b2": "UP"}, true)
+
+	// Ten clients, each with one connection left idle after a request.
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	var clients []*http.Client
+	for range 10 {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+		t.Cleanup(c.CloseIdleConnections)
+		if _, err := get(c, url); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	changed := *cfg
+	changed.HAProxy.Timeouts.Server = 31 * time.Second
+	if reloaded, err := m.Reload(ctx, &changed); err != nil || !reloaded {
+		t.Fatalf("reload: %v, %v", reloaded, err)
+	}
+	if err := m.Drain(ctx, "web", "b1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveServer(ctx, "web", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	b1.stop()
+	before := b2.hits.Load()
+	for i, c := range clients {
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "b2" {
+			t.Fatalf("client %d: %s %q, want 200 from b2", i, resp.Status, body)
+		}
+		// The old worker answered: its answer closes the connection.
+		if !resp.Close {
+			t.Fatalf("client %d was answered by the new worker, not the old one", i)
+		}
+	}
+	if n := b2.hits.Load() - before; n != 10 {
+		t.Fatalf("b2 took %d of the old worker's 10 requests", n)
+	}
+}
+
+// TestStopEndsIdleConnections: a stop lets a request in flight finish, then
+// ends the idle keep-alive connections the workers keep for one more
+// request (idle-close-on-response) rather than waiting out timeout
+// http-keep-alive (10 s).
+func TestStopEndsIdleConnections(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}, true); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP"}, true)
+	idle := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(idle.CloseIdleConnections)
+	if _, err := get(idle, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := get(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/slow?d=1s", port))
+		slow <- err
+	}()
+	waitFor(t, 5*time.Second, "the slow request to reach the server", func() (bool, string) {
+		st, err := statsByName(t, m, "web")
+		return err == nil && st["b1"].Sessions == 1, fmt.Sprint(st, err)
+	})
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := m.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if err := <-slow; err != nil {
+		t.Fatalf("the request in flight failed: %v", err)
+	}
+	t.Logf("Stop took %v", took)
+	if took > 5*time.Second {
+		t.Fatalf("Stop took %v: it waited for the idle connection's timeout", took)
+	}
+}
+
+// TestStartReloadsStaleMaster: a Manager that finds the master of an earlier
+// one running another configuration (an edited file, or another version of
+// shoal) adopts it and reloads it: same master, a new worker with the new
+// configuration, the registry's servers in it, and no failed request from
+// clients that never send a request twice.
+func TestStartReloadsStaleMaster(t *testing.T) {
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(*config.Config) {})
+	b := startBackend(t, "b1")
+	srv := Server{Backend: "web", Name: "b1", Addr: loopback(b.port), Health: cfg.Groups[0].Health}
+	if err := m.AddServer(ctx, srv, true); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP"}, true)
+	master := m.PID()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	stop, err := loadgen.Start(ctx, loadgen.Options{URL: url, Concurrency: 4, Timeout: 5 * time.Second, NoRetries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	time.Sleep(200 * time.Millisecond)
+	m.Detach()
+
+	changed := *cfg
+	changed.Compression = &config.Compression{Types: []string{"text/plain"}}
+	m2 := newTestManager(t, routed(&changed))
+	if err := m2.AddServer(ctx, srv, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m2.PID() != master {
+		t.Fatalf("the new manager runs master %d, want the adopted %d", m2.PID(), master)
+	}
+	waitStatus(t, m2, map[string]string{"b1": "UP"}, true)
+	time.Sleep(200 * time.Millisecond)
+	res := stop()
+	if res.Failures != 0 || res.Requests == 0 {
+		t.Fatalf("load while the master was adopted and reloaded: %d of %d requests failed: %v", res.Failures, res.Requests, res.FailureKinds)
+	}
+	// Start writes the configuration without servers; a reload writes them in.
+	text, err := os.ReadFile(m2.paths.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "compression type text/plain") || !strings.Contains(string(text), "server b1 ") {
+		t.Fatalf("the running configuration is not the new one with the registry:\n%s", text)
 	}
 }

@@ -107,9 +107,9 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 		b.WriteByte('\n')
 	}
 
+	t := cfg.HAProxy.Timeouts
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
-	t := cfg.HAProxy.Timeouts
 	line("hard-stop-after %s", ms(hardStopAfter(cfg, t)))
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
@@ -280,6 +280,32 @@ func bindAddress(listen string) (string, error) {
 		return "", fmt.Errorf("listen address %q: host must be a host name or IP address", listen)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// minHardStop and hardStopMargin set hardStopAfter.
+const (
+	minHardStop    = 30 * time.Second
+	hardStopMargin = 5 * time.Second
+)
+
+// hardStopAfter bounds how long a worker a reload replaced may finish its
+// work: at least as long as the timeouts let a request wait for its server
+// (timeout connect, then timeout server) or an idle keep-alive connection
+// stay open (timeout http-keep-alive ends the old worker's idle connections,
+// see idle-close-on-response), and a margin more for a busy machine's late
+// timers. Stopping sooner would cut a request the timeouts allow, or an idle
+// connection just as a request arrives on it. A worker that held requests
+// for a group that scales to zero waits for their answer through the
+// hand-off (see holdLines) for up to the queue and server timeouts.
+func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
+	longest := max(t.Connect+t.Server, t.HTTPKeepAlive)
+	for _, fe := range cfg.Frontends {
+		longest = max(longest, fe.Timeouts.HTTPKeepAlive)
+	}
+	if needsHold(cfg) {
+		longest = max(longest, t.Queue+t.Server)
+	}
+	return min(max(minHardStop, longest+hardStopMargin), maxTimer)
 }
 
 // maxTimer is the longest duration HAProxy's millisecond timers hold.

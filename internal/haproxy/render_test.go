@@ -77,7 +77,7 @@ func TestRender(t *testing.T) {
 	want := []string{
 		"global\n",
 		"    stats socket " + p.AdminSocket + " mode 600 level admin expose-fd listeners\n",
-		"    hard-stop-after 30000ms\n    noreuseport\n",
+		"    hard-stop-after 40000ms\n    noreuseport\n",
 		"    nbthread 1\n",
 		"\ndefaults\n    mode http\n",
 		"    retries 3\n    option redispatch 1\n",
@@ -86,6 +86,7 @@ func TestRender(t *testing.T) {
 		"    timeout http-request 10000ms\n    timeout http-keep-alive 10000ms\n    timeout queue 30000ms\n",
 		"    timeout server 60s\n",
 		"\nfrontend shoal\n    bind 127.0.0.1:8080\n    option forwardfor\n",
+		"    option idle-close-on-response\n",
 		"    http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }\n",
 		"    http-request set-header X-Forwarded-Proto http\n",
 		"    log unix@" + p.LogSocket + " format raw sample 1:10 local0\n",
@@ -122,6 +123,36 @@ func TestRender(t *testing.T) {
 		writeFile(t, path, got)
 		if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
 			t.Fatalf("haproxy -c: %v\n%s", err, out)
+		}
+	}
+}
+
+// TestHardStopAfter: a replaced worker may finish whatever the timeouts
+// allow (a wait for the server after connecting, an idle keep-alive
+// connection, also a frontend's own) and 5 s more, and never less than 30 s.
+func TestHardStopAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Config)
+		want string
+	}{
+		{"defaults", func(*config.Config) {}, "40000ms"},
+		{"short timeouts", func(c *config.Config) {
+			c.HAProxy.Timeouts.Connect, c.HAProxy.Timeouts.Server, c.HAProxy.Timeouts.HTTPKeepAlive = time.Second, 5*time.Second, time.Second
+		}, "30000ms"},
+		{"timeout server 60s", func(c *config.Config) { c.HAProxy.Timeouts.Server = time.Minute }, "70000ms"},
+		{"timeout http-keep-alive 90s", func(c *config.Config) { c.HAProxy.Timeouts.HTTPKeepAlive = 90 * time.Second }, "95000ms"},
+		{"a frontend's http-keep-alive 2m", func(c *config.Config) { c.Frontends[0].Timeouts.HTTPKeepAlive = 2 * time.Minute }, "125000ms"},
+	} {
+		dir := t.TempDir()
+		cfg := testConfig(dir, "127.0.0.1:8080")
+		tc.edit(cfg)
+		got, err := Render(cfg, PathsFor(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "\n    hard-stop-after " + tc.want + "\n"; !strings.Contains(got, want) {
+			t.Errorf("%s: config lacks %q:\n%s", tc.name, want, got)
 		}
 	}
 }

@@ -10,6 +10,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -40,6 +43,20 @@ type Options struct {
 	Timeout time.Duration
 	// Header is added to every request. A "Host" entry sets the request's Host.
 	Header http.Header
+	// TLS, when set, configures https connections (RootCAs, ServerName).
+	TLS *tls.Config
+	// HTTP2 makes https connections speak HTTP/2 when the server offers it
+	// also with TLS set (without TLS, Go's transport offers it anyway).
+	HTTP2 bool
+	// NoRetries counts every request that fails as failed, as wrk does. By
+	// default Go's transport sends a GET again, on a new connection, when
+	// the kept-alive connection it used closes before answering: that hides
+	// a server closing connections in use, which clients that do not retry
+	// (wrk, most other languages' clients, any POST) see as errors. It is
+	// for HTTP/1.1: over HTTP/2 it would also stop the resends the protocol
+	// makes safe (streams a GOAWAY or REFUSED_STREAM says were not
+	// processed), which every HTTP/2 client makes.
+	NoRetries bool
 
 	// Progress, when set, is called every ProgressInterval (default 1s) with the
 	// requests and failures counted so far. Calls come from one goroutine.
@@ -58,14 +75,20 @@ type Result struct {
 	// FailureSamples holds up to 10 distinct failures: an error's text, or
 	// "HTTP 503" and the like for a status.
 	FailureSamples []string
-	Duration       time.Duration
-	RPS            float64
+	// FailureKinds counts the failures by kind: "timeout", "reset" (or a
+	// broken pipe), "eof" (the connection closed before an answer),
+	// "refused", "other", or the status ("HTTP 503").
+	FailureKinds map[string]int64
+	Duration     time.Duration
+	RPS          float64
 	// Latency percentiles cover every request that got a response, whatever
 	// its status, to within 1.6%; Max is exact.
 	P50, P90, P99, Max time.Duration
 	// ByInstance counts responses by their X-Instance header; responses
 	// without one are not counted.
 	ByInstance map[string]int64
+	// ByProto counts responses by protocol ("HTTP/1.1", "HTTP/2.0").
+	ByProto map[string]int64
 	// LongestGap is the longest the run went without a successful (2xx)
 	// response, from its start to the first, between two, or from the last
 	// to its end: the outage a client saw, whatever its requests did
@@ -96,6 +119,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// generator would load itself and measure something other than wrk.
 		// A caller that wants gzip sets Accept-Encoding in Header.
 		DisableCompression: true,
+		// A copy: HTTP/2's set-up adds "h2" to the config's protocols, and
+		// a caller's other runs on it would then offer what they do not speak.
+		TLSClientConfig:   o.TLS.Clone(),
+		ForceAttemptHTTP2: o.HTTP2,
 	}
 	defer tr.CloseIdleConnections()
 
@@ -207,11 +234,39 @@ type workerStats struct {
 	requests   int64
 	failures   int64
 	samples    []string
+	kinds      map[string]int64
 	byInstance map[string]int64
+	byProto    map[string]int64
 }
 
 func newWorkerStats() *workerStats {
-	return &workerStats{byInstance: make(map[string]int64)}
+	return &workerStats{byInstance: make(map[string]int64), byProto: make(map[string]int64), kinds: make(map[string]int64)}
+}
+
+// emptyBody is a request body that reads nothing (see Options.NoRetries).
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
+// failureKind sorts a failure for Result.FailureKinds: err is the
+// transport's error, nil for a status, whose failure text is the kind.
+func failureKind(err error, failure string) string {
+	switch {
+	case err == nil:
+		return failure
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// Go's transport saw the kept-alive connection's EOF first.
+		strings.Contains(err.Error(), "server closed idle connection"):
+		return "eof"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	}
+	return "other"
 }
 
 // work sends requests one after another until the run ends.
@@ -235,8 +290,15 @@ func (r *run) do(s *workerStats) {
 		defer cancel()
 	}
 
+	req := r.base.WithContext(ctx)
+	if r.opts.NoRetries {
+		// Go's transport resends only a request it can replay: one whose
+		// body is nil or http.NoBody. An empty body of another type makes
+		// it final, and is still sent as a GET without a body.
+		req.Body = emptyBody{}
+	}
 	start := time.Now()
-	resp, err := r.tr.RoundTrip(r.base.WithContext(ctx))
+	resp, err := r.tr.RoundTrip(req)
 	if err == nil {
 		// Reading the whole body lets the connection be reused.
 		_, err = io.Copy(io.Discard, resp.Body)
@@ -260,6 +322,7 @@ func (r *run) do(s *workerStats) {
 		if inst := resp.Header.Get("X-Instance"); inst != "" {
 			s.byInstance[inst]++
 		}
+		s.byProto[resp.Proto]++
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			failure = "HTTP " + strconv.Itoa(resp.StatusCode)
 		} else {
@@ -268,6 +331,7 @@ func (r *run) do(s *workerStats) {
 	}
 	if failure != "" {
 		s.failures++
+		s.kinds[failureKind(err, failure)]++
 		r.failures.Add(1)
 		if len(s.samples) < maxFailureSamples && !slices.Contains(s.samples, failure) {
 			s.samples = append(s.samples, failure)
@@ -295,11 +359,14 @@ func (r *run) report(ctx context.Context) {
 
 func summarize(stats []*workerStats, elapsed time.Duration) Result {
 	var lat histogram
-	res := Result{Duration: elapsed, ByInstance: make(map[string]int64)}
+	res := Result{Duration: elapsed, ByInstance: make(map[string]int64), ByProto: make(map[string]int64), FailureKinds: make(map[string]int64)}
 	for _, s := range stats {
 		lat.merge(&s.lat)
 		res.Requests += s.requests
 		res.Failures += s.failures
+		for k, n := range s.kinds {
+			res.FailureKinds[k] += n
+		}
 		for _, f := range s.samples {
 			if len(res.FailureSamples) < maxFailureSamples && !slices.Contains(res.FailureSamples, f) {
 				res.FailureSamples = append(res.FailureSamples, f)
@@ -307,6 +374,9 @@ func summarize(stats []*workerStats, elapsed time.Duration) Result {
 		}
 		for inst, n := range s.byInstance {
 			res.ByInstance[inst] += n
+		}
+		for proto, n := range s.byProto {
+			res.ByProto[proto] += n
 		}
 	}
 	if elapsed > 0 {

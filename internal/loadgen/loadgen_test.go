@@ -2,11 +2,14 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +56,9 @@ func TestRunRequestsKeepAlive(t *testing.T) {
 	}
 	if got := conns.Load(); got != 4 {
 		t.Errorf("server saw %d connections, want 4 (one per worker, kept alive)", got)
+	}
+	if res.ByProto["HTTP/1.1"] != 400 {
+		t.Errorf("ByProto = %v, want 400 HTTP/1.1", res.ByProto)
 	}
 	if res.ByInstance["web-0"] != 200 || res.ByInstance["web-1"] != 200 {
 		t.Errorf("ByInstance = %v, want 200 each", res.ByInstance)
@@ -250,5 +256,66 @@ func TestRunLongestGap(t *testing.T) {
 	}
 	if res.Failures != 0 || res.LongestGap <= 0 || res.LongestGap > 250*time.Millisecond {
 		t.Errorf("steady server: %d failures, longest gap %v; want none and a gap of a few ms", res.Failures, res.LongestGap)
+	}
+}
+
+// TestRunNoRetries: a server that closes a kept-alive connection as its
+// second request arrives, without answering. Go's transport sends that GET
+// again on a new connection, so by default nothing fails; with NoRetries
+// every such request fails, counted as "eof", as wrk would count it.
+func TestRunNoRetries(t *testing.T) {
+	var seen sync.Map // the connections, by client address, that were answered once
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			w.WriteHeader(http.StatusBadRequest) // a GET carries no body
+			return
+		}
+		if _, again := seen.LoadOrStore(r.RemoteAddr, true); again {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+		}
+	})
+	for _, tc := range []struct {
+		noRetries bool
+		failures  int64
+	}{{false, 0}, {true, 5}} {
+		res, err := Run(context.Background(), Options{URL: srv.URL, Requests: 10, NoRetries: tc.noRetries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Requests != 10 || res.Failures != tc.failures || res.FailureKinds["eof"] != tc.failures {
+			t.Errorf("NoRetries %v: %d requests, %d failures %v %v; want 10 and %d, all eof",
+				tc.noRetries, res.Requests, res.Failures, res.FailureKinds, res.FailureSamples, tc.failures)
+		}
+	}
+}
+
+// TestRunHTTP2: with TLS set (the server's CA), HTTP2 speaks HTTP/2 to a
+// server that offers it, and without HTTP2 a run on the same config speaks
+// HTTP/1.1.
+func TestRunHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	// One config for both runs: the first must not change what the second offers.
+	config := &tls.Config{RootCAs: pool}
+	for _, tc := range []struct {
+		http2 bool
+		proto string
+	}{{true, "HTTP/2.0"}, {false, "HTTP/1.1"}} {
+		res, err := Run(context.Background(), Options{URL: srv.URL, Concurrency: 2, Requests: 20, TLS: config, HTTP2: tc.http2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failures != 0 || res.ByProto[tc.proto] != 20 {
+			t.Errorf("HTTP2 %v: %d failures %v, by protocol %v; want 20 %s", tc.http2, res.Failures, res.FailureSamples, res.ByProto, tc.proto)
+		}
+		if config.NextProtos != nil {
+			t.Fatalf("HTTP2 %v: the run set the caller's config to offer %q", tc.http2, config.NextProtos)
+		}
 	}
 }

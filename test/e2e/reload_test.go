@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/testcert"
 )
 
 // worker returns the pid of HAProxy's current worker, from its admin socket.
@@ -768,4 +772,228 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
 		e.t.Fatalf("%s job of the removed group: %s %q; want failed, saying the group was removed", kind, done.State, done.Reason)
 	}
+}
+
+// cpuHogs runs n busy-loop processes (at the test's own priority) until
+// stop or lifetime, whichever comes first, so that a test sees the machine
+// saturated as operators' machines are when they reload.
+func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
+	var cmds []*exec.Cmd
+	stop = func() {
+		cancel()
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+		cmds = nil
+	}
+	t.Cleanup(stop)
+	for range n {
+		// timeout(1) ends the loop even if this test binary dies first
+		// (a -timeout panic runs no cleanup); stop sends it SIGTERM, which
+		// it passes on.
+		secs := strconv.Itoa(int(lifetime.Seconds()) + 1)
+		c := exec.CommandContext(ctx, "timeout", secs, "/bin/sh", "-c", "while :; do :; done")
+		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+		c.WaitDelay = 5 * time.Second
+		if err := c.Start(); err != nil {
+			t.Fatalf("start a CPU hog: %v", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop
+}
+
+// noRetryLoad is HTTP/1.1 load on url (https with tlsConfig) from 16
+// keep-alive connections whose client never sends a request twice (wrk's
+// behavior): a connection closed under a request counts as a failed request.
+func noRetryLoad(t *testing.T, e *shoalEnv, url string, tlsConfig *tls.Config) (stop func() loadgen.Result) {
+	t.Helper()
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{
+		URL: url, Concurrency: 16, Timeout: 10 * time.Second, NoRetries: true, TLS: tlsConfig,
+		Header: http.Header{"Accept-Encoding": {"gzip"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestReloadsUnderCPUContention: 20 config-changing reloads (compression off
+// and on, a group with a route added, a timeout) while three busy loops
+// saturate the machine's cores and 16 keep-alive connections send requests
+// that are never retried: not one request fails. An old worker that closed
+// its idle connections at once would cut requests that arrive on them as it
+// does (a busy machine makes that likely: 2 to 9 per run of this test
+// without option idle-close-on-response).
+func TestReloadsUnderCPUContention(t *testing.T) {
+	const gz = "compression:\n  types: [text/html]\n"
+	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
+	e := newEnv(t, gz, web)
+	e.start()
+	e.waitInService("web", 2)
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
+	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
+	time.Sleep(time.Second)
+
+	const reloads = 20
+	e.reloads(reloads, func(i int) {
+		// Each reload turns compression off or on again; the third also
+		// adds a group with a route, the seventh and later change a timeout.
+		top, groups := "", []groupSpec{web}
+		if i >= 6 {
+			top = "  timeouts: {server: 31s}\n" // continues haproxy:
+		}
+		if i%2 == 1 {
+			top += gz
+		}
+		if i >= 2 {
+			groups = append(groups, apiGroup)
+		}
+		e.writeConfig(top, groups...)
+	})
+	res := stop()
+	stopHogs()
+	what := fmt.Sprintf("%d reloads under CPU contention", reloads)
+	t.Logf("%s: %d requests, failures by kind %v", what, res.Requests, res.FailureKinds)
+	checkNoFailures(t, what, res)
+	e.waitInService("api", 1)
+	e.checkInSync("web")
+	e.checkInSync("api")
+}
+
+// reloads runs n reloads of HAProxy, each after write(i) wrote a changed
+// config, and checks that each replaced the worker.
+func (e *shoalEnv) reloads(n int, write func(i int)) {
+	e.t.Helper()
+	for i := range n {
+		before := e.worker()
+		write(i)
+		if out := e.reload(); !strings.Contains(out, "HAProxy reloaded") {
+			e.t.Fatalf("reload %d: %q", i+1, out)
+		}
+		if w := e.worker(); w == before {
+			e.t.Fatalf("reload %d: worker still %d", i+1, w)
+		}
+		time.Sleep(200 * time.Millisecond) // the old worker's connections move over under load
+	}
+}
+
+// TestReloadsUnderCPUContentionTLS: the same on a TLS frontend (ALPN h2 and
+// http/1.1), with 16 HTTP/1.1 connections whose requests are never retried
+// and an HTTP/2 client (16 streams at a time) beside them, whose only
+// resends are those HTTP/2 makes safe (streams a GOAWAY says were not
+// processed): 6 reloads that turn the frontend's compression off and on
+// and add a route to a new group fail no request of either (without
+// idle-close-on-response, 18 HTTP/1.1 requests failed, and no HTTP/2 one;
+// with 8 reloads, 25 and 31).
+func TestReloadsUnderCPUContentionTLS(t *testing.T) {
+	ca := testcert.NewCA(t)
+	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1}
+	e := newEnv(t, "", web)
+	certs := filepath.Join(e.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca.Valid(t, "a.test").Write(t, certs, "a")
+	secure := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	write := func(gzip, api bool) {
+		fe := fmt.Sprintf("frontends:\n  - name: edge\n    bind: [%s, %s]\n", e.listen, secure) +
+			"    tls: {certificates: [{cert: certs/a.crt, key: certs/a.key}], bind: [" + secure + "]}\n"
+		if gzip {
+			fe += "    compression: {types: [text/html]}\n"
+		}
+		groups := []groupSpec{web}
+		routes := "    routes: [{group: web}]\n"
+		if api {
+			groups = append(groups, apiGroup)
+			routes = "    routes: [{path_prefix: [/work], group: api}, {group: web}]\n"
+		}
+		e.writeConfig(fe+routes, groups...)
+		b, err := os.ReadFile(e.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(b), "listen: "+e.listen+"\n", "", 1)
+		if err := os.WriteFile(e.cfgPath, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true, false)
+	e.start()
+	e.waitInService("web", 2)
+
+	tlsConfig := &tls.Config{ServerName: "a.test", RootCAs: ca.Pool}
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
+	h1 := noRetryLoad(t, e, "https://"+secure+"/", tlsConfig)
+	h2, err := loadgen.Start(context.Background(), loadgen.Options{
+		URL: "https://" + secure + "/", Concurrency: 16, Timeout: 10 * time.Second,
+		TLS: tlsConfig, HTTP2: true, Header: http.Header{"Accept-Encoding": {"gzip"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h2() })
+	time.Sleep(time.Second)
+
+	const reloads = 6
+	e.reloads(reloads, func(i int) { write(i%2 == 1, i >= 2) })
+	res1, res2 := h1(), h2()
+	stopHogs()
+	loads := []struct {
+		proto string
+		res   loadgen.Result
+	}{{"HTTP/1.1", res1}, {"HTTP/2.0", res2}}
+	for _, r := range loads {
+		t.Logf("%s: %d requests, failures by kind %v, by protocol %v", r.proto, r.res.Requests, r.res.FailureKinds, r.res.ByProto)
+	}
+	for _, r := range loads {
+		what := fmt.Sprintf("%d reloads under CPU contention, %s over TLS", reloads, r.proto)
+		checkNoFailures(t, what, r.res)
+		if r.res.ByProto[r.proto] != r.res.Requests-r.res.Failures {
+			t.Fatalf("%s: responses by protocol %v, want all %s", what, r.res.ByProto, r.proto)
+		}
+	}
+	e.waitInService("api", 1)
+	e.checkInSync("web")
+	e.checkInSync("api")
+}
+
+// TestRestartWithChangedHAProxyConfig: shoal stopped with --keep-running and
+// started again with a config that changes HAProxy's (compression on, as an
+// upgrade of shoal that renders another configuration would): the running
+// HAProxy is adopted and reloaded, not replaced, and under keep-alive load
+// whose requests are never retried, with the CPU saturated, no request fails.
+func TestRestartWithChangedHAProxyConfig(t *testing.T) {
+	e := newEnv(t, "", web)
+	e.start()
+	e.waitInService("web", 2)
+	haproxyPID := e.haproxyPID()
+	stopHogs := cpuHogs(t, 3, 90*time.Second)
+	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
+	time.Sleep(time.Second)
+
+	out, stderr, code := e.cli("stop", "--keep-running")
+	if code != 0 {
+		t.Fatalf("shoal stop --keep-running exited %d:\n%s%s", code, out, stderr)
+	}
+	<-e.exited
+	worker := e.worker()
+	e.writeConfig("compression:\n  types: [text/html]\n", web)
+	e.start()
+	e.waitInService("web", 2)
+	time.Sleep(time.Second)
+	res := stop()
+	stopHogs()
+	t.Logf("a restart of shoal with HAProxy's config changed: %d requests, failures by kind %v", res.Requests, res.FailureKinds)
+	if pid := e.haproxyPID(); pid != haproxyPID {
+		t.Errorf("HAProxy was replaced (master %d → %d), not reloaded", haproxyPID, pid)
+	}
+	if w := e.worker(); w == worker {
+		t.Errorf("HAProxy's worker is still %d: the changed config was not applied", w)
+	}
+	checkNoFailures(t, "a restart of shoal with HAProxy's config changed", res)
+	e.checkInSync("web")
 }
