@@ -199,32 +199,11 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
-	// base is the configured template (a reload replaces it), vars the
-	// variables the last successful deploy set, and next is base with
-	// vars: what `shoal deploy` rolls out; nextVersion names it.
-	base        config.Template
-	vars        map[string]string
-	next        config.Template
-	nextVersion string
-	// tmpl is the serving template: what the instances in service run and
-	// what replacements and scale-ups start from; version names it. It is
-	// stored with the group's state and changes only when a deploy
-	// succeeds (see Deploy).
-	tmpl    config.Template
-	version string
-	// surge is how many instances a running deploy keeps beyond desired;
-	// deployTarget is the version it rolls out or back to ("" when none
-	// runs) and rollTmpl its template, which new instances start from
-	// meanwhile.
-	surge        int
-	deployTarget string
-	rollTmpl     config.Template
-
-	// statMu guards the shared answer of serverStat.
-	statMu  sync.Mutex
-	stats   []haproxy.ServerStat
-	statErr error
-	statAt  time.Time
+	// dep is the group's templates: configured, serving, and a deploy's
+	// roll. g.mu guards it.
+	dep deployState
+	// stats shares HAProxy's answers among the instances' health polls.
+	stats *statsCache
 
 	// gone holds the template versions of finished instances by provider
 	// ID (goneOrder, oldest first, bounds it): Reclaim takes back only an
@@ -270,33 +249,25 @@ func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Bala
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
+	g.stats = newStatsCache(func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }, clk, statsMaxAge)
 	g.live.Store(&cfg)
 	gs, ok, err := st.GroupState(ctx, cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", cfg.Name, err)
 	}
+	var stored *store.GroupState
 	if ok {
 		g.desired = cfg.Range().Clamp(gs.Desired)
 		if g.desired != gs.Desired {
 			g.log.Warn("stored desired size is outside the configured range; clamped", "stored", gs.Desired, "desired", g.desired)
 		}
 		g.upUntil, g.dnUntil = gs.UpCooldownUntil, gs.DownCooldownUntil
-		g.vars = g.decodeVars(gs.TemplateVars)
+		stored = &gs
 	}
-	g.setBaseLocked(cfg.Template)
-	// A group with no serving template yet (new, or stored by an older
-	// shoal) serves its configured one.
-	g.tmpl, g.version = g.next, g.nextVersion
-	if ok && gs.ServingTemplate != "" {
-		if t, err := config.DecodeTemplate(cfg.Name, gs.ServingTemplate); err != nil {
-			g.log.Warn("stored serving template is unreadable; serving the configured one", "err", err)
-		} else {
-			g.tmpl, g.version = t, t.Version(cfg.Name)
-		}
-	}
-	if g.version != g.nextVersion {
+	g.dep = newDeployState(cfg.Name, cfg.Template, stored, g.log)
+	if v := g.dep.configured(); v != "" {
 		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
-			"serving", g.version, "configured", g.nextVersion)
+			"serving", g.dep.version, "configured", v)
 	}
 	return g, nil
 }
@@ -326,21 +297,21 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		if since.IsZero() {
 			since = g.clk.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, r.Record, g.tmpl)
+		pi, err := g.prov.Adopt(ctx, r.Record, g.dep.tmpl)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "addr", r.Addr, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
-			version: r.Version, tmpl: g.tmpl}
+			version: r.Version, tmpl: g.dep.tmpl}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
 		if in.version == "" {
 			// Recorded before instances had versions: it runs what the
 			// config said then, most likely the serving template.
-			in.version = g.version
+			in.version = g.dep.version
 		}
 		switch in.state {
 		case InService, Unhealthy:
@@ -416,7 +387,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	}
 	g.mu.Lock()
 	// A deploy's surge instances are wanted too.
-	surplus := len(g.activeLocked()) > g.desired+g.surge
+	surplus := len(g.activeLocked()) > g.desired+g.dep.surge
 	g.mu.Unlock()
 	var (
 		sessions map[string]int
@@ -430,7 +401,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
-	want := g.desired + g.surge
+	want := g.desired + g.dep.surge
 	switch {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it
@@ -468,13 +439,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 	for g.indexUsedLocked(idx) {
 		idx++
 	}
-	// A replacement or scale-up starts the serving version, never a
-	// reloaded template that has not served yet; a deploy's launches start
-	// the version it rolls.
-	tmpl, version := g.tmpl, g.version
-	if g.deployTarget != "" {
-		tmpl, version = g.rollTmpl, g.deployTarget
-	}
+	tmpl, version := g.dep.launching()
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
@@ -587,7 +552,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 			return
 		case <-tick:
-			st, ok := g.serverStat(ctx, in.name)
+			st, ok := g.stats.server(ctx, in.name)
 			switch {
 			case !ok:
 				// HAProxy is restarting or unreachable: no news.
@@ -685,7 +650,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 	defer stopTick()
 	last := "no check yet"
 	g.mu.Lock()
-	deployed := g.deployTarget != "" && in.version == g.deployTarget
+	deployed := g.dep.rolls(in.version)
 	g.mu.Unlock()
 	var answered failStreak
 	for {
@@ -704,7 +669,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			g.drop(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last), removeThenStop)
 			return false
 		case <-tick:
-			st, ok := g.serverStat(ctx, in.name)
+			st, ok := g.stats.server(ctx, in.name)
 			if !ok {
 				continue
 			}
@@ -990,7 +955,7 @@ func (g *Group) keepWaitingLocked(n int) int {
 	deciding := 0
 	for _, in := range g.insts {
 		switch {
-		case !in.retiring || in.waiting == "" || in.version != g.version || g.deployTarget != "":
+		case !in.retiring || in.waiting == "" || !g.dep.takesBack(in.version):
 		case in.keep == nil:
 			deciding++
 		default:
@@ -1284,27 +1249,6 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
 	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: conf.Health, Proto: conf.Proto}
-}
-
-// serverStat returns one server's stats. Every instance's lifecycle polls
-// them, so one answer from HAProxy serves all polls within statsMaxAge.
-func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
-	g.statMu.Lock()
-	if g.clk.Now().Sub(g.statAt) >= statsMaxAge {
-		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
-		g.statAt = g.clk.Now()
-	}
-	stats, err := g.stats, g.statErr
-	g.statMu.Unlock()
-	if err != nil {
-		return haproxy.ServerStat{}, false
-	}
-	for _, s := range stats {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return haproxy.ServerStat{}, false
 }
 
 // pid is the instance's process, 0 before it has one.

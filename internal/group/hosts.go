@@ -159,7 +159,7 @@ func (g *Group) recordPlacement(ctx context.Context, in *instance, pi provider.I
 // when it is UP; known is false when HAProxy has no such server or gave no
 // answer. An ssh provider asks it to tell a dead host from a broken link.
 func (g *Group) Checks(ctx context.Context, name string) (passing, known bool) {
-	st, ok := g.serverStat(ctx, name)
+	st, ok := g.stats.server(ctx, name)
 	if !ok {
 		return false, false
 	}
@@ -205,15 +205,15 @@ func (g *Group) rememberGoneLocked(in *instance) {
 func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	g.mu.Lock()
 	version, known := g.gone[rec.ID]
-	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && version == g.version && g.deployTarget == "" &&
+	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && g.dep.takesBack(version) &&
 		len(g.activeLocked()) < g.desired && g.insts[rec.Name] == nil && !g.indexUsedLocked(rec.Index)
 	if !ok {
 		g.mu.Unlock()
 		g.log.Info("instance found on a returning host not taken back; it is stopped", "instance", rec.Name, "host", rec.Host,
-			"known_version", known, "version", version, "serving", g.version)
+			"known_version", known, "version", version, "serving", g.dep.version)
 		return false
 	}
-	runCtx, tmpl := g.runCtx, g.tmpl
+	runCtx, tmpl := g.runCtx, g.dep.tmpl
 	in := &instance{name: rec.Name, index: rec.Index, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
 		version: version, tmpl: tmpl, rec: rec}
 	delete(g.gone, rec.ID)

@@ -279,7 +279,7 @@ func TestReconcilerStartingToFailedExited(t *testing.T) {
 func TestReconcilerStartingToFailedDeployCheckFailing(t *testing.T) {
 	r := newReconciler(t, 1, func(r *reconciler) {
 		r.g.mu.Lock()
-		r.g.deployTarget, r.g.rollTmpl = "v2", config.Template{StopTimeout: 5 * time.Second}
+		r.g.dep.begin("v2", config.Template{StopTimeout: 5 * time.Second})
 		r.g.mu.Unlock()
 	})
 	t0 := r.clk.Now()
