@@ -353,24 +353,6 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 	}
 }
 
-// waitingNote names the instances still in service because their cloud
-// refuses to delete them, and why ("" when none): what held a job up.
-func (g *Group) waitingNote() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var notes []string
-	for _, in := range g.insts {
-		if in.waiting != "" {
-			notes = append(notes, in.name+": "+in.waiting)
-		}
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	slices.Sort(notes)
-	return " (" + strings.Join(notes, "; ") + ")"
-}
-
 func (g *Group) convergedLocked() bool {
 	if len(g.insts) != g.desired {
 		return false
@@ -491,7 +473,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version, Waiting: in.waiting}
+			Since: in.since, Version: in.version, Waiting: in.wait.why}
 		if c, ok := in.inst.(provider.CloudServer); ok {
 			is.CloudID = c.CloudID()
 		}

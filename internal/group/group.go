@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,12 +58,6 @@ const (
 	// ends connections to a silent host.
 	removeTimeout = time.Minute
 	removeRetry   = time.Second
-	// maxDeleteRetry caps the back-off between a retiring cloud instance's
-	// drain-and-delete attempts while its cloud refuses the deletion.
-	maxDeleteRetry = 30 * time.Second
-	// reachableWait bounds the wait for a cloud's API to answer before a
-	// retry drains its instance again.
-	reachableWait = 2 * time.Minute
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -120,13 +112,9 @@ type instance struct {
 	// servingSince is when the instance first went into service (zero
 	// before): how long it served tells an accident from a crash loop.
 	servingSince time.Time
-	// waiting says why a retiring instance is still in service ("" when
-	// it is not): its cloud refuses to delete it (see deleteDrained).
-	waiting string
-	// keep, set while such an instance waits for its cloud (nil while its
-	// Delete call is out), cancels the retirement: a scale-up takes it
-	// back rather than pay for a new server (see keepWaitingLocked).
-	keep context.CancelFunc
+	// wait is a retiring instance's wait for its cloud to delete it: a
+	// scale-up takes it back meanwhile rather than pay for a new server.
+	wait cloudWait
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -767,223 +755,6 @@ func (g *Group) retire(ctx context.Context, in *instance) bool {
 	return false
 }
 
-// deletion is how deleteDrained ended.
-type deletion int
-
-const (
-	// deleted: the cloud accepted; the caller takes it out of HAProxy.
-	deleted deletion = iota
-	// kept: a scale-up took it back while it waited; it serves on.
-	kept
-	// ended: it ended otherwise (its server gone meanwhile, shoal
-	// stopping), cleaned up already; or the fence refused its deletion,
-	// and it is left to the new leader.
-	ended
-)
-
-// deleteDrained retires a cloud's instance: drain, then ask the cloud to
-// delete the server. While the cloud's API refuses (an outage), the server
-// still runs and costs, so it serves; a scale-up meanwhile takes it back
-// (keepWaitingLocked) rather than launch a new server:
-//
-//	+----------+ sessions 0, or  +-------------+ accepted  +----------+
-//	| draining |---------------->| delete call |---------->| stopping |--> gone
-//	+----------+ drain_timeout   +-------------+           +----------+
-//	   ^    |                           | refused
-//	   |    | taken back (a retry's)    v
-//	   |    |                 +-----------------------+
-//	   |    |                 | in-service, retiring: |<--+ after 1 s doubling
-//	   |    |                 | "waiting for the      |   | to 30 s, the API
-//	   |    |                 |  cloud API: ..."      |---+ does not answer
-//	   |    |                 +-----------------------+
-//	   |    |                   |               | taken back (a scale-up
-//	   +----|-------------------+               | wants one more)
-//	 after  |                                   v
-//	 1 s doubling to 30 s       +------------------------------------+
-//	 if the +------------------>| in-service: serves on, not retiring |
-//	 API answers                +------------------------------------+
-//
-// Whether the API answers is the provider's next listing (Reachable): during
-// an outage the instance stays in rotation until a retry can succeed,
-// rather than leave it for a drain at every retry. A cloud that answers
-// listings but refuses deletions has it drained at each retry.
-// A scale-up while a retry's Delete call is out waits for its answer.
-// Refused for delete_timeout, the instance's job fails with the API's
-// answer (see stuck), and the retirement goes on until the cloud accepts
-// or a scale-up takes the instance back.
-func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Deleter, timeout time.Duration) deletion {
-	first, wait, reported := g.clk.Now(), time.Second, false
-	// kctx ends when a scale-up takes the instance back: it stops a retry's
-	// drain at once.
-	kctx, keep := context.WithCancel(ctx)
-	defer keep()
-	for {
-		err := g.lb.Drain(kctx, g.cfg.Name, in.name, timeout)
-		if ctx.Err() != nil {
-			// Recorded as draining (or in service): the next run of shoal
-			// retires it again; without KeepInstances it is stopped.
-			g.shutdown(in)
-			return ended
-		}
-		if !g.deleting(in, kctx) {
-			return g.keepServing(ctx, in)
-		}
-		if err != nil {
-			g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
-		}
-		if err := g.mayAct(ctx, "deletion of "+in.name); err != nil {
-			// Drained, recorded draining: the new leader (or the next run
-			// of shoal) finishes the retirement.
-			g.setWaiting(in, "", nil)
-			if ctx.Err() != nil {
-				g.shutdown(in)
-			} else {
-				g.stuck(in, err.Error())
-			}
-			return ended
-		}
-		err = d.Delete(ctx, in.inst)
-		if ctx.Err() != nil {
-			g.shutdown(in)
-			return ended
-		}
-		if err == nil {
-			g.setWaiting(in, "", nil)
-			return deleted
-		}
-		why := "waiting for the cloud API: " + err.Error()
-		if uerr := g.lb.Undrain(ctx, g.cfg.Name, in.name); uerr != nil {
-			g.log.Warn("putting a retiring instance back into rotation failed", "instance", in.name, "err", uerr)
-		}
-		g.setWaiting(in, why, keep)
-		g.setState(ctx, in, InService)
-		g.poke() // a scale-up that awaited this answer takes it back
-		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
-			"retry_in", wait, "err", err)
-		for {
-			bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
-			if !reported && bound <= 0 {
-				g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
-				reported = true
-			}
-			next := wait
-			if !reported {
-				next = min(wait, bound)
-			}
-			t, stop := g.clk.NewTimer(next)
-			select {
-			case <-ctx.Done():
-				stop()
-				g.shutdown(in)
-				return ended
-			case <-kctx.Done():
-				stop()
-				return g.keepServing(ctx, in)
-			case <-in.inst.Done():
-				stop()
-				// Deleted after all (a call that timed out but went through),
-				// or outside shoal: gone, so out of HAProxy.
-				g.setWaiting(in, "", nil)
-				g.drop(in, "", removeThenStop)
-				return ended
-			case <-t:
-			}
-			if next == wait {
-				wait = min(2*wait, maxDeleteRetry)
-			}
-			// Drained again only once the API answers: while it does not,
-			// the instance stays in rotation.
-			rctx, cancel := context.WithTimeout(kctx, reachableWait)
-			rerr := d.Reachable(rctx)
-			cancel()
-			if ctx.Err() != nil {
-				g.shutdown(in)
-				return ended
-			}
-			if kctx.Err() != nil {
-				return g.keepServing(ctx, in)
-			}
-			if rerr == nil {
-				break
-			}
-			why = "waiting for the cloud API: " + rerr.Error()
-			g.setWaiting(in, why, keep)
-			g.log.Info("cloud API still not answering; the retiring instance stays in rotation", "instance", in.name, "retry_in", wait, "err", rerr)
-		}
-		// Back in rotation meanwhile: a whole drain again, unless a
-		// scale-up took it back just now.
-		timeout = g.conf().DrainTimeout
-		if !g.setStateIf(ctx, in, Draining, func() bool { return kctx.Err() == nil }) {
-			return g.keepServing(ctx, in)
-		}
-	}
-}
-
-// deleting reports whether a retiring instance is still to be deleted,
-// and if so stops a scale-up from taking it back while its Delete call is
-// out; false: one took it back (kctx ended).
-func (g *Group) deleting(in *instance, kctx context.Context) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if kctx.Err() != nil {
-		return false
-	}
-	in.keep = nil
-	return true
-}
-
-// keepServing puts an instance a scale-up took back into rotation again
-// (a retry's drain may have begun) and records it in service.
-func (g *Group) keepServing(ctx context.Context, in *instance) deletion {
-	if err := g.lb.Undrain(ctx, g.cfg.Name, in.name); err != nil {
-		g.log.Warn("putting a kept instance back into rotation failed", "instance", in.name, "err", err)
-	}
-	g.setState(ctx, in, InService)
-	return kept
-}
-
-// keepWaitingLocked takes back up to n retiring instances that still serve
-// because their cloud refuses to delete them (oldest name first): each
-// cancels its retirement and counts as active again, in place of a new
-// server. One whose Delete call is out after an earlier refusal is
-// awaited rather than replaced: refused again, it is taken back at the
-// next pass (deleteDrained pokes); accepted, it goes and a launch follows.
-// It returns how many it took or awaits. Only instances of the serving
-// version are taken, as Reclaim does. g.mu must be held.
-func (g *Group) keepWaitingLocked(n int) int {
-	var waiting []*instance
-	deciding := 0
-	for _, in := range g.insts {
-		switch {
-		case !in.retiring || in.waiting == "" || !g.dep.takesBack(in.version):
-		case in.keep == nil:
-			deciding++
-		default:
-			waiting = append(waiting, in)
-		}
-	}
-	slices.SortFunc(waiting, func(a, b *instance) int { return strings.Compare(a.name, b.name) })
-	waiting = waiting[:min(n, len(waiting))]
-	for _, in := range waiting {
-		in.keep()
-		in.keep, in.waiting, in.retiring = nil, "", false
-		in.retire = make(chan struct{})
-		// Active again now: the lifecycle puts it back into rotation.
-		in.state, in.since = InService, g.clk.Now()
-		in.job = 0
-		if g.owedLaunch > 0 {
-			in.job = g.jobSeq
-			g.owedLaunch--
-		}
-		g.churn++
-		g.log.Info("retiring instance taken back: it still serves while its cloud refuses to delete it, so no new server is launched", "instance", in.name, "desired", g.desired)
-	}
-	if len(waiting) > 0 {
-		g.notifyLocked()
-	}
-	return len(waiting) + min(deciding, n-len(waiting))
-}
-
 // mayAct waits for the store's Guard before a provider action (what
 // names it): nil if this node may act. etcd's refusal latches the group
 // (see fenced); an error of etcd's (a partition) is retried every
@@ -1015,32 +786,6 @@ func (g *Group) mayAct(ctx context.Context, what string) error {
 			return fmt.Errorf("%s not done: the fence could not be checked: %w", what, err)
 		}
 	}
-}
-
-// setWaiting records why a retiring instance is still in service, and
-// keep, what takes it back meanwhile (nil when it is not waiting).
-func (g *Group) setWaiting(in *instance, why string, keep context.CancelFunc) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	in.keep = keep
-	if in.waiting != why {
-		in.waiting = why
-		g.notifyLocked()
-	}
-}
-
-// stuck fails the job of an instance that cannot be retired for now,
-// leaving the instance as it is: it serves, and is retired later.
-func (g *Group) stuck(in *instance, reason string) {
-	g.mu.Lock()
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version, serving: true})
-	if len(g.failures) > maxFailures {
-		g.failures = g.failures[len(g.failures)-maxFailures:]
-	}
-	g.notifyLocked()
-	g.mu.Unlock()
-	g.log.Warn("retiring instance stuck", "instance", in.name, "reason", reason)
-	g.record(context.Background(), event.InstanceTerminateFailed, in.name, in.name+": "+reason)
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already

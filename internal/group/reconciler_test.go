@@ -582,7 +582,7 @@ func TestReconcilerScaleUpKeepsWaitingInstance(t *testing.T) {
 		r.g.mu.Lock()
 		defer r.g.mu.Unlock()
 		in := r.g.insts["web-002"]
-		return in != nil && in.keep != nil
+		return in != nil && in.wait.keep != nil
 	})
 
 	m := r.g.Mark()
@@ -671,7 +671,7 @@ func TestReconcilerScaleUpAwaitsDeleteCall(t *testing.T) {
 				r.g.mu.Lock()
 				defer r.g.mu.Unlock()
 				in := r.g.insts["web-002"]
-				return in != nil && in.keep != nil
+				return in != nil && in.wait.keep != nil
 			})
 			hold := make(chan struct{})
 			cloud.setHold(hold)
