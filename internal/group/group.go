@@ -139,7 +139,21 @@ type stateStore interface {
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
 
-// Group reconciles one configured group.
+// Group reconciles one configured group. It owns the instance set and the
+// size (under mu) and composes the parts that own one concern each, each
+// in its own file with its own tests:
+//
+//	deployState   deploystate.go  templates: configured, serving, a deploy's roll (under mu)
+//	cloudWait     cloudwait.go    a retiring cloud instance's wait for its deletion, and
+//	deleteRetry                   its retries' timing (the wait is the instance's, under mu)
+//	statsCache    stats.go        HAProxy's stats answer shared by the health polls (own lock)
+//	goneVersions  hosts.go        finished instances' versions, for Reclaim (under mu)
+//
+// A part whose answers are decided together with the instance set has no
+// lock of its own: a second lock would let a launch, a take-back or a
+// Reclaim see the instances and the templates at different moments. Only
+// a part that waits on I/O (statsCache) locks for itself. The lifecycle
+// of an instance is drawn on lifecycle; the deploy process on Deploy.
 type Group struct {
 	// cfg is the configuration the group was created with; its Name never
 	// changes. Everything else is read with conf(): a reload replaces it.
@@ -162,6 +176,8 @@ type Group struct {
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex
+	// mu guards the fields from here to runCtx, the instances (their
+	// cloudWait too), dep and gone.
 	mu      sync.Mutex
 	desired int
 	// removed is set when a config reload removes the group: it retires
@@ -188,19 +204,17 @@ type Group struct {
 	owedRetire int
 
 	// dep is the group's templates: configured, serving, and a deploy's
-	// roll. g.mu guards it.
+	// roll.
 	dep deployState
-	// stats shares HAProxy's answers among the instances' health polls.
-	stats *statsCache
-
-	// gone holds the template versions of finished instances by provider
-	// ID (goneOrder, oldest first, bounds it): Reclaim takes back only an
-	// instance of the serving version.
-	gone      map[string]string
-	goneOrder []string
+	// gone is the versions of finished instances, for Reclaim.
+	gone goneVersions
 	// runCtx is Run's context while it runs (nil otherwise): what Reclaim
 	// spawns a lifecycle with.
 	runCtx context.Context
+
+	// stats shares HAProxy's answers among the instances' health polls;
+	// it has its own lock.
+	stats *statsCache
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -944,7 +958,7 @@ func (g *Group) fail(in *instance, reason string) {
 func (g *Group) forget(in *instance) {
 	g.mu.Lock()
 	delete(g.insts, in.name)
-	g.rememberGoneLocked(in)
+	g.gone.remember(in.rec.ID, in.version)
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.deleteRecord(context.Background(), in.name)
