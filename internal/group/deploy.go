@@ -2,10 +2,8 @@ package group
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,27 +24,25 @@ var ErrRolledBack = errors.New("rolled back")
 func (g *Group) Template() config.Template {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.tmpl
+	return g.dep.tmpl
 }
 
 // Version returns the version of the serving template.
 func (g *Group) Version() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.version
+	return g.dep.version
 }
 
 // setTemplate replaces the group's configured template (Update, for a
 // config reload): it changes what the next deploy rolls out, never the
-// serving template, so that a template that has not served yet does not
-// replace crashed instances of the one that does. The variables set by the
-// last deploy stay set where the new template still declares them. The
-// caller records the group's state.
+// serving template (see deployState). The caller records the group's
+// state.
 func (g *Group) setTemplate(t config.Template) {
 	g.mu.Lock()
-	was := g.nextVersion
-	g.setBaseLocked(t)
-	now, serving := g.nextVersion, g.version
+	was := g.dep.nextVersion
+	g.dep.setBase(t)
+	now, serving := g.dep.nextVersion, g.dep.version
 	g.mu.Unlock()
 	if now != was {
 		g.log.Info("template changed; `shoal deploy` rolls it out, new instances start from the serving version until then",
@@ -54,37 +50,11 @@ func (g *Group) setTemplate(t config.Template) {
 	}
 }
 
-// setBaseLocked makes t the configured template and recomputes the one the
-// next deploy rolls out. Deployed variables t no longer declares are
-// dropped.
-func (g *Group) setBaseLocked(t config.Template) {
-	g.base = t
-	keep := map[string]string{}
-	for k, v := range g.vars {
-		if _, ok := t.Vars[k]; ok {
-			keep[k] = v
-		} else {
-			g.log.Warn("deployed template variable is no longer declared; dropped", "var", k)
-		}
-	}
-	next, err := t.WithVars(g.cfg.Name, keep)
-	if err != nil {
-		g.log.Warn("deployed template variables no longer apply; using the configured template", "err", err)
-		next, keep = t, nil
-	}
-	if len(keep) == 0 {
-		keep = nil
-	}
-	g.next, g.vars, g.nextVersion = next, keep, next.Version(g.cfg.Name)
-}
-
 // setServing makes t, which a deploy has just put on every instance, the
-// serving template, with the variables it overrides as those the next
-// deploy starts from, and records both.
+// serving template (see deployState.serve), and records it.
 func (g *Group) setServing(ctx context.Context, t config.Template, version string) error {
 	g.mu.Lock()
-	g.tmpl, g.version, g.vars = t, version, t.Overrides()
-	g.setBaseLocked(g.base)
+	g.dep.serve(t, version)
 	g.mu.Unlock()
 	return g.persistState(ctx)
 }
@@ -94,33 +64,8 @@ func (g *Group) setServing(ctx context.Context, t config.Template, version strin
 // deploy, then set. An unknown variable is a *config.UnknownVarError.
 func (g *Group) DeployTarget(set map[string]string) (config.Template, error) {
 	g.mu.Lock()
-	base, vars := g.base, maps.Clone(g.vars)
-	g.mu.Unlock()
-	if vars == nil {
-		vars = map[string]string{}
-	}
-	maps.Copy(vars, set)
-	return base.WithVars(g.cfg.Name, vars)
-}
-
-func (g *Group) decodeVars(s string) map[string]string {
-	if s == "" {
-		return nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal([]byte(s), &m); err != nil {
-		g.log.Warn("stored template variables are unreadable; ignored", "err", err)
-		return nil
-	}
-	return m
-}
-
-func encodeVars(m map[string]string) string {
-	if len(m) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(m) // a map of strings always encodes
-	return string(b)
+	defer g.mu.Unlock()
+	return g.dep.targetWith(set)
 }
 
 // DeployProgress is called with each step of a deploy, for logs and jobs.
@@ -157,7 +102,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	version := target.Version(g.cfg.Name)
 	threshold := g.conf().Deploy.FailureThreshold
 	g.mu.Lock()
-	serving, servingVersion := g.tmpl, g.version
+	serving, servingVersion := g.dep.tmpl, g.dep.version
 	g.mu.Unlock()
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 
@@ -207,7 +152,7 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, started time.Time, threshold int, progress DeployProgress) (failure string, err error) {
 	dep := g.conf().Deploy
 	g.mu.Lock()
-	g.deployTarget, g.rollTmpl = version, tmpl
+	g.dep.begin(version, tmpl)
 	g.mu.Unlock()
 	defer g.endDeploy()
 	// wentDown remembers new instances already counted as failed after
@@ -252,7 +197,7 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 			return fails[0], nil
 		}
 		step := planDeploy(view)
-		g.surge = step.Surge
+		g.dep.surge = step.Surge
 		for _, name := range step.Retire {
 			g.retireLocked(byName[name], "deploy")
 		}
@@ -284,7 +229,7 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 
 func (g *Group) endDeploy() {
 	g.mu.Lock()
-	g.surge, g.deployTarget, g.rollTmpl = 0, "", config.Template{}
+	g.dep.end()
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()

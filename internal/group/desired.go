@@ -61,7 +61,7 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 		hosts    map[string]hostLoad
 	)
 	g.mu.Lock()
-	shrinks := len(g.activeLocked()) > n+g.surge
+	shrinks := len(g.activeLocked()) > n+g.dep.surge
 	g.mu.Unlock()
 	if shrinks {
 		sessions, statErr = g.busyness(ctx)
@@ -77,8 +77,8 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)
 	// The instances a smaller size retires are chosen now, so that the job
 	// can say which and why (Retirements); the reconciler starts the rest.
-	if active > n+g.surge {
-		g.retireSurplusLocked(n+g.surge, sessions, statErr, hosts)
+	if active > n+g.dep.surge {
+		g.retireSurplusLocked(n+g.dep.surge, sessions, statErr, hosts)
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
@@ -287,12 +287,8 @@ func (g *Group) persistState(ctx context.Context) error {
 }
 
 func (g *Group) stateLocked() store.GroupState {
-	gs := store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil, TemplateVars: encodeVars(g.vars)}
-	// A removed group serves nothing: added back, it starts its configured
-	// template.
-	if !g.removed {
-		gs.ServingTemplate = config.EncodeTemplate(g.tmpl)
-	}
+	gs := store.GroupState{Name: g.cfg.Name, Desired: g.desired, UpCooldownUntil: g.upUntil, DownCooldownUntil: g.dnUntil}
+	gs.ServingTemplate, gs.TemplateVars = g.dep.stored(g.removed)
 	return gs
 }
 
@@ -355,24 +351,6 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 			return false, fmt.Errorf("%w: %w%s", ErrNotConverged, context.Cause(ctx), g.waitingNote())
 		}
 	}
-}
-
-// waitingNote names the instances still in service because their cloud
-// refuses to delete them, and why ("" when none): what held a job up.
-func (g *Group) waitingNote() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var notes []string
-	for _, in := range g.insts {
-		if in.waiting != "" {
-			notes = append(notes, in.name+": "+in.waiting)
-		}
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	slices.Sort(notes)
-	return " (" + strings.Join(notes, "; ") + ")"
 }
 
 func (g *Group) convergedLocked() bool {
@@ -482,10 +460,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	c := g.conf()
 	g.mu.Lock()
 	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},
-		Version: g.version, Deploying: g.deployTarget}
-	if g.nextVersion != g.version {
-		s.Configured = g.nextVersion
-	}
+		Version: g.dep.version, Configured: g.dep.configured(), Deploying: g.dep.target}
 	if p, ok := c.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}
@@ -498,7 +473,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version, Waiting: in.waiting}
+			Since: in.since, Version: in.version, Waiting: in.wait.why}
 		if c, ok := in.inst.(provider.CloudServer); ok {
 			is.CloudID = c.CloudID()
 		}

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,12 +58,6 @@ const (
 	// ends connections to a silent host.
 	removeTimeout = time.Minute
 	removeRetry   = time.Second
-	// maxDeleteRetry caps the back-off between a retiring cloud instance's
-	// drain-and-delete attempts while its cloud refuses the deletion.
-	maxDeleteRetry = 30 * time.Second
-	// reachableWait bounds the wait for a cloud's API to answer before a
-	// retry drains its instance again.
-	reachableWait = 2 * time.Minute
 )
 
 // Balancer is the part of HAProxy's manager a group drives.
@@ -120,13 +112,9 @@ type instance struct {
 	// servingSince is when the instance first went into service (zero
 	// before): how long it served tells an accident from a crash loop.
 	servingSince time.Time
-	// waiting says why a retiring instance is still in service ("" when
-	// it is not): its cloud refuses to delete it (see deleteDrained).
-	waiting string
-	// keep, set while such an instance waits for its cloud (nil while its
-	// Delete call is out), cancels the retirement: a scale-up takes it
-	// back rather than pay for a new server (see keepWaitingLocked).
-	keep context.CancelFunc
+	// wait is a retiring instance's wait for its cloud to delete it: a
+	// scale-up takes it back meanwhile rather than pay for a new server.
+	wait cloudWait
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -151,7 +139,21 @@ type stateStore interface {
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 }
 
-// Group reconciles one configured group.
+// Group reconciles one configured group. It owns the instance set and the
+// size (under mu) and composes the parts that own one concern each, each
+// in its own file with its own tests:
+//
+//	deployState   deploystate.go  templates: configured, serving, a deploy's roll (under mu)
+//	cloudWait     cloudwait.go    a retiring cloud instance's wait for its deletion, and
+//	deleteRetry                   its retries' timing (the wait is the instance's, under mu)
+//	statsCache    stats.go        HAProxy's stats answer shared by the health polls (own lock)
+//	goneVersions  hosts.go        finished instances' versions, for Reclaim (under mu)
+//
+// A part whose answers are decided together with the instance set has no
+// lock of its own: a second lock would let a launch, a take-back or a
+// Reclaim see the instances and the templates at different moments. Only
+// a part that waits on I/O (statsCache) locks for itself. The lifecycle
+// of an instance is drawn on lifecycle; the deploy process on Deploy.
 type Group struct {
 	// cfg is the configuration the group was created with; its Name never
 	// changes. Everything else is read with conf(): a reload replaces it.
@@ -174,6 +176,8 @@ type Group struct {
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex
+	// mu guards the fields from here to runCtx, the instances (their
+	// cloudWait too), dep and gone.
 	mu      sync.Mutex
 	desired int
 	// removed is set when a config reload removes the group: it retires
@@ -199,41 +203,18 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
-	// base is the configured template (a reload replaces it), vars the
-	// variables the last successful deploy set, and next is base with
-	// vars: what `shoal deploy` rolls out; nextVersion names it.
-	base        config.Template
-	vars        map[string]string
-	next        config.Template
-	nextVersion string
-	// tmpl is the serving template: what the instances in service run and
-	// what replacements and scale-ups start from; version names it. It is
-	// stored with the group's state and changes only when a deploy
-	// succeeds (see Deploy).
-	tmpl    config.Template
-	version string
-	// surge is how many instances a running deploy keeps beyond desired;
-	// deployTarget is the version it rolls out or back to ("" when none
-	// runs) and rollTmpl its template, which new instances start from
-	// meanwhile.
-	surge        int
-	deployTarget string
-	rollTmpl     config.Template
-
-	// statMu guards the shared answer of serverStat.
-	statMu  sync.Mutex
-	stats   []haproxy.ServerStat
-	statErr error
-	statAt  time.Time
-
-	// gone holds the template versions of finished instances by provider
-	// ID (goneOrder, oldest first, bounds it): Reclaim takes back only an
-	// instance of the serving version.
-	gone      map[string]string
-	goneOrder []string
+	// dep is the group's templates: configured, serving, and a deploy's
+	// roll.
+	dep deployState
+	// gone is the versions of finished instances, for Reclaim.
+	gone goneVersions
 	// runCtx is Run's context while it runs (nil otherwise): what Reclaim
 	// spawns a lifecycle with.
 	runCtx context.Context
+
+	// stats shares HAProxy's answers among the instances' health polls;
+	// it has its own lock.
+	stats *statsCache
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -270,33 +251,25 @@ func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Bala
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
+	g.stats = newStatsCache(func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }, clk, statsMaxAge)
 	g.live.Store(&cfg)
 	gs, ok, err := st.GroupState(ctx, cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", cfg.Name, err)
 	}
+	var stored *store.GroupState
 	if ok {
 		g.desired = cfg.Range().Clamp(gs.Desired)
 		if g.desired != gs.Desired {
 			g.log.Warn("stored desired size is outside the configured range; clamped", "stored", gs.Desired, "desired", g.desired)
 		}
 		g.upUntil, g.dnUntil = gs.UpCooldownUntil, gs.DownCooldownUntil
-		g.vars = g.decodeVars(gs.TemplateVars)
+		stored = &gs
 	}
-	g.setBaseLocked(cfg.Template)
-	// A group with no serving template yet (new, or stored by an older
-	// shoal) serves its configured one.
-	g.tmpl, g.version = g.next, g.nextVersion
-	if ok && gs.ServingTemplate != "" {
-		if t, err := config.DecodeTemplate(cfg.Name, gs.ServingTemplate); err != nil {
-			g.log.Warn("stored serving template is unreadable; serving the configured one", "err", err)
-		} else {
-			g.tmpl, g.version = t, t.Version(cfg.Name)
-		}
-	}
-	if g.version != g.nextVersion {
+	g.dep = newDeployState(cfg.Name, cfg.Template, stored, g.log)
+	if v := g.dep.configured(); v != "" {
 		g.log.Info("the configured template is not the one in service; new instances start from the serving one until `shoal deploy` rolls it out",
-			"serving", g.version, "configured", g.nextVersion)
+			"serving", g.dep.version, "configured", v)
 	}
 	return g, nil
 }
@@ -326,21 +299,21 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		if since.IsZero() {
 			since = g.clk.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, r.Record, g.tmpl)
+		pi, err := g.prov.Adopt(ctx, r.Record, g.dep.tmpl)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "addr", r.Addr, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
-			version: r.Version, tmpl: g.tmpl}
+			version: r.Version, tmpl: g.dep.tmpl}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
 		if in.version == "" {
 			// Recorded before instances had versions: it runs what the
 			// config said then, most likely the serving template.
-			in.version = g.version
+			in.version = g.dep.version
 		}
 		switch in.state {
 		case InService, Unhealthy:
@@ -416,7 +389,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	}
 	g.mu.Lock()
 	// A deploy's surge instances are wanted too.
-	surplus := len(g.activeLocked()) > g.desired+g.surge
+	surplus := len(g.activeLocked()) > g.desired+g.dep.surge
 	g.mu.Unlock()
 	var (
 		sessions map[string]int
@@ -430,7 +403,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := g.activeLocked()
-	want := g.desired + g.surge
+	want := g.desired + g.dep.surge
 	switch {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it
@@ -468,13 +441,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 	for g.indexUsedLocked(idx) {
 		idx++
 	}
-	// A replacement or scale-up starts the serving version, never a
-	// reloaded template that has not served yet; a deploy's launches start
-	// the version it rolls.
-	tmpl, version := g.tmpl, g.version
-	if g.deployTarget != "" {
-		tmpl, version = g.rollTmpl, g.deployTarget
-	}
+	tmpl, version := g.dep.launching()
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
@@ -587,7 +554,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 			return
 		case <-tick:
-			st, ok := g.serverStat(ctx, in.name)
+			st, ok := g.stats.server(ctx, in.name)
 			switch {
 			case !ok:
 				// HAProxy is restarting or unreachable: no news.
@@ -685,7 +652,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 	defer stopTick()
 	last := "no check yet"
 	g.mu.Lock()
-	deployed := g.deployTarget != "" && in.version == g.deployTarget
+	deployed := g.dep.rolls(in.version)
 	g.mu.Unlock()
 	var answered failStreak
 	for {
@@ -704,7 +671,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 			g.drop(in, fmt.Sprintf("health check did not pass within %s (last check: %s)", g.conf().Health.Grace, last), removeThenStop)
 			return false
 		case <-tick:
-			st, ok := g.serverStat(ctx, in.name)
+			st, ok := g.stats.server(ctx, in.name)
 			if !ok {
 				continue
 			}
@@ -802,223 +769,6 @@ func (g *Group) retire(ctx context.Context, in *instance) bool {
 	return false
 }
 
-// deletion is how deleteDrained ended.
-type deletion int
-
-const (
-	// deleted: the cloud accepted; the caller takes it out of HAProxy.
-	deleted deletion = iota
-	// kept: a scale-up took it back while it waited; it serves on.
-	kept
-	// ended: it ended otherwise (its server gone meanwhile, shoal
-	// stopping), cleaned up already; or the fence refused its deletion,
-	// and it is left to the new leader.
-	ended
-)
-
-// deleteDrained retires a cloud's instance: drain, then ask the cloud to
-// delete the server. While the cloud's API refuses (an outage), the server
-// still runs and costs, so it serves; a scale-up meanwhile takes it back
-// (keepWaitingLocked) rather than launch a new server:
-//
-//	+----------+ sessions 0, or  +-------------+ accepted  +----------+
-//	| draining |---------------->| delete call |---------->| stopping |--> gone
-//	+----------+ drain_timeout   +-------------+           +----------+
-//	   ^    |                           | refused
-//	   |    | taken back (a retry's)    v
-//	   |    |                 +-----------------------+
-//	   |    |                 | in-service, retiring: |<--+ after 1 s doubling
-//	   |    |                 | "waiting for the      |   | to 30 s, the API
-//	   |    |                 |  cloud API: ..."      |---+ does not answer
-//	   |    |                 +-----------------------+
-//	   |    |                   |               | taken back (a scale-up
-//	   +----|-------------------+               | wants one more)
-//	 after  |                                   v
-//	 1 s doubling to 30 s       +------------------------------------+
-//	 if the +------------------>| in-service: serves on, not retiring |
-//	 API answers                +------------------------------------+
-//
-// Whether the API answers is the provider's next listing (Reachable): during
-// an outage the instance stays in rotation until a retry can succeed,
-// rather than leave it for a drain at every retry. A cloud that answers
-// listings but refuses deletions has it drained at each retry.
-// A scale-up while a retry's Delete call is out waits for its answer.
-// Refused for delete_timeout, the instance's job fails with the API's
-// answer (see stuck), and the retirement goes on until the cloud accepts
-// or a scale-up takes the instance back.
-func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Deleter, timeout time.Duration) deletion {
-	first, wait, reported := g.clk.Now(), time.Second, false
-	// kctx ends when a scale-up takes the instance back: it stops a retry's
-	// drain at once.
-	kctx, keep := context.WithCancel(ctx)
-	defer keep()
-	for {
-		err := g.lb.Drain(kctx, g.cfg.Name, in.name, timeout)
-		if ctx.Err() != nil {
-			// Recorded as draining (or in service): the next run of shoal
-			// retires it again; without KeepInstances it is stopped.
-			g.shutdown(in)
-			return ended
-		}
-		if !g.deleting(in, kctx) {
-			return g.keepServing(ctx, in)
-		}
-		if err != nil {
-			g.log.Warn("drain failed; deleting anyway", "instance", in.name, "err", err)
-		}
-		if err := g.mayAct(ctx, "deletion of "+in.name); err != nil {
-			// Drained, recorded draining: the new leader (or the next run
-			// of shoal) finishes the retirement.
-			g.setWaiting(in, "", nil)
-			if ctx.Err() != nil {
-				g.shutdown(in)
-			} else {
-				g.stuck(in, err.Error())
-			}
-			return ended
-		}
-		err = d.Delete(ctx, in.inst)
-		if ctx.Err() != nil {
-			g.shutdown(in)
-			return ended
-		}
-		if err == nil {
-			g.setWaiting(in, "", nil)
-			return deleted
-		}
-		why := "waiting for the cloud API: " + err.Error()
-		if uerr := g.lb.Undrain(ctx, g.cfg.Name, in.name); uerr != nil {
-			g.log.Warn("putting a retiring instance back into rotation failed", "instance", in.name, "err", uerr)
-		}
-		g.setWaiting(in, why, keep)
-		g.setState(ctx, in, InService)
-		g.poke() // a scale-up that awaited this answer takes it back
-		g.log.Warn("cloud refused to delete a retiring instance; it stays in service and is retried", "instance", in.name,
-			"retry_in", wait, "err", err)
-		for {
-			bound := d.DeleteTimeout() - g.clk.Now().Sub(first)
-			if !reported && bound <= 0 {
-				g.stuck(in, fmt.Sprintf("not deleted within delete_timeout %s: %s; it stays in service and its deletion is retried", d.DeleteTimeout(), why))
-				reported = true
-			}
-			next := wait
-			if !reported {
-				next = min(wait, bound)
-			}
-			t, stop := g.clk.NewTimer(next)
-			select {
-			case <-ctx.Done():
-				stop()
-				g.shutdown(in)
-				return ended
-			case <-kctx.Done():
-				stop()
-				return g.keepServing(ctx, in)
-			case <-in.inst.Done():
-				stop()
-				// Deleted after all (a call that timed out but went through),
-				// or outside shoal: gone, so out of HAProxy.
-				g.setWaiting(in, "", nil)
-				g.drop(in, "", removeThenStop)
-				return ended
-			case <-t:
-			}
-			if next == wait {
-				wait = min(2*wait, maxDeleteRetry)
-			}
-			// Drained again only once the API answers: while it does not,
-			// the instance stays in rotation.
-			rctx, cancel := context.WithTimeout(kctx, reachableWait)
-			rerr := d.Reachable(rctx)
-			cancel()
-			if ctx.Err() != nil {
-				g.shutdown(in)
-				return ended
-			}
-			if kctx.Err() != nil {
-				return g.keepServing(ctx, in)
-			}
-			if rerr == nil {
-				break
-			}
-			why = "waiting for the cloud API: " + rerr.Error()
-			g.setWaiting(in, why, keep)
-			g.log.Info("cloud API still not answering; the retiring instance stays in rotation", "instance", in.name, "retry_in", wait, "err", rerr)
-		}
-		// Back in rotation meanwhile: a whole drain again, unless a
-		// scale-up took it back just now.
-		timeout = g.conf().DrainTimeout
-		if !g.setStateIf(ctx, in, Draining, func() bool { return kctx.Err() == nil }) {
-			return g.keepServing(ctx, in)
-		}
-	}
-}
-
-// deleting reports whether a retiring instance is still to be deleted,
-// and if so stops a scale-up from taking it back while its Delete call is
-// out; false: one took it back (kctx ended).
-func (g *Group) deleting(in *instance, kctx context.Context) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if kctx.Err() != nil {
-		return false
-	}
-	in.keep = nil
-	return true
-}
-
-// keepServing puts an instance a scale-up took back into rotation again
-// (a retry's drain may have begun) and records it in service.
-func (g *Group) keepServing(ctx context.Context, in *instance) deletion {
-	if err := g.lb.Undrain(ctx, g.cfg.Name, in.name); err != nil {
-		g.log.Warn("putting a kept instance back into rotation failed", "instance", in.name, "err", err)
-	}
-	g.setState(ctx, in, InService)
-	return kept
-}
-
-// keepWaitingLocked takes back up to n retiring instances that still serve
-// because their cloud refuses to delete them (oldest name first): each
-// cancels its retirement and counts as active again, in place of a new
-// server. One whose Delete call is out after an earlier refusal is
-// awaited rather than replaced: refused again, it is taken back at the
-// next pass (deleteDrained pokes); accepted, it goes and a launch follows.
-// It returns how many it took or awaits. Only instances of the serving
-// version are taken, as Reclaim does. g.mu must be held.
-func (g *Group) keepWaitingLocked(n int) int {
-	var waiting []*instance
-	deciding := 0
-	for _, in := range g.insts {
-		switch {
-		case !in.retiring || in.waiting == "" || in.version != g.version || g.deployTarget != "":
-		case in.keep == nil:
-			deciding++
-		default:
-			waiting = append(waiting, in)
-		}
-	}
-	slices.SortFunc(waiting, func(a, b *instance) int { return strings.Compare(a.name, b.name) })
-	waiting = waiting[:min(n, len(waiting))]
-	for _, in := range waiting {
-		in.keep()
-		in.keep, in.waiting, in.retiring = nil, "", false
-		in.retire = make(chan struct{})
-		// Active again now: the lifecycle puts it back into rotation.
-		in.state, in.since = InService, g.clk.Now()
-		in.job = 0
-		if g.owedLaunch > 0 {
-			in.job = g.jobSeq
-			g.owedLaunch--
-		}
-		g.churn++
-		g.log.Info("retiring instance taken back: it still serves while its cloud refuses to delete it, so no new server is launched", "instance", in.name, "desired", g.desired)
-	}
-	if len(waiting) > 0 {
-		g.notifyLocked()
-	}
-	return len(waiting) + min(deciding, n-len(waiting))
-}
-
 // mayAct waits for the store's Guard before a provider action (what
 // names it): nil if this node may act. etcd's refusal latches the group
 // (see fenced); an error of etcd's (a partition) is retried every
@@ -1050,32 +800,6 @@ func (g *Group) mayAct(ctx context.Context, what string) error {
 			return fmt.Errorf("%s not done: the fence could not be checked: %w", what, err)
 		}
 	}
-}
-
-// setWaiting records why a retiring instance is still in service, and
-// keep, what takes it back meanwhile (nil when it is not waiting).
-func (g *Group) setWaiting(in *instance, why string, keep context.CancelFunc) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	in.keep = keep
-	if in.waiting != why {
-		in.waiting = why
-		g.notifyLocked()
-	}
-}
-
-// stuck fails the job of an instance that cannot be retired for now,
-// leaving the instance as it is: it serves, and is retired later.
-func (g *Group) stuck(in *instance, reason string) {
-	g.mu.Lock()
-	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: g.clk.Now(), job: in.job, version: in.version, serving: true})
-	if len(g.failures) > maxFailures {
-		g.failures = g.failures[len(g.failures)-maxFailures:]
-	}
-	g.notifyLocked()
-	g.mu.Unlock()
-	g.log.Warn("retiring instance stuck", "instance", in.name, "reason", reason)
-	g.record(context.Background(), event.InstanceTerminateFailed, in.name, in.name+": "+reason)
 }
 
 // shutdown stops the instance when shoal itself stops. HAProxy is already
@@ -1234,7 +958,7 @@ func (g *Group) fail(in *instance, reason string) {
 func (g *Group) forget(in *instance) {
 	g.mu.Lock()
 	delete(g.insts, in.name)
-	g.rememberGoneLocked(in)
+	g.gone.remember(in.rec.ID, in.version)
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.deleteRecord(context.Background(), in.name)
@@ -1284,27 +1008,6 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
 	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: conf.Health, Proto: conf.Proto}
-}
-
-// serverStat returns one server's stats. Every instance's lifecycle polls
-// them, so one answer from HAProxy serves all polls within statsMaxAge.
-func (g *Group) serverStat(ctx context.Context, name string) (haproxy.ServerStat, bool) {
-	g.statMu.Lock()
-	if g.clk.Now().Sub(g.statAt) >= statsMaxAge {
-		g.stats, g.statErr = g.lb.Stats(ctx, g.cfg.Name)
-		g.statAt = g.clk.Now()
-	}
-	stats, err := g.stats, g.statErr
-	g.statMu.Unlock()
-	if err != nil {
-		return haproxy.ServerStat{}, false
-	}
-	for _, s := range stats {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return haproxy.ServerStat{}, false
 }
 
 // pid is the instance's process, 0 before it has one.

@@ -159,7 +159,7 @@ func (g *Group) recordPlacement(ctx context.Context, in *instance, pi provider.I
 // when it is UP; known is false when HAProxy has no such server or gave no
 // answer. An ssh provider asks it to tell a dead host from a broken link.
 func (g *Group) Checks(ctx context.Context, name string) (passing, known bool) {
-	st, ok := g.serverStat(ctx, name)
+	st, ok := g.stats.server(ctx, name)
 	if !ok {
 		return false, false
 	}
@@ -172,24 +172,42 @@ func (g *Group) Checks(ctx context.Context, name string) (passing, known bool) {
 	return false, false
 }
 
-// rememberGone keeps the version of an instance that is gone, by its
-// provider ID, for Reclaim. g.mu must be held.
-func (g *Group) rememberGoneLocked(in *instance) {
-	if in.rec.ID == "" {
+// goneVersions owns the template versions of a group's finished
+// instances by provider ID, the newest maxGone: Reclaim takes back only an
+// instance of the serving version. It is read and written with the
+// instance set, under the group's mu.
+type goneVersions struct {
+	byID  map[string]string
+	order []string // IDs as remembered, oldest first
+}
+
+// remember keeps the version of a finished instance (id "": one the
+// provider never started, which no host can give back).
+func (v *goneVersions) remember(id, version string) {
+	if id == "" {
 		return
 	}
-	if g.gone == nil {
-		g.gone = map[string]string{}
+	if v.byID == nil {
+		v.byID = map[string]string{}
 	}
-	if _, ok := g.gone[in.rec.ID]; !ok {
-		g.goneOrder = append(g.goneOrder, in.rec.ID)
+	if _, ok := v.byID[id]; !ok {
+		v.order = append(v.order, id)
 	}
-	g.gone[in.rec.ID] = in.version
-	if len(g.goneOrder) > maxGone {
-		delete(g.gone, g.goneOrder[0])
-		g.goneOrder = g.goneOrder[1:]
+	v.byID[id] = version
+	if len(v.order) > maxGone {
+		delete(v.byID, v.order[0])
+		v.order = v.order[1:]
 	}
 }
+
+// version returns the remembered version of the instance with id.
+func (v *goneVersions) version(id string) (string, bool) {
+	version, ok := v.byID[id]
+	return version, ok
+}
+
+// forget drops id: its instance is back.
+func (v *goneVersions) forget(id string) { delete(v.byID, id) }
 
 // Reclaim is asked, when a host that was down comes back, about an
 // instance of this group still running there that the group gave up: it
@@ -204,19 +222,19 @@ func (g *Group) rememberGoneLocked(in *instance) {
 // another index, and a launch that came first makes the name taken.
 func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	g.mu.Lock()
-	version, known := g.gone[rec.ID]
-	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && version == g.version && g.deployTarget == "" &&
+	version, known := g.gone.version(rec.ID)
+	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && g.dep.takesBack(version) &&
 		len(g.activeLocked()) < g.desired && g.insts[rec.Name] == nil && !g.indexUsedLocked(rec.Index)
 	if !ok {
 		g.mu.Unlock()
 		g.log.Info("instance found on a returning host not taken back; it is stopped", "instance", rec.Name, "host", rec.Host,
-			"known_version", known, "version", version, "serving", g.version)
+			"known_version", known, "version", version, "serving", g.dep.version)
 		return false
 	}
-	runCtx, tmpl := g.runCtx, g.tmpl
+	runCtx, tmpl := g.runCtx, g.dep.tmpl
 	in := &instance{name: rec.Name, index: rec.Index, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
 		version: version, tmpl: tmpl, rec: rec}
-	delete(g.gone, rec.ID)
+	g.gone.forget(rec.ID)
 	g.insts[in.name] = in
 	g.churn++
 	g.notifyLocked()

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -305,5 +306,33 @@ func TestSpecCarriesPlan(t *testing.T) {
 		if spec := <-specs; spec.Plan != "small" {
 			t.Errorf("spec plan %q; want small, the plan of size 2", spec.Plan)
 		}
+	}
+}
+
+// TestGoneVersions: the newest maxGone finished instances' versions are
+// remembered by provider ID, the oldest forgotten first; an instance
+// without an ID is not remembered; one taken back is forgotten.
+func TestGoneVersions(t *testing.T) {
+	var v goneVersions
+	v.remember("", "v1")
+	if _, ok := v.version(""); ok {
+		t.Fatal("an instance without a provider ID was remembered")
+	}
+	for i := range maxGone + 1 {
+		v.remember(fmt.Sprintf("srv-%d", i), fmt.Sprintf("v%d", i))
+	}
+	if _, ok := v.version("srv-0"); ok {
+		t.Fatalf("the oldest of %d was kept beyond maxGone %d", maxGone+1, maxGone)
+	}
+	if got, ok := v.version("srv-1"); !ok || got != "v1" {
+		t.Fatalf("srv-1: %q %v, want v1", got, ok)
+	}
+	v.remember("srv-1", "v9") // gone again: its newest version counts
+	if got, _ := v.version("srv-1"); got != "v9" {
+		t.Fatalf("srv-1 gone again: %q, want v9", got)
+	}
+	v.forget("srv-1")
+	if _, ok := v.version("srv-1"); ok {
+		t.Fatal("an instance taken back is still remembered")
 	}
 }

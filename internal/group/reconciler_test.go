@@ -279,7 +279,7 @@ func TestReconcilerStartingToFailedExited(t *testing.T) {
 func TestReconcilerStartingToFailedDeployCheckFailing(t *testing.T) {
 	r := newReconciler(t, 1, func(r *reconciler) {
 		r.g.mu.Lock()
-		r.g.deployTarget, r.g.rollTmpl = "v2", config.Template{StopTimeout: 5 * time.Second}
+		r.g.dep.begin("v2", config.Template{StopTimeout: 5 * time.Second})
 		r.g.mu.Unlock()
 	})
 	t0 := r.clk.Now()
@@ -582,7 +582,7 @@ func TestReconcilerScaleUpKeepsWaitingInstance(t *testing.T) {
 		r.g.mu.Lock()
 		defer r.g.mu.Unlock()
 		in := r.g.insts["web-002"]
-		return in != nil && in.keep != nil
+		return in != nil && in.wait.keep != nil
 	})
 
 	m := r.g.Mark()
@@ -671,7 +671,7 @@ func TestReconcilerScaleUpAwaitsDeleteCall(t *testing.T) {
 				r.g.mu.Lock()
 				defer r.g.mu.Unlock()
 				in := r.g.insts["web-002"]
-				return in != nil && in.keep != nil
+				return in != nil && in.wait.keep != nil
 			})
 			hold := make(chan struct{})
 			cloud.setHold(hold)
