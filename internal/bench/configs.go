@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// benchConfig renders a shoal config for a benchmark: the frontend on
+// BenchConfig renders a shoal config for a benchmark: the frontend on
 // 127.0.0.1:port, state in stateDir, a metrics section (YAML lines without
-// indentation, may be empty) and the groups (from groupYAML).
+// indentation, may be empty) and the groups (from GroupYAML).
 func BenchConfig(port int, stateDir, metrics string, groups ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, stateDir)
@@ -21,7 +21,7 @@ func BenchConfig(port int, stateDir, metrics string, groups ...string) string {
 	return b.String()
 }
 
-// groupYAML renders a group of demo-backend instances, one core each
+// GroupYAML renders a group of demo-backend instances, one core each
 // (GOMAXPROCS=1 and cpus: 1, so that more instances are more capacity even
 // on a small machine), health-checked every check (rise 2). extra holds
 // more fields of the group (cooldown, autoscale) as YAML without indentation.
@@ -63,6 +63,6 @@ func indent(s, prefix string) string {
 	return b.String()
 }
 
-// groupCap is the largest max_size shoal's config accepts, so the most
+// GroupCap is the largest max_size shoal's config accepts, so the most
 // instances one benchmark group may have.
 const GroupCap = 100

@@ -117,7 +117,7 @@ func (e *Env) LogTail(name string, lines int) string {
 	return strings.Join(all[max(0, len(all)-lines):], " | ")
 }
 
-// stop sends p.StopSignal to p's process group, then SIGKILL after p.Grace.
+// Stop sends p.StopSignal to p's process group, then SIGKILL after p.Grace.
 func (p *Proc) Stop() {
 	var below []int
 	if p.Descendants {
@@ -140,7 +140,7 @@ func (p *Proc) Stop() {
 	KillAll(below)
 }
 
-// killAll sends SIGTERM to pids still alive, and SIGKILL to those left after 5 s.
+// KillAll sends SIGTERM to pids still alive, and SIGKILL to those left after 5 s.
 func KillAll(pids []int) {
 	var left []int
 	for _, pid := range pids {
@@ -157,7 +157,7 @@ func KillAll(pids []int) {
 	}
 }
 
-// statFields returns the fields of /proc/PID/stat after the command name.
+// StatFields returns the fields of /proc/PID/stat after the command name.
 func StatFields(pid int) ([]string, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -176,7 +176,7 @@ func zombie(pid int) bool {
 	return err != nil || f[0] == "Z"
 }
 
-// descendants returns every process below pid, children first.
+// Descendants returns every process below pid, children first.
 func Descendants(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	children := map[int][]int{}
@@ -221,7 +221,7 @@ func CPUTicks(pid int) (int64, error) {
 	return u + s, nil
 }
 
-// clockTicks is USER_HZ, 100 on every Linux that Go runs on.
+// ClockTicks is USER_HZ, 100 on every Linux that Go runs on.
 const ClockTicks = 100
 
 // RSSKiB returns pid's resident set size.
@@ -238,7 +238,7 @@ func RSSKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
-// processCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
+// ProcessCPU samples pid's CPU (% of one core) over d, and its RSS at the end.
 func ProcessCPU(ctx context.Context, pid int, d time.Duration) (cpu, rssKiB float64, err error) {
 	t0, err := CPUTicks(pid)
 	if err != nil {
@@ -330,7 +330,7 @@ func WaitHTTP(ctx context.Context, url string, p *Proc, timeout time.Duration) e
 	}
 }
 
-// haproxyPath finds HAProxy in PATH or /usr/sbin, where Debian puts it.
+// HAProxyPath finds HAProxy in PATH or /usr/sbin, where Debian puts it.
 func HAProxyPath() string {
 	if p, err := exec.LookPath("haproxy"); err == nil {
 		return p
@@ -341,7 +341,7 @@ func HAProxyPath() string {
 	return ""
 }
 
-// startHAProxyConfig checks cfg with haproxy -c, runs HAProxy on it as the
+// StartHAProxyConfig checks cfg with haproxy -c, runs HAProxy on it as the
 // process name and waits until url answers.
 func StartHAProxyConfig(ctx context.Context, env *Env, hap, name, cfg, url string) (*Proc, error) {
 	path := filepath.Join(env.Work, name+".cfg")

@@ -15,15 +15,15 @@ import (
 // commonFlags on every subcommand by run, the others by the subcommands
 // that take them.
 
-// usageError wraps a flag problem found after parsing.
+// UsageError wraps a flag problem found after parsing.
 type UsageError struct{ Err error }
 
 func (u UsageError) Error() string { return u.Err.Error() }
 
-// badUsage returns a usage error (exit status 2).
+// BadUsage returns a usage error (exit status 2).
 func BadUsage(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
 
-// parse parses a subcommand's flags, turning flag errors into usage errors.
+// Parse parses a subcommand's flags, turning flag errors into usage errors.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -37,7 +37,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// binFlags locate the binaries a benchmark starts: -bin, the directory
+// BinFlags locate the binaries a benchmark starts: -bin, the directory
 // with demo-backend, and -shoal.
 type BinFlags struct {
 	dir, Shoal string
@@ -48,13 +48,13 @@ func (b *BinFlags) Register(fs *flag.FlagSet) {
 	b.RegisterShoal(fs)
 }
 
-// registerShoal registers -shoal alone, for a benchmark that starts no
+// RegisterShoal registers -shoal alone, for a benchmark that starts no
 // demo-backend of its own.
 func (b *BinFlags) RegisterShoal(fs *flag.FlagSet) {
 	fs.StringVar(&b.Shoal, "shoal", "bin/shoal", "the shoal binary")
 }
 
-// resolve returns the absolute paths of demo-backend and shoal.
+// Resolve returns the absolute paths of demo-backend and shoal.
 func (b *BinFlags) Resolve() (backend, shoal string, err error) {
 	backend, err = filepath.Abs(filepath.Join(b.dir, "demo-backend"))
 	if err != nil {
@@ -67,12 +67,12 @@ func (b *BinFlags) Resolve() (backend, shoal string, err error) {
 	return backend, shoal, err
 }
 
-// sloFlag registers -slo, the p99 latency a second may have.
+// SLOFlag registers -slo, the p99 latency a second may have.
 func SLOFlag(fs *flag.FlagSet) *time.Duration {
 	return fs.Duration("slo", 100*time.Millisecond, "p99 latency SLO")
 }
 
-// traceFlags choose a window of a per-minute trace: -trace, -from, -to.
+// TraceFlags choose a window of a per-minute trace: -trace, -from, -to.
 type TraceFlags struct {
 	path, from, to string
 }
@@ -83,7 +83,7 @@ func (t *TraceFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.to, "to", "1998-07-01T08:00", "window end, UTC")
 }
 
-// traceWindow is the window traceFlags chose.
+// TraceWindow is the window TraceFlags chose.
 type TraceWindow struct {
 	Path     string // the file read
 	From, To time.Time
@@ -91,7 +91,7 @@ type TraceWindow struct {
 	Window   trace.Series // its minutes from From to To
 }
 
-// read reads the trace (the World Cup 1998 trace when -trace is empty) and
+// Read reads the trace (the World Cup 1998 trace when -trace is empty) and
 // cuts the window; its errors are usage errors.
 func (t *TraceFlags) Read() (TraceWindow, error) {
 	tw := TraceWindow{Path: t.path}

@@ -29,7 +29,7 @@ type Tool struct {
 	run  func(ctx context.Context, url string, d time.Duration) (Sample, error)
 }
 
-// newTool returns wrk with conns connections on one thread if want is "wrk"
+// NewTool returns wrk with conns connections on one thread if want is "wrk"
 // and it is installed (as in the original bench/run.sh: it is lighter than
 // any Go client, so the generator takes less of the 2 cores from what it
 // measures), else shoal's own loadgen in this process.
@@ -78,7 +78,7 @@ func (t Tool) Measure(ctx context.Context, url string, d time.Duration) (Sample,
 	return t.run(ctx, url, d)
 }
 
-// runWrk runs wrk on url; extra are more of its flags (-H "Connection:
+// RunWrk runs wrk on url; extra are more of its flags (-H "Connection:
 // close": a new connection per request).
 func RunWrk(ctx context.Context, path, url string, conns int, d time.Duration, extra ...string) (Sample, error) {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
@@ -147,7 +147,7 @@ type openLoad struct {
 	err    error
 }
 
-// startOpenLoad starts o's schedule; it runs until the schedule ends, Stop,
+// StartOpenLoad starts o's schedule; it runs until the schedule ends, Stop,
 // or ctx is done.
 func StartOpenLoad(ctx context.Context, o loadgen.OpenOptions) *openLoad {
 	ctx, cancel := context.WithCancel(ctx)

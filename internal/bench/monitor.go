@@ -92,7 +92,7 @@ func (m *Monitor) Last() (Event, bool) {
 	return m.Events[len(m.Events)-1], true
 }
 
-// describe renders a decision in one line: what decided, on which values,
+// Describe renders a decision in one line: what decided, on which values,
 // and what came of it.
 func Describe(e Event) string {
 	var vals []string
@@ -112,7 +112,7 @@ func Describe(e Event) string {
 	return fmt.Sprintf("%s %s %d→%d %s: %s", e.Time.Local().Format("15:04:05"), e.Rule, e.Current, e.Recommendation, strings.Join(vals, " "), out)
 }
 
-// waitView polls mon every 500 ms until ok holds.
+// WaitView polls mon every 500 ms until ok holds.
 func WaitView(ctx context.Context, mon *Monitor, timeout time.Duration, ok func(View) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {

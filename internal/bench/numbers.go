@@ -11,7 +11,7 @@ import (
 // The numbers the reports share: how a figure is computed from samples and
 // how it is printed. A nil *float64 is a figure not measured.
 
-// num returns a pointer to v, or nil for NaN (not measured).
+// Num returns a pointer to v, or nil for NaN (not measured).
 func Num(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
@@ -19,7 +19,7 @@ func Num(v float64) *float64 {
 	return &v
 }
 
-// fmtNum prints a figure to about three significant digits, "-" when not
+// FmtNum prints a figure to about three significant digits, "-" when not
 // measured.
 func FmtNum(v *float64) string {
 	if v == nil {
@@ -36,7 +36,7 @@ func FmtNum(v *float64) string {
 	}
 }
 
-// median returns the median of vs, NaN if there are none.
+// Median returns the median of vs, NaN if there are none.
 func Median(vs []float64) float64 {
 	if len(vs) == 0 {
 		return math.NaN()
@@ -49,7 +49,7 @@ func Median(vs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// quantile returns the nearest-rank q-quantile of vs (q in (0, 1]).
+// Quantile returns the nearest-rank q-quantile of vs (q in (0, 1]).
 func Quantile(vs []float64, q float64) float64 {
 	if len(vs) == 0 {
 		return Median(nil)
@@ -70,7 +70,7 @@ func Round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 func Msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// pct formats a percentage, or "-" when not measured.
+// Pct formats a percentage, or "-" when not measured.
 func Pct(v *float64) string {
 	if v == nil {
 		return "-"
@@ -78,7 +78,7 @@ func Pct(v *float64) string {
 	return fmt.Sprintf("%.0f%%", *v)
 }
 
-// f1 formats a number with one decimal, or "-".
+// F1 formats a number with one decimal, or "-".
 func F1(v *float64) string {
 	if v == nil {
 		return "-"
@@ -86,7 +86,7 @@ func F1(v *float64) string {
 	return fmt.Sprintf("%.1f", *v)
 }
 
-// diff returns a − b, or nil when either was not measured.
+// Diff returns a − b, or nil when either was not measured.
 func Diff(a, b *float64) *float64 {
 	if a == nil || b == nil {
 		return nil

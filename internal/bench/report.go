@@ -49,7 +49,7 @@ type Figure struct {
 	Note    string   `json:"note,omitempty"`
 }
 
-// verdict returns PASS or FAIL for ok, or "" when v is nil.
+// Verdict returns PASS or FAIL for ok, or "" when v is nil.
 func Verdict(v *float64, ok func(float64) bool) string {
 	switch {
 	case v == nil:

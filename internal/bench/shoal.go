@@ -65,7 +65,7 @@ func (s *Shoal) URL(path string) string { return "http://" + s.Cfg.Frontends[0].
 // LogTail returns the last lines of the running core's log, for errors.
 func (s *Shoal) LogTail(lines int) string { return s.env.LogTail(s.Proc.Name, lines) }
 
-// startServe runs `shoal serve -c path` as the process name (its log is
+// StartServe runs `shoal serve -c path` as the process name (its log is
 // WORK/NAME.log).
 func (e *Env) StartServe(name, bin, path string) (*Proc, error) {
 	p, err := e.Start(name, bin, "serve", "-c", path)
@@ -92,7 +92,7 @@ func (s *Shoal) CLI(ctx context.Context, timeout time.Duration, args ...string) 
 	return out, nil
 }
 
-// pollEvery is how often the harness asks shoal when nothing is timed to
+// PollEvery is how often the harness asks shoal when nothing is timed to
 // the answer.
 const PollEvery = 200 * time.Millisecond
 

@@ -154,13 +154,13 @@ func runChaos(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 		det.Runs = append(det.Runs, run)
 	}
 	rep.Settings = []bench.Setting{
-		{"load", fmt.Sprintf("own keep-alive client in process, %d connections paced at %.0f req/s, GET / (9 KB page) and POST /echo; at least %d requests per run, 60 s timeout per request", *conns, *rate, *budget)},
-		{"events", fmt.Sprintf("%s, %v apart, after a %v quiet window (the at-rest baseline)", *events, *gap, *quiet)},
-		{"group", "web: demo-backend instances, min 2 max 6, health GET /healthz every 500ms rise 2 fall 2, replace_after 3s, drain_timeout 10s, cooldowns 1s"},
-		{"attribution", "a request counts for an event when its lifetime overlaps the event's window: from the action to its end condition (scale/deploy job done, reload answered, new core adopted and 2 in service, the replacement in service) plus 1 s"},
+		{Name: "load", Value: fmt.Sprintf("own keep-alive client in process, %d connections paced at %.0f req/s, GET / (9 KB page) and POST /echo; at least %d requests per run, 60 s timeout per request", *conns, *rate, *budget)},
+		{Name: "events", Value: fmt.Sprintf("%s, %v apart, after a %v quiet window (the at-rest baseline)", *events, *gap, *quiet)},
+		{Name: "group", Value: "web: demo-backend instances, min 2 max 6, health GET /healthz every 500ms rise 2 fall 2, replace_after 3s, drain_timeout 10s, cooldowns 1s"},
+		{Name: "attribution", Value: "a request counts for an event when its lifetime overlaps the event's window: from the action to its end condition (scale/deploy job done, reload answered, new core adopted and 2 in service, the replacement in service) plus 1 s"},
 	}
 	if !rig.hasDeploy && plan["deploy"] > 0 {
-		rep.Settings = append(rep.Settings, bench.Setting{"deploy", "left out: this shoal has no `shoal deploy` yet"})
+		rep.Settings = append(rep.Settings, bench.Setting{Name: "deploy", Value: "left out: this shoal has no `shoal deploy` yet"})
 	}
 	rep.Figures, rep.Markdown = chaosFigures(det)
 	return rep, nil

@@ -161,7 +161,7 @@ func runCollection(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	return rep, nil
 }
 
-// collectionConfig is ngroups empty groups of up to groupCap instances.
+// collectionConfig is ngroups empty groups of up to bench.GroupCap instances.
 func collectionConfig(port int, stateDir, backend string, ngroups int, interval time.Duration) string {
 	var groups []string
 	for i := range ngroups {

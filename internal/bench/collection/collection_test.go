@@ -10,7 +10,7 @@ import (
 )
 
 // TestCollectionConfig checks that the config the benchmark renders is one
-// shoal accepts: groups of up to groupCap idle instances held to one core,
+// shoal accepts: groups of up to bench.GroupCap idle instances held to one core,
 // with no autoscale policy to change their sizes.
 func TestCollectionConfig(t *testing.T) {
 	dir := t.TempDir()

@@ -531,7 +531,7 @@ func partFigures(delay string, part daysPart) []bench.Figure {
 	})
 }
 
-// verdictIf is verdict, with no verdict when there is no test.
+// verdictIf is bench.Verdict, with no verdict when there is no test.
 func verdictIf(v *float64, ok func(float64) bool) string {
 	if ok == nil {
 		return ""
