@@ -9,8 +9,9 @@
 //	shoal-bench SUBCOMMAND -h
 //
 // Run it from the repository root (paths such as bin/ and bench/results are
-// relative to it). Each subcommand lives in its own file and registers itself
-// with register; `shoal-bench` without arguments lists them. Everything a
+// relative to it). Each benchmark is a package under internal/bench (its
+// Command listed in commands below), the pieces they share are package
+// internal/bench; `shoal-bench` without arguments lists them. Everything a
 // benchmark starts listens on 127.0.0.1 only, runs in its own process group
 // and is stopped when the benchmark ends, Ctrl-C included. See bench/README.md.
 package main
@@ -27,25 +28,38 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+
+	"github.com/shoal-lb/shoal/internal/bench"
+	"github.com/shoal-lb/shoal/internal/bench/chaos"
+	"github.com/shoal-lb/shoal/internal/bench/clouds"
+	"github.com/shoal-lb/shoal/internal/bench/collection"
+	"github.com/shoal-lb/shoal/internal/bench/compare"
+	"github.com/shoal-lb/shoal/internal/bench/dashboard"
+	"github.com/shoal-lb/shoal/internal/bench/demo"
+	"github.com/shoal-lb/shoal/internal/bench/gslb"
+	"github.com/shoal-lb/shoal/internal/bench/hosts"
+	"github.com/shoal-lb/shoal/internal/bench/overload"
+	"github.com/shoal-lb/shoal/internal/bench/reaction"
+	"github.com/shoal-lb/shoal/internal/bench/replay"
+	"github.com/shoal-lb/shoal/internal/bench/throughput"
+	"github.com/shoal-lb/shoal/internal/bench/tlsbench"
+	"github.com/shoal-lb/shoal/internal/bench/zero"
 )
 
-// command is one benchmark.
-type command struct {
-	name    string
-	summary string
-	// run parses args with fs (whose common flags are already registered)
-	// and measures. It returns the report to write, or nil for none.
-	run func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (*Report, error)
-}
+// commands are the benchmarks, by name.
+var commands = index(chaos.Command, clouds.Command, collection.Command, compare.Command, dashboard.Command, demo.Command,
+	gslb.Command, hosts.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
 
-var commands = map[string]*command{}
-
-// register adds a subcommand; each benchmark's file calls it from init.
-func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("shoal-bench: subcommand registered twice: " + c.name)
+// index maps the benchmarks by name; a name given twice is a programming error.
+func index(cs ...*bench.Command) map[string]*bench.Command {
+	m := make(map[string]*bench.Command, len(cs))
+	for _, c := range cs {
+		if _, dup := m[c.Name]; dup {
+			panic("shoal-bench: subcommand registered twice: " + c.Name)
+		}
+		m[c.Name] = c
 	}
-	commands[c.name] = c
+	return m
 }
 
 func main() {
@@ -71,7 +85,7 @@ var errUsage = errors.New("usage")
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shoal-bench SUBCOMMAND [flags]\n\nsubcommands:")
 	for _, name := range slices.Sorted(maps.Keys(commands)) {
-		fmt.Fprintf(w, "  %-12s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", name, commands[name].Summary)
 	}
 }
 
@@ -85,18 +99,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return fmt.Errorf("%w: unknown subcommand %q", errUsage, args[0])
 	}
-	fs := flag.NewFlagSet("shoal-bench "+c.name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("shoal-bench "+c.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var common commonFlags
 	common.register(fs)
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	env, err := NewEnv(log)
+	env, err := bench.NewEnv(log)
 	if err != nil {
 		return err
 	}
-	rep, err := c.run(ctx, env, fs, args[1:])
-	var ue usageError
+	rep, err := c.Run(ctx, env, fs, args[1:])
+	var ue bench.UsageError
 	usageErr := errors.Is(err, flag.ErrHelp) || errors.As(err, &ue)
 	// A failed measurement keeps its logs; bad flags have none worth keeping.
 	if cerr := env.Close(err != nil && !usageErr); err == nil && cerr != nil {
@@ -106,14 +120,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case errors.Is(err, flag.ErrHelp):
 		return err
 	case usageErr:
-		return fmt.Errorf("%w: %s: %v", errUsage, c.name, ue.err)
+		return fmt.Errorf("%w: %s: %v", errUsage, c.Name, ue.Err)
 	case err != nil:
-		return fmt.Errorf("%s: %w", c.name, err)
+		return fmt.Errorf("%s: %w", c.Name, err)
 	}
 	if rep == nil { // the demo: its output is the terminal
 		return nil
 	}
-	rep.Name = c.name
+	rep.Name = c.Name
 	rep.Smoke = common.smoke
 	md, js, err := rep.Write(common.out)
 	if err != nil {
@@ -125,4 +139,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("wrote report", "markdown", md, "json", js)
 	return nil
+}
+
+// commonFlags are the flags every subcommand has.
+type commonFlags struct {
+	out   string
+	smoke bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.out, "out", "bench/results", "directory for the TIMESTAMP-NAME.json and .md reports")
+	fs.BoolVar(&c.smoke, "smoke", false, "mark the report as a smoke run (proves the harness works; not a measurement)")
 }
