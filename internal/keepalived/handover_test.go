@@ -2,6 +2,7 @@ package keepalived
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,9 +186,56 @@ func TestVIPHandover(t *testing.T) {
 	}
 	// Nothing is left held: a new connection is accepted at once.
 	for _, n := range []*node{a, b} {
-		out, err := lab.Space(n.name).Command(ctx, "nft", "list", "tables").CombinedOutput()
-		if err != nil || strings.Contains(string(out), nftTable) {
-			t.Fatalf("%s: nftables after the handovers: %v %s", n.name, err, out)
+		out, err := lab.Space(n.name).Command(ctx, "nft", "list", "set", "inet", nftTable, heldSet).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "elements") {
+			t.Fatalf("%s: the held set after the handovers: %v %s", n.name, err, out)
 		}
+	}
+}
+
+// TestVIPGuard: on the VIP's holder, a SYN that no socket takes (HAProxy
+// dead, or a port nothing serves) is dropped, so the client sends it again
+// rather than being refused; the node's own address is left alone; Stop
+// deletes the guard.
+func TestVIPGuard(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pair, lab := newPair(ctx, t, "client")
+	a, _, start := newNodes(ctx, t, pair, false)
+	start(a)
+	waitState(t, a, "MASTER", 15*time.Second)
+	vip := netip.MustParsePrefix(a.o.VIP.Address).Addr().String()
+	client := lab.Space("client")
+	dial := func(addr string) error {
+		dctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+		defer cancel()
+		c, err := client.Dial(dctx, "tcp", net.JoinHostPort(addr, "8080"))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	site := startSite(t, lab.Space("a"))
+	if err := dial(vip); err != nil {
+		t.Fatalf("dial the VIP with a listener: %v", err)
+	}
+	site.srv.Close() // the data plane dies; the kernel keeps the VIP
+	t0 := time.Now()
+	if err := dial(vip); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial the VIP with no listener: %v after %s; want a timeout (the SYN dropped, not refused)", err, time.Since(t0).Round(time.Millisecond))
+	}
+	if err := dial(pair.Addr[0]); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial the node's own address with no listener: %v; want connection refused", err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	defer scancel()
+	if err := a.s.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	a.s = nil
+	out, err := lab.Space("a").Command(ctx, "nft", "list", "tables").CombinedOutput()
+	if err != nil || strings.Contains(string(out), nftTable) {
+		t.Fatalf("nftables after Stop: %v %s; want no %s", err, out, nftTable)
 	}
 }
