@@ -176,6 +176,15 @@ func newHAPair(t *testing.T, hosts int, spec haSpec) *haPair {
 		n := &haNode{name: name, ns: lab.Space(name), priority: spec.priorities[i]}
 		n.shoalEnv = newEnv(t, "", haGroup(spec.hosts))
 		n.netns = n.ns.Name
+		cg, err := testhost.NewCgroup(name)
+		if errors.Is(err, testhost.ErrUnsupported) && os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cg.Close() })
+		n.cgroup = cg
 		n.listen = fmt.Sprintf("0.0.0.0:%d", haPort)
 		n.writeConfig(p.topConfig(n, spec, remote), haGroup(spec.hosts))
 		p.nodes = append(p.nodes, n)
@@ -497,10 +506,8 @@ func (p *haPair) clientLoad(timeout time.Duration) (stop func() haLoadResult) {
 
 // powerOff is a machine's death: every process of the node killed (-9)
 // and its link cut in the same instant, so that nothing answers for it,
-// not even its kernel with a RST. (A kill -9 of the processes alone,
-// which the failover loop does, leaves the kernel refusing connections to
-// the stale VIP until the standby's gratuitous ARP: the client's
-// retries, not the failover, would make the failure count.)
+// not even its kernel. (A crash of the processes alone, with the kernel
+// alive, is TestHAPairCrash's.)
 func (p *haPair) powerOff(n *haNode) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -511,15 +518,19 @@ func (p *haPair) powerOff(n *haNode) {
 	p.killNode(n)
 }
 
-// killNode kills (-9) every process in n's namespace: shoal, its HAProxy,
-// keepalived and their scripts.
-func (p *haPair) killNode(n *haNode) {
+// killNode kills (-9) every process of node n as one, through its cgroup
+// (frozen, then killed): shoal, its HAProxy, keepalived and their scripts,
+// none seeing another die. (Killed one pid at a time, keepalived's VRRP
+// child sometimes saw its parent die and gave the VIP up gracefully: a
+// handover, not a crash.) It returns when the last of them was dead.
+func (p *haPair) killNode(n *haNode) time.Time {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := n.ns.Kill(ctx); err != nil {
+	if err := n.cgroup.Kill(ctx); err != nil {
 		p.t.Fatal(err)
 	}
+	dead := time.Now()
 	select {
 	case <-n.exited:
 	case <-time.After(10 * time.Second):
@@ -528,6 +539,7 @@ func (p *haPair) killNode(n *haNode) {
 	if pids, _ := n.ns.PIDs(ctx); len(pids) > 0 {
 		p.t.Fatalf("%s still runs %v after the kill", n.name, pids)
 	}
+	return dead
 }
 
 // leaderJobs lists web's jobs as the leader has them, by id.

@@ -147,6 +147,9 @@ type shoalEnv struct {
 	// netns, when set, is the network namespace shoal serve runs in (an
 	// HA node of a test lab); its socket is a file, reached from here.
 	netns string
+	// cgroup, when set, is where shoal serve starts, with all it runs
+	// (HAProxy, keepalived), so that a test can kill them as one.
+	cgroup *testhost.Cgroup
 }
 
 func freePort(t *testing.T) int {
@@ -232,6 +235,9 @@ func (e *shoalEnv) start() {
 	}
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if e.cgroup != nil {
+		e.cmd.SysProcAttr.UseCgroupFD, e.cmd.SysProcAttr.CgroupFD = true, e.cgroup.FD()
+	}
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
