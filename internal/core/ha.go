@@ -49,6 +49,32 @@ type sharedStore interface {
 	Guard(ctx context.Context) error
 }
 
+// eventRecorder records an event: the node's SQLite store on a single
+// node, nodeEvents on a node of an HA pair.
+type eventRecorder interface {
+	InsertDecision(ctx context.Context, d *decision.Record) error
+}
+
+// nodeEvents records an HA node's own events (its HAProxy restarted, a host
+// or certificate it watches, its DNS listeners) in etcd, whether the node
+// leads or not, so that `shoal events` and the dashboard on either node
+// list both nodes' events; each names its node. The local SQLite copy
+// queues the notification, as haStore.InsertDecision's does.
+type nodeEvents struct {
+	s    *haStore
+	node string
+}
+
+func (e nodeEvents) InsertDecision(ctx context.Context, d *decision.Record) error {
+	d.Reason = "node " + e.node + ": " + d.Reason
+	err := e.s.shared.InsertNodeEvent(ctx, d)
+	local := *d
+	if lerr := e.s.Store.InsertDecision(ctx, &local); lerr != nil {
+		err = errors.Join(err, fmt.Errorf("local copy: %w", lerr))
+	}
+	return err
+}
+
 // haStore is an HA node's store: the pair's shared state in etcd (fenced
 // writes: group states, instances and their usage, jobs, decisions), the
 // rest (notification queue, start delays) in the node's SQLite, which also
