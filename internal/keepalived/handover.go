@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,8 @@ import (
 //
 //	Hold: drop SYNs to the VIP ──► Closing(true): each connection closes
 //	after its answer ──► quiet (no request in HAProxy, no socket on the VIP
-//	with bytes unacknowledged) or handoverDrainMax ──► Yield: FAULT, a
+//	with bytes unacknowledged, none opened but still without its first
+//	request) or handoverDrainMax ──► Yield: FAULT, a
 //	priority-0 advert, the backup takes the VIP ──► release the hold,
 //	Closing(false) ──► (caller: leadership moves) ──► Unyield
 //
@@ -153,6 +155,12 @@ func (s *Supervisor) waitQuiet(ctx context.Context, d Drainer, deadline time.Tim
 		if reqs, err = d.Requests(ctx); err == nil {
 			socks, which, err = s.unfinished()
 		}
+		if err == nil {
+			var n int
+			var w []string
+			n, w, err = s.fresh(ctx)
+			socks, which = socks+n, append(which, w...)
+		}
 		if err != nil {
 			s.log.Warn("handover: counting what is in flight failed", "err", err)
 		}
@@ -267,6 +275,51 @@ func (s *Supervisor) unfinished() (int, []string, error) {
 		which = append(which, w...)
 	}
 	return total, which, nil
+}
+
+// fresh counts the connections to the VIP that are established but have
+// not received a byte: their client has yet to send its first request
+// (say, it connected just before the hold and is slow to write). HAProxy
+// has no stream for them and their queues are empty, but a move now would
+// have the new holder reset that request, and a client retries a request
+// only on a connection it reused. tcp_info's bytes_received tells them
+// from idle keep-alive connections; ss prints it (none when it is 0).
+func (s *Supervisor) fresh(ctx context.Context) (int, []string, error) {
+	src := s.vip.Addr().String()
+	if s.vip.Addr().Is6() {
+		src = "[" + src + "]"
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := s.command(cctx, "ss", "-tniOH", "state", "established", "src", src).Output()
+	if err != nil {
+		return 0, nil, fmt.Errorf("list the connections to the VIP (ss): %w", err)
+	}
+	return countFresh(string(out))
+}
+
+// countFresh reads `ss -tniOH` lines (Recv-Q Send-Q Local Peer info...)
+// and counts those without bytes_received, returning the first few peers.
+func countFresh(out string) (int, []string, error) {
+	n := 0
+	var which []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 4 {
+			return 0, nil, fmt.Errorf("ss line %q: expected Recv-Q Send-Q local peer", line)
+		}
+		if slices.ContainsFunc(f[4:], func(w string) bool { return strings.HasPrefix(w, "bytes_received:") }) {
+			continue
+		}
+		n++
+		if len(which) < 5 {
+			which = append(which, f[3]+" established, nothing received")
+		}
+	}
+	return n, which, nil
 }
 
 // TCP states in /proc/net/tcp (include/net/tcp_states.h).
