@@ -68,7 +68,8 @@ func (c *Cgroup) PIDs() ([]int, error) {
 
 // Kill freezes every process in the group, so that none runs another
 // instruction, then SIGKILLs them all, waits until the group is empty and
-// thaws it for the next processes started in it.
+// thaws it. Start what comes next in a new group: Linux 6.18 kills at once
+// a process cloned into a group (CLONE_INTO_CGROUP) that was killed before.
 func (c *Cgroup) Kill(ctx context.Context) error {
 	if err := c.write("cgroup.freeze", "1"); err != nil {
 		return err
