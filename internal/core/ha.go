@@ -575,8 +575,8 @@ const leaderRise = 2 * time.Second
 // taken down without cutting a client off.
 //
 //	standby ready? ──► hold SYNs, close after answer ──► quiet ──► yield:
-//	VIP on the standby ──► fence cleared, resign ──► new leader ──►
-//	leaderRise ──► unyield
+//	VIP left ──► one advert (the standby takes it) ──► fence cleared,
+//	resign ──► new leader ──► leaderRise ──► unyield
 func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	start := time.Now()
 	r := h.node.Role()
@@ -604,6 +604,18 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 			lg = h.log.Warn
 		}
 		lg("step-down: the VIP left this node", "drained", res.Drained.Round(time.Millisecond), "quiet", res.Quiet, "after", res.Left.Round(time.Millisecond))
+		// The standby takes the address its skew time (under one advert)
+		// after our priority-0 advert. Resigning sooner would let its
+		// leader check pass within that time, and a change of priority
+		// restarts a backup's master-down timer: the address would be no
+		// one's for three adverts, and the SYNs held through the move
+		// would wait for their second retransmission (seen in about one
+		// step-down in four).
+		select {
+		case <-ctx.Done():
+			return resp, ctx.Err()
+		case <-time.After(h.vip.Advert):
+		}
 	}
 	defer func() {
 		if yielded {
