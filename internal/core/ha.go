@@ -65,9 +65,19 @@ type nodeEvents struct {
 	node string
 }
 
+// nodeEventTimeout bounds the etcd part of recording a node's event: the
+// callers (HAProxy's supervisor, after a restart) wait for it, and a node
+// cut from etcd still has its local copy and notification.
+const nodeEventTimeout = 2 * time.Second
+
 func (e nodeEvents) InsertDecision(ctx context.Context, d *decision.Record) error {
 	d.Reason = "node " + e.node + ": " + d.Reason
-	err := e.s.shared.InsertNodeEvent(ctx, d)
+	ectx, cancel := context.WithTimeout(ctx, nodeEventTimeout)
+	err := e.s.shared.InsertNodeEvent(ectx, d)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("record in etcd: %w", err)
+	}
 	local := *d
 	if lerr := e.s.Store.InsertDecision(ctx, &local); lerr != nil {
 		err = errors.Join(err, fmt.Errorf("local copy: %w", lerr))
