@@ -29,12 +29,16 @@ leader scales, deploys and runs the policies, the standby mirrors its servers.`,
 }
 
 func haStatusCmd(o *options) *cobra.Command {
-	return &cobra.Command{
-		Use:     "status",
-		Short:   "show the leader, the lease and every node's HAProxy sync state",
-		Example: `  shoal ha status`,
-		Args:    cobra.NoArgs,
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "show the leader, the lease and every node's HAProxy sync state",
+		Example: `  shoal ha status
+  shoal ha status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -43,10 +47,15 @@ func haStatusCmd(o *options) *cobra.Command {
 			if err != nil {
 				return apiExit(err)
 			}
+			if o.output == "json" {
+				return printJSON(o.stdout, st)
+			}
 			printHA(o.stdout, st)
 			return nil
 		},
 	}
+	addOutputFlag(cmd, o)
+	return cmd
 }
 
 func haStepDownCmd(o *options) *cobra.Command {

@@ -196,6 +196,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	def := defaultConfig
 	cfg := &Config{}
 
+	if !top.has("gslb") {
+		top.require("groups") // a node that only answers DNS needs none
+	}
 	if !top.has("frontends") {
 		top.require("listen") // the one-frontend shorthand
 	}

@@ -35,8 +35,10 @@ type Config struct {
 	// Providers are the provider instances groups may name besides the
 	// built-in "local" (this machine).
 	Providers []Provider `yaml:"providers"`
-	Groups    []Group    `yaml:"groups" required:"true"`
-	Compat    Compat     `yaml:"compat"`
+	// Groups are required unless the node only answers DNS (it has a gslb
+	// section).
+	Groups []Group `yaml:"groups"`
+	Compat Compat  `yaml:"compat"`
 	// AccessLog is HAProxy's per-request log, read by shoal.
 	AccessLog AccessLog `yaml:"access_log"`
 	// Metrics configures sampling and history; see DefaultMetrics.

@@ -121,6 +121,12 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix()), log: log.With("component", "ha")}
 		shared = hst
 	}
+	// What happens to this node (HAProxy, hosts, certificates, DNS) is
+	// recorded where every node of the pair lists it.
+	var events eventRecorder = st
+	if hst != nil {
+		events = nodeEvents{s: hst, node: cfg.HA.Node}
+	}
 	// keepalived starts before HAProxy, so that a VIP it cannot take (no
 	// such interface) refuses the start with nothing left running; its
 	// health check keeps it from the address until this core answers.
@@ -152,7 +158,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	lb := haproxy.NewManager(cfg, log)
 	lb.OnRestart(func(reason string) {
 		d := event.Record("", event.HAProxyRestarted, time.Now(), "haproxy", reason)
-		if err := st.InsertDecision(context.Background(), &d); err != nil {
+		if err := events.InsertDecision(context.Background(), &d); err != nil {
 			log.Warn("recording the restart of HAProxy failed", "err", err)
 		}
 	})
@@ -186,7 +192,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return err
 	}
-	provs.st, provs.fence = st, shared
+	provs.st, provs.fence = events, shared
 	provs.start()
 	defer provs.stop()
 
@@ -221,7 +227,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		met.Registry().MustRegister(accessLogLines{reader})
 	}
 	if cfg.GSLB != nil {
-		stopGSLB, err := startGSLB(cfg.GSLB, met, st, log)
+		stopGSLB, err := startGSLB(cfg.GSLB, met, events, log)
 		if err != nil {
 			return err
 		}
@@ -242,7 +248,7 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	certsCtx, stopCerts := context.WithCancel(context.Background())
 	var certsWG sync.WaitGroup
-	certsWG.Go(func() { certs.Run(certsCtx, certExpiring(st, log)) })
+	certsWG.Go(func() { certs.Run(certsCtx, certExpiring(events, log)) })
 	defer func() {
 		stopCerts()
 		certsWG.Wait()
@@ -554,7 +560,7 @@ func frontendList(fes []config.Frontend) string {
 
 // certExpiring records a certificate.expiring event (and so notifies) once
 // per certificate served, not at each of the store's hourly checks.
-func certExpiring(st *store.Store, log *slog.Logger) func(certstore.Cert) {
+func certExpiring(st eventRecorder, log *slog.Logger) func(certstore.Cert) {
 	told := map[string]bool{}
 	return func(c certstore.Cert) {
 		key := c.Frontend + "/" + c.Site + "/" + c.Serial

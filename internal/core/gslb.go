@@ -10,14 +10,13 @@ import (
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/gslb"
 	"github.com/shoal-lb/shoal/internal/promexp"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // startGSLB binds the GSLB DNS server and runs it and its site monitors
 // until the returned stop is called; a listener that failed and serves
 // again is a gslb.restarted event. It does not depend on HAProxy: the
 // sites it checks may be this node's frontends or any other.
-func startGSLB(cfg *config.GSLB, met *promexp.Metrics, st *store.Store, log *slog.Logger) (stop func(), err error) {
+func startGSLB(cfg *config.GSLB, met *promexp.Metrics, st eventRecorder, log *slog.Logger) (stop func(), err error) {
 	log = log.With("component", "gslb")
 	srv, err := gslb.New(cfg, log)
 	if err != nil {

@@ -49,6 +49,42 @@ type sharedStore interface {
 	Guard(ctx context.Context) error
 }
 
+// eventRecorder records an event: the node's SQLite store on a single
+// node, nodeEvents on a node of an HA pair.
+type eventRecorder interface {
+	InsertDecision(ctx context.Context, d *decision.Record) error
+}
+
+// nodeEvents records an HA node's own events (its HAProxy restarted, a host
+// or certificate it watches, its DNS listeners) in etcd, whether the node
+// leads or not, so that `shoal events` and the dashboard on either node
+// list both nodes' events; each names its node. The local SQLite copy
+// queues the notification, as haStore.InsertDecision's does.
+type nodeEvents struct {
+	s    *haStore
+	node string
+}
+
+// nodeEventTimeout bounds the etcd part of recording a node's event: the
+// callers (HAProxy's supervisor, after a restart) wait for it, and a node
+// cut from etcd still has its local copy and notification.
+const nodeEventTimeout = 2 * time.Second
+
+func (e nodeEvents) InsertDecision(ctx context.Context, d *decision.Record) error {
+	d.Reason = "node " + e.node + ": " + d.Reason
+	ectx, cancel := context.WithTimeout(ctx, nodeEventTimeout)
+	err := e.s.shared.InsertNodeEvent(ectx, d)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("record in etcd: %w", err)
+	}
+	local := *d
+	if lerr := e.s.Store.InsertDecision(ctx, &local); lerr != nil {
+		err = errors.Join(err, fmt.Errorf("local copy: %w", lerr))
+	}
+	return err
+}
+
 // haStore is an HA node's store: the pair's shared state in etcd (fenced
 // writes: group states, instances and their usage, jobs, decisions), the
 // rest (notification queue, start delays) in the node's SQLite, which also
@@ -549,8 +585,8 @@ const leaderRise = 2 * time.Second
 // taken down without cutting a client off.
 //
 //	standby ready? ──► hold SYNs, close after answer ──► quiet ──► yield:
-//	VIP on the standby ──► fence cleared, resign ──► new leader ──►
-//	leaderRise ──► unyield
+//	VIP left ──► one advert (the standby takes it) ──► fence cleared,
+//	resign ──► new leader ──► leaderRise ──► unyield
 func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	start := time.Now()
 	r := h.node.Role()
@@ -578,6 +614,18 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 			lg = h.log.Warn
 		}
 		lg("step-down: the VIP left this node", "drained", res.Drained.Round(time.Millisecond), "quiet", res.Quiet, "after", res.Left.Round(time.Millisecond))
+		// The standby takes the address its skew time (under one advert)
+		// after our priority-0 advert. Resigning sooner would let its
+		// leader check pass within that time, and a change of priority
+		// restarts a backup's master-down timer: the address would be no
+		// one's for three adverts, and the SYNs held through the move
+		// would wait for their second retransmission (seen in about one
+		// step-down in four).
+		select {
+		case <-ctx.Done():
+			return resp, ctx.Err()
+		case <-time.After(h.vip.Advert):
+		}
 	}
 	defer func() {
 		if yielded {

@@ -20,7 +20,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
-	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // checksTimeout bounds one question an ssh provider's poller asks a group
@@ -42,7 +41,7 @@ type providers struct {
 	opts   sshprov.Options
 	groups atomic.Pointer[registry]
 	// st records host events; set before start (nil records none).
-	st *store.Store
+	st eventRecorder
 	// fence, set before start, is what a provider's own sweep (an ssh
 	// host's as it connects, a cloud's left for its poller) asks before it
 	// stops or deletes anything (see sshprov.Options.Guard).

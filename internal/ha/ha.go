@@ -133,6 +133,11 @@ type Node struct {
 	// ctx bounds the sessions' keep-alives; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// campaigns are the election campaigns under way, which Close waits
+	// for: a campaign whose context ends deletes its key with the client's
+	// context, so while etcd is away it returns only once the client
+	// closes, and a term does not wait for it.
+	campaigns sync.WaitGroup
 
 	mu          sync.Mutex
 	sess        *concurrency.Session
@@ -434,7 +439,7 @@ func (n *Node) term(ctx context.Context, sess *concurrency.Session, hold time.Ti
 		}
 	}
 	campaign := make(chan error, 1)
-	wg.Go(func() { campaign <- el.Campaign(tctx, n.cfg.Node) })
+	n.campaigns.Go(func() { campaign <- el.Campaign(tctx, n.cfg.Node) })
 	var err error
 candidate:
 	for {
@@ -442,6 +447,11 @@ candidate:
 		case reply := <-n.stepc:
 			reply <- ErrNotLeader
 		case err = <-campaign:
+			break candidate
+		case <-tctx.Done():
+			// The session is lost or ctx ended: the campaign's key goes
+			// with the lease, or when Close revokes it.
+			err = tctx.Err()
 			break candidate
 		}
 	}
@@ -666,4 +676,5 @@ func (n *Node) Close() {
 	}
 	n.cancel()
 	n.cli.Close()
+	n.campaigns.Wait()
 }

@@ -333,3 +333,24 @@ func TestLeadsAgainAfterItsHold(t *testing.T) {
 	waitRole(t, b, lease+2*time.Second, leads)
 	t.Logf("b leads %s after a's lease ended", time.Since(ended).Round(time.Millisecond))
 }
+
+// TestStandbyStopsWithoutEtcd: a standby stopped just after etcd went away
+// (shoal stopped during an etcd outage) stops at once; it used to wait, in
+// its campaign's clean-up, until etcd answered again.
+func TestStandbyStopsWithoutEtcd(t *testing.T) {
+	etcd := testetcd.Start(t)
+	a, _ := start(t, haConfig(etcd.Endpoint, "a", 100))
+	waitRole(t, a, 5*time.Second, leads)
+	b, stopB := start(t, haConfig(etcd.Endpoint, "b", 90))
+	waitRole(t, b, 5*time.Second, func(r Role) bool { return r.LeaderName == "a" })
+	etcd.Kill()
+	began := time.Now()
+	done := make(chan struct{})
+	go func() { stopB(); b.Close(); close(done) }()
+	select {
+	case <-done:
+		t.Logf("b stopped %s after etcd died", time.Since(began).Round(time.Millisecond))
+	case <-time.After(3 * lease):
+		t.Fatalf("b did not stop within %s of etcd's death", 3*lease)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,8 @@ import (
 //
 //	Hold: drop SYNs to the VIP ──► Closing(true): each connection closes
 //	after its answer ──► quiet (no request in HAProxy, no socket on the VIP
-//	with bytes unacknowledged) or handoverDrainMax ──► Yield: FAULT, a
+//	with bytes unacknowledged, none opened but still without its first
+//	request) or handoverDrainMax ──► Yield: FAULT, a
 //	priority-0 advert, the backup takes the VIP ──► release the hold,
 //	Closing(false) ──► (caller: leadership moves) ──► Unyield
 //
@@ -47,9 +49,13 @@ const (
 	quietPoll        = 20 * time.Millisecond
 )
 
-// nftTable is the nftables table a hold lives in, the node's only one of
-// ours: Start deletes what a crashed run left.
-const nftTable = "shoal_handover"
+// nftTable is the node's nftables table (guard), which Start replaces and
+// Stop deletes; heldSet, in it, lists the VIP while a handover holds new
+// connections.
+const (
+	nftTable = "shoal_vip"
+	heldSet  = "held"
+)
 
 // yieldFile, in Dir, is keepalived's track file: 1 puts the node in FAULT
 // (read at once, through inotify), 0 lets it hold the VIP again.
@@ -149,6 +155,12 @@ func (s *Supervisor) waitQuiet(ctx context.Context, d Drainer, deadline time.Tim
 		if reqs, err = d.Requests(ctx); err == nil {
 			socks, which, err = s.unfinished()
 		}
+		if err == nil {
+			var n int
+			var w []string
+			n, w, err = s.fresh(ctx)
+			socks, which = socks+n, append(which, w...)
+		}
 		if err != nil {
 			s.log.Warn("handover: counting what is in flight failed", "err", err)
 		}
@@ -166,49 +178,78 @@ func (s *Supervisor) waitQuiet(ctx context.Context, d Drainer, deadline time.Tim
 	return true
 }
 
-// hold drops the SYNs of new connections to the VIP, for handoverHoldMax
-// at most (an nftables set element with a timeout).
-func (s *Supervisor) hold(ctx context.Context) error {
-	family, set := "ip", "held4"
+// guard installs the node's nftables table, replacing one a crashed run
+// left: SYNs to the VIP that find no socket are dropped, not refused. When
+// the node's processes die with its kernel alive (a crash, an OOM kill),
+// the kernel keeps the VIP until the standby's gratuitous ARP and would
+// answer every new connection with a RST meanwhile; dropped, a SYN is sent
+// again by the client after 1 s (then each second from Linux 6.5, at 3 s
+// and 7 s before) and reaches the new holder, as when a machine dies. Packets of established connections are left alone: a
+// connection whose socket died with its process is reset, and the client
+// retries on a new one, whose SYN waits. The table stays when the processes
+// die; Stop deletes it. It also holds the handover's set (hold).
+func (s *Supervisor) guard(ctx context.Context) error {
+	family, typ := "ip", "ipv4_addr"
 	if s.vip.Addr().Is6() {
-		family, set = "ip6", "held6"
+		family, typ = "ip6", "ipv6_addr"
 	}
-	typ := map[string]string{"ip": "ipv4_addr", "ip6": "ipv6_addr"}[family]
-	ms := strconv.FormatInt(handoverHoldMax.Milliseconds(), 10)
-	rules := fmt.Sprintf(`table inet %[1]s {
+	// The table is declared, then deleted, then written whole: one
+	// transaction that replaces it, whether it was there or not.
+	rules := fmt.Sprintf(`table inet %[1]s
+delete table inet %[1]s
+table inet %[1]s {
 	set %[2]s {
 		type %[3]s
 		flags timeout
-		elements = { %[4]s timeout %[5]sms }
 	}
 	chain input {
 		type filter hook input priority filter - 10; policy accept;
-		%[6]s daddr @%[2]s tcp flags & (syn | ack) == syn drop
+		%[4]s daddr %[5]s tcp flags & (syn | ack) == syn jump syn
+	}
+	chain syn {
+		%[4]s daddr @%[2]s drop
+		socket transparent 0 accept
+		socket transparent 1 accept
+		drop
 	}
 }
-`, nftTable, set, typ, s.vip.Addr(), ms, family)
-	path := filepath.Join(s.o.Dir, "hold.nft")
+`, nftTable, heldSet, typ, family, s.vip.Addr())
+	path := filepath.Join(s.o.Dir, "guard.nft")
 	if err := writeFileAtomic(path, []byte(rules)); err != nil {
-		return fmt.Errorf("handover: write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := s.release(ctx); err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-	defer cancel()
-	if out, err := s.command(cctx, s.nft, "-f", path).CombinedOutput(); err != nil {
-		return fmt.Errorf("handover: hold new connections (%s -f %s): %w: %s", s.nft, path, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return s.nftRun(ctx, "drop SYNs to the VIP that no socket takes", "-f", path)
 }
 
-// release deletes the hold's table, if there is one.
+// unguard deletes the node's table, if there is one.
+func (s *Supervisor) unguard(ctx context.Context) error {
+	err := s.nftRun(ctx, "delete nftables table "+nftTable, "delete", "table", "inet", nftTable)
+	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
+		return nil
+	}
+	return err
+}
+
+// hold drops the SYNs of new connections to the VIP, for handoverHoldMax
+// at most (an element with a timeout in the guard's set).
+func (s *Supervisor) hold(ctx context.Context) error {
+	ms := strconv.FormatInt(handoverHoldMax.Milliseconds(), 10)
+	elem := fmt.Sprintf("{ %s timeout %sms }", s.vip.Addr(), ms)
+	return s.nftRun(ctx, "handover: hold new connections", "add", "element", "inet", nftTable, heldSet, elem)
+}
+
+// release ends the hold.
 func (s *Supervisor) release(ctx context.Context) error {
+	return s.nftRun(ctx, "handover: release the hold on new connections", "flush", "set", "inet", nftTable, heldSet)
+}
+
+// nftRun runs nft with args in the node's namespace; what says what it
+// was for, in the error.
+func (s *Supervisor) nftRun(ctx context.Context, what string, args ...string) error {
 	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
-	out, err := s.command(cctx, s.nft, "delete", "table", "inet", nftTable).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "No such file or directory") {
-		return fmt.Errorf("handover: delete nftables table %s: %w: %s", nftTable, err, strings.TrimSpace(string(out)))
+	if out, err := s.command(cctx, append([]string{s.nft}, args...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s (%s %s): %w: %s", what, s.nft, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -238,6 +279,51 @@ func (s *Supervisor) unfinished() (int, []string, error) {
 		which = append(which, w...)
 	}
 	return total, which, nil
+}
+
+// fresh counts the connections to the VIP that are established but have
+// not received a byte: their client has yet to send its first request
+// (say, it connected just before the hold and is slow to write). HAProxy
+// has no stream for them and their queues are empty, but a move now would
+// have the new holder reset that request, and a client retries a request
+// only on a connection it reused. tcp_info's bytes_received tells them
+// from idle keep-alive connections; ss prints it (none when it is 0).
+func (s *Supervisor) fresh(ctx context.Context) (int, []string, error) {
+	src := s.vip.Addr().String()
+	if s.vip.Addr().Is6() {
+		src = "[" + src + "]"
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	out, err := s.command(cctx, "ss", "-tniOH", "state", "established", "src", src).Output()
+	if err != nil {
+		return 0, nil, fmt.Errorf("list the connections to the VIP (ss): %w", err)
+	}
+	return countFresh(string(out))
+}
+
+// countFresh reads `ss -tniOH` lines (Recv-Q Send-Q Local Peer info...)
+// and counts those without bytes_received, returning the first few peers.
+func countFresh(out string) (int, []string, error) {
+	n := 0
+	var which []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 4 {
+			return 0, nil, fmt.Errorf("ss line %q: expected Recv-Q Send-Q local peer", line)
+		}
+		if slices.ContainsFunc(f[4:], func(w string) bool { return strings.HasPrefix(w, "bytes_received:") }) {
+			continue
+		}
+		n++
+		if len(which) < 5 {
+			which = append(which, f[3]+" established, nothing received")
+		}
+	}
+	return n, which, nil
 }
 
 // TCP states in /proc/net/tcp (include/net/tcp_states.h).

@@ -1,7 +1,9 @@
 package keepalived
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +48,21 @@ func TestCountUnfinished(t *testing.T) {
 	}
 	if _, _, err := countUnfinished(strings.NewReader("header\n 0: XYZ:1F90 0:0 01 0:0 00:0 0\n"), netip.MustParseAddr("10.0.0.100")); err == nil {
 		t.Fatal("a malformed address was accepted")
+	}
+}
+
+func TestCountFresh(t *testing.T) {
+	out := `0      0      10.0.0.100:8080 10.0.0.13:50000 cubic wscale:7,7 rto:204 rtt:0.1/0.05 mss:1448 bytes_sent:9000 bytes_acked:9001 bytes_received:120 segs_out:9 segs_in:5
+0      0      10.0.0.100:8080 10.0.0.13:50002 cubic wscale:7,7 rto:204 rtt:0.1/0.05 mss:1448 segs_out:1 segs_in:2
+0      0      [2001:db8::1]:8080 [2001:db8::13]:50004 cubic rto:204 segs_out:1 segs_in:2
+
+`
+	n, which, err := countFresh(out)
+	if err != nil || n != 2 || len(which) != 2 || which[0] != "10.0.0.13:50002 established, nothing received" {
+		t.Fatalf("countFresh: %d %q, %v; want the two that received nothing", n, which, err)
+	}
+	if _, _, err := countFresh("0 0 10.0.0.100:8080\n"); err == nil {
+		t.Fatal("a short line was accepted")
 	}
 }
 
@@ -184,9 +202,110 @@ func TestVIPHandover(t *testing.T) {
 	}
 	// Nothing is left held: a new connection is accepted at once.
 	for _, n := range []*node{a, b} {
-		out, err := lab.Space(n.name).Command(ctx, "nft", "list", "tables").CombinedOutput()
-		if err != nil || strings.Contains(string(out), nftTable) {
-			t.Fatalf("%s: nftables after the handovers: %v %s", n.name, err, out)
+		out, err := lab.Space(n.name).Command(ctx, "nft", "list", "set", "inet", nftTable, heldSet).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "elements") {
+			t.Fatalf("%s: the held set after the handovers: %v %s", n.name, err, out)
 		}
+	}
+}
+
+// TestVIPGuard: on the VIP's holder, a SYN that no socket takes (HAProxy
+// dead, or a port nothing serves) is dropped, so the client sends it again
+// rather than being refused; the node's own address is left alone; Stop
+// deletes the guard.
+func TestVIPGuard(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pair, lab := newPair(ctx, t, "client")
+	a, _, start := newNodes(ctx, t, pair, false)
+	start(a)
+	waitState(t, a, "MASTER", 15*time.Second)
+	vip := netip.MustParsePrefix(a.o.VIP.Address).Addr().String()
+	client := lab.Space("client")
+	dial := func(addr string) error {
+		dctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+		defer cancel()
+		c, err := client.Dial(dctx, "tcp", net.JoinHostPort(addr, "8080"))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	site := startSite(t, lab.Space("a"))
+	if err := dial(vip); err != nil {
+		t.Fatalf("dial the VIP with a listener: %v", err)
+	}
+	site.srv.Close() // the data plane dies; the kernel keeps the VIP
+	t0 := time.Now()
+	if err := dial(vip); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial the VIP with no listener: %v after %s; want a timeout (the SYN dropped, not refused)", err, time.Since(t0).Round(time.Millisecond))
+	}
+	if err := dial(pair.Addr[0]); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial the node's own address with no listener: %v; want connection refused", err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	defer scancel()
+	if err := a.s.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	a.s = nil
+	out, err := lab.Space("a").Command(ctx, "nft", "list", "tables").CombinedOutput()
+	if err != nil || strings.Contains(string(out), nftTable) {
+		t.Fatalf("nftables after Stop: %v %s; want no %s", err, out, nftTable)
+	}
+}
+
+// TestVIPHandoverFreshConnection: a connection opened just before the hold
+// whose client sends its request only later (a busy client) is one the
+// drain waits for: its request is answered by the old holder, not reset by
+// the new one (it is a new connection: no client retries it).
+func TestVIPHandoverFreshConnection(t *testing.T) {
+	keepalivedBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pair, lab := newPair(ctx, t, "client")
+	a, b, start := newNodes(ctx, t, pair, false)
+	sa := startSite(t, lab.Space("a"))
+	startSite(t, lab.Space("b"))
+	start(a)
+	start(b)
+	waitHolder(ctx, t, a, b, 15*time.Second)
+	waitState(t, b, "BACKUP", 5*time.Second)
+	vip := netip.MustParsePrefix(a.o.VIP.Address).Addr()
+	conn, err := lab.Space("client").Dial(ctx, "tcp", net.JoinHostPort(vip.String(), "8080"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type result struct {
+		res HandoverResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := a.s.Handover(ctx, sa)
+		done <- result{res, err}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: shoal\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("handover: drained in %s (quiet %v), VIP left after %s", r.res.Drained.Round(time.Millisecond), r.res.Quiet, r.res.Left.Round(time.Millisecond))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the request sent 150 ms after the handover began on a connection opened before it: %v; want 200 from the old holder", err)
+	}
+	if r.res.Left < 150*time.Millisecond {
+		t.Fatalf("the VIP left after %s, before the request came", r.res.Left)
 	}
 }

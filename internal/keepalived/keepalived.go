@@ -7,16 +7,20 @@
 //
 // One keepalived's life under a Supervisor:
 //
-//	Start ──► sweep strays ──► clear stale VIP ──► run keepalived ◄──────┐
-//	                                                   │                 │
-//	                                              exits (crash,     back-off
-//	                                              kill -9)  ──► clear stale VIP
+//	Start ──► SYN guard ──► sweep strays ──► clear stale VIP ──► run keepalived ◄──┐
+//	                                                               │             │
+//	                                                          exits (crash,  back-off
+//	                                                          kill -9) ──► clear stale VIP
 //	Stop ──► SIGTERM (keepalived sends priority 0 and drops the VIP),
-//	         SIGKILL after stopGrace ──► clear stale VIP
+//	         SIGKILL after stopGrace ──► clear stale VIP ──► delete the guard
 //
 // A keepalived killed with SIGKILL leaves the VIP on its interface (issue
 // 27 measured it): two nodes would answer ARP for it. So the VIP is removed
-// before each start and after each exit.
+// before each start and after each exit. When the whole node's processes
+// die, nothing removes it until the node starts again: the guard, an
+// nftables table that outlives them, makes the kernel drop the SYNs to the
+// VIP that no socket takes rather than refuse them, so clients send them
+// again and reach the standby once it has the VIP (guard, handover.go).
 //
 // A graceful handover (Handover, handover.go) drains the node before the
 // VIP moves: new connections held with nftables, each connection closed
@@ -180,9 +184,10 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A graceful step-down holds new connections with nftables (Handover).
+	// nftables keeps a crashed node from refusing connections (guard) and
+	// holds them during a step-down (Handover).
 	if s.nft, err = binary("nft", "nftables"); err != nil {
-		return fmt.Errorf("a step-down holds new connections with nft: %w", err)
+		return fmt.Errorf("the VIP's SYN guard and step-down need nft: %w", err)
 	}
 	if o.Check, err = resolveScript(o.Check); err != nil {
 		return fmt.Errorf("health check: %w", err)
@@ -218,7 +223,7 @@ func (s *Supervisor) prepare(ctx context.Context) error {
 	if err := s.yield(false); err != nil {
 		return err
 	}
-	if err := s.release(ctx); err != nil {
+	if err := s.guard(ctx); err != nil {
 		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, cmdTimeout)
@@ -382,6 +387,9 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop keepalived: %w", err))
 		}
 		if err := s.clearVIP(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.unguard(context.WithoutCancel(ctx)); err != nil {
 			errs = append(errs, err)
 		}
 		s.fifo.Close()

@@ -104,3 +104,45 @@ gslb:
 		t.Errorf("no state change logged:\n%s", e.log)
 	}
 }
+
+// TestGSLBOnly: a node that only answers DNS (a gslb section, no groups)
+// validates and serves: its record answers with the site while the site's
+// check passes. (It used to need a dummy group: "groups: required".)
+func TestGSLBOnly(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer site.Close()
+	_, port, _ := net.SplitHostPort(site.Listener.Addr().String())
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, fmt.Sprintf(`gslb:
+  listen: [%s]
+  zone: example.org
+  records:
+    - name: www
+      ttl: 5s
+      sites:
+        - {address: 127.0.0.1, check: {port: %s, path: /, interval: 300ms, timeout: 200ms}}
+`, dnsAddr, port))
+	if out, stderr, code := e.cli("validate"); code != 0 || !strings.Contains(out, "0 group(s)") {
+		t.Fatalf("shoal validate of a GSLB-only config exited %d:\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.eventually("the site answered", 20*time.Second, func() error {
+		m := new(dns.Msg)
+		m.SetQuestion("www.example.org.", dns.TypeA)
+		r, err := dns.Exchange(m, dnsAddr)
+		if err != nil {
+			return err
+		}
+		if len(r.Answer) != 1 {
+			return fmt.Errorf("answer %v", r.Answer)
+		}
+		if a, ok := r.Answer[0].(*dns.A); !ok || a.A.String() != "127.0.0.1" {
+			return fmt.Errorf("answer %v", r.Answer)
+		}
+		return nil
+	})
+	if out, stderr, code := e.cli("status"); code != 0 {
+		t.Fatalf("shoal status on a GSLB-only node exited %d:\n%s%s", code, out, stderr)
+	}
+	e.stop()
+}

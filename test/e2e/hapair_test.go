@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -76,9 +77,65 @@ func TestHAPairTakeover(t *testing.T) {
 	if st := b.waitRole("standby", 5*time.Second); st.Leader != "a" || len(st.Nodes) != 2 {
 		t.Fatalf("b's view: %+v", st)
 	}
+	// shoal ha status -o json is GET /v1/ha's answer.
+	{
+		out, stderr, code := b.cli("ha", "status", "-o", "json")
+		var st api.HAStatus
+		if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Node != "b" || st.Role != "standby" || st.Leader != "a" || len(st.Nodes) != 2 {
+			t.Fatalf("shoal ha status -o json on b exited %d (%v): %+v\n%s%s", code, err, st, out, stderr)
+		}
+	}
+	if _, stderr, code := b.cli("ha", "status", "-o", "yaml"); code != 2 || !strings.Contains(stderr, "-o must be text or json") {
+		t.Fatalf("shoal ha status -o yaml exited %d: %s; want 2 naming the formats", code, stderr)
+	}
+	a.waitInService("web", 1)
+	ctx := context.Background()
+
+	// Each node's own events (here its HAProxy dying and restarted) are
+	// listed by both nodes, the leader's and the standby's alike.
+	for _, n := range []*shoalEnv{a, b} {
+		pid := n.haproxyPID()
+		if pid <= 0 {
+			t.Fatal("no HAProxy master recorded")
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		n.eventually("HAProxy restarted", 30*time.Second, func() error {
+			if now := n.haproxyPID(); now == pid || now <= 0 {
+				return fmt.Errorf("HAProxy master pid %d", now)
+			}
+			return nil
+		})
+	}
+	haproxyEvents := func(n *shoalEnv) map[string]bool {
+		t.Helper()
+		evs, err := n.client().Events(ctx, api.EventsQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]bool{}
+		for _, e := range evs {
+			if e.Rule == "haproxy" && e.Code == "restarted" {
+				node, _, _ := strings.Cut(e.Reason, ":")
+				by[node] = true
+			}
+		}
+		return by
+	}
+	for _, n := range []*shoalEnv{a, b} {
+		n.eventually("both nodes' haproxy.restarted events", 10*time.Second, func() error {
+			if by := haproxyEvents(n); !by["node a"] || !by["node b"] {
+				return fmt.Errorf("haproxy.restarted events by node: %v; want node a and node b", by)
+			}
+			return nil
+		})
+		if out, stderr, code := n.cli("events", "--since", "1h"); code != 0 || !strings.Contains(out, "node a: ") || !strings.Contains(out, "node b: ") {
+			t.Fatalf("shoal events lacks a node's HAProxy restart (exit %d):\n%s%s", code, out, stderr)
+		}
+	}
 	a.waitInService("web", 1)
 
-	ctx := context.Background()
 	three := 3
 	if _, err := b.client().Scale(ctx, "web", api.ScaleRequest{Size: &three}); err == nil || !strings.Contains(err.Error(), "standby: the leader is a") {
 		t.Fatalf("a scale on the standby: %v, want 503 naming the leader", err)
@@ -160,6 +217,9 @@ func TestHAPairTakeover(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no leader.changed event from a to b in %+v", events)
+	}
+	if by := haproxyEvents(b); !by["node a"] {
+		t.Errorf("after the takeover, b lists no haproxy.restarted of a's: %v", by)
 	}
 	if _, _, code := b.cli("ha", "check", "--leader"); code != 0 {
 		t.Errorf("shoal ha check --leader on the leader exited %d", code)

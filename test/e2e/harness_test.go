@@ -157,6 +157,13 @@ type shoalEnv struct {
 	// netns, when set, is the network namespace shoal serve runs in (an
 	// HA node of a test lab); its socket is a file, reached from here.
 	netns string
+	// cgroupName, when set, makes each start run shoal serve, with all it
+	// runs (HAProxy, keepalived), in a new cgroup (cgroup), so that a test
+	// can kill them as one. A new one each time: this kernel (6.18) kills
+	// what is cloned into a group that was killed before.
+	cgroupName string
+	cgroup     *testhost.Cgroup
+	starts     int
 }
 
 func freePort(t *testing.T) int {
@@ -244,6 +251,19 @@ func (e *shoalEnv) start() {
 	}
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if e.cgroupName != "" {
+		e.starts++
+		cg, err := testhost.NewCgroup(fmt.Sprintf("%s-%d", e.cgroupName, e.starts))
+		if errors.Is(err, testhost.ErrUnsupported) && os.Getenv("CI") == "" {
+			e.t.Skip(err)
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { _ = cg.Close() })
+		e.cgroup = cg
+		e.cmd.SysProcAttr.UseCgroupFD, e.cmd.SysProcAttr.CgroupFD = true, cg.FD()
+	}
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,7 +5,9 @@
 //
 // Every write is one transaction that compares the leader's fence
 // (ha.Fence.Cmp) first: a node that no longer leads, even one that has not
-// noticed yet, changes nothing and gets ErrFenced. Guard is that
+// noticed yet, changes nothing and gets ErrFenced. The one exception is
+// InsertNodeEvent: what happened to one node (its HAProxy restarted, a
+// host or certificate it watches) is recorded by that node, leader or not. Guard is that
 // comparison alone: the groups pass it just before each start, stop and
 // deletion they ask a provider for. Reads are not fenced: a standby reads
 // the same state (and watches the instances to mirror them).
@@ -336,9 +338,29 @@ func (s *Store) follow(ctx context.Context, rev int64, send func([]store.Instanc
 // id is a counter's value as a key's last part, sorting as numbers do.
 func id(n int64) string { return fmt.Sprintf("%020d", n) }
 
+// committer runs ops if cmps hold (and, for commit, the fence): ok=false
+// when only cmps failed.
+type committer func(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (ok bool, err error)
+
+// commitUnfenced is commit without the fence, for InsertNodeEvent.
+func (s *Store) commitUnfenced(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
 // next reserves the next value of the counter at key, in one fenced
 // transaction with the ops build makes for it.
 func (s *Store) next(ctx context.Context, key string, build func(n int64) ([]clientv3.Op, error)) (int64, error) {
+	return s.nextWith(ctx, s.commit, key, build)
+}
+
+// nextWith is next, committed by commit.
+func (s *Store) nextWith(ctx context.Context, commit committer, key string, build func(n int64) ([]clientv3.Op, error)) (int64, error) {
 	for range casTries {
 		resp, err := s.read(ctx, key)
 		if err != nil {
@@ -357,7 +379,7 @@ func (s *Store) next(ctx context.Context, key string, build func(n int64) ([]cli
 			return 0, err
 		}
 		ops = append(ops, clientv3.OpPut(key, strconv.FormatInt(n, 10)))
-		ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops...)
+		ok, err := commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops...)
 		if err != nil {
 			return 0, err
 		}
@@ -516,8 +538,22 @@ func (s *Store) FailUnfinishedJobs(ctx context.Context, reason string, at time.T
 // InsertDecision stores d and sets d.ID. Only the newest maxDecisions of
 // each group are kept.
 func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
+	return s.insertDecision(ctx, s.commit, d)
+}
+
+// InsertNodeEvent stores d, an event of this node's own (no group), as
+// InsertDecision does but whether this node leads or not: both nodes'
+// events are listed together, numbered by the same counter.
+func (s *Store) InsertNodeEvent(ctx context.Context, d *decision.Record) error {
+	if d.Group != "" {
+		return fmt.Errorf("insert node event: group %q: a node's events belong to no group", d.Group)
+	}
+	return s.insertDecision(ctx, s.commitUnfenced, d)
+}
+
+func (s *Store) insertDecision(ctx context.Context, commit committer, d *decision.Record) error {
 	dir := s.prefix + "decisions/" + d.Group + "/"
-	n, err := s.next(ctx, s.prefix+"decisionseq", func(n int64) ([]clientv3.Op, error) {
+	n, err := s.nextWith(ctx, commit, s.prefix+"decisionseq", func(n int64) ([]clientv3.Op, error) {
 		stored := *d
 		stored.ID = n
 		b, err := json.Marshal(stored)
@@ -534,7 +570,7 @@ func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
 		return fmt.Errorf("insert decision: %w", err)
 	}
 	d.ID = n
-	if err := s.prune(ctx, dir); err != nil {
+	if err := s.prune(ctx, commit, dir); err != nil {
 		return fmt.Errorf("insert decision: prune old decisions: %w", err)
 	}
 	return nil
@@ -542,7 +578,7 @@ func (s *Store) InsertDecision(ctx context.Context, d *decision.Record) error {
 
 // prune deletes the oldest decisions under dir beyond maxDecisions, in
 // batches of a tenth so that it runs seldom.
-func (s *Store) prune(ctx context.Context, dir string) error {
+func (s *Store) prune(ctx context.Context, commit committer, dir string) error {
 	resp, err := s.read(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return err
@@ -557,7 +593,7 @@ func (s *Store) prune(ctx context.Context, dir string) error {
 		return err
 	}
 	last := string(old.Kvs[len(old.Kvs)-1].Key)
-	_, err = s.commit(ctx, nil, clientv3.OpDelete(dir, clientv3.WithRange(last+"\x00")))
+	_, err = commit(ctx, nil, clientv3.OpDelete(dir, clientv3.WithRange(last+"\x00")))
 	return err
 }
 

@@ -217,3 +217,43 @@ func TestFenced(t *testing.T) {
 		t.Errorf("a job was stored: %+v, %v", jobs, err)
 	}
 }
+
+// TestNodeEvents: a node that does not lead (no fence) records its own
+// events, and they are listed with the leader's decisions, by one counter.
+func TestNodeEvents(t *testing.T) {
+	etcd := testetcd.Start(t)
+	n, fence := leader(t, etcd.Endpoint)
+	lead := New(n.Client(), n.Prefix())
+	lead.SetFence(fence)
+	standby := New(n.Client(), n.Prefix())
+	ctx := t.Context()
+
+	restart := decision.Record{Time: time.Now(), Rule: "haproxy", Outcome: decision.Event, Code: "restarted", Reason: "node b: exited"}
+	if err := standby.InsertNodeEvent(ctx, &restart); err != nil {
+		t.Fatalf("a standby's node event: %v", err)
+	}
+	scaled := decision.Record{Time: time.Now(), Group: "web", Rule: "cpu", Outcome: decision.Accepted}
+	if err := lead.InsertDecision(ctx, &scaled); err != nil {
+		t.Fatal(err)
+	}
+	host := decision.Record{Time: time.Now(), Rule: "host", Outcome: decision.Event, Code: "down"}
+	if err := lead.InsertNodeEvent(ctx, &host); err != nil {
+		t.Fatal(err)
+	}
+	if !(restart.ID < scaled.ID && scaled.ID < host.ID) {
+		t.Fatalf("ids %d, %d, %d: want increasing", restart.ID, scaled.ID, host.ID)
+	}
+	for _, s := range []*Store{lead, standby} {
+		all, err := s.Decisions(ctx, store.DecisionQuery{})
+		if err != nil || len(all) != 3 || all[0].Reason != "node b: exited" || all[2].Rule != "host" {
+			t.Fatalf("decisions: %+v, %v; want the three, oldest first", all, err)
+		}
+		web, err := s.Decisions(ctx, store.DecisionQuery{Group: "web", Ungrouped: true, AfterID: restart.ID})
+		if err != nil || len(web) != 2 {
+			t.Fatalf("web's and the ungrouped after %d: %+v, %v; want 2", restart.ID, web, err)
+		}
+	}
+	if err := standby.InsertNodeEvent(ctx, &decision.Record{Group: "web"}); err == nil {
+		t.Fatal("a node event with a group was accepted")
+	}
+}
