@@ -238,7 +238,10 @@ func TestVIPGuard(t *testing.T) {
 	}
 	site.srv.Close() // the data plane dies; the kernel keeps the VIP
 	t0 := time.Now()
-	if err := dial(vip); !errors.Is(err, context.DeadlineExceeded) {
+	// The dial's own deadline or the context's may end it first: either is
+	// a timeout, where a refused dial ends at once.
+	var ne net.Error
+	if err := dial(vip); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("dial the VIP with no listener: %v after %s; want a timeout (the SYN dropped, not refused)", err, time.Since(t0).Round(time.Millisecond))
 	}
 	if err := dial(pair.Addr[0]); !errors.Is(err, syscall.ECONNREFUSED) {
