@@ -335,6 +335,9 @@ func TestDebianPackage(t *testing.T) {
 	// other packages stay), no state, no config, no user or group.
 	chroot("dpkg", "--purge", "shoal")
 	for _, f := range files {
+		if f == "/." {
+			continue
+		}
 		if _, err := os.Lstat(filepath.Join(root, f)); err == nil {
 			if exec.Command("chroot", root, "dpkg-query", "-S", f).Run() != nil {
 				t.Errorf("%s is left after purge", f)
