@@ -10,6 +10,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
+# One of each in OUT: the latest build.
+rm -f "$out"/shoal_*_amd64.deb "$out"/shoal_*_linux_amd64.tar.gz
 
 # static refuses a binary that links anything: the package runs on any amd64 Linux.
 for b in shoal demo-backend; do
@@ -68,7 +70,6 @@ dist)
   d=$work/$name
   install -D -m 755 "$bindir/shoal" "$d/shoal"
   docs "$d"
-  cp "$here/packaging/shoal.yaml" "$d/shoal.yaml"
   cp -r "$here/examples" "$d/examples"
   cp "$here/README.md" "$d/"
   # No LICENSE file exists in the repository yet; one is copied when it does.
