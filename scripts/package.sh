@@ -10,8 +10,6 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
-# One of each in OUT: the latest build.
-rm -f "$out"/shoal_*_amd64.deb "$out"/shoal_*_linux_amd64.tar.gz
 
 # static refuses a binary that links anything: the package runs on any amd64 Linux.
 for b in shoal demo-backend; do
@@ -42,6 +40,7 @@ deb)
   install -D -m 644 "$work/docs/completions/shoal.fish" "$r/usr/share/fish/vendor_completions.d/shoal.fish"
   install -d "$r/usr/share/doc/shoal/examples"
   cp -r "$here/examples/." "$r/usr/share/doc/shoal/examples/"
+  rm -f "$out"/shoal_*_amd64.deb # only the latest stays in OUT
   install -d "$r/DEBIAN"
   install -m 755 "$here"/packaging/deb/{postinst,prerm,postrm} "$r/DEBIAN/"
   echo /etc/shoal/shoal.yaml >"$r/DEBIAN/conffiles"
@@ -74,6 +73,7 @@ dist)
   cp "$here/README.md" "$d/"
   # No LICENSE file exists in the repository yet; one is copied when it does.
   for f in LICENSE LICENSE.md COPYING; do [ -f "$here/$f" ] && cp "$here/$f" "$d/"; done
+  rm -f "$out"/shoal_*_linux_amd64.tar.gz # only the latest stays in OUT
   tar -C "$work" --owner=0 --group=0 --sort=name -czf "$out/$name.tar.gz" "$name"
   echo "$out/$name.tar.gz"
   ;;
