@@ -3,12 +3,19 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all build deps test-deps test vet fuzz demo bench soak-ha proto clean docs man
+.PHONY: all build static package dist deps test-deps test vet fuzz demo bench soak-ha proto clean docs man
 
 all: build
 
+# The version, commit and build date shoal version prints, stamped from git
+# (a build with -buildvcs=false or from a tarball has no VCS information).
+VERSION ?= $(shell scripts/version.sh)
+COMMIT  ?= $(shell git describe --always --dirty --exclude='*' 2>/dev/null)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+STAMP   := -X github.com/shoal-lb/shoal/internal/cli.stampVersion=$(VERSION) -X github.com/shoal-lb/shoal/internal/cli.stampCommit=$(COMMIT) -X github.com/shoal-lb/shoal/internal/cli.stampDate=$(DATE)
+
 build:
-	$(GO) build $(GOFLAGS) -o $(BIN)/shoal ./cmd/shoal
+	$(GO) build $(GOFLAGS) -ldflags '$(STAMP)' -o $(BIN)/shoal ./cmd/shoal
 	$(GO) build $(GOFLAGS) -o $(BIN)/demo-backend ./cmd/demo-backend
 	$(GO) build $(GOFLAGS) -o $(BIN)/loadgen ./cmd/loadgen
 	$(GO) build $(GOFLAGS) -o $(BIN)/shoal-bench ./cmd/shoal-bench
@@ -26,10 +33,13 @@ deps:
 # keepalived, which the VIP tests run between network namespaces, and nft
 # (nftables), with which a step-down holds new connections;
 # and pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
-# tests also read the module's test/certs from the module cache).
+# tests also read the module's test/certs from the module cache);
+# debootstrap, with which test/package makes the Debian root it installs the
+# package into (cached in /var/cache/shoal-test), and file, which checks the
+# package's binaries are static.
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft debootstrap file
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 
@@ -51,6 +61,23 @@ test: test-deps vet
 # the JSON Schema and the reference (their tests fail when they are stale).
 docs:
 	$(GO) test -count=1 -run 'TestConfigDefaultsDoc|TestConfigSchema|TestConfigReference' ./internal/config -update
+
+# static builds the release binaries: no cgo (linked statically, checked by
+# scripts/package.sh), no debug information, no build paths.
+static:
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -trimpath -ldflags '-s -w $(STAMP)' -o build/static/shoal ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -trimpath -ldflags '-s -w' -o build/static/demo-backend ./cmd/demo-backend
+
+# package builds build/shoal_VERSION_amd64.deb with dpkg-deb: the binary, the
+# systemd unit (examples/systemd/shoal.service), /etc/shoal/shoal.yaml, man pages,
+# completions, and maintainer scripts (packaging/deb). test/package installs it
+# into a throwaway Debian root.
+package: static
+	@bash scripts/package.sh deb build/static $(VERSION) build
+
+# dist builds the release tarball build/shoal_VERSION_linux_amd64.tar.gz.
+dist: static
+	@bash scripts/package.sh dist build/static $(VERSION) build
 
 # man writes a man page per command into build/man (man -l build/man/shoal.1).
 man: build
@@ -88,4 +115,4 @@ proto:
 	@bash tools/gen-proto.sh
 
 clean:
-	rm -rf $(BIN) .shoal examples/demo/.shoal
+	rm -rf $(BIN) build .shoal examples/demo/.shoal

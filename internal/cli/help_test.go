@@ -53,7 +53,7 @@ func TestWriteVersion(t *testing.T) {
 		},
 	}
 	var out bytes.Buffer
-	writeVersion(context.Background(), &out, bi, "haproxy")
+	writeVersion(context.Background(), &out, stamp{}, bi, "haproxy")
 	got := out.String()
 	for _, want := range []string{
 		"shoal    v1.2.3\n",
@@ -69,9 +69,29 @@ func TestWriteVersion(t *testing.T) {
 	}
 
 	out.Reset()
-	writeVersion(context.Background(), &out, nil, filepath.Join(t.TempDir(), "no-haproxy"))
-	if got := out.String(); !strings.Contains(got, "commit   (unknown)") || !strings.Contains(got, "haproxy  (unavailable: run ") {
+	writeVersion(context.Background(), &out, stamp{}, nil, filepath.Join(t.TempDir(), "no-haproxy"))
+	if got := out.String(); !strings.Contains(got, "commit   (unknown)") || !strings.Contains(got, "built    (unknown)") || !strings.Contains(got, "haproxy  (unavailable: run ") {
 		t.Errorf("without build info or haproxy:\n%s", got)
+	}
+
+	// -buildvcs=false leaves no vcs settings and the version (devel): what
+	// make build stamps with -ldflags -X is printed instead.
+	out.Reset()
+	noVCS := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/shoal-lb/shoal", Version: "(devel)"}}
+	writeVersion(context.Background(), &out, stamp{"0.0~git20261206.ad48f5e", "ad48f5e", "2026-12-06T07:30:00Z"}, noVCS, "haproxy")
+	got = out.String()
+	for _, want := range []string{
+		"shoal    0.0~git20261206.ad48f5e\n",
+		"commit   ad48f5e\n",
+		"built    2026-12-06T07:30:00Z\n",
+		"go       go1.26.0\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stamped: missing %q in:\n%s", want, got)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^haproxy  2\.6\.\d+\S*$`).MatchString(got) {
+		t.Errorf("stamped: no HAProxy 2.6 version in:\n%s", got)
 	}
 }
 

@@ -16,15 +16,16 @@ func versionCmd(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "print shoal's version and commit, and the Go and HAProxy versions",
-		Long: `version prints the module version and VCS commit shoal was built from
-(from the build information Go embeds), the Go version, and the version of the
-HAProxy the config names (haproxy.binary; haproxy on PATH without a config).`,
+		Long: `version prints the version, commit and build date shoal was built from
+(stamped by make build, make package and make dist from git; otherwise the
+build information Go embeds), the Go version, and the version of the HAProxy
+the config names (haproxy.binary; haproxy on PATH without a config).`,
 		Example: `  shoal version
   shoal version -c /etc/shoal/shoal.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bi, _ := debug.ReadBuildInfo() // nil in a binary built without modules
-			writeVersion(cmd.Context(), o.stdout, bi, o.haproxyBinary())
+			writeVersion(cmd.Context(), o.stdout, stamped(), bi, o.haproxyBinary())
 			return nil
 		},
 	}
@@ -39,10 +40,25 @@ func (o *options) haproxyBinary() string {
 	return "haproxy"
 }
 
+// Set with -ldflags -X by make build, make package and make dist (from git
+// describe), because a build with -buildvcs=false, or from a release tarball
+// without .git, has no VCS settings in its build information.
+var (
+	stampVersion string
+	stampCommit  string
+	stampDate    string
+)
+
+// stamp is what the linker stamped into the binary; empty fields were not set.
+type stamp struct{ version, commit, date string }
+
+func stamped() stamp { return stamp{stampVersion, stampCommit, stampDate} }
+
 // writeVersion writes shoal's build information and the version of HAProxy
-// binary bin, or why there is none.
-func writeVersion(ctx context.Context, w io.Writer, bi *debug.BuildInfo, bin string) {
-	version, commit, goVersion := "(unknown)", "(unknown)", "(unknown)"
+// binary bin, or why there is none. What the linker stamped wins over the
+// build information Go embeds.
+func writeVersion(ctx context.Context, w io.Writer, st stamp, bi *debug.BuildInfo, bin string) {
+	version, commit, built, goVersion := "(unknown)", "(unknown)", "(unknown)", "(unknown)"
 	if bi != nil {
 		version, goVersion = bi.Main.Version, bi.GoVersion
 		var rev, at, modified string
@@ -65,7 +81,16 @@ func writeVersion(ctx context.Context, w io.Writer, bi *debug.BuildInfo, bin str
 			}
 		}
 	}
-	fmt.Fprintf(w, "shoal    %s\ncommit   %s\ngo       %s\n", version, commit, goVersion)
+	if st.version != "" {
+		version = st.version
+	}
+	if st.commit != "" {
+		commit = st.commit
+	}
+	if st.date != "" {
+		built = st.date
+	}
+	fmt.Fprintf(w, "shoal    %s\ncommit   %s\nbuilt    %s\ngo       %s\n", version, commit, built, goVersion)
 	hv, _, _, err := haproxy.Version(ctx, bin)
 	if err != nil {
 		hv = "(unavailable: " + err.Error() + ")"
