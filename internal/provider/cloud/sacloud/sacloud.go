@@ -847,15 +847,18 @@ func (d *Driver) deleteOnce(ctx context.Context, sid types.ID) error {
 	}
 	var disks []types.ID
 	for _, disk := range srv.Disks {
-		disks = append(disks, disk.ID)
 		if disk.Availability.IsMigrating() {
 			// A disk still being copied (shoal stopped mid-create)
 			// cannot be deleted yet.
-			w := iaas.WaiterForReady(func() (any, error) { return d.disks.Read(ctx, d.zone, disk.ID) })
-			if _, err := w.WaitForState(ctx); err != nil {
+			gone, err := d.waitCopied(ctx, disk.ID)
+			if err != nil {
 				return &deleteError{"wait for the disks of " + srv.Name + " to be copied", err}
 			}
+			if gone {
+				continue // its copy failed and the cloud removed it
+			}
 		}
+		disks = append(disks, disk.ID)
 	}
 	err = d.servers.DeleteWithDisks(ctx, d.zone, sid, &iaas.ServerDeleteWithDisksRequest{IDs: disks})
 	if iaas.IsNotFoundError(err) {
@@ -871,6 +874,32 @@ func (d *Driver) deleteOnce(ctx context.Context, sid types.ID) error {
 	}
 	return nil
 }
+
+// waitCopied waits until a disk being copied is available, or reports it
+// gone: a disk whose copy failed is removed by the cloud, and a waiter
+// would read its 404 until the deadline.
+func (d *Driver) waitCopied(ctx context.Context, id types.ID) (gone bool, err error) {
+	for {
+		disk, err := d.disks.Read(ctx, d.zone, id)
+		switch {
+		case iaas.IsNotFoundError(err):
+			return true, nil
+		case err == nil && !disk.Availability.IsMigrating():
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return false, fmt.Errorf("disk %s: %w", id, err)
+		case <-time.After(copyPoll):
+		}
+	}
+}
+
+// copyPoll is how often waitCopied reads a disk being copied.
+const copyPoll = time.Second
 
 // acceptingShutdown is the server API as power.ShutdownServer calls it:
 // an accepted shutdown request is reported to the provider (cloud.Accepted;
