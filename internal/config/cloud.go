@@ -101,14 +101,6 @@ func (d *decoder) execProvider(f *fields, port int) *ExecProvider {
 	return e
 }
 
-// cloudGroupSource is, by cloud type, what a server runs instead of a
-// group's template.
-var cloudGroupSource = map[string]string{
-	ProviderExec:    "what the provider's start command makes",
-	ProviderEC2:     "the provider's launch_template or ami",
-	ProviderSacloud: "the provider's template",
-}
-
 // cloudGroup checks a group of a cloud provider. Its servers run their
 // image, never the group's template, so of a template only version means
 // anything (a deploy of a new version replaces every server); the other
@@ -120,6 +112,8 @@ func (d *decoder) cloudGroup(f *fields, prov, typ string) {
 		return // reported by the template's decoding
 	}
 	tn = resolve(tn)
+	pt, _ := LookupProvider(typ)
+	source := pt.Source
 	for i := 0; i+1 < len(tn.Content); i += 2 {
 		k := resolve(tn.Content[i])
 		switch {
@@ -127,7 +121,7 @@ func (d *decoder) cloudGroup(f *fields, prov, typ string) {
 		case k.Value == "pre_start" || k.Value == "pre_stop":
 			d.errorf(k, join(f.field("template"), k.Value), "provider %s runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)", prov)
 		case slices.ContainsFunc(schemaOf(reflect.TypeFor[Template]()), func(sk schemaKey) bool { return sk.name == k.Value }):
-			d.errorf(k, join(f.field("template"), k.Value), "provider %s (%s) never uses it: each server runs %s, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out", prov, typ, cloudGroupSource[typ])
+			d.errorf(k, join(f.field("template"), k.Value), "provider %s (%s) never uses it: each server runs %s, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out", prov, typ, source)
 		}
 	}
 }

@@ -124,7 +124,6 @@ var schemaEnums = map[string][]string{
 	"Passive.on_error":   onErrors,
 	"Rule.metric":        MetricPaths,
 	"Target.metric":      MetricPaths,
-	"Provider.type":      providerTypeNames(),
 	"NotifyTarget.type":  notifyTypeNames(),
 }
 
@@ -133,8 +132,8 @@ var intEnums = map[string][]int{"Redirect.code": redirectCodes}
 
 func providerTypeNames() []string {
 	var names []string
-	for _, pt := range providerTypes {
-		names = append(names, pt.name)
+	for _, pt := range ProviderTypes() {
+		names = append(names, pt.Name)
 	}
 	return names
 }
@@ -270,9 +269,9 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 	}
 	if t == reflect.TypeFor[Provider]() {
 		// The type decides which other keys an entry may have.
-		for _, pt := range providerTypes {
+		for _, pt := range ProviderTypes() {
 			tprops, treq := obj{}, []any{}
-			for _, kt := range pt.keys {
+			for _, kt := range pt.KeyTypes() {
 				dv := inlineDefaults(v, kt)
 				ks := g.section(kt, dv, path)
 				maps.Copy(tprops, ks["properties"].(obj))
@@ -280,13 +279,13 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 					treq = append(treq, r...)
 				}
 			}
-			treq = append(treq, toAny(pt.required)...)
+			treq = append(treq, toAny(pt.Required)...)
 			then := obj{"properties": tprops}
 			if len(treq) > 0 {
 				then["required"] = treq
 			}
 			allOf = append(allOf, obj{
-				"if":   obj{"properties": obj{"type": obj{"const": pt.name}}, "required": []any{"type"}},
+				"if":   obj{"properties": obj{"type": obj{"const": pt.Name}}, "required": []any{"type"}},
 				"then": then,
 			})
 		}
@@ -352,7 +351,12 @@ func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, 
 	if doc != "" {
 		s["description"] = doc
 	}
-	if vals, ok := schemaEnums[name]; ok && vals != nil {
+	vals, ok := schemaEnums[name]
+	if name == "Provider.type" {
+		// Read when the schema is made: the types register in init.
+		vals, ok = providerTypeNames(), true
+	}
+	if ok && vals != nil {
 		s["enum"] = toAny(vals)
 	}
 	if vals, ok := intEnums[name]; ok {
