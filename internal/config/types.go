@@ -293,6 +293,9 @@ type Provider struct {
 	EC2 *EC2Driver `yaml:",inline"`
 	// Sacloud is the rest of the entry when Type is ProviderSacloud.
 	Sacloud *SacloudDriver `yaml:",inline"`
+	// Spec is the rest of the entry for a type registered outside this
+	// package (RegisterProvider), as its Decode made it.
+	Spec any `yaml:"-"`
 }
 
 // Provider types.
