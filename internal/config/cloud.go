@@ -1,10 +1,8 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -50,54 +48,6 @@ func (d *decoder) emulator(n *yaml.Node, path string) *Emulator {
 		return e
 	}
 	e.StandIn, _ = d.argv(sn, f.field("stand_in"), sampleData("web", nil), nil)
-	return e
-}
-
-// execProvider decodes an exec provider's commands: each an argv of
-// templates over ExecData, trial-run now. port is the provider's (0: none,
-// which a command's {{.Port}} needs).
-func (d *decoder) execProvider(f *fields, port int) *ExecProvider {
-	def := DefaultExec
-	e := &ExecProvider{}
-	for _, c := range []struct {
-		key string
-		out *[]string
-	}{{"start", &e.Start}, {"stop", &e.Stop}, {"list", &e.List}} {
-		n := f.get(c.key)
-		if n == nil {
-			continue
-		}
-		items, ok := d.sequence(n, f.field(c.key), "a list of strings (an argv; there is no shell)")
-		if ok && len(items) == 0 {
-			d.errorf(n, f.field(c.key), "must not be empty")
-		}
-		for i, item := range items {
-			field := fmt.Sprintf("%s[%d]", f.field(c.key), i)
-			s, ok := d.str(item, field)
-			if !ok {
-				continue
-			}
-			_, out, err := compileArg(s, sampleExecData)
-			if err == nil && i == 0 && out == "" {
-				err = fmt.Errorf("expands to an empty program name")
-			}
-			if err == nil && port == 0 {
-				if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
-					err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
-				}
-			}
-			if err != nil {
-				d.errorf(item, field, "%v", err)
-			}
-			if i == 0 && strings.Contains(s, "/") && !strings.Contains(s, "{{") {
-				// A program named by path is relative to the config file,
-				// as instance templates' are to their dir.
-				s = abs(d.dir, s)
-			}
-			*c.out = append(*c.out, s)
-		}
-	}
-	e.Timeout = d.within(f, "timeout", def.Timeout, minCloudTimeout, time.Hour)
 	return e
 }
 

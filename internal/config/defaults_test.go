@@ -47,9 +47,9 @@ func defaultsTree() Config {
 	fe.Routes = []Route{r}
 	c.Frontends = []Frontend{fe}
 	ssh, ec2, sac := sshKeyDefaults(), ec2KeyDefaults(), sacloudKeyDefaults()
-	cloud, exec := DefaultCloud, DefaultExec
+	cloud := DefaultCloud
 	cloud.Emulator = &Emulator{}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, EC2: &ec2, Sacloud: &sac}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	rec := defaultGSLBRecord
 	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}
@@ -83,7 +83,7 @@ func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect
 		}
 		fv, p := v.Field(i), join(path, key)
 		if inline(f) {
-			if !fv.IsNil() {
+			if !fv.IsNil() && v.Type() != reflect.TypeFor[Provider]() {
 				walkDefaults(fv.Elem(), path, leaf)
 			}
 			continue
@@ -101,6 +101,31 @@ func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect
 		}
 		leaf(p, f, fv)
 	}
+	if v.Type() == reflect.TypeFor[Provider]() {
+		// A provider's type-specific keys, type by type as registered.
+		for _, kv := range providerKeyDefaults(v) {
+			walkDefaults(kv, path, leaf)
+		}
+	}
+}
+
+// providerKeyDefaults are the structs of keys of every registered provider
+// type, in registration order, each once: with the defaults of v (a
+// Provider of defaultsTree) where it has them inline, else the type's
+// registration's.
+func providerKeyDefaults(v reflect.Value) []reflect.Value {
+	var out []reflect.Value
+	seen := map[reflect.Type]bool{}
+	for _, pt := range ProviderTypes() {
+		for _, kt := range pt.KeyTypes() {
+			if seen[kt] {
+				continue
+			}
+			seen[kt] = true
+			out = append(out, inlineDefaults(v, kt, pt))
+		}
+	}
+	return out
 }
 
 // TestDefaultsTreeComplete fails when a section has no table in
@@ -249,7 +274,7 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	for _, p := range cfg.Providers[1:] {
 		other := reflect.ValueOf(p)
 		for i := range first.NumField() {
-			if inline(first.Type().Field(i)) && first.Field(i).IsNil() {
+			if f := first.Type().Field(i); (inline(f) || f.Name == "Spec") && first.Field(i).IsNil() {
 				first.Field(i).Set(other.Field(i))
 			}
 		}
@@ -331,6 +356,14 @@ func field(v reflect.Value, key string) reflect.Value {
 		if inline(f) {
 			if fv := v.Field(i); !fv.IsNil() {
 				if found := field(fv.Elem(), key); found.IsValid() {
+					return found
+				}
+			}
+			continue
+		}
+		if f.Name == "Spec" && v.Type() == reflect.TypeFor[Provider]() {
+			if fv := v.Field(i); !fv.IsNil() {
+				if found := field(fv.Elem().Elem(), key); found.IsValid() {
 					return found
 				}
 			}

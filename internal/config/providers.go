@@ -167,10 +167,10 @@ type ProviderType struct {
 	Check func(e *ProviderEntries, ps []Provider)
 }
 
-// The types of providers built in (in this order in errors and the
-// reference).
-func init() {
-	RegisterProvider(ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
+// SSHType, EC2Type and SacloudType are the entry types of the providers
+// whose keys are still decoded here (provider/all registers them).
+var (
+	SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
 		Decode: func(e *ProviderEntry, p *Provider) { p.SSH = e.d.sshProvider(e.f) },
 		Hosts: func(p *Provider) []map[string]string {
 			var hosts []map[string]string
@@ -178,25 +178,21 @@ func init() {
 				hosts = append(hosts, h.Labels)
 			}
 			return hosts
-		}})
-	// exec's servers may each say their port (host:port).
-	RegisterProvider(ProviderType{Name: ProviderExec, Cloud: true, Keys: []any{DefaultExec},
-		Source: "what the provider's start command makes",
-		Decode: func(e *ProviderEntry, p *Provider) { p.Exec = e.d.execProvider(e.f, p.Cloud.Port) }})
-	RegisterProvider(ProviderType{Name: ProviderEC2, Cloud: true, Keys: []any{ec2KeyDefaults()}, Required: []string{"port"},
+		}}
+	EC2Type = ProviderType{Name: ProviderEC2, Cloud: true, Keys: []any{ec2KeyDefaults()}, Required: []string{"port"},
 		Source: "the provider's launch_template or ami",
 		Decode: func(e *ProviderEntry, p *Provider) { p.EC2 = e.d.ec2Driver(e.f) },
 		Plans: func(p *Provider) (string, []string) {
 			return "instance_types", slices.Sorted(maps.Keys(p.EC2.InstanceTypes))
-		}})
-	RegisterProvider(ProviderType{Name: ProviderSacloud, Cloud: true, Keys: []any{sacloudKeyDefaults()}, Required: []string{"port"},
+		}}
+	SacloudType = ProviderType{Name: ProviderSacloud, Cloud: true, Keys: []any{sacloudKeyDefaults()}, Required: []string{"port"},
 		Source: "the provider's template",
 		Decode: func(e *ProviderEntry, p *Provider) { p.Sacloud = e.d.sacloudDriver(e.f, p.Cloud) },
 		Plans: func(p *Provider) (string, []string) {
 			return "server_plans", slices.Sorted(maps.Keys(p.Sacloud.ServerPlans))
 		},
-		Check: checkSacloudProviders})
-}
+		Check: checkSacloudProviders}
+)
 
 // sshKeyDefaults, ec2KeyDefaults and sacloudKeyDefaults are the types'
 // keys with their defaults, every optional section present (for the
@@ -331,6 +327,18 @@ func (e *ProviderEntry) Int(key string, def int) (int, *yaml.Node) { return e.f.
 func (e *ProviderEntry) Duration(key string, def, least, most time.Duration) time.Duration {
 	return e.d.within(e.f, key, def, least, most)
 }
+
+// Sequence checks that n is a list (of what, for the error) and returns
+// its items.
+func (e *ProviderEntry) Sequence(n *yaml.Node, field, what string) ([]*yaml.Node, bool) {
+	return e.d.sequence(n, field, what)
+}
+
+// Str decodes n as a string.
+func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return e.d.str(n, field) }
+
+// FromConfigDir resolves path p relative to the config file's directory.
+func (e *ProviderEntry) FromConfigDir(p string) string { return abs(e.d.dir, p) }
 
 // ProviderEntries reports the errors a type's Check finds.
 type ProviderEntries struct{ d *decoder }

@@ -286,9 +286,8 @@ type Provider struct {
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
 	// Cloud holds the keys every cloud type (exec, sacloud, ec2) has; nil
-	// for other types. The cloud's own keys are in its field (Exec).
+	// for other types. The cloud's own keys are in its field (EC2) or in Spec.
 	Cloud *CloudProvider `yaml:",inline"`
-	Exec  *ExecProvider  `yaml:",inline"`
 	// EC2 is the rest of the entry when Type is ProviderEC2.
 	EC2 *EC2Driver `yaml:",inline"`
 	// Sacloud is the rest of the entry when Type is ProviderSacloud.
@@ -302,9 +301,6 @@ type Provider struct {
 const (
 	// ProviderSSH runs instances as processes on servers reached over SSH.
 	ProviderSSH = "ssh"
-	// ProviderExec runs instances as servers of any cloud, through three
-	// commands of its CLI (start, stop, list).
-	ProviderExec = "exec"
 )
 
 // CloudProvider is what every cloud provider entry has besides its
@@ -349,22 +345,6 @@ type Emulator struct {
 	// template's fields ({{.Port}}: the stand-in's port on 127.0.0.1).
 	StandIn []string `yaml:"stand_in" required:"true"`
 }
-
-// ExecProvider drives a cloud through its CLI: three argv templates (no
-// shell), each run with a timeout, answering JSON on stdout.
-type ExecProvider struct {
-	// Start creates one server and prints {"id": ..., "address": ...}.
-	Start []string `yaml:"start" required:"true"`
-	// Stop deletes the server {{.ID}}; deleting one already gone succeeds.
-	Stop []string `yaml:"stop" required:"true"`
-	// List prints a JSON array of the servers tagged shoal-owner={{.Owner}}.
-	List []string `yaml:"list" required:"true"`
-	// Timeout bounds one run of a command.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
-// DefaultExec holds the defaults of an exec provider's keys.
-var DefaultExec = ExecProvider{Timeout: 2 * time.Minute}
 
 // ExecData is what an exec provider's command templates can refer to.
 type ExecData struct {

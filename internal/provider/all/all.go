@@ -1,11 +1,19 @@
 // Package all links in every provider type: importing it registers each
-// one's config type (config.RegisterProvider) and builder. Adding a
-// provider is its package plus one import line here.
+// one's config entry type (in this order in errors and the reference) and
+// its builder. Adding a provider is its package plus its line here.
 package all
 
 import (
-	// Each registers itself in init.
+	"github.com/shoal-lb/shoal/internal/config"
+	// ec2 and sacloud register their drivers in init.
 	_ "github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
-	_ "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 	_ "github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
 )
+
+func init() {
+	config.RegisterProvider(config.SSHType)
+	config.RegisterProvider(exec.ProviderType)
+	config.RegisterProvider(config.EC2Type)
+	config.RegisterProvider(config.SacloudType)
+}

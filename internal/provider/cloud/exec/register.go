@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	cloud.RegisterDriver(config.ProviderExec, func(_ context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
-		return New(*pc.Exec, pc.Cloud.Port)
+	cloud.RegisterDriver(Type, func(_ context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
+		return New(*Of(pc), pc.Cloud.Port)
 	})
 }
