@@ -46,10 +46,10 @@ func defaultsTree() Config {
 	r.Redirect, r.Respond = &defaultRedirect, &defaultRespond
 	fe.Routes = []Route{r}
 	c.Frontends = []Frontend{fe}
-	ssh, ec2, sac := sshKeyDefaults(), ec2KeyDefaults(), sacloudKeyDefaults()
+	ssh, sac := sshKeyDefaults(), sacloudKeyDefaults()
 	cloud := DefaultCloud
 	cloud.Emulator = &Emulator{}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, EC2: &ec2, Sacloud: &sac}}
+	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Sacloud: &sac}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	rec := defaultGSLBRecord
 	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}
@@ -274,11 +274,21 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	for _, p := range cfg.Providers[1:] {
 		other := reflect.ValueOf(p)
 		for i := range first.NumField() {
-			if f := first.Type().Field(i); (inline(f) || f.Name == "Spec") && first.Field(i).IsNil() {
+			if inline(first.Type().Field(i)) && first.Field(i).IsNil() {
 				first.Field(i).Set(other.Field(i))
 			}
 		}
 	}
+
+	// The keys of types registered from their packages are in Spec: the
+	// first entry's holds every entry's.
+	var specs []any
+	for _, p := range cfg.Providers {
+		if p.Spec != nil {
+			specs = append(specs, p.Spec)
+		}
+	}
+	cfg.Providers[0].Spec = specs
 
 	// A route has one action: the table has every action's keys in one,
 	// so does the first route, with the second's respond.
@@ -362,8 +372,10 @@ func field(v reflect.Value, key string) reflect.Value {
 			continue
 		}
 		if f.Name == "Spec" && v.Type() == reflect.TypeFor[Provider]() {
-			if fv := v.Field(i); !fv.IsNil() {
-				if found := field(fv.Elem().Elem(), key); found.IsValid() {
+			// TestLoadAppliesDefaults's merged entry: every entry's Spec.
+			specs, _ := v.Field(i).Interface().([]any)
+			for _, spec := range specs {
+				if found := field(reflect.ValueOf(spec).Elem(), key); found.IsValid() {
 					return found
 				}
 			}

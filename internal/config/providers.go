@@ -167,7 +167,7 @@ type ProviderType struct {
 	Check func(e *ProviderEntries, ps []Provider)
 }
 
-// SSHType, EC2Type and SacloudType are the entry types of the providers
+// SSHType and SacloudType are the entry types of the providers
 // whose keys are still decoded here (provider/all registers them).
 var (
 	SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
@@ -179,12 +179,6 @@ var (
 			}
 			return hosts
 		}}
-	EC2Type = ProviderType{Name: ProviderEC2, Cloud: true, Keys: []any{ec2KeyDefaults()}, Required: []string{"port"},
-		Source: "the provider's launch_template or ami",
-		Decode: func(e *ProviderEntry, p *Provider) { p.EC2 = e.d.ec2Driver(e.f) },
-		Plans: func(p *Provider) (string, []string) {
-			return "instance_types", slices.Sorted(maps.Keys(p.EC2.InstanceTypes))
-		}}
 	SacloudType = ProviderType{Name: ProviderSacloud, Cloud: true, Keys: []any{sacloudKeyDefaults()}, Required: []string{"port"},
 		Source: "the provider's template",
 		Decode: func(e *ProviderEntry, p *Provider) { p.Sacloud = e.d.sacloudDriver(e.f, p.Cloud) },
@@ -194,20 +188,13 @@ var (
 		Check: checkSacloudProviders}
 )
 
-// sshKeyDefaults, ec2KeyDefaults and sacloudKeyDefaults are the types'
+// sshKeyDefaults and sacloudKeyDefaults are the types'
 // keys with their defaults, every optional section present (for the
 // reference).
 func sshKeyDefaults() SSHProvider {
 	s := defaultSSHProvider
 	s.Hosts = []SSHHost{defaultSSHHost}
 	return s
-}
-
-func ec2KeyDefaults() EC2Driver {
-	e := defaultEC2Driver
-	lt := defaultEC2LaunchTemplate
-	e.LaunchTemplate = &lt
-	return e
 }
 
 func sacloudKeyDefaults() SacloudDriver {
@@ -339,6 +326,64 @@ func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return 
 
 // FromConfigDir resolves path p relative to the config file's directory.
 func (e *ProviderEntry) FromConfigDir(p string) string { return abs(e.d.dir, p) }
+
+// Root is the entry's mapping node (nil when it is not a mapping).
+func (e *ProviderEntry) Root() *yaml.Node { return e.f.node }
+
+// Section checks that n, at field, is a mapping of the keys of keysOf's
+// type (a struct with yaml tags), reporting its required keys that are
+// absent, and returns it as an entry to decode.
+func (e *ProviderEntry) Section(n *yaml.Node, field string, keysOf any) *ProviderEntry {
+	return &ProviderEntry{d: e.d, f: sectionOf(e.d, reflect.TypeOf(keysOf), n, field)}
+}
+
+// StringItem is one string of a list, with its node and field.
+type StringItem struct {
+	Node  *yaml.Node
+	Field string
+	Val   string
+}
+
+// Strings decodes key as one string or a list of strings.
+func (e *ProviderEntry) Strings(key string) []StringItem {
+	var out []StringItem
+	for _, it := range e.f.strings(key) {
+		out = append(out, StringItem{Node: it.node, Field: it.field, Val: it.val})
+	}
+	return out
+}
+
+// Entry is one key and value of a mapping.
+type Entry struct {
+	Key  string
+	K, V *yaml.Node
+}
+
+// Entries checks that n, at field, is a mapping and returns its entries.
+func (e *ProviderEntry) Entries(n *yaml.Node, field string) ([]Entry, bool) {
+	list, ok := e.d.entries(n, field)
+	out := make([]Entry, len(list))
+	for i, it := range list {
+		out[i] = Entry{Key: it.key, K: it.k, V: it.v}
+	}
+	return out, ok
+}
+
+// Value decodes n as a scalar written as a string.
+func (e *ProviderEntry) Value(n *yaml.Node, field string) (string, bool) { return e.d.value(n, field) }
+
+// Path resolves a file path of the config: ~ is the home of the user
+// running shoal, a relative path is relative to the config file.
+func (e *ProviderEntry) Path(p string) string { return e.d.path(p) }
+
+// Join is the path of key under path in errors.
+func Join(path, key string) string { return join(path, key) }
+
+// MaxKeyFile bounds a key or credentials file read at load.
+const MaxKeyFile = maxKeyFile
+
+// ReadRegular reads a regular file of at most max bytes (see readRegular).
+func ReadRegular(path string, max int64) ([]byte, error) { return readRegular(path, max) }
 
 // ProviderEntries reports the errors a type's Check finds.
 type ProviderEntries struct{ d *decoder }

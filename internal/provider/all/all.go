@@ -5,15 +5,15 @@ package all
 
 import (
 	"github.com/shoal-lb/shoal/internal/config"
-	// ec2 and sacloud register their drivers in init.
-	_ "github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
+	// sacloud registers its driver in init.
 	_ "github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
 )
 
 func init() {
 	config.RegisterProvider(config.SSHType)
 	config.RegisterProvider(exec.ProviderType)
-	config.RegisterProvider(config.EC2Type)
+	config.RegisterProvider(ec2.ProviderType)
 	config.RegisterProvider(config.SacloudType)
 }

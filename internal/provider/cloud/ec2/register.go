@@ -10,7 +10,7 @@ import (
 
 func init() {
 	// New calls no API; the context reads the credentials file only.
-	cloud.RegisterDriver(config.ProviderEC2, func(ctx context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
-		return New(ctx, *pc.EC2)
+	cloud.RegisterDriver(Type, func(ctx context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
+		return New(ctx, *Of(pc))
 	})
 }
