@@ -275,8 +275,8 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
-	// the other keys of the entry are the type's.
+	// Type is the entry's type of provider: ssh, exec, ec2 or sacloud; the
+	// other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// HealthGrace is the health.grace of the groups using the provider
 	// that do not set their own: a cloud's servers take minutes to boot

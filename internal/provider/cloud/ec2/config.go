@@ -128,7 +128,7 @@ var (
 	spotPriceRE    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 )
 
-// ec2Driver decodes the keys of a provider of type ec2.
+// decode decodes the keys of a provider of type ec2.
 func decode(pe *config.ProviderEntry, p *config.Provider) {
 	f := pe
 	e := Defaults
