@@ -117,52 +117,150 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		out = append(out, p)
 		if p.Name != "" {
 			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, typ: p.Type, grace: p.HealthGrace, node: item, path: path}
-			if p.SSH != nil {
-				for _, h := range p.SSH.Hosts {
-					pl.hosts = append(pl.hosts, h.Labels)
-				}
+			if pt, ok := LookupProvider(p.Type); ok && pt.Hosts != nil {
+				pl.hosts = pt.Hosts(&p)
 			}
 			d.provs[p.Name] = pl
 		}
 	}
-	d.checkSacloudProviders(out)
+	for _, pt := range providerTypes {
+		if pt.Check != nil {
+			pt.Check(&ProviderEntries{d: d}, out)
+		}
+	}
 	return out
 }
 
-// providerType is a type of provider and the types of its keys.
-type providerType struct {
-	name string
-	keys []reflect.Type
-	// required are keys of the types it shares with others that this type
-	// needs too (the port of the clouds whose listings have none).
-	required []string
+// ProviderType is one type of provider entry: its keys, their defaults,
+// decoding and checks. Each type registers itself once (RegisterProvider);
+// the decoder, the generated schema and reference, and the core find a
+// type only here.
+type ProviderType struct {
+	// Name is the value of the entry's type key.
+	Name string
+	// Keys are the structs holding the entry's keys besides name, type,
+	// health_grace and a cloud's common keys, each as its defaults (for
+	// the schema and the reference).
+	Keys []any
+	// Required are keys of the structs it shares with other types that
+	// this type needs too (the port of the clouds whose listings have none).
+	Required []string
+	// Cloud marks a type whose provider creates a server per instance: its
+	// entries have the common cloud keys (CloudProvider, decoded into
+	// Provider.Cloud before Decode runs), a health_grace of
+	// DefaultCloudHealthGrace, and its groups run no template.
+	Cloud bool
+	// Source is, for a cloud type, what each server runs instead of a
+	// group's template (in the error refusing a template's keys).
+	Source string
+	// Decode decodes the type's own keys of the entry into p, reporting
+	// errors through e.
+	Decode func(e *ProviderEntry, p *Provider)
+	// Hosts, when set, lists the labels of p's hosts, which groups'
+	// placement labels are checked against.
+	Hosts func(p *Provider) []map[string]string
+	// Plans, when set, returns p's map of plan names (its key and names),
+	// whose names groups on p must have as plans.
+	Plans func(p *Provider) (key string, names []string)
+	// Check, when set, checks all entries together once each is decoded
+	// (what no one entry shows).
+	Check func(e *ProviderEntries, ps []Provider)
 }
 
+// SSHType and SacloudType are the entry types of the providers
+// whose keys are still decoded here (provider/all registers them).
 var (
-	sshKeys   = reflect.TypeFor[SSHProvider]()
-	cloudKeys = reflect.TypeFor[CloudProvider]()
+	SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
+		Decode: func(e *ProviderEntry, p *Provider) { p.SSH = e.d.sshProvider(e.f) },
+		Hosts: func(p *Provider) []map[string]string {
+			var hosts []map[string]string
+			for _, h := range p.SSH.Hosts {
+				hosts = append(hosts, h.Labels)
+			}
+			return hosts
+		}}
+	SacloudType = ProviderType{Name: ProviderSacloud, Cloud: true, Keys: []any{sacloudKeyDefaults()}, Required: []string{"port"},
+		Source: "the provider's template",
+		Decode: func(e *ProviderEntry, p *Provider) { p.Sacloud = e.d.sacloudDriver(e.f, p.Cloud) },
+		Plans: func(p *Provider) (string, []string) {
+			return "server_plans", slices.Sorted(maps.Keys(p.Sacloud.ServerPlans))
+		},
+		Check: checkSacloudProviders}
 )
 
-var providerTypes = []providerType{
-	{name: ProviderSSH, keys: []reflect.Type{sshKeys}},
-	// exec's servers may each say their port (host:port).
-	{name: ProviderExec, keys: []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
-	{name: ProviderEC2, keys: []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}, required: []string{"port"}},
-	{name: ProviderSacloud, keys: []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}, required: []string{"port"}},
+// sshKeyDefaults and sacloudKeyDefaults are the types'
+// keys with their defaults, every optional section present (for the
+// reference).
+func sshKeyDefaults() SSHProvider {
+	s := defaultSSHProvider
+	s.Hosts = []SSHHost{defaultSSHHost}
+	return s
+}
+
+func sacloudKeyDefaults() SacloudDriver {
+	s := defaultSacloudDriver
+	disk := defaultSacloudDisk
+	disk.SourceArchive = &SacloudSelector{}
+	s.Template.Disks = []SacloudDisk{disk}
+	s.Template.EditParameter = &SacloudEdit{}
+	s.Template.NetworkInterfaces = []SacloudNIC{{Expose: &SacloudExpose{}}}
+	return s
+}
+
+// providerTypes are the registered types, in the order they registered:
+// the order of the error naming them and of the reference.
+var providerTypes []ProviderType
+
+// RegisterProvider adds a type of provider entry. It panics on a type
+// registered twice or without a name or decoder: a programming error,
+// found at start.
+func RegisterProvider(pt ProviderType) {
+	if pt.Name == "" || pt.Decode == nil {
+		panic("config: RegisterProvider: a type needs a name and a decoder")
+	}
+	if _, ok := LookupProvider(pt.Name); ok {
+		panic("config: RegisterProvider: type " + pt.Name + " registered twice")
+	}
+	providerTypes = append(providerTypes, pt)
+}
+
+// LookupProvider returns the registered type named name.
+func LookupProvider(name string) (ProviderType, bool) {
+	for _, pt := range providerTypes {
+		if pt.Name == name {
+			return pt, true
+		}
+	}
+	return ProviderType{}, false
+}
+
+// ProviderTypes returns the registered types, in registration order.
+func ProviderTypes() []ProviderType { return slices.Clone(providerTypes) }
+
+// KeyTypes are the types of the structs holding pt's keys.
+func (pt ProviderType) KeyTypes() []reflect.Type {
+	var ts []reflect.Type
+	if pt.Cloud {
+		ts = append(ts, reflect.TypeFor[CloudProvider]())
+	}
+	for _, k := range pt.Keys {
+		ts = append(ts, reflect.TypeOf(k))
+	}
+	return ts
 }
 
 // requiredKeys are the keys an entry of type pt must have besides name
 // and type: its types' required keys and its own.
-func (pt providerType) requiredKeys() []string {
+func (pt ProviderType) requiredKeys() []string {
 	var keys []string
-	for _, t := range pt.keys {
+	for _, t := range pt.KeyTypes() {
 		for _, k := range schemaOf(t) {
 			if k.required {
 				keys = append(keys, k.name)
 			}
 		}
 	}
-	return append(keys, pt.required...)
+	return append(keys, pt.Required...)
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -172,10 +270,10 @@ func providerKeys(typ string) []string {
 		keys = append(keys, k.name)
 	}
 	// An unknown type is reported as such, not each of its keys.
-	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	_, known := LookupProvider(typ)
 	for _, pt := range providerTypes {
-		if typ == pt.name || typ != "" && !known {
-			for _, t := range pt.keys {
+		if typ == pt.Name || typ != "" && !known {
+			for _, t := range pt.KeyTypes() {
 				for _, k := range schemaOf(t) {
 					if !slices.Contains(keys, k.name) {
 						keys = append(keys, k.name)
@@ -185,6 +283,119 @@ func providerKeys(typ string) []string {
 		}
 	}
 	return keys
+}
+
+// ProviderEntry is one entry of providers being decoded, for its type's
+// Decode: its keys, with errors reported at their FILE:LINE:COL.
+type ProviderEntry struct {
+	d *decoder
+	f *fields
+}
+
+// Node returns the value of key, nil when absent or null.
+func (e *ProviderEntry) Node(key string) *yaml.Node { return e.f.get(key) }
+
+// Field is key's path in errors ("providers[0].key").
+func (e *ProviderEntry) Field(key string) string { return e.f.field(key) }
+
+// Errorf reports an error at n about field.
+func (e *ProviderEntry) Errorf(n *yaml.Node, field, format string, args ...any) {
+	e.d.errorf(n, field, format, args...)
+}
+
+// String decodes key as a string, def when absent; the node is nil then,
+// or when the value is not a string (reported).
+func (e *ProviderEntry) String(key, def string) (string, *yaml.Node) { return e.f.str(key, def) }
+
+// Int decodes key as an integer, as String.
+func (e *ProviderEntry) Int(key string, def int) (int, *yaml.Node) { return e.f.integer(key, def) }
+
+// Duration decodes key as a duration from least to most, def when absent.
+func (e *ProviderEntry) Duration(key string, def, least, most time.Duration) time.Duration {
+	return e.d.within(e.f, key, def, least, most)
+}
+
+// Sequence checks that n is a list (of what, for the error) and returns
+// its items.
+func (e *ProviderEntry) Sequence(n *yaml.Node, field, what string) ([]*yaml.Node, bool) {
+	return e.d.sequence(n, field, what)
+}
+
+// Str decodes n as a string.
+func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return e.d.str(n, field) }
+
+// FromConfigDir resolves path p relative to the config file's directory.
+func (e *ProviderEntry) FromConfigDir(p string) string { return abs(e.d.dir, p) }
+
+// Root is the entry's mapping node (nil when it is not a mapping).
+func (e *ProviderEntry) Root() *yaml.Node { return e.f.node }
+
+// Section checks that n, at field, is a mapping of the keys of keysOf's
+// type (a struct with yaml tags), reporting its required keys that are
+// absent, and returns it as an entry to decode.
+func (e *ProviderEntry) Section(n *yaml.Node, field string, keysOf any) *ProviderEntry {
+	return &ProviderEntry{d: e.d, f: sectionOf(e.d, reflect.TypeOf(keysOf), n, field)}
+}
+
+// StringItem is one string of a list, with its node and field.
+type StringItem struct {
+	Node  *yaml.Node
+	Field string
+	Val   string
+}
+
+// Strings decodes key as one string or a list of strings.
+func (e *ProviderEntry) Strings(key string) []StringItem {
+	var out []StringItem
+	for _, it := range e.f.strings(key) {
+		out = append(out, StringItem{Node: it.node, Field: it.field, Val: it.val})
+	}
+	return out
+}
+
+// Entry is one key and value of a mapping.
+type Entry struct {
+	Key  string
+	K, V *yaml.Node
+}
+
+// Entries checks that n, at field, is a mapping and returns its entries.
+func (e *ProviderEntry) Entries(n *yaml.Node, field string) ([]Entry, bool) {
+	list, ok := e.d.entries(n, field)
+	out := make([]Entry, len(list))
+	for i, it := range list {
+		out[i] = Entry{Key: it.key, K: it.k, V: it.v}
+	}
+	return out, ok
+}
+
+// Value decodes n as a scalar written as a string.
+func (e *ProviderEntry) Value(n *yaml.Node, field string) (string, bool) { return e.d.value(n, field) }
+
+// Path resolves a file path of the config: ~ is the home of the user
+// running shoal, a relative path is relative to the config file.
+func (e *ProviderEntry) Path(p string) string { return e.d.path(p) }
+
+// Join is the path of key under path in errors.
+func Join(path, key string) string { return join(path, key) }
+
+// MaxKeyFile bounds a key or credentials file read at load.
+const MaxKeyFile = maxKeyFile
+
+// ReadRegular reads a regular file of at most max bytes (see readRegular).
+func ReadRegular(path string, max int64) ([]byte, error) { return readRegular(path, max) }
+
+// ProviderEntries reports the errors a type's Check finds.
+type ProviderEntries struct{ d *decoder }
+
+// Errorf reports an error at key of entry p (at the entry when p has no
+// such key).
+func (e *ProviderEntries) Errorf(p Provider, key, format string, args ...any) {
+	pl, ok := e.d.provs[p.Name]
+	if !ok {
+		return
+	}
+	e.d.errorf(keyNode(pl.node, key), pl.path+"."+key, format, args...)
 }
 
 func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *yaml.Node, ok bool) {
@@ -217,35 +428,25 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
+	pt, known := LookupProvider(t)
 	graceDef := DefaultCloudHealthGrace
-	if t == ProviderSSH {
+	if known && !pt.Cloud {
 		graceDef = 0
 	}
 	p.HealthGrace = d.within(f, "health_grace", graceDef, time.Second, maxTimeout)
-	for _, pt := range providerTypes {
-		if pt.name == t {
-			f.require(pt.requiredKeys()...)
-		}
-	}
-	switch t {
-	case ProviderSSH:
-		p.SSH = d.sshProvider(f)
-	case ProviderExec:
-		p.Cloud = d.cloudProvider(f)
-		p.Exec = d.execProvider(f, p.Cloud.Port)
-	case ProviderSacloud:
-		p.Cloud = d.cloudProvider(f)
-		p.Sacloud = d.sacloudDriver(f, p.Cloud)
-	case ProviderEC2:
-		p.Cloud = d.cloudProvider(f)
-		p.EC2 = d.ec2Driver(f)
-	default:
+	if !known {
 		names := make([]string, len(providerTypes))
 		for i, pt := range providerTypes {
-			names[i] = pt.name
+			names[i] = pt.Name
 		}
 		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join(names, ", "))
+		return p, nameNode, true
 	}
+	f.require(pt.requiredKeys()...)
+	if pt.Cloud {
+		p.Cloud = d.cloudProvider(f)
+	}
+	pt.Decode(&ProviderEntry{d: d, f: f}, &p)
 	return p, nameNode, true
 }
 

@@ -244,7 +244,7 @@ func (d *decoder) sacloudDriver(f *fields, c *CloudProvider) *SacloudDriver {
 // checkSacloudProviders checks what only the whole list shows: the fake is
 // one per process (iaas-api-go switches every client to it), so a config
 // with it has no real sacloud provider and one store.
-func (d *decoder) checkSacloudProviders(ps []Provider) {
+func checkSacloudProviders(e *ProviderEntries, ps []Provider) {
 	var fake, real, store string
 	for _, p := range ps {
 		if p.Sacloud == nil {
@@ -256,13 +256,11 @@ func (d *decoder) checkSacloudProviders(ps []Provider) {
 		case fake == "":
 			fake, store = p.Name, p.Sacloud.FakeStorePath
 		case p.Sacloud.FakeStorePath != store:
-			pl := d.provs[p.Name]
-			d.errorf(keyNode(pl.node, "fake_store_path"), pl.path+".fake_store_path", "providers %s and %s both use the fake sacloud API, which is one per process: give them the same fake_store_path", fake, p.Name)
+			e.Errorf(p, "fake_store_path", "providers %s and %s both use the fake sacloud API, which is one per process: give them the same fake_store_path", fake, p.Name)
 		}
 	}
 	if fake != "" && real != "" {
-		pl := d.provs[fake]
-		d.errorf(keyNode(pl.node, "fake_mode"), pl.path+".fake_mode", "the fake sacloud API replaces the real one for the whole process, and provider %s uses the real one: use one or the other", real)
+		e.Errorf(Provider{Name: fake}, "fake_mode", "the fake sacloud API replaces the real one for the whole process, and provider %s uses the real one: use one or the other", real)
 	}
 }
 
@@ -541,13 +539,11 @@ func (s *SacloudDriver) PlanFor(plan string) SacloudPlan {
 // a plan: a typo would silently size servers by the default.
 func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
 	for _, p := range ps {
-		key, names := "", []string(nil)
-		switch {
-		case p.Sacloud != nil:
-			key, names = "server_plans", slices.Sorted(maps.Keys(p.Sacloud.ServerPlans))
-		case p.EC2 != nil:
-			key, names = "instance_types", slices.Sorted(maps.Keys(p.EC2.InstanceTypes))
+		pt, ok := LookupProvider(p.Type)
+		if !ok || pt.Plans == nil {
+			continue
 		}
+		key, names := pt.Plans(&p)
 		if len(names) == 0 {
 			continue
 		}

@@ -277,8 +277,8 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
-	// the other keys of the entry are the type's.
+	// Type is the entry's type of provider: ssh, exec, ec2 or sacloud; the
+	// other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// HealthGrace is the health.grace of the groups using the provider
 	// that do not set their own: a cloud's servers take minutes to boot
@@ -288,22 +288,19 @@ type Provider struct {
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
 	// Cloud holds the keys every cloud type (exec, sacloud, ec2) has; nil
-	// for other types. The cloud's own keys are in its field (Exec).
+	// for other types. The cloud's own keys are in its field (Sacloud) or in Spec.
 	Cloud *CloudProvider `yaml:",inline"`
-	Exec  *ExecProvider  `yaml:",inline"`
-	// EC2 is the rest of the entry when Type is ProviderEC2.
-	EC2 *EC2Driver `yaml:",inline"`
 	// Sacloud is the rest of the entry when Type is ProviderSacloud.
 	Sacloud *SacloudDriver `yaml:",inline"`
+	// Spec is the rest of the entry for a type registered outside this
+	// package (RegisterProvider), as its Decode made it.
+	Spec any `yaml:"-"`
 }
 
 // Provider types.
 const (
 	// ProviderSSH runs instances as processes on servers reached over SSH.
 	ProviderSSH = "ssh"
-	// ProviderExec runs instances as servers of any cloud, through three
-	// commands of its CLI (start, stop, list).
-	ProviderExec = "exec"
 )
 
 // CloudProvider is what every cloud provider entry has besides its
@@ -348,22 +345,6 @@ type Emulator struct {
 	// template's fields ({{.Port}}: the stand-in's port on 127.0.0.1).
 	StandIn []string `yaml:"stand_in" required:"true"`
 }
-
-// ExecProvider drives a cloud through its CLI: three argv templates (no
-// shell), each run with a timeout, answering JSON on stdout.
-type ExecProvider struct {
-	// Start creates one server and prints {"id": ..., "address": ...}.
-	Start []string `yaml:"start" required:"true"`
-	// Stop deletes the server {{.ID}}; deleting one already gone succeeds.
-	Stop []string `yaml:"stop" required:"true"`
-	// List prints a JSON array of the servers tagged shoal-owner={{.Owner}}.
-	List []string `yaml:"list" required:"true"`
-	// Timeout bounds one run of a command.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
-// DefaultExec holds the defaults of an exec provider's keys.
-var DefaultExec = ExecProvider{Timeout: 2 * time.Minute}
 
 // ExecData is what an exec provider's command templates can refer to.
 type ExecData struct {

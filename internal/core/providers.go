@@ -103,7 +103,10 @@ func (p *providers) add(pc config.Provider) error {
 		}
 		p.ssh[pc.Name], run = sp, sp.Run
 	case pc.Cloud != nil:
-		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, p.opts.Guard, log)
+		// Servers carry the owner tag, the same marker the ssh provider's
+		// processes carry (see ownerID); Guard fences the poller's sweep.
+		// A driver's builder calls no API; the context reads files only.
+		cp, err := cloud.NewFromConfig(context.Background(), pc, cloud.Options{Owner: p.opts.Owner, StateDir: p.opts.StateDir, Log: log, Guard: p.opts.Guard})
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}

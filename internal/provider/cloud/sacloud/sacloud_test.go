@@ -28,6 +28,10 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
+// This package's own tests cannot import provider/all (which imports
+// it): they register the sacloud entry type themselves.
+func init() { config.RegisterProvider(config.SacloudType) }
+
 // These tests run the driver against iaas-api-go's own in-process fake of
 // the Sakura Cloud API (FakeMode), not a real account: the fake creates,
 // boots, lists by tag, shuts down and deletes, and answers 404 after. It

@@ -1,0 +1,19 @@
+// Package all links in every provider type: importing it registers each
+// one's config entry type (in this order in errors and the reference) and
+// its builder. Adding a provider is its package plus its line here.
+package all
+
+import (
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
+	// sacloud registers its driver in init.
+	_ "github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
+)
+
+func init() {
+	config.RegisterProvider(config.SSHType)
+	config.RegisterProvider(exec.ProviderType)
+	config.RegisterProvider(ec2.ProviderType)
+	config.RegisterProvider(config.SacloudType)
+}
