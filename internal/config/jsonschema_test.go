@@ -97,14 +97,14 @@ var schemaForms = map[string]obj{
 	"NotifyTarget.secret_env":    {"type": "string"},
 	"NotifyTarget.password_file": {"type": "string"},
 	"NotifyTarget.password_env":  {"type": "string"},
-	"SacloudEdit.password":       {"type": "string"},
-	"SacloudEdit.password_file":  {"type": "string"},
-	"SacloudEdit.password_env":   {"type": "string"},
+	"sacloud.Edit.password":      {"type": "string"},
+	"sacloud.Edit.password_file": {"type": "string"},
+	"sacloud.Edit.password_env":  {"type": "string"},
 	"SacloudAutoscaler.socket_mode": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 0, "maximum": 0o777},
 		obj{"type": "string", "pattern": `^0?[0-7]{1,3}$`},
 	}, "x-form": "file mode (\"0660\")"},
-	"SacloudNIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "config.SacloudSelector"},
+	"sacloud.NIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "sacloud.Selector"},
 		"x-form": "shared or a switch selector"},
 	"Frontend.bind":     oneOrMoreSchema,
 	"Route.host":        oneOrMoreSchema,
@@ -489,7 +489,7 @@ func (g *schemaGen) expand(s obj, t reflect.Type, v reflect.Value, path string) 
 			case nil:
 				any2 = append(any2, g.plain("", t, v, path))
 			case string:
-				named := namedTypes[a]
+				named := namedType(a)
 				any2 = append(any2, g.section(named, reflect.Zero(named), path))
 			default:
 				any2 = append(any2, a)
@@ -500,8 +500,40 @@ func (g *schemaGen) expand(s obj, t reflect.Type, v reflect.Value, path string) 
 	return out
 }
 
-// namedTypes are the types schemaForms names.
-var namedTypes = map[string]reflect.Type{"config.SacloudSelector": reflect.TypeFor[SacloudSelector]()}
+// namedType finds the type schemaForms names name (as docName names it)
+// among the registered provider types' keys: those types live in their
+// providers' packages.
+func namedType(name string) reflect.Type {
+	seen := map[reflect.Type]bool{}
+	var find func(t reflect.Type) reflect.Type
+	find = func(t reflect.Type) reflect.Type {
+		t = elem(t)
+		if t.Kind() == reflect.Map {
+			t = elem(t.Elem())
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return nil
+		}
+		seen[t] = true
+		if docName(t) == name {
+			return t
+		}
+		for i := range t.NumField() {
+			if found := find(t.Field(i).Type); found != nil {
+				return found
+			}
+		}
+		return nil
+	}
+	for _, pt := range ProviderTypes() {
+		for _, kt := range pt.KeyTypes() {
+			if t := find(kt); t != nil {
+				return t
+			}
+		}
+	}
+	panic("schemaForms names " + name + ", which no provider type's keys have")
+}
 
 // jsonDefault is v as the file writes it, when the schema should say it.
 func jsonDefault(name string, v reflect.Value) (any, bool) {

@@ -167,43 +167,23 @@ type ProviderType struct {
 	Check func(e *ProviderEntries, ps []Provider)
 }
 
-// SSHType and SacloudType are the entry types of the providers
-// whose keys are still decoded here (provider/all registers them).
-var (
-	SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
-		Decode: func(e *ProviderEntry, p *Provider) { p.SSH = e.d.sshProvider(e.f) },
-		Hosts: func(p *Provider) []map[string]string {
-			var hosts []map[string]string
-			for _, h := range p.SSH.Hosts {
-				hosts = append(hosts, h.Labels)
-			}
-			return hosts
-		}}
-	SacloudType = ProviderType{Name: ProviderSacloud, Cloud: true, Keys: []any{sacloudKeyDefaults()}, Required: []string{"port"},
-		Source: "the provider's template",
-		Decode: func(e *ProviderEntry, p *Provider) { p.Sacloud = e.d.sacloudDriver(e.f, p.Cloud) },
-		Plans: func(p *Provider) (string, []string) {
-			return "server_plans", slices.Sorted(maps.Keys(p.Sacloud.ServerPlans))
-		},
-		Check: checkSacloudProviders}
-)
+// SSHType is the entry type of the provider whose keys are still
+// decoded here (provider/all registers it).
+var SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
+	Decode: func(e *ProviderEntry, p *Provider) { p.SSH = e.d.sshProvider(e.f) },
+	Hosts: func(p *Provider) []map[string]string {
+		var hosts []map[string]string
+		for _, h := range p.SSH.Hosts {
+			hosts = append(hosts, h.Labels)
+		}
+		return hosts
+	}}
 
-// sshKeyDefaults and sacloudKeyDefaults are the types'
-// keys with their defaults, every optional section present (for the
-// reference).
+// sshKeyDefaults are the type's keys with their defaults, every optional
+// section present (for the reference).
 func sshKeyDefaults() SSHProvider {
 	s := defaultSSHProvider
 	s.Hosts = []SSHHost{defaultSSHHost}
-	return s
-}
-
-func sacloudKeyDefaults() SacloudDriver {
-	s := defaultSacloudDriver
-	disk := defaultSacloudDisk
-	disk.SourceArchive = &SacloudSelector{}
-	s.Template.Disks = []SacloudDisk{disk}
-	s.Template.EditParameter = &SacloudEdit{}
-	s.Template.NetworkInterfaces = []SacloudNIC{{Expose: &SacloudExpose{}}}
 	return s
 }
 
@@ -310,6 +290,25 @@ func (e *ProviderEntry) String(key, def string) (string, *yaml.Node) { return e.
 // Int decodes key as an integer, as String.
 func (e *ProviderEntry) Int(key string, def int) (int, *yaml.Node) { return e.f.integer(key, def) }
 
+// Bool decodes key as true or false, as String.
+func (e *ProviderEntry) Bool(key string, def bool) (bool, *yaml.Node) { return e.f.boolean(key, def) }
+
+// Secret reads the secret key names from KEY_file or KEY_env (never from
+// the config itself); required reports neither given.
+func (e *ProviderEntry) Secret(key string, required bool) string {
+	return e.d.secret(e.f, key, required)
+}
+
+// CheckEach reports the items that check rejects and returns all their
+// values.
+func (e *ProviderEntry) CheckEach(items []StringItem, check func(string) error) []string {
+	its := make([]item, len(items))
+	for i, it := range items {
+		its[i] = item{val: it.Val, node: it.Node, field: it.Field}
+	}
+	return e.d.checkEach(its, check)
+}
+
 // Duration decodes key as a duration from least to most, def when absent.
 func (e *ProviderEntry) Duration(key string, def, least, most time.Duration) time.Duration {
 	return e.d.within(e.f, key, def, least, most)
@@ -320,6 +319,9 @@ func (e *ProviderEntry) Duration(key string, def, least, most time.Duration) tim
 func (e *ProviderEntry) Sequence(n *yaml.Node, field, what string) ([]*yaml.Node, bool) {
 	return e.d.sequence(n, field, what)
 }
+
+// Integer decodes n as an integer.
+func (e *ProviderEntry) Integer(n *yaml.Node, field string) (int, bool) { return e.d.integer(n, field) }
 
 // Str decodes n as a string.
 func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return e.d.str(n, field) }
@@ -375,6 +377,9 @@ func (e *ProviderEntry) Value(n *yaml.Node, field string) (string, bool) { retur
 // Path resolves a file path of the config: ~ is the home of the user
 // running shoal, a relative path is relative to the config file.
 func (e *ProviderEntry) Path(p string) string { return e.d.path(p) }
+
+// Truncate shortens s for an error message.
+func Truncate(s string) string { return truncate(s) }
 
 // Join is the path of key under path in errors.
 func Join(path, key string) string { return join(path, key) }
@@ -818,4 +823,56 @@ func formatLabels(l map[string]string) string {
 		parts = append(parts, k+": "+l[k])
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// checkPlanMaps reports the keys of a provider's plan map (sacloud's
+// server_plans, ec2's instance_types) that no group on the provider has as
+// a plan: a typo would silently size servers by the default.
+func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
+	for _, p := range ps {
+		pt, ok := LookupProvider(p.Type)
+		if !ok || pt.Plans == nil {
+			continue
+		}
+		key, names := pt.Plans(&p)
+		if len(names) == 0 {
+			continue
+		}
+		known := map[string]bool{}
+		for _, g := range groups {
+			if g.Provider == p.Name {
+				for _, pl := range g.Plans {
+					known[pl.Name] = true
+				}
+			}
+		}
+		for _, name := range names {
+			if !known[name] {
+				pl := d.provs[p.Name]
+				d.errorf(keyNode(pl.node, key, name), join(pl.path+"."+key, name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+			}
+		}
+	}
+}
+
+// keyNode returns the key node at keys below mapping n, or the deepest
+// one found on the way (n itself when the first is absent).
+func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
+	at := n
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return at
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				at, next = n.Content[i], resolve(n.Content[i+1])
+			}
+		}
+		if next == nil {
+			return at
+		}
+		n = next
+	}
+	return at
 }

@@ -288,10 +288,8 @@ type Provider struct {
 	// beside name and type.
 	SSH *SSHProvider `yaml:",inline"`
 	// Cloud holds the keys every cloud type (exec, sacloud, ec2) has; nil
-	// for other types. The cloud's own keys are in its field (Sacloud) or in Spec.
+	// for other types. The cloud's own keys are in Spec.
 	Cloud *CloudProvider `yaml:",inline"`
-	// Sacloud is the rest of the entry when Type is ProviderSacloud.
-	Sacloud *SacloudDriver `yaml:",inline"`
 	// Spec is the rest of the entry for a type registered outside this
 	// package (RegisterProvider), as its Decode made it.
 	Spec any `yaml:"-"`

@@ -7,13 +7,12 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
-	// sacloud registers its driver in init.
-	_ "github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/sacloud"
 )
 
 func init() {
 	config.RegisterProvider(config.SSHType)
 	config.RegisterProvider(exec.ProviderType)
 	config.RegisterProvider(ec2.ProviderType)
-	config.RegisterProvider(config.SacloudType)
+	config.RegisterProvider(sacloud.ProviderType)
 }

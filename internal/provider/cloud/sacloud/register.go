@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	cloud.RegisterDriver(config.ProviderSacloud, func(_ context.Context, pc config.Provider, log *slog.Logger) (cloud.Driver, error) {
-		return New(*pc.Sacloud, log)
+	cloud.RegisterDriver(Type, func(_ context.Context, pc config.Provider, log *slog.Logger) (cloud.Driver, error) {
+		return New(*Of(pc), log)
 	})
 }
