@@ -46,10 +46,9 @@ func defaultsTree() Config {
 	r.Redirect, r.Respond = &defaultRedirect, &defaultRespond
 	fe.Routes = []Route{r}
 	c.Frontends = []Frontend{fe}
-	ssh := sshKeyDefaults()
 	cloud := DefaultCloud
 	cloud.Emulator = &Emulator{}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud}}
+	c.Providers = []Provider{{Cloud: &cloud}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	rec := defaultGSLBRecord
 	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}

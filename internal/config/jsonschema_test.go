@@ -58,7 +58,7 @@ var schemaForms = map[string]obj{
 		obj{"type": "integer", "minimum": 100, "maximum": 599},
 		obj{"type": "string", "pattern": `^\s*[0-9]{3}\s*(-\s*[0-9]{3}\s*)?$`},
 	}, "x-form": "status code or range (\"200-399\")"},
-	"config.PortRange": {"anyOf": []any{
+	"ssh.PortRange": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 1, "maximum": 65535},
 		obj{"type": "string", "pattern": `^\s*[0-9]+\s*(-\s*[0-9]+\s*)?$`},
 	}, "x-form": "port range (\"20000-29999\")"},

@@ -1,74 +1,22 @@
 package config
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 	"gopkg.in/yaml.v3"
 )
 
-// defaultSSHHost holds the defaults of an ssh host's keys; Load expands
-// the leading ~ of KnownHosts to the home of the user running shoal.
-var defaultSSHHost = SSHHost{KnownHosts: "~/.ssh/known_hosts", Ports: DefaultPorts}
-
-// String writes r as the config does: "20000-29999".
-func (r PortRange) String() string {
-	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
-}
-
-// Name is the host part of the host's address: its name in status, events
-// and records, and where its instances serve.
-func (h SSHHost) Name() string {
-	if host, _, err := net.SplitHostPort(h.Address); err == nil {
-		return host
-	}
-	return strings.Trim(h.Address, "[]")
-}
-
-// KnownKeys lists the keys a known_hosts callback (knownhosts.New) has for
-// addr (host:port), found by asking it about a key no host has: its error
-// lists them. None means the host is unknown.
-func KnownKeys(cb ssh.HostKeyCallback, addr string) []knownhosts.KnownKey {
-	probe, err := ssh.NewPublicKey(ed25519.PublicKey(bytes.Repeat([]byte{0}, ed25519.PublicKeySize)))
-	if err != nil {
-		return nil
-	}
-	var ke *knownhosts.KeyError
-	if err := cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probe); !errors.As(err, &ke) {
-		return nil
-	}
-	return ke.Want
-}
-
-// DialAddress is the host's address with its SSH port (22 when left out).
-func (h SSHHost) DialAddress() string {
-	if _, _, err := net.SplitHostPort(h.Address); err == nil {
-		return h.Address
-	}
-	return net.JoinHostPort(strings.Trim(h.Address, "[]"), "22")
-}
-
 // maxKeyFile bounds a private key or known_hosts file read at load.
 const maxKeyFile = 1 << 20
-
-// maxHosts bounds one provider's hosts; more is a generated file gone wrong.
-const maxHosts = 1000
 
 // providerLabels is what a group's checks need of a decoded provider.
 type providerLabels struct {
@@ -165,26 +113,6 @@ type ProviderType struct {
 	// Check, when set, checks all entries together once each is decoded
 	// (what no one entry shows).
 	Check func(e *ProviderEntries, ps []Provider)
-}
-
-// SSHType is the entry type of the provider whose keys are still
-// decoded here (provider/all registers it).
-var SSHType = ProviderType{Name: ProviderSSH, Keys: []any{sshKeyDefaults()},
-	Decode: func(e *ProviderEntry, p *Provider) { p.SSH = e.d.sshProvider(e.f) },
-	Hosts: func(p *Provider) []map[string]string {
-		var hosts []map[string]string
-		for _, h := range p.SSH.Hosts {
-			hosts = append(hosts, h.Labels)
-		}
-		return hosts
-	}}
-
-// sshKeyDefaults are the type's keys with their defaults, every optional
-// section present (for the reference).
-func sshKeyDefaults() SSHProvider {
-	s := defaultSSHProvider
-	s.Hosts = []SSHHost{defaultSSHHost}
-	return s
 }
 
 // providerTypes are the registered types, in the order they registered:
@@ -323,6 +251,17 @@ func (e *ProviderEntry) Sequence(n *yaml.Node, field, what string) ([]*yaml.Node
 // Integer decodes n as an integer.
 func (e *ProviderEntry) Integer(n *yaml.Node, field string) (int, bool) { return e.d.integer(n, field) }
 
+// Number decodes n as a number.
+func (e *ProviderEntry) Number(n *yaml.Node, field string) (float64, bool) {
+	return e.d.number(n, field)
+}
+
+// Labels decodes n as a mapping of label names to values (as a group's
+// placement.labels, which are matched against them).
+func (e *ProviderEntry) Labels(n *yaml.Node, field string) map[string]string {
+	return e.d.labels(n, field)
+}
+
 // Str decodes n as a string.
 func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return e.d.str(n, field) }
 
@@ -377,6 +316,15 @@ func (e *ProviderEntry) Value(n *yaml.Node, field string) (string, bool) { retur
 // Path resolves a file path of the config: ~ is the home of the user
 // running shoal, a relative path is relative to the config file.
 func (e *ProviderEntry) Path(p string) string { return e.d.path(p) }
+
+// Describe writes n's value or kind for an error message.
+func Describe(n *yaml.Node) string { return describe(n) }
+
+// CheckHostName accepts a DNS host name.
+func CheckHostName(name string) error { return checkHostName(name) }
+
+// MaxTimeout bounds the config's timeouts.
+const MaxTimeout = maxTimeout
 
 // Truncate shortens s for an error message.
 func Truncate(s string) string { return truncate(s) }
@@ -455,115 +403,8 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 	return p, nameNode, true
 }
 
-func (d *decoder) sshProvider(f *fields) *SSHProvider {
-	def := defaultSSHProvider
-	s := &SSHProvider{}
-	s.HostDownAfter = d.within(f, "host_down_after", def.HostDownAfter, minHostDownAfter, maxTimeout)
-	s.ConnectTimeout = d.within(f, "connect_timeout", def.ConnectTimeout, minConnectTimeout, 10*time.Minute)
-	s.RemoteDir, _ = f.str("remote_dir", def.RemoteDir)
-	if rn := f.get("remote_dir"); rn != nil && (s.RemoteDir == "" || strings.ContainsAny(s.RemoteDir, "\x00\n")) {
-		d.errorf(rn, f.field("remote_dir"), "must be a directory path (relative to the login's home, or absolute), got %s", describe(rn))
-	}
-	hn := f.get("hosts")
-	if hn == nil {
-		return s // reported by require
-	}
-	items, ok := d.sequence(hn, f.field("hosts"), "a list of hosts")
-	if !ok {
-		return s
-	}
-	if len(items) == 0 {
-		d.errorf(hn, f.field("hosts"), "must list at least one host")
-	}
-	if len(items) > maxHosts {
-		d.errorf(hn, f.field("hosts"), "at most %d hosts, got %d", maxHosts, len(items))
-		return s
-	}
-	seen := map[string]*yaml.Node{}
-	for i, item := range items {
-		path := fmt.Sprintf("%s[%d]", f.field("hosts"), i)
-		h, an, ok := d.sshHost(item, path)
-		if !ok {
-			continue
-		}
-		if an != nil {
-			if first, dup := seen[h.DialAddress()]; dup {
-				d.errorf(an, path+".address", "duplicate host %s (first at line %d)", h.DialAddress(), first.Line)
-			} else {
-				seen[h.DialAddress()] = an
-			}
-		}
-		s.Hosts = append(s.Hosts, h)
-	}
-	return s
-}
-
-const (
-	// minHostDownAfter keeps a host's brief hiccup (a check or two lost)
-	// from replacing its instances.
-	minHostDownAfter = 2 * time.Second
-	// minConnectTimeout is less than any real handshake needs.
-	minConnectTimeout = 100 * time.Millisecond
-)
-
 // labelRE is what a label name may be.
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
-// sshHost decodes one host, checking its key files as the provider will
-// use them, without connecting: a key that cannot sign or a host key that
-// is not known would fail every start.
-func (d *decoder) sshHost(item *yaml.Node, path string) (h SSHHost, addrNode *yaml.Node, ok bool) {
-	f := section[SSHHost](d, item, path)
-	if f.node == nil {
-		return h, nil, false
-	}
-	def := defaultSSHHost
-	if addr, n := f.str("address", ""); n != nil {
-		h.Address = addr
-		if err := checkSSHAddress(addr); err != nil {
-			d.errorf(n, f.field("address"), "%v", err)
-		} else {
-			addrNode = n
-		}
-	}
-	if user, n := f.str("user", ""); n != nil {
-		if user == "" || strings.ContainsFunc(user, func(r rune) bool { return r <= ' ' || r == ':' || r == '@' }) {
-			d.errorf(n, f.field("user"), "must be a login name, got %q", user)
-		}
-		h.User = user
-	}
-	if kf, n := f.str("key_file", ""); n != nil {
-		h.KeyFile = d.path(kf)
-		if err := checkKeyFile(h.KeyFile); err != nil {
-			d.errorf(n, f.field("key_file"), "%v", err)
-		}
-	}
-	kh, kn := f.str("known_hosts", def.KnownHosts)
-	h.KnownHosts = d.path(kh)
-	if addrNode != nil {
-		if err := checkKnownHost(h.KnownHosts, h.DialAddress()); err != nil {
-			if kn == nil {
-				kn = addrNode // the default file: the host is what is missing
-			}
-			d.errorf(kn, f.field("known_hosts"), "%v", err)
-		}
-	}
-	if cn := f.get("capacity"); cn != nil {
-		h.Capacity = d.capacity(cn, f.field("capacity"))
-	}
-	if ln := f.get("labels"); ln != nil {
-		h.Labels = d.labels(ln, f.field("labels"))
-	}
-	h.Ports = def.Ports
-	if pn := f.get("ports"); pn != nil {
-		if r, err := parsePortRange(pn); err != nil {
-			d.errorf(pn, f.field("ports"), "%v", err)
-		} else {
-			h.Ports = r
-		}
-	}
-	return h, addrNode, true
-}
 
 // path resolves a file path of the config: ~ or ~/ is the home of the
 // user running shoal, a relative path is relative to the config file.
@@ -574,30 +415,6 @@ func (d *decoder) path(p string) string {
 		}
 	}
 	return abs(d.dir, p)
-}
-
-func checkSSHAddress(addr string) error {
-	host, port := addr, ""
-	if h, p, err := net.SplitHostPort(addr); err == nil {
-		host, port = h, p
-	} else if strings.Count(addr, ":") == 1 {
-		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
-	}
-	host = strings.Trim(host, "[]")
-	if port != "" {
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("port must be a number from 1 to 65535, got %q", port)
-		}
-	}
-	if host == "" {
-		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
-	}
-	if net.ParseIP(host) == nil {
-		if err := checkHostName(host); err != nil {
-			return fmt.Errorf("host must be an IP address or a host name, got %q", host)
-		}
-	}
-	return nil
 }
 
 // readRegular reads a regular file of at most max bytes, refusing anything
@@ -626,66 +443,6 @@ func readRegular(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// checkKeyFile makes sure path is a private key shoal can sign with.
-func checkKeyFile(path string) error {
-	b, err := readRegular(path, maxKeyFile)
-	if err != nil {
-		return err
-	}
-	_, err = ssh.ParsePrivateKey(b)
-	var missing *ssh.PassphraseMissingError
-	switch {
-	case errors.As(err, &missing):
-		return fmt.Errorf("%s is encrypted with a passphrase, which shoal cannot type; use a key without one (ssh-keygen -p -N '' -f %s makes a copy's passphrase empty)", path, path)
-	case err != nil:
-		return fmt.Errorf("%s is not a private key in PEM or OpenSSH format: %v", path, err)
-	}
-	return nil
-}
-
-// checkKnownHost makes sure the known_hosts file at path has a key for
-// addr (host:port): a host whose key is not known is never connected to.
-func checkKnownHost(path, addr string) error {
-	if _, err := readRegular(path, maxKeyFile); err != nil {
-		return fmt.Errorf("known_hosts: %w", err)
-	}
-	cb, err := knownhosts.New(path)
-	if err != nil {
-		return fmt.Errorf("known_hosts %s does not parse: %v", path, err)
-	}
-	if len(KnownKeys(cb, addr)) > 0 {
-		return nil
-	}
-	host, port, _ := net.SplitHostPort(addr)
-	scan := "ssh-keyscan -H " + host
-	if port != "22" {
-		scan = "ssh-keyscan -H -p " + port + " " + host
-	}
-	return fmt.Errorf("%s has no key for %s; shoal never connects to a host whose key it does not know: check the host's key, then add it with %s >> %s", path, addr, scan, path)
-}
-
-func (d *decoder) capacity(n *yaml.Node, path string) Capacity {
-	f := section[Capacity](d, n, path)
-	var c Capacity
-	if v, n := f.integer("instances", 0); n != nil {
-		if v < 0 {
-			d.errorf(n, f.field("instances"), "must be >= 0 (0: unbounded), got %d", v)
-		} else {
-			c.Instances = v
-		}
-	}
-	if n := f.get("cores"); n != nil {
-		if v, ok := d.number(n, f.field("cores")); ok {
-			if v < 0 || v > math.MaxInt32 {
-				d.errorf(n, f.field("cores"), "must be >= 0 (0: unbounded), got %s", truncate(n.Value))
-			} else {
-				c.Cores = v
-			}
-		}
-	}
-	return c
-}
-
 // labels decodes a mapping of label names to values.
 func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 	entries, _ := d.entries(n, path)
@@ -703,29 +460,6 @@ func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 		out[e.key] = v
 	}
 	return out
-}
-
-// parsePortRange reads "MIN-MAX" or one port.
-func parsePortRange(n *yaml.Node) (PortRange, error) {
-	bad := fmt.Errorf(`must be a port range such as "20000-29999", got %s`, describe(n))
-	if n.Kind != yaml.ScalarNode {
-		return PortRange{}, bad
-	}
-	lo, hi, found := strings.Cut(n.Value, "-")
-	if !found {
-		hi = lo
-	}
-	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
-	switch {
-	case err1 != nil || err2 != nil:
-		return PortRange{}, bad
-	case a < 1 || b > 65535:
-		return PortRange{}, fmt.Errorf("ports must be from 1 to 65535, got %s", n.Value)
-	case a > b:
-		return PortRange{}, fmt.Errorf("range must go from low to high, got %s", n.Value)
-	}
-	return PortRange{Min: a, Max: b}, nil
 }
 
 // groupProvider decodes a group's provider and placement and checks them

@@ -3,6 +3,7 @@ package core
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	// Every provider type registers itself.
 	_ "github.com/shoal-lb/shoal/internal/provider/all"
 )
@@ -20,7 +21,11 @@ func (c cloudCalls) Describe(ch chan<- *prometheus.Desc) { ch <- descCloudCalls 
 func (c cloudCalls) Collect(ch chan<- prometheus.Metric) {
 	c.p.mu.RLock()
 	defer c.p.mu.RUnlock()
-	for name, cp := range c.p.cloud {
+	for name, bp := range c.p.built {
+		cp, ok := bp.(*cloud.Provider)
+		if !ok {
+			continue
+		}
 		n := cp.Calls()
 		for _, kv := range []struct {
 			call string

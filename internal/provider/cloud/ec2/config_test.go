@@ -55,7 +55,7 @@ func TestParseEC2(t *testing.T) {
 	}
 	p := cfg.Providers[0]
 	e := ec2.Of(p)
-	if p.Type != ec2.Type || e == nil || p.SSH != nil {
+	if p.Type != ec2.Type || e == nil {
 		t.Fatalf("provider = %+v, want one ec2 provider", p)
 	}
 	want := ec2.Config{

@@ -38,7 +38,7 @@ func TestParseExecProvider(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	p := cfg.Providers[0]
-	if p.Type != exec.Type || p.Cloud == nil || exec.Of(p) == nil || p.SSH != nil {
+	if p.Type != exec.Type || p.Cloud == nil || exec.Of(p) == nil {
 		t.Fatalf("provider = %+v", p)
 	}
 	c, e := p.Cloud, exec.Of(p)

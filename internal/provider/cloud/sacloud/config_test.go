@@ -59,7 +59,7 @@ func TestParseSacloudProvider(t *testing.T) {
 		t.Fatalf("no provider sakura in %+v", cfg.Providers)
 	}
 	p := cfg.Providers[i]
-	if p.Type != Type || Of(p) == nil || p.SSH != nil {
+	if p.Type != Type || Of(p) == nil {
 		t.Fatalf("provider = %+v, want a sacloud one", p)
 	}
 	s := Of(p)
