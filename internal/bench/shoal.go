@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	// The configs it loads name providers of every type.
+	_ "github.com/shoal-lb/shoal/internal/provider/all"
 )
 
 // Shoal is a `shoal serve` the benchmark started, driven through its CLI as an

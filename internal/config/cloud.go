@@ -1,10 +1,8 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -53,62 +51,6 @@ func (d *decoder) emulator(n *yaml.Node, path string) *Emulator {
 	return e
 }
 
-// execProvider decodes an exec provider's commands: each an argv of
-// templates over ExecData, trial-run now. port is the provider's (0: none,
-// which a command's {{.Port}} needs).
-func (d *decoder) execProvider(f *fields, port int) *ExecProvider {
-	def := DefaultExec
-	e := &ExecProvider{}
-	for _, c := range []struct {
-		key string
-		out *[]string
-	}{{"start", &e.Start}, {"stop", &e.Stop}, {"list", &e.List}} {
-		n := f.get(c.key)
-		if n == nil {
-			continue
-		}
-		items, ok := d.sequence(n, f.field(c.key), "a list of strings (an argv; there is no shell)")
-		if ok && len(items) == 0 {
-			d.errorf(n, f.field(c.key), "must not be empty")
-		}
-		for i, item := range items {
-			field := fmt.Sprintf("%s[%d]", f.field(c.key), i)
-			s, ok := d.str(item, field)
-			if !ok {
-				continue
-			}
-			_, out, err := compileArg(s, sampleExecData)
-			if err == nil && i == 0 && out == "" {
-				err = fmt.Errorf("expands to an empty program name")
-			}
-			if err == nil && port == 0 {
-				if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
-					err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
-				}
-			}
-			if err != nil {
-				d.errorf(item, field, "%v", err)
-			}
-			if i == 0 && strings.Contains(s, "/") && !strings.Contains(s, "{{") {
-				// A program named by path is relative to the config file,
-				// as instance templates' are to their dir.
-				s = abs(d.dir, s)
-			}
-			*c.out = append(*c.out, s)
-		}
-	}
-	e.Timeout = d.within(f, "timeout", def.Timeout, minCloudTimeout, time.Hour)
-	return e
-}
-
-// cloudGroupSource is, by cloud type, what a server runs instead of a
-// group's template.
-var cloudGroupSource = map[string]string{
-	ProviderExec:    "what the provider's start command makes",
-	ProviderEC2:     "the provider's launch_template or ami",
-	ProviderSacloud: "the provider's template",
-}
-
 // cloudGroup checks a group of a cloud provider. Its servers run their
 // image, never the group's template, so of a template only version means
 // anything (a deploy of a new version replaces every server); the other
@@ -120,6 +62,8 @@ func (d *decoder) cloudGroup(f *fields, prov, typ string) {
 		return // reported by the template's decoding
 	}
 	tn = resolve(tn)
+	pt, _ := LookupProvider(typ)
+	source := pt.Source
 	for i := 0; i+1 < len(tn.Content); i += 2 {
 		k := resolve(tn.Content[i])
 		switch {
@@ -127,7 +71,7 @@ func (d *decoder) cloudGroup(f *fields, prov, typ string) {
 		case k.Value == "pre_start" || k.Value == "pre_stop":
 			d.errorf(k, join(f.field("template"), k.Value), "provider %s runs no hooks: shoal does not log in to cloud servers (a server's image prepares itself at boot; shoal shuts it down before deleting it)", prov)
 		case slices.ContainsFunc(schemaOf(reflect.TypeFor[Template]()), func(sk schemaKey) bool { return sk.name == k.Value }):
-			d.errorf(k, join(f.field("template"), k.Value), "provider %s (%s) never uses it: each server runs %s, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out", prov, typ, cloudGroupSource[typ])
+			d.errorf(k, join(f.field("template"), k.Value), "provider %s (%s) never uses it: each server runs %s, not the group's template; a cloud group's template may have only version (a deploy of a new one replaces every server), or be left out", prov, typ, source)
 		}
 	}
 }

@@ -28,36 +28,6 @@ groups:
     provider: cli
 `
 
-func TestParseExecProvider(t *testing.T) {
-	cfg, err := Parse("testdata/shoal.yaml", []byte(execDoc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	p := cfg.Providers[0]
-	if p.Type != ProviderExec || p.Cloud == nil || p.Exec == nil || p.SSH != nil {
-		t.Fatalf("provider = %+v", p)
-	}
-	c, e := p.Cloud, p.Exec
-	if c.Port != 8080 || c.Interval != 2*time.Second || c.BootTimeout != 5*time.Minute ||
-		c.CreateTimeout != DefaultCloud.CreateTimeout || c.DeleteTimeout != DefaultCloud.DeleteTimeout {
-		t.Errorf("cloud keys = %+v", c)
-	}
-	if c.Emulator == nil || len(c.Emulator.StandIn) != 3 {
-		t.Errorf("emulator = %+v", c.Emulator)
-	}
-	if len(e.Start) != 6 || e.Stop[2] != "{{.ID}}" || len(e.List) != 5 || e.Timeout != 30*time.Second {
-		t.Errorf("exec keys = %+v", e)
-	}
-	cmd, err := CompileCommand(e.Stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv, err := cmd.Expand(ExecData{ID: "srv-9"})
-	if err != nil || strings.Join(argv, " ") != "mycloud delete srv-9" {
-		t.Errorf("stop expands to %q, %v", argv, err)
-	}
-}
-
 func TestParseExecProviderErrors(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -34,6 +34,22 @@ func CompileCommand(argv []string) (Command, error) {
 	return c, nil
 }
 
+// CheckCommandArg trial-runs element i of an exec provider's command as
+// the load does; without withPort (the provider sets no port) a use of
+// {{.Port}} is an error.
+func CheckCommandArg(s string, i int, withPort bool) error {
+	_, out, err := compileArg(s, sampleExecData)
+	if err == nil && i == 0 && out == "" {
+		err = fmt.Errorf("expands to an empty program name")
+	}
+	if err == nil && !withPort {
+		if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
+			err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
+		}
+	}
+	return err
+}
+
 // sampleExecData is what exec commands are trial-run with at load.
 var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
 

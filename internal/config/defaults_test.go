@@ -46,18 +46,9 @@ func defaultsTree() Config {
 	r.Redirect, r.Respond = &defaultRedirect, &defaultRespond
 	fe.Routes = []Route{r}
 	c.Frontends = []Frontend{fe}
-	ssh := defaultSSHProvider
-	ssh.Hosts = []SSHHost{defaultSSHHost}
-	cloud, exec := DefaultCloud, DefaultExec
+	cloud := DefaultCloud
 	cloud.Emulator = &Emulator{}
-	ec2 := defaultEC2Driver
-	ec2.LaunchTemplate = &defaultEC2LaunchTemplate
-	sac := defaultSacloudDriver
-	sac.Template.Disks = []SacloudDisk{defaultSacloudDisk}
-	sac.Template.Disks[0].SourceArchive = &SacloudSelector{}
-	sac.Template.EditParameter = &SacloudEdit{}
-	sac.Template.NetworkInterfaces = []SacloudNIC{{Expose: &SacloudExpose{}}}
-	c.Providers = []Provider{{SSH: &ssh, Cloud: &cloud, Exec: &exec, EC2: &ec2, Sacloud: &sac}}
+	c.Providers = []Provider{{Cloud: &cloud}}
 	c.Notify.Targets = []NotifyTarget{defaultNotifyTarget}
 	rec := defaultGSLBRecord
 	rec.Sites = []GSLBSite{{Check: defaultGSLBCheck}}
@@ -91,7 +82,7 @@ func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect
 		}
 		fv, p := v.Field(i), join(path, key)
 		if inline(f) {
-			if !fv.IsNil() {
+			if !fv.IsNil() && v.Type() != reflect.TypeFor[Provider]() {
 				walkDefaults(fv.Elem(), path, leaf)
 			}
 			continue
@@ -109,6 +100,31 @@ func walkDefaults(v reflect.Value, path string, leaf func(path string, f reflect
 		}
 		leaf(p, f, fv)
 	}
+	if v.Type() == reflect.TypeFor[Provider]() {
+		// A provider's type-specific keys, type by type as registered.
+		for _, kv := range providerKeyDefaults(v) {
+			walkDefaults(kv, path, leaf)
+		}
+	}
+}
+
+// providerKeyDefaults are the structs of keys of every registered provider
+// type, in registration order, each once: with the defaults of v (a
+// Provider of defaultsTree) where it has them inline, else the type's
+// registration's.
+func providerKeyDefaults(v reflect.Value) []reflect.Value {
+	var out []reflect.Value
+	seen := map[reflect.Type]bool{}
+	for _, pt := range ProviderTypes() {
+		for _, kt := range pt.KeyTypes() {
+			if seen[kt] {
+				continue
+			}
+			seen[kt] = true
+			out = append(out, inlineDefaults(v, kt, pt))
+		}
+	}
+	return out
 }
 
 // TestDefaultsTreeComplete fails when a section has no table in
@@ -263,6 +279,16 @@ func TestLoadAppliesDefaults(t *testing.T) {
 		}
 	}
 
+	// The keys of types registered from their packages are in Spec: the
+	// first entry's holds every entry's.
+	var specs []any
+	for _, p := range cfg.Providers {
+		if p.Spec != nil {
+			specs = append(specs, p.Spec)
+		}
+	}
+	cfg.Providers[0].Spec = specs
+
 	// A route has one action: the table has every action's keys in one,
 	// so does the first route, with the second's respond.
 	routes := cfg.Frontends[0].Routes
@@ -339,6 +365,16 @@ func field(v reflect.Value, key string) reflect.Value {
 		if inline(f) {
 			if fv := v.Field(i); !fv.IsNil() {
 				if found := field(fv.Elem(), key); found.IsValid() {
+					return found
+				}
+			}
+			continue
+		}
+		if f.Name == "Spec" && v.Type() == reflect.TypeFor[Provider]() {
+			// TestLoadAppliesDefaults's merged entry: every entry's Spec.
+			specs, _ := v.Field(i).Interface().([]any)
+			for _, spec := range specs {
+				if found := field(reflect.ValueOf(spec).Elem(), key); found.IsValid() {
 					return found
 				}
 			}

@@ -31,67 +31,9 @@ groups:
     plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
 `
 
-func TestParseEC2(t *testing.T) {
-	cfg, err := Parse("testdata/shoal.yaml", []byte(ec2Doc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	p := cfg.Providers[0]
-	e := p.EC2
-	if p.Type != ProviderEC2 || e == nil || p.SSH != nil {
-		t.Fatalf("provider = %+v, want one ec2 provider", p)
-	}
-	want := EC2Driver{
-		Region: "ap-northeast-1", CredentialsFile: filepath.Join(testdataDir(t), "aws/credentials"), Profile: "shoal",
-		LaunchTemplate: &EC2LaunchTemplate{Name: "web-lt", Version: "3"},
-		Subnet:         "subnet-0123456789abcdef0", SecurityGroups: []string{"sg-0123456789abcdef0"},
-		Market: EC2Spot, SpotMaxPrice: "0.05", Address: EC2AddressPrivate, Tags: map[string]string{"team": "web"},
-	}
-	if got := *e; !equalEC2(got, want) {
-		t.Errorf("ec2 = %+v\nwant %+v", got, want)
-	}
-	// A plan picks its instance type; one not listed (or none) takes
-	// instance_type, here the launch template's ("").
-	for plan, want := range map[string]string{"medium": "t3.small", "largest": "c7g.xlarge", "smallest": "", "": ""} {
-		if got := e.InstanceTypeFor(plan); got != want {
-			t.Errorf("InstanceTypeFor(%q) = %q, want %q", plan, got, want)
-		}
-	}
-	e.InstanceType = "t3.micro"
-	if got := e.InstanceTypeFor("smallest"); got != "t3.micro" {
-		t.Errorf("InstanceTypeFor(smallest) with instance_type t3.micro = %q", got)
-	}
-}
-
-func equalEC2(a, b EC2Driver) bool {
-	return a.Region == b.Region && a.CredentialsFile == b.CredentialsFile && a.Profile == b.Profile &&
-		a.Endpoint == b.Endpoint && *a.LaunchTemplate == *b.LaunchTemplate &&
-		a.AMI == b.AMI && a.InstanceType == b.InstanceType && a.Subnet == b.Subnet &&
-		strings.Join(a.SecurityGroups, ",") == strings.Join(b.SecurityGroups, ",") && a.Market == b.Market &&
-		a.SpotMaxPrice == b.SpotMaxPrice && a.Address == b.Address && len(a.Tags) == len(b.Tags) && a.Tags["team"] == b.Tags["team"]
-}
-
-func TestParseEC2CredentialsEnv(t *testing.T) {
-	doc := strings.Replace(ec2Doc, "credentials_file: aws/credentials\n    profile: shoal\n", "endpoint: http://127.0.0.1:5000\n", 1)
-	t.Setenv(EnvAWSAccessKeyID, "AKIAENVEXAMPLE")
-	t.Setenv(EnvAWSSecretAccessKey, "env-secret-example")
-	cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	if e := cfg.Providers[0].EC2; e.CredentialsFile != "" || e.Endpoint != "http://127.0.0.1:5000" {
-		t.Errorf("ec2 = %+v", e)
-	}
-	t.Setenv(EnvAWSSecretAccessKey, "")
-	_, err = Parse("testdata/shoal.yaml", []byte(doc))
-	if want := "testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file"; err == nil || err.Error() != want {
-		t.Errorf("Parse without a secret in the environment:\n got: %v\nwant: %s", err, want)
-	}
-}
-
 func TestParseEC2Errors(t *testing.T) {
-	t.Setenv(EnvAWSAccessKeyID, "")
-	t.Setenv(EnvAWSSecretAccessKey, "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	creds := filepath.Join(testdataDir(t), "aws/credentials")
 	tests := []struct {
 		name     string

@@ -9,6 +9,8 @@ import (
 	"go/token"
 	"maps"
 	"os"
+	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -56,7 +58,7 @@ var schemaForms = map[string]obj{
 		obj{"type": "integer", "minimum": 100, "maximum": 599},
 		obj{"type": "string", "pattern": `^\s*[0-9]{3}\s*(-\s*[0-9]{3}\s*)?$`},
 	}, "x-form": "status code or range (\"200-399\")"},
-	"config.PortRange": {"anyOf": []any{
+	"ssh.PortRange": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 1, "maximum": 65535},
 		obj{"type": "string", "pattern": `^\s*[0-9]+\s*(-\s*[0-9]+\s*)?$`},
 	}, "x-form": "port range (\"20000-29999\")"},
@@ -95,14 +97,14 @@ var schemaForms = map[string]obj{
 	"NotifyTarget.secret_env":    {"type": "string"},
 	"NotifyTarget.password_file": {"type": "string"},
 	"NotifyTarget.password_env":  {"type": "string"},
-	"SacloudEdit.password":       {"type": "string"},
-	"SacloudEdit.password_file":  {"type": "string"},
-	"SacloudEdit.password_env":   {"type": "string"},
+	"sacloud.Edit.password":      {"type": "string"},
+	"sacloud.Edit.password_file": {"type": "string"},
+	"sacloud.Edit.password_env":  {"type": "string"},
 	"SacloudAutoscaler.socket_mode": {"anyOf": []any{
 		obj{"type": "integer", "minimum": 0, "maximum": 0o777},
 		obj{"type": "string", "pattern": `^0?[0-7]{1,3}$`},
 	}, "x-form": "file mode (\"0660\")"},
-	"SacloudNIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "config.SacloudSelector"},
+	"sacloud.NIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "sacloud.Selector"},
 		"x-form": "shared or a switch selector"},
 	"Frontend.bind":     oneOrMoreSchema,
 	"Route.host":        oneOrMoreSchema,
@@ -124,7 +126,6 @@ var schemaEnums = map[string][]string{
 	"Passive.on_error":   onErrors,
 	"Rule.metric":        MetricPaths,
 	"Target.metric":      MetricPaths,
-	"Provider.type":      providerTypeNames(),
 	"NotifyTarget.type":  notifyTypeNames(),
 }
 
@@ -133,8 +134,8 @@ var intEnums = map[string][]int{"Redirect.code": redirectCodes}
 
 func providerTypeNames() []string {
 	var names []string
-	for _, pt := range providerTypes {
-		names = append(names, pt.name)
+	for _, pt := range ProviderTypes() {
+		names = append(names, pt.Name)
 	}
 	return names
 }
@@ -165,14 +166,45 @@ type schemaGen struct {
 // without one takes its predecessor's when that names it ("MaxSize is ...;
 // MaxFiles is ...").
 func goDocs() (map[string]string, error) {
+	docs := map[string]string{}
+	if err := pkgDocs(".", "", docs); err != nil {
+		return nil, err
+	}
+	// The packages of provider types that hold their own keys.
+	internal := path.Dir(reflect.TypeFor[Config]().PkgPath())
+	done := map[string]bool{}
+	for _, pt := range ProviderTypes() {
+		for _, kt := range pt.KeyTypes() {
+			if pkg := kt.PkgPath(); pkg != reflect.TypeFor[Config]().PkgPath() && !done[pkg] {
+				done[pkg] = true
+				if err := pkgDocs(filepath.Join("..", strings.TrimPrefix(pkg, internal+"/")), path.Base(pkg)+".", docs); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return docs, nil
+}
+
+// docName names type t in docs: its name, qualified by its package's
+// outside config.
+func docName(t reflect.Type) string {
+	if t.PkgPath() == reflect.TypeFor[Config]().PkgPath() || t.PkgPath() == "" {
+		return t.Name()
+	}
+	return path.Base(t.PkgPath()) + "." + t.Name()
+}
+
+// pkgDocs adds the doc comments of the package in dir to docs, its types
+// named with prefix.
+func pkgDocs(dir, prefix string, docs map[string]string) error {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool {
+	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
 		return !strings.HasSuffix(fi.Name(), "_test.go")
 	}, parser.ParseComments)
 	if err != nil {
-		return nil, fmt.Errorf("parse the config package: %w", err)
+		return fmt.Errorf("parse the package in %s: %w", dir, err)
 	}
-	docs := map[string]string{}
 	for _, p := range pkgs {
 		for _, f := range p.Files {
 			for _, decl := range f.Decls {
@@ -186,7 +218,7 @@ func goDocs() (map[string]string, error) {
 					if doc == nil && len(gd.Specs) == 1 {
 						doc = gd.Doc
 					}
-					docs[ts.Name.Name] = paragraph(doc.Text())
+					docs[prefix+ts.Name.Name] = paragraph(doc.Text())
 					st, ok := ts.Type.(*ast.StructType)
 					if !ok {
 						continue
@@ -201,9 +233,9 @@ func goDocs() (map[string]string, error) {
 							}
 							switch {
 							case text != "":
-								docs[ts.Name.Name+"."+field] = text
+								docs[prefix+ts.Name.Name+"."+field] = text
 							case prev != "" && strings.Contains(prev, strings.TrimPrefix(field, "_")):
-								docs[ts.Name.Name+"."+field] = prev
+								docs[prefix+ts.Name.Name+"."+field] = prev
 							}
 						}
 						if text != "" {
@@ -214,7 +246,7 @@ func goDocs() (map[string]string, error) {
 			}
 		}
 	}
-	return docs, nil
+	return nil
 }
 
 // blankField names a blank field (read into another) by its key, "_key",
@@ -262,7 +294,7 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 		}
 	}
 	s := obj{"type": "object", "properties": props}
-	if d := g.docs[t.Name()]; d != "" {
+	if d := g.docs[docName(t)]; d != "" {
 		s["description"] = d
 	}
 	if len(required) > 0 {
@@ -270,23 +302,23 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 	}
 	if t == reflect.TypeFor[Provider]() {
 		// The type decides which other keys an entry may have.
-		for _, pt := range providerTypes {
+		for _, pt := range ProviderTypes() {
 			tprops, treq := obj{}, []any{}
-			for _, kt := range pt.keys {
-				dv := inlineDefaults(v, kt)
+			for _, kt := range pt.KeyTypes() {
+				dv := inlineDefaults(v, kt, pt)
 				ks := g.section(kt, dv, path)
 				maps.Copy(tprops, ks["properties"].(obj))
 				if r, ok := ks["required"].([]any); ok {
 					treq = append(treq, r...)
 				}
 			}
-			treq = append(treq, toAny(pt.required)...)
+			treq = append(treq, toAny(pt.Required)...)
 			then := obj{"properties": tprops}
 			if len(treq) > 0 {
 				then["required"] = treq
 			}
 			allOf = append(allOf, obj{
-				"if":   obj{"properties": obj{"type": obj{"const": pt.name}}, "required": []any{"type"}},
+				"if":   obj{"properties": obj{"type": obj{"const": pt.Name}}, "required": []any{"type"}},
 				"then": then,
 			})
 		}
@@ -326,11 +358,17 @@ func notifyTypeSchemas() []any {
 	return allOf
 }
 
-// inlineDefaults is the table of provider keys of type kt in v, a Provider.
-func inlineDefaults(v reflect.Value, kt reflect.Type) reflect.Value {
+// inlineDefaults is the table of provider keys of type kt in v, a Provider,
+// or, for keys not inline in Provider, pt's registration's.
+func inlineDefaults(v reflect.Value, kt reflect.Type, pt ProviderType) reflect.Value {
 	for i := range v.NumField() {
 		if fv := v.Field(i); fv.Kind() == reflect.Pointer && fv.Type().Elem() == kt && !fv.IsNil() {
 			return fv.Elem()
+		}
+	}
+	for _, k := range pt.Keys {
+		if reflect.TypeOf(k) == kt {
+			return reflect.ValueOf(k)
 		}
 	}
 	return reflect.Zero(kt)
@@ -339,20 +377,25 @@ func inlineDefaults(v reflect.Value, kt reflect.Type) reflect.Value {
 // key returns the schema of field f of section t, whose default is v, and
 // adds its reference row.
 func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, path string) obj {
-	name := t.Name() + "." + strings.Split(f.Tag.Get("yaml"), ",")[0]
+	name := docName(t) + "." + strings.Split(f.Tag.Get("yaml"), ",")[0]
 	s := g.form(name, f.Type, v, path)
 	field := f.Name
 	if field == "_" {
 		field = blankField(f.Tag)
 	}
-	doc := g.docs[t.Name()+"."+field]
+	doc := g.docs[docName(t)+"."+field]
 	if doc == "" && f.Name != "_" {
-		doc = g.docs[elem(f.Type).Name()] // a section: its type's doc
+		doc = g.docs[docName(elem(f.Type))] // a section: its type's doc
 	}
 	if doc != "" {
 		s["description"] = doc
 	}
-	if vals, ok := schemaEnums[name]; ok && vals != nil {
+	vals, ok := schemaEnums[name]
+	if name == "Provider.type" {
+		// Read when the schema is made: the types register in init.
+		vals, ok = providerTypeNames(), true
+	}
+	if ok && vals != nil {
 		s["enum"] = toAny(vals)
 	}
 	if vals, ok := intEnums[name]; ok {
@@ -446,7 +489,7 @@ func (g *schemaGen) expand(s obj, t reflect.Type, v reflect.Value, path string) 
 			case nil:
 				any2 = append(any2, g.plain("", t, v, path))
 			case string:
-				named := namedTypes[a]
+				named := namedType(a)
 				any2 = append(any2, g.section(named, reflect.Zero(named), path))
 			default:
 				any2 = append(any2, a)
@@ -457,8 +500,40 @@ func (g *schemaGen) expand(s obj, t reflect.Type, v reflect.Value, path string) 
 	return out
 }
 
-// namedTypes are the types schemaForms names.
-var namedTypes = map[string]reflect.Type{"config.SacloudSelector": reflect.TypeFor[SacloudSelector]()}
+// namedType finds the type schemaForms names name (as docName names it)
+// among the registered provider types' keys: those types live in their
+// providers' packages.
+func namedType(name string) reflect.Type {
+	seen := map[reflect.Type]bool{}
+	var find func(t reflect.Type) reflect.Type
+	find = func(t reflect.Type) reflect.Type {
+		t = elem(t)
+		if t.Kind() == reflect.Map {
+			t = elem(t.Elem())
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return nil
+		}
+		seen[t] = true
+		if docName(t) == name {
+			return t
+		}
+		for i := range t.NumField() {
+			if found := find(t.Field(i).Type); found != nil {
+				return found
+			}
+		}
+		return nil
+	}
+	for _, pt := range ProviderTypes() {
+		for _, kt := range pt.KeyTypes() {
+			if t := find(kt); t != nil {
+				return t
+			}
+		}
+	}
+	panic("schemaForms names " + name + ", which no provider type's keys have")
+}
 
 // jsonDefault is v as the file writes it, when the schema should say it.
 func jsonDefault(name string, v reflect.Value) (any, bool) {

@@ -1,74 +1,22 @@
 package config
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 	"gopkg.in/yaml.v3"
 )
 
-// defaultSSHHost holds the defaults of an ssh host's keys; Load expands
-// the leading ~ of KnownHosts to the home of the user running shoal.
-var defaultSSHHost = SSHHost{KnownHosts: "~/.ssh/known_hosts", Ports: DefaultPorts}
-
-// String writes r as the config does: "20000-29999".
-func (r PortRange) String() string {
-	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
-}
-
-// Name is the host part of the host's address: its name in status, events
-// and records, and where its instances serve.
-func (h SSHHost) Name() string {
-	if host, _, err := net.SplitHostPort(h.Address); err == nil {
-		return host
-	}
-	return strings.Trim(h.Address, "[]")
-}
-
-// KnownKeys lists the keys a known_hosts callback (knownhosts.New) has for
-// addr (host:port), found by asking it about a key no host has: its error
-// lists them. None means the host is unknown.
-func KnownKeys(cb ssh.HostKeyCallback, addr string) []knownhosts.KnownKey {
-	probe, err := ssh.NewPublicKey(ed25519.PublicKey(bytes.Repeat([]byte{0}, ed25519.PublicKeySize)))
-	if err != nil {
-		return nil
-	}
-	var ke *knownhosts.KeyError
-	if err := cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probe); !errors.As(err, &ke) {
-		return nil
-	}
-	return ke.Want
-}
-
-// DialAddress is the host's address with its SSH port (22 when left out).
-func (h SSHHost) DialAddress() string {
-	if _, _, err := net.SplitHostPort(h.Address); err == nil {
-		return h.Address
-	}
-	return net.JoinHostPort(strings.Trim(h.Address, "[]"), "22")
-}
-
 // maxKeyFile bounds a private key or known_hosts file read at load.
 const maxKeyFile = 1 << 20
-
-// maxHosts bounds one provider's hosts; more is a generated file gone wrong.
-const maxHosts = 1000
 
 // providerLabels is what a group's checks need of a decoded provider.
 type providerLabels struct {
@@ -117,52 +65,110 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 		out = append(out, p)
 		if p.Name != "" {
 			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, typ: p.Type, grace: p.HealthGrace, node: item, path: path}
-			if p.SSH != nil {
-				for _, h := range p.SSH.Hosts {
-					pl.hosts = append(pl.hosts, h.Labels)
-				}
+			if pt, ok := LookupProvider(p.Type); ok && pt.Hosts != nil {
+				pl.hosts = pt.Hosts(&p)
 			}
 			d.provs[p.Name] = pl
 		}
 	}
-	d.checkSacloudProviders(out)
+	for _, pt := range providerTypes {
+		if pt.Check != nil {
+			pt.Check(&ProviderEntries{d: d}, out)
+		}
+	}
 	return out
 }
 
-// providerType is a type of provider and the types of its keys.
-type providerType struct {
-	name string
-	keys []reflect.Type
-	// required are keys of the types it shares with others that this type
-	// needs too (the port of the clouds whose listings have none).
-	required []string
+// ProviderType is one type of provider entry: its keys, their defaults,
+// decoding and checks. Each type registers itself once (RegisterProvider);
+// the decoder, the generated schema and reference, and the core find a
+// type only here.
+type ProviderType struct {
+	// Name is the value of the entry's type key.
+	Name string
+	// Keys are the structs holding the entry's keys besides name, type,
+	// health_grace and a cloud's common keys, each as its defaults (for
+	// the schema and the reference).
+	Keys []any
+	// Required are keys of the structs it shares with other types that
+	// this type needs too (the port of the clouds whose listings have none).
+	Required []string
+	// Cloud marks a type whose provider creates a server per instance: its
+	// entries have the common cloud keys (CloudProvider, decoded into
+	// Provider.Cloud before Decode runs), a health_grace of
+	// DefaultCloudHealthGrace, and its groups run no template.
+	Cloud bool
+	// Source is, for a cloud type, what each server runs instead of a
+	// group's template (in the error refusing a template's keys).
+	Source string
+	// Decode decodes the type's own keys of the entry into p, reporting
+	// errors through e.
+	Decode func(e *ProviderEntry, p *Provider)
+	// Hosts, when set, lists the labels of p's hosts, which groups'
+	// placement labels are checked against.
+	Hosts func(p *Provider) []map[string]string
+	// Plans, when set, returns p's map of plan names (its key and names),
+	// whose names groups on p must have as plans.
+	Plans func(p *Provider) (key string, names []string)
+	// Check, when set, checks all entries together once each is decoded
+	// (what no one entry shows).
+	Check func(e *ProviderEntries, ps []Provider)
 }
 
-var (
-	sshKeys   = reflect.TypeFor[SSHProvider]()
-	cloudKeys = reflect.TypeFor[CloudProvider]()
-)
+// providerTypes are the registered types, in the order they registered:
+// the order of the error naming them and of the reference.
+var providerTypes []ProviderType
 
-var providerTypes = []providerType{
-	{name: ProviderSSH, keys: []reflect.Type{sshKeys}},
-	// exec's servers may each say their port (host:port).
-	{name: ProviderExec, keys: []reflect.Type{cloudKeys, reflect.TypeFor[ExecProvider]()}},
-	{name: ProviderEC2, keys: []reflect.Type{cloudKeys, reflect.TypeFor[EC2Driver]()}, required: []string{"port"}},
-	{name: ProviderSacloud, keys: []reflect.Type{cloudKeys, reflect.TypeFor[SacloudDriver]()}, required: []string{"port"}},
+// RegisterProvider adds a type of provider entry. It panics on a type
+// registered twice or without a name or decoder: a programming error,
+// found at start.
+func RegisterProvider(pt ProviderType) {
+	if pt.Name == "" || pt.Decode == nil {
+		panic("config: RegisterProvider: a type needs a name and a decoder")
+	}
+	if _, ok := LookupProvider(pt.Name); ok {
+		panic("config: RegisterProvider: type " + pt.Name + " registered twice")
+	}
+	providerTypes = append(providerTypes, pt)
+}
+
+// LookupProvider returns the registered type named name.
+func LookupProvider(name string) (ProviderType, bool) {
+	for _, pt := range providerTypes {
+		if pt.Name == name {
+			return pt, true
+		}
+	}
+	return ProviderType{}, false
+}
+
+// ProviderTypes returns the registered types, in registration order.
+func ProviderTypes() []ProviderType { return slices.Clone(providerTypes) }
+
+// KeyTypes are the types of the structs holding pt's keys.
+func (pt ProviderType) KeyTypes() []reflect.Type {
+	var ts []reflect.Type
+	if pt.Cloud {
+		ts = append(ts, reflect.TypeFor[CloudProvider]())
+	}
+	for _, k := range pt.Keys {
+		ts = append(ts, reflect.TypeOf(k))
+	}
+	return ts
 }
 
 // requiredKeys are the keys an entry of type pt must have besides name
 // and type: its types' required keys and its own.
-func (pt providerType) requiredKeys() []string {
+func (pt ProviderType) requiredKeys() []string {
 	var keys []string
-	for _, t := range pt.keys {
+	for _, t := range pt.KeyTypes() {
 		for _, k := range schemaOf(t) {
 			if k.required {
 				keys = append(keys, k.name)
 			}
 		}
 	}
-	return append(keys, pt.required...)
+	return append(keys, pt.Required...)
 }
 
 // providerKeys are the keys of an entry of providers of type typ.
@@ -172,10 +178,10 @@ func providerKeys(typ string) []string {
 		keys = append(keys, k.name)
 	}
 	// An unknown type is reported as such, not each of its keys.
-	known := slices.ContainsFunc(providerTypes, func(pt providerType) bool { return pt.name == typ })
+	_, known := LookupProvider(typ)
 	for _, pt := range providerTypes {
-		if typ == pt.name || typ != "" && !known {
-			for _, t := range pt.keys {
+		if typ == pt.Name || typ != "" && !known {
+			for _, t := range pt.KeyTypes() {
 				for _, k := range schemaOf(t) {
 					if !slices.Contains(keys, k.name) {
 						keys = append(keys, k.name)
@@ -185,6 +191,164 @@ func providerKeys(typ string) []string {
 		}
 	}
 	return keys
+}
+
+// ProviderEntry is one entry of providers being decoded, for its type's
+// Decode: its keys, with errors reported at their FILE:LINE:COL.
+type ProviderEntry struct {
+	d *decoder
+	f *fields
+}
+
+// Node returns the value of key, nil when absent or null.
+func (e *ProviderEntry) Node(key string) *yaml.Node { return e.f.get(key) }
+
+// Field is key's path in errors ("providers[0].key").
+func (e *ProviderEntry) Field(key string) string { return e.f.field(key) }
+
+// Errorf reports an error at n about field.
+func (e *ProviderEntry) Errorf(n *yaml.Node, field, format string, args ...any) {
+	e.d.errorf(n, field, format, args...)
+}
+
+// String decodes key as a string, def when absent; the node is nil then,
+// or when the value is not a string (reported).
+func (e *ProviderEntry) String(key, def string) (string, *yaml.Node) { return e.f.str(key, def) }
+
+// Int decodes key as an integer, as String.
+func (e *ProviderEntry) Int(key string, def int) (int, *yaml.Node) { return e.f.integer(key, def) }
+
+// Bool decodes key as true or false, as String.
+func (e *ProviderEntry) Bool(key string, def bool) (bool, *yaml.Node) { return e.f.boolean(key, def) }
+
+// Secret reads the secret key names from KEY_file or KEY_env (never from
+// the config itself); required reports neither given.
+func (e *ProviderEntry) Secret(key string, required bool) string {
+	return e.d.secret(e.f, key, required)
+}
+
+// CheckEach reports the items that check rejects and returns all their
+// values.
+func (e *ProviderEntry) CheckEach(items []StringItem, check func(string) error) []string {
+	its := make([]item, len(items))
+	for i, it := range items {
+		its[i] = item{val: it.Val, node: it.Node, field: it.Field}
+	}
+	return e.d.checkEach(its, check)
+}
+
+// Duration decodes key as a duration from least to most, def when absent.
+func (e *ProviderEntry) Duration(key string, def, least, most time.Duration) time.Duration {
+	return e.d.within(e.f, key, def, least, most)
+}
+
+// Sequence checks that n is a list (of what, for the error) and returns
+// its items.
+func (e *ProviderEntry) Sequence(n *yaml.Node, field, what string) ([]*yaml.Node, bool) {
+	return e.d.sequence(n, field, what)
+}
+
+// Integer decodes n as an integer.
+func (e *ProviderEntry) Integer(n *yaml.Node, field string) (int, bool) { return e.d.integer(n, field) }
+
+// Number decodes n as a number.
+func (e *ProviderEntry) Number(n *yaml.Node, field string) (float64, bool) {
+	return e.d.number(n, field)
+}
+
+// Labels decodes n as a mapping of label names to values (as a group's
+// placement.labels, which are matched against them).
+func (e *ProviderEntry) Labels(n *yaml.Node, field string) map[string]string {
+	return e.d.labels(n, field)
+}
+
+// Str decodes n as a string.
+func (e *ProviderEntry) Str(n *yaml.Node, field string) (string, bool) { return e.d.str(n, field) }
+
+// FromConfigDir resolves path p relative to the config file's directory.
+func (e *ProviderEntry) FromConfigDir(p string) string { return abs(e.d.dir, p) }
+
+// Root is the entry's mapping node (nil when it is not a mapping).
+func (e *ProviderEntry) Root() *yaml.Node { return e.f.node }
+
+// Section checks that n, at field, is a mapping of the keys of keysOf's
+// type (a struct with yaml tags), reporting its required keys that are
+// absent, and returns it as an entry to decode.
+func (e *ProviderEntry) Section(n *yaml.Node, field string, keysOf any) *ProviderEntry {
+	return &ProviderEntry{d: e.d, f: sectionOf(e.d, reflect.TypeOf(keysOf), n, field)}
+}
+
+// StringItem is one string of a list, with its node and field.
+type StringItem struct {
+	Node  *yaml.Node
+	Field string
+	Val   string
+}
+
+// Strings decodes key as one string or a list of strings.
+func (e *ProviderEntry) Strings(key string) []StringItem {
+	var out []StringItem
+	for _, it := range e.f.strings(key) {
+		out = append(out, StringItem{Node: it.node, Field: it.field, Val: it.val})
+	}
+	return out
+}
+
+// Entry is one key and value of a mapping.
+type Entry struct {
+	Key  string
+	K, V *yaml.Node
+}
+
+// Entries checks that n, at field, is a mapping and returns its entries.
+func (e *ProviderEntry) Entries(n *yaml.Node, field string) ([]Entry, bool) {
+	list, ok := e.d.entries(n, field)
+	out := make([]Entry, len(list))
+	for i, it := range list {
+		out[i] = Entry{Key: it.key, K: it.k, V: it.v}
+	}
+	return out, ok
+}
+
+// Value decodes n as a scalar written as a string.
+func (e *ProviderEntry) Value(n *yaml.Node, field string) (string, bool) { return e.d.value(n, field) }
+
+// Path resolves a file path of the config: ~ is the home of the user
+// running shoal, a relative path is relative to the config file.
+func (e *ProviderEntry) Path(p string) string { return e.d.path(p) }
+
+// Describe writes n's value or kind for an error message.
+func Describe(n *yaml.Node) string { return describe(n) }
+
+// CheckHostName accepts a DNS host name.
+func CheckHostName(name string) error { return checkHostName(name) }
+
+// MaxTimeout bounds the config's timeouts.
+const MaxTimeout = maxTimeout
+
+// Truncate shortens s for an error message.
+func Truncate(s string) string { return truncate(s) }
+
+// Join is the path of key under path in errors.
+func Join(path, key string) string { return join(path, key) }
+
+// MaxKeyFile bounds a key or credentials file read at load.
+const MaxKeyFile = maxKeyFile
+
+// ReadRegular reads a regular file of at most max bytes (see readRegular).
+func ReadRegular(path string, max int64) ([]byte, error) { return readRegular(path, max) }
+
+// ProviderEntries reports the errors a type's Check finds.
+type ProviderEntries struct{ d *decoder }
+
+// Errorf reports an error at key of entry p (at the entry when p has no
+// such key).
+func (e *ProviderEntries) Errorf(p Provider, key, format string, args ...any) {
+	pl, ok := e.d.provs[p.Name]
+	if !ok {
+		return
+	}
+	e.d.errorf(keyNode(pl.node, key), pl.path+"."+key, format, args...)
 }
 
 func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *yaml.Node, ok bool) {
@@ -217,147 +381,30 @@ func (d *decoder) provider(item *yaml.Node, path string) (p Provider, nameNode *
 		return p, nameNode, true
 	}
 	p.Type = t
+	pt, known := LookupProvider(t)
 	graceDef := DefaultCloudHealthGrace
-	if t == ProviderSSH {
+	if known && !pt.Cloud {
 		graceDef = 0
 	}
 	p.HealthGrace = d.within(f, "health_grace", graceDef, time.Second, maxTimeout)
-	for _, pt := range providerTypes {
-		if pt.name == t {
-			f.require(pt.requiredKeys()...)
-		}
-	}
-	switch t {
-	case ProviderSSH:
-		p.SSH = d.sshProvider(f)
-	case ProviderExec:
-		p.Cloud = d.cloudProvider(f)
-		p.Exec = d.execProvider(f, p.Cloud.Port)
-	case ProviderSacloud:
-		p.Cloud = d.cloudProvider(f)
-		p.Sacloud = d.sacloudDriver(f, p.Cloud)
-	case ProviderEC2:
-		p.Cloud = d.cloudProvider(f)
-		p.EC2 = d.ec2Driver(f)
-	default:
+	if !known {
 		names := make([]string, len(providerTypes))
 		for i, pt := range providerTypes {
-			names[i] = pt.name
+			names[i] = pt.Name
 		}
 		d.errorf(tn, f.field("type"), "unknown provider type %q; known: %s", t, strings.Join(names, ", "))
+		return p, nameNode, true
 	}
+	f.require(pt.requiredKeys()...)
+	if pt.Cloud {
+		p.Cloud = d.cloudProvider(f)
+	}
+	pt.Decode(&ProviderEntry{d: d, f: f}, &p)
 	return p, nameNode, true
 }
 
-func (d *decoder) sshProvider(f *fields) *SSHProvider {
-	def := defaultSSHProvider
-	s := &SSHProvider{}
-	s.HostDownAfter = d.within(f, "host_down_after", def.HostDownAfter, minHostDownAfter, maxTimeout)
-	s.ConnectTimeout = d.within(f, "connect_timeout", def.ConnectTimeout, minConnectTimeout, 10*time.Minute)
-	s.RemoteDir, _ = f.str("remote_dir", def.RemoteDir)
-	if rn := f.get("remote_dir"); rn != nil && (s.RemoteDir == "" || strings.ContainsAny(s.RemoteDir, "\x00\n")) {
-		d.errorf(rn, f.field("remote_dir"), "must be a directory path (relative to the login's home, or absolute), got %s", describe(rn))
-	}
-	hn := f.get("hosts")
-	if hn == nil {
-		return s // reported by require
-	}
-	items, ok := d.sequence(hn, f.field("hosts"), "a list of hosts")
-	if !ok {
-		return s
-	}
-	if len(items) == 0 {
-		d.errorf(hn, f.field("hosts"), "must list at least one host")
-	}
-	if len(items) > maxHosts {
-		d.errorf(hn, f.field("hosts"), "at most %d hosts, got %d", maxHosts, len(items))
-		return s
-	}
-	seen := map[string]*yaml.Node{}
-	for i, item := range items {
-		path := fmt.Sprintf("%s[%d]", f.field("hosts"), i)
-		h, an, ok := d.sshHost(item, path)
-		if !ok {
-			continue
-		}
-		if an != nil {
-			if first, dup := seen[h.DialAddress()]; dup {
-				d.errorf(an, path+".address", "duplicate host %s (first at line %d)", h.DialAddress(), first.Line)
-			} else {
-				seen[h.DialAddress()] = an
-			}
-		}
-		s.Hosts = append(s.Hosts, h)
-	}
-	return s
-}
-
-const (
-	// minHostDownAfter keeps a host's brief hiccup (a check or two lost)
-	// from replacing its instances.
-	minHostDownAfter = 2 * time.Second
-	// minConnectTimeout is less than any real handshake needs.
-	minConnectTimeout = 100 * time.Millisecond
-)
-
 // labelRE is what a label name may be.
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
-// sshHost decodes one host, checking its key files as the provider will
-// use them, without connecting: a key that cannot sign or a host key that
-// is not known would fail every start.
-func (d *decoder) sshHost(item *yaml.Node, path string) (h SSHHost, addrNode *yaml.Node, ok bool) {
-	f := section[SSHHost](d, item, path)
-	if f.node == nil {
-		return h, nil, false
-	}
-	def := defaultSSHHost
-	if addr, n := f.str("address", ""); n != nil {
-		h.Address = addr
-		if err := checkSSHAddress(addr); err != nil {
-			d.errorf(n, f.field("address"), "%v", err)
-		} else {
-			addrNode = n
-		}
-	}
-	if user, n := f.str("user", ""); n != nil {
-		if user == "" || strings.ContainsFunc(user, func(r rune) bool { return r <= ' ' || r == ':' || r == '@' }) {
-			d.errorf(n, f.field("user"), "must be a login name, got %q", user)
-		}
-		h.User = user
-	}
-	if kf, n := f.str("key_file", ""); n != nil {
-		h.KeyFile = d.path(kf)
-		if err := checkKeyFile(h.KeyFile); err != nil {
-			d.errorf(n, f.field("key_file"), "%v", err)
-		}
-	}
-	kh, kn := f.str("known_hosts", def.KnownHosts)
-	h.KnownHosts = d.path(kh)
-	if addrNode != nil {
-		if err := checkKnownHost(h.KnownHosts, h.DialAddress()); err != nil {
-			if kn == nil {
-				kn = addrNode // the default file: the host is what is missing
-			}
-			d.errorf(kn, f.field("known_hosts"), "%v", err)
-		}
-	}
-	if cn := f.get("capacity"); cn != nil {
-		h.Capacity = d.capacity(cn, f.field("capacity"))
-	}
-	if ln := f.get("labels"); ln != nil {
-		h.Labels = d.labels(ln, f.field("labels"))
-	}
-	h.Ports = def.Ports
-	if pn := f.get("ports"); pn != nil {
-		if r, err := parsePortRange(pn); err != nil {
-			d.errorf(pn, f.field("ports"), "%v", err)
-		} else {
-			h.Ports = r
-		}
-	}
-	return h, addrNode, true
-}
 
 // path resolves a file path of the config: ~ or ~/ is the home of the
 // user running shoal, a relative path is relative to the config file.
@@ -368,30 +415,6 @@ func (d *decoder) path(p string) string {
 		}
 	}
 	return abs(d.dir, p)
-}
-
-func checkSSHAddress(addr string) error {
-	host, port := addr, ""
-	if h, p, err := net.SplitHostPort(addr); err == nil {
-		host, port = h, p
-	} else if strings.Count(addr, ":") == 1 {
-		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
-	}
-	host = strings.Trim(host, "[]")
-	if port != "" {
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("port must be a number from 1 to 65535, got %q", port)
-		}
-	}
-	if host == "" {
-		return fmt.Errorf("must be HOST or HOST:PORT, got %q", addr)
-	}
-	if net.ParseIP(host) == nil {
-		if err := checkHostName(host); err != nil {
-			return fmt.Errorf("host must be an IP address or a host name, got %q", host)
-		}
-	}
-	return nil
 }
 
 // readRegular reads a regular file of at most max bytes, refusing anything
@@ -420,66 +443,6 @@ func readRegular(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// checkKeyFile makes sure path is a private key shoal can sign with.
-func checkKeyFile(path string) error {
-	b, err := readRegular(path, maxKeyFile)
-	if err != nil {
-		return err
-	}
-	_, err = ssh.ParsePrivateKey(b)
-	var missing *ssh.PassphraseMissingError
-	switch {
-	case errors.As(err, &missing):
-		return fmt.Errorf("%s is encrypted with a passphrase, which shoal cannot type; use a key without one (ssh-keygen -p -N '' -f %s makes a copy's passphrase empty)", path, path)
-	case err != nil:
-		return fmt.Errorf("%s is not a private key in PEM or OpenSSH format: %v", path, err)
-	}
-	return nil
-}
-
-// checkKnownHost makes sure the known_hosts file at path has a key for
-// addr (host:port): a host whose key is not known is never connected to.
-func checkKnownHost(path, addr string) error {
-	if _, err := readRegular(path, maxKeyFile); err != nil {
-		return fmt.Errorf("known_hosts: %w", err)
-	}
-	cb, err := knownhosts.New(path)
-	if err != nil {
-		return fmt.Errorf("known_hosts %s does not parse: %v", path, err)
-	}
-	if len(KnownKeys(cb, addr)) > 0 {
-		return nil
-	}
-	host, port, _ := net.SplitHostPort(addr)
-	scan := "ssh-keyscan -H " + host
-	if port != "22" {
-		scan = "ssh-keyscan -H -p " + port + " " + host
-	}
-	return fmt.Errorf("%s has no key for %s; shoal never connects to a host whose key it does not know: check the host's key, then add it with %s >> %s", path, addr, scan, path)
-}
-
-func (d *decoder) capacity(n *yaml.Node, path string) Capacity {
-	f := section[Capacity](d, n, path)
-	var c Capacity
-	if v, n := f.integer("instances", 0); n != nil {
-		if v < 0 {
-			d.errorf(n, f.field("instances"), "must be >= 0 (0: unbounded), got %d", v)
-		} else {
-			c.Instances = v
-		}
-	}
-	if n := f.get("cores"); n != nil {
-		if v, ok := d.number(n, f.field("cores")); ok {
-			if v < 0 || v > math.MaxInt32 {
-				d.errorf(n, f.field("cores"), "must be >= 0 (0: unbounded), got %s", truncate(n.Value))
-			} else {
-				c.Cores = v
-			}
-		}
-	}
-	return c
-}
-
 // labels decodes a mapping of label names to values.
 func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 	entries, _ := d.entries(n, path)
@@ -497,29 +460,6 @@ func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 		out[e.key] = v
 	}
 	return out
-}
-
-// parsePortRange reads "MIN-MAX" or one port.
-func parsePortRange(n *yaml.Node) (PortRange, error) {
-	bad := fmt.Errorf(`must be a port range such as "20000-29999", got %s`, describe(n))
-	if n.Kind != yaml.ScalarNode {
-		return PortRange{}, bad
-	}
-	lo, hi, found := strings.Cut(n.Value, "-")
-	if !found {
-		hi = lo
-	}
-	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
-	switch {
-	case err1 != nil || err2 != nil:
-		return PortRange{}, bad
-	case a < 1 || b > 65535:
-		return PortRange{}, fmt.Errorf("ports must be from 1 to 65535, got %s", n.Value)
-	case a > b:
-		return PortRange{}, fmt.Errorf("range must go from low to high, got %s", n.Value)
-	}
-	return PortRange{Min: a, Max: b}, nil
 }
 
 // groupProvider decodes a group's provider and placement and checks them
@@ -617,4 +557,56 @@ func formatLabels(l map[string]string) string {
 		parts = append(parts, k+": "+l[k])
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// checkPlanMaps reports the keys of a provider's plan map (sacloud's
+// server_plans, ec2's instance_types) that no group on the provider has as
+// a plan: a typo would silently size servers by the default.
+func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
+	for _, p := range ps {
+		pt, ok := LookupProvider(p.Type)
+		if !ok || pt.Plans == nil {
+			continue
+		}
+		key, names := pt.Plans(&p)
+		if len(names) == 0 {
+			continue
+		}
+		known := map[string]bool{}
+		for _, g := range groups {
+			if g.Provider == p.Name {
+				for _, pl := range g.Plans {
+					known[pl.Name] = true
+				}
+			}
+		}
+		for _, name := range names {
+			if !known[name] {
+				pl := d.provs[p.Name]
+				d.errorf(keyNode(pl.node, key, name), join(pl.path+"."+key, name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+			}
+		}
+	}
+}
+
+// keyNode returns the key node at keys below mapping n, or the deepest
+// one found on the way (n itself when the first is absent).
+func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
+	at := n
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return at
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				at, next = n.Content[i], resolve(n.Content[i+1])
+			}
+		}
+		if next == nil {
+			return at
+		}
+		n = next
+	}
+	return at
 }

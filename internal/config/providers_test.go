@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,36 +52,6 @@ func parseEdited(t *testing.T, doc, old, new string) error {
 	return err
 }
 
-func TestParseProviders(t *testing.T) {
-	cfg, err := Parse("testdata/shoal.yaml", []byte(providersDoc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].SSH == nil {
-		t.Fatalf("providers = %+v, want one ssh provider", cfg.Providers)
-	}
-	p := cfg.Providers[0]
-	s := p.SSH
-	if p.Name != "rack" || p.Type != ProviderSSH || s.HostDownAfter.Seconds() != 20 || s.ConnectTimeout != defaultSSHProvider.ConnectTimeout || s.RemoteDir != ".shoal" {
-		t.Errorf("provider = %+v %+v", p, s)
-	}
-	dir, _ := filepath.Abs("testdata")
-	h0, h1 := s.Hosts[0], s.Hosts[1]
-	if h0.KeyFile != filepath.Join(dir, "ssh/id_ed25519") || h0.KnownHosts != filepath.Join(dir, "ssh/known_hosts") {
-		t.Errorf("host paths = %q, %q; want them relative to the config's directory", h0.KeyFile, h0.KnownHosts)
-	}
-	if h0.Capacity != (Capacity{Instances: 8, Cores: 4}) || h0.Labels["zone"] != "a" || h0.Ports != DefaultPorts {
-		t.Errorf("host 0 = %+v", h0)
-	}
-	if h1.Ports != (PortRange{30000, 30009}) || h1.DialAddress() != "10.0.0.3:2222" || h0.DialAddress() != "10.0.0.2:22" {
-		t.Errorf("host 1 = %+v (dial %s)", h1, h1.DialAddress())
-	}
-	g := cfg.Groups[0]
-	if g.Provider != "rack" || g.Placement.Strategy != PlacePack || g.Placement.Labels["zone"] != "b" {
-		t.Errorf("group provider %q placement %+v", g.Provider, g.Placement)
-	}
-}
-
 // TestRemotePassiveDefault: a group on another provider than local gets a
 // passive layer-4 check unless it writes health.passive (on or off); a local
 // group gets none.
@@ -111,32 +80,6 @@ func TestRemotePassiveDefault(t *testing.T) {
 				t.Errorf("health.passive = %+v, want %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestParseHomeKeyFile(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"id_ed25519", "known_hosts"} {
-		b, err := os.ReadFile(filepath.Join("testdata/ssh", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(home, ".ssh", f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	doc := strings.Replace(providersDoc, "        key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "        key_file: ~/.ssh/id_ed25519\n        capacity", 1)
-	cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	h := cfg.Providers[0].SSH.Hosts[0]
-	if h.KeyFile != filepath.Join(home, ".ssh/id_ed25519") || h.KnownHosts != filepath.Join(home, ".ssh/known_hosts") {
-		t.Errorf("key_file %q known_hosts %q; want both in $HOME/.ssh", h.KeyFile, h.KnownHosts)
 	}
 }
 

@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -47,40 +46,6 @@ groups:
     plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]
 `
 
-func TestParseSacloudProvider(t *testing.T) {
-	cfg, err := Parse("testdata/shoal.yaml", []byte(sacloudDoc))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	i := slices.IndexFunc(cfg.Providers, func(p Provider) bool { return p.Name == "sakura" })
-	if i < 0 {
-		t.Fatalf("no provider sakura in %+v", cfg.Providers)
-	}
-	p := cfg.Providers[i]
-	if p.Type != ProviderSacloud || p.Sacloud == nil || p.SSH != nil {
-		t.Fatalf("provider = %+v, want a sacloud one", p)
-	}
-	s := p.Sacloud
-	tmpl := s.Template
-	if s.Zone != "tk1b" || s.ShutdownForce || s.FakeMode || tmpl.Description != "hscale-group" || tmpl.InterfaceDriver != "virtio" {
-		t.Errorf("provider = %+v", s)
-	}
-	if tmpl.Plan != (SacloudPlan{Core: 1, Memory: 1}) || s.PlanFor("largest") != (SacloudPlan{Core: 2, Memory: 4}) || s.PlanFor("medium") != tmpl.Plan || s.PlanFor("") != tmpl.Plan {
-		t.Errorf("plans: template %+v, server_plans %+v", tmpl.Plan, s.ServerPlans)
-	}
-	if len(tmpl.NetworkInterfaces) != 1 || !tmpl.NetworkInterfaces[0].Shared || len(tmpl.Disks) != 1 || tmpl.Disks[0] != (SacloudDisk{OSType: "almalinux", Plan: "ssd", Connection: "virtio", Size: 20}) {
-		t.Errorf("template = %+v", tmpl)
-	}
-	e := tmpl.EditParameter
-	scripts, err := e.Scripts(SacloudScriptData{Name: "hscale-group-003", Group: "hscale-group", Index: 3, Zone: "tk1b"})
-	if err != nil || len(scripts) != 1 || !strings.Contains(scripts[0], `echo "server name: hscale-group-003"`) {
-		t.Errorf("startup script = %q, %v; want {{ .Name }} as the server's name", scripts, err)
-	}
-	if !e.DisablePasswordAuth || !e.ChangePartitionUUID || e.EnableDHCP || len(e.SSHKeys) != 1 {
-		t.Errorf("edit_parameter = %+v", e)
-	}
-}
-
 func TestParseSacloudErrors(t *testing.T) {
 	dir := t.TempDir()
 	leaky := filepath.Join(dir, "leaky.json")
@@ -104,7 +69,7 @@ func TestParseSacloudErrors(t *testing.T) {
 		{"route outside the block", `- upstream: "shared"`, `- upstream: {names: [backend]}
           assign_cidr_block: 192.168.0.0/24
           default_route: 10.0.0.1`, "testdata/shoal.yaml:18:26: providers[0].template.network_interfaces[0].default_route: must be in 192.168.0.0/24, got \"10.0.0.1\""},
-		{"bad startup script", `{{ .Name }}`, `{{ .Hostname }}`, "testdata/shoal.yaml:28:13: providers[0].template.edit_parameter.startup_scripts[0]: template fails on a sample server (fields: .Name .Group .Index .Zone): template: startup_script:1:22: executing \"startup_script\" at <.Hostname>: can't evaluate field Hostname in type config.SacloudScriptData"},
+		{"bad startup script", `{{ .Name }}`, `{{ .Hostname }}`, "testdata/shoal.yaml:28:13: providers[0].template.edit_parameter.startup_scripts[0]: template fails on a sample server (fields: .Name .Group .Index .Zone): template: startup_script:1:22: executing \"startup_script\" at <.Hostname>: can't evaluate field Hostname in type sacloud.ScriptData"},
 		{"marker tag", "tags: [web]", "tags: [shoal-owner=x]", "testdata/shoal.yaml:11:14: providers[0].template.tags[0]: tags starting with shoal- are shoal's markers, got \"shoal-owner=x\""},
 		{"unknown server plan", "largest: {core: 2", "huge: {core: 2", "testdata/shoal.yaml:9:7: providers[0].server_plans.huge: no group on provider sakura has a plan \"huge\"; plans: largest, medium, smallest"},
 		{"no core", "plan: {core: 1, memory: 1,", "plan: {memory: 1,", "testdata/shoal.yaml:14:13: providers[0].template.plan.core: required"},
@@ -131,109 +96,5 @@ func TestParseSacloudErrors(t *testing.T) {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}
 		})
-	}
-}
-
-// seedServerGroup is the ServerGroup of the seed (000_b29bda03d2490fd8,
-// sacloud/autoscaler's config) as its author wrote it, comments and the
-// redacted key included: zone, shutdown_force and template move into a
-// provider entry unchanged.
-const seedServerGroup = `        zone: "tk1b"
-
-        shutdown_force: false
-
-        template:
-          # tags: [ "tag1", "tag2" ]
-          description: "hscale-group"
-          interface_driver: "virtio"
-          plan:
-            core: 1
-            memory: 1
-            dedicated_cpu: false
-
-          network_interfaces:
-            - upstream: "shared" # 共有セグメント
-              expose:
-                ports: [80] #エンハンスドLBで使われるport番号
-                server_group_name: "gr1" #エンハンスドLBで使われるグループ名
-
-
-          disks:
-            - os_type: "almalinux"
-              plan: "ssd"
-              connection: "virtio"
-              size: 20
-
-          edit_parameter:
-            disabled: false
-            password: ""
-            disable_pw_auth: true
-            enable_dhcp: false
-            change_partition_uuid: true
-            ssh_keys:
-              - "ssh-ed25519  **********"
-
-            startup_scripts:
-              - |
-                #!/bin/bash
-                sudo yum install -y nginx
-                sudo systemctl enable nginx
-                echo "server name: {{ .Name }}" >  /usr/share/nginx/html/index.html
-                echo "OK" > /usr/share/nginx/html/live
-`
-
-// SeedProvider is seedServerGroup as a provider entry named sakura, with
-// extra (indented keys of the entry) before it.
-func seedProvider(extra string) string {
-	return "listen: 127.0.0.1:8080\nproviders:\n      - name: sakura\n        type: sacloud\n        port: 80\n" + extra + seedServerGroup + `groups:
-  - {name: hscale-group, provider: sakura, min_size: 2, max_size: 5,
-     plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]}
-`
-}
-
-// TestSacloudSeedTemplatePastedUnchanged: the seed's server group template
-// validates as pasted, password and expose included (README: "move into the
-// provider entry unchanged").
-func TestSacloudSeedTemplatePastedUnchanged(t *testing.T) {
-	cfg, err := Parse("testdata/shoal.yaml", []byte(seedProvider("")))
-	if err != nil {
-		t.Fatalf("the seed's template pasted unchanged: %v", err)
-	}
-	s := cfg.Providers[slices.IndexFunc(cfg.Providers, func(p Provider) bool { return p.Name == "sakura" })].Sacloud
-	e := s.Template.EditParameter
-	if s.Zone != "tk1b" || e == nil || e.Password != "" || !e.DisablePasswordAuth || len(e.StartupScripts) != 1 {
-		t.Errorf("driver = %+v, edit = %+v", s, e)
-	}
-	if nic := s.Template.NetworkInterfaces[0]; !nic.Shared || nic.Expose == nil || !slices.Equal(nic.Expose.Ports, []int{80}) || nic.Expose.ServerGroupName != "gr1" {
-		t.Errorf("nic = %+v", nic)
-	}
-}
-
-// TestSacloudPasswordSources: the edit's password comes from the config
-// (as the autoscaler writes it) or a file, and no message shows it.
-func TestSacloudPasswordSources(t *testing.T) {
-	const pw = "pw-do-not-print-1"
-	inline := strings.Replace(seedProvider(""), `password: ""`, `password: "`+pw+`"`, 1)
-	cfg, err := Parse("testdata/shoal.yaml", []byte(inline))
-	if err != nil {
-		t.Fatalf("inline password: %v", err)
-	}
-	if got := cfg.Providers[0].Sacloud.Template.EditParameter.Password; got != pw {
-		t.Errorf("inline password = %q, want the config's", got)
-	}
-	file := filepath.Join(t.TempDir(), "pw")
-	os.WriteFile(file, []byte(pw+"\n"), 0o600)
-	fromFile := strings.Replace(seedProvider(""), `password: ""`, `password_file: `+file, 1)
-	if cfg, err = Parse("testdata/shoal.yaml", []byte(fromFile)); err != nil {
-		t.Fatalf("password_file: %v", err)
-	}
-	if got := cfg.Providers[0].Sacloud.Template.EditParameter.Password; got != pw {
-		t.Errorf("password_file's password = %q, want the file's", got)
-	}
-	// A config that fails elsewhere never shows the password.
-	bad := strings.Replace(inline, `zone: "tk1b"`, `zone: "tk1c"`, 1)
-	_, err = Parse("testdata/shoal.yaml", []byte(bad))
-	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "testdata/shoal.yaml:6:15: providers[0].zone: must be a Sakura Cloud zone") {
-		t.Errorf("Parse error = %v; want the zone's, without the password", err)
 	}
 }

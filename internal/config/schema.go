@@ -54,7 +54,12 @@ func schemaOf(t reflect.Type) []schemaKey {
 // section checks that n is a mapping of T's keys and reports its required
 // keys that are absent; see decoder.mapping for a nil or malformed n.
 func section[T any](d *decoder, n *yaml.Node, path string) *fields {
-	keys := schemaOf(reflect.TypeFor[T]())
+	return sectionOf(d, reflect.TypeFor[T](), n, path)
+}
+
+// sectionOf is section of the keys of type t.
+func sectionOf(d *decoder, t reflect.Type, n *yaml.Node, path string) *fields {
+	keys := schemaOf(t)
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = k.name

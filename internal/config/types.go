@@ -277,34 +277,21 @@ const (
 // Provider is a named provider instance (an entry of providers).
 type Provider struct {
 	Name string `yaml:"name" required:"true"`
-	// Type is ProviderSSH, ProviderExec, ProviderEC2 or ProviderSacloud;
-	// the other keys of the entry are the type's.
+	// Type is the entry's type of provider: ssh, exec, ec2 or sacloud; the
+	// other keys of the entry are the type's.
 	Type string `yaml:"type" required:"true"`
 	// HealthGrace is the health.grace of the groups using the provider
 	// that do not set their own: a cloud's servers take minutes to boot
 	// (DefaultCloudHealthGrace). 0 (ssh): the group's health.grace.
 	HealthGrace time.Duration `yaml:"health_grace"`
-	// SSH is the rest of the entry when Type is ProviderSSH: its keys sit
-	// beside name and type.
-	SSH *SSHProvider `yaml:",inline"`
 	// Cloud holds the keys every cloud type (exec, sacloud, ec2) has; nil
-	// for other types. The cloud's own keys are in its field (Exec).
+	// for other types. The cloud's own keys are in Spec.
 	Cloud *CloudProvider `yaml:",inline"`
-	Exec  *ExecProvider  `yaml:",inline"`
-	// EC2 is the rest of the entry when Type is ProviderEC2.
-	EC2 *EC2Driver `yaml:",inline"`
-	// Sacloud is the rest of the entry when Type is ProviderSacloud.
-	Sacloud *SacloudDriver `yaml:",inline"`
+	// Spec is the rest of the entry, the type's own keys, as its
+	// registered Decode made them (each type's package reads it: ssh.Of,
+	// ec2.Of, ...).
+	Spec any `yaml:"-"`
 }
-
-// Provider types.
-const (
-	// ProviderSSH runs instances as processes on servers reached over SSH.
-	ProviderSSH = "ssh"
-	// ProviderExec runs instances as servers of any cloud, through three
-	// commands of its CLI (start, stop, list).
-	ProviderExec = "exec"
-)
 
 // CloudProvider is what every cloud provider entry has besides its
 // driver's keys: where servers serve, how often they are listed and how
@@ -349,22 +336,6 @@ type Emulator struct {
 	StandIn []string `yaml:"stand_in" required:"true"`
 }
 
-// ExecProvider drives a cloud through its CLI: three argv templates (no
-// shell), each run with a timeout, answering JSON on stdout.
-type ExecProvider struct {
-	// Start creates one server and prints {"id": ..., "address": ...}.
-	Start []string `yaml:"start" required:"true"`
-	// Stop deletes the server {{.ID}}; deleting one already gone succeeds.
-	Stop []string `yaml:"stop" required:"true"`
-	// List prints a JSON array of the servers tagged shoal-owner={{.Owner}}.
-	List []string `yaml:"list" required:"true"`
-	// Timeout bounds one run of a command.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
-// DefaultExec holds the defaults of an exec provider's keys.
-var DefaultExec = ExecProvider{Timeout: 2 * time.Minute}
-
 // ExecData is what an exec provider's command templates can refer to.
 type ExecData struct {
 	// ID is the server's cloud ID (stop only).
@@ -378,59 +349,6 @@ type ExecData struct {
 	// Port is the provider's port.
 	Port int
 }
-
-// SSHProvider runs instances on servers the operator owns, over SSH.
-type SSHProvider struct {
-	Hosts []SSHHost `yaml:"hosts" required:"true"`
-	// HostDownAfter is how long a host's SSH connection and its instances'
-	// health checks must both fail before the host is marked down and its
-	// instances are replaced on the others.
-	HostDownAfter time.Duration `yaml:"host_down_after"`
-	// ConnectTimeout bounds one SSH dial and handshake; a command that
-	// gets no answer for as long is taken as a hung host.
-	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-	// RemoteDir is where instance logs and shoal's files live on each host,
-	// relative to the login's home unless absolute.
-	RemoteDir string `yaml:"remote_dir"`
-}
-
-// defaultSSHProvider holds the defaults of an ssh provider's keys.
-var defaultSSHProvider = SSHProvider{HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal"}
-
-// SSHHost is one server of an ssh provider.
-type SSHHost struct {
-	// Address is host or host:port (port 22 when left out); instances
-	// serve on the host part, which is also the host's name in status and
-	// events.
-	Address string `yaml:"address" required:"true"`
-	User    string `yaml:"user" required:"true"`
-	// KeyFile is the private key (unencrypted PEM or OpenSSH format);
-	// KnownHosts is the known_hosts file the host's key must be in
-	// (default ~/.ssh/known_hosts of the user running shoal).
-	KeyFile    string `yaml:"key_file" required:"true"`
-	KnownHosts string `yaml:"known_hosts"`
-	// Capacity bounds what the host takes; zero fields do not bound.
-	Capacity Capacity `yaml:"capacity"`
-	// Labels are matched against groups' placement.labels.
-	Labels map[string]string `yaml:"labels"`
-	// Ports is the inclusive range instance ports are chosen from.
-	Ports PortRange `yaml:"ports"`
-}
-
-// Capacity is how much a host takes: at most Instances instances (of every
-// group), and instances whose template.cpus add up to at most Cores.
-type Capacity struct {
-	Instances int     `yaml:"instances"`
-	Cores     float64 `yaml:"cores"`
-}
-
-// PortRange is an inclusive range of TCP ports, written "20000-29999".
-type PortRange struct {
-	Min, Max int
-}
-
-// DefaultPorts is an ssh host's ports when the config leaves them out.
-var DefaultPorts = PortRange{Min: 20000, Max: 29999}
 
 // Values of Group.ScaleIn.
 const (

@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 )
 
 // checkTimeout bounds `haproxy -c`, which reads only the rendered file.
@@ -343,13 +344,14 @@ func RemoteGroups(cfg *config.Config) []string {
 func checkExecPrograms(cfg *config.Config) config.ErrorList {
 	var errs config.ErrorList
 	for i, p := range cfg.Providers {
-		if p.Exec == nil {
+		e := cloudexec.Of(p)
+		if e == nil {
 			continue
 		}
 		for _, c := range []struct {
 			key  string
 			argv []string
-		}{{"start", p.Exec.Start}, {"stop", p.Exec.Stop}, {"list", p.Exec.List}} {
+		}{{"start", e.Start}, {"stop", e.Stop}, {"list", e.List}} {
 			cmd, err := config.CompileCommand(c.argv)
 			if err != nil {
 				continue // reported by Load

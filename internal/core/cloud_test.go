@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
+	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 )
 
@@ -26,9 +27,9 @@ func TestCloudProviderRegistry(t *testing.T) {
 	}
 	cfg := &config.Config{
 		StateDir: t.TempDir(),
-		Providers: []config.Provider{{Name: "cli", Type: config.ProviderExec,
+		Providers: []config.Provider{{Name: "cli", Type: cloudexec.Type,
 			Cloud: &config.CloudProvider{Port: 8080, Interval: 100 * time.Millisecond},
-			Exec:  &config.ExecProvider{Start: []string{script, "start"}, Stop: []string{script, "stop", "{{.ID}}"}, List: []string{script, "list", "{{.Owner}}"}},
+			Spec:  &cloudexec.Config{Start: []string{script, "start"}, Stop: []string{script, "stop", "{{.ID}}"}, List: []string{script, "list", "{{.Owner}}"}},
 		}},
 	}
 	log := slog.New(slog.DiscardHandler)

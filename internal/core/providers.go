@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/provider"
-	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 )
@@ -27,8 +25,9 @@ import (
 const checksTimeout = 2 * time.Second
 
 // providers is the one registry of providers by name: "local" always, and
-// one per entry of the config's providers. Each ssh or cloud provider's
-// Run goes from start until stop; serve starts them before restoring the
+// one per entry of the config's providers, each built by its type's
+// registered builder (provider.Register). Each built provider's Run goes
+// from start until stop; serve starts them before restoring the
 // groups (adopting an instance needs its host's connection, or a cloud's
 // listing) and stops them after the groups' reconcilers (which stop
 // instances through them).
@@ -38,7 +37,7 @@ const checksTimeout = 2 * time.Second
 type providers struct {
 	local  *local.Provider
 	log    *slog.Logger
-	opts   sshprov.Options
+	opts   provider.Options
 	groups atomic.Pointer[registry]
 	// st records host events; set before start (nil records none).
 	st eventRecorder
@@ -48,19 +47,18 @@ type providers struct {
 	fence interface{ Guard(context.Context) error }
 
 	mu     sync.RWMutex
-	ssh    map[string]*sshprov.Provider
-	cloud  map[string]*cloud.Provider
+	built  map[string]provider.Running
 	loops  map[string]*loop
 	cfgs   map[string]config.Provider
-	order  []string // names of ssh and cloud providers, in config order
+	order  []string // names of the built providers, in config order
 	active bool     // start has run; providers added later start at once
 }
 
 // newProviders builds the providers of cfg; nothing connects until start.
 func newProviders(cfg *config.Config, lp *local.Provider, log *slog.Logger) (*providers, error) {
-	p := &providers{local: lp, log: log, ssh: map[string]*sshprov.Provider{}, cloud: map[string]*cloud.Provider{},
+	p := &providers{local: lp, log: log, built: map[string]provider.Running{},
 		loops: map[string]*loop{}, cfgs: map[string]config.Provider{}}
-	p.opts = sshprov.Options{
+	p.opts = provider.Options{
 		StateDir:  cfg.StateDir,
 		Owner:     ownerID(cfg),
 		Checks:    p.checks,
@@ -91,43 +89,28 @@ func ownerID(cfg *config.Config) string {
 
 // add builds one provider entry's provider; p.mu must be held or p unshared.
 func (p *providers) add(pc config.Provider) error {
-	log := p.log.With("component", "provider", "provider", pc.Name)
-	var run func(context.Context)
-	switch {
-	case pc.SSH != nil:
-		opts := p.opts
-		opts.Log = log
-		sp, err := sshprov.New(pc.Name, *pc.SSH, opts)
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", pc.Name, err)
-		}
-		p.ssh[pc.Name], run = sp, sp.Run
-	case pc.Cloud != nil:
-		cp, err := newCloud(pc, p.opts.StateDir, p.opts.Owner, p.opts.Guard, log)
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", pc.Name, err)
-		}
-		p.cloud[pc.Name], run = cp, cp.Run
-	default:
-		return fmt.Errorf("provider %s: type %q is not supported", pc.Name, pc.Type)
+	opts := p.opts
+	opts.Log = p.log.With("component", "provider", "provider", pc.Name)
+	// Every type marks what it starts with the owner (see ownerID), and
+	// Guard fences its sweeps. A builder does no network I/O: the context
+	// reads files only.
+	bp, err := provider.New(context.Background(), pc, opts)
+	if err != nil {
+		return fmt.Errorf("provider %s: %w", pc.Name, err)
 	}
+	p.built[pc.Name] = bp
 	p.cfgs[pc.Name] = pc
 	p.order = append(p.order, pc.Name)
 	if p.active {
-		p.loops[pc.Name] = goLoop(run)
+		p.loops[pc.Name] = goLoop(bp.Run)
 	}
 	return nil
 }
 
-// byName returns the ssh or cloud provider called name; p.mu is held.
+// byName returns the built provider called name; p.mu is held.
 func (p *providers) byName(name string) (provider.Provider, bool) {
-	if sp, ok := p.ssh[name]; ok {
-		return sp, true
-	}
-	if cp, ok := p.cloud[name]; ok {
-		return cp, true
-	}
-	return nil, false
+	bp, ok := p.built[name]
+	return bp, ok
 }
 
 // Get returns the provider called name.
@@ -158,17 +141,14 @@ type named struct {
 	prov provider.Provider
 }
 
-// start runs every ssh provider's connections and every cloud provider's
-// listing.
+// start runs every built provider: an ssh provider's connections, a
+// cloud provider's listing.
 func (p *providers) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = true
-	for n, sp := range p.ssh {
-		p.loops[n] = goLoop(sp.Run)
-	}
-	for n, cp := range p.cloud {
-		p.loops[n] = goLoop(cp.Run)
+	for n, bp := range p.built {
+		p.loops[n] = goLoop(bp.Run)
 	}
 }
 
@@ -186,7 +166,8 @@ func (p *providers) stop() {
 }
 
 // update applies a reloaded config's providers: new entries are built and
-// started, changed ones take their new hosts through Update. A removed
+// started, changed ones that can take their new settings in place
+// (provider.Reloader: an ssh provider's hosts) do. A removed
 // entry's provider keeps running until shoal restarts: the groups that used
 // it are being retired through it. It is called after validation, and an
 // error leaves the providers as they were only for entries not yet done.
@@ -201,12 +182,13 @@ func (p *providers) update(cfg *config.Config) error {
 				return err
 			}
 			p.log.Info("provider added from the config", "provider", pc.Name)
-		case !sameProvider(old, pc) && (pc.SSH == nil || old.SSH == nil):
+		case reflect.DeepEqual(old, pc):
+		case old.Type != pc.Type || !reloads(p.built[pc.Name]):
 			// A cloud's servers are listed and deleted by the provider as
 			// it was: replacing it under running groups would lose them.
 			p.log.Warn("a cloud provider's settings, or a provider's type, change when shoal restarts; this reload keeps them", "provider", pc.Name)
-		case !sameProvider(old, pc):
-			if err := p.ssh[pc.Name].Update(*pc.SSH); err != nil {
+		default:
+			if err := p.built[pc.Name].(provider.Reloader).Reload(pc); err != nil {
 				return fmt.Errorf("provider %s: %w", pc.Name, err)
 			}
 			p.cfgs[pc.Name] = pc
@@ -216,25 +198,10 @@ func (p *providers) update(cfg *config.Config) error {
 	return nil
 }
 
-// sameProvider compares two loads of a provider entry.
-func sameProvider(a, b config.Provider) bool {
-	if a.Type != b.Type || (a.SSH == nil) != (b.SSH == nil) {
-		return false
-	}
-	if a.Cloud != nil {
-		return reflect.DeepEqual(a, b)
-	}
-	if a.SSH == nil {
-		return true
-	}
-	x, y := *a.SSH, *b.SSH
-	return x.HostDownAfter == y.HostDownAfter && x.ConnectTimeout == y.ConnectTimeout && x.RemoteDir == y.RemoteDir &&
-		slices.EqualFunc(x.Hosts, y.Hosts, sameHost)
-}
-
-func sameHost(a, b config.SSHHost) bool {
-	return a.Address == b.Address && a.User == b.User && a.KeyFile == b.KeyFile && a.KnownHosts == b.KnownHosts &&
-		a.Capacity == b.Capacity && a.Ports == b.Ports && maps.Equal(a.Labels, b.Labels)
+// reloads reports whether bp takes a reloaded entry in place.
+func reloads(bp provider.Running) bool {
+	_, ok := bp.(provider.Reloader)
+	return ok
 }
 
 // Hosts lists the hosts of every provider that has several.

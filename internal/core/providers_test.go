@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/local"
+	sshprov "github.com/shoal-lb/shoal/internal/provider/ssh"
 	"github.com/shoal-lb/shoal/internal/testhost"
 )
 
@@ -44,14 +45,14 @@ func TestProvidersCheck(t *testing.T) {
 		tt.Dir = "/"
 		return tt
 	}
-	rack := &config.SSHProvider{HostDownAfter: 5 * time.Second, ConnectTimeout: time.Second, RemoteDir: t.TempDir()}
+	rack := &sshprov.Config{HostDownAfter: 5 * time.Second, ConnectTimeout: time.Second, RemoteDir: t.TempDir()}
 	for _, h := range lab.Hosts {
-		rack.Hosts = append(rack.Hosts, config.SSHHost{Address: h.Addr, User: lab.User, KeyFile: lab.KeyFile, KnownHosts: lab.KnownHosts,
-			Ports: config.PortRange{Min: 20000, Max: 20099}})
+		rack.Hosts = append(rack.Hosts, sshprov.Host{Address: h.Addr, User: lab.User, KeyFile: lab.KeyFile, KnownHosts: lab.KnownHosts,
+			Ports: sshprov.PortRange{Min: 20000, Max: 20099}})
 	}
 	cfg := &config.Config{
 		StateDir:  t.TempDir(),
-		Providers: []config.Provider{{Name: "rack", Type: config.ProviderSSH, SSH: rack}},
+		Providers: []config.Provider{{Name: "rack", Type: sshprov.Type, Spec: rack}},
 		Groups: []config.Group{
 			{Name: "web", Provider: "rack", Template: tmpl("/bin/sh", "-c", "sleep 1")},
 			{Name: "api", Provider: "rack", Template: tmpl("/opt/nowhere/api-server", "{{.Port}}")},
@@ -136,12 +137,12 @@ func TestProvidersUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := func(addr, zone string, capacity int) config.SSHHost {
-		return config.SSHHost{Address: addr, User: "deploy", KeyFile: dir + "/id_ed25519", KnownHosts: dir + "/known_hosts",
-			Labels: map[string]string{"zone": zone}, Capacity: config.Capacity{Instances: capacity}, Ports: config.DefaultPorts}
+	host := func(addr, zone string, capacity int) sshprov.Host {
+		return sshprov.Host{Address: addr, User: "deploy", KeyFile: dir + "/id_ed25519", KnownHosts: dir + "/known_hosts",
+			Labels: map[string]string{"zone": zone}, Capacity: sshprov.Capacity{Instances: capacity}, Ports: sshprov.DefaultPorts}
 	}
-	entry := func(name string, hosts ...config.SSHHost) config.Provider {
-		return config.Provider{Name: name, Type: config.ProviderSSH, SSH: &config.SSHProvider{
+	entry := func(name string, hosts ...sshprov.Host) config.Provider {
+		return config.Provider{Name: name, Type: sshprov.Type, Spec: &sshprov.Config{
 			Hosts: hosts, HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal"}}
 	}
 	cfg := &config.Config{StateDir: t.TempDir(), Providers: []config.Provider{entry("rack", host("10.0.0.2", "a", 8))}}

@@ -1,6 +1,8 @@
 // Package provider defines how shoal creates and stops instances. Implementations
-// live in sub-packages: local (this machine) and ssh (servers reached over
-// SSH); clouds come next, behind the same interface.
+// live in sub-packages: local (this machine), ssh (servers reached over
+// SSH) and cloud (with its drivers), behind the same interface. Each type
+// of config entry registers its builder (Register); the core builds every
+// entry through New.
 //
 // Every provider implements Provider. What only some can do is an optional
 // interface, asserted where it is used: HostLister (providers that place

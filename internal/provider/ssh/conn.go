@@ -14,8 +14,6 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
-
-	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // Reconnection back-off: the first retry after backoffMin, doubling up to backoffMax.
@@ -26,7 +24,7 @@ const (
 
 // clientConfig reads the host's key and known_hosts files (no network I/O):
 // what New and Update refuse a host for.
-func clientConfig(hc config.SSHHost, timeout time.Duration) (*gossh.ClientConfig, error) {
+func clientConfig(hc Host, timeout time.Duration) (*gossh.ClientConfig, error) {
 	name := hc.Name()
 	raw, err := os.ReadFile(hc.KeyFile)
 	if err != nil {
@@ -83,7 +81,7 @@ func hostKeyCallback(cb gossh.HostKeyCallback, file string) gossh.HostKeyCallbac
 // has for addr; nil (the library's default) when none are known.
 func knownAlgorithms(cb gossh.HostKeyCallback, addr string) []string {
 	var algos []string
-	for _, k := range config.KnownKeys(cb, addr) {
+	for _, k := range knownKeys(cb, addr) {
 		t := k.Key.Type()
 		if t == gossh.KeyAlgoRSA {
 			algos = append(algos, gossh.KeyAlgoRSASHA512, gossh.KeyAlgoRSASHA256)
@@ -98,7 +96,7 @@ func knownAlgorithms(cb gossh.HostKeyCallback, addr string) []string {
 // dial connects and authenticates within timeout: the TCP connect and the
 // whole handshake, so a host that accepts the connection and then says
 // nothing fails in time.
-func dial(ctx context.Context, hc config.SSHHost, cc *gossh.ClientConfig, timeout time.Duration) (*gossh.Client, error) {
+func dial(ctx context.Context, hc Host, cc *gossh.ClientConfig, timeout time.Duration) (*gossh.Client, error) {
 	addr := hc.DialAddress()
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)

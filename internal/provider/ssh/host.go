@@ -13,7 +13,6 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -63,7 +62,7 @@ type host struct {
 	name  string
 	first chan struct{} // closed after the first connection attempt
 
-	cfg       config.SSHHost
+	cfg       Host
 	clientCfg *gossh.ClientConfig
 	cancel    context.CancelFunc
 
@@ -117,7 +116,7 @@ type pendingStart struct {
 	port  int
 }
 
-func newHost(name string, hc config.SSHHost, cc *gossh.ClientConfig) *host {
+func newHost(name string, hc Host, cc *gossh.ClientConfig) *host {
 	return &host{
 		name: name, first: make(chan struct{}), cfg: hc, clientCfg: cc, since: time.Now(),
 		insts: make(map[string]*instance), pending: make(map[string]pendingStart),

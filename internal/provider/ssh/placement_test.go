@@ -24,7 +24,7 @@ func placeOn(hosts ...*host) *Provider {
 
 // fakeHost is an up host running, per group, that many one-core instances.
 func fakeHost(name string, capInst int, capCores float64, running map[string]int) *host {
-	h := newHost(name, config.SSHHost{Address: name, Capacity: config.Capacity{Instances: capInst, Cores: capCores}}, nil)
+	h := newHost(name, Host{Address: name, Capacity: Capacity{Instances: capInst, Cores: capCores}}, nil)
 	h.client = &gossh.Client{}
 	for group, n := range running {
 		for i := range n {

@@ -40,35 +40,9 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider"
 )
 
-// Options are what an ssh Provider takes from the rest of shoal.
-type Options struct {
-	// StateDir identifies this shoal: the owner marker is derived from it (and the hostname),
-	// so two shoals (two tests) never adopt or sweep each other's instances.
-	StateDir string
-	// Owner, when set, is the owner marker instead: the nodes of an HA pair
-	// share theirs, so that each adopts what the other started.
-	Owner string
-	Log   *slog.Logger
-	// Checks reports whether HAProxy's checks of an instance pass; known is false when there is no
-	// answer. Nil: checks count as failing (a host is down on its connection alone).
-	Checks func(rec provider.Record) (passing, known bool)
-	// Reclaim is asked, when a host that was down comes back, about each marked instance still
-	// running there that the provider no longer tracks: true if a group took it back (it calls
-	// Adopt itself); false, or nil Reclaim, and the provider stops it.
-	Reclaim func(ctx context.Context, rec provider.Record) bool
-	// Guard, if set, is asked before a connection's sweep stops (or offers
-	// to Reclaim) what the provider does not track: an error, and it
-	// leaves them for a later connection (an HA node that does not lead).
-	Guard func(ctx context.Context) error
-	// HostState, if set, is told when a host goes down (with why) and when
-	// it is back; it is called without the provider's lock.
-	HostState func(host string, down bool, reason string)
-	// Interval is how often each host is polled (liveness + one batched /proc read); default 1s.
-	Interval time.Duration
-	// Logs bounds the instances' logs on the hosts (rotation and expiry);
-	// zero: config.DefaultInstanceLogs.
-	Logs config.InstanceLogs
-}
+// Options are what an ssh Provider takes from the rest of shoal: all of
+// provider.Options.
+type Options = provider.Options
 
 // Marker environment variables.
 const (
@@ -87,6 +61,8 @@ var (
 	_ provider.HostLister = (*Provider)(nil)
 	_ provider.Checker    = (*Provider)(nil)
 	_ provider.LogReader  = (*Provider)(nil)
+	_ provider.Running    = (*Provider)(nil)
+	_ provider.Reloader   = (*Provider)(nil)
 )
 
 // OwnerID is the value of SHOAL_OWNER for the shoal whose state directory
@@ -112,7 +88,7 @@ type Provider struct {
 	log   *slog.Logger
 
 	mu  sync.Mutex
-	cfg config.SSHProvider
+	cfg Config
 	// hosts by name (the host part of the address).
 	hosts map[string]*host
 	// run is set while Run runs: hosts added by Update start there.
@@ -126,7 +102,7 @@ type runState struct {
 
 // New checks cfg (key files readable and parsed, known_hosts files
 // readable) and returns a Provider; it does no network I/O. Run connects.
-func New(name string, cfg config.SSHProvider, opts Options) (*Provider, error) {
+func New(name string, cfg Config, opts Options) (*Provider, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -150,16 +126,25 @@ func New(name string, cfg config.SSHProvider, opts Options) (*Provider, error) {
 // Name is the provider entry's name.
 func (p *Provider) Name() string { return p.name }
 
+// Reload applies a reloaded entry of type ssh (see Update).
+func (p *Provider) Reload(pc config.Provider) error {
+	c := Of(pc)
+	if c == nil {
+		return fmt.Errorf("ssh provider %s: the entry's type is %q, not %s", p.name, pc.Type, Type)
+	}
+	return p.Update(*c)
+}
+
 // Update applies a reloaded config: new hosts are added, capacity, labels,
 // ports and credentials of the others applied (credentials from their next
 // connection on). A removed host takes no new instances and is dropped once
 // nothing of ours runs there.
-func (p *Provider) Update(cfg config.SSHProvider) error {
+func (p *Provider) Update(cfg Config) error {
 	if cfg.ConnectTimeout <= 0 {
 		return fmt.Errorf("ssh provider %s: connect_timeout must be positive", p.name)
 	}
 	type built struct {
-		hc config.SSHHost
+		hc Host
 		cc *gossh.ClientConfig
 	}
 	var hosts []built
@@ -172,8 +157,8 @@ func (p *Provider) Update(cfg config.SSHProvider) error {
 			continue
 		}
 		seen[name] = true
-		if hc.Ports == (config.PortRange{}) {
-			hc.Ports = config.DefaultPorts
+		if hc.Ports == (PortRange{}) {
+			hc.Ports = DefaultPorts
 		}
 		cc, err := clientConfig(hc, cfg.ConnectTimeout)
 		if err != nil {

@@ -55,14 +55,14 @@ func newLab(t *testing.T, n int) *testhost.Lab {
 }
 
 // hostConfig is the config of lab host i.
-func hostConfig(l *testhost.Lab, i int) config.SSHHost {
-	return config.SSHHost{Address: l.Hosts[i].Addr, User: l.User, KeyFile: l.KeyFile, KnownHosts: l.KnownHosts, Ports: config.PortRange{Min: 20000, Max: 20099}}
+func hostConfig(l *testhost.Lab, i int) Host {
+	return Host{Address: l.Hosts[i].Addr, User: l.User, KeyFile: l.KeyFile, KnownHosts: l.KnownHosts, Ports: PortRange{Min: 20000, Max: 20099}}
 }
 
 // labConfig is a provider over all of l's hosts, its remote_dir a
 // temporary directory (the hosts share this machine's file system).
-func labConfig(t *testing.T, l *testhost.Lab) config.SSHProvider {
-	cfg := config.SSHProvider{HostDownAfter: testDownAfter, ConnectTimeout: testConnTimeout, RemoteDir: t.TempDir()}
+func labConfig(t *testing.T, l *testhost.Lab) Config {
+	cfg := Config{HostDownAfter: testDownAfter, ConnectTimeout: testConnTimeout, RemoteDir: t.TempDir()}
 	for i := range l.Hosts {
 		cfg.Hosts = append(cfg.Hosts, hostConfig(l, i))
 	}
@@ -71,7 +71,7 @@ func labConfig(t *testing.T, l *testhost.Lab) config.SSHProvider {
 
 // runProvider makes a Provider and runs it until the test ends; its
 // instances are stopped then too, by a sweep with nothing kept.
-func runProvider(t *testing.T, cfg config.SSHProvider, opts Options) *Provider {
+func runProvider(t *testing.T, cfg Config, opts Options) *Provider {
 	t.Helper()
 	p, stop := startProvider(t, cfg, opts)
 	t.Cleanup(func() {
@@ -85,7 +85,7 @@ func runProvider(t *testing.T, cfg config.SSHProvider, opts Options) *Provider {
 
 // startProvider makes a Provider and runs it until stop (which the test
 // must call), leaving its instances running: a shoal that goes away.
-func startProvider(t *testing.T, cfg config.SSHProvider, opts Options) (p *Provider, stop func()) {
+func startProvider(t *testing.T, cfg Config, opts Options) (p *Provider, stop func()) {
 	t.Helper()
 	if opts.Interval == 0 {
 		opts.Interval = testInterval
@@ -410,7 +410,7 @@ func TestPlacement(t *testing.T) {
 	l := newLab(t, 3)
 	cfg := labConfig(t, l)
 	// In the order of their names, as placement breaks ties.
-	slices.SortFunc(cfg.Hosts, func(a, b config.SSHHost) int { return strings.Compare(a.Address, b.Address) })
+	slices.SortFunc(cfg.Hosts, func(a, b Host) int { return strings.Compare(a.Address, b.Address) })
 	for i := range cfg.Hosts {
 		cfg.Hosts[i].Capacity.Instances = 2
 		cfg.Hosts[i].Labels = map[string]string{"zone": []string{"a", "b", "b"}[i]}
@@ -667,7 +667,7 @@ func TestBadInput(t *testing.T) {
 	hung.Address = silent.Addr().String()
 	// Host 1 with one port, taken by a listener there.
 	noPort := hostConfig(l, 1)
-	noPort.Ports = config.PortRange{Min: 20500, Max: 20500}
+	noPort.Ports = PortRange{Min: 20500, Max: 20500}
 	listener := exec.Command("ip", "netns", "exec", l.Hosts[1].Name, testbin.DemoBackend(t), "--listen", l.Hosts[1].Addr+":20500")
 	if err := listener.Start(); err != nil {
 		t.Fatal(err)
@@ -692,7 +692,7 @@ func TestBadInput(t *testing.T) {
 
 	for _, c := range []struct {
 		name string
-		host config.SSHHost
+		host Host
 		tmpl config.Template
 		want string
 	}{
@@ -706,7 +706,7 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			cfg := labConfig(t, l)
-			cfg.Hosts = []config.SSHHost{c.host}
+			cfg.Hosts = []Host{c.host}
 			p := runProvider(t, cfg, Options{StateDir: t.TempDir()})
 			began := time.Now()
 			_, err := p.Start(ctx, spec("web", 1, c.tmpl))
@@ -931,7 +931,7 @@ func TestUpdate(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	bad := only1
-	bad.Hosts = append(slices.Clone(bad.Hosts), config.SSHHost{Address: "10.255.255.1", User: "root", KeyFile: "/nonexistent"})
+	bad.Hosts = append(slices.Clone(bad.Hosts), Host{Address: "10.255.255.1", User: "root", KeyFile: "/nonexistent"})
 	if err := p.Update(bad); err == nil || !strings.Contains(err.Error(), "host 10.255.255.1: key_file") {
 		t.Errorf("update with a missing key file: %v", err)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
@@ -40,7 +39,7 @@ const pageSize = 1000
 // Driver is the EC2 driver of one provider entry.
 type Driver struct {
 	client *ec2.Client
-	cfg    config.EC2Driver
+	cfg    Config
 	// pageSize and callTimeout are fields so that tests can make listings
 	// span pages and calls time out soon.
 	pageSize    int32
@@ -56,12 +55,12 @@ var _ cloud.Driver = (*Driver)(nil)
 
 // New returns the driver of cfg. It calls no API: bad credentials show at
 // the first call.
-func New(ctx context.Context, cfg config.EC2Driver) (cloud.Driver, error) {
+func New(ctx context.Context, cfg Config) (cloud.Driver, error) {
 	return newDriver(ctx, cfg)
 }
 
 // newDriver is New with options for the EC2 client (tests count calls).
-func newDriver(ctx context.Context, cfg config.EC2Driver, opts ...func(*ec2.Options)) (*Driver, error) {
+func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Driver, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("ec2: region is required")
 	}
@@ -92,21 +91,21 @@ const credentialsRefresh = 5 * time.Minute
 
 // credentials returns the provider of the keys cfg names, checking now
 // that they are there. Errors name the file or variable, never a key.
-func credentials(ctx context.Context, cfg config.EC2Driver) (aws.CredentialsProvider, error) {
+func credentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
 	if cfg.CredentialsFile == "" {
 		v := aws.Credentials{
-			AccessKeyID:     os.Getenv(config.EnvAWSAccessKeyID),
-			SecretAccessKey: os.Getenv(config.EnvAWSSecretAccessKey),
-			SessionToken:    os.Getenv(config.EnvAWSSessionToken),
+			AccessKeyID:     os.Getenv(EnvAWSAccessKeyID),
+			SecretAccessKey: os.Getenv(EnvAWSSecretAccessKey),
+			SessionToken:    os.Getenv(EnvAWSSessionToken),
 			Source:          "environment",
 		}
 		if !v.HasKeys() {
-			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", config.EnvAWSAccessKeyID, config.EnvAWSSecretAccessKey)
+			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
 		}
 		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
 	}
 	file := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
-		sc, err := config.LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)
+		sc, err := LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)
 		if err != nil {
 			return aws.Credentials{}, fmt.Errorf("ec2: credentials_file %s, profile %s: %w", cfg.CredentialsFile, cfg.Profile, err)
 		}
@@ -184,7 +183,7 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 			in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Arn: aws.String(p)}
 		}
 	}
-	if c.Market == config.EC2Spot {
+	if c.Market == Spot {
 		spot := &types.SpotMarketOptions{
 			SpotInstanceType: types.SpotInstanceTypeOneTime,
 			// An interrupted spot instance is gone, and replaced like any
@@ -315,7 +314,7 @@ func (d *Driver) server(i types.Instance) cloud.Server {
 		// Someone removed the Name tag: the ID still names it in messages.
 		s.Name = s.ID
 	}
-	if d.cfg.Address == config.EC2AddressPublic {
+	if d.cfg.Address == AddressPublic {
 		s.IP = aws.ToString(i.PublicIpAddress)
 	} else {
 		s.IP = aws.ToString(i.PrivateIpAddress)

@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/testmoto"
 )
@@ -96,7 +95,7 @@ func newMotoEnv(t *testing.T) *motoEnv {
 	if err := os.WriteFile(e.creds, []byte("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n\n[other]\naws_access_key_id = AKIAOTHER\naws_secret_access_key = other\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := e.driver(t, config.EC2Driver{})
+	d := e.driver(t, Config{})
 	ctx := t.Context()
 	subnets, err := d.client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil || len(subnets.Subnets) == 0 {
@@ -127,7 +126,7 @@ func newMotoEnv(t *testing.T) *motoEnv {
 
 // driver returns a driver of cfg with moto's endpoint, region and the
 // credentials file filled in where cfg leaves them out.
-func (e *motoEnv) driver(t *testing.T, cfg config.EC2Driver) *Driver {
+func (e *motoEnv) driver(t *testing.T, cfg Config) *Driver {
 	t.Helper()
 	if cfg.Region == "" {
 		cfg.Region = region
@@ -135,11 +134,11 @@ func (e *motoEnv) driver(t *testing.T, cfg config.EC2Driver) *Driver {
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = e.endpoint
 	}
-	if cfg.CredentialsFile == "" && os.Getenv(config.EnvAWSAccessKeyID) == "" {
+	if cfg.CredentialsFile == "" && os.Getenv(EnvAWSAccessKeyID) == "" {
 		cfg.CredentialsFile, cfg.Profile = e.creds, "default"
 	}
 	if cfg.Market == "" {
-		cfg.Market = config.EC2OnDemand
+		cfg.Market = OnDemand
 	}
 	d, err := newDriver(t.Context(), cfg, e.calls.option)
 	if err != nil {
@@ -172,8 +171,8 @@ func TestMoto(t *testing.T) {
 
 	t.Run("LaunchTemplate", func(t *testing.T) {
 		ctx := t.Context()
-		d := e.driver(t, config.EC2Driver{
-			LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Latest"},
+		d := e.driver(t, Config{
+			LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Latest"},
 			Tags:           map[string]string{"team": "web"},
 		})
 		const owner = "owner-lt"
@@ -251,9 +250,9 @@ func TestMoto(t *testing.T) {
 
 	t.Run("AMISpot", func(t *testing.T) {
 		ctx := t.Context()
-		d := e.driver(t, config.EC2Driver{
+		d := e.driver(t, Config{
 			AMI: e.ami, InstanceType: "t3.small", Subnet: e.subnet, SecurityGroups: []string{e.sg},
-			Market: config.EC2Spot, SpotMaxPrice: "0.05", Address: config.EC2AddressPrivate,
+			Market: Spot, SpotMaxPrice: "0.05", Address: AddressPrivate,
 		})
 		s, err := d.Create(ctx, request("owner-spot", "api-001"))
 		if err != nil {
@@ -279,8 +278,8 @@ func TestMoto(t *testing.T) {
 	// launch template's; a plan not listed, or none, keeps the template's.
 	t.Run("PlanInstanceTypes", func(t *testing.T) {
 		ctx := t.Context()
-		d := e.driver(t, config.EC2Driver{
-			LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Latest"},
+		d := e.driver(t, Config{
+			LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Latest"},
 			InstanceTypes:  map[string]string{"medium": "t3.small", "largest": "c5.xlarge"},
 		})
 		for i, tt := range []struct {
@@ -305,7 +304,7 @@ func TestMoto(t *testing.T) {
 
 	t.Run("Pagination", func(t *testing.T) {
 		ctx := t.Context()
-		d := e.driver(t, config.EC2Driver{AMI: e.ami, InstanceType: "t3.micro"})
+		d := e.driver(t, Config{AMI: e.ami, InstanceType: "t3.micro"})
 		d.pageSize = 5
 		const owner, n = "owner-pages", 12
 		want := map[string]bool{}
@@ -343,12 +342,12 @@ func TestMoto(t *testing.T) {
 		ctx := t.Context()
 		tests := []struct {
 			name string
-			cfg  config.EC2Driver
+			cfg  Config
 			want string
 		}{
-			{"unknown AMI", config.EC2Driver{AMI: "ami-0000000000000000f", InstanceType: "t3.micro"}, "check ami"},
-			{"unknown subnet", config.EC2Driver{AMI: e.ami, InstanceType: "t3.micro", Subnet: "subnet-00000000000000000"}, "check subnet"},
-			{"unknown launch template", config.EC2Driver{LaunchTemplate: &config.EC2LaunchTemplate{Name: "nothing", Version: "$Default"}}, "InvalidLaunchTemplate"},
+			{"unknown AMI", Config{AMI: "ami-0000000000000000f", InstanceType: "t3.micro"}, "check ami"},
+			{"unknown subnet", Config{AMI: e.ami, InstanceType: "t3.micro", Subnet: "subnet-00000000000000000"}, "check subnet"},
+			{"unknown launch template", Config{LaunchTemplate: &LaunchTemplate{Name: "nothing", Version: "$Default"}}, "InvalidLaunchTemplate"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -365,29 +364,29 @@ func TestMoto(t *testing.T) {
 	})
 
 	t.Run("CredentialsEnv", func(t *testing.T) {
-		t.Setenv(config.EnvAWSAccessKeyID, "testing")
-		t.Setenv(config.EnvAWSSecretAccessKey, "testing")
-		d := e.driver(t, config.EC2Driver{AMI: e.ami, InstanceType: "t3.micro"})
+		t.Setenv(EnvAWSAccessKeyID, "testing")
+		t.Setenv(EnvAWSSecretAccessKey, "testing")
+		d := e.driver(t, Config{AMI: e.ami, InstanceType: "t3.micro"})
 		if c, err := d.client.Options().Credentials.Retrieve(t.Context()); err != nil || c.Source != "environment" {
 			t.Errorf("credentials from %q, %v; want the environment", c.Source, err)
 		}
 		if _, err := d.List(t.Context(), "owner-env"); err != nil {
 			t.Errorf("List with keys from the environment: %v", err)
 		}
-		t.Setenv(config.EnvAWSSecretAccessKey, "")
-		_, err := newDriver(t.Context(), config.EC2Driver{Region: region})
-		if err == nil || !strings.Contains(err.Error(), config.EnvAWSSecretAccessKey) {
+		t.Setenv(EnvAWSSecretAccessKey, "")
+		_, err := newDriver(t.Context(), Config{Region: region})
+		if err == nil || !strings.Contains(err.Error(), EnvAWSSecretAccessKey) {
 			t.Errorf("New without a secret in the environment: %v", err)
 		}
 	})
 
 	t.Run("CredentialsProfile", func(t *testing.T) {
-		d := e.driver(t, config.EC2Driver{CredentialsFile: e.creds, Profile: "other"})
+		d := e.driver(t, Config{CredentialsFile: e.creds, Profile: "other"})
 		c, err := d.client.Options().Credentials.Retrieve(t.Context())
 		if err != nil || c.AccessKeyID != "AKIAOTHER" {
 			t.Errorf("credentials of profile other: %q, %v", c.AccessKeyID, err)
 		}
-		_, err = newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsFile: e.creds, Profile: "missing"})
+		_, err = newDriver(t.Context(), Config{Region: region, CredentialsFile: e.creds, Profile: "missing"})
 		if err == nil || strings.Contains(err.Error(), "testing") {
 			t.Errorf("New with a missing profile: %v", err)
 		}
@@ -436,7 +435,7 @@ func TestUnreachable(t *testing.T) {
 	}()
 
 	newAt := func(addr string) *Driver {
-		d, err := newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: "http://" + addr})
+		d, err := newDriver(t.Context(), Config{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: "http://" + addr})
 		if err != nil {
 			t.Fatal(err)
 		}

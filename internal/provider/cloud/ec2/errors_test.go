@@ -135,7 +135,7 @@ func TestThrottledOnTheWire(t *testing.T) {
 	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = k\naws_secret_access_key = s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: srv.URL})
+	d, err := newDriver(t.Context(), Config{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +155,11 @@ func TestServer(t *testing.T) {
 		State: &types.InstanceState{Name: types.InstanceStateNameRunning},
 		Tags:  []types.Tag{{Key: aws.String(cloud.TagOwner), Value: aws.String("o")}},
 	}
-	s := (&Driver{cfg: config.EC2Driver{Address: config.EC2AddressPrivate}}).server(i)
+	s := (&Driver{cfg: Config{Address: AddressPrivate}}).server(i)
 	if s.ID != "i-0abc" || s.Name != "i-0abc" || s.IP != "10.0.0.5" || s.Phase != cloud.Running || s.Tags[cloud.TagOwner] != "o" {
 		t.Errorf("private: %+v", s)
 	}
-	if s := (&Driver{cfg: config.EC2Driver{Address: config.EC2AddressPublic}}).server(i); s.IP != "203.0.113.5" {
+	if s := (&Driver{cfg: Config{Address: AddressPublic}}).server(i); s.IP != "203.0.113.5" {
 		t.Errorf("public: %+v", s)
 	}
 }
@@ -186,7 +186,7 @@ func TestLimitRetriedUntilCreateTimeout(t *testing.T) {
 	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = k\naws_secret_access_key = s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDriver(t.Context(), config.EC2Driver{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: srv.URL})
+	d, err := newDriver(t.Context(), Config{Region: region, CredentialsFile: creds, Profile: "default", Endpoint: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

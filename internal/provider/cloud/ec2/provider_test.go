@@ -36,7 +36,7 @@ func runProvider(t *testing.T, d cloud.Driver, owner, stateDir string) *running 
 		CreateTimeout: 30 * time.Second, DeleteTimeout: 30 * time.Second,
 		Emulator: &config.Emulator{StandIn: []string{testbin.DemoBackend(t), "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}},
 	}
-	p, err := cloud.New("aws", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderEC2, StateDir: stateDir})
+	p, err := cloud.New("aws", d, cfg, cloud.Options{Owner: owner, Driver: Type, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func spec(name string, index int) provider.Spec {
 func TestProviderMoto(t *testing.T) {
 	e := newMotoEnv(t)
 	t.Cleanup(func() { e.calls.report(t) })
-	d := e.driver(t, config.EC2Driver{LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: config.EC2AddressPrivate})
+	d := e.driver(t, Config{LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: AddressPrivate})
 	const owner = "owner-provider"
 	stateDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -187,7 +187,7 @@ func TestProviderMoto(t *testing.T) {
 // listing's error names it too.
 func TestRegionEC2DoesNotServe(t *testing.T) {
 	e := newMotoEnv(t)
-	d := e.driver(t, config.EC2Driver{Region: "ap-northeast-9", AMI: e.ami, InstanceType: "t3.micro", Address: config.EC2AddressPrivate})
+	d := e.driver(t, Config{Region: "ap-northeast-9", AMI: e.ami, InstanceType: "t3.micro", Address: AddressPrivate})
 	const owner = "owner-bad-region"
 	p := runProvider(t, d, owner, t.TempDir())
 	start := time.Now()
@@ -207,7 +207,7 @@ func TestRegionEC2DoesNotServe(t *testing.T) {
 	// not asked again. (The bad region's provider stops first: its listing
 	// asks again, until the region passes, on the same moto.)
 	p.stop()
-	ok := e.driver(t, config.EC2Driver{LaunchTemplate: &config.EC2LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: config.EC2AddressPrivate})
+	ok := e.driver(t, Config{LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: AddressPrivate})
 	before := e.calls.count("DescribeRegions")
 	for i := range 2 {
 		s, err := ok.Create(t.Context(), request(owner, fmt.Sprintf("web-%03d", i+2)))

@@ -59,10 +59,10 @@ var _ cloud.Driver = (*Driver)(nil)
 
 // New compiles cfg's command templates; port is the provider's port
 // ({{.Port}} in them).
-func New(cfg config.ExecProvider, port int) (*Driver, error) {
+func New(cfg Config, port int) (*Driver, error) {
 	d := &Driver{timeout: cfg.Timeout, port: port}
 	if d.timeout <= 0 {
-		d.timeout = config.DefaultExec.Timeout
+		d.timeout = Defaults.Timeout
 	}
 	for _, c := range []struct {
 		name string

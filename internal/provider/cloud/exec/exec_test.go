@@ -71,9 +71,9 @@ func (c *fakeCloud) script() string {
 }
 
 // config is an exec provider entry driving this cloud.
-func (c *fakeCloud) config() config.ExecProvider {
+func (c *fakeCloud) config() exec.Config {
 	s := c.script()
-	return config.ExecProvider{
+	return exec.Config{
 		Start:   []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
 		Stop:    []string{"sh", s, c.dir, "stop", "{{.ID}}"},
 		List:    []string{"sh", s, c.dir, "list", "{{.Owner}}"},
@@ -181,7 +181,7 @@ func newGuardedProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*co
 	if cfg.Emulator != nil && c.stateDir != "" {
 		stateDir = c.stateDir // a restarted shoal: the same stand-ins
 	}
-	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderExec, StateDir: stateDir, Guard: guard})
+	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: owner, Driver: exec.Type, StateDir: stateDir, Guard: guard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 )
@@ -89,7 +88,7 @@ func TestFailuresQuoteStderr(t *testing.T) {
 	} {
 		t.Run(tc.cmd+"/"+tc.mode, func(t *testing.T) {
 			t.Parallel()
-			cfg := config.ExecProvider{
+			cfg := exec.Config{
 				Start: []string{script, "start", "ok"}, Stop: []string{script, "stop", "ok"}, List: []string{script, "list", "ok"},
 				Timeout: time.Minute, // a bound, not a speed: the machine may be busy
 			}

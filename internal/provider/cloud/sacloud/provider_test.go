@@ -31,7 +31,7 @@ func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver
 	cfg := config.CloudProvider{Port: 80, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
 		Emulator: &config.Emulator{StandIn: []string{bin, "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}}}
-	p, err := cloud.New("sakura", d, cfg, cloud.Options{Owner: owner, Driver: config.ProviderSacloud, StateDir: stateDir})
+	p, err := cloud.New("sakura", d, cfg, cloud.Options{Owner: owner, Driver: Type, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,13 +32,12 @@ import (
 	"github.com/sacloud/iaas-api-go/search"
 	"github.com/sacloud/iaas-api-go/types"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
 // Driver creates, lists and deletes one group's servers in one zone.
 type Driver struct {
-	cfg  config.SacloudDriver
+	cfg  Config
 	zone string
 	log  *slog.Logger
 
@@ -56,7 +55,7 @@ type Driver struct {
 	archiveIDs map[int]types.ID
 	switchIDs  map[int]types.ID
 	// plansSold are the server sizes the zone's plan list has, once found.
-	plansSold map[config.SacloudPlan]bool
+	plansSold map[Plan]bool
 	// creating counts the creates in flight by instance name: their
 	// startup-script notes are in use, not strays (see SweepStrays).
 	creating map[string]int
@@ -88,7 +87,7 @@ const cleanupTimeout = 2 * time.Minute
 // New builds the driver. The API keys come from cfg.CredentialsFile or the
 // environment (SAKURACLOUD_ACCESS_TOKEN, SAKURACLOUD_ACCESS_TOKEN_SECRET);
 // with cfg.FakeMode every call goes to iaas-api-go's in-process fake.
-func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
+func New(cfg Config, log *slog.Logger) (cloud.Driver, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -107,7 +106,7 @@ func New(cfg config.SacloudDriver, log *slog.Logger) (cloud.Driver, error) {
 		switches:   iaas.NewSwitchOp(caller),
 		notes:      iaas.NewNoteOp(caller),
 		plans:      iaas.NewServerPlanOp(caller),
-		plansSold:  map[config.SacloudPlan]bool{},
+		plansSold:  map[Plan]bool{},
 		archiveIDs: map[int]types.ID{},
 		switchIDs:  map[int]types.ID{},
 		creating:   map[string]int{},
@@ -124,7 +123,7 @@ var mode struct {
 	err        error
 }
 
-func newCaller(cfg config.SacloudDriver, log *slog.Logger) (iaas.APICaller, error) {
+func newCaller(cfg Config, log *slog.Logger) (iaas.APICaller, error) {
 	mode.Lock()
 	defer mode.Unlock()
 	if cfg.FakeMode {
@@ -306,9 +305,9 @@ func (s *fileStore) commit() {
 
 // credentials reads the API keys; errors name where they were looked for,
 // never a value.
-func credentials(cfg config.SacloudDriver) (token, secret string, err error) {
+func credentials(cfg Config) (token, secret string, err error) {
 	if cfg.CredentialsFile != "" {
-		return config.ReadSacloudCredentials(cfg.CredentialsFile)
+		return ReadCredentials(cfg.CredentialsFile)
 	}
 	token, secret = os.Getenv(iaas.APIAccessTokenEnvKey), os.Getenv(iaas.APIAccessSecretEnvKey)
 	if token == "" || secret == "" {
@@ -395,7 +394,7 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 // plan name), as the autoscaler does before it creates a server: a size
 // the cloud does not sell would otherwise be created or refused late, with
 // the API's words. The answer is kept once found.
-func (d *Driver) checkPlan(ctx context.Context, name string, plan config.SacloudPlan) error {
+func (d *Driver) checkPlan(ctx context.Context, name string, plan Plan) error {
 	d.mu.Lock()
 	sold := d.plansSold[plan]
 	d.mu.Unlock()
@@ -559,7 +558,7 @@ func (d *Driver) finish(ctx context.Context, req cloud.CreateRequest, srv *iaas.
 // editRequest is the boot disk's edit: the host name is the server's, the
 // startup scripts are rendered for it and passed as notes, which it
 // returns for deletion.
-func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *config.SacloudEdit, nicIPs []string) (*iaas.DiskEditRequest, []types.ID, error) {
+func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *Edit, nicIPs []string) (*iaas.DiskEditRequest, []types.ID, error) {
 	edit := &iaas.DiskEditRequest{
 		HostName:            req.Name,
 		Password:            e.Password,
@@ -579,7 +578,7 @@ func (d *Driver) editRequest(ctx context.Context, req cloud.CreateRequest, e *co
 		}
 		edit.UserSubnet = &iaas.DiskEditUserSubnet{DefaultRoute: nics[0].DefaultRoute, NetworkMaskLen: mask}
 	}
-	scripts, err := e.Scripts(config.SacloudScriptData{Name: req.Name, Group: req.Group, Index: req.Index, Zone: d.zone})
+	scripts, err := e.Scripts(ScriptData{Name: req.Name, Group: req.Group, Index: req.Index, Zone: d.zone})
 	if err != nil {
 		return nil, nil, fmt.Errorf("sacloud: startup script of %s: %w", req.Name, err)
 	}
@@ -761,7 +760,7 @@ func (f *archiveFinder) Find(ctx context.Context, zone string, cond *iaas.FindCo
 }
 
 // selectOne finds the one resource sel selects.
-func (d *Driver) selectOne(ctx context.Context, what string, sel *config.SacloudSelector, find func(*iaas.FindCondition) ([]types.ID, error)) (types.ID, error) {
+func (d *Driver) selectOne(ctx context.Context, what string, sel *Selector, find func(*iaas.FindCondition) ([]types.ID, error)) (types.ID, error) {
 	if sel.ID != "" {
 		return types.StringID(sel.ID), nil
 	}

@@ -28,6 +28,10 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
+// This package's own tests cannot import provider/all (which imports
+// it): they register the sacloud entry type themselves.
+func init() { config.RegisterProvider(ProviderType) }
+
 // These tests run the driver against iaas-api-go's own in-process fake of
 // the Sakura Cloud API (FakeMode), not a real account: the fake creates,
 // boots, lists by tag, shuts down and deletes, and answers 404 after. It
@@ -75,7 +79,7 @@ const seedProvider = `
 
 // load parses a shoal config holding provider and returns its sacloud
 // entry, as shoal would build the driver from it.
-func load(t *testing.T, provider string) config.SacloudDriver {
+func load(t *testing.T, provider string) Config {
 	t.Helper()
 	y := "listen: 127.0.0.1:8080\nproviders:" + provider + `
 groups:
@@ -96,13 +100,13 @@ groups:
 		t.Fatalf("config: %v", err)
 	}
 	i := slices.IndexFunc(cfg.Providers, func(p config.Provider) bool { return p.Name == "sakura" })
-	if i < 0 || cfg.Providers[i].Sacloud == nil {
+	if i < 0 || Of(cfg.Providers[i]) == nil {
 		t.Fatalf("no sacloud provider in %+v", cfg.Providers)
 	}
-	return *cfg.Providers[i].Sacloud
+	return *Of(cfg.Providers[i])
 }
 
-func newDriver(t *testing.T, cfg config.SacloudDriver) *Driver {
+func newDriver(t *testing.T, cfg Config) *Driver {
 	t.Helper()
 	d, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -414,29 +418,29 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 	// on; credentials are read before that, so check them directly.
 	t.Setenv(iaas.APIAccessTokenEnvKey, "")
 	t.Setenv(iaas.APIAccessSecretEnvKey, "")
-	_, _, err := credentials(config.SacloudDriver{})
+	_, _, err := credentials(Config{})
 	if err == nil || !strings.Contains(err.Error(), "SAKURACLOUD_ACCESS_TOKEN") {
 		t.Errorf("no keys: err = %v, want it to name the variables", err)
 	}
 	t.Setenv(iaas.APIAccessTokenEnvKey, "tok-secret-value")
 	t.Setenv(iaas.APIAccessSecretEnvKey, "sec-secret-value")
-	tok, sec, err := credentials(config.SacloudDriver{})
+	tok, sec, err := credentials(Config{})
 	if err != nil || tok != "tok-secret-value" || sec != "sec-secret-value" {
 		t.Errorf("from the environment: %q, %q, %v", tok, sec, err)
 	}
 	path := filepath.Join(t.TempDir(), "config.json")
 	os.WriteFile(path, []byte(`{"AccessToken": "tok-in-file"}`), 0o600)
-	if _, _, err := credentials(config.SacloudDriver{CredentialsFile: path}); err == nil || strings.Contains(err.Error(), "tok-in-file") {
+	if _, _, err := credentials(Config{CredentialsFile: path}); err == nil || strings.Contains(err.Error(), "tok-in-file") {
 		t.Errorf("profile without a secret: err = %v, want an error without the token", err)
 	}
 	os.WriteFile(path, []byte(`{"AccessToken": "tok-in-file", "AccessTokenSecret": "sec-in-file"}`), 0o600)
-	tok, sec, err = credentials(config.SacloudDriver{CredentialsFile: path})
+	tok, sec, err = credentials(Config{CredentialsFile: path})
 	if err != nil || tok != "tok-in-file" || sec != "sec-in-file" {
 		t.Errorf("from the profile: %q, %q, %v", tok, sec, err)
 	}
 	// This process uses the fake: a real driver is refused, clearly.
 	newDriver(t, load(t, seedProvider))
-	if _, err := New(config.SacloudDriver{Zone: "tk1b"}, slog.Default()); err == nil || !strings.Contains(err.Error(), "fake") {
+	if _, err := New(Config{Zone: "tk1b"}, slog.Default()); err == nil || !strings.Contains(err.Error(), "fake") {
 		t.Errorf("real driver in a fake process: err = %v", err)
 	}
 }

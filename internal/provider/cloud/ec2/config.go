@@ -1,0 +1,333 @@
+package ec2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// Type is the type name of ec2 entries of providers: instances run as EC2
+// instances.
+const Type = "ec2"
+
+// ProviderType is ec2's entry type (registered by provider/all).
+var ProviderType = config.ProviderType{
+	Name: Type, Cloud: true, Keys: []any{keyDefaults()}, Required: []string{"port"},
+	Source: "the provider's launch_template or ami",
+	Decode: decode,
+	Plans: func(p *config.Provider) (string, []string) {
+		return "instance_types", slices.Sorted(maps.Keys(Of(*p).InstanceTypes))
+	},
+}
+
+// Of returns the ec2 keys of entry p (nil when p is not an ec2 entry).
+func Of(p config.Provider) *Config {
+	c, _ := p.Spec.(*Config)
+	return c
+}
+
+// keyDefaults are the keys with their defaults, launch_template there
+// (for the reference).
+func keyDefaults() Config {
+	e := Defaults
+	lt := defaultLaunchTemplate
+	e.LaunchTemplate = &lt
+	return e
+}
+
+// Config is the rest of a provider entry of type ec2: where its
+// instances run and what they are made from. An instance comes from a
+// launch template (whose settings ami, instance_type, subnet and
+// security_groups then override), or from ami and instance_type.
+type Config struct {
+	Region string `yaml:"region" required:"true"`
+	// CredentialsFile is a shared credentials file (the INI file of
+	// ~/.aws/credentials) whose Profile holds the keys; without it they
+	// come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+	// AWS_SESSION_TOKEN. Nothing else of the SDK's default chain (instance
+	// roles, SSO, ~/.aws/config) is used.
+	CredentialsFile string `yaml:"credentials_file"`
+	Profile         string `yaml:"profile"`
+	// Endpoint replaces the EC2 API's address; it is meant for emulators
+	// (moto) only.
+	Endpoint       string          `yaml:"endpoint"`
+	LaunchTemplate *LaunchTemplate `yaml:"launch_template"`
+	AMI            string          `yaml:"ami"`
+	InstanceType   string          `yaml:"instance_type"`
+	// InstanceTypes maps the group's plan names (its plans' names) to an
+	// instance type; a plan not listed, or no plan, takes InstanceType
+	// (or the launch template's).
+	InstanceTypes  map[string]string `yaml:"instance_types"`
+	Subnet         string            `yaml:"subnet"`
+	SecurityGroups []string          `yaml:"security_groups"`
+	KeyName        string            `yaml:"key_name"`
+	// IAMInstanceProfile is an instance profile's name or ARN.
+	IAMInstanceProfile string `yaml:"iam_instance_profile"`
+	// Market is on-demand (OnDemand) or spot (Spot); SpotMaxPrice (USD an hour, "" for
+	// the on-demand price) caps a spot instance's price.
+	Market       string `yaml:"market"`
+	SpotMaxPrice string `yaml:"spot_max_price"`
+	// Address is which of an instance's addresses it serves on:
+	// private (AddressPrivate) or public (AddressPublic).
+	Address string `yaml:"address"`
+	// Tags are put on every instance besides its Name and shoal's markers.
+	Tags map[string]string `yaml:"tags"`
+}
+
+// LaunchTemplate names a launch template by ID or by name, and its
+// version: a number, $Latest or $Default.
+type LaunchTemplate struct {
+	ID      string `yaml:"id"`
+	Name    string `yaml:"name"`
+	Version string `yaml:"version"`
+}
+
+// Values of Config.Market and Config.Address.
+const (
+	OnDemand       = "on-demand"
+	Spot           = "spot"
+	AddressPrivate = "private"
+	AddressPublic  = "public"
+)
+
+// Defaults holds the defaults of an ec2 provider's keys.
+var Defaults = Config{Profile: "default", Market: OnDemand, Address: AddressPrivate}
+
+// defaultLaunchTemplate holds the defaults of a launch template's keys.
+var defaultLaunchTemplate = LaunchTemplate{Version: "$Default"}
+
+// Environment variables the keys come from without a credentials file.
+const (
+	EnvAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	EnvAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	EnvAWSSessionToken    = "AWS_SESSION_TOKEN"
+)
+
+var (
+	regionRE       = regexp.MustCompile(`^[a-z]{2}(-[a-z0-9]+)+$`)
+	amiRE          = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
+	subnetRE       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	securityRE     = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	templateIDRE   = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
+	templateNameRE = regexp.MustCompile(`^[A-Za-z0-9()./_-]{3,128}$`)
+	// instanceTypeRE is family.size (t3.micro, m7g.metal-48xl).
+	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9-]+$`)
+	tagKeyRE       = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$`)
+	spotPriceRE    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+)
+
+// decode decodes the keys of a provider of type ec2.
+func decode(pe *config.ProviderEntry, p *config.Provider) {
+	f := pe
+	e := Defaults
+	if r, n := f.String("region", ""); n != nil {
+		if !regionRE.MatchString(r) {
+			f.Errorf(n, f.Field("region"), "must be an AWS region such as ap-northeast-1, got %q", r)
+		}
+		e.Region = r
+	}
+	decodeCredentials(f, &e)
+	if ep, n := f.String("endpoint", ""); n != nil {
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			f.Errorf(n, f.Field("endpoint"), "must be an http:// or https:// URL without credentials, got %q", ep)
+		}
+		e.Endpoint = ep
+	}
+	if n := f.Node("launch_template"); n != nil {
+		e.LaunchTemplate = decodeLaunchTemplate(f, n, f.Field("launch_template"))
+	}
+	e.AMI = match(f, "ami", amiRE, "an AMI ID such as ami-0123456789abcdef0")
+	e.InstanceType = match(f, "instance_type", instanceTypeRE, "an instance type such as t3.micro")
+	if n := f.Node("instance_types"); n != nil {
+		entries, _ := f.Entries(n, f.Field("instance_types"))
+		e.InstanceTypes = make(map[string]string, len(entries))
+		for _, it := range entries {
+			field := config.Join(f.Field("instance_types"), it.Key)
+			v, ok := f.Value(it.V, field)
+			if !ok {
+				continue
+			}
+			if !instanceTypeRE.MatchString(v) {
+				f.Errorf(it.V, field, "must be an instance type such as t3.micro, got %q", v)
+			}
+			e.InstanceTypes[it.Key] = v
+		}
+	}
+	if e.LaunchTemplate == nil && f.Root() != nil {
+		for _, k := range []string{"ami", "instance_type"} {
+			if f.Node(k) == nil {
+				f.Errorf(f.Root(), f.Field(k), "required without launch_template (an instance is made from a launch template, or from an AMI and an instance type)")
+			}
+		}
+	}
+	e.Subnet = match(f, "subnet", subnetRE, "a subnet ID such as subnet-0123456789abcdef0")
+	for _, it := range f.Strings("security_groups") {
+		if !securityRE.MatchString(it.Val) {
+			f.Errorf(it.Node, it.Field, "must be a security group ID such as sg-0123456789abcdef0, got %q", it.Val)
+		}
+		e.SecurityGroups = append(e.SecurityGroups, it.Val)
+	}
+	e.KeyName, _ = f.String("key_name", "")
+	e.IAMInstanceProfile, _ = f.String("iam_instance_profile", "")
+	if m, n := f.String("market", e.Market); n != nil {
+		if m != OnDemand && m != Spot {
+			f.Errorf(n, f.Field("market"), "must be %s or %s, got %q", OnDemand, Spot, m)
+		}
+		e.Market = m
+	}
+	if p, n := f.String("spot_max_price", ""); n != nil {
+		switch {
+		case e.Market != Spot:
+			f.Errorf(n, f.Field("spot_max_price"), "applies to spot instances only; set market: spot, or leave it out")
+		case !spotPriceRE.MatchString(p):
+			f.Errorf(n, f.Field("spot_max_price"), `must be a price in USD an hour such as "0.05", got %q`, p)
+		}
+		e.SpotMaxPrice = p
+	}
+	if a, n := f.String("address", e.Address); n != nil {
+		if a != AddressPrivate && a != AddressPublic {
+			f.Errorf(n, f.Field("address"), "must be %s or %s, got %q", AddressPrivate, AddressPublic, a)
+		}
+		e.Address = a
+	}
+	if n := f.Node("tags"); n != nil {
+		e.Tags = decodeTags(f, n, f.Field("tags"))
+	}
+	p.Spec = &e
+}
+
+// InstanceTypeFor returns the instance type of a group's plan: its entry
+// in instance_types, else instance_type ("" leaves it to the launch
+// template).
+func (e *Config) InstanceTypeFor(plan string) string {
+	if t, ok := e.InstanceTypes[plan]; ok && plan != "" {
+		return t
+	}
+	return e.InstanceType
+}
+
+// ec2Match reads key, which must match re (what describes it).
+func match(f *config.ProviderEntry, key string, re *regexp.Regexp, what string) string {
+	v, n := f.String(key, "")
+	if n != nil && !re.MatchString(v) {
+		f.Errorf(n, f.Field(key), "must be %s, got %q", what, v)
+	}
+	return v
+}
+
+// ec2Credentials decodes where the keys come from and checks, without
+// calling AWS, that they are there. Messages never show a key.
+func decodeCredentials(f *config.ProviderEntry, e *Config) {
+	file, fn := f.String("credentials_file", "")
+	profile, pn := f.String("profile", e.Profile)
+	e.Profile = profile
+	if fn == nil {
+		if pn != nil {
+			f.Errorf(pn, f.Field("profile"), "applies to credentials_file only; without it the keys come from %s and %s", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+		}
+		for _, v := range []string{EnvAWSAccessKeyID, EnvAWSSecretAccessKey} {
+			if f.Root() != nil && os.Getenv(v) == "" {
+				f.Errorf(f.Root(), f.Field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, or name a credentials_file", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+				break
+			}
+		}
+		return
+	}
+	e.CredentialsFile = f.Path(file)
+	if err := CheckAWSCredentialsFile(e.CredentialsFile, profile); err != nil {
+		f.Errorf(fn, f.Field("credentials_file"), "%v", err)
+	}
+}
+
+// CheckAWSCredentialsFile makes sure the shared credentials file at path
+// holds an access key and a secret for profile, reading no other file.
+func CheckAWSCredentialsFile(path, profile string) error {
+	if _, err := config.ReadRegular(path, config.MaxKeyFile); err != nil {
+		return err
+	}
+	sc, err := LoadAWSProfile(context.Background(), path, profile)
+	var missing awsconfig.SharedConfigProfileNotExistError
+	switch {
+	case errors.As(err, &missing):
+		return fmt.Errorf("%s has no profile [%s]", path, profile)
+	case err != nil:
+		return fmt.Errorf("%s does not parse as a shared credentials file: %v", path, err)
+	case !sc.Credentials.HasKeys():
+		return fmt.Errorf("profile [%s] of %s has no aws_access_key_id and aws_secret_access_key (roles, SSO and credential_process are not used)", profile, path)
+	}
+	return nil
+}
+
+// LoadAWSProfile reads profile from the shared credentials file at path
+// only: not ~/.aws/config, nor the files the environment names.
+func LoadAWSProfile(ctx context.Context, path, profile string) (awsconfig.SharedConfig, error) {
+	return awsconfig.LoadSharedConfigProfile(ctx, profile, func(o *awsconfig.LoadSharedConfigOptions) {
+		o.CredentialsFiles = []string{path}
+		o.ConfigFiles = []string{}
+	})
+}
+
+func decodeLaunchTemplate(pe *config.ProviderEntry, n *yaml.Node, path string) *LaunchTemplate {
+	f := pe.Section(n, path, LaunchTemplate{})
+	lt := defaultLaunchTemplate
+	id, in := f.String("id", "")
+	name, nn := f.String("name", "")
+	switch {
+	case f.Root() == nil:
+	case in != nil && nn != nil:
+		f.Errorf(nn, f.Field("name"), "a launch template is named by id or by name, not both")
+	case in == nil && nn == nil:
+		f.Errorf(f.Root(), f.Field("id"), "required: the launch template's id (lt-...) or its name")
+	case in != nil && !templateIDRE.MatchString(id):
+		f.Errorf(in, f.Field("id"), "must be a launch template ID such as lt-0123456789abcdef0, got %q", id)
+	case nn != nil && !templateNameRE.MatchString(name):
+		f.Errorf(nn, f.Field("name"), "must be a launch template name (3 to 128 of A-Z a-z 0-9 ( ) . / _ -), got %q", name)
+	}
+	lt.ID, lt.Name = id, name
+	if v, vn := f.String("version", lt.Version); vn != nil {
+		if n, err := strconv.Atoi(v); v != "$Latest" && v != "$Default" && (err != nil || n < 1) {
+			f.Errorf(vn, f.Field("version"), `must be a version number, "$Latest" or "$Default", got %q`, v)
+		}
+		lt.Version = v
+	}
+	return &lt
+}
+
+// ec2Tags decodes extra tags; shoal's own (the shoal- prefix, Name) are
+// refused, since adoption and sweeping trust them.
+func decodeTags(f *config.ProviderEntry, n *yaml.Node, path string) map[string]string {
+	entries, _ := f.Entries(n, path)
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		field := config.Join(path, e.Key)
+		switch {
+		case !tagKeyRE.MatchString(e.Key) || strings.HasPrefix(strings.ToLower(e.Key), "aws:"):
+			f.Errorf(e.K, field, "must be an EC2 tag key (1 to 128 letters, digits, spaces and _ . : / = + - @, not aws:...), got %q", e.Key)
+			continue
+		case strings.HasPrefix(e.Key, "shoal-") || e.Key == "Name":
+			f.Errorf(e.K, field, "%s is set by shoal on every instance; choose another key", e.Key)
+			continue
+		}
+		v, ok := f.Value(e.V, field)
+		if !ok {
+			continue
+		}
+		if len(v) > 256 {
+			f.Errorf(e.V, field, "a tag value has at most 256 characters, got %d", len(v))
+		}
+		out[e.Key] = v
+	}
+	return out
+}

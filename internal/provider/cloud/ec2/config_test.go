@@ -1,0 +1,107 @@
+package ec2_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/cloud/ec2"
+	// Registers ec2's entry type, as shoal does.
+	_ "github.com/shoal-lb/shoal/internal/provider/all"
+)
+
+// testdataFile is a config file in config's testdata, whose aws/credentials
+// the documents below name.
+const testdataFile = "../../../config/testdata/shoal.yaml"
+
+func testdataDir(t *testing.T) string {
+	dir, err := filepath.Abs(filepath.Dir(testdataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ec2Doc is a config with one ec2 provider; tests replace its markers to
+// break one thing at a time. Paths are relative to config's testdata.
+const ec2Doc = `listen: 127.0.0.1:8080
+providers:
+  - name: aws
+    type: ec2
+    port: 8080
+    region: ap-northeast-1
+    credentials_file: aws/credentials
+    profile: shoal
+    launch_template: {name: web-lt, version: "3"}
+    subnet: subnet-0123456789abcdef0
+    security_groups: [sg-0123456789abcdef0]
+    market: spot
+    spot_max_price: "0.05"
+    tags: {team: web}
+    instance_types: {medium: t3.small, largest: c7g.xlarge}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    provider: aws
+    plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
+`
+
+func TestParseEC2(t *testing.T) {
+	cfg, err := config.Parse(testdataFile, []byte(ec2Doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	p := cfg.Providers[0]
+	e := ec2.Of(p)
+	if p.Type != ec2.Type || e == nil {
+		t.Fatalf("provider = %+v, want one ec2 provider", p)
+	}
+	want := ec2.Config{
+		Region: "ap-northeast-1", CredentialsFile: filepath.Join(testdataDir(t), "aws/credentials"), Profile: "shoal",
+		LaunchTemplate: &ec2.LaunchTemplate{Name: "web-lt", Version: "3"},
+		Subnet:         "subnet-0123456789abcdef0", SecurityGroups: []string{"sg-0123456789abcdef0"},
+		Market: ec2.Spot, SpotMaxPrice: "0.05", Address: ec2.AddressPrivate, Tags: map[string]string{"team": "web"},
+	}
+	if got := *e; !equalEC2(got, want) {
+		t.Errorf("ec2 = %+v\nwant %+v", got, want)
+	}
+	// A plan picks its instance type; one not listed (or none) takes
+	// instance_type, here the launch template's ("").
+	for plan, want := range map[string]string{"medium": "t3.small", "largest": "c7g.xlarge", "smallest": "", "": ""} {
+		if got := e.InstanceTypeFor(plan); got != want {
+			t.Errorf("InstanceTypeFor(%q) = %q, want %q", plan, got, want)
+		}
+	}
+	e.InstanceType = "t3.micro"
+	if got := e.InstanceTypeFor("smallest"); got != "t3.micro" {
+		t.Errorf("InstanceTypeFor(smallest) with instance_type t3.micro = %q", got)
+	}
+}
+
+func equalEC2(a, b ec2.Config) bool {
+	return a.Region == b.Region && a.CredentialsFile == b.CredentialsFile && a.Profile == b.Profile &&
+		a.Endpoint == b.Endpoint && *a.LaunchTemplate == *b.LaunchTemplate &&
+		a.AMI == b.AMI && a.InstanceType == b.InstanceType && a.Subnet == b.Subnet &&
+		strings.Join(a.SecurityGroups, ",") == strings.Join(b.SecurityGroups, ",") && a.Market == b.Market &&
+		a.SpotMaxPrice == b.SpotMaxPrice && a.Address == b.Address && len(a.Tags) == len(b.Tags) && a.Tags["team"] == b.Tags["team"]
+}
+
+func TestParseEC2CredentialsEnv(t *testing.T) {
+	doc := strings.Replace(ec2Doc, "credentials_file: aws/credentials\n    profile: shoal\n", "endpoint: http://127.0.0.1:5000\n", 1)
+	t.Setenv(ec2.EnvAWSAccessKeyID, "AKIAENVEXAMPLE")
+	t.Setenv(ec2.EnvAWSSecretAccessKey, "env-secret-example")
+	cfg, err := config.Parse(testdataFile, []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if e := ec2.Of(cfg.Providers[0]); e.CredentialsFile != "" || e.Endpoint != "http://127.0.0.1:5000" {
+		t.Errorf("ec2 = %+v", e)
+	}
+	t.Setenv(ec2.EnvAWSSecretAccessKey, "")
+	_, err = config.Parse(testdataFile, []byte(doc))
+	if want := "../../../config/testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file"; err == nil || err.Error() != want {
+		t.Errorf("Parse without a secret in the environment:\n got: %v\nwant: %s", err, want)
+	}
+}

@@ -1,0 +1,15 @@
+package exec
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/cloud"
+)
+
+func init() {
+	cloud.RegisterDriver(Type, func(_ context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
+		return New(*Of(pc), pc.Cloud.Port)
+	})
+}

@@ -1,0 +1,103 @@
+package ssh_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider/ssh"
+	// Registers ssh's entry type, as shoal does.
+	_ "github.com/shoal-lb/shoal/internal/provider/all"
+)
+
+// testdataFile is a config file in config's testdata, whose ssh/ key files
+// the documents below name.
+const testdataFile = "../../config/testdata/shoal.yaml"
+
+// providersDoc is a config with one ssh provider of two hosts; tests
+// replace its markers to break one thing at a time. Paths are relative to
+// config's testdata, where Parse is told the file is.
+const providersDoc = `listen: 127.0.0.1:8080
+providers:
+  - name: rack
+    type: ssh
+    host_down_after: 20s
+    hosts:
+      - address: 10.0.0.2
+        user: deploy
+        key_file: ssh/id_ed25519
+        known_hosts: ssh/known_hosts
+        capacity: {instances: 8, cores: 4}
+        labels: {zone: a}
+      - address: "10.0.0.3:2222"
+        user: deploy
+        key_file: ssh/id_ed25519
+        known_hosts: ssh/known_hosts
+        labels: {zone: b}
+        ports: "30000-30009"
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    provider: rack
+    placement: {strategy: pack, labels: {zone: b}}
+    template: {command: [app, "--listen={{.Host}}:{{.Port}}"]}
+`
+
+func TestParseProviders(t *testing.T) {
+	cfg, err := config.Parse(testdataFile, []byte(providersDoc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(cfg.Providers) != 1 || ssh.Of(cfg.Providers[0]) == nil {
+		t.Fatalf("providers = %+v, want one ssh provider", cfg.Providers)
+	}
+	p := cfg.Providers[0]
+	s := ssh.Of(p)
+	if p.Name != "rack" || p.Type != ssh.Type || s.HostDownAfter.Seconds() != 20 || s.ConnectTimeout != ssh.Defaults.ConnectTimeout || s.RemoteDir != ".shoal" {
+		t.Errorf("provider = %+v %+v", p, s)
+	}
+	dir, _ := filepath.Abs(filepath.Dir(testdataFile))
+	h0, h1 := s.Hosts[0], s.Hosts[1]
+	if h0.KeyFile != filepath.Join(dir, "ssh/id_ed25519") || h0.KnownHosts != filepath.Join(dir, "ssh/known_hosts") {
+		t.Errorf("host paths = %q, %q; want them relative to the config's directory", h0.KeyFile, h0.KnownHosts)
+	}
+	if h0.Capacity != (ssh.Capacity{Instances: 8, Cores: 4}) || h0.Labels["zone"] != "a" || h0.Ports != ssh.DefaultPorts {
+		t.Errorf("host 0 = %+v", h0)
+	}
+	if h1.Ports != (ssh.PortRange{30000, 30009}) || h1.DialAddress() != "10.0.0.3:2222" || h0.DialAddress() != "10.0.0.2:22" {
+		t.Errorf("host 1 = %+v (dial %s)", h1, h1.DialAddress())
+	}
+	g := cfg.Groups[0]
+	if g.Provider != "rack" || g.Placement.Strategy != config.PlacePack || g.Placement.Labels["zone"] != "b" {
+		t.Errorf("group provider %q placement %+v", g.Provider, g.Placement)
+	}
+}
+
+func TestParseHomeKeyFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id_ed25519", "known_hosts"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(testdataFile), "ssh", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".ssh", f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := strings.Replace(providersDoc, "        key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "        key_file: ~/.ssh/id_ed25519\n        capacity", 1)
+	cfg, err := config.Parse(testdataFile, []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	h := ssh.Of(cfg.Providers[0]).Hosts[0]
+	if h.KeyFile != filepath.Join(home, ".ssh/id_ed25519") || h.KnownHosts != filepath.Join(home, ".ssh/known_hosts") {
+		t.Errorf("key_file %q known_hosts %q; want both in $HOME/.ssh", h.KeyFile, h.KnownHosts)
+	}
+}
