@@ -28,16 +28,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/dashboard"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
-	"github.com/shoal-lb/shoal/internal/keepalived"
-	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
-	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
-	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 	"github.com/shoal-lb/shoal/internal/unixsock"
 )
 
@@ -72,300 +67,50 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, frontends 
 	return ServeOptions(ctx, cfg, log, Options{Frontends: frontends})
 }
 
-// ServeOptions is Serve with every option.
+// ServeOptions is Serve with every option. It runs the start-up steps
+// below in order (setup.go); each registers what stops it, and the shutdown
+// runs those stops in reverse: the last started stops first. serve waits,
+// hands the VIP over and decides whether HAProxy and the instances keep
+// serving (--keep-running, shutdown: keep) before the stops run.
+//
+// A step that fails before setupControl returns its error, the stops so far
+// undoing the start; one that fails after ends serving as a fatal error:
+// everything stops (never kept running) and Serve returns the error.
 func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) error {
-	frontends := opts.Frontends
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o700); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
-	}
-	unlock, err := lockStateDir(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
-	st, err := store.Open(filepath.Join(cfg.StateDir, "shoal.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	// Notifications are delivered from the store's queue until the store
-	// closes (deferred: the delivery stops first).
-	nt, err := notify.New(cfg.Notify, st, log.With("component", "notify"))
-	if err != nil {
-		return err
-	}
-	st.SetRouter(nt.Route)
-	notifyCtx, stopNotify := context.WithCancel(context.Background())
-	var notifyWG sync.WaitGroup
-	notifyWG.Go(func() { nt.Run(notifyCtx) })
-	defer func() {
-		stopNotify()
-		notifyWG.Wait()
-	}()
-
-	// An HA node joins the pair before anything that acts: its groups'
-	// state is the pair's, in etcd (see haNode).
-	var (
-		shared sharedStore = st
-		hst    *haStore
-		node   *ha.Node
-	)
-	if cfg.HA != nil {
-		node, err = ha.Open(ctx, *cfg.HA, log.With("component", "ha"))
-		if err != nil {
-			return err
-		}
-		defer node.Close()
-		hst = &haStore{Store: st, shared: etcdstore.New(node.Client(), node.Prefix()), log: log.With("component", "ha")}
-		shared = hst
-	}
-	// What happens to this node (HAProxy, hosts, certificates, DNS) is
-	// recorded where every node of the pair lists it.
-	var events eventRecorder = st
-	if hst != nil {
-		events = nodeEvents{s: hst, node: cfg.HA.Node}
-	}
-	// keepalived starts before HAProxy, so that a VIP it cannot take (no
-	// such interface) refuses the start with nothing left running; its
-	// health check keeps it from the address until this core answers.
-	// stopVIP hands the address over first thing at shutdown, while this
-	// node's HAProxy still serves what reaches it.
-	var vip *keepalived.Supervisor
-	stopVIP := func() {}
-	if cfg.HA != nil && cfg.HA.VIP != nil {
-		vip, err = startKeepalived(ctx, cfg, log)
-		if err != nil {
-			return err
-		}
-		stopVIP = sync.OnceFunc(func() { stopKeepalived(vip, log) })
-		defer stopVIP()
-	}
-
-	// The access log reader is up before HAProxy can send to it and stops
-	// after HAProxy (deferred: HAProxy is stopped before Serve returns).
-	var reader *accesslog.Reader
-	if cfg.AccessLog.Sample > 0 {
-		r, stopAccessLog, err := startAccessLog(cfg, log)
-		if err != nil {
-			return err
-		}
-		defer stopAccessLog()
-		reader = r
-	}
-
-	lb := haproxy.NewManager(cfg, log)
-	lb.OnRestart(func(reason string) {
-		d := event.Record("", event.HAProxyRestarted, time.Now(), "haproxy", reason)
-		if err := events.InsertDecision(context.Background(), &d); err != nil {
-			log.Warn("recording the restart of HAProxy failed", "err", err)
-		}
-	})
-	// HAProxy reads the certificates from the store's files when it starts.
-	certs := certstore.New(cfg.StateDir, lb, log)
-	if err := certs.Write(cfg.Frontends); err != nil {
-		return fmt.Errorf("tls certificates: %w", err)
-	}
-	prov := local.New(cfg.StateDir, log.With("component", "provider"))
-	if cfg.HA != nil {
-		// The pair's local instances are the pair's, whichever node started them.
-		prov.MarkAs(cfg.HA.Owner())
-	}
-	// Instances write their logs directly; shoal only rotates and expires them.
-	logsCtx, stopLogs := context.WithCancel(context.Background())
-	var logsWG sync.WaitGroup
-	logsWG.Add(1)
-	go func() {
-		defer logsWG.Done()
-		prov.MaintainLogs(logsCtx, cfg.InstanceLogs)
-	}()
-	defer func() {
-		stopLogs()
-		logsWG.Wait()
-	}()
-
-	// The ssh providers connect before the groups adopt their instances,
-	// and stop after the groups' reconcilers, which stop instances through
-	// them (deferred: the reconcilers stop before Serve returns).
-	provs, err := newProviders(cfg, prov, log)
-	if err != nil {
-		return err
-	}
-	provs.st, provs.fence = events, shared
-	provs.start()
-	defer provs.stop()
-
-	var (
-		groups []*group.Group
-		jm     *jobs.Manager
-	)
-	if node == nil {
-		groups, err = restore(ctx, cfg, st, lb, provs, log)
-	} else {
-		// A standby adopts nothing: the leader restores on takeover.
-		groups, err = openGroups(ctx, cfg, shared, lb, provs, log)
-	}
-	if err != nil {
-		return err
-	}
-	reg := newRegistry(groups)
-	reg.standby.Store(node != nil)
-	provs.groups.Store(reg)
-	if node == nil {
-		jm, err = jobs.NewManager(ctx, reg, st, log.With("component", "jobs"))
-		if err != nil {
-			return err
-		}
-	} else {
-		jm = jobs.NewStandbyManager(reg, shared, log.With("component", "jobs"))
-	}
-	met := promexp.New(reg, lb.Restarts)
-	met.Registry().MustRegister(cloudCalls{provs}, certExpiry{certs})
-	met.Registry().MustRegister(nt.Collectors()...)
-	if reader != nil {
-		met.Registry().MustRegister(accessLogLines{reader})
-	}
-	if cfg.GSLB != nil {
-		stopGSLB, err := startGSLB(cfg.GSLB, met, events, log)
-		if err != nil {
-			return err
-		}
-		defer stopGSLB()
-	}
-	jm.Observe(met.ObserveJob)
-	auto, err := openAutoscaler(cfg, reg, lb, jm, log)
-	if err != nil {
-		return err
-	}
-	if err := lb.Start(ctx); err != nil {
-		auto.close()
-		return err
-	}
-	// An adopted HAProxy may hold other certificates than the files.
-	if err := certs.Push(ctx); err != nil {
-		log.Error("tls certificates not brought in line with the files", "err", err)
-	}
-	certsCtx, stopCerts := context.WithCancel(context.Background())
-	var certsWG sync.WaitGroup
-	certsWG.Go(func() { certs.Run(certsCtx, certExpiring(events, log)) })
-	defer func() {
-		stopCerts()
-		certsWG.Wait()
-	}()
-	auto.start(shared, reader, met)
-	if node == nil {
-		reg.start(auto.policy)
-	}
-	// Certificates for tls.acme are installed through the TLS frontends'
-	// certificate store.
-	acmeRun := newACMERunner(cfg.StateDir, certs, lb, log)
-
-	srvCtx, stopServers := context.WithCancelCause(ctx)
-	c := &core{cfg: cfg, log: log, st: shared, lb: lb, certs: certs, acme: acmeRun, provs: provs, groups: reg, notify: nt, stop: stopServers}
-	apiOpts := []api.Option{auto.apiOption(shared, cfg), api.WithProviders(c), api.WithRateLimits(lb), api.WithCerts(certs)}
-	stopHA := func() {}
-	if node != nil {
-		h := &haNode{node: node, shared: hst.shared, st: hst, c: c, reg: reg, jm: jm, policy: auto.policy, log: log.With("component", "ha"),
-			api: cfg.Admin.Listen, vip: cfg.HA.VIP, lease: cfg.HA.Lease}
-		apiOpts = append(apiOpts, api.WithHA(h))
-		if vip != nil {
-			h.ka = vip
-		}
-		stopHA = h.start()
-	}
-	defer stopHA()
-	var reloads sync.WaitGroup
-	if opts.Reload != nil {
-		reloads.Go(func() {
-			for {
-				select {
-				case <-srvCtx.Done():
-					return
-				case <-opts.Reload:
-				}
-				if srvCtx.Err() != nil {
-					return
-				}
-				_, _ = c.Reload(srvCtx) // it logs what happened
+	s := &serving{ctx: ctx, cfg: cfg, log: log, opts: opts, c: &core{cfg: cfg, log: log}}
+	defer s.stopAll()
+	for _, step := range []func() error{
+		s.setupStateDir, // locked first, released last: one core per state_dir
+		s.setupStore,
+		s.setupNotify,        // delivers from the store's queue: stops before it closes
+		s.setupHA,            // joins the pair before anything acts: the groups' state is the pair's
+		s.setupVIP,           // before HAProxy: a VIP it cannot take refuses the start with nothing running; handed over first at shutdown (serve)
+		s.setupAccessLog,     // up before HAProxy sends to it, stops after HAProxy
+		s.setupHAProxy,       // the manager, and the certificate files HAProxy reads when it starts
+		s.setupLocalProvider, // and its instance logs' upkeep
+		s.setupProviders,     // ssh connects before the groups adopt; stops after the reconcilers, which stop instances through them
+		s.setupGroups,        // adopts (a standby: opens) the groups; the job manager
+		s.setupMetrics,
+		s.setupGSLB,
+		s.startHAProxy,  // starts or adopts HAProxy; keeps its certificates (their loop stops after the groups)
+		s.startGroups,   // collection, reconcilers, policies; their stop, under the reload lock, stops policies, jobs, collection, then stops HAProxy (or leaves it and the instances for the next run)
+		s.setupControl,  // from here a failure ends serving
+		s.setupElection, // an HA node stops leading (its groups then run nothing) and resigns before the groups stop, without the reload lock: a takeover in progress takes it
+		s.setupACME,     // its runner stops once the reloads and the API, which run it, have
+		s.setupReloads,  // reloads and the API stop first: a reload in progress finishes before anything it may start or retire stops
+		s.setupAPI,
+		s.startACME, // once HAProxy routes the challenges to shoal
+		s.startFrontends,
+	} {
+		if err := step(); err != nil {
+			if s.stopServers == nil {
+				return err
 			}
-		})
-	}
-
-	servers, err := serveAPI(srvCtx, cfg, jm, reg, met, c, log, stopServers, apiOpts...)
-	if err == nil {
-		// HAProxy routes the challenges to shoal by now. A reload (the API
-		// serves already) applies under the same lock.
-		c.reloadMu.Lock()
-		err = acmeRun.apply(cfg)
-		c.reloadMu.Unlock()
-	}
-	if err == nil {
-		for _, f := range frontends {
-			servers.Add(1)
-			go func() {
-				defer servers.Done()
-				if err := f.Serve(srvCtx, jm, reg); err != nil {
-					stopServers(err)
-				}
-			}()
+			s.stopServers(err)
+			break
 		}
-		log.Info("shoal started", "frontends", frontendList(cfg.Frontends), "socket", cfg.Admin.Socket, "groups", strings.Join(reg.Names(), ","), "haproxy_pid", lb.PID())
-		<-srvCtx.Done()
-	} else {
-		stopServers(err)
 	}
-	stopVIP()
-	cause := context.Cause(srvCtx)
-	keep := errors.Is(cause, ErrKeepRunning)
-	if errors.Is(cause, ErrTerminated) {
-		c.reloadMu.Lock()
-		keep = c.cfg.Shutdown != config.ShutdownStop
-		c.reloadMu.Unlock()
-	}
-	switch {
-	case keep:
-		cause = nil
-		log.Info("shutting down, leaving HAProxy and the instances serving for the next shoal serve to adopt")
-	case errors.Is(cause, context.Canceled), errors.Is(cause, errStopAll), errors.Is(cause, ErrTerminated):
-		cause = nil
-		log.Info("shutting down: stopping HAProxy and every instance")
-	default:
-		log.Error("shutting down after a fatal error", "err", cause)
-	}
-	servers.Wait()
-	reloads.Wait()
-	// A reload in progress (from the API) finishes first: it may be starting
-	// or retiring groups.
-	c.reloadMu.Lock()
-	defer c.reloadMu.Unlock()
-	acmeRun.close()
-	// An HA node stops leading first (its groups then run nothing, their
-	// instances serving for the next leader), then resigns.
-	c.reloadMu.Unlock() // a takeover in progress takes it
-	stopHA()
-	c.reloadMu.Lock()
-	// Policies stop before the jobs they could submit; collection after the
-	// jobs, so that their last seconds are in the history.
-	reg.stopPolicies()
-	jm.Close()
-	auto.close()
-	if keep {
-		reg.stopReconcilers(true)
-		pid := lb.PID()
-		lb.Detach()
-		log.Info("stopped; HAProxy and the instances keep serving", "haproxy_pid", pid)
-		return nil
-	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
-	defer cancel()
-	if err := lb.Stop(stopCtx); err != nil {
-		log.Error("stopping HAProxy failed", "err", err)
-	}
-	// An HA node never stops the instances: they are the pair's.
-	reg.stopReconcilers(node != nil)
-	log.Info("stopped")
-	return cause
+	return s.serve()
 }
 
 // startAccessLog reads HAProxy's access log into STATE_DIR/logs/access.log
