@@ -257,8 +257,13 @@ func (s *serving) setupGroups() error {
 		s.jm = jobs.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
 		return nil
 	}
-	s.jm, err = jobs.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs"))
-	return err
+	if s.jm, err = jobs.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
+		return err
+	}
+	// stopGroups closes it on a normal stop; this closes it (again, which
+	// is harmless) when a later step fails before the groups started.
+	s.onStop(s.jm.Close)
+	return nil
 }
 
 // setupMetrics builds the /metrics registry over the groups, HAProxy, the
