@@ -1,6 +1,7 @@
 package config
 
 import (
+	_ "embed"
 	"strings"
 	"testing"
 	"time"
@@ -8,25 +9,9 @@ import (
 
 // execDoc is a config with one exec provider; tests replace its markers
 // to break one thing at a time.
-const execDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: cli
-    type: exec
-    port: 8080
-    interval: 2s
-    boot_timeout: 5m
-    start: [mycloud, create, --name, "{{.Name}}", --tag, "shoal-owner={{.Owner}}"]
-    stop: [mycloud, delete, "{{.ID}}"]
-    list: [mycloud, list, --tag, "shoal-owner={{.Owner}}", --json]
-    timeout: 30s
-    emulator:
-      stand_in: [demo-backend, --listen, "127.0.0.1:{{.Port}}"]
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: cli
-`
+//
+//go:embed testdata/providers-exec.yaml
+var execDoc string
 
 func TestParseExecProviderErrors(t *testing.T) {
 	tests := []struct {

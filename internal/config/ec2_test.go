@@ -1,6 +1,7 @@
 package config
 
 import (
+	_ "embed"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,28 +9,9 @@ import (
 
 // ec2Doc is a config with one ec2 provider; tests replace its markers to
 // break one thing at a time. Paths are relative to testdata.
-const ec2Doc = `listen: 127.0.0.1:8080
-providers:
-  - name: aws
-    type: ec2
-    port: 8080
-    region: ap-northeast-1
-    credentials_file: aws/credentials
-    profile: shoal
-    launch_template: {name: web-lt, version: "3"}
-    subnet: subnet-0123456789abcdef0
-    security_groups: [sg-0123456789abcdef0]
-    market: spot
-    spot_max_price: "0.05"
-    tags: {team: web}
-    instance_types: {medium: t3.small, largest: c7g.xlarge}
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: aws
-    plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
-`
+//
+//go:embed testdata/providers-ec2.yaml
+var ec2Doc string
 
 func TestParseEC2Errors(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	_ "embed"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -10,32 +11,9 @@ import (
 // providersDoc is a config with one ssh provider of two hosts; tests
 // replace its markers to break one thing at a time. Paths are relative to
 // testdata, where Parse is told the file is.
-const providersDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: rack
-    type: ssh
-    host_down_after: 20s
-    hosts:
-      - address: 10.0.0.2
-        user: deploy
-        key_file: ssh/id_ed25519
-        known_hosts: ssh/known_hosts
-        capacity: {instances: 8, cores: 4}
-        labels: {zone: a}
-      - address: "10.0.0.3:2222"
-        user: deploy
-        key_file: ssh/id_ed25519
-        known_hosts: ssh/known_hosts
-        labels: {zone: b}
-        ports: "30000-30009"
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: rack
-    placement: {strategy: pack, labels: {zone: b}}
-    template: {command: [app, "--listen={{.Host}}:{{.Port}}"]}
-`
+//
+//go:embed testdata/providers-ssh.yaml
+var providersDoc string
 
 // parseEdited parses doc with its first old replaced by new, which must
 // make it invalid, and returns the ErrorList.

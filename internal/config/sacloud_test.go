@@ -1,6 +1,7 @@
 package config
 
 import (
+	_ "embed"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,42 +10,9 @@ import (
 
 // sacloudDoc is the seed's server group (000_b29bda03d2490fd8) as a
 // provider entry; tests replace its markers to break one thing at a time.
-const sacloudDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: sakura
-    type: sacloud
-    port: 80
-    zone: tk1b
-    shutdown_force: false
-    server_plans:
-      largest: {core: 2, memory: 4}
-    template:
-      tags: [web]
-      description: "hscale-group"
-      interface_driver: "virtio"
-      plan: {core: 1, memory: 1, dedicated_cpu: false}
-      network_interfaces:
-        - upstream: "shared"
-      disks:
-        - os_type: "almalinux"
-          plan: "ssd"
-          connection: "virtio"
-          size: 20
-      edit_parameter:
-        disabled: false
-        disable_pw_auth: true
-        change_partition_uuid: true
-        ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 me"]
-        startup_scripts:
-          - |
-            echo "server name: {{ .Name }}" > /usr/share/nginx/html/index.html
-groups:
-  - name: hscale-group
-    min_size: 2
-    max_size: 5
-    provider: sakura
-    plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]
-`
+//
+//go:embed testdata/providers-sacloud.yaml
+var sacloudDoc string
 
 func TestParseSacloudErrors(t *testing.T) {
 	dir := t.TempDir()

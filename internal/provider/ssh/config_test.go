@@ -19,32 +19,7 @@ const testdataFile = "../../config/testdata/shoal.yaml"
 // providersDoc is a config with one ssh provider of two hosts; tests
 // replace its markers to break one thing at a time. Paths are relative to
 // config's testdata, where Parse is told the file is.
-const providersDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: rack
-    type: ssh
-    host_down_after: 20s
-    hosts:
-      - address: 10.0.0.2
-        user: deploy
-        key_file: ssh/id_ed25519
-        known_hosts: ssh/known_hosts
-        capacity: {instances: 8, cores: 4}
-        labels: {zone: a}
-      - address: "10.0.0.3:2222"
-        user: deploy
-        key_file: ssh/id_ed25519
-        known_hosts: ssh/known_hosts
-        labels: {zone: b}
-        ports: "30000-30009"
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: rack
-    placement: {strategy: pack, labels: {zone: b}}
-    template: {command: [app, "--listen={{.Host}}:{{.Port}}"]}
-`
+var providersDoc = readDoc("../../config/testdata/providers-ssh.yaml")
 
 func TestParseProviders(t *testing.T) {
 	cfg, err := config.Parse(testdataFile, []byte(providersDoc))
@@ -100,4 +75,14 @@ func TestParseHomeKeyFile(t *testing.T) {
 	if h.KeyFile != filepath.Join(home, ".ssh/id_ed25519") || h.KnownHosts != filepath.Join(home, ".ssh/known_hosts") {
 		t.Errorf("key_file %q known_hosts %q; want both in $HOME/.ssh", h.KeyFile, h.KnownHosts)
 	}
+}
+
+// readDoc reads a config document config's own tests use too (one copy,
+// in its testdata). A test binary that cannot read it has nothing to test.
+func readDoc(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

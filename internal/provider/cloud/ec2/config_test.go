@@ -1,6 +1,7 @@
 package ec2_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,28 +26,7 @@ func testdataDir(t *testing.T) string {
 
 // ec2Doc is a config with one ec2 provider; tests replace its markers to
 // break one thing at a time. Paths are relative to config's testdata.
-const ec2Doc = `listen: 127.0.0.1:8080
-providers:
-  - name: aws
-    type: ec2
-    port: 8080
-    region: ap-northeast-1
-    credentials_file: aws/credentials
-    profile: shoal
-    launch_template: {name: web-lt, version: "3"}
-    subnet: subnet-0123456789abcdef0
-    security_groups: [sg-0123456789abcdef0]
-    market: spot
-    spot_max_price: "0.05"
-    tags: {team: web}
-    instance_types: {medium: t3.small, largest: c7g.xlarge}
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: aws
-    plans: [{name: smallest, size: 1}, {name: medium, size: 2}, {name: largest, size: 4}]
-`
+var ec2Doc = readDoc("../../../config/testdata/providers-ec2.yaml")
 
 func TestParseEC2(t *testing.T) {
 	cfg, err := config.Parse(testdataFile, []byte(ec2Doc))
@@ -104,4 +84,14 @@ func TestParseEC2CredentialsEnv(t *testing.T) {
 	if want := "../../../config/testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file"; err == nil || err.Error() != want {
 		t.Errorf("Parse without a secret in the environment:\n got: %v\nwant: %s", err, want)
 	}
+}
+
+// readDoc reads a config document config's own tests use too (one copy,
+// in its testdata). A test binary that cannot read it has nothing to test.
+func readDoc(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

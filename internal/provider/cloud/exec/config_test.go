@@ -1,6 +1,7 @@
 package exec_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,25 +13,7 @@ import (
 )
 
 // execDoc is a config with one exec provider.
-const execDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: cli
-    type: exec
-    port: 8080
-    interval: 2s
-    boot_timeout: 5m
-    start: [mycloud, create, --name, "{{.Name}}", --tag, "shoal-owner={{.Owner}}"]
-    stop: [mycloud, delete, "{{.ID}}"]
-    list: [mycloud, list, --tag, "shoal-owner={{.Owner}}", --json]
-    timeout: 30s
-    emulator:
-      stand_in: [demo-backend, --listen, "127.0.0.1:{{.Port}}"]
-groups:
-  - name: web
-    min_size: 1
-    max_size: 4
-    provider: cli
-`
+var execDoc = readDoc("../../../config/testdata/providers-exec.yaml")
 
 func TestParseExecProvider(t *testing.T) {
 	cfg, err := config.Parse("testdata/shoal.yaml", []byte(execDoc))
@@ -60,4 +43,14 @@ func TestParseExecProvider(t *testing.T) {
 	if err != nil || strings.Join(argv, " ") != "mycloud delete srv-9" {
 		t.Errorf("stop expands to %q, %v", argv, err)
 	}
+}
+
+// readDoc reads a config document config's own tests use too (one copy,
+// in its testdata). A test binary that cannot read it has nothing to test.
+func readDoc(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

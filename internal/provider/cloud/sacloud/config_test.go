@@ -12,42 +12,7 @@ import (
 
 // sacloudDoc is the seed's server group (000_b29bda03d2490fd8) as a
 // provider entry; tests replace its markers to break one thing at a time.
-const sacloudDoc = `listen: 127.0.0.1:8080
-providers:
-  - name: sakura
-    type: sacloud
-    port: 80
-    zone: tk1b
-    shutdown_force: false
-    server_plans:
-      largest: {core: 2, memory: 4}
-    template:
-      tags: [web]
-      description: "hscale-group"
-      interface_driver: "virtio"
-      plan: {core: 1, memory: 1, dedicated_cpu: false}
-      network_interfaces:
-        - upstream: "shared"
-      disks:
-        - os_type: "almalinux"
-          plan: "ssd"
-          connection: "virtio"
-          size: 20
-      edit_parameter:
-        disabled: false
-        disable_pw_auth: true
-        change_partition_uuid: true
-        ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 me"]
-        startup_scripts:
-          - |
-            echo "server name: {{ .Name }}" > /usr/share/nginx/html/index.html
-groups:
-  - name: hscale-group
-    min_size: 2
-    max_size: 5
-    provider: sakura
-    plans: [{name: smallest, size: 2}, {name: medium, size: 3}, {name: largest, size: 5}]
-`
+var sacloudDoc = readDoc("../../../config/testdata/providers-sacloud.yaml")
 
 func TestParseSacloudProvider(t *testing.T) {
 	cfg, err := config.Parse("testdata/shoal.yaml", []byte(sacloudDoc))
@@ -185,4 +150,14 @@ func TestSacloudPasswordSources(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "testdata/shoal.yaml:6:15: providers[0].zone: must be a Sakura Cloud zone") {
 		t.Errorf("Parse error = %v; want the zone's, without the password", err)
 	}
+}
+
+// readDoc reads a config document config's own tests use too (one copy,
+// in its testdata). A test binary that cannot read it has nothing to test.
+func readDoc(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
