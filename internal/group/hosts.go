@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -206,8 +207,13 @@ func (v *goneVersions) version(id string) (string, bool) {
 	return version, ok
 }
 
-// forget drops id: its instance is back.
-func (v *goneVersions) forget(id string) { delete(v.byID, id) }
+// forget drops id: its instance is back. Its place in order goes too, or
+// a later remember of the same id would be listed twice and its eviction
+// would drop the newer entry early.
+func (v *goneVersions) forget(id string) {
+	delete(v.byID, id)
+	v.order = slices.DeleteFunc(v.order, func(o string) bool { return o == id })
+}
 
 // Reclaim is asked, when a host that was down comes back, about an
 // instance of this group still running there that the group gave up: it

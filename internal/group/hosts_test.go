@@ -335,4 +335,13 @@ func TestGoneVersions(t *testing.T) {
 	if _, ok := v.version("srv-1"); ok {
 		t.Fatal("an instance taken back is still remembered")
 	}
+	// Taken back, then gone again: it is the newest, so it outlives the
+	// next maxGone-1 that finish after it.
+	v.remember("srv-1", "v10")
+	for i := range maxGone - 1 {
+		v.remember(fmt.Sprintf("later-%d", i), "v1")
+	}
+	if got, ok := v.version("srv-1"); !ok || got != "v10" {
+		t.Fatalf("srv-1 gone again after it was taken back: %q %v, want v10 (evicted early: listed twice)", got, ok)
+	}
 }
