@@ -132,10 +132,9 @@ func sizeOf(fi os.FileInfo) int64 {
 	return fi.Size()
 }
 
-// streamOutlivesReadTimeout logs in as the page does and reads the stream
-// for longer than the admin listener's 10 s read timeout: one connection
-// must carry a message a second throughout.
-func streamOutlivesReadTimeout(t *testing.T, base, token string) {
+// dashboardLogin logs in to the dashboard with token as the page's form
+// does, and returns a client that does not follow redirects and the session.
+func dashboardLogin(t *testing.T, base, token string) (*http.Client, *http.Cookie) {
 	t.Helper()
 	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
@@ -148,12 +147,21 @@ func streamOutlivesReadTimeout(t *testing.T, base, token string) {
 	resp.Body.Close()
 	cookies := resp.Cookies()
 	if resp.StatusCode != http.StatusSeeOther || len(cookies) == 0 {
-		t.Fatalf("login: %d with %d cookies, want 303 and the session", resp.StatusCode, len(cookies))
+		t.Fatalf("dashboard login: %d with %d cookies, want 303 and the session", resp.StatusCode, len(cookies))
 	}
-	req, _ = http.NewRequest("GET", base+"/ui/stream?group=web", nil)
-	req.AddCookie(cookies[0])
+	return c, cookies[0]
+}
+
+// streamOutlivesReadTimeout logs in as the page does and reads the stream
+// for longer than the admin listener's 10 s read timeout: one connection
+// must carry a message a second throughout.
+func streamOutlivesReadTimeout(t *testing.T, base, token string) {
+	t.Helper()
+	c, session := dashboardLogin(t, base, token)
+	req, _ := http.NewRequest("GET", base+"/ui/stream?group=web", nil)
+	req.AddCookie(session)
 	began := time.Now()
-	resp, err = c.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

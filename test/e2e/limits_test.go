@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -248,22 +247,10 @@ func TestRateLimitKeysNotShown(t *testing.T) {
 // first message of its stream.
 func dashboardMessage(t *testing.T, base, token string) string {
 	t.Helper()
-	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", base)
+	c, session := dashboardLogin(t, base, token)
+	req, _ := http.NewRequest("GET", base+"/ui/stream?group=web", nil)
+	req.AddCookie(session)
 	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	cookies := resp.Cookies()
-	if resp.StatusCode != http.StatusSeeOther || len(cookies) == 0 {
-		t.Fatalf("dashboard login: %d with %d cookies, want 303 and the session", resp.StatusCode, len(cookies))
-	}
-	req, _ = http.NewRequest("GET", base+"/ui/stream?group=web", nil)
-	req.AddCookie(cookies[0])
-	resp, err = c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
