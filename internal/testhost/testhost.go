@@ -333,7 +333,10 @@ func (h *Host) ForceCommand(ctx context.Context, command string) error {
 }
 
 // PIDs lists the processes in the host's network namespace: its sshd, the
-// sessions and everything started through them.
+// sessions and everything started through them. This process is not one of
+// them even when listed: when Do's goroutine ran on the main thread, Go
+// cannot end that thread, which stays in the namespace (killAll skips it
+// too).
 func (h *Host) PIDs(ctx context.Context) ([]int, error) {
 	out, err := exec.CommandContext(ctx, "ip", "netns", "pids", h.Name).Output()
 	if err != nil {
@@ -341,7 +344,7 @@ func (h *Host) PIDs(ctx context.Context) ([]int, error) {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
+		if p, err := strconv.Atoi(f); err == nil && p != os.Getpid() {
 			pids = append(pids, p)
 		}
 	}
