@@ -166,15 +166,30 @@ type shoalEnv struct {
 	starts     int
 }
 
+// freePort returns a port of 127.0.0.1 nothing listens on now, one no other
+// caller in this run got.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		// The kernel may hand a port just closed to the next caller: two
+		// tests side by side then got one port, and the second one's
+		// HAProxy found it bound by the first's. Never hand one out twice.
+		if _, dup := portsHandedOut.LoadOrStore(port, true); !dup {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port that was not handed out before in 100 tries")
+	return 0
 }
+
+// portsHandedOut are the ports freePort returned in this run.
+var portsHandedOut sync.Map
 
 // newEnv writes a config for groups and registers cleanup that leaves no
 // process behind, even when the test fails.
