@@ -364,9 +364,37 @@ func (h *Host) LinkDown(ctx context.Context) error {
 	return run(ctx, h.linkArgv("down")...)
 }
 
-// LinkUp reconnects the host after LinkDown.
+// LinkUp reconnects the host after LinkDown. It returns once the host's
+// end has its carrier again: the kernel raises it after `ip link set up`
+// returns, and on a busy machine a dial in between times out.
 func (h *Host) LinkUp(ctx context.Context) error {
-	return run(ctx, h.linkArgv("up")...)
+	if err := run(ctx, h.linkArgv("up")...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		var running bool
+		err := h.Do(func() error {
+			ifi, err := net.InterfaceByName(h.Iface)
+			if err != nil {
+				return err
+			}
+			running = ifi.Flags&net.FlagRunning != 0
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("test host %s: link up: %w", h.Name, err)
+		}
+		if running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("test host %s: link up: no carrier on %s: %w", h.Name, h.Iface, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // linkArgv sets the far end of h's veth down or up, where it lives.
