@@ -143,6 +143,7 @@ func runInit(cmd *cobra.Command, o *options, f *initFlags) error {
 	if err := opts.Check(); err != nil {
 		return usage("init: %v", err)
 	}
+	resolvePaths(&opts, f.knownHosts != "")
 	if opts.SSH != nil {
 		if err := confirmHostKeys(cmd.Context(), o, opts.SSH, dir, f.acceptHostKeys, tty, ask); err != nil {
 			return err
@@ -204,19 +205,16 @@ func (f *initFlags) options(cmd *cobra.Command) (opts initconfig.Options, asked 
 		}
 	}
 	if changed("ssh") {
-		opts.SSH = &initconfig.SSH{Hosts: f.ssh, User: f.user, KeyFile: absFlag(f.key), KnownHosts: "known_hosts"}
+		opts.SSH = &initconfig.SSH{Hosts: f.ssh, User: f.user, KeyFile: f.key, KnownHosts: "known_hosts"}
 		if opts.SSH.Command, err = words("command", f.command); err != nil {
 			return opts, asked, err
 		}
 		if f.knownHosts != "" {
-			opts.SSH.KnownHosts = absFlag(f.knownHosts)
+			opts.SSH.KnownHosts = f.knownHosts
 		}
 	}
 	if changed("cloud") {
 		c := &initconfig.Cloud{Type: f.cloud, Port: f.port, CLI: f.cloudCLI, Region: f.region, LaunchTemplate: f.lt, Zone: f.zone, Archive: f.archive}
-		if strings.ContainsRune(c.CLI, '/') {
-			c.CLI = absFlag(c.CLI)
-		}
 		// ec2's keys: the environment's if set, else the usual file's
 		// default profile; the loader says what is missing.
 		if c.Type == "ec2" && os.Getenv("AWS_ACCESS_KEY_ID") == "" {
@@ -240,10 +238,24 @@ func (f *initFlags) options(cmd *cobra.Command) (opts initconfig.Options, asked 
 	return opts, asked, nil
 }
 
-// absFlag makes a path given on the command line, relative to the working
-// directory, absolute: the config resolves relative paths against its own
-// directory. ~/ is kept: the loader expands it.
-func absFlag(p string) string {
+// resolvePaths makes the paths the operator gave (flags or answers),
+// relative to the working directory, absolute: the config resolves relative
+// paths against its own directory. known_hosts is the operator's only with
+// --known-hosts; by default it is the file beside the config.
+func resolvePaths(opts *initconfig.Options, ownKnownHosts bool) {
+	if s := opts.SSH; s != nil {
+		s.KeyFile = absPath(s.KeyFile)
+		if ownKnownHosts {
+			s.KnownHosts = absPath(s.KnownHosts)
+		}
+	}
+	if c := opts.Cloud; c != nil && strings.ContainsRune(c.CLI, '/') {
+		c.CLI = absPath(c.CLI) // a bare name is looked up on PATH
+	}
+}
+
+// absPath is p made absolute; ~/ is kept: the loader expands it.
+func absPath(p string) string {
 	if p == "" || strings.HasPrefix(p, "~/") || filepath.IsAbs(p) {
 		return p
 	}
@@ -266,7 +278,7 @@ func confirmHostKeys(ctx context.Context, o *options, s *initconfig.SSH, dir str
 		}
 		keys = append(keys, k)
 	}
-	fmt.Fprintln(o.stderr, "The hosts offered these keys (on each host, `ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub` shows its own):")
+	fmt.Fprintln(o.stderr, "The hosts offered these keys; compare each with what `ssh-keygen -lf /etc/ssh/ssh_host_TYPE_key.pub` (TYPE: ed25519, ecdsa or rsa) prints on that host, seen over a channel you trust (its console):")
 	for _, k := range keys {
 		fmt.Fprintf(o.stderr, "  %s  %s %s\n", k.Dial, k.Key.Type(), k.Fingerprint())
 	}

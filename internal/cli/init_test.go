@@ -374,3 +374,50 @@ func TestInitInteractive(t *testing.T) {
 		t.Errorf("command %q, frontends %+v", g.Template.Command, cfg.Frontends)
 	}
 }
+
+// The interview's other paths: a cloud, HTTPS and an HA peer.
+func TestInitInteractiveCloudTLSHA(t *testing.T) {
+	dir := t.TempDir()
+	cli := executable(t, filepath.Join(dir, "bin", "mycloud"))
+	path := filepath.Join(dir, "conf", "shoal.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The program is named relative to the working directory, and written
+	// so that the config finds it from its own.
+	t.Chdir(dir)
+	master, tty := openPTY(t, 80)
+	answers := strings.Join([]string{
+		"cloud",
+		"gcp", // not one of them: asked again
+		"exec",
+		"9000",                    // port
+		"bin/mycloud",             // the CLI
+		"example.com example.org", // HTTPS
+		"ops@example.com",         // ACME account
+		"10.0.0.2",                // HA peer
+		"http://10.0.0.1:2379 http://10.0.0.2:2379",
+	}, "\n") + "\n"
+	if _, err := master.WriteString(answers); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, master) }()
+	_, stderr, code := runShoal(t, tty, "init", "-o", path)
+	if code != 0 {
+		t.Fatalf("init: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "answer one of exec, ec2, sacloud") {
+		t.Errorf("a bad answer was not asked again:\n%s", stderr)
+	}
+	cfg := validated(t, path)
+	p := cfg.Providers[0]
+	if e := cloudexec.Of(p); e == nil || e.Start[0] != cli || p.Cloud.Port != 9000 {
+		t.Errorf("provider %+v", p)
+	}
+	if fe := cfg.Frontends[0]; fe.TLS == nil || !slices.Equal(fe.TLS.ACME.Domains, []string{"example.com", "example.org"}) || fe.Bind[0] != "[::]:80" {
+		t.Errorf("frontend %+v", fe)
+	}
+	if h := cfg.HA; h == nil || len(h.Etcd.Endpoints) != 2 {
+		t.Errorf("ha %+v", h)
+	}
+}

@@ -176,7 +176,10 @@ func (o Options) Check() error {
 		}
 	}
 	if t := o.TLS; t != nil {
-		if len(t.Domains) == 0 || t.Email == "" {
+		switch {
+		case len(t.Domains) == 0:
+			return errors.New("--email is the ACME account's: give the domains to serve over HTTPS with --tls DOMAIN")
+		case t.Email == "":
 			return errors.New("--tls DOMAIN needs --email: the ACME account's address (expiry notices go there)")
 		}
 	}
