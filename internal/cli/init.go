@@ -102,6 +102,7 @@ without --force.`,
 	fl.IntVar(&f.min, "min", def.Min, "the group's min_size")
 	fl.IntVar(&f.max, "max", def.Max, "the group's max_size")
 	fl.StringVar(&f.health, "health-path", def.HealthPath, "the HTTP path instances are checked at")
+	_ = cmd.RegisterFlagCompletionFunc("cloud", cobra.FixedCompletions(initconfig.Clouds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
