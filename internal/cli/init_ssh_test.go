@@ -156,4 +156,22 @@ func TestInitSSHHostKeys(t *testing.T) {
 	if b, _ := os.ReadFile(known); string(b) != forged {
 		t.Errorf("known_hosts changed: %q", b)
 	}
+
+	// The interview asks for the same, then for the keys' confirmation.
+	dir2 := t.TempDir()
+	path2 := filepath.Join(dir2, "shoal.yaml")
+	master, tty := openPTY(t, 80)
+	answers := strings.Join([]string{"ssh", lab.Hosts[0].Addr + " " + lab.Hosts[1].Addr, lab.User, lab.KeyFile,
+		"/srv/app --listen {{.Host}}:{{.Port}}", "", "", "", "yes"}, "\n") + "\n"
+	if _, err := master.WriteString(answers); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, master) }()
+	if _, stderr, code := runShoal(t, tty, "init", "-o", path2); code != 0 || !strings.Contains(stderr, "added 2 key(s) to "+filepath.Join(dir2, "known_hosts")) {
+		t.Fatalf("the interview: exit %d, %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir2, "known_hosts")); string(b) != wantKnown.String() {
+		t.Errorf("known_hosts from the interview = %q", b)
+	}
+	validated(t, path2)
 }
