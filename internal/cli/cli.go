@@ -96,6 +96,7 @@ func newRoot(o *options) *cobra.Command {
 	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 	root.AddCommand(topCmd(o), versionCmd(o), checkCmd(o), haCmd(o), manCmd(root))
+	root.AddCommand(initCmd(o))
 	// cobra's own help and completion commands, made now to have examples.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
