@@ -17,7 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/jobs"
@@ -203,7 +203,7 @@ var errLostLeadership = errors.New("this node lost the HA leadership")
 //	mirror runs                     fence set, restore, jobs      fence cleared first,
 //	                                failed, groups run            policies, jobs, groups stop
 type haNode struct {
-	node   *ha.Node
+	node   *election.Node
 	shared *etcdstore.Store
 	st     *haStore
 	c      *core
@@ -221,7 +221,7 @@ type haNode struct {
 	ka *keepalived.Supervisor
 
 	mu     sync.Mutex
-	role   ha.Role
+	role   election.Role
 	last   string // the last leader seen, for the takeover's reason
 	synced bool   // the mirror's last pass added every server
 	count  int    // servers the mirror keeps in HAProxy
@@ -249,7 +249,7 @@ func (h *haNode) start() func() {
 func (h *haNode) run(ctx context.Context) {
 	var (
 		leading    bool
-		fence      ha.Fence
+		fence      election.Fence
 		stopMirror = h.startMirror()
 	)
 	defer func() {
@@ -293,13 +293,13 @@ func (h *haNode) run(ctx context.Context) {
 				if err := h.promote(ctx, r); err != nil {
 					h.log.Error("taking over failed; stepping down", "err", err)
 					h.demote()
-					leading, fence = false, ha.Fence{}
+					leading, fence = false, election.Fence{}
 					stopMirror = h.startMirror()
 					_ = h.node.StepDown(ctx)
 				}
 			case leading:
 				h.demote()
-				leading, fence = false, ha.Fence{}
+				leading, fence = false, election.Fence{}
 				stopMirror = h.startMirror()
 			}
 		}
@@ -308,7 +308,7 @@ func (h *haNode) run(ctx context.Context) {
 
 // promote takes over: the fence first, then the groups from the shared
 // records, then the jobs left unfinished, then the groups run.
-func (h *haNode) promote(ctx context.Context, r ha.Role) error {
+func (h *haNode) promote(ctx context.Context, r election.Role) error {
 	h.shared.SetFence(r.Fence)
 	h.c.reloadMu.Lock()
 	defer h.c.reloadMu.Unlock()
@@ -352,7 +352,7 @@ func (h *haNode) servers() int {
 // demote stops what leading runs, leaving the instances serving. The fence
 // goes first: nothing this node still does can write.
 func (h *haNode) demote() {
-	h.shared.SetFence(ha.Fence{})
+	h.shared.SetFence(election.Fence{})
 	h.reg.stopPolicies()
 	h.jm.Interrupt(errLostLeadership)
 	h.reg.follow()
@@ -519,7 +519,7 @@ func (h *haNode) publish(ctx context.Context, synced bool, servers int) {
 	h.mu.Lock()
 	h.synced, h.count = synced, servers
 	h.mu.Unlock()
-	info := ha.NodeInfo{API: h.api, HAProxySynced: synced, Servers: servers}
+	info := election.NodeInfo{API: h.api, HAProxySynced: synced, Servers: servers}
 	if h.ka != nil {
 		info.VIP = h.ka.State()
 	}
@@ -636,12 +636,12 @@ func (h *haNode) StepDown(ctx context.Context) (api.StepDownResponse, error) {
 	}()
 	// Nothing this node still does writes once the other may lead: the
 	// fence goes before the election key.
-	h.shared.SetFence(ha.Fence{})
+	h.shared.SetFence(election.Fence{})
 	if err := h.node.StepDown(ctx); err != nil {
 		if now := h.node.Role(); now.Leader && now.Fence == r.Fence {
 			h.shared.SetFence(r.Fence)
 		}
-		if errors.Is(err, ha.ErrNotLeader) {
+		if errors.Is(err, election.ErrNotLeader) {
 			return resp, api.ErrNotLeader
 		}
 		return resp, err

@@ -17,7 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
 	"github.com/shoal-lb/shoal/internal/keepalived"
@@ -40,8 +40,8 @@ type serving struct {
 
 	st      *store.Store
 	nt      *notify.Notifier
-	node    *ha.Node // nil unless cfg.HA
-	hst     *haStore // nil unless cfg.HA
+	node    *election.Node // nil unless cfg.HA
+	hst     *haStore       // nil unless cfg.HA
 	shared  sharedStore
 	events  eventRecorder
 	vip     *keepalived.Supervisor
@@ -137,7 +137,7 @@ func (s *serving) setupHA() error {
 	if s.cfg.HA == nil {
 		return nil
 	}
-	node, err := ha.Open(s.ctx, *s.cfg.HA, s.log.With("component", "ha"))
+	node, err := election.Open(s.ctx, *s.cfg.HA, s.log.With("component", "ha"))
 	if err != nil {
 		return err
 	}

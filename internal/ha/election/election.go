@@ -1,9 +1,10 @@
-// Package ha makes a shoal node one member of an HA pair (or more): the nodes
-// elect a leader through etcd (clientv3/concurrency), and only the leader acts
-// on the groups. Each node holds an etcd session, a lease of cfg.Lease that
-// its client keeps alive; its registration (<prefix>nodes/<name>) and, when
-// it leads, its election key (<prefix>leader/<lease>) live on that lease, so
-// a node that dies or is cut off from etcd drops out within one lease.
+// Package election makes a shoal node one member of an HA pair (or more): the
+// nodes elect a leader through etcd (clientv3/concurrency), and only the
+// leader acts on the groups (package ha runs those roles). Each node holds an
+// etcd session, a lease of cfg.Lease that its client keeps alive; its
+// registration (<prefix>nodes/<name>) and, when it leads, its election key
+// (<prefix>leader/<lease>) live on that lease, so a node that dies or is cut
+// off from etcd drops out within one lease.
 //
 // A node's role:
 //
@@ -35,7 +36,7 @@
 // fence (Fence.Cmp); once the lease has expired the key is gone (or is
 // another node's), so a deposed leader that still believes it leads, cut off
 // by a partition, cannot change anything.
-package ha
+package election
 
 import (
 	"context"
