@@ -21,7 +21,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/jobs"
-	"github.com/shoal-lb/shoal/internal/keepalived"
+	"github.com/shoal-lb/shoal/internal/ha/keepalived"
 	"github.com/shoal-lb/shoal/internal/store"
 	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
-	"github.com/shoal-lb/shoal/internal/keepalived"
+	"github.com/shoal-lb/shoal/internal/ha/keepalived"
 	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider/local"
