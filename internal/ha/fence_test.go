@@ -1,4 +1,4 @@
-package core
+package ha
 
 import (
 	"bytes"
@@ -217,7 +217,7 @@ func TestFenceStopsProviderActions(t *testing.T) {
 	t.Cleanup(func() { sqlite.Close() })
 	shared := etcdstore.New(a.Client(), a.Prefix())
 	shared.SetFence(fence)
-	st := &haStore{Store: sqlite, shared: shared, log: log}
+	st := &Store{Store: sqlite, shared: shared, log: log}
 	prov := local.New(filepath.Join(dir, "state"), log)
 	lb := newUpBalancer()
 
