@@ -73,26 +73,28 @@ var errLostLeadership = errors.New("this node lost the HA leadership")
 // on losing leadership it stops them all, leaving the instances running for
 // the new leader. The roles follow the election's (election.Role):
 //
-//	                 Start
-//	                   |
-//	                   v
-//	+-------------------------+   Role{Leader}: promote    +--------------------+
-//	| standby                 |   fence set, groups        | leading            |
-//	| mirror: HAProxy follows |   restored, jobs left      | groups, policies,  |
-//	| etcd's instances;       |-------------------------->| jobs run; servers  |
-//	| publishes synced once   |   unfinished failed,       | published each     |
-//	| every one in service is |   policies run             | lease              |
-//	| UP here                 |<--------------------------|                    |
-//	+-------------------------+   Role{not Leader}: demote +--------------------+
-//	     ^                        fence cleared first,         |      ^
-//	     |                        policies, jobs, reconcilers  |      | a new term
-//	     |                        stop; instances serve on;    +------+ (another fence):
-//	     |                        the mirror starts again       demote, promote again
-//	     |
-//	     +--- promote failed: demote, then resign (election.StepDown)
+//	      Start
+//	        |
+//	        v
+//	+----------------+  Role{Leader}: promote     +----------------+
+//	|    standby     |  fence set, groups         |    leading     |
+//	| mirror: its    |  restored, jobs left       | groups,        |
+//	| HAProxy has    |  unfinished failed,        | policies and   |
+//	| etcd's         |  policies run              | jobs run       |
+//	| instances      |--------------------------->|                |--+
+//	|                |<---------------------------|                |  | a new term
+//	+----------------+  Role{not Leader}: demote  +----------------+  | (another
+//	    ^               fence cleared first;        |    ^            | fence):
+//	    |               policies, jobs,             |    +------------+ demote,
+//	    |               reconcilers stop;           |        promote again
+//	    |               instances serve on          |
+//	    +--- promote failed: demote, resign --------+
 //
-// StepDown (stepdown.go) hands the VIP over, drained, before resigning.
-// Start's stop demotes first, then the election resigns.
+// Each node publishes, every lease and after each mirror pass, whether its
+// HAProxy has every shared instance in service UP ("synced"): a step-down
+// hands over only to a synced standby. StepDown (stepdown.go) hands the VIP
+// over, drained, before resigning. Start's stop demotes first, then the
+// election resigns.
 type Node struct {
 	el     *election.Node
 	st     *Store
