@@ -25,7 +25,7 @@ var errStopAll = errors.New("stopped by request")
 // core is a running `shoal serve`: what a reload and a shutdown act on.
 type core struct {
 	log *slog.Logger
-	// st is the groups' store: SQLite, or an HA node's haStore.
+	// st is the groups' store: SQLite, or an HA node's ha.Store.
 	st     sharedStore
 	lb     *haproxy.Manager
 	certs  *certstore.Store

@@ -1,4 +1,4 @@
-package core
+package ha
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -166,11 +166,11 @@ func holdsProcs(t *testing.T, script string, n int, d time.Duration) {
 	}
 }
 
-func haTestNode(t *testing.T, endpoint, name string, priority int) (*ha.Node, context.CancelFunc) {
+func haTestNode(t *testing.T, endpoint, name string, priority int) (*election.Node, context.CancelFunc) {
 	t.Helper()
 	cfg := config.HA{Node: name, Cluster: "fence", Priority: priority, Lease: 2 * time.Second,
 		Etcd: config.HAEtcd{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second}}
-	n, err := ha.Open(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := election.Open(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func haTestNode(t *testing.T, endpoint, name string, priority int) (*ha.Node, co
 	return n, cancel
 }
 
-func awaitLeader(t *testing.T, n *ha.Node) ha.Fence {
+func awaitLeader(t *testing.T, n *election.Node) election.Fence {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !n.Role().Leader {
@@ -217,7 +217,7 @@ func TestFenceStopsProviderActions(t *testing.T) {
 	t.Cleanup(func() { sqlite.Close() })
 	shared := etcdstore.New(a.Client(), a.Prefix())
 	shared.SetFence(fence)
-	st := &haStore{Store: sqlite, shared: shared, log: log}
+	st := &Store{Store: sqlite, shared: shared, log: log}
 	prov := local.New(filepath.Join(dir, "state"), log)
 	lb := newUpBalancer()
 

@@ -1,4 +1,4 @@
-package core
+package ha
 
 import (
 	"io"
@@ -31,7 +31,7 @@ func TestNodeEvents(t *testing.T) {
 	}
 	t.Cleanup(func() { sqlite.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	events := nodeEvents{s: &haStore{Store: sqlite, shared: etcdstore.New(b.Client(), b.Prefix()), log: log}, node: "b"}
+	events := NodeEvents{s: &Store{Store: sqlite, shared: etcdstore.New(b.Client(), b.Prefix()), log: log}, node: "b"}
 	ctx := t.Context()
 
 	d := event.Record("", event.HAProxyRestarted, time.Now(), "haproxy", "exited (signal: killed)")
