@@ -96,7 +96,7 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 		a.waker.run(cctx)
 	}()
 	if met != nil {
-		met.SetInstanceSource(instanceUsage{a.col})
+		met.SetInstanceSource(a.col)
 	}
 }
 
@@ -156,19 +156,6 @@ func (a *autoscaler) close() {
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st policy.DecisionStore, cfg *config.Config) api.Option {
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
-}
-
-// instanceUsage exposes the collector's per-instance CPU and memory to
-// Prometheus scrapes.
-type instanceUsage struct{ col *metrics.Collector }
-
-func (u instanceUsage) InstanceUsage(context.Context) []promexp.InstanceUsage {
-	src := u.col.Usage()
-	out := make([]promexp.InstanceUsage, len(src))
-	for i, s := range src {
-		out[i] = promexp.InstanceUsage{Group: s.Group, Instance: s.Instance, CPUSeconds: s.CPUSeconds, RSSBytes: float64(s.RSSBytes)}
-	}
-	return out
 }
 
 // startDelays is a group's measured start delay for its policy, read from

@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -34,9 +35,9 @@ func promtool(t *testing.T) string {
 	return bin
 }
 
-type usage []InstanceUsage
+type usage []metrics.InstanceUsage
 
-func (u usage) InstanceUsage(context.Context) []InstanceUsage { return u }
+func (u usage) Usage() []metrics.InstanceUsage { return u }
 
 // one is a single group no reload changes: jobs' and the exposition's view
 // of core's registry.
