@@ -13,7 +13,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/promexp"
@@ -39,14 +39,14 @@ type autoscaler struct {
 
 	// What runners need; set by start.
 	st  policy.DecisionStore
-	jm  *jobs.Manager
+	jm  *jobrun.Manager
 	met *promexp.Metrics
 }
 
 // openAutoscaler opens the metrics history; nothing runs until start. The
 // collector and the waker read the registry's groups at each
 // tick, so they follow the groups a reload adds or removes.
-func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
+func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobrun.Manager, log *slog.Logger) (*autoscaler, error) {
 	alog := log.With("component", "metrics")
 	wk := newWaker(jm, groups, log.With("component", "scale_to_zero"))
 	col, err := metrics.Open(metrics.Options{
@@ -128,7 +128,7 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 // policyState is what gc's policy sees of g at each evaluation; with
 // start_delay: auto, the median of g's measured start delays, which the
 // target's look-ahead uses.
-func policyState(g *group.Group, gc config.Group, jm *jobs.Manager, log *slog.Logger) func() policy.State {
+func policyState(g *group.Group, gc config.Group, jm *jobrun.Manager, log *slog.Logger) func() policy.State {
 	delay := startDelays{g: g, log: log}
 	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
 	return func() policy.State {

@@ -20,7 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/job"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/keepalived"
 	"github.com/shoal-lb/shoal/internal/store"
 	"github.com/shoal-lb/shoal/internal/store/etcdstore"
@@ -208,7 +208,7 @@ type haNode struct {
 	st     *haStore
 	c      *core
 	reg    *registry
-	jm     *jobs.Manager
+	jm     *jobrun.Manager
 	policy func(*group.Group) func(context.Context)
 	log    *slog.Logger
 	// From the config, which a reload cannot change for an HA node.

@@ -79,7 +79,7 @@ type Record struct {
 }
 
 // Request is the job a decision asks for, in the job manager's words
-// (jobs.Request without the group, which is the record's).
+// (jobrun.Request without the group, which is the record's).
 type Request struct {
 	Kind   job.Kind `json:"kind"`
 	Plan   string   `json:"plan"`

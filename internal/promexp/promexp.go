@@ -15,7 +15,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
@@ -116,11 +116,11 @@ func (m *Metrics) SetInstanceSource(src InstanceSource) {
 	m.instances = src
 }
 
-// ObserveJob records a job entering the state it is in; jobs.Manager calls
+// ObserveJob records a job entering the state it is in; jobrun.Manager calls
 // it on every transition.
-func (m *Metrics) ObserveJob(j jobs.Job) {
+func (m *Metrics) ObserveJob(j jobrun.Job) {
 	m.jobs.WithLabelValues(j.Group, m.source(j.Source), string(j.State)).Inc()
-	if j.State == jobs.Done && j.Target > j.From && j.FinishedAt != nil {
+	if j.State == jobrun.Done && j.Target > j.From && j.FinishedAt != nil {
 		m.scaleLatency.WithLabelValues(j.Group).Observe(j.FinishedAt.Sub(j.CreatedAt).Seconds())
 	}
 }

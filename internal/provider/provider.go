@@ -51,7 +51,7 @@ type Spec struct {
 }
 
 // Record is an instance's provider-neutral record (see package instance),
-// re-exported for the users of providers, as package jobs does job's names.
+// re-exported for the users of providers, as package jobrun does job's names.
 type Record = instance.Record
 
 // Instance is a running instance.
