@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobrun"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -157,4 +158,16 @@ func goldenReplay() []decision.Record {
 		{Time: goldenAt.Add(time.Second), Group: "web", Rule: "target", Current: 3, Recommendation: 3,
 			Outcome: decision.Nothing, Code: policy.CodeMissing, Reason: "web.cpu is missing"},
 	}
+}
+
+// TestCPUUsageJSONGolden: GET /v1/cpu-usage lists each instance as
+// metrics.ServerCPU in the documented shape ({"name", "cores", "samples":
+// [{"Time", "CPUTime"}]}), which `shoal cpu-usage` decodes.
+func TestCPUUsageJSONGolden(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeJSON(w, http.StatusOK, CPUUsageResponse{Servers: []metrics.ServerCPU{
+		{Name: "web-001", Cores: 2, Samples: []metrics.CPUSample{{Time: goldenAt, CPUTime: 0.5}, {Time: goldenAt.Add(time.Minute), CPUTime: 1.25}}},
+		{Name: "web-002", Cores: 1, Samples: []metrics.CPUSample{}},
+	}})
+	golden(t, "cpuusage.golden.json", w.Body.Bytes())
 }
