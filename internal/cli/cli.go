@@ -134,10 +134,10 @@ func (o *options) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// check runs the checks serve and validate share beyond the file itself
+// preflight runs the checks serve and validate share beyond the file itself
 // (programs found, haproxy -c); problems are bad input, exit status 2.
-func (o *options) check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
-	checked, err := core.Check(ctx, cfg)
+func (o *options) preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
+	checked, err := core.Preflight(ctx, cfg)
 	var el config.ErrorList
 	if errors.As(err, &el) {
 		fmt.Fprintln(o.stderr, err)
@@ -247,7 +247,7 @@ func serveCmd(o *options) *cobra.Command {
 					}
 				}
 			}()
-			if _, err := o.check(ctx, cfg); err != nil {
+			if _, err := o.preflight(ctx, cfg); err != nil {
 				return err
 			}
 			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload}); err != nil {
@@ -272,7 +272,7 @@ func validateCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			checked, err := o.check(cmd.Context(), cfg)
+			checked, err := o.preflight(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -333,7 +333,7 @@ func confirmHostKeys(ctx context.Context, o *options, s *initconfig.SSH, dir str
 func checkInit(ctx context.Context, o *options, path string, data []byte) error {
 	cfg, err := config.Parse(path, data)
 	if err == nil {
-		_, err = core.Check(ctx, cfg)
+		_, err = core.Preflight(ctx, cfg)
 	}
 	if err == nil {
 		return nil

@@ -326,6 +326,13 @@ func CheckHostName(name string) error { return checkHostName(name) }
 // MaxTimeout bounds the config's timeouts.
 const MaxTimeout = maxTimeout
 
+// maxTimeout bounds grace, drain and stop timeouts: the job timeout adds them
+// up, and anything longer than a day is a typo.
+const maxTimeout = 24 * time.Hour
+
+// maxCooldown bounds cooldowns, which are added to the current time.
+const maxCooldown = 30 * 24 * time.Hour
+
 // Truncate shortens s for an error message.
 func Truncate(s string) string { return truncate(s) }
 

@@ -104,7 +104,7 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	if err != nil {
 		return resp, err
 	}
-	if _, err := Check(ctx, cfg); err != nil {
+	if _, err := Preflight(ctx, cfg); err != nil {
 		return resp, err
 	}
 	if err := reloadable(old, cfg); err != nil {

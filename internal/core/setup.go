@@ -19,7 +19,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider/local"
@@ -48,7 +48,7 @@ type serving struct {
 	local   *local.Provider
 	provs   *providers
 	reg     *registry
-	jm      *jobs.Manager
+	jm      *jobrun.Manager
 	met     *promexp.Metrics
 	auto    *autoscaler
 	acme    *acmeRunner
@@ -247,10 +247,10 @@ func (s *serving) setupGroups() error {
 	s.reg.standby.Store(s.ha != nil)
 	s.provs.groups.Store(s.reg)
 	if s.ha != nil {
-		s.jm = jobs.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
+		s.jm = jobrun.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
 		return nil
 	}
-	if s.jm, err = jobs.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
+	if s.jm, err = jobrun.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
 		return err
 	}
 	// stopGroups closes it on a normal stop; this closes it (again, which

@@ -30,7 +30,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/ha/keepalived"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/store"
 	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 )
@@ -114,7 +114,7 @@ type Node struct {
 	// Set by Start.
 	core Core
 	lb   *haproxy.Manager
-	jm   *jobs.Manager
+	jm   *jobrun.Manager
 
 	mu     sync.Mutex
 	role   election.Role
@@ -155,7 +155,7 @@ func (h *Node) Events() NodeEvents { return NodeEvents{s: h.st, node: h.cfg.HA.N
 // acts once another node may lead), then the election, which resigns. It
 // runs without c's lock: a takeover in progress takes it. Start is called
 // once; its stop may be called more than once.
-func (h *Node) Start(c Core, lb *haproxy.Manager, jm *jobs.Manager) func() {
+func (h *Node) Start(c Core, lb *haproxy.Manager, jm *jobrun.Manager) func() {
 	h.core, h.lb, h.jm = c, lb, jm
 	roleCtx, stopRoles := context.WithCancel(context.Background())
 	nodeCtx, stopNode := context.WithCancel(context.Background())

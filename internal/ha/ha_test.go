@@ -15,7 +15,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/job"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/store"
 	"github.com/shoal-lb/shoal/internal/testetcd"
 )
@@ -103,7 +103,7 @@ func testNode(t *testing.T, endpoint, name string, priority int, c Core) (*Node,
 	if err != nil {
 		t.Fatal(err)
 	}
-	jm := jobs.NewStandbyManager(noGroups{}, n.Store(), log)
+	jm := jobrun.NewStandbyManager(noGroups{}, n.Store(), log)
 	stop := sync.OnceFunc(n.Start(c, nil, jm))
 	t.Cleanup(func() {
 		stop()

@@ -15,7 +15,8 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
+	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
 // scrapeTimeout bounds what one scrape may spend reading HAProxy and
@@ -29,19 +30,10 @@ const maxSources = 64
 // otherSource replaces job sources beyond maxSources.
 const otherSource = "other"
 
-// InstanceUsage is one instance's resource usage.
-type InstanceUsage struct {
-	Group    string
-	Instance string
-	// CPUSeconds is the user+system CPU time the instance has used so far.
-	CPUSeconds float64
-	// RSSBytes is its resident memory.
-	RSSBytes float64
-}
-
-// InstanceSource reports the usage of running instances at scrape time.
+// InstanceSource reports the usage of running instances at scrape time:
+// *metrics.Collector is one.
 type InstanceSource interface {
-	InstanceUsage(ctx context.Context) []InstanceUsage
+	Usage() []metrics.InstanceUsage
 }
 
 // Metrics is shoal's Prometheus registry and the instruments fed into it.
@@ -124,11 +116,11 @@ func (m *Metrics) SetInstanceSource(src InstanceSource) {
 	m.instances = src
 }
 
-// ObserveJob records a job entering the state it is in; jobs.Manager calls
+// ObserveJob records a job entering the state it is in; jobrun.Manager calls
 // it on every transition.
-func (m *Metrics) ObserveJob(j jobs.Job) {
+func (m *Metrics) ObserveJob(j jobrun.Job) {
 	m.jobs.WithLabelValues(j.Group, m.source(j.Source), string(j.State)).Inc()
-	if j.State == jobs.Done && j.Target > j.From && j.FinishedAt != nil {
+	if j.State == jobrun.Done && j.Target > j.From && j.FinishedAt != nil {
 		m.scaleLatency.WithLabelValues(j.Group).Observe(j.FinishedAt.Sub(j.CreatedAt).Seconds())
 	}
 }
@@ -233,14 +225,14 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// A repeated series would fail the whole scrape; the first one counts.
 	seen := map[[2]string]bool{}
-	for _, u := range src.InstanceUsage(ctx) {
+	for _, u := range src.Usage() {
 		key := [2]string{u.Group, u.Instance}
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
 		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, u.CPUSeconds, u.Group, u.Instance)
-		gauge(descRSS, u.RSSBytes, u.Group, u.Instance)
+		gauge(descRSS, float64(u.RSSBytes), u.Group, u.Instance)
 	}
 }
 

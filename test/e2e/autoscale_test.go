@@ -20,7 +20,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -129,7 +129,7 @@ func (e *shoalEnv) waitEvent(what string, timeout time.Duration, after int64, ma
 	return found
 }
 
-func accepted(rule string, kind jobs.Kind) func(api.Event) bool {
+func accepted(rule string, kind jobrun.Kind) func(api.Event) bool {
 	return func(ev api.Event) bool {
 		return ev.Rule == rule && ev.Outcome == "accepted" && ev.JobID != "" && ev.Request != nil && ev.Request.Kind == kind
 	}

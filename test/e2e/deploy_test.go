@@ -17,7 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // deployGroup is a group whose demo-backend answers /healthz with the
@@ -85,7 +85,7 @@ func TestDeployBrokenVersionRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.Kind != jobs.Deploy || j.State != jobs.Failed || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") || j.Version == before.Version {
+	if j := list[0]; j.Kind != jobrun.Deploy || j.State != jobrun.Failed || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") || j.Version == before.Version {
 		t.Fatalf("job %+v: want a failed deploy of another version with the rollback reason", j)
 	}
 	// The broken variable did not stick: a replacement runs the old version.
@@ -127,7 +127,7 @@ func TestDeployUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != jobs.Done || j.Kind != jobs.Deploy {
+	if j.State != jobrun.Done || j.Kind != jobrun.Deploy {
 		t.Fatalf("deploy job %+v, want done", j)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -322,7 +322,7 @@ func TestReloadThenDeploy(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	checkNoFailures(t, "deploy after a reload", stop())
 	// It replaced every instance: not a no-op.
-	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobs.Done || list[0].Noop {
+	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobrun.Done || list[0].Noop {
 		t.Fatalf("deploy job %+v, %v; want done, not a no-op", list, err)
 	}
 	if after := groupOf(t, e.status(), "web"); after.Version != st.Configured || after.Configured != "" || versions(after)[st.Configured] != 2 || len(after.Instances) != 2 {
@@ -358,7 +358,7 @@ func TestPolicyWaitsForDeploy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	j, err := e.client().Job(ctx, id, 2*time.Minute)
-	if err != nil || j.State != jobs.Done {
+	if err != nil || j.State != jobrun.Done {
 		t.Fatalf("deploy job %+v, %v; want done", j, err)
 	}
 	if st := groupOf(t, e.status(), "web"); st.Desired != 2 || versions(st)[j.Version] != 2 {
@@ -455,7 +455,7 @@ func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.Kind != jobs.Deploy || j.State != jobs.Failed || j.Version != broken || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") {
+	if j := list[0]; j.Kind != jobrun.Deploy || j.State != jobrun.Failed || j.Version != broken || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") {
 		t.Fatalf("job %+v: want a failed deploy of %s with the rollback reason", j, broken)
 	}
 
@@ -517,7 +517,7 @@ func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.State != jobs.Failed || strings.Count(j.Reason, "pre_start: exit status 1") != 2 {
+	if j := list[0]; j.State != jobrun.Failed || strings.Count(j.Reason, "pre_start: exit status 1") != 2 {
 		t.Fatalf("job %+v: want failed, naming both pre_start failures", j)
 	}
 	if st := groupOf(t, e.status(), "web"); st.Version != old || st.Deploying != "" || st.InService != 1 {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -238,7 +238,7 @@ func TestJobRules(t *testing.T) {
 
 	// Concurrent requests on one group: exactly one runs.
 	var wg sync.WaitGroup
-	results := make([]jobs.Job, 6)
+	results := make([]jobrun.Job, 6)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -251,12 +251,12 @@ func TestJobRules(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var accepted []jobs.Job
+	var accepted []jobrun.Job
 	for _, j := range results {
 		switch j.State {
-		case jobs.Accepted:
+		case jobrun.Accepted:
 			accepted = append(accepted, j)
-		case jobs.Ignored:
+		case jobrun.Ignored:
 			if !strings.Contains(j.Reason, "another job") {
 				t.Fatalf("ignored with reason %q, want another job running", j.Reason)
 			}
@@ -268,7 +268,7 @@ func TestJobRules(t *testing.T) {
 		t.Fatalf("%d jobs accepted of 6 concurrent requests, want 1", len(accepted))
 	}
 	j, err := e.client().Job(context.Background(), accepted[0].ID, time.Minute)
-	if err != nil || j.State != jobs.Done || j.Target != 3 {
+	if err != nil || j.State != jobrun.Done || j.Target != 3 {
 		t.Fatalf("job %+v, err %v; want done at 3", j, err)
 	}
 
@@ -537,7 +537,7 @@ func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
 	e.kill9()
 	e.start()
 	j, err := e.client().Job(context.Background(), id, 0)
-	if err != nil || j.State != jobs.Failed || !strings.Contains(j.Reason, "restarted while the job was running") {
+	if err != nil || j.State != jobrun.Failed || !strings.Contains(j.Reason, "restarted while the job was running") {
 		t.Fatalf("job %+v, err %v; want failed because the core restarted", j, err)
 	}
 	e.waitInService("web", 1)

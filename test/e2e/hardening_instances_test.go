@@ -18,7 +18,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
 
@@ -225,7 +225,7 @@ func TestFailedScaleUpStartsCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := list[0]
-	if j.State != jobs.Failed || !strings.Contains(j.Reason, "health check did not pass") {
+	if j.State != jobrun.Failed || !strings.Contains(j.Reason, "health check did not pass") {
 		t.Fatalf("first up: %+v; want failed because the check never passed", j)
 	}
 	s := e.status().Groups[0]
@@ -241,7 +241,7 @@ func TestFailedScaleUpStartsCooldown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j2 := list[0]; j2.State != jobs.Ignored || !strings.Contains(j2.Reason, "scale-up cooldown") {
+	if j2 := list[0]; j2.State != jobrun.Ignored || !strings.Contains(j2.Reason, "scale-up cooldown") {
 		t.Fatalf("second up: %+v (%s); want ignored for the scale-up cooldown", j2, out)
 	}
 	if d := e.status().Groups[0].Desired; d != j.Target {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // monitoringTool finds one of the Debian prometheus / prometheus-alertmanager
@@ -227,13 +227,13 @@ func metricValue(text, series string) string {
 	return m[1]
 }
 
-func alertJobs(t *testing.T, e *shoalEnv) []jobs.Job {
+func alertJobs(t *testing.T, e *shoalEnv) []jobrun.Job {
 	t.Helper()
 	list, err := e.client().Jobs(context.Background(), "web", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []jobs.Job
+	var out []jobrun.Job
 	for _, j := range list {
 		if j.Source == "alertmanager:WebCPUHigh" {
 			out = append(out, j)
@@ -286,22 +286,22 @@ receivers:
 	am.post(t, alert, time.Now().Add(10*time.Minute))
 
 	// The notification becomes a job: 2 → 3 (medium).
-	var first jobs.Job
+	var first jobrun.Job
 	e.eventually("Alertmanager's notification made a job", 30*time.Second, func() error {
 		for _, j := range alertJobs(t, e) {
-			if j.State != jobs.Ignored {
+			if j.State != jobrun.Ignored {
 				first = j
 				return nil
 			}
 		}
 		return fmt.Errorf("jobs from alertmanager:WebCPUHigh: %+v", alertJobs(t, e))
 	})
-	if first.Kind != jobs.Up || first.From != 2 || first.Target != 3 {
+	if first.Kind != jobrun.Up || first.From != 2 || first.Target != 3 {
 		t.Fatalf("job %+v, want up 2 → 3", first)
 	}
 	t.Logf("alert posted to Alertmanager → job %s seen (100ms polls): %s (the alert started a minute ago, so Alertmanager does not wait group_wait)", first.ID, time.Since(posted).Round(time.Millisecond))
 	j, err := e.client().Job(context.Background(), first.ID, time.Minute)
-	if err != nil || j.State != jobs.Done {
+	if err != nil || j.State != jobrun.Done {
 		t.Fatalf("job %+v %v, want done", j, err)
 	}
 	e.waitInService("web", 3)
@@ -310,7 +310,7 @@ receivers:
 	// the cooldown each resend is an ignored job saying so.
 	e.eventually("a resend is ignored for the cooldown", 30*time.Second, func() error {
 		for _, j := range alertJobs(t, e) {
-			if j.State == jobs.Ignored && strings.Contains(j.Reason, "scale-up cooldown runs until") {
+			if j.State == jobrun.Ignored && strings.Contains(j.Reason, "scale-up cooldown runs until") {
 				return nil
 			}
 		}
@@ -329,7 +329,7 @@ receivers:
 	})
 	time.Sleep(2 * time.Second) // room for a wrong step to show
 	for _, j := range alertJobs(t, e) {
-		if j.ID != first.ID && j.State != jobs.Ignored {
+		if j.ID != first.ID && j.State != jobrun.Ignored {
 			t.Fatalf("a second job was not ignored: %+v", j)
 		}
 	}

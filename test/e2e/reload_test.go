@@ -19,7 +19,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testcert"
@@ -769,7 +769,7 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 	if !done.State.Terminal() {
 		e.t.Fatalf("%s job of the removed group did not end: %v", kind, err)
 	}
-	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
+	if done.State != jobrun.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
 		e.t.Fatalf("%s job of the removed group: %s %q; want failed, saying the group was removed", kind, done.State, done.Reason)
 	}
 }

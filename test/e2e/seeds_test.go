@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	_ "modernc.org/sqlite"
 )
 
@@ -185,7 +185,7 @@ func steady(v float64) func(time.Time) float64 { return func(time.Time) float64 
 // the replay's start or, with after set, exactly after the previous one.
 type wantRequest struct {
 	rule   string
-	kind   jobs.Kind
+	kind   jobrun.Kind
 	lo, hi time.Duration
 	after  time.Duration
 }

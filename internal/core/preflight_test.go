@@ -32,10 +32,10 @@ func sshProvider() string {
 	return "providers: [{name: rack, type: ssh, hosts: [{address: 10.0.0.2, user: deploy, key_file: " + dir + "/id_ed25519, known_hosts: " + dir + "/known_hosts}]}]\n"
 }
 
-// TestCheck: the machine-dependent checks report at the field that caused
+// TestPreflight: the machine-dependent checks report at the field that caused
 // them: a missing program, a missing haproxy.binary, and HAProxy's own
 // refusal of a line mapped back to the YAML value it came from.
-func TestCheck(t *testing.T) {
+func TestPreflight(t *testing.T) {
 	const base = "listen: 127.0.0.1:18080\nstate_dir: state\n"
 	const group = "groups:\n  - name: web\n    min_size: 1\n    max_size: 1\n    template: {command: [%s]}\n"
 	// A cloud's servers run their image: its group has no template.
@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 		{"program on PATH", base + strings.Replace(group, "%s", "sh", 1), "", false},
 		// A group on an ssh provider runs its program on the hosts, which
 		// validate does not touch.
-		{"program on the hosts not looked for here", base + sshProvider() + strings.Replace(group, "%s", "/opt/app/bin/nope", 1) + "    provider: rack\n", "", false},
+		{"program on hosts not sought here", base + sshProvider() + strings.Replace(group, "%s", "/opt/app/bin/nope", 1) + "    provider: rack\n", "", false},
 		{"program missing", base + strings.Replace(group, "%s", "./nope", 1),
 			`shoal.yaml:7:26: groups[0].template.command[0]: program "./nope" not found`, false},
 		// An exec provider's commands run here: their programs are looked
@@ -70,7 +70,7 @@ func TestCheck(t *testing.T) {
 				t.Skip("haproxy not installed")
 			}
 			cfg := loadConfig(t, tc.text)
-			_, err := Check(context.Background(), cfg)
+			_, err := Preflight(context.Background(), cfg)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -84,18 +84,18 @@ func TestCheck(t *testing.T) {
 			// One of the lines: HAProxy reports what follows from its
 			// refusal too (a rule naming the refused ACL).
 			if !strings.HasPrefix(got, tc.want) && !strings.Contains(got, "/"+tc.want) {
-				t.Fatalf("Check error:\n got: %s\nwant: %s...", got, tc.want)
+				t.Fatalf("Preflight error:\n got: %s\nwant: %s...", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestCheckVIPListeners: a listener on ha.vip's address is refused, at its
+// TestPreflightVIPListeners: a listener on ha.vip's address is refused, at its
 // field, where the kernel binds only local addresses (a standby could not
 // start), and accepted where it binds any; a listener on every address is
-// accepted either way. On this machine, Check says what the kernel does:
+// accepted either way. On this machine, Preflight says what the kernel does:
 // if it refuses, listening on the address fails.
-func TestCheckVIPListeners(t *testing.T) {
+func TestPreflightVIPListeners(t *testing.T) {
 	const text = `frontends:
   - name: edge
     bind: ["0.0.0.0:18080", 192.0.2.100:18443]
@@ -118,12 +118,12 @@ groups:
 		t.Errorf("non-local binds allowed: %v, want none", errs)
 	}
 
-	_, err := Check(context.Background(), cfg)
+	_, err := Preflight(context.Background(), cfg)
 	l, lerr := net.Listen("tcp", "192.0.2.100:0")
 	if lerr == nil {
 		l.Close()
 	}
 	if refused := err != nil && strings.Contains(err.Error(), want); refused != (lerr != nil) {
-		t.Errorf("Check refuses %t (%v), the kernel refuses %t (%v)", refused, err, lerr != nil, lerr)
+		t.Errorf("Preflight refuses %t (%v), the kernel refuses %t (%v)", refused, err, lerr != nil, lerr)
 	}
 }

@@ -1,7 +1,9 @@
-// Package jobs turns scaling requests into jobs: it resolves the target size on
-// a group's plan ladder, refuses requests during cooldowns or while another job
-// runs for the group, runs accepted jobs to completion and records every state.
-package jobs
+// Package jobrun runs jobs: it turns scaling requests into jobs, resolves the
+// target size on a group's plan ladder, refuses requests during cooldowns or
+// while another job runs for the group, runs accepted jobs to completion and
+// records every state. What a job is (its record, states and kinds) is package
+// job, below the store that keeps it.
+package jobrun
 
 import (
 	"context"

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 	"unicode"
 
 	"golang.org/x/net/idna"
@@ -15,17 +14,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
-// The checks below, and HAProxy's word rules in package hapword, accept
-// exactly what `shoal serve` can write into haproxy.cfg as one word and
-// HAProxy can hold, so that a config that passes `shoal validate` is one that
-// serve runs.
-
-// maxTimeout bounds grace, drain and stop timeouts: the job timeout adds them
-// up, and anything longer than a day is a typo.
-const maxTimeout = 24 * time.Hour
-
-// maxCooldown bounds cooldowns, which are added to the current time.
-const maxCooldown = 30 * 24 * time.Hour
+// Host names, socket paths and programs: the checks below, and HAProxy's
+// word rules in package hapword, accept exactly what `shoal serve` can write
+// into haproxy.cfg as one word and HAProxy can hold (and the programs it can
+// start), so that a config that passes `shoal validate` is one that serve
+// runs.
 
 // MaxHAProxySocket is the longest stats socket path HAProxy 2.6 accepts: it
 // binds PATH.PID.tmp first, which must fit in sun_path.
@@ -117,34 +110,6 @@ func checkListenHost(host string) error {
 		return nil
 	}
 	return checkHostName(host)
-}
-
-// Pos is where a field's value is in the config file.
-type Pos struct{ Line, Col int }
-
-// FieldError returns an Error about field located where the field (or, when
-// it took a default, its closest enclosing field) is written in the file.
-func (c *Config) FieldError(field, format string, args ...any) *Error {
-	e := &Error{File: c.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	for f := field; f != ""; f = parentField(f) {
-		if p, ok := c.pos[f]; ok {
-			e.Line, e.Col = p.Line, p.Col
-			break
-		}
-	}
-	if e.File == "" {
-		e.File = c.Path
-	}
-	return e
-}
-
-// parentField strips the last ".key" or "[i]" from a field path.
-func parentField(f string) string {
-	i := strings.LastIndexAny(f, ".[")
-	if i < 0 {
-		return ""
-	}
-	return f[:i]
 }
 
 // ResolveCommand finds an instance's program the way the local provider starts

@@ -1,4 +1,4 @@
-package jobs
+package jobrun
 
 // Running returns the id of the job running for group, or "" when none is:
 // the autoscaler explains a held-back decision with it.

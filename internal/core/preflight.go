@@ -21,10 +21,10 @@ import (
 	cloudexec "github.com/shoal-lb/shoal/internal/provider/cloud/exec"
 )
 
-// checkTimeout bounds `haproxy -c`, which reads only the rendered file.
-const checkTimeout = 30 * time.Second
+// haproxyCheckTimeout bounds `haproxy -c`, which reads only the rendered file.
+const haproxyCheckTimeout = 30 * time.Second
 
-// Check runs the checks that need this machine rather than the file alone,
+// Preflight runs the checks that need this machine rather than the file alone,
 // for `shoal validate` and `shoal serve` alike: every local group's program
 // can be found, and the HAProxy configuration shoal renders passes `haproxy
 // -c`. A group on another provider runs its program on that provider's
@@ -32,7 +32,7 @@ const checkTimeout = 30 * time.Second
 // Problems are a config.ErrorList pointing at the most relevant field.
 // haproxyChecked is false when HAProxy is not installed, so only the first
 // check ran.
-func Check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
+func Preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
 	var errs config.ErrorList
 	for i, g := range cfg.Groups {
 		if g.Provider != config.ProviderLocal {
@@ -122,7 +122,7 @@ func haproxyCheck(ctx context.Context, cfg *config.Config, bin, text string) con
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return config.ErrorList{cfg.FieldError("", "check haproxy.cfg: %v", err)}
 	}
-	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	cctx, cancel := context.WithTimeout(ctx, haproxyCheckTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, bin, "-c", "-f", path).CombinedOutput()
 	if err == nil {
@@ -328,7 +328,7 @@ func checkVIPListeners(cfg *config.Config, nonlocal func(v6 bool) bool) config.E
 }
 
 // RemoteGroups names the groups whose instances run on a provider's hosts,
-// whose programs Check does not look for on this machine.
+// whose programs Preflight does not look for on this machine.
 func RemoteGroups(cfg *config.Config) []string {
 	var out []string
 	for _, g := range cfg.Groups {

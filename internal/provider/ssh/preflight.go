@@ -16,35 +16,35 @@ import (
 // dirScript makes the remote directory $1 and checks that it is writable.
 const dirScript = `mkdir -p "$1" && [ -w "$1" ] || { echo "cannot create or write $1" >&2; exit 1; }`
 
-// Check connects to every host in parallel, over a connection of its own,
+// Preflight connects to every host in parallel, over a connection of its own,
 // and checks what the templates (by group) need there: the host key (in
 // known_hosts as the file is now), the login, a writable remote_dir, a free port in the host's range, each
 // template's working directory and program. Each host is bounded by a
 // deadline of a few connect_timeouts: it never hangs.
-func (p *Provider) Check(ctx context.Context, tmpls map[string]config.Template) []provider.CheckResult {
+func (p *Provider) Preflight(ctx context.Context, tmpls map[string]config.Template) []provider.PreflightResult {
 	p.mu.Lock()
 	hosts := make([]*host, 0, len(p.hosts))
 	for _, name := range slices.Sorted(maps.Keys(p.hosts)) {
 		hosts = append(hosts, p.hosts[name])
 	}
 	p.mu.Unlock()
-	results := make([]provider.CheckResult, len(hosts))
+	results := make([]provider.PreflightResult, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		wg.Go(func() { results[i] = p.checkHost(ctx, h, tmpls) })
+		wg.Go(func() { results[i] = p.preflightHost(ctx, h, tmpls) })
 	}
 	wg.Wait()
 	return results
 }
 
-func (p *Provider) checkHost(ctx context.Context, h *host, tmpls map[string]config.Template) provider.CheckResult {
+func (p *Provider) preflightHost(ctx context.Context, h *host, tmpls map[string]config.Template) provider.PreflightResult {
 	ct, _, _ := p.settings()
 	ctx, cancel := context.WithTimeout(ctx, 4*ct+5*time.Second)
 	defer cancel()
 	p.mu.Lock()
 	hc := h.cfg
 	p.mu.Unlock()
-	r := provider.CheckResult{Provider: p.name, Host: h.name}
+	r := provider.PreflightResult{Provider: p.name, Host: h.name}
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
 	// key_file and known_hosts are read as they are now, not as they were

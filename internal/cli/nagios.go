@@ -24,6 +24,8 @@ const (
 
 var nagiosStates = [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}
 
+// checkCmd is `shoal check`, a Nagios plugin: "check" as Nagios names its
+// plugins, not shoal's pre-flight (core.Preflight) or health checks.
 func checkCmd(o *options) *cobra.Command {
 	var (
 		expect     statusList
