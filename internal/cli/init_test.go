@@ -50,7 +50,7 @@ func validated(t *testing.T, path string) *config.Config {
 		b, _ := os.ReadFile(path)
 		t.Fatalf("Load(%s): %v\n%s", path, err, b)
 	}
-	if _, err := core.Check(context.Background(), cfg); err != nil {
+	if _, err := core.Preflight(context.Background(), cfg); err != nil {
 		t.Fatalf("Check(%s): %v", path, err)
 	}
 	out, stderr, code := runShoal(t, strings.NewReader(""), "validate", "-c", path)
