@@ -36,6 +36,7 @@ const policyAutoscale = `    autoscale:
 // instances (no duplicate, no orphan), and a client sending requests all
 // along, scale-in included, sees none fail (drain works on clouds).
 func TestCloudPolicyScalesOutAndIn(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name, group, provider string
 		// cloud starts the cloud: the providers section, and a check that

@@ -20,6 +20,7 @@ import (
 // HTTP site on 127.0.0.2. The other site dies: the DNS answer drops it within
 // interval × down_thresh, the change is logged and counted in /metrics.
 func TestGSLBServe(t *testing.T) {
+	parallel(t)
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +110,7 @@ gslb:
 // validates and serves: its record answers with the site while the site's
 // check passes. (It used to need a dummy group: "groups: required".)
 func TestGSLBOnly(t *testing.T) {
+	parallel(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer site.Close()
 	_, port, _ := net.SplitHostPort(site.Listener.Addr().String())

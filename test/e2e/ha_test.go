@@ -602,6 +602,7 @@ func waitJobEnded(t *testing.T, leader *haNode, id string) jobrun.Job {
 // of failovers, each with a scale job in progress, loses and repeats no
 // job and leaves the hosts running exactly the desired instances.
 func TestHAPair(t *testing.T) {
+	exclusive(t)
 	p := newHAPair(t, 3, haSpec{priorities: [2]int{100, 90}, vip: true, hosts: true})
 	a, b := p.node("node-a"), p.node("node-b")
 	ctx := context.Background()
@@ -889,7 +890,7 @@ func serveFails(t *testing.T, n *haNode, timeout time.Duration) string {
 // does not exist, or whose priority a live node already has, refuses to
 // start with a clear message, and leaves nothing running.
 func TestHABadInput(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := newHAPair(t, 0, haSpec{priorities: [2]int{100, 100}})
 	a, b := p.node("node-a"), p.node("node-b")
 	ctx := context.Background()

@@ -91,6 +91,33 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// machine is how the suite's tests share this machine. Every test starts
+// its own shoal, HAProxy, instances and hosts (free ports, namespaces and
+// cgroups of its own), so most run side by side: parallel. A test that
+// saturates every CPU on purpose, or whose assertions are figures of the
+// machine (throughput, CPU, latency weights), runs alone: exclusive, so
+// its load pushes no other test past its bounds and no other test skews
+// its figures. Both are for top-level tests; a subtest calls t.Parallel
+// (taking the lock again there could deadlock behind a waiting exclusive).
+//
+//	parallel ──RLock──► runs beside the other parallel tests
+//	exclusive ──Lock──► waits for them to end, runs alone
+var machine sync.RWMutex
+
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	machine.RLock()
+	t.Cleanup(machine.RUnlock) // registered first: runs after the test's own cleanups
+}
+
+func exclusive(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	machine.Lock()
+	t.Cleanup(machine.Unlock)
+}
+
 // live lists the envs whose processes their cleanup has not yet stopped,
 // and the test hosts not yet closed.
 var live struct {

@@ -15,7 +15,7 @@ import (
 // on it starts the group behind HAProxy, which answers from both
 // instances.
 func TestInitLocalServes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	e := &shoalEnv{t: t, dir: dir, cfgPath: filepath.Join(dir, "shoal.yaml"), listen: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	cmd := filepath.Join(binDir, "demo-backend") + " --listen 127.0.0.1:{{.Port}} --name {{.Name}}"

@@ -53,6 +53,7 @@ func runTool(t *testing.T, dir string, stdin string, bin string, args ...string)
 // Prometheus config (with its rules), the Alertmanager config, every PromQL
 // expression of the Grafana dashboard, and the shoal config.
 func TestMonitoringExamples(t *testing.T) {
+	parallel(t)
 	promtool := monitoringTool(t, "promtool", "prometheus")
 	amtool := monitoringTool(t, "amtool", "prometheus-alertmanager")
 	src := filepath.Join("..", "..", "examples", "prometheus")
@@ -249,7 +250,7 @@ func alertJobs(t *testing.T, e *shoalEnv) []jobrun.Job {
 // nothing. Then it reads the exposition, checked by promtool, and the
 // Prometheus service discovery of the instances.
 func TestAlertmanagerScalesGroup(t *testing.T) {
-	t.Parallel() // waits on Alertmanager's intervals, no load
+	parallel(t) // waits on Alertmanager's intervals, no load
 	amBin := monitoringTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	promtool := monitoringTool(t, "promtool", "prometheus")
 	const token = "s3cret"
@@ -462,7 +463,7 @@ func startDaemon(t *testing.T, dir, readyURL string, bin string, args ...string)
 // the token and HAProxy's exporter, and discovers the instances through
 // /v1/sd/prometheus.
 func TestPrometheusScrapesShoal(t *testing.T) {
-	t.Parallel() // waits on Prometheus's scrapes, no load
+	parallel(t) // waits on Prometheus's scrapes, no load
 	promBin := monitoringTool(t, "prometheus", "prometheus")
 	const token = "s3cret"
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -556,7 +557,7 @@ func TestPrometheusScrapesShoal(t *testing.T) {
 // TestHAProxyRestartCounted kills HAProxy: shoal restarts it and
 // shoal_haproxy_restarts_total counts it.
 func TestHAProxyRestartCounted(t *testing.T) {
-	t.Parallel() // waits for HAProxy's restart, no load
+	parallel(t) // waits for HAProxy's restart, no load
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e := newEnv(t, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr), web)
 	e.start()

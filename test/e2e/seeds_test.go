@@ -241,7 +241,7 @@ var rawFloat = regexp.MustCompile(`\d\.\d{4,}`)
 // cooldown later. The replay never scales: the group stays at the recorded
 // size, 3.
 func TestSeedPoliciesReplay(t *testing.T) {
-	t.Parallel() // replays a recorded series, no wall-clock bound, no load
+	parallel(t) // replays a recorded series, no wall-clock bound, no load
 	t.Run("seed-004", func(t *testing.T) {
 		ex := loadSeedExample(t, "seed-004.yaml")
 		e := newEnv(t, "", ex.spec)
