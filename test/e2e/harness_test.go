@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testhost"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 var binDir string
@@ -194,29 +194,11 @@ type shoalEnv struct {
 }
 
 // freePort returns a port of 127.0.0.1 nothing listens on now, one no other
-// caller in this run got.
+// caller in this run got, outside the kernel's ephemeral range (testport).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		// The kernel may hand a port just closed to the next caller: two
-		// tests side by side then got one port, and the second one's
-		// HAProxy found it bound by the first's. Never hand one out twice.
-		if _, dup := portsHandedOut.LoadOrStore(port, true); !dup {
-			return port
-		}
-	}
-	t.Fatal("no free port that was not handed out before in 100 tries")
-	return 0
+	return testport.Free(t)
 }
-
-// portsHandedOut are the ports freePort returned in this run.
-var portsHandedOut sync.Map
 
 // newEnv writes a config for groups and registers cleanup that leaves no
 // process behind, even when the test fails.
