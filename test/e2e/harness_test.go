@@ -97,8 +97,11 @@ func run(m *testing.M) int {
 // saturates every CPU on purpose, or whose assertions are figures of the
 // machine (throughput, CPU, latency weights), runs alone: exclusive, so
 // its load pushes no other test past its bounds and no other test skews
-// its figures. Both are for top-level tests; a subtest calls t.Parallel
-// (taking the lock again there could deadlock behind a waiting exclusive).
+// its figures. Call one of them once in a test's tree: a test whose
+// subtests run side by side calls t.Parallel itself and parallel or
+// exclusive in each subtest. (A parent holding the lock while its
+// subtests wait for a slot that tests blocked on the lock hold is a
+// deadlock; so is taking a read lock twice behind a waiting exclusive.)
 //
 //	parallel ──RLock──► runs beside the other parallel tests
 //	exclusive ──Lock──► waits for them to end, runs alone

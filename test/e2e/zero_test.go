@@ -376,7 +376,7 @@ func fireHeld(e *shoalEnv, n int) <-chan heldResult {
 // the old worker that held them never got the instance (checks do not run
 // there, and the Runtime API cannot enable a server in it).
 func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
-	parallel(t)
+	t.Parallel() // the subtests take the machine (see parallel)
 	for _, tc := range []struct {
 		name    string
 		top     string
@@ -389,9 +389,12 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 		{"busy", "", []time.Duration{time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // own shoal and HAProxy; the waits are the instance's start
+			// Own shoal and HAProxy; the waits are the instance's start.
 			if tc.busy {
+				exclusive(t)
 				cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
+			} else {
+				parallel(t)
 			}
 			web := slowZeroGroup(4*time.Second, 50)
 			e := newEnv(t, tc.top, web)
