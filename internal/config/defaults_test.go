@@ -267,4 +267,3 @@ func field(v reflect.Value, key string) reflect.Value {
 	}
 	return reflect.Value{}
 }
-
