@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"text/template"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Command is an argv of templates over ExecData, as an exec provider's
 // start, stop and list are: each element expands to one argument (there is
 // no shell).
 type Command struct {
-	argv []*template.Template
+	argv template.Argv
 }
 
 // CompileCommand compiles argv, trial-running each element with sample
@@ -20,9 +21,9 @@ func CompileCommand(argv []string) (Command, error) {
 	if len(argv) == 0 {
 		return Command{}, errors.New("must not be empty")
 	}
-	c := Command{argv: make([]*template.Template, len(argv))}
+	c := Command{argv: make(template.Argv, len(argv))}
 	for i, s := range argv {
-		t, out, err := compileArg(s, sampleExecData)
+		t, out, err := template.Compile(s, sampleExecData)
 		if err == nil && i == 0 && out == "" {
 			err = errors.New("expands to an empty program name")
 		}
@@ -38,12 +39,12 @@ func CompileCommand(argv []string) (Command, error) {
 // the load does; without withPort (the provider sets no port) a use of
 // {{.Port}} is an error.
 func CheckCommandArg(s string, i int, withPort bool) error {
-	_, out, err := compileArg(s, sampleExecData)
+	_, out, err := template.Compile(s, sampleExecData)
 	if err == nil && i == 0 && out == "" {
 		err = fmt.Errorf("expands to an empty program name")
 	}
 	if err == nil && !withPort {
-		if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
+		if _, _, perr := template.Compile(s, sampleExecDataNoPort); perr != nil {
 			err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
 		}
 	}
@@ -69,14 +70,9 @@ var sampleExecDataNoPort = func() map[string]any {
 
 // Expand returns the argv for d, bounded as instance templates are.
 func (c Command) Expand(d ExecData) ([]string, error) {
-	left := maxTotalExpansion
-	argv := make([]string, len(c.argv))
-	for i, t := range c.argv {
-		var err error
-		if argv[i], err = execute(t, d, left); err != nil {
-			return nil, fmt.Errorf("[%d]: %w", i, err)
-		}
-		left -= len(argv[i])
+	argv, err := c.argv.Expand(d)
+	if err != nil {
+		return nil, err
 	}
 	if argv[0] == "" {
 		return nil, errors.New("[0]: expands to an empty program name")

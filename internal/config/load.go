@@ -13,13 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // balanceAlgorithms are HAProxy's dynamic algorithms, and BalanceHash (which
@@ -614,7 +614,7 @@ func (d *decoder) count(f *fields, key string, def int) int {
 // argv decodes a command list: every element is a template trial-run with
 // data, and the first must not expand to nothing. over, when not nil, sees
 // every expansion and ends the list once it reports a bound exceeded.
-func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(n *yaml.Node, field, out string) bool) (texts []string, compiled []*template.Template) {
+func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(n *yaml.Node, field, out string) bool) (texts []string, compiled template.Argv) {
 	items, ok := d.sequence(n, field, "a list of strings")
 	if ok && len(items) == 0 {
 		d.errorf(n, field, "must not be empty")
@@ -625,7 +625,7 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 		if !ok {
 			continue
 		}
-		tt, out, err := compileArg(s, data)
+		tt, out, err := template.Compile(s, data)
 		if err == nil && i == 0 && out == "" {
 			err = errors.New("expands to an empty program name")
 		}
@@ -656,22 +656,22 @@ func (d *decoder) template(n *yaml.Node, path, group string) (Template, *fields)
 	// Expand bounds each instance's fields in all; so does the trial run.
 	total := 0
 	overTotal := func(n *yaml.Node, field, out string) bool {
-		if total += len(out); total > maxTotalExpansion {
-			d.errorf(n, field, "%v", errTotalTooLong)
+		if total += len(out); total > template.MaxTotal {
+			d.errorf(n, field, "%v", template.ErrTotalTooLong)
 			return true
 		}
 		return false
 	}
 
 	if cn := f.get("command"); cn != nil {
-		t.Command, t.command = d.argv(cn, f.field("command"), data, overTotal)
+		t.Command, t.program.Command = d.argv(cn, f.field("command"), data, overTotal)
 	}
 
 	if en := f.get("env"); en != nil {
 		entries, _ := d.entries(en, f.field("env"))
 		for _, e := range entries {
 			field := join(f.field("env"), e.key)
-			if err := checkEnvName(e.key); err != nil {
+			if err := template.CheckEnvName(e.key); err != nil {
 				d.errorf(e.k, field, "%v", err)
 				continue
 			}
@@ -679,7 +679,7 @@ func (d *decoder) template(n *yaml.Node, path, group string) (Template, *fields)
 			if !ok {
 				continue
 			}
-			tt, out, err := compileArg(s, data)
+			tt, out, err := template.Compile(s, data)
 			if err != nil {
 				d.errorf(e.v, field, "%v", err)
 				continue
@@ -689,9 +689,9 @@ func (d *decoder) template(n *yaml.Node, path, group string) (Template, *fields)
 			}
 			if t.Env == nil {
 				t.Env = make(map[string]string)
-				t.env = make(map[string]*template.Template)
+				t.program.Env = make(map[string]*template.Arg)
 			}
-			t.Env[e.key], t.env[e.key] = s, tt
+			t.Env[e.key], t.program.Env[e.key] = s, tt
 		}
 	}
 

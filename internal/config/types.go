@@ -7,8 +7,9 @@ package config
 
 import (
 	"strconv"
-	"text/template"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Config is a validated shoal configuration. Paths are absolute after Load.
@@ -492,8 +493,8 @@ type Template struct {
 	PreStart *Hook `yaml:"pre_start" json:"pre_start,omitempty"`
 	PreStop  *Hook `yaml:"pre_stop" json:"pre_stop,omitempty"`
 
-	command []*template.Template
-	env     map[string]*template.Template
+	// program is the compiled Command and Env.
+	program template.Program
 	// overrides are the Vars set by WithVars, which make a labelled
 	// template's version differ from its label.
 	overrides map[string]string
