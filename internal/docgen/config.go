@@ -621,4 +621,3 @@ func joinKey(path, key string) string {
 
 // cell escapes what would end a table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
