@@ -76,6 +76,3 @@ func sampleData(group string, vars map[string]string) TemplateData {
 
 // TemplateFields names the fields a template may use, for errors.
 func (TemplateData) TemplateFields() string { return ".Name, .Port, .Index, .Group, .Vars" }
-
-// TemplateFields names the fields a template may use, for errors.
-func (ExecData) TemplateFields() string { return ".ID, .Name, .Group, .Index, .Plan, .Owner, .Port" }

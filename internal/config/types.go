@@ -337,20 +337,6 @@ type Emulator struct {
 	StandIn []string `yaml:"stand_in" required:"true"`
 }
 
-// ExecData is what an exec provider's command templates can refer to.
-type ExecData struct {
-	// ID is the server's cloud ID (stop only).
-	ID    string
-	Name  string
-	Group string
-	Index int
-	Plan  string
-	// Owner is the value of the shoal-owner tag, this shoal's.
-	Owner string
-	// Port is the provider's port.
-	Port int
-}
-
 // Values of Group.ScaleIn.
 const (
 	// ScaleInNewest retires the instance that started last.
