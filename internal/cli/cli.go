@@ -73,6 +73,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return exitFailed
 }
 
+// Root returns the command tree, for documentation (docgen's CLI reference);
+// its commands write nowhere.
+func Root() *cobra.Command {
+	return newRoot(&options{stdout: io.Discard, stderr: io.Discard})
+}
+
 // newRoot returns the command tree, writing to o's stdout and stderr.
 func newRoot(o *options) *cobra.Command {
 	root := &cobra.Command{

@@ -22,10 +22,10 @@ func compileSchema(b []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
-	if err := c.AddResource(schemaID, doc); err != nil {
+	if err := c.AddResource(SchemaID, doc); err != nil {
 		return nil, fmt.Errorf("add the schema: %w", err)
 	}
-	return c.Compile(schemaID)
+	return c.Compile(SchemaID)
 }
 
 // committedSchema is docs/shoal.schema.json, compiled.

@@ -352,11 +352,11 @@ func checkExecPrograms(cfg *config.Config) config.ErrorList {
 			key  string
 			argv []string
 		}{{"start", e.Start}, {"stop", e.Stop}, {"list", e.List}} {
-			cmd, err := config.CompileCommand(c.argv)
+			cmd, err := cloudexec.CompileCommand(c.argv)
 			if err != nil {
 				continue // reported by Load
 			}
-			argv, err := cmd.Expand(config.ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Port: p.Cloud.Port})
+			argv, err := cmd.Expand(cloudexec.Data{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Port: p.Cloud.Port})
 			if err != nil {
 				continue
 			}

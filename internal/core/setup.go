@@ -262,6 +262,7 @@ func (s *serving) setupGroups() error {
 // setupMetrics builds the /metrics registry over the groups, HAProxy, the
 // providers' cloud calls, the certificates, notifications, the access log
 // and the jobs.
+// MetricCollectors lists the same collectors for the metrics reference.
 func (s *serving) setupMetrics() error {
 	s.met = promexp.New(s.reg, s.lb.Restarts)
 	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs})

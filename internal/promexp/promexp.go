@@ -46,6 +46,8 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	evalDuration  *prometheus.HistogramVec
 	webhookAlerts *prometheus.CounterVec
+	// own are the collectors of shoal's metrics New registered.
+	own []prometheus.Collector
 
 	mu        sync.Mutex
 	sources   map[string]bool
@@ -88,18 +90,23 @@ func New(groups Groups, haproxyRestarts func() int64) *Metrics {
 			Help: "Alerts received on the webhooks, by webhook and what became of them (job, superseded, resolved, unlabelled).",
 		}, []string{"webhook", "result"}),
 	}
-	m.reg.MustRegister(
+	m.own = []prometheus.Collector{
 		m.jobs, m.scaleLatency, m.decisions, m.evalDuration, m.webhookAlerts,
 		&groupCollector{groups: groups, m: m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shoal_haproxy_restarts_total",
 			Help: "Times HAProxy was restarted after it exited unexpectedly.",
 		}, func() float64 { return float64(haproxyRestarts()) }),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	}
+	m.reg.MustRegister(m.own...)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Collectors are shoal's own collectors New registers, without the Go
+// runtime's and the process's standard ones: what the metrics reference
+// (docs/metrics.md) lists.
+func (m *Metrics) Collectors() []prometheus.Collector { return m.own }
 
 // Handler serves the metrics in the Prometheus text (or OpenMetrics) format.
 func (m *Metrics) Handler() http.Handler {

@@ -101,6 +101,7 @@ gslb:
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkMetricsReference(t, body)
 	if !regexp.MustCompile(`gslb site state changed.*address=127.0.0.2.*from=up.*to=down`).MatchString(e.log.String()) {
 		t.Errorf("no state change logged:\n%s", e.log)
 	}

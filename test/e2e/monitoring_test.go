@@ -228,6 +228,26 @@ func metricValue(text, series string) string {
 	return m[1]
 }
 
+// checkMetricsReference fails when a shoal_* family a real core serves is
+// not in docs/metrics.md (generated from the collectors core lists) with
+// the type it is served as: the list and what serve registers drifted.
+func checkMetricsReference(t *testing.T, exposition string) {
+	t.Helper()
+	ref, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := regexp.MustCompile(`(?m)^# TYPE (shoal_\S+) (\S+)$`).FindAllStringSubmatch(exposition, -1)
+	if len(families) == 0 {
+		t.Fatalf("no shoal_* families in the exposition:\n%s", exposition)
+	}
+	for _, f := range families {
+		if row := "| `" + f[1] + "` | " + f[2] + " |"; !strings.Contains(string(ref), row) {
+			t.Errorf("docs/metrics.md has no row %q for a family /metrics serves (run make docs, or list its collector in core.MetricCollectors)", row)
+		}
+	}
+}
+
 func alertJobs(t *testing.T, e *shoalEnv) []jobrun.Job {
 	t.Helper()
 	list, err := e.client().Jobs(context.Background(), "web", 100)
@@ -385,6 +405,7 @@ receivers:
 		}
 	}
 	runTool(t, "", text, promtool, "check", "metrics")
+	checkMetricsReference(t, text)
 	// The unauthenticated listener serves /metrics and nothing else.
 	for _, path := range []string{"/v1/status", "/v1/sd/prometheus", "/v1/webhooks/alertmanager", "/v1/jobs"} {
 		if code, body := httpGet(t, "http://"+metricsAddr+path, ""); code != http.StatusNotFound {

@@ -1,17 +1,35 @@
-package config
+package exec
 
 import (
 	"errors"
 	"fmt"
 	"reflect"
-	"text/template"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
-// Command is an argv of templates over ExecData, as an exec provider's
+// Data is what an exec provider's command templates can refer to.
+type Data struct {
+	// ID is the server's cloud ID (stop only).
+	ID    string
+	Name  string
+	Group string
+	Index int
+	Plan  string
+	// Owner is the value of the shoal-owner tag, this shoal's.
+	Owner string
+	// Port is the provider's port.
+	Port int
+}
+
+// TemplateFields names the fields a template may use, for errors.
+func (Data) TemplateFields() string { return ".ID, .Name, .Group, .Index, .Plan, .Owner, .Port" }
+
+// Command is an argv of templates over Data, as an exec provider's
 // start, stop and list are: each element expands to one argument (there is
 // no shell).
 type Command struct {
-	argv []*template.Template
+	argv template.Argv
 }
 
 // CompileCommand compiles argv, trial-running each element with sample
@@ -20,9 +38,9 @@ func CompileCommand(argv []string) (Command, error) {
 	if len(argv) == 0 {
 		return Command{}, errors.New("must not be empty")
 	}
-	c := Command{argv: make([]*template.Template, len(argv))}
+	c := Command{argv: make(template.Argv, len(argv))}
 	for i, s := range argv {
-		t, out, err := compileArg(s, sampleExecData)
+		t, out, err := template.Compile(s, sampleData)
 		if err == nil && i == 0 && out == "" {
 			err = errors.New("expands to an empty program name")
 		}
@@ -38,27 +56,27 @@ func CompileCommand(argv []string) (Command, error) {
 // the load does; without withPort (the provider sets no port) a use of
 // {{.Port}} is an error.
 func CheckCommandArg(s string, i int, withPort bool) error {
-	_, out, err := compileArg(s, sampleExecData)
+	_, out, err := template.Compile(s, sampleData)
 	if err == nil && i == 0 && out == "" {
 		err = fmt.Errorf("expands to an empty program name")
 	}
 	if err == nil && !withPort {
-		if _, _, perr := compileArg(s, sampleExecDataNoPort); perr != nil {
+		if _, _, perr := template.Compile(s, sampleDataNoPort); perr != nil {
 			err = fmt.Errorf("uses {{.Port}}, but the provider sets no port: set port (where every server serves), or leave {{.Port}} out")
 		}
 	}
 	return err
 }
 
-// sampleExecData is what exec commands are trial-run with at load.
-var sampleExecData = ExecData{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
+// sampleData is what exec commands are trial-run with at load.
+var sampleData = Data{ID: "id-1", Name: "web-001", Group: "web", Index: 1, Plan: "small", Owner: "shoal-0", Port: 8080}
 
-// sampleExecDataNoPort is sampleExecData without Port, as a map: a command
+// sampleDataNoPort is sampleData without Port, as a map: a command
 // trial-run with it fails where it uses {{.Port}} (templates run with
 // missingkey=error).
-var sampleExecDataNoPort = func() map[string]any {
+var sampleDataNoPort = func() map[string]any {
 	m := map[string]any{}
-	v := reflect.ValueOf(sampleExecData)
+	v := reflect.ValueOf(sampleData)
 	for i := range v.NumField() {
 		if name := v.Type().Field(i).Name; name != "Port" {
 			m[name] = v.Field(i).Interface()
@@ -68,15 +86,10 @@ var sampleExecDataNoPort = func() map[string]any {
 }()
 
 // Expand returns the argv for d, bounded as instance templates are.
-func (c Command) Expand(d ExecData) ([]string, error) {
-	left := maxTotalExpansion
-	argv := make([]string, len(c.argv))
-	for i, t := range c.argv {
-		var err error
-		if argv[i], err = execute(t, d, left); err != nil {
-			return nil, fmt.Errorf("[%d]: %w", i, err)
-		}
-		left -= len(argv[i])
+func (c Command) Expand(d Data) ([]string, error) {
+	argv, err := c.argv.Expand(d)
+	if err != nil {
+		return nil, err
 	}
 	if argv[0] == "" {
 		return nil, errors.New("[0]: expands to an empty program name")

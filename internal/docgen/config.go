@@ -1,4 +1,4 @@
-package config
+package docgen
 
 import (
 	"bytes"
@@ -14,20 +14,17 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // docs/shoal.schema.json and docs/config.md are generated from the config's
-// Go types (see schema.go): the keys and required keys from their tags, the
-// defaults from defaultsTree, the descriptions from the doc comments of the
-// types and fields, and the values a decoder takes from a fixed list from
-// that list (schemaEnums). The few keys whose form is not their Go type's
-// (a duration, "auto", one string or a list) are in schemaForms.
-//
-//	go test ./internal/config -run 'TestConfigSchema|TestConfigReference' -update
-
-const schemaID = "https://github.com/shoal-lb/shoal/raw/main/docs/shoal.schema.json"
+// Go types: the keys and required keys from their tags, the defaults from
+// config.DefaultsTree, the descriptions from the doc comments of the types
+// and fields, and the values a decoder takes from a fixed list from
+// config.KeyValues. The few keys whose form is not their Go type's (a
+// duration, "auto", one string or a list) are in schemaForms.
 
 // durationRE is what time.ParseDuration reads; an integer is seconds.
 const durationRE = `^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$|^0$`
@@ -67,14 +64,14 @@ var schemaForms = map[string]obj{
 		obj{"type": "string", "pattern": `^[0-9.]+%$`},
 	}, "x-form": "instances, or percent (\"100%\")"},
 	"config.Action": {"anyOf": []any{
-		obj{"enum": []any{string(ActionUp), string(ActionDown)}},
+		obj{"enum": []any{string(config.ActionUp), string(config.ActionDown)}},
 		obj{"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": false,
 			"properties": obj{
-				string(ActionAdd):     obj{"type": "integer", "minimum": 1},
-				string(ActionRemove):  obj{"type": "integer", "minimum": 1},
-				string(ActionSize):    obj{"type": "integer", "minimum": 0},
-				string(ActionPlan):    obj{"type": "string"},
-				string(ActionPercent): obj{"type": "number"},
+				string(config.ActionAdd):     obj{"type": "integer", "minimum": 1},
+				string(config.ActionRemove):  obj{"type": "integer", "minimum": 1},
+				string(config.ActionSize):    obj{"type": "integer", "minimum": 0},
+				string(config.ActionPlan):    obj{"type": "string"},
+				string(config.ActionPercent): obj{"type": "number"},
 			}},
 	}, "x-form": "up, down, or {add|remove|size: N}, {plan: NAME}, {percent: P}"},
 	"[]config.Weight": {"type": "object", "additionalProperties": obj{"type": "integer", "minimum": 0},
@@ -112,42 +109,6 @@ var schemaForms = map[string]obj{
 	"Route.method":      oneOrMoreSchema,
 }
 
-// schemaEnums are the keys whose decoder takes values from a fixed list.
-var schemaEnums = map[string][]string{
-	"Config.shutdown":    {ShutdownKeep, ShutdownStop},
-	"Group.balance":      balanceAlgorithms,
-	"Group.scale_in":     ScaleInPolicies,
-	"Placement.strategy": {PlaceSpread, PlacePack},
-	"Frontend.mode":      {ModeHTTP, ModeTCP},
-	"TLS.ticket_keys":    {TicketKeysRotate, TicketKeysOff},
-	"Health.type":        checkTypes,
-	"Health.method":      checkMethods,
-	"Passive.observe":    observeModes,
-	"Passive.on_error":   onErrors,
-	"Rule.metric":        MetricPaths,
-	"Target.metric":      MetricPaths,
-	"NotifyTarget.type":  notifyTypeNames(),
-}
-
-// intEnums are the integer keys whose decoder takes values from a fixed list.
-var intEnums = map[string][]int{"Redirect.code": redirectCodes}
-
-func providerTypeNames() []string {
-	var names []string
-	for _, pt := range ProviderTypes() {
-		names = append(names, pt.Name)
-	}
-	return names
-}
-
-func notifyTypeNames() []string {
-	var names []string
-	for _, nt := range notifyTypes {
-		names = append(names, nt.name)
-	}
-	return names
-}
-
 type obj = map[string]any
 
 // refRow is one key of docs/config.md.
@@ -160,24 +121,28 @@ type schemaGen struct {
 	docs map[string]string // "Type" and "Type.Field" → doc comment
 	rows []refRow
 	seen map[string]bool // a key two provider types share is one row
+	// values and intValues are config's fixed lists of values; read when
+	// the schema is made, as the provider types register in init.
+	values    map[string][]string
+	intValues map[string][]int
 }
 
-// goDocs reads the doc comments of the package's types and fields. A field
-// without one takes its predecessor's when that names it ("MaxSize is ...;
-// MaxFiles is ...").
-func goDocs() (map[string]string, error) {
+// goDocs reads the doc comments of config's types and fields, and of the
+// packages of provider types that hold their own keys, from the source
+// under root (the repository). A field without one takes its predecessor's
+// when that names it ("MaxSize is ...; MaxFiles is ...").
+func goDocs(root string) (map[string]string, error) {
 	docs := map[string]string{}
-	if err := pkgDocs(".", "", docs); err != nil {
+	cfgPkg := reflect.TypeFor[config.Config]().PkgPath()
+	if err := pkgDocs(pkgDir(root, cfgPkg), "", docs); err != nil {
 		return nil, err
 	}
-	// The packages of provider types that hold their own keys.
-	internal := path.Dir(reflect.TypeFor[Config]().PkgPath())
 	done := map[string]bool{}
-	for _, pt := range ProviderTypes() {
+	for _, pt := range config.ProviderTypes() {
 		for _, kt := range pt.KeyTypes() {
-			if pkg := kt.PkgPath(); pkg != reflect.TypeFor[Config]().PkgPath() && !done[pkg] {
+			if pkg := kt.PkgPath(); pkg != cfgPkg && !done[pkg] {
 				done[pkg] = true
-				if err := pkgDocs(filepath.Join("..", strings.TrimPrefix(pkg, internal+"/")), path.Base(pkg)+".", docs); err != nil {
+				if err := pkgDocs(pkgDir(root, pkg), path.Base(pkg)+".", docs); err != nil {
 					return nil, err
 				}
 			}
@@ -186,10 +151,16 @@ func goDocs() (map[string]string, error) {
 	return docs, nil
 }
 
+// pkgDir is where the source of package pkg, of this module, is under root.
+func pkgDir(root, pkg string) string {
+	module := path.Dir(path.Dir(reflect.TypeFor[config.Config]().PkgPath())) // …/internal/config
+	return filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(pkg, module+"/")))
+}
+
 // docName names type t in docs: its name, qualified by its package's
 // outside config.
 func docName(t reflect.Type) string {
-	if t.PkgPath() == reflect.TypeFor[Config]().PkgPath() || t.PkgPath() == "" {
+	if t.PkgPath() == reflect.TypeFor[config.Config]().PkgPath() || t.PkgPath() == "" {
 		return t.Name()
 	}
 	return path.Base(t.PkgPath()) + "." + t.Name()
@@ -260,16 +231,16 @@ func blankField(tag reflect.StructTag) string {
 func paragraph(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // configSchema returns the JSON Schema of shoal.yaml and its reference rows.
-func configSchema() (obj, []refRow, error) {
-	docs, err := goDocs()
+func configSchema(root string) (obj, []refRow, error) {
+	docs, err := goDocs(root)
 	if err != nil {
 		return nil, nil, err
 	}
-	g := &schemaGen{docs: docs, seen: map[string]bool{}}
-	tree := defaultsTree()
-	s := g.section(reflect.TypeFor[Config](), reflect.ValueOf(tree), "")
+	g := &schemaGen{docs: docs, seen: map[string]bool{}, values: config.KeyValues(), intValues: config.IntKeyValues()}
+	tree := config.DefaultsTree()
+	s := g.section(reflect.TypeFor[config.Config](), reflect.ValueOf(tree), "")
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	s["$id"] = schemaID
+	s["$id"] = config.SchemaID
 	s["title"] = "shoal.yaml"
 	s["description"] = "The configuration of shoal, an autoscaling load balancer; generated from its Go types."
 	return s, g.rows, nil
@@ -281,14 +252,14 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 	var allOf []any
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if inline(f) {
+		if config.IsInline(f) {
 			continue // a provider's type-specific keys: below
 		}
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if key == "" || key == "-" {
 			continue
 		}
-		props[key] = g.key(t, f, v.Field(i), join(path, key))
+		props[key] = g.key(t, f, v.Field(i), joinKey(path, key))
 		if f.Tag.Get("required") == "true" {
 			required = append(required, key)
 		}
@@ -300,12 +271,12 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 	if len(required) > 0 {
 		s["required"] = required
 	}
-	if t == reflect.TypeFor[Provider]() {
+	if t == reflect.TypeFor[config.Provider]() {
 		// The type decides which other keys an entry may have.
-		for _, pt := range ProviderTypes() {
+		for _, pt := range config.ProviderTypes() {
 			tprops, treq := obj{}, []any{}
 			for _, kt := range pt.KeyTypes() {
-				dv := inlineDefaults(v, kt, pt)
+				dv := config.ProviderKeyDefaults(v, kt, pt)
 				ks := g.section(kt, dv, path)
 				maps.Copy(tprops, ks["properties"].(obj))
 				if r, ok := ks["required"].([]any); ok {
@@ -326,7 +297,7 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 		s["unevaluatedProperties"] = false
 		return s
 	}
-	if t == reflect.TypeFor[NotifyTarget]() {
+	if t == reflect.TypeFor[config.NotifyTarget]() {
 		s["allOf"] = notifyTypeSchemas()
 	}
 	s["additionalProperties"] = false
@@ -337,41 +308,26 @@ func (g *schemaGen) section(t reflect.Type, v reflect.Value, path string) obj {
 // requires and which of the other types' keys it refuses.
 func notifyTypeSchemas() []any {
 	var allOf []any
-	for _, nt := range notifyTypes {
+	types := config.NotifyTypes()
+	for _, nt := range types {
 		refused := obj{}
-		for _, other := range notifyTypes {
-			for _, k := range other.keys {
-				if !slices.Contains(nt.keys, k) {
+		for _, other := range types {
+			for _, k := range other.Keys {
+				if !slices.Contains(nt.Keys, k) {
 					refused[k] = false
 				}
 			}
 		}
-		then := obj{"required": toAny(nt.required), "properties": refused}
-		if nt.name == NotifyWebhook {
+		then := obj{"required": toAny(nt.Required), "properties": refused}
+		if nt.Name == config.NotifyWebhook {
 			then["oneOf"] = []any{obj{"required": []any{"secret_file"}}, obj{"required": []any{"secret_env"}}}
 		}
 		allOf = append(allOf, obj{
-			"if":   obj{"properties": obj{"type": obj{"const": nt.name}}, "required": []any{"type"}},
+			"if":   obj{"properties": obj{"type": obj{"const": nt.Name}}, "required": []any{"type"}},
 			"then": then,
 		})
 	}
 	return allOf
-}
-
-// inlineDefaults is the table of provider keys of type kt in v, a Provider,
-// or, for keys not inline in Provider, pt's registration's.
-func inlineDefaults(v reflect.Value, kt reflect.Type, pt ProviderType) reflect.Value {
-	for i := range v.NumField() {
-		if fv := v.Field(i); fv.Kind() == reflect.Pointer && fv.Type().Elem() == kt && !fv.IsNil() {
-			return fv.Elem()
-		}
-	}
-	for _, k := range pt.Keys {
-		if reflect.TypeOf(k) == kt {
-			return reflect.ValueOf(k)
-		}
-	}
-	return reflect.Zero(kt)
 }
 
 // key returns the schema of field f of section t, whose default is v, and
@@ -390,15 +346,10 @@ func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, 
 	if doc != "" {
 		s["description"] = doc
 	}
-	vals, ok := schemaEnums[name]
-	if name == "Provider.type" {
-		// Read when the schema is made: the types register in init.
-		vals, ok = providerTypeNames(), true
-	}
-	if ok && vals != nil {
+	if vals := g.values[name]; vals != nil {
 		s["enum"] = toAny(vals)
 	}
-	if vals, ok := intEnums[name]; ok {
+	if vals, ok := g.intValues[name]; ok {
 		s["enum"] = toAny(vals)
 	}
 	if f.Tag.Get("required") != "true" && f.Name != "_" {
@@ -406,7 +357,7 @@ func (g *schemaGen) key(t reflect.Type, f reflect.StructField, v reflect.Value, 
 			s["default"] = d
 		}
 	}
-	if _, formed := schemaForms[name]; isSection(elem(f.Type)) && !formed {
+	if _, formed := schemaForms[name]; config.IsSection(elem(f.Type)) && !formed {
 		return s // its keys are rows; the section is not
 	}
 	row := strings.ReplaceAll(path, "[0]", "[]")
@@ -454,7 +405,7 @@ func (g *schemaGen) plain(name string, t reflect.Type, v reflect.Value, path str
 		}
 		return g.form(name, t.Elem(), v, path)
 	case reflect.Struct:
-		if isSection(t) {
+		if config.IsSection(t) {
 			return g.section(t, v, path)
 		}
 		return obj{}
@@ -525,7 +476,7 @@ func namedType(name string) reflect.Type {
 		}
 		return nil
 	}
-	for _, pt := range ProviderTypes() {
+	for _, pt := range config.ProviderTypes() {
 		for _, kt := range pt.KeyTypes() {
 			if t := find(kt); t != nil {
 				return t
@@ -550,7 +501,7 @@ func jsonDefault(name string, v reflect.Value) (any, bool) {
 		return formatSize(x), true
 	case uint32:
 		return fmt.Sprintf("%#o", x), true
-	case Step:
+	case config.Step:
 		if x.Percent {
 			return x.String(), true
 		}
@@ -638,15 +589,14 @@ func renderReference(rows []refRow) string {
 	var b strings.Builder
 	b.WriteString(`# Configuration reference
 
-<!-- Generated from the config's Go types in internal/config by
-     go test ./internal/config -run TestConfigReference -update
-     Do not edit; TestConfigReference fails when this file is stale. -->
+<!-- Generated from the config's Go types in internal/config by make docs.
+     Do not edit; TestDocsUpToDate fails when this file is stale. -->
 
 Every key of shoal.yaml, in the order the file's sections are read. ` + "`[]`" + `
 marks the items of a list; the keys of an optional section apply when the
 section is there. Editors validate and complete shoal.yaml with
 [shoal.schema.json](shoal.schema.json): with the YAML language server, put
-` + "`# yaml-language-server: $schema=" + schemaID + "`" + ` on the file's first line.
+` + "`# yaml-language-server: $schema=" + config.SchemaID + "`" + ` on the file's first line.
 `)
 	top := ""
 	for _, r := range rows {
@@ -661,51 +611,13 @@ section is there. Editors validate and complete shoal.yaml with
 	return b.String()
 }
 
+// joinKey is key's path below the section at path.
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
 // cell escapes what would end a table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// checkGenerated fails t when file is not want; -update writes it.
-func checkGenerated(t *testing.T, file string, want []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(file, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(old, want) {
-		t.Errorf("%s is stale; rerun with -update to write it", file)
-	}
-}
-
-// TestConfigSchema fails when docs/shoal.schema.json is not what the Go
-// types say.
-func TestConfigSchema(t *testing.T) {
-	s, _, err := configSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := renderSchema(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := compileSchema(b); err != nil {
-		t.Fatalf("the generated schema does not compile: %v", err)
-	}
-	checkGenerated(t, "../../docs/shoal.schema.json", b)
-}
-
-// TestConfigReference fails when docs/config.md is not what the Go types say.
-func TestConfigReference(t *testing.T) {
-	_, rows, err := configSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) < 150 {
-		t.Errorf("%d keys in the reference; the walk missed sections", len(rows))
-	}
-	checkGenerated(t, "../../docs/config.md", []byte(renderReference(rows)))
-}
