@@ -47,7 +47,8 @@ type guideStep struct {
 // output line the guide shows must be printed by its command, in order (the
 // command may print more). Times, pids, ports, versions and counts vary from
 // run to run, so a shown word that holds a digit stands for any word; the
-// other words must be equal (runs of spaces count as one). What a shown line
+// other words must be equal (runs of spaces count as one). A line "…" marks
+// output the guide leaves out. What a shown line
 // cannot pin down the commands check themselves: curl -f fails on an HTTP
 // error, --cacert on a certificate that is not the guide's.
 func TestGettingStartedGuide(t *testing.T) {
@@ -101,7 +102,8 @@ func TestGettingStartedGuide(t *testing.T) {
 // guideSteps parses the guide's marked ```console blocks into commands:
 // a line "$ CMD" starts one, a trailing backslash continues it, a heredoc
 // (<<'EOF') takes the lines up to its terminator, and the lines after it up
-// to the next "$ " are the output it shows (blank ones ignored).
+// to the next "$ " are the output it shows (blank ones, and a line "…"
+// marking output left out, ignored).
 func guideSteps(md string) ([]guideStep, error) {
 	lines := strings.Split(md, "\n")
 	var steps []guideStep
@@ -128,7 +130,8 @@ func guideSteps(md string) ([]guideStep, error) {
 				if cur == nil {
 					return nil, fmt.Errorf("line %d: output before the block's first command", i+1)
 				}
-				if strings.TrimSpace(l) != "" {
+				// "…" stands for output the guide leaves out.
+				if t := strings.TrimSpace(l); t != "" && t != "…" {
 					cur.want = append(cur.want, l)
 				}
 				continue
