@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,8 +47,9 @@ type guideStep struct {
 // demo-backend, openssl and curl. Every command must exit 0, and every
 // output line the guide shows must be printed by its command, in order (the
 // command may print more). Times, pids, ports, versions and counts vary from
-// run to run, so a shown word that holds a digit stands for any word; the
-// other words must be equal (runs of spaces count as one). A line "…" marks
+// run to run, so a shown word that holds a digit stands for any one or more
+// words; the other words must be equal, in order (runs of spaces count as
+// one). A line "…" marks
 // output the guide leaves out. What a shown line
 // cannot pin down the commands check themselves: curl -f fails on an HTTP
 // error, --cacert on a certificate that is not the guide's.
@@ -69,8 +71,8 @@ func TestGettingStartedGuide(t *testing.T) {
 	dir := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	subst := strings.NewReplacer(guidePort, port, guideDemoBackend, filepath.Join(binDir, "demo-backend"))
-	t.Cleanup(func() { stopGuideProcesses(t, dir) })
 	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+	t.Cleanup(func() { stopGuideProcesses(t, dir, env) })
 
 	for _, s := range steps {
 		cmdText := subst.Replace(s.cmd)
@@ -160,19 +162,24 @@ func guideSteps(md string) ([]guideStep, error) {
 	return steps, nil
 }
 
-// guideLineMatches says whether got is the line want shows: the same words,
-// where a word of want that holds a digit stands for any word.
+// guideLineMatches says whether got is the line want shows: the same words
+// in order, where a word of want that holds a digit stands for one or more
+// words (a check's "L7OK 200" may read "L7OK 200 19ms").
 func guideLineMatches(want, got string) bool {
-	w, g := strings.Fields(want), strings.Fields(got)
-	if len(w) != len(g) {
-		return false
-	}
-	for i := range w {
-		if w[i] != g[i] && !strings.ContainsAny(w[i], "0123456789") {
-			return false
+	var re strings.Builder
+	re.WriteString(`^\s*`)
+	for i, w := range strings.Fields(want) {
+		if i > 0 {
+			re.WriteString(`\s+`)
+		}
+		if strings.ContainsAny(w, "0123456789") {
+			re.WriteString(`\S+(?:\s+\S+)*?`)
+		} else {
+			re.WriteString(regexp.QuoteMeta(w))
 		}
 	}
-	return true
+	re.WriteString(`\s*$`)
+	return regexp.MustCompile(re.String()).MatchString(got)
 }
 
 func firstLine(s string) string {
@@ -181,9 +188,17 @@ func firstLine(s string) string {
 }
 
 // stopGuideProcesses stops what the guide started in dir if its last step
-// did not: shoal serve (its working directory is dir), HAProxy and the
-// instances (they carry the state directory's marker).
-func stopGuideProcesses(t *testing.T, dir string) {
+// did not (a step failed): first as the guide would, with shoal stop, then
+// by force whatever is left: shoal serve (it runs in dir), HAProxy (in
+// dir's state directory) and the instances (they carry its marker).
+func stopGuideProcesses(t *testing.T, dir string, env []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(binDir, "shoal"), "stop")
+	c.Dir, c.Env = dir, env
+	// Nothing to stop is the usual case: the guide's last step stopped it.
+	out, err := c.CombinedOutput()
+	t.Logf("cleanup: shoal stop: %v: %s", err, out)
 	marker := "SHOAL_STATE_DIR=" + filepath.Join(dir, ".shoal")
 	entries, _ := os.ReadDir("/proc")
 	for _, d := range entries {
@@ -193,8 +208,9 @@ func stopGuideProcesses(t *testing.T, dir string) {
 		}
 		cwd, _ := os.Readlink(filepath.Join("/proc", d.Name(), "cwd"))
 		env, _ := proc.Environ(pid)
-		if cwd == dir || slices.Contains(env, marker) {
-			t.Logf("the guide left pid %d running; killing it", pid)
+		if cwd == dir || strings.HasPrefix(cwd, dir+"/") || slices.Contains(env, marker) {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+			t.Errorf("the guide left pid %d (%s) running after shoal stop; killing it", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
