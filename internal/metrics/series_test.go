@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,17 +16,96 @@ func TestResample(t *testing.T) {
 		{T: from.Add(25 * time.Second), V: 7},
 		{T: from.Add(30 * time.Second), V: 99}, // past the last step
 	}
-	got := resample(pts, from, 10*time.Second, 3)
-	want := []*float64{num(2), nil, num(7)}
-	if len(got) != len(want) {
-		t.Fatalf("got %d steps, want %d", len(got), len(want))
+	for _, tt := range []struct {
+		most bool
+		want []*float64
+	}{
+		{false, []*float64{num(2), nil, num(7)}},
+		{true, []*float64{num(3), nil, num(7)}},
+	} {
+		got := resample(pts, from, 10*time.Second, 3, tt.most)
+		if len(got) != len(tt.want) {
+			t.Fatalf("most %v: got %d steps, want %d", tt.most, len(got), len(tt.want))
+		}
+		for i, want := range tt.want {
+			switch {
+			case (got[i] == nil) != (want == nil):
+				t.Errorf("most %v: step %d: got %v, want %v", tt.most, i, got[i], want)
+			case got[i] != nil && *got[i] != *want:
+				t.Errorf("most %v: step %d: got %v, want %v", tt.most, i, *got[i], *want)
+			}
+		}
 	}
-	for i := range want {
-		switch {
-		case (got[i] == nil) != (want[i] == nil):
-			t.Errorf("step %d: got %v, want %v", i, got[i], want[i])
-		case got[i] != nil && *got[i] != *want[i]:
-			t.Errorf("step %d: got %v, want %v", i, *got[i], *want[i])
+}
+
+// TestSeriesFitsHistory: a chart of the last hour over 40 s of history
+// starts at the oldest sample, in steps no shorter than the sampling
+// interval; the instance count is each step's most (4 while 4 ran, never a
+// mean such as 3.2), the CPU the steps' mean; each metric has its unit.
+func TestSeriesFitsHistory(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	t0 := time.Unix(1_700_000_000-1_700_000_000%6000+6000, 0)
+	for i := range 40 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		size := 3.0
+		if i%10 >= 5 { // the fourth instance runs in the second half of each 10 s
+			size = 4
+		}
+		c.record(context.Background(), now, map[string]float64{"web/size": size, "web/cpu.avg": float64(i)},
+			map[string]*groupView{"web": {at: now}}, nil)
+	}
+	to := t0.Add(39 * time.Second)
+
+	s := c.Series("web", []string{"size", "cpu.avg"}, to, time.Hour, 360)
+	if len(s.Times) != 40 || s.Step != 1 || s.Times[0] != t0.Unix() {
+		t.Fatalf("1 h over 40 s of history: %d steps of %gs from %d, want 40 of 1s from %d", len(s.Times), s.Step, s.Times[0], t0.Unix())
+	}
+	// The ring (30 s here) holds 1 s samples; before it, a 10 s roll-up
+	// stamped at its start stands for its bucket.
+	for i, v := range s.Values["size"] {
+		if i > 0 && i < 10 {
+			continue
+		}
+		if v == nil || *v != 3 && *v != 4 {
+			t.Fatalf("size step %d: %v, want a count", i, v)
+		}
+	}
+
+	s = c.Series("web", []string{"size", "cpu.avg"}, to, time.Hour, 4)
+	if len(s.Times) != 4 || s.Step != 9.75 || s.Times[0] != t0.Unix() {
+		t.Fatalf("4 steps: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
+	}
+	if v := s.Values["size"][0]; v == nil || *v != 4 {
+		t.Errorf("size of the first step: %v, want its most, 4", v)
+	}
+	if v := s.Values["cpu.avg"][0]; v == nil || *v != 4.5 {
+		t.Errorf("cpu.avg of the first step: %v, want its mean, 4.5", v)
+	}
+	if s.Units["size"] != "instances" || s.Units["cpu.avg"] != "%" {
+		t.Errorf("units %v", s.Units)
+	}
+
+	// A window shorter than the history is the window.
+	s = c.Series("web", []string{"size"}, to, 20*time.Second, 10)
+	if len(s.Times) != 10 || s.Step != 2 || s.Times[0] != to.Add(-20*time.Second).Unix() {
+		t.Errorf("20 s window: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
+	}
+	// No history: one empty step at the end.
+	s = c.Series("api", []string{"size"}, to, time.Hour, 360)
+	if len(s.Times) != 1 || s.Values["size"][0] != nil {
+		t.Errorf("no history: %d steps, %v", len(s.Times), s.Values["size"])
+	}
+}
+
+func TestUnit(t *testing.T) {
+	for m, want := range map[string]string{
+		"size": "instances", "ready": "instances", "cpu.p90": "%", "latency_ms.p99": "ms",
+		"requests_per_second": "req/s", "requests_per_second_per_instance": "req/s",
+		"errors_per_second": "/s", "queue": "", "sessions": "",
+	} {
+		if got := Unit(m); got != want {
+			t.Errorf("Unit(%q) = %q, want %q", m, got, want)
 		}
 	}
 }
