@@ -113,9 +113,12 @@ func TestDashboard(t *testing.T) {
 		Shot: func(name string, png []byte) error { return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o600) }})
 	t.Logf("tour: %+v", res)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err, res.PageErrors)
 	}
 	t.Logf("screenshots in %s", dir)
+	if len(res.PageErrors) > 0 {
+		t.Errorf("the page's script failed: %q", res.PageErrors)
+	}
 	if !res.LoginForm || res.ChartPoints == 0 || res.Instances != 1 {
 		t.Errorf("before scaling: login form %v, chart points %d, instance rows %d; want the form, points, 1 row", res.LoginForm, res.ChartPoints, res.Instances)
 	}

@@ -27,8 +27,11 @@ const seriesLabel = {
   size: "instances", ready: "ready", "cpu.p90": "CPU p90", "cpu.avg": "CPU avg", "cpu.max": "CPU max",
   requests_per_second: "req/s", "latency_ms.p99": "p99", "latency_ms.p90": "p90", "latency_ms.p50": "p50",
 };
-const colors = ["#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#0b7285", "#5f3dc4"];
-const seriesColor = { size: "#1769aa", ready: "#7fb2dc", "cpu.p90": "#d9480f", requests_per_second: "#2b8a3e", "latency_ms.p99": "#862e9c" };
+const colors = ["#c2255c", "#0b7285", "#5f3dc4", "#66a80f", "#e67700"];
+const seriesColor = {
+  size: "#1769aa", ready: "#7fb2dc", "cpu.p90": "#d9480f", "cpu.avg": "#f59f00",
+  requests_per_second: "#2b8a3e", "latency_ms.p99": "#862e9c",
+};
 
 function label(m) { return seriesLabel[m] || m; }
 
@@ -62,7 +65,7 @@ function timeLabel(t, step) {
 // onMarker(marker) }. It returns the SVG.
 function drawChart(el, s, o) {
   const width = Math.max(400, el.clientWidth || 900);
-  const left = 70, right = 16, band = 46, panelGap = 26, bottom = 26;
+  const left = 70, right = 16, band = 46, panelGap = 26, bottom = 40;
   const step = s.step_s || 1;
   const n = s.times.length;
   let x0 = n ? s.times[0] : 0;
@@ -80,7 +83,7 @@ function drawChart(el, s, o) {
   }
   const panels = panelOrder.filter(([u]) => byUnit[u]).map(([u, axis]) => ({ unit: u, axis, metrics: byUnit[u] }));
   const heights = panels.map((p) => (p.unit === "instances" ? 130 : 110));
-  const height = band + heights.reduce((a, h) => a + h + panelGap, 0) + bottom;
+  const height = band + heights.reduce((a, h) => a + h + panelGap, 0) - 8 + bottom;
 
   const root = svg("svg", {
     width, height, viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
@@ -189,17 +192,18 @@ function drawChart(el, s, o) {
     }
     y += h + panelGap;
   });
-  const plotTop = band + panelGap - 8, plotBottom = y - panelGap + 18;
+  // plotBottom: the last panel's bottom.
+  const plotTop = band + panelGap - 8, plotBottom = y - 8;
 
   // x axis: time ticks at a round step, about one per 110 px.
   const g = svg("g", { class: "x-axis" }, root);
   const want = (x1 - x0) / Math.max(2, pw / 110);
   const ts = timeSteps.find((v) => v >= want) || 86400 * Math.ceil(want / 86400);
   for (let t = Math.ceil(x0 / ts) * ts; t <= x1; t += ts) {
-    svg("line", { class: "grid", x1: X(t), x2: X(t), y1: plotTop, y2: plotBottom - 18 }, g);
-    svg("text", { class: "tick", x: X(t), y: plotBottom - 2, "text-anchor": "middle" }, g, timeLabel(t, ts));
+    svg("line", { class: "grid", x1: X(t), x2: X(t), y1: plotTop, y2: plotBottom }, g);
+    svg("text", { class: "tick", x: X(t), y: plotBottom + 14, "text-anchor": "middle" }, g, timeLabel(t, ts));
   }
-  svg("text", { class: "axis-label", "data-unit": "time", x: left + pw, y: plotBottom + 18, "text-anchor": "end" }, g,
+  svg("text", { class: "axis-label", "data-unit": "time", x: left + pw, y: plotBottom + 32, "text-anchor": "end" }, g,
     `time (local), ${Math.round(x1 - x0)} s shown`);
 
   // Markers: a line across the panels and a named flag in the band on
@@ -214,7 +218,7 @@ function drawChart(el, s, o) {
     rows[r] = x + w;
     const m = svg("g", { class: `marker ${mk.kind} ${mk.severity || ""}`, "data-kind": mk.kind, "data-id": mk.id, "data-job": mk.job || "", tabindex: 0 }, mg);
     svg("title", {}, m, mk.title || mk.text);
-    svg("line", { x1: x, x2: x, y1: 6 + r * 14, y2: plotBottom - 18 }, m);
+    svg("line", { x1: x, x2: x, y1: 6 + r * 14, y2: plotBottom }, m);
     svg("rect", { x, y: 6 + r * 14 - 1, width: w, height: 13, rx: 2 }, m);
     svg("text", { class: "marker-label", x: x + 4, y: 6 + r * 14 + 9 }, m, mk.text);
     if (o.onMarker) m.addEventListener("click", () => o.onMarker(mk));
@@ -222,8 +226,8 @@ function drawChart(el, s, o) {
 
   // Hover shows the values under the cursor; a drag zooms to its span, a
   // double-click resets.
-  const cursor = svg("line", { class: "cursor", y1: plotTop, y2: plotBottom - 18, visibility: "hidden" }, root);
-  const sel = svg("rect", { class: "selection", y: plotTop, height: plotBottom - 18 - plotTop, width: 0, visibility: "hidden" }, root);
+  const cursor = svg("line", { class: "cursor", y1: plotTop, y2: plotBottom, visibility: "hidden" }, root);
+  const sel = svg("rect", { class: "selection", y: plotTop, height: plotBottom - plotTop, width: 0, visibility: "hidden" }, root);
   const T = (ev) => {
     const r = root.getBoundingClientRect();
     const px = Math.min(left + pw, Math.max(left, ev.clientX - r.left));

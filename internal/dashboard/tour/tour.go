@@ -15,8 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -138,6 +140,8 @@ type Result struct {
 	Decision    Marker
 	PolicyJob   string
 	Highlighted string
+	// PageErrors are the page's uncaught script errors.
+	PageErrors []string
 }
 
 // readChart is the script that reads the chart into a Chart.
@@ -170,8 +174,7 @@ const readTimeline = `Array.from(document.querySelectorAll("#events tbody tr"), 
 })`
 
 // Run drives a fresh headless browser through the dashboard at o.URL.
-func Run(ctx context.Context, o Options) (Result, error) {
-	var res Result
+func Run(ctx context.Context, o Options) (res Result, err error) {
 	bin, err := Browser()
 	if err != nil {
 		return res, err
@@ -192,6 +195,26 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
+	var (
+		mu         sync.Mutex
+		pageErrors []string
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		res.PageErrors = pageErrors
+	}()
+	chromedp.ListenTarget(bctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			pageErrors = append(pageErrors, msg)
+			mu.Unlock()
+		}
+	})
 	// The first Run starts the browser, which lives as long as the context
 	// it was given: bctx, not a step's.
 	if err := chromedp.Run(bctx); err != nil {
@@ -229,6 +252,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		tctx, cancel := context.WithTimeout(bctx, 2*o.Timeout)
 		defer cancel()
 		if err := chromedp.Run(tctx, actions...); err != nil {
+			// What the page showed when a step failed says why.
+			sctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+			defer cancel()
+			_ = chromedp.Run(sctx, shot("failed"))
 			return fmt.Errorf("dashboard tour: %s: %w", what, err)
 		}
 		return nil
@@ -302,7 +329,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		count(`#instances tbody tr`, &res.InstancesAfter),
 		// Once it serves and the chart shows it, for the screenshot.
 		poll("the new instance is in service", `Array.from(document.querySelectorAll("#instances tbody tr td:nth-child(2)")).every((td) => td.textContent === "in-service")`),
-		poll("the chart shows the job and the new count", fmt.Sprintf(`document.querySelector('#chart g.marker[data-kind="job"][data-job=%s]') !== null && JSON.parse(document.querySelector('#chart path[data-metric="size"]').dataset.values).filter((v) => v !== null).pop() === %d`, js(res.Job), res.InstancesAfter)),
+		// Built when it runs: InstancesAfter is read by the step before.
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return poll("the chart shows the job and the new count", fmt.Sprintf(`document.querySelector('#chart g.marker[data-kind="job"][data-job=%s]') !== null && JSON.parse(document.querySelector('#chart path[data-metric="size"]').dataset.values).filter((v) => v !== null).pop() === %d`, js(res.Job), res.InstancesAfter)).Do(ctx)
+		}),
 		chromedp.Evaluate(readChart, &res.Scaled),
 		chromedp.Evaluate(readTimeline, &res.Timeline),
 		shot("3-scaled-up"),
