@@ -73,6 +73,7 @@ function drawChart(el, s, o) {
   if (o.zoom) [x0, x1] = o.zoom;
   if (x1 <= x0) x1 = x0 + 1;
   const pw = width - left - right;
+  const bridge = 5; // seconds without samples drawn as a line
   const X = (t) => left + ((t - x0) / (x1 - x0)) * pw;
 
   // Which panels: the units the series have, in panelOrder.
@@ -149,19 +150,27 @@ function drawChart(el, s, o) {
         `${what} ${fmtNum(l.value)} ${p.unit} (${label(l.metric)})`);
     }
     // The series: counts as steps (a value holds until the next), the
-    // rest as lines through the steps' middles; a null breaks the line.
+    // rest as lines through the steps' middles. A gap of a few seconds
+    // without samples (a late tick on a busy host) is bridged; a longer
+    // one breaks the line.
     const legend = svg("g", { class: "legend" }, g);
     let lx = left + pw;
     const items = [];
     for (const m of p.metrics) {
       const vals = s.values[m];
       const stepped = p.unit === "instances";
-      let d = "", pen = false;
+      let d = "", pen = false, gap = 0;
       vals.forEach((v, i) => {
-        if (v === null) { pen = false; return; }
+        if (v === null) {
+          gap++;
+          if ((gap + 1) * step > bridge) pen = false;
+          return;
+        }
+        gap = 0;
         const t = s.times[i];
         if (stepped) {
-          d += pen ? `V${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}` : `M${X(t).toFixed(1)},${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}`;
+          // The previous value holds until this step starts.
+          d += pen ? `H${X(t).toFixed(1)}V${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}` : `M${X(t).toFixed(1)},${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}`;
         } else {
           d += `${pen ? "L" : "M"}${X(t + step / 2).toFixed(1)},${Y(v).toFixed(1)}`;
         }
@@ -201,7 +210,7 @@ function drawChart(el, s, o) {
   const ts = timeSteps.find((v) => v >= want) || 86400 * Math.ceil(want / 86400);
   for (let t = Math.ceil(x0 / ts) * ts; t <= x1; t += ts) {
     svg("line", { class: "grid", x1: X(t), x2: X(t), y1: plotTop, y2: plotBottom }, g);
-    svg("text", { class: "tick", x: X(t), y: plotBottom + 14, "text-anchor": "middle" }, g, timeLabel(t, ts));
+    if (X(t) < left + pw - 28) svg("text", { class: "tick", x: X(t), y: plotBottom + 14, "text-anchor": "middle" }, g, timeLabel(t, ts));
   }
   svg("text", { class: "axis-label", "data-unit": "time", x: left + pw, y: plotBottom + 32, "text-anchor": "end" }, g,
     `time (local), ${Math.round(x1 - x0)} s shown`);
@@ -215,12 +224,14 @@ function drawChart(el, s, o) {
     let r = rows.findIndex((end) => end < x);
     if (r < 0) r = rows.indexOf(Math.min(...rows));
     const w = 7 * mk.text.length + 10;
+    // Near the right edge the name goes to the line's left.
+    const lx = x + w > width - 2 ? x - w : x;
     rows[r] = x + w;
     const m = svg("g", { class: `marker ${mk.kind} ${mk.severity || ""}`, "data-kind": mk.kind, "data-id": mk.id, "data-job": mk.job || "", tabindex: 0 }, mg);
     svg("title", {}, m, mk.title || mk.text);
     svg("line", { x1: x, x2: x, y1: 6 + r * 14, y2: plotBottom }, m);
-    svg("rect", { x, y: 6 + r * 14 - 1, width: w, height: 13, rx: 2 }, m);
-    svg("text", { class: "marker-label", x: x + 4, y: 6 + r * 14 + 9 }, m, mk.text);
+    svg("rect", { x: lx, y: 6 + r * 14 - 1, width: w, height: 13, rx: 2 }, m);
+    svg("text", { class: "marker-label", x: lx + 4, y: 6 + r * 14 + 9 }, m, mk.text);
     if (o.onMarker) m.addEventListener("click", () => o.onMarker(mk));
   }
 

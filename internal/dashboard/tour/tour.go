@@ -351,6 +351,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			const d = document.querySelector(`+js(decision)+`);
 			return d !== null && document.querySelector('#chart g.marker[data-kind="job"][data-job="' + d.dataset.job + '"]') !== null;
 		})()`),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return poll("the policy's instance is in service and counted on the chart", fmt.Sprintf(`(() => {
+				const states = Array.from(document.querySelectorAll("#instances tbody tr td:nth-child(2)"), (td) => td.textContent);
+				const size = JSON.parse(document.querySelector('#chart path[data-metric="size"]').dataset.values).filter((v) => v !== null).pop();
+				return states.length > %d && states.every((s) => s === "in-service") && size === states.length;
+			})()`, res.InstancesAfter)).Do(ctx)
+		}),
 		chromedp.Evaluate(readChart, &res.Decided),
 		chromedp.Evaluate(`(() => { const d = document.querySelector(`+js(decision)+`); return { Kind: d.dataset.kind, ID: d.dataset.id, Job: d.dataset.job, Text: d.querySelector(".marker-label").textContent }; })()`, &res.Decision),
 		chromedp.ActionFunc(func(ctx context.Context) error {
