@@ -45,10 +45,17 @@ func (c *Collector) Series(group string, metrics []string, to time.Time, window 
 	if oldest.After(from) {
 		from = oldest
 	}
-	span := to.Sub(from)
-	step := max(span/time.Duration(n), c.opts.Interval, time.Nanosecond)
-	// Steps cover [from, to]: the newest sample, at to, included.
-	n = min(n, int(span/step)+1)
+	step := max(to.Sub(from)/time.Duration(n), c.opts.Interval, time.Nanosecond)
+	if step >= time.Second {
+		// Whole seconds, on a grid of the step: the steps' starts are exact
+		// Unix seconds, so a chart puts a change where it happened.
+		step = (step + time.Second - 1).Truncate(time.Second)
+	}
+	// The newest step holds to; as many before it as cover from, at most n.
+	last := to.Truncate(step)
+	k := int((last.Sub(from)+step-1)/step) + 1
+	n = max(min(n, k), 1)
+	from = last.Add(-time.Duration(n-1) * step)
 	s := Series{Group: group, Step: step.Seconds(), Times: make([]int64, n), Values: map[string][]*float64{}, Units: map[string]string{}}
 	for i := range s.Times {
 		s.Times[i] = from.Add(time.Duration(i) * step).Unix()

@@ -73,7 +73,7 @@ func TestSeriesFitsHistory(t *testing.T) {
 	}
 
 	s = c.Series("web", []string{"size", "cpu.avg"}, to, time.Hour, 4)
-	if len(s.Times) != 4 || s.Step != 9.75 || s.Times[0] != t0.Unix() {
+	if len(s.Times) != 4 || s.Step != 10 || s.Times[0] != t0.Unix() {
 		t.Fatalf("4 steps: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
 	}
 	if v := s.Values["size"][0]; v == nil || *v != 4 {
@@ -86,9 +86,10 @@ func TestSeriesFitsHistory(t *testing.T) {
 		t.Errorf("units %v", s.Units)
 	}
 
-	// A window shorter than the history is the window.
+	// A window shorter than the history is the window, on a grid of its
+	// steps whose newest holds to (t0+39 s).
 	s = c.Series("web", []string{"size"}, to, 20*time.Second, 10)
-	if len(s.Times) != 10 || s.Step != 2 || s.Times[0] != to.Add(-20*time.Second).Unix() {
+	if len(s.Times) != 10 || s.Step != 2 || s.Times[0] != t0.Add(20*time.Second).Unix() || s.Times[9] != t0.Add(38*time.Second).Unix() {
 		t.Errorf("20 s window: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
 	}
 	// No history: one empty step at the end.
@@ -107,5 +108,29 @@ func TestUnit(t *testing.T) {
 		if got := Unit(m); got != want {
 			t.Errorf("Unit(%q) = %q, want %q", m, got, want)
 		}
+	}
+}
+
+// TestSeriesGrid: steps start on whole seconds, so a change sampled at
+// 10.6 s is in the step that starts at 10 s, where the chart draws the
+// job that caused it, not a fraction of a second earlier.
+func TestSeriesGrid(t *testing.T) {
+	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
+	defer c.Close()
+	t0 := time.Unix(1_700_000_000-1_700_000_000%6000+6000, 0)
+	for i := range 20 {
+		now := t0.Add(time.Duration(i)*time.Second + 600*time.Millisecond)
+		size := 1.0
+		if i >= 10 {
+			size = 2
+		}
+		c.record(context.Background(), now, map[string]float64{"web/size": size}, map[string]*groupView{"web": {at: now}}, nil)
+	}
+	s := c.Series("web", []string{"size"}, t0.Add(19700*time.Millisecond), time.Hour, 360)
+	if len(s.Times) != 20 || s.Times[0] != t0.Unix() || s.Step != 1 {
+		t.Fatalf("%d steps of %gs from %d, want 20 of 1s from %d", len(s.Times), s.Step, s.Times[0], t0.Unix())
+	}
+	if v9, v10 := s.Values["size"][9], s.Values["size"][10]; v9 == nil || *v9 != 1 || v10 == nil || *v10 != 2 {
+		t.Errorf("steps at 9 s and 10 s: %v, %v; want 1 then 2", v9, v10)
 	}
 }
