@@ -163,6 +163,10 @@ func TestDashboard(t *testing.T) {
 	if launched < 2 {
 		t.Errorf("timeline %+v: want the two launches", res.Timeline)
 	}
+	// A drag across the middle half zooms to it; a double-click resets.
+	if res.Zoomed <= 0.25*res.Unzoomed || res.Zoomed >= 0.75*res.Unzoomed {
+		t.Errorf("the chart spanned %.1f s zoomed, %.1f s reset; want about half", res.Zoomed, res.Unzoomed)
+	}
 	// The page's jobs are the core's.
 	if d := e.status().Groups[0].Desired; d != 3 {
 		t.Errorf("core's desired size after the policy's scale up: %d, want 3", d)

@@ -216,22 +216,28 @@ function drawChart(el, s, o) {
     `time (local), ${Math.round(x1 - x0)} s shown`);
 
   // Markers: a line across the panels and a named flag in the band on
-  // top, in the first row where it does not cover another's name.
+  // top, in the first row where the name covers no other (near the right
+  // edge, to the line's left). Where no row has room, a bare flag: its
+  // name is its tooltip.
   const mg = svg("g", { class: "markers" }, root);
   const rows = [-Infinity, -Infinity, -Infinity];
   for (const mk of (o.markers || []).filter((m) => m.t >= x0 && m.t <= x1).sort((a, b) => a.t - b.t)) {
     const x = X(mk.t);
-    let r = rows.findIndex((end) => end < x);
-    if (r < 0) r = rows.indexOf(Math.min(...rows));
-    const w = 7 * mk.text.length + 10;
-    // Near the right edge the name goes to the line's left.
-    const lx = x + w > width - 2 ? x - w : x;
-    rows[r] = x + w;
-    const m = svg("g", { class: `marker ${mk.kind} ${mk.severity || ""}`, "data-kind": mk.kind, "data-id": mk.id, "data-job": mk.job || "", tabindex: 0 }, mg);
+    let w = 7 * mk.text.length + 10;
+    let lx = x + w > width - 2 ? x - w : x;
+    let r = rows.findIndex((end) => end < lx);
+    const named = r >= 0;
+    if (!named) {
+      r = rows.indexOf(Math.min(...rows));
+      w = 6;
+      lx = x;
+    }
+    rows[r] = Math.max(rows[r], lx + w);
+    const m = svg("g", { class: `marker ${mk.kind} ${mk.severity || ""}`, "data-kind": mk.kind, "data-id": mk.id, "data-job": mk.job || "", "data-name": mk.text, tabindex: 0 }, mg);
     svg("title", {}, m, mk.title || mk.text);
     svg("line", { x1: x, x2: x, y1: 6 + r * 14, y2: plotBottom }, m);
     svg("rect", { x: lx, y: 6 + r * 14 - 1, width: w, height: 13, rx: 2 }, m);
-    svg("text", { class: "marker-label", x: lx + 4, y: 6 + r * 14 + 9 }, m, mk.text);
+    if (named) svg("text", { class: "marker-label", x: lx + 4, y: 6 + r * 14 + 9 }, m, mk.text);
     if (o.onMarker) m.addEventListener("click", () => o.onMarker(mk));
   }
 

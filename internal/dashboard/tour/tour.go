@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -89,7 +90,8 @@ type Line struct {
 	Value                    float64
 }
 
-// Marker is a decision's or a job's marker and the name it shows.
+// Marker is a decision's or a job's marker and the name it shows ("" when
+// it had no room to).
 type Marker struct {
 	Kind, ID, Job, Text string
 }
@@ -140,6 +142,9 @@ type Result struct {
 	Decision    Marker
 	PolicyJob   string
 	Highlighted string
+	// Zoomed is the chart's time span after a drag across the middle half
+	// of its plot; Unzoomed after a double-click, which resets it.
+	Zoomed, Unzoomed float64
 	// PageErrors are the page's uncaught script errors.
 	PageErrors []string
 }
@@ -162,7 +167,7 @@ const readChart = `(() => {
     Lines: Array.from(svg.querySelectorAll("line.policy, line.limit"), (l) => ({
       Metric: l.dataset.metric || "", Kind: l.dataset.kind, Rule: l.dataset.rule || "", Unit: unitOf(l), Value: Number(l.dataset.value) })),
     Markers: Array.from(svg.querySelectorAll("g.marker"), (g) => ({
-      Kind: g.dataset.kind, ID: g.dataset.id, Job: g.dataset.job, Text: g.querySelector(".marker-label").textContent })),
+      Kind: g.dataset.kind, ID: g.dataset.id, Job: g.dataset.job, Text: (g.querySelector(".marker-label") || {}).textContent || "" })),
     TimeAxis: svg.querySelector('.axis-label[data-unit="time"]').textContent,
   };
 })()`
@@ -340,7 +345,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	if o.Provoke == nil {
-		return res, nil
+		return res, zoom(&res, run, poll)
 	}
 	if err := o.Provoke(ctx); err != nil {
 		return res, fmt.Errorf("dashboard tour: provoke a scaling: %w", err)
@@ -359,7 +364,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			})()`, res.InstancesAfter)).Do(ctx)
 		}),
 		chromedp.Evaluate(readChart, &res.Decided),
-		chromedp.Evaluate(`(() => { const d = document.querySelector(`+js(decision)+`); return { Kind: d.dataset.kind, ID: d.dataset.id, Job: d.dataset.job, Text: d.querySelector(".marker-label").textContent }; })()`, &res.Decision),
+		chromedp.Evaluate(`(() => { const d = document.querySelector(`+js(decision)+`); return { Kind: d.dataset.kind, ID: d.dataset.id, Job: d.dataset.job, Text: (d.querySelector(".marker-label") || {}).textContent || "" }; })()`, &res.Decision),
 		chromedp.ActionFunc(func(ctx context.Context) error {
 			res.PolicyJob = res.Decision.Job
 			return chromedp.Click(`#events tbody a.job-link[data-job=`+js(res.PolicyJob)+`]`, chromedp.ByQuery).Do(ctx)
@@ -371,5 +376,36 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	); err != nil {
 		return res, err
 	}
-	return res, nil
+	return res, zoom(&res, run, poll)
+}
+
+// zoom drags across the middle half of the chart's plot, which zooms to
+// it, and double-clicks, which resets.
+func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(what, expr string) chromedp.Action) error {
+	const span = `(() => { const s = document.querySelector("#chart svg"); return s.dataset.to - s.dataset.from; })()`
+	var full float64
+	var at struct{ X0, X1, Y float64 }
+	return run("zoom the chart and reset it",
+		chromedp.ScrollIntoView(`#chart svg`, chromedp.ByQuery),
+		chromedp.Evaluate(span, &full),
+		chromedp.Evaluate(`(() => {
+			const s = document.querySelector("#chart svg"), r = s.getBoundingClientRect();
+			const l = Number(s.dataset.plotLeft), w = Number(s.dataset.plotRight) - l;
+			const p = s.querySelector(".panel .plot").getBoundingClientRect();
+			return { X0: r.left + l + w / 4, X1: r.left + l + 3 * w / 4, Y: p.top + p.height / 2 };
+		})()`, &at),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return chromedp.Run(ctx,
+				chromedp.MouseEvent(input.MousePressed, at.X0, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseMoved, (at.X0+at.X1)/2, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseMoved, at.X1, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseReleased, at.X1, at.Y, chromedp.ButtonLeft),
+				poll("the chart zooms in", fmt.Sprintf(`%s < %g`, span, 0.75*full)),
+				chromedp.Evaluate(span, &res.Zoomed),
+				chromedp.DoubleClick(`#chart svg .panel .plot`, chromedp.ByQuery),
+				poll("the chart zooms out", fmt.Sprintf(`%s >= %g`, span, full)),
+				chromedp.Evaluate(span, &res.Unzoomed),
+			)
+		}),
+	)
 }
