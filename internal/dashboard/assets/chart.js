@@ -104,9 +104,14 @@ function drawChart(el, s, o) {
     let hi = 0;
     for (const m of p.metrics) for (const v of s.values[m]) if (v !== null && v > hi) hi = v;
     for (const l of lines) hi = Math.max(hi, l.value);
+    let tick = 0; // the instances' whole step between ticks
     if (p.unit === "instances") {
-      if (o.limits) hi = Math.max(hi, o.limits.max);
+      // The group's max, when it is not far above the count, shows the
+      // room left; a max of 100 would flatten a count of 2.
+      if (o.limits && o.limits.max <= Math.max(4, 2 * hi)) hi = Math.max(hi, o.limits.max);
       hi = Math.max(1, Math.ceil(hi)) + 1;
+      tick = Math.max(1, Math.ceil(hi / 5));
+      hi = Math.ceil(hi / tick) * tick;
     } else {
       hi = niceMax(p.unit === "%" ? Math.max(hi * 1.1, 100) : hi * 1.15);
     }
@@ -115,10 +120,12 @@ function drawChart(el, s, o) {
     svg("rect", { x: left, y: top, width: pw, height: h }, svg("clipPath", { id: clip }, g));
     svg("rect", { class: "plot", x: left, y: top, width: pw, height: h }, g);
     // y axis: ticks with the unit's numbers; the label names the unit.
-    const ticks = p.unit === "instances" ? Math.min(hi, 5) : 4;
+    // Round ticks: niceMax's 1, 2, 2.5 or 5 (times a power of ten) in 5,
+    // 4, 5 or 5 steps.
+    const mant = hi / Math.pow(10, Math.floor(Math.log10(hi)));
+    const ticks = tick ? hi / tick : Math.abs(mant - 2) < 1e-9 ? 4 : 5;
     for (let i = 0; i <= ticks; i++) {
-      let v = (hi * i) / ticks;
-      if (p.unit === "instances") v = Math.round(v);
+      const v = (hi * i) / ticks;
       svg("line", { class: "grid", x1: left, x2: left + pw, y1: Y(v), y2: Y(v) }, g);
       svg("text", { class: "tick", x: left - 6, y: Y(v) + 4, "text-anchor": "end" }, g, fmtNum(v));
     }
