@@ -41,12 +41,15 @@ function fmtNum(v) {
   return a >= 100 || Number.isInteger(v) ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
-// niceMax rounds hi up to 1, 2 or 5 times a power of ten.
-function niceMax(hi) {
-  if (!(hi > 0)) return 1;
+// niceScale rounds hi up to a round top (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8
+// times a power of ten) and says in how many round steps to tick it.
+function niceScale(hi) {
+  if (!(hi > 0)) return { hi: 1, ticks: 5 };
   const p = Math.pow(10, Math.floor(Math.log10(hi)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= hi) return m * p;
-  return 10 * p;
+  for (const [m, ticks] of [[1, 5], [1.5, 3], [2, 4], [2.5, 5], [3, 3], [4, 4], [5, 5], [6, 3], [8, 4]]) {
+    if (m * p >= hi * (1 - 1e-9)) return { hi: m * p, ticks };
+  }
+  return { hi: 10 * p, ticks: 5 };
 }
 
 const timeSteps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
@@ -65,7 +68,7 @@ function timeLabel(t, step) {
 // onMarker(marker) }. It returns the SVG.
 function drawChart(el, s, o) {
   const width = Math.max(400, el.clientWidth || 900);
-  const left = 70, right = 16, band = 46, panelGap = 26, bottom = 40;
+  const left = 70, right = 16, band = 60, panelGap = 26, bottom = 40;
   const step = s.step_s || 1;
   const n = s.times.length;
   let x0 = n ? s.times[0] : 0;
@@ -104,26 +107,26 @@ function drawChart(el, s, o) {
     let hi = 0;
     for (const m of p.metrics) for (const v of s.values[m]) if (v !== null && v > hi) hi = v;
     for (const l of lines) hi = Math.max(hi, l.value);
-    let tick = 0; // the instances' whole step between ticks
+    let ticks;
     if (p.unit === "instances") {
       // The group's max, when it is not far above the count, shows the
       // room left; a max of 100 would flatten a count of 2.
       if (o.limits && o.limits.max <= Math.max(4, 2 * hi)) hi = Math.max(hi, o.limits.max);
       hi = Math.max(1, Math.ceil(hi)) + 1;
-      tick = Math.max(1, Math.ceil(hi / 5));
+      // Whole instances between ticks.
+      const tick = Math.max(1, Math.ceil(hi / 5));
       hi = Math.ceil(hi / tick) * tick;
+      ticks = hi / tick;
     } else {
-      hi = niceMax(p.unit === "%" ? Math.max(hi * 1.1, 100) : hi * 1.15);
+      // CPU from 0 to 100 % unless it goes beyond; the rest with room
+      // above their highest value.
+      ({ hi, ticks } = p.unit === "%" && hi <= 100 ? { hi: 100, ticks: 5 } : niceScale(hi * 1.1));
     }
     const Y = (v) => top + h - (v / hi) * h;
     const clip = `clip-${pi}`;
     svg("rect", { x: left, y: top, width: pw, height: h }, svg("clipPath", { id: clip }, g));
     svg("rect", { class: "plot", x: left, y: top, width: pw, height: h }, g);
     // y axis: ticks with the unit's numbers; the label names the unit.
-    // Round ticks: niceMax's 1, 2, 2.5 or 5 (times a power of ten) in 5,
-    // 4, 5 or 5 steps.
-    const mant = hi / Math.pow(10, Math.floor(Math.log10(hi)));
-    const ticks = tick ? hi / tick : Math.abs(mant - 2) < 1e-9 ? 4 : 5;
     for (let i = 0; i <= ticks; i++) {
       const v = (hi * i) / ticks;
       svg("line", { class: "grid", x1: left, x2: left + pw, y1: Y(v), y2: Y(v) }, g);
@@ -224,26 +227,26 @@ function drawChart(el, s, o) {
 
   // Markers: a line across the panels and a named flag in the band on
   // top, in the first row where the name covers no other (near the right
-  // edge, to the line's left). Where no row has room, a bare flag: its
-  // name is its tooltip.
+  // edge, to the line's left). Where no row has room, a bare flag under
+  // the rows: its name is its tooltip (zoom in to read it).
   const mg = svg("g", { class: "markers" }, root);
-  const rows = [-Infinity, -Infinity, -Infinity];
+  const rows = [-Infinity, -Infinity, -Infinity, -Infinity];
   for (const mk of (o.markers || []).filter((m) => m.t >= x0 && m.t <= x1).sort((a, b) => a.t - b.t)) {
     const x = X(mk.t);
     let w = 7 * mk.text.length + 10;
     let lx = x + w > width - 2 ? x - w : x;
     let r = rows.findIndex((end) => end < lx);
     const named = r >= 0;
-    if (!named) {
-      r = rows.indexOf(Math.min(...rows));
+    if (named) rows[r] = lx + w;
+    else {
+      r = rows.length;
       w = 6;
-      lx = x;
+      lx = x - 3;
     }
-    rows[r] = Math.max(rows[r], lx + w);
     const m = svg("g", { class: `marker ${mk.kind} ${mk.severity || ""}`, "data-kind": mk.kind, "data-id": mk.id, "data-job": mk.job || "", "data-name": mk.text, tabindex: 0 }, mg);
     svg("title", {}, m, mk.title || mk.text);
     svg("line", { x1: x, x2: x, y1: 6 + r * 14, y2: plotBottom }, m);
-    svg("rect", { x: lx, y: 6 + r * 14 - 1, width: w, height: 13, rx: 2 }, m);
+    svg("rect", { x: lx, y: 6 + r * 14 - 1, width: w, height: named ? 13 : 8, rx: 2 }, m);
     if (named) svg("text", { class: "marker-label", x: lx + 4, y: 6 + r * 14 + 9 }, m, mk.text);
     if (o.onMarker) m.addEventListener("click", () => o.onMarker(mk));
   }
