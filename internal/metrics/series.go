@@ -14,8 +14,10 @@ type Series struct {
 	Times []int64 `json:"times"`
 	// Values holds one value a step for each metric (as the policies name
 	// them: "cpu.p90", "size"), null when there were no samples: a count
-	// (Count) the most of the step, so a step line shows instances that
-	// ran, not a fraction of one; any other metric the samples' mean.
+	// (Count) its first sample, the count when the step began (of a
+	// roll-up, the most it counted), so a step line shows instances that
+	// ran, not a fraction of one, and rises after the job that started
+	// them, not before; any other metric the samples' mean.
 	Values map[string][]*float64 `json:"values"`
 	// Units are each metric's unit (Unit), for the charts' axes.
 	Units map[string]string `json:"units"`
@@ -68,7 +70,7 @@ func (c *Collector) Series(group string, metrics []string, to time.Time, window 
 }
 
 // Count reports whether a group metric counts instances: its steps take
-// the most of their samples.
+// their first sample (a roll-up's most).
 func Count(metric string) bool { return metric == "size" || metric == "ready" }
 
 // Unit is a group metric's unit, as a chart's axis names it: "%" for CPU,
@@ -91,8 +93,8 @@ func Unit(metric string) string {
 }
 
 // resample puts pts (oldest first) into n steps from from: each step's
-// mean, or its most when most is set.
-func resample(pts []Point, from time.Time, step time.Duration, n int, most bool) []*float64 {
+// mean, or its first point when first is set.
+func resample(pts []Point, from time.Time, step time.Duration, n int, first bool) []*float64 {
 	sum := make([]float64, n)
 	cnt := make([]int, n)
 	for _, p := range pts {
@@ -103,11 +105,8 @@ func resample(pts []Point, from time.Time, step time.Duration, n int, most bool)
 		if i >= n {
 			continue
 		}
-		switch {
-		case !most:
+		if !first || cnt[i] == 0 {
 			sum[i] += p.V
-		case cnt[i] == 0 || p.V > sum[i]:
-			sum[i] = p.V
 		}
 		cnt[i]++
 	}
@@ -115,7 +114,7 @@ func resample(pts []Point, from time.Time, step time.Duration, n int, most bool)
 	for i := range out {
 		switch {
 		case cnt[i] == 0:
-		case most:
+		case first:
 			out[i] = num(sum[i])
 		default:
 			out[i] = num(sum[i] / float64(cnt[i]))

@@ -17,22 +17,22 @@ func TestResample(t *testing.T) {
 		{T: from.Add(30 * time.Second), V: 99}, // past the last step
 	}
 	for _, tt := range []struct {
-		most bool
-		want []*float64
+		first bool
+		want  []*float64
 	}{
 		{false, []*float64{num(2), nil, num(7)}},
-		{true, []*float64{num(3), nil, num(7)}},
+		{true, []*float64{num(1), nil, num(7)}},
 	} {
-		got := resample(pts, from, 10*time.Second, 3, tt.most)
+		got := resample(pts, from, 10*time.Second, 3, tt.first)
 		if len(got) != len(tt.want) {
-			t.Fatalf("most %v: got %d steps, want %d", tt.most, len(got), len(tt.want))
+			t.Fatalf("first %v: got %d steps, want %d", tt.first, len(got), len(tt.want))
 		}
 		for i, want := range tt.want {
 			switch {
 			case (got[i] == nil) != (want == nil):
-				t.Errorf("most %v: step %d: got %v, want %v", tt.most, i, got[i], want)
+				t.Errorf("first %v: step %d: got %v, want %v", tt.first, i, got[i], want)
 			case got[i] != nil && *got[i] != *want:
-				t.Errorf("most %v: step %d: got %v, want %v", tt.most, i, *got[i], *want)
+				t.Errorf("first %v: step %d: got %v, want %v", tt.first, i, *got[i], *want)
 			}
 		}
 	}
@@ -40,8 +40,9 @@ func TestResample(t *testing.T) {
 
 // TestSeriesFitsHistory: a chart of the last hour over 40 s of history
 // starts at the oldest sample, in steps no shorter than the sampling
-// interval; the instance count is each step's most (4 while 4 ran, never a
-// mean such as 3.2), the CPU the steps' mean; each metric has its unit.
+// interval; the instance count is a count, never a mean such as 3.5 (a
+// roll-up's most, or the step's first sample: the count when it began),
+// the CPU the steps' mean; each metric has its unit.
 func TestSeriesFitsHistory(t *testing.T) {
 	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
 	defer c.Close()
@@ -77,7 +78,10 @@ func TestSeriesFitsHistory(t *testing.T) {
 		t.Fatalf("4 steps: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
 	}
 	if v := s.Values["size"][0]; v == nil || *v != 4 {
-		t.Errorf("size of the first step: %v, want its most, 4", v)
+		t.Errorf("size of the first step, a roll-up: %v, want its most, 4", v)
+	}
+	if v := s.Values["size"][1]; v == nil || *v != 3 {
+		t.Errorf("size of the second step, from the ring: %v, want its first sample, 3", v)
 	}
 	if v := s.Values["cpu.avg"][0]; v == nil || *v != 4.5 {
 		t.Errorf("cpu.avg of the first step: %v, want its mean, 4.5", v)
