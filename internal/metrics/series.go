@@ -14,10 +14,10 @@ type Series struct {
 	Times []int64 `json:"times"`
 	// Values holds one value a step for each metric (as the policies name
 	// them: "cpu.p90", "size"), null when there were no samples: a count
-	// (Count) its first sample, the count when the step began (of a
-	// roll-up, the most it counted), so a step line shows instances that
-	// ran, not a fraction of one, and rises after the job that started
-	// them, not before; any other metric the samples' mean.
+	// (Count) its last sample, the count as the step ended (of a roll-up,
+	// the most it counted), so a step line drawn from the step's end shows
+	// instances that ran, not a fraction of one, and rises after the job
+	// that started them, never before; any other metric the samples' mean.
 	Values map[string][]*float64 `json:"values"`
 	// Units are each metric's unit (Unit), for the charts' axes.
 	Units map[string]string `json:"units"`
@@ -70,7 +70,7 @@ func (c *Collector) Series(group string, metrics []string, to time.Time, window 
 }
 
 // Count reports whether a group metric counts instances: its steps take
-// their first sample (a roll-up's most).
+// their last sample (a roll-up's most).
 func Count(metric string) bool { return metric == "size" || metric == "ready" }
 
 // Unit is a group metric's unit, as a chart's axis names it: "%" for CPU,
@@ -93,8 +93,8 @@ func Unit(metric string) string {
 }
 
 // resample puts pts (oldest first) into n steps from from: each step's
-// mean, or its first point when first is set.
-func resample(pts []Point, from time.Time, step time.Duration, n int, first bool) []*float64 {
+// mean, or its last point when last is set.
+func resample(pts []Point, from time.Time, step time.Duration, n int, last bool) []*float64 {
 	sum := make([]float64, n)
 	cnt := make([]int, n)
 	for _, p := range pts {
@@ -105,7 +105,9 @@ func resample(pts []Point, from time.Time, step time.Duration, n int, first bool
 		if i >= n {
 			continue
 		}
-		if !first || cnt[i] == 0 {
+		if last {
+			sum[i] = p.V
+		} else {
 			sum[i] += p.V
 		}
 		cnt[i]++
@@ -114,7 +116,7 @@ func resample(pts []Point, from time.Time, step time.Duration, n int, first bool
 	for i := range out {
 		switch {
 		case cnt[i] == 0:
-		case first:
+		case last:
 			out[i] = num(sum[i])
 		default:
 			out[i] = num(sum[i] / float64(cnt[i]))

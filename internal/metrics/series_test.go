@@ -17,22 +17,22 @@ func TestResample(t *testing.T) {
 		{T: from.Add(30 * time.Second), V: 99}, // past the last step
 	}
 	for _, tt := range []struct {
-		first bool
-		want  []*float64
+		last bool
+		want []*float64
 	}{
 		{false, []*float64{num(2), nil, num(7)}},
-		{true, []*float64{num(1), nil, num(7)}},
+		{true, []*float64{num(3), nil, num(7)}},
 	} {
-		got := resample(pts, from, 10*time.Second, 3, tt.first)
+		got := resample(pts, from, 10*time.Second, 3, tt.last)
 		if len(got) != len(tt.want) {
-			t.Fatalf("first %v: got %d steps, want %d", tt.first, len(got), len(tt.want))
+			t.Fatalf("last %v: got %d steps, want %d", tt.last, len(got), len(tt.want))
 		}
 		for i, want := range tt.want {
 			switch {
 			case (got[i] == nil) != (want == nil):
-				t.Errorf("first %v: step %d: got %v, want %v", tt.first, i, got[i], want)
+				t.Errorf("last %v: step %d: got %v, want %v", tt.last, i, got[i], want)
 			case got[i] != nil && *got[i] != *want:
-				t.Errorf("first %v: step %d: got %v, want %v", tt.first, i, *got[i], *want)
+				t.Errorf("last %v: step %d: got %v, want %v", tt.last, i, *got[i], *want)
 			}
 		}
 	}
@@ -41,7 +41,7 @@ func TestResample(t *testing.T) {
 // TestSeriesFitsHistory: a chart of the last hour over 40 s of history
 // starts at the oldest sample, in steps no shorter than the sampling
 // interval; the instance count is a count, never a mean such as 3.5 (a
-// roll-up's most, or the step's first sample: the count when it began),
+// roll-up's most, or the step's last sample: the count as it ended),
 // the CPU the steps' mean; each metric has its unit.
 func TestSeriesFitsHistory(t *testing.T) {
 	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
@@ -80,8 +80,8 @@ func TestSeriesFitsHistory(t *testing.T) {
 	if v := s.Values["size"][0]; v == nil || *v != 4 {
 		t.Errorf("size of the first step, a roll-up: %v, want its most, 4", v)
 	}
-	if v := s.Values["size"][1]; v == nil || *v != 3 {
-		t.Errorf("size of the second step, from the ring: %v, want its first sample, 3", v)
+	if v := s.Values["size"][1]; v == nil || *v != 4 {
+		t.Errorf("size of the second step, from the ring: %v, want its last sample, 4", v)
 	}
 	if v := s.Values["cpu.avg"][0]; v == nil || *v != 4.5 {
 		t.Errorf("cpu.avg of the first step: %v, want its mean, 4.5", v)

@@ -159,17 +159,20 @@ function drawChart(el, s, o) {
       svg("text", { class: "policy-label", "data-metric": l.metric, x: left + 4, y: yy - 3 }, plot,
         `${what} ${fmtNum(l.value)} ${p.unit} (${label(l.metric)})`);
     }
-    // The series: counts as steps (a value holds until the next), the
-    // rest as lines through the steps' middles. A gap of a few seconds
-    // without samples (a late tick on a busy host) is bridged; a longer
-    // one breaks the line.
+    // The series: counts as steps, the rest as lines through the steps'
+    // middles. A step's count is its last (the series says), so it holds
+    // from the step's end, when it was known, to the next's: the line
+    // rises after the job that started an instance, never before (the
+    // first holds from the data's start). A gap of a few seconds without
+    // samples (a late tick on a busy host) is bridged; a longer one breaks
+    // the line.
     const legend = svg("g", { class: "legend" }, g);
     let lx = left + pw;
     const items = [];
     for (const m of p.metrics) {
       const vals = s.values[m];
       const stepped = p.unit === "instances";
-      let d = "", pen = false, gap = 0;
+      let d = "", pen = false, gap = 0, drawn = false;
       vals.forEach((v, i) => {
         if (v === null) {
           gap++;
@@ -179,8 +182,9 @@ function drawChart(el, s, o) {
         gap = 0;
         const t = s.times[i];
         if (stepped) {
-          // The previous value holds until this step starts.
-          d += pen ? `H${X(t).toFixed(1)}V${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}` : `M${X(t).toFixed(1)},${Y(v).toFixed(1)}H${X(t + step).toFixed(1)}`;
+          const a = X(t + step).toFixed(1), b = X(t + 2 * step).toFixed(1), yv = Y(v).toFixed(1);
+          d += pen ? `H${a}V${yv}H${b}` : `M${drawn ? a : X(t).toFixed(1)},${yv}H${b}`;
+          drawn = true;
         } else {
           d += `${pen ? "L" : "M"}${X(t + step / 2).toFixed(1)},${Y(v).toFixed(1)}`;
         }
