@@ -96,7 +96,9 @@ function drawChart(el, s, o) {
   svg("title", {}, root, "group chart");
   let colorIdx = 0;
   const color = (m) => seriesColor[m] || colors[colorIdx++ % colors.length];
-  const cursors = [];
+  const cursors = [], boxes = []; // boxes: each panel's [top, bottom]
+  // The time axis' group comes first, so its grid lies under the panels'.
+  const xg = svg("g", { class: "x-axis" }, root);
   let y = band;
   panels.forEach((p, pi) => {
     const h = heights[pi];
@@ -123,6 +125,7 @@ function drawChart(el, s, o) {
       ({ hi, ticks } = p.unit === "%" && hi <= 100 ? { hi: 100, ticks: 5 } : niceScale(hi * 1.1));
     }
     const Y = (v) => top + h - (v / hi) * h;
+    boxes.push([top, top + h]);
     const clip = `clip-${pi}`;
     svg("rect", { x: left, y: top, width: pw, height: h }, svg("clipPath", { id: clip }, g));
     svg("rect", { class: "plot", x: left, y: top, width: pw, height: h }, g);
@@ -219,11 +222,11 @@ function drawChart(el, s, o) {
   const plotTop = band + panelGap - 8, plotBottom = y - 8;
 
   // x axis: time ticks at a round step, about one per 110 px.
-  const g = svg("g", { class: "x-axis" }, root);
+  const g = xg;
   const want = (x1 - x0) / Math.max(2, pw / 110);
   const ts = timeSteps.find((v) => v >= want) || 86400 * Math.ceil(want / 86400);
   for (let t = Math.ceil(x0 / ts) * ts; t <= x1; t += ts) {
-    svg("line", { class: "grid", x1: X(t), x2: X(t), y1: plotTop, y2: plotBottom }, g);
+    for (const [a, b] of boxes) svg("line", { class: "grid", x1: X(t), x2: X(t), y1: a, y2: b }, g);
     if (X(t) < left + pw - 28) svg("text", { class: "tick", x: X(t), y: plotBottom + 14, "text-anchor": "middle" }, g, timeLabel(t, ts));
   }
   svg("text", { class: "axis-label", "data-unit": "time", x: left + pw, y: plotBottom + 32, "text-anchor": "end" }, g,
