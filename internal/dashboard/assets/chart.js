@@ -199,7 +199,7 @@ function drawChart(el, s, o) {
         class: "series" + (m === "ready" ? " dashed" : ""), d, stroke: c, "data-metric": m, "data-shape": stepped ? "step" : "line",
         "data-last": last === undefined ? "" : last, "data-values": JSON.stringify(vals),
       }, plot);
-      items.push({ m, c, vals });
+      items.push({ m, c, vals, stepped });
     }
     // Legend, right-aligned above the panel: name and value (the newest,
     // or the one under the cursor).
@@ -214,7 +214,9 @@ function drawChart(el, s, o) {
       show(newest === undefined ? null : newest);
       t.setAttribute("x", lx);
       lx -= 18 + 7.2 * (label(it.m).length + 8 + p.unit.length);
-      cursors.push((i) => show(i === null ? (newest === undefined ? null : newest) : it.vals[i]));
+      // Under the cursor: the value drawn there (a count, the previous
+      // step's, which holds from this step's start).
+      cursors.push((i) => show(i === null ? (newest === undefined ? null : newest) : it.vals[it.stepped ? Math.max(0, i - 1) : i]));
     }
     y += h + panelGap;
   });
