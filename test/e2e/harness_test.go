@@ -111,8 +111,41 @@ func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
 	machine.RLock()
-	t.Cleanup(machine.RUnlock) // registered first: runs after the test's own cleanups
+	st := &machineHold{}
+	holds.Store(t, st)
+	t.Cleanup(func() { // registered first: runs after the test's own cleanups
+		holds.Delete(t)
+		if st.alone {
+			machine.Unlock()
+		} else {
+			machine.RUnlock()
+		}
+	})
 }
+
+// alone turns a parallel test exclusive for the rest of it, from the step
+// that saturates the CPU or measures on: what comes before (starting
+// nodes, instances, load) runs beside the others.
+func alone(t *testing.T) {
+	t.Helper()
+	v, ok := holds.Load(t)
+	if !ok {
+		t.Fatal("alone: the test did not call parallel")
+	}
+	st := v.(*machineHold)
+	if st.alone {
+		return
+	}
+	machine.RUnlock() // an RWMutex cannot be upgraded: let go, then wait
+	machine.Lock()
+	st.alone = true
+}
+
+// machineHold is how a parallel test holds machine now.
+type machineHold struct{ alone bool }
+
+// holds maps a parallel test to its machineHold.
+var holds sync.Map
 
 func exclusive(t *testing.T) {
 	t.Helper()
