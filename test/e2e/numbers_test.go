@@ -18,7 +18,7 @@ import (
 // itself, not the whole backend's rate over the one ready instance (which
 // read twice the truth for the whole warmup, so a rule on it fired again).
 func TestPerInstanceRateAfterScaleOut(t *testing.T) {
-	exclusive(t)
+	parallel(t)
 	const warmup = 20 * time.Second
 	e := newEnv(t, fmt.Sprintf("metrics: {warmup: %s}\n", warmup), groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
@@ -39,6 +39,7 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 		return nil
 	})
 
+	alone(t) // the shares are measured from the scale-out on
 	scaleSync(t, e, "up")
 	e.eventually("web-002 takes requests", 10*time.Second, func() error {
 		d := doc(time.Second)
@@ -80,7 +81,7 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 // p50 is a slow request's, because each line weighs its sample rate; counted
 // line by line the fast requests' many lines outvoted them.
 func TestLatencyWeightedThroughRamp(t *testing.T) {
-	exclusive(t)
+	parallel(t)
 	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)
@@ -101,6 +102,7 @@ func TestLatencyWeightedThroughRamp(t *testing.T) {
 	// At 500 requests/s one in 5 is logged, under 100/s every one. The
 	// window starts once the rate has risen (it follows the load within a
 	// few seconds) and holds 8 s of slow requests, then 25 s of fast ones.
+	alone(t) // open-loop load: a late request fails it
 	const slowRate, slowWindow = 500, 8 * time.Second
 	from := time.Now().Add(4 * time.Second)
 	slow := run("/work?ms=0&wait=200", slowRate, 4*time.Second+slowWindow)

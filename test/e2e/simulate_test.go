@@ -19,7 +19,7 @@ import (
 // requests it served, and prints where it came from; an idle group is
 // refused with why instead of a made-up number.
 func TestSimulateMeasuresCapacity(t *testing.T) {
-	exclusive(t)
+	parallel(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: `    autoscale:
       target: {metric: cpu.p90, value: 60}
 `}
@@ -57,6 +57,7 @@ func TestSimulateMeasuresCapacity(t *testing.T) {
 		t.Fatalf("idle group: exit %d, stderr %q; want exit 2 and why", code, stderr)
 	}
 
+	alone(t) // CPU per request is measured from here on
 	// Requests of 4 ms CPU at 20, 60 and 100 a second: the instance's CPU
 	// climbs by about 0.4 % per req/s of them. An instance can serve at most
 	// 1 s / 4 ms = 250 a second, less by what HTTP itself costs.
