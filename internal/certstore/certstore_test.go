@@ -21,6 +21,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/testcert"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // runtime sends the store's commands to HAProxy's stats socket.
@@ -46,9 +47,7 @@ type env struct {
 
 func requireHAProxy(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy is not installed")
-	}
+	testdep.Command(t, "haproxy", "haproxy")
 }
 
 func freeAddr(t *testing.T) string {

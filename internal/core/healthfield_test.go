@@ -2,18 +2,17 @@ package core
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // TestCheckHealthRegex: a body_regex Go compiles but HAProxy's PCRE2 does not
 // (a code point above 255 without UTF mode) is reported at body_regex.
 func TestCheckHealthRegex(t *testing.T) {
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy not installed")
-	}
+	testdep.Command(t, "haproxy", "haproxy")
 	cfg := loadConfig(t, "listen: 127.0.0.1:18080\nstate_dir: state\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 1\n"+
 		"    health: {body_regex: '\\x{263a}'}\n    template: {command: [sh]}\n")
 	_, err := Preflight(context.Background(), cfg)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 func loadConfig(t *testing.T, text string) *config.Config {
@@ -66,8 +66,8 @@ func TestPreflight(t *testing.T) {
 			`shoal.yaml:2:73: frontends[0].routes[0].path_regex: HAProxy (`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := exec.LookPath("haproxy"); err != nil && tc.needHAProxy {
-				t.Skip("haproxy not installed")
+			if tc.needHAProxy {
+				testdep.Command(t, "haproxy", "haproxy")
 			}
 			cfg := loadConfig(t, tc.text)
 			_, err := Preflight(context.Background(), cfg)

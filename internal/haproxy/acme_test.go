@@ -20,6 +20,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // TestRenderACME: a frontend with tls.acme sends the CA's challenges for
@@ -95,10 +96,7 @@ func TestRenderACME(t *testing.T) {
 	if _, err := Render(&bad, PathsFor(dir)); err == nil || !strings.Contains(err.Error(), `group name "shoal_acme"`) {
 		t.Errorf("a group named shoal_acme: %v, want an error naming it", err)
 	}
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy not installed")
-	}
+	bin := testdep.Command(t, "haproxy", "haproxy")
 	if err := certstore.New(dir, nil, nil).Write(cfg.Frontends); err != nil {
 		t.Fatal(err)
 	}

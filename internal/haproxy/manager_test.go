@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,13 +22,12 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 func requireHAProxy(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Skip("haproxy is not installed")
-	}
+	testdep.Command(t, "haproxy", "haproxy")
 }
 
 // backend is a tiny HTTP server on 127.0.0.1 that answers / with its name.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 func testConfig(stateDir, listen string) *config.Config {
@@ -51,10 +52,7 @@ func TestRenderWildcardHost(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", w, got)
 		}
 	}
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy not installed")
-	}
+	bin := testdep.Command(t, "haproxy", "haproxy")
 	path := filepath.Join(dir, "haproxy.cfg")
 	writeFile(t, path, got)
 	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/certstore"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/testcert"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // TestRenderTLS: what a TLS frontend's binds and rules are, and that
@@ -71,10 +72,7 @@ func TestRenderTLS(t *testing.T) {
 		t.Errorf("tls.bind not among the binds: %v", err)
 	}
 
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy not installed")
-	}
+	bin := testdep.Command(t, "haproxy", "haproxy")
 	fe.TLS.Bind = []string{"[::1]:8443"}
 	if err := certstore.New(dir, nil, nil).Write(cfg.Frontends); err != nil {
 		t.Fatal(err)

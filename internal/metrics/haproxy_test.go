@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/proc"
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // startHTTP serves 200 on /, 500 on /fail and the health check.
@@ -43,12 +43,7 @@ func startHTTP(t testing.TB) int {
 // the test dies half-way, killed) at the end.
 func startHAProxy(t testing.TB) (*haproxy.Manager, string) {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
-			t.Skip("haproxy is not installed")
-		}
-		t.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin")
-	}
+	testdep.Command(t, "haproxy", "haproxy")
 	stateDir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

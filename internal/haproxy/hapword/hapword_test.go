@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testdep"
 )
 
 // words are the edge cases of each rule: the accepted ones are written into
@@ -145,10 +147,7 @@ func TestEscape(t *testing.T) {
 // HAProxy accepted it.
 func haproxyCheck(t *testing.T, cfg string) (string, bool) {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed")
-	}
+	bin := testdep.Command(t, "haproxy", "haproxy")
 	path := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
