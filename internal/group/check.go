@@ -8,7 +8,7 @@ import (
 
 // States lists every instance state in lifecycle order, for validating user
 // input such as `shoal instances --state`.
-var States = []State{Starting, InService, Unhealthy, Draining, Stopping, Failed}
+var States = []State{Starting, InService, Unhealthy, Drained, Standby, Draining, Stopping, Failed}
 
 // checkSummary says what HAProxy's last check of a server found, such as
 // "L7STS 500 Internal Server Error" or "L7RSP HTTP content check did not match".

@@ -115,6 +115,8 @@ type instance struct {
 	// wait is a retiring instance's wait for its cloud to delete it: a
 	// scale-up takes it back meanwhile rather than pay for a new server.
 	wait cloudWait
+	// marks are what an operator set on it (see dayops.go).
+	marks marks
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -195,6 +197,9 @@ type Group struct {
 	// the next launches replace them (see launched).
 	replacing  []string
 	retired    []Retirement // the newest job's scale-in choices (see Retirements)
+	// protectedNote is the protected instances a scale-in last stopped
+	// at, so that it is logged once, not at every pass.
+	protectedNote string
 	nextLaunch time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
@@ -306,7 +311,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			continue
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
-			version: r.Version, tmpl: g.dep.tmpl}
+			version: r.Version, tmpl: g.dep.tmpl, marks: marksOf(r.Marks)}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
@@ -320,6 +325,11 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			// Its health watch finds out again whether HAProxy has it DOWN.
 			in.state = InService
 			_ = g.lb.AddServer(ctx, g.server(in), true)
+		case Drained, Standby:
+			// Out of rotation by an operator's act: it stays so, serving
+			// and counted as it was (see dayops.go).
+			_ = g.lb.AddServer(ctx, g.server(in), true)
+			_ = g.lb.Drain(ctx, g.cfg.Name, in.name, 0)
 		case Draining:
 			// Registered and marked draining before HAProxy is synced, so an
 			// adopted HAProxy keeps it draining (an unregistered server would
@@ -429,7 +439,7 @@ func (g *Group) reconcile(ctx context.Context) {
 func (g *Group) activeLocked() []*instance {
 	var active []*instance
 	for _, in := range g.insts {
-		if !in.retiring && (in.state == Starting || in.state == InService || in.state == Unhealthy) {
+		if !in.retiring && (in.state == Starting || in.state == InService || in.state == Unhealthy || in.keepsPlace()) {
 			active = append(active, in)
 		}
 	}
@@ -554,6 +564,11 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 			return
 		case <-tick:
+			if g.isHeld(in) {
+				// Out of rotation by an operator: its checks replace nothing.
+				downSince = time.Time{}
+				continue
+			}
 			st, ok := g.stats.server(ctx, in.name)
 			switch {
 			case !ok:
@@ -561,7 +576,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			case st.Status.IsDown():
 				if downSince.IsZero() {
 					downSince = g.clk.Now()
-					g.setState(ctx, in, Unhealthy)
+					g.setStateIf(ctx, in, Unhealthy, func() bool { return in.state == InService })
 				}
 				if hung(st) {
 					g.releaseHeld(ctx, in, st)
@@ -573,7 +588,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 				}
 			case st.Status.IsUp() && !downSince.IsZero():
 				downSince = time.Time{}
-				g.setState(ctx, in, InService)
+				g.setStateIf(ctx, in, InService, func() bool { return in.state == Unhealthy })
 			}
 		}
 	}
@@ -991,7 +1006,7 @@ func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func()
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	// Before its start the instance has no record from the provider yet.
-	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version}
+	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Marks: in.marks.words()}
 	row.Group, row.Name, row.Index = g.cfg.Name, in.name, in.index
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {
