@@ -29,31 +29,35 @@ const (
 	InstanceTerminateFailed Type = "instance.terminate_failed"
 	InstanceUnhealthy       Type = "instance.unhealthy"
 	InstanceReplaced        Type = "instance.replaced"
-	InstanceDrained         Type = "instance.drained"
-	InstanceUndrained       Type = "instance.undrained"
-	InstanceStandby         Type = "instance.standby"
-	InstanceResumed         Type = "instance.resumed"
-	InstanceProtected       Type = "instance.protected"
-	InstanceUnprotected     Type = "instance.unprotected"
+	ScaleStarted            Type = "scale.started"
+	ScaleFinished           Type = "scale.finished"
+	ScaleFailed             Type = "scale.failed"
+	ScaleIgnored            Type = "scale.ignored"
+	HostDown                Type = "host.down"
+	HostUp                  Type = "host.up"
+	DeployFinished          Type = "deploy.finished"
+	DeployRolledBack        Type = "deploy.rolled_back"
+	DeployIgnored           Type = "deploy.ignored"
+	HAProxyRestarted        Type = "haproxy.restarted"
+	GSLBRestarted           Type = "gslb.restarted"
+	LeaderChanged           Type = "leader.changed"
+	CertificateExpiring     Type = "certificate.expiring"
+	PolicyDecision          Type = "policy.decision"
+)
+
+// Day-two acts on instances (shoal instances drain, standby, protect, ...).
+const (
+	InstanceDrained     Type = "instance.drained"
+	InstanceUndrained   Type = "instance.undrained"
+	InstanceStandby     Type = "instance.standby"
+	InstanceResumed     Type = "instance.resumed"
+	InstanceProtected   Type = "instance.protected"
+	InstanceUnprotected Type = "instance.unprotected"
 	// InstanceActFailed and InstanceActIgnored are a day-two act's job
 	// (drain, replace, ...) that failed or was refused; what the act did
 	// is told by the instance events above.
-	InstanceActFailed   Type = "instance.act_failed"
-	InstanceActIgnored  Type = "instance.act_ignored"
-	ScaleStarted        Type = "scale.started"
-	ScaleFinished       Type = "scale.finished"
-	ScaleFailed         Type = "scale.failed"
-	ScaleIgnored        Type = "scale.ignored"
-	HostDown            Type = "host.down"
-	HostUp              Type = "host.up"
-	DeployFinished      Type = "deploy.finished"
-	DeployRolledBack    Type = "deploy.rolled_back"
-	DeployIgnored       Type = "deploy.ignored"
-	HAProxyRestarted    Type = "haproxy.restarted"
-	GSLBRestarted       Type = "gslb.restarted"
-	LeaderChanged       Type = "leader.changed"
-	CertificateExpiring Type = "certificate.expiring"
-	PolicyDecision      Type = "policy.decision"
+	InstanceActFailed  Type = "instance.act_failed"
+	InstanceActIgnored Type = "instance.act_ignored"
 )
 
 // Types lists every event type, for config checks and docs.
