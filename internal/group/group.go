@@ -195,18 +195,19 @@ type Group struct {
 	failures []Failure
 	// replacing are the instances that failed in service, oldest first:
 	// the next launches replace them (see launched).
-	replacing []string
-	retired   []Retirement // the newest job's scale-in choices (see Retirements)
-	// protectedNote is the protected instances a scale-in last stopped
-	// at, so that it is logged once, not at every pass.
-	protectedNote string
-	nextLaunch    time.Time
-	restored      []*instance
+	replacing  []string
+	retired    []Retirement // the newest job's scale-in choices (see Retirements)
+	nextLaunch time.Time
+	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
 	// retirements its SetDesired made necessary (owedLaunch, owedRetire).
 	jobSeq     uint64
 	owedLaunch int
 	owedRetire int
+
+	// protectedNote is the protected instances a scale-in last stopped
+	// at, so that it is logged once, not at every pass.
+	protectedNote string
 
 	// dep is the group's templates: configured, serving, and a deploy's
 	// roll.
