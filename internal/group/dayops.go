@@ -644,15 +644,14 @@ func (g *Group) settledLocked() (settled bool, blocked []string) {
 	return false, nil
 }
 
-// ProtectedStop says why m's job's scale-in stopped short of the desired
-// size ("" when it did not): only protected instances were left to take.
-func (g *Group) protectedStop() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// protectedStopLocked is the error of a scale-in that stopped short of
+// the desired size (nil when none did): only protected instances were left
+// to take. g.mu must be held.
+func (g *Group) protectedStopLocked() error {
 	settled, blocked := g.settledLocked()
 	if !settled || len(blocked) == 0 {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("scale-in stopped at protected instances (%s): %d in service for desired size %d",
-		strings.Join(blocked, ", "), len(g.activeLocked()), g.desired)
+	return fmt.Errorf("%w (%s): %d in service for desired size %d; unprotect one to let it go",
+		ErrProtected, strings.Join(blocked, ", "), len(g.activeLocked()), g.desired)
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -56,8 +57,8 @@ func TestScaleInSkipsProtected(t *testing.T) {
 	if g.convergedLocked() {
 		t.Fatal("converged above the desired size")
 	}
-	if note := g.protectedStop(); !strings.Contains(note, "web-001, web-002") || !strings.Contains(note, "desired size 1") {
-		t.Fatalf("protectedStop = %q, want the protected instances and the desired size named", note)
+	if err := g.protectedStopLocked(); !errors.Is(err, ErrProtected) || !strings.Contains(err.Error(), "web-001, web-002") || !strings.Contains(err.Error(), "desired size 1") {
+		t.Fatalf("protectedStop = %v, want the protected instances and the desired size named", err)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 var ErrNotConverged = errors.New("group did not reach its desired size")
 
 // ErrProtected is a scale-in that stopped at protected instances.
-var ErrProtected = errors.New("stopped at protected instances")
+var ErrProtected = errors.New("scale-in stopped at protected instances")
 
 // ErrRemoved is a size change or deploy of a group a config reload removed.
 var ErrRemoved = errors.New("removed by a config reload")
@@ -343,7 +343,8 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 				failed = append(failed, f.Instance+": "+f.Reason)
 			}
 		}
-		conv, blocked := g.settledLocked()
+		conv := g.convergedLocked()
+		stopped := g.protectedStopLocked()
 		churn, ch := g.churn, g.changed
 		// A removed group converges on no instance: not the size asked for.
 		removed := g.removed
@@ -354,8 +355,8 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 		if len(failed) > 0 {
 			return false, fmt.Errorf("%w: %s", ErrNotConverged, strings.Join(failed, "; "))
 		}
-		if conv && len(blocked) > 0 {
-			return false, fmt.Errorf("%w: %s", ErrProtected, g.protectedStop())
+		if stopped != nil {
+			return false, stopped
 		}
 		if conv {
 			return m.converged && churn == m.churn, nil
