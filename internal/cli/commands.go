@@ -214,6 +214,9 @@ func printJob(w io.Writer, j jobs.Job) {
 	if j.Plan != "" {
 		what += " " + j.Plan
 	}
+	if len(j.Instances) > 0 {
+		what += " " + strings.Join(j.Instances, " ")
+	}
 	if j.Kind == jobs.Deploy {
 		fmt.Fprintf(w, "job %s %s: group %s deploy of version %s, %d instances (source %s)", j.ID, j.State, j.Group, j.Version, j.Target, j.Source)
 	} else {
@@ -221,6 +224,9 @@ func printJob(w io.Writer, j jobs.Job) {
 	}
 	if j.Noop {
 		fmt.Fprint(w, ", nothing to change")
+	}
+	if j.Note != "" {
+		fmt.Fprintf(w, "; %s", j.Note)
 	}
 	if j.Reason != "" {
 		fmt.Fprintf(w, ": %s", j.Reason)
@@ -345,6 +351,12 @@ func printJobDetail(w io.Writer, j jobs.Job) {
 	line("size", strconv.Itoa(j.From)+" → "+strconv.Itoa(j.Target))
 	if j.Version != "" {
 		line("version", j.Version)
+	}
+	if len(j.Instances) > 0 {
+		line("instances", strings.Join(j.Instances, ", "))
+	}
+	if j.Note != "" {
+		line("note", j.Note)
 	}
 	state := string(j.State)
 	if j.Noop {
