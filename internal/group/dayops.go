@@ -637,7 +637,9 @@ func (g *Group) settledLocked() (settled bool, blocked []string) {
 	switch {
 	case n == g.desired:
 		return true, nil
-	case n > g.desired && n-len(protected) <= g.desired:
+	case n > g.desired && n-len(protected) <= g.desired && g.protectedNote != "":
+		// The scale-in ran and found only protected ones left (see
+		// retireSurplusLocked): not merely a surplus it has yet to see.
 		slices.Sort(protected)
 		return true, protected
 	}

@@ -134,6 +134,7 @@ func (g *Group) busyness(ctx context.Context) (map[string]int, error) {
 func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error, hosts map[string]hostLoad) {
 	active := g.activeLocked()
 	if len(active) <= want {
+		g.protectedNote = ""
 		return
 	}
 	policy := g.conf().ScaleIn

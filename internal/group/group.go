@@ -415,6 +415,9 @@ func (g *Group) reconcile(ctx context.Context) {
 	defer g.mu.Unlock()
 	active := g.activeLocked()
 	want := g.desired + g.dep.surge
+	if len(active) <= want {
+		g.protectedNote = "" // no scale-in stops at protected instances
+	}
 	switch {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it

@@ -160,7 +160,8 @@ func TestInstancesActsUnderCPUContention(t *testing.T) {
 func TestInstancesProtect(t *testing.T) {
 	t.Parallel()
 	g := groupSpec{Name: "web", Min: 1, Max: 3}
-	e := newEnv(t, "", g)
+	const top = "metrics: {warmup: 1s}\n"
+	e := newEnv(t, top, g)
 	e.start()
 	e.waitInService("web", 1)
 	if out, stderr, code := e.cli("scale", "web", "--size", "3", "--sync"); code != 0 {
@@ -194,7 +195,7 @@ func TestInstancesProtect(t *testing.T) {
 		t.Fatalf("scale back to 3 exited %d:\n%s%s", code, out, stderr)
 	}
 	g.Extra = "    autoscale:\n      rules:\n        - {name: shrink, metric: size, above: 1, for: 1s, action: down}\n"
-	e.writeConfig("metrics: {warmup: 1s}\n", g)
+	e.writeConfig(top, g)
 	e.reload()
 	var failed jobs.Job
 	e.eventually("a policy job stops at the protected instances", 60*time.Second, func() error {
