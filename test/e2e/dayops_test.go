@@ -315,6 +315,17 @@ func TestInstancesStateSurvivesRestart(t *testing.T) {
 			t.Fatalf("HAProxy has %s %q after the restart, want DRAIN", n, st)
 		}
 	}
+	_, body := httpGetUnix(t, e, "/metrics")
+	for _, want := range []string{
+		`shoal_group_instances{group="web",state="drained"} 1`,
+		`shoal_group_instances{group="web",state="standby"} 1`,
+		`shoal_group_instances_protected{group="web"} 1`,
+		`shoal_group_size{group="web"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	e.act(0, "undrain", "web-002")
 	e.act(0, "resume", "web-003")
 	e.waitInService("web", 2)
