@@ -525,6 +525,7 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 //	+--------+    backs off 1 s doubling to 60 s if it had not served
 //	              steadily for 30 s (crash loop); else it starts at once.
 //
+// An operator's acts add the states drained and standby (see dayops.go).
 // An unhealthy instance whose checks time out while it holds requests is
 // hung: those requests are ended at once (see hung). Shutdown of shoal
 // takes every state to stopping, or leaves it as it is for the next run to

@@ -147,6 +147,10 @@ func (m *Manager) runInstances(g *group.Group, j Job, o group.ActOptions) {
 	note, err := g.Act(ctx, mark, j.Kind, j.Instances, o, func(msg string) {
 		m.log.Info(string(j.Kind), "job", j.ID, "group", j.Group, "instances", j.Instances, "step", msg)
 	})
+	// An undrain or resume makes a surplus the scale-in retires: say which.
+	if r := g.Retirements(mark); len(r) > 0 {
+		m.scaleInEvent(rec, j, g.Config().ScaleIn, r)
+	}
 	finished := time.Now()
 	j.FinishedAt, j.Note, j.Target = &finished, note, g.Desired()
 	if err != nil {
