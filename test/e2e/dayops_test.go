@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -285,6 +286,24 @@ func TestInstancesStateSurvivesRestart(t *testing.T) {
 	out := e.act(2, "drain", "web-009")
 	if !strings.Contains(out, `unknown instance "web-009"`) {
 		t.Fatalf("drain of an unknown instance does not say so:\n%s", out)
+	}
+	// The API's answers: JSON errors with the right status.
+	for _, tc := range []struct {
+		act    string
+		req    api.InstancesRequest
+		status int
+		want   string
+	}{
+		{"drain", api.InstancesRequest{Instances: []string{"web-009"}}, 404, `unknown instance "web-009"`},
+		{"reboot", api.InstancesRequest{Instances: []string{"web-001"}}, 400, `unknown act "reboot"`},
+		{"replace", api.InstancesRequest{Instances: []string{"web-001"}, Decrement: true}, 400, "decrement is an option of standby only"},
+		{"drain", api.InstancesRequest{}, 400, "name at least one instance"},
+	} {
+		_, err := e.client().Instances(context.Background(), tc.act, tc.req)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != tc.status || !strings.Contains(ae.ErrorResponse.Error, tc.want) {
+			t.Errorf("POST /v1/instances/%s %+v: %v, want %d %q", tc.act, tc.req, err, tc.status, tc.want)
+		}
 	}
 	out = e.act(3, "drain", "web-001", "--no-replace")
 	if !strings.Contains(out, "below min_size 2") {
