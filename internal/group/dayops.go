@@ -101,6 +101,22 @@ func (g *Group) isHeld(in *instance) bool {
 	return in.held()
 }
 
+// heldExited ends a held instance that exited by itself and reports
+// whether it was one. One replaced already (not keeping its place) is not
+// replaced again: its end is logged, not counted as a failure.
+func (g *Group) heldExited(in *instance) bool {
+	g.mu.Lock()
+	out := in.held() && !in.keepsPlace()
+	state := in.state
+	g.mu.Unlock()
+	if !out {
+		return false
+	}
+	g.log.Warn("held instance exited; it was replaced already", "instance", in.name, "state", state, "reason", in.inst.ExitReason())
+	g.drop(in, "", removeThenStop)
+	return true
+}
+
 // keepsPlace reports a held instance that counts towards the desired size.
 func (in *instance) keepsPlace() bool {
 	return in.state == Drained && in.marks.noReplace && !in.retiring
@@ -428,6 +444,9 @@ func (g *Group) swap(ctx context.Context, m Mark, names []string, firstOut bool,
 		if step.Done {
 			return nil
 		}
+		if len(step.Retire) > 0 {
+			continue // what it took out may have been the last step: plan again now
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -450,6 +469,10 @@ func (g *Group) holdLocked(in *instance, s State, mk marks) {
 // holdInPlace drains an instance that keeps its place: nothing is launched.
 func (g *Group) holdInPlace(ctx context.Context, m Mark, name string) error {
 	g.mu.Lock()
+	if refusal := g.refusalLocked(job.Drain, []string{name}, ActOptions{NoReplace: true}); refusal != "" {
+		g.mu.Unlock()
+		return errors.New(refusal)
+	}
 	in := g.insts[name]
 	g.holdLocked(in, Drained, marks{noReplace: true})
 	g.notifyLocked()
@@ -461,7 +484,10 @@ func (g *Group) holdInPlace(ctx context.Context, m Mark, name string) error {
 // one, recorded before it takes effect (as SetDesired does).
 func (g *Group) holdDecrement(ctx context.Context, m Mark, name string) error {
 	if err := g.shiftDesired(ctx, -1, func() {
-		g.holdLocked(g.insts[name], Standby, marks{decrement: true})
+		// Gone since the act's check (it exited): the size is one less.
+		if in := g.insts[name]; in != nil && in.state == InService && !in.retiring {
+			g.holdLocked(in, Standby, marks{decrement: true})
+		}
 	}); err != nil {
 		return err
 	}
@@ -533,6 +559,9 @@ func (g *Group) finishHold(ctx context.Context, m Mark, name string) error {
 func (g *Group) unhold(ctx context.Context, m Mark, name string) error {
 	back := func() {
 		in := g.insts[name]
+		if in == nil || !in.held() {
+			return // it exited since: the reconciler replaces it if it counted
+		}
 		in.state, in.since = InService, g.clk.Now()
 		in.marks.noReplace, in.marks.decrement = false, false
 		if len(g.activeLocked()) > g.desired {
@@ -542,6 +571,10 @@ func (g *Group) unhold(ctx context.Context, m Mark, name string) error {
 	}
 	g.mu.Lock()
 	in := g.insts[name]
+	if in == nil || !in.held() {
+		g.mu.Unlock()
+		return fmt.Errorf("%s is no longer held out of rotation", name)
+	}
 	was, decrement := in.state, in.marks.decrement
 	g.mu.Unlock()
 	// Back in HAProxy's rotation first: the scale-in that follows may

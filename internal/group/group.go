@@ -561,6 +561,9 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			g.shutdown(in)
 			return
 		case <-in.inst.Done():
+			if g.heldExited(in) {
+				return
+			}
 			g.drop(in, "exited: "+in.inst.ExitReason(), removeThenStop)
 			return
 		case <-g.retireCh(in):
