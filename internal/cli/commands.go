@@ -285,6 +285,9 @@ func jobsCmd(o *options) *cobra.Command {
 				if j.Plan != "" {
 					kind += ":" + j.Plan
 				}
+				if len(j.Instances) > 0 {
+					kind += ":" + strings.Join(j.Instances, ",")
+				}
 				state := string(j.State)
 				if j.Noop {
 					state += " (noop)"
