@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/job"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // Day-two acts on named instances (drain, standby, replace, protect) add
@@ -333,7 +334,7 @@ func (g *Group) hasRoom() bool {
 	cpus := g.conf().Template.CPUs
 	for _, h := range hosts {
 		s := h.status
-		if s.State != "up" {
+		if s.State != provider.HostUp {
 			continue
 		}
 		if (s.CapacityInstances == 0 || s.Instances < s.CapacityInstances) && (s.CapacityCores == 0 || s.Cores+cpus <= s.CapacityCores) {
