@@ -102,6 +102,16 @@ func (g *Group) isHeld(in *instance) bool {
 	return in.held()
 }
 
+// retireHeldLocked retires the held instances too: the group is being
+// removed, and none of its instances may outlive it. g.mu must be held.
+func (g *Group) retireHeldLocked() {
+	for _, in := range g.insts {
+		if in.held() {
+			g.retireLocked(in, "group removed")
+		}
+	}
+}
+
 // heldExited ends a held instance that exited by itself and reports
 // whether it was one. One replaced already (not keeping its place) is not
 // replaced again: its end is logged, not counted as a failure.

@@ -334,3 +334,23 @@ func TestHeldExitIsNoFailure(t *testing.T) {
 		t.Fatalf("%d starts and %d failures after the standby instance exited, want 2 and 0", n, failures)
 	}
 }
+
+// A group a reload removes retires every instance: protected and held
+// ones too.
+func TestRetireAllTakesProtectedAndHeld(t *testing.T) {
+	r := newReconciler(t, 2, nil)
+	r.awaitStarts(2)
+	r.bringUp("web-001", "web-002")
+	r.g.mu.Lock()
+	r.g.insts["web-001"].marks.protected = true
+	r.g.insts["web-002"].state = Standby
+	r.g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.g.RetireAll(ctx) }()
+	r.stepUntil("every instance gone", func() bool { return len(r.g.InstanceNames()) == 0 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

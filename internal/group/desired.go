@@ -143,7 +143,12 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		g.log.Warn("scale_in least_busy: no session counts from HAProxy; retiring the newest", "err", statErr)
 		policy = config.ScaleInNewest
 	}
-	picks, passed := unprotected(byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs), len(active)-want)
+	order := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)
+	picks, passed := unprotected(order, len(active)-want)
+	if g.removed {
+		// A group a reload removed retires every instance, protected or not.
+		picks, passed = order[:len(active)-want], nil
+	}
 	if short := len(active) - want - len(picks); short > 0 {
 		if note := strings.Join(passed, ","); note != g.protectedNote {
 			g.protectedNote = note

@@ -418,6 +418,9 @@ func (g *Group) reconcile(ctx context.Context) {
 	if len(active) <= want {
 		g.protectedNote = "" // no scale-in stops at protected instances
 	}
+	if g.removed {
+		g.retireHeldLocked()
+	}
 	switch {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it
