@@ -276,7 +276,11 @@ func (g *Group) Act(ctx context.Context, m Mark, act job.Kind, names []string, o
 		return "", g.unhold(ctx, m, names[0])
 	case job.Standby:
 		if o.Decrement {
-			return "", g.holdDecrement(ctx, m, names[0])
+			return "desired size lowered by one (--decrement)", g.holdDecrement(ctx, m, names[0])
+		}
+	case job.Drain:
+		if o.NoReplace {
+			return "no replacement (--no-replace)", g.holdInPlace(ctx, m, names[0])
 		}
 	}
 	firstOut, note := g.replaceOrder(o.TerminateFirst)
@@ -284,10 +288,6 @@ func (g *Group) Act(ctx context.Context, m Mark, act job.Kind, names []string, o
 	out := func(in *instance) { g.retireLocked(in, "replace") }
 	switch act {
 	case job.Drain:
-		if o.NoReplace {
-			note = "no replacement (--no-replace)"
-			return note, g.holdInPlace(ctx, m, names[0])
-		}
 		out = func(in *instance) { g.holdLocked(in, Drained, marks{}) }
 	case job.Standby:
 		out = func(in *instance) { g.holdLocked(in, Standby, marks{}) }
