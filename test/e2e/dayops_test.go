@@ -88,25 +88,41 @@ func dayActsUnderLoad(t *testing.T, hogs int) {
 	}
 	e.checkInSync("web")
 
-	// drain: a replacement serves first, then web-002 leaves rotation and runs on.
-	d0, _ := e.instance("web-002")
-	e.act(0, "drain", "web-002")
-	d, ok := e.instance("web-002")
-	if !ok || d.State != group.Drained || d.PID != d0.PID || !alive(d.PID) {
-		t.Fatalf("web-002 after drain: %+v (present %t), want drained, pid %d running", d, ok, d0.PID)
+	// Two at once: one after the other, each with a surge of one.
+	var pids []int
+	var names []string
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		pids, names = append(pids, in.PID), append(names, in.Name)
 	}
-	if st := e.serverStatus("web-002"); st != "DRAIN" {
-		t.Fatalf("HAProxy has web-002 %q, want DRAIN", st)
+	out = e.act(0, append([]string{"replace"}, names...)...)
+	e.waitInService("web", 2)
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		if slices.Contains(pids, in.PID) {
+			t.Fatalf("%s still runs pid %d after replacing %v:\n%s", in.Name, in.PID, names, out)
+		}
+	}
+	e.checkInSync("web")
+
+	// drain: a replacement serves first, then the instance leaves rotation and runs on.
+	dn := groupOf(t, e.status(), "web").Instances[1].Name
+	d0, _ := e.instance(dn)
+	e.act(0, "drain", dn)
+	d, ok := e.instance(dn)
+	if !ok || d.State != group.Drained || d.PID != d0.PID || !alive(d.PID) {
+		t.Fatalf("%s after drain: %+v (present %t), want drained, pid %d running", dn, d, ok, d0.PID)
+	}
+	if st := e.serverStatus(dn); st != "DRAIN" {
+		t.Fatalf("HAProxy has %s %q, want DRAIN", dn, st)
 	}
 	g, _ := e.client().Group(context.Background(), "web")
 	if g.InService != 2 || len(g.Instances) != 3 {
 		t.Fatalf("after drain: %d in service of %d instances, want 2 of 3 (the replacement serves)", g.InService, len(g.Instances))
 	}
-	out = e.act(3, "drain", "web-002")
-	if !strings.Contains(out, "web-002 is already drained") {
+	out = e.act(3, "drain", dn)
+	if !strings.Contains(out, dn+" is already drained") {
 		t.Fatalf("a second drain does not say why it was refused:\n%s", out)
 	}
-	e.act(0, "undrain", "web-002")
+	e.act(0, "undrain", dn)
 	e.waitInService("web", 2)
 	e.checkInSync("web")
 
