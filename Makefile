@@ -57,10 +57,11 @@ test: test-deps vet
 	$(GO) test -count=1 -timeout 15m -parallel 8 $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 
-# docs regenerates what docs/ holds from the config's Go types: the defaults,
-# the JSON Schema and the reference (their tests fail when they are stale).
+# docs regenerates the reference pages of docs/ from the code (internal/docgen):
+# the config's keys, defaults and JSON Schema, the commands, the metrics
+# (TestDocsUpToDate fails when one is stale).
 docs:
-	$(GO) test -count=1 -run 'TestConfigDefaultsDoc|TestConfigSchema|TestConfigReference' ./internal/config -update
+	$(GO) run ./cmd/shoal-docs
 
 # static builds the release binaries: no cgo (linked statically, checked by
 # scripts/package.sh), no debug information, no build paths.

@@ -217,14 +217,7 @@ func (s *autoscaleAPI) series(w http.ResponseWriter, r *http.Request) {
 // step-long periods, from which the CLI prints sacloud-cpu-usage's log lines
 // and JSON (metrics.NewCPUUsage).
 type CPUUsageResponse struct {
-	Servers []CPUUsageServer `json:"servers"`
-}
-
-// CPUUsageServer is one instance's CPU samples.
-type CPUUsageServer struct {
-	Name    string              `json:"name"`
-	Cores   float64             `json:"cores"`
-	Samples []metrics.CPUSample `json:"samples"`
+	Servers []metrics.ServerCPU `json:"servers"`
 }
 
 // cpuUsage is GET /v1/cpu-usage?prefix=P&prefix=Q&group=G&window=5m&step=1m:
@@ -253,7 +246,7 @@ func (s *autoscaleAPI) cpuUsage(w http.ResponseWriter, r *http.Request) {
 	if len(prefixes) == 0 {
 		prefixes = []string{""}
 	}
-	out := CPUUsageResponse{Servers: []CPUUsageServer{}}
+	out := CPUUsageResponse{Servers: []metrics.ServerCPU{}}
 	seen := map[string]bool{}
 	for _, p := range prefixes {
 		for _, sv := range s.a.Metrics.ServersCPU(p, window, step, time.Local) {
@@ -261,11 +254,10 @@ func (s *autoscaleAPI) cpuUsage(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			seen[sv.Name] = true
-			samples := sv.Samples
-			if samples == nil {
-				samples = []metrics.CPUSample{}
+			if sv.Samples == nil {
+				sv.Samples = []metrics.CPUSample{}
 			}
-			out.Servers = append(out.Servers, CPUUsageServer{Name: sv.Name, Cores: sv.Cores, Samples: samples})
+			out.Servers = append(out.Servers, sv)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

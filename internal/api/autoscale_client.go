@@ -30,7 +30,7 @@ func (c *Client) Metrics(ctx context.Context, group string, window time.Duration
 // CPUUsage returns the ready instances whose names start with one of
 // prefixes (all when there are none), of group when it is not "", with
 // their CPU in step-long periods over window.
-func (c *Client) CPUUsage(ctx context.Context, group string, prefixes []string, window, step time.Duration) ([]CPUUsageServer, error) {
+func (c *Client) CPUUsage(ctx context.Context, group string, prefixes []string, window, step time.Duration) ([]metrics.ServerCPU, error) {
 	q := url.Values{"prefix": prefixes}
 	if group != "" {
 		q.Set("group", group)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // ErrCoreNotRunning means nothing answers on the socket.
@@ -57,26 +57,26 @@ func (c *Client) Group(ctx context.Context, name string) (group.Status, error) {
 }
 
 // Scale submits a scaling request.
-func (c *Client) Scale(ctx context.Context, groupName string, req ScaleRequest) (jobs.Job, error) {
-	var j jobs.Job
+func (c *Client) Scale(ctx context.Context, groupName string, req ScaleRequest) (jobrun.Job, error) {
+	var j jobrun.Job
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/scale", req, &j)
 }
 
 // Deploy submits a rolling deploy.
-func (c *Client) Deploy(ctx context.Context, groupName string, req DeployRequest) (jobs.Job, error) {
-	var j jobs.Job
+func (c *Client) Deploy(ctx context.Context, groupName string, req DeployRequest) (jobrun.Job, error) {
+	var j jobrun.Job
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/deploy", req, &j)
 }
 
 // Instances submits a day-two act (drain, replace, ...) on named instances.
-func (c *Client) Instances(ctx context.Context, act string, req InstancesRequest) (jobs.Job, error) {
-	var j jobs.Job
+func (c *Client) Instances(ctx context.Context, act string, req InstancesRequest) (jobrun.Job, error) {
+	var j jobrun.Job
 	err := c.do(ctx, http.MethodPost, "/v1/instances/"+url.PathEscape(act), req, &j)
 	return j, err
 }
 
 // Jobs lists the newest jobs.
-func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobs.Job, error) {
+func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobrun.Job, error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	if groupName != "" {
 		q.Set("group", groupName)
@@ -86,26 +86,26 @@ func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobs.
 }
 
 // Job returns one job; wait > 0 long-polls until it ends or wait passes.
-func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (jobs.Job, error) {
+func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (jobrun.Job, error) {
 	path := "/v1/jobs/" + url.PathEscape(id)
 	if wait > 0 {
 		path += "?wait=" + wait.String()
 	}
-	var j jobs.Job
+	var j jobrun.Job
 	return j, c.do(ctx, http.MethodGet, path, nil, &j)
 }
 
 // WaitJob long-polls job id until it ends and returns it; a job that ended
 // other than done (failed, ignored) is an error with its state and reason.
 // ctx bounds the wait.
-func (c *Client) WaitJob(ctx context.Context, id string) (jobs.Job, error) {
+func (c *Client) WaitJob(ctx context.Context, id string) (jobrun.Job, error) {
 	for {
 		j, err := c.Job(ctx, id, 10*time.Second)
 		if err != nil {
 			return j, fmt.Errorf("job %s: %w", id, err)
 		}
 		if j.State.Terminal() {
-			if j.State != jobs.Done {
+			if j.State != jobrun.Done {
 				return j, fmt.Errorf("job %s %s: %s", id, j.State, j.Reason)
 			}
 			return j, nil

@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // DeployRequest is the body of POST /v1/groups/{name}/deploy: template
@@ -19,7 +19,7 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	req := jobs.DeployRequest{Group: r.PathValue("group"), Set: body.Set, Source: body.Source}
+	req := jobrun.DeployRequest{Group: r.PathValue("group"), Set: body.Set, Source: body.Source}
 	if req.Source == "" {
 		req.Source = "api"
 	}

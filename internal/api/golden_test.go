@@ -16,7 +16,8 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -60,7 +61,7 @@ func TestEventsAndJobsJSONGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := groupMap{g.Name(): g}
-	jm, err := jobs.NewManager(ctx, groups, st, log)
+	jm, err := jobrun.NewManager(ctx, groups, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,32 +117,32 @@ func goldenDecisions() []decision.Record {
 	return []decision.Record{
 		{Group: "web", Time: at, Rule: "cpu_high", Sources: []string{"cpu_high", "target"},
 			Values:  map[string]float64{"web.cpu": 91.5, "web.requests_per_second": 1200},
-			Current: 2, Recommendation: 3, Request: &decision.Request{Kind: jobs.Size, Size: 3},
+			Current: 2, Recommendation: 3, Request: &decision.Request{Kind: jobrun.Size, Size: 3},
 			Outcome: decision.Accepted, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m", JobID: "7"},
 		{Group: "web", Time: at.Add(time.Second), Rule: "target", Sources: []string{"target"},
 			Values: map[string]float64{"web.cpu": 40}, Current: 3, Recommendation: 3,
 			Outcome: decision.Nothing, Code: policy.CodeTolerance, Reason: "inside the band"},
 		{Group: "web", Time: at.Add(2 * time.Second), Rule: "wake", Sources: []string{"wake"},
-			Values: map[string]float64{}, Current: 0, Recommendation: 1, Request: &decision.Request{Kind: jobs.Wake},
+			Values: map[string]float64{}, Current: 0, Recommendation: 1, Request: &decision.Request{Kind: jobrun.Wake},
 			Outcome: decision.Ignored, Code: "wake", Reason: "requests arrived; job ignored: busy", JobID: "8"},
 		{Group: "web", Time: at.Add(3 * time.Second), Rule: string(decision.Deploy), Sources: []string{"cli"},
-			Current: 3, Recommendation: 3, Request: &decision.Request{Kind: jobs.Deploy},
-			Outcome: decision.Deploy, Code: decision.Code(jobs.Running), Reason: "deploy of version abc (job 9) running", JobID: "9"},
+			Current: 3, Recommendation: 3, Request: &decision.Request{Kind: jobrun.Deploy},
+			Outcome: decision.Deploy, Code: decision.Code(jobrun.Running), Reason: "deploy of version abc (job 9) running", JobID: "9"},
 		{Group: "web", Time: at.Add(4 * time.Second), Rule: string(decision.ScaleIn), Sources: []string{"policy:target"},
-			Current: 3, Recommendation: 2, Request: &decision.Request{Kind: jobs.Down, Plan: "smallest"},
+			Current: 3, Recommendation: 2, Request: &decision.Request{Kind: jobrun.Down, Plan: "smallest"},
 			Outcome: decision.ScaleIn, Code: "oldest", Reason: "job 10 retires web-001: oldest", JobID: "10"},
 	}
 }
 
-func goldenJobs() []jobs.Job {
+func goldenJobs() []jobrun.Job {
 	at := goldenAt
 	started, finished, deployed := at.Add(time.Second), at.Add(5*time.Second), at.Add(time.Minute)
-	return []jobs.Job{
-		{Group: "web", Source: "cli", Kind: jobs.Up, From: 2, Target: 3, State: jobs.Done,
+	return []jobrun.Job{
+		{Group: "web", Source: "cli", Kind: jobrun.Up, From: 2, Target: 3, State: jobrun.Done,
 			CreatedAt: at, StartedAt: &started, FinishedAt: &finished},
-		{Group: "web", Source: "policy:cpu_high", Kind: jobs.Plan, Plan: "largest", From: 3, Target: 3,
-			State: jobs.Ignored, Reason: "scale-up cooldown runs", CreatedAt: at, FinishedAt: &at},
-		{Group: "web", Source: "cli", Kind: jobs.Deploy, From: 3, Target: 3, State: jobs.Done,
+		{Group: "web", Source: "policy:cpu_high", Kind: jobrun.Plan, Plan: "largest", From: 3, Target: 3,
+			State: jobrun.Ignored, Reason: "scale-up cooldown runs", CreatedAt: at, FinishedAt: &at},
+		{Group: "web", Source: "cli", Kind: jobrun.Deploy, From: 3, Target: 3, State: jobrun.Done,
 			Noop: true, Version: "abc", CreatedAt: at, StartedAt: &at, FinishedAt: &deployed},
 	}
 }
@@ -152,9 +153,21 @@ func goldenReplay() []decision.Record {
 	return []decision.Record{
 		{Time: goldenAt, Group: "web", Rule: "cpu_high", Sources: []string{"cpu_high"},
 			Values: map[string]float64{"web.cpu": 91.5}, Current: 2, Recommendation: 3,
-			Request: &decision.Request{Kind: jobs.Size, Size: 3, Source: decision.SourcePrefix + "cpu_high"},
+			Request: &decision.Request{Kind: jobrun.Size, Size: 3, Source: decision.SourcePrefix + "cpu_high"},
 			Outcome: decision.Requested, Code: policy.CodeScale, Reason: "cpu 91.5 > 80 for 1m"},
 		{Time: goldenAt.Add(time.Second), Group: "web", Rule: "target", Current: 3, Recommendation: 3,
 			Outcome: decision.Nothing, Code: policy.CodeMissing, Reason: "web.cpu is missing"},
 	}
+}
+
+// TestCPUUsageJSONGolden: GET /v1/cpu-usage lists each instance as
+// metrics.ServerCPU in the documented shape ({"name", "cores", "samples":
+// [{"Time", "CPUTime"}]}), which `shoal cpu-usage` decodes.
+func TestCPUUsageJSONGolden(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeJSON(w, http.StatusOK, CPUUsageResponse{Servers: []metrics.ServerCPU{
+		{Name: "web-001", Cores: 2, Samples: []metrics.CPUSample{{Time: goldenAt, CPUTime: 0.5}, {Time: goldenAt.Add(time.Minute), CPUTime: 1.25}}},
+		{Name: "web-002", Cores: 1, Samples: []metrics.CPUSample{}},
+	}})
+	golden(t, "cpuusage.golden.json", w.Body.Bytes())
 }

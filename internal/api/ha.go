@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 )
 
 // HA is an HA node's side of the API (see package ha).
@@ -43,9 +43,9 @@ type HAStatus struct {
 	HAProxyRunning bool `json:"haproxy_running"`
 	// EtcdError, when etcd did not answer, says why; Leader and Nodes are
 	// then only what this node knows itself.
-	EtcdError string        `json:"etcd_error,omitempty"`
-	VIP       *HAVIP        `json:"vip,omitempty"`
-	Nodes     []ha.NodeInfo `json:"nodes"`
+	EtcdError string              `json:"etcd_error,omitempty"`
+	VIP       *HAVIP              `json:"vip,omitempty"`
+	Nodes     []election.NodeInfo `json:"nodes"`
 }
 
 // HAVIP is the virtual IP and this node's keepalived state.

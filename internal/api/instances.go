@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // InstancesRequest is the body of POST /v1/instances/{act}, a day-two act
@@ -29,14 +29,14 @@ func (h *Handler) instances(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	req := jobs.InstanceRequest{Kind: jobs.Kind(r.PathValue("act")), Instances: body.Instances, Source: body.Source,
+	req := jobrun.InstanceRequest{Kind: jobrun.Kind(r.PathValue("act")), Instances: body.Instances, Source: body.Source,
 		Options: group.ActOptions{NoReplace: body.NoReplace, TerminateFirst: body.TerminateFirst, Decrement: body.Decrement}}
 	if req.Source == "" {
 		req.Source = "api"
 	}
 	job, err := h.jobs.SubmitInstances(r.Context(), req)
-	var inErr *jobs.InputError
-	if errors.As(err, &inErr) && errors.Is(err, jobs.ErrUnknownInstance) {
+	var inErr *jobrun.InputError
+	if errors.As(err, &inErr) && errors.Is(err, jobrun.ErrUnknownInstance) {
 		writeError(w, http.StatusNotFound, ErrorResponse{Error: inErr.Msg, Valid: inErr.Valid})
 		return
 	}

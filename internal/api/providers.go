@@ -17,17 +17,17 @@ import (
 // MaxLogLines bounds ?lines= of GET /v1/instances/{name}/logs.
 const MaxLogLines = 100000
 
-// CheckTimeout bounds POST /v1/providers/check: a host that hangs is
+// PreflightTimeout bounds POST /v1/providers/check: a host that hangs is
 // reported as such, not waited for.
-const CheckTimeout = 30 * time.Second
+const PreflightTimeout = 30 * time.Second
 
 // Providers is what the API reads of the core's providers.
 type Providers interface {
 	// Hosts lists the hosts of every provider that has several.
 	Hosts() []provider.HostStatus
-	// CheckProviders connects to every host and checks what the groups
+	// PreflightProviders connects to every host and checks what the groups
 	// using it need there.
-	CheckProviders(ctx context.Context) []provider.CheckResult
+	PreflightProviders(ctx context.Context) []provider.PreflightResult
 	// InstanceLogs writes an instance's log; ErrUnknownInstance when no
 	// group has it, an error wrapping provider.ErrHostDown when its host
 	// cannot be reached.
@@ -42,11 +42,11 @@ type HostsResponse struct {
 	Hosts []provider.HostStatus `json:"hosts"`
 }
 
-// CheckResponse is POST /v1/providers/check: OK is false when any host
+// PreflightResponse is POST /v1/providers/check: OK is false when any host
 // has a problem.
-type CheckResponse struct {
-	OK      bool                   `json:"ok"`
-	Results []provider.CheckResult `json:"results"`
+type PreflightResponse struct {
+	OK      bool                       `json:"ok"`
+	Results []provider.PreflightResult `json:"results"`
 }
 
 // WithProviders serves GET /v1/hosts, POST /v1/providers/check and GET
@@ -58,11 +58,11 @@ func WithProviders(p Providers) Option {
 			writeJSON(w, http.StatusOK, HostsResponse{Hosts: hostsOf(p)})
 		})
 		h.mux.HandleFunc("POST /v1/providers/check", func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)
+			ctx, cancel := context.WithTimeout(r.Context(), PreflightTimeout)
 			defer cancel()
-			resp := CheckResponse{OK: true, Results: p.CheckProviders(ctx)}
+			resp := PreflightResponse{OK: true, Results: p.PreflightProviders(ctx)}
 			if resp.Results == nil {
-				resp.Results = []provider.CheckResult{}
+				resp.Results = []provider.PreflightResult{}
 			}
 			for _, c := range resp.Results {
 				resp.OK = resp.OK && c.OK
@@ -155,9 +155,9 @@ func (c *Client) Hosts(ctx context.Context) (HostsResponse, error) {
 	return resp, c.do(ctx, http.MethodGet, "/v1/hosts", nil, &resp)
 }
 
-// CheckProviders asks the core to check every provider's hosts.
-func (c *Client) CheckProviders(ctx context.Context) (CheckResponse, error) {
-	var resp CheckResponse
+// PreflightProviders asks the core to check every provider's hosts.
+func (c *Client) PreflightProviders(ctx context.Context) (PreflightResponse, error) {
+	var resp PreflightResponse
 	return resp, c.do(ctx, http.MethodPost, "/v1/providers/check", struct{}{}, &resp)
 }
 

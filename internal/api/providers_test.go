@@ -29,7 +29,7 @@ type localLogs struct {
 
 func (l *localLogs) Hosts() []provider.HostStatus { return nil }
 
-func (l *localLogs) CheckProviders(context.Context) []provider.CheckResult { return nil }
+func (l *localLogs) PreflightProviders(context.Context) []provider.PreflightResult { return nil }
 
 func (l *localLogs) InstanceLogs(ctx context.Context, name string, opts provider.LogOptions, w io.Writer) error {
 	if name == "rack-001" {

@@ -20,7 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/connlimit"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -55,7 +55,7 @@ type ScaleRequest struct {
 
 // JobsResponse is GET /v1/jobs.
 type JobsResponse struct {
-	Jobs []jobs.Job `json:"jobs"`
+	Jobs []jobrun.Job `json:"jobs"`
 }
 
 // ErrorResponse is every error's body.
@@ -67,20 +67,20 @@ type ErrorResponse struct {
 	// each as FILE:LINE:COL: field: what was expected.
 	Errors []string `json:"errors,omitempty"`
 	// Job is the ignored job recorded for a request that named an unknown plan.
-	Job *jobs.Job `json:"job,omitempty"`
+	Job *jobrun.Job `json:"job,omitempty"`
 }
 
 // Groups are the running groups the API reads: core's registry, which a
 // config reload changes.
 type Groups interface {
-	jobs.Groups
+	jobrun.Groups
 	// All returns them, sorted by name.
 	All() []*group.Group
 }
 
 // Handler serves the API from a job manager and the running groups.
 type Handler struct {
-	jobs    *jobs.Manager
+	jobs    *jobrun.Manager
 	groups  Groups
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -97,7 +97,7 @@ type Handler struct {
 
 // NewHandler returns the API handler. token, when non-empty, is required as
 // "Authorization: Bearer TOKEN" on every request (for TCP listeners).
-func NewHandler(m *jobs.Manager, groups Groups, log *slog.Logger, token string, opts ...Option) http.Handler {
+func NewHandler(m *jobrun.Manager, groups Groups, log *slog.Logger, token string, opts ...Option) http.Handler {
 	h := &Handler{jobs: m, groups: groups, log: log, mux: http.NewServeMux()}
 	for _, o := range opts {
 		o(h)
@@ -281,7 +281,7 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	req := jobs.Request{Group: r.PathValue("group"), Source: body.Source}
+	req := jobrun.Request{Group: r.PathValue("group"), Source: body.Source}
 	if req.Source == "" {
 		req.Source = "api"
 	}
@@ -290,11 +290,11 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 		n++
 		switch body.Direction {
 		case "up":
-			req.Kind = jobs.Up
+			req.Kind = jobrun.Up
 		case "down":
-			req.Kind = jobs.Down
+			req.Kind = jobrun.Down
 		case "keep":
-			req.Kind = jobs.Keep
+			req.Kind = jobrun.Keep
 		default:
 			writeError(w, http.StatusBadRequest, ErrorResponse{Error: fmt.Sprintf("direction must be up, down or keep, got %q", body.Direction)})
 			return
@@ -302,11 +302,11 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Plan != "" {
 		n++
-		req.Kind, req.Plan = jobs.Plan, body.Plan
+		req.Kind, req.Plan = jobrun.Plan, body.Plan
 	}
 	if body.Size != nil {
 		n++
-		req.Kind, req.Size = jobs.Size, *body.Size
+		req.Kind, req.Size = jobrun.Size, *body.Size
 	}
 	if n != 1 {
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: `give exactly one of "direction", "plan" or "size"`})
@@ -320,10 +320,10 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request) {
 // one that was ignored (its reason inside), 404 for an unknown group, 400
 // for a request the job manager refused (with the refused job, if one was
 // recorded).
-func (h *Handler) submitted(w http.ResponseWriter, group string, job jobs.Job, err error) {
-	var inErr *jobs.InputError
+func (h *Handler) submitted(w http.ResponseWriter, group string, job jobrun.Job, err error) {
+	var inErr *jobrun.InputError
 	switch {
-	case errors.As(err, &inErr) && errors.Is(err, jobs.ErrUnknownGroup):
+	case errors.As(err, &inErr) && errors.Is(err, jobrun.ErrUnknownGroup):
 		h.unknownGroup(w, group)
 	case errors.As(err, &inErr):
 		resp := ErrorResponse{Error: inErr.Msg, Valid: inErr.Valid}
@@ -333,7 +333,7 @@ func (h *Handler) submitted(w http.ResponseWriter, group string, job jobs.Job, e
 		writeError(w, http.StatusBadRequest, resp)
 	case err != nil:
 		h.internal(w, err)
-	case job.State == jobs.Ignored:
+	case job.State == jobrun.Ignored:
 		writeJSON(w, http.StatusOK, job)
 	default:
 		writeJSON(w, http.StatusAccepted, job)
@@ -368,7 +368,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 	id := canonicalID(r.PathValue("id"))
 	var (
-		job jobs.Job
+		job jobrun.Job
 		err error
 	)
 	if q := r.URL.Query(); q.Has("wait") {
@@ -385,7 +385,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 		job, err = h.jobs.Get(r.Context(), id)
 	}
 	switch {
-	case errors.Is(err, jobs.ErrNotFound):
+	case errors.Is(err, jobrun.ErrNotFound):
 		writeError(w, http.StatusNotFound, ErrorResponse{Error: err.Error()})
 	case err != nil:
 		h.internal(w, err)

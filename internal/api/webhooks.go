@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // maxWebhookBody bounds an alert payload; Alertmanager groups many alerts in one.
@@ -32,7 +32,7 @@ const (
 // made (one per group).
 type WebhookResponse struct {
 	Alerts []AlertResult `json:"alerts"`
-	Jobs   []jobs.Job    `json:"jobs"`
+	Jobs   []jobrun.Job  `json:"jobs"`
 }
 
 // AlertResult is what became of one alert of a webhook payload.
@@ -80,16 +80,16 @@ var (
 
 // action is a parsed shoal_action: up, down, plan:NAME or size:N.
 type action struct {
-	kind jobs.Kind
+	kind jobrun.Kind
 	plan string
 	size int
 }
 
 func (a action) String() string {
 	switch a.kind {
-	case jobs.Plan:
+	case jobrun.Plan:
 		return "plan:" + a.plan
-	case jobs.Size:
+	case jobrun.Size:
 		return "size:" + strconv.Itoa(a.size)
 	}
 	return string(a.kind)
@@ -100,17 +100,17 @@ const validActions = "up, down, plan:NAME or size:N"
 func parseAction(s string) (action, error) {
 	switch {
 	case s == "up":
-		return action{kind: jobs.Up}, nil
+		return action{kind: jobrun.Up}, nil
 	case s == "down":
-		return action{kind: jobs.Down}, nil
+		return action{kind: jobrun.Down}, nil
 	case strings.HasPrefix(s, "plan:") && len(s) > len("plan:"):
-		return action{kind: jobs.Plan, plan: s[len("plan:"):]}, nil
+		return action{kind: jobrun.Plan, plan: s[len("plan:"):]}, nil
 	case strings.HasPrefix(s, "size:"):
 		n, err := strconv.Atoi(s[len("size:"):])
 		if err != nil {
 			return action{}, fmt.Errorf("%s %q: size must be a whole number", labelAction, s)
 		}
-		return action{kind: jobs.Size, size: n}, nil
+		return action{kind: jobrun.Size, size: n}, nil
 	}
 	return action{}, fmt.Errorf("unknown %s %q: must be %s", labelAction, s, validActions)
 }
@@ -192,7 +192,7 @@ func decodePayload(w http.ResponseWriter, r *http.Request, kind webhookKind) (we
 
 // applyAlerts validates every alert, then submits one job per group.
 func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhookAlert) (WebhookResponse, *webhookError) {
-	resp := WebhookResponse{Alerts: make([]AlertResult, len(alerts)), Jobs: []jobs.Job{}}
+	resp := WebhookResponse{Alerts: make([]AlertResult, len(alerts)), Jobs: []jobrun.Job{}}
 	byGroup := map[string][]routedAlert{}
 	var errs []*webhookError
 	for i, a := range alerts {
@@ -244,9 +244,9 @@ func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhoo
 		win := slices.MinFunc(routed, func(a, b routedAlert) int {
 			return cmp.Or(cmp.Compare(b.target, a.target), strings.Compare(a.act.String(), b.act.String()), cmp.Compare(a.index, b.index))
 		})
-		req := jobs.Request{Group: name, Kind: win.act.kind, Plan: win.act.plan, Size: win.act.size, Source: jobSource(kind.name, win.name)}
+		req := jobrun.Request{Group: name, Kind: win.act.kind, Plan: win.act.plan, Size: win.act.size, Source: jobSource(kind.name, win.name)}
 		job, err := h.jobs.Submit(r.Context(), req)
-		var inErr *jobs.InputError
+		var inErr *jobrun.InputError
 		switch {
 		case errors.As(err, &inErr):
 			// route ran the same checks: only if they drifted apart.
@@ -264,7 +264,7 @@ func (h *Handler) applyAlerts(r *http.Request, kind webhookKind, alerts []webhoo
 			case ra.act != win.act:
 				res.Result = "ignored"
 				res.Reason = fmt.Sprintf("superseded by %s (%s, target %d) for group %s in the same payload: the largest scale-out wins", alertRef(win.index, win.name), win.act, win.target, name)
-			case job.State == jobs.Ignored:
+			case job.State == jobrun.Ignored:
 				res.Result, res.Reason = "ignored", job.Reason
 			default:
 				res.Result = string(job.State)
@@ -292,10 +292,10 @@ func (h *Handler) route(i int, alertname, groupName, act string) (routedAlert, *
 	if err != nil {
 		return routedAlert{}, &webhookError{code: http.StatusUnprocessableEntity, msg: fmt.Sprintf("%s: %v", ref, err)}
 	}
-	target, err := jobs.Target(g, jobs.Request{Group: groupName, Kind: a.kind, Plan: a.plan, Size: a.size})
+	target, err := jobrun.Target(g, jobrun.Request{Group: groupName, Kind: a.kind, Plan: a.plan, Size: a.size})
 	if err != nil {
 		werr := &webhookError{code: http.StatusUnprocessableEntity, msg: ref + ": " + err.Error()}
-		var inErr *jobs.InputError
+		var inErr *jobrun.InputError
 		if errors.As(err, &inErr) {
 			werr.valid = inErr.Valid
 		}
@@ -331,7 +331,7 @@ func jobSource(webhook, alertname string) string {
 			return r
 		}, alertname)
 	}
-	for len(s) > jobs.MaxSource {
+	for len(s) > jobrun.MaxSource {
 		_, size := utf8.DecodeLastRuneInString(s)
 		s = s[:len(s)-size]
 	}

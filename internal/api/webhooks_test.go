@@ -17,7 +17,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -44,7 +44,7 @@ func (m groupMap) All() []*group.Group {
 }
 
 type webhookEnv struct {
-	jm     *jobs.Manager
+	jm     *jobrun.Manager
 	groups groupMap
 	h      http.Handler
 }
@@ -67,7 +67,7 @@ func newWebhookEnv(t *testing.T, token string) *webhookEnv {
 		}
 		e.groups[c.Name] = g
 	}
-	e.jm, err = jobs.NewManager(context.Background(), e.groups, st, log)
+	e.jm, err = jobrun.NewManager(context.Background(), e.groups, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func (e *webhookEnv) do(t *testing.T, method, path, body string, header ...strin
 	return w
 }
 
-func (e *webhookEnv) jobs(t *testing.T) []jobs.Job {
+func (e *webhookEnv) jobs(t *testing.T) []jobrun.Job {
 	t.Helper()
 	list, err := e.jm.List(context.Background(), "", 100)
 	if err != nil {
@@ -159,10 +159,10 @@ func TestAlertmanagerWebhookMakesJob(t *testing.T) {
 		t.Fatalf("jobs %+v, want one for api and one for web", resp.Jobs)
 	}
 	api, web := resp.Jobs[0], resp.Jobs[1]
-	if web.Group != "web" || web.State != jobs.Accepted || web.Target != 3 || web.Source != "alertmanager:HighCPU" {
+	if web.Group != "web" || web.State != jobrun.Accepted || web.Target != 3 || web.Source != "alertmanager:HighCPU" {
 		t.Errorf("web job %+v, want accepted 2 → 3 from alertmanager:HighCPU", web)
 	}
-	if api.Group != "api" || api.State != jobs.Accepted || api.Target != 3 || api.Kind != jobs.Size || api.Source != "alertmanager:ApiBusy" {
+	if api.Group != "api" || api.State != jobrun.Accepted || api.Target != 3 || api.Kind != jobrun.Size || api.Source != "alertmanager:ApiBusy" {
 		t.Errorf("api job %+v, want size 3 from alertmanager:ApiBusy", api)
 	}
 	want := []struct{ result, reason, job string }{
@@ -236,7 +236,7 @@ func TestWebhookResendWithinCooldownIgnored(t *testing.T) {
 	}
 	resp := decodeWebhook(t, e.do(t, "POST", amPath, payload("4", amAlert{"firing", "alertname=HighCPU,shoal_group=web,shoal_action=up", ""})))
 	j := resp.Jobs[0]
-	if j.State != jobs.Ignored || !strings.Contains(j.Reason, "scale-up cooldown runs until") || j.ID == "" {
+	if j.State != jobrun.Ignored || !strings.Contains(j.Reason, "scale-up cooldown runs until") || j.ID == "" {
 		t.Fatalf("job %+v, want ignored for the scale-up cooldown", j)
 	}
 	if a := resp.Alerts[0]; a.Result != "ignored" || a.Reason != j.Reason || a.JobID != j.ID {
@@ -366,7 +366,7 @@ func TestJobSource(t *testing.T) {
 		strings.Repeat("é", 100):       "alertmanager:" + strings.Repeat("é", 57),
 		"x" + strings.Repeat("a", 200): "alertmanager:x" + strings.Repeat("a", 114),
 	} {
-		if got := jobSource("alertmanager", in); got != want || len(got) > jobs.MaxSource {
+		if got := jobSource("alertmanager", in); got != want || len(got) > jobrun.MaxSource {
 			t.Errorf("jobSource(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -73,6 +73,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return exitFailed
 }
 
+// Root returns the command tree, for documentation (docgen's CLI reference);
+// its commands write nowhere.
+func Root() *cobra.Command {
+	return newRoot(&options{stdout: io.Discard, stderr: io.Discard})
+}
+
 // newRoot returns the command tree, writing to o's stdout and stderr.
 func newRoot(o *options) *cobra.Command {
 	root := &cobra.Command{
@@ -96,6 +102,7 @@ func newRoot(o *options) *cobra.Command {
 	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 	root.AddCommand(topCmd(o), versionCmd(o), checkCmd(o), haCmd(o), manCmd(root))
+	root.AddCommand(initCmd(o))
 	// cobra's own help and completion commands, made now to have examples.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -133,10 +140,10 @@ func (o *options) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// check runs the checks serve and validate share beyond the file itself
+// preflight runs the checks serve and validate share beyond the file itself
 // (programs found, haproxy -c); problems are bad input, exit status 2.
-func (o *options) check(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
-	checked, err := core.Check(ctx, cfg)
+func (o *options) preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
+	checked, err := core.Preflight(ctx, cfg)
 	var el config.ErrorList
 	if errors.As(err, &el) {
 		fmt.Fprintln(o.stderr, err)
@@ -246,7 +253,7 @@ func serveCmd(o *options) *cobra.Command {
 					}
 				}
 			}()
-			if _, err := o.check(ctx, cfg); err != nil {
+			if _, err := o.preflight(ctx, cfg); err != nil {
 				return err
 			}
 			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload}); err != nil {
@@ -271,7 +278,7 @@ func validateCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			checked, err := o.check(cmd.Context(), cfg)
+			checked, err := o.preflight(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 func addOutputFlag(cmd *cobra.Command, o *options) {
@@ -203,17 +203,17 @@ func scaleCmd(o *options) *cobra.Command {
 	return cmd
 }
 
-func jobExit(j jobs.Job) error {
+func jobExit(j jobrun.Job) error {
 	switch j.State {
-	case jobs.Failed:
+	case jobrun.Failed:
 		return &exitError{code: exitFailed}
-	case jobs.Ignored:
+	case jobrun.Ignored:
 		return &exitError{code: exitIgnored}
 	}
 	return nil
 }
 
-func printJob(w io.Writer, j jobs.Job) {
+func printJob(w io.Writer, j jobrun.Job) {
 	what := string(j.Kind)
 	if j.Plan != "" {
 		what += " " + j.Plan
@@ -221,7 +221,7 @@ func printJob(w io.Writer, j jobs.Job) {
 	if len(j.Instances) > 0 {
 		what += " " + strings.Join(j.Instances, " ")
 	}
-	if j.Kind == jobs.Deploy {
+	if j.Kind == jobrun.Deploy {
 		fmt.Fprintf(w, "job %s %s: group %s deploy of version %s, %d instances (source %s)", j.ID, j.State, j.Group, j.Version, j.Target, j.Source)
 	} else {
 		fmt.Fprintf(w, "job %s %s: group %s %s, %d → %d (source %s)", j.ID, j.State, j.Group, what, j.From, j.Target, j.Source)
@@ -326,8 +326,8 @@ func jobsCmd(o *options) *cobra.Command {
 // progress; and those retiring but still in service, and why ("web-003:
 // waiting for the cloud API: ..."). Both are "" for other jobs, and when
 // the group cannot be read.
-func progressNotes(ctx context.Context, c *api.Client, j jobs.Job) (booting, waiting string) {
-	if j.State != jobs.Running {
+func progressNotes(ctx context.Context, c *api.Client, j jobrun.Job) (booting, waiting string) {
+	if j.State != jobrun.Running {
 		return "", ""
 	}
 	g, err := c.Group(ctx, j.Group)
@@ -346,7 +346,7 @@ func progressNotes(ctx context.Context, c *api.Client, j jobs.Job) (booting, wai
 	return strings.Join(boot, ", "), strings.Join(wait, "; ")
 }
 
-func printJobDetail(w io.Writer, j jobs.Job) {
+func printJobDetail(w io.Writer, j jobrun.Job) {
 	line := func(k, v string) { fmt.Fprintf(w, "%-9s %s\n", k+":", v) }
 	line("job", j.ID)
 	line("group", j.Group)

@@ -132,12 +132,8 @@ func (o *options) printCPUUsage(ctx context.Context, c *api.Client, group string
 	if err != nil {
 		return apiExit(err)
 	}
-	in := make([]metrics.ServerCPU, len(servers))
-	for i, s := range servers {
-		in[i] = metrics.ServerCPU{Name: s.Name, Cores: s.Cores, Samples: s.Samples}
-	}
 	logger := log.New(o.stderr, "", log.LstdFlags)
-	usage := metrics.NewCPUUsage(in, logger.Printf)
+	usage := metrics.NewCPUUsage(servers, logger.Printf)
 	if q != nil {
 		return printQuery(ctx, o.stdout, q, usage)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // terminal returns w's width in columns when w is a terminal, and false
@@ -97,7 +97,7 @@ func liveLine(text string, elapsed time.Duration, width int) string {
 
 // watchJob waits for job to end, showing the group's status after each
 // poll (the core answers a poll when the job changes, or after a second).
-func watchJob(ctx context.Context, c *api.Client, job jobs.Job, show func(group.Status)) (jobs.Job, error) {
+func watchJob(ctx context.Context, c *api.Client, job jobrun.Job, show func(group.Status)) (jobrun.Job, error) {
 	for {
 		j, err := c.Job(ctx, job.ID, time.Second)
 		if err != nil {
@@ -113,7 +113,7 @@ func watchJob(ctx context.Context, c *api.Client, job jobs.Job, show func(group.
 }
 
 // follow waits for a scale job to end, showing the group's instances.
-func follow(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
+func follow(ctx context.Context, c *api.Client, w io.Writer, job jobrun.Job) (jobrun.Job, error) {
 	p := newProgressLine(w, time.Now())
 	j, err := watchJob(ctx, c, job, func(g group.Status) { p.update(time.Now(), progress(g)) })
 	p.end()
@@ -136,7 +136,7 @@ func progress(g group.Status) string {
 // followDeploy waits for a deploy job to end. Live, the line counts the
 // instances in service on the new version; plain, each instance's change
 // of state or version is a line.
-func followDeploy(ctx context.Context, c *api.Client, w io.Writer, job jobs.Job) (jobs.Job, error) {
+func followDeploy(ctx context.Context, c *api.Client, w io.Writer, job jobrun.Job) (jobrun.Job, error) {
 	p := newProgressLine(w, time.Now())
 	seen := map[string]string{}
 	j, err := watchJob(ctx, c, job, func(g group.Status) {

@@ -33,7 +33,7 @@ now), key accepted, commands run, a free port in its range, and every
 template's program present there. Prints OK or each
 problem per host. Exit status 0 when every host is OK, 1 when any has a
 problem; it gives up on a host that does not answer within the connect
-timeout and on the whole check after ` + api.CheckTimeout.String() + `.`,
+timeout and on the whole check after ` + api.PreflightTimeout.String() + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput(); err != nil {
@@ -43,7 +43,7 @@ timeout and on the whole check after ` + api.CheckTimeout.String() + `.`,
 			if err != nil {
 				return err
 			}
-			resp, err := c.CheckProviders(cmd.Context())
+			resp, err := c.PreflightProviders(cmd.Context())
 			if err != nil {
 				return apiExit(err)
 			}
@@ -52,7 +52,7 @@ timeout and on the whole check after ` + api.CheckTimeout.String() + `.`,
 					return err
 				}
 			} else {
-				printChecks(o.stdout, resp.Results)
+				printPreflight(o.stdout, resp.Results)
 			}
 			if !resp.OK {
 				return &exitError{code: exitFailed, msg: "some hosts have problems"}
@@ -65,7 +65,7 @@ timeout and on the whole check after ` + api.CheckTimeout.String() + `.`,
 	return cmd
 }
 
-func printChecks(w io.Writer, results []provider.CheckResult) {
+func printPreflight(w io.Writer, results []provider.PreflightResult) {
 	if len(results) == 0 {
 		fmt.Fprintln(w, "no provider with hosts to check (every group runs on this machine)")
 		return

@@ -37,7 +37,7 @@ func TestPrintHosts(t *testing.T) {
 // TestPrintChecks: per host OK with what was checked, or each problem.
 func TestPrintChecks(t *testing.T) {
 	var b strings.Builder
-	printChecks(&b, []provider.CheckResult{
+	printPreflight(&b, []provider.PreflightResult{
 		{Provider: "rack", Host: "10.0.0.2", OK: true, Notes: []string{"connected as deploy", "100 free ports"}},
 		{Provider: "rack", Host: "10.0.0.3", Problems: []string{"program /opt/app not found", "no free port in 20000-20000"}},
 	})

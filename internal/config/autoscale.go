@@ -376,10 +376,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 		case n == nil:
 		case v < interval:
 			d.errorf(n, f.field(key), "must be at least the autoscale interval (%s), got %s", interval, v)
-		case v < d.metricsInterval:
-			d.errorf(n, f.field(key), "must be at least metrics.interval (%s), got %s", d.metricsInterval, v)
 		default:
-			d.inHistory(n, f.field(key), v)
+			d.windows = append(d.windows, windowRef{node: n, field: f.field(key), v: v, sampled: true})
 		}
 		return v
 	}
@@ -421,13 +419,32 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 	return r, nameNode, true
 }
 
-// inHistory reports a window the policy reads back (a rule's for or over, the
-// target's stabilization) that is longer than the metrics history kept: its
-// start is never in the history, so it is never covered and never holds.
-func (d *decoder) inHistory(n *yaml.Node, path string, v time.Duration) {
-	if d.metricsKept > 0 && v > d.metricsKept {
-		d.errorf(n, path, "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", d.metricsKept, v)
+// windowRef is a window the policy reads back from the metrics history (a
+// rule's for or over, the target's stabilization), left by the decoding
+// for checkWindows, which has the metrics section.
+type windowRef struct {
+	node  *yaml.Node
+	field string
+	v     time.Duration
+	// sampled: the window is compared sample by sample, so it must hold
+	// at least one metrics interval.
+	sampled bool
+}
+
+// checkWindows checks the policies' windows against the metrics section:
+// a rule's window shorter than metrics.interval would hold one sample or
+// none; a window longer than the history kept (kept; 0: unchecked) starts
+// before it, so it is never covered and never holds.
+func (d *decoder) checkWindows(interval, kept time.Duration) {
+	for _, w := range d.windows {
+		switch {
+		case w.sampled && w.v < interval:
+			d.errorf(w.node, w.field, "must be at least metrics.interval (%s), got %s", interval, w.v)
+		case kept > 0 && w.v > kept:
+			d.errorf(w.node, w.field, "must be at most the metrics history kept (%s, the longest of metrics.retention), got %s", kept, w.v)
+		}
 	}
+	d.windows = nil
 }
 
 // action accepts "up" or "down", or a one-key mapping such as "add: 2".
@@ -521,7 +538,7 @@ func (d *decoder) target(n *yaml.Node, path string) *Target {
 		}
 	}
 	if v, n := f.duration("scale_in_stabilization", t.ScaleInStabilization); n != nil {
-		d.inHistory(n, f.field("scale_in_stabilization"), v)
+		d.windows = append(d.windows, windowRef{node: n, field: f.field("scale_in_stabilization"), v: v})
 		t.ScaleInStabilization = v
 	}
 	t.Period = d.within(f, "period", t.Period, time.Second, 24*time.Hour)

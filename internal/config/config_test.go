@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // The documents below start on the line after the backtick, so that line N of
@@ -1237,7 +1239,7 @@ compat:
 
 	// The compiled templates were checked above; compare everything else.
 	for i := range cfg.Groups {
-		cfg.Groups[i].Template.command, cfg.Groups[i].Template.env = nil, nil
+		cfg.Groups[i].Template.program = template.Program{}
 	}
 	if e := cfg.FieldError("groups[1].health.grace", "x"); e.Line != 33 || e.Col != 85 {
 		t.Errorf("FieldError does not locate groups[1].health.grace: %v", e)

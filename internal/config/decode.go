@@ -30,16 +30,9 @@ type decoder struct {
 	// after loading (see Config.FieldError) can point at the file too.
 	pos map[string]Pos
 
-	// metricsInterval is metrics.interval, decoded before the groups.
-	metricsInterval time.Duration
-	// metricsKept is the metrics history kept (Retention.Kept); 0: not
-	// known, windows are not checked against it.
-	metricsKept time.Duration
-	// queueTimeout is haproxy.timeouts.queue, decoded before the groups.
-	queueTimeout time.Duration
-	// provs are the providers by name, decoded before the groups that
-	// name them.
-	provs map[string]providerLabels
+	// windows are the policies' windows, which link checks against the
+	// metrics section once every section is decoded.
+	windows []windowRef
 	// listeners are the addresses the file has shoal or HAProxy listen
 	// on, compared once it is read (see checkListeners).
 	listeners []listenerAt

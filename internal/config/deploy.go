@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Deploy paces a group's rolling deploy: MaxSurge new instances start at a
@@ -38,7 +39,7 @@ type Hook struct {
 	Command []string      `yaml:"command" required:"true" json:"command"`
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
-	command []*template.Template
+	command template.Argv
 }
 
 // The hooks' defaults: the type serves both, with their own timeouts.
@@ -215,26 +216,21 @@ func (t *Template) ExpandHook(h *Hook, d TemplateData) ([]string, error) {
 	d.Vars = t.Vars
 	cmds := h.command
 	if len(cmds) != len(h.Command) || len(cmds) == 0 {
-		cmds = make([]*template.Template, len(h.Command))
+		cmds = make(template.Argv, len(h.Command))
 		for i, s := range h.Command {
-			tt, _, err := compileArg(s, d)
+			a, _, err := template.Compile(s, d)
 			if err != nil {
 				return nil, fmt.Errorf("command[%d]: %w", i, err)
 			}
-			cmds[i] = tt
+			cmds[i] = a
 		}
 	}
 	if len(cmds) == 0 {
 		return nil, errors.New("command: must not be empty")
 	}
-	left := maxTotalExpansion
-	argv := make([]string, len(cmds))
-	for i, tt := range cmds {
-		var err error
-		if argv[i], err = execute(tt, d, left); err != nil {
-			return nil, fmt.Errorf("command[%d]: %w", i, err)
-		}
-		left -= len(argv[i])
+	argv, err := cmds.Expand(d)
+	if err != nil {
+		return nil, fmt.Errorf("command%w", err)
 	}
 	return argv, nil
 }

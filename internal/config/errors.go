@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -45,4 +46,32 @@ func (l ErrorList) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Pos is where a field's value is in the config file.
+type Pos struct{ Line, Col int }
+
+// FieldError returns an Error about field located where the field (or, when
+// it took a default, its closest enclosing field) is written in the file.
+func (c *Config) FieldError(field, format string, args ...any) *Error {
+	e := &Error{File: c.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	for f := field; f != ""; f = parentField(f) {
+		if p, ok := c.pos[f]; ok {
+			e.Line, e.Col = p.Line, p.Col
+			break
+		}
+	}
+	if e.File == "" {
+		e.File = c.Path
+	}
+	return e
+}
+
+// parentField strips the last ".key" or "[i]" from a field path.
+func parentField(f string) string {
+	i := strings.LastIndexAny(f, ".[")
+	if i < 0 {
+		return ""
+	}
+	return f[:i]
 }

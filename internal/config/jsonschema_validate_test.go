@@ -3,9 +3,11 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,10 +24,10 @@ func compileSchema(b []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
-	if err := c.AddResource(schemaID, doc); err != nil {
+	if err := c.AddResource(SchemaID, doc); err != nil {
 		return nil, fmt.Errorf("add the schema: %w", err)
 	}
-	return c.Compile(schemaID)
+	return c.Compile(SchemaID)
 }
 
 // committedSchema is docs/shoal.schema.json, compiled.
@@ -133,35 +135,117 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 	}
 }
 
-// TestDocsYAMLValidate fails when a YAML block of the docs that show the
-// config (docs/notify.md) does not validate against docs/shoal.schema.json.
-// The blocks are sections, not whole configs: a group is added to those
-// without one, and the files they name need not exist.
+// TestDocsYAMLValidate fails when a YAML block of the docs (every ```yaml
+// block of docs/*.md and README.md) does not validate against
+// docs/shoal.schema.json or does not load with the real loader (Parse, as
+// serve and validate read a file). A block is a whole shoal.yaml or some of
+// its top-level sections: a group is added to one without groups (and
+// without gslb, which needs none), and listen to one without a frontend. The
+// files a block names (certificates, keys, known_hosts, secrets) are the
+// operator's and need not exist here: a load error is forgiven only when it
+// says that a path the block itself names does not exist; every other check
+// of the loader applies.
 func TestDocsYAMLValidate(t *testing.T) {
 	schema := committedSchema(t)
-	for _, file := range []string{"../../docs/notify.md"} {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	total := 0
+	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks := yamlBlocks(string(data))
-		if len(blocks) == 0 {
-			t.Fatalf("%s: no yaml block", file)
-		}
-		for i, b := range blocks {
-			if !strings.HasPrefix(b, "groups:") && !strings.Contains(b, "\ngroups:") {
-				b += "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n" // the one a config needs
-			}
-			inst, err := yamlInstance([]byte(b))
-			if err != nil {
-				t.Errorf("%s: yaml block %d: %v", file, i+1, err)
-				continue
-			}
-			if err := schema.Validate(inst); err != nil {
-				t.Errorf("%s: yaml block %d does not validate: %v", file, i+1, err)
-			}
+		for i, b := range yamlBlocks(string(data)) {
+			total++
+			t.Run(fmt.Sprintf("%s_block%d", filepath.Base(file), i+1), func(t *testing.T) {
+				b = docsConfig(b)
+				inst, err := yamlInstance([]byte(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := schema.Validate(inst); err != nil {
+					t.Errorf("does not validate against the schema: %v\n%s", err, b)
+				}
+				// A short directory: t.TempDir's name holds the test's, and
+				// the sockets under state_dir must fit HAProxy's 97 bytes.
+				dir, err := os.MkdirTemp("", "docs")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				_, err = Parse(filepath.Join(dir, "shoal.yaml"), []byte(b))
+				var list ErrorList
+				if err != nil && !errors.As(err, &list) {
+					t.Fatalf("does not load: %v", err)
+				}
+				for _, e := range list {
+					if !namesMissingPath(b, e.Msg) {
+						t.Errorf("does not load: %v\n%s", e, b)
+						continue
+					}
+					t.Logf("a file it names is the operator's: %v", e)
+				}
+			})
 		}
 	}
+	// The docs show the config in many places; a change of the fence's
+	// spelling must not leave a test that checks none of them.
+	if total < 10 {
+		t.Errorf("found %d yaml blocks in docs/ and README.md, want the dozen and more the guides have", total)
+	}
+}
+
+// docsConfig completes a docs block into a config file: a group when it has
+// none (unless it only answers DNS), and listen when it has no frontend.
+func docsConfig(b string) string {
+	top := func(key string) bool {
+		return strings.HasPrefix(b, key+":") || strings.Contains(b, "\n"+key+":")
+	}
+	if !top("groups") && !top("gslb") {
+		b += "groups: [{name: web, min_size: 1, max_size: 2, template: {command: [app]}}]\n"
+	}
+	if !top("listen") && !top("frontends") {
+		b += "listen: 127.0.0.1:8080\n"
+	}
+	return b
+}
+
+// namesMissingPath says whether msg is a loader error saying that a file
+// whose path is a value in block (not a key) does not exist.
+func namesMissingPath(block, msg string) bool {
+	if !strings.Contains(msg, "no such file or directory") {
+		return false
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal([]byte(block), &doc) != nil {
+		return false
+	}
+	home, _ := os.UserHomeDir()
+	var named func(n *yaml.Node) bool
+	named = func(n *yaml.Node) bool {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			v := n.Value
+			if rest, ok := strings.CutPrefix(v, "~/"); ok {
+				v = filepath.Join(home, rest)
+			}
+			// "stat PATH: …", PATH absolute or resolved against the
+			// config's directory.
+			return v != "" && (strings.Contains(msg, "stat "+v+": ") || strings.Contains(msg, "/"+v+": "))
+		case yaml.MappingNode:
+			for i := 1; i < len(n.Content); i += 2 {
+				if named(n.Content[i]) {
+					return true
+				}
+			}
+			return false
+		}
+		return slices.ContainsFunc(n.Content, named)
+	}
+	return named(&doc)
 }
 
 // yamlBlocks returns the bodies of a Markdown text's ```yaml blocks.

@@ -13,13 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // balanceAlgorithms are HAProxy's dynamic algorithms, and BalanceHash (which
@@ -228,20 +228,17 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.errorf(n, "state_dir", "%v", err)
 	}
 
+	// Each section is decoded by itself; what one names or is bounded by in
+	// another is link's, below, or given to its decoder as an argument.
 	cfg.Admin = d.admin(top.get("admin"), cfg.StateDir)
 	cfg.HAProxy = d.haproxy(top.get("haproxy"))
-	// Before the groups: scale_to_zero holds requests this long.
-	d.queueTimeout = cfg.HAProxy.Timeouts.Queue
-	// Metrics first: autoscale rules are checked against its interval.
 	cfg.Metrics = d.metrics(top.get("metrics"))
-	d.metricsInterval = cfg.Metrics.Interval
-	d.metricsKept = cfg.Metrics.Retention.Kept()
-	// Providers before the groups, which name them.
-	cfg.Providers = d.providers(top.get("providers"))
-	cfg.Groups = d.groups(top.get("groups"), !top.has("frontends"))
-	// After the groups, which routes name.
-	cfg.Frontends = d.frontends(top, cfg)
-	d.checkPlanMaps(cfg.Providers, cfg.Groups)
+	var provs map[string]providerLabels
+	cfg.Providers, provs = d.providers(top.get("providers"))
+	var refs []groupRef
+	cfg.Groups, refs = d.groups(top.get("groups"), !top.has("frontends"))
+	d.link(cfg, provs, refs)
+	cfg.Frontends = d.frontends(top, cfg) // routes name groups
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
@@ -444,28 +441,30 @@ func (d *decoder) loopbackListen(f *fields, key string, by int) string {
 	return s
 }
 
-// groups decodes the groups; shorthand is whether the file routes to them
-// with their hosts and path_prefixes (it has no frontends section).
-func (d *decoder) groups(n *yaml.Node, shorthand bool) []Group {
+// groups decodes the groups, with what link checks of each; shorthand is
+// whether the file routes to them with their hosts and path_prefixes (it
+// has no frontends section).
+func (d *decoder) groups(n *yaml.Node, shorthand bool) ([]Group, []groupRef) {
 	if n == nil {
-		return nil // reported by require
+		return nil, nil // reported by require
 	}
 	items, ok := d.sequence(n, "groups", "a list of groups")
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if len(items) == 0 {
 		d.errorf(n, "groups", "must list at least one group")
-		return nil
+		return nil, nil
 	}
 	var (
 		groups       []Group
+		refs         []groupRef
 		names        = make(map[string]*yaml.Node)
 		defaultGroup string // path and name of the group without routing
 	)
 	for i, item := range items {
 		path := fmt.Sprintf("groups[%d]", i)
-		g, nameNode, ok := d.group(item, path, shorthand)
+		g, ref, nameNode, ok := d.group(item, path, shorthand)
 		if !ok {
 			continue
 		}
@@ -486,16 +485,17 @@ func (d *decoder) groups(n *yaml.Node, shorthand bool) []Group {
 				}
 			}
 		}
-		groups = append(groups, g)
+		groups, refs = append(groups, g), append(refs, ref)
 	}
-	return groups
+	return groups, refs
 }
 
-// group decodes one group; ok is false if item is not a mapping.
-func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, nameNode *yaml.Node, ok bool) {
+// group decodes one group, leaving in ref what link checks against the
+// other sections; ok is false if item is not a mapping.
+func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, ref groupRef, nameNode *yaml.Node, ok bool) {
 	f := section[Group](d, item, path)
 	if f.node == nil {
-		return g, nil, false
+		return g, ref, nil, false
 	}
 	def := defaultGroup
 
@@ -554,16 +554,16 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	}
 
 	g.Health = d.health(f.get("health"), f.field("health"))
-	// The provider may set health.grace, which scale_to_zero is checked against.
-	d.groupProvider(f, &g)
+	ref = groupRef{keys: f, zeroNode: f.get("scale_to_zero")}
+	g.Provider, ref.provider = f.str("provider", def.Provider)
 	if g.Provider != ProviderLocal && !hasKey(f.get("health"), "passive") {
 		p := defaultRemotePassive
 		g.Health.Passive = &p
 	}
-	g.ScaleToZero = d.scaleToZero(f, &g, minOK)
-	g.Template = d.template(f.get("template"), f.field("template"), g.Name, !d.isCloud(g.Provider))
+	g.ScaleToZero, ref.zero = d.scaleToZero(f, &g, minOK)
+	g.Template, ref.template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
-	return g, nameNode, true
+	return g, ref, nameNode, true
 }
 
 // cooldown accepts {up, down} or, as the seed wrote it, one duration for both.
@@ -614,7 +614,7 @@ func (d *decoder) count(f *fields, key string, def int) int {
 // argv decodes a command list: every element is a template trial-run with
 // data, and the first must not expand to nothing. over, when not nil, sees
 // every expansion and ends the list once it reports a bound exceeded.
-func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(n *yaml.Node, field, out string) bool) (texts []string, compiled []*template.Template) {
+func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(n *yaml.Node, field, out string) bool) (texts []string, compiled template.Argv) {
 	items, ok := d.sequence(n, field, "a list of strings")
 	if ok && len(items) == 0 {
 		d.errorf(n, field, "must not be empty")
@@ -625,7 +625,7 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 		if !ok {
 			continue
 		}
-		tt, out, err := compileArg(s, data)
+		tt, out, err := template.Compile(s, data)
 		if err == nil && i == 0 && out == "" {
 			err = errors.New("expands to an empty program name")
 		}
@@ -643,13 +643,11 @@ func (d *decoder) argv(n *yaml.Node, field string, data TemplateData, over func(
 }
 
 // template decodes and compiles an instance template, trial-running every
-// string with sample data for group. process says its instances are
-// processes, which need a command (a cloud's servers run their image).
-func (d *decoder) template(n *yaml.Node, path, group string, process bool) Template {
+// string with sample data for group; its keys are for link, which requires
+// a command of a group whose instances are processes (a cloud's servers run
+// their image).
+func (d *decoder) template(n *yaml.Node, path, group string) (Template, *fields) {
 	f := section[Template](d, n, path)
-	if process {
-		f.require("command")
-	}
 	def := defaultTemplate
 	t := Template{Dir: d.dir}
 	// Variables first: every other field is trial-run with them.
@@ -658,22 +656,22 @@ func (d *decoder) template(n *yaml.Node, path, group string, process bool) Templ
 	// Expand bounds each instance's fields in all; so does the trial run.
 	total := 0
 	overTotal := func(n *yaml.Node, field, out string) bool {
-		if total += len(out); total > maxTotalExpansion {
-			d.errorf(n, field, "%v", errTotalTooLong)
+		if total += len(out); total > template.MaxTotal {
+			d.errorf(n, field, "%v", template.ErrTotalTooLong)
 			return true
 		}
 		return false
 	}
 
 	if cn := f.get("command"); cn != nil {
-		t.Command, t.command = d.argv(cn, f.field("command"), data, overTotal)
+		t.Command, t.program.Command = d.argv(cn, f.field("command"), data, overTotal)
 	}
 
 	if en := f.get("env"); en != nil {
 		entries, _ := d.entries(en, f.field("env"))
 		for _, e := range entries {
 			field := join(f.field("env"), e.key)
-			if err := checkEnvName(e.key); err != nil {
+			if err := template.CheckEnvName(e.key); err != nil {
 				d.errorf(e.k, field, "%v", err)
 				continue
 			}
@@ -681,7 +679,7 @@ func (d *decoder) template(n *yaml.Node, path, group string, process bool) Templ
 			if !ok {
 				continue
 			}
-			tt, out, err := compileArg(s, data)
+			tt, out, err := template.Compile(s, data)
 			if err != nil {
 				d.errorf(e.v, field, "%v", err)
 				continue
@@ -691,9 +689,9 @@ func (d *decoder) template(n *yaml.Node, path, group string, process bool) Templ
 			}
 			if t.Env == nil {
 				t.Env = make(map[string]string)
-				t.env = make(map[string]*template.Template)
+				t.program.Env = make(map[string]*template.Arg)
 			}
-			t.Env[e.key], t.env[e.key] = s, tt
+			t.Env[e.key], t.program.Env[e.key] = s, tt
 		}
 	}
 
@@ -713,7 +711,7 @@ func (d *decoder) template(n *yaml.Node, path, group string, process bool) Templ
 	}
 	t.PreStart = d.hook(f.get("pre_start"), f.field("pre_start"), data, defaultPreStart)
 	t.PreStop = d.hook(f.get("pre_stop"), f.field("pre_stop"), data, defaultPreStop)
-	return t
+	return t, f
 }
 
 // sacloud decodes the sacloud/autoscaler compatibility server. Its protocol

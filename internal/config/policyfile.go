@@ -13,7 +13,7 @@ import (
 // its Retention.Kept (0: unchecked). Problems are an ErrorList naming path,
 // like Load's. Empty data yields nil: no candidate.
 func ParseAutoscale(path string, data []byte, g Group, metricsInterval, metricsKept time.Duration) (*Autoscale, error) {
-	d := &decoder{file: path, budget: 1000 + 2*len(data), metricsInterval: metricsInterval, metricsKept: metricsKept}
+	d := &decoder{file: path, budget: 1000 + 2*len(data)}
 	root, ok := d.top(data, "a policy file")
 	if !ok {
 		return nil, d.errs
@@ -29,6 +29,7 @@ func ParseAutoscale(path string, data []byte, g Group, metricsInterval, metricsK
 		root = root.Content[1]
 	}
 	a := d.autoscale(root, "autoscale", &g, true)
+	d.checkWindows(metricsInterval, metricsKept)
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
 	}

@@ -35,16 +35,17 @@ type providerLabels struct {
 	path string
 }
 
-// providers decodes the providers list. Each entry is {name, type} plus the
-// type's keys at the same level.
-func (d *decoder) providers(n *yaml.Node) []Provider {
-	d.provs = map[string]providerLabels{}
+// providers decodes the providers list, and returns with it what the
+// groups' checks need of each entry, by name. Each entry is {name, type}
+// plus the type's keys at the same level.
+func (d *decoder) providers(n *yaml.Node) ([]Provider, map[string]providerLabels) {
+	provs := map[string]providerLabels{}
 	if n == nil {
-		return nil
+		return nil, provs
 	}
 	items, ok := d.sequence(n, "providers", "a list of providers")
 	if !ok {
-		return nil
+		return nil, provs
 	}
 	var out []Provider
 	names := map[string]*yaml.Node{}
@@ -68,15 +69,15 @@ func (d *decoder) providers(n *yaml.Node) []Provider {
 			if pt, ok := LookupProvider(p.Type); ok && pt.Hosts != nil {
 				pl.hosts = pt.Hosts(&p)
 			}
-			d.provs[p.Name] = pl
+			provs[p.Name] = pl
 		}
 	}
 	for _, pt := range providerTypes {
 		if pt.Check != nil {
-			pt.Check(&ProviderEntries{d: d}, out)
+			pt.Check(&ProviderEntries{d: d, provs: provs}, out)
 		}
 	}
-	return out
+	return out, provs
 }
 
 // ProviderType is one type of provider entry: its keys, their defaults,
@@ -326,6 +327,13 @@ func CheckHostName(name string) error { return checkHostName(name) }
 // MaxTimeout bounds the config's timeouts.
 const MaxTimeout = maxTimeout
 
+// maxTimeout bounds grace, drain and stop timeouts: the job timeout adds them
+// up, and anything longer than a day is a typo.
+const maxTimeout = 24 * time.Hour
+
+// maxCooldown bounds cooldowns, which are added to the current time.
+const maxCooldown = 30 * 24 * time.Hour
+
 // Truncate shortens s for an error message.
 func Truncate(s string) string { return truncate(s) }
 
@@ -339,12 +347,15 @@ const MaxKeyFile = maxKeyFile
 func ReadRegular(path string, max int64) ([]byte, error) { return readRegular(path, max) }
 
 // ProviderEntries reports the errors a type's Check finds.
-type ProviderEntries struct{ d *decoder }
+type ProviderEntries struct {
+	d     *decoder
+	provs map[string]providerLabels
+}
 
 // Errorf reports an error at key of entry p (at the entry when p has no
 // such key).
 func (e *ProviderEntries) Errorf(p Provider, key, format string, args ...any) {
-	pl, ok := e.d.provs[p.Name]
+	pl, ok := e.provs[p.Name]
 	if !ok {
 		return
 	}
@@ -462,15 +473,16 @@ func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 	return out
 }
 
-// groupProvider decodes a group's provider and placement and checks them
-// against the providers.
-func (d *decoder) groupProvider(f *fields, g *Group) {
+// groupProvider checks a group's provider (g.Provider, from the file at pn
+// when it names one) against the providers, and decodes its placement, which
+// only a provider with hosts has: f are the group's keys. A cloud's group
+// has no template keys but version; a provider may lend its health_grace.
+func (d *decoder) groupProvider(f *fields, g *Group, pn *yaml.Node, provs map[string]providerLabels) {
 	def := defaultGroup
-	name, pn := f.str("provider", def.Provider)
-	g.Provider = name
-	pl, known := d.provs[name]
+	name := g.Provider
+	pl, known := provs[name]
 	if pn != nil && name != ProviderLocal && !known {
-		names := append([]string{ProviderLocal}, slices.Sorted(maps.Keys(d.provs))...)
+		names := append([]string{ProviderLocal}, slices.Sorted(maps.Keys(provs))...)
 		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
 	}
 	g.Placement = def.Placement
@@ -519,8 +531,8 @@ func (d *decoder) groupProvider(f *fields, g *Group) {
 }
 
 // isCloud reports whether provider name is a cloud's.
-func (d *decoder) isCloud(name string) bool {
-	pl, ok := d.provs[name]
+func isCloud(provs map[string]providerLabels, name string) bool {
+	pl, ok := provs[name]
 	return ok && pl.cloud
 }
 
@@ -562,7 +574,7 @@ func formatLabels(l map[string]string) string {
 // checkPlanMaps reports the keys of a provider's plan map (sacloud's
 // server_plans, ec2's instance_types) that no group on the provider has as
 // a plan: a typo would silently size servers by the default.
-func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
+func (d *decoder) checkPlanMaps(ps []Provider, groups []Group, provs map[string]providerLabels) {
 	for _, p := range ps {
 		pt, ok := LookupProvider(p.Type)
 		if !ok || pt.Plans == nil {
@@ -582,7 +594,7 @@ func (d *decoder) checkPlanMaps(ps []Provider, groups []Group) {
 		}
 		for _, name := range names {
 			if !known[name] {
-				pl := d.provs[p.Name]
+				pl := provs[p.Name]
 				d.errorf(keyNode(pl.node, key, name), join(pl.path+"."+key, name), "no group on provider %s has a plan %q; plans: %s", p.Name, name, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 			}
 		}

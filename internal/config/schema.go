@@ -22,7 +22,7 @@ import (
 //
 // A new key is a tagged field, its default (if any) a line of its type's
 // table, and its checks a few lines in the type's decoder; a new optional
-// section's table also goes into defaultsTree (TestDefaultsTreeComplete
+// section's table also goes into DefaultsTree (TestDefaultsTreeComplete
 // fails until it does).
 
 // schemaKey is one key a section accepts.

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // storedTemplate is a Template as the store keeps it: its source (the
@@ -44,7 +46,7 @@ func DecodeTemplate(group, data string) (Template, error) {
 		}
 		h := &Hook{Command: sh.Command, Timeout: sh.Timeout}
 		for i, a := range sh.Command {
-			tt, _, err := compileArg(a, sample)
+			tt, _, err := template.Compile(a, sample)
 			if err != nil {
 				return nil, fmt.Errorf("stored template: %s.command[%d]: %w", name, i, err)
 			}

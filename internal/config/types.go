@@ -7,8 +7,9 @@ package config
 
 import (
 	"strconv"
-	"text/template"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Config is a validated shoal configuration. Paths are absolute after Load.
@@ -336,20 +337,6 @@ type Emulator struct {
 	StandIn []string `yaml:"stand_in" required:"true"`
 }
 
-// ExecData is what an exec provider's command templates can refer to.
-type ExecData struct {
-	// ID is the server's cloud ID (stop only).
-	ID    string
-	Name  string
-	Group string
-	Index int
-	Plan  string
-	// Owner is the value of the shoal-owner tag, this shoal's.
-	Owner string
-	// Port is the provider's port.
-	Port int
-}
-
 // Values of Group.ScaleIn.
 const (
 	// ScaleInNewest retires the instance that started last.
@@ -492,8 +479,8 @@ type Template struct {
 	PreStart *Hook `yaml:"pre_start" json:"pre_start,omitempty"`
 	PreStop  *Hook `yaml:"pre_stop" json:"pre_stop,omitempty"`
 
-	command []*template.Template
-	env     map[string]*template.Template
+	// program is the compiled Command and Env.
+	program template.Program
 	// overrides are the Vars set by WithVars, which make a labelled
 	// template's version differ from its label.
 	overrides map[string]string

@@ -13,7 +13,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/promexp"
@@ -39,14 +39,14 @@ type autoscaler struct {
 
 	// What runners need; set by start.
 	st  policy.DecisionStore
-	jm  *jobs.Manager
+	jm  *jobrun.Manager
 	met *promexp.Metrics
 }
 
 // openAutoscaler opens the metrics history; nothing runs until start. The
 // collector and the waker read the registry's groups at each
 // tick, so they follow the groups a reload adds or removes.
-func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobs.Manager, log *slog.Logger) (*autoscaler, error) {
+func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, jm *jobrun.Manager, log *slog.Logger) (*autoscaler, error) {
 	alog := log.With("component", "metrics")
 	wk := newWaker(jm, groups, log.With("component", "scale_to_zero"))
 	col, err := metrics.Open(metrics.Options{
@@ -96,7 +96,7 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 		a.waker.run(cctx)
 	}()
 	if met != nil {
-		met.SetInstanceSource(instanceUsage{a.col})
+		met.SetInstanceSource(a.col)
 	}
 }
 
@@ -128,7 +128,7 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 // policyState is what gc's policy sees of g at each evaluation; with
 // start_delay: auto, the median of g's measured start delays, which the
 // target's look-ahead uses.
-func policyState(g *group.Group, gc config.Group, jm *jobs.Manager, log *slog.Logger) func() policy.State {
+func policyState(g *group.Group, gc config.Group, jm *jobrun.Manager, log *slog.Logger) func() policy.State {
 	delay := startDelays{g: g, log: log}
 	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
 	return func() policy.State {
@@ -156,19 +156,6 @@ func (a *autoscaler) close() {
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st policy.DecisionStore, cfg *config.Config) api.Option {
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
-}
-
-// instanceUsage exposes the collector's per-instance CPU and memory to
-// Prometheus scrapes.
-type instanceUsage struct{ col *metrics.Collector }
-
-func (u instanceUsage) InstanceUsage(context.Context) []promexp.InstanceUsage {
-	src := u.col.Usage()
-	out := make([]promexp.InstanceUsage, len(src))
-	for i, s := range src {
-		out[i] = promexp.InstanceUsage{Group: s.Group, Instance: s.Instance, CPUSeconds: s.CPUSeconds, RSSBytes: float64(s.RSSBytes)}
-	}
-	return out
 }
 
 // startDelays is a group's measured start delay for its policy, read from

@@ -29,7 +29,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -40,7 +40,7 @@ import (
 // compatibility socket) that drives the same job manager as the API.
 type Frontend interface {
 	// Serve runs until ctx ends; it returns an error only if it cannot start or dies.
-	Serve(ctx context.Context, m *jobs.Manager, groups jobs.Groups) error
+	Serve(ctx context.Context, m *jobrun.Manager, groups jobrun.Groups) error
 }
 
 // ErrKeepRunning, as the cause of the context given to Serve, makes Serve
@@ -219,7 +219,7 @@ func openGroups(ctx context.Context, cfg *config.Config, st sharedStore, lb *hap
 // serveAPI serves the control API on the unix socket and, if configured, TCP
 // with the dashboard.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobs.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobrun.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
 	opts = append(opts, api.WithMetrics(met), api.WithControl(ctl))
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")

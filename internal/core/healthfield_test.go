@@ -16,11 +16,11 @@ func TestCheckHealthRegex(t *testing.T) {
 	}
 	cfg := loadConfig(t, "listen: 127.0.0.1:18080\nstate_dir: state\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 1\n"+
 		"    health: {body_regex: '\\x{263a}'}\n    template: {command: [sh]}\n")
-	_, err := Check(context.Background(), cfg)
+	_, err := Preflight(context.Background(), cfg)
 	want := `shoal.yaml:7:26: groups[0].health.body_regex: HAProxy (`
 	if err == nil || !strings.HasPrefix(strings.TrimPrefix(err.Error(), filepath.Dir(cfg.Path)+"/"), want) ||
 		!strings.Contains(err.Error(), "is invalid") {
-		t.Fatalf("Check error:\n got: %v\nwant: %s... is invalid", err, want)
+		t.Fatalf("Preflight error:\n got: %v\nwant: %s... is invalid", err, want)
 	}
 }
 

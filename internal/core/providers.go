@@ -215,16 +215,16 @@ func (p *providers) Hosts() []provider.HostStatus {
 	return out
 }
 
-// Check checks the hosts of every provider that can be checked, each for
+// preflight checks the hosts of every provider that can be checked, each for
 // the templates of the groups that use it.
-func (p *providers) Check(ctx context.Context, cfg *config.Config) []provider.CheckResult {
+func (p *providers) preflight(ctx context.Context, cfg *config.Config) []provider.PreflightResult {
 	var (
 		mu  sync.Mutex
-		out []provider.CheckResult
+		out []provider.PreflightResult
 		wg  sync.WaitGroup
 	)
 	for _, n := range p.all() {
-		c, ok := n.prov.(provider.Checker)
+		c, ok := n.prov.(provider.Preflighter)
 		if !ok {
 			continue
 		}
@@ -235,14 +235,14 @@ func (p *providers) Check(ctx context.Context, cfg *config.Config) []provider.Ch
 			}
 		}
 		wg.Go(func() {
-			res := c.Check(ctx, tmpls)
+			res := c.Preflight(ctx, tmpls)
 			mu.Lock()
 			out = append(out, res...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	slices.SortStableFunc(out, func(a, b provider.CheckResult) int {
+	slices.SortStableFunc(out, func(a, b provider.PreflightResult) int {
 		if a.Provider != b.Provider {
 			return p.index(a.Provider) - p.index(b.Provider)
 		}
@@ -301,13 +301,13 @@ func (p *providers) group(name string) *group.Group {
 // Hosts implements api.Providers.
 func (c *core) Hosts() []provider.HostStatus { return c.provs.Hosts() }
 
-// CheckProviders implements api.Providers: every provider's hosts, for the
+// PreflightProviders implements api.Providers: every provider's hosts, for the
 // config in force.
-func (c *core) CheckProviders(ctx context.Context) []provider.CheckResult {
+func (c *core) PreflightProviders(ctx context.Context) []provider.PreflightResult {
 	c.reloadMu.Lock()
 	cfg := c.cfg
 	c.reloadMu.Unlock()
-	return c.provs.Check(ctx, cfg)
+	return c.provs.preflight(ctx, cfg)
 }
 
 // InstanceLogs implements api.Providers: the log of a running instance,

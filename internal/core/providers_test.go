@@ -79,13 +79,13 @@ func TestProvidersCheck(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	began := time.Now()
-	resp, err := api.NewClient(sock).CheckProviders(ctx)
+	resp, err := api.NewClient(sock).PreflightProviders(ctx)
 	took := time.Since(began)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > api.CheckTimeout {
-		t.Errorf("check took %s, longer than its bound %s", took, api.CheckTimeout)
+	if took > api.PreflightTimeout {
+		t.Errorf("check took %s, longer than its bound %s", took, api.PreflightTimeout)
 	}
 	if resp.OK || len(resp.Results) != 2 {
 		t.Fatalf("check: %+v; want two hosts and not OK", resp)

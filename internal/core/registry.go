@@ -39,7 +39,7 @@ type registry struct {
 	policy func(*group.Group) func(context.Context)
 
 	// standby, on an HA node that does not lead, runs no group: the
-	// groups are there for the API to read; see haNode.
+	// groups are there for the API to read; see ha.Node.
 	standby atomic.Bool
 
 	mu      sync.RWMutex

@@ -13,7 +13,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -25,7 +25,7 @@ import (
 type registryEnv struct {
 	st  *store.Store
 	reg *registry
-	jm  *jobs.Manager
+	jm  *jobrun.Manager
 	col *metrics.Collector
 	pol *policies
 	// stuck is set when an apply never returned: it holds the loops, and
@@ -115,7 +115,7 @@ func newRegistryEnv(t *testing.T, cfgs ...config.Group) *registryEnv {
 		gs = append(gs, e.group(t, c))
 	}
 	e.reg = newRegistry(gs)
-	e.jm, err = jobs.NewManager(context.Background(), e.reg, st, slog.New(slog.DiscardHandler))
+	e.jm, err = jobrun.NewManager(context.Background(), e.reg, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func (e *registryEnv) group(t *testing.T, c config.Group) *group.Group {
 func (e *registryEnv) sees(t *testing.T, name string) (registry, jobs_, metrics_ bool) {
 	t.Helper()
 	_, registry = e.reg.Group(name)
-	_, err := e.jm.Submit(context.Background(), jobs.Request{Group: name, Kind: jobs.Keep, Source: "test"})
-	jobs_ = !errors.Is(err, jobs.ErrUnknownGroup)
+	_, err := e.jm.Submit(context.Background(), jobrun.Request{Group: name, Kind: jobrun.Keep, Source: "test"})
+	jobs_ = !errors.Is(err, jobrun.ErrUnknownGroup)
 	_, err = e.col.Document(context.Background(), name, time.Minute, "")
 	metrics_ = !errors.Is(err, metrics.ErrUnknownGroup)
 	return registry, jobs_, metrics_

@@ -25,7 +25,7 @@ var errStopAll = errors.New("stopped by request")
 // core is a running `shoal serve`: what a reload and a shutdown act on.
 type core struct {
 	log *slog.Logger
-	// st is the groups' store: SQLite, or an HA node's haStore.
+	// st is the groups' store: SQLite, or an HA node's ha.Store.
 	st     sharedStore
 	lb     *haproxy.Manager
 	certs  *certstore.Store
@@ -104,7 +104,7 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 	if err != nil {
 		return resp, err
 	}
-	if _, err := Check(ctx, cfg); err != nil {
+	if _, err := Preflight(ctx, cfg); err != nil {
 		return resp, err
 	}
 	if err := reloadable(old, cfg); err != nil {

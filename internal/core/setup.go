@@ -19,13 +19,11 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/ha"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
-	"github.com/shoal-lb/shoal/internal/keepalived"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/notify"
 	"github.com/shoal-lb/shoal/internal/promexp"
 	"github.com/shoal-lb/shoal/internal/provider/local"
 	"github.com/shoal-lb/shoal/internal/store"
-	"github.com/shoal-lb/shoal/internal/store/etcdstore"
 )
 
 // serving is one run of ServeOptions: what its start-up steps produced, for
@@ -40,11 +38,9 @@ type serving struct {
 
 	st      *store.Store
 	nt      *notify.Notifier
-	node    *ha.Node // nil unless cfg.HA
-	hst     *haStore // nil unless cfg.HA
+	ha      *ha.Node // nil unless cfg.HA
 	shared  sharedStore
 	events  eventRecorder
-	vip     *keepalived.Supervisor
 	stopVIP func()
 	reader  *accesslog.Reader // nil when the access log is off
 	lb      *haproxy.Manager
@@ -52,7 +48,7 @@ type serving struct {
 	local   *local.Provider
 	provs   *providers
 	reg     *registry
-	jm      *jobs.Manager
+	jm      *jobrun.Manager
 	met     *promexp.Metrics
 	auto    *autoscaler
 	acme    *acmeRunner
@@ -129,7 +125,7 @@ func (s *serving) setupNotify() error {
 }
 
 // setupHA joins an HA node to the pair before anything acts: its groups'
-// state is the pair's, in etcd (see haNode). What happens to this node
+// state is the pair's, in etcd (see package ha). What happens to this node
 // (HAProxy, hosts, certificates, DNS) is recorded where every node of the
 // pair lists it.
 func (s *serving) setupHA() error {
@@ -137,15 +133,13 @@ func (s *serving) setupHA() error {
 	if s.cfg.HA == nil {
 		return nil
 	}
-	node, err := ha.Open(s.ctx, *s.cfg.HA, s.log.With("component", "ha"))
+	node, err := ha.Join(s.ctx, s.cfg, s.st, s.log)
 	if err != nil {
 		return err
 	}
-	s.node = node
-	s.onStop(func() { node.Close() })
-	s.hst = &haStore{Store: s.st, shared: etcdstore.New(node.Client(), node.Prefix()), log: s.log.With("component", "ha")}
-	s.shared = s.hst
-	s.events = nodeEvents{s: s.hst, node: s.cfg.HA.Node}
+	s.ha = node
+	s.onStop(node.Close)
+	s.shared, s.events = node.Store(), node.Events()
 	return nil
 }
 
@@ -156,15 +150,14 @@ func (s *serving) setupHA() error {
 // HAProxy still serves what reaches it.
 func (s *serving) setupVIP() error {
 	s.stopVIP = func() {}
-	if s.cfg.HA == nil || s.cfg.HA.VIP == nil {
+	if s.ha == nil {
 		return nil
 	}
-	vip, err := startKeepalived(s.ctx, s.cfg, s.log)
+	stop, err := s.ha.StartVIP(s.ctx)
 	if err != nil {
 		return err
 	}
-	s.vip = vip
-	s.stopVIP = sync.OnceFunc(func() { stopKeepalived(vip, s.log) })
+	s.stopVIP = sync.OnceFunc(stop)
 	s.onStop(s.stopVIP)
 	return nil
 }
@@ -242,7 +235,7 @@ func (s *serving) setupGroups() error {
 		groups []*group.Group
 		err    error
 	)
-	if s.node == nil {
+	if s.ha == nil {
 		groups, err = restore(s.ctx, s.cfg, s.st, s.lb, s.provs, s.log)
 	} else {
 		groups, err = openGroups(s.ctx, s.cfg, s.shared, s.lb, s.provs, s.log)
@@ -251,13 +244,13 @@ func (s *serving) setupGroups() error {
 		return err
 	}
 	s.reg = newRegistry(groups)
-	s.reg.standby.Store(s.node != nil)
+	s.reg.standby.Store(s.ha != nil)
 	s.provs.groups.Store(s.reg)
-	if s.node != nil {
-		s.jm = jobs.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
+	if s.ha != nil {
+		s.jm = jobrun.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
 		return nil
 	}
-	if s.jm, err = jobs.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
+	if s.jm, err = jobrun.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
 		return err
 	}
 	// stopGroups closes it on a normal stop; this closes it (again, which
@@ -269,6 +262,7 @@ func (s *serving) setupGroups() error {
 // setupMetrics builds the /metrics registry over the groups, HAProxy, the
 // providers' cloud calls, the certificates, notifications, the access log
 // and the jobs.
+// MetricCollectors lists the same collectors for the metrics reference.
 func (s *serving) setupMetrics() error {
 	s.met = promexp.New(s.reg, s.lb.Restarts)
 	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs})
@@ -322,7 +316,7 @@ func (s *serving) startHAProxy() error {
 // reconcilers and policies (an HA node's run when it leads).
 func (s *serving) startGroups() error {
 	s.auto.start(s.shared, s.reader, s.met)
-	if s.node == nil {
+	if s.ha == nil {
 		s.reg.start(s.auto.policy)
 	}
 	s.onStop(func() { s.locked(s.stopGroups) })
@@ -351,7 +345,7 @@ func (s *serving) stopGroups() {
 	if err := s.lb.Stop(ctx); err != nil {
 		s.log.Error("stopping HAProxy failed", "err", err)
 	}
-	s.reg.stopReconcilers(s.node != nil)
+	s.reg.stopReconcilers(s.ha != nil)
 	s.log.Info("stopped")
 }
 
@@ -370,16 +364,11 @@ func (s *serving) setupControl() error {
 // (the groups then run nothing, their instances serving for the next
 // leader), then resigns.
 func (s *serving) setupElection() error {
-	if s.node == nil {
+	if s.ha == nil {
 		return nil
 	}
-	h := &haNode{node: s.node, shared: s.hst.shared, st: s.hst, c: s.c, reg: s.reg, jm: s.jm, policy: s.auto.policy, log: s.log.With("component", "ha"),
-		api: s.cfg.Admin.Listen, vip: s.cfg.HA.VIP, lease: s.cfg.HA.Lease}
-	s.apiOpts = append(s.apiOpts, api.WithHA(h))
-	if s.vip != nil {
-		h.ka = s.vip
-	}
-	s.onStop(h.start())
+	s.apiOpts = append(s.apiOpts, api.WithHA(s.ha))
+	s.onStop(s.ha.Start(haCore{s}, s.lb, s.jm))
 	return nil
 }
 

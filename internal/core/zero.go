@@ -8,7 +8,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 )
@@ -44,7 +44,7 @@ const (
 // sees: a restart of shoal postpones a sleep by up to idle_after, never
 // brings it forward.
 type waker struct {
-	jm  *jobs.Manager
+	jm  *jobrun.Manager
 	reg *registry
 	col *metrics.Collector
 	st  policy.DecisionStore
@@ -68,7 +68,7 @@ type sleepState struct {
 }
 
 // newWaker returns a waker; its collector and store are set before run.
-func newWaker(jm *jobs.Manager, reg *registry, log *slog.Logger) *waker {
+func newWaker(jm *jobrun.Manager, reg *registry, log *slog.Logger) *waker {
 	return &waker{jm: jm, reg: reg, log: log, ticks: make(chan time.Time, 1), groups: map[string]*sleepState{}}
 }
 
@@ -139,11 +139,11 @@ func (w *waker) step(ctx context.Context, g *group.Group, now time.Time) {
 		w.submit(ctx, decision.Record{Group: c.Name, Time: now, Rule: ruleWake, Code: codeWake, Values: vals,
 			Current: 0, Recommendation: c.WakeSize(),
 			Reason: fmt.Sprintf("requests arrived while asleep (%s); waking to %d", describeActivity(c.Name, vals), c.WakeSize())},
-			jobs.Request{Group: c.Name, Kind: jobs.Wake, Source: sourceWake})
+			jobrun.Request{Group: c.Name, Kind: jobrun.Wake, Source: sourceWake})
 	case desired > 0 && c.MinSize == 0 && now.Sub(s.lastActive) >= c.ScaleToZero.IdleAfter && !now.Before(s.idleUntil):
 		d := decision.Record{Group: c.Name, Time: now, Rule: ruleIdle, Code: codeIdle, Values: vals, Current: desired, Recommendation: 0,
 			Reason: fmt.Sprintf("no request for %s (idle_after %s); scaling to 0", now.Sub(s.lastActive).Round(time.Second), c.ScaleToZero.IdleAfter)}
-		if job, ok := w.submit(ctx, d, jobs.Request{Group: c.Name, Kind: jobs.Size, Size: 0, Source: sourceIdle}); !ok {
+		if job, ok := w.submit(ctx, d, jobrun.Request{Group: c.Name, Kind: jobrun.Size, Size: 0, Source: sourceIdle}); !ok {
 			// Refused, most likely by the scale-down cooldown: ask again
 			// when it ends, not at every sample.
 			s.idleUntil = now.Add(idleRetryMin)
@@ -182,14 +182,14 @@ func (w *waker) activity(name string, now time.Time, rates bool) (map[string]flo
 
 // submit files req and records d with its outcome; ok is false when the job
 // was not accepted.
-func (w *waker) submit(ctx context.Context, d decision.Record, req jobs.Request) (jobs.Job, bool) {
+func (w *waker) submit(ctx context.Context, d decision.Record, req jobrun.Request) (jobrun.Job, bool) {
 	d.Request = &decision.Request{Kind: req.Kind, Size: req.Size, Source: req.Source}
 	d.Sources = []string{d.Rule}
 	job, err := w.jm.Submit(ctx, req)
 	switch {
 	case err != nil:
 		d.Outcome, d.Reason = decision.Error, d.Reason+"; submitting the job failed: "+err.Error()
-	case job.State == jobs.Ignored:
+	case job.State == jobrun.Ignored:
 		d.Outcome, d.Reason = decision.Ignored, d.Reason+"; job ignored: "+job.Reason
 	default:
 		d.Outcome = decision.Accepted
@@ -203,7 +203,7 @@ func (w *waker) submit(ctx context.Context, d decision.Record, req jobs.Request)
 	}
 	w.log.Info("autoscale decision", "group", d.Group, "rule", d.Rule, "outcome", d.Outcome, "code", d.Code,
 		"current", d.Current, "recommendation", d.Recommendation, "reason", d.Reason, "job", d.JobID)
-	return job, err == nil && job.State != jobs.Ignored
+	return job, err == nil && job.State != jobrun.Ignored
 }
 
 // describeActivity says what a sample saw of a sleeping group.

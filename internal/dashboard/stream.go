@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
@@ -24,8 +24,8 @@ type Message struct {
 	// Jobs are the newest jobs of the stream's group (?group=), Events its
 	// decisions and the events of no group since the previous message (the
 	// newest 200 in the first).
-	Jobs   []jobs.Job  `json:"jobs,omitempty"`
-	Events []api.Event `json:"events,omitempty"`
+	Jobs   []jobrun.Job `json:"jobs,omitempty"`
+	Events []api.Event  `json:"events,omitempty"`
 	// Errors are the API calls that failed.
 	Errors []string `json:"errors,omitempty"`
 }

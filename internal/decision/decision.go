@@ -1,8 +1,11 @@
-// Package decision is the one shape of an explained autoscaling decision:
-// the policy makes a Record, the store keeps it, and the API and
-// `shoal events` show it as it is. It sits below the store so that every
-// layer can share it (the store persists it; the policy, the job manager
-// and the waker write it).
+// Package decision is the one shape of an explained autoscaling decision,
+// and so of an entry in a group's event log: the policy makes a Record, the
+// store keeps it, and the API and `shoal events` show it as it is (a deploy,
+// a scale-in, a placement or, with outcome Event, something that happened to
+// the fleet is logged as one too). It sits below the store so that every
+// layer can share it (the store persists it; the policy, the job runner, the
+// group and the waker write it). Package event derives the notification
+// about an entry.
 package decision
 
 import (
@@ -79,7 +82,7 @@ type Record struct {
 }
 
 // Request is the job a decision asks for, in the job manager's words
-// (jobs.Request without the group, which is the record's).
+// (jobrun.Request without the group, which is the record's).
 type Request struct {
 	Kind   job.Kind `json:"kind"`
 	Plan   string   `json:"plan"`

@@ -335,5 +335,5 @@ func checkReason(st haproxy.ServerStat) string {
 	if code := st.RefusedStatus(); code != 0 {
 		return fmt.Sprintf("HTTP %d", code)
 	}
-	return checkSummary(st)
+	return healthCheckSummary(st)
 }

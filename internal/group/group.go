@@ -36,6 +36,10 @@ const (
 	Failed    State = "failed"
 )
 
+// States lists every instance state in lifecycle order, for validating user
+// input such as `shoal instances --state`.
+var States = []State{Starting, InService, Unhealthy, Drained, Standby, Draining, Stopping, Failed}
+
 const (
 	// stableService is how long an instance must have served for its
 	// failure not to count towards crash-loop back-off.
@@ -702,7 +706,7 @@ func (g *Group) gate(ctx context.Context, in *instance) bool {
 				continue
 			}
 			if st.CheckStatus != "" {
-				last = checkSummary(st)
+				last = healthCheckSummary(st)
 			}
 			// An instance of a deploy that answers its check with errors
 			// fall times in a row fails now rather than after grace: the

@@ -51,11 +51,8 @@ type Server struct {
 	backoff   backoff
 	onRestart func(listener, reason string)
 
-	transitions  *prometheus.CounterVec
-	queries      *prometheus.CounterVec
-	upDesc       *prometheus.Desc
-	listenerDesc *prometheus.Desc
-	restartsDesc *prometheus.Desc
+	transitions *prometheus.CounterVec
+	queries     *prometheus.CounterVec
 }
 
 // New returns the server of cfg with its sockets bound: each listen
@@ -68,19 +65,9 @@ func New(cfg *config.GSLB, log *slog.Logger) (*Server, error) {
 		ns:      cfg.NS,
 		serial:  uint32(time.Now().Unix()),
 		records: map[string]*record{},
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_gslb_site_transitions_total",
-			Help: "GSLB sites that changed state, by record, address and the state entered (up, down).",
-		}, []string{"record", "address", "state"}),
-		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_gslb_queries_total",
-			Help: "DNS queries answered, by response code.",
-		}, []string{"rcode"}),
-		upDesc:       prometheus.NewDesc("shoal_gslb_site_up", "Whether a GSLB site's checks pass (1) or not (0).", []string{"record", "address"}, nil),
-		listenerDesc: prometheus.NewDesc("shoal_gslb_listener_up", "Whether a GSLB DNS listener serves (1) or is down and being bound again (0).", []string{"listen", "proto"}, nil),
-		restartsDesc: prometheus.NewDesc("shoal_gslb_listener_restarts_total", "GSLB DNS listeners that failed and were bound and served again.", []string{"listen", "proto"}, nil),
-		backoff:      defaultBackoff,
+		backoff: defaultBackoff,
 	}
+	s.newCounters()
 	if len(s.ns) == 0 {
 		s.ns = []string{"ns1." + s.zone}
 	}
@@ -313,10 +300,37 @@ func (s *Server) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.transitions, s.queries, siteCollector{s}, listenerCollector{s}}
 }
 
+// newCounters makes s's counters; each server has its own.
+func (s *Server) newCounters() {
+	s.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_gslb_site_transitions_total",
+		Help: "GSLB sites that changed state, by record, address and the state entered (up, down).",
+	}, []string{"record", "address", "state"})
+	s.queries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_gslb_queries_total",
+		Help: "DNS queries answered, by response code.",
+	}, []string{"rcode"})
+}
+
+// The gauges and counters the collectors read at scrape time.
+var (
+	upDesc       = prometheus.NewDesc("shoal_gslb_site_up", "Whether a GSLB site's checks pass (1) or not (0).", []string{"record", "address"}, nil)
+	listenerDesc = prometheus.NewDesc("shoal_gslb_listener_up", "Whether a GSLB DNS listener serves (1) or is down and being bound again (0).", []string{"listen", "proto"}, nil)
+	restartsDesc = prometheus.NewDesc("shoal_gslb_listener_restarts_total", "GSLB DNS listeners that failed and were bound and served again.", []string{"listen", "proto"}, nil)
+)
+
+// MetricCollectors are a server's collectors with no server behind them:
+// what they describe, for the metrics reference.
+func MetricCollectors() []prometheus.Collector {
+	s := &Server{}
+	s.newCounters()
+	return s.Collectors()
+}
+
 // siteCollector reports each site's state at scrape time.
 type siteCollector struct{ s *Server }
 
-func (c siteCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.s.upDesc }
+func (c siteCollector) Describe(ch chan<- *prometheus.Desc) { ch <- upDesc }
 
 func (c siteCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.s.sites {
@@ -324,7 +338,7 @@ func (c siteCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.up.Load() {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.s.upDesc, prometheus.GaugeValue, v, st.record, st.addr.String())
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, v, st.record, st.addr.String())
 	}
 }
 
@@ -333,8 +347,8 @@ func (c siteCollector) Collect(ch chan<- prometheus.Metric) {
 type listenerCollector struct{ s *Server }
 
 func (c listenerCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.s.listenerDesc
-	ch <- c.s.restartsDesc
+	ch <- listenerDesc
+	ch <- restartsDesc
 }
 
 func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -343,7 +357,7 @@ func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
 		if l.up.Load() {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.s.listenerDesc, prometheus.GaugeValue, v, l.addr, l.proto)
-		ch <- prometheus.MustNewConstMetric(c.s.restartsDesc, prometheus.CounterValue, float64(l.restarts.Load()), l.addr, l.proto)
+		ch <- prometheus.MustNewConstMetric(listenerDesc, prometheus.GaugeValue, v, l.addr, l.proto)
+		ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(l.restarts.Load()), l.addr, l.proto)
 	}
 }

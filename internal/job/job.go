@@ -1,7 +1,7 @@
-// Package job is the one shape of a scaling job: the job manager (package
-// jobs) makes and runs a Job, the store keeps it, and the API and CLI show
+// Package job is the one shape of a scaling job: the job runner (package
+// jobrun) makes and runs a Job, the store keeps it, and the API and CLI show
 // it as it is. It sits below the store so that the store can persist it;
-// package jobs re-exports its names for its users, as os does io/fs's.
+// package jobrun re-exports its names for its users, as os does io/fs's.
 package job
 
 import (
@@ -41,7 +41,7 @@ const (
 	Plan Kind = "plan" // jump to a named plan
 	Size Kind = "size" // jump to a size
 	Keep Kind = "keep" // restore the desired size; no size change
-	// Deploy rolls out the group's template; see jobs.Manager.SubmitDeploy.
+	// Deploy rolls out the group's template; see jobrun.Manager.SubmitDeploy.
 	Deploy Kind = "deploy"
 	// Wake starts a group at 0 instances (config.Group.WakeSize): requests
 	// are held for it, so no cooldown delays it.

@@ -40,11 +40,12 @@ type CPUUsageMonitor struct {
 	Time    string  `json:"time"`
 }
 
-// ServerCPU is the input for one server of a CPUUsage.
+// ServerCPU is one instance's CPU samples: the input for one server of a
+// CPUUsage, and what GET /v1/cpu-usage lists for it.
 type ServerCPU struct {
-	Name    string
-	Cores   float64
-	Samples []CPUSample
+	Name    string      `json:"name"`
+	Cores   float64     `json:"cores"`
+	Samples []CPUSample `json:"samples"`
 }
 
 // CPUSample is one period's CPU, in cores' worth.

@@ -89,20 +89,8 @@ func New(cfg config.Notify, st *store.Store, log *slog.Logger) (*Notifier, error
 	if err != nil {
 		return nil, err
 	}
-	n := &Notifier{st: st, log: log, maxQueued: maxQueued,
-		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_notifications_delivered_total",
-			Help: "Notifications delivered, by target.",
-		}, []string{"target"}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_notification_failures_total",
-			Help: "Failed notification delivery attempts (each is retried until the ttl), by target.",
-		}, []string{"target"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_notifications_dropped_total",
-			Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; overflow: the oldest of a queue full at 10000; no_target: the target is no longer configured).",
-		}, []string{"target", "reason"}),
-	}
+	n := &Notifier{st: st, log: log, maxQueued: maxQueued}
+	n.newCounters()
 	n.Use(ts)
 	return n, nil
 }
@@ -138,6 +126,30 @@ func newSender(t config.NotifyTarget) (sender, error) {
 // Collectors are the notifier's metrics, for the /metrics registry.
 func (n *Notifier) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{n.delivered, n.failed, n.dropped}
+}
+
+// newCounters makes n's counters; each notifier has its own.
+func (n *Notifier) newCounters() {
+	n.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_notifications_delivered_total",
+		Help: "Notifications delivered, by target.",
+	}, []string{"target"})
+	n.failed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_notification_failures_total",
+		Help: "Failed notification delivery attempts (each is retried until the ttl), by target.",
+	}, []string{"target"})
+	n.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_notifications_dropped_total",
+		Help: "Notifications dropped undelivered, by target and reason (expired: older than notify.ttl; overflow: the oldest of a queue full at 10000; no_target: the target is no longer configured).",
+	}, []string{"target", "reason"})
+}
+
+// MetricCollectors are a notifier's collectors with no notifier behind
+// them: what they describe, for the metrics reference.
+func MetricCollectors() []prometheus.Collector {
+	n := &Notifier{}
+	n.newCounters()
+	return n.Collectors()
 }
 
 // Route names the targets whose filters select ev, in config order.

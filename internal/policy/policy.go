@@ -38,7 +38,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // State is the group's side of an evaluation.
@@ -277,17 +277,17 @@ func predictiveOnly(g config.Group, d decision.Record, cfg *config.Predictive, p
 // request asks for final in the words of the winning action where they say
 // the same, so that jobs show "up" or "plan: medium" rather than a bare size.
 func request(win *opinion, final int) *decision.Request {
-	r := &decision.Request{Kind: jobs.Size, Size: final, Source: decision.SourcePrefix + win.name}
+	r := &decision.Request{Kind: jobrun.Size, Size: final, Source: decision.SourcePrefix + win.name}
 	if win.size != final {
 		return r
 	}
 	switch win.action.Kind {
 	case config.ActionUp:
-		r.Kind, r.Size = jobs.Up, 0
+		r.Kind, r.Size = jobrun.Up, 0
 	case config.ActionDown:
-		r.Kind, r.Size = jobs.Down, 0
+		r.Kind, r.Size = jobrun.Down, 0
 	case config.ActionPlan:
-		r.Kind, r.Size, r.Plan = jobs.Plan, 0, win.action.Plan
+		r.Kind, r.Size, r.Plan = jobrun.Plan, 0, win.action.Plan
 	}
 	return r
 }

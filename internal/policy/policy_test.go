@@ -12,7 +12,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
@@ -78,8 +78,8 @@ type want struct {
 	record  bool
 	code    decision.Code
 	rule    string
-	request *jobs.Request // nil: no request
-	reason  string        // a substring of the reason
+	request *jobrun.Request // nil: no request
+	reason  string          // a substring of the reason
 }
 
 func check(t *testing.T, name string, d decision.Record, record bool, w want) {
@@ -109,12 +109,12 @@ func check(t *testing.T, name string, d decision.Record, record bool, w want) {
 	}
 }
 
-func up(source string) *jobs.Request {
-	return &jobs.Request{Group: "web", Kind: jobs.Up, Source: "policy:" + source}
+func up(source string) *jobrun.Request {
+	return &jobrun.Request{Group: "web", Kind: jobrun.Up, Source: "policy:" + source}
 }
 
-func size(n int, source string) *jobs.Request {
-	return &jobs.Request{Group: "web", Kind: jobs.Size, Size: n, Source: "policy:" + source}
+func size(n int, source string) *jobrun.Request {
+	return &jobrun.Request{Group: "web", Kind: jobrun.Size, Size: n, Source: "policy:" + source}
 }
 
 func TestForWindow(t *testing.T) {
@@ -338,7 +338,7 @@ func TestRestart(t *testing.T) {
 	h["cpu.avg"] = restarted("cpu.avg", -1600, constant(20))["cpu.avg"]
 	d, record = Evaluate(long, h, State{Desired: 4}, secs(0))
 	check(t, "long window across a restart", d, record, want{record: true, code: CodeScale, rule: "cold",
-		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:cold"}})
+		request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:cold"}})
 	// A one-minute window does not: a third of it is missing.
 	short := parseGroup(t, 1, 20, "", `      rules: [{name: cold, metric: cpu.avg, below: 35, for: 1m, action: down}]
 `)
@@ -521,11 +521,11 @@ func TestCooldowns(t *testing.T) {
 		{"rule cooldown over", hot, State{Desired: 4, RuleJobs: map[string]time.Time{"hot": secs(-301)}},
 			want{record: true, code: CodeScale, request: up("hot")}},
 		{"another rule's cooldown does not hold", cold, State{Desired: 4, RuleJobs: map[string]time.Time{"hot": secs(-10)}},
-			want{record: true, code: CodeScale, rule: "cold", request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:cold"}}},
+			want{record: true, code: CodeScale, rule: "cold", request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:cold"}}},
 		{"group up cooldown", hot, State{Desired: 4, UpCooldownUntil: secs(30), DownCooldownUntil: secs(-1)},
 			want{record: true, code: CodeCooldown, reason: "in scale-up cooldown until 2026-03-02T12:00:30Z"}},
 		{"up cooldown does not hold a scale-in", cold, State{Desired: 4, UpCooldownUntil: secs(30)},
-			want{record: true, code: CodeScale, rule: "cold", request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:cold"}}},
+			want{record: true, code: CodeScale, rule: "cold", request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:cold"}}},
 		{"group down cooldown", cold, State{Desired: 4, DownCooldownUntil: secs(30)},
 			want{record: true, code: CodeCooldown, reason: "scale-down cooldown"}},
 		{"a job is running", hot, State{Desired: 4, RunningJob: "17"},
@@ -597,7 +597,7 @@ func TestActionsAtEdges(t *testing.T) {
 		{"up to the next plan", grp(ladder, hotRule("up")), "", true, 3,
 			want{record: true, code: CodeScale, request: up("r")}},
 		{"plan", grp(ladder, hotRule("{plan: large}")), "", true, 2,
-			want{record: true, code: CodeScale, request: &jobs.Request{Group: "web", Kind: jobs.Plan, Plan: "large", Source: "policy:r"}}},
+			want{record: true, code: CodeScale, request: &jobrun.Request{Group: "web", Kind: jobrun.Plan, Plan: "large", Source: "policy:r"}}},
 		{"plan already", grp(ladder, hotRule("{plan: medium}")), "", true, 3,
 			want{record: true, code: CodeSteady, reason: "the size is 3 already"}},
 		{"add capped at max_size", grp("", hotRule("{add: 3}")), "", true, 4,
@@ -743,7 +743,7 @@ func TestStatisticRules(t *testing.T) {
 		v    float64
 		want want
 	}{
-		{10, want{record: true, code: CodeScale, request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"},
+		{10, want{record: true, code: CodeScale, request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:b"},
 			reason: "cpu.avg average over 5m is 10, between 1.5 and 19.5; down"}},
 		{1, want{}},
 		{1.5, want{}},
@@ -755,7 +755,7 @@ func TestStatisticRules(t *testing.T) {
 	}
 	d, record = eval("        - {name: b, metric: cpu.avg, above: 1.5, below: 19.5, for: 10s, action: down}\n", base().fill("cpu.avg", -600, 0, constant(3.14159)))
 	check(t, "band for", d, record, want{record: true, code: CodeScale, reason: "b: cpu.avg between 1.5 and 19.5 for 10s (from 3.14 to 3.14); down",
-		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:b"}})
+		request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:b"}})
 	// A gap in the window: what the load was then is unknown.
 	gap := base().fill("cpu.avg", -1800, -1000, swing).fill("cpu.avg", -700, 0, swing)
 	d, record = eval("        - {name: cw, metric: cpu.avg, below: 35, statistic: average, over: 25m, action: {remove: 1}}\n", gap)
@@ -783,7 +783,7 @@ func TestCoverageIgnoresLongIntervals(t *testing.T) {
 	}
 	d, record := Evaluate(g, base().fill("cpu.avg", -600, 0, constant(5)), State{Desired: 3}, secs(0))
 	check(t, "covered", d, record, want{record: true, code: CodeScale, rule: "down",
-		request: &jobs.Request{Group: "web", Kind: jobs.Down, Source: "policy:down"}})
+		request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:down"}})
 }
 
 // TestStatisticWeighsTime: after a restart the window holds 10 s roll-ups

@@ -9,15 +9,15 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
-// Submitter files jobs: jobs.Manager, so that the policy's requests go
+// Submitter files jobs: jobrun.Manager, so that the policy's requests go
 // through the same path, checks and records as the CLI's and gRPC's.
 type Submitter interface {
-	Submit(ctx context.Context, req jobs.Request) (jobs.Job, error)
+	Submit(ctx context.Context, req jobrun.Request) (jobrun.Job, error)
 }
 
 // Runner evaluates one group's policy every interval, submits what it
@@ -141,7 +141,7 @@ func (l *loop) step(ctx context.Context, now time.Time) {
 			d.Outcome, d.Reason = decision.Error, d.Reason+"; submitting the job failed: "+err.Error()
 			d.JobID = job.ID
 			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), err.Error()
-		case job.State == jobs.Ignored:
+		case job.State == jobrun.Ignored:
 			d.Outcome, d.Reason, d.JobID = decision.Ignored, d.Reason+"; job ignored: "+job.Reason, job.ID
 			l.refused, l.refusedUntil, l.refusedWhy = &req, d.Time.Add(l.backoff), job.Reason
 		default:
@@ -171,9 +171,9 @@ func (r *Runner) record(ctx context.Context, d decision.Record) {
 
 // submission is the job request d asks the job manager for; d.Request
 // must not be nil.
-func submission(d decision.Record) jobs.Request {
+func submission(d decision.Record) jobrun.Request {
 	r := d.Request
-	return jobs.Request{Group: d.Group, Kind: r.Kind, Plan: r.Plan, Size: r.Size, Source: r.Source}
+	return jobrun.Request{Group: d.Group, Kind: r.Kind, Plan: r.Plan, Size: r.Size, Source: r.Source}
 }
 
 // asleep reports a group that scales to zero sleeping at 0: with no

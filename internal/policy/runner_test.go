@@ -15,24 +15,24 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // submitter records requests and accepts them, or ignores them with reason.
 type submitter struct {
 	mu     sync.Mutex
-	reqs   []jobs.Request
+	reqs   []jobrun.Request
 	ignore string
 }
 
-func (s *submitter) Submit(_ context.Context, req jobs.Request) (jobs.Job, error) {
+func (s *submitter) Submit(_ context.Context, req jobrun.Request) (jobrun.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = append(s.reqs, req)
-	j := jobs.Job{ID: strconv.Itoa(len(s.reqs)), Group: req.Group, Kind: req.Kind, Source: req.Source, State: jobs.Accepted}
+	j := jobrun.Job{ID: strconv.Itoa(len(s.reqs)), Group: req.Group, Kind: req.Kind, Source: req.Source, State: jobrun.Accepted}
 	if s.ignore != "" {
-		j.State, j.Reason = jobs.Ignored, s.ignore
+		j.State, j.Reason = jobrun.Ignored, s.ignore
 	}
 	return j, nil
 }
@@ -121,7 +121,7 @@ func TestRunner(t *testing.T) {
 	if len(ds) != 2 {
 		t.Fatalf("got %d decisions, want 2 (the job, then one held-back record): %+v", len(ds), ds)
 	}
-	if d := ds[0]; d.Outcome != decision.Accepted || d.JobID != "1" || d.Rule != "hot" || d.Request == nil || d.Request.Kind != jobs.Up || d.Values["cpu.avg"] != 90 {
+	if d := ds[0]; d.Outcome != decision.Accepted || d.JobID != "1" || d.Rule != "hot" || d.Request == nil || d.Request.Kind != jobrun.Up || d.Values["cpu.avg"] != 90 {
 		t.Errorf("first decision = %+v", d)
 	}
 	if d := ds[1]; d.Outcome != decision.Nothing || d.Code != CodeRuleCooldown {

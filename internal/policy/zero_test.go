@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -55,7 +55,7 @@ func TestRunnerAsleep(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	if len(ds) == 0 || ds[0].Time.Before(secs(0)) || ds[0].Request == nil || ds[0].Request.Kind != jobs.Up {
+	if len(ds) == 0 || ds[0].Time.Before(secs(0)) || ds[0].Request == nil || ds[0].Request.Kind != jobrun.Up {
 		t.Fatalf("replay: first decision %+v, want the rule's up at 0 s or later", ds)
 	}
 }

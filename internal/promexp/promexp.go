@@ -15,7 +15,8 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
+	"github.com/shoal-lb/shoal/internal/metrics"
 )
 
 // scrapeTimeout bounds what one scrape may spend reading HAProxy and
@@ -29,19 +30,10 @@ const maxSources = 64
 // otherSource replaces job sources beyond maxSources.
 const otherSource = "other"
 
-// InstanceUsage is one instance's resource usage.
-type InstanceUsage struct {
-	Group    string
-	Instance string
-	// CPUSeconds is the user+system CPU time the instance has used so far.
-	CPUSeconds float64
-	// RSSBytes is its resident memory.
-	RSSBytes float64
-}
-
-// InstanceSource reports the usage of running instances at scrape time.
+// InstanceSource reports the usage of running instances at scrape time:
+// *metrics.Collector is one.
 type InstanceSource interface {
-	InstanceUsage(ctx context.Context) []InstanceUsage
+	Usage() []metrics.InstanceUsage
 }
 
 // Metrics is shoal's Prometheus registry and the instruments fed into it.
@@ -54,6 +46,8 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	evalDuration  *prometheus.HistogramVec
 	webhookAlerts *prometheus.CounterVec
+	// own are the collectors of shoal's metrics New registered.
+	own []prometheus.Collector
 
 	mu        sync.Mutex
 	sources   map[string]bool
@@ -96,18 +90,23 @@ func New(groups Groups, haproxyRestarts func() int64) *Metrics {
 			Help: "Alerts received on the webhooks, by webhook and what became of them (job, superseded, resolved, unlabelled).",
 		}, []string{"webhook", "result"}),
 	}
-	m.reg.MustRegister(
+	m.own = []prometheus.Collector{
 		m.jobs, m.scaleLatency, m.decisions, m.evalDuration, m.webhookAlerts,
 		&groupCollector{groups: groups, m: m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shoal_haproxy_restarts_total",
 			Help: "Times HAProxy was restarted after it exited unexpectedly.",
 		}, func() float64 { return float64(haproxyRestarts()) }),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	}
+	m.reg.MustRegister(m.own...)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Collectors are shoal's own collectors New registers, without the Go
+// runtime's and the process's standard ones: what the metrics reference
+// (docs/metrics.md) lists.
+func (m *Metrics) Collectors() []prometheus.Collector { return m.own }
 
 // Handler serves the metrics in the Prometheus text (or OpenMetrics) format.
 func (m *Metrics) Handler() http.Handler {
@@ -124,11 +123,11 @@ func (m *Metrics) SetInstanceSource(src InstanceSource) {
 	m.instances = src
 }
 
-// ObserveJob records a job entering the state it is in; jobs.Manager calls
+// ObserveJob records a job entering the state it is in; jobrun.Manager calls
 // it on every transition.
-func (m *Metrics) ObserveJob(j jobs.Job) {
+func (m *Metrics) ObserveJob(j jobrun.Job) {
 	m.jobs.WithLabelValues(j.Group, m.source(j.Source), string(j.State)).Inc()
-	if j.State == jobs.Done && j.Target > j.From && j.FinishedAt != nil {
+	if j.State == jobrun.Done && j.Target > j.From && j.FinishedAt != nil {
 		m.scaleLatency.WithLabelValues(j.Group).Observe(j.FinishedAt.Sub(j.CreatedAt).Seconds())
 	}
 }
@@ -240,14 +239,14 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// A repeated series would fail the whole scrape; the first one counts.
 	seen := map[[2]string]bool{}
-	for _, u := range src.InstanceUsage(ctx) {
+	for _, u := range src.Usage() {
 		key := [2]string{u.Group, u.Instance}
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
 		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, u.CPUSeconds, u.Group, u.Instance)
-		gauge(descRSS, u.RSSBytes, u.Group, u.Instance)
+		gauge(descRSS, float64(u.RSSBytes), u.Group, u.Instance)
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -34,9 +35,9 @@ func promtool(t *testing.T) string {
 	return bin
 }
 
-type usage []InstanceUsage
+type usage []metrics.InstanceUsage
 
-func (u usage) InstanceUsage(context.Context) []InstanceUsage { return u }
+func (u usage) Usage() []metrics.InstanceUsage { return u }
 
 // one is a single group no reload changes: jobs' and the exposition's view
 // of core's registry.
@@ -53,7 +54,7 @@ func (o one) All() []*group.Group { return []*group.Group{o.g} }
 
 // newMetrics builds the exposition over a real job manager and store. The
 // groups' HAProxy is not running, which a scrape must survive.
-func newMetrics(t *testing.T) (*Metrics, *jobs.Manager, *group.Group) {
+func newMetrics(t *testing.T) (*Metrics, *jobrun.Manager, *group.Group) {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -68,7 +69,7 @@ func newMetrics(t *testing.T) (*Metrics, *jobs.Manager, *group.Group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jm, err := jobs.NewManager(context.Background(), one{g}, st, log)
+	jm, err := jobrun.NewManager(context.Background(), one{g}, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func scrape(t *testing.T, m *Metrics) string {
 func TestExposition(t *testing.T) {
 	m, jm, g := newMetrics(t)
 	ctx := context.Background()
-	if _, err := jm.Submit(ctx, jobs.Request{Group: "web", Kind: jobs.Up, Source: "alertmanager:HighCPU"}); err != nil {
+	if _, err := jm.Submit(ctx, jobrun.Request{Group: "web", Kind: jobrun.Up, Source: "alertmanager:HighCPU"}); err != nil {
 		t.Fatal(err)
 	}
 	// The job records running, then sets the desired size; it never
@@ -105,12 +106,12 @@ func TestExposition(t *testing.T) {
 		}
 	}
 	// Another job runs for the group: this one is ignored.
-	if _, err := jm.Submit(ctx, jobs.Request{Group: "web", Kind: jobs.Down, Source: "api"}); err != nil {
+	if _, err := jm.Submit(ctx, jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	created := time.Now().Add(-7 * time.Second)
 	finished := created.Add(7 * time.Second)
-	m.ObserveJob(jobs.Job{Group: "web", Source: "api", State: jobs.Done, From: 2, Target: 4, CreatedAt: created, FinishedAt: &finished})
+	m.ObserveJob(jobrun.Job{Group: "web", Source: "api", State: jobrun.Done, From: 2, Target: 4, CreatedAt: created, FinishedAt: &finished})
 	m.ObserveDecision("web", "scale_up")
 	m.ObserveEvaluation("web", 3*time.Millisecond)
 	m.ObserveWebhookAlert("alertmanager", "job")
@@ -165,7 +166,7 @@ func TestExposition(t *testing.T) {
 func TestSourcesBounded(t *testing.T) {
 	m, _, _ := newMetrics(t)
 	for i := range maxSources + 10 {
-		m.ObserveJob(jobs.Job{Group: "web", Source: strings.Repeat("s", i+1), State: jobs.Ignored})
+		m.ObserveJob(jobrun.Job{Group: "web", Source: strings.Repeat("s", i+1), State: jobrun.Ignored})
 	}
 	text := scrape(t, m)
 	if n := strings.Count(text, "shoal_jobs_total{"); n != maxSources+1 {

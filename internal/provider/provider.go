@@ -6,7 +6,7 @@
 //
 // Every provider implements Provider. What only some can do is an optional
 // interface, asserted where it is used: HostLister (providers that place
-// instances on several hosts), Checker (`shoal providers check`) and
+// instances on several hosts), Preflighter (`shoal providers check`) and
 // LogReader (`shoal logs`); an Instance may be Placed and a Sampler.
 package provider
 
@@ -51,7 +51,7 @@ type Spec struct {
 }
 
 // Record is an instance's provider-neutral record (see package instance),
-// re-exported for the users of providers, as package jobs does job's names.
+// re-exported for the users of providers, as package jobrun does job's names.
 type Record = instance.Record
 
 // Instance is a running instance.
@@ -199,9 +199,9 @@ type HostLister interface {
 	Hosts() []HostStatus
 }
 
-// CheckResult is what `shoal providers check` found on one host: OK, or
+// PreflightResult is what `shoal providers check` found on one host: OK, or
 // each Problem in words an operator can act on.
-type CheckResult struct {
+type PreflightResult struct {
 	Provider string   `json:"provider"`
 	Host     string   `json:"host"`
 	OK       bool     `json:"ok"`
@@ -210,11 +210,11 @@ type CheckResult struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Checker is a provider that can check its hosts for the templates of the
+// Preflighter is a provider that can check its hosts for the templates of the
 // groups that use it: reachable, host key known, a free port, each
 // template's program present.
-type Checker interface {
-	Check(ctx context.Context, tmpls map[string]config.Template) []CheckResult
+type Preflighter interface {
+	Preflight(ctx context.Context, tmpls map[string]config.Template) []PreflightResult
 }
 
 // LogOptions select what LogReader writes.

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // Binary is where Debian's etcd-server puts the server.
@@ -153,12 +154,11 @@ func healthy(ctx context.Context, endpoint string) bool {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testport.Next()
 	if err != nil {
 		return 0
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // lockedWriter serialises etcd's output with reads of it.

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -82,6 +83,9 @@ type Host struct {
 	sshd *exec.Cmd
 }
 
+// hostSeq numbers the hosts New makes in this process.
+var hostSeq atomic.Int64
+
 // New makes n hosts under dir (which must exist). Each gets an address on a
 // /30 of 10.0.0.0/8 whose other address is the root namespace's end.
 func New(ctx context.Context, dir string, n int) (*Lab, error) {
@@ -94,13 +98,16 @@ func New(ctx context.Context, dir string, n int) (*Lab, error) {
 		return nil, err
 	}
 	for i := range n {
-		a, b, c := subnet(i)
+		// Numbered across the process, not the lab: tests that run side
+		// by side each make a lab, and the names are the kernel's.
+		k := int(hostSeq.Add(1)-1) % 1000
+		a, b, c := subnet(k)
 		h := &Host{
-			Name:  fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), i),
+			Name:  fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), k),
 			Addr:  fmt.Sprintf("10.%d.%d.%d", a, b, c+2),
 			Peer:  fmt.Sprintf("10.%d.%d.%d", a, b, c+1),
-			veth:  fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, i),
-			Iface: fmt.Sprintf("%s%dv%di", prefix, os.Getpid()%100000, i),
+			veth:  fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, k),
+			Iface: fmt.Sprintf("%s%dv%di", prefix, os.Getpid()%100000, k),
 			dir:   filepath.Join(l.Dir, "host"+strconv.Itoa(i)),
 		}
 		l.Hosts = append(l.Hosts, h)
@@ -364,9 +371,37 @@ func (h *Host) LinkDown(ctx context.Context) error {
 	return run(ctx, h.linkArgv("down")...)
 }
 
-// LinkUp reconnects the host after LinkDown.
+// LinkUp reconnects the host after LinkDown. It returns once the host's
+// end has its carrier again: the kernel raises it after `ip link set up`
+// returns, and on a busy machine a dial in between times out.
 func (h *Host) LinkUp(ctx context.Context) error {
-	return run(ctx, h.linkArgv("up")...)
+	if err := run(ctx, h.linkArgv("up")...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		var running bool
+		err := h.Do(func() error {
+			ifi, err := net.InterfaceByName(h.Iface)
+			if err != nil {
+				return err
+			}
+			running = ifi.Flags&net.FlagRunning != 0
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("test host %s: link up: %w", h.Name, err)
+		}
+		if running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("test host %s: link up: no carrier on %s: %w", h.Name, h.Iface, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // linkArgv sets the far end of h's veth down or up, where it lives.

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // EnvBinary names the moto_server to run when it is neither in the
@@ -149,14 +150,7 @@ func ForTest(t testing.TB) *Server {
 }
 
 // freePort returns a port of 127.0.0.1 that nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return testport.Next() }
 
 // limitedBuffer keeps the first max bytes of moto's output, for errors.
 type limitedBuffer struct {

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // Version is the pebble the Makefile's test-deps installs (PEBBLE_VERSION
@@ -209,18 +210,5 @@ func run(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
 // FreePort is a port of 127.0.0.1 free at the moment, tcp or udp.
 func FreePort(t *testing.T, network string) int {
 	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t) // free for both networks
 }

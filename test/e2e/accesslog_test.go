@@ -13,6 +13,7 @@ import (
 // TestAccessLog: shoal serve writes HAProxy's sampled request log to a
 // rotated STATE_DIR/logs/access.log.
 func TestAccessLog(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "access_log: {sample: 2, max_size: 4KiB, max_files: 2}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)

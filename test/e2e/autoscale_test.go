@@ -20,7 +20,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -129,7 +129,7 @@ func (e *shoalEnv) waitEvent(what string, timeout time.Duration, after int64, ma
 	return found
 }
 
-func accepted(rule string, kind jobs.Kind) func(api.Event) bool {
+func accepted(rule string, kind jobrun.Kind) func(api.Event) bool {
 	return func(ev api.Event) bool {
 		return ev.Rule == rule && ev.Outcome == "accepted" && ev.JobID != "" && ev.Request != nil && ev.Request.Kind == kind
 	}
@@ -140,6 +140,7 @@ func accepted(rule string, kind jobs.Kind) func(api.Event) bool {
 // scales it back in; a client sending requests all along sees no failure,
 // and each decision is an event with its values, rule and job.
 func TestAutoscaleCPUScaleOutAndIn(t *testing.T) {
+	parallel(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: halfCore + `    autoscale:
       rules:
         - {name: hot, metric: cpu.avg, above: 40, for: 2s, action: up}
@@ -223,7 +224,7 @@ func containsID(ids []int64, id int64) bool {
 // holds the higher recommendation made before the restart, so the group
 // scales in only when both have passed.
 func TestAutoscaleRestartKeepsHistory(t *testing.T) {
-	t.Parallel() // waits out windows on the clock: see the package doc
+	parallel(t) // waits out windows on the clock: see the package doc
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", CooldownDn: "20s", Extra: halfCore + `    autoscale:
       target: {metric: cpu.avg, value: 40, scale_in_stabilization: 20s}
 `}
@@ -326,7 +327,7 @@ func TestAutoscaleRestartKeepsHistory(t *testing.T) {
 // checked only at its start, so a restarted shoal scaled in at once on the
 // few seconds it had seen; now it waits until the gap has left the window.
 func TestAutoscaleStabilizationGap(t *testing.T) {
-	t.Parallel() // waits out windows on the clock: see the package doc
+	parallel(t) // waits out windows on the clock: see the package doc
 	const stab = 40 * time.Second
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
       target: {metric: cpu.avg, value: 40, scale_in_stabilization: 40s}
@@ -376,7 +377,7 @@ var heldAt = regexp.MustCompile(`holds a higher recommendation \(\d+ at ([^)]+)\
 // TestAutoscaleAPIErrors: the error contract of the metrics, events and
 // policy test endpoints and of their commands.
 func TestAutoscaleAPIErrors(t *testing.T) {
-	t.Parallel() // waits out long polls, no load
+	parallel(t) // waits out long polls, no load
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{small: 1, big: 2}", Extra: `    autoscale:
       rules:
         - {name: hot, metric: cpu.avg, above: 90, for: 5s, action: up}
@@ -520,6 +521,7 @@ func httpGetUnix(t *testing.T, e *shoalEnv, path string) (int, string) {
 // raises the group's sample rate at runtime so that about 4 % of its
 // requests are logged; the metrics document reports the rate.
 func TestAccessLogAdaptiveSampling(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)
@@ -612,7 +614,7 @@ func TestAccessLogAdaptiveSampling(t *testing.T) {
 // shoal's compatible socket. Idle, the script keeps the smallest plan; under
 // CPU load it scales up.
 func TestSacloudMigrationScript(t *testing.T) {
-	t.Parallel() // runs a script and waits for its scale, no load
+	parallel(t) // runs a script and waits for its scale, no load
 	client := filepath.Join(binDir, "autoscaler")
 	cmd := exec.Command("go", "build", "-o", client, "./test/e2e/autoscalerclient")
 	cmd.Dir = "../.."

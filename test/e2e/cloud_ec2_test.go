@@ -173,7 +173,7 @@ func (c *motoCloud) secretHidden(e *shoalEnv) {
 // orphan; SIGINT terminates every instance. The credentials' secret key
 // appears nowhere shoal writes or answers.
 func TestEC2MotoScaleKillRestart(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
 	g := web
 	g.Extra, g.Cloud = "    provider: aws\n", true
@@ -237,7 +237,7 @@ func TestEC2MotoScaleKillRestart(t *testing.T) {
 // health grace and replaced: no leaked spend, never more than one live
 // instance for the group's one.
 func TestEC2MotoUnreachableTerminated(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	c := newMotoCloud(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    provider: aws\n", Cloud: true,
 		Health: "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 2s}"}
@@ -270,7 +270,7 @@ func TestEC2MotoUnreachableTerminated(t *testing.T) {
 // an outage ("HTTP status 500 (temporary)") retried until create_timeout;
 // status shows it, and the group backs off between starts.
 func TestEC2MotoRegionItLacks(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	c := newMotoCloud(t)
 	prov := strings.Replace(c.provider(), "region: us-east-1", "region: ap-northeast-9", 1)
 	prov = strings.Replace(prov, "    interval: 500ms\n", "    interval: 500ms\n    create_timeout: 5m\n", 1)

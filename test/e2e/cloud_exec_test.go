@@ -141,7 +141,7 @@ func (c *execCloud) matches(e *shoalEnv, group string) error {
 // recorded ones adopted, and the listing shows no duplicate and no orphan.
 // SIGINT then deletes every server.
 func TestExecCloudScaleAndRestart(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	c := newExecCloud(t)
 	if err := os.WriteFile(filepath.Join(c.dir, "boot"), []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestExecCloudScaleAndRestart(t *testing.T) {
 // shoal validate accepts the config, shoal serve runs it: the servers
 // serve through shoal at the port they said, and are deleted at the end.
 func TestExecCloudNoTemplateNoPort(t *testing.T) {
-	t.Parallel() // mostly waits on polls and boots: see the package doc
+	parallel(t) // mostly waits on polls and boots: see the package doc
 	c := newExecCloud(t)
 	if err := os.WriteFile(filepath.Join(c.dir, "own-port"), []byte(strconv.Itoa(c.port)), 0o644); err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func TestExecCloudNoTemplateNoPort(t *testing.T) {
 // garbage fails the instance with the command's stderr in the reason, in
 // `shoal status`'s failures, `shoal events` and `shoal jobs` alike.
 func TestExecCloudStartGarbageQuotesStderr(t *testing.T) {
-	t.Parallel() // mostly waits on polls: see the package doc
+	parallel(t) // mostly waits on polls: see the package doc
 	c := newExecCloud(t)
 	g := web
 	g.Extra, g.Cloud = "    provider: cli\n", true
@@ -324,7 +324,7 @@ func TestExecCloudStartGarbageQuotesStderr(t *testing.T) {
 // TestExecCloudDeployVersion: of a template, a cloud group has only its
 // version; a new one, reloaded and deployed, replaces every server.
 func TestExecCloudDeployVersion(t *testing.T) {
-	t.Parallel() // mostly waits on polls and boots: see the package doc
+	parallel(t) // mostly waits on polls and boots: see the package doc
 	c := newExecCloud(t)
 	g := web
 	g.Extra, g.Cloud = "    provider: cli\n    template: {version: v1}\n", true

@@ -24,7 +24,7 @@ import (
 // back, the server is deleted and leaves HAProxy: no failed GET, no leaked
 // server.
 func TestExecCloudOutageDuringScaleIn(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	o := startOutageScaleIn(t)
 	c, e, id, retiring := o.c, o.e, o.job, o.retiring
 
@@ -118,7 +118,7 @@ func TestExecCloudOutageDuringScaleIn(t *testing.T) {
 // stay, the scale-up's job is done, and once the API is back nothing is
 // deleted; no GET fails throughout.
 func TestExecCloudOutageScaleUpKeepsServer(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	o := startOutageScaleIn(t)
 	c, e, retiring := o.c, o.e, o.retiring
 	ids := func() []string {

@@ -36,6 +36,7 @@ const policyAutoscale = `    autoscale:
 // instances (no duplicate, no orphan), and a client sending requests all
 // along, scale-in included, sees none fail (drain works on clouds).
 func TestCloudPolicyScalesOutAndIn(t *testing.T) {
+	t.Parallel() // the subtests take the machine (see parallel)
 	for _, tc := range []struct {
 		name, group, provider string
 		// cloud starts the cloud: the providers section, and a check that
@@ -58,7 +59,7 @@ func TestCloudPolicyScalesOutAndIn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each has its own cloud, shoal, HAProxy and ports; the policy
 			// reads a request rate, which a busy machine does not change.
-			t.Parallel()
+			parallel(t)
 			begin := time.Now()
 			providers, matches := tc.cloud(t)
 			e := newEnv(t, "metrics: {warmup: 1s}\n"+providers, groupSpec{Name: tc.group, Min: 2, Max: 5, Drain: "3s",

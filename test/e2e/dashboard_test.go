@@ -28,6 +28,7 @@ import (
 // restart, an event of no group, shows in the group's timeline. Unauthenticated
 // requests get the login page or 401. Screenshots go to the test's temp dir.
 func TestDashboard(t *testing.T) {
+	parallel(t)
 	if _, err := tour.Browser(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // act runs `shoal instances ARGS... --sync` and checks its exit status.
@@ -214,14 +214,14 @@ func TestInstancesProtect(t *testing.T) {
 	g.Extra = "    autoscale:\n      rules:\n        - {name: shrink, metric: size, above: 1, for: 1s, action: down}\n"
 	e.writeConfig(top, g)
 	e.reload()
-	var failed jobs.Job
+	var failed jobrun.Job
 	e.eventually("a policy job stops at the protected instances", 60*time.Second, func() error {
 		list, err := e.client().Jobs(context.Background(), "web", 50)
 		if err != nil {
 			return err
 		}
 		for _, j := range list {
-			if strings.HasPrefix(j.Source, "policy:") && j.State == jobs.Failed && strings.Contains(j.Reason, "scale-in stopped at protected instances") {
+			if strings.HasPrefix(j.Source, "policy:") && j.State == jobrun.Failed && strings.Contains(j.Reason, "scale-in stopped at protected instances") {
 				failed = j
 				return nil
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/group"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // deployGroup is a group whose demo-backend answers /healthz with the
@@ -47,6 +47,7 @@ func versions(g group.Status) map[string]int {
 // instance, removes it, the serving template starts replacements again, the job
 // fails with the reason, and no request fails.
 func TestDeployBrokenVersionRollsBack(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", ""))
 	e.start()
 	e.waitInService("web", 2)
@@ -85,7 +86,7 @@ func TestDeployBrokenVersionRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.Kind != jobs.Deploy || j.State != jobs.Failed || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") || j.Version == before.Version {
+	if j := list[0]; j.Kind != jobrun.Deploy || j.State != jobrun.Failed || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") || j.Version == before.Version {
 		t.Fatalf("job %+v: want a failed deploy of another version with the rollback reason", j)
 	}
 	// The broken variable did not stick: a replacement runs the old version.
@@ -99,6 +100,7 @@ func TestDeployBrokenVersionRollsBack(t *testing.T) {
 // a scale request while the deploy runs is ignored (one job per group), and
 // a variable the template does not declare is refused with the known ones.
 func TestDeployUnderLoad(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", deployGroup(4, "{max_surge: 1, max_unavailable: 0, min_ready: 1s}", ""))
 	e.start()
 	e.waitInService("web", 4)
@@ -127,7 +129,7 @@ func TestDeployUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != jobs.Done || j.Kind != jobs.Deploy {
+	if j.State != jobrun.Done || j.Kind != jobrun.Deploy {
 		t.Fatalf("deploy job %+v, want done", j)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -179,7 +181,7 @@ func TestDeployUnderLoad(t *testing.T) {
 // boot) that fails fails its instance, which is started again; the core
 // goes on serving and the hook's output is in the instance's log.
 func TestPreStartFailureIsRetried(t *testing.T) {
-	t.Parallel() // waits out hook retries, no load
+	parallel(t) // waits out hook retries, no load
 	mark := filepath.Join(t.TempDir(), "synced-once")
 	g := groupSpec{Name: "web", Min: 1, Max: 2,
 		Extra: fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ -e %s ]; then echo \"rsync ok for $1\"; else touch %s; echo \"rsync failed for $1\"; exit 1; fi', hook, '{{.Name}}'], timeout: 10s}\n", mark, mark),
@@ -211,7 +213,7 @@ func TestPreStartFailureIsRetried(t *testing.T) {
 // TestPreStopRunsBeforeDrain: pre_stop runs before the instance is drained
 // and stopped, with its output in the instance's log.
 func TestPreStopRunsBeforeDrain(t *testing.T) {
-	t.Parallel() // waits out a drain, no load
+	parallel(t) // waits out a drain, no load
 	g := groupSpec{Name: "web", Min: 1, Max: 2,
 		Extra: "      pre_stop: {command: [/bin/sh, -c, 'echo \"deregistering $1 from port $2\"', hook, '{{.Name}}', '{{.Port}}'], timeout: 5s}\n",
 	}
@@ -251,6 +253,7 @@ func TestPreStopRunsBeforeDrain(t *testing.T) {
 // (the new one in service is drained only once an old-version replacement
 // is ready), with no failed request.
 func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
+	parallel(t)
 	marker := filepath.Join(t.TempDir(), "first-new-instance-started")
 	// A release=2 instance may start once: the second fails in pre_start.
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}",
@@ -293,6 +296,7 @@ func TestDeployRollbackReplacesNewInstancesInService(t *testing.T) {
 // and the serving version stay), and `shoal deploy` rolls it out under load
 // and makes it the serving version.
 func TestReloadThenDeploy(t *testing.T) {
+	parallel(t)
 	g := deployGroup(2, "{max_surge: 1}", "")
 	e := newEnv(t, "", g)
 	e.start()
@@ -322,7 +326,7 @@ func TestReloadThenDeploy(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	checkNoFailures(t, "deploy after a reload", stop())
 	// It replaced every instance: not a no-op.
-	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobs.Done || list[0].Noop {
+	if list, err := e.client().Jobs(context.Background(), "web", 1); err != nil || list[0].State != jobrun.Done || list[0].Noop {
 		t.Fatalf("deploy job %+v, %v; want done, not a no-op", list, err)
 	}
 	if after := groupOf(t, e.status(), "web"); after.Version != st.Configured || after.Configured != "" || versions(after)[st.Configured] != 2 || len(after.Instances) != 2 {
@@ -335,7 +339,7 @@ func TestReloadThenDeploy(t *testing.T) {
 // runs is held back with the deploy's job as the reason (one job per
 // group), and the deploy finishes on every instance.
 func TestPolicyWaitsForDeploy(t *testing.T) {
-	t.Parallel() // waits out a deploy and a policy, no load
+	parallel(t) // waits out a deploy and a policy, no load
 	g := deployGroup(1, "{max_surge: 1, min_ready: 2s}", "")
 	g.Max, g.CooldownUp = 3, "1h"
 	// Scales 1 → 2 at once, then wants 3 but waits for its cooldown (the
@@ -358,7 +362,7 @@ func TestPolicyWaitsForDeploy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	j, err := e.client().Job(ctx, id, 2*time.Minute)
-	if err != nil || j.State != jobs.Done {
+	if err != nil || j.State != jobrun.Done {
 		t.Fatalf("deploy job %+v, %v; want done", j, err)
 	}
 	if st := groupOf(t, e.status(), "web"); st.Desired != 2 || versions(st)[j.Version] != 2 {
@@ -411,6 +415,7 @@ func killInstance(t *testing.T, e *shoalEnv, name string) (pid int) {
 // afterwards, and — across a kill -9 of the core too — replaces a crashed
 // instance with the old version, not the reloaded one.
 func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
+	parallel(t)
 	g := deployGroup(2, "{max_surge: 1, min_ready: 500ms, failure_threshold: 1}", "")
 	e := newEnv(t, "", g)
 	e.start()
@@ -455,7 +460,7 @@ func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.Kind != jobs.Deploy || j.State != jobs.Failed || j.Version != broken || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") {
+	if j := list[0]; j.Kind != jobrun.Deploy || j.State != jobrun.Failed || j.Version != broken || !strings.HasPrefix(j.Reason, "rolled back: web-003 failed health check 2 times: HTTP 500") {
 		t.Fatalf("job %+v: want a failed deploy of %s with the rollback reason", j, broken)
 	}
 
@@ -499,7 +504,7 @@ func TestDeployAfterReloadRollsBackToServing(t *testing.T) {
 // reasons instead of retrying for ever, the lock is free, and the group
 // recovers on the old version by itself once the marker is gone.
 func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
-	t.Parallel() // waits out a failing rollback, no load
+	parallel(t) // waits out a failing rollback, no load
 	marker := filepath.Join(t.TempDir(), "old-version-broken")
 	e := newEnv(t, "", deployGroup(2, "{max_surge: 0, max_unavailable: 1, failure_threshold: 1}",
 		fmt.Sprintf("      pre_start: {command: [/bin/sh, -c, 'if [ \"$RELEASE\" = 2 ]; then touch %s; exit 1; fi; [ ! -e %s ]'], timeout: 10s}\n", marker, marker)))
@@ -517,7 +522,7 @@ func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := list[0]; j.State != jobs.Failed || strings.Count(j.Reason, "pre_start: exit status 1") != 2 {
+	if j := list[0]; j.State != jobrun.Failed || strings.Count(j.Reason, "pre_start: exit status 1") != 2 {
 		t.Fatalf("job %+v: want failed, naming both pre_start failures", j)
 	}
 	if st := groupOf(t, e.status(), "web"); st.Version != old || st.Deploying != "" || st.InService != 1 {
@@ -546,6 +551,7 @@ func TestDeployRollbackThatCannotFinishFails(t *testing.T) {
 // removed (it did not put its version on any instance), and the group,
 // added back, serves the version it served, not the interrupted deploy's.
 func TestReloadRemovingGroupFailsItsDeploy(t *testing.T) {
+	parallel(t)
 	web := deployGroup(2, "{max_surge: 1, min_ready: 3s, failure_threshold: 1}", "")
 	other := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n"}
 	e := newEnv(t, "", web, other)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 )
 
@@ -53,6 +53,7 @@ func scaleSync(t *testing.T, e *shoalEnv, args ...string) {
 // while a client sends keep-alive requests: no request may fail and HAProxy's
 // server list must equal shoal's status after every step.
 func TestScaleUnderLoad(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -96,6 +97,7 @@ func TestScaleUnderLoad(t *testing.T) {
 // TestKilledInstanceIsReplaced SIGKILLs an instance under load: it leaves
 // rotation and a new one takes its place.
 func TestKilledInstanceIsReplaced(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -144,6 +146,7 @@ func TestKilledInstanceIsReplaced(t *testing.T) {
 // TestCoreKill9RestartAdopts kills the core with SIGKILL: HAProxy and the
 // instances keep serving, and a restarted core adopts them all.
 func TestCoreKill9RestartAdopts(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -195,7 +198,7 @@ func TestCoreKill9RestartAdopts(t *testing.T) {
 // TestStrayStoppedOnRestart: an instance process nothing records (e.g. started
 // just before a crash) is stopped by the next core.
 func TestStrayStoppedOnRestart(t *testing.T) {
-	t.Parallel() // waits for a core restart, no load
+	parallel(t) // waits for a core restart, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -229,7 +232,7 @@ func startMarked(t *testing.T, stateDir string) int {
 // TestJobRules: cooldowns ignore with a reason, concurrent requests run one
 // job, edges of the ladder are ignored, and bad names exit 2 with the valid ones.
 func TestJobRules(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	g := web
 	g.CooldownUp, g.CooldownDn = "1h", "1h"
 	e := newEnv(t, "", g)
@@ -238,7 +241,7 @@ func TestJobRules(t *testing.T) {
 
 	// Concurrent requests on one group: exactly one runs.
 	var wg sync.WaitGroup
-	results := make([]jobs.Job, 6)
+	results := make([]jobrun.Job, 6)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -251,12 +254,12 @@ func TestJobRules(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var accepted []jobs.Job
+	var accepted []jobrun.Job
 	for _, j := range results {
 		switch j.State {
-		case jobs.Accepted:
+		case jobrun.Accepted:
 			accepted = append(accepted, j)
-		case jobs.Ignored:
+		case jobrun.Ignored:
 			if !strings.Contains(j.Reason, "another job") {
 				t.Fatalf("ignored with reason %q, want another job running", j.Reason)
 			}
@@ -268,7 +271,7 @@ func TestJobRules(t *testing.T) {
 		t.Fatalf("%d jobs accepted of 6 concurrent requests, want 1", len(accepted))
 	}
 	j, err := e.client().Job(context.Background(), accepted[0].ID, time.Minute)
-	if err != nil || j.State != jobs.Done || j.Target != 3 {
+	if err != nil || j.State != jobrun.Done || j.Target != 3 {
 		t.Fatalf("job %+v, err %v; want done at 3", j, err)
 	}
 
@@ -302,7 +305,7 @@ func TestJobRules(t *testing.T) {
 // TestLadderEdges: down at the smallest plan and up at the largest are ignored;
 // a jump to the current plan is done with nothing to change.
 func TestLadderEdges(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 2, Plans: "{one: 1, two: 2}"})
 	e.start()
 	e.waitInService("web", 1)
@@ -323,6 +326,7 @@ func TestLadderEdges(t *testing.T) {
 
 // TestAdminTCPNeedsToken: the API over TCP answers only with the bearer token.
 func TestAdminTCPNeedsToken(t *testing.T) {
+	parallel(t)
 	port := freePort(t)
 	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: s3cret\n", port), groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
@@ -389,6 +393,7 @@ func TestAdminTCPNeedsToken(t *testing.T) {
 // TestBadInput: an invalid config refuses to start with file:line:col, and the
 // CLI without a running core says so in one line.
 func TestBadInput(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 3, Max: 2})
 	_, stderr, code := e.cli("serve")
 	if code != 2 || !strings.Contains(stderr, "shoal.yaml:") || !strings.Contains(stderr, "groups[0].max_size") {
@@ -404,7 +409,7 @@ func TestBadInput(t *testing.T) {
 // TestHAProxyDiesIsRestarted kills HAProxy's whole process group: shoal
 // restarts it and puts every instance back in rotation.
 func TestHAProxyDiesIsRestarted(t *testing.T) {
-	t.Parallel() // waits for HAProxy's restart, no load
+	parallel(t) // waits for HAProxy's restart, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -438,6 +443,7 @@ func TestHAProxyDiesIsRestarted(t *testing.T) {
 
 // TestExamplesValidate: every shipped example config passes `shoal validate`.
 func TestExamplesValidate(t *testing.T) {
+	parallel(t)
 	files, _ := filepath.Glob("../../examples/*/shoal.yaml")
 	if len(files) < 2 {
 		t.Fatalf("found %d example configs", len(files))
@@ -467,6 +473,7 @@ func TestExamplesValidate(t *testing.T) {
 // TestScaleInDrainsInFlightRequests: requests that are still running on the
 // instances being retired finish normally.
 func TestScaleInDrainsInFlightRequests(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -520,7 +527,7 @@ func TestScaleInDrainsInFlightRequests(t *testing.T) {
 // is failed with a reason by the next core, and the instance it was starting
 // is adopted and still goes into service.
 func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
-	t.Parallel() // waits for a core restart, no load
+	parallel(t) // waits for a core restart, no load
 	slow := fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 0, Max: 2, Command: slow})
 	e.start()
@@ -537,7 +544,7 @@ func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
 	e.kill9()
 	e.start()
 	j, err := e.client().Job(context.Background(), id, 0)
-	if err != nil || j.State != jobs.Failed || !strings.Contains(j.Reason, "restarted while the job was running") {
+	if err != nil || j.State != jobrun.Failed || !strings.Contains(j.Reason, "restarted while the job was running") {
 		t.Fatalf("job %+v, err %v; want failed because the core restarted", j, err)
 	}
 	e.waitInService("web", 1)
@@ -550,6 +557,7 @@ func TestRunningJobFailsAcrossCoreRestart(t *testing.T) {
 // TestCompression: with compression on, HAProxy gzips the page for clients
 // that accept it, and only for them.
 func TestCompression(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "compression:\n  types: [text/html]\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)

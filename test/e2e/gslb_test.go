@@ -20,6 +20,7 @@ import (
 // HTTP site on 127.0.0.2. The other site dies: the DNS answer drops it within
 // interval × down_thresh, the change is logged and counted in /metrics.
 func TestGSLBServe(t *testing.T) {
+	parallel(t)
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +101,7 @@ gslb:
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkMetricsReference(t, body)
 	if !regexp.MustCompile(`gslb site state changed.*address=127.0.0.2.*from=up.*to=down`).MatchString(e.log.String()) {
 		t.Errorf("no state change logged:\n%s", e.log)
 	}
@@ -109,6 +111,7 @@ gslb:
 // validates and serves: its record answers with the site while the site's
 // check passes. (It used to need a dummy group: "groups: required".)
 func TestGSLBOnly(t *testing.T) {
+	parallel(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer site.Close()
 	_, port, _ := net.SplitHostPort(site.Listener.Addr().String())

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testhost"
 )
@@ -545,13 +545,13 @@ func (p *haPair) killNode(n *haNode) time.Time {
 }
 
 // leaderJobs lists web's jobs as the leader has them, by id.
-func leaderJobs(t *testing.T, leader *haNode) map[string][]jobs.Job {
+func leaderJobs(t *testing.T, leader *haNode) map[string][]jobrun.Job {
 	t.Helper()
 	list, err := leader.client().Jobs(context.Background(), "web", 1000)
 	if err != nil {
 		t.Fatalf("jobs from %s: %v", leader.name, err)
 	}
-	out := map[string][]jobs.Job{}
+	out := map[string][]jobrun.Job{}
 	for _, j := range list {
 		out[j.ID] = append(out[j.ID], j)
 	}
@@ -559,7 +559,7 @@ func leaderJobs(t *testing.T, leader *haNode) map[string][]jobs.Job {
 }
 
 // scaleAsync submits a scale of web to size on n and returns the job.
-func scaleAsync(t *testing.T, n *haNode, size int) jobs.Job {
+func scaleAsync(t *testing.T, n *haNode, size int) jobrun.Job {
 	t.Helper()
 	j, err := n.client().Scale(context.Background(), "web", api.ScaleRequest{Size: &size})
 	if err != nil {
@@ -573,9 +573,9 @@ func scaleAsync(t *testing.T, n *haNode, size int) jobs.Job {
 
 // waitJobEnded waits until the leader has job id in a terminal state and
 // returns it.
-func waitJobEnded(t *testing.T, leader *haNode, id string) jobs.Job {
+func waitJobEnded(t *testing.T, leader *haNode, id string) jobrun.Job {
 	t.Helper()
-	var j jobs.Job
+	var j jobrun.Job
 	leader.eventually("job "+id+" ends on "+leader.name, 60*time.Second, func() error {
 		var err error
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -602,6 +602,7 @@ func waitJobEnded(t *testing.T, leader *haNode, id string) jobs.Job {
 // of failovers, each with a scale job in progress, loses and repeats no
 // job and leaves the hosts running exactly the desired instances.
 func TestHAPair(t *testing.T) {
+	exclusive(t)
 	p := newHAPair(t, 3, haSpec{priorities: [2]int{100, 90}, vip: true, hosts: true})
 	a, b := p.node("node-a"), p.node("node-b")
 	ctx := context.Background()
@@ -765,7 +766,7 @@ func TestHAPair(t *testing.T) {
 	}
 	p.waitVIP(b, 15*time.Second)
 	ended := waitJobEnded(t, b, job.ID)
-	if ended.State == jobs.Failed && ended.Reason == "" {
+	if ended.State == jobrun.Failed && ended.Reason == "" {
 		t.Fatalf("job %s failed without a reason: %+v", job.ID, ended)
 	}
 	desired := groupOf(t, b.status(), "web").Desired
@@ -796,7 +797,7 @@ func TestHAPair(t *testing.T) {
 		j := scaleAsync(t, leader, size)
 		submitted = append(submitted, j.ID)
 		for wait := time.Now().Add(2 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
-			if cur, err := leader.client().Job(ctx, j.ID, 0); err == nil && cur.State == jobs.Running {
+			if cur, err := leader.client().Job(ctx, j.ID, 0); err == nil && cur.State == jobrun.Running {
 				caught++
 				break
 			}
@@ -817,7 +818,7 @@ func TestHAPair(t *testing.T) {
 		leader, standby = standby, leader
 		p.waitVIP(leader, 15*time.Second)
 		ended := waitJobEnded(t, leader, j.ID)
-		if ended.State == jobs.Failed && ended.Reason == "" {
+		if ended.State == jobrun.Failed && ended.Reason == "" {
 			t.Fatalf("failover %d: job %s failed without a reason", i, j.ID)
 		}
 		byID := leaderJobs(t, leader)
@@ -889,7 +890,7 @@ func serveFails(t *testing.T, n *haNode, timeout time.Duration) string {
 // does not exist, or whose priority a live node already has, refuses to
 // start with a clear message, and leaves nothing running.
 func TestHABadInput(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := newHAPair(t, 0, haSpec{priorities: [2]int{100, 100}})
 	a, b := p.node("node-a"), p.node("node-b")
 	ctx := context.Background()

@@ -110,6 +110,7 @@ const haCrashTimeout = 8 * time.Second
 // node's kernel refused every new connection until the VIP moved: issue
 // 37 counted 952 in 1.3 s from a client trying every 10 ms.)
 func TestHAPairCrash(t *testing.T) {
+	exclusive(t)
 	p := newHAPair(t, 1, haSpec{priorities: [2]int{100, 90}, vip: true, hosts: true})
 	a, b := p.node("node-a"), p.node("node-b")
 	a.start()

@@ -64,6 +64,7 @@ func (e *shoalEnv) waitRole(role string, within time.Duration) api.HAStatus {
 // the standby leads within the lease and a margin, adopting the instances
 // (none started anew), repeating no job and keeping the cooldown.
 func TestHAPairTakeover(t *testing.T) {
+	parallel(t)
 	etcd := testetcd.Start(t)
 	cluster := fmt.Sprintf("e2e-%d", os.Getpid())
 	t.Cleanup(func() { killPairInstances(cluster) })

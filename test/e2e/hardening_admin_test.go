@@ -93,6 +93,7 @@ func openOf(t *testing.T, src, addr string, n int, settle time.Duration) int {
 // are answered at once throughout, and so is a scrape; one address holds at
 // most 16 connections.
 func TestIdleConnectionsCannotLockOutTheOperator(t *testing.T) {
+	parallel(t)
 	const token = "flood-s3cret"
 	port, mport := freePort(t), freePort(t)
 	admin := fmt.Sprintf("127.0.0.1:%d", port)
@@ -198,6 +199,7 @@ func TestIdleConnectionsCannotLockOutTheOperator(t *testing.T) {
 // TCP lets one address hold at most 32 connections and cuts one that never
 // starts HTTP/2 after 5 s, while a client's health check is answered.
 func TestSacloudTCPListenerBounded(t *testing.T) {
+	parallel(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e := newEnv(t, "compat:\n  sacloud_autoscaler:\n    listen: tcp:"+addr+"\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()

@@ -25,6 +25,7 @@ import (
 // refused by `shoal validate` too, with the same FILE:LINE:COL: field: message
 // and exit status 2, and serve starts nothing.
 func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	backend := filepath.Join(binDir, "demo-backend")
 	long := "/tmp/" + strings.Repeat("d", 80)
@@ -100,6 +101,7 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 // pass validate and route through real HAProxy: the wildcard as a suffix match
 // on the host without its port, the IDN name in punycode.
 func TestWildcardAndIDNHostsRoute(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "",
 		groupSpec{Name: "web", Min: 1, Max: 1, Extra: "    hosts: [\"*.example.com\", \"bücher.example\"]\n"},
 		groupSpec{Name: "other", Min: 1, Max: 1})
@@ -137,6 +139,7 @@ func TestWildcardAndIDNHostsRoute(t *testing.T) {
 // bodies, resolves job ids like 001 to the job (long-poll included), and
 // refuses an empty or bad wait, all without changing anything.
 func TestAPIInputLimits(t *testing.T) {
+	parallel(t)
 	port := freePort(t)
 	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: s3cret\n", port), groupSpec{Name: "web", Min: 1, Max: 3})
 	e.start()
@@ -200,7 +203,7 @@ func TestAPIInputLimits(t *testing.T) {
 // InvalidArgument naming the limit before anything logs them, and messages
 // over the receive limit are refused by gRPC itself.
 func TestSacloudCompatFieldLimits(t *testing.T) {
-	t.Parallel() // input checks, no load
+	parallel(t) // input checks, no load
 	e := newEnv(t, compatTop, groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
 	c := dialCompat(t, e)
@@ -240,6 +243,7 @@ func TestSacloudCompatFieldLimits(t *testing.T) {
 // adopt), restarts it on failure, owns the state directory, reloads with
 // shoal reload and runs hardened as its own user; systemd-analyze accepts it.
 func TestSystemdUnit(t *testing.T) {
+	parallel(t)
 	const unit = "../../examples/systemd/shoal.service"
 	f, err := os.Open(unit)
 	if err != nil {
@@ -312,6 +316,7 @@ var bidiControls = []rune{
 
 // TestNoBidiControls: no tracked .go or .yaml file holds a bidi control.
 func TestNoBidiControls(t *testing.T) {
+	parallel(t)
 	out, err := exec.Command("git", "-C", "../..", "ls-files", "-z", "--", "*.go", "*.yaml", "*.yml").Output()
 	if err != nil {
 		t.Skipf("not a git checkout: %v", err)

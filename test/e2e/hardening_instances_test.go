@@ -18,7 +18,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
 
@@ -78,6 +78,7 @@ func slowGroup(t *testing.T, g groupSpec) groupSpec {
 // SIGSTOP fails its check; after replace_after it is stopped and replaced.
 // Status never calls it in-service while HAProxy has it DOWN.
 func TestHungInstanceIsReplaced(t *testing.T) {
+	parallel(t)
 	g := web
 	g.Max = 2
 	g.Plans = ""
@@ -153,7 +154,7 @@ func TestHungInstanceIsReplaced(t *testing.T) {
 // is stopped when the instance dies, and a restarted core sweeps the orphans
 // of an instance that died while no core ran.
 func TestInstanceChildrenStopWithIt(t *testing.T) {
-	t.Parallel() // waits for processes to stop, no load
+	parallel(t) // waits for processes to stop, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 1, ""
 	g.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 1000 & exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
@@ -205,6 +206,7 @@ func TestInstanceChildrenStopWithIt(t *testing.T) {
 // pass their check fail the scale-up, which starts the scale-up cooldown; a
 // second up is ignored for it instead of raising the group again.
 func TestFailedScaleUpStartsCooldown(t *testing.T) {
+	parallel(t)
 	g := web
 	g.Min, g.Max, g.Plans = 1, 4, ""
 	g.CooldownUp = "1h"
@@ -225,7 +227,7 @@ func TestFailedScaleUpStartsCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := list[0]
-	if j.State != jobs.Failed || !strings.Contains(j.Reason, "health check did not pass") {
+	if j.State != jobrun.Failed || !strings.Contains(j.Reason, "health check did not pass") {
 		t.Fatalf("first up: %+v; want failed because the check never passed", j)
 	}
 	s := e.status().Groups[0]
@@ -241,7 +243,7 @@ func TestFailedScaleUpStartsCooldown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j2 := list[0]; j2.State != jobs.Ignored || !strings.Contains(j2.Reason, "scale-up cooldown") {
+	if j2 := list[0]; j2.State != jobrun.Ignored || !strings.Contains(j2.Reason, "scale-up cooldown") {
 		t.Fatalf("second up: %+v (%s); want ignored for the scale-up cooldown", j2, out)
 	}
 	if d := e.status().Groups[0].Desired; d != j.Target {
@@ -296,7 +298,7 @@ func sendSlow(t *testing.T, e *shoalEnv, instance string, ms int) *slowRequest {
 // server was put in maintenance and its requests cut 10s later) nor a full
 // drain_timeout after it.
 func TestDrainResumesAfterCoreRestart(t *testing.T) {
-	t.Parallel() // waits out windows on the clock: see the package doc
+	parallel(t) // waits out windows on the clock: see the package doc
 	const (
 		drain    = 24 * time.Second
 		coreDown = 6 * time.Second
@@ -397,7 +399,7 @@ func TestDrainResumesAfterCoreRestart(t *testing.T) {
 // instance's log past instance_logs.max_size and deletes the logs of
 // instances gone for longer than the retention.
 func TestInstanceLogsRotatedAndExpired(t *testing.T) {
-	t.Parallel() // waits for rotation, no load
+	parallel(t) // waits for rotation, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 1, ""
 	e := newEnv(t, "instance_logs: {max_size: 4KiB, keep: 1, retention: 1h}", g)

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testhost"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 var binDir string
@@ -89,6 +89,36 @@ func run(m *testing.M) int {
 		defer w.Stop()
 	}
 	return m.Run()
+}
+
+// machine is how the suite's tests share this machine. Every test starts
+// its own shoal, HAProxy, instances and hosts (free ports, namespaces and
+// cgroups of its own), so most run side by side: parallel. A test that
+// saturates every CPU on purpose, or whose assertions are figures of the
+// machine (throughput, CPU, latency weights), runs alone: exclusive, so
+// its load pushes no other test past its bounds and no other test skews
+// its figures. Call one of them once in a test's tree: a test whose
+// subtests run side by side calls t.Parallel itself and parallel or
+// exclusive in each subtest. (A parent holding the lock while its
+// subtests wait for a slot that tests blocked on the lock hold is a
+// deadlock; so is taking a read lock twice behind a waiting exclusive.)
+//
+//	parallel ──RLock──► runs beside the other parallel tests
+//	exclusive ──Lock──► waits for them to end, runs alone
+var machine sync.RWMutex
+
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	machine.RLock()
+	t.Cleanup(machine.RUnlock) // registered first: runs after the test's own cleanups
+}
+
+func exclusive(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	machine.Lock()
+	t.Cleanup(machine.Unlock)
 }
 
 // live lists the envs whose processes their cleanup has not yet stopped,
@@ -167,29 +197,11 @@ type shoalEnv struct {
 }
 
 // freePort returns a port of 127.0.0.1 nothing listens on now, one no other
-// caller in this run got.
+// caller in this run got, outside the kernel's ephemeral range (testport).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		// The kernel may hand a port just closed to the next caller: two
-		// tests side by side then got one port, and the second one's
-		// HAProxy found it bound by the first's. Never hand one out twice.
-		if _, dup := portsHandedOut.LoadOrStore(port, true); !dup {
-			return port
-		}
-	}
-	t.Fatal("no free port that was not handed out before in 100 tries")
-	return 0
+	return testport.Free(t)
 }
-
-// portsHandedOut are the ports freePort returned in this run.
-var portsHandedOut sync.Map
 
 // newEnv writes a config for groups and registers cleanup that leaves no
 // process behind, even when the test fails.

@@ -59,6 +59,7 @@ func groupOf(t *testing.T, s api.StatusResponse, name string) group.Status {
 // format and the admin listener's /status page show HAProxy's real check
 // results, and the HTML page is well-formed.
 func TestHealthBodyCheck(t *testing.T) {
+	parallel(t)
 	adminPort := freePort(t)
 	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: s3cret\n", adminPort),
 		groupSpec{Name: "web", Min: 2, Max: 3},
@@ -243,6 +244,7 @@ func checkStatusHTML(t *testing.T, page string, names ...string) {
 // TestHealthTCPCheck: a tcp check with send/expect puts instances in service
 // and carries the layer 7 result of the exchange.
 func TestHealthTCPCheck(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 2, Max: 2})
 	setHealth(t, e, map[string]string{
 		"web": `{type: tcp, send: "GET /healthz HTTP/1.0\r\n\r\n", expect: " 200 OK", interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}`,
@@ -264,6 +266,7 @@ func TestHealthTCPCheck(t *testing.T) {
 // TestInstancesCommand: `shoal instances` prints addresses for deploy tools
 // and rejects bad input with exit status 2.
 func TestInstancesCommand(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 2, Max: 3})
 	e.start()
 	e.waitInService("web", 2)
@@ -321,7 +324,7 @@ func TestInstancesCommand(t *testing.T) {
 // TestHealthCheckFailureReason: an instance that never passes its check within
 // grace fails with HAProxy's reason, not only its check status.
 func TestHealthCheckFailureReason(t *testing.T) {
-	t.Parallel() // waits out a health check's timeout, no load
+	parallel(t) // waits out a health check's timeout, no load
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	setHealth(t, e, map[string]string{
 		"web": `{path: /healthz, status: [204], interval: 200ms, rise: 2, fall: 1, timeout: 1s, grace: 2s}`,

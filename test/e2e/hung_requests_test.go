@@ -118,6 +118,7 @@ func countSeen(t *testing.T, e *shoalEnv) map[string]int {
 // (which the SIGCONT of a stop would cure) and a deadlock (SIGUSR1 to
 // demo-backend: nothing cures it).
 func TestHungInstanceRequestsAnswered(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name string
 		sig  syscall.Signal

@@ -20,6 +20,7 @@ import (
 // a frontend's rate limit answers 429 past the limit and `shoal status`
 // names the client.
 func TestStickyAndRateLimit(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 2, Extra: "    sticky: {cookie: SHOALSRV}\n    scale_in: newest\n"})
 	// The harness writes the listen shorthand; make it a frontend with a
 	// rate limit.
@@ -163,6 +164,7 @@ func TestStickyAndRateLimit(t *testing.T) {
 // socket, GET /v1/status and the status page over TCP, the dashboard's
 // stream) and nowhere by the key itself, nor in shoal's log.
 func TestRateLimitKeysNotShown(t *testing.T) {
+	parallel(t)
 	const token = "keys-s3cret"
 	port := freePort(t)
 	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\n", port, token), groupSpec{Name: "web", Min: 1, Max: 1})

@@ -16,7 +16,7 @@ import (
 // of them. (TestValidateRefusesWhatServeRefuses has each on the
 // frontend's address, refused by both.)
 func TestListenersValidateServe(t *testing.T) {
-	t.Parallel() // one instance, no load
+	parallel(t) // one instance, no load
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
 	admin, prom, metrics, dns, sacloud := addr(), addr(), addr(), addr(), addr()
 	e := newEnv(t, fmt.Sprintf(`admin: {listen: %s, token: e2e-token}

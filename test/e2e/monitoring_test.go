@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
 // monitoringTool finds one of the Debian prometheus / prometheus-alertmanager
@@ -53,6 +53,7 @@ func runTool(t *testing.T, dir string, stdin string, bin string, args ...string)
 // Prometheus config (with its rules), the Alertmanager config, every PromQL
 // expression of the Grafana dashboard, and the shoal config.
 func TestMonitoringExamples(t *testing.T) {
+	parallel(t)
 	promtool := monitoringTool(t, "promtool", "prometheus")
 	amtool := monitoringTool(t, "amtool", "prometheus-alertmanager")
 	src := filepath.Join("..", "..", "examples", "prometheus")
@@ -227,13 +228,33 @@ func metricValue(text, series string) string {
 	return m[1]
 }
 
-func alertJobs(t *testing.T, e *shoalEnv) []jobs.Job {
+// checkMetricsReference fails when a shoal_* family a real core serves is
+// not in docs/metrics.md (generated from the collectors core lists) with
+// the type it is served as: the list and what serve registers drifted.
+func checkMetricsReference(t *testing.T, exposition string) {
+	t.Helper()
+	ref, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := regexp.MustCompile(`(?m)^# TYPE (shoal_\S+) (\S+)$`).FindAllStringSubmatch(exposition, -1)
+	if len(families) == 0 {
+		t.Fatalf("no shoal_* families in the exposition:\n%s", exposition)
+	}
+	for _, f := range families {
+		if row := "| `" + f[1] + "` | " + f[2] + " |"; !strings.Contains(string(ref), row) {
+			t.Errorf("docs/metrics.md has no row %q for a family /metrics serves (run make docs, or list its collector in core.MetricCollectors)", row)
+		}
+	}
+}
+
+func alertJobs(t *testing.T, e *shoalEnv) []jobrun.Job {
 	t.Helper()
 	list, err := e.client().Jobs(context.Background(), "web", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []jobs.Job
+	var out []jobrun.Job
 	for _, j := range list {
 		if j.Source == "alertmanager:WebCPUHigh" {
 			out = append(out, j)
@@ -249,7 +270,7 @@ func alertJobs(t *testing.T, e *shoalEnv) []jobs.Job {
 // nothing. Then it reads the exposition, checked by promtool, and the
 // Prometheus service discovery of the instances.
 func TestAlertmanagerScalesGroup(t *testing.T) {
-	t.Parallel() // waits on Alertmanager's intervals, no load
+	parallel(t) // waits on Alertmanager's intervals, no load
 	amBin := monitoringTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	promtool := monitoringTool(t, "promtool", "prometheus")
 	const token = "s3cret"
@@ -286,22 +307,22 @@ receivers:
 	am.post(t, alert, time.Now().Add(10*time.Minute))
 
 	// The notification becomes a job: 2 → 3 (medium).
-	var first jobs.Job
+	var first jobrun.Job
 	e.eventually("Alertmanager's notification made a job", 30*time.Second, func() error {
 		for _, j := range alertJobs(t, e) {
-			if j.State != jobs.Ignored {
+			if j.State != jobrun.Ignored {
 				first = j
 				return nil
 			}
 		}
 		return fmt.Errorf("jobs from alertmanager:WebCPUHigh: %+v", alertJobs(t, e))
 	})
-	if first.Kind != jobs.Up || first.From != 2 || first.Target != 3 {
+	if first.Kind != jobrun.Up || first.From != 2 || first.Target != 3 {
 		t.Fatalf("job %+v, want up 2 → 3", first)
 	}
 	t.Logf("alert posted to Alertmanager → job %s seen (100ms polls): %s (the alert started a minute ago, so Alertmanager does not wait group_wait)", first.ID, time.Since(posted).Round(time.Millisecond))
 	j, err := e.client().Job(context.Background(), first.ID, time.Minute)
-	if err != nil || j.State != jobs.Done {
+	if err != nil || j.State != jobrun.Done {
 		t.Fatalf("job %+v %v, want done", j, err)
 	}
 	e.waitInService("web", 3)
@@ -310,7 +331,7 @@ receivers:
 	// the cooldown each resend is an ignored job saying so.
 	e.eventually("a resend is ignored for the cooldown", 30*time.Second, func() error {
 		for _, j := range alertJobs(t, e) {
-			if j.State == jobs.Ignored && strings.Contains(j.Reason, "scale-up cooldown runs until") {
+			if j.State == jobrun.Ignored && strings.Contains(j.Reason, "scale-up cooldown runs until") {
 				return nil
 			}
 		}
@@ -329,7 +350,7 @@ receivers:
 	})
 	time.Sleep(2 * time.Second) // room for a wrong step to show
 	for _, j := range alertJobs(t, e) {
-		if j.ID != first.ID && j.State != jobs.Ignored {
+		if j.ID != first.ID && j.State != jobrun.Ignored {
 			t.Fatalf("a second job was not ignored: %+v", j)
 		}
 	}
@@ -384,6 +405,7 @@ receivers:
 		}
 	}
 	runTool(t, "", text, promtool, "check", "metrics")
+	checkMetricsReference(t, text)
 	// The unauthenticated listener serves /metrics and nothing else.
 	for _, path := range []string{"/v1/status", "/v1/sd/prometheus", "/v1/webhooks/alertmanager", "/v1/jobs"} {
 		if code, body := httpGet(t, "http://"+metricsAddr+path, ""); code != http.StatusNotFound {
@@ -462,7 +484,7 @@ func startDaemon(t *testing.T, dir, readyURL string, bin string, args ...string)
 // the token and HAProxy's exporter, and discovers the instances through
 // /v1/sd/prometheus.
 func TestPrometheusScrapesShoal(t *testing.T) {
-	t.Parallel() // waits on Prometheus's scrapes, no load
+	parallel(t) // waits on Prometheus's scrapes, no load
 	promBin := monitoringTool(t, "prometheus", "prometheus")
 	const token = "s3cret"
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -556,7 +578,7 @@ func TestPrometheusScrapesShoal(t *testing.T) {
 // TestHAProxyRestartCounted kills HAProxy: shoal restarts it and
 // shoal_haproxy_restarts_total counts it.
 func TestHAProxyRestartCounted(t *testing.T) {
-	t.Parallel() // waits for HAProxy's restart, no load
+	parallel(t) // waits for HAProxy's restart, no load
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e := newEnv(t, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr), web)
 	e.start()

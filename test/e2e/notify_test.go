@@ -84,7 +84,7 @@ func (h *hookReceiver) has(t event.Type, subject string) bool {
 // receiver refuses, the core's failures show in /metrics; events queued
 // then survive a kill -9 of the core and are delivered by the next run.
 func TestNotifyWebhook(t *testing.T) {
-	t.Parallel() // waits for events, no load
+	parallel(t) // waits for events, no load
 	rcv := &hookReceiver{secret: []byte("e2e-hook-secret")}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
@@ -164,7 +164,7 @@ notify:
 // launch) with 500; the events of a scale-up that follows reach it after
 // that launch is retried, all in the order they happened.
 func TestNotifyOrderAfterFailure(t *testing.T) {
-	t.Parallel() // waits for events, no load
+	parallel(t) // waits for events, no load
 	rcv := &hookReceiver{secret: []byte("e2e-hook-secret"), fail: 1}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()

@@ -18,6 +18,7 @@ import (
 // itself, not the whole backend's rate over the one ready instance (which
 // read twice the truth for the whole warmup, so a rule on it fired again).
 func TestPerInstanceRateAfterScaleOut(t *testing.T) {
+	exclusive(t)
 	const warmup = 20 * time.Second
 	e := newEnv(t, fmt.Sprintf("metrics: {warmup: %s}\n", warmup), groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
@@ -79,6 +80,7 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 // p50 is a slow request's, because each line weighs its sample rate; counted
 // line by line the fast requests' many lines outvoted them.
 func TestLatencyWeightedThroughRamp(t *testing.T) {
+	exclusive(t)
 	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)

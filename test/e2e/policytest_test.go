@@ -80,6 +80,7 @@ func seededEnv(t *testing.T) *shoalEnv {
 // limit and what was asked; a long but allowed one stops as soon as its
 // client goes away, and the core answers the next request at once.
 func TestPolicyTestBoundedAndCancellable(t *testing.T) {
+	parallel(t)
 	e := seededEnv(t)
 	c := e.client()
 
@@ -165,6 +166,7 @@ func TestPolicyTestBoundedAndCancellable(t *testing.T) {
 // until a reader sees its row) is measured for 11 s (at least one bucket)
 // without a replay, for comparison in the log, then for 25 s with them.
 func TestPolicyTestKeepsCollectorWriting(t *testing.T) {
+	parallel(t)
 	e := seededEnv(t)
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.stateDir(), "metrics.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {

@@ -54,7 +54,7 @@ func dailyPeak(t *testing.T, e *shoalEnv) time.Time {
 // holds it there although the target would scale in; requests keep being
 // served throughout.
 func TestPredictiveScalesAheadOfTheForecastPeak(t *testing.T) {
-	t.Parallel() // waits for the forecast's scale-out, no load
+	parallel(t) // waits for the forecast's scale-out, no load
 	e := newEnv(t, "metrics: {warmup: 2s}\n", predictiveGroup("forecast_and_scale"))
 	dailyPeak(t, e)
 	e.start()
@@ -104,7 +104,7 @@ func TestPredictiveScalesAheadOfTheForecastPeak(t *testing.T) {
 // the group stays as it is. Without history, the forecast says once that it
 // is off and why.
 func TestPredictiveForecastOnlyRecords(t *testing.T) {
-	t.Parallel() // waits for the recorded forecast, no load
+	parallel(t) // waits for the recorded forecast, no load
 	t.Run("forecast_only", func(t *testing.T) {
 		e := newEnv(t, "metrics: {warmup: 2s}\n", predictiveGroup("forecast_only"))
 		dailyPeak(t, e)

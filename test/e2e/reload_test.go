@@ -19,7 +19,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testcert"
@@ -71,6 +71,7 @@ func checkNoFailures(t *testing.T, what string, res loadgen.Result) {
 // nothing: exit status 2 with every error at its position, the old config
 // keeps serving (same HAProxy worker) and no request fails.
 func TestReloadInvalidConfigKeepsOld(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -130,7 +131,7 @@ func TestReloadInvalidConfigKeepsOld(t *testing.T) {
 // running config, and stop stops it. Both an invalid value and a YAML syntax
 // error below state_dir.
 func TestCLIReachesCoreWithBrokenConfig(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -192,6 +193,7 @@ func TestCLIReachesCoreWithBrokenConfig(t *testing.T) {
 // TestReloadAddsGroupAndRoute adds a group routed by path prefix under load:
 // HAProxy is reloaded without a failed request and the new route serves.
 func TestReloadAddsGroupAndRoute(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -228,6 +230,7 @@ func TestReloadAddsGroupAndRoute(t *testing.T) {
 // TestReloadMinSizeOnly: a change HAProxy's config does not show applies
 // without reloading HAProxy.
 func TestReloadMinSizeOnly(t *testing.T) {
+	parallel(t)
 	flat := groupSpec{Name: "web", Min: 2, Max: 5}
 	e := newEnv(t, "", flat)
 	e.start()
@@ -265,6 +268,7 @@ func TestReloadMinSizeOnly(t *testing.T) {
 // load, with servers added at runtime (one in service after a scale-up, one
 // still behind its health gate): no request fails and no server is lost.
 func TestReloadsKeepRuntimeServers(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -302,6 +306,7 @@ func TestReloadsKeepRuntimeServers(t *testing.T) {
 // and the instances keep serving, and each next `shoal serve` adopts the same
 // processes.
 func TestRestartKeepsServing(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -364,6 +369,7 @@ func TestRestartKeepsServing(t *testing.T) {
 // flight on it: the request completes, then its instances stop and its
 // backend leaves HAProxy.
 func TestReloadRemovesGroupDrains(t *testing.T) {
+	parallel(t)
 	api := slowGroup(t, groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/sleep]\n", Drain: "10s"})
 	e := newEnv(t, "", web, api)
 	e.start()
@@ -429,6 +435,7 @@ func TestReloadRemovesGroupDrains(t *testing.T) {
 // its health gate (its process listens only after 2 s): the reload must not
 // put it in rotation untested, and it goes in service once its checks pass.
 func TestReloadKeepsGateClosed(t *testing.T) {
+	parallel(t)
 	slow := web
 	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 	e := newEnv(t, "", slow)
@@ -471,6 +478,7 @@ func TestReloadKeepsGateClosed(t *testing.T) {
 // cannot run (its new listen address is taken) fails the reload loudly; the
 // old worker keeps serving, and the next good reload works.
 func TestReloadFailureKeepsOldWorker(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)
@@ -511,6 +519,7 @@ func TestReloadFailureKeepsOldWorker(t *testing.T) {
 // (SIGSTOPped) stays out of rotation across a reload, instead of coming back
 // UP untested, and returns once its checks pass again.
 func TestReloadKeepsDownServerOut(t *testing.T) {
+	parallel(t)
 	g := web
 	g.Extra = "    replace_after: 60s\n"
 	e := newEnv(t, "", g)
@@ -565,7 +574,7 @@ func TestReloadKeepsDownServerOut(t *testing.T) {
 // keeps serving and the one it adds does not start — and once the port is
 // free, reloading the same file applies all of it, the new policy included.
 func TestReloadFailureChangesNothing(t *testing.T) {
-	t.Parallel() // waits for reloads; its own taken port, no load
+	parallel(t) // waits for reloads; its own taken port, no load
 	sizeRule := func(name, action string) string {
 		return fmt.Sprintf("    autoscale:\n      rules:\n        - {name: %s, metric: size, below: 100, for: 1s, action: %s}\n", name, action)
 	}
@@ -671,6 +680,7 @@ func TestReloadFailureChangesNothing(t *testing.T) {
 // policies read) is its CPU time divided by the new core count, measured
 // here from /proc while the instance burns CPU under load.
 func TestReloadCPUsDividesByNewCores(t *testing.T) {
+	exclusive(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: "      cpus: 1\n"}
 	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
 	e.start()
@@ -735,7 +745,7 @@ func TestReloadCPUsDividesByNewCores(t *testing.T) {
 // saying the group was removed, rather than counting the removal's empty
 // group as the size it asked for.
 func TestReloadRemovingGroupFailsItsScaleJob(t *testing.T) {
-	t.Parallel() // waits for a scale job to fail, no load
+	parallel(t) // waits for a scale job to fail, no load
 	slow := web
 	slow.Command = fmt.Sprintf(`["/bin/sh", "-c", "sleep 2; exec %s --listen 127.0.0.1:{{.Port}} --name {{.Name}}"]`, filepath.Join(binDir, "demo-backend"))
 	other := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/api]\n"}
@@ -769,7 +779,7 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 	if !done.State.Terminal() {
 		e.t.Fatalf("%s job of the removed group did not end: %v", kind, err)
 	}
-	if done.State != jobs.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
+	if done.State != jobrun.Failed || !strings.Contains(done.Reason, "removed by a config reload") {
 		e.t.Fatalf("%s job of the removed group: %s %q; want failed, saying the group was removed", kind, done.State, done.Reason)
 	}
 }
@@ -829,6 +839,7 @@ func noRetryLoad(t *testing.T, e *shoalEnv, url string, tlsConfig *tls.Config) (
 // does (a busy machine makes that likely: 2 to 9 per run of this test
 // without option idle-close-on-response).
 func TestReloadsUnderCPUContention(t *testing.T) {
+	exclusive(t)
 	const gz = "compression:\n  types: [text/html]\n"
 	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1, Extra: "    path_prefixes: [/work]\n"}
 	e := newEnv(t, gz, web)
@@ -890,6 +901,7 @@ func (e *shoalEnv) reloads(n int, write func(i int)) {
 // idle-close-on-response, 18 HTTP/1.1 requests failed, and no HTTP/2 one;
 // with 8 reloads, 25 and 31).
 func TestReloadsUnderCPUContentionTLS(t *testing.T) {
+	exclusive(t)
 	ca := testcert.NewCA(t)
 	apiGroup := groupSpec{Name: "api", Min: 1, Max: 1}
 	e := newEnv(t, "", web)
@@ -967,6 +979,7 @@ func TestReloadsUnderCPUContentionTLS(t *testing.T) {
 // HAProxy is adopted and reloaded, not replaced, and under keep-alive load
 // whose requests are never retried, with the CPU saturated, no request fails.
 func TestRestartWithChangedHAProxyConfig(t *testing.T) {
+	exclusive(t)
 	e := newEnv(t, "", web)
 	e.start()
 	e.waitInService("web", 2)

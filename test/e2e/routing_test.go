@@ -38,6 +38,7 @@ const maintenanceBody = "<h1>\"Back\" soon</h1>\n$HOME # not a comment \\ 100%\n
 // weights split 10,000 requests 95/5 within ±2 %, and a TCP frontend
 // passes bytes to its group.
 func TestRouting(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "",
 		groupSpec{Name: "web", Min: 1, Max: 1}, groupSpec{Name: "canary", Min: 1, Max: 1},
 		groupSpec{Name: "api", Min: 1, Max: 1}, groupSpec{Name: "db", Min: 1, Max: 1})

@@ -177,7 +177,7 @@ func inService(e *shoalEnv, n int) func() error {
 // server and no orphan (the fake's listing proves it), and a stop that
 // deletes every server with its disk.
 func TestSacloudFakeScaleKillRestart(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	e, store := sacloudEnv(t)
 	e.start()
 	e.eventually("2 servers in service", 60*time.Second, inService(e, 2))
@@ -267,7 +267,7 @@ func TestSacloudFakeScaleKillRestart(t *testing.T) {
 // the seed's cron script sends it) creates a server in the fake and puts its
 // instance behind HAProxy; `down` deletes it again.
 func TestSacloudDropInDrivesFakeServers(t *testing.T) {
-	t.Parallel() // mostly waits on polls, boots and timeouts: see the package doc
+	parallel(t) // mostly waits on polls, boots and timeouts: see the package doc
 	e, store := sacloudEnvTop(t, compatTop)
 	e.start()
 	e.eventually("2 servers in service", 60*time.Second, inService(e, 2))

@@ -87,7 +87,7 @@ func seedEnv(t *testing.T, edit func(string) string) (*shoalEnv, string) {
 // (text, JSON, the API), and a scale-in's event names the server deleted
 // and the shutdown asked (shutdown_force: false → graceful).
 func TestSacloudSeedTemplateServes(t *testing.T) {
-	t.Parallel() // mostly waits on polls and boots
+	parallel(t) // mostly waits on polls and boots
 	e, store := seedEnv(t, func(s string) string { return s })
 	if out, stderr, code := e.cli("validate"); code != 0 {
 		t.Fatalf("shoal validate of the seed's template: exit %d\n%s%s", code, out, stderr)
@@ -167,7 +167,7 @@ func TestSacloudSeedTemplateServes(t *testing.T) {
 // event says the shutdown was forced (the graceful one is in
 // TestSacloudSeedTemplateServes).
 func TestSacloudForcedShutdownSaysSo(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, store := seedEnv(t, func(s string) string {
 		return strings.Replace(s, "shutdown_force: false", "shutdown_force: true", 1)
 	})
@@ -211,7 +211,7 @@ func containsRow(out, name, id string) bool {
 // memory 7) fails each start before any server exists, with the field and
 // the reason in the group's status, and the group backs off between starts.
 func TestSacloudPlanNotSoldFailsClearly(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, store := seedEnv(t, func(s string) string {
 		return strings.Replace(s, "        core: 1\n        memory: 1\n", "        core: 3\n        memory: 7\n", 1)
 	})

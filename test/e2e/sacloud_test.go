@@ -59,7 +59,7 @@ func wantStatus(t *testing.T, resp *pb.ScalingResponse, st pb.ScalingJobStatus, 
 
 // TestSacloudCompatOneGroup drives one group the way the seed's cron script does.
 func TestSacloudCompatOneGroup(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	e := newEnv(t, compatTop, web)
 	e.start()
 	e.waitInService("web", 2)
@@ -140,7 +140,7 @@ func TestSacloudCompatOneGroup(t *testing.T) {
 // TestSacloudCompatConcurrentAndFailures: two groups, concurrent Ups, a job
 // that fails, and a client that hangs up on a sync call.
 func TestSacloudCompatConcurrentAndFailures(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	broken := groupSpec{Name: "broken", Min: 0, Max: 1, Command: `["/bin/sh", "-c", "exit 3"]`, Extra: "    path_prefixes: [/broken]\n"}
 	e := newEnv(t, compatTop, groupSpec{Name: "web", Min: 1, Max: 3}, broken)
 	e.start()

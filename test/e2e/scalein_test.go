@@ -53,7 +53,7 @@ func scaleInEvent(t *testing.T, e *shoalEnv) api.Event {
 // that started last, not the highest index. web-001, killed and replaced
 // (its index reused), is the newest; the event log says it went and why.
 func TestScaleInRetiresNewest(t *testing.T) {
-	t.Parallel() // waits for scale jobs, no load
+	parallel(t) // waits for scale jobs, no load
 	g := web
 	g.Min, g.Max, g.Plans = 1, 3, ""
 	e := newEnv(t, "", g)
@@ -94,7 +94,7 @@ func TestScaleInRetiresNewest(t *testing.T) {
 // TestScaleInLeastBusy: with scale_in least_busy, the instance with the
 // fewest sessions in HAProxy goes, neither the newest nor the oldest.
 func TestScaleInLeastBusy(t *testing.T) {
-	t.Parallel() // waits out windows on the clock: see the package doc
+	parallel(t) // waits out windows on the clock: see the package doc
 	g := slowGroup(t, groupSpec{Name: "web", Min: 1, Max: 3, Extra: "    scale_in: least_busy\n"})
 	e := newEnv(t, "", g)
 	e.start()

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/api"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	_ "modernc.org/sqlite"
 )
 
@@ -185,7 +185,7 @@ func steady(v float64) func(time.Time) float64 { return func(time.Time) float64 
 // the replay's start or, with after set, exactly after the previous one.
 type wantRequest struct {
 	rule   string
-	kind   jobs.Kind
+	kind   jobrun.Kind
 	lo, hi time.Duration
 	after  time.Duration
 }
@@ -241,7 +241,7 @@ var rawFloat = regexp.MustCompile(`\d\.\d{4,}`)
 // cooldown later. The replay never scales: the group stays at the recorded
 // size, 3.
 func TestSeedPoliciesReplay(t *testing.T) {
-	t.Parallel() // replays a recorded series, no wall-clock bound, no load
+	parallel(t) // replays a recorded series, no wall-clock bound, no load
 	t.Run("seed-004", func(t *testing.T) {
 		ex := loadSeedExample(t, "seed-004.yaml")
 		e := newEnv(t, "", ex.spec)

@@ -16,7 +16,7 @@ import (
 // shows the median, and `shoal policy simulate` without --start-delay
 // simulates with it, saying so. --start-delay still wins.
 func TestSimulateTakesMeasuredStartDelay(t *testing.T) {
-	t.Parallel() // waits for instances; its bound (15 s) is loose, no load
+	parallel(t) // waits for instances; its bound (15 s) is loose, no load
 	g := groupSpec{Name: "web", Min: 2, Max: 3, Extra: `    autoscale:
       target: {metric: cpu.p90, value: 60}
 `}

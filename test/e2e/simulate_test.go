@@ -19,6 +19,7 @@ import (
 // requests it served, and prints where it came from; an idle group is
 // refused with why instead of a made-up number.
 func TestSimulateMeasuresCapacity(t *testing.T) {
+	exclusive(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 1, Extra: `    autoscale:
       target: {metric: cpu.p90, value: 60}
 `}

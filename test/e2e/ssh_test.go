@@ -475,6 +475,7 @@ func sshLoad(t *testing.T, e *shoalEnv) func() loadgen.Result {
 // Its pre_start hook runs on each instance's host before the instance
 // starts, and pre_stop before a scale-in stops one.
 func TestSSHHostsScaleFailRecover(t *testing.T) {
+	parallel(t)
 	lab := newLab(t, 3)
 	ctx := context.Background()
 	var hosts []sshHost
@@ -666,6 +667,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 // host; with -f it follows what the instance writes next (here, its
 // shutdown when a scale-in retires it).
 func TestSSHLogs(t *testing.T) {
+	parallel(t)
 	lab := newLab(t, 1)
 	e := newEnv(t, sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: lab.Hosts[0]}}}), sshGroup("web", "rack", 1, 2, ""))
 	e.start()
@@ -714,7 +716,7 @@ func TestSSHLogs(t *testing.T) {
 // and a host that known_hosts does not list, without touching the hosts;
 // `shoal providers check` names a host taken out of known_hosts since.
 func TestSSHProvidersCheckBadInput(t *testing.T) {
-	t.Parallel() // it mostly waits out connect timeouts
+	parallel(t) // it mostly waits out connect timeouts
 	lab := newLab(t, 7)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -945,7 +947,7 @@ func checkPerHost(t *testing.T, what, output string, want map[string][]string) {
 // validate checks the ssh settings without connecting, and the template's
 // program lives on the hosts, not here.
 func TestSSHExampleValidates(t *testing.T) {
-	t.Parallel() // runs validate, no load
+	parallel(t) // runs validate, no load
 	src, err := os.ReadFile("../../examples/ssh-hosts.yaml")
 	if err != nil {
 		t.Fatal(err)

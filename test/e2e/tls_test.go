@@ -28,7 +28,7 @@ import (
 // reload` without an HAProxy reload, and so is a site added or removed; an
 // expired one is refused with the field named, and the served one stays.
 func TestTLSCertificates(t *testing.T) {
-	t.Parallel() // waits for reloads and certificates, no load
+	parallel(t) // waits for reloads and certificates, no load
 	ca := testcert.NewCA(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	certs := filepath.Join(e.dir, "certs")
@@ -168,7 +168,7 @@ metrics: {listen: %s}
 // and a catch-all respond route), and serves it by SNI on the TLS bind, where
 // it verifies against pebble's root; `shoal certs` lists it as served.
 func TestTLSACME(t *testing.T) {
-	t.Parallel() // waits on pebble; its own CA and ports, no load
+	parallel(t) // waits on pebble; its own CA and ports, no load
 	const domain = "www.shoal.test"
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	_, port, err := net.SplitHostPort(e.listen)
@@ -254,7 +254,7 @@ func grepLines(s, substr string) string {
 // the same URL, forever), and over plain http it is redirected once, to an
 // https URL that then serves it.
 func TestHTTPSRedirectOnTLSBind(t *testing.T) {
-	t.Parallel() // waits for one instance, no load
+	parallel(t) // waits for one instance, no load
 	ca := testcert.NewCA(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	certs := filepath.Join(e.dir, "certs")
@@ -345,7 +345,7 @@ func TestHTTPSRedirectOnTLSBind(t *testing.T) {
 // HAProxy answers them all itself, 404 up to the per-client limit and 429
 // beyond, and none reaches shoal.
 func TestTLSACMEPlainFrontend(t *testing.T) {
-	t.Parallel() // waits on pebble; its own CA and ports, no load
+	parallel(t) // waits on pebble; its own CA and ports, no load
 	const domain = "www.shoal.test"
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 1, Max: 1})
 	_, port, err := net.SplitHostPort(e.listen)

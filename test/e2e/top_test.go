@@ -17,6 +17,7 @@ import (
 // (a pseudo-terminal that script(1) gives it) it draws the view in place on
 // the alternate screen and gives the screen back.
 func TestTop(t *testing.T) {
+	parallel(t)
 	g := web
 	g.Min, g.Max, g.Plans = 1, 3, ""
 	e := newEnv(t, "", g)

@@ -92,6 +92,7 @@ func (e *shoalEnv) waitAsleep(timeout time.Duration) {
 // scale-up cooldown the first wake started does not hold the wake back).
 // Both decisions are events.
 func TestScaleFromZero(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", zeroGroup("4s"))
 	e.start()
 
@@ -147,7 +148,7 @@ func TestScaleFromZero(t *testing.T) {
 // served before the sleep are no reason to wake it (they once were, and the
 // next sample woke it again).
 func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
-	t.Parallel() // waits out windows on the clock: see the package doc
+	parallel(t) // waits out windows on the clock: see the package doc
 	e := newEnv(t, "metrics: {interval: 3s}\n", zeroGroup("60s"))
 	e.start()
 	e.waitAsleep(5 * time.Second)
@@ -183,6 +184,7 @@ func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
 // shoal is dead (kill -9) are held by HAProxy; the restarted shoal adopts
 // HAProxy, sees them and wakes the group, and none is lost.
 func TestScaleFromZeroKill9(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", zeroGroup("60s"))
 	e.start()
 	e.waitAsleep(5 * time.Second)
@@ -228,7 +230,7 @@ func TestScaleFromZeroKill9(t *testing.T) {
 // CPU policy and nothing that can wake the group, which `validate` passed
 // and which then slept for good, is refused with its position and the fix.
 func TestScaleFromZeroValidate(t *testing.T) {
-	t.Parallel() // runs validate, no load
+	parallel(t) // runs validate, no load
 	g := zeroGroup("60s")
 	g.Extra = "    autoscale:\n      target: {metric: cpu.avg, value: 50}\n"
 	e := newEnv(t, "", g)
@@ -250,6 +252,7 @@ func TestScaleFromZeroValidate(t *testing.T) {
 // and no request held, a new GET is held and answered once the group wakes
 // (it got 503 at once: the limit counted every backend connection).
 func TestScaleToZeroMaxQueueCountsHeldOnly(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "", groupSpec{
 		Name: "web", Min: 0, Max: 2, Drain: "10s",
 		Health: "{path: /healthz, interval: 200ms, rise: 1, fall: 2, timeout: 1s, grace: 3s}",
@@ -373,6 +376,7 @@ func fireHeld(e *shoalEnv, n int) <-chan heldResult {
 // the old worker that held them never got the instance (checks do not run
 // there, and the Runtime API cannot enable a server in it).
 func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
+	t.Parallel() // the subtests take the machine (see parallel)
 	for _, tc := range []struct {
 		name    string
 		top     string
@@ -385,9 +389,12 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 		{"busy", "", []time.Duration{time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // own shoal and HAProxy; the waits are the instance's start
+			// Own shoal and HAProxy; the waits are the instance's start.
 			if tc.busy {
+				exclusive(t)
 				cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
+			} else {
+				parallel(t)
 			}
 			web := slowZeroGroup(4*time.Second, 50)
 			e := newEnv(t, tc.top, web)
@@ -432,7 +439,7 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 // were held with max_queue 5. Now 5 get 503 at once and 5 are held and
 // answered 200.
 func TestScaleToZeroMaxQueueWithRateLimit(t *testing.T) {
-	t.Parallel() // own shoal and HAProxy; waits for the instance's start
+	parallel(t) // own shoal and HAProxy; waits for the instance's start
 	e := newEnv(t, "", slowZeroGroup(3*time.Second, 5))
 	e.useFrontends(fmt.Sprintf("frontends:\n  - name: edge\n    bind: [%s]\n    rate_limit: {requests: 1000, per: 1m}\n    routes: [{group: web}]\n", e.listen))
 	e.start()

@@ -26,7 +26,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/compat/sacloud/autoscalerpb"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/connlimit"
-	"github.com/shoal-lb/shoal/internal/jobs"
+	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/unixsock"
 )
 
@@ -71,7 +71,7 @@ func New(cfg config.SacloudAutoscaler, log *slog.Logger) *Server {
 
 // Serve listens and answers until ctx ends, submitting to m jobs for the
 // groups it finds in groups.
-func (s *Server) Serve(ctx context.Context, m *jobs.Manager, groups jobs.Groups) error {
+func (s *Server) Serve(ctx context.Context, m *jobrun.Manager, groups jobrun.Groups) error {
 	l, err := s.listen()
 	if err != nil {
 		return err
@@ -120,21 +120,21 @@ func (s *Server) listen() (net.Listener, error) {
 
 type scaling struct {
 	autoscalerpb.UnimplementedScalingServiceServer
-	jobs   *jobs.Manager
-	groups jobs.Groups
+	jobs   *jobrun.Manager
+	groups jobrun.Groups
 	log    *slog.Logger
 }
 
 func (h *scaling) Up(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
-	return h.handle(ctx, "Up", jobs.Up, req)
+	return h.handle(ctx, "Up", jobrun.Up, req)
 }
 
 func (h *scaling) Down(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
-	return h.handle(ctx, "Down", jobs.Down, req)
+	return h.handle(ctx, "Down", jobrun.Down, req)
 }
 
 func (h *scaling) Keep(ctx context.Context, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
-	return h.handle(ctx, "Keep", jobs.Keep, req)
+	return h.handle(ctx, "Keep", jobrun.Keep, req)
 }
 
 // checkRequest bounds every field before anything logs or echoes it.
@@ -157,7 +157,7 @@ func checkRequest(req *autoscalerpb.ScalingRequest) error {
 	return nil
 }
 
-func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
+func (h *scaling) handle(ctx context.Context, method string, kind jobrun.Kind, req *autoscalerpb.ScalingRequest) (*autoscalerpb.ScalingResponse, error) {
 	if err := checkRequest(req); err != nil {
 		h.log.Warn("request refused", "request", method, "err", err)
 		return nil, err
@@ -174,7 +174,7 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 		log.Warn("request refused", "err", err)
 		return nil, err
 	}
-	r := jobs.Request{Group: groupName, Kind: kind, Source: source}
+	r := jobrun.Request{Group: groupName, Kind: kind, Source: source}
 	if plan := req.GetDesiredStateName(); plan != "" && plan != defaultName {
 		g, ok := h.groups.Group(groupName)
 		if !ok { // removed by a config reload meanwhile
@@ -187,7 +187,7 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 			return nil, err
 		}
 		// Keep restores the current size; a plan only says where Up and Down go.
-		if kind != jobs.Keep {
+		if kind != jobrun.Keep {
 			r.Plan = plan
 		}
 	}
@@ -195,7 +195,7 @@ func (h *scaling) handle(ctx context.Context, method string, kind jobs.Kind, req
 	// The job must not depend on this call: a client that hangs up while
 	// waiting leaves the job running.
 	job, err := h.jobs.Submit(context.WithoutCancel(ctx), r)
-	var inErr *jobs.InputError
+	var inErr *jobrun.InputError
 	if errors.As(err, &inErr) {
 		return nil, status.Error(codes.InvalidArgument, inErr.Msg)
 	}
@@ -233,21 +233,21 @@ func (h *scaling) groupName(resource string) (string, error) {
 
 // response maps a job onto the protocol's status and message. Only ignored and
 // failed jobs carry a message: the `direct` client exits 130 on any message.
-func response(j jobs.Job) *autoscalerpb.ScalingResponse {
+func response(j jobrun.Job) *autoscalerpb.ScalingResponse {
 	r := &autoscalerpb.ScalingResponse{ScalingJobId: j.ID}
 	switch j.State {
-	case jobs.Accepted:
+	case jobrun.Accepted:
 		r.Status = autoscalerpb.ScalingJobStatus_JOB_ACCEPTED
-	case jobs.Running:
+	case jobrun.Running:
 		r.Status = autoscalerpb.ScalingJobStatus_JOB_RUNNING
-	case jobs.Done:
+	case jobrun.Done:
 		r.Status = autoscalerpb.ScalingJobStatus_JOB_DONE
 		if j.Noop {
 			r.Status = autoscalerpb.ScalingJobStatus_JOB_DONE_NOOP
 		}
-	case jobs.Ignored:
+	case jobrun.Ignored:
 		r.Status, r.Message = autoscalerpb.ScalingJobStatus_JOB_IGNORED, j.Reason
-	case jobs.Failed:
+	case jobrun.Failed:
 		r.Status, r.Message = autoscalerpb.ScalingJobStatus_JOB_FAILED, j.Reason
 	}
 	return r

@@ -57,12 +57,12 @@ const (
 const strayGrace = 5 * time.Second
 
 var (
-	_ provider.Provider   = (*Provider)(nil)
-	_ provider.HostLister = (*Provider)(nil)
-	_ provider.Checker    = (*Provider)(nil)
-	_ provider.LogReader  = (*Provider)(nil)
-	_ provider.Running    = (*Provider)(nil)
-	_ provider.Reloader   = (*Provider)(nil)
+	_ provider.Provider    = (*Provider)(nil)
+	_ provider.HostLister  = (*Provider)(nil)
+	_ provider.Preflighter = (*Provider)(nil)
+	_ provider.LogReader   = (*Provider)(nil)
+	_ provider.Running     = (*Provider)(nil)
+	_ provider.Reloader    = (*Provider)(nil)
 )
 
 // OwnerID is the value of SHOAL_OWNER for the shoal whose state directory

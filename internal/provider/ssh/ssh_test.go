@@ -718,7 +718,7 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("start failed after %s", took)
 			}
 			began = time.Now()
-			res := p.Check(ctx, map[string]config.Template{"web": c.tmpl})
+			res := p.Preflight(ctx, map[string]config.Template{"web": c.tmpl})
 			if took := time.Since(began); took > 3*testConnTimeout+time.Second {
 				t.Errorf("check took %s", took)
 			}
@@ -730,11 +730,11 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestCheckOK: a good host passes, with notes.
-func TestCheckOK(t *testing.T) {
+// TestPreflightOK: a good host passes, with notes.
+func TestPreflightOK(t *testing.T) {
 	l := newLab(t, 1)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
-	res := p.Check(context.Background(), map[string]config.Template{"web": demoTemplate(t)})
+	res := p.Preflight(context.Background(), map[string]config.Template{"web": demoTemplate(t)})
 	if len(res) != 1 || !res[0].OK || len(res[0].Notes) != 4 {
 		t.Errorf("check: %+v", res)
 	}

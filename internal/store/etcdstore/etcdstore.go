@@ -4,7 +4,7 @@
 // the consumers' small store interfaces take either.
 //
 // Every write is one transaction that compares the leader's fence
-// (ha.Fence.Cmp) first: a node that no longer leads, even one that has not
+// (election.Fence.Cmp) first: a node that no longer leads, even one that has not
 // noticed yet, changes nothing and gets ErrFenced. The one exception is
 // InsertNodeEvent: what happened to one node (its HAProxy restarted, a
 // host or certificate it watches) is recorded by that node, leader or not. Guard is that
@@ -36,7 +36,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -70,7 +70,7 @@ type Store struct {
 	prefix string // <cluster prefix>state/
 
 	mu    sync.Mutex
-	fence ha.Fence
+	fence election.Fence
 }
 
 // New returns the store of the pair whose keys start with prefix (ending in
@@ -88,17 +88,17 @@ func (s *Store) read(ctx context.Context, key string, opts ...clientv3.OpOption)
 
 // SetFence makes f the fence of the writes from now on; the zero Fence
 // refuses them all (a standby's, or a leader's after it lost its lease).
-func (s *Store) SetFence(f ha.Fence) {
+func (s *Store) SetFence(f election.Fence) {
 	s.mu.Lock()
 	s.fence = f
 	s.mu.Unlock()
 }
 
-func (s *Store) currentFence() (ha.Fence, error) {
+func (s *Store) currentFence() (election.Fence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.fence.Valid() {
-		return ha.Fence{}, store.ErrNoFence
+		return election.Fence{}, store.ErrNoFence
 	}
 	return s.fence, nil
 }

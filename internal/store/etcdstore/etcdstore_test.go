@@ -10,7 +10,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
-	"github.com/shoal-lb/shoal/internal/ha"
+	"github.com/shoal-lb/shoal/internal/ha/election"
 	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/job"
 	"github.com/shoal-lb/shoal/internal/store"
@@ -18,11 +18,11 @@ import (
 )
 
 // leader opens a node of a one-node pair and waits until it leads.
-func leader(t *testing.T, endpoint string) (*ha.Node, ha.Fence) {
+func leader(t *testing.T, endpoint string) (*election.Node, election.Fence) {
 	t.Helper()
 	cfg := config.HA{Node: "a", Cluster: "test", Priority: 100, Lease: 2 * time.Second,
 		Etcd: config.HAEtcd{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second}}
-	n, err := ha.Open(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := election.Open(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

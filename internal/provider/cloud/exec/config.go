@@ -49,7 +49,7 @@ func Of(p config.Provider) *Config {
 }
 
 // decode decodes an exec entry's commands: each an argv of templates over
-// config.ExecData, trial-run now. A command's {{.Port}} needs the entry's
+// Data, trial-run now. A command's {{.Port}} needs the entry's
 // port.
 func decode(e *config.ProviderEntry, p *config.Provider) {
 	c := &Config{}
@@ -71,7 +71,7 @@ func decode(e *config.ProviderEntry, p *config.Provider) {
 			if !ok {
 				continue
 			}
-			if err := config.CheckCommandArg(s, i, p.Cloud.Port != 0); err != nil {
+			if err := CheckCommandArg(s, i, p.Cloud.Port != 0); err != nil {
 				e.Errorf(item, field, "%v", err)
 			}
 			if i == 0 && strings.Contains(s, "/") && !strings.Contains(s, "{{") {

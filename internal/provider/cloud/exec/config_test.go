@@ -35,11 +35,11 @@ func TestParseExecProvider(t *testing.T) {
 	if len(e.Start) != 6 || e.Stop[2] != "{{.ID}}" || len(e.List) != 5 || e.Timeout != 30*time.Second {
 		t.Errorf("exec keys = %+v", e)
 	}
-	cmd, err := config.CompileCommand(e.Stop)
+	cmd, err := exec.CompileCommand(e.Stop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv, err := cmd.Expand(config.ExecData{ID: "srv-9"})
+	argv, err := cmd.Expand(exec.Data{ID: "srv-9"})
 	if err != nil || strings.Join(argv, " ") != "mycloud delete srv-9" {
 		t.Errorf("stop expands to %q, %v", argv, err)
 	}

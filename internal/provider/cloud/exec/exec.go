@@ -31,7 +31,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
 
@@ -50,7 +49,7 @@ const (
 
 // Driver runs an exec provider's commands. It is safe for concurrent use.
 type Driver struct {
-	start, stop, list config.Command
+	start, stop, list Command
 	timeout           time.Duration
 	port              int
 }
@@ -67,9 +66,9 @@ func New(cfg Config, port int) (*Driver, error) {
 	for _, c := range []struct {
 		name string
 		argv []string
-		out  *config.Command
+		out  *Command
 	}{{"start", cfg.Start, &d.start}, {"stop", cfg.Stop, &d.stop}, {"list", cfg.List, &d.list}} {
-		cmd, err := config.CompileCommand(c.argv)
+		cmd, err := CompileCommand(c.argv)
 		if err != nil {
 			return nil, fmt.Errorf("exec %s: %w", c.name, err)
 		}
@@ -80,7 +79,7 @@ func New(cfg Config, port int) (*Driver, error) {
 
 // Create runs start and reads the server it prints.
 func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Server, error) {
-	data := config.ExecData{Name: req.Name, Group: req.Group, Index: req.Index, Plan: req.Plan, Owner: req.Tags[cloud.TagOwner], Port: d.port}
+	data := Data{Name: req.Name, Group: req.Group, Index: req.Index, Plan: req.Plan, Owner: req.Tags[cloud.TagOwner], Port: d.port}
 	var s cloud.Server
 	err := d.run(ctx, "start", d.start, data, req.Tags, func(out []byte) error {
 		var e entry
@@ -107,14 +106,14 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 
 // Delete runs stop for id.
 func (d *Driver) Delete(ctx context.Context, id string) error {
-	return d.run(ctx, "stop", d.stop, config.ExecData{ID: id, Port: d.port}, nil, nil)
+	return d.run(ctx, "stop", d.stop, Data{ID: id, Port: d.port}, nil, nil)
 }
 
 // List runs list and returns the servers tagged with owner. Output that
 // does not parse is an error, never an empty listing.
 func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error) {
 	var servers []cloud.Server
-	err := d.run(ctx, "list", d.list, config.ExecData{Owner: owner, Port: d.port}, map[string]string{cloud.TagOwner: owner}, func(out []byte) error {
+	err := d.run(ctx, "list", d.list, Data{Owner: owner, Port: d.port}, map[string]string{cloud.TagOwner: owner}, func(out []byte) error {
 		var es []entry
 		if err := decodeOne(out, &es); err != nil {
 			return fmt.Errorf("%w (want a JSON array of servers); it printed %s", err, quote(out))
@@ -223,7 +222,7 @@ func decodeOne(out []byte, v any) error {
 // its output is not read). Every failure quotes the tail of its stderr,
 // whatever it was: an exit status, a timeout, too much output, or output
 // parse refuses. Status 75 and nothing else is ErrRetryable.
-func (d *Driver) run(ctx context.Context, what string, c config.Command, data config.ExecData, tags map[string]string, parse func(out []byte) error) error {
+func (d *Driver) run(ctx context.Context, what string, c Command, data Data, tags map[string]string, parse func(out []byte) error) error {
 	argv, err := c.Expand(data)
 	if err != nil {
 		return fmt.Errorf("%s: expand command: %w", what, err)
