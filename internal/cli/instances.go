@@ -14,7 +14,7 @@ func instancesCmd(o *options) *cobra.Command {
 	var state, output string
 	cmd := &cobra.Command{
 		Use:   "instances GROUP | instances ACT NAME...",
-		Short: "print a group's instance addresses, one per line (for deploy tools)",
+		Short: "print a group's instance addresses (for deploy tools), or act on named ones: drain, replace, protect, standby",
 		Example: `  shoal instances web --state in-service
   shoal instances web -o json`,
 		Long: `Prints HOST:PORT of each instance of GROUP, one per line, or with -o json
