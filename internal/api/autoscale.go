@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -178,11 +179,51 @@ func (s *autoscaleAPI) metrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // SeriesMetrics are the metrics GET .../series returns without a metric
-// parameter: what the dashboard charts.
+// parameter, with those the group's policy watches: what the dashboard
+// charts.
 var SeriesMetrics = []string{"size", "ready", "cpu.p90", "requests_per_second", "latency_ms.p99"}
 
+// SeriesResponse is GET /v1/groups/{group}/series: the series, and the
+// policy's target and thresholds to draw on the metrics they watch.
+type SeriesResponse struct {
+	metrics.Series
+	Policy []PolicyLine `json:"policy"`
+}
+
+// PolicyLine is a value the group's policy compares a metric with: its
+// target ("target") or a rule's threshold ("above", "below").
+type PolicyLine struct {
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Kind   string  `json:"kind"`
+	// Rule is "target" or the rule's name; Action what the rule does.
+	Rule   string `json:"rule"`
+	Action string `json:"action,omitempty"`
+}
+
+// policyLines lists a's target and rules' thresholds.
+func policyLines(a *config.Autoscale) []PolicyLine {
+	out := []PolicyLine{}
+	if a == nil {
+		return out
+	}
+	if t := a.Target; t != nil {
+		out = append(out, PolicyLine{Metric: t.Metric, Value: t.Value, Kind: "target", Rule: config.TargetName})
+	}
+	for _, r := range a.Rules {
+		if r.HasAbove {
+			out = append(out, PolicyLine{Metric: r.Metric, Value: r.Above, Kind: "above", Rule: r.Name, Action: r.Action.String()})
+		}
+		if r.HasBelow {
+			out = append(out, PolicyLine{Metric: r.Metric, Value: r.Below, Kind: "below", Rule: r.Name, Action: r.Action.String()})
+		}
+	}
+	return out
+}
+
 // series is GET /v1/groups/{group}/series?window=1h&points=360&metric=M...:
-// the group's metrics over the window in equal steps.
+// the group's metrics over the window (from the oldest sample when the
+// history is shorter) in equal steps.
 func (s *autoscaleAPI) series(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.groupConfig(w, r)
 	if !ok {
@@ -202,15 +243,21 @@ func (s *autoscaleAPI) series(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	lines := policyLines(g.Autoscale)
 	names := q["metric"]
-	if len(names) == 0 {
-		names = SeriesMetrics
-	}
 	if len(names) > len(SeriesMetrics)*2 {
 		badRequest(w, fmt.Errorf("metric: at most %d, got %d", len(SeriesMetrics)*2, len(names)))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.a.Metrics.Series(g.Name, names, time.Now(), window, n))
+	if len(names) == 0 {
+		names = slices.Clone(SeriesMetrics)
+		for _, l := range lines {
+			if !slices.Contains(names, l.Metric) {
+				names = append(names, l.Metric)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, SeriesResponse{Series: s.a.Metrics.Series(g.Name, names, time.Now(), window, n), Policy: lines})
 }
 
 // CPUUsageResponse is GET /v1/cpu-usage: each ready instance's CPU in

@@ -106,3 +106,33 @@ func TestCheckPolicyTestCost(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyLines: the series carry the target and each threshold of the
+// rules, on the metric each watches, for the chart to draw.
+func TestPolicyLines(t *testing.T) {
+	if got := policyLines(nil); got == nil || len(got) != 0 {
+		t.Errorf("no policy: %#v, want an empty list (JSON [])", got)
+	}
+	a := &config.Autoscale{
+		Target: &config.Target{Metric: "cpu.avg", Value: 50},
+		Rules: []config.Rule{
+			{Name: "busy", Metric: "requests_per_second", HasAbove: true, Above: 40, Action: config.Action{Kind: config.ActionAdd, N: 1}},
+			{Name: "band", Metric: "latency_ms.p99", HasAbove: true, Above: 5, HasBelow: true, Below: 200, Action: config.Action{Kind: config.ActionAdd, N: 2}},
+		},
+	}
+	got := policyLines(a)
+	want := []PolicyLine{
+		{Metric: "cpu.avg", Value: 50, Kind: "target", Rule: "target"},
+		{Metric: "requests_per_second", Value: 40, Kind: "above", Rule: "busy", Action: "add: 1"},
+		{Metric: "latency_ms.p99", Value: 5, Kind: "above", Rule: "band", Action: "add: 2"},
+		{Metric: "latency_ms.p99", Value: 200, Kind: "below", Rule: "band", Action: "add: 2"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("lines %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -638,9 +638,31 @@ func (c *Collector) points(ctx context.Context, key string, from, to time.Time) 
 	if from.Before(end) && c.opts.Minute > 0 {
 		p1m, err := c.db.read(ctx, &level1m, key, from, end)
 		errs = append(errs, err)
+		// The minute row that end falls in overlaps the finer data after
+		// it (a fresh core's first minute is in the ring and in its
+		// still-filling row): when that data holds at least as many of the
+		// minute's samples, the row would only repeat them, stamped up to a
+		// minute early.
+		if n := len(p1m); n > 0 {
+			last := p1m[n-1]
+			if next := last.T.Add(level1m.step); next.After(end) && last.N <= samplesIn(older, last.T, next)+samplesIn(recent, last.T, next) {
+				p1m = p1m[:n-1]
+			}
+		}
 		older = append(p1m, older...)
 	}
 	return append(older, recent...), errors.Join(errs...)
+}
+
+// samplesIn is how many samples the points of pts in [from, to) stand for.
+func samplesIn(pts []point, from, to time.Time) int64 {
+	var n int64
+	for _, p := range pts {
+		if !p.T.Before(from) && p.T.Before(to) {
+			n += p.weight()
+		}
+	}
+	return n
 }
 
 func minTime(a, b time.Time) time.Time {

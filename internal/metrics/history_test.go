@@ -274,3 +274,26 @@ func TestDocumentTimeWeighted(t *testing.T) {
 		t.Errorf("cpu-usage over 2h in one period: %+v, avg %g; want one monitor at 50 (an hour at 20 %%, an hour at 80 %%)", servers[0].Samples, u.Avg)
 	}
 }
+
+// TestHistoryFreshMinute: a core started at second 53 of a minute writes
+// that minute's row when it ends, while its ring still holds each of those
+// seconds; the row, stamped at second 0, must not come back before them (a
+// chart fitted to the history would start 53 s before the first sample).
+func TestHistoryFreshMinute(t *testing.T) {
+	m := config.DefaultMetrics // a ring of an hour
+	c, err := Open(Options{Metrics: m, Source: &source{[]string{"web"}, func() []Target { return nil }}, DB: filepath.Join(t.TempDir(), "metrics.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 := time.Unix(1_700_000_000-1_700_000_000%6000+6000, 0)
+	recordTicks(c, t0, 53, 100)
+	pts := c.Points("web/cpu.avg", t0, t0.Add(100*time.Second))
+	if len(pts) != 47 || !pts[0].T.Equal(t0.Add(53*time.Second)) {
+		t.Fatalf("points: %s; want the ring's 47 from second 53", describePoints(pts))
+	}
+	s := c.Series("web", []string{"cpu.avg"}, t0.Add(99*time.Second), time.Hour, 360)
+	if s.Times[0] != t0.Add(53*time.Second).Unix() {
+		t.Errorf("series from %d, want from the first sample, %d", s.Times[0], t0.Add(53*time.Second).Unix())
+	}
+}

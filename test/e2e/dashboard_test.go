@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,8 +26,17 @@ import (
 // core with a real group under traffic: the login page, the login, the
 // group's chart, overview and instance table filling from the live stream,
 // and "Scale up" until its job and the new instance show; HAProxy's
-// restart, an event of no group, shows in the group's timeline. Unauthenticated
-// requests get the login page or 401. Screenshots go to the test's temp dir.
+// restart, an event of no group, shows in the group's timeline. Then a
+// burst of requests past a rule's threshold makes the policy scale, and its
+// decision is followed from the chart and the timeline to its job.
+// Unauthenticated requests get the login page or 401. Screenshots go to the
+// test's temp dir (SHOAL_DASHBOARD_SHOTS, when set, names another).
+//
+// The chart is checked by what it shows: it fits the minutes of history
+// there are (not a sliver of an hour), the instance count is a step line of
+// whole instances, CPU %, req/s and latency each have their own panel and
+// labelled axis, the policy's target and threshold lie on the metrics they
+// watch, and the jobs and the decision are markers that name them.
 func TestDashboard(t *testing.T) {
 	parallel(t)
 	if _, err := tour.Browser(); err != nil {
@@ -40,6 +50,8 @@ func TestDashboard(t *testing.T) {
 	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\nmetrics: {warmup: 1s}\n", port, token),
 		groupSpec{Name: "web", Min: 1, Max: 3, Extra: `    autoscale:
       target: {metric: cpu.avg, value: 50, scale_in_stabilization: 10m}
+      rules:
+        - {name: busy, metric: requests_per_second, above: 40, for: 3s, action: up}
 `})
 	e.start()
 	e.waitInService("web", 1)
@@ -83,17 +95,31 @@ func TestDashboard(t *testing.T) {
 
 	// Traffic for the live figures, until the test ends.
 	startTrickle(t, e)
-	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, stop := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer stop()
 
 	dir := t.TempDir()
-	res, err := tour.Run(ctx, tour.Options{URL: base, Token: token, Group: "web", Timeout: 30 * time.Second,
+	if d := os.Getenv("SHOAL_DASHBOARD_SHOTS"); d != "" {
+		dir = d
+	}
+	// The dashboard's job took the group to 2; a burst past "busy"'s 40
+	// requests a second (the trickle sends 20) makes the policy take it to 3.
+	provoke := func(ctx context.Context) error {
+		if d := e.status().Groups[0].Desired; d != 2 {
+			return fmt.Errorf("core's desired size after the dashboard's scale up: %d, want 2", d)
+		}
+		return loadUntil(ctx, e, 60, 40*time.Second, func() bool { return e.status().Groups[0].Desired == 3 })
+	}
+	res, err := tour.Run(ctx, tour.Options{URL: base, Token: token, Group: "web", Timeout: 30 * time.Second, Provoke: provoke,
 		Shot: func(name string, png []byte) error { return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o600) }})
 	t.Logf("tour: %+v", res)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err, res.PageErrors)
 	}
 	t.Logf("screenshots in %s", dir)
+	if len(res.PageErrors) > 0 {
+		t.Errorf("the page's script failed: %q", res.PageErrors)
+	}
 	if !res.LoginForm || res.ChartPoints == 0 || res.Instances != 1 {
 		t.Errorf("before scaling: login form %v, chart points %d, instance rows %d; want the form, points, 1 row", res.LoginForm, res.ChartPoints, res.Instances)
 	}
@@ -109,19 +135,151 @@ func TestDashboard(t *testing.T) {
 	if res.Job == "" || res.JobState == "ignored" || !res.JobListed || res.InstancesAfter != 2 {
 		t.Errorf("scale up: job %q state %q (%q), listed %v, instance rows %d; want a job, listed, 2 rows", res.Job, res.JobState, res.Answer, res.JobListed, res.InstancesAfter)
 	}
-	// The page's job is the core's.
-	s := e.status()
-	if s.Groups[0].Desired != 2 {
-		t.Errorf("core's desired size after the dashboard's scale up: %d, want 2", s.Groups[0].Desired)
+	checkChart(t, "after the dashboard's scale up", res.Scaled, 2)
+	if !slices.ContainsFunc(res.Scaled.Markers, func(m tour.Marker) bool {
+		return m.Kind == "job" && m.Job == res.Job && strings.HasPrefix(m.Text, "job "+res.Job+": up 1→2")
+	}) {
+		t.Errorf("chart markers %+v: want job %s named \"job %s: up 1→2\"", res.Scaled.Markers, res.Job, res.Job)
+	}
+	checkChart(t, "after the policy's scale up", res.Decided, 3)
+	if !strings.HasPrefix(res.Decision.Text, "busy: up 2→3") || res.PolicyJob == "" || res.PolicyJob == res.Job {
+		t.Errorf("the policy's decision marker %+v: want it named \"busy: up 2→3\" with its own job", res.Decision)
+	}
+	if res.Highlighted != res.PolicyJob {
+		t.Errorf("the timeline's link to job %s highlighted job %q", res.PolicyJob, res.Highlighted)
+	}
+	// An instance launched is news, not a warning.
+	launched := 0
+	for _, r := range res.Timeline {
+		if r.Rule == "instance" && r.Outcome == "launched" {
+			launched++
+			if r.Class != "ok" {
+				t.Errorf("timeline row %+v: an instance launched is painted %q, want ok", r, r.Class)
+			}
+		}
+		if r.Rule == "busy" && r.Outcome == "accepted" && r.Job != res.PolicyJob {
+			t.Errorf("timeline row %+v: want a link to job %s", r, res.PolicyJob)
+		}
+	}
+	if launched < 2 {
+		t.Errorf("timeline %+v: want the two launches", res.Timeline)
+	}
+	// A drag across the middle half zooms to it; a double-click resets.
+	if res.Zoomed <= 0.25*res.Unzoomed || res.Zoomed >= 0.75*res.Unzoomed {
+		t.Errorf("the chart spanned %.1f s zoomed, %.1f s reset; want about half", res.Zoomed, res.Unzoomed)
+	}
+	// The page's jobs are the core's.
+	if d := e.status().Groups[0].Desired; d != 3 {
+		t.Errorf("core's desired size after the policy's scale up: %d, want 3", d)
 	}
 	out, _, code := e.cli("jobs", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"source": "dashboard"`) {
 		t.Errorf("shoal jobs does not list the dashboard's job (exit %d):\n%s", code, out)
 	}
 	streamOutlivesReadTimeout(t, base, token)
-	for _, name := range []string{"1-login", "2-group", "3-scaled-up"} {
+	for _, name := range []string{"1-login", "2-group", "3-scaled-up", "4-policy-scaled"} {
 		if fi, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || fi.Size() < 1000 {
 			t.Errorf("screenshot %s: %v", name, errors.Join(err, fmt.Errorf("size %d", sizeOf(fi))))
+		}
+	}
+}
+
+// checkChart checks what the group chart shows once the group has size
+// instances.
+func checkChart(t *testing.T, when string, c tour.Chart, size int) {
+	t.Helper()
+	// It fits the history: the test's few minutes fill the width.
+	if span := c.To - c.From; span <= 0 || span > 10*60 {
+		t.Errorf("%s: the chart spans %.0f s, want the few minutes of history, not the hour", when, span)
+	}
+	if c.FirstX < c.PlotLeft || c.FirstX > c.PlotLeft+0.05*(c.PlotRight-c.PlotLeft) {
+		t.Errorf("%s: the instance count starts at x %.0f in a plot from %.0f to %.0f, want at its left", when, c.FirstX, c.PlotLeft, c.PlotRight)
+	}
+	if !strings.HasPrefix(c.TimeAxis, "time") {
+		t.Errorf("%s: time axis labelled %q", when, c.TimeAxis)
+	}
+	// A panel a unit, each axis labelled with its own.
+	axes := map[string]string{}
+	for _, p := range c.Panels {
+		axes[p.Unit] = p.Axis
+	}
+	for unit, want := range map[string]string{"instances": "instances", "%": "CPU %", "req/s": "req/s", "ms": "latency ms"} {
+		if axes[unit] != want {
+			t.Errorf("%s: panels %+v: want one of %s with its axis labelled %q", when, c.Panels, unit, want)
+		}
+	}
+	// The instance count: a step line of whole instances, ending at size.
+	var last float64
+	found := false
+	for _, s := range c.Series {
+		if s.Metric != "size" {
+			continue
+		}
+		found = true
+		if s.Shape != "step" || s.Unit != "instances" {
+			t.Errorf("%s: size drawn as %q on %q, want a step line on the instances panel", when, s.Shape, s.Unit)
+		}
+		for _, v := range s.Values {
+			if v == nil {
+				continue
+			}
+			if *v != float64(int(*v)) {
+				t.Errorf("%s: size step of %g instances, want whole instances", when, *v)
+			}
+			last = *v
+		}
+	}
+	if !found || last != float64(size) {
+		t.Errorf("%s: size line found %v, last %g, want %d", when, found, last, size)
+	}
+	// The policy's target and threshold, on the metrics they watch; the
+	// group's range on the instances.
+	for _, want := range []tour.Line{
+		{Metric: "cpu.avg", Kind: "target", Rule: "target", Unit: "%", Value: 50},
+		{Metric: "requests_per_second", Kind: "above", Rule: "busy", Unit: "req/s", Value: 40},
+		{Kind: "min", Unit: "instances", Value: 1},
+		{Kind: "max", Unit: "instances", Value: 3},
+	} {
+		if !slices.Contains(c.Lines, want) {
+			t.Errorf("%s: lines %+v: want %+v", when, c.Lines, want)
+		}
+	}
+	if !slices.ContainsFunc(c.Series, func(s tour.Series) bool { return s.Metric == "cpu.avg" && s.Unit == "%" && s.Shape == "line" }) {
+		t.Errorf("%s: series %+v: want cpu.avg, the target's metric, on the CPU panel", when, c.Series)
+	}
+}
+
+// loadUntil sends requests to e's frontend at rate a second, besides the
+// trickle, until done reports true (checked each second) or for at most
+// d.
+func loadUntil(ctx context.Context, e *shoalEnv, rate int, d time.Duration, done func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	client := &http.Client{Timeout: 5 * time.Second}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no scaling after %s of %d requests a second", d, rate)
+		case <-check.C:
+			if done() {
+				return nil
+			}
+		case <-tick.C:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.listen+"/healthz", nil)
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
 		}
 	}
 }

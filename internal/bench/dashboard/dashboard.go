@@ -30,7 +30,7 @@ var Command = &bench.Command{
 }
 
 // dashboardAssets are the files the dashboard's page loads besides itself.
-var dashboardAssets = []string{"app.js", "app.css", "uPlot.iife.min.js", "uPlot.min.css"}
+var dashboardAssets = []string{"app.js", "chart.js", "app.css"}
 
 func runDashboard(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (*bench.Report, error) {
 	shots := fs.String("screenshots", "bench/results/screenshots", "directory for the screenshots")

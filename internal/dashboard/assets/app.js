@@ -1,10 +1,14 @@
 // shoal dashboard: renders the server-sent stream (/ui/stream), charts the
-// metrics series (/v1/groups/G/series) with uPlot, and submits scale and
-// deploy jobs to the API with the session cookie.
+// metrics series (/v1/groups/G/series) with the decisions and jobs on them
+// (chart.js), and submits scale and deploy jobs to the API with the session
+// cookie.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { group: "", range: "1h", es: null, plot: null, zoomed: false, ticks: 0, events: [] };
+const state = {
+  group: "", range: "1h", es: null, ticks: 0, events: [], jobs: [], status: null,
+  series: null, chart: null, zoom: null, highlight: "", extraJobs: {},
+};
 const maxEventRows = 200;
 
 function fmt(v, digits, unit) {
@@ -21,7 +25,8 @@ function row(cells, attrs) {
   for (const c of cells) {
     const td = document.createElement("td");
     const [text, cls] = Array.isArray(c) ? c : [c, ""];
-    td.textContent = text === undefined || text === null ? "" : String(text);
+    if (text instanceof Node) td.appendChild(text);
+    else td.textContent = text === undefined || text === null ? "" : String(text);
     if (cls) td.className = cls;
     tr.appendChild(td);
   }
@@ -63,12 +68,77 @@ function stateClass(s) {
   return "warn";
 }
 
+// eventSeverity is what each fleet event (decision outcome "event", its
+// rule and code naming the event.Type) means for the group: a launch is
+// news, not a warning.
+const eventSeverity = {
+  "instance.launched": "ok", "instance.terminated": "info", "instance.replaced": "info", "host.up": "ok",
+  "instance.launch_failed": "bad", "instance.terminate_failed": "bad", "host.down": "bad",
+  "instance.unhealthy": "warn", "haproxy.restarted": "warn", "gslb.restarted": "warn",
+  "leader.changed": "warn", "certificate.expiring": "warn",
+};
+
+// severity is how the timeline paints a decision or event: ok, info, warn
+// or bad.
+function severity(e) {
+  switch (e.outcome) {
+    case "event": return eventSeverity[`${e.rule}.${e.code}`] || "info";
+    case "accepted": case "request": return "ok";
+    case "ignored": return "warn";
+    case "error": return "bad";
+    case "deploy": return { done: "ok", failed: "bad", ignored: "warn" }[e.code] || "info";
+  }
+  return "info"; // nothing, forecast only, scale_in, placement
+}
+
+// marked are the outcomes of decisions that asked for a job: the chart
+// marks them.
+const marked = ["request", "accepted", "ignored", "error", "forecast only"];
+
+// jobLink is a link to job id in the jobs table.
+function jobLink(id) {
+  if (!id) return "";
+  const a = document.createElement("a");
+  a.href = "#";
+  a.className = "job-link";
+  a.dataset.job = id;
+  a.textContent = "job " + id;
+  a.addEventListener("click", (ev) => { ev.preventDefault(); showJob(id); });
+  return a;
+}
+
+// showJob highlights job id in the jobs table, fetching it when it is
+// older than the table's newest.
+async function showJob(id) {
+  state.highlight = id;
+  if (!state.jobs.some((j) => j.id === id) && !state.extraJobs[id]) {
+    const r = await fetch(`/v1/jobs/${encodeURIComponent(id)}`, { credentials: "same-origin" });
+    if (r.ok) state.extraJobs[id] = await r.json();
+  }
+  renderJobs();
+  const tr = document.querySelector(`#jobs tbody tr[data-job="${CSS.escape(id)}"]`);
+  if (tr) tr.scrollIntoView({ block: "center" });
+}
+
+function renderJobs() {
+  const list = state.jobs.concat(Object.values(state.extraJobs).filter((x) => !state.jobs.some((j) => j.id === x.id)));
+  fill($("#jobs tbody"), list.map((j) => {
+    const tr = row([
+      j.id, time(j.created_at), j.kind + (j.plan ? " " + j.plan : ""), j.source,
+      [`${j.from} → ${j.target}`, "num"], [j.state, stateClass(j.state)], [j.reason, "reason"],
+    ], { job: j.id });
+    if (j.id === state.highlight) tr.classList.add("hl");
+    return tr;
+  }));
+}
+
 function renderGroup(m) {
   const g = m.status.groups.find((x) => x.name === state.group);
   if (!g) {
     $("#group-info").textContent = "no such group";
     return;
   }
+  state.status = g;
   const live = m.live[g.name] || { instances: [] };
   let info = `desired ${g.desired} (min ${g.min_size}, max ${g.max_size}), in service ${g.in_service}, plan ${g.plan || "–"}, version ${g.version || "–"}`;
   const now = new Date(m.time);
@@ -91,41 +161,18 @@ function renderGroup(m) {
     i.addr,
   ], { instance: i.name })));
 
-  fill($("#jobs tbody"), (m.jobs || []).map((j) => row([
-    j.id, time(j.created_at), j.kind + (j.plan ? " " + j.plan : ""), j.source,
-    [`${j.from} → ${j.target}`, "num"], [j.state, stateClass(j.state)], [j.reason, "reason"],
-  ], { job: j.id })));
+  state.jobs = m.jobs || [];
+  renderJobs();
 
   if (m.events && m.events.length) {
     state.events = m.events.slice().reverse().concat(state.events).slice(0, maxEventRows);
     // An event of no group (a host, HAProxy, a certificate) concerns each.
     fill($("#events tbody"), state.events.map((e) => row([
-      new Date(e.time).toLocaleString(), e.group ? e.rule : e.rule + " (all groups)", [e.outcome, stateClass(e.outcome)],
-      [`${e.current} → ${e.recommendation}`, "num"], [e.reason, "reason"], e.job_id,
-    ], { group: e.group })));
+      new Date(e.time).toLocaleString(), e.group ? e.rule : e.rule + " (all groups)",
+      [e.outcome === "event" ? e.code : e.outcome, severity(e)],
+      [`${e.current} → ${e.recommendation}`, "num"], [e.reason, "reason"], jobLink(e.job_id),
+    ], { group: e.group, event: e.id, severity: severity(e) })));
   }
-}
-
-const seriesNames = ["size", "ready", "cpu.p90", "requests_per_second", "latency_ms.p99"];
-
-function chartOpts() {
-  const width = Math.max(300, $("#chart").clientWidth || 800);
-  const axis = (scale, label, side) => ({ scale, label, side, grid: { show: side === 3 } });
-  return {
-    width, height: 300,
-    cursor: { drag: { x: true, y: false } },
-    hooks: { setSelect: [() => { state.zoomed = true; }] },
-    scales: { x: { time: true }, n: { range: (u, lo, hi) => [0, Math.max(1, hi + 1)] }, pct: { range: [0, 100] }, rps: {}, ms: {} },
-    series: [
-      {},
-      { label: "instances", scale: "n", stroke: "#1769aa", width: 2, paths: uPlot.paths.stepped({ align: 1 }) },
-      { label: "ready", scale: "n", stroke: "#7fb2dc", width: 1, paths: uPlot.paths.stepped({ align: 1 }) },
-      { label: "CPU p90 %", scale: "pct", stroke: "#d9480f", value: (u, v) => fmt(v, 1) },
-      { label: "req/s", scale: "rps", stroke: "#2b8a3e", value: (u, v) => fmt(v, 1) },
-      { label: "p99 ms", scale: "ms", stroke: "#862e9c", value: (u, v) => fmt(v, 1) },
-    ],
-    axes: [{}, axis("n", "instances", 3), axis("pct", "CPU %", 1), axis("rps", "req/s", 1), axis("ms", "p99 ms", 1)],
-  };
 }
 
 async function loadSeries() {
@@ -134,16 +181,41 @@ async function loadSeries() {
   const r = await fetch(`/v1/groups/${encodeURIComponent(g)}/series?${q}`, { credentials: "same-origin" });
   if (r.status === 401) { location.reload(); return; }
   if (!r.ok || g !== state.group) return;
-  const s = await r.json();
-  const data = [s.times].concat(seriesNames.map((n) => s.values[n] || []));
-  const chart = $("#chart");
-  if (!state.plot) {
-    chart.replaceChildren();
-    state.plot = new uPlot(chartOpts(), data, chart);
-    chart.addEventListener("dblclick", () => { state.zoomed = false; });
-  } else {
-    state.plot.setData(data, !state.zoomed);
+  state.series = await r.json();
+  drawGroupChart();
+}
+
+const secs = (s) => new Date(s).getTime() / 1000;
+
+// drawGroupChart draws the series with the decisions that asked for a job
+// and the jobs as markers; each job's run is a band on the instances.
+function drawGroupChart() {
+  const s = state.series, chart = $("#chart");
+  if (!s || (state.chart && state.chart.busy())) return;
+  const markers = [], spans = [];
+  for (const e of state.events) {
+    if (e.group !== state.group || !marked.includes(e.outcome)) continue;
+    const dir = e.request ? e.request.kind + " " : "";
+    markers.push({
+      t: secs(e.time), kind: "decision", id: e.id, job: e.job_id, severity: severity(e),
+      text: `${e.rule}: ${dir}${e.current}→${e.recommendation}`, title: `${e.outcome}: ${e.reason}`,
+    });
   }
+  const now = Date.now() / 1000;
+  for (const j of state.jobs) {
+    markers.push({
+      t: secs(j.created_at), kind: "job", id: j.id, job: j.id, severity: stateClass(j.state),
+      text: `job ${j.id}: ${j.kind} ${j.from}→${j.target}`, title: `job ${j.id} (${j.source}): ${j.state}${j.reason ? ": " + j.reason : ""}`,
+    });
+    if (j.state !== "ignored") spans.push({ job: j.id, from: secs(j.started_at || j.created_at), to: j.finished_at ? secs(j.finished_at) : now });
+  }
+  const g = state.status;
+  state.chart = drawChart(chart, s, {
+    markers, spans, zoom: state.zoom,
+    limits: g ? { min: g.min_size, max: g.max_size } : null,
+    onZoom: (a, b) => { state.zoom = a === null ? null : [a, b]; drawGroupChart(); },
+    onMarker: (mk) => { if (mk.job) showJob(mk.job); },
+  });
   chart.dataset.points = String((s.values.size || []).filter((v) => v !== null).length);
 }
 
@@ -153,8 +225,10 @@ function render(m) {
   renderOverview(m);
   if (!state.group) return;
   renderGroup(m);
-  // The last hour moves every second; longer ranges are read every 30 s.
+  // The last hour moves every second; longer ranges are read every 30 s,
+  // their markers drawn every second.
   if (state.range === "1h" || state.ticks % 30 === 1) loadSeries().catch((e) => console.warn(e));
+  else drawGroupChart();
 }
 
 function connect() {
@@ -172,8 +246,13 @@ function route() {
   const p = new URLSearchParams(location.hash.slice(1));
   state.group = p.get("group") || "";
   state.events = [];
-  state.zoomed = false;
-  if (state.plot) { state.plot.destroy(); state.plot = null; }
+  state.jobs = [];
+  state.extraJobs = {};
+  state.highlight = "";
+  state.zoom = null;
+  state.series = null;
+  state.chart = null;
+  $("#chart").replaceChildren();
   $("#chart").dataset.points = "0";
   for (const t of ["#instances tbody", "#jobs tbody", "#events tbody"]) fill($(t), []);
   $("#result").textContent = "";
@@ -218,7 +297,7 @@ function init() {
     b.addEventListener("click", () => {
       for (const o of document.querySelectorAll(".ranges button")) o.classList.toggle("on", o === b);
       state.range = b.dataset.range;
-      state.zoomed = false;
+      state.zoom = null;
       loadSeries().catch((e) => console.warn(e));
     });
   }

@@ -1,7 +1,11 @@
 // Package tour drives the dashboard in headless Chromium as an operator
 // would: the login page, the login, a group's live view filling with data,
-// and a click on "Scale up" until the new job and instance show. The
-// end-to-end test asserts on its Result; shoal-bench keeps its screenshots.
+// a click on "Scale up" until the new job and instance show on the table
+// and the chart and, when asked, a scaling the policy decides, followed
+// from its marker to its job. The end-to-end test asserts on its Result,
+// which reads the chart by what it shows (its panels, lines and markers,
+// named by their data attributes), not by its pixels; shoal-bench keeps
+// its screenshots.
 package tour
 
 import (
@@ -11,8 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -41,6 +48,58 @@ type Options struct {
 	Shot func(name string, png []byte) error
 	// Timeout bounds each wait (default 60 s).
 	Timeout time.Duration
+	// Provoke, when set, is called once the scale-up shows: it makes the
+	// group's policy scale it (load past a rule's threshold), and the tour
+	// waits for the decision's marker, then follows the timeline's link to
+	// its job.
+	Provoke func(ctx context.Context) error
+}
+
+// Chart is what the group chart shows, read from its SVG.
+type Chart struct {
+	// From and To are the time axis' ends, Unix seconds; PlotLeft and
+	// PlotRight the plot area's edges and FirstX where the instance
+	// count's line starts, in pixels.
+	From, To                    float64
+	PlotLeft, PlotRight, FirstX float64
+	Panels                      []Panel
+	Series                      []Series
+	Lines                       []Line
+	Markers                     []Marker
+	// TimeAxis is the time axis' label.
+	TimeAxis string
+}
+
+// Panel is one of the chart's panels: its unit and its y axis' label.
+type Panel struct {
+	Unit, Axis string
+	Metrics    []string
+}
+
+// Series is one metric's line: "step" or "line", with its values.
+type Series struct {
+	Metric, Shape, Unit string
+	Values              []*float64
+}
+
+// Line is a horizontal line: the policy's target ("target") or a
+// threshold ("above", "below") on the panel of Unit, or the group's "min"
+// or "max" size.
+type Line struct {
+	Metric, Kind, Rule, Unit string
+	Value                    float64
+}
+
+// Marker is a decision's or a job's marker and the name it shows ("" when
+// it had no room to).
+type Marker struct {
+	Kind, ID, Job, Text string
+}
+
+// EventRow is a row of the decisions timeline: its outcome, as shown, the
+// class that paints it, and the job it links to.
+type EventRow struct {
+	Rule, Outcome, Class, Job string
 }
 
 // Result is what the browser saw.
@@ -71,11 +130,56 @@ type Result struct {
 	// ScaleShown is from the click to then.
 	InstancesAfter int
 	ScaleShown     time.Duration
+	// Scaled is the chart once the scale-up showed on it; Timeline the
+	// decisions' rows then.
+	Scaled   Chart
+	Timeline []EventRow
+	// With Provoke: Decided is the chart once the policy's decision and
+	// its job showed; Decision the marker's, PolicyJob the job it links
+	// to; Highlighted, the jobs table's highlighted row after a click on
+	// the timeline's link.
+	Decided     Chart
+	Decision    Marker
+	PolicyJob   string
+	Highlighted string
+	// Zoomed is the chart's time span after a drag across the middle half
+	// of its plot; Unzoomed after a double-click, which resets it.
+	Zoomed, Unzoomed float64
+	// PageErrors are the page's uncaught script errors.
+	PageErrors []string
 }
 
+// readChart is the script that reads the chart into a Chart.
+const readChart = `(() => {
+  const svg = document.querySelector("#chart svg");
+  if (!svg) return null;
+  const num = (e, a) => Number(e.getAttribute(a));
+  const unitOf = (e) => e.closest(".panel").dataset.unit;
+  const size = svg.querySelector('path.series[data-metric="size"]');
+  const m = size && /^M([\d.]+)/.exec(size.getAttribute("d"));
+  return {
+    From: num(svg, "data-from"), To: num(svg, "data-to"),
+    PlotLeft: num(svg, "data-plot-left"), PlotRight: num(svg, "data-plot-right"), FirstX: m ? Number(m[1]) : -1,
+    Panels: Array.from(svg.querySelectorAll(".panel"), (p) => ({
+      Unit: p.dataset.unit, Axis: p.querySelector(".axis-label").textContent, Metrics: p.dataset.metrics.split(" ") })),
+    Series: Array.from(svg.querySelectorAll("path.series"), (p) => ({
+      Metric: p.dataset.metric, Shape: p.dataset.shape, Unit: unitOf(p), Values: JSON.parse(p.dataset.values) })),
+    Lines: Array.from(svg.querySelectorAll("line.policy, line.limit"), (l) => ({
+      Metric: l.dataset.metric || "", Kind: l.dataset.kind, Rule: l.dataset.rule || "", Unit: unitOf(l), Value: Number(l.dataset.value) })),
+    Markers: Array.from(svg.querySelectorAll("g.marker"), (g) => ({
+      Kind: g.dataset.kind, ID: g.dataset.id, Job: g.dataset.job, Text: (g.querySelector(".marker-label") || {}).textContent || "" })),
+    TimeAxis: svg.querySelector('.axis-label[data-unit="time"]').textContent,
+  };
+})()`
+
+// readTimeline is the script that reads the decisions' rows.
+const readTimeline = `Array.from(document.querySelectorAll("#events tbody tr"), (tr) => {
+  const td = tr.querySelectorAll("td"), a = tr.querySelector("a.job-link");
+  return { Rule: td[1].textContent, Outcome: td[2].textContent, Class: td[2].className, Job: a ? a.dataset.job : "" };
+})`
+
 // Run drives a fresh headless browser through the dashboard at o.URL.
-func Run(ctx context.Context, o Options) (Result, error) {
-	var res Result
+func Run(ctx context.Context, o Options) (res Result, err error) {
 	bin, err := Browser()
 	if err != nil {
 		return res, err
@@ -96,6 +200,26 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
+	var (
+		mu         sync.Mutex
+		pageErrors []string
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		res.PageErrors = pageErrors
+	}()
+	chromedp.ListenTarget(bctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			pageErrors = append(pageErrors, msg)
+			mu.Unlock()
+		}
+	})
 	// The first Run starts the browser, which lives as long as the context
 	// it was given: bctx, not a step's.
 	if err := chromedp.Run(bctx); err != nil {
@@ -133,6 +257,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		tctx, cancel := context.WithTimeout(bctx, 2*o.Timeout)
 		defer cancel()
 		if err := chromedp.Run(tctx, actions...); err != nil {
+			// What the page showed when a step failed says why.
+			sctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+			defer cancel()
+			_ = chromedp.Run(sctx, shot("failed"))
 			return fmt.Errorf("dashboard tour: %s: %w", what, err)
 		}
 		return nil
@@ -153,7 +281,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
 		chromedp.Click(groupRow, chromedp.ByQuery),
 		poll("the chart and the instance table fill",
-			`Number(document.querySelector("#chart").dataset.points) > 0 && document.querySelector("#chart canvas") !== null && document.querySelectorAll("#instances tbody tr").length > 0`),
+			`Number(document.querySelector("#chart").dataset.points) > 0 && document.querySelector("#chart svg") !== null && document.querySelectorAll("#instances tbody tr").length > 0`),
 	); err != nil {
 		return res, err
 	}
@@ -204,11 +332,80 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		poll("a new instance is listed", fmt.Sprintf(`document.querySelectorAll("#instances tbody tr").length > %d`, res.Instances)),
 		chromedp.ActionFunc(func(context.Context) error { res.ScaleShown = time.Since(clicked); return nil }),
 		count(`#instances tbody tr`, &res.InstancesAfter),
-		// Once it serves, for the screenshot.
+		// Once it serves and the chart shows it, for the screenshot.
 		poll("the new instance is in service", `Array.from(document.querySelectorAll("#instances tbody tr td:nth-child(2)")).every((td) => td.textContent === "in-service")`),
+		// Built when it runs: InstancesAfter is read by the step before.
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return poll("the chart shows the job and the new count", fmt.Sprintf(`document.querySelector('#chart g.marker[data-kind="job"][data-job=%s]') !== null && JSON.parse(document.querySelector('#chart path[data-metric="size"]').dataset.values).filter((v) => v !== null).pop() === %d`, js(res.Job), res.InstancesAfter)).Do(ctx)
+		}),
+		chromedp.Evaluate(readChart, &res.Scaled),
+		chromedp.Evaluate(readTimeline, &res.Timeline),
 		shot("3-scaled-up"),
 	); err != nil {
 		return res, err
 	}
-	return res, nil
+	if o.Provoke == nil {
+		return res, zoom(&res, run, poll)
+	}
+	if err := o.Provoke(ctx); err != nil {
+		return res, fmt.Errorf("dashboard tour: provoke a scaling: %w", err)
+	}
+	decision := `#chart g.marker[data-kind="decision"]:not([data-job=""])`
+	if err := run("see the policy's decision and follow it to its job",
+		poll("the chart marks a decision that started a job", `(() => {
+			const d = document.querySelector(`+js(decision)+`);
+			return d !== null && document.querySelector('#chart g.marker[data-kind="job"][data-job="' + d.dataset.job + '"]') !== null;
+		})()`),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return poll("the policy's instance is in service and counted on the chart", fmt.Sprintf(`(() => {
+				const states = Array.from(document.querySelectorAll("#instances tbody tr td:nth-child(2)"), (td) => td.textContent);
+				const size = JSON.parse(document.querySelector('#chart path[data-metric="size"]').dataset.values).filter((v) => v !== null).pop();
+				return states.length > %d && states.every((s) => s === "in-service") && size === states.length;
+			})()`, res.InstancesAfter)).Do(ctx)
+		}),
+		chromedp.Evaluate(readChart, &res.Decided),
+		chromedp.Evaluate(`(() => { const d = document.querySelector(`+js(decision)+`); return { Kind: d.dataset.kind, ID: d.dataset.id, Job: d.dataset.job, Text: (d.querySelector(".marker-label") || {}).textContent || "" }; })()`, &res.Decision),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			res.PolicyJob = res.Decision.Job
+			return chromedp.Click(`#events tbody a.job-link[data-job=`+js(res.PolicyJob)+`]`, chromedp.ByQuery).Do(ctx)
+		}),
+		poll("the job's row is highlighted", `document.querySelector("#jobs tbody tr.hl") !== null`),
+		chromedp.Evaluate(`document.querySelector("#jobs tbody tr.hl").dataset.job`, &res.Highlighted),
+		chromedp.Evaluate(readTimeline, &res.Timeline),
+		shot("4-policy-scaled"),
+	); err != nil {
+		return res, err
+	}
+	return res, zoom(&res, run, poll)
+}
+
+// zoom drags across the middle half of the chart's plot, which zooms to
+// it, and double-clicks, which resets.
+func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(what, expr string) chromedp.Action) error {
+	const span = `(() => { const s = document.querySelector("#chart svg"); return s.dataset.to - s.dataset.from; })()`
+	var full float64
+	var at struct{ X0, X1, Y float64 }
+	return run("zoom the chart and reset it",
+		chromedp.ScrollIntoView(`#chart svg`, chromedp.ByQuery),
+		chromedp.Evaluate(span, &full),
+		chromedp.Evaluate(`(() => {
+			const s = document.querySelector("#chart svg"), r = s.getBoundingClientRect();
+			const l = Number(s.dataset.plotLeft), w = Number(s.dataset.plotRight) - l;
+			const p = s.querySelector(".panel .plot").getBoundingClientRect();
+			return { X0: r.left + l + w / 4, X1: r.left + l + 3 * w / 4, Y: p.top + p.height / 2 };
+		})()`, &at),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			return chromedp.Run(ctx,
+				chromedp.MouseEvent(input.MousePressed, at.X0, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseMoved, (at.X0+at.X1)/2, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseMoved, at.X1, at.Y, chromedp.ButtonLeft),
+				chromedp.MouseEvent(input.MouseReleased, at.X1, at.Y, chromedp.ButtonLeft),
+				poll("the chart zooms in", fmt.Sprintf(`%s < %g`, span, 0.75*full)),
+				chromedp.Evaluate(span, &res.Zoomed),
+				chromedp.DoubleClick(`#chart svg .panel .plot`, chromedp.ByQuery),
+				poll("the chart zooms out", fmt.Sprintf(`%s >= %g`, span, full)),
+				chromedp.Evaluate(span, &res.Unzoomed),
+			)
+		}),
+	)
 }
