@@ -38,8 +38,11 @@ import (
 // state: the requests they hold finish, no new ones come), kept running,
 // not replaced for failing checks, and not counted towards the desired
 // size, except a drain --no-replace, which keeps its place (the group
-// serves one fewer). Exiting ends them as it ends any instance. Protection
-// is a mark, not a state: a protected instance is never chosen for
+// serves one fewer). One that exits is let go, not replaced again (a
+// drain --no-replace is replaced: it held a place). A scale-in takes a
+// drain --no-replace first (it serves nobody), a deploy rolls it like any
+// instance; others a deploy leaves as they are. A group a reload removes
+// retires them all, protected or not. Protection is a mark, not a state: a protected instance is never chosen for
 // scale-in (a scale-in that could take only protected ones stops at them
 // and fails its job saying so); it is still replaced when it fails. The
 // states and marks are in the instance's record, so a restart of shoal
