@@ -68,6 +68,13 @@ func (c *Client) Deploy(ctx context.Context, groupName string, req DeployRequest
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/deploy", req, &j)
 }
 
+// Instances submits a day-two act (drain, replace, ...) on named instances.
+func (c *Client) Instances(ctx context.Context, act string, req InstancesRequest) (jobrun.Job, error) {
+	var j jobrun.Job
+	err := c.do(ctx, http.MethodPost, "/v1/instances/"+url.PathEscape(act), req, &j)
+	return j, err
+}
+
 // Jobs lists the newest jobs.
 func (c *Client) Jobs(ctx context.Context, groupName string, limit int) ([]jobrun.Job, error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}

@@ -33,6 +33,10 @@ func TestHAStandby(t *testing.T) {
 	for what, err := range map[string]error{
 		"scale":  func() error { _, err := c.Scale(ctx, "web", ScaleRequest{Size: &two}); return err }(),
 		"deploy": func() error { _, err := c.Deploy(ctx, "web", DeployRequest{}); return err }(),
+		"drain": func() error {
+			_, err := c.Instances(ctx, "drain", InstancesRequest{Instances: []string{"web-001"}})
+			return err
+		}(),
 	} {
 		var ae *Error
 		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.ErrorResponse.Error != "standby: the leader is a" {

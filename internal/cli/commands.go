@@ -123,7 +123,11 @@ func printGroup(w io.Writer, g group.Status) {
 			}
 			name += "\t" + id
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
+		state := string(in.State)
+		if in.Protected {
+			state += ",protected" // never chosen for scale-in
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, state, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, in := range g.Instances {
@@ -214,6 +218,9 @@ func printJob(w io.Writer, j jobrun.Job) {
 	if j.Plan != "" {
 		what += " " + j.Plan
 	}
+	if len(j.Instances) > 0 {
+		what += " " + strings.Join(j.Instances, " ")
+	}
 	if j.Kind == jobrun.Deploy {
 		fmt.Fprintf(w, "job %s %s: group %s deploy of version %s, %d instances (source %s)", j.ID, j.State, j.Group, j.Version, j.Target, j.Source)
 	} else {
@@ -221,6 +228,9 @@ func printJob(w io.Writer, j jobrun.Job) {
 	}
 	if j.Noop {
 		fmt.Fprint(w, ", nothing to change")
+	}
+	if j.Note != "" {
+		fmt.Fprintf(w, "; %s", j.Note)
 	}
 	if j.Reason != "" {
 		fmt.Fprintf(w, ": %s", j.Reason)
@@ -278,6 +288,9 @@ func jobsCmd(o *options) *cobra.Command {
 				kind := string(j.Kind)
 				if j.Plan != "" {
 					kind += ":" + j.Plan
+				}
+				if len(j.Instances) > 0 {
+					kind += ":" + strings.Join(j.Instances, ",")
 				}
 				state := string(j.State)
 				if j.Noop {
@@ -345,6 +358,12 @@ func printJobDetail(w io.Writer, j jobrun.Job) {
 	line("size", strconv.Itoa(j.From)+" → "+strconv.Itoa(j.Target))
 	if j.Version != "" {
 		line("version", j.Version)
+	}
+	if len(j.Instances) > 0 {
+		line("instances", strings.Join(j.Instances, ", "))
+	}
+	if j.Note != "" {
+		line("note", j.Note)
 	}
 	state := string(j.State)
 	if j.Noop {

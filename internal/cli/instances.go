@@ -13,13 +13,16 @@ import (
 func instancesCmd(o *options) *cobra.Command {
 	var state, output string
 	cmd := &cobra.Command{
-		Use:   "instances GROUP",
-		Short: "print a group's instance addresses, one per line (for deploy tools)",
+		Use:   "instances GROUP | instances ACT NAME...",
+		Short: "print a group's instance addresses (for deploy tools), or act on named ones: drain, replace, protect, standby",
 		Example: `  shoal instances web --state in-service
   shoal instances web -o json`,
 		Long: `Prints HOST:PORT of each instance of GROUP, one per line, or with -o json
 the instances as the status shows them. --state keeps only instances in that
-state, such as in-service for a deploy tool's targets.`,
+state, such as in-service for a deploy tool's targets.
+
+The subcommands act on named instances (day-two operations), each as a job:
+drain/undrain, replace, protect/unprotect, standby/resume.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "plain" && output != "json" {
@@ -55,7 +58,8 @@ state, such as in-service for a deploy tool's targets.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only instances in this state (starting, in-service, unhealthy, draining, stopping, failed)")
+	cmd.Flags().StringVar(&state, "state", "", "only instances in this state (starting, in-service, unhealthy, drained, standby, draining, stopping, failed)")
 	cmd.Flags().StringVarP(&output, "output", "o", "plain", "output format: plain (one address per line) or json")
+	cmd.AddCommand(dayOps(o)...)
 	return cmd
 }

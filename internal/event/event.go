@@ -45,10 +45,27 @@ const (
 	PolicyDecision          Type = "policy.decision"
 )
 
+// Day-two acts on instances (shoal instances drain, standby, protect, ...).
+const (
+	InstanceDrained     Type = "instance.drained"
+	InstanceUndrained   Type = "instance.undrained"
+	InstanceStandby     Type = "instance.standby"
+	InstanceResumed     Type = "instance.resumed"
+	InstanceProtected   Type = "instance.protected"
+	InstanceUnprotected Type = "instance.unprotected"
+	// InstanceActFailed and InstanceActIgnored are a day-two act's job
+	// (drain, replace, ...) that failed or was refused; what the act did
+	// is told by the instance events above.
+	InstanceActFailed  Type = "instance.act_failed"
+	InstanceActIgnored Type = "instance.act_ignored"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
 	InstanceUnhealthy, InstanceReplaced,
+	InstanceDrained, InstanceUndrained, InstanceStandby, InstanceResumed, InstanceProtected, InstanceUnprotected,
+	InstanceActFailed, InstanceActIgnored,
 	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
@@ -122,6 +139,9 @@ func FromJob(was job.State, j job.Job) (Event, bool) {
 	if j.State == was || j.Kind == job.Deploy {
 		return Event{}, false
 	}
+	if j.Kind.OnInstances() {
+		return fromInstanceJob(j)
+	}
 	var t Type
 	switch j.State {
 	case job.Running:
@@ -147,4 +167,28 @@ func FromJob(was job.State, j job.Job) (Event, bool) {
 		at = *j.StartedAt
 	}
 	return Event{Type: t, Time: at, Group: j.Group, Subject: j.ID, JobID: j.ID, Message: msg, Job: &j}, true
+}
+
+// fromInstanceJob is the event of a day-two act's job that failed or was
+// refused; its progress and success are the group's instance events.
+func fromInstanceJob(j job.Job) (Event, bool) {
+	var t Type
+	switch j.State {
+	case job.Failed:
+		t = InstanceActFailed
+	case job.Ignored:
+		t = InstanceActIgnored
+	default:
+		return Event{}, false
+	}
+	subject := strings.Join(j.Instances, ",")
+	msg := fmt.Sprintf("%s: %s %s (job %s, %s)", j.Group, j.Kind, subject, j.ID, j.State)
+	if j.Reason != "" {
+		msg += ": " + j.Reason
+	}
+	at := j.CreatedAt
+	if j.FinishedAt != nil {
+		at = *j.FinishedAt
+	}
+	return Event{Type: t, Time: at, Group: j.Group, Subject: subject, JobID: j.ID, Message: msg, Job: &j}, true
 }

@@ -18,6 +18,9 @@ import (
 // ErrNotConverged wraps the failure that kept a group from its desired size.
 var ErrNotConverged = errors.New("group did not reach its desired size")
 
+// ErrProtected is a scale-in that stopped at protected instances.
+var ErrProtected = errors.New("scale-in stopped at protected instances")
+
 // ErrRemoved is a size change or deploy of a group a config reload removed.
 var ErrRemoved = errors.New("removed by a config reload")
 
@@ -131,6 +134,7 @@ func (g *Group) busyness(ctx context.Context) (map[string]int, error) {
 func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error, hosts map[string]hostLoad) {
 	active := g.activeLocked()
 	if len(active) <= want {
+		g.protectedNote = ""
 		return
 	}
 	policy := g.conf().ScaleIn
@@ -139,7 +143,20 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		g.log.Warn("scale_in least_busy: no session counts from HAProxy; retiring the newest", "err", statErr)
 		policy = config.ScaleInNewest
 	}
-	picks := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)[:len(active)-want]
+	order := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)
+	picks, passed := unprotected(order, len(active)-want)
+	if g.removed {
+		// A group a reload removed retires every instance, protected or not.
+		picks, passed = order[:len(active)-want], nil
+	}
+	if short := len(active) - want - len(picks); short > 0 {
+		if note := strings.Join(passed, ","); note != g.protectedNote {
+			g.protectedNote = note
+			g.log.Warn("scale-in stopped at protected instances", "protected", passed, "short", short, "desired", g.desired)
+		}
+	} else {
+		g.protectedNote = ""
+	}
 	for _, p := range picks {
 		in := p.in
 		in.retiring = true
@@ -332,7 +349,9 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 				failed = append(failed, f.Instance+": "+f.Reason)
 			}
 		}
-		conv, churn, ch := g.convergedLocked(), g.churn, g.changed
+		conv := g.convergedLocked()
+		stopped := g.protectedStopLocked()
+		churn, ch := g.churn, g.changed
 		// A removed group converges on no instance: not the size asked for.
 		removed := g.removed
 		g.mu.Unlock()
@@ -341,6 +360,9 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 		}
 		if len(failed) > 0 {
 			return false, fmt.Errorf("%w: %s", ErrNotConverged, strings.Join(failed, "; "))
+		}
+		if stopped != nil {
+			return false, stopped
 		}
 		if conv {
 			return m.converged && churn == m.churn, nil
@@ -353,16 +375,11 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 	}
 }
 
+// convergedLocked reports every wanted instance in service, and nothing
+// else left but instances an operator holds (see settledLocked).
 func (g *Group) convergedLocked() bool {
-	if len(g.insts) != g.desired {
-		return false
-	}
-	for _, in := range g.insts {
-		if in.state != InService || in.retiring {
-			return false
-		}
-	}
-	return true
+	settled, blocked := g.settledLocked()
+	return settled && len(blocked) == 0
 }
 
 // Status is a group's state as the API shows it.
@@ -439,6 +456,8 @@ type InstanceStatus struct {
 	// been booting (a cloud server takes minutes), for instance.
 	Since   time.Time `json:"since"`
 	Version string    `json:"version"`
+	// Protected is an instance never chosen for scale-in (shoal instances protect).
+	Protected bool `json:"protected,omitempty"`
 	// Waiting says why a retiring instance is still in service: its
 	// cloud refuses to delete it ("waiting for the cloud API: ...").
 	Waiting string `json:"waiting,omitempty"`
@@ -473,7 +492,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version, Waiting: in.wait.why}
+			Since: in.since, Version: in.version, Waiting: in.wait.why, Protected: in.marks.protected}
 		if c, ok := in.inst.(provider.CloudServer); ok {
 			is.CloudID = c.CloudID()
 		}

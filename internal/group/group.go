@@ -38,7 +38,7 @@ const (
 
 // States lists every instance state in lifecycle order, for validating user
 // input such as `shoal instances --state`.
-var States = []State{Starting, InService, Unhealthy, Draining, Stopping, Failed}
+var States = []State{Starting, InService, Unhealthy, Drained, Standby, Draining, Stopping, Failed}
 
 const (
 	// stableService is how long an instance must have served for its
@@ -119,6 +119,8 @@ type instance struct {
 	// wait is a retiring instance's wait for its cloud to delete it: a
 	// scale-up takes it back meanwhile rather than pay for a new server.
 	wait cloudWait
+	// marks are what an operator set on it (see dayops.go).
+	marks marks
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -206,6 +208,10 @@ type Group struct {
 	jobSeq     uint64
 	owedLaunch int
 	owedRetire int
+
+	// protectedNote is the protected instances a scale-in last stopped
+	// at, so that it is logged once, not at every pass.
+	protectedNote string
 
 	// dep is the group's templates: configured, serving, and a deploy's
 	// roll.
@@ -310,7 +316,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			continue
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
-			version: r.Version, tmpl: g.dep.tmpl}
+			version: r.Version, tmpl: g.dep.tmpl, marks: marksOf(r.Marks)}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
@@ -324,6 +330,11 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			// Its health watch finds out again whether HAProxy has it DOWN.
 			in.state = InService
 			_ = g.lb.AddServer(ctx, g.server(in), true)
+		case Drained, Standby:
+			// Out of rotation by an operator's act: it stays so, serving
+			// and counted as it was (see dayops.go).
+			_ = g.lb.AddServer(ctx, g.server(in), true)
+			_ = g.lb.Drain(ctx, g.cfg.Name, in.name, 0)
 		case Draining:
 			// Registered and marked draining before HAProxy is synced, so an
 			// adopted HAProxy keeps it draining (an unregistered server would
@@ -408,6 +419,12 @@ func (g *Group) reconcile(ctx context.Context) {
 	defer g.mu.Unlock()
 	active := g.activeLocked()
 	want := g.desired + g.dep.surge
+	if len(active) <= want {
+		g.protectedNote = "" // no scale-in stops at protected instances
+	}
+	if g.removed {
+		g.retireHeldLocked()
+	}
 	switch {
 	case len(active) < want:
 		// A server still serving while its cloud refuses to delete it
@@ -433,7 +450,7 @@ func (g *Group) reconcile(ctx context.Context) {
 func (g *Group) activeLocked() []*instance {
 	var active []*instance
 	for _, in := range g.insts {
-		if !in.retiring && (in.state == Starting || in.state == InService || in.state == Unhealthy) {
+		if !in.retiring && (in.state == Starting || in.state == InService || in.state == Unhealthy || in.keepsPlace()) {
 			active = append(active, in)
 		}
 	}
@@ -515,6 +532,7 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 //	+--------+    backs off 1 s doubling to 60 s if it had not served
 //	              steadily for 30 s (crash loop); else it starts at once.
 //
+// An operator's acts add the states drained and standby (see dayops.go).
 // An unhealthy instance whose checks time out while it holds requests is
 // hung: those requests are ended at once (see hung). Shutdown of shoal
 // takes every state to stopping, or leaves it as it is for the next run to
@@ -550,6 +568,9 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			g.shutdown(in)
 			return
 		case <-in.inst.Done():
+			if g.heldExited(in) {
+				return
+			}
 			g.drop(in, "exited: "+in.inst.ExitReason(), removeThenStop)
 			return
 		case <-g.retireCh(in):
@@ -558,6 +579,11 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			}
 			return
 		case <-tick:
+			if g.isHeld(in) {
+				// Out of rotation by an operator: its checks replace nothing.
+				downSince = time.Time{}
+				continue
+			}
 			st, ok := g.stats.server(ctx, in.name)
 			switch {
 			case !ok:
@@ -565,7 +591,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 			case st.Status.IsDown():
 				if downSince.IsZero() {
 					downSince = g.clk.Now()
-					g.setState(ctx, in, Unhealthy)
+					g.setStateIf(ctx, in, Unhealthy, func() bool { return in.state == InService })
 				}
 				if hung(st) {
 					g.releaseHeld(ctx, in, st)
@@ -577,7 +603,7 @@ func (g *Group) serve(ctx context.Context, in *instance) {
 				}
 			case st.Status.IsUp() && !downSince.IsZero():
 				downSince = time.Time{}
-				g.setState(ctx, in, InService)
+				g.setStateIf(ctx, in, InService, func() bool { return in.state == Unhealthy })
 			}
 		}
 	}
@@ -995,7 +1021,7 @@ func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func()
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	// Before its start the instance has no record from the provider yet.
-	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version}
+	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Marks: in.marks.words()}
 	row.Group, row.Name, row.Index = g.cfg.Name, in.name, in.index
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {

@@ -4,7 +4,10 @@
 // package jobrun re-exports its names for its users, as os does io/fs's.
 package job
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // State is a job's state:
 //
@@ -43,7 +46,22 @@ const (
 	// Wake starts a group at 0 instances (config.Group.WakeSize): requests
 	// are held for it, so no cooldown delays it.
 	Wake Kind = "wake"
+	// Day-two acts on named instances (Job.Instances); see
+	// jobs.Manager.SubmitInstances.
+	Drain     Kind = "drain"
+	Undrain   Kind = "undrain"
+	Replace   Kind = "replace"
+	Protect   Kind = "protect"
+	Unprotect Kind = "unprotect"
+	Standby   Kind = "standby"
+	Resume    Kind = "resume"
 )
+
+// InstanceKinds are the kinds that act on named instances.
+var InstanceKinds = []Kind{Drain, Undrain, Replace, Protect, Unprotect, Standby, Resume}
+
+// OnInstances reports whether k acts on named instances.
+func (k Kind) OnInstances() bool { return slices.Contains(InstanceKinds, k) }
 
 // Job is a scaling job, as the store keeps it and the API and CLI show it
 // (docs/api.md): its json tags are a public contract.
@@ -67,4 +85,9 @@ type Job struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Version is the template version a deploy rolls out.
 	Version string `json:"version,omitempty"`
+	// Instances are the instances a day-two act works on (Kind.OnInstances).
+	Instances []string `json:"instances,omitempty"`
+	// Note says how the job went about it where it had a choice: a
+	// replace's order (launch before terminate, or terminate first and why).
+	Note string `json:"note,omitempty"`
 }

@@ -462,6 +462,12 @@ func (m *Manager) logJob(j Job) {
 	if j.Plan != "" {
 		attrs = append(attrs, "plan", j.Plan)
 	}
+	if len(j.Instances) > 0 {
+		attrs = append(attrs, "instances", j.Instances)
+	}
+	if j.Note != "" {
+		attrs = append(attrs, "note", j.Note)
+	}
 	if j.Noop {
 		attrs = append(attrs, "noop", true)
 	}

@@ -168,7 +168,7 @@ func (m *Metrics) instanceSource() InstanceSource {
 
 // instanceStates are reported for every group, zero included, so that a
 // state's series exists before the first instance enters it.
-var instanceStates = []group.State{group.Starting, group.InService, group.Draining, group.Stopping, group.Failed}
+var instanceStates = []group.State{group.Starting, group.InService, group.Drained, group.Standby, group.Draining, group.Stopping, group.Failed}
 
 var (
 	descDesired = prometheus.NewDesc("shoal_group_desired_size",
@@ -181,6 +181,8 @@ var (
 		"The group's configured max_size.", []string{"group"}, nil)
 	descInstances = prometheus.NewDesc("shoal_group_instances",
 		"Instances of the group by state.", []string{"group", "state"}, nil)
+	descProtected = prometheus.NewDesc("shoal_group_instances_protected",
+		"Instances of the group protected from scale-in (shoal instances protect).", []string{"group"}, nil)
 	descCooldown = prometheus.NewDesc("shoal_group_cooldown_until_timestamp_seconds",
 		"Until when the group's next scale-up or scale-down is held back (Unix time; 0 when not).", []string{"group", "direction"}, nil)
 	descCPU = prometheus.NewDesc("shoal_instance_cpu_seconds_total",
@@ -197,7 +199,7 @@ type groupCollector struct {
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDesired, descActual, descMin, descMax, descInstances, descCooldown, descCPU, descRSS} {
+	for _, d := range []*prometheus.Desc{descDesired, descActual, descMin, descMax, descInstances, descProtected, descCooldown, descCPU, descRSS} {
 		ch <- d
 	}
 }
@@ -216,9 +218,14 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMin, float64(s.MinSize), name)
 		gauge(descMax, float64(s.MaxSize), name)
 		counts := map[group.State]int{}
+		protected := 0
 		for _, in := range s.Instances {
 			counts[in.State]++
+			if in.Protected {
+				protected++
+			}
 		}
+		gauge(descProtected, float64(protected), name)
 		for _, st := range instanceStates {
 			gauge(descInstances, float64(counts[st]), name, string(st))
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/event"
@@ -170,6 +171,13 @@ var migrations = [][]string{
 		) STRICT`,
 		`CREATE INDEX notify_queue_next ON notify_queue (next_at)`,
 	},
+	{
+		// Day-two acts on instances: an instance's operator marks (see
+		// Instance.Marks), and the instances a job acts on with its note.
+		`ALTER TABLE instances ADD COLUMN marks TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE jobs ADD COLUMN instances TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.
@@ -314,6 +322,10 @@ type Instance struct {
 	StateSince time.Time
 	// Version is the template version the instance runs.
 	Version string
+	// Marks are what an operator set on the instance and what must
+	// survive a restart of shoal (group.Group's day-two acts: protected,
+	// no-replace, decrement); sorted words without commas.
+	Marks []string `json:",omitempty"`
 	// UpdatedAt is set by PutInstance.
 	UpdatedAt time.Time
 }
@@ -321,8 +333,8 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
@@ -334,9 +346,10 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 			state = excluded.state,
 			state_since = excluded.state_since,
 			updated_at = excluded.updated_at,
-			version = excluded.version`,
+			version = excluded.version,
+			marks = excluded.marks`,
 		in.Name, in.Group, in.Index, in.ID, in.Addr, in.Host, string(in.Data),
-		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version)
+		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version, joinWords(in.Marks))
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
 	}
@@ -475,7 +488,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usa
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version
+		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -485,13 +498,14 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	for rows.Next() {
 		var (
 			in                        Instance
-			data                      string
+			data, marks               string
 			started, since, updatedAt sql.NullString
 		)
 		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.ID, &in.Addr, &in.Host, &data,
-			&started, &in.State, &since, &updatedAt, &in.Version); err != nil {
+			&started, &in.State, &since, &updatedAt, &in.Version, &marks); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
+		in.Marks = splitWords(marks)
 		if data != "" {
 			in.Data = []byte(data)
 		}
@@ -513,7 +527,7 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 }
 
 const jobColumns = `id, group_name, source, kind, plan, from_size, target_size, state, reason, noop,
-	created_at, started_at, finished_at, version`
+	created_at, started_at, finished_at, version, instances, note`
 
 // InsertJob stores j as a new job and sets j.ID. Ids are never reused. Only the
 // newest 10,000 jobs are kept.
@@ -526,10 +540,10 @@ func (s *Store) InsertJob(ctx context.Context, j *job.Job) error {
 
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO jobs (group_name, source, kind, plan, from_size, target_size, state, reason, noop,
-			created_at, started_at, finished_at, version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, started_at, finished_at, version, instances, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.Group, j.Source, j.Kind, j.Plan, j.From, j.Target, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version)
+		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version, joinWords(j.Instances), j.Note)
 	if err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
@@ -579,10 +593,12 @@ func (s *Store) UpdateJob(ctx context.Context, j job.Job) error {
 	}
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE jobs SET group_name = ?, source = ?, kind = ?, plan = ?, from_size = ?, target_size = ?,
-			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?, version = ?
+			state = ?, reason = ?, noop = ?, created_at = ?, started_at = ?, finished_at = ?, version = ?,
+			instances = ?, note = ?
 		WHERE id = ?`,
 		j.Group, j.Source, j.Kind, j.Plan, j.From, j.Target, j.State, j.Reason, j.Noop,
-		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version, id); err != nil {
+		formatTime(j.CreatedAt), formatOptTime(j.StartedAt), formatOptTime(j.FinishedAt), j.Version,
+		joinWords(j.Instances), j.Note, id); err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)
 	}
 	if ev, ok := event.FromJob(was, j); ok {
@@ -683,11 +699,13 @@ func scanJobs(rows *sql.Rows) ([]job.Job, error) {
 			j                          job.Job
 			id                         int64
 			created, started, finished sql.NullString
+			instances                  string
 		)
 		if err := rows.Scan(&id, &j.Group, &j.Source, &j.Kind, &j.Plan, &j.From, &j.Target,
-			&j.State, &j.Reason, &j.Noop, &created, &started, &finished, &j.Version); err != nil {
+			&j.State, &j.Reason, &j.Noop, &created, &started, &finished, &j.Version, &instances, &j.Note); err != nil {
 			return nil, err
 		}
+		j.Instances = splitWords(instances)
 		j.ID = strconv.FormatInt(id, 10)
 		var err error
 		if j.CreatedAt, err = parseTime(created); err != nil {
@@ -742,4 +760,16 @@ func parseTime(v sql.NullString) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("parse time %q: %w", v.String, err)
 	}
 	return t, nil
+}
+
+// joinWords keeps a list of names (instance names, marks: words without
+// commas) in one column.
+func joinWords(ws []string) string { return strings.Join(ws, ",") }
+
+// splitWords reads what joinWords wrote; "" is no words.
+func splitWords(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

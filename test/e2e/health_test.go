@@ -295,7 +295,7 @@ func TestInstancesCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"instances", "nope"}, `unknown group "nope"; valid: web`},
-		{[]string{"instances", "web", "--state", "up"}, `--state must be one of starting, in-service, unhealthy, draining, stopping, failed, got "up"`},
+		{[]string{"instances", "web", "--state", "up"}, `--state must be one of starting, in-service, unhealthy, drained, standby, draining, stopping, failed, got "up"`},
 		{[]string{"instances", "web", "-o", "yaml"}, `-o must be plain or json, got "yaml"`},
 		{[]string{"instances"}, "accepts 1 arg(s)"},
 	} {
