@@ -71,6 +71,7 @@ func dayActsUnderLoad(t *testing.T, hogs int) {
 		t.Fatalf("scale to 2 exited %d:\n%s%s", code, out, stderr)
 	}
 	if hogs > 0 {
+		alone(t) // the busy machine is this test's own
 		stopHogs := cpuHogs(t, hogs, 3*time.Minute)
 		defer stopHogs()
 	}
@@ -162,12 +163,12 @@ func dayActsUnderLoad(t *testing.T, hogs int) {
 }
 
 func TestInstancesActsUnderLoad(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dayActsUnderLoad(t, 0)
 }
 
 func TestInstancesActsUnderCPUContention(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dayActsUnderLoad(t, 3)
 }
 
@@ -175,7 +176,7 @@ func TestInstancesActsUnderCPUContention(t *testing.T) {
 // at the protected ones, failing its job with why; the policy's scale-in
 // does the same; both protected instances serve on.
 func TestInstancesProtect(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	g := groupSpec{Name: "web", Min: 1, Max: 3}
 	const top = "metrics: {warmup: 1s}\n"
 	e := newEnv(t, top, g)
@@ -260,7 +261,7 @@ func TestInstancesProtect(t *testing.T) {
 // passes its health gate fails the job with the reason and leaves the old
 // instance serving, with no request failed.
 func TestInstancesReplaceFailedGate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken")
 	// An instance started while the file exists answers its check with 500.
@@ -295,7 +296,7 @@ func TestInstancesReplaceFailedGate(t *testing.T) {
 // work on them. Refusals say why: an unknown instance, a drain without a
 // replacement below min_size.
 func TestInstancesStateSurvivesRestart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newEnv(t, "", groupSpec{Name: "web", Min: 2, Max: 4})
 	e.start()
 	e.waitInService("web", 2)
