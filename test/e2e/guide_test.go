@@ -54,6 +54,7 @@ type guideStep struct {
 // cannot pin down the commands check themselves: curl -f fails on an HTTP
 // error, --cacert on a certificate that is not the guide's.
 func TestGettingStartedGuide(t *testing.T) {
+	parallel(t)
 	text, err := os.ReadFile(guidePath)
 	if err != nil {
 		t.Fatal(err)
