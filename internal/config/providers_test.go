@@ -74,7 +74,7 @@ func TestParseProviderErrors(t *testing.T) {
 			`testdata/shoal.yaml:4:11: providers[0].type: unknown provider type "gce"; known: ssh, exec, ec2, sacloud`},
 		{"no hosts", "    host_down_after: 20s\n    hosts:\n", "    host_down_after: 20s\n    hosts: []\n    old_hosts:\n",
 			"testdata/shoal.yaml:6:12: providers[0].hosts: must list at least one host\n" +
-				"testdata/shoal.yaml:7:5: providers[0].old_hosts: unknown field; allowed: name, type, health_grace, hosts, host_down_after, connect_timeout, remote_dir"},
+				"testdata/shoal.yaml:7:5: providers[0].old_hosts: unknown field; allowed: name, type, health_grace, hosts, host_down_after, connect_timeout, remote_dir, reconnect_max"},
 		{"duplicate address", `"10.0.0.3:2222"`, `"10.0.0.2:22"`,
 			`testdata/shoal.yaml:13:18: providers[0].hosts[1].address: duplicate host 10.0.0.2:22 (first at line 7)`},
 		{"missing key file", "key_file: ssh/id_ed25519\n        known_hosts: ssh/known_hosts\n        capacity", "key_file: ssh/nothing\n        known_hosts: ssh/known_hosts\n        capacity",

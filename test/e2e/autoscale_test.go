@@ -326,27 +326,34 @@ func TestAutoscaleRestartKeepsHistory(t *testing.T) {
 // for part of the window) recommends no scale-in. The window used to be
 // checked only at its start, so a restarted shoal scaled in at once on the
 // few seconds it had seen; now it waits until the gap has left the window.
+//
+// The clock sets its length: 15 s of history, 8 s down, then the window
+// (25 s, long enough to reach back past the kill to the first samples) has
+// to pass. The gap the window sees runs from the last 10 s roll-up on disk
+// (at least 10 s before the kill: kill -9 loses the bucket under way) to
+// the first sample after the restart, at least 18 s: longer than the 15 s
+// (one and a half roll-ups) it tolerates beside a roll-up.
 func TestAutoscaleStabilizationGap(t *testing.T) {
 	parallel(t) // waits out windows on the clock: see the package doc
-	const stab = 40 * time.Second
+	const stab = 25 * time.Second
 	g := groupSpec{Name: "web", Min: 1, Max: 2, Drain: "2s", Extra: `    autoscale:
-      target: {metric: cpu.avg, value: 40, scale_in_stabilization: 40s}
+      target: {metric: cpu.avg, value: 40, scale_in_stabilization: 25s}
 `}
 	e := newEnv(t, "metrics: {warmup: 1s}\n", g)
 	e.start()
 	began := time.Now()
 	e.waitInService("web", 1)
 	// Idle at two instances: the target wants one as soon as its window is
-	// covered, 40 s after shoal began to measure.
+	// covered, 25 s after shoal began to measure.
 	if out, stderr, code := e.cli("scale", "web", "up", "--sync"); code != 0 {
 		t.Fatalf("shoal scale web up: exit %d: %s %s", code, out, stderr)
 	}
 	e.waitInService("web", 2)
-	// 15 s of history (its 10 s roll-ups on disk), then 20 s unobserved.
+	// 15 s of history (its 10 s roll-ups on disk), then 8 s unobserved.
 	time.Sleep(time.Until(began.Add(15 * time.Second)))
 	e.kill9()
 	killed := time.Now()
-	time.Sleep(20 * time.Second)
+	time.Sleep(8 * time.Second)
 	e.start()
 	restarted := time.Now()
 
@@ -354,10 +361,10 @@ func TestAutoscaleStabilizationGap(t *testing.T) {
 	for _, ev := range e.events(api.EventsQuery{Group: "web"}) {
 		t.Logf("event %d %s %s %s %s: %s", ev.ID, ev.Time.Format("15:04:05.000"), ev.Rule, ev.Outcome, ev.Code, ev.Reason)
 	}
-	// The window [restart-40s, restart] reached back to the first samples,
+	// The window [restart-25s, restart] reached back to the first samples,
 	// so only the gap held the scale-in: it may come once the gap's end is
-	// within a few seconds of the window's start (the gap tolerance of a 40 s
-	// window is 4.5 s), not before.
+	// within a few seconds of the window's start (the gap tolerance of a 25 s
+	// window of 1 s samples is 3 s), not before.
 	if earliest := restarted.Add(stab - 5*time.Second); down.Time.Before(earliest) {
 		t.Fatalf("scaled in at %s, %s after the restart at %s: the window [%s, %s] had shoal down from %s to %s in it",
 			down.Time.Format(time.TimeOnly), down.Time.Sub(restarted).Round(time.Millisecond), restarted.Format(time.TimeOnly),

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 // heldBound is how long a hung instance may hold an idempotent request with
@@ -112,11 +114,14 @@ func countSeen(t *testing.T, e *shoalEnv) map[string]int {
 }
 
 // TestHungInstanceRequestsAnswered (issue 22 item 14): with the default
-// health settings, replace_after and timeouts, every GET that an instance
-// which hangs was holding is answered, by a retry on the other instance,
-// within 10 s, and no POST reaches a second instance. Two hangs: SIGSTOP
-// (which the SIGCONT of a stop would cure) and a deadlock (SIGUSR1 to
-// demo-backend: nothing cures it).
+// health settings and timeouts, every GET that an instance which hangs was
+// holding is answered, by a retry on the other instance, within 10 s, and
+// no POST reaches a second instance. Two hangs: SIGSTOP (which the SIGCONT
+// of a stop would cure) and a deadlock (SIGUSR1 to demo-backend: nothing
+// cures it). replace_after is 7 s, not its default 10 s: the default checks
+// mark a hung instance DOWN 4 s after the hang at the soonest, so it is
+// still stopped after the 10 s bound, and a GET that only its stop
+// answered would still take too long.
 func TestHungInstanceRequestsAnswered(t *testing.T) {
 	parallel(t)
 	for _, tc := range []struct {
@@ -127,6 +132,7 @@ func TestHungInstanceRequestsAnswered(t *testing.T) {
 			g := web
 			g.Min, g.Max, g.Plans = 2, 2, ""
 			g.Health = "{path: /healthz}" // every default: interval 2s, timeout 1s, fall 3
+			g.Extra = "    replace_after: 7s\n"
 			e := newEnv(t, "", g)
 			e.start()
 			e.waitInService("web", 2)
@@ -138,9 +144,23 @@ func TestHungInstanceRequestsAnswered(t *testing.T) {
 				t.Fatal(err)
 			}
 			hungAt := time.Now()
-			// Long enough for HAProxy to mark it DOWN and for what it held
-			// to be answered, short of replace_after stopping it.
-			time.Sleep(heldBound + 4*time.Second)
+			// Until HAProxy marks it DOWN, which ends what it held, and a
+			// second more for the retries; stop waits for the requests in
+			// flight, each answered or failed by then.
+			hc := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+			e.eventually(victim.Name+" is DOWN in HAProxy", heldBound, func() error {
+				stats, err := hc.Stats(context.Background(), "web")
+				if err != nil {
+					return err
+				}
+				for _, st := range stats {
+					if st.Name == victim.Name && st.Status.IsDown() {
+						return nil
+					}
+				}
+				return fmt.Errorf("stats %+v", stats)
+			})
+			time.Sleep(time.Second)
 			res := stop()
 
 			var gets, posts, postsFailed, held, cut int

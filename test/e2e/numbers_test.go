@@ -101,12 +101,15 @@ func TestLatencyWeightedThroughRamp(t *testing.T) {
 	}
 	// At 500 requests/s one in 5 is logged, under 100/s every one. The
 	// window starts once the rate has risen (it follows the load within a
-	// few seconds) and holds 8 s of slow requests, then 25 s of fast ones.
+	// few seconds) and holds 5 s of slow requests (2500, 500 lines), then
+	// 14 s of fast ones (1330, a line each): the same shares as a longer
+	// ramp, the slow ones about two thirds of the requests and a quarter of
+	// the lines.
 	alone(t) // open-loop load: a late request fails it
-	const slowRate, slowWindow = 500, 8 * time.Second
+	const slowRate, slowWindow = 500, 5 * time.Second
 	from := time.Now().Add(4 * time.Second)
 	slow := run("/work?ms=0&wait=200", slowRate, 4*time.Second+slowWindow)
-	fast := run("/work?ms=0&wait=1", 95, 25*time.Second)
+	fast := run("/work?ms=0&wait=1", 95, 14*time.Second)
 	time.Sleep(1500 * time.Millisecond) // the last lines and the last sample
 	doc, err := e.client().Metrics(context.Background(), "web", time.Since(from), "")
 	if err != nil {

@@ -115,6 +115,18 @@ func TestScaleInLeastBusy(t *testing.T) {
 		}()
 	}
 	hc := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
+	// The held requests end with the test: a client that goes away does not
+	// end its request in HAProxy, and shoal's stop would wait for them
+	// (HAProxy's hard-stop-after, 30 s).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range []string{"web-001", "web-003"} {
+			if _, err := hc.Exec(ctx, "shutdown sessions server web/"+s); err != nil {
+				t.Logf("shutdown sessions server web/%s: %v", s, err)
+			}
+		}
+	})
 	e.eventually("web-001 and web-003 hold requests, web-002 none", 10*time.Second, func() error {
 		stats, err := hc.Stats(ctx, "web")
 		if err != nil {

@@ -95,7 +95,7 @@ func sshProviders(l *testhost.Lab, remoteDir string, providers map[string][]sshH
 	var b strings.Builder
 	b.WriteString("providers:\n")
 	for _, name := range slices.Sorted(maps.Keys(providers)) {
-		fmt.Fprintf(&b, "  - name: %s\n    type: ssh\n    host_down_after: 3s\n    connect_timeout: 2s\n    remote_dir: %s\n    hosts:\n", name, remoteDir)
+		fmt.Fprintf(&b, "  - name: %s\n    type: ssh\n    host_down_after: 3s\n    connect_timeout: 2s\n    reconnect_max: 1s\n    remote_dir: %s\n    hosts:\n", name, remoteDir)
 		for _, h := range providers[name] {
 			key, known, ports := h.keyFile, h.knownHosts, h.ports
 			if key == "" {

@@ -170,7 +170,27 @@ func TestScaleFromZeroNoSpuriousWake(t *testing.T) {
 			return nil
 		})
 		e.waitAsleep(10 * time.Second)
-		time.Sleep(7 * time.Second) // two more samples
+		// Two more samples (the one after the sleep once woke it again),
+		// and a second for what they decide.
+		asleep, err := c.Metrics(context.Background(), "web", time.Minute, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		e.eventually("two more metrics samples", 10*time.Second, func() error {
+			doc, err := c.Metrics(context.Background(), "web", time.Minute, "")
+			if err != nil {
+				return err
+			}
+			if doc.Time.After(asleep.Time) {
+				seen, asleep = seen+1, doc
+			}
+			if seen < 2 {
+				return fmt.Errorf("%d samples since asleep", seen)
+			}
+			return nil
+		})
+		time.Sleep(time.Second)
 		e.waitAsleep(time.Second)
 	}
 	for _, ev := range e.events(api.EventsQuery{Group: "web"}) {

@@ -60,10 +60,14 @@ type Config struct {
 	// RemoteDir is where instance logs and shoal's files live on each host,
 	// relative to the login's home unless absolute.
 	RemoteDir string `yaml:"remote_dir"`
+	// ReconnectMax caps the wait between attempts to reach a host that
+	// does not answer (250 ms at first, doubling): the longest a host that
+	// is back may go unnoticed.
+	ReconnectMax time.Duration `yaml:"reconnect_max"`
 }
 
 // Defaults holds the defaults of an ssh provider's keys.
-var Defaults = Config{HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal"}
+var Defaults = Config{HostDownAfter: 15 * time.Second, ConnectTimeout: 5 * time.Second, RemoteDir: ".shoal", ReconnectMax: 30 * time.Second}
 
 // Host is one server of an ssh provider.
 type Host struct {
@@ -160,6 +164,7 @@ func decodeEntry(f *config.ProviderEntry, p *config.Provider) {
 	s.HostDownAfter = f.Duration("host_down_after", def.HostDownAfter, minHostDownAfter, config.MaxTimeout)
 	s.ConnectTimeout = f.Duration("connect_timeout", def.ConnectTimeout, minConnectTimeout, 10*time.Minute)
 	s.RemoteDir, _ = f.String("remote_dir", def.RemoteDir)
+	s.ReconnectMax = f.Duration("reconnect_max", def.ReconnectMax, backoffMin, config.MaxTimeout)
 	if rn := f.Node("remote_dir"); rn != nil && (s.RemoteDir == "" || strings.ContainsAny(s.RemoteDir, "\x00\n")) {
 		f.Errorf(rn, f.Field("remote_dir"), "must be a directory path (relative to the login's home, or absolute), got %s", config.Describe(rn))
 	}

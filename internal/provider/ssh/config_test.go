@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider/ssh"
@@ -31,8 +32,21 @@ func TestParseProviders(t *testing.T) {
 	}
 	p := cfg.Providers[0]
 	s := ssh.Of(p)
-	if p.Name != "rack" || p.Type != ssh.Type || s.HostDownAfter.Seconds() != 20 || s.ConnectTimeout != ssh.Defaults.ConnectTimeout || s.RemoteDir != ".shoal" {
+	if p.Name != "rack" || p.Type != ssh.Type || s.HostDownAfter.Seconds() != 20 || s.ConnectTimeout != ssh.Defaults.ConnectTimeout || s.RemoteDir != ".shoal" || s.ReconnectMax != 30*time.Second {
 		t.Errorf("provider = %+v %+v", p, s)
+	}
+	// reconnect_max: a duration from 250 ms (the back-off's first wait).
+	for doc, want := range map[string]string{
+		"    reconnect_max: 2s\n":    "",
+		"    reconnect_max: 100ms\n": "providers[0].reconnect_max",
+	} {
+		cfg, err := config.Parse(testdataFile, []byte(strings.Replace(providersDoc, "    hosts:\n", doc+"    hosts:\n", 1)))
+		switch {
+		case want == "" && (err != nil || ssh.Of(cfg.Providers[0]).ReconnectMax != 2*time.Second):
+			t.Errorf("%q: %v", doc, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: error %v, want one naming %s", doc, err, want)
+		}
 	}
 	dir, _ := filepath.Abs(filepath.Dir(testdataFile))
 	h0, h1 := s.Hosts[0], s.Hosts[1]

@@ -16,11 +16,9 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// Reconnection back-off: the first retry after backoffMin, doubling up to backoffMax.
-const (
-	backoffMin = 250 * time.Millisecond
-	backoffMax = 30 * time.Second
-)
+// backoffMin is the reconnection back-off's first wait, doubled after each
+// failed attempt up to the provider's reconnect_max.
+const backoffMin = 250 * time.Millisecond
 
 // clientConfig reads the host's key and known_hosts files (no network I/O):
 // what New and Update refuse a host for.

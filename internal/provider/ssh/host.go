@@ -186,7 +186,7 @@ func (p *Provider) manage(ctx context.Context, h *host) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, backoffMax)
+			backoff = min(2*backoff, p.reconnectMax())
 			continue
 		}
 		backoff = backoffMin

@@ -16,6 +16,7 @@
 package ssh
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -239,6 +240,14 @@ func (p *Provider) settings() (connectTimeout, downAfter time.Duration, remoteDi
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cfg.ConnectTimeout, p.cfg.HostDownAfter, p.cfg.RemoteDir
+}
+
+// reconnectMax is the longest wait between attempts to reach a host (a
+// Config built in code, without it, has the default).
+func (p *Provider) reconnectMax() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return cmp.Or(p.cfg.ReconnectMax, Defaults.ReconnectMax)
 }
 
 // logDir is where the instances' logs live on every host (relative to the
