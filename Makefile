@@ -51,9 +51,13 @@ vet:
 # HAProxy, real instance processes and real HTTP traffic on 127.0.0.1. The
 # end-to-end suite runs on its own after the packages, so its load tests do not
 # share the machine with the packages' HAProxy tests.
+# The packages' tests mostly wait (on HAProxy, sshd, keepalived, etcd,
+# pebble, moto, child processes), so more packages run at once than the
+# machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
+PKG_P ?= 4
 test: test-deps vet
-	$(GO) test -count=1 -timeout 8m $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 -timeout 8m -p $(PKG_P) $$($(GO) list ./... | grep -v /test/e2e)
 	$(GO) test -count=1 -timeout 15m -parallel 8 $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 

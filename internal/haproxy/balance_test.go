@@ -57,7 +57,7 @@ func TestRenderBalance(t *testing.T) {
 	if !strings.Contains(args, " proto h2 ") {
 		t.Errorf("server args %q: no proto h2", args)
 	}
-	text, err := render(cfg, PathsFor(dir), map[string][]string{"api": {"api-1 " + args}})
+	text, err := render(cfg, PathsFor(dir), map[string][]string{"api": {"api-1 " + args}}, minHardStop)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,14 +220,14 @@ func TestHoldAcrossReloads(t *testing.T) {
 }
 
 // TestHoldOutlivesHardStop: a request handed off by an old worker goes
-// through it until answered, so that worker must outlive the hold: with
-// timeouts.queue 40s, requests held across a reload are still answered
-// when the server comes 32 s later (with hard-stop-after 30s the old worker,
-// and their connections, were gone at 30 s).
+// through it until answered, so that worker must outlive the hold. With
+// hard-stop-after's floor at 2 s (production's is 30 s), timeouts.server 1s
+// and timeouts.queue 10s, the old worker must live past what the other
+// timeouts alone give it (connect + server + margin: 6.2 s), and requests
+// held across a reload are still answered when the server comes at 8 s
+// (hard-stop-after without the hold's queue + server: at 6.2 s the old
+// worker, and their connections, were gone; with the floor alone, at 2 s).
 func TestHoldOutlivesHardStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits 32 s")
-	}
 	t.Parallel() // its own HAProxy, state dir and ports; it mostly waits
 	requireHAProxy(t)
 	ctx := context.Background()
@@ -235,9 +235,15 @@ func TestHoldOutlivesHardStop(t *testing.T) {
 	cleanupHAProxy(t, stateDir)
 	port := freePort(t)
 	cfg := testConfig(stateDir, "127.0.0.1:"+strconv.Itoa(port))
-	cfg.HAProxy.Timeouts.Queue = 40 * time.Second
+	to := &cfg.HAProxy.Timeouts
+	to.Connect, to.Server, to.HTTPKeepAlive, to.Queue = 200*time.Millisecond, time.Second, time.Second, 10*time.Second
+	const serverAt = 8 * time.Second
+	if without := max(to.Connect+to.Server, to.HTTPKeepAlive) + hardStopMargin; serverAt < without+time.Second || serverAt > to.Queue-time.Second {
+		t.Fatalf("the server comes at %s: want over a second after the hard stop without the hold (%s), and before timeouts.queue", serverAt, without)
+	}
 	cfg.Groups[0].ScaleToZero = &config.ScaleToZero{IdleAfter: time.Minute, MaxQueue: 10}
 	m := newTestManager(t, cfg)
+	m.hardStopFloor = 2 * time.Second
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +255,7 @@ func TestHoldOutlivesHardStop(t *testing.T) {
 	if ok, err := m.Reload(ctx, &next); err != nil || !ok {
 		t.Fatalf("reload = %v, %v", ok, err)
 	}
-	time.Sleep(time.Until(start.Add(32 * time.Second)))
+	time.Sleep(time.Until(start.Add(serverAt)))
 	select {
 	case r := <-held:
 		t.Fatalf("a held request ended before its server came: %d %q after %v", r.status, r.body, r.at)
@@ -263,7 +269,7 @@ func TestHoldOutlivesHardStop(t *testing.T) {
 		select {
 		case r := <-held:
 			if r.status != http.StatusOK || r.body != "b1" {
-				t.Fatalf("request held 32 s across a reload: %d %q after %v, want 200 from b1", r.status, r.body, r.at)
+				t.Fatalf("request held %s across a reload: %d %q after %v, want 200 from b1", serverAt, r.status, r.body, r.at)
 			}
 			t.Logf("held across a reload: 200 after %v", r.at.Round(time.Millisecond))
 		case <-time.After(5 * time.Second):

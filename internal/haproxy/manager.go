@@ -84,6 +84,10 @@ type Manager struct {
 	// the file that lists them (see SetChallenge).
 	tokenMu sync.Mutex
 	tokens  map[string]bool
+
+	// hardStopFloor is the least hard-stop-after rendered: minHardStop;
+	// a test waits out a shorter one.
+	hardStopFloor time.Duration
 }
 
 // Server is a dynamic HAProxy server, one instance of a group.
@@ -126,6 +130,8 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 		master:   &Client{Socket: p.MasterSocket},
 		registry: make(map[serverKey]*entry),
 		tokens:   make(map[string]bool),
+
+		hardStopFloor: minHardStop,
 	}
 }
 
@@ -204,7 +210,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := Render(m.cfg, m.paths)
+	text, err := render(m.cfg, m.paths, nil, m.hardStopFloor)
 	if err != nil {
 		return fmt.Errorf("render haproxy config: %w", err)
 	}

@@ -32,7 +32,7 @@ const reloadTimeout = 15 * time.Second
 func (m *Manager) Reload(ctx context.Context, cfg *config.Config) (bool, error) {
 	m.life.Lock()
 	defer m.life.Unlock()
-	text, err := Render(cfg, m.paths)
+	text, err := render(cfg, m.paths, nil, m.hardStopFloor)
 	if err != nil {
 		return false, fmt.Errorf("render haproxy config: %w", err)
 	}
@@ -133,7 +133,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 		}
 		servers[s.Backend] = append(servers[s.Backend], s.Name+" "+args)
 	}
-	full, err := render(cfg, m.paths, servers)
+	full, err := render(cfg, m.paths, servers, m.hardStopFloor)
 	if err != nil {
 		return nil, fmt.Errorf("reload haproxy: render config: %w", err)
 	}

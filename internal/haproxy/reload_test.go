@@ -79,7 +79,7 @@ func TestRenderStaticServers(t *testing.T) {
 	if args != want {
 		t.Fatalf("server args %q, want %q", args, want)
 	}
-	text, err := render(cfg, PathsFor("/tmp/shoal-test"), map[string][]string{"web": {"web-001 " + args + " disabled"}})
+	text, err := render(cfg, PathsFor("/tmp/shoal-test"), map[string][]string{"web": {"web-001 " + args + " disabled"}}, minHardStop)
 	if err != nil {
 		t.Fatal(err)
 	}

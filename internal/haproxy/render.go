@@ -91,12 +91,13 @@ const idempotentOnly = "http-request disable-l7-retry if !{ method GET HEAD OPTI
 // could change the configuration's structure (newlines, spaces in words,
 // comment or quote characters) rather than trying to escape it.
 func Render(cfg *config.Config, p Paths) (string, error) {
-	return render(cfg, p, nil)
+	return render(cfg, p, nil, minHardStop)
 }
 
 // render is Render with static server lines (the words after "server") per
 // backend.
-func render(cfg *config.Config, p Paths, servers map[string][]string) (string, error) {
+// hardStopFloor is the least hard-stop-after (minHardStop but in tests).
+func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFloor time.Duration) (string, error) {
 	if err := checkPaths(p); err != nil {
 		return "", err
 	}
@@ -110,7 +111,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string) (string, e
 	t := cfg.HAProxy.Timeouts
 	b.WriteString("global\n")
 	line("stats socket %s mode 600 level admin expose-fd listeners", p.AdminSocket)
-	line("hard-stop-after %s", ms(hardStopAfter(cfg, t)))
+	line("hard-stop-after %s", ms(hardStopAfter(cfg, t, hardStopFloor)))
 	// A second HAProxy (an orphan whose record was lost) must fail to bind
 	// rather than share the port and serve a stale server list.
 	line("noreuseport")
@@ -282,7 +283,7 @@ func bindAddress(listen string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// minHardStop and hardStopMargin set hardStopAfter.
+// minHardStop (the floor) and hardStopMargin set hardStopAfter.
 const (
 	minHardStop    = 30 * time.Second
 	hardStopMargin = 5 * time.Second
@@ -297,7 +298,7 @@ const (
 // connection just as a request arrives on it. A worker that held requests
 // for a group that scales to zero waits for their answer through the
 // hand-off (see holdLines) for up to the queue and server timeouts.
-func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
+func hardStopAfter(cfg *config.Config, t config.Timeouts, floor time.Duration) time.Duration {
 	longest := max(t.Connect+t.Server, t.HTTPKeepAlive)
 	for _, fe := range cfg.Frontends {
 		longest = max(longest, fe.Timeouts.HTTPKeepAlive)
@@ -305,7 +306,7 @@ func hardStopAfter(cfg *config.Config, t config.Timeouts) time.Duration {
 	if needsHold(cfg) {
 		longest = max(longest, t.Queue+t.Server)
 	}
-	return min(max(minHardStop, longest+hardStopMargin), maxTimer)
+	return min(max(floor, longest+hardStopMargin), maxTimer)
 }
 
 // maxTimer is the longest duration HAProxy's millisecond timers hold.

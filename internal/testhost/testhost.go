@@ -78,13 +78,13 @@ type Host struct {
 	veth   string
 	linkNS string
 	dir    string
+	// subnet is the number of a New host's /30 (see subnet), held until
+	// Close.
+	subnet int
 
 	mu   sync.Mutex
 	sshd *exec.Cmd
 }
-
-// hostSeq numbers the hosts New makes in this process.
-var hostSeq atomic.Int64
 
 // New makes n hosts under dir (which must exist). Each gets an address on a
 // /30 of 10.0.0.0/8 whose other address is the root namespace's end.
@@ -100,15 +100,16 @@ func New(ctx context.Context, dir string, n int) (*Lab, error) {
 	for i := range n {
 		// Numbered across the process, not the lab: tests that run side
 		// by side each make a lab, and the names are the kernel's.
-		k := int(hostSeq.Add(1)-1) % 1000
-		a, b, c := subnet(k)
+		seq := int(hostSeq.Add(1)) - 1
+		k, a, b, c := subnet(seq)
 		h := &Host{
-			Name:  fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), k),
-			Addr:  fmt.Sprintf("10.%d.%d.%d", a, b, c+2),
-			Peer:  fmt.Sprintf("10.%d.%d.%d", a, b, c+1),
-			veth:  fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, k),
-			Iface: fmt.Sprintf("%s%dv%di", prefix, os.Getpid()%100000, k),
-			dir:   filepath.Join(l.Dir, "host"+strconv.Itoa(i)),
+			Name:   fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), seq),
+			Addr:   fmt.Sprintf("10.%d.%d.%d", a, b, c+2),
+			Peer:   fmt.Sprintf("10.%d.%d.%d", a, b, c+1),
+			veth:   fmt.Sprintf("%s%dv%d", prefix, os.Getpid()%100000, seq),
+			Iface:  fmt.Sprintf("%s%dv%di", prefix, os.Getpid()%100000, seq),
+			dir:    filepath.Join(l.Dir, "host"+strconv.Itoa(i)),
+			subnet: k,
 		}
 		l.Hosts = append(l.Hosts, h)
 		if err := l.add(ctx, h); err != nil {
@@ -180,13 +181,29 @@ func supported() error {
 	return nil
 }
 
-// subnet picks the /30 of host i, 10.A.B.C/30, from this process's pid and
-// i, moved on while its address is already in use here.
-func subnet(i int) (a, b, c int) {
-	for k := os.Getpid()*16 + i; ; k += 16 {
+// hostSeq numbers the hosts New makes in this process: labs made at the
+// same time (parallel tests) get namespaces, veths and /30s of their own.
+var hostSeq atomic.Int32
+
+// subnets are the /30s (by k, see subnet) that this process's hosts hold,
+// so that two labs made at once cannot both pick one before either has
+// added its address.
+var subnets = struct {
+	sync.Mutex
+	held map[int]bool
+}{held: map[int]bool{}}
+
+// subnet picks the /30 of host seq, 10.A.B.C/30 (number k), from this
+// process's pid and seq, moved on while it is held here or its address is
+// already in use on this machine.
+func subnet(seq int) (k, a, b, c int) {
+	subnets.Lock()
+	defer subnets.Unlock()
+	for k = os.Getpid()*16 + seq%16; ; k += 16 {
 		a, b, c = 20+(k/(256*64))%200, (k/64)%256, (k%64)*4
-		if !inUse(fmt.Sprintf("10.%d.%d.%d", a, b, c+1)) {
-			return a, b, c
+		if !subnets.held[k] && !inUse(fmt.Sprintf("10.%d.%d.%d", a, b, c+1)) {
+			subnets.held[k] = true
+			return k, a, b, c
 		}
 	}
 }
@@ -426,9 +443,12 @@ func (l *Lab) Close() error {
 		}
 		if h.linkNS == "" {
 			// The kernel destroys a deleted namespace's veth pair in the
-			// background: deleting our end now frees its name for the next
-			// lab this process makes (the name is per process and index).
+			// background: deleting our end now frees its address for the
+			// next lab this process makes.
 			_ = exec.CommandContext(ctx, "ip", "link", "del", h.veth).Run()
+			subnets.Lock()
+			delete(subnets.held, h.subnet)
+			subnets.Unlock()
 		}
 		if err := remove(ctx, h.Name); err != nil {
 			errs = append(errs, err)

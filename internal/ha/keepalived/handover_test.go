@@ -113,6 +113,7 @@ func (s *site) Requests(context.Context) (int, error) { return int(s.inflight.Lo
 // answer, and yields once nothing is in flight. As the HA node does, the
 // new holder's leader check passes before the old one unyields.
 func TestVIPHandover(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -214,6 +215,7 @@ func TestVIPHandover(t *testing.T) {
 // rather than being refused; the node's own address is left alone; Stop
 // deletes the guard.
 func TestVIPGuard(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -264,6 +266,7 @@ func TestVIPGuard(t *testing.T) {
 // drain waits for: its request is answered by the old holder, not reset by
 // the new one (it is a new connection: no client retries it).
 func TestVIPHandoverFreshConnection(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

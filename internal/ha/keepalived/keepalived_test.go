@@ -184,6 +184,7 @@ func newNodes(ctx context.Context, t *testing.T, pair *pair, unicast bool) (a, b
 // -9 moves it and the restart clears the stale address; Start clears an
 // address left on the interface.
 func TestVIPFailover(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -288,6 +289,7 @@ func TestVIPFailover(t *testing.T) {
 // multicast) and a sub-second advert (VRRPv3), the higher priority takes
 // the VIP, and kill -9 and Stop hand it over.
 func TestVIPUnicast(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -323,6 +325,7 @@ func TestVIPUnicast(t *testing.T) {
 // would disable as unsafe, fails Start with an error that says so, and
 // nothing is left running.
 func TestStartRefuses(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -370,6 +373,7 @@ func TestStartRefuses(t *testing.T) {
 // shoal killed with SIGKILL) is stopped by the next Start with the same
 // Dir, which then runs its own.
 func TestSweep(t *testing.T) {
+	t.Parallel() // its own segment (namespaces, bridge), keepalived dirs and flag files
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

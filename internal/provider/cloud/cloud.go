@@ -36,6 +36,9 @@ type Options struct {
 	// StopStrays) deletes anything: an error, and it waits for a later
 	// listing (an HA node that does not lead deletes nothing).
 	Guard func(ctx context.Context) error
+	// ReapEvery is how often a server that should be gone but is still
+	// listed is asked to be deleted again; 0 is reapEvery.
+	ReapEvery time.Duration
 }
 
 const (
@@ -51,7 +54,7 @@ const (
 	// the poller goes on after it.
 	destroyWait = time.Minute
 	// reapEvery is how often a server that should be gone but is still
-	// listed is asked to be deleted again.
+	// listed is asked to be deleted again (Options.ReapEvery).
 	reapEvery = 15 * time.Second
 )
 
@@ -125,6 +128,9 @@ var (
 func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provider, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReapEvery <= 0 {
+		opts.ReapEvery = reapEvery
 	}
 	def := config.DefaultCloud
 	for _, f := range []struct {
@@ -341,7 +347,7 @@ func (p *Provider) mayDelete(ctx context.Context) bool {
 }
 
 // reap asks again for the deletion of servers that must go but are still
-// listed, once per reapEvery each, each call in a goroutine of its own
+// listed, once per Options.ReapEvery each, each call in a goroutine of its own
 // bounded by delete_timeout: a driver that waits for a slow shutdown must
 // not hold up the listings.
 func (p *Provider) reap(ctx context.Context) {
@@ -349,7 +355,7 @@ func (p *Provider) reap(ctx context.Context) {
 	var ids []string
 	now := time.Now()
 	for id, d := range p.doomed {
-		if !d.inFlight && now.Sub(d.last) >= reapEvery {
+		if !d.inFlight && now.Sub(d.last) >= p.opts.ReapEvery {
 			d.inFlight, d.last = true, now
 			ids = append(ids, id)
 		}

@@ -141,6 +141,7 @@ func abandonedOn(p *Provider, addr, name string) bool {
 // times out. The process it started is stopped by its marker, and nothing
 // marked as the instance is left on the host.
 func TestLaunchTimeoutStopsProcess(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	h := l.Hosts[0]
 	flag, pidFile, tmpl := hangingLaunch(t, h, "web-001")
@@ -192,6 +193,7 @@ func TestLaunchTimeoutStopsProcess(t *testing.T) {
 // is not down long enough to be marked down, and no sweep ran: only the
 // noted launch stops the process.
 func TestLaunchTimeoutHostUnreachable(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	h := l.Hosts[0]
 	flag, pidFile, tmpl := hangingLaunch(t, h, "web-001")
@@ -257,6 +259,7 @@ exec sh -c "$SSH_ORIGINAL_COMMAND"
 // while the host answers, not left untracked until a reconnection that
 // never comes.
 func TestStopHungRetried(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	h := l.Hosts[0]
 	dir := t.TempDir()

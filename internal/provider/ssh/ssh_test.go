@@ -223,6 +223,7 @@ func hostStatus(p *Provider, name string) provider.HostStatus {
 // Provider on the same state directory (a restarted shoal) adopts them, one
 // on another state directory sees none of them as its own; Stop ends them.
 func TestStartServeAdoptStop(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 2)
 	state := t.TempDir()
 	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
@@ -309,6 +310,7 @@ func TestStartServeAdoptStop(t *testing.T) {
 // TestStopStrays: after a restart, what is neither kept nor adopted is
 // stopped; another owner's instance is untouched.
 func TestStopStrays(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 2)
 	state := t.TempDir()
 	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
@@ -339,6 +341,7 @@ func TestStopStrays(t *testing.T) {
 // TestArgvQuoting: argv and env elements full of shell syntax arrive
 // verbatim, in the instance and in its pre_start hook.
 func TestArgvQuoting(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	dir := t.TempDir()
@@ -407,6 +410,7 @@ func TestArgvQuoting(t *testing.T) {
 // TestPlacement: spread over three hosts, pack, labels, and the error when
 // no host can take an instance, with the counts Hosts reports.
 func TestPlacement(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 3)
 	cfg := labConfig(t, l)
 	// In the order of their names, as placement breaks ties.
@@ -468,6 +472,7 @@ func TestPlacement(t *testing.T) {
 // TestHostKilled: a host whose sshd and processes die is down after
 // host_down_after, its instance Done with the reason; back, it is held off.
 func TestHostKilled(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 2)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	in := start(t, p, spec("web", 1, demoTemplate(t)))
@@ -509,6 +514,7 @@ func TestHostKilled(t *testing.T) {
 // about it, says no, and it is stopped. An instance stopped while the host
 // was cut off is stopped there when it is back.
 func TestLinkDownReclaim(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	var mu sync.Mutex
 	var (
@@ -578,6 +584,7 @@ func linkDown(t *testing.T, ctx context.Context, h *testhost.Host) {
 
 // TestReclaimAdopts: Reclaim saying yes (adopting it) keeps the instance.
 func TestReclaimAdopts(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	var p *Provider
 	tmpl := demoTemplate(t)
@@ -614,6 +621,7 @@ func TestReclaimAdopts(t *testing.T) {
 // TestBadInput: each bad host is a clear error within connect_timeout and
 // some slack, from Start and from Check.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 2)
 	dir := t.TempDir()
 	tmpl := demoTemplate(t)
@@ -732,6 +740,7 @@ func TestBadInput(t *testing.T) {
 
 // TestPreflightOK: a good host passes, with notes.
 func TestPreflightOK(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
 	res := p.Preflight(context.Background(), map[string]config.Template{"web": demoTemplate(t)})
@@ -743,6 +752,7 @@ func TestPreflightOK(t *testing.T) {
 // TestSSHDStopped: a SIGSTOPped sshd (connections accepted by the kernel,
 // never answered) is a timeout, not a stuck call.
 func TestSSHDStopped(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	h := l.Hosts[0]
 	pids, err := h.PIDs(context.Background())
@@ -771,6 +781,7 @@ func TestSSHDStopped(t *testing.T) {
 // be reached is adopted unverified (not ErrGone); when the host is back it
 // is verified if it runs, Done ("gone while shoal was down") if it does not.
 func TestAdoptUnreachable(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	state := t.TempDir()
 	cfg := labConfig(t, l)
@@ -824,6 +835,7 @@ func TestAdoptUnreachable(t *testing.T) {
 // TestLogs: the log is read and followed over SSH (the remote tail ends
 // with the read), rotated past its size and expired after its retention.
 func TestLogs(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	cfg := labConfig(t, l)
 	p := runProvider(t, cfg, Options{StateDir: t.TempDir(), Logs: config.InstanceLogs{MaxSize: 4096, Keep: 2, Retention: time.Minute}})
@@ -899,6 +911,7 @@ func tailsOf(file string) []int {
 // TestUpdate: a host removed by a reload takes no new instance and is
 // dropped once nothing of ours runs there; a host added is used.
 func TestUpdate(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 2)
 	cfg := labConfig(t, l)
 	only0 := cfg
@@ -941,6 +954,7 @@ func TestUpdate(t *testing.T) {
 // still pass their checks (HAProxy reaches them) is unreachable, not down:
 // its instances keep serving.
 func TestUnreachableChecksPassing(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Checks: func(provider.Record) (bool, bool) { return true, true }})
 	in := start(t, p, spec("web", 1, demoTemplate(t)))
@@ -960,6 +974,7 @@ func TestUnreachableChecksPassing(t *testing.T) {
 // TestStraysSweptOnConnect: StopStrays finding a host unreachable sweeps
 // it when it connects.
 func TestStraysSweptOnConnect(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	state := t.TempDir()
 	cfg := labConfig(t, l)
@@ -993,6 +1008,7 @@ func TestStraysSweptOnConnect(t *testing.T) {
 // that does not lead, or a deposed leader) stops nothing when a host
 // connects: the stray it would have swept runs on.
 func TestStraysLeftWhenNotLeading(t *testing.T) {
+	t.Parallel() // its own lab (namespaces, sshd, /30s), owner, state and remote dirs
 	l := newLab(t, 1)
 	state := t.TempDir()
 	cfg := labConfig(t, l)

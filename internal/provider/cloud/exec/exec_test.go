@@ -162,11 +162,12 @@ type env struct {
 // newProvider returns a running cloud provider over c's exec driver.
 func newProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*config.CloudProvider)) *env {
 	t.Helper()
-	return newGuardedProvider(t, c, owner, tweak, nil)
+	return newProviderWith(t, c, owner, tweak, cloud.Options{})
 }
 
-// newGuardedProvider is newProvider with Options.Guard.
-func newGuardedProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*config.CloudProvider), guard func(context.Context) error) *env {
+// newProviderWith is newProvider with opts (Guard, ReapEvery); the owner,
+// driver and state directory are newProvider's.
+func newProviderWith(t *testing.T, c *fakeCloud, owner string, tweak func(*config.CloudProvider), opts cloud.Options) *env {
 	t.Helper()
 	cfg := config.CloudProvider{Port: c.port, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second}
@@ -181,7 +182,8 @@ func newGuardedProvider(t *testing.T, c *fakeCloud, owner string, tweak func(*co
 	if cfg.Emulator != nil && c.stateDir != "" {
 		stateDir = c.stateDir // a restarted shoal: the same stand-ins
 	}
-	p, err := cloud.New("fake", d, cfg, cloud.Options{Owner: owner, Driver: exec.Type, StateDir: stateDir, Guard: guard})
+	opts.Owner, opts.Driver, opts.StateDir = owner, exec.Type, stateDir
+	p, err := cloud.New("fake", d, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +483,7 @@ func TestStraysSweptWhenListingWorks(t *testing.T) {
 		}
 		return nil
 	}
-	second := newGuardedProvider(t, c, "owner-k", nil, guard)
+	second := newProviderWith(t, c, "owner-k", nil, cloud.Options{Guard: guard})
 	if _, err := second.prov.Adopt(ctx, recs[0], config.Template{}); err != nil {
 		t.Fatal(err)
 	}
@@ -647,11 +649,12 @@ func TestBootTimeout(t *testing.T) {
 }
 
 // TestStopRetriesWhileDeleteFails: a stop the cloud refuses fails with
-// the reason; the poller keeps deleting until the server is gone.
+// the reason; the poller keeps deleting (every 2 s here, 15 s in
+// production) until the server is gone.
 func TestStopRetriesWhileDeleteFails(t *testing.T) {
-	t.Parallel() // waits out the poller's 15 s between deletes; its own fake cloud
+	t.Parallel() // waits out the poller's time between deletes; its own fake cloud
 	c := newFakeCloud(t)
-	e := newProvider(t, c, "owner-h", nil)
+	e := newProviderWith(t, c, "owner-h", nil, cloud.Options{ReapEvery: 2 * time.Second})
 	in, err := e.prov.Start(ctxFor(t, time.Minute), spec("web-001", 1))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ package sacloud
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -171,11 +172,13 @@ func useFake(store string, log *slog.Logger) error {
 	// start and written on every change, which is what a restarted shoal
 	// needs; changes another process makes meanwhile are not seen.
 	stopWatcher := func() {}
+	var fs *fileStore
 	if store != "" {
 		js := fake.NewJSONFileStore(store)
 		ctx, stop := context.WithCancel(context.Background())
 		js.Ctx, stopWatcher = ctx, stop
-		fake.DataStore = &fileStore{JSONFileStore: js, path: store, log: log}
+		fs = &fileStore{JSONFileStore: js, path: store, log: log}
+		fake.DataStore = fs
 	}
 	fake.SwitchFactoryFuncToFake()
 	api.SetupFakeDefaults()
@@ -191,6 +194,11 @@ func useFake(store string, log *slog.Logger) error {
 		fake.InitDataStore()
 	}()
 	stopWatcher()
+	if mode.err == nil && fs != nil {
+		if err := fs.seeded(); err != nil {
+			mode.err = fmt.Errorf("sacloud: fake API store %s: %w", store, err)
+		}
+	}
 	if mode.err != nil {
 		return mode.err
 	}
@@ -207,12 +215,17 @@ func useFake(store string, log *slog.Logger) error {
 // switch in a variable only seeding sets (iaas-api-go v1.29.3), so a store
 // loaded without it panics on the first server with a NIC on the shared
 // segment. Seeding again overwrites the fixed resources and adds a shared
-// switch and a few plans, which nothing here selects.
+// switch and a few plans, which nothing here selects. What seeding puts is
+// kept aside and written once (seeded): the SDK writes the whole store at
+// every Put, and seeding puts hundreds of resources, seconds of CPU.
 type fileStore struct {
 	*fake.JSONFileStore
 	path string // the store; the SDK's writes go to path.tmp
 	log  *slog.Logger
 	mu   sync.Mutex
+	// seed is what was put while the fake seeds (from Init to seeded), by
+	// "resource/zone" and ID as the SDK keeps it; nil otherwise.
+	seed fake.JSONFileStoreData
 }
 
 func (s *fileStore) Init() error {
@@ -221,7 +234,66 @@ func (s *fileStore) Init() error {
 	}
 	s.JSONFileStore.Path = s.path + ".tmp"
 	s.settle()
+	s.mu.Lock()
+	s.seed = fake.JSONFileStoreData{}
+	s.mu.Unlock()
 	return nil
+}
+
+// seeded ends seeding: it writes what was seeded over the store's file, in
+// one write, as the SDK's Put would have (the same resource's entry
+// replaced), and has the SDK's store read the file back.
+func (s *fileStore) seeded() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seed := s.seed
+	s.seed = nil
+	if len(seed) == 0 {
+		return nil
+	}
+	added, err := seed.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	var add, entries []json.RawMessage
+	if err := json.Unmarshal(added, &add); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	old, err := os.ReadFile(s.path)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(old))) > 0 {
+		if err := json.Unmarshal(old, &entries); err != nil {
+			return err
+		}
+	}
+	type key struct{ ID, ZoneName, ResourceType string }
+	keyOf := func(e json.RawMessage) (k key) {
+		_ = json.Unmarshal(e, &k) // each entry has them: the SDK's format
+		return k
+	}
+	replaced := map[key]bool{}
+	for _, e := range add {
+		replaced[keyOf(e)] = true
+	}
+	entries = slices.DeleteFunc(entries, func(e json.RawMessage) bool { return replaced[keyOf(e)] })
+	data, err := json.MarshalIndent(append(entries, add...), "", "\t")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(s.path+".tmp", data, 0o600); err != nil {
+		return err
+	}
+	s.commit()
+	// Read back by Init, with a watcher of its own, stopped once it has
+	// read (it is added before Init returns; see useFake).
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	s.JSONFileStore.Ctx, s.JSONFileStore.Path = ctx, s.path
+	err = s.JSONFileStore.Init()
+	s.JSONFileStore.Path = s.path + ".tmp"
+	return err
 }
 
 // settle finishes what a killed process left half-done in the fake, where
@@ -268,21 +340,42 @@ func (s *fileStore) NeedInitData() bool { return true }
 // Get and List wait for a write in progress to be committed, so that what a
 // reader sees is in the store's file: a process killed right after it read
 // a resource (as shoal after a create's first step) leaves it behind.
+// While seeding, they see what was seeded too.
 func (s *fileStore) Get(resourceKey, zone string, id types.ID) any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if v, ok := s.seed[resourceKey+"/"+zone][id.String()]; ok {
+		return v
+	}
 	return s.JSONFileStore.Get(resourceKey, zone, id)
 }
 
 func (s *fileStore) List(resourceKey, zone string) []any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.JSONFileStore.List(resourceKey, zone)
+	list := s.JSONFileStore.List(resourceKey, zone)
+	seeded := s.seed[resourceKey+"/"+zone]
+	if len(seeded) == 0 {
+		return list
+	}
+	list = slices.DeleteFunc(list, func(v any) bool {
+		r, ok := v.(interface{ GetID() types.ID })
+		return ok && seeded[r.GetID().String()] != nil
+	})
+	return append(list, slices.Collect(maps.Values(seeded))...)
 }
 
 func (s *fileStore) Put(resourceKey, zone string, id types.ID, value any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.seed != nil {
+		k := resourceKey + "/" + zone
+		if s.seed[k] == nil {
+			s.seed[k] = map[string]any{}
+		}
+		s.seed[k][id.String()] = value
+		return
+	}
 	s.JSONFileStore.Put(resourceKey, zone, id, value)
 	s.commit()
 }
@@ -290,6 +383,7 @@ func (s *fileStore) Put(resourceKey, zone string, id types.ID, value any) {
 func (s *fileStore) Delete(resourceKey, zone string, id types.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.seed[resourceKey+"/"+zone], id.String())
 	s.JSONFileStore.Delete(resourceKey, zone, id)
 	s.commit()
 }
