@@ -44,7 +44,7 @@ func archiveCache() string {
 // installed /usr/bin/shoal, /usr/lib/shoal/demo-backend, the root's HAProxy,
 // curl and openssl. Each command must exit 0 and print the lines the guide
 // shows (guide.Missing), as in test/e2e's TestGettingStartedGuide, which runs
-// the same blocks but the package's on the suite's binaries.
+// the same blocks, except the package ones, on the suite's binaries.
 //
 // Everything runs in one PID and mount namespace (a holder process, each
 // command entered with nsenter), so what the guide starts in the background

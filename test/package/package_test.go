@@ -1,7 +1,9 @@
 // Package pkgtest installs shoal's Debian package (make package) into a
 // throwaway Debian root, runs it as its systemd unit would, serves one request
-// through HAProxy to an instance, and purges it. Never into this machine: every
-// dpkg and shoal command runs chrooted in the root the test unpacked.
+// through HAProxy to an instance, and purges it (TestDebianPackage); and
+// follows the getting-started guide from the package's install
+// (TestGettingStartedOnPackage). Never into this machine: every apt, dpkg and
+// shoal command runs chrooted in the root the test unpacked.
 package pkgtest
 
 import (
