@@ -35,8 +35,9 @@ deps:
 # and pebble, the ACME test CA, with pebble-challtestsrv as its DNS (the ACME
 # tests also read the module's test/certs from the module cache);
 # debootstrap, with which test/package makes the Debian root it installs the
-# package into (cached in /var/cache/shoal-test), and file, which checks the
-# package's binaries are static.
+# package into (cached in /var/cache/shoal-test, with the .debs apt fetches
+# when the getting-started guide installs the package there), and file, which
+# checks the package's binaries are static.
 PEBBLE_VERSION := v2.10.1
 test-deps:
 	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft debootstrap file

@@ -3,12 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/guide"
 	"github.com/shoal-lb/shoal/internal/proc"
 )
 
@@ -34,35 +32,28 @@ const (
 	guideDemoBackend = "/usr/lib/shoal/demo-backend"
 )
 
-// guideStep is one command of a guide block and the output lines it shows.
-type guideStep struct {
-	line int    // the command's line in the guide
-	cmd  string // as shown, without the prompt, continuation lines and heredoc included
-	want []string
-}
-
 // TestGettingStartedGuide follows docs/getting-started.md as a reader would:
-// every ```console block preceded by <!-- guide-test --> runs, command by
-// command in order, in one fresh directory, with the real shoal, HAProxy,
-// demo-backend, openssl and curl. Every command must exit 0, and every
-// output line the guide shows must be printed by its command, in order (the
-// command may print more). Times, pids, ports, versions and counts vary from
-// run to run, so a shown word that holds a digit stands for any one or more
-// words; the other words must be equal, in order (runs of spaces count as
-// one). A line "…" marks
-// output the guide leaves out. What a shown line
-// cannot pin down the commands check themselves: curl -f fails on an HTTP
-// error, --cacert on a certificate that is not the guide's.
+// every ```console block marked <!-- guide-test --> (internal/guide) runs,
+// command by command in order, in one fresh directory, with the real shoal,
+// HAProxy, demo-backend, openssl and curl. Every command must exit 0, and
+// every output line the guide shows must be printed by its command, in order
+// (the command may print more; guide.LineMatches: a shown word that holds a
+// digit stands for any words). What a shown line cannot pin down the commands
+// check themselves: curl -f fails on an HTTP error, --cacert on a certificate
+// that is not the guide's. The blocks marked guide-test package install the
+// .deb: test/package's TestGettingStartedOnPackage runs them, with the rest
+// of the guide, in a fresh Debian root.
 func TestGettingStartedGuide(t *testing.T) {
 	parallel(t)
 	text, err := os.ReadFile(guidePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := guideSteps(string(text))
+	all, err := guide.Parse(string(text))
 	if err != nil {
 		t.Fatalf("%s: %v", guidePath, err)
 	}
+	steps := slices.DeleteFunc(all, func(s guide.Step) bool { return s.Package })
 	// The guide goes from install to a scaled group and back; a marker
 	// lost in an edit must not leave a test that runs nothing.
 	if len(steps) < 10 {
@@ -76,8 +67,8 @@ func TestGettingStartedGuide(t *testing.T) {
 	t.Cleanup(func() { stopGuideProcesses(t, dir, env) })
 
 	for _, s := range steps {
-		cmdText := subst.Replace(s.cmd)
-		t.Logf("%s:%d: $ %s", filepath.Base(guidePath), s.line, cmdText)
+		cmdText := subst.Replace(s.Cmd)
+		t.Logf("%s:%d: $ %s", filepath.Base(guidePath), s.Line, cmdText)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		c := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", cmdText)
 		c.Dir, c.Env = dir, env
@@ -88,104 +79,12 @@ func TestGettingStartedGuide(t *testing.T) {
 		cancel()
 		t.Logf("%s", out)
 		if err != nil {
-			t.Fatalf("%s:%d: `%s`: %v\n%s", guidePath, s.line, firstLine(s.cmd), err, out)
+			t.Fatalf("%s:%d: `%s`: %v\n%s", guidePath, s.Line, s.Title(), err, out)
 		}
-		got := strings.Split(string(out), "\n")
-		for _, w := range s.want {
-			w = subst.Replace(w)
-			i := slices.IndexFunc(got, func(g string) bool { return guideLineMatches(w, g) })
-			if i < 0 {
-				t.Fatalf("%s:%d: `%s` did not print, after what it printed before it:\n  %s\ngot:\n%s", guidePath, s.line, firstLine(s.cmd), w, out)
-			}
-			got = got[i+1:]
+		if w, missing := guide.Missing(s.Want, string(out), subst.Replace); missing {
+			t.Fatalf("%s:%d: `%s` did not print, after what it printed before it:\n  %s\ngot:\n%s", guidePath, s.Line, s.Title(), w, out)
 		}
 	}
-}
-
-// guideSteps parses the guide's marked ```console blocks into commands:
-// a line "$ CMD" starts one, a trailing backslash continues it, a heredoc
-// (<<'EOF') takes the lines up to its terminator, and the lines after it up
-// to the next "$ " are the output it shows (blank ones, and a line "…"
-// marking output left out, ignored).
-func guideSteps(md string) ([]guideStep, error) {
-	lines := strings.Split(md, "\n")
-	var steps []guideStep
-	heredoc := regexp.MustCompile(`<<-?\s*'?"?([A-Za-z_]+)'?"?`)
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != "<!-- guide-test -->" {
-			continue
-		}
-		i++
-		if i >= len(lines) || lines[i] != "```console" {
-			return nil, fmt.Errorf("line %d: <!-- guide-test --> must come right before a ```console block", i)
-		}
-		var cur *guideStep
-		for i++; ; i++ {
-			if i >= len(lines) {
-				return nil, errors.New("a ```console block does not end")
-			}
-			l := lines[i]
-			if l == "```" {
-				break
-			}
-			cmd, isCmd := strings.CutPrefix(l, "$ ")
-			if !isCmd {
-				if cur == nil {
-					return nil, fmt.Errorf("line %d: output before the block's first command", i+1)
-				}
-				// "…" stands for output the guide leaves out.
-				if t := strings.TrimSpace(l); t != "" && t != "…" {
-					cur.want = append(cur.want, l)
-				}
-				continue
-			}
-			steps = append(steps, guideStep{line: i + 1})
-			cur = &steps[len(steps)-1]
-			for strings.HasSuffix(cmd, `\`) && i+1 < len(lines) {
-				i++
-				cmd += "\n" + lines[i]
-			}
-			if m := heredoc.FindStringSubmatch(cmd); m != nil {
-				for {
-					i++
-					if i >= len(lines) || lines[i] == "```" {
-						return nil, fmt.Errorf("line %d: heredoc %s does not end", cur.line, m[1])
-					}
-					cmd += "\n" + lines[i]
-					if lines[i] == m[1] {
-						break
-					}
-				}
-			}
-			cur.cmd = cmd
-		}
-	}
-	return steps, nil
-}
-
-// guideLineMatches says whether got is the line want shows: the same words
-// in order, where a word of want that holds a digit stands for one or more
-// words (a check's "L7OK 200" may read "L7OK 200 19ms").
-func guideLineMatches(want, got string) bool {
-	var re strings.Builder
-	re.WriteString(`^\s*`)
-	for i, w := range strings.Fields(want) {
-		if i > 0 {
-			re.WriteString(`\s+`)
-		}
-		if strings.ContainsAny(w, "0123456789") {
-			re.WriteString(`\S+(?:\s+\S+)*?`)
-		} else {
-			re.WriteString(regexp.QuoteMeta(w))
-		}
-	}
-	re.WriteString(`\s*$`)
-	return regexp.MustCompile(re.String()).MatchString(got)
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
 }
 
 // stopGuideProcesses stops what the guide started in dir if its last step

@@ -1,7 +1,9 @@
 // Package pkgtest installs shoal's Debian package (make package) into a
 // throwaway Debian root, runs it as its systemd unit would, serves one request
-// through HAProxy to an instance, and purges it. Never into this machine: every
-// dpkg and shoal command runs chrooted in the root the test unpacked.
+// through HAProxy to an instance, and purges it (TestDebianPackage); and
+// follows the getting-started guide from the package's install
+// (TestGettingStartedOnPackage). Never into this machine: every apt, dpkg and
+// shoal command runs chrooted in the root the test unpacked.
 package pkgtest
 
 import (
@@ -192,15 +194,7 @@ func lowPort(t *testing.T) int {
 func TestDebianPackage(t *testing.T) {
 	needs(t)
 	start := time.Now()
-
-	// make -s package prints the package's path last.
-	out := strings.Fields(run(t, "make", "-s", "-C", "../..", "package"))
-	deb := out[len(out)-1]
-	if !strings.HasSuffix(deb, "_amd64.deb") {
-		t.Fatalf("make package printed %q, not a .deb", deb)
-	}
-	deb = filepath.Join("../..", deb)
-	version := strings.TrimSpace(run(t, "dpkg-deb", "-f", deb, "Version"))
+	deb, version := buildPackage(t)
 	t.Logf("built %s (%s)", deb, time.Since(start).Round(time.Millisecond))
 
 	root := debianRoot(t)
@@ -355,6 +349,19 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 	t.Logf("purged (%s)", time.Since(start).Round(time.Millisecond))
+}
+
+// buildPackage runs make package and returns the .deb's path and version.
+func buildPackage(t *testing.T) (deb, version string) {
+	t.Helper()
+	// make -s package prints the package's path last.
+	out := strings.Fields(run(t, "make", "-s", "-C", "../..", "package"))
+	deb = out[len(out)-1]
+	if !strings.HasSuffix(deb, "_amd64.deb") {
+		t.Fatalf("make package printed %q, not a .deb", deb)
+	}
+	deb = filepath.Join("../..", deb)
+	return deb, strings.TrimSpace(run(t, "dpkg-deb", "-f", deb, "Version"))
 }
 
 // procUsers is the real uid of each process named name whose root is root.
