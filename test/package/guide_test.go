@@ -55,6 +55,7 @@ func archiveCache() string {
 // the last block passing: the figure the guide's closing note quotes.
 func TestGettingStartedOnPackage(t *testing.T) {
 	needs(t)
+	t.Parallel() // its own root; the package is built once
 	text, err := os.ReadFile(guidePath)
 	if err != nil {
 		t.Fatal(err)

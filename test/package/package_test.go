@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -193,6 +194,7 @@ func lowPort(t *testing.T) int {
 
 func TestDebianPackage(t *testing.T) {
 	needs(t)
+	t.Parallel() // its own root; the package is built once
 	start := time.Now()
 	deb, version := buildPackage(t)
 	t.Logf("built %s (%s)", deb, time.Since(start).Round(time.Millisecond))
@@ -351,17 +353,43 @@ func TestDebianPackage(t *testing.T) {
 	t.Logf("purged (%s)", time.Since(start).Round(time.Millisecond))
 }
 
-// buildPackage runs make package and returns the .deb's path and version.
+// buildPackage runs make package once for the tests of this process and
+// returns the .deb's path and version.
 func buildPackage(t *testing.T) (deb, version string) {
 	t.Helper()
-	// make -s package prints the package's path last.
-	out := strings.Fields(run(t, "make", "-s", "-C", "../..", "package"))
-	deb = out[len(out)-1]
-	if !strings.HasSuffix(deb, "_amd64.deb") {
-		t.Fatalf("make package printed %q, not a .deb", deb)
+	built.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		// make -s package prints the package's path last.
+		out, err := exec.CommandContext(ctx, "make", "-s", "-C", "../..", "package").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("make package: %v\n%s", err, out)
+			return
+		}
+		f := strings.Fields(string(out))
+		if len(f) == 0 || !strings.HasSuffix(f[len(f)-1], "_amd64.deb") {
+			built.err = fmt.Errorf("make package printed %q, not a .deb", out)
+			return
+		}
+		built.deb = filepath.Join("../..", f[len(f)-1])
+		v, err := exec.CommandContext(ctx, "dpkg-deb", "-f", built.deb, "Version").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("dpkg-deb -f %s Version: %v\n%s", built.deb, err, v)
+			return
+		}
+		built.version = strings.TrimSpace(string(v))
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	deb = filepath.Join("../..", deb)
-	return deb, strings.TrimSpace(run(t, "dpkg-deb", "-f", deb, "Version"))
+	return built.deb, built.version
+}
+
+// built is the package buildPackage made.
+var built struct {
+	sync.Once
+	deb, version string
+	err          error
 }
 
 // procUsers is the real uid of each process named name whose root is root.
