@@ -143,6 +143,9 @@ func TestNodeRoles(t *testing.T) {
 	ca, cb := newRecordingCore(nil), newRecordingCore(nil)
 	a, stopA := testNode(t, etcd.Endpoint, "a", 200, ca)
 	await(t, "a leads", leads(a, "a", true))
+	// Elected is not yet taken over: the fake core is never a standby,
+	// so wait for the takeover's calls, then check their order.
+	await(t, "a's takeover", func() bool { return len(ca.Calls()) >= 2 })
 	if got := ca.Calls(); !slices.Equal(got, []string{"lead", "policies"}) {
 		t.Fatalf("a's takeover: %q, want lead (under the lock), then policies", got)
 	}
@@ -160,6 +163,9 @@ func TestNodeRoles(t *testing.T) {
 		t.Fatalf("a stopping: %q, want its policies stopped, then its groups", got)
 	}
 	await(t, "b leads", leads(b, "b", true))
+	// Elected is not yet taken over: the fake core is never a standby,
+	// so wait for the takeover's calls, then check their order.
+	await(t, "b's takeover", func() bool { return len(cb.Calls()) >= 2 })
 	if got := cb.Calls(); !slices.Equal(got, []string{"lead", "policies"}) {
 		t.Fatalf("b's takeover: %q, want lead (under the lock), then policies", got)
 	}
@@ -167,16 +173,26 @@ func TestNodeRoles(t *testing.T) {
 	if err != nil || left.State != job.Failed || left.Reason != "leader changed: a → b" {
 		t.Fatalf("a's running job after b took over: %+v, %v; want failed: leader changed: a → b", left, err)
 	}
-	ds, err := b.Store().Decisions(ctx, store.DecisionQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The change is recorded last in the takeover, after the policies
+	// start: wait for it rather than race it.
 	var changes []string
-	for _, d := range ds {
-		changes = append(changes, d.Reason)
+	recorded := func() bool {
+		ds, err := b.Store().Decisions(ctx, store.DecisionQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes = changes[:0]
+		for _, d := range ds {
+			changes = append(changes, d.Reason)
+		}
+		return slices.Contains(changes, "leader changed: none → a") && slices.Contains(changes, "leader changed: a → b")
 	}
-	if !slices.Contains(changes, "leader changed: none → a") || !slices.Contains(changes, "leader changed: a → b") {
-		t.Fatalf("recorded: %q, want both leader changes", changes)
+	deadline := time.Now().Add(15 * time.Second)
+	for !recorded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("recorded: %q, want both leader changes", changes)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
