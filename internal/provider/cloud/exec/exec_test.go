@@ -77,7 +77,10 @@ func (c *fakeCloud) config() exec.Config {
 		Start:   []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
 		Stop:    []string{"sh", s, c.dir, "stop", "{{.ID}}"},
 		List:    []string{"sh", s, c.dir, "list", "{{.Owner}}"},
-		Timeout: 5 * time.Second,
+		// A bound on the shell-and-jq stand-in, not what a test proves
+		// (those that time a command out set their own): on a loaded
+		// machine a create took over 5 s.
+		Timeout: 15 * time.Second,
 	}
 }
 
