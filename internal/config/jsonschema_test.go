@@ -106,6 +106,10 @@ var schemaForms = map[string]obj{
 	}, "x-form": "file mode (\"0660\")"},
 	"sacloud.NIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "sacloud.Selector"},
 		"x-form": "shared or a switch selector"},
+	"Disruption.max_unavailable": {"anyOf": []any{
+		obj{"type": "integer", "minimum": 1},
+		obj{"type": "string", "pattern": `^\s*([0-9]+|[0-9]+%)\s*$`},
+	}, "x-form": "instances, or percent (\"10%\")"},
 	"Frontend.bind":     oneOrMoreSchema,
 	"Route.host":        oneOrMoreSchema,
 	"Route.path_prefix": oneOrMoreSchema,
@@ -118,6 +122,7 @@ var schemaEnums = map[string][]string{
 	"Group.balance":      balanceAlgorithms,
 	"Group.scale_in":     ScaleInPolicies,
 	"Placement.strategy": {PlaceSpread, PlacePack},
+	"Update.mode":        UpdateModes,
 	"Frontend.mode":      {ModeHTTP, ModeTCP},
 	"TLS.ticket_keys":    {TicketKeysRotate, TicketKeysOff},
 	"Health.type":        checkTypes,
