@@ -31,6 +31,9 @@ type sharedStore interface {
 	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 	Guard(ctx context.Context) error
+	CordonHost(ctx context.Context, h store.CordonedHost) (bool, error)
+	UncordonHost(ctx context.Context, provider, host string) (bool, error)
+	CordonedHosts(ctx context.Context) ([]store.CordonedHost, error)
 }
 
 // eventRecorder records an event: the node's SQLite store on a single
