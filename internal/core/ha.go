@@ -55,6 +55,10 @@ func (h haCore) Config() *config.Config { return h.s.c.cfg }
 // stops only strays of those groups' providers.
 func (h haCore) Lead(ctx context.Context) error {
 	c := h.s.c
+	// The pair's cordons may have changed while the other node led.
+	if err := c.provs.cordons.load(ctx, h.s.shared); err != nil {
+		return err
+	}
 	groups, err := restore(ctx, c.cfg, h.s.shared, c.lb, c.provs, c.log)
 	if err != nil {
 		return err

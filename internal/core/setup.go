@@ -221,6 +221,9 @@ func (s *serving) setupProviders() error {
 		return err
 	}
 	provs.st, provs.fence = s.events, s.shared
+	if err := provs.cordons.load(s.ctx, s.shared); err != nil {
+		return err
+	}
 	provs.start()
 	s.provs = provs
 	s.onStop(provs.stop)
@@ -354,7 +357,8 @@ func (s *serving) setupControl() error {
 	s.srvCtx, s.stopServers = context.WithCancelCause(s.ctx)
 	c := s.c
 	c.st, c.lb, c.certs, c.provs, c.groups, c.notify, c.stop = s.shared, s.lb, s.certs, s.provs, s.reg, s.nt, s.stopServers
-	s.apiOpts = []api.Option{s.auto.apiOption(s.shared, s.cfg), api.WithProviders(c), api.WithRateLimits(s.lb), api.WithCerts(s.certs)}
+	c.srvCtx = s.srvCtx
+	s.apiOpts = []api.Option{s.auto.apiOption(s.shared, s.cfg), api.WithProviders(c), api.WithHostActs(c), api.WithRateLimits(s.lb), api.WithCerts(s.certs)}
 	return nil
 }
 
@@ -442,6 +446,9 @@ func (s *serving) startFrontends() error {
 // returns the fatal error that ended serving, if any.
 func (s *serving) serve() error {
 	<-s.srvCtx.Done()
+	// Host drains run in srvCtx: they end (reported interrupted) before
+	// anything below them stops.
+	s.c.drains.wg.Wait()
 	s.stopVIP()
 	cause := context.Cause(s.srvCtx)
 	keep := errors.Is(cause, ErrKeepRunning)
