@@ -267,6 +267,7 @@ func (s *serving) setupGroups() error {
 // and the jobs.
 func (s *serving) setupMetrics() error {
 	s.met = promexp.New(s.reg, s.lb.Restarts)
+	s.met.SetHostSource(s.provs.Hosts)
 	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs})
 	s.met.Registry().MustRegister(s.nt.Collectors()...)
 	if s.reader != nil {

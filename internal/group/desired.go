@@ -387,8 +387,8 @@ type Status struct {
 	Configured string `json:"configured,omitempty"`
 	// Template is the serving template's hash (config.Template.Hash): an
 	// instance started from another one is Drifted.
-	Template string `json:"template"`
-	Deploying  string `json:"deploying,omitempty"`
+	Template  string `json:"template"`
+	Deploying string `json:"deploying,omitempty"`
 	// InstanceHoursToday is what the group's instances ran since local
 	// midnight: what a cloud bills.
 	InstanceHoursToday float64 `json:"instance_hours_today"`
