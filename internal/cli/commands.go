@@ -123,7 +123,12 @@ func printGroup(w io.Writer, g group.Status) {
 			}
 			name += "\t" + id
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
+		version := in.Version
+		if in.Drifted {
+			// Started from another template than the serving one.
+			version += " (drifted)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, in.State, in.Health, in.Sessions, in.Requests, in.PID, up, version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, in := range g.Instances {
