@@ -247,6 +247,15 @@ func (s *serving) setupGroups() error {
 		return err
 	}
 	s.reg = newRegistry(groups)
+	// Set before startGroups runs the groups' loops.
+	s.reg.replacer = s.c.replacer
+	if s.c.replacer == nil {
+		for _, g := range s.cfg.Groups {
+			if g.MaxLifetime > 0 || g.Update.Mode == config.UpdateProactive {
+				s.log.Warn("max_lifetime and update.mode proactive have no effect: this build cannot replace instances (`shoal instances replace`); drifted instances are only marked in `shoal status`", "group", g.Name)
+			}
+		}
+	}
 	s.reg.standby.Store(s.ha != nil)
 	s.provs.groups.Store(s.reg)
 	if s.ha != nil {
@@ -359,14 +368,6 @@ func (s *serving) setupControl() error {
 	c := s.c
 	c.st, c.lb, c.certs, c.provs, c.groups, c.notify, c.stop = s.shared, s.lb, s.certs, s.provs, s.reg, s.nt, s.stopServers
 	c.srvCtx = s.srvCtx
-	if c.replacer == nil {
-		for _, g := range s.cfg.Groups {
-			if g.MaxLifetime > 0 || g.Update.Mode == config.UpdateProactive {
-				s.log.Warn("max_lifetime and update.mode proactive have no effect: this build cannot replace instances (`shoal instances replace`); drifted instances are only marked in `shoal status`", "group", g.Name)
-			}
-		}
-	}
-	s.reg.replacer = c.replacer
 	s.apiOpts = []api.Option{s.auto.apiOption(s.shared, s.cfg), api.WithProviders(c), api.WithHostActs(c), api.WithRateLimits(s.lb), api.WithCerts(s.certs)}
 	return nil
 }
