@@ -170,3 +170,38 @@ func TestRecycleOnce(t *testing.T) {
 		t.Errorf("replaced %s with recycling off", <-rep.asked)
 	}
 }
+
+// TestVoluntaryBudget: an instance starting (a scale-out's, a health
+// replacement's) counts as out of service, so the budget refuses a
+// voluntary replacement until it serves; InstancesOn lists a host's.
+func TestVoluntaryBudget(t *testing.T) {
+	r := newReconciler(t, 1, nil)
+	r.bringUp("web-001")
+	c := r.g.Config()
+	c.Disruption.Budget = disruption.Budget{MaxUnavailable: 1}
+	r.g.live.Store(&c)
+	if ok, why := r.g.VoluntaryAllowed(); !ok {
+		t.Fatalf("all in service: refused (%s)", why)
+	}
+	if err := r.g.SetDesired(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitState("web-002", Starting)
+	if un, total := r.g.Unavailable(); un != 1 || total != 2 {
+		t.Errorf("one starting of 2: unavailable %d of %d", un, total)
+	}
+	if ok, why := r.g.VoluntaryAllowed(); ok || why != "1 of max 1 unavailable" {
+		t.Errorf("one starting: %v %q", ok, why)
+	}
+	r.bringUp("web-002")
+	if ok, why := r.g.VoluntaryAllowed(); !ok {
+		t.Errorf("both in service: refused (%s)", why)
+	}
+	// The fake provider places every instance on 127.0.0.1.
+	if got := r.g.InstancesOn("127.0.0.1"); !slices.Equal(got, []string{"web-001", "web-002"}) {
+		t.Errorf("InstancesOn = %v", got)
+	}
+	if got := r.g.InstancesOn("10.0.0.1"); len(got) != 0 {
+		t.Errorf("InstancesOn another host = %v", got)
+	}
+}
