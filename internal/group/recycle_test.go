@@ -104,13 +104,7 @@ func (f *fakeReplacer) Replace(_ context.Context, group, name string) error {
 // window (recorded once), then is replaced through the Replacer.
 func TestRecycleOnce(t *testing.T) {
 	r := newReconciler(t, 2, nil)
-	for _, name := range []string{"web-001", "web-002"} {
-		r.awaitGate(name)
-		r.lb.set(name, "UP", "L7OK")
-	}
-	r.poll(healthPoll)
-	r.awaitState("web-001", InService)
-	r.awaitState("web-002", InService)
+	r.bringUp("web-001", "web-002")
 
 	// A window that opens 48h after now (the fake clock's start), an hour long.
 	start := r.clk.Now().Add(48 * time.Hour).UTC()
