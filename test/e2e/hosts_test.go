@@ -75,6 +75,15 @@ func TestSSHCordon(t *testing.T) {
 	if hs := e.hostStatuses(); !hs[a.Addr].Cordoned {
 		t.Fatalf("after a restart %s is not cordoned: %+v", a.Addr, hs[a.Addr])
 	}
+	_, metrics := httpGetUnix(t, e, "/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`shoal_host_cordoned{host=%q,provider="rack"} 1`, a.Addr),
+		fmt.Sprintf(`shoal_host_cordoned{host=%q,provider="rack"} 0`, b.Addr),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	scaleSync(t, e, "--size", "5")
 	e.waitInService("web", 5)
 	if got := e.perHost("web"); got[a.Addr] != 1 || got[b.Addr] != 4 {
