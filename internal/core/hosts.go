@@ -172,6 +172,22 @@ type drains struct {
 	wg   sync.WaitGroup
 }
 
+// running refuses a drain of h while one runs.
+func (d *drains) running(h provider.HostStatus) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.runningLocked(h)
+}
+
+func (d *drains) runningLocked(h provider.HostStatus) error {
+	for _, r := range d.list {
+		if r.Provider == h.Provider && r.Host == h.Name && r.State == "running" {
+			return fmt.Errorf("%w: %s (provider %s), %s", api.ErrDrainRunning, h.Name, h.Provider, r.Progress)
+		}
+	}
+	return nil
+}
+
 // DrainHost implements api.HostActs: cordon, then move the host's
 // instances in the background (its progress in HostDrains).
 func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResponse, error) {
@@ -179,14 +195,9 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 	if err != nil {
 		return api.HostResponse{}, err
 	}
-	c.drains.mu.Lock()
-	for _, d := range c.drains.list {
-		if d.Provider == h.Provider && d.Host == h.Name && d.State == "running" {
-			c.drains.mu.Unlock()
-			return api.HostResponse{}, fmt.Errorf("%w: %s (provider %s), %s", api.ErrDrainRunning, h.Name, h.Provider, d.Progress)
-		}
+	if err := c.drains.running(h); err != nil {
+		return api.HostResponse{}, err
 	}
-	c.drains.mu.Unlock()
 	if _, err := c.cordon(ctx, h, true); err != nil {
 		return api.HostResponse{}, err
 	}
@@ -210,7 +221,13 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 	for _, in := range ins {
 		d.Instances = append(d.Instances, in.Name)
 	}
+	// Checked again with the drain's entry added under one lock: two
+	// requests at once start one drain.
 	c.drains.mu.Lock()
+	if err := c.drains.runningLocked(h); err != nil {
+		c.drains.mu.Unlock()
+		return api.HostResponse{}, err
+	}
 	c.drains.list = append(c.drains.list, d)
 	c.drains.mu.Unlock()
 	run := hostdrain.Drain{
