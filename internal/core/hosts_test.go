@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -135,5 +136,44 @@ func TestCordonHosts(t *testing.T) {
 	want := []string{"cordoned 10.0.0.1", "cordoned 10.0.0.2", "uncordoned 10.0.0.2"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("host events %v, want %v", got, want)
+	}
+}
+
+// noReplace fails every replacement: a drain with instances would leave them.
+type noReplace struct{}
+
+func (noReplace) Replace(context.Context, string, string) error { return errors.New("no room") }
+
+// TestDrainEmptyHost: with a replacer, a drain of a host with no instances
+// cordons it, ends done at once, and is recorded.
+func TestDrainEmptyHost(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := hostsCore(t, st)
+	c.replacer, c.groups, c.srvCtx = noReplace{}, newRegistry(nil), t.Context()
+	resp, err := c.DrainHost(t.Context(), api.HostRequest{Host: "10.0.0.2"})
+	if err != nil || resp.Drain == nil || !resp.Host.Cordoned {
+		t.Fatalf("drain: %+v %v", resp, err)
+	}
+	c.drains.wg.Wait()
+	ds := c.HostDrains()
+	if len(ds) != 1 || ds[0].State != "done" || len(ds[0].Instances) != 0 || ds[0].Progress != "" {
+		t.Errorf("drains %+v", ds)
+	}
+	evs, err := st.Decisions(t.Context(), store.DecisionQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := 0
+	for _, e := range evs {
+		if e.Rule == "host" && e.Code == "drained" && e.Reason == "host 10.0.0.2 drained: 0 instance(s) moved" {
+			drained++
+		}
+	}
+	if drained != 1 {
+		t.Errorf("%d host.drained events, want 1: %+v", drained, evs)
 	}
 }
