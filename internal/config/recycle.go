@@ -47,10 +47,10 @@ type Disruption struct {
 // defaultDisruption is one instance out at a time, at any time.
 var defaultDisruption = Disruption{MaxUnavailable: "1", Budget: disruption.Budget{MaxUnavailable: 1}}
 
-// Bounds of max_lifetime: shorter than a few minutes would recycle
-// instances faster than they start and prove themselves.
+// Bounds of max_lifetime: shorter than a minute would recycle instances
+// about as fast as they start and prove themselves.
 const (
-	minLifetime = 5 * time.Minute
+	minLifetime = time.Minute
 	maxLifetime = 365 * 24 * time.Hour
 	maxWindows  = 50
 )

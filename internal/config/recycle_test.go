@@ -41,7 +41,7 @@ func TestRecyclingKeys(t *testing.T) {
 
 func TestRecyclingErrors(t *testing.T) {
 	cases := []struct{ keys, want string }{
-		{"    max_lifetime: 1m\n", `shoal.yaml:7:19: groups[0].max_lifetime: must be 0 (instances live as long as they serve) or from 5m0s to 8760h0m0s, got 1m0s`},
+		{"    max_lifetime: 30s\n", `shoal.yaml:7:19: groups[0].max_lifetime: must be 0 (instances live as long as they serve) or from 1m0s to 8760h0m0s, got 30s`},
 		{"    update: {mode: eager}\n", `shoal.yaml:7:20: groups[0].update.mode: must be one of opportunistic, proactive`},
 		{"    update: {when: now}\n", `shoal.yaml:7:14: groups[0].update.when: unknown field; allowed: mode`},
 		{"    disruption: {max_unavailable: 0}\n", `shoal.yaml:7:35: groups[0].disruption.max_unavailable: must be a count of at least 1 or a percentage such as "10%", got "0"`},
