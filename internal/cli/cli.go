@@ -97,7 +97,7 @@ func newRoot(o *options) *cobra.Command {
 	pf.StringVar(&o.socket, "socket", "", "the core's unix socket (default: from the config)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, msg: err.Error()} })
 	root.AddCommand(serveCmd(o), validateCmd(o), statusCmd(o), scaleCmd(o), jobsCmd(o))
-	root.AddCommand(instancesCmd(o), providersCmd(o), logsCmd(o))
+	root.AddCommand(instancesCmd(o), providersCmd(o), hostsCmd(o), logsCmd(o))
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
 	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))

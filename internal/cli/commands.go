@@ -123,11 +123,16 @@ func printGroup(w io.Writer, g group.Status) {
 			}
 			name += "\t" + id
 		}
+		version := in.Version
+		if in.Drifted {
+			// Started from another template than the serving one.
+			version += " (drifted)"
+		}
 		state := string(in.State)
 		if in.Protected {
 			state += ",protected" // never chosen for scale-in
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, state, in.Health, in.Sessions, in.Requests, in.PID, up, in.Version, checkColumns(in))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, state, in.Health, in.Sessions, in.Requests, in.PID, up, version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, in := range g.Instances {

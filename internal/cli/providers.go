@@ -92,6 +92,9 @@ func printHosts(w io.Writer, hosts []provider.HostStatus) {
 	fmt.Fprintln(tw, "PROVIDER\tHOST\tSTATE\tSINCE\tINSTANCES\tUSED\tLABELS\tLAST ERROR")
 	for _, h := range hosts {
 		state := h.State
+		if h.Cordoned {
+			state += ",cordoned"
+		}
 		if h.State == provider.HostHeldOff && !h.HeldOffUntil.IsZero() {
 			state += " until " + h.HeldOffUntil.Local().Format(time.TimeOnly)
 		}

@@ -88,7 +88,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hash_on, sticky, proto, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, placement, scale_in, max_hourly_instances`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hash_on, sticky, proto, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, placement, scale_in, max_hourly_instances, max_lifetime, update, disruption`,
 		},
 		{
 			name: "unknown nested field",
@@ -1275,6 +1275,8 @@ compat:
 				DrainTimeout: 30 * time.Second,
 				ReplaceAfter: 10 * time.Second,
 				ScaleIn:      ScaleInNewest,
+				Update:       defaultGroup.Update,
+				Disruption:   defaultDisruption,
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "roundrobin",
@@ -1311,6 +1313,8 @@ compat:
 				DrainTimeout: 5 * time.Second,
 				ReplaceAfter: 20 * time.Second,
 				ScaleIn:      ScaleInLeastBusy,
+				Update:       defaultGroup.Update,
+				Disruption:   defaultDisruption,
 				Provider:     ProviderLocal,
 				Placement:    Placement{Strategy: PlaceSpread},
 				Balance:      "leastconn",

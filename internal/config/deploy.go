@@ -244,6 +244,20 @@ func (t Template) Version(group string) string {
 	if t.Label != "" && len(t.overrides) == 0 {
 		return t.Label
 	}
+	sum := t.digest(group)
+	if t.Label != "" {
+		return t.Label + "+" + sum[:8]
+	}
+	return sum[:12]
+}
+
+// Hash names what t renders to, whatever its label: the digest Version
+// uses. An instance started from a template whose hash is not the serving
+// template's has drifted, even if an operator kept the label.
+func (t Template) Hash(group string) string { return t.digest(group)[:12] }
+
+// digest is the hex SHA-256 of t rendered with fixed per-instance fields.
+func (t Template) digest(group string) string {
 	h := sha256.New()
 	write := func(parts ...string) {
 		for _, p := range parts {
@@ -274,11 +288,7 @@ func (t Template) Version(group string) string {
 		}
 		write(hk.Timeout.String())
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if t.Label != "" {
-		return t.Label + "+" + sum[:8]
-	}
-	return sum[:12]
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // SameSource reports whether t and u were loaded from the same template

@@ -563,6 +563,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	g.ScaleToZero, ref.zero = d.scaleToZero(f, &g, minOK)
 	g.Template, ref.template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
+	d.recycling(f, &g)
 	return g, ref, nameNode, true
 }
 

@@ -143,6 +143,7 @@ func KeyValues() map[string][]string {
 		"Group.balance":      balanceAlgorithms,
 		"Group.scale_in":     ScaleInPolicies,
 		"Placement.strategy": {PlaceSpread, PlacePack},
+		"Update.mode":        UpdateModes,
 		"Frontend.mode":      {ModeHTTP, ModeTCP},
 		"TLS.ticket_keys":    {TicketKeysRotate, TicketKeysOff},
 		"Health.type":        checkTypes,

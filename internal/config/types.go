@@ -234,6 +234,16 @@ type Group struct {
 	// since) plus those it would start exceed it. Clouds bill a server for
 	// the hour it was started in, whether it ran a minute or all of it.
 	MaxHourlyInstances int `yaml:"max_hourly_instances"`
+	// MaxLifetime (0: none) is how long an instance may run before the
+	// group replaces it, launch before terminate, within Disruption;
+	// each instance's turn comes a little earlier by a fixed jitter of
+	// its name, so a group started at once does not recycle at once.
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	// Update is how instances follow a change of the serving template.
+	Update Update `yaml:"update"`
+	// Disruption bounds voluntary replacements (lifetime, drift, host
+	// drain).
+	Disruption Disruption `yaml:"disruption"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
@@ -250,6 +260,8 @@ var defaultGroup = Group{
 	ScaleIn:      ScaleInNewest,
 	Provider:     ProviderLocal,
 	Placement:    Placement{Strategy: PlaceSpread},
+	Update:       Update{Mode: UpdateOpportunistic},
+	Disruption:   defaultDisruption,
 }
 
 // ProviderLocal is the built-in provider: processes on this machine. It

@@ -31,6 +31,9 @@ type sharedStore interface {
 	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
 	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
 	Guard(ctx context.Context) error
+	CordonHost(ctx context.Context, h store.CordonedHost) (bool, error)
+	UncordonHost(ctx context.Context, provider, host string) (bool, error)
+	CordonedHosts(ctx context.Context) ([]store.CordonedHost, error)
 }
 
 // eventRecorder records an event: the node's SQLite store on a single
@@ -52,6 +55,10 @@ func (h haCore) Config() *config.Config { return h.s.c.cfg }
 // stops only strays of those groups' providers.
 func (h haCore) Lead(ctx context.Context) error {
 	c := h.s.c
+	// The pair's cordons may have changed while the other node led.
+	if err := c.provs.cordons.load(ctx, h.s.shared); err != nil {
+		return err
+	}
 	groups, err := restore(ctx, c.cfg, h.s.shared, c.lb, c.provs, c.log)
 	if err != nil {
 		return err

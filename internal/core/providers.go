@@ -45,6 +45,8 @@ type providers struct {
 	// host's as it connects, a cloud's left for its poller) asks before it
 	// stops or deletes anything (see sshprov.Options.Guard).
 	fence interface{ Guard(context.Context) error }
+	// cordons are the hosts no new instance is placed on.
+	cordons cordons
 
 	mu     sync.RWMutex
 	built  map[string]provider.Running
@@ -91,6 +93,7 @@ func ownerID(cfg *config.Config) string {
 func (p *providers) add(pc config.Provider) error {
 	opts := p.opts
 	opts.Log = p.log.With("component", "provider", "provider", pc.Name)
+	opts.Cordoned = func(host string) bool { return p.cordons.has(pc.Name, host) }
 	// Every type marks what it starts with the owner (see ownerID), and
 	// Guard fences its sweeps. A builder does no network I/O: the context
 	// reads files only.

@@ -37,6 +37,10 @@ type registry struct {
 	// policy returns what runs a group's autoscale policy, or nil for a
 	// group without one; set by start.
 	policy func(*group.Group) func(context.Context)
+	// replacer, when set, is what the groups' recycling loops replace
+	// instances through (group.Recycle); nil: no group recycles (this
+	// build has no instance replacement; see core.replacer).
+	replacer group.Replacer
 
 	// standby, on an HA node that does not lead, runs no group: the
 	// groups are there for the API to read; see ha.Node.
@@ -54,6 +58,10 @@ type member struct {
 	run *loop
 	// policy is the policy runner; nil for a group without a policy.
 	policy *loop
+	// recycle is the group's recycling loop (group.Recycle); nil without
+	// a replacer. It stops with the policies: no voluntary replacement
+	// starts once the groups are being stopped or handed over.
+	recycle *loop
 }
 
 // loop is a goroutine that runs until it is stopped.
@@ -214,8 +222,8 @@ func (r *registry) apply(ctx context.Context, ch change) (removed []*member) {
 	r.mu.Unlock()
 
 	for _, m := range removed {
-		m.policy.stop()
-		m.policy = nil
+		stopAll([]*loop{m.policy, m.recycle})
+		m.policy, m.recycle = nil, nil
 	}
 	for i, m := range changed {
 		// The old policy stops before the bounds change under it.
@@ -244,6 +252,10 @@ func (r *registry) runLocked(m *member) {
 			m.policy = goLoop(f)
 		}
 	}
+	if m.recycle == nil && r.replacer != nil {
+		g, rep := m.g, r.replacer
+		m.recycle = goLoop(func(ctx context.Context) { g.Recycle(ctx, rep) })
+	}
 }
 
 // stopPolicies stops every policy runner and waits for them: no policy
@@ -254,8 +266,8 @@ func (r *registry) stopPolicies() {
 	r.policy = nil
 	var ls []*loop
 	for _, m := range r.snapshot() {
-		ls = append(ls, m.policy)
-		m.policy = nil
+		ls = append(ls, m.policy, m.recycle)
+		m.policy, m.recycle = nil, nil
 	}
 	stopAll(ls)
 }

@@ -35,6 +35,14 @@ type core struct {
 	notify *notify.Notifier
 	stop   context.CancelCauseFunc
 
+	// replacer replaces one instance, launch before terminate: what host
+	// drains (and the groups' recycling) move instances with. nil while
+	// this build has no instance replacement: a drain then only cordons.
+	replacer group.Replacer
+	// srvCtx is the API servers' context: host drains run in it.
+	srvCtx context.Context
+	drains drains
+
 	// reloadMu makes reloads one at a time, and shutdown wait for one.
 	reloadMu sync.Mutex
 	cfg      *config.Config

@@ -221,6 +221,9 @@ func (s *serving) setupProviders() error {
 		return err
 	}
 	provs.st, provs.fence = s.events, s.shared
+	if err := provs.cordons.load(s.ctx, s.shared); err != nil {
+		return err
+	}
 	provs.start()
 	s.provs = provs
 	s.onStop(provs.stop)
@@ -253,6 +256,9 @@ func (s *serving) setupGroups() error {
 	if s.jm, err = jobrun.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
 		return err
 	}
+	// Set before startGroups runs the groups' loops.
+	s.c.replacer = jobReplacer{jm: s.jm, source: "host-drain"}
+	s.reg.replacer = jobReplacer{jm: s.jm, source: "recycle"}
 	// stopGroups closes it on a normal stop; this closes it (again, which
 	// is harmless) when a later step fails before the groups started.
 	s.onStop(s.jm.Close)
@@ -265,6 +271,7 @@ func (s *serving) setupGroups() error {
 // MetricCollectors lists the same collectors for the metrics reference.
 func (s *serving) setupMetrics() error {
 	s.met = promexp.New(s.reg, s.lb.Restarts)
+	s.met.SetHostSource(s.provs.Hosts)
 	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs})
 	s.met.Registry().MustRegister(s.nt.Collectors()...)
 	if s.reader != nil {
@@ -355,7 +362,8 @@ func (s *serving) setupControl() error {
 	s.srvCtx, s.stopServers = context.WithCancelCause(s.ctx)
 	c := s.c
 	c.st, c.lb, c.certs, c.provs, c.groups, c.notify, c.stop = s.shared, s.lb, s.certs, s.provs, s.reg, s.nt, s.stopServers
-	s.apiOpts = []api.Option{s.auto.apiOption(s.shared, s.cfg), api.WithProviders(c), api.WithRateLimits(s.lb), api.WithCerts(s.certs)}
+	c.srvCtx = s.srvCtx
+	s.apiOpts = []api.Option{s.auto.apiOption(s.shared, s.cfg), api.WithProviders(c), api.WithHostActs(c), api.WithRateLimits(s.lb), api.WithCerts(s.certs)}
 	return nil
 }
 
@@ -443,6 +451,9 @@ func (s *serving) startFrontends() error {
 // returns the fatal error that ended serving, if any.
 func (s *serving) serve() error {
 	<-s.srvCtx.Done()
+	// Host drains run in srvCtx: they end (reported interrupted) before
+	// anything below them stops.
+	s.c.drains.wg.Wait()
 	s.stopVIP()
 	cause := context.Cause(s.srvCtx)
 	keep := errors.Is(cause, ErrKeepRunning)

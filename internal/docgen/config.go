@@ -103,6 +103,10 @@ var schemaForms = map[string]obj{
 	}, "x-form": "file mode (\"0660\")"},
 	"sacloud.NIC.upstream": {"anyOf": []any{obj{"const": "shared"}, "sacloud.Selector"},
 		"x-form": "shared or a switch selector"},
+	"Disruption.max_unavailable": {"anyOf": []any{
+		obj{"type": "integer", "minimum": 1},
+		obj{"type": "string", "pattern": `^\s*([0-9]+|[0-9]+%)\s*$`},
+	}, "x-form": "instances, or percent (\"10%\")"},
 	"Frontend.bind":     oneOrMoreSchema,
 	"Route.host":        oneOrMoreSchema,
 	"Route.path_prefix": oneOrMoreSchema,

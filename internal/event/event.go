@@ -60,6 +60,19 @@ const (
 	InstanceActIgnored Type = "instance.act_ignored"
 )
 
+// Recycling and host maintenance (issue 39): a voluntary replacement that
+// started, waits for the disruption budget, or failed; a host cordoned or
+// uncordoned, and a host drain's end.
+const (
+	RecycleStarted  Type = "recycle.started"
+	RecycleWaiting  Type = "recycle.waiting"
+	RecycleFailed   Type = "recycle.failed"
+	HostCordoned    Type = "host.cordoned"
+	HostUncordoned  Type = "host.uncordoned"
+	HostDrained     Type = "host.drained"
+	HostDrainFailed Type = "host.drain_failed"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
@@ -69,6 +82,7 @@ var Types = []Type{
 	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
+	RecycleStarted, RecycleWaiting, RecycleFailed, HostCordoned, HostUncordoned, HostDrained, HostDrainFailed,
 }
 
 // Known reports whether t is one of Types.

@@ -402,7 +402,10 @@ type Status struct {
 	// deploy rolls out (or back to).
 	Version    string `json:"version"`
 	Configured string `json:"configured,omitempty"`
-	Deploying  string `json:"deploying,omitempty"`
+	// Template is the serving template's hash (config.Template.Hash): an
+	// instance started from another one is Drifted.
+	Template  string `json:"template"`
+	Deploying string `json:"deploying,omitempty"`
 	// InstanceHoursToday is what the group's instances ran since local
 	// midnight: what a cloud bills.
 	InstanceHoursToday float64 `json:"instance_hours_today"`
@@ -456,6 +459,11 @@ type InstanceStatus struct {
 	// been booting (a cloud server takes minutes), for instance.
 	Since   time.Time `json:"since"`
 	Version string    `json:"version"`
+	// Template is the hash of the template the instance was started from;
+	// Drifted, when it is not the serving one (update.mode says whether
+	// the group replaces it proactively or at its next replacement).
+	Template string `json:"template,omitempty"`
+	Drifted  bool   `json:"drifted,omitempty"`
 	// Protected is an instance never chosen for scale-in (shoal instances protect).
 	Protected bool `json:"protected,omitempty"`
 	// Waiting says why a retiring instance is still in service: its
@@ -479,7 +487,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	c := g.conf()
 	g.mu.Lock()
 	s := Status{Name: g.cfg.Name, Desired: g.desired, MinSize: c.MinSize, MaxSize: c.MaxSize, Instances: []InstanceStatus{},
-		Version: g.dep.version, Configured: g.dep.configured(), Deploying: g.dep.target}
+		Version: g.dep.version, Configured: g.dep.configured(), Deploying: g.dep.target, Template: g.dep.tmpl.Hash(g.cfg.Name)}
 	if p, ok := c.PlanBySize(g.desired); ok {
 		s.Plan = p.Name
 	}
@@ -492,7 +500,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
 		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
-			Since: in.since, Version: in.version, Waiting: in.wait.why, Protected: in.marks.protected}
+			Since: in.since, Version: in.version, Waiting: in.wait.why, Template: in.hash, Drifted: in.hash != "" && in.hash != s.Template, Protected: in.marks.protected}
 		if c, ok := in.inst.(provider.CloudServer); ok {
 			is.CloudID = c.CloudID()
 		}

@@ -111,6 +111,9 @@ type instance struct {
 	job uint64
 	// version is the template version the instance runs (or will run).
 	version string
+	// hash is the hash of the template it was started from
+	// (config.Template.Hash): not the serving one's, and it has drifted.
+	hash string
 	// tmpl is what start runs: the serving template at launch, or the one a deploy rolls.
 	tmpl config.Template
 	// servingSince is when the instance first went into service (zero
@@ -316,7 +319,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			continue
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
-			version: r.Version, tmpl: g.dep.tmpl, marks: marksOf(r.Marks)}
+			version: r.Version, tmpl: g.dep.tmpl, hash: r.Template, marks: marksOf(r.Marks)}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
@@ -324,6 +327,11 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			// Recorded before instances had versions: it runs what the
 			// config said then, most likely the serving template.
 			in.version = g.dep.version
+		}
+		if in.hash == "" && in.version == g.dep.version {
+			// Recorded before instances had template hashes: its version
+			// says it runs the serving template.
+			in.hash = g.dep.tmpl.Hash(g.cfg.Name)
 		}
 		switch in.state {
 		case InService, Unhealthy:
@@ -471,6 +479,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 		retire:  make(chan struct{}),
 		version: version,
 		tmpl:    tmpl,
+		hash:    tmpl.Hash(g.cfg.Name),
 	}
 	if g.owedLaunch > 0 {
 		in.job = g.jobSeq
@@ -1021,7 +1030,7 @@ func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func()
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	// Before its start the instance has no record from the provider yet.
-	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Marks: in.marks.words()}
+	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Template: in.hash, Marks: in.marks.words()}
 	row.Group, row.Name, row.Index = g.cfg.Name, in.name, in.index
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {

@@ -239,7 +239,7 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	}
 	runCtx, tmpl := g.runCtx, g.dep.tmpl
 	in := &instance{name: rec.Name, index: rec.Index, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
-		version: version, tmpl: tmpl, rec: rec}
+		version: version, tmpl: tmpl, hash: tmpl.Hash(g.cfg.Name), rec: rec}
 	g.gone.forget(rec.ID)
 	g.insts[in.name] = in
 	g.churn++

@@ -147,3 +147,15 @@ func (e NodeEvents) InsertDecision(ctx context.Context, d *decision.Record) erro
 	}
 	return err
 }
+
+func (s *Store) CordonHost(ctx context.Context, h store.CordonedHost) (bool, error) {
+	return s.shared.CordonHost(ctx, h)
+}
+
+func (s *Store) UncordonHost(ctx context.Context, provider, host string) (bool, error) {
+	return s.shared.UncordonHost(ctx, provider, host)
+}
+
+func (s *Store) CordonedHosts(ctx context.Context) ([]store.CordonedHost, error) {
+	return s.shared.CordonedHosts(ctx)
+}

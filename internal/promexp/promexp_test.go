@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobrun"
 	"github.com/shoal-lb/shoal/internal/metrics"
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -174,5 +177,24 @@ func TestSourcesBounded(t *testing.T) {
 	}
 	if !strings.Contains(text, `shoal_jobs_total{group="web",source="other",state="ignored"} 10`) {
 		t.Fatalf("no other series with the 10 extra sources:\n%s", text)
+	}
+}
+
+type noGroups struct{}
+
+func (noGroups) All() []*group.Group { return nil }
+
+func TestHostCordoned(t *testing.T) {
+	m := New(noGroups{}, func() int64 { return 0 })
+	m.SetHostSource(func() []provider.HostStatus {
+		return []provider.HostStatus{{Provider: "lab", Name: "h1", Cordoned: true}, {Provider: "lab", Name: "h2"}}
+	})
+	want := `# HELP shoal_host_cordoned 1 for a provider's host an operator cordoned (no new instances are placed there), else 0; sum() counts the cordoned hosts.
+# TYPE shoal_host_cordoned gauge
+shoal_host_cordoned{host="h1",provider="lab"} 1
+shoal_host_cordoned{host="h2",provider="lab"} 0
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "shoal_host_cordoned"); err != nil {
+		t.Error(err)
 	}
 }

@@ -192,6 +192,9 @@ type HostStatus struct {
 	LastError string `json:"last_error,omitempty"`
 	// HeldOffUntil is when a flapping host takes instances again.
 	HeldOffUntil time.Time `json:"held_off_until,omitzero"`
+	// Cordoned: an operator cordoned the host; no new instance is placed
+	// there (its own are left running).
+	Cordoned bool `json:"cordoned,omitempty"`
 }
 
 // HostLister is a provider that places instances on several hosts.

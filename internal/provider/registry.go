@@ -34,6 +34,10 @@ type Options struct {
 	// HostState, if set, is told when a host goes down (with why) and when
 	// it is back; it is called without the provider's lock.
 	HostState func(host string, down bool, reason string)
+	// Cordoned, if set, reports whether an operator cordoned the host
+	// (`shoal hosts cordon`): placement puts no new instance there. It is
+	// called under the provider's lock and must not call back into it.
+	Cordoned func(host string) bool
 	// Interval is how often each host is polled (liveness + one batched /proc read); default 1s.
 	Interval time.Duration
 	// Logs bounds the instances' logs on the hosts (rotation and expiry);

@@ -178,6 +178,18 @@ var migrations = [][]string{
 		`ALTER TABLE jobs ADD COLUMN instances TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT ''`,
 	},
+	{
+		// Recycling and host maintenance (issue 39): the template each
+		// instance was started from, and the hosts an operator cordoned
+		// (see hosts.go).
+		`ALTER TABLE instances ADD COLUMN template TEXT NOT NULL DEFAULT ''`,
+		`CREATE TABLE cordoned_hosts (
+			provider TEXT NOT NULL,
+			host     TEXT NOT NULL,
+			since    TEXT NOT NULL,
+			PRIMARY KEY (provider, host)
+		) STRICT`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.
@@ -322,6 +334,11 @@ type Instance struct {
 	StateSince time.Time
 	// Version is the template version the instance runs.
 	Version string
+	// Template is the hash of the rendered template the instance was
+	// started from (config.Template.Hash): an instance whose hash is not
+	// the serving template's has drifted. Empty when started by an older
+	// shoal.
+	Template string `json:",omitempty"`
 	// Marks are what an operator set on the instance and what must
 	// survive a restart of shoal (group.Group's day-two acts: protected,
 	// no-replace, decrement); sorted words without commas.
@@ -333,8 +350,8 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
@@ -347,9 +364,10 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 			state_since = excluded.state_since,
 			updated_at = excluded.updated_at,
 			version = excluded.version,
-			marks = excluded.marks`,
+			marks = excluded.marks,
+			template = excluded.template`,
 		in.Name, in.Group, in.Index, in.ID, in.Addr, in.Host, string(in.Data),
-		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version, joinWords(in.Marks))
+		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version, joinWords(in.Marks), in.Template)
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
 	}
@@ -488,7 +506,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usa
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks
+		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -502,7 +520,7 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 			started, since, updatedAt sql.NullString
 		)
 		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.ID, &in.Addr, &in.Host, &data,
-			&started, &in.State, &since, &updatedAt, &in.Version, &marks); err != nil {
+			&started, &in.State, &since, &updatedAt, &in.Version, &marks, &in.Template); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
 		in.Marks = splitWords(marks)

@@ -29,27 +29,53 @@ func TestEveryTestSharesTheMachine(t *testing.T) {
 			if !ok || fd.Recv != nil || fd.Name.Name == "TestMain" || len(fd.Name.Name) < 5 || fd.Name.Name[:4] != "Test" {
 				continue
 			}
-			if len(fd.Body.List) == 0 || !sharesMachine(fd.Body.List[0]) {
+			switch how := sharesMachine(fd.Body.List); {
+			case how == "":
 				t.Errorf("%s: %s does not start with parallel(t), exclusive(t) or t.Parallel()", fset.Position(fd.Pos()), fd.Name.Name)
+			case how == "t.Parallel" && !runsSubtests(fd.Body):
+				t.Errorf("%s: %s calls t.Parallel but runs no subtests: parallel(t) or exclusive(t) take the machine", fset.Position(fd.Pos()), fd.Name.Name)
 			}
 		}
 	}
 }
 
-func sharesMachine(s ast.Stmt) bool {
-	es, ok := s.(*ast.ExprStmt)
+// sharesMachine names the call a test body starts with: "parallel",
+// "exclusive", "t.Parallel", or "" for none of them.
+func sharesMachine(body []ast.Stmt) string {
+	if len(body) == 0 {
+		return ""
+	}
+	es, ok := body[0].(*ast.ExprStmt)
 	if !ok {
-		return false
+		return ""
 	}
 	call, ok := es.X.(*ast.CallExpr)
 	if !ok {
-		return false
+		return ""
 	}
 	switch fn := call.Fun.(type) {
 	case *ast.Ident:
-		return fn.Name == "parallel" || fn.Name == "exclusive"
+		if fn.Name == "parallel" || fn.Name == "exclusive" {
+			return fn.Name
+		}
 	case *ast.SelectorExpr:
-		return fn.Sel.Name == "Parallel"
+		if fn.Sel.Name == "Parallel" {
+			return "t.Parallel"
+		}
 	}
-	return false
+	return ""
+}
+
+// runsSubtests says whether body calls t.Run.
+func runsSubtests(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Run" {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }

@@ -778,7 +778,7 @@ func (p *Provider) Hosts() []provider.HostStatus {
 			Provider: p.name, Name: name, State: h.state(now), Since: h.since,
 			Labels: maps.Clone(h.cfg.Labels), Instances: total, Cores: cores,
 			CapacityInstances: h.cfg.Capacity.Instances, CapacityCores: h.cfg.Capacity.Cores,
-			LastError: h.lastErr,
+			LastError: h.lastErr, Cordoned: p.cordoned(name),
 		}
 		if now.Before(h.heldOffUntil) {
 			st.HeldOffUntil = h.heldOffUntil

@@ -102,11 +102,18 @@ func (c candidate) usage() string {
 	return s
 }
 
+// cordoned reports whether an operator cordoned the host; p.mu is held.
+func (p *Provider) cordoned(host string) bool {
+	return p.opts.Cordoned != nil && p.opts.Cordoned(host)
+}
+
 // refusal says why h cannot take spec's instance now, "" if it can; p.mu is held.
 func (p *Provider) refusal(h *host, spec provider.Spec, now time.Time) string {
 	switch {
 	case h.removed:
 		return "removed from the config"
+	case p.cordoned(h.name):
+		return "cordoned (`shoal hosts uncordon " + h.name + "` takes new instances there again)"
 	case h.client == nil && h.down:
 		return "down"
 	case h.client == nil:

@@ -81,3 +81,32 @@ func TestHoldOff(t *testing.T) {
 		}
 	}
 }
+
+func TestPlaceSkipsCordoned(t *testing.T) {
+	a := fakeHost("a", 0, 0, nil)
+	b := fakeHost("b", 0, 0, map[string]int{"web": 3})
+	p := placeOn(a, b)
+	cordoned := map[string]bool{"a": true}
+	p.opts.Cordoned = func(host string) bool { return cordoned[host] }
+
+	// spread would pick a (none of web's there); it is cordoned.
+	h, _, err := p.place(provider.Spec{Group: "web", Name: "web-001"})
+	if err != nil || h != b {
+		t.Errorf("a cordoned: placed on %v, %v; want b", h, err)
+	}
+	cordoned["b"] = true
+	_, _, err = p.place(provider.Spec{Group: "web", Name: "web-002"})
+	want := "no host can take it: a: cordoned (`shoal hosts uncordon a` takes new instances there again); b: cordoned (`shoal hosts uncordon b` takes new instances there again)"
+	if err == nil || err.Error() != want {
+		t.Errorf("all cordoned: %v\nwant %s", err, want)
+	}
+	for _, st := range p.Hosts() {
+		if !st.Cordoned {
+			t.Errorf("host %s not shown cordoned", st.Name)
+		}
+	}
+	cordoned["a"] = false
+	if h, _, err := p.place(provider.Spec{Group: "web", Name: "web-003"}); err != nil || h != a {
+		t.Errorf("a uncordoned: placed on %v, %v; want a", h, err)
+	}
+}
