@@ -40,6 +40,17 @@ deb)
   install -D -m 644 "$work/docs/completions/shoal.fish" "$r/usr/share/fish/vendor_completions.d/shoal.fish"
   install -d "$r/usr/share/doc/shoal/examples"
   cp -r "$here/examples/." "$r/usr/share/doc/shoal/examples/"
+  cat >"$r/usr/share/doc/shoal/copyright" <<COPYRIGHT
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: shoal
+Source: https://github.com/shoal-lb/shoal
+
+Files: *
+Copyright: the shoal authors
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License, Version 2.0 is in
+ /usr/share/common-licenses/Apache-2.0.
+COPYRIGHT
   rm -f "$out"/shoal_*_amd64.deb # only the latest stays in OUT
   install -d "$r/DEBIAN"
   install -m 755 "$here"/packaging/deb/{postinst,prerm,postrm} "$r/DEBIAN/"
@@ -70,9 +81,8 @@ dist)
   install -D -m 755 "$bindir/shoal" "$d/shoal"
   docs "$d"
   cp -r "$here/examples" "$d/examples"
-  cp "$here/README.md" "$d/"
-  # No LICENSE file exists in the repository yet; one is copied when it does.
-  for f in LICENSE LICENSE.md COPYING; do [ -f "$here/$f" ] && cp "$here/$f" "$d/"; done
+  cp -r "$here/docs" "$d/docs"
+  cp "$here/README.md" "$here/LICENSE" "$d/"
   rm -f "$out"/shoal_*_linux_amd64.tar.gz # only the latest stays in OUT
   tar -C "$work" --owner=0 --group=0 --sort=name -czf "$out/$name.tar.gz" "$name"
   echo "$out/$name.tar.gz"

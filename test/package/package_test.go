@@ -439,3 +439,27 @@ func copyFile(src, dst string) error {
 	}
 	return os.WriteFile(dst, b, 0o644)
 }
+
+// TestDistTarball: make dist holds what a non-Debian host needs: the static
+// binary, man pages, completions, examples, the docs and the LICENSE, which
+// the .deb carries as its copyright file.
+func TestDistTarball(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	deb, _ := buildPackage(t) // the static binaries make dist reuses
+	if got := run(t, "dpkg-deb", "-c", deb); !strings.Contains(got, "./usr/share/doc/shoal/copyright") {
+		t.Errorf("the .deb has no copyright file:\n%s", got)
+	}
+	out := strings.Fields(run(t, "make", "-s", "-C", "../..", "dist"))
+	tarball := filepath.Join("../..", out[len(out)-1])
+	if !strings.HasSuffix(tarball, "_linux_amd64.tar.gz") {
+		t.Fatalf("make dist printed %q, not a tarball", out)
+	}
+	list := run(t, "tar", "-tzf", tarball)
+	for _, want := range []string{"/shoal", "/LICENSE", "/README.md", "/docs/getting-started.md", "/docs/config.md",
+		"/man1/shoal.1", "/completions/shoal.bash", "/examples/"} {
+		if !strings.Contains(list, want+"\n") {
+			t.Errorf("%s lacks %s", tarball, want)
+		}
+	}
+}
