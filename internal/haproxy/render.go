@@ -233,6 +233,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 			line("server %s", l)
 		}
 	}
+	access, err := accessSections(cfg)
+	if err != nil {
+		return "", err
+	}
+	if access != nil {
+		b.WriteString(strings.Join(access, "\n") + "\n")
+	}
 	acme, err := acmeBackendSection(cfg, p)
 	if err != nil {
 		return "", err
