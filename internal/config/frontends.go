@@ -76,10 +76,11 @@ type Route struct {
 	Respond  *Respond  `yaml:"respond"`
 
 	// Allow, when given, admits only clients in these networks (addresses
-	// or CIDRs); Deny refuses clients in these, even allowed ones. Others
-	// get 403 before the route's action (see Frontend.TrustedProxies).
+	// or CIDRs); the others get 403 before the route's action. The client
+	// is the connection's source (see Frontend.TrustedProxies).
 	Allow []string `yaml:"allow"`
-	Deny  []string `yaml:"deny"`
+	// Deny answers 403 to clients in these networks, allowed or not.
+	Deny []string `yaml:"deny"`
 	// BasicAuth, when set, answers 401 to a request without a valid user.
 	BasicAuth *BasicAuth `yaml:"basic_auth"`
 }
