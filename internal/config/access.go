@@ -120,6 +120,11 @@ func (d *decoder) basicAuth(n *yaml.Node, path string) *BasicAuth {
 // *Error at the file's line and column; the message names the line's
 // user, never its hash.
 func ReadUsersFile(path string) ([]User, error) {
+	// Stat first: its error names a missing file as "stat PATH", as for
+	// the other files a configuration names.
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("users file: %w", err)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("users file: %w", err)

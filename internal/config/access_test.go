@@ -71,7 +71,7 @@ func TestAccessErrors(t *testing.T) {
 		{"host bits", "deny: 127.0.0.9", "deny: 127.0.0.9/8", dir + "/shoal.yaml:6:76: frontends[0].routes[0].deny: \"127.0.0.9/8\" has bits set below its /8 mask; did you mean 127.0.0.0/8?"},
 		{"empty allow", `allow: [127.0.0.0/8, "2001:db8::/32"]`, "allow: []", dir + "/shoal.yaml:6:38: frontends[0].routes[0].allow: must list at least one"},
 		{"trusted bad", "trusted_proxies: [10.0.0.0/8,", "trusted_proxies: [proxy.example.com,", dir + "/shoal.yaml:4:23: frontends[0].trusted_proxies[0]: must be an IP address"},
-		{"missing file", "users_file: users", "users_file: nothere", dir + "/shoal.yaml:6:112: frontends[0].routes[0].basic_auth.users_file: users file: open " + dir + "/nothere: no such file or directory"},
+		{"missing file", "users_file: users", "users_file: nothere", dir + "/shoal.yaml:6:112: frontends[0].routes[0].basic_auth.users_file: users file: stat " + dir + "/nothere: no such file or directory"},
 		{"plain password", "users_file: users", "users_file: " + write("plain", "# ok\nalice:secret\n"), dir + "/plain:2:7: user alice: must be a bcrypt"},
 		{"no colon", "users_file: users", "users_file: " + write("nocolon", "alice\n"), dir + "/nocolon:1:1: must be user:hash"},
 		{"md5", "users_file: users", "users_file: " + write("md5", "bob:$1$abc$abcdefghijklmnopqrstuv\n"), dir + "/md5:1:5: user bob: must be a bcrypt"},
