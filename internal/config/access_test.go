@@ -114,3 +114,29 @@ groups:
 		}
 	}
 }
+
+// TestCheckPasswordHash: the hashes HAProxy 2.6 on Debian checks (each
+// tried there with haproxy -c and requests) pass; others are refused.
+func TestCheckPasswordHash(t *testing.T) {
+	for _, h := range []string{
+		bcryptSecret,
+		"$2a$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+		"$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+		sha512Secret,
+		"$5$abcdefgh$gruCpC7VkOTspMQTTSAR8mtlO9Upms.fwqE5y16JVM.",
+		"$6$rounds=5000$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.",
+	} {
+		if err := CheckPasswordHash(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	for _, h := range []string{
+		"", "secret", "$1$abc$abcdefghijklmnopqrstuv", "abJnggxhB/yWI", // plain, MD5 and DES crypt
+		"$y$j9T$abcdefghijklmnop$3dL1LkYnZM.OVXuVdnnaKVDlLYT92dRwOzDZ5XiVCe.", // yescrypt: not accepted
+		"$2b$05$short", bcryptCost12, "$6$abc$short", "$6$abcdefgh$" + sha512Secret[12:] + " x",
+	} {
+		if err := CheckPasswordHash(h); err == nil {
+			t.Errorf("%q accepted", h)
+		}
+	}
+}
