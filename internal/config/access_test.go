@@ -77,6 +77,7 @@ func TestAccessErrors(t *testing.T) {
 		{"md5", "users_file: users", "users_file: " + write("md5", "bob:$1$abc$abcdefghijklmnopqrstuv\n"), dir + "/md5:1:5: user bob: must be a bcrypt"},
 		{"cost", "users_file: users", "users_file: " + write("cost", "carol:"+bcryptCost12+"\n"), dir + "/cost:1:7: user carol: bcrypt cost 12: at most 10"},
 		{"dup", "users_file: users", "users_file: " + write("dup", "alice:"+bcryptSecret+"\nalice:"+sha512Secret+"\n"), dir + "/dup:2:1: user alice is listed twice (first on line 1)"},
+		{"directory", "users_file: users", "users_file: " + dir, "frontends[0].routes[0].basic_auth.users_file: users file " + dir + ": must be a regular file"},
 		{"empty", "users_file: users", "users_file: " + write("empty", "# nobody\n"), dir + "/empty: lists no user"},
 		{"bad name", "users_file: users", "users_file: " + write("badname", "al ice:"+bcryptSecret+"\n"), dir + "/badname:1:1: user name must be"},
 	} {
