@@ -20,8 +20,8 @@ type BasicAuth struct {
 	// lines and lines starting with # are skipped. It is read when the
 	// configuration is loaded (and at each reload).
 	UsersFile string `yaml:"users_file" required:"true"`
-	// Users are the file's entries, in its order.
-	Users []User `yaml:"-"`
+	// Users are the file's entries, in its order; never marshalled.
+	Users []User `yaml:"-" json:"-"`
 }
 
 // User is one entry of a users file. Hash is a crypt(3) hash, never a
@@ -29,6 +29,9 @@ type BasicAuth struct {
 type User struct {
 	Name, Hash string
 }
+
+// String shows the user's name, never its hash (a %v of a config).
+func (u User) String() string { return u.Name + ":<hash>" }
 
 // Bounds of access control.
 const (
