@@ -20,6 +20,8 @@
 // instance's log under shoal) before answering, so that the chaos benchmark
 // can count how many times each POST reached an instance.
 //
+// GET /ws is a WebSocket that answers each message with "NAME: message".
+//
 // SIGUSR1 makes the instance hang for good, as a deadlocked process does:
 // from then on no request gets an answer, health checks included, and SIGCONT
 // changes nothing (shoal's tests and benchmarks of hung instances use it).
@@ -108,6 +110,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	srv.Handler = withEcho(srv.Handler, *name, stderr)
+	srv.Handler = withWebSocket(srv.Handler, *name)
 	srv.Handler = withHang(ctx, srv.Handler, log)
 
 	served := make(chan error, 1)

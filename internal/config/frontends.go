@@ -42,6 +42,11 @@ type Frontend struct {
 	MaxConnections int `yaml:"max_connections"`
 	// RateLimit is nil when clients are not limited.
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// TrustedProxies are the networks whose X-Forwarded-For is believed:
+	// a route's allow and deny see, for a request from one of them, the
+	// last address in X-Forwarded-For that is not a trusted proxy; for any
+	// other, the connection's source (a forged header changes nothing).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // Values of Frontend.Mode.
@@ -69,6 +74,15 @@ type Route struct {
 	Weights  []Weight  `yaml:"weights"`
 	Redirect *Redirect `yaml:"redirect"`
 	Respond  *Respond  `yaml:"respond"`
+
+	// Allow, when given, admits only clients in these networks (addresses
+	// or CIDRs); the others get 403 before the route's action. The client
+	// is the connection's source (see Frontend.TrustedProxies).
+	Allow []string `yaml:"allow"`
+	// Deny answers 403 to clients in these networks, allowed or not.
+	Deny []string `yaml:"deny"`
+	// BasicAuth, when set, answers 401 to a request without a valid user.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
 }
 
 // Weight is one group's share of a route's requests (canary 95/5); the file
@@ -397,6 +411,7 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 		}
 		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
 	}
+	fe.TrustedProxies = d.trustedProxies(f, mode)
 	fe.Routes = d.routes(f, mode, groups, fe.hasPlainBind())
 	return fe, true
 }
@@ -548,6 +563,8 @@ func (d *decoder) route(item *yaml.Node, path, mode string, groups map[string]bo
 			r.Header[e.key] = v
 		}
 	}
+
+	d.access(f, &r, mode)
 
 	var actions []string
 	for _, key := range []string{"group", "weights", "redirect", "respond"} {

@@ -38,7 +38,7 @@ func DefaultsTree() Config {
 	tls.ACME = &defaultACME
 	fe.TLS = &tls
 	r := defaultRoute
-	r.Redirect, r.Respond = &defaultRedirect, &defaultRespond
+	r.Redirect, r.Respond, r.BasicAuth = &defaultRedirect, &defaultRespond, &defaultBasicAuth
 	fe.Routes = []Route{r}
 	c.Frontends = []Frontend{fe}
 	cloud := DefaultCloud

@@ -16,6 +16,12 @@ type ScaleToZero struct {
 	// MaxQueue is how many requests HAProxy holds while no instance is in
 	// service; more get 503 at once. Each waits at most haproxy.timeouts.queue.
 	MaxQueue int `yaml:"max_queue"`
+	// WakingPage answers a browser's request (Accept has text/html) while
+	// the group has no instance with a small page that reloads itself
+	// every second (503, Retry-After: 1) instead of holding it; other
+	// clients are held as without it. Each reload is a request, which
+	// keeps the group waking.
+	WakingPage bool `yaml:"waking_page"`
 }
 
 // defaultScaleToZero applies when the scale_to_zero section is there.
@@ -68,6 +74,7 @@ func (d *decoder) scaleToZero(f *fields, g *Group, minOK bool) (*ScaleToZero, *f
 			s.MaxQueue = v
 		}
 	}
+	s.WakingPage, _ = z.boolean("waking_page", false)
 	if minOK && g.MinSize != 0 {
 		d.errorf(n, f.field(key), "needs min_size: 0 (the group sleeps at no instance), got min_size %d", g.MinSize)
 	}

@@ -77,7 +77,7 @@ groups:
 		{
 			name:  "unknown key",
 			group: "    scale_to_zero: {idle: 5m}\n",
-			want:  `shoal.yaml:7:21: groups[0].scale_to_zero.idle: unknown field; allowed: idle_after, max_queue`,
+			want:  `shoal.yaml:7:21: groups[0].scale_to_zero.idle: unknown field; allowed: idle_after, max_queue, waking_page`,
 		},
 		{
 			name:  "not a mapping",

@@ -272,7 +272,7 @@ func (s *serving) setupGroups() error {
 func (s *serving) setupMetrics() error {
 	s.met = promexp.New(s.reg, s.lb.Restarts)
 	s.met.SetHostSource(s.provs.Hosts)
-	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs})
+	s.met.Registry().MustRegister(cloudCalls{s.provs}, certExpiry{s.certs}, routeDenials{s.lb})
 	s.met.Registry().MustRegister(s.nt.Collectors()...)
 	if s.reader != nil {
 		s.met.Registry().MustRegister(accessLogLines{s.reader})

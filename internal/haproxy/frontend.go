@@ -79,7 +79,22 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	lines = append(lines, limits...)
 	lines = append(lines, tlsLines(fe)...)
-	lines = append(lines, "http-request del-header X-Forwarded-For")
+	clients, err := clientLines(fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, clients...)
+	// A trusted proxy's X-Forwarded-For goes on to the instance; anyone
+	// else's is a forgery.
+	trusted, err := trustedACL(fe)
+	if err != nil {
+		return nil, err
+	}
+	if trusted != "" {
+		lines = append(lines, "http-request del-header X-Forwarded-For unless "+trusted)
+	} else {
+		lines = append(lines, "http-request del-header X-Forwarded-For")
+	}
 	switch n := cfg.AccessLog.Sample; {
 	case cfg.AccessLog.Adaptive:
 		// Each backend chooses its rate (see sampleLines).
@@ -100,7 +115,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	// ACME's challenges reach shoal whatever the routes say.
 	lines = append(lines, acmeUse...)
-	routes, err := routeLines(fe.Routes)
+	routes, err := routeLines(fe.Name, fe.Routes)
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +168,15 @@ func bindLines(stateDir string, fe config.Frontend) ([]string, error) {
 //
 // Weights split a route's requests: a random number below the weights' sum,
 // drawn once per request, picks the group whose cumulative range holds it.
-func routeLines(routes []config.Route) ([]string, error) {
+func routeLines(fe string, routes []config.Route) ([]string, error) {
 	var (
 		acls, rules, uses []string
 		matches           = make([]string, len(routes))
 		byNumber          = false
 	)
 	for _, r := range routes {
-		byNumber = byNumber || r.Redirect != nil || r.Respond != nil
+		// A route's refusals (see accessRules) are http-request rules too.
+		byNumber = byNumber || r.Redirect != nil || r.Respond != nil || r.HasAccess()
 	}
 	for i, r := range routes {
 		n := i + 1
@@ -185,6 +201,13 @@ func routeLines(routes []config.Route) ([]string, error) {
 			return ""
 		}
 		return " if " + c
+	}
+	for i, r := range routes {
+		access, err := accessRules(fe, i+1, r, matches[i])
+		if err != nil {
+			return nil, fmt.Errorf("route %d: %w", i+1, err)
+		}
+		rules = append(rules, access...)
 	}
 	for i, r := range routes {
 		n := i + 1

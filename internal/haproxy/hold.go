@@ -110,11 +110,13 @@ func handoffLines(p Paths, groups int) []string {
 // Sticky counters: a request tracks at most one key per counter, the first
 // rule to track it wins, and a later track-sc of the same number is ignored
 // (its sc fetches then read the first table). So every user has its own:
-// the frontend's rate limit 0, the backend's hold 1. HAProxy 2.6 has three,
-// fixed at build time (tune.stick-counters came with 2.8).
+// the frontend's rate limit 0, the backend's hold 1, a route's access
+// control 2 (see accessRules). HAProxy 2.6 has three, fixed at build time
+// (tune.stick-counters came with 2.8).
 const (
-	rateCounter = 0
-	holdCounter = 1
+	rateCounter   = 0
+	holdCounter   = 1
+	accessCounter = 2
 )
 
 // needsHold reports whether any group scales to zero (and so the Lua action

@@ -225,6 +225,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 			}
 		}
 		if g.ScaleToZero != nil {
+			page, err := wakingPageLine(g)
+			if err != nil {
+				return "", fmt.Errorf("group %s: %w", g.Name, err)
+			}
+			if page != "" {
+				line("%s", page)
+			}
 			for _, l := range holdLines(g, i, t, p) {
 				line("%s", l)
 			}
@@ -232,6 +239,13 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 		for _, l := range servers[g.Name] {
 			line("server %s", l)
 		}
+	}
+	access, err := accessSections(cfg)
+	if err != nil {
+		return "", err
+	}
+	if access != nil {
+		b.WriteString(strings.Join(access, "\n") + "\n")
 	}
 	acme, err := acmeBackendSection(cfg, p)
 	if err != nil {
