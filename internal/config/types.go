@@ -234,6 +234,9 @@ type Group struct {
 	// since) plus those it would start exceed it. Clouds bill a server for
 	// the hour it was started in, whether it ran a minute or all of it.
 	MaxHourlyInstances int `yaml:"max_hourly_instances"`
+	// Outliers is nil unless instances that answer worse than the rest
+	// are taken out of rotation (outliers.go).
+	Outliers *Outliers `yaml:"outliers"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
