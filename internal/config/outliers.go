@@ -33,18 +33,28 @@ type Outliers struct {
 // FailureRate is the share of 5xx answers (Above, 0 to 1) over Over that
 // ejects an instance that answered at least MinRequests in that time.
 type FailureRate struct {
-	Above       float64       `yaml:"above"`
-	Over        time.Duration `yaml:"over"`
-	MinRequests int           `yaml:"min_requests"`
+	// Above is the share of 5xx answers (0.2: 20 %) beyond which an
+	// instance is an outlier.
+	Above float64 `yaml:"above"`
+	// Over is the window the share is taken over.
+	Over time.Duration `yaml:"over"`
+	// MinRequests is the fewest answers within Over the share is judged on.
+	MinRequests int `yaml:"min_requests"`
 }
 
 // LatencyOutlier ejects an instance whose p99 time to respond over Over is
 // above P99Above (0: no absolute bound) and VsGroup times the median p99
 // of the group's other instances (0: no comparison).
 type LatencyOutlier struct {
+	// P99Above is the p99 above which an instance is slow (0: no bound).
 	P99Above time.Duration `yaml:"p99_above"`
-	Over     time.Duration `yaml:"over"`
-	VsGroup  float64       `yaml:"vs_group"`
+	// Over is the window of sampled requests the p99 is taken of (at
+	// least 20 of them).
+	Over time.Duration `yaml:"over"`
+	// VsGroup is how many times the median p99 of the group's other
+	// instances an instance's p99 must be to be an outlier ("3x"; 0: no
+	// comparison).
+	VsGroup float64 `yaml:"vs_group"`
 }
 
 var (
