@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // TestFailures: POST /fail sets the share of 500s exactly, /healthz never
@@ -41,5 +42,17 @@ func TestFailures(t *testing.T) {
 	do("POST", "/fail?share=0")
 	if c := do("GET", "/"); c != 200 {
 		t.Fatalf("after share 0: %d", c)
+	}
+	if c := do("POST", "/slow?ms=-1"); c != 400 {
+		t.Fatalf("POST /slow?ms=-1: %d, want 400", c)
+	}
+	do("POST", "/slow?ms=100")
+	start := time.Now()
+	if c := do("GET", "/"); c != 200 || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("slow: %d after %s", c, time.Since(start))
+	}
+	start = time.Now()
+	if do("GET", "/healthz"); time.Since(start) >= 100*time.Millisecond {
+		t.Fatal("/healthz delayed")
 	}
 }

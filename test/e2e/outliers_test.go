@@ -31,8 +31,9 @@ const (
 	eventRead   = 200 * time.Millisecond
 )
 
-// pacedLoad sends GET url one request at a time, every 5 ms, until stopped
-// (at most 2 minutes), counting the answers by status.
+// pacedLoad sends GET url from workers clients, each one request at a
+// time every 5 ms, until stopped (at most 2 minutes), counting the answers
+// by status.
 type pacedLoad struct {
 	stop func()
 	done chan struct{}
@@ -40,32 +41,40 @@ type pacedLoad struct {
 	by   map[int]int
 }
 
-func startPacedLoad(t *testing.T, url string) *pacedLoad {
+func startPacedLoad(t *testing.T, url string, workers int) *pacedLoad {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	l := &pacedLoad{stop: cancel, done: make(chan struct{}), by: map[int]int{}}
 	client := &http.Client{Timeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { l.run(ctx, client, url) })
+	}
 	go func() {
-		defer close(l.done)
-		for ctx.Err() == nil {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			code := -1
-			if resp, err := client.Do(req); err == nil {
-				resp.Body.Close()
-				code = resp.StatusCode
-			} else if ctx.Err() != nil {
-				return // stopped mid-request: not an answer
-			}
-			l.mu.Lock()
-			l.by[code]++
-			l.mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
+		wg.Wait()
+		close(l.done)
 	}()
 	t.Cleanup(l.end)
 	return l
+}
+
+func (l *pacedLoad) run(ctx context.Context, client *http.Client, url string) {
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		code := -1
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			code = resp.StatusCode
+		} else if ctx.Err() != nil {
+			return // stopped mid-request: not an answer
+		}
+		l.mu.Lock()
+		l.by[code]++
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func (l *pacedLoad) end() { l.stop(); <-l.done }
@@ -101,7 +110,7 @@ func TestOutlierEjection(t *testing.T) {
 	e := newEnv(t, "", outlierGroup(""))
 	e.start()
 	e.waitInService("web", 3)
-	load := startPacedLoad(t, "http://"+e.listen+"/")
+	load := startPacedLoad(t, "http://"+e.listen+"/", 1)
 	in, ok := e.instance("web-001")
 	if !ok {
 		t.Fatal("no web-001")
@@ -196,7 +205,7 @@ func TestOutlierGroupFailing(t *testing.T) {
 	e := newEnv(t, "", outlierGroup(cmd))
 	e.start()
 	e.waitInService("web", 3)
-	startPacedLoad(t, "http://"+e.listen+"/")
+	startPacedLoad(t, "http://"+e.listen+"/", 1)
 	ev := e.waitEvent("the group failing", outlierOver+outlierPoll+eventRead+5*time.Second, 0, eventOf("group.failing", ""))
 	t.Logf("%s", ev.Reason)
 	if !strings.Contains(ev.Reason, "the group as a whole is failing, not an outlier") || !strings.Contains(ev.Reason, "max_ejected 34% lets 1 out at once") {
@@ -237,4 +246,54 @@ func TestOutlierGroupFailing(t *testing.T) {
 		}
 	}
 	t.Logf("%d group.failing events", failingEvents)
+}
+
+// TestOutlierLatency: one of three instances starts answering 500 ms late
+// (its checks still fast). From the sampled access log its p99 is above
+// p99_above and 3x the others': it is ejected within over and one poll,
+// with the numbers in the event, and returned after eject_for.
+func TestOutlierLatency(t *testing.T) {
+	parallel(t)
+	g := groupSpec{Name: "web", Min: 3, Max: 3, Extra: `    outliers:
+      consecutive_5xx: 0
+      latency: {p99_above: 200ms, over: 6s, vs_group: 3x}
+      max_ejected: 34%
+      eject_for: 3s
+`}
+	e := newEnv(t, "access_log: {sample: 1}\n", g)
+	e.start()
+	e.waitInService("web", 3)
+	startPacedLoad(t, "http://"+e.listen+"/", 4)
+	in, ok := e.instance("web-002")
+	if !ok {
+		t.Fatal("no web-002")
+	}
+	time.Sleep(time.Second)
+	var since int64
+	if evs := e.events(api.EventsQuery{Group: "web", Limit: 1}); len(evs) > 0 {
+		since = evs[0].ID
+	}
+	resp, err := http.Post("http://"+in.Addr+"/slow?ms=500", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	slow := time.Now()
+	ev := e.waitEvent("web-002 ejected", 6*time.Second+outlierPoll+eventRead, since, eventOf("instance.ejected", "web-002"))
+	t.Logf("ejected %s after it turned slow: %s", time.Since(slow).Round(time.Millisecond), ev.Reason)
+	if !strings.Contains(ev.Reason, "p99 5") || !strings.Contains(ev.Reason, "above 200ms") || !strings.Contains(ev.Reason, "the rest of the group's median p99") {
+		t.Fatalf("ejection event: %q", ev.Reason)
+	}
+	if st := e.serverStatus("web-002"); st != "DRAIN" {
+		t.Fatalf("HAProxy has web-002 %s, want DRAIN", st)
+	}
+	resp, err = http.Post("http://"+in.Addr+"/slow?ms=0", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e.waitEvent("web-002 returned", 3*time.Second+outlierPoll+eventRead+time.Second, ev.ID, eventOf("instance.returned", "web-002"))
+	if st := e.serverStatus("web-002"); st != "UP" {
+		t.Fatalf("HAProxy has web-002 %s after its return, want UP", st)
+	}
 }
