@@ -116,7 +116,7 @@ func (g *Group) judgeOutliers(ctx context.Context) bool {
 		}
 		st := stats[i]
 		samples = append(samples, outlier.Sample{Name: in.name, Requests: st.Requests, Errors: st.Responses[5],
-			Serving: in.state == InService && !in.retiring})
+			Serving: in.inRotation()})
 	}
 	g.mu.Unlock()
 	g.ej.mu.Lock()
@@ -139,7 +139,10 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 	}
 	g.mu.Lock()
 	in := g.insts[d.Instance]
-	fits := in != nil && in.state == InService && !in.retiring
+	fits := in != nil && in.inRotation()
+	if d.Kind == outlier.Eject {
+		fits = fits && in.state == InService // a DOWN one gets nothing anyway
+	}
 	switch {
 	case !fits:
 		if in != nil {
@@ -183,11 +186,19 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 	}
 }
 
+// inRotation reports an instance the ejector may have out of rotation or
+// put back: in service, or unhealthy since (HAProxy's checks have it DOWN
+// for now; it must not stay drained once they pass again). Not one held by
+// an operator or retiring.
+func (in *instance) inRotation() bool {
+	return (in.state == InService || in.state == Unhealthy) && !in.retiring
+}
+
 func (g *Group) isEjectable(name string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	in := g.insts[name]
-	return in != nil && in.state == InService && !in.retiring
+	return in != nil && in.inRotation()
 }
 
 func (g *Group) forgetOutlier(name string) {
@@ -205,7 +216,7 @@ func (g *Group) returnAllEjected(ctx context.Context) {
 	for _, in := range g.insts {
 		if !in.ejected.IsZero() {
 			in.ejected = time.Time{}
-			if in.state == InService && !in.retiring {
+			if in.inRotation() {
 				back = append(back, in.name)
 			}
 		}

@@ -136,3 +136,23 @@ func TestOutliersReloadedAway(t *testing.T) {
 		t.Fatalf("HAProxy calls for web-002: %v, want drain, undrain", got)
 	}
 }
+
+// TestEjectedThenUnhealthyIsReturned: an ejected instance that HAProxy's
+// checks had DOWN meanwhile is still put back in rotation: left drained,
+// it would never serve again once its checks pass.
+func TestEjectedThenUnhealthyIsReturned(t *testing.T) {
+	g, lb, clk, _ := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	g.mu.Lock()
+	g.insts["web-001"].state = Unhealthy
+	g.mu.Unlock()
+	clk.Advance(10 * time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); !slices.Equal(got, []string{"drain", "undrain"}) {
+		t.Fatalf("HAProxy calls for web-001: %v, want drain, undrain", got)
+	}
+}
