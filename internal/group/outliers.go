@@ -176,6 +176,11 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 			if err := g.lb.Undrain(ctx, g.cfg.Name, d.Instance); err != nil {
 				g.log.Warn("returning an outlier failed", "instance", d.Instance, "err", err)
 			}
+			// An operator's drain that came in while HAProxy was asked:
+			// theirs wins.
+			if !g.isEjectable(d.Instance) {
+				_ = g.lb.Drain(ctx, g.cfg.Name, d.Instance, 0)
+			}
 		}
 		g.log.Info("outlier returned", "instance", d.Instance)
 		g.record(ctx, event.InstanceReturned, d.Instance, d.Reason)
