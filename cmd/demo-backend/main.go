@@ -69,11 +69,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "", "address to listen on, host:port (required)")
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
 	healthStatus := fs.Int("health-status", http.StatusOK, "HTTP status /healthz answers (200-599)")
+	failShare := fs.Float64("fail-share", 0, "answer this share of requests (0 to 1; not /healthz) with 500; POST /fail?share=S changes it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *healthStatus < 200 || *healthStatus > 599 {
 		return fmt.Errorf("--health-status must be from 200 to 599, got %d", *healthStatus)
+	}
+	if !validShare(*failShare) {
+		return fmt.Errorf("--fail-share must be from 0 to 1, got %g", *failShare)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -109,6 +113,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		srv.Handler = withWorkers(*workers, srv.Handler)
 	}
 
+	fails := &failures{}
+	fails.set(*failShare)
+	srv.Handler = withFailures(fails, srv.Handler)
 	srv.Handler = withEcho(srv.Handler, *name, stderr)
 	srv.Handler = withWebSocket(srv.Handler, *name)
 	srv.Handler = withHang(ctx, srv.Handler, log)

@@ -132,10 +132,16 @@ func printGroup(w io.Writer, g group.Status) {
 		if in.Protected {
 			state += ",protected" // never chosen for scale-in
 		}
+		if in.EjectedUntil != nil {
+			state += ",ejected" // an outlier, out of rotation until then
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", name, in.Addr, state, in.Health, in.Sessions, in.Requests, in.PID, up, version, checkColumns(in))
 	}
 	tw.Flush()
 	for _, in := range g.Instances {
+		if in.EjectedUntil != nil {
+			fmt.Fprintf(w, "  ejected %s as an outlier, out of rotation until %s (shoal events says why)\n", in.Name, in.EjectedUntil.Local().Format(time.TimeOnly))
+		}
 		if in.Waiting != "" {
 			fmt.Fprintf(w, "  retiring %s, still in service: %s\n", in.Name, in.Waiting)
 		}

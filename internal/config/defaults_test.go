@@ -124,6 +124,7 @@ groups:
       pre_stop: {command: [post]}
     deploy: {}
     scale_to_zero: {}
+    outliers: {max_ejected: 50%, failure_rate: {}, latency: {}}
     autoscale:
       rules: [{metric: cpu.avg, above: 80, for: 1m, action: up}]
       target: {metric: cpu.avg, value: 50, max_step: {}}

@@ -240,6 +240,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	d.link(cfg, provs, refs)
 	cfg.Frontends = d.frontends(top, cfg) // routes name groups
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
+	d.checkOutlierLatency(cfg)
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	cfg.Notify = d.notify(top.get("notify"), cfg.Groups)
@@ -564,6 +565,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	g.Template, ref.template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	d.recycling(f, &g)
+	g.Outliers = d.outliers(f.get("outliers"), f.field("outliers"), &g)
 	return g, ref, nameNode, true
 }
 

@@ -29,6 +29,9 @@ func DefaultsTree() Config {
 	g.Autoscale = &a
 	g.ScaleToZero = &defaultScaleToZero
 	g.Sticky = &defaultSticky
+	o := defaultOutliers
+	o.FailureRate, o.Latency = &defaultFailureRate, &defaultLatencyOutlier
+	g.Outliers = &o
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression

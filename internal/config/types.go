@@ -244,6 +244,9 @@ type Group struct {
 	// Disruption bounds voluntary replacements (lifetime, drift, host
 	// drain).
 	Disruption Disruption `yaml:"disruption"`
+	// Outliers is nil unless instances that answer worse than the rest
+	// are taken out of rotation (outliers.go).
+	Outliers *Outliers `yaml:"outliers"`
 }
 
 // defaultGroup holds the defaults of a group's keys.

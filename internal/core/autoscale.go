@@ -65,8 +65,9 @@ func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, j
 }
 
 // start runs the collector and feeds it the access log (reader may be nil
-// when the log is off); policy works from then on.
-func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, met *promexp.Metrics) {
+// when the log is off), each entry also to also (the groups' outlier
+// detectors); policy works from then on.
+func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, met *promexp.Metrics, also func(accesslog.Entry)) {
 	cctx, cancel := context.WithCancel(context.Background())
 	a.stopCollect = cancel
 	a.collectWG.Add(1)
@@ -82,6 +83,7 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 			defer a.collectWG.Done()
 			for e := range entries {
 				a.col.ObserveLatency(e.Backend, e.Ta, e.Tr, e.SampleRate)
+				also(e)
 			}
 		}()
 	}

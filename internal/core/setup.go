@@ -322,7 +322,7 @@ func (s *serving) startHAProxy() error {
 // startGroups runs the collection and, on a single node, the groups'
 // reconcilers and policies (an HA node's run when it leads).
 func (s *serving) startGroups() error {
-	s.auto.start(s.shared, s.reader, s.met)
+	s.auto.start(s.shared, s.reader, s.met, s.reg.observeLatency)
 	if s.ha == nil {
 		s.reg.start(s.auto.policy)
 	}

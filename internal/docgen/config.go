@@ -80,6 +80,14 @@ var schemaForms = map[string]obj{
 
 	"Group.plans": {"anyOf": []any{nil, obj{"type": "object", "additionalProperties": obj{"type": "integer", "minimum": 0}}},
 		"x-form": "list of {name, size}, or mapping of name to size"},
+	"Outliers.max_ejected": {"anyOf": []any{
+		obj{"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 100},
+		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},
+	}, "x-form": "percent (\"30%\")"},
+	"LatencyOutlier.vs_group": {"anyOf": []any{
+		obj{"type": "number", "exclusiveMinimum": 1},
+		obj{"type": "string", "pattern": `^\s*[0-9.]+x$`},
+	}, "x-form": "multiple (\"3x\")"},
 	"Predictive.lookback": {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
 	"Group.cooldown":      {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
 	"AccessLog.sample": {"anyOf": []any{

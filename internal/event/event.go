@@ -73,12 +73,21 @@ const (
 	HostDrainFailed Type = "host.drain_failed"
 )
 
+// Outlier ejection (a group's outliers): an instance taken out of rotation
+// and put back, with the numbers that decided it, and a group whose
+// instances fail together (no outlier: max_ejected holds them in).
+const (
+	InstanceEjected  Type = "instance.ejected"
+	InstanceReturned Type = "instance.returned"
+	GroupFailing     Type = "group.failing"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
 	InstanceUnhealthy, InstanceReplaced,
 	InstanceDrained, InstanceUndrained, InstanceStandby, InstanceResumed, InstanceProtected, InstanceUnprotected,
-	InstanceActFailed, InstanceActIgnored,
+	InstanceActFailed, InstanceActIgnored, InstanceEjected, InstanceReturned, GroupFailing,
 	ScaleStarted, ScaleFinished, ScaleFailed, ScaleIgnored,
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/job"
@@ -476,6 +477,7 @@ func (g *Group) swap(ctx context.Context, m Mark, names []string, firstOut bool,
 func (g *Group) holdLocked(in *instance, s State, mk marks) {
 	in.state, in.since = s, g.clk.Now()
 	in.marks.noReplace, in.marks.decrement = mk.noReplace, mk.decrement
+	in.ejected = time.Time{} // the operator's now: the ejector returns it no more
 	g.churn++
 	g.log.Info("instance "+string(s), "instance", in.name, "desired", g.desired)
 }

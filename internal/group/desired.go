@@ -466,6 +466,9 @@ type InstanceStatus struct {
 	Drifted  bool   `json:"drifted,omitempty"`
 	// Protected is an instance never chosen for scale-in (shoal instances protect).
 	Protected bool `json:"protected,omitempty"`
+	// EjectedUntil is set while the instance is out of rotation as an
+	// outlier (group outliers): when it goes back.
+	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
 	// Waiting says why a retiring instance is still in service: its
 	// cloud refuses to delete it ("waiting for the cloud API: ...").
 	Waiting string `json:"waiting,omitempty"`
@@ -501,6 +504,10 @@ func (g *Group) Status(ctx context.Context) Status {
 	for _, in := range g.insts {
 		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
 			Since: in.since, Version: in.version, Waiting: in.wait.why, Template: in.hash, Drifted: in.hash != "" && in.hash != s.Template, Protected: in.marks.protected}
+		if !in.ejected.IsZero() {
+			until := in.ejected
+			is.EjectedUntil = &until
+		}
 		if c, ok := in.inst.(provider.CloudServer); ok {
 			is.CloudID = c.CloudID()
 		}

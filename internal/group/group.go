@@ -124,6 +124,9 @@ type instance struct {
 	wait cloudWait
 	// marks are what an operator set on it (see dayops.go).
 	marks marks
+	// ejected is when an outlier's ejection ends (zero: not ejected; see
+	// outliers.go). Read it under g.mu.
+	ejected time.Time
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -228,6 +231,9 @@ type Group struct {
 	// stats shares HAProxy's answers among the instances' health polls;
 	// it has its own lock.
 	stats *statsCache
+
+	// ej judges outliers (outliers.go); it has its own lock.
+	ej ejector
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -374,6 +380,7 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.restored = nil
 	g.runCtx = ctx
+	g.startOutliersLocked()
 	g.mu.Unlock()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)

@@ -29,6 +29,7 @@ func (g *Group) Update(ctx context.Context, c config.Group) {
 	g.live.Store(&c)
 	g.setTemplate(c.Template)
 	g.mu.Lock()
+	g.startOutliersLocked()
 	old := g.desired
 	desired := c.Range().Clamp(old)
 	g.desired = desired

@@ -76,6 +76,7 @@ const eventSeverity = {
   "instance.launch_failed": "bad", "instance.terminate_failed": "bad", "host.down": "bad",
   "instance.unhealthy": "warn", "haproxy.restarted": "warn", "gslb.restarted": "warn",
   "leader.changed": "warn", "certificate.expiring": "warn",
+  "instance.ejected": "warn", "instance.returned": "ok", "group.failing": "bad",
 };
 
 // severity is how the timeline paints a decision or event: ok, info, warn
@@ -152,7 +153,8 @@ function renderGroup(m) {
   for (const i of live.instances || []) cpu[i.name] = i.cpu.avg;
   fill($("#instances tbody"), g.instances.map((i) => row([
     i.name,
-    [i.state, stateClass(i.state)],
+    // An outlier stays in service, out of rotation until ejected_until.
+    i.ejected_until ? [`${i.state}, ejected until ${time(i.ejected_until)}`, "bad"] : [i.state, stateClass(i.state)],
     [i.health, stateClass(i.health)],
     [[i.check, i.check_code ? `(${i.check_code})` : "", i.check_desc || ""].join(" ").trim(), "reason"],
     [i.sessions, "num"],

@@ -1,0 +1,158 @@
+package group
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// outlierTestGroup is web with two instances in service behind a fake
+// HAProxy, judging 3 consecutive 5xx, on a fake clock; judgeOutliers is
+// called by hand.
+func outlierTestGroup(t *testing.T) (*Group, *fakeBalancer, *fakeClock, *store.Store) {
+	t.Helper()
+	g, st := newTestGroup(t)
+	clk := newFakeClock()
+	g.clk = clk
+	c := g.conf()
+	c.Outliers = &config.Outliers{Consecutive5xx: 3, MaxEjected: 50, EjectFor: 10 * time.Second}
+	g.live.Store(&c)
+	lb := &fakeBalancer{ev: &events{}, servers: map[string]haproxy.ServerStat{}, drains: map[string]time.Duration{}}
+	g.lb = lb
+	for i, n := range []string{"web-001", "web-002"} {
+		g.insts[n] = &instance{name: n, index: i + 1, state: InService, retire: make(chan struct{})}
+		lb.setStat(haproxy.ServerStat{Name: n, Status: "UP"})
+	}
+	return g, lb, clk, st
+}
+
+// answered makes HAProxy's counters of name say it answered req requests,
+// errs of them 5xx, in all.
+func answered(lb *fakeBalancer, name string, req, errs int64) {
+	st := haproxy.ServerStat{Name: name, Status: "UP", Requests: req}
+	st.Responses[5] = errs
+	lb.setStat(st)
+}
+
+func outlierEvents(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	ds, err := st.Decisions(context.Background(), store.DecisionQuery{Group: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Rule+"."+string(d.Code)+" "+strings.Join(d.Sources, ","))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEjectAndReturn: an outlier is drained in HAProxy, marked in status,
+// recorded, and undrained after eject_for.
+func TestEjectAndReturn(t *testing.T) {
+	g, lb, clk, st := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); !slices.Equal(got, []string{"drain"}) {
+		t.Fatalf("HAProxy calls for web-001: %v, want a drain", got)
+	}
+	s := g.Status(ctx)
+	if s.Instances[0].EjectedUntil == nil || !s.Instances[0].EjectedUntil.Equal(clk.Now().Add(10*time.Second)) || s.Instances[1].EjectedUntil != nil {
+		t.Fatalf("status: %+v", s.Instances)
+	}
+	if s.Instances[0].State != InService {
+		t.Fatalf("an ejected instance is %s, want in-service (it keeps its place)", s.Instances[0].State)
+	}
+	clk.Advance(10 * time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); !slices.Equal(got, []string{"drain", "undrain"}) {
+		t.Fatalf("HAProxy calls for web-001: %v, want drain, undrain", got)
+	}
+	if g.Status(ctx).Instances[0].EjectedUntil != nil {
+		t.Fatal("still marked ejected")
+	}
+	if got := outlierEvents(t, st); !slices.Equal(got, []string{"instance.ejected web-001", "instance.returned web-001"}) {
+		t.Fatalf("events: %v", got)
+	}
+}
+
+// TestOperatorDrainWinsOverEjection: an instance an operator drains while
+// it is ejected is not put back in rotation by the ejector.
+func TestOperatorDrainWinsOverEjection(t *testing.T) {
+	g, lb, clk, _ := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	g.mu.Lock()
+	in := g.insts["web-001"]
+	if in.ejected.IsZero() {
+		g.mu.Unlock()
+		t.Fatal("web-001 not ejected")
+	}
+	g.holdLocked(in, Drained, marks{noReplace: true}) // shoal instances drain web-001 --no-replace
+	g.mu.Unlock()
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		g.judgeOutliers(ctx)
+	}
+	if got := lb.ev.of("web-001"); slices.Contains(got, "undrain") {
+		t.Fatalf("the ejector undrained an operator's drain: %v", got)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if in.state != Drained || !in.ejected.IsZero() {
+		t.Fatalf("web-001 %s, ejected until %v", in.state, in.ejected)
+	}
+}
+
+// TestOutliersReloadedAway: a reload that takes outliers out puts back
+// what was ejected, and the poll ends.
+func TestOutliersReloadedAway(t *testing.T) {
+	g, lb, clk, _ := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-002", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	c := g.conf()
+	c.Outliers = nil
+	g.live.Store(&c)
+	if g.judgeOutliers(ctx) {
+		t.Fatal("the poll goes on without outliers")
+	}
+	if got := lb.ev.of("web-002"); !slices.Equal(got, []string{"drain", "undrain"}) {
+		t.Fatalf("HAProxy calls for web-002: %v, want drain, undrain", got)
+	}
+}
+
+// TestEjectedThenUnhealthyIsReturned: an ejected instance that HAProxy's
+// checks had DOWN meanwhile is still put back in rotation: left drained,
+// it would never serve again once its checks pass.
+func TestEjectedThenUnhealthyIsReturned(t *testing.T) {
+	g, lb, clk, _ := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	g.mu.Lock()
+	g.insts["web-001"].state = Unhealthy
+	g.mu.Unlock()
+	clk.Advance(10 * time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); !slices.Equal(got, []string{"drain", "undrain"}) {
+		t.Fatalf("HAProxy calls for web-001: %v, want drain, undrain", got)
+	}
+}
