@@ -29,6 +29,7 @@ func DefaultsTree() Config {
 	g.Autoscale = &a
 	g.ScaleToZero = &defaultScaleToZero
 	g.Sticky = &defaultSticky
+	g.Limits = &defaultLimits
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression

@@ -234,6 +234,12 @@ type Group struct {
 	// since) plus those it would start exceed it. Clouds bill a server for
 	// the hour it was started in, whether it ran a minute or all of it.
 	MaxHourlyInstances int `yaml:"max_hourly_instances"`
+	// Limits is nil unless each instance serves at most Limits.MaxConn
+	// requests at once, the rest waiting in HAProxy's queue.
+	Limits *Limits `yaml:"limits"`
+	// SlowStart is how long a new instance's weight ramps up from 0 to full
+	// once it is UP (HAProxy's slowstart); 0: full weight at once.
+	SlowStart time.Duration `yaml:"slow_start"`
 }
 
 // defaultGroup holds the defaults of a group's keys.
