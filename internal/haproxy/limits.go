@@ -1,10 +1,13 @@
 package haproxy
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/haproxy/hapword"
 )
 
 // WithGroup returns s with the settings its group gives every server: the
@@ -53,4 +56,30 @@ func queueWait(cfg *config.Config) time.Duration {
 		}
 	}
 	return longest
+}
+
+// BackendStat returns backend's own line of "show stat": its queue (qcur,
+// qmax, qtime) holds the requests no server under its maxconn could take.
+func (m *Manager) BackendStat(ctx context.Context, backend string) (ServerStat, error) {
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return ServerStat{}, fmt.Errorf("haproxy stats for %s: %w", backend, ErrNotRunning)
+	}
+	if !hapword.Name(backend) {
+		return ServerStat{}, fmt.Errorf("haproxy stats: invalid backend name %q", backend)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	stats, err := m.client.showStat(ctx, backend+" 2 -1")
+	if err != nil {
+		return ServerStat{}, err
+	}
+	for _, s := range stats {
+		if s.Backend == backend && s.Type == TypeBackend {
+			return s, nil
+		}
+	}
+	return ServerStat{}, fmt.Errorf("haproxy stats: no backend %q", backend)
 }
