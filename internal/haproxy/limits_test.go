@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +104,54 @@ func statOf(t *testing.T, m *Manager, name string) ServerStat {
 		t.Fatalf("no server %s in %v", name, stats)
 	}
 	return st
+}
+
+// TestQueueTimeout: with maxconn 1, a request that finds the instance busy
+// waits in the backend's queue and is answered 503 after queue_timeout, not
+// before; the backend's own stat line counts the queue.
+func TestQueueTimeout(t *testing.T) {
+	t.Parallel() // its own HAProxy, state dir and ports
+	ctx := context.Background()
+	m, cfg, port := startEdited(t, func(cfg *config.Config) {
+		cfg.Groups[0].Limits = &config.Limits{MaxConn: 1, QueueTimeout: time.Second}
+	})
+	b := startBackend(t, "b1")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b1", Addr: loopback(b.port)}.WithGroup(cfg.Groups[0]), false); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, map[string]string{"b1": "UP"}, true)
+	base := "http://" + loopback(port)
+	client := &http.Client{Timeout: 10 * time.Second}
+	busy := make(chan int, 1)
+	go func() {
+		resp, err := client.Get(base + "/slow?d=3s")
+		if err != nil {
+			busy <- 0
+			return
+		}
+		resp.Body.Close()
+		busy <- resp.StatusCode
+	}()
+	time.Sleep(300 * time.Millisecond) // the slow request holds the only slot
+	start := time.Now()
+	resp, err := client.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waited := time.Since(start)
+	if resp.StatusCode != http.StatusServiceUnavailable || waited < 900*time.Millisecond || waited > 2500*time.Millisecond {
+		t.Errorf("queued request: %d after %s, want 503 after about the 1s queue timeout", resp.StatusCode, waited)
+	}
+	bs, err := m.BackendStat(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// qtime averages only requests that left the queue for a server.
+	if bs.MaxQueue != 1 {
+		t.Errorf("backend stat after one queued request: qmax %d, want 1", bs.MaxQueue)
+	}
+	if code := <-busy; code != http.StatusOK {
+		t.Errorf("the request holding the slot got %d, want 200", code)
+	}
 }
