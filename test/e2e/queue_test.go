@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +19,8 @@ import (
 // counts every request that reached it). `shoal status` shows the queue.
 func TestQueueLimits(t *testing.T) {
 	parallel(t)
-	e := newEnv(t, "", groupSpec{Name: "web", Min: 2, Max: 2, Extra: "    limits: {max_conn: 4, queue_timeout: 60s}\n"})
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, "metrics: {listen: "+metricsAddr+"}\n", groupSpec{Name: "web", Min: 2, Max: 2, Extra: "    limits: {max_conn: 4, queue_timeout: 60s}\n"})
 	e.start()
 	e.waitInService("web", 2)
 
@@ -96,6 +99,17 @@ func TestQueueLimits(t *testing.T) {
 		if st.MaxSessions > 4 || st.MaxSessions < 1 {
 			t.Errorf("%s: at most %d requests in flight, want 1 to 4", name, st.MaxSessions)
 		}
+	}
+	// /metrics: the queue's most since the reload, and its average wait.
+	code, text := httpGet(t, "http://"+metricsAddr+"/metrics", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	if v, err := strconv.ParseFloat(metricValue(text, `shoal_group_queue_max{group="web"}`), 64); err != nil || v < 100 {
+		t.Errorf("shoal_group_queue_max = %q, want at least 100", metricValue(text, `shoal_group_queue_max{group="web"}`))
+	}
+	if v, err := strconv.ParseFloat(metricValue(text, `shoal_group_queue_time_seconds{group="web"}`), 64); err != nil || v <= 0 {
+		t.Errorf("shoal_group_queue_time_seconds = %q, want above 0", metricValue(text, `shoal_group_queue_time_seconds{group="web"}`))
 	}
 	out, stderr, code := e.cli("status")
 	if code != 0 {
