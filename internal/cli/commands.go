@@ -100,6 +100,9 @@ func printGroup(w io.Writer, g group.Status) {
 	if g.HAProxyError != "" {
 		fmt.Fprintf(w, "  haproxy: %s\n", g.HAProxyError)
 	}
+	if q := g.Queue; q != nil && (q.MaxConn > 0 || q.Max > 0) {
+		fmt.Fprintf(w, "  queue %d now, %d at most, %d ms average wait  (max_conn %d per instance)\n", q.Current, q.Max, q.TimeMS, q.MaxConn)
+	}
 	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// A cloud's instances show their servers' IDs, what the cloud's

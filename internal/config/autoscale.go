@@ -57,6 +57,7 @@ var MetricPaths = []string{
 	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
 	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
 	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
+	"concurrency", "queue_max", "queue_time_ms",
 }
 
 // untrackable metrics describe the group's size, not its load.

@@ -30,7 +30,7 @@ func TestAutoscaleErrors(t *testing.T) {
 			name: "unknown metric path",
 			body: `      rules: [{metric: cpu.p50, above: 50, for: 1m, action: up}]
 `,
-			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, connection_errors_per_second, retries_per_second, queue, sessions, ready, size`,
+			want: `shoal.yaml:9:24: groups[0].autoscale.rules[0].metric: unknown metric "cpu.p50"; known: cpu.avg, cpu.min, cpu.max, cpu.p75, cpu.p90, cpu.p95, cpu.p99, latency_ms.p50, latency_ms.p90, latency_ms.p99, requests_per_second, requests_per_second_per_instance, errors_per_second, connection_errors_per_second, retries_per_second, queue, sessions, ready, size, concurrency, queue_max, queue_time_ms`,
 		},
 		{
 			name: "a band upside down",

@@ -118,6 +118,7 @@ groups:
     plans: [{name: one, size: 1}]
     cooldown: {}
     health: {passive: {}}
+    limits: {max_conn: 4}
     template:
       command: [app]
       pre_start: {command: [pre]}

@@ -555,6 +555,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	}
 
 	g.Health = d.health(f.get("health"), f.field("health"))
+	d.limits(f, &g)
 	ref = groupRef{keys: f, zeroNode: f.get("scale_to_zero")}
 	g.Provider, ref.provider = f.str("provider", def.Provider)
 	if g.Provider != ProviderLocal && !hasKey(f.get("health"), "passive") {

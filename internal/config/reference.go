@@ -32,6 +32,7 @@ func DefaultsTree() Config {
 	o := defaultOutliers
 	o.FailureRate, o.Latency = &defaultFailureRate, &defaultLatencyOutlier
 	g.Outliers = &o
+	g.Limits = &defaultLimits
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression

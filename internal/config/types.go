@@ -247,6 +247,12 @@ type Group struct {
 	// Outliers is nil unless instances that answer worse than the rest
 	// are taken out of rotation (outliers.go).
 	Outliers *Outliers `yaml:"outliers"`
+	// Limits is nil unless each instance serves at most Limits.MaxConn
+	// requests at once, the rest waiting in HAProxy's queue.
+	Limits *Limits `yaml:"limits"`
+	// SlowStart is how long a new instance's weight ramps up from 0 to full
+	// once it is UP (HAProxy's slowstart); 0: full weight at once.
+	SlowStart time.Duration `yaml:"slow_start"`
 }
 
 // defaultGroup holds the defaults of a group's keys.

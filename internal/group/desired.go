@@ -412,6 +412,9 @@ type Status struct {
 	// StartDelay is how long the group's newest instances took from
 	// their start to in service (nil before one did).
 	StartDelay *StartDelay `json:"start_delay,omitempty"`
+	// Queue is HAProxy's queue for the group (nil when HAProxy cannot
+	// say).
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // StartDelay is a group's measured time from an instance's start to in
@@ -525,6 +528,8 @@ func (g *Group) Status(ctx context.Context) Status {
 	slices.SortFunc(s.Instances, func(a, b InstanceStatus) int { return strings.Compare(a.Name, b.Name) })
 	if statErr != nil {
 		s.HAProxyError = statErr.Error()
+	} else {
+		s.Queue = g.queue(ctx, stats)
 	}
 	for i := range s.Instances {
 		in := &s.Instances[i]

@@ -1053,7 +1053,7 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr, Health: conf.Health, Proto: conf.Proto}
+	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
 }
 
 // pid is the instance's process, 0 before it has one.

@@ -124,7 +124,7 @@ func (h *Node) apply(ctx context.Context, set []store.Instance, known map[mirror
 			continue
 		}
 		k := mirrored{in.Group, in.Name, in.Addr}
-		want[k] = haproxy.Server{Backend: in.Group, Name: in.Name, Addr: in.Addr, Health: gc.Health, Proto: gc.Proto}
+		want[k] = haproxy.Server{Backend: in.Group, Name: in.Name, Addr: in.Addr}.WithGroup(gc)
 		if in.State == string(group.InService) {
 			inService[k] = true
 		}

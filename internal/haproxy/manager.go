@@ -102,6 +102,10 @@ type Server struct {
 	Proto string
 	// Weight is HAProxy's weight, 1 to 256; 0 means 100.
 	Weight int
+	// MaxConn is HAProxy's maxconn (0: no limit) and SlowStart its
+	// slowstart (0: none), from the group's limits and slow_start.
+	MaxConn   int
+	SlowStart time.Duration
 }
 
 type serverKey struct{ backend, name string }

@@ -116,8 +116,7 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 		if !ok {
 			continue // its group was removed: it is retired after the reload
 		}
-		s := e.srv
-		s.Health, s.Proto = g.Health, g.Proto
+		s := e.srv.WithGroup(g)
 		_, args, err := serverArgs(s)
 		if err != nil {
 			return nil, fmt.Errorf("reload haproxy: %w", err)
@@ -237,17 +236,17 @@ func sameServerChecks(old, cfg *config.Config) bool {
 func groupServerArgs(g config.Group) string {
 	checks, _ := serverCheckArgs(g.Health)
 	proto, _ := protoArgs(g.Proto)
-	return checks + proto
+	return checks + proto + limitArgs(Server{}.WithGroup(g))
 }
 
-// setHealthLocked gives registered servers their group's health settings
-// and proto from cfg, so that the next static line or re-add uses them.
+// setHealthLocked gives registered servers their group's health settings,
+// proto and limits from cfg, so that the next static line or re-add uses them.
 // m.mu is held.
 func (m *Manager) setHealthLocked(cfg *config.Config) {
 	for _, g := range cfg.Groups {
 		for k, e := range m.registry {
 			if k.backend == g.Name {
-				e.srv.Health, e.srv.Proto = g.Health, g.Proto
+				e.srv = e.srv.WithGroup(g)
 			}
 		}
 	}

@@ -219,6 +219,9 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 		for _, l := range checks {
 			line("%s", l)
 		}
+		for _, l := range limitLines(g) {
+			line("%s", l)
+		}
 		if cfg.AccessLog.Adaptive && !tcp[g.Name] {
 			for _, l := range sampleLines {
 				line("%s", l)
@@ -313,7 +316,9 @@ const (
 // for a group that scales to zero waits for their answer through the
 // hand-off (see holdLines) for up to the queue and server timeouts.
 func hardStopAfter(cfg *config.Config, t config.Timeouts, floor time.Duration) time.Duration {
-	longest := max(t.Connect+t.Server, t.HTTPKeepAlive)
+	// A request may wait in a group's queue (limits.queue_timeout) before
+	// it reaches its server.
+	longest := max(queueWait(cfg)+t.Connect+t.Server, t.HTTPKeepAlive)
 	for _, fe := range cfg.Frontends {
 		longest = max(longest, fe.Timeouts.HTTPKeepAlive)
 	}

@@ -303,6 +303,9 @@ func (m *Manager) check(s Server) (Server, error) {
 	if s.Weight < 1 || s.Weight > 256 {
 		return fail("weight %d must be 1 to 256", s.Weight)
 	}
+	if s.MaxConn < 0 || s.SlowStart < 0 || s.SlowStart > maxTimer {
+		return fail("maxconn %d must be >= 0 and slowstart %s from 0 to %s", s.MaxConn, s.SlowStart, maxTimer)
+	}
 	if _, err := serverCheckArgs(s.Health); err != nil {
 		return fail("%v", err)
 	}
@@ -402,7 +405,7 @@ func serverArgs(s Server) (netip.AddrPort, string, error) {
 	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
 	// these values by default): without them every request opens a new backend
 	// connection and throughput drops to about 0.45x.
-	return addr, addr.String() + " id " + strconv.Itoa(serverID(s.Name)) + checkArgs + proto + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay " + ms(purgeDelay), nil
+	return addr, addr.String() + " id " + strconv.Itoa(serverID(s.Name)) + checkArgs + proto + limitArgs(s) + " weight " + strconv.Itoa(weight) + " pool-max-conn -1 pool-purge-delay " + ms(purgeDelay), nil
 }
 
 // serverID is a server's HAProxy id, derived from its name. A consistent

@@ -135,6 +135,14 @@ type ServerStat struct {
 	// the response (rtime) and whole time (ttime).
 	ResponseTime time.Duration
 	TotalTime    time.Duration
+	// Limits and the queue (see limits.go): MaxSessions is the most
+	// sessions at once (smax), SessionLimit the maxconn (slim, 0: none),
+	// MaxQueue the longest queue (qmax) and QueueTime the average wait in
+	// it of the last 1024 requests (qtime).
+	MaxSessions  int
+	SessionLimit int
+	MaxQueue     int
+	QueueTime    time.Duration
 }
 
 // AnsweredBadly reports whether the last check reached the server and it
@@ -270,6 +278,10 @@ func parseStats(out string) ([]ServerStat, error) {
 			ServerAborts:  l.num("srv_abrt"),
 			ResponseTime:  l.dur("rtime", time.Millisecond),
 			TotalTime:     l.dur("ttime", time.Millisecond),
+			MaxSessions:   int(l.num("smax")),
+			SessionLimit:  int(l.num("slim")),
+			MaxQueue:      int(l.num("qmax")),
+			QueueTime:     l.dur("qtime", time.Millisecond),
 		}
 		if l.str("req_tot") == "" {
 			s.Requests = s.Total

@@ -15,8 +15,8 @@ func TestParseStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ServerStat{
-		{Type: TypeServer, Backend: "web", Name: "s1", Addr: "127.0.0.1:19011", Status: "UP", CheckStatus: "L7OK", CheckCode: 200, CheckDesc: "Layer7 check passed", LastChange: 4 * time.Second, Weight: 100, Sessions: 3, Total: 3, Rate: 2},
-		{Type: TypeServer, Backend: "web", Name: "s2", Addr: "127.0.0.1:19012", Status: "DRAIN", CheckStatus: "L7OK", CheckCode: 200, CheckDuration: 53 * time.Millisecond, CheckDesc: "Layer7 check passed", LastChange: time.Second, Weight: 50, Sessions: 1, Total: 1, Rate: 1},
+		{Type: TypeServer, Backend: "web", Name: "s1", Addr: "127.0.0.1:19011", Status: "UP", CheckStatus: "L7OK", CheckCode: 200, CheckDesc: "Layer7 check passed", LastChange: 4 * time.Second, Weight: 100, Sessions: 3, Total: 3, Rate: 2, MaxSessions: 3},
+		{Type: TypeServer, Backend: "web", Name: "s2", Addr: "127.0.0.1:19012", Status: "DRAIN", CheckStatus: "L7OK", CheckCode: 200, CheckDuration: 53 * time.Millisecond, CheckDesc: "Layer7 check passed", LastChange: time.Second, Weight: 50, Sessions: 1, Total: 1, Rate: 1, MaxSessions: 1},
 		{Type: TypeServer, Backend: "web", Name: "s3", Addr: "127.0.0.1:19013", Status: "DOWN", CheckStatus: "L4CON", CheckDesc: "Layer4 connection problem", CheckInfo: "Connection refused", LastChange: 4 * time.Second, Downs: 1, Weight: 100},
 		{Type: TypeServer, Backend: "web", Name: "s4", Addr: "127.0.0.1:19013", Status: "MAINT", LastChange: 4 * time.Second, Weight: 1},
 	}
@@ -93,17 +93,17 @@ func TestParseStatsEveryStatus(t *testing.T) {
 	for k, w := range map[key]ServerStat{
 		{TypeServer, "web", "up"}: {Type: TypeServer, Backend: "web", Name: "up", Addr: "127.0.0.1:44687", Status: "UP", CheckStatus: "L7OK", CheckCode: 200,
 			CheckDesc: "Layer7 check passed", LastChange: 4 * time.Second, Weight: 1, Total: 8, Requests: 8, Rate: 7,
-			Responses: [6]int64{2: 7, 5: 1}, ResponseTime: 5 * time.Millisecond, TotalTime: 5 * time.Millisecond},
+			Responses: [6]int64{2: 7, 5: 1}, ResponseTime: 5 * time.Millisecond, TotalTime: 5 * time.Millisecond, MaxSessions: 1},
 		{TypeServer, "web", "down"}: {Type: TypeServer, Backend: "web", Name: "down", Addr: "127.0.0.1:38423", Status: "DOWN", CheckStatus: "L4CON",
 			CheckDesc: "Layer4 connection problem", CheckInfo: "Connection refused", LastChange: 3 * time.Second, Downs: 1, Weight: 1,
-			Total: 3, Rate: 1, Retries: 3},
+			Total: 3, Rate: 1, Retries: 3, MaxSessions: 1},
 		{TypeBackend, "web", "BACKEND"}: {Type: TypeBackend, Backend: "web", Name: "BACKEND", Status: "UP", LastChange: 4 * time.Second, Weight: 3,
 			Sessions: 1, Total: 40, Requests: 39, Rate: 37, Responses: [6]int64{2: 35, 5: 4}, Retries: 3,
-			ResponseTime: 5 * time.Millisecond, TotalTime: 5 * time.Millisecond},
+			ResponseTime: 5 * time.Millisecond, TotalTime: 5 * time.Millisecond, MaxSessions: 2, SessionLimit: 999},
 		{TypeFrontend, "web", "FRONTEND"}: {Type: TypeFrontend, Backend: "web", Name: "FRONTEND", Status: "OPEN", Sessions: 2, Total: 2, Requests: 40,
-			Rate: 1, Responses: [6]int64{2: 35, 5: 4}},
+			Rate: 1, Responses: [6]int64{2: 35, 5: 4}, MaxSessions: 2, SessionLimit: 9982},
 		{TypeServer, "tcp", "t1"}: {Type: TypeServer, Backend: "tcp", Name: "t1", Addr: "127.0.0.1:35655", Status: "UP", CheckStatus: "L4OK",
-			CheckDesc: "Layer4 check passed", LastChange: 4 * time.Second, Weight: 1, Total: 3, Requests: 3, Rate: 3, TotalTime: 5 * time.Millisecond},
+			CheckDesc: "Layer4 check passed", LastChange: 4 * time.Second, Weight: 1, Total: 3, Requests: 3, Rate: 3, TotalTime: 5 * time.Millisecond, MaxSessions: 2},
 	} {
 		if g := byKey[k]; g != w {
 			t.Errorf("%s/%s:\n got %+v\nwant %+v", k.backend, k.name, g, w)

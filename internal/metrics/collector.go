@@ -28,11 +28,17 @@ import (
 // across the group's ready instances (in service and past warmup), and so is
 // requests_per_second_per_instance: what they served, divided by how many
 // they are; requests, errors, queue and sessions count the whole backend.
+// concurrency is the requests in flight or queued (the servers' scur plus
+// the queue) per ready instance: what an I/O-bound app's load is, where its
+// CPU says nothing. queue_max (qmax, since HAProxy's last reload) and
+// queue_time_ms (qtime, the last 1024 requests' average wait) are the
+// backend's.
 var GroupMetrics = []string{
 	"cpu.avg", "cpu.min", "cpu.max", "cpu.p75", "cpu.p90", "cpu.p95", "cpu.p99",
 	"latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
 	"requests_per_second", "requests_per_second_per_instance", "errors_per_second",
 	"connection_errors_per_second", "retries_per_second", "queue", "sessions", "ready", "size",
+	"concurrency", "queue_max", "queue_time_ms",
 }
 
 // InstanceMetrics are the per-instance series. cpu is a percentage of the
@@ -345,6 +351,17 @@ func (c *Collector) Sample(ctx context.Context, now time.Time) {
 				}
 				vals[gp("queue")] = float64(queue)
 				vals[gp("sessions")] = float64(cur.Sessions)
+				vals[gp("queue_max")] = float64(cur.MaxQueue)
+				vals[gp("queue_time_ms")] = float64(cur.QueueTime.Milliseconds())
+				if ready > 0 {
+					inFlight := queue
+					for sk, sc := range stats {
+						if sk.backend == g && sk.server != "" {
+							inFlight += sc.Sessions
+						}
+					}
+					vals[gp("concurrency")] = float64(inFlight) / float64(ready)
+				}
 				if prev, ok := c.prevStat[k]; ok && statDT > 0 {
 					vals[gp("requests_per_second")] = float64(delta(prev.Requests, cur.Requests)) / statDT
 					vals[gp("errors_per_second")] = float64(delta(prev.Responses[5], cur.Responses[5])) / statDT

@@ -25,14 +25,20 @@ type Document struct {
 	CPU       CPUSummary    `json:"cpu"`
 	Instances []InstanceDoc `json:"instances"`
 
-	RequestsPerSecond            *float64   `json:"requests_per_second"`
-	RequestsPerSecondPerInstance *float64   `json:"requests_per_second_per_instance"`
-	ErrorsPerSecond              *float64   `json:"errors_per_second"`
-	ConnectionErrorsPerSecond    *float64   `json:"connection_errors_per_second"`
-	RetriesPerSecond             *float64   `json:"retries_per_second"`
-	Queue                        *float64   `json:"queue"`
-	Sessions                     *float64   `json:"sessions"`
-	Latency                      LatencyDoc `json:"latency_ms"`
+	RequestsPerSecond            *float64 `json:"requests_per_second"`
+	RequestsPerSecondPerInstance *float64 `json:"requests_per_second_per_instance"`
+	ErrorsPerSecond              *float64 `json:"errors_per_second"`
+	ConnectionErrorsPerSecond    *float64 `json:"connection_errors_per_second"`
+	RetriesPerSecond             *float64 `json:"retries_per_second"`
+	Queue                        *float64 `json:"queue"`
+	Sessions                     *float64 `json:"sessions"`
+	// Concurrency is the requests in flight or queued per ready instance;
+	// QueueMax and QueueTimeMS the backend's qmax and qtime (see
+	// GroupMetrics).
+	Concurrency *float64   `json:"concurrency"`
+	QueueMax    *float64   `json:"queue_max"`
+	QueueTimeMS *float64   `json:"queue_time_ms"`
+	Latency     LatencyDoc `json:"latency_ms"`
 }
 
 // CPUSummary is across the ready instances, each one's average over the
@@ -169,6 +175,9 @@ func (c *Collector) Document(ctx context.Context, group string, window time.Dura
 	doc.RetriesPerSecond = mean(gp("retries_per_second"))
 	doc.Queue = mean(gp("queue"))
 	doc.Sessions = mean(gp("sessions"))
+	doc.Concurrency = mean(gp("concurrency"))
+	doc.QueueMax = mean(gp("queue_max"))
+	doc.QueueTimeMS = mean(gp("queue_time_ms"))
 	if ls, ok := c.latency(group, from); ok {
 		doc.Latency = LatencyDoc{
 			P50: num(ls.ta50), P90: num(ls.ta90), P99: num(ls.ta99),

@@ -185,6 +185,12 @@ var (
 		"Instances of the group protected from scale-in (shoal instances protect).", []string{"group"}, nil)
 	descCooldown = prometheus.NewDesc("shoal_group_cooldown_until_timestamp_seconds",
 		"Until when the group's next scale-up or scale-down is held back (Unix time; 0 when not).", []string{"group", "direction"}, nil)
+	descQueue = prometheus.NewDesc("shoal_group_queue",
+		"Requests waiting in HAProxy's queue for an instance of the group under its limits.max_conn (qcur).", []string{"group"}, nil)
+	descQueueMax = prometheus.NewDesc("shoal_group_queue_max",
+		"The longest the group's queue was since HAProxy's last reload (qmax).", []string{"group"}, nil)
+	descQueueTime = prometheus.NewDesc("shoal_group_queue_time_seconds",
+		"The average time the group's last 1024 requests waited in its queue (qtime).", []string{"group"}, nil)
 	descCPU = prometheus.NewDesc("shoal_instance_cpu_seconds_total",
 		"CPU time (user+system) an instance has used.", []string{"group", "instance"}, nil)
 	descRSS = prometheus.NewDesc("shoal_instance_resident_memory_bytes",
@@ -199,7 +205,7 @@ type groupCollector struct {
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDesired, descActual, descMin, descMax, descInstances, descProtected, descCooldown, descCPU, descRSS} {
+	for _, d := range []*prometheus.Desc{descDesired, descActual, descMin, descMax, descInstances, descProtected, descCooldown, descQueue, descQueueMax, descQueueTime, descCPU, descRSS} {
 		ch <- d
 	}
 }
@@ -228,6 +234,11 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descProtected, float64(protected), name)
 		for _, st := range instanceStates {
 			gauge(descInstances, float64(counts[st]), name, string(st))
+		}
+		if q := s.Queue; q != nil {
+			gauge(descQueue, float64(q.Current), name)
+			gauge(descQueueMax, float64(q.Max), name)
+			gauge(descQueueTime, float64(q.TimeMS)/1000, name)
 		}
 		up, down := g.Cooldowns()
 		gauge(descCooldown, unixSeconds(up), name, "up")

@@ -67,6 +67,12 @@ type Load struct {
 	PWait       float64 // probability a request queues (Erlang C); 1 in overload
 	P99         time.Duration
 	Overloaded  bool // ρ ≥ 1: P99 is unbounded
+	// InFlight is the requests being served or waiting, on average
+	// (Little's law: λ/μ in service plus Erlang C's queue, shrunk by
+	// (1 + CV²) / 2 as the waits are); in overload every instance is busy
+	// and what waits beyond is Backlog's. The policy metric concurrency is
+	// this (plus the backlog) per ready instance.
+	InFlight float64
 }
 
 // Violates reports whether the load breaks a p99 latency SLO.
@@ -115,10 +121,11 @@ func (m Model) Eval(rate float64, instances int) Load {
 	l.Utilisation = rate / (c * m.Capacity)
 	l.CPU = min(m.saturatedCPU(), 100*l.Utilisation)
 	if l.Utilisation >= 1 {
-		l.PWait, l.P99, l.Overloaded = 1, maxP99, true
+		l.PWait, l.P99, l.Overloaded, l.InFlight = 1, maxP99, true, c
 		return l
 	}
 	l.PWait = ErlangC(instances, rate/m.Capacity)
+	l.InFlight = rate/m.Capacity + l.PWait*l.Utilisation/(1-l.Utilisation)*(1+m.ServiceCV*m.ServiceCV)/2
 	// Allen–Cunneen: waits shrink by (1 + CV²) / 2, so they drain that much faster.
 	wait := WaitQuantile(l.PWait, 0.99, (c*m.Capacity-rate)*2/(1+m.ServiceCV*m.ServiceCV))
 	l.P99 = m.BaseP99 + time.Duration(wait*float64(time.Second))

@@ -160,3 +160,22 @@ func TestCalibrate(t *testing.T) {
 		t.Error("zero capacity accepted")
 	}
 }
+
+// TestInFlight: Little's law on M/M/1 at ρ = 0.5 gives L = ρ/(1−ρ) = 1;
+// constant service halves the queue's part; overload keeps every instance busy.
+func TestInFlight(t *testing.T) {
+	m := Model{Capacity: 100, ServiceCV: 1}
+	if got := m.Eval(50, 1).InFlight; math.Abs(got-1) > 1e-9 {
+		t.Errorf("M/M/1 at rho 0.5: in flight %v, want 1", got)
+	}
+	m.ServiceCV = 0
+	if got := m.Eval(50, 1).InFlight; math.Abs(got-0.75) > 1e-9 {
+		t.Errorf("M/D/1 at rho 0.5: in flight %v, want 0.75", got)
+	}
+	if got := m.Eval(500, 3).InFlight; got != 3 {
+		t.Errorf("overloaded 3 instances: in flight %v, want 3", got)
+	}
+	if got := m.Eval(0, 3).InFlight; got != 0 {
+		t.Errorf("no traffic: in flight %v, want 0", got)
+	}
+}

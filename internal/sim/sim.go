@@ -196,6 +196,9 @@ func Simulate(r Run) (*Result, error) {
 				load[p] = l.CPU
 			}
 			load["requests_per_second_per_instance"] = rate / float64(serving)
+			// What HAProxy holds for the group (its servers' scur and the
+			// queue) over the ready instances, as the collector divides it.
+			load["concurrency"] = (l.InFlight + backlog.Requests) / float64(ready)
 		}
 		if serving > 0 {
 			// An overloaded queue grows without bound; the access log sees

@@ -204,3 +204,29 @@ func TestCoarseResolution(t *testing.T) {
 		t.Errorf("cpu.avg %v: want one 5-minute average every 5 minutes, 80 for 08:10-08:15 at 08:15", pts)
 	}
 }
+
+// TestConcurrencyTarget: the simulator models the policy metric
+// concurrency, so a target on it scales: 150 req/s on instances serving 100
+// each at 80 % busy keeps well above 0.5 requests in flight per instance, so
+// the group grows until it is near the target.
+func TestConcurrencyTarget(t *testing.T) {
+	g := group(t, 1, 10, "{up: 0s, down: 600s}", `      target: {metric: concurrency, value: 0.5}
+`)
+	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 500 * time.Millisecond,
+		StartDelay: 5 * time.Second, Interval: time.Second, Start: t0, Initial: 2, Rates: []float64{150, 150, 150}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.History.Points("concurrency", t0, t0)
+	// Two instances at rho 0.75: L = 1.5 + C(2, 1.5)·0.75/0.25 = 1.5 + 0.643·3 ≈ 3.43, 1.71 each.
+	if len(first) != 1 || math.Abs(first[0].V-1.71) > 0.01 {
+		t.Errorf("concurrency at the start = %v, want about 1.71", first)
+	}
+	if res.Ups == 0 || res.MaxSize < 4 {
+		t.Errorf("a concurrency target of 0.5 at 1.71 per instance: %d scale-ups to at most %d, want some to 4 or more (decisions %+v)", res.Ups, res.MaxSize, res.Decisions)
+	}
+	last := res.History.Points("concurrency", t0.Add(170*time.Second), t0.Add(180*time.Second))
+	if len(last) == 0 || last[len(last)-1].V > 0.8 {
+		t.Errorf("concurrency at the end = %v, want near the target 0.5", last)
+	}
+}
