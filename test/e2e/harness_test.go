@@ -110,7 +110,9 @@ var machine sync.RWMutex
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	began := time.Now()
 	machine.RLock()
+	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
 	st := &machineHold{}
 	holds.Store(t, st)
 	t.Cleanup(func() { // registered first: runs after the test's own cleanups
@@ -137,7 +139,9 @@ func alone(t *testing.T) {
 		return
 	}
 	machine.RUnlock() // an RWMutex cannot be upgraded: let go, then wait
+	began := time.Now()
 	machine.Lock()
+	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
 	st.alone = true
 }
 
@@ -150,7 +154,9 @@ var holds sync.Map
 func exclusive(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	began := time.Now()
 	machine.Lock()
+	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
 	t.Cleanup(machine.Unlock)
 }
 
