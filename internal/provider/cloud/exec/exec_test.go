@@ -74,9 +74,9 @@ func (c *fakeCloud) script() string {
 func (c *fakeCloud) config() exec.Config {
 	s := c.script()
 	return exec.Config{
-		Start:   []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
-		Stop:    []string{"sh", s, c.dir, "stop", "{{.ID}}"},
-		List:    []string{"sh", s, c.dir, "list", "{{.Owner}}"},
+		Start: []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
+		Stop:  []string{"sh", s, c.dir, "stop", "{{.ID}}"},
+		List:  []string{"sh", s, c.dir, "list", "{{.Owner}}"},
 		// A bound on the shell-and-jq stand-in, not what a test proves
 		// (those that time a command out set their own): on a loaded
 		// machine a create took over 5 s.
