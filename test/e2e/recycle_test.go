@@ -28,10 +28,10 @@ func TestLifetimeRecycle(t *testing.T) {
 	for _, in := range groupOf(t, e.status(), "web").Instances {
 		first = append(first, in.PID)
 	}
-	stop := load(t, e)
 	// The first instance is due 54-60 s after it started (max_lifetime less
 	// up to 10 % jitter): until just before, the test only waits.
-	time.Sleep(time.Until(began.Add(48 * time.Second)))
+	time.Sleep(time.Until(began.Add(46 * time.Second)))
+	stop := load(t, e)
 	alone(t)
 	stopHogs := cpuHogs(t, 2, 4*time.Minute)
 	defer stopHogs()
