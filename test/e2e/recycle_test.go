@@ -10,31 +10,38 @@ import (
 	"github.com/shoal-lb/shoal/internal/group"
 )
 
-// TestLifetimeRecycle: a group of 4 with max_lifetime 1m and max_unavailable
-// 1 replaces every instance once its lifetime (less its jitter) ends, one at
-// a time, launch before terminate, under keep-alive load with the CPU
-// saturated: no request fails and never fewer than 3 serve.
+// TestLifetimeRecycle: a group of 4 given max_lifetime 1m and
+// max_unavailable 1 (by a reload, once its instances are older than that)
+// replaces every instance, one at a time, launch before terminate, under
+// keep-alive load with the CPU saturated: no request fails and never fewer
+// than 3 serve.
 func TestLifetimeRecycle(t *testing.T) {
-	parallel(t) // alone from just before the first recycle: it saturates the CPU
-	g := groupSpec{Name: "web", Min: 4, Max: 4,
-		Extra: "    max_lifetime: 1m\n    disruption: {max_unavailable: 1}\n"}
+	parallel(t) // alone for the recycle: it saturates the CPU
+	g := groupSpec{Name: "web", Min: 4, Max: 4}
 	e := newEnv(t, "", g)
-	began := time.Now()
 	e.start()
 	e.waitInService("web", 4)
+	began := time.Now()
 	// Names are reused (a replacement takes the lowest free index): the
 	// first instances are told by their processes.
 	var first []int
 	for _, in := range groupOf(t, e.status(), "web").Instances {
 		first = append(first, in.PID)
 	}
-	// The first instance is due 54-60 s after it started (max_lifetime less
-	// up to 10 % jitter): until just before, the test only waits.
-	time.Sleep(time.Until(began.Add(46 * time.Second)))
-	stop := load(t, e)
+	// The instances grow older than the lifetime the reload gives them
+	// while the test only waits, beside the others; the recycle itself,
+	// every instance due at once, runs alone with the CPU saturated.
+	time.Sleep(time.Until(began.Add(61 * time.Second)))
 	alone(t)
 	stopHogs := cpuHogs(t, 2, 4*time.Minute)
 	defer stopHogs()
+	stop := load(t, e)
+	time.Sleep(time.Second)
+	g.Extra = "    max_lifetime: 1m\n    disruption: {max_unavailable: 1}\n"
+	e.writeConfig("", g)
+	if out, stderr, code := e.cli("reload"); code != 0 {
+		t.Fatalf("shoal reload exited %d:\n%s%s", code, out, stderr)
+	}
 	minServing := 4
 	e.eventually("every first instance recycled", 3*time.Minute, func() error {
 		g := groupOf(t, e.status(), "web")
