@@ -187,7 +187,9 @@ func newHAPair(t *testing.T, hosts int, spec haSpec) *haPair {
 		n := &haNode{name: name, ns: lab.Space(name), priority: spec.priorities[i]}
 		n.shoalEnv = newEnv(t, "", haGroup(spec.hosts))
 		n.netns = n.ns.Name
-		n.cgroupName = name
+		// Named by the node's namespace, which is the lab's own: pairs side
+		// by side each have a node-a, and a crash kills its whole cgroup.
+		n.cgroupName = n.ns.Name
 		n.listen = fmt.Sprintf("0.0.0.0:%d", haPort)
 		n.writeConfig(p.topConfig(n, spec, remote), haGroup(spec.hosts))
 		p.nodes = append(p.nodes, n)
