@@ -28,7 +28,7 @@ import (
 //	  Replacer.Replace(first due) ──error──► event recycle.failed, next tick
 //	     │ done (launch before terminate: the new one served first)
 //	     ▼
-//	  next tick
+//	  look again at once (the next due one need not wait a tick)
 //
 // One replacement at a time per group, whatever the budget's size: the
 // budget bounds how many instances are out of service, counting those a
@@ -173,17 +173,19 @@ func (g *Group) Recycle(ctx context.Context, r Replacer) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			g.recycleOnce(ctx, rc)
+			for g.recycleOnce(ctx, rc) && ctx.Err() == nil {
+			}
 		}
 	}
 }
 
-// recycleOnce is one tick of Recycle.
-func (g *Group) recycleOnce(ctx context.Context, rc *recycler) {
+// recycleOnce is one look of Recycle: it reports whether it replaced an
+// instance (another may be due at once).
+func (g *Group) recycleOnce(ctx context.Context, rc *recycler) bool {
 	c := g.conf()
 	proactive := c.Update.Mode == config.UpdateProactive
 	if c.MaxLifetime == 0 && !proactive {
-		return
+		return false
 	}
 	now := g.clk.Now()
 	g.mu.Lock()
@@ -199,7 +201,7 @@ func (g *Group) recycleOnce(ctx context.Context, rc *recycler) {
 	due := dueInstances(now, cands, c.MaxLifetime, proactive)
 	if len(due) == 0 {
 		rc.waited = ""
-		return
+		return false
 	}
 	first := due[0]
 	if ok, why := g.VoluntaryAllowed(); !ok {
@@ -207,12 +209,14 @@ func (g *Group) recycleOnce(ctx context.Context, rc *recycler) {
 			rc.waited = why
 			g.record(ctx, event.RecycleWaiting, first.name, fmt.Sprintf("%s is due (%s), %d due in all; the replacement waits: %s", first.name, first.why, len(due), why))
 		}
-		return
+		return false
 	}
 	rc.waited = ""
 	g.log.Info("recycling an instance", "instance", first.name, "why", first.why)
 	g.record(ctx, event.RecycleStarted, first.name, fmt.Sprintf("replacing %s (%s)", first.name, first.why))
 	if err := rc.r.Replace(ctx, g.cfg.Name, first.name); err != nil {
 		g.record(ctx, event.RecycleFailed, first.name, fmt.Sprintf("replacing %s failed: %v", first.name, err))
+		return false
 	}
+	return true
 }

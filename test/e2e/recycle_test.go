@@ -17,7 +17,9 @@ import (
 // than 3 serve.
 func TestLifetimeRecycle(t *testing.T) {
 	parallel(t) // alone for the recycle: it saturates the CPU
-	g := groupSpec{Name: "web", Min: 4, Max: 4}
+	// Checks every 300 ms and a 1 s drain: each replacement's gate and
+	// drain take seconds, not the defaults' tens.
+	g := groupSpec{Name: "web", Min: 4, Max: 4, Drain: "1s", Health: "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s}"}
 	e := newEnv(t, "", g)
 	e.start()
 	e.waitInService("web", 4)
