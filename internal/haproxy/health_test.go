@@ -247,6 +247,12 @@ func waitChecks(t *testing.T, m *Manager, want map[string][2]string) map[string]
 			if !strings.HasPrefix(string(s.Status), w[0]) || s.CheckStatus != w[1] {
 				return false, fmt.Sprintf("%+v", got)
 			}
+			// A read under load once had a layer-7 status with neither
+			// its code nor its text (between two checks 200 ms apart):
+			// wait for a complete one.
+			if strings.HasPrefix(s.CheckStatus, "L7") && s.CheckCode == 0 && s.CheckInfo == "" {
+				return false, fmt.Sprintf("%s: %s without its code or text yet", name, s.CheckStatus)
+			}
 		}
 		return true, ""
 	})
