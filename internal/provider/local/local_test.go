@@ -134,6 +134,16 @@ func start(t *testing.T, p *Provider, name string, tmpl config.Template) provide
 	return inst
 }
 
+// startServing starts an instance and waits until it answers as itself.
+func startServing(t *testing.T, p *Provider, name string, tmpl config.Template) provider.Instance {
+	t.Helper()
+	inst := start(t, p, name, tmpl)
+	if got := get(t, addrPort(inst.Record().Addr)).Env["HELPER_NAME"]; got != name {
+		t.Fatalf("port of %s answered as %q", name, got)
+	}
+	return inst
+}
+
 func stop(t *testing.T, inst provider.Instance) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -443,12 +453,12 @@ func TestStopStrays(t *testing.T) {
 	stateDir := t.TempDir()
 	tmpl := helperTemplate(t, "serve")
 	p1 := New(stateDir, nil)
-	kept := start(t, p1, "web-001", tmpl)
-	stray := start(t, p1, "web-002", tmpl)
-	other := start(t, New(t.TempDir(), nil), "web-003", tmpl)
-	for _, in := range []provider.Instance{kept, stray, other} {
-		get(t, addrPort(in.Record().Addr))
-	}
+	// Each serves before the next starts: two Providers hand out ports
+	// independently, and a port asked of the kernel before the last instance
+	// bound its own could be the same one.
+	kept := startServing(t, p1, "web-001", tmpl)
+	stray := startServing(t, p1, "web-002", tmpl)
+	other := startServing(t, New(t.TempDir(), nil), "web-003", tmpl)
 	// Marked, but in the test binary's process group: stopping that group
 	// would kill the test itself.
 	inForeignGroup := startUnmanaged(t, []string{envStateDir + "=" + stateDir, envInstance + "=web-004"}, false)
