@@ -43,9 +43,10 @@ type Frontend struct {
 	// RateLimit is nil when clients are not limited.
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// TrustedProxies are the networks whose X-Forwarded-For is believed:
-	// a route's allow and deny see, for a request from one of them, the
-	// last address in X-Forwarded-For that is not a trusted proxy; for any
-	// other, the connection's source (a forged header changes nothing).
+	// a route's allow and deny, and a rate limit by ip, see, for a request
+	// from one of them, the last address in X-Forwarded-For that is not a
+	// trusted proxy; for any other, the connection's source (a forged
+	// header changes nothing).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 

@@ -42,10 +42,18 @@ func needsAccess(fe config.Frontend) bool {
 	return slices.ContainsFunc(fe.Routes, config.Route.HasAccess)
 }
 
-// clientLines set clientVar for fe (see above); nil when no route of fe
-// needs it. They go before X-Forwarded-For is removed.
+// rateByClient reports whether fe's rate limit tracks clientVar rather
+// than the connection's source: a limit by address behind trusted proxies,
+// which would otherwise count every client of a proxy as one.
+func rateByClient(fe config.Frontend) bool {
+	return fe.RateLimit != nil && len(fe.TrustedProxies) > 0 && !strings.HasPrefix(fe.RateLimit.By, config.RateLimitByHeader)
+}
+
+// clientLines set clientVar for fe (see above); nil when neither a route
+// nor the rate limit of fe needs it. They go before X-Forwarded-For is
+// removed and before the rate limit tracks the client.
 func clientLines(fe config.Frontend) ([]string, error) {
-	if !needsAccess(fe) {
+	if !needsAccess(fe) && !rateByClient(fe) {
 		return nil, nil
 	}
 	lines := []string{"http-request set-var(" + clientVar + ") src"}

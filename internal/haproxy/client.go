@@ -51,17 +51,34 @@ const (
 	msgNoProcess = "Can't find the target PID"
 )
 
+// refusedFor bounds how long dial tries again a socket nothing listens on:
+// the master re-executes itself (to free its configuration's memory) just
+// after it starts workers, and its CLI is not listening while it does.
+const refusedFor = time.Second
+
 // dial connects to a unix socket, waiting while its accept queue is full. A
 // unix socket refuses with EAGAIN rather than queueing, and HAProxy's CLI
 // queue overflows when dozens of commands arrive at once (a scale-out of many
-// servers): such a refusal is not HAProxy being down.
+// servers): such a refusal is not HAProxy being down. Nor is a refusal for
+// less than refusedFor.
 func dial(ctx context.Context, socket string) (net.Conn, error) {
 	var d net.Dialer
 	delay := 2 * time.Millisecond
+	var refusedSince time.Time
 	for {
 		conn, err := d.DialContext(ctx, "unix", socket)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) {
-			return conn, err
+		switch {
+		case err == nil:
+			return conn, nil
+		case errors.Is(err, syscall.ECONNREFUSED):
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			if time.Since(refusedSince) >= refusedFor {
+				return nil, err
+			}
+		case !errors.Is(err, syscall.EAGAIN):
+			return nil, err
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -206,13 +223,25 @@ func countStreams(out string, match func(line string) bool) (int, error) {
 		}
 		// Every stream line starts with its address, "0x...:".
 		if !strings.HasPrefix(line, "0x") {
-			return 0, errors.New(firstLine(out))
+			return 0, answerError(out)
 		}
 		if match(line) {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// errEmptyAnswer is a command's answer of nothing where lines were due.
+var errEmptyAnswer = errors.New("empty answer")
+
+// answerError is the error of an answer that is not what a command gives:
+// errEmptyAnswer, or its first line.
+func answerError(out string) error {
+	if strings.TrimSpace(out) == "" {
+		return errEmptyAnswer
+	}
+	return errors.New(firstLine(out))
 }
 
 func firstLine(s string) string {

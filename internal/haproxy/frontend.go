@@ -73,17 +73,17 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// Before every rule that answers (redirect_http's redirect, a route's
 	// redirect or respond), so that a limited client is answered 429
 	// whatever it asks for.
+	clients, err := clientLines(fe)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, clients...)
 	limits, err := rateLimitLines(fe)
 	if err != nil {
 		return nil, err
 	}
 	lines = append(lines, limits...)
 	lines = append(lines, tlsLines(fe)...)
-	clients, err := clientLines(fe)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(lines, clients...)
 	// A trusted proxy's X-Forwarded-For goes on to the instance; anyone
 	// else's is a forgery.
 	trusted, err := trustedACL(fe)

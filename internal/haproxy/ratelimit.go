@@ -39,7 +39,8 @@ const (
 // to fe.RateLimit.Requests per fe.RateLimit.Per, nil when it has no limit.
 //
 // The frontend's own stick table (named after it) tracks each client by
-// address (type ipv6 holds IPv4 too, as ::ffff:a.b.c.d) or by a header's
+// address (type ipv6 holds IPv4 too, as ::ffff:a.b.c.d; behind trusted
+// proxies, the address clientLines found in X-Forwarded-For) or by a header's
 // value's SHA-256; requests without the header are not limited. A request over the
 // limit is answered 429 and counted in gpc0, which is how LimitedClients
 // finds the limited clients. Refused requests count towards the rate too:
@@ -64,6 +65,9 @@ func rateLimitLines(fe config.Frontend) ([]string, error) {
 	per := ms(rl.Per)
 	sc := strconv.Itoa(rateCounter)
 	table, track := "type ipv6", "http-request track-sc"+sc+" src"
+	if rateByClient(fe) {
+		track = "http-request track-sc" + sc + " var(" + clientVar + ")"
+	}
 	if name, ok := strings.CutPrefix(rl.By, config.RateLimitByHeader); ok {
 		table = "type string len " + strconv.Itoa(rateKeyLen)
 		track = "http-request track-sc" + sc + " req.hdr(" + name + "),sha2(256),hex if { req.hdr(" + name + ") -m found }"

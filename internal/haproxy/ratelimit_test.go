@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -97,13 +98,19 @@ func TestParseTable(t *testing.T) {
 // affected, and LimitedClients names the limited ones.
 func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
-	keyPort := freePort(t)
+	keyPort, proxiedPort := freePort(t), freePort(t)
 	m, cfg, port := startEdited(t, func(cfg *config.Config) {
 		cfg.Frontends[0].RateLimit = &config.RateLimit{Requests: 5, Per: time.Minute, By: "ip"}
 		cfg.Frontends = append(cfg.Frontends, config.Frontend{
 			Name: "keys", Bind: []string{"127.0.0.1:" + strconv.Itoa(keyPort)}, Mode: config.ModeHTTP,
 			RateLimit: &config.RateLimit{Requests: 3, Per: time.Minute, By: "header:X-Api-Key"},
 			Routes:    []config.Route{{Group: "web"}},
+		}, config.Frontend{
+			// Behind a proxy on 127.0.0.3: the client is its X-Forwarded-For.
+			Name: "proxied", Bind: []string{"127.0.0.1:" + strconv.Itoa(proxiedPort)}, Mode: config.ModeHTTP,
+			RateLimit:      &config.RateLimit{Requests: 2, Per: time.Minute, By: "ip"},
+			TrustedProxies: []string{"127.0.0.3/32"},
+			Routes:         []config.Route{{Group: "web"}},
 		})
 	})
 	b := startBackend(t, "b1")
@@ -117,8 +124,9 @@ func TestRateLimit(t *testing.T) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 	}
-	// statuses sends n requests and returns their statuses in order.
-	statuses := func(c *http.Client, url, key string, n int) []int {
+	// statuses sends n requests with the header h (if any) and returns
+	// their statuses in order.
+	statuses := func(c *http.Client, url string, h http.Header, n int) []int {
 		t.Helper()
 		var codes []int
 		for range n {
@@ -126,9 +134,7 @@ func TestRateLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if key != "" {
-				req.Header.Set("X-Api-Key", key)
-			}
+			maps.Copy(req.Header, h)
 			resp, err := c.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -153,12 +159,24 @@ func TestRateLimit(t *testing.T) {
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	keyURL := fmt.Sprintf("http://127.0.0.1:%d/", keyPort)
-	a, other := from("127.0.0.1"), from("127.0.0.2")
-	expect("127.0.0.1 by address", statuses(a, url, "", 8), 5)
-	expect("127.0.0.2 by address", statuses(other, url, "", 5), 5)
-	expect("key-a", statuses(a, keyURL, "key-a", 6), 3)
-	expect("key-b from the same address", statuses(a, keyURL, "key-b", 3), 3)
-	expect("no key", statuses(a, keyURL, "", 10), 10)
+	proxiedURL := fmt.Sprintf("http://127.0.0.1:%d/", proxiedPort)
+	key := func(k string) http.Header { return http.Header{"X-Api-Key": {k}} }
+	xff := func(addr string) http.Header { return http.Header{"X-Forwarded-For": {addr}} }
+	a, other, proxy := from("127.0.0.1"), from("127.0.0.2"), from("127.0.0.3")
+	expect("127.0.0.1 by address", statuses(a, url, nil, 8), 5)
+	expect("127.0.0.2 by address", statuses(other, url, nil, 5), 5)
+	expect("key-a", statuses(a, keyURL, key("key-a"), 6), 3)
+	expect("key-b from the same address", statuses(a, keyURL, key("key-b"), 3), 3)
+	expect("no key", statuses(a, keyURL, nil, 10), 10)
+	// Two clients of one trusted proxy are limited apart; an untrusted
+	// client's forged header changes nothing.
+	expect("192.0.2.1 through the proxy", statuses(proxy, proxiedURL, xff("192.0.2.1"), 4), 2)
+	expect("192.0.2.2 through the proxy", statuses(proxy, proxiedURL, xff("192.0.2.2"), 2), 2)
+	expect("127.0.0.2 forging new addresses", []int{
+		statuses(other, proxiedURL, xff("198.51.100.1"), 1)[0],
+		statuses(other, proxiedURL, xff("198.51.100.2"), 1)[0],
+		statuses(other, proxiedURL, xff("198.51.100.3"), 1)[0],
+	}, 2)
 
 	got, err := m.LimitedClients(ctx)
 	if err != nil {
@@ -168,6 +186,8 @@ func TestRateLimit(t *testing.T) {
 		{Frontend: "shoal", Client: "127.0.0.1", Refused: 3, Rate: 8},
 		// printf %s key-a | sha256sum: the key itself is never shown.
 		{Frontend: "keys", Client: "sha256:" + sha256Hex("key-a")[:12], Refused: 3, Rate: 6},
+		{Frontend: "proxied", Client: "192.0.2.1", Refused: 2, Rate: 4},
+		{Frontend: "proxied", Client: "127.0.0.2", Refused: 1, Rate: 3},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LimitedClients = %+v, want %+v", got, want)

@@ -524,12 +524,20 @@ func (m *Manager) idle(ctx context.Context, backend, name string) (bool, error) 
 // a request in flight at the reload ended), so only what it still has on
 // the server counts. One that has exited, or that never had the backend,
 // has nothing on it.
+//
+// Right after the reload that made it old, and as it exits, an old worker
+// may answer nothing through the master: that is asked again until it
+// answers or is no longer an old worker.
 func (m *Manager) busyOn(ctx context.Context, pid int, backend, name string) (bool, error) {
 	c := &Client{Socket: m.paths.MasterSocket, Process: pid}
 	gone := func(err error) bool {
-		return strings.Contains(err.Error(), msgNoProcess) || strings.Contains(err.Error(), msgNoSuchProxy)
+		return errors.Is(err, errWorkerGone) || strings.Contains(err.Error(), msgNoProcess) || strings.Contains(err.Error(), msgNoSuchProxy)
 	}
-	stats, err := c.Stats(ctx, backend)
+	var stats []ServerStat
+	err := m.askOld(ctx, pid, func() (err error) {
+		stats, err = c.Stats(ctx, backend)
+		return err
+	})
 	if err != nil {
 		if gone(err) {
 			return false, nil
@@ -543,7 +551,11 @@ func (m *Manager) busyOn(ctx context.Context, pid int, backend, name string) (bo
 	if stats[i].Sessions > 0 {
 		return true, nil
 	}
-	n, err := c.StreamsOn(ctx, backend, name)
+	var n int
+	err = m.askOld(ctx, pid, func() (err error) {
+		n, err = c.StreamsOn(ctx, backend, name)
+		return err
+	})
 	if err != nil {
 		if gone(err) {
 			return false, nil
@@ -551,6 +563,26 @@ func (m *Manager) busyOn(ctx context.Context, pid int, backend, name string) (bo
 		return false, fmt.Errorf("old worker %d: %w", pid, err)
 	}
 	return n > 0, nil
+}
+
+// errWorkerGone is an old worker that left "show proc" while it was asked.
+var errWorkerGone = errors.New("old worker exited")
+
+// askOld runs ask, a command to the old worker pid, again while it gets an
+// empty answer and the worker is still listed, until ctx ends.
+func (m *Manager) askOld(ctx context.Context, pid int, ask func() error) error {
+	for {
+		err := ask()
+		if !errors.Is(err, errEmptyAnswer) {
+			return err
+		}
+		if procs, perr := m.showProc(ctx); perr == nil && !slices.Contains(procs.old, pid) {
+			return errWorkerGone
+		}
+		if sleepCtx(ctx, pollInterval) != nil {
+			return err
+		}
+	}
 }
 
 func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, bool, error) {

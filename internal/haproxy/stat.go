@@ -225,7 +225,7 @@ var statColumns = []string{"pxname", "svname", "scur", "qcur", "stot", "hrsp_5xx
 func parseStats(out string) ([]ServerStat, error) {
 	body, ok := strings.CutPrefix(out, "# ")
 	if !ok {
-		return nil, errors.New(firstLine(out))
+		return nil, answerError(out)
 	}
 	r := csv.NewReader(strings.NewReader(body))
 	r.FieldsPerRecord = -1
