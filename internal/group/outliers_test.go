@@ -156,3 +156,79 @@ func TestEjectedThenUnhealthyIsReturned(t *testing.T) {
 		t.Fatalf("HAProxy calls for web-001: %v, want drain, undrain", got)
 	}
 }
+
+// An ejection's marks read back as written, beside an operator's marks,
+// and a word that is not one of them is skipped.
+func TestEjectionMarks(t *testing.T) {
+	until := time.UnixMilli(1_796_000_000_123)
+	at := []time.Time{time.UnixMilli(1_795_999_990_000), time.UnixMilli(1_795_999_999_000)}
+	words := append(ejectionWords(until, at), markProtected, "ejected-at=x")
+	u, got := ejectionOf(words)
+	if !u.Equal(until) || len(got) != 2 || !got[0].Equal(at[0]) || !got[1].Equal(at[1]) {
+		t.Fatalf("ejectionOf(%q) = %v, %v", words, u, got)
+	}
+	if !marksOf(words).protected {
+		t.Fatal("the operator's mark is lost beside the ejection's")
+	}
+	if w := ejectionWords(time.Time{}, nil); len(w) != 0 {
+		t.Fatalf("no ejection: %q", w)
+	}
+}
+
+// TestEjectionInTheRecord: an ejection and its count are in the instance's
+// record; a new detector seeded from the records (a restart of shoal)
+// keeps the instance out until the recorded end and counts the next
+// ejection as the second, doubled.
+func TestEjectionInTheRecord(t *testing.T) {
+	g, lb, clk, st := outlierTestGroup(t)
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	recs, err := st.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec store.Instance
+	for _, r := range recs {
+		if r.Name == "web-001" {
+			rec = r
+		}
+	}
+	until, at := ejectionOf(rec.Marks)
+	if !until.Equal(clk.Now().Add(10*time.Second).Truncate(time.Millisecond)) || len(at) != 1 {
+		t.Fatalf("record of web-001: marks %q", rec.Marks)
+	}
+
+	// Restarted: the instance as Restore makes it from its record, and a
+	// detector that starts afresh.
+	g.mu.Lock()
+	g.insts["web-001"].ejected, g.insts["web-001"].ejections = until, at
+	g.mu.Unlock()
+	g.ej.det = nil
+	answered(lb, "web-001", 0, 0) // a new HAProxy's counters
+	clk.Advance(5 * time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); slices.Contains(got, "undrain") {
+		t.Fatalf("returned before the recorded end: %v", got)
+	}
+	clk.Advance(5 * time.Second)
+	g.judgeOutliers(ctx)
+	if got := lb.ev.of("web-001"); !slices.Equal(got, []string{"drain", "undrain"}) {
+		t.Fatalf("HAProxy calls for web-001: %v, want drain, undrain", got)
+	}
+	recs, _ = st.Instances(ctx)
+	for _, r := range recs {
+		if u, at := ejectionOf(r.Marks); r.Name == "web-001" && (!u.IsZero() || len(at) != 1) {
+			t.Fatalf("record after the return: marks %q, want the count kept and no end", r.Marks)
+		}
+	}
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	s := g.Status(ctx)
+	if s.Instances[0].EjectedUntil == nil || !s.Instances[0].EjectedUntil.Equal(clk.Now().Add(20*time.Second)) {
+		t.Fatalf("second ejection: %+v, want 20 s (doubled)", s.Instances[0])
+	}
+}

@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,12 +28,15 @@ type burstTarget struct {
 }
 
 // burstConfig is a group of two instances, queued under max_conn or not.
+// Checks every 5 s (down after 3 failed, each timing out at 1 s): a burst
+// that slows the instances' answers is measured as latency, not as
+// instances taken out.
 func burstConfig(port int, dir, backend string, maxConn int) string {
 	extra := ""
 	if maxConn > 0 {
 		extra = fmt.Sprintf("limits: {max_conn: %d, queue_timeout: 60s}\n", maxConn)
 	}
-	return bench.BenchConfig(port, dir, "", bench.GroupYAML("web", backend, 2, 2, "1s", extra)) + "access_log: {sample: 1}\n"
+	return bench.BenchConfig(port, dir, "", bench.GroupYAML("web", backend, 2, 2, "5s", extra)) + "access_log: {sample: 1}\n"
 }
 
 // burstSide is one burst on one shoal.
@@ -41,6 +47,8 @@ type burstSide struct {
 	ClientP99ms float64 `json:"client_p99_ms"`
 	ClientMaxms float64 `json:"client_max_ms"`
 	Failed      int     `json:"failed"`
+	// FailedBy counts the failures by status ("0": no answer).
+	FailedBy map[string]int `json:"failed_by,omitempty"`
 	TookMS      float64 `json:"took_ms"`
 	// From HAProxy's access log: Tw (queue), Tr (the instance), Ta (all).
 	Logged  int     `json:"logged"`
@@ -131,7 +139,7 @@ func burstOnce(ctx context.Context, t *burstTarget, path string, n int) (*burstS
 	client := &http.Client{Timeout: 90 * time.Second, Transport: tr}
 	url := t.sh.URL(path)
 	lat := make([]float64, n)
-	failed := make([]bool, n)
+	status := make([]int, n) // 0: no answer
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
@@ -141,26 +149,29 @@ func burstOnce(ctx context.Context, t *burstTarget, path string, n int) (*burstS
 			t0 := time.Now()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
-				failed[i] = true
 				return
 			}
 			resp, err := client.Do(req)
 			if err != nil {
-				failed[i] = true
 				lat[i] = bench.Msf(time.Since(t0))
 				return
 			}
-			_, err = io.Copy(io.Discard, resp.Body)
+			if _, err = io.Copy(io.Discard, resp.Body); err == nil {
+				status[i] = resp.StatusCode
+			}
 			resp.Body.Close()
-			failed[i] = err != nil || resp.StatusCode != http.StatusOK
 			lat[i] = bench.Msf(time.Since(t0))
 		}()
 	}
 	wg.Wait()
 	side := &burstSide{Target: t.name, TookMS: bench.Msf(time.Since(start))}
-	for _, f := range failed {
-		if f {
+	for _, c := range status {
+		if c != http.StatusOK {
 			side.Failed++
+			if side.FailedBy == nil {
+				side.FailedBy = map[string]int{}
+			}
+			side.FailedBy[strconv.Itoa(c)]++
 		}
 	}
 	side.ClientP50ms, side.ClientP99ms, side.ClientMaxms = bench.Quantile(lat, 0.5), bench.Quantile(lat, 0.99), bench.Quantile(lat, 1)
@@ -269,9 +280,21 @@ func burstMarkdown(rounds []*burstRound) string {
 			if s == nil {
 				continue
 			}
-			fmt.Fprintf(&b, "| %d | %s | %.0f ms | %.0f ms | %d | %.0f / %.0f ms | %.0f / %.0f / %.0f ms | %.0f ms | %d | %d |\n",
-				r.Round, s.Target, s.ClientP50ms, s.ClientP99ms, s.Failed, s.TwP50ms, s.TwP99ms, s.TrP50ms, s.TrP99ms, s.TrMaxms, s.TaP99ms, s.MostInFlight, s.Logged)
+			fmt.Fprintf(&b, "| %d | %s | %.0f ms | %.0f ms | %s | %.0f / %.0f ms | %.0f / %.0f / %.0f ms | %.0f ms | %d | %d |\n",
+				r.Round, s.Target, s.ClientP50ms, s.ClientP99ms, failures(s), s.TwP50ms, s.TwP99ms, s.TrP50ms, s.TrP99ms, s.TrMaxms, s.TaP99ms, s.MostInFlight, s.Logged)
 		}
 	}
 	return b.String()
+}
+
+// failures is the failed count with its statuses ("0": no answer).
+func failures(s *burstSide) string {
+	if s.Failed == 0 {
+		return "0"
+	}
+	var by []string
+	for _, k := range slices.Sorted(maps.Keys(s.FailedBy)) {
+		by = append(by, fmt.Sprintf("%s: %d", k, s.FailedBy[k]))
+	}
+	return fmt.Sprintf("%d (%s)", s.Failed, strings.Join(by, ", "))
 }

@@ -66,8 +66,8 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	fs.IntVar(&s.burst, "burst", 500, "burst: requests sent at once")
 	fs.IntVar(&s.rounds, "rounds", 3, "burst: rounds, each a burst on both shoals (the order alternates)")
 	fs.IntVar(&s.maxConn, "max-conn", 4, "burst: limits.max_conn of the queued group")
-	fs.IntVar(&s.burstCPU, "burst-cpu-ms", 10, "burst: CPU milliseconds per request")
-	fs.IntVar(&s.burstIO, "burst-wait-ms", 10, "burst: I/O milliseconds per request after the CPU")
+	fs.IntVar(&s.burstCPU, "burst-cpu-ms", 5, "burst: CPU milliseconds per request")
+	fs.IntVar(&s.burstIO, "burst-wait-ms", 20, "burst: I/O milliseconds per request after the CPU")
 	var bins bench.BinFlags
 	bins.Register(fs)
 	if err := bench.Parse(fs, args); err != nil {
