@@ -49,7 +49,7 @@ type burstSide struct {
 	Failed      int     `json:"failed"`
 	// FailedBy counts the failures by status ("0": no answer).
 	FailedBy map[string]int `json:"failed_by,omitempty"`
-	TookMS      float64 `json:"took_ms"`
+	TookMS   float64        `json:"took_ms"`
 	// From HAProxy's access log: Tw (queue), Tr (the instance), Ta (all).
 	Logged  int     `json:"logged"`
 	TwP50ms float64 `json:"tw_p50_ms"`
