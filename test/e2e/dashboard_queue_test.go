@@ -82,3 +82,51 @@ func TestDashboardQueue(t *testing.T) {
 		t.Errorf("after the burst the line is %q (max %d), want at least %d at most and a wait above 0", v.After, v.AfterMax, v.BusiestCurrent)
 	}
 }
+
+// TestDashboardMarksEjected: an outlier ejected by the group's outliers
+// shows on the group page, in headless Chromium, as in service and
+// ejected until its return, painted as bad; the others as in service.
+func TestDashboardMarksEjected(t *testing.T) {
+	parallel(t)
+	if _, err := tour.Browser(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip("dashboard browser test skipped:", err)
+	}
+	const token = "eject-s3cret"
+	port := freePort(t)
+	g := outlierGroup("")
+	g.Extra = strings.Replace(g.Extra, "eject_for: 3s", "eject_for: 60s", 1)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\n", port, token), g)
+	e.start()
+	e.waitInService("web", 3)
+	load := startPacedLoad(t, "http://"+e.listen+"/", 1)
+	defer load.end()
+	in, ok := e.instance("web-001")
+	if !ok {
+		t.Fatal("no web-001")
+	}
+	setFailing(t, in.Addr, 0.5)
+	e.waitEvent("web-001 ejected", outlierOver+outlierPoll+eventRead+time.Second, 0, eventOf("instance.ejected", "web-001"))
+	in, _ = e.instance("web-001")
+	if in.EjectedUntil == nil {
+		t.Fatal("status does not show web-001 ejected")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	states, err := tour.InstanceStates(ctx, tour.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Token: token, Group: "web", Timeout: 30 * time.Second},
+		func(s map[string]tour.InstanceState) bool { return strings.Contains(s["web-001"].Text, "ejected") })
+	t.Logf("states: %v", states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := states["web-001"]; !strings.HasPrefix(s.Text, "in-service, ejected until ") || s.Class != "bad" {
+		t.Errorf("web-001 shows %q (class %q), want in-service, ejected until its return, painted bad", s.Text, s.Class)
+	}
+	for _, n := range []string{"web-002", "web-003"} {
+		if s := states[n]; s.Text != "in-service" || s.Class == "bad" {
+			t.Errorf("%s shows %q (class %q), want in-service", n, s.Text, s.Class)
+		}
+	}
+}

@@ -36,13 +36,12 @@ type queueRead struct {
 	Current, Max int
 }
 
-// Queue logs in, opens o.Group and reads its queue line while burst runs
-// (burst sends the requests that queue and returns once they are served).
-func Queue(ctx context.Context, o Options, burst func(context.Context) error) (QueueView, error) {
-	var v QueueView
+// openGroup starts a headless browser, logs in and opens o.Group's page;
+// the returned context is the browser's, alive until cancel.
+func openGroup(ctx context.Context, o *Options) (context.Context, context.CancelFunc, error) {
 	bin, err := Browser()
 	if err != nil {
-		return v, err
+		return nil, nil, err
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 60 * time.Second
@@ -53,13 +52,11 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 		opts = append(opts, chromedp.NoSandbox)
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	cancel := func() { cancelBrowser(); cancelAlloc() }
 	groupRow := `#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`
-	var line queueRead
-	tctx, cancel := context.WithTimeout(bctx, 2*o.Timeout)
-	defer cancel()
+	tctx, cancelStep := context.WithTimeout(bctx, 2*o.Timeout)
+	defer cancelStep()
 	if err := chromedp.Run(tctx,
 		chromedp.Navigate(o.URL+"/ui/"),
 		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
@@ -67,10 +64,29 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 		chromedp.Submit(`#token`, chromedp.ByQuery),
 		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
 		chromedp.Click(groupRow, chromedp.ByQuery),
+		chromedp.WaitVisible(`#instances tbody tr`, chromedp.ByQuery),
+	); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("dashboard: log in and open group %s: %w", o.Group, err)
+	}
+	return bctx, cancel, nil
+}
+
+// Queue logs in, opens o.Group and reads its queue line while burst runs
+// (burst sends the requests that queue and returns once they are served).
+func Queue(ctx context.Context, o Options, burst func(context.Context) error) (QueueView, error) {
+	var v QueueView
+	bctx, cancel, err := openGroup(ctx, &o)
+	if err != nil {
+		return v, err
+	}
+	defer cancel()
+	var line queueRead
+	if err := chromedp.Run(bctx,
 		chromedp.WaitVisible(`#group-queue`, chromedp.ByQuery),
 		chromedp.Evaluate(queueLine, &line),
 	); err != nil {
-		return v, fmt.Errorf("dashboard queue: open the group: %w", err)
+		return v, fmt.Errorf("dashboard queue: read the line: %w", err)
 	}
 	v.Before = line.Text
 
@@ -93,8 +109,8 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 	if burstErr != nil {
 		return v, fmt.Errorf("dashboard queue: the burst: %w", burstErr)
 	}
-	tctx, cancel = context.WithTimeout(bctx, o.Timeout)
-	defer cancel()
+	tctx, cancelStep := context.WithTimeout(bctx, o.Timeout)
+	defer cancelStep()
 	if err := chromedp.Run(tctx,
 		chromedp.Poll(`(() => { const p = document.querySelector("#group-queue"); return p.dataset.current === "0"; })()`, nil,
 			chromedp.WithPollingInterval(100*time.Millisecond)),
@@ -104,4 +120,42 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 	}
 	v.After, v.AfterMax = line.Text, line.Max
 	return v, nil
+}
+
+// InstanceState is an instance's state cell on the group page: its text
+// and the class that paints it.
+type InstanceState struct {
+	Text, Class string
+}
+
+// InstanceStates logs in, opens o.Group and waits until ok accepts its
+// instances' state cells (by instance name), then returns them.
+func InstanceStates(ctx context.Context, o Options, ok func(map[string]InstanceState) bool) (map[string]InstanceState, error) {
+	bctx, cancel, err := openGroup(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	var states map[string]InstanceState
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		err := chromedp.Run(bctx, chromedp.Evaluate(`Object.fromEntries(Array.from(document.querySelectorAll("#instances tbody tr"), (tr) => {
+  const td = tr.querySelectorAll("td")[1];
+  return [tr.dataset.instance, { Text: td.textContent, Class: td.className }];
+}))`, &states))
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: read the instances: %w", err)
+		}
+		if ok(states) {
+			return states, nil
+		}
+		if time.Now().After(deadline) {
+			return states, fmt.Errorf("dashboard: the instances' states never showed what was awaited: %v", states)
+		}
+		select {
+		case <-ctx.Done():
+			return states, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
