@@ -3,9 +3,11 @@ package iobound
 import (
 	"bufio"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,9 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/accesslog"
 	"github.com/shoal-lb/shoal/internal/bench"
-	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
 // burstTarget is one of the two shoals of the burst part.
@@ -187,10 +187,10 @@ func burstOnce(ctx context.Context, t *burstTarget, path string, n int) (*burstS
 		}
 		tw, trs, ta = tw[:0], trs[:0], ta[:0]
 		for _, e := range entries {
-			if e.Backend != "web" || !strings.HasPrefix(e.URI, "/work") || e.Tr < 0 {
+			if e.backend != "web" || !strings.HasPrefix(e.uri, "/work") || e.tr < 0 {
 				continue
 			}
-			tw, trs, ta = append(tw, bench.Msf(e.Tw)), append(trs, bench.Msf(e.Tr)), append(ta, bench.Msf(e.Ta))
+			tw, trs, ta = append(tw, e.tw), append(trs, e.tr), append(ta, e.ta)
 		}
 		if len(tw) >= n || time.Now().After(deadline) {
 			break
@@ -207,20 +207,26 @@ func burstOnce(ctx context.Context, t *burstTarget, path string, n int) (*burstS
 		side.TrP50ms, side.TrP99ms, side.TrMaxms = bench.Quantile(trs, 0.5), bench.Quantile(trs, 0.99), bench.Quantile(trs, 1)
 		side.TaP99ms = bench.Quantile(ta, 0.99)
 	}
-	hc := haproxy.Client{Socket: haproxy.PathsFor(t.dir).AdminSocket}
-	stats, err := hc.Stats(ctx, "web")
+	smax, err := mostInFlight(ctx, filepath.Join(t.dir, "haproxy", "admin.sock"), "web")
 	if err != nil {
-		return nil, fmt.Errorf("haproxy stats: %w", err)
+		return nil, err
 	}
-	for _, st := range stats {
-		side.MostInFlight = max(side.MostInFlight, st.MaxSessions)
-	}
+	side.MostInFlight = smax
 	return side, nil
 }
 
-// readLog parses access.log from offset; lines that are not requests are
-// skipped.
-func readLog(path string, offset int64) ([]accesslog.Entry, error) {
+// logEntry is what the burst reads of an access.log line (the format is in
+// docs/routing.md): "TIME CLIENT BACKEND SERVER STATUS Tw Tc Tr Ta BYTES
+// RETRIES TERMINATION SAMPLE METHOD URI", timers in ms, -1 for a phase
+// that did not happen.
+type logEntry struct {
+	backend, uri string
+	tw, tr, ta   float64
+}
+
+// readLog reads access.log from offset; lines that are not requests (of
+// HAProxy's own messages) are skipped.
+func readLog(path string, offset int64) ([]logEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -232,15 +238,64 @@ func readLog(path string, offset int64) ([]accesslog.Entry, error) {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("access log: %w", err)
 	}
-	var out []accesslog.Entry
+	var out []logEntry
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if e, err := accesslog.Parse(sc.Text()); err == nil {
-			out = append(out, e)
+		fs := strings.SplitN(sc.Text(), " ", 15)
+		if len(fs) != 15 {
+			continue
+		}
+		var timers [4]float64
+		ok := true
+		for i := range timers {
+			v, err := strconv.ParseFloat(fs[5+i], 64)
+			ok = ok && err == nil
+			timers[i] = v
+		}
+		if ok {
+			out = append(out, logEntry{backend: fs[2], uri: fs[14], tw: timers[0], tr: timers[2], ta: timers[3]})
 		}
 	}
 	return out, sc.Err()
+}
+
+// mostInFlight asks HAProxy's admin socket (as socat would) for backend's
+// servers' smax: the most requests each had at once since HAProxy
+// started; it returns the largest.
+func mostInFlight(ctx context.Context, socket, backend string) (int, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return 0, fmt.Errorf("haproxy stats: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(conn, "show stat %s 4 -1\n", backend); err != nil {
+		return 0, fmt.Errorf("haproxy stats: %w", err)
+	}
+	rows, err := csv.NewReader(conn).ReadAll()
+	if err != nil && len(rows) == 0 {
+		return 0, fmt.Errorf("haproxy stats: %w", err)
+	}
+	col := -1
+	most := 0
+	for _, r := range rows {
+		if len(r) > 0 && strings.HasPrefix(r[0], "# ") {
+			col = slices.Index(r, "smax")
+			continue
+		}
+		if col < 0 || col >= len(r) {
+			continue
+		}
+		if v, err := strconv.Atoi(r[col]); err == nil {
+			most = max(most, v)
+		}
+	}
+	if col < 0 {
+		return 0, fmt.Errorf("haproxy stats: no smax column in %q", rows)
+	}
+	return most, nil
 }
 
 // burstFigures are the medians over rounds: the instance's own p99 (Tr)

@@ -1,6 +1,7 @@
 package iobound
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -55,5 +56,29 @@ func TestStepSchedule(t *testing.T) {
 	want := []loadgen.Segment{{Rate: 20, Duration: 36 * time.Second}, {Rate: 80, Duration: 90 * time.Second}, {Rate: 20, Duration: 54 * time.Second}}
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("stepSchedule = %+v, want %+v", got, want)
+	}
+}
+
+// readLog reads the timers of access.log's lines (docs/routing.md's
+// format) from an offset, and skips HAProxy's own messages.
+func TestReadLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	old := "1795425510.900 127.0.0.1:53350 web web-001 200 0 0 3 4 192 0 ---- 25 GET /old\n"
+	text := old + "1795425510.977 127.0.0.1:53352 web web-002 200 12 0 3 16 192 0 ---- 1 GET /work?ms=5&wait=20\n" +
+		"Proxy web stopped (cumulated conns: FE: 0, BE: 0).\n" +
+		"1795425511.001 127.0.0.1:53353 web <NOSRV> 503 -1 -1 -1 60001 217 0 sQ-- 1 GET /work?ms=5\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readLog(path, int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []logEntry{{backend: "web", uri: "/work?ms=5&wait=20", tw: 12, tr: 3, ta: 16}, {backend: "web", uri: "/work?ms=5", tw: -1, tr: -1, ta: 60001}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("readLog = %+v, want %+v", got, want)
+	}
+	if got, err := readLog(filepath.Join(t.TempDir(), "none"), 0); err != nil || got != nil {
+		t.Errorf("a log not written yet: %v, %v", got, err)
 	}
 }
