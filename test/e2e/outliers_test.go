@@ -345,7 +345,8 @@ func TestOutlierEjectionSurvivesRestart(t *testing.T) {
 		t.Fatalf("the restart took until %s past the ejection's end at %s: too slow to tell", restarted.Format(time.StampMilli), until.Format(time.StampMilli))
 	}
 	in, _ = e.instance("web-001")
-	if in.EjectedUntil == nil || !in.EjectedUntil.Equal(until) || in.State != "in-service" {
+	// The record keeps milliseconds.
+	if in.EjectedUntil == nil || !in.EjectedUntil.Equal(until.Truncate(time.Millisecond)) || in.State != "in-service" {
 		t.Fatalf("after the restart web-001 is %s, ejected until %v; want in-service, ejected until %s", in.State, in.EjectedUntil, until)
 	}
 	// Out of rotation until its end: HAProxy has it in DRAIN and its count
@@ -374,6 +375,21 @@ func TestOutlierEjectionSurvivesRestart(t *testing.T) {
 	if !strings.Contains(ev.Reason, "web-001 replaced: an outlier 3 times within 10m0s") {
 		t.Fatalf("replacement: %q", ev.Reason)
 	}
+	e.eventually("the outlier gone and 3 in service", 45*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		for _, i := range s.Instances {
+			if i.Addr == in.Addr {
+				return fmt.Errorf("the outlier (%s) is %s", i.Addr, i.State)
+			}
+		}
+		if s.InService != 3 || len(s.Instances) != 3 {
+			return fmt.Errorf("%d instances, %d in service", len(s.Instances), s.InService)
+		}
+		return nil
+	})
 	load.end()
 	load.mu.Lock()
 	t.Logf("answers by status: %v", load.by)

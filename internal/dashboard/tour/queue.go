@@ -54,6 +54,12 @@ func openGroup(ctx context.Context, o *Options) (context.Context, context.Cancel
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	cancel := func() { cancelBrowser(); cancelAlloc() }
+	// The first Run starts the browser, which lives as long as the context
+	// it was given: bctx, not a step's.
+	if err := chromedp.Run(bctx); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("dashboard: start %s: %w", bin, err)
+	}
 	groupRow := `#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`
 	tctx, cancelStep := context.WithTimeout(bctx, 2*o.Timeout)
 	defer cancelStep()
