@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/store"
 )
@@ -230,5 +231,33 @@ func TestEjectionInTheRecord(t *testing.T) {
 	s := g.Status(ctx)
 	if s.Instances[0].EjectedUntil == nil || !s.Instances[0].EjectedUntil.Equal(clk.Now().Add(20*time.Second)) {
 		t.Fatalf("second ejection: %+v, want 20 s (doubled)", s.Instances[0])
+	}
+}
+
+// TestEjectionNotified: an ejection and a return are notifications for a
+// target that wants them, with the numbers in their message.
+func TestEjectionNotified(t *testing.T) {
+	g, lb, clk, st := outlierTestGroup(t)
+	st.SetRouter(func(ev event.Event) []string { return []string{"hook"} })
+	ctx := context.Background()
+	g.judgeOutliers(ctx)
+	answered(lb, "web-001", 3, 3)
+	clk.Advance(time.Second)
+	g.judgeOutliers(ctx)
+	clk.Advance(10 * time.Second)
+	g.judgeOutliers(ctx)
+	ns, err := st.DueNotifications(ctx, "hook", time.Now().Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range ns {
+		got = append(got, string(n.Event.Type)+" "+n.Event.Subject)
+		if n.Event.Type == event.InstanceEjected && !strings.Contains(n.Event.Message, "3 consecutive 5xx") {
+			t.Errorf("ejection message %q lacks its numbers", n.Event.Message)
+		}
+	}
+	if !slices.Equal(got, []string{"instance.ejected web-001", "instance.returned web-001"}) {
+		t.Fatalf("notifications: %v", got)
 	}
 }
