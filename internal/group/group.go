@@ -349,7 +349,12 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			// Its health watch finds out again whether HAProxy has it DOWN.
 			in.state = InService
 			_ = g.lb.AddServer(ctx, g.server(in), true)
-			if !in.ejected.IsZero() {
+			switch {
+			case g.conf().Outliers == nil:
+				// Outliers are off now: nothing would return it.
+				in.ejected, in.ejections = time.Time{}, nil
+				g.persist(ctx, in)
+			case g.clk.Now().Before(in.ejected):
 				// An outlier stays out until its ejection ends, which
 				// the ejector sees at its first poll.
 				_ = g.lb.Drain(ctx, g.cfg.Name, in.name, 0)

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/event"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -259,5 +261,45 @@ func TestEjectionNotified(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"instance.ejected web-001", "instance.returned web-001"}) {
 		t.Fatalf("notifications: %v", got)
+	}
+}
+
+// TestRestoreEjected: an instance adopted with an ejection still ahead is
+// drained in HAProxy at once; one whose ejection is over is not (the
+// ejector's first poll records its return), and with outliers taken out of
+// the config its ejection is dropped from the record (nothing would ever
+// return it).
+func TestRestoreEjected(t *testing.T) {
+	rec := func(name string, idx int, marks []string) store.Instance {
+		return store.Instance{Record: provider.Record{Group: "web", Name: name, Index: idx, ID: fmt.Sprint(1000 + idx),
+			Addr: fmt.Sprintf("127.0.0.1:%d", 20000+idx), Host: "127.0.0.1"}, State: string(InService), Marks: marks}
+	}
+	for _, outliers := range []bool{true, false} {
+		r := newReconciler(t, 2, func(r *reconciler) {
+			if outliers {
+				c := r.g.conf()
+				c.Outliers = &config.Outliers{Consecutive5xx: 3, MaxEjected: 50, EjectFor: 10 * time.Second}
+				r.g.live.Store(&c)
+			}
+			now := r.clk.Now()
+			ahead := ejectionWords(now.Add(5*time.Second), []time.Time{now.Add(-5 * time.Second)})
+			over := ejectionWords(now.Add(-time.Second), []time.Time{now.Add(-11 * time.Second)})
+			r.g.Restore(context.Background(), []store.Instance{rec("web-001", 1, ahead), rec("web-002", 2, over)})
+		})
+		one, two := r.ev.of("web-001"), r.ev.of("web-002")
+		if outliers && (!slices.Equal(one, []string{"add", "drain"}) || !slices.Equal(two, []string{"add"})) {
+			t.Errorf("outliers on: HAProxy calls %q and %q; want web-001 drained, web-002 only added", one, two)
+		}
+		if !outliers {
+			if !slices.Equal(one, []string{"add"}) {
+				t.Errorf("outliers off: HAProxy calls for web-001 %q, want only add", one)
+			}
+			r.st.mu.Lock()
+			marks := r.st.insts["web-001"].Marks
+			r.st.mu.Unlock()
+			if u, at := ejectionOf(marks); !u.IsZero() || at != nil {
+				t.Errorf("outliers off: web-001's record keeps its ejection: %q", marks)
+			}
+		}
 	}
 }
