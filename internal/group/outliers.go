@@ -170,11 +170,14 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 	g.mu.Unlock()
 	if !fits {
 		g.forgetOutlier(d.Instance)
-		if in != nil && !in.retiring {
+		if in != nil {
 			g.mu.Lock()
 			in.ejections = nil
+			keep := !in.retiring
 			g.mu.Unlock()
-			g.persist(ctx, in)
+			if keep {
+				g.persist(ctx, in)
+			}
 		}
 		return
 	}
