@@ -313,18 +313,23 @@ func (g *Group) forgetOutlier(name string) {
 func (g *Group) returnAllEjected(ctx context.Context) {
 	g.mu.Lock()
 	var back []string
+	var cleared []*instance
 	for _, in := range g.insts {
-		if !in.ejected.IsZero() {
-			in.ejected = time.Time{}
-			if in.inRotation() {
-				back = append(back, in.name)
-			}
+		if !in.ejected.IsZero() || len(in.ejections) > 0 {
+			cleared = append(cleared, in)
 		}
+		if !in.ejected.IsZero() && in.inRotation() {
+			back = append(back, in.name)
+		}
+		in.ejected, in.ejections = time.Time{}, nil
 	}
 	if len(back) > 0 {
 		g.notifyLocked()
 	}
 	g.mu.Unlock()
+	for _, in := range cleared {
+		g.persist(ctx, in) // the records forget the ejections too
+	}
 	for _, name := range back {
 		if err := g.lb.Undrain(ctx, g.cfg.Name, name); err != nil {
 			g.log.Warn("returning an outlier failed", "instance", name, "err", err)

@@ -123,7 +123,7 @@ func TestOperatorDrainWinsOverEjection(t *testing.T) {
 // TestOutliersReloadedAway: a reload that takes outliers out puts back
 // what was ejected, and the poll ends.
 func TestOutliersReloadedAway(t *testing.T) {
-	g, lb, clk, _ := outlierTestGroup(t)
+	g, lb, clk, st := outlierTestGroup(t)
 	ctx := context.Background()
 	g.judgeOutliers(ctx)
 	answered(lb, "web-002", 3, 3)
@@ -137,6 +137,16 @@ func TestOutliersReloadedAway(t *testing.T) {
 	}
 	if got := lb.ev.of("web-002"); !slices.Equal(got, []string{"drain", "undrain"}) {
 		t.Fatalf("HAProxy calls for web-002: %v, want drain, undrain", got)
+	}
+	// Its record forgets the ejection too: a restart must not take it out.
+	recs, err := st.Instances(ctx)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("records: %v, %v", recs, err)
+	}
+	for _, r := range recs {
+		if u, at := ejectionOf(r.Marks); !u.IsZero() || at != nil {
+			t.Errorf("%s's record keeps its ejection: %q", r.Name, r.Marks)
+		}
 	}
 }
 
