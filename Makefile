@@ -99,11 +99,11 @@ demo: deps build
 	@$(BIN)/shoal-bench demo
 
 # bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
-# all of them take about 55 minutes (hosts makes network namespaces, so it
+# all of them take about 65 minutes (hosts makes network namespaces, so it
 # runs as root; clouds needs jq, flock and moto: make test-deps; dashboard
 # saves its screenshots in bench/results/screenshots). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput tls reaction collection overload zero hosts clouds dashboard gslb
+BENCH       ?= throughput tls reaction collection overload iobound zero hosts clouds dashboard gslb
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip chromium gdnsd

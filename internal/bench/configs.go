@@ -26,6 +26,16 @@ func BenchConfig(port int, stateDir, metrics string, groups ...string) string {
 // on a small machine), health-checked every check (rise 2). extra holds
 // more fields of the group (cooldown, autoscale) as YAML without indentation.
 func GroupYAML(name, backend string, minSize, maxSize int, check, extra string) string {
+	return GroupYAMLArgs(name, backend, nil, minSize, maxSize, check, extra)
+}
+
+// GroupYAMLArgs is GroupYAML with more arguments for the demo-backend
+// (--workers N, say).
+func GroupYAMLArgs(name, backend string, args []string, minSize, maxSize int, check, extra string) string {
+	more := ""
+	for _, a := range args {
+		more += fmt.Sprintf(", %q", a)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `  - name: %s
     min_size: %d
@@ -39,11 +49,11 @@ func GroupYAML(name, backend string, minSize, maxSize int, check, extra string) 
       timeout: 1s
       grace: 60s
     template:
-      command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
+      command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"%s]
       env: {GOMAXPROCS: "1"}
       cpus: 1
       stop_timeout: 5s
-`, name, minSize, maxSize, check, backend)
+`, name, minSize, maxSize, check, backend, more)
 	b.WriteString(indent(extra, "    "))
 	return b.String()
 }

@@ -50,11 +50,26 @@ func (e *Env) StartShoal(bin, config string) (*Shoal, error) {
 
 // StartShoalFile runs `shoal serve` on the config file at path.
 func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
+	return e.startShoalFile("shoal", bin, path)
+}
+
+// StartShoalNamed is StartShoal for one of several shoals running side by
+// side: its config is WORK/NAME.yaml and its log WORK/NAME.log (each needs
+// its own state_dir).
+func (e *Env) StartShoalNamed(name, bin, config string) (*Shoal, error) {
+	path := filepath.Join(e.Work, name+".yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	return e.startShoalFile(name, bin, path)
+}
+
+func (e *Env) startShoalFile(name, bin, path string) (*Shoal, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.StartServe("shoal", bin, path)
+	p, err := e.StartServe(name, bin, path)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ type initFlags struct {
 	ha, node, vip, vipInterface     string
 	priority                        int
 	listen, stateDir, group, health string
-	min, max                        int
+	min, max, maxConn               int
 }
 
 func initCmd(o *options) *cobra.Command {
@@ -53,7 +53,9 @@ run with one of --local CMD (processes on this machine), --ssh HOST… (your
 servers: init scans each host's key, shows its SHA256 fingerprint and writes
 known_hosts once you confirm) or --cloud exec|ec2|sacloud; add HTTPS with
 --tls DOMAIN --email E (certificates from Let's Encrypt, or --acme-directory)
-and an HA pair with --ha PEER --etcd URL. A command is split into words as a
+and an HA pair with --ha PEER --etcd URL. --max-conn N caps the requests
+each instance serves at once (more wait in HAProxy's queue) and makes the
+policy scale on concurrency, 0.7 × N in flight per instance. A command is split into words as a
 shell would, but no shell runs it; {{.Port}} is where the instance's port goes.
 
 With none of these on a terminal, init asks. It checks the file as
@@ -102,6 +104,7 @@ without --force.`,
 	fl.IntVar(&f.min, "min", def.Min, "the group's min_size")
 	fl.IntVar(&f.max, "max", def.Max, "the group's max_size")
 	fl.StringVar(&f.health, "health-path", def.HealthPath, "the HTTP path instances are checked at")
+	fl.IntVar(&f.maxConn, "max-conn", 0, "requests each instance serves at once (limits.max_conn; more wait in HAProxy's queue); the policy then scales on concurrency, 0.7 × N in flight per instance")
 	_ = cmd.RegisterFlagCompletionFunc("cloud", cobra.FixedCompletions(initconfig.Clouds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -183,7 +186,10 @@ func runInit(cmd *cobra.Command, o *options, f *initFlags) error {
 // says what to write, so the interview must.
 func (f *initFlags) options(cmd *cobra.Command) (opts initconfig.Options, asked bool, err error) {
 	changed := cmd.Flags().Changed
-	opts = initconfig.Options{Listen: f.listen, StateDir: f.stateDir, Group: f.group, Min: f.min, Max: f.max, HealthPath: f.health}
+	opts = initconfig.Options{Listen: f.listen, StateDir: f.stateDir, Group: f.group, Min: f.min, Max: f.max, HealthPath: f.health, MaxConn: f.maxConn}
+	if changed("max-conn") && f.maxConn < 1 {
+		return opts, asked, fmt.Errorf("--max-conn must be at least 1 (requests each instance serves at once), got %d", f.maxConn)
+	}
 	for _, name := range []string{"local", "ssh", "cloud", "tls", "ha"} {
 		asked = asked || changed(name)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/core"
@@ -138,6 +139,27 @@ func TestInitVariantsValidate(t *testing.T) {
 				t.Errorf("ha = %+v, vip %+v", h, h.VIP)
 			}
 		}},
+		{"max conn", []string{"--local", local, "--max-conn", "20"}, func(t *testing.T, cfg *config.Config, text string) {
+			g := cfg.Groups[0]
+			if g.Limits == nil || g.Limits.MaxConn != 20 || g.Limits.QueueTimeout != 30*time.Second || g.Balance != "leastconn" {
+				t.Errorf("limits = %+v, balance %q; want max_conn 20, queue_timeout 30s, leastconn", g.Limits, g.Balance)
+			}
+			if a := g.Autoscale; a == nil || a.Target == nil || a.Target.Metric != "concurrency" || a.Target.Value != 14 {
+				t.Errorf("autoscale = %+v; want target concurrency 14 (0.7 × 20)", a)
+			}
+			if !strings.Contains(text, "limits: {max_conn: 20,") {
+				t.Errorf("the file does not carry max_conn:\n%s", text)
+			}
+		}},
+		{"max conn cloud", []string{"--cloud", "exec", "--cloud-cli", cli, "--max-conn", "5"}, func(t *testing.T, cfg *config.Config, _ string) {
+			g := cfg.Groups[0]
+			if g.Limits == nil || g.Limits.MaxConn != 5 {
+				t.Errorf("limits = %+v", g.Limits)
+			}
+			if a := g.Autoscale; a == nil || a.Target == nil || a.Target.Metric != "concurrency" || a.Target.Value != 3.5 {
+				t.Errorf("autoscale = %+v; want target concurrency 3.5 (0.7 × 5)", a)
+			}
+		}},
 		{"exec", []string{"--cloud", "exec", "--cloud-cli", cli, "--port", "8081"}, func(t *testing.T, cfg *config.Config, _ string) {
 			p := cfg.Providers[0]
 			e := cloudexec.Of(p)
@@ -252,6 +274,9 @@ func TestInitRefusesBadInput(t *testing.T) {
 		{[]string{"--local", app + " {{.Port}}", "--ha", "10.0.0.2"}, "--ha needs --etcd URL"},
 		{[]string{"--local", app + " {{.Port}}", "--min", "5", "--max", "2"}, "want 0 <= min <= max"},
 		{[]string{"--local", app + " {{.Port}}", "--listen", "nowhere"}, "listen"},
+		{[]string{"--local", app + " {{.Port}}", "--max-conn", "0"}, "--max-conn must be at least 1"},
+		{[]string{"--local", app + " {{.Port}}", "--max-conn", "-3"}, "--max-conn must be at least 1"},
+		{[]string{"--local", app + " {{.Port}}", "--max-conn", "2000000"}, "max_conn: must be from 1 to"},
 	} {
 		path := filepath.Join(dir, "shoal.yaml")
 		_, stderr, code := runShoal(t, strings.NewReader(""), append([]string{"init", "-o", path}, tc.args...)...)

@@ -54,7 +54,7 @@ const (
 )
 
 // marks are what an operator set on an instance, kept in its record
-// (store.Instance.Marks).
+// (store.Instance.Marks, beside an outlier's ejection: see outliers.go).
 type marks struct {
 	// protected: never chosen for scale-in.
 	protected bool

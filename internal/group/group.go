@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +126,11 @@ type instance struct {
 	// marks are what an operator set on it (see dayops.go).
 	marks marks
 	// ejected is when an outlier's ejection ends (zero: not ejected; see
-	// outliers.go). Read it under g.mu.
-	ejected time.Time
+	// outliers.go) and ejections when it was ejected lately (the
+	// detector's count toward replacement); both are in its record.
+	// Read them under g.mu.
+	ejected   time.Time
+	ejections []time.Time
 }
 
 // stateStore is what a group keeps in the store: its own state and its
@@ -326,6 +330,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		}
 		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
 			version: r.Version, tmpl: g.dep.tmpl, hash: r.Template, marks: marksOf(r.Marks)}
+		in.ejected, in.ejections = ejectionOf(r.Marks)
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
 		}
@@ -344,6 +349,16 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			// Its health watch finds out again whether HAProxy has it DOWN.
 			in.state = InService
 			_ = g.lb.AddServer(ctx, g.server(in), true)
+			switch {
+			case g.conf().Outliers == nil:
+				// Outliers are off now: nothing would return it.
+				in.ejected, in.ejections = time.Time{}, nil
+				g.persist(ctx, in)
+			case g.clk.Now().Before(in.ejected):
+				// An outlier stays out until its ejection ends, which
+				// the ejector sees at its first poll.
+				_ = g.lb.Drain(ctx, g.cfg.Name, in.name, 0)
+			}
 		case Drained, Standby:
 			// Out of rotation by an operator's act: it stays so, serving
 			// and counted as it was (see dayops.go).
@@ -1037,7 +1052,8 @@ func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func()
 func (g *Group) persist(ctx context.Context, in *instance) {
 	g.mu.Lock()
 	// Before its start the instance has no record from the provider yet.
-	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Template: in.hash, Marks: in.marks.words()}
+	row := store.Instance{Record: in.rec, State: string(in.state), StateSince: in.since, Version: in.version, Template: in.hash,
+		Marks: slices.Sorted(slices.Values(append(in.marks.words(), ejectionWords(in.ejected, in.ejections)...)))}
 	row.Group, row.Name, row.Index = g.cfg.Name, in.name, in.index
 	g.mu.Unlock()
 	if err := g.st.PutInstance(ctx, row); err != nil {

@@ -2,6 +2,9 @@ package group
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,12 +96,16 @@ func (g *Group) judgeOutliers(ctx context.Context) bool {
 		g.returnAllEjected(ctx)
 		return false
 	}
-	if g.ej.det == nil {
+	fresh := g.ej.det == nil
+	if fresh {
 		g.ej.det = outlier.New(*cfg)
 	} else {
 		g.ej.det.SetConfig(*cfg)
 	}
 	g.ej.mu.Unlock()
+	if fresh {
+		g.seedOutliers()
+	}
 	stats, err := g.lb.Stats(ctx, g.cfg.Name)
 	if err != nil {
 		return true // HAProxy restarting or unreachable: no news
@@ -137,6 +144,7 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 		g.record(ctx, event.GroupFailing, g.cfg.Name, d.Reason)
 		return
 	}
+	hist := g.outlierHistory(d.Instance) // before g.mu: the ejector's lock comes first
 	g.mu.Lock()
 	in := g.insts[d.Instance]
 	fits := in != nil && in.inRotation()
@@ -150,18 +158,32 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 		}
 	case d.Kind == outlier.Eject:
 		in.ejected = g.clk.Now().Add(d.For)
+		in.ejections = hist
 	case d.Kind == outlier.Return:
 		fits = !in.ejected.IsZero()
 		in.ejected = time.Time{}
 	case d.Kind == outlier.Replace:
-		in.ejected = time.Time{}
+		in.ejected, in.ejections = time.Time{}, nil
 		g.retireLocked(in, "outlier")
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	if !fits {
 		g.forgetOutlier(d.Instance)
+		if in != nil {
+			g.mu.Lock()
+			in.ejections = nil
+			keep := !in.retiring
+			g.mu.Unlock()
+			if keep {
+				g.persist(ctx, in)
+			}
+		}
 		return
+	}
+	if d.Kind != outlier.Replace {
+		// The ejection and its count outlive a restart of shoal.
+		g.persist(ctx, in)
 	}
 	switch d.Kind {
 	case outlier.Eject:
@@ -191,6 +213,79 @@ func (g *Group) applyOutlier(ctx context.Context, d outlier.Decision) {
 	}
 }
 
+// seedOutliers gives a new detector the ejections the instances' records
+// hold (an earlier run of shoal ejected them): they stay out until their
+// time and count toward replacement.
+func (g *Group) seedOutliers() {
+	type seed struct {
+		name  string
+		until time.Time
+		at    []time.Time
+	}
+	var seeds []seed
+	g.mu.Lock()
+	for _, in := range g.insts {
+		if in.inRotation() && (!in.ejected.IsZero() || len(in.ejections) > 0) {
+			seeds = append(seeds, seed{in.name, in.ejected, slices.Clone(in.ejections)})
+		}
+	}
+	g.mu.Unlock()
+	now := g.clk.Now()
+	g.ej.mu.Lock()
+	defer g.ej.mu.Unlock()
+	for _, s := range seeds {
+		g.ej.det.Restore(now, s.name, s.until, s.at)
+	}
+}
+
+// outlierHistory is the detector's ejections of an instance, to record.
+func (g *Group) outlierHistory(name string) []time.Time {
+	g.ej.mu.Lock()
+	defer g.ej.mu.Unlock()
+	if g.ej.det == nil {
+		return nil
+	}
+	_, at := g.ej.det.History(name)
+	return at
+}
+
+// Ejection marks: an outlier's ejection in its record (store.Instance.Marks),
+// as words "ejected-until=MS" and "ejected-at=MS" (Unix milliseconds).
+const (
+	markEjectedUntil = "ejected-until="
+	markEjectedAt    = "ejected-at="
+)
+
+// ejectionWords are the marks of an ejection ending at until (zero: none)
+// and of the ejections at.
+func ejectionWords(until time.Time, at []time.Time) []string {
+	var w []string
+	if !until.IsZero() {
+		w = append(w, markEjectedUntil+strconv.FormatInt(until.UnixMilli(), 10))
+	}
+	for _, t := range at {
+		w = append(w, markEjectedAt+strconv.FormatInt(t.UnixMilli(), 10))
+	}
+	return w
+}
+
+// ejectionOf reads what ejectionWords wrote; a word it cannot read is
+// skipped (an ejection forgotten is an instance back in rotation).
+func ejectionOf(words []string) (until time.Time, at []time.Time) {
+	for _, w := range words {
+		if v, ok := strings.CutPrefix(w, markEjectedUntil); ok {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				until = time.UnixMilli(ms)
+			}
+		} else if v, ok := strings.CutPrefix(w, markEjectedAt); ok {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				at = append(at, time.UnixMilli(ms))
+			}
+		}
+	}
+	return until, at
+}
+
 // inRotation reports an instance the ejector may have out of rotation or
 // put back: in service, or unhealthy since (HAProxy's checks have it DOWN
 // for now; it must not stay drained once they pass again). Not one held by
@@ -218,18 +313,23 @@ func (g *Group) forgetOutlier(name string) {
 func (g *Group) returnAllEjected(ctx context.Context) {
 	g.mu.Lock()
 	var back []string
+	var cleared []*instance
 	for _, in := range g.insts {
-		if !in.ejected.IsZero() {
-			in.ejected = time.Time{}
-			if in.inRotation() {
-				back = append(back, in.name)
-			}
+		if !in.ejected.IsZero() || len(in.ejections) > 0 {
+			cleared = append(cleared, in)
 		}
+		if !in.ejected.IsZero() && in.inRotation() {
+			back = append(back, in.name)
+		}
+		in.ejected, in.ejections = time.Time{}, nil
 	}
 	if len(back) > 0 {
 		g.notifyLocked()
 	}
 	g.mu.Unlock()
+	for _, in := range cleared {
+		g.persist(ctx, in) // the records forget the ejections too
+	}
 	for _, name := range back {
 		if err := g.lb.Undrain(ctx, g.cfg.Name, name); err != nil {
 			g.log.Warn("returning an outlier failed", "instance", name, "err", err)

@@ -37,6 +37,9 @@ type Options struct {
 	Min, Max int
 	// HealthPath is the HTTP path HAProxy checks each instance at.
 	HealthPath string
+	// MaxConn, when above 0, is limits.max_conn: the requests an instance
+	// serves at once. The policy then scales on concurrency (ConcurrencyTarget).
+	MaxConn int
 
 	// Local is the argv of an instance run on this machine.
 	Local []string
@@ -130,6 +133,9 @@ func (o Options) Check() error {
 	}
 	if o.Min < 0 || o.Max < 1 || o.Min > o.Max {
 		return fmt.Errorf("--min %d and --max %d: want 0 <= min <= max and max >= 1", o.Min, o.Max)
+	}
+	if o.MaxConn < 0 {
+		return fmt.Errorf("--max-conn must be at least 1 (requests each instance serves at once), got %d", o.MaxConn)
 	}
 	if !strings.HasPrefix(o.HealthPath, "/") {
 		return fmt.Errorf("--health-path must start with /, got %q", o.HealthPath)
@@ -232,6 +238,12 @@ var tmpl = template.Must(template.New("shoal.yaml").Funcs(template.FuncMap{
 	"q":    quote,
 	"list": list,
 }).Parse(fileTemplate))
+
+// ConcurrencyTarget is the policy's target with MaxConn set: 70 % of it in
+// flight per instance, so the group grows before requests queue.
+func (o Options) ConcurrencyTarget() string {
+	return strconv.FormatFloat(0.7*float64(o.MaxConn), 'f', -1, 64)
+}
 
 // Render writes the config file for o. It does not validate it: the
 // caller runs the loader on the result.

@@ -144,6 +144,36 @@ func (d *Detector) Ejected() []string {
 	return out
 }
 
+// History is what must outlive this detector of an instance's ejections
+// (the group keeps it in the instance's record, so a restart of shoal
+// resumes it): when its ejection ends (zero: in rotation) and when it was
+// ejected within ReplaceWindow, which count toward its replacement and
+// double its next ejection.
+func (d *Detector) History(name string) (until time.Time, at []time.Time) {
+	s := d.insts[name]
+	if s == nil {
+		return time.Time{}, nil
+	}
+	return s.until, slices.Clone(s.ejections)
+}
+
+// Restore gives an instance the History an earlier detector recorded,
+// before the first Step that samples it. Ejections older than
+// ReplaceWindow at now are dropped.
+func (d *Detector) Restore(now time.Time, name string, until time.Time, at []time.Time) {
+	var kept []time.Time
+	for _, t := range at {
+		if now.Sub(t) < ReplaceWindow {
+			kept = append(kept, t)
+		}
+	}
+	if until.IsZero() && len(kept) == 0 {
+		return
+	}
+	slices.SortFunc(kept, time.Time.Compare)
+	d.insts[name] = &state{until: until, ejections: kept}
+}
+
 // Forget drops an instance's history (it is gone, or an operator took it
 // out of rotation: it is not this detector's to return).
 func (d *Detector) Forget(name string) { delete(d.insts, name) }

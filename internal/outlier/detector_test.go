@@ -289,3 +289,55 @@ func TestOperatorHold(t *testing.T) {
 		t.Fatalf("reset counters: %s", kinds(ds))
 	}
 }
+
+// A new detector given an earlier one's History (as after a restart of
+// shoal) keeps the instance out until the old end, then doubles its next
+// ejection and replaces it at the third; ejections older than the replace
+// window are dropped.
+func TestHistoryRestore(t *testing.T) {
+	cfg := config.Outliers{Consecutive5xx: 3, MaxEjected: 50, EjectFor: 10 * time.Second}
+	d := New(cfg)
+	f := newFleet("a", "b")
+	d.Step(t0, f.samples())
+	f.add("a", 3, 3)
+	if ds := d.Step(t0.Add(time.Second), f.samples()); kinds(ds) != "eject:a" {
+		t.Fatalf("first: %s", kinds(ds))
+	}
+	until, at := d.History("a")
+	if !until.Equal(t0.Add(11*time.Second)) || len(at) != 1 || !at[0].Equal(t0.Add(time.Second)) {
+		t.Fatalf("History = %v, %v", until, at)
+	}
+	if u, at := d.History("b"); !u.IsZero() || at != nil {
+		t.Fatalf("History of b = %v, %v", u, at)
+	}
+
+	// A new detector (shoal restarted), with counters of a new HAProxy view.
+	d = New(cfg)
+	d.Restore(t0.Add(2*time.Second), "a", until, at)
+	if got := d.Ejected(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("Ejected after Restore = %v", got)
+	}
+	if ds := d.Step(t0.Add(10*time.Second), f.samples()); len(ds) != 0 {
+		t.Fatalf("before the old end: %s", kinds(ds))
+	}
+	if ds := d.Step(t0.Add(11*time.Second), f.samples()); kinds(ds) != "return:a" {
+		t.Fatalf("at the old end: %s", kinds(ds))
+	}
+	f.add("a", 3, 3)
+	ds := d.Step(t0.Add(12*time.Second), f.samples())
+	if kinds(ds) != "eject:a" || ds[0].For != 20*time.Second || !strings.Contains(ds[0].Reason, "(ejection 2 within 10m0s)") {
+		t.Fatalf("second after Restore: %s %+v", kinds(ds), ds)
+	}
+	d.Step(t0.Add(32*time.Second), f.samples()) // returns
+	f.add("a", 3, 3)
+	if ds := d.Step(t0.Add(33*time.Second), f.samples()); kinds(ds) != "replace:a" {
+		t.Fatalf("third after Restore: %s", kinds(ds))
+	}
+
+	// Ejections past the window count no more; nothing left is no state.
+	d = New(cfg)
+	d.Restore(t0.Add(11*time.Minute), "a", time.Time{}, at)
+	if u, got := d.History("a"); !u.IsZero() || got != nil {
+		t.Fatalf("an old ejection restored: %v, %v", u, got)
+	}
+}

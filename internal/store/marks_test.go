@@ -10,13 +10,13 @@ import (
 	"github.com/shoal-lb/shoal/internal/job"
 )
 
-// An instance's operator marks and a job's instances and note survive the
+// An instance's operator marks (and an outlier's ejection) and a job's instances and note survive the
 // round trip, so day-two state outlives a restart of shoal.
 func TestMarksAndJobInstances(t *testing.T) {
 	s, path := openTest(t)
 	ctx := context.Background()
 	in := Instance{Record: instance.Record{Name: "web-001", Group: "web", Index: 1, Addr: "127.0.0.1:9000"},
-		State: "standby", Marks: []string{"decrement", "protected"}}
+		State: "standby", Marks: []string{"decrement", "ejected-at=1796000000000", "ejected-at=1796000005000", "ejected-until=1796000015000", "protected"}}
 	if err := s.PutInstance(ctx, in); err != nil {
 		t.Fatal(err)
 	}

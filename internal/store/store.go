@@ -341,7 +341,8 @@ type Instance struct {
 	Template string `json:",omitempty"`
 	// Marks are what an operator set on the instance and what must
 	// survive a restart of shoal (group.Group's day-two acts: protected,
-	// no-replace, decrement); sorted words without commas.
+	// no-replace, decrement; an outlier's ejection: ejected-until=MS,
+	// ejected-at=MS); sorted words without commas.
 	Marks []string `json:",omitempty"`
 	// UpdatedAt is set by PutInstance.
 	UpdatedAt time.Time

@@ -297,3 +297,105 @@ func TestOutlierLatency(t *testing.T) {
 		t.Fatalf("HAProxy has web-002 %s after its return, want UP", st)
 	}
 }
+
+// TestOutlierEjectionSurvivesRestart: an instance answering half its
+// requests 500 is ejected for 15 s; shoal is killed (kill -9) at once and
+// started again. The instance stays out of rotation (HAProxy keeps it in
+// DRAIN, status shows the same end) until its ejection ends, not sooner;
+// then, still failing, its second ejection doubles to 30 s and counts as
+// the second within 10 minutes, and the third replaces it: the count and
+// the doubling are in the store, not only in the running core.
+func TestOutlierEjectionSurvivesRestart(t *testing.T) {
+	parallel(t)
+	const ejectFor = 15 * time.Second
+	e := newEnv(t, "", groupSpec{Name: "web", Min: 3, Max: 3, Extra: `    outliers:
+      consecutive_5xx: 0
+      failure_rate: {above: 0.2, over: 5s, min_requests: 20}
+      max_ejected: 34%
+      eject_for: 15s
+`})
+	e.start()
+	e.waitInService("web", 3)
+	load := startPacedLoad(t, "http://"+e.listen+"/", 1)
+	in, ok := e.instance("web-001")
+	if !ok {
+		t.Fatal("no web-001")
+	}
+	time.Sleep(time.Second)
+	var since int64
+	if evs := e.events(api.EventsQuery{Group: "web", Limit: 1}); len(evs) > 0 {
+		since = evs[0].ID
+	}
+	setFailing(t, in.Addr, 0.5)
+	ev := e.waitEvent("web-001 ejected", outlierOver+outlierPoll+eventRead+time.Second, since, eventOf("instance.ejected", "web-001"))
+	if !strings.Contains(ev.Reason, "web-001 ejected for 15s (ejection 1 within 10m0s)") {
+		t.Fatalf("ejection event: %q", ev.Reason)
+	}
+	in, _ = e.instance("web-001")
+	if in.EjectedUntil == nil {
+		t.Fatal("status does not show web-001 ejected")
+	}
+	until := *in.EjectedUntil
+
+	e.kill9()
+	e.start()
+	restarted := time.Now()
+	t.Logf("restarted %s before the ejection's end", until.Sub(restarted).Round(time.Millisecond))
+	if !restarted.Before(until.Add(-2 * time.Second)) {
+		t.Fatalf("the restart took until %s past the ejection's end at %s: too slow to tell", restarted.Format(time.StampMilli), until.Format(time.StampMilli))
+	}
+	in, _ = e.instance("web-001")
+	// The record keeps milliseconds.
+	if in.EjectedUntil == nil || !in.EjectedUntil.Equal(until.Truncate(time.Millisecond)) || in.State != "in-service" {
+		t.Fatalf("after the restart web-001 is %s, ejected until %v; want in-service, ejected until %s", in.State, in.EjectedUntil, until)
+	}
+	// Out of rotation until its end: HAProxy has it in DRAIN and its count
+	// of requests stands still, polled until 1 s before the end.
+	before := e.serverStat("web", "web-001").Requests
+	for time.Until(until) > time.Second {
+		if st := e.serverStatus("web-001"); st != "DRAIN" {
+			t.Fatalf("HAProxy has web-001 %s %s before its ejection ends, want DRAIN", st, time.Until(until).Round(time.Millisecond))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if got := e.serverStat("web", "web-001").Requests; got != before {
+		t.Fatalf("web-001 got %d requests while ejected across the restart", got-before)
+	}
+	ev = e.waitEvent("web-001 returned", time.Until(until)+outlierPoll+eventRead+time.Second, ev.ID, eventOf("instance.returned", "web-001"))
+	if ev.Time.Before(until) {
+		t.Fatalf("web-001 returned at %s, before its ejection's end %s", ev.Time.Format(time.StampMilli), until.Format(time.StampMilli))
+	}
+	// Still failing: the second ejection doubles and is counted as such.
+	ev = e.waitEvent("web-001 ejected again", outlierOver+outlierPoll+eventRead+time.Second, ev.ID, eventOf("instance.ejected", "web-001"))
+	if !strings.Contains(ev.Reason, "web-001 ejected for 30s (ejection 2 within 10m0s)") {
+		t.Fatalf("second ejection after the restart: %q", ev.Reason)
+	}
+	ev = e.waitEvent("web-001 returned again", 2*ejectFor+outlierPoll+eventRead+time.Second, ev.ID, eventOf("instance.returned", "web-001"))
+	ev = e.waitEvent("web-001 replaced", outlierOver+outlierPoll+eventRead+time.Second, ev.ID, eventOf("instance.replaced", "web-001"))
+	if !strings.Contains(ev.Reason, "web-001 replaced: an outlier 3 times within 10m0s") {
+		t.Fatalf("replacement: %q", ev.Reason)
+	}
+	e.eventually("the outlier gone and 3 in service", 45*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "web")
+		if err != nil {
+			return err
+		}
+		for _, i := range s.Instances {
+			if i.Addr == in.Addr {
+				return fmt.Errorf("the outlier (%s) is %s", i.Addr, i.State)
+			}
+		}
+		if s.InService != 3 || len(s.Instances) != 3 {
+			return fmt.Errorf("%d instances, %d in service", len(s.Instances), s.InService)
+		}
+		return nil
+	})
+	load.end()
+	load.mu.Lock()
+	t.Logf("answers by status: %v", load.by)
+	if load.by[-1] > 0 {
+		t.Errorf("%d requests got no answer", load.by[-1])
+	}
+	load.mu.Unlock()
+	e.checkInSync("web")
+}

@@ -148,6 +148,7 @@ function renderGroup(m) {
   }
   if (g.haproxy_error) info += `; HAProxy: ${g.haproxy_error}`;
   $("#group-info").textContent = info;
+  renderQueue(g.queue);
 
   const cpu = {};
   for (const i of live.instances || []) cpu[i.name] = i.cpu.avg;
@@ -175,6 +176,19 @@ function renderGroup(m) {
       [`${e.current} → ${e.recommendation}`, "num"], [e.reason, "reason"], jobLink(e.job_id),
     ], { group: e.group, event: e.id, severity: severity(e) })));
   }
+}
+
+// renderQueue shows the group's queue in HAProxy (limits.max_conn): the
+// requests waiting now, the most since HAProxy's reload and the average
+// wait of the last 1024; hidden for a group that never queues.
+function renderQueue(q) {
+  const p = $("#group-queue");
+  p.hidden = !q || !(q.max_conn > 0 || q.max > 0);
+  if (p.hidden) return;
+  const limit = q.max_conn > 0 ? `max_conn ${q.max_conn} per instance` : "no max_conn";
+  p.textContent = `queue: ${q.current} waiting now, ${q.max} at most, ${q.time_ms} ms average wait (${limit})`;
+  p.className = q.current > 0 ? "warn" : "";
+  Object.assign(p.dataset, { current: q.current, max: q.max, timeMs: q.time_ms, maxConn: q.max_conn });
 }
 
 async function loadSeries() {

@@ -11,7 +11,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/testetcd"
 )
 
-// An HA pair keeps an instance's operator marks and a day-two job's
+// An HA pair keeps an instance's operator marks (and an outlier's ejection) and a day-two job's
 // instances and note in etcd as SQLite does: the new leader finds them.
 func TestMarksAndJobInstances(t *testing.T) {
 	etcd := testetcd.Start(t)
@@ -19,7 +19,7 @@ func TestMarksAndJobInstances(t *testing.T) {
 	s := New(n.Client(), n.Prefix())
 	s.SetFence(fence)
 	ctx := t.Context()
-	in := store.Instance{Record: instance.Record{Group: "web", Name: "web-001", Index: 1}, State: "drained", Marks: []string{"no-replace", "protected"}}
+	in := store.Instance{Record: instance.Record{Group: "web", Name: "web-001", Index: 1}, State: "drained", Marks: []string{"ejected-at=1796000000000", "ejected-until=1796000015000", "no-replace", "protected"}}
 	if err := s.PutInstance(ctx, in); err != nil {
 		t.Fatal(err)
 	}
