@@ -29,7 +29,8 @@ import (
 //	     │ yes
 //	     ▼
 //	  consolidate.Decide(the provider's hosts and every group's instances)
-//	     │ no host: event host.consolidation_skipped (each host's reason), handled
+//	     │ no host: event host.consolidation_skipped (each host's reason; none
+//	     │ when one host holds everything), handled
 //	     ▼
 //	  budgets allow? ──no──► event host.consolidation_waiting (once per reason), next tick
 //	     │ yes: event host.consolidating; placement avoids the host
@@ -119,13 +120,17 @@ func (k *consolidator) look(ctx context.Context, g *group.Group, st *consolidati
 	hosts, groups, byName := k.input(c.Provider, hl)
 	d := consolidate.Decide(hosts, groups)
 	if d.Plan == nil {
-		if !st.moved {
+		inUse := 0
+		for _, h := range hosts {
+			if len(h.Instances) > 0 {
+				inUse++
+			}
+		}
+		// One host in use is packed already: no news.
+		if !st.moved && inUse > 1 {
 			var why []string
 			for _, s := range d.Skipped {
 				why = append(why, s.Host+": "+s.Reason)
-			}
-			if len(why) == 0 {
-				why = append(why, "no host in use")
 			}
 			k.record(ctx, g.Name(), event.HostConsolidationSkipped, c.Provider, fmt.Sprintf("after group %s's scale-in, no host of provider %s could be emptied: %s", g.Name(), c.Provider, strings.Join(why, "; ")))
 		}
