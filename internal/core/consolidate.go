@@ -171,14 +171,17 @@ func (k *consolidator) look(ctx context.Context, g *group.Group, st *consolidati
 			return ok, why
 		},
 	}.Run(ctx)
-	left := hostInstances(hl, p.Host)
+	left := 0
+	if len(r.Left) == 0 {
+		left = awaitEmpty(ctx, hl, p.Host)
+	}
 	if len(r.Left) > 0 || left != 0 {
 		var why []string
 		for _, l := range r.Left {
 			why = append(why, l.Name+": "+l.Reason)
 		}
 		if len(why) == 0 {
-			why = append(why, fmt.Sprintf("%d instance(s) still there (placed there meanwhile?)", left))
+			why = append(why, fmt.Sprintf("every move done, but the provider still counts %d instance(s) there after %s", left, emptyWait))
 		}
 		st.retryAt = time.Now().Add(max(cc.After, consolidateEvery))
 		k.record(ctx, g.Name(), event.HostConsolidationFailed, p.Host, fmt.Sprintf("emptying host %s ended with %d of %d moved: %s; tried again in %s", p.Host, len(r.Moved), len(p.Moves), strings.Join(why, "; "), max(cc.After, consolidateEvery)))
@@ -239,14 +242,32 @@ func (k *consolidator) input(prov string, hl provider.HostLister) ([]consolidate
 	return hosts, groups, byName
 }
 
-// hostInstances is how many instances the provider counts on host.
-func hostInstances(hl provider.HostLister, host string) int {
-	for _, s := range hl.Hosts() {
-		if s.Name == host {
-			return s.Instances
+// emptyWait bounds how long a host whose instances all moved may take to
+// count none (the provider forgets a stopped instance as its stop ends).
+const emptyWait = 10 * time.Second
+
+// awaitEmpty waits up to emptyWait until the provider counts no instance
+// on host, and returns how many it counts then.
+func awaitEmpty(ctx context.Context, hl provider.HostLister, host string) int {
+	deadline := time.Now().Add(emptyWait)
+	for {
+		n := 0
+		for _, s := range hl.Hosts() {
+			if s.Name == host {
+				n = s.Instances
+			}
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n
+		case <-t.C:
 		}
 	}
-	return 0
 }
 
 // moveList words the moves: "web-3 → 10.0.0.2, web-4 → 10.0.0.3".
