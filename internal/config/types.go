@@ -242,7 +242,7 @@ type Group struct {
 	// Update is how instances follow a change of the serving template.
 	Update Update `yaml:"update"`
 	// Disruption bounds voluntary replacements (lifetime, drift, host
-	// drain).
+	// drain, consolidation).
 	Disruption Disruption `yaml:"disruption"`
 	// Outliers is nil unless instances that answer worse than the rest
 	// are taken out of rotation (outliers.go).
