@@ -37,6 +37,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/bench/dashboard"
 	"github.com/shoal-lb/shoal/internal/bench/demo"
 	"github.com/shoal-lb/shoal/internal/bench/gslb"
+	"github.com/shoal-lb/shoal/internal/bench/hostdrain"
 	"github.com/shoal-lb/shoal/internal/bench/hosts"
 	"github.com/shoal-lb/shoal/internal/bench/iobound"
 	"github.com/shoal-lb/shoal/internal/bench/overload"
@@ -49,7 +50,7 @@ import (
 
 // commands are the benchmarks, by name.
 var commands = index(chaos.Command, clouds.Command, collection.Command, compare.Command, dashboard.Command, demo.Command,
-	gslb.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
+	gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
 
 // index maps the benchmarks by name; a name given twice is a programming error.
 func index(cs ...*bench.Command) map[string]*bench.Command {

@@ -116,6 +116,8 @@ groups:
     min_size: 0
     max_size: 2
     plans: [{name: one, size: 1}]
+    provider: rack
+    placement: {strategy: pack, consolidation: {}}
     cooldown: {}
     health: {passive: {}}
     limits: {max_conn: 4}

@@ -514,6 +514,9 @@ func (d *decoder) groupProvider(f *fields, g *Group, pn *yaml.Node, provs map[st
 			g.Placement.Strategy = s
 		}
 	}
+	if cn := pf.get("consolidation"); cn != nil {
+		g.Placement.Consolidation = d.consolidation(cn, pf.field("consolidation"), g.Placement.Strategy)
+	}
 	ln := pf.get("labels")
 	if ln == nil {
 		return
@@ -621,4 +624,25 @@ func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
 		n = next
 	}
 	return at
+}
+
+// consolidation decodes placement.consolidation, which needs strategy pack:
+// spread placement would put instances back on the emptied host.
+func (d *decoder) consolidation(n *yaml.Node, path, strategy string) *Consolidation {
+	f := section[Consolidation](d, n, path)
+	c := new(defaultConsolidation)
+	if strategy != PlacePack {
+		d.errorf(n, path, "consolidation empties hosts that pack placement then leaves empty; it needs placement.strategy %s, got %s", PlacePack, strategy)
+	}
+	if v, vn := f.integer("max_moves", c.MaxMoves); vn != nil && (v < 1 || v > maxConsolidationMoves) {
+		d.errorf(vn, f.field("max_moves"), "must be from 1 to %d (the most instances moved to empty one host), got %d", maxConsolidationMoves, v)
+	} else {
+		c.MaxMoves = v
+	}
+	if v, vn := f.duration("after", c.After); vn != nil && v > maxConsolidationAfter {
+		d.errorf(vn, f.field("after"), "must be at most %s, got %s", maxConsolidationAfter, v)
+	} else {
+		c.After = v
+	}
+	return c
 }

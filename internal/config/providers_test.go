@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // providersDoc is a config with one ssh provider of two hosts; tests
@@ -105,6 +106,14 @@ func TestParseProviderErrors(t *testing.T) {
 			`testdata/shoal.yaml:24:41: groups[0].placement.labels: no host of provider rack carries all of {zone: c}, so no instance could be placed`},
 		{"bad strategy", "strategy: pack", "strategy: fill",
 			`testdata/shoal.yaml:24:27: groups[0].placement.strategy: must be spread or pack, got "fill"`},
+		{"consolidation with spread", "strategy: pack", "strategy: spread, consolidation: {max_moves: 2}",
+			`testdata/shoal.yaml:24:50: groups[0].placement.consolidation: consolidation empties hosts that pack placement then leaves empty; it needs placement.strategy pack, got spread`},
+		{"consolidation max_moves 0", "strategy: pack", "strategy: pack, consolidation: {max_moves: 0}",
+			`testdata/shoal.yaml:24:60: groups[0].placement.consolidation.max_moves: must be from 1 to 1000 (the most instances moved to empty one host), got 0`},
+		{"consolidation unknown key", "strategy: pack", "strategy: pack, consolidation: {moves: 2}",
+			`testdata/shoal.yaml:24:49: groups[0].placement.consolidation.moves: unknown field; allowed: max_moves, after`},
+		{"consolidation negative after", "strategy: pack", "strategy: pack, consolidation: {after: -1s}",
+			`testdata/shoal.yaml:24:56: groups[0].placement.consolidation.after: must not be negative, got -1s`},
 		{"placement on local", "    provider: rack\n", "",
 			`testdata/shoal.yaml:23:16: groups[0].placement: the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out`},
 		{"duplicate provider", "groups:\n", "  - {name: rack, type: ssh, hosts: [{address: 10.0.0.2, user: u, key_file: ssh/id_ed25519, known_hosts: ssh/known_hosts}]}\ngroups:\n",
@@ -119,6 +128,34 @@ func TestParseProviderErrors(t *testing.T) {
 				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConsolidation: placement.consolidation's defaults and keys.
+func TestConsolidation(t *testing.T) {
+	parseString := func(t *testing.T, doc string) (*Config, error) {
+		return Parse("testdata/shoal.yaml", []byte(doc))
+	}
+	cfg, err := parseString(t, strings.Replace(providersDoc, "strategy: pack", "strategy: pack, consolidation: {}", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Groups[0].Placement.Consolidation; c == nil || *c != (Consolidation{MaxMoves: 2, After: time.Minute}) {
+		t.Fatalf("defaults: %+v", c)
+	}
+	cfg, err = parseString(t, strings.Replace(providersDoc, "strategy: pack", "strategy: pack, consolidation: {max_moves: 4, after: 5s}", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Groups[0].Placement.Consolidation; c == nil || *c != (Consolidation{MaxMoves: 4, After: 5 * time.Second}) {
+		t.Fatalf("set: %+v", c)
+	}
+	cfg, err = parseString(t, providersDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Groups[0].Placement.Consolidation; c != nil {
+		t.Fatalf("off by default, got %+v", c)
 	}
 }
 

@@ -29,7 +29,7 @@ const (
 var UpdateModes = []string{UpdateOpportunistic, UpdateProactive}
 
 // Disruption is the budget of a group's voluntary replacements (lifetime,
-// drift, host drain): health replacements and scaling ignore it.
+// drift, host drain, consolidation): health replacements and scaling ignore it.
 type Disruption struct {
 	// MaxUnavailable is how many instances may be out of service at once
 	// for a voluntary replacement: a count ("1") or a share of the group

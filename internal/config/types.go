@@ -242,7 +242,7 @@ type Group struct {
 	// Update is how instances follow a change of the serving template.
 	Update Update `yaml:"update"`
 	// Disruption bounds voluntary replacements (lifetime, drift, host
-	// drain).
+	// drain, consolidation).
 	Disruption Disruption `yaml:"disruption"`
 	// Outliers is nil unless instances that answer worse than the rest
 	// are taken out of rotation (outliers.go).
@@ -284,7 +284,38 @@ type Placement struct {
 	// Labels are what a host must carry, every one, to take the group's
 	// instances.
 	Labels map[string]string `yaml:"labels"`
+	// Consolidation is nil unless, with strategy pack, a host the group's
+	// scale-in left part-used is emptied onto the other hosts in use.
+	Consolidation *Consolidation `yaml:"consolidation"`
 }
+
+// Consolidation empties a part-used host after a pack-placed group scales
+// in, as Karpenter's consolidation deletes a node whose pods fit on the
+// others: when every instance there could move to the other hosts in use
+// (within their capacity and the group's placement labels) in at most
+// MaxMoves moves, none of them protected or held, its instances are
+// replaced there one at a time, launch before terminate, within the
+// group's disruption budget; the event host.consolidated then says the
+// host is empty and can be powered off or returned.
+type Consolidation struct {
+	// MaxMoves is the most of the group's instances one host's emptying
+	// may move: a host that would take more is left as it is.
+	MaxMoves int `yaml:"max_moves"`
+	// After is how long the group's size must stay as a scale-in left it
+	// (and every instance in service) before consolidation looks: a load
+	// that comes back soon finds its instances where they were.
+	After time.Duration `yaml:"after"`
+}
+
+// defaultConsolidation moves at most two instances, a minute after the
+// scale-in settled.
+var defaultConsolidation = Consolidation{MaxMoves: 2, After: time.Minute}
+
+// Bounds of consolidation's keys.
+const (
+	maxConsolidationMoves = 1000
+	maxConsolidationAfter = 24 * time.Hour
+)
 
 // Values of Placement.Strategy.
 const (

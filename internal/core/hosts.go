@@ -46,6 +46,33 @@ func (c *cordons) put(prov, host string, since time.Time, on bool) {
 	}
 }
 
+// vacating are the hosts a consolidation is emptying, by "provider/host":
+// placement puts nothing there meanwhile (provider.Options.Vacating). They
+// are this run's only, not the store's: a restart ends the consolidation.
+type vacating struct {
+	mu  sync.RWMutex
+	set map[string]bool
+}
+
+func (v *vacating) has(prov, host string) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.set[cordonKey(prov, host)]
+}
+
+func (v *vacating) put(prov, host string, on bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.set == nil {
+		v.set = map[string]bool{}
+	}
+	if on {
+		v.set[cordonKey(prov, host)] = true
+	} else {
+		delete(v.set, cordonKey(prov, host))
+	}
+}
+
 // count is how many hosts are cordoned (for /metrics).
 func (c *cordons) count() int {
 	c.mu.RLock()

@@ -47,6 +47,8 @@ type providers struct {
 	fence interface{ Guard(context.Context) error }
 	// cordons are the hosts no new instance is placed on.
 	cordons cordons
+	// vacating are the hosts a consolidation is emptying.
+	vacating vacating
 
 	mu     sync.RWMutex
 	built  map[string]provider.Running
@@ -94,6 +96,7 @@ func (p *providers) add(pc config.Provider) error {
 	opts := p.opts
 	opts.Log = p.log.With("component", "provider", "provider", pc.Name)
 	opts.Cordoned = func(host string) bool { return p.cordons.has(pc.Name, host) }
+	opts.Vacating = func(host string) bool { return p.vacating.has(pc.Name, host) }
 	// Every type marks what it starts with the owner (see ownerID), and
 	// Guard fences its sweeps. A builder does no network I/O: the context
 	// reads files only.

@@ -41,6 +41,9 @@ type registry struct {
 	// instances through (group.Recycle); nil: no group recycles (this
 	// build has no instance replacement; see core.replacer).
 	replacer group.Replacer
+	// consolidate, when set, returns a group's host consolidation loop
+	// (consolidator.loop).
+	consolidate func(*group.Group) func(context.Context)
 
 	// standby, on an HA node that does not lead, runs no group: the
 	// groups are there for the API to read; see ha.Node.
@@ -62,6 +65,9 @@ type member struct {
 	// a replacer. It stops with the policies: no voluntary replacement
 	// starts once the groups are being stopped or handed over.
 	recycle *loop
+	// consolidate is the group's host consolidation loop; nil without a
+	// consolidator. It stops with the policies, as recycle does.
+	consolidate *loop
 }
 
 // loop is a goroutine that runs until it is stopped.
@@ -222,8 +228,8 @@ func (r *registry) apply(ctx context.Context, ch change) (removed []*member) {
 	r.mu.Unlock()
 
 	for _, m := range removed {
-		stopAll([]*loop{m.policy, m.recycle})
-		m.policy, m.recycle = nil, nil
+		stopAll([]*loop{m.policy, m.recycle, m.consolidate})
+		m.policy, m.recycle, m.consolidate = nil, nil, nil
 	}
 	for i, m := range changed {
 		// The old policy stops before the bounds change under it.
@@ -256,6 +262,9 @@ func (r *registry) runLocked(m *member) {
 		g, rep := m.g, r.replacer
 		m.recycle = goLoop(func(ctx context.Context) { g.Recycle(ctx, rep) })
 	}
+	if m.consolidate == nil && r.consolidate != nil {
+		m.consolidate = goLoop(r.consolidate(m.g))
+	}
 }
 
 // stopPolicies stops every policy runner and waits for them: no policy
@@ -266,8 +275,8 @@ func (r *registry) stopPolicies() {
 	r.policy = nil
 	var ls []*loop
 	for _, m := range r.snapshot() {
-		ls = append(ls, m.policy, m.recycle)
-		m.policy, m.recycle = nil, nil
+		ls = append(ls, m.policy, m.recycle, m.consolidate)
+		m.policy, m.recycle, m.consolidate = nil, nil, nil
 	}
 	stopAll(ls)
 }

@@ -259,6 +259,9 @@ func (s *serving) setupGroups() error {
 	// Set before startGroups runs the groups' loops.
 	s.c.replacer = jobReplacer{jm: s.jm, source: "host-drain"}
 	s.reg.replacer = jobReplacer{jm: s.jm, source: "recycle"}
+	k := &consolidator{groups: s.reg.All, provs: s.provs, rep: jobReplacer{jm: s.jm, source: "consolidation"},
+		st: s.st, log: s.log.With("component", "consolidation")}
+	s.reg.consolidate = k.loop
 	// stopGroups closes it on a normal stop; this closes it (again, which
 	// is harmless) when a later step fails before the groups started.
 	s.onStop(s.jm.Close)

@@ -1,5 +1,5 @@
 // Package disruption is a group's budget for voluntary replacements
-// (lifetime, drift, host drain): how many of its instances may be out of
+// (lifetime, drift, host drain, consolidation): how many of its instances may be out of
 // service at once, and the windows in which such a replacement may start.
 // Health replacements and scaling do not ask it. It is pure: the caller
 // gives the time and the counts.

@@ -73,6 +73,19 @@ const (
 	HostDrainFailed Type = "host.drain_failed"
 )
 
+// Host consolidation (a pack-placed group's placement.consolidation): a
+// part-used host being emptied, emptied (it can be powered off), a move
+// that waits for the disruption budget, a consolidation that ended with
+// instances left, and a scale-in after which no host could be emptied
+// (each host's reason).
+const (
+	HostConsolidating        Type = "host.consolidating"
+	HostConsolidated         Type = "host.consolidated"
+	HostConsolidationWaiting Type = "host.consolidation_waiting"
+	HostConsolidationFailed  Type = "host.consolidation_failed"
+	HostConsolidationSkipped Type = "host.consolidation_skipped"
+)
+
 // Outlier ejection (a group's outliers): an instance taken out of rotation
 // and put back, with the numbers that decided it, and a group whose
 // instances fail together (no outlier: max_ejected holds them in).
@@ -92,6 +105,7 @@ var Types = []Type{
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
 	RecycleStarted, RecycleWaiting, RecycleFailed, HostCordoned, HostUncordoned, HostDrained, HostDrainFailed,
+	HostConsolidating, HostConsolidated, HostConsolidationWaiting, HostConsolidationFailed, HostConsolidationSkipped,
 }
 
 // Known reports whether t is one of Types.

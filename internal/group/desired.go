@@ -75,6 +75,12 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 		g.mu.Unlock()
 		return fmt.Errorf("group %s: %w", g.cfg.Name, ErrRemoved)
 	}
+	if n != g.desired {
+		g.resized = g.clk.Now()
+		if n < g.desired {
+			g.scaledIn = g.resized
+		}
+	}
 	g.desired = n
 	active := len(g.activeLocked())
 	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)

@@ -219,6 +219,10 @@ type Group struct {
 	owedLaunch int
 	owedRetire int
 
+	// scaledIn is when SetDesired last lowered the desired size, resized
+	// when it last changed it: what a host consolidation waits on.
+	scaledIn, resized time.Time
+
 	// protectedNote is the protected instances a scale-in last stopped
 	// at, so that it is logged once, not at every pass.
 	protectedNote string

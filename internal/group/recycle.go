@@ -130,7 +130,7 @@ func (g *Group) unavailableLocked() (unavailable, total int) {
 }
 
 // VoluntaryAllowed reports whether the disruption budget lets one more
-// voluntary replacement (recycling, a host drain) start now, and why not.
+// voluntary replacement (recycling, a host drain, a consolidation) start now, and why not.
 func (g *Group) VoluntaryAllowed() (bool, string) {
 	c := g.conf()
 	un, total := g.Unavailable()

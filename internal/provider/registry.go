@@ -38,6 +38,10 @@ type Options struct {
 	// (`shoal hosts cordon`): placement puts no new instance there. It is
 	// called under the provider's lock and must not call back into it.
 	Cordoned func(host string) bool
+	// Vacating, if set, reports whether a host consolidation is emptying
+	// the host: placement puts no new instance there either. Called as
+	// Cordoned is.
+	Vacating func(host string) bool
 	// Interval is how often each host is polled (liveness + one batched /proc read); default 1s.
 	Interval time.Duration
 	// Logs bounds the instances' logs on the hosts (rotation and expiry);

@@ -114,6 +114,8 @@ func (p *Provider) refusal(h *host, spec provider.Spec, now time.Time) string {
 		return "removed from the config"
 	case p.cordoned(h.name):
 		return "cordoned (`shoal hosts uncordon " + h.name + "` takes new instances there again)"
+	case p.opts.Vacating != nil && p.opts.Vacating(h.name):
+		return "being emptied by a consolidation"
 	case h.client == nil && h.down:
 		return "down"
 	case h.client == nil:
