@@ -60,8 +60,12 @@ func TestDashboardDayOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	row := func(name string) string { return fmt.Sprintf(`document.querySelector('#instances tbody tr[data-instance=%q]')`, name) }
-	hostRow := func(addr string) string { return fmt.Sprintf(`document.querySelector('#host-table tbody tr[data-host=%q]')`, addr) }
+	row := func(name string) string {
+		return fmt.Sprintf(`document.querySelector('#instances tbody tr[data-instance=%q]')`, name)
+	}
+	hostRow := func(addr string) string {
+		return fmt.Sprintf(`document.querySelector('#host-table tbody tr[data-host=%q]')`, addr)
+	}
 	done := func(what string, ans tour.Answer, err error) {
 		t.Helper()
 		t.Logf("%s: %+v", what, ans)
