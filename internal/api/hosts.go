@@ -56,8 +56,10 @@ type HostResponse struct {
 type HostDrain struct {
 	Provider string `json:"provider"`
 	Host     string `json:"host"`
-	// State is "running", "done" (every instance moved) or "incomplete"
-	// (some could not move: Left says why).
+	// State is "running", "done" (every instance moved), "incomplete"
+	// (some could not move: Left says why) or "interrupted" (shoal stopped
+	// or this HA node stopped leading: the drain stays recorded in the
+	// store, and the next start or leader resumes it).
 	State     string          `json:"state"`
 	Instances []string        `json:"instances"`
 	Moved     []string        `json:"moved"`
