@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
+)
+
+// TestHAPairRecycleCordon: an HA pair (real etcd, the group on two SSH
+// hosts) with max_lifetime 1m. The leader cordons one host (the standby
+// refuses to); once the instances are over age the leader recycles them
+// while the standby, which runs no group, submits nothing. The leader's
+// core is killed (-9) mid-recycle: the new leader keeps the cordon (from
+// etcd) and finishes the recycle, placing every replacement on the
+// uncordoned host.
+func TestHAPairRecycleCordon(t *testing.T) {
+	parallel(t)
+	g := sshGroup("web", "rack", 2, 3, "    placement: {strategy: spread}\n    max_lifetime: 1m\n    disruption: {max_unavailable: 1}\n")
+	g.Drain = "1s"
+	// A new instance passes its gate in about 4 s: the kill lands while a
+	// replacement is under way.
+	g.Health = strings.Replace(g.Health, "rise: 1,", "rise: 8,", 1)
+	p := newHAPair(t, 2, haSpec{priorities: [2]int{100, 90}, hosts: true, group: &g})
+	a, b := p.node("node-a"), p.node("node-b")
+	h1, h2 := p.lab.Hosts[0], p.lab.Hosts[1]
+	ctx := context.Background()
+
+	a.start()
+	p.waitRoles(a, 20*time.Second)
+	b.start()
+	p.waitRoles(a, 20*time.Second, b)
+	p.waitSettled(a, 2, b)
+	began := time.Now()
+
+	if _, stderr, code := b.cli("hosts", "cordon", h2.Addr); code == 0 {
+		t.Fatalf("a cordon on the standby succeeded; want it refused (%s)", stderr)
+	}
+	if out, stderr, code := a.cli("hosts", "cordon", h2.Addr); code != 0 || !strings.Contains(out, "cordoned") {
+		t.Fatalf("hosts cordon on the leader exited %d:\n%s%s", code, out, stderr)
+	}
+
+	// The instances are due from 54 s of age (lifetime less its jitter);
+	// the leader replaces them one at a time. Killed once the first
+	// replacement is done, its core leaves the second in progress or due.
+	a.eventually("the leader's first recycle is done", 2*time.Minute, func() error {
+		jobs, err := a.client().Jobs(ctx, "web", 20)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if j.Source == "recycle" && j.State == "done" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no recycle done yet (%s since the instances started)", time.Since(began).Round(time.Second))
+	})
+	standbyLog := b.log.String()
+	a.kill9()
+	t.Log("node-a's core killed mid-recycle")
+	p.waitRoles(b, 15*time.Second)
+
+	// The standby submitted no job while the instances were due; the
+	// leader did.
+	if strings.Contains(standbyLog, `msg="job accepted"`) {
+		t.Errorf("the standby accepted jobs:\n%s", standbyLog)
+	}
+	if !strings.Contains(a.log.String(), "source=recycle") {
+		t.Error("node-a's log shows no recycle job")
+	}
+	if hs := b.hostStatuses(); !hs[h2.Addr].Cordoned || hs[h1.Addr].Cordoned {
+		t.Errorf("after the failover: %s cordoned %v, %s cordoned %v; want only %s", h2.Addr, hs[h2.Addr].Cordoned, h1.Addr, hs[h1.Addr].Cordoned, h2.Addr)
+	}
+	// The new leader finishes the recycle: every instance started after
+	// the first ones were due, all on the uncordoned host.
+	b.eventually("node-b recycles what is left, on "+h1.Addr, 2*time.Minute, func() error {
+		gs, err := b.client().Group(ctx, "web")
+		if err != nil {
+			return err
+		}
+		if len(gs.Instances) != 2 || gs.InService != 2 {
+			return fmt.Errorf("%d instances, %d in service", len(gs.Instances), gs.InService)
+		}
+		for _, in := range gs.Instances {
+			host, _, _ := net.SplitHostPort(in.Addr)
+			if in.StartedAt.Before(began.Add(45*time.Second)) || host != h1.Addr {
+				return fmt.Errorf("%s on %s started %s after the first ones", in.Name, host, in.StartedAt.Sub(began).Round(time.Second))
+			}
+		}
+		return nil
+	})
+	if !strings.Contains(b.log.String(), "source=recycle") {
+		t.Error("node-b's log shows no recycle job after it took over")
+	}
+	p.waitSettled(b, 2, nil)
+	started := 0
+	for _, ev := range b.events(api.EventsQuery{Group: "web", Limit: 500}) {
+		if ev.Rule == "recycle" && ev.Code == "started" {
+			started++
+		}
+	}
+	if started < 2 {
+		t.Errorf("%d recycle.started events in the pair's log, want at least 2", started)
+	}
+}
