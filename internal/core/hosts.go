@@ -47,13 +47,6 @@ func (c *cordons) put(prov, host string, since time.Time, on bool) {
 	}
 }
 
-// count is how many hosts are cordoned (for /metrics).
-func (c *cordons) count() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.set)
-}
-
 // cordonStore is where cordons are kept: the node's SQLite, or etcd for an
 // HA pair (sharedStore).
 type cordonStore interface {
