@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/api"
 )
 
 // TestSSHHostDrain: `shoal hosts drain` moves a host's instances (2 of a
@@ -156,5 +159,80 @@ func TestSSHHostDrainResume(t *testing.T) {
 	time.Sleep(time.Second)
 	if ds, err := e.client().HostDrains(context.Background()); err != nil || len(ds) != 0 {
 		t.Errorf("after a second restart: drains %+v, %v; want none", ds, err)
+	}
+}
+
+// TestSSHHostDrainNoRoom: a host drain that cannot finish, the other host
+// being full (capacity 2 instances each, a group of 4 spread 2/2), reports
+// each instance left and why, and changes nothing else: the host stays
+// cordoned, the same 4 instances serve (names and pids), none is stopped
+// or started, and under keep-alive load no request fails.
+func TestSSHHostDrainNoRoom(t *testing.T) {
+	parallel(t)
+	lab := newLab(t, 2)
+	a, b := lab.Hosts[0], lab.Hosts[1]
+	g := sshGroup("web", "rack", 4, 5, "    placement: {strategy: spread}\n    disruption: {max_unavailable: 1}\n")
+	full := "capacity: {instances: 2}"
+	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: a, extra: full}, {h: b, extra: full}}}), g)
+	e.start()
+	e.waitInService("web", 4)
+	before := map[string]int{}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		before[in.Name] = in.PID
+	}
+	stop := sshLoad(t, e)
+	time.Sleep(500 * time.Millisecond)
+	if out, stderr, code := e.cli("hosts", "drain", a.Addr); code != 0 {
+		t.Fatalf("hosts drain exited %d:\n%s%s", code, out, stderr)
+	}
+	var d api.HostDrain
+	e.eventually("the drain ends", 2*time.Minute, func() error {
+		ds, err := e.client().HostDrains(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].State == "running" {
+			return fmt.Errorf("drains %+v", ds)
+		}
+		d = ds[0]
+		return nil
+	})
+	t.Logf("drain: %+v", d)
+	if d.State != "incomplete" || len(d.Moved) != 0 || len(d.Left) != 2 {
+		t.Fatalf("the drain ended %+v; want incomplete, none moved, both left", d)
+	}
+	for _, l := range d.Left {
+		if !strings.Contains(l.Reason, "replace failed") || !strings.Contains(l.Reason, "capacity") {
+			t.Errorf("%s left because %q; want the failed replacement's reason naming the capacity", l.Instance, l.Reason)
+		}
+	}
+	if out, _, _ := e.cli("hosts", "drains"); !strings.Contains(out, "incomplete, 0 of 2 moved") {
+		t.Errorf("shoal hosts drains:\n%s", out)
+	}
+	e.waitInService("web", 4)
+	after := map[string]int{}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		after[in.Name] = in.PID
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("instances before the drain %v, after %v; want the same", before, after)
+	}
+	if got := e.perHost("web"); got[a.Addr] != 2 || got[b.Addr] != 2 {
+		t.Errorf("after the drain: %v, want 2 and 2", got)
+	}
+	if !e.hostStatuses()[a.Addr].Cordoned {
+		t.Error("the host is not cordoned")
+	}
+	res := stop()
+	t.Logf("%d requests, %d failed", res.Requests, res.Failures)
+	if res.Failures != 0 {
+		t.Errorf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	found := false
+	for _, ev := range e.events(api.EventsQuery{Limit: 200}) {
+		found = found || (ev.Rule == "host" && ev.Code == "drain_failed" && strings.Contains(ev.Reason, "2 instance(s) left"))
+	}
+	if !found {
+		t.Error("no host.drain_failed event naming the 2 instances left")
 	}
 }
