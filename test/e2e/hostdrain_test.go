@@ -11,25 +11,28 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 )
 
-// TestSSHHostDrain: `shoal hosts drain` moves a host's instances (2 of a
-// group of 4) to the other host one at a time, launch before terminate,
-// under keep-alive load: no request fails, the host ends empty and
-// cordoned, and the drain reports both moved.
+// TestSSHHostDrain: `shoal hosts drain` moves a host's 4 instances (a
+// group of 4, packed on it) to the other host one at a time, launch before
+// terminate, under keep-alive load: no request fails, the host ends empty
+// and cordoned, and the drain reports all 4 moved.
 func TestSSHHostDrain(t *testing.T) {
 	parallel(t)
 	lab := newLab(t, 2)
-	a, b := lab.Hosts[0], lab.Hosts[1]
-	g := sshGroup("web", "rack", 4, 4, "    placement: {strategy: spread}\n    disruption: {max_unavailable: 1}\n")
-	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: a}, {h: b}}}), g)
+	g := sshGroup("web", "rack", 4, 4, "    placement: {strategy: pack}\n    disruption: {max_unavailable: 1}\n")
+	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: lab.Hosts[0]}, {h: lab.Hosts[1]}}}), g)
 	e.start()
 	e.waitInService("web", 4)
-	if got := e.perHost("web"); got[a.Addr] != 2 || got[b.Addr] != 2 {
-		t.Fatalf("spread: %v", got)
+	a, b := lab.Hosts[0], lab.Hosts[1]
+	if e.perHost("web")[b.Addr] == 4 {
+		a, b = b, a
+	}
+	if got := e.perHost("web"); got[a.Addr] != 4 {
+		t.Fatalf("pack: %v, want all 4 on one host", got)
 	}
 	stop := sshLoad(t, e)
 	time.Sleep(500 * time.Millisecond)
 	out, stderr, code := e.cli("hosts", "drain", a.Addr)
-	if code != 0 || !strings.Contains(out, "moving its 2 instance(s)") {
+	if code != 0 || !strings.Contains(out, "moving its 4 instance(s)") {
 		t.Fatalf("hosts drain exited %d:\n%s%s", code, out, stderr)
 	}
 	e.eventually("the drain ends", 2*time.Minute, func() error {
@@ -40,7 +43,7 @@ func TestSSHHostDrain(t *testing.T) {
 		if len(ds) != 1 || ds[0].State == "running" {
 			return fmt.Errorf("drains %+v", ds)
 		}
-		if ds[0].State != "done" || len(ds[0].Moved) != 2 {
+		if ds[0].State != "done" || len(ds[0].Moved) != 4 {
 			t.Fatalf("drain ended %+v", ds[0])
 		}
 		return nil
@@ -57,7 +60,7 @@ func TestSSHHostDrain(t *testing.T) {
 	if !e.hostStatuses()[a.Addr].Cordoned {
 		t.Fatal("the drained host is not cordoned")
 	}
-	if out, _, _ := e.cli("hosts", "drains"); !strings.Contains(out, "done, 2 of 2 moved") {
+	if out, _, _ := e.cli("hosts", "drains"); !strings.Contains(out, "done, 4 of 4 moved") {
 		t.Errorf("shoal hosts drains:\n%s", out)
 	}
 }
