@@ -17,7 +17,10 @@ import (
 // while the standby, which runs no group, submits nothing. The leader's
 // core is killed (-9) mid-recycle: the new leader keeps the cordon (from
 // etcd) and finishes the recycle, placing every replacement on the
-// uncordoned host.
+// uncordoned host. Then, the old leader back as the standby, the new one
+// drains a host and is killed (-9) mid-drain: the next leader resumes the
+// drain from etcd and empties the host, running exactly the group's
+// instances.
 func TestHAPairRecycleCordon(t *testing.T) {
 	parallel(t)
 	g := sshGroup("web", "rack", 2, 3, "    placement: {strategy: spread}\n    max_lifetime: 1m\n    disruption: {max_unavailable: 1}\n")
@@ -105,5 +108,63 @@ func TestHAPairRecycleCordon(t *testing.T) {
 	}
 	if started < 2 {
 		t.Errorf("%d recycle.started events in the pair's log, want at least 2", started)
+	}
+
+	// A host drain in progress continues on the next leader.
+	if out, stderr, code := b.cli("hosts", "uncordon", h2.Addr); code != 0 {
+		t.Fatalf("hosts uncordon exited %d:\n%s%s", code, out, stderr)
+	}
+	a.start()
+	p.waitRoles(b, 20*time.Second, a)
+	if out, stderr, code := b.cli("hosts", "drain", h1.Addr); code != 0 || !strings.Contains(out, "moving its 2 instance(s)") {
+		t.Fatalf("hosts drain exited %d:\n%s%s", code, out, stderr)
+	}
+	b.eventually("the drain replaces the second instance", 2*time.Minute, func() error {
+		ds, err := b.client().HostDrains(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].State != "running" {
+			t.Fatalf("drains %+v: want the one running", ds)
+		}
+		if !strings.HasPrefix(ds[0].Progress, "2/2: replacing") {
+			return fmt.Errorf("progress %q", ds[0].Progress)
+		}
+		return nil
+	})
+	b.kill9()
+	t.Log("node-b's core killed mid-drain")
+	p.waitRoles(a, 15*time.Second)
+	a.eventually("node-a resumes the drain and ends it", 2*time.Minute, func() error {
+		ds, err := a.client().HostDrains(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].State == "running" {
+			return fmt.Errorf("drains %+v", ds)
+		}
+		if ds[0].State != "done" || !strings.Contains(a.log.String(), "host drain resumed") {
+			t.Fatalf("node-a's drain ended %+v", ds[0])
+		}
+		return nil
+	})
+	a.eventually("the group settles on "+h2.Addr, time.Minute, func() error {
+		gs, err := a.client().Group(ctx, "web")
+		if err != nil {
+			return err
+		}
+		if len(gs.Instances) != 2 || gs.InService != 2 {
+			return fmt.Errorf("%d instances, %d in service", len(gs.Instances), gs.InService)
+		}
+		for _, in := range gs.Instances {
+			if host, _, _ := net.SplitHostPort(in.Addr); host != h2.Addr {
+				return fmt.Errorf("%s on %s", in.Name, host)
+			}
+		}
+		return nil
+	})
+	p.waitSettled(a, 2, nil)
+	if hs := a.hostStatuses(); !hs[h1.Addr].Cordoned {
+		t.Errorf("the drained host %s is not cordoned on the new leader", h1.Addr)
 	}
 }
