@@ -26,7 +26,7 @@ func (r jobReplacer) Replace(ctx context.Context, group, instance string) error 
 	for turn := 0; ; turn++ {
 		running := r.jm.Running(group)
 		j, err := r.jm.SubmitInstances(ctx, jobrun.InstanceRequest{Kind: jobrun.Replace, Instances: []string{instance}, Source: r.source})
-		if errors.Is(err, jobrun.ErrUnknownInstance) && turn > 0 {
+		if errors.Is(err, jobrun.ErrUnknownInstance) {
 			return nil
 		}
 		if err != nil {
