@@ -40,8 +40,13 @@ func TestHAPairRecycleCordon(t *testing.T) {
 	p.waitSettled(a, 2, b)
 	began := time.Now()
 
-	if _, stderr, code := b.cli("hosts", "cordon", h2.Addr); code == 0 {
-		t.Fatalf("a cordon on the standby succeeded; want it refused (%s)", stderr)
+	// A standby refuses every act, naming the leader.
+	if _, stderr, code := b.cli("hosts", "cordon", h2.Addr); code == 0 || !strings.Contains(stderr, "standby: the leader is node-a") {
+		t.Fatalf("a cordon on the standby exited %d: %s; want it refused naming the leader", code, stderr)
+	}
+	first := groupOf(t, a.status(), "web").Instances[0].Name
+	if _, stderr, code := b.cli("instances", "protect", first); code == 0 || !strings.Contains(stderr, "standby: the leader is node-a") {
+		t.Fatalf("a protect on the standby exited %d: %s; want it refused naming the leader", code, stderr)
 	}
 	if out, stderr, code := a.cli("hosts", "cordon", h2.Addr); code != 0 || !strings.Contains(out, "cordoned") {
 		t.Fatalf("hosts cordon on the leader exited %d:\n%s%s", code, out, stderr)
