@@ -400,7 +400,9 @@ func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(wha
 	var full float64
 	var at struct{ X0, X1, Y float64 }
 	return run("zoom the chart and reset it",
-		chromedp.ScrollIntoView(`#chart svg`, chromedp.ByQuery),
+		// In the page, at once: the chart's SVG is redrawn every second, and
+		// a node looked up first may be gone by the scroll.
+		chromedp.Evaluate(`document.querySelector("#chart svg").scrollIntoView({block: "center"})`, nil),
 		chromedp.Evaluate(span, &full),
 		chromedp.Evaluate(`(() => {
 			const s = document.querySelector("#chart svg"), r = s.getBoundingClientRect();
