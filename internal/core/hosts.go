@@ -303,6 +303,7 @@ func (c *core) startDrain(h provider.HostStatus, note string) (api.HostDrain, er
 	c.drains.list = append(c.drains.list, d)
 	out := d.snapshot()
 	c.drains.mu.Unlock()
+	waited := map[string]string{} // group → the reason last recorded; the drain's goroutine only
 	run := hostdrain.Drain{
 		Host: h.Name, Instances: ins, Replacer: c.replacer, Poll: drainPoll, MaxWait: drainMaxWait,
 		Budget: func(name string) (bool, string) {
@@ -310,7 +311,17 @@ func (c *core) startDrain(h provider.HostStatus, note string) (api.HostDrain, er
 			if g == nil {
 				return false, "group " + name + " is gone"
 			}
-			return g.VoluntaryAllowed()
+			ok, why := g.VoluntaryAllowed()
+			// shoal events says why the drain's replacement waits, once
+			// per reason, as recycling does.
+			if !ok && waited[name] != why {
+				waited[name] = why
+				rec := event.Record(name, event.RecycleWaiting, time.Now(), h.Name, fmt.Sprintf("host %s drain: the next replacement waits: %s", h.Name, why))
+				if err := c.st.InsertDecision(ctx, &rec); err != nil {
+					c.log.Warn("recording a host drain's wait failed", "host", h.Name, "err", err)
+				}
+			}
+			return ok, why
 		},
 		Progress: func(r hostdrain.Report) {
 			c.drains.mu.Lock()

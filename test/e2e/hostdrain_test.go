@@ -239,3 +239,50 @@ func TestSSHHostDrainNoRoom(t *testing.T) {
 		t.Error("no host.drain_failed event naming the 2 instances left")
 	}
 }
+
+// TestSSHHostDrainWaitsForWindow: a host drain outside its group's
+// disruption window moves nothing: the drain says it waits and why, and
+// shoal events says so once (recycle.waiting, naming the host drain); the
+// instances serve on where they were.
+func TestSSHHostDrainWaitsForWindow(t *testing.T) {
+	parallel(t)
+	lab := newLab(t, 2)
+	a, b := lab.Hosts[0], lab.Hosts[1]
+	// A one-minute window half a day away: never now.
+	at := time.Now().UTC().Add(12 * time.Hour)
+	window := fmt.Sprintf("%s-%s", at.Format("15:04"), at.Add(time.Minute).Format("15:04"))
+	g := sshGroup("web", "rack", 2, 3, fmt.Sprintf("    placement: {strategy: spread}\n    disruption: {max_unavailable: 1, windows: [%q]}\n", window+" UTC"))
+	e := newEnv(t, sshTimeouts+sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: a}, {h: b}}}), g)
+	e.start()
+	e.waitInService("web", 2)
+	before := e.perHost("web")
+	if out, stderr, code := e.cli("hosts", "drain", a.Addr); code != 0 {
+		t.Fatalf("hosts drain exited %d:\n%s%s", code, out, stderr)
+	}
+	e.eventually("the drain says it waits for the window", 30*time.Second, func() error {
+		ds, err := e.client().HostDrains(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].State != "running" || !strings.Contains(ds[0].Progress, "waits: outside window") {
+			return fmt.Errorf("drains %+v", ds)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // a poll or more of waiting: still one event
+	n := 0
+	for _, ev := range e.events(api.EventsQuery{Group: "web", Limit: 200}) {
+		if ev.Rule == "recycle" && ev.Code == "waiting" {
+			n++
+			if !strings.Contains(ev.Reason, "host "+a.Addr+" drain: the next replacement waits: outside window") {
+				t.Errorf("recycle.waiting says %q; want the host drain and the window", ev.Reason)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d recycle.waiting events, want 1 (once per reason)", n)
+	}
+	if got := e.perHost("web"); !maps.Equal(got, before) {
+		t.Errorf("instances per host %v while the drain waits, want %v", got, before)
+	}
+}
