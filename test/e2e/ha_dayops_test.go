@@ -12,12 +12,13 @@ import (
 )
 
 // TestHAPairRecycleCordon: an HA pair (real etcd, the group on two SSH
-// hosts) with max_lifetime 1m. The leader cordons one host (the standby
-// refuses to); once the instances are over age the leader recycles them
-// while the standby, which runs no group, submits nothing. The leader's
-// core is killed (-9) mid-recycle: the new leader keeps the cordon (from
-// etcd) and finishes the recycle, placing every replacement on the
-// uncordoned host. Then, the old leader back as the standby, the new one
+// hosts) with max_lifetime 1m. The leader cordons one host and protects
+// one instance (the standby refuses both, naming the leader); once the
+// instances are over age the leader recycles the unprotected one while the
+// standby, which runs no group, submits nothing. The leader's core is
+// killed (-9): the new leader has the cordon and the protection (from
+// etcd), and once it lifts the protection recycles the over-age instance,
+// placing every replacement on the uncordoned host. Then, the old leader back as the standby, the new one
 // drains a host and is killed (-9) mid-drain: the next leader resumes the
 // drain from etcd and empties the host, running exactly the group's
 // instances.
@@ -51,10 +52,13 @@ func TestHAPairRecycleCordon(t *testing.T) {
 	if out, stderr, code := a.cli("hosts", "cordon", h2.Addr); code != 0 || !strings.Contains(out, "cordoned") {
 		t.Fatalf("hosts cordon on the leader exited %d:\n%s%s", code, out, stderr)
 	}
+	// One instance protected: the leader recycles only the other.
+	if out, stderr, code := a.cli("instances", "protect", first, "--sync"); code != 0 {
+		t.Fatalf("instances protect on the leader exited %d:\n%s%s", code, out, stderr)
+	}
 
 	// The instances are due from 54 s of age (lifetime less its jitter);
-	// the leader replaces them one at a time. Killed once the first
-	// replacement is done, its core leaves the second in progress or due.
+	// the leader replaces the unprotected one, then is killed.
 	a.eventually("the leader's first recycle is done", 2*time.Minute, func() error {
 		jobs, err := a.client().Jobs(ctx, "web", 20)
 		if err != nil {
@@ -69,7 +73,7 @@ func TestHAPairRecycleCordon(t *testing.T) {
 	})
 	standbyLog := b.log.String()
 	a.kill9()
-	t.Log("node-a's core killed mid-recycle")
+	t.Log("node-a's core killed after its recycle")
 	p.waitRoles(b, 15*time.Second)
 
 	// The standby submitted no job while the instances were due; the
@@ -83,9 +87,18 @@ func TestHAPairRecycleCordon(t *testing.T) {
 	if hs := b.hostStatuses(); !hs[h2.Addr].Cordoned || hs[h1.Addr].Cordoned {
 		t.Errorf("after the failover: %s cordoned %v, %s cordoned %v; want only %s", h2.Addr, hs[h2.Addr].Cordoned, h1.Addr, hs[h1.Addr].Cordoned, h2.Addr)
 	}
+	// The protection is the pair's too: the new leader has it, then lifts
+	// it, and recycles the instance, over age since long.
+	b.waitInService("web", 2)
+	if in, ok := b.instance(first); !ok || !in.Protected {
+		t.Fatalf("after the failover %s is %+v (present %v); want it protected", first, in, ok)
+	}
+	if out, stderr, code := b.cli("instances", "unprotect", first, "--sync"); code != 0 {
+		t.Fatalf("instances unprotect on the new leader exited %d:\n%s%s", code, out, stderr)
+	}
 	// The new leader finishes the recycle: every instance started after
 	// the first ones were due, all on the uncordoned host.
-	b.eventually("node-b recycles what is left, on "+h1.Addr, 2*time.Minute, func() error {
+	b.eventually("node-b recycles "+first+", on "+h1.Addr, 2*time.Minute, func() error {
 		gs, err := b.client().Group(ctx, "web")
 		if err != nil {
 			return err
