@@ -66,7 +66,7 @@ func TestSSHHostDrain(t *testing.T) {
 }
 
 // TestSSHHostDrainResume: a host drain of 2 instances (of a group of 4)
-// under keep-alive load, with shoal killed (kill -9) while it replaces the
+// under keep-alive load, busy loops saturating the cores, with shoal killed (kill -9) while it replaces the
 // second: HAProxy and the instances keep serving, the drain stays recorded
 // in the store, and the restarted shoal resumes it. The host ends empty
 // and cordoned, the group whole on the other host, not one request failed,
@@ -85,6 +85,10 @@ func TestSSHHostDrainResume(t *testing.T) {
 	if got := e.perHost("web"); got[a.Addr] != 2 || got[b.Addr] != 2 {
 		t.Fatalf("spread: %v", got)
 	}
+	// The drain, the kill and the restart run with the cores saturated.
+	alone(t)
+	stopHogs := cpuHogs(t, 2, 4*time.Minute)
+	defer stopHogs()
 	stop := sshLoad(t, e)
 	time.Sleep(500 * time.Millisecond)
 	if out, stderr, code := e.cli("hosts", "drain", a.Addr); code != 0 || !strings.Contains(out, "moving its 2 instance(s)") {
@@ -128,6 +132,7 @@ func TestSSHHostDrainResume(t *testing.T) {
 		return nil
 	})
 	res := stop()
+	stopHogs()
 	t.Logf("%d requests, %d failed", res.Requests, res.Failures)
 	if res.Failures != 0 {
 		t.Errorf("%d of %d requests failed across the drain and the kill: %v", res.Failures, res.Requests, res.FailureSamples)
