@@ -56,8 +56,10 @@ type HostResponse struct {
 type HostDrain struct {
 	Provider string `json:"provider"`
 	Host     string `json:"host"`
-	// State is "running", "done" (every instance moved) or "incomplete"
-	// (some could not move: Left says why).
+	// State is "running", "done" (every instance moved), "incomplete"
+	// (some could not move: Left says why) or "interrupted" (shoal stopped
+	// or this HA node stopped leading: the drain stays recorded in the
+	// store, and the next start or leader resumes it).
 	State     string          `json:"state"`
 	Instances []string        `json:"instances"`
 	Moved     []string        `json:"moved"`
@@ -78,7 +80,8 @@ type HostDrainsResponse struct {
 }
 
 // WithHostActs serves POST /v1/hosts/{host}/cordon, /uncordon and /drain
-// (body: optional {"provider": NAME}) and GET /v1/hosts/drains.
+// (body: optional {"provider": NAME}; on an HA standby 503 naming the
+// leader, as every act) and GET /v1/hosts/drains.
 func WithHostActs(a HostActs) Option {
 	return func(h *Handler) {
 		act := func(w http.ResponseWriter, r *http.Request, do func(HostRequest) (HostResponse, error)) {
@@ -103,15 +106,15 @@ func WithHostActs(a HostActs) Option {
 				h.internal(w, err)
 			}
 		}
-		h.mux.HandleFunc("POST /v1/hosts/{host}/cordon", func(w http.ResponseWriter, r *http.Request) {
+		h.mux.HandleFunc("POST /v1/hosts/{host}/cordon", h.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 			act(w, r, func(req HostRequest) (HostResponse, error) { return a.CordonHost(r.Context(), req, true) })
-		})
-		h.mux.HandleFunc("POST /v1/hosts/{host}/uncordon", func(w http.ResponseWriter, r *http.Request) {
+		}))
+		h.mux.HandleFunc("POST /v1/hosts/{host}/uncordon", h.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 			act(w, r, func(req HostRequest) (HostResponse, error) { return a.CordonHost(r.Context(), req, false) })
-		})
-		h.mux.HandleFunc("POST /v1/hosts/{host}/drain", func(w http.ResponseWriter, r *http.Request) {
+		}))
+		h.mux.HandleFunc("POST /v1/hosts/{host}/drain", h.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 			act(w, r, func(req HostRequest) (HostResponse, error) { return a.DrainHost(r.Context(), req) })
-		})
+		}))
 		h.mux.HandleFunc("GET /v1/hosts/drains", func(w http.ResponseWriter, r *http.Request) {
 			d := a.HostDrains()
 			if d == nil {

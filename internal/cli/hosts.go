@@ -18,8 +18,9 @@ func hostsCmd(o *options) *cobra.Command {
 their state, load and whether they are cordoned. A cordoned host takes no new
 instances (a scale-out that finds no uncordoned room fails saying so); its
 instances keep running. drain cordons the host, then replaces its instances
-elsewhere one at a time within each group's disruption budget. Cordons are kept
-in the store: a restart of shoal and an HA failover keep them.`,
+elsewhere one at a time within each group's disruption budget. Cordons and
+running drains are kept in the store: a restart of shoal and an HA failover keep
+a cordon, and resume a drain (even after a kill -9 of shoal, or of the leader).`,
 		Example: `  shoal hosts
   shoal hosts cordon web2
   shoal hosts drain web2 && shoal hosts drains

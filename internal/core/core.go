@@ -99,7 +99,8 @@ func ServeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		s.setupACME,     // its runner stops once the reloads and the API, which run it, have
 		s.setupReloads,  // reloads and the API stop first: a reload in progress finishes before anything it may start or retire stops
 		s.setupAPI,
-		s.startACME, // once HAProxy routes the challenges to shoal
+		s.resumeDrains, // host drains a kill of the previous run interrupted
+		s.startACME,    // once HAProxy routes the challenges to shoal
 		s.startFrontends,
 	} {
 		if err := step(); err != nil {

@@ -33,6 +33,7 @@ type sharedStore interface {
 	Guard(ctx context.Context) error
 	CordonHost(ctx context.Context, h store.CordonedHost) (bool, error)
 	UncordonHost(ctx context.Context, provider, host string) (bool, error)
+	SetHostDraining(ctx context.Context, provider, host string, draining bool) (bool, error)
 	CordonedHosts(ctx context.Context) ([]store.CordonedHost, error)
 }
 
@@ -67,8 +68,21 @@ func (h haCore) Lead(ctx context.Context) error {
 	return nil
 }
 
-func (h haCore) RunPolicies()  { h.s.reg.start(h.s.auto.policy) }
-func (h haCore) StopPolicies() { h.s.reg.stopPolicies() }
+// RunPolicies runs the groups' policies (their recycling runs since Lead)
+// and resumes the host drains the previous leader left, once the jobs it
+// left unfinished are failed: their replace jobs are this leader's.
+func (h haCore) RunPolicies() {
+	h.s.reg.start(h.s.auto.policy)
+	h.s.c.resumeDrains(h.s.srvCtx)
+}
+
+// StopPolicies stops the policies and recycling, and ends the host drains
+// (still recorded as running, for the next leader) before the jobs are
+// interrupted.
+func (h haCore) StopPolicies() {
+	h.s.c.drains.interrupt(errNotLeading)
+	h.s.reg.stopPolicies()
+}
 func (h haCore) Follow()       { h.s.reg.follow() }
 func (h haCore) Standby() bool { return h.s.reg.Standby() }
 

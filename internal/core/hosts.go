@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,13 +72,6 @@ func (v *vacating) put(prov, host string, on bool) {
 	} else {
 		delete(v.set, cordonKey(prov, host))
 	}
-}
-
-// count is how many hosts are cordoned (for /metrics).
-func (c *cordons) count() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.set)
 }
 
 // cordonStore is where cordons are kept: the node's SQLite, or etcd for an
@@ -177,10 +171,7 @@ func (c *core) cordon(ctx context.Context, h provider.HostStatus, on bool) (chan
 			t, what = event.HostUncordoned, "uncordoned: new instances may be placed there again"
 		}
 		c.log.Info("host "+what, "provider", h.Provider, "host", h.Name)
-		d := event.Record("", t, now, h.Name, fmt.Sprintf("host %s (provider %s) %s", h.Name, h.Provider, what))
-		if err := c.st.InsertDecision(ctx, &d); err != nil {
-			c.log.Warn("recording a host event failed", "host", h.Name, "err", err)
-		}
+		c.hostEvent(ctx, t, h.Name, fmt.Sprintf("host %s (provider %s) %s", h.Name, h.Provider, what))
 	}
 	return changed, nil
 }
@@ -192,11 +183,32 @@ const (
 	drainPoll    = 2 * time.Second
 )
 
+// errNotLeading ends an HA node's host drains when it stops leading: the
+// next leader resumes them from the store.
+var errNotLeading = errors.New("this node no longer leads the HA pair")
+
+// A host drain is recorded in the store (store.CordonedHost.Draining)
+// from its start to its end, so that a kill of shoal, or an HA failover,
+// does not lose it:
+//
+//	DrainHost ──► cordon, Draining=true ──► running ──► done / incomplete: Draining=false, event
+//	                                           │
+//	                    stop, kill -9, failover│ (Draining stays true)
+//	                                           ▼
+//	   next start (resumeDrains) or next leader (haCore.Lead) ──► running again, with the
+//	   instances the host has then (those already moved are gone from it)
+
 // drains are the host drains of this run of shoal: one at a time per host.
 type drains struct {
 	mu   sync.Mutex
-	list []*api.HostDrain // newest last
+	list []*hostDrain // newest last
 	wg   sync.WaitGroup
+}
+
+// hostDrain is one drain and what ends it early.
+type hostDrain struct {
+	api.HostDrain
+	cancel context.CancelCauseFunc
 }
 
 // running refuses a drain of h while one runs.
@@ -213,6 +225,18 @@ func (d *drains) runningLocked(h provider.HostStatus) error {
 		}
 	}
 	return nil
+}
+
+// interrupt ends every running drain with cause (they stay recorded in the
+// store, for the next leader).
+func (d *drains) interrupt(cause error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.list {
+		if r.State == "running" {
+			r.cancel(cause)
+		}
+	}
 }
 
 // DrainHost implements api.HostActs: cordon, then move the host's
@@ -232,6 +256,52 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 	if c.replacer == nil {
 		return api.HostResponse{}, fmt.Errorf("%w: host %s is cordoned (no new instances there), but its instances stay: moving them needs instance replacement (`shoal instances replace`), which this build lacks", api.ErrNoReplace, h.Name)
 	}
+	if _, err := c.st.SetHostDraining(ctx, h.Provider, h.Name, true); err != nil {
+		return api.HostResponse{}, err
+	}
+	d, err := c.startDrain(h, "")
+	if err != nil {
+		return api.HostResponse{}, err
+	}
+	resp := api.HostResponse{Host: h, Changed: true, Drain: &d}
+	resp.Message = fmt.Sprintf("host %s cordoned; moving its %d instance(s) one at a time (`shoal hosts drains` shows how it goes)", h.Name, len(d.Instances))
+	return resp, nil
+}
+
+// resumeDrains starts again each host drain the store records as running:
+// a kill of the previous run, or of the previous HA leader, interrupted
+// it. A drain of a host no provider has any more ends there, reported.
+func (c *core) resumeDrains(ctx context.Context) {
+	hs, err := c.st.CordonedHosts(ctx)
+	if err != nil {
+		c.log.Error("host drains to resume: reading the store failed", "err", err)
+		return
+	}
+	for _, ch := range hs {
+		if !ch.Draining {
+			continue
+		}
+		h, err := c.findHost(api.HostRequest{Host: ch.Host, Provider: ch.Provider})
+		if err != nil {
+			c.log.Warn("a host drain cannot resume", "provider", ch.Provider, "host", ch.Host, "err", err)
+			c.hostEvent(ctx, event.HostDrainFailed, ch.Host, fmt.Sprintf("host %s drain could not resume after a restart: %v", ch.Host, err))
+			if _, err := c.st.SetHostDraining(ctx, ch.Provider, ch.Host, false); err != nil {
+				c.log.Warn("ending a host drain's record failed", "host", ch.Host, "err", err)
+			}
+			continue
+		}
+		d, err := c.startDrain(h, "resumed: ")
+		if err != nil {
+			c.log.Warn("a host drain cannot resume", "host", ch.Host, "err", err)
+			continue
+		}
+		c.log.Info("host drain resumed", "provider", h.Provider, "host", h.Name, "instances", len(d.Instances))
+	}
+}
+
+// startDrain moves h's instances (as they are now) in the background, the
+// drain's record set already.
+func (c *core) startDrain(h provider.HostStatus, note string) (api.HostDrain, error) {
 	var ins []hostdrain.Instance
 	groups := map[string]*group.Group{}
 	for _, g := range c.groups.All() {
@@ -243,8 +313,9 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 			ins = append(ins, hostdrain.Instance{Group: g.Name(), Name: name})
 		}
 	}
-	d := &api.HostDrain{Provider: h.Provider, Host: h.Name, State: "running", Moved: []string{},
-		Progress: fmt.Sprintf("moving %d instance(s)", len(ins))}
+	ctx, cancel := context.WithCancelCause(c.srvCtx)
+	d := &hostDrain{HostDrain: api.HostDrain{Provider: h.Provider, Host: h.Name, State: "running", Moved: []string{},
+		Progress: fmt.Sprintf("%smoving %d instance(s)", note, len(ins))}, cancel: cancel}
 	for _, in := range ins {
 		d.Instances = append(d.Instances, in.Name)
 	}
@@ -253,10 +324,13 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 	c.drains.mu.Lock()
 	if err := c.drains.runningLocked(h); err != nil {
 		c.drains.mu.Unlock()
-		return api.HostResponse{}, err
+		cancel(nil)
+		return api.HostDrain{}, err
 	}
 	c.drains.list = append(c.drains.list, d)
+	out := d.snapshot()
 	c.drains.mu.Unlock()
+	waited := map[string]string{} // group → the reason last recorded; the drain's goroutine only
 	run := hostdrain.Drain{
 		Host: h.Name, Instances: ins, Replacer: c.replacer, Poll: drainPoll, MaxWait: drainMaxWait,
 		Budget: func(name string) (bool, string) {
@@ -264,27 +338,46 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 			if g == nil {
 				return false, "group " + name + " is gone"
 			}
-			return g.VoluntaryAllowed()
+			ok, why := g.VoluntaryAllowed()
+			// shoal events says why the drain's replacement waits, once
+			// per reason, as recycling does.
+			if !ok && waited[name] != why {
+				waited[name] = why
+				rec := event.Record(name, event.RecycleWaiting, time.Now(), h.Name, fmt.Sprintf("host %s drain: the next replacement waits: %s", h.Name, why))
+				if err := c.st.InsertDecision(ctx, &rec); err != nil {
+					c.log.Warn("recording a host drain's wait failed", "host", h.Name, "err", err)
+				}
+			}
+			return ok, why
 		},
 		Progress: func(r hostdrain.Report) {
 			c.drains.mu.Lock()
 			defer c.drains.mu.Unlock()
-			d.Progress = r.Progress
+			d.Progress = note + r.Progress
 		},
 	}
 	// The drain belongs to the API servers' context: a stop of shoal ends
-	// it (reported as interrupted) before the groups stop.
-	c.drains.wg.Go(func() { c.finishDrain(c.srvCtx, d, run.Run(c.srvCtx)) })
-	resp := api.HostResponse{Host: h, Changed: true, Drain: d}
-	resp.Message = fmt.Sprintf("host %s cordoned; moving its %d instance(s) one at a time (`shoal hosts drains` shows how it goes)", h.Name, len(ins))
-	return resp, nil
+	// it (its record stays, for the next start) before the groups stop.
+	c.drains.wg.Go(func() {
+		defer cancel(nil)
+		c.finishDrain(ctx, d, run.Run(ctx))
+	})
+	return out, nil
 }
 
-// finishDrain records a host drain's end.
-func (c *core) finishDrain(ctx context.Context, d *api.HostDrain, r hostdrain.Report) {
+// finishDrain records a host drain's end: its outcome and event, and the
+// end of its record in the store, unless it was interrupted (a stop of
+// shoal, a lost leadership), which the next start or leader resumes.
+func (c *core) finishDrain(ctx context.Context, d *hostDrain, r hostdrain.Report) {
 	c.drains.mu.Lock()
 	for _, in := range r.Moved {
 		d.Moved = append(d.Moved, in.Name)
+	}
+	if ctx.Err() != nil {
+		d.State, d.Progress = "interrupted", fmt.Sprintf("%d moved; interrupted (%v): resumes when shoal starts again or another node leads", len(d.Moved), context.Cause(ctx))
+		c.drains.mu.Unlock()
+		c.log.Info("host drain interrupted; it resumes at the next start", "host", d.Host, "moved", len(r.Moved), "cause", context.Cause(ctx))
+		return
 	}
 	for _, l := range r.Left {
 		d.Left = append(d.Left, api.HostDrainLeft{Instance: l.Name, Group: l.Group, Reason: l.Reason})
@@ -301,10 +394,26 @@ func (c *core) finishDrain(ctx context.Context, d *api.HostDrain, r hostdrain.Re
 	}
 	c.drains.mu.Unlock()
 	c.log.Info("host drain ended", "host", d.Host, "moved", len(r.Moved), "left", len(r.Left))
-	rec := event.Record("", t, time.Now(), d.Host, msg)
-	if err := c.st.InsertDecision(context.WithoutCancel(ctx), &rec); err != nil {
-		c.log.Warn("recording a host event failed", "host", d.Host, "err", err)
+	bg := context.WithoutCancel(ctx)
+	if _, err := c.st.SetHostDraining(bg, d.Provider, d.Host, false); err != nil {
+		c.log.Warn("ending a host drain's record failed", "host", d.Host, "err", err)
 	}
+	c.hostEvent(bg, t, d.Host, msg)
+}
+
+// hostEvent records an event of a host (of no group).
+func (c *core) hostEvent(ctx context.Context, t event.Type, host, msg string) {
+	rec := event.Record("", t, time.Now(), host, msg)
+	if err := c.st.InsertDecision(ctx, &rec); err != nil {
+		c.log.Warn("recording a host event failed", "host", host, "err", err)
+	}
+}
+
+// snapshot copies the drain's report; c.drains.mu must be held.
+func (d *hostDrain) snapshot() api.HostDrain {
+	cp := d.HostDrain
+	cp.Instances, cp.Moved, cp.Left = slices.Clone(d.Instances), slices.Clone(d.Moved), slices.Clone(d.Left)
+	return cp
 }
 
 // HostDrains implements api.HostActs.
@@ -313,9 +422,7 @@ func (c *core) HostDrains() []api.HostDrain {
 	defer c.drains.mu.Unlock()
 	out := make([]api.HostDrain, 0, len(c.drains.list))
 	for _, d := range slices.Backward(c.drains.list) {
-		cp := *d
-		cp.Instances, cp.Moved, cp.Left = slices.Clone(d.Instances), slices.Clone(d.Moved), slices.Clone(d.Left)
-		out = append(out, cp)
+		out = append(out, d.snapshot())
 	}
 	return out
 }

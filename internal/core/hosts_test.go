@@ -177,3 +177,66 @@ func TestDrainEmptyHost(t *testing.T) {
 		t.Errorf("%d host.drained events, want 1: %+v", drained, evs)
 	}
 }
+
+// TestResumeDrains: a drain recorded as running is resumed at start (here
+// on an empty host: it ends done, its record cleared); one of a host no
+// provider has any more ends there, reported, its record cleared too; a
+// drain's end clears the record, so the next start resumes nothing.
+func TestResumeDrains(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "shoal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	for _, h := range []store.CordonedHost{
+		{Provider: "rack", Host: "10.0.0.2", Since: time.Now(), Draining: true},
+		{Provider: "rack", Host: "10.9.9.9", Since: time.Now(), Draining: true},
+		{Provider: "rack", Host: "10.0.0.1", Since: time.Now()},
+	} {
+		if _, err := st.CordonHost(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := hostsCore(t, st)
+	c.replacer, c.groups, c.srvCtx = noReplace{}, newRegistry(nil), ctx
+	c.resumeDrains(ctx)
+	c.drains.wg.Wait()
+	ds := c.HostDrains()
+	if len(ds) != 1 || ds[0].Host != "10.0.0.2" || ds[0].State != "done" {
+		t.Fatalf("drains after the start: %+v; want 10.0.0.2's, resumed and done", ds)
+	}
+	hs, err := st.CordonedHosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if h.Draining {
+			t.Errorf("%s still recorded draining", h.Host)
+		}
+	}
+	if len(hs) != 3 {
+		t.Errorf("cordons %+v: want all 3 kept", hs)
+	}
+	evs, err := st.Decisions(ctx, store.DecisionQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, e := range evs {
+		if e.Rule == "host" && e.Code == "drain_failed" {
+			failed = append(failed, e.Reason)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "host 10.9.9.9 drain could not resume") || !strings.Contains(failed[0], "unknown host") {
+		t.Errorf("host.drain_failed events %q; want one for 10.9.9.9, unknown", failed)
+	}
+	// A second start finds nothing to resume.
+	c2 := hostsCore(t, st)
+	c2.replacer, c2.groups, c2.srvCtx = noReplace{}, newRegistry(nil), ctx
+	c2.resumeDrains(ctx)
+	c2.drains.wg.Wait()
+	if ds := c2.HostDrains(); len(ds) != 0 {
+		t.Errorf("a second start resumed %+v", ds)
+	}
+}

@@ -251,17 +251,19 @@ func (s *serving) setupGroups() error {
 	s.provs.groups.Store(s.reg)
 	if s.ha != nil {
 		s.jm = jobrun.NewStandbyManager(s.reg, s.shared, s.log.With("component", "jobs"))
-		return nil
-	}
-	if s.jm, err = jobrun.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
+	} else if s.jm, err = jobrun.NewManager(s.ctx, s.reg, s.st, s.log.With("component", "jobs")); err != nil {
 		return err
 	}
-	// Set before startGroups runs the groups' loops.
+	// Set before startGroups (or an HA node's lead) runs the groups' loops:
+	// recycling runs only where the groups run, on the leader.
 	s.c.replacer = jobReplacer{jm: s.jm, source: "host-drain"}
 	s.reg.replacer = jobReplacer{jm: s.jm, source: "recycle"}
 	k := &consolidator{groups: s.reg.All, provs: s.provs, rep: jobReplacer{jm: s.jm, source: "consolidation"},
 		st: s.st, log: s.log.With("component", "consolidation")}
 	s.reg.consolidate = k.loop
+	if s.ha != nil {
+		return nil
+	}
 	// stopGroups closes it on a normal stop; this closes it (again, which
 	// is harmless) when a later step fails before the groups started.
 	s.onStop(s.jm.Close)
@@ -425,6 +427,15 @@ func (s *serving) setupAPI() error {
 	s.servers = servers
 	s.onStop(servers.Wait)
 	return err
+}
+
+// resumeDrains resumes the host drains a kill or crash of the previous run
+// interrupted (an HA node's when it takes the lead: haCore.Lead).
+func (s *serving) resumeDrains() error {
+	if s.ha == nil {
+		s.c.resumeDrains(s.srvCtx)
+	}
+	return nil
 }
 
 // startACME runs tls.acme once HAProxy routes the challenges to shoal. A

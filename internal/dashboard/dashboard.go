@@ -1,12 +1,14 @@
 // Package dashboard is shoal's live web dashboard: a login form, an
-// overview of the groups and a live view of each (charts, decisions,
-// instances, scale and deploy buttons), served by the core on the admin TCP
-// listener beside the API (api.WithUI).
+// overview of the groups and the ssh providers' hosts (cordon and drain
+// buttons) and a live view of each group (charts, decisions, instances
+// with their marks and day-two buttons, scale and deploy buttons), served
+// by the core on the admin TCP listener beside the API (api.WithUI).
 //
 // It computes nothing itself: the page calls the API with its session
-// cookie (scale, deploy, the metrics series), and the server-sent events
-// stream (GET /ui/stream, one message a second) bundles what the API
-// answers to status, metrics, events and jobs. The assets are embedded; the
+// cookie (scale, deploy, the instances' acts, the hosts' acts, the metrics
+// series), each act after a confirmation in the page, and the server-sent
+// events stream (GET /ui/stream, one message a second) bundles what the
+// API answers to status, metrics, events, jobs and host drains. The assets are embedded; the
 // page loads nothing from elsewhere.
 //
 // A session starts at the login form and ends at logout or after

@@ -26,6 +26,9 @@ type Message struct {
 	// newest 200 in the first).
 	Jobs   []jobrun.Job `json:"jobs,omitempty"`
 	Events []api.Event  `json:"events,omitempty"`
+	// Drains are the host drains of this run of shoal, newest first, when
+	// a provider places instances on hosts (status.hosts).
+	Drains []api.HostDrain `json:"drains,omitempty"`
 	// Errors are the API calls that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -100,6 +103,13 @@ func (d *Handler) message(ctx context.Context, group string, after *int64) Messa
 		} else if len(ev.Events) > 0 {
 			m.Last[g.Name] = ev.Events[0]
 		}
+	}
+	if len(m.Status.Hosts) > 0 {
+		var dr api.HostDrainsResponse
+		if err := d.call(ctx, "/v1/hosts/drains", &dr); err != nil {
+			fail(err)
+		}
+		m.Drains = dr.Drains
 	}
 	if group == "" {
 		return m

@@ -156,6 +156,10 @@ func (s *Store) UncordonHost(ctx context.Context, provider, host string) (bool, 
 	return s.shared.UncordonHost(ctx, provider, host)
 }
 
+func (s *Store) SetHostDraining(ctx context.Context, provider, host string, draining bool) (bool, error) {
+	return s.shared.SetHostDraining(ctx, provider, host, draining)
+}
+
 func (s *Store) CordonedHosts(ctx context.Context) ([]store.CordonedHost, error) {
 	return s.shared.CordonedHosts(ctx)
 }

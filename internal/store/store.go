@@ -190,6 +190,11 @@ var migrations = [][]string{
 			PRIMARY KEY (provider, host)
 		) STRICT`,
 	},
+	{
+		// A host drain in progress (CordonedHost.Draining): a restart of
+		// shoal resumes it.
+		`ALTER TABLE cordoned_hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.

@@ -160,10 +160,11 @@ type haNode struct {
 // haSpec says what varies between the pair's configs.
 type haSpec struct {
 	priorities [2]int
-	vip        bool   // with a vip section
-	iface      string // the VIP's interface, default eth0
-	endpoint   string // etcd endpoint, default the lab's etcd
-	hosts      bool   // the group runs on the lab's SSH hosts (else locally)
+	vip        bool       // with a vip section
+	iface      string     // the VIP's interface, default eth0
+	endpoint   string     // etcd endpoint, default the lab's etcd
+	hosts      bool       // the group runs on the lab's SSH hosts (else locally)
+	group      *groupSpec // the group, instead of haGroup(hosts)
 }
 
 // newHAPair makes the lab (etcd started), and writes node-a's and
@@ -183,15 +184,19 @@ func newHAPair(t *testing.T, hosts int, spec haSpec) *haPair {
 	}
 	p := &haPair{t: t, lab: lab, etcd: etcdURL, vip: lab.IP(100)}
 	remote := t.TempDir()
+	g := haGroup(spec.hosts)
+	if spec.group != nil {
+		g = *spec.group
+	}
 	for i, name := range []string{"node-a", "node-b"} {
 		n := &haNode{name: name, ns: lab.Space(name), priority: spec.priorities[i]}
-		n.shoalEnv = newEnv(t, "", haGroup(spec.hosts))
+		n.shoalEnv = newEnv(t, "", g)
 		n.netns = n.ns.Name
 		// Named by the node's namespace, which is the lab's own: pairs side
 		// by side each have a node-a, and a crash kills its whole cgroup.
 		n.cgroupName = n.ns.Name
 		n.listen = fmt.Sprintf("0.0.0.0:%d", haPort)
-		n.writeConfig(p.topConfig(n, spec, remote), haGroup(spec.hosts))
+		n.writeConfig(p.topConfig(n, spec, remote), g)
 		p.nodes = append(p.nodes, n)
 	}
 	return p

@@ -1,7 +1,8 @@
 // shoal dashboard: renders the server-sent stream (/ui/stream), charts the
 // metrics series (/v1/groups/G/series) with the decisions and jobs on them
-// (chart.js), and submits scale and deploy jobs to the API with the session
-// cookie.
+// (chart.js), and submits scale, deploy and day-two jobs (an instance's
+// drain, replace, protect, standby) and a host's cordon or drain to the API
+// with the session cookie, each act after a confirmation.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -162,10 +163,13 @@ function renderGroup(m) {
     [fmt(cpu[i.name], 1, " %"), "num"],
     i.version,
     i.addr,
-  ], { instance: i.name })));
+    marks(instanceMarks(i)),
+    [actButtons(instanceActs(i).map(([act, label]) => [act, label, () => instanceAct(i.name, act)])), "acts"],
+  ], { instance: i.name, state: i.state, marks: instanceMarks(i).map(([m]) => m).join(" ") })));
 
   state.jobs = m.jobs || [];
   renderJobs();
+  followJob();
 
   if (m.events && m.events.length) {
     state.events = m.events.slice().reverse().concat(state.events).slice(0, maxEventRows);
@@ -235,10 +239,181 @@ function drawGroupChart() {
   chart.dataset.points = String((s.values.size || []).filter((v) => v !== null).length);
 }
 
+// instanceMarks are what an operator set on an instance or what holds it
+// out of rotation: [mark, text] pairs.
+function instanceMarks(i) {
+  const out = [];
+  if (i.protected) out.push(["protected", "protected"]);
+  if (i.state === "standby" || i.state === "drained" || i.state === "draining") out.push([i.state, i.state]);
+  if (i.ejected_until) out.push(["ejected", "ejected"]);
+  if (i.drifted) out.push(["drifted", "drifted"]);
+  return out;
+}
+
+function marks(list) {
+  const span = document.createElement("span");
+  for (const [m, text] of list) {
+    const b = document.createElement("span");
+    b.className = "mark " + m;
+    b.dataset.mark = m;
+    b.textContent = text;
+    span.appendChild(b);
+  }
+  return span;
+}
+
+// instanceActs are the day-two acts that fit an instance's state; the core
+// refuses, with its reason, one that no longer does.
+function instanceActs(i) {
+  const acts = [];
+  switch (i.state) {
+    case "in-service": acts.push(["drain", "Drain"], ["standby", "Standby"], ["replace", "Replace"]); break;
+    case "unhealthy": acts.push(["replace", "Replace"]); break;
+    case "drained": acts.push(["undrain", "Undrain"]); break;
+    case "standby": acts.push(["resume", "Resume"]); break;
+    case "starting": case "draining": case "stopping": case "failed": return [];
+  }
+  acts.push(i.protected ? ["unprotect", "Unprotect"] : ["protect", "Protect"]);
+  return acts;
+}
+
+// actQuestion is the confirmation each act asks for.
+const actQuestion = {
+  drain: (n) => `Drain ${n}: take it out of rotation (its requests finish) and start a replacement?`,
+  undrain: (n) => `Undrain ${n}: put it back in rotation?`,
+  replace: (n) => `Replace ${n}: start a new instance and, once it serves, drain and stop ${n}?`,
+  protect: (n) => `Protect ${n} from scale-in and recycling?`,
+  unprotect: (n) => `Unprotect ${n}: scale-in and recycling may take it again?`,
+  standby: (n) => `Put ${n} on standby: out of rotation, kept running, replaced to keep the group's size?`,
+  resume: (n) => `Resume ${n}: put it back in rotation?`,
+  cordon: (n) => `Cordon host ${n}: no new instances are placed there?`,
+  uncordon: (n) => `Uncordon host ${n}: new instances may be placed there again?`,
+  "drain-host": (n) => `Drain host ${n}: cordon it, then replace each of its instances elsewhere, one at a time?`,
+};
+
+function actButtons(list) {
+  const span = document.createElement("span");
+  for (const [act, label, run] of list) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.act = act;
+    b.textContent = label;
+    b.addEventListener("click", run);
+    span.appendChild(b);
+  }
+  return span;
+}
+
+// confirmAct asks question in the page's dialog and resolves true when the
+// operator confirms.
+function confirmAct(question) {
+  const d = $("#confirm");
+  $("#confirm-text").textContent = question;
+  return new Promise((resolve) => {
+    const done = (yes) => () => {
+      $("#confirm-yes").onclick = $("#confirm-no").onclick = d.oncancel = null;
+      d.close();
+      resolve(yes);
+    };
+    $("#confirm-yes").onclick = done(true);
+    $("#confirm-no").onclick = d.oncancel = done(false);
+    d.showModal();
+  });
+}
+
+// instanceAct asks, then submits act on the named instance: a job on the
+// one job path, shown in #result and followed until it ends.
+async function instanceAct(name, act) {
+  if (!(await confirmAct(actQuestion[act](name)))) return;
+  await post("/v1/instances/" + encodeURIComponent(act), { instances: [name], source: "dashboard" }, showAnswer);
+}
+
+// hostAct asks, then cordons, uncordons or drains a provider's host.
+async function hostAct(h, act) {
+  if (!(await confirmAct(actQuestion[act === "drain" ? "drain-host" : act](h.name)))) return;
+  const path = `/v1/hosts/${encodeURIComponent(h.name)}/${act}`;
+  await post(path, { provider: h.provider }, (a, out) => {
+    out.className = "ok";
+    out.textContent = a.message;
+    out.dataset.host = h.name;
+    out.dataset.act = act;
+  }, $("#host-result"));
+}
+
+// post sends body to path and shows the answer in out: done's rendering of
+// a success, or the error with its reason.
+async function post(path, body, done, out) {
+  out = out || $("#result");
+  out.className = "";
+  out.textContent = "…";
+  delete out.dataset.job;
+  delete out.dataset.state;
+  delete out.dataset.error;
+  delete out.dataset.act;
+  delete out.dataset.host;
+  const r = await fetch(path, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (r.status === 401) { location.reload(); return; }
+  const a = await r.json();
+  if (!r.ok) {
+    out.className = "bad";
+    out.textContent = a.error + (a.valid ? ` (valid: ${a.valid.join(", ")})` : "");
+    out.dataset.error = a.error;
+    return;
+  }
+  done(a, out);
+}
+
+// showAnswer shows a submitted job in #result: its state, and an ignored
+// job's reason.
+function showAnswer(a, out) {
+  out.className = stateClass(a.state) === "bad" || a.state === "ignored" ? "ignored" : "ok";
+  const what = a.instances && a.instances.length ? `${a.kind} ${a.instances.join(", ")}` : `${a.kind} ${a.from} → ${a.target}`;
+  out.textContent = `job ${a.id}: ${what}: ${a.state}` + (a.reason ? ` (${a.reason})` : "");
+  out.dataset.job = a.id;
+  out.dataset.state = a.state;
+}
+
+// followJob updates #result's job from the stream's jobs until it ends.
+function followJob() {
+  const out = $("#result"), id = out.dataset.job;
+  if (!id || ["done", "failed", "ignored"].includes(out.dataset.state)) return;
+  const j = state.jobs.find((x) => x.id === id);
+  if (j && j.state !== out.dataset.state) showAnswer(j, out);
+}
+
+function renderHosts(m) {
+  const hosts = m.status.hosts || [];
+  $("#hosts").hidden = hosts.length === 0;
+  const drains = m.drains || [];
+  fill($("#host-table tbody"), hosts.map((h) => {
+    // The newest drain of the host.
+    const d = drains.find((x) => x.provider === h.provider && x.host === h.name);
+    let drain = "";
+    if (d) {
+      drain = d.state === "running" ? `running: ${d.progress}` : `${d.state}, ${d.moved.length} of ${d.instances.length} moved`;
+      for (const l of d.left || []) drain += `; ${l.instance} left: ${l.reason}`;
+    }
+    const list = [];
+    if (h.cordoned) list.push(["cordoned", "cordoned"]);
+    if (h.held_off_until && new Date(h.held_off_until) > new Date(m.time)) list.push(["held-off", "held off until " + time(h.held_off_until)]);
+    const acts = [h.cordoned ? ["uncordon", "Uncordon"] : ["cordon", "Cordon"], ["drain", "Drain"]];
+    return row([
+      h.provider, h.name, [h.state, h.state === "up" ? "ok" : "bad"], [h.instances, "num"], marks(list),
+      [drain, d ? stateClass(d.state) + " reason" : "reason"],
+      [actButtons(acts.map(([act, label]) => [act, label, () => hostAct(h, act)])), "acts"],
+    ], { host: h.name, provider: h.provider, cordoned: h.cordoned ? "true" : "false", drain: d ? d.state : "" });
+  }));
+}
+
 function render(m) {
   state.ticks++;
   $("#clock").textContent = new Date(m.time).toLocaleString();
   renderOverview(m);
+  renderHosts(m);
   if (!state.group) return;
   renderGroup(m);
   // The last hour moves every second; longer ranges are read every 30 s,
@@ -277,28 +452,10 @@ function route() {
   connect();
 }
 
-// submit posts a job request and shows the answer: the job, an ignored
-// job with its reason, or the error.
+// submit posts a group's job request (scale, deploy) and shows the answer:
+// the job, an ignored job with its reason, or the error.
 async function submit(path, body) {
-  const out = $("#result");
-  out.className = "";
-  out.textContent = "…";
-  const r = await fetch(`/v1/groups/${encodeURIComponent(state.group)}/${path}`, {
-    method: "POST", credentials: "same-origin",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(Object.assign({ source: "dashboard" }, body)),
-  });
-  if (r.status === 401) { location.reload(); return; }
-  const a = await r.json();
-  if (!r.ok) {
-    out.className = "bad";
-    out.textContent = a.error + (a.valid ? ` (valid: ${a.valid.join(", ")})` : "");
-    return;
-  }
-  out.className = a.state === "ignored" ? "ignored" : "ok";
-  out.textContent = `job ${a.id}: ${a.kind} ${a.from} → ${a.target}: ${a.state}` + (a.reason ? ` (${a.reason})` : "");
-  out.dataset.job = a.id;
-  out.dataset.state = a.state;
+  await post(`/v1/groups/${encodeURIComponent(state.group)}/${path}`, Object.assign({ source: "dashboard" }, body), showAnswer);
 }
 
 function init() {
@@ -307,7 +464,7 @@ function init() {
   }
   $("#scale-plan").addEventListener("click", () => submit("scale", { plan: $("#plan").value.trim() }));
   $("#deploy").addEventListener("click", () => {
-    if (confirm(`Deploy ${state.group}: replace every instance with the configured template?`)) submit("deploy", {});
+    confirmAct(`Deploy ${state.group}: replace every instance with the configured template?`).then((yes) => { if (yes) submit("deploy", {}); });
   });
   for (const b of document.querySelectorAll(".ranges button")) {
     b.addEventListener("click", () => {

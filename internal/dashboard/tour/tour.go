@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -180,51 +181,15 @@ const readTimeline = `Array.from(document.querySelectorAll("#events tbody tr"), 
 
 // Run drives a fresh headless browser through the dashboard at o.URL.
 func Run(ctx context.Context, o Options) (res Result, err error) {
-	bin, err := Browser()
-	if err != nil {
-		return res, err
-	}
 	if o.Timeout <= 0 {
 		o.Timeout = 60 * time.Second
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.WindowSize(1280, 1100),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	if os.Geteuid() == 0 {
-		// Chromium refuses to run as root inside its sandbox.
-		opts = append(opts, chromedp.NoSandbox)
+	bctx, pageErrors, closeBrowser, err := startBrowser(ctx)
+	if err != nil {
+		return res, err
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	var (
-		mu         sync.Mutex
-		pageErrors []string
-	)
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		res.PageErrors = pageErrors
-	}()
-	chromedp.ListenTarget(bctx, func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			msg := e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				msg += " " + e.ExceptionDetails.Exception.Description
-			}
-			mu.Lock()
-			pageErrors = append(pageErrors, msg)
-			mu.Unlock()
-		}
-	})
-	// The first Run starts the browser, which lives as long as the context
-	// it was given: bctx, not a step's.
-	if err := chromedp.Run(bctx); err != nil {
-		return res, fmt.Errorf("dashboard tour: start %s: %w", bin, err)
-	}
+	defer closeBrowser()
+	defer func() { res.PageErrors = pageErrors() }()
 
 	poll := func(what, expr string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
@@ -379,6 +344,55 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	return res, zoom(&res, run, poll)
 }
 
+// startBrowser starts a fresh headless Chromium, which lives until close
+// is called or ctx ends; pageErrs returns the page's uncaught script errors
+// so far.
+func startBrowser(ctx context.Context) (bctx context.Context, pageErrs func() []string, close func(), err error) {
+	bin, err := Browser()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.WindowSize(1280, 1100),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	if os.Geteuid() == 0 {
+		// Chromium refuses to run as root inside its sandbox.
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	close = func() { cancelBrowser(); cancelAlloc() }
+	var (
+		mu         sync.Mutex
+		pageErrors []string
+	)
+	chromedp.ListenTarget(bctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			pageErrors = append(pageErrors, msg)
+			mu.Unlock()
+		}
+	})
+	// The first Run starts the browser, which lives as long as the context
+	// it was given: bctx, not a step's.
+	if err := chromedp.Run(bctx); err != nil {
+		close()
+		return nil, nil, nil, fmt.Errorf("dashboard tour: start %s: %w", bin, err)
+	}
+	pageErrs = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(pageErrors)
+	}
+	return bctx, pageErrs, close, nil
+}
+
 // zoom drags across the middle half of the chart's plot, which zooms to
 // it, and double-clicks, which resets.
 func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(what, expr string) chromedp.Action) error {
@@ -386,7 +400,9 @@ func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(wha
 	var full float64
 	var at struct{ X0, X1, Y float64 }
 	return run("zoom the chart and reset it",
-		chromedp.ScrollIntoView(`#chart svg`, chromedp.ByQuery),
+		// In the page, at once: the chart's SVG is redrawn every second, and
+		// a node looked up first may be gone by the scroll.
+		chromedp.Evaluate(`document.querySelector("#chart svg").scrollIntoView({block: "center"})`, nil),
 		chromedp.Evaluate(span, &full),
 		chromedp.Evaluate(`(() => {
 			const s = document.querySelector("#chart svg"), r = s.getBoundingClientRect();

@@ -42,6 +42,39 @@ func (s *Store) UncordonHost(ctx context.Context, provider, host string) (remove
 	return removed, nil
 }
 
+// SetHostDraining records that a drain of the cordoned host runs (or no
+// longer does); found is false when the host is not cordoned.
+func (s *Store) SetHostDraining(ctx context.Context, provider, host string, draining bool) (found bool, err error) {
+	key := s.cordonKey(provider, host)
+	for range 5 {
+		resp, err := s.read(ctx, key)
+		if err != nil {
+			return false, fmt.Errorf("mark host %s/%s draining: %w", provider, host, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return false, nil
+		}
+		var h store.CordonedHost
+		if err := json.Unmarshal(resp.Kvs[0].Value, &h); err != nil {
+			return false, fmt.Errorf("mark host %s/%s draining: decode: %w", provider, host, err)
+		}
+		h.Draining = draining
+		b, err := json.Marshal(h)
+		if err != nil {
+			return false, err
+		}
+		// Written only over the record read: an uncordon in between wins.
+		ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)}, clientv3.OpPut(key, string(b)))
+		if err != nil {
+			return false, fmt.Errorf("mark host %s/%s draining: %w", provider, host, err)
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("mark host %s/%s draining: its record kept changing", provider, host)
+}
+
 // CordonedHosts lists the cordoned hosts by provider, then host.
 func (s *Store) CordonedHosts(ctx context.Context) ([]store.CordonedHost, error) {
 	resp, err := s.read(ctx, s.prefix+"cordoned/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))

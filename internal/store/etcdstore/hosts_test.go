@@ -37,9 +37,21 @@ func TestCordonedHosts(t *testing.T) {
 		t.Errorf("uncordon h1 twice: %v %v", removed, err)
 	}
 
+	// A drain in progress is marked on the cordon, under the fence.
+	if found, err := s.SetHostDraining(ctx, "ssh", "h2", true); err != nil || !found {
+		t.Errorf("mark h2 draining: %v %v", found, err)
+	}
+	if found, err := s.SetHostDraining(ctx, "ssh", "h1", true); err != nil || found {
+		t.Errorf("mark h1 (uncordoned) draining: %v %v", found, err)
+	}
+	standby := New(n.Client(), n.Prefix())
+	if _, err := standby.SetHostDraining(ctx, "ssh", "h2", false); !errors.Is(err, ErrFenced) {
+		t.Errorf("a standby's mark: %v, want ErrFenced", err)
+	}
+
 	// Another node's store (no fence: a standby) reads the same.
-	got, err := New(n.Client(), n.Prefix()).CordonedHosts(ctx)
-	if err != nil || len(got) != 1 || got[0].Host != "h2" || !got[0].Since.Equal(since) {
-		t.Errorf("cordoned = %+v, %v; want h2 since %s", got, err, since)
+	got, err := standby.CordonedHosts(ctx)
+	if err != nil || len(got) != 1 || got[0].Host != "h2" || !got[0].Since.Equal(since) || !got[0].Draining {
+		t.Errorf("cordoned = %+v, %v; want h2 since %s, draining", got, err, since)
 	}
 }
