@@ -116,6 +116,7 @@ groups:
     min_size: 0
     max_size: 2
     plans: [{name: one, size: 1}]
+    providers: [{name: local}]
     cooldown: {}
     health: {passive: {}}
     limits: {max_conn: 4}
