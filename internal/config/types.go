@@ -301,7 +301,7 @@ type GroupProvider struct {
 // ProviderList is the group's providers in order: Providers, or the one
 // that Provider names (ProviderLocal when neither is set, as in a Group
 // built in code).
-func (g *Group) ProviderList() []GroupProvider {
+func (g Group) ProviderList() []GroupProvider {
 	if len(g.Providers) > 0 {
 		return g.Providers
 	}
@@ -312,7 +312,7 @@ func (g *Group) ProviderList() []GroupProvider {
 }
 
 // UsesProvider reports whether name is one of the group's providers.
-func (g *Group) UsesProvider(name string) bool {
+func (g Group) UsesProvider(name string) bool {
 	for _, p := range g.ProviderList() {
 		if p.Name == name {
 			return true

@@ -618,7 +618,7 @@ func TestUsage(t *testing.T) {
 	}
 
 	// A failed start's server, never recorded as an instance.
-	if err := s.AddUsage(ctx, "api", "api-002", started, before); err != nil {
+	if err := s.AddUsage(ctx, "api", Usage{Name: "api-002", Started: started, Ended: before}); err != nil {
 		t.Fatal(err)
 	}
 	us, err = s.Usage(ctx, "api", before.Add(-time.Hour))
@@ -638,11 +638,11 @@ func TestStartDelaysKeepsNewest(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
 	for i := range startDelaysKept + 5 {
-		if err := s.AddStartDelay(ctx, "web", t0.Add(time.Duration(i)*time.Minute), time.Duration(i+1)*time.Second); err != nil {
+		if err := s.AddStartDelay(ctx, "web", "", t0.Add(time.Duration(i)*time.Minute), time.Duration(i+1)*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AddStartDelay(ctx, "api", t0, 210*time.Second); err != nil {
+	if err := s.AddStartDelay(ctx, "api", "", t0, 210*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -650,14 +650,14 @@ func TestStartDelaysKeepsNewest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	web, err := s.StartDelays(ctx, "web")
+	web, err := s.StartDelays(ctx, "web", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(web) != startDelaysKept || web[0] != 6*time.Second || web[len(web)-1] != time.Duration(startDelaysKept+5)*time.Second {
 		t.Fatalf("web's start delays %v; want the newest %d, 6s to %ds", web, startDelaysKept, startDelaysKept+5)
 	}
-	if api, err := s.StartDelays(ctx, "api"); err != nil || len(api) != 1 || api[0] != 210*time.Second {
+	if api, err := s.StartDelays(ctx, "api", ""); err != nil || len(api) != 1 || api[0] != 210*time.Second {
 		t.Fatalf("api's start delays %v, %v; want [3m30s]", api, err)
 	}
 }

@@ -1,0 +1,171 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+)
+
+// TestPickProvider: the first provider with room that is not skipped; a
+// group with one always uses it; none when every one is full or skipped.
+func TestPickProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		slots []slot
+		want  int
+	}{
+		{"first has room", []slot{{room: 2}, {room: -1}}, 0},
+		{"first full", []slot{{room: 0}, {room: -1}}, 1},
+		{"first skipped", []slot{{room: 3, skipped: true}, {room: -1}}, 1},
+		{"unbounded first", []slot{{room: -1}, {room: 5}}, 0},
+		{"all full or skipped", []slot{{room: 0}, {room: -1, skipped: true}}, -1},
+		{"one provider, full and skipped", []slot{{room: 0, skipped: true}}, 0},
+	} {
+		if got := pickProvider(tc.slots); got != tc.want {
+			t.Errorf("%s: pickProvider = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSkipFor: 30 s, doubling, at most 10 min.
+func TestSkipFor(t *testing.T) {
+	for failed, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 5: 8 * time.Minute, 6: 10 * time.Minute, 40: 10 * time.Minute} {
+		if got := skipFor(failed); got != want {
+			t.Errorf("skipFor(%d) = %s, want %s", failed, got, want)
+		}
+	}
+}
+
+// TestByProvider: the last provider's instances go first, each keeping
+// the scale_in rule's order.
+func TestByProvider(t *testing.T) {
+	in := func(name, prov string) pick { return pick{in: &instance{name: name, prov: prov}, why: "newest"} }
+	list := []config.GroupProvider{{Name: "rack"}, {Name: "cloud"}}
+	got := byProvider([]pick{in("a", "rack"), in("b", "cloud"), in("c", "rack"), in("d", "cloud")}, func(p string) int { return rankOf(list, p) })
+	var names []string
+	for _, p := range got {
+		names = append(names, p.in.name)
+	}
+	if strings.Join(names, ",") != "b,d,a,c" {
+		t.Errorf("order = %v, want b,d,a,c", names)
+	}
+	if !strings.Contains(got[0].why, "on provider cloud") || !strings.HasSuffix(got[0].why, "newest") {
+		t.Errorf("why = %q", got[0].why)
+	}
+}
+
+// multiReconciler is a group over two fake providers: local (max 2) then
+// cloud, each instance recording where it started.
+func multiReconciler(t *testing.T, desired int, cloudFail error) (*reconciler, *fakeProvider) {
+	var cloud *fakeProvider
+	r := newReconciler(t, desired, func(r *reconciler) {
+		cloud = &fakeProvider{clk: r.clk, ev: r.ev, insts: map[string]*fakeInstance{}, fail: cloudFail}
+		c := r.g.conf()
+		c.Providers = []config.GroupProvider{{Name: config.ProviderLocal, Max: 2}, {Name: "cloud", CostPerHour: 0.5}}
+		r.g.live.Store(&c)
+		r.g.provs["cloud"] = cloud
+	})
+	return r, cloud
+}
+
+func (r *reconciler) provOf(name string) string {
+	r.g.mu.Lock()
+	defer r.g.mu.Unlock()
+	if in := r.g.insts[name]; in != nil {
+		return in.prov
+	}
+	return ""
+}
+
+// TestProvidersFillInOrder: 4 instances fill local up to its max 2, then
+// the cloud; the records name their provider; a scale-in to 2 retires
+// the cloud's first, even under scale_in oldest, which alone would retire
+// local ones.
+func TestProvidersFillInOrder(t *testing.T) {
+	r, cloud := multiReconciler(t, 4, nil)
+	r.bringUp("web-001", "web-002", "web-003", "web-004")
+	onCloud := 0
+	for _, n := range []string{"web-001", "web-002", "web-003", "web-004"} {
+		if r.provOf(n) == "cloud" {
+			onCloud++
+			if cloud.instance(n) == nil {
+				t.Errorf("%s is on cloud but the cloud did not start it", n)
+			}
+		}
+		if rec, _ := r.g.Record(n); rec.Provider != r.provOf(n) {
+			t.Errorf("%s's record names provider %q, want %q", n, rec.Provider, r.provOf(n))
+		}
+	}
+	if onCloud != 2 || len(r.prov.startTimes()) != 2 {
+		t.Fatalf("%d on the cloud, %d local starts; want 2 and 2", onCloud, len(r.prov.startTimes()))
+	}
+	// oldest would retire the local ones first: the provider order wins.
+	c := r.g.conf()
+	c.ScaleIn = config.ScaleInOldest
+	r.g.live.Store(&c)
+	if err := r.g.SetDesired(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two retiring", func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		return len(r.g.activeLocked()) == 2
+	})
+	r.g.mu.Lock()
+	for _, in := range r.g.activeLocked() {
+		if in.prov != config.ProviderLocal {
+			t.Errorf("%s on %s kept; the cloud's should go first", in.name, in.prov)
+		}
+	}
+	r.g.mu.Unlock()
+	st := r.g.Status(context.Background())
+	if len(st.Providers) != 2 || st.Providers[0].Name != config.ProviderLocal || st.Providers[0].Instances != 2 || st.Providers[1].Instances != 0 || st.Providers[1].CostPerHour != 0.5 {
+		t.Errorf("status providers = %+v", st.Providers)
+	}
+}
+
+// TestProviderSkipped: a cloud that refuses is skipped for a back-off,
+// said in the events, and the failure is no crash loop; local stays full
+// at its max, so nothing more starts until the back-off ends and the cloud
+// is tried again.
+func TestProviderSkipped(t *testing.T) {
+	refused := errors.New("API refused: 503")
+	r, cloud := multiReconciler(t, 3, refused)
+	r.bringUp("web-001", "web-002")
+	f := r.awaitFailure(1)
+	if f.crash || !strings.Contains(f.Reason, "provider cloud") {
+		t.Errorf("failure %+v: want the provider's, no crash", f)
+	}
+	waitFor(t, "the skip in the events", func() bool {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		for _, d := range r.st.decisions {
+			if d.Rule == "provider" && d.Code == "skipped" && strings.Contains(d.Reason, "skipped for 30s") && strings.Contains(d.Reason, "503") {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(cloud.startTimes()); n != 1 {
+		t.Fatalf("cloud asked %d times, want 1", n)
+	}
+	st := r.g.Status(context.Background())
+	if st.Providers[1].SkippedUntil.IsZero() || !strings.Contains(st.Providers[1].SkipReason, "503") {
+		t.Errorf("status of the skipped cloud: %+v", st.Providers[1])
+	}
+	// Within the back-off the cloud is not asked again.
+	r.clk.Advance(10 * time.Second)
+	if n := len(cloud.startTimes()); n != 1 {
+		t.Fatalf("cloud asked %d times within its back-off, want 1", n)
+	}
+	// After it, the cloud is tried again and takes the instance.
+	cloud.mu.Lock()
+	cloud.fail = nil
+	cloud.mu.Unlock()
+	r.clk.Advance(skipMin)
+	waitFor(t, "the cloud asked again", func() bool { return len(cloud.startTimes()) == 2 })
+}
