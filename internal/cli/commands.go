@@ -104,7 +104,7 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(w, "  queue %d now, %d at most, %d ms average wait  (max_conn %d per instance)\n", q.Current, q.Max, q.TimeMS, q.MaxConn)
 	}
 	fmt.Fprintf(w, "  instance-hours today %.2f", g.InstanceHoursToday)
-	if g.CostToday > 0 {
+	if g.CostToday > 0 || slices.ContainsFunc(g.Providers, func(p group.ProviderUsage) bool { return p.CostPerHour > 0 }) {
 		fmt.Fprintf(w, "  cost today %.2f", g.CostToday)
 	}
 	fmt.Fprintln(w)

@@ -179,6 +179,11 @@ func (g *Group) providerFailed(ctx context.Context, prov string, err error) bool
 	}
 	g.mu.Lock()
 	s := g.skips[prov]
+	if g.clk.Now().Before(s.until) {
+		// A start asked before the back-off began: the same refusal.
+		g.mu.Unlock()
+		return true
+	}
 	s.failed++
 	d := skipFor(s.failed)
 	s.until, s.reason = g.clk.Now().Add(d), err.Error()
