@@ -3,11 +3,14 @@ package group
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // TestPickProvider: the first provider with room that is not skipped; a
@@ -60,7 +63,7 @@ func TestByProvider(t *testing.T) {
 
 // multiReconciler is a group over two fake providers: local (max 2) then
 // cloud, each instance recording where it started.
-func multiReconciler(t *testing.T, desired int, cloudFail error) (*reconciler, *fakeProvider) {
+func multiReconciler(t *testing.T, desired int, cloudFail error, setup ...func(*reconciler)) (*reconciler, *fakeProvider) {
 	var cloud *fakeProvider
 	r := newReconciler(t, desired, func(r *reconciler) {
 		cloud = &fakeProvider{clk: r.clk, ev: r.ev, insts: map[string]*fakeInstance{}, fail: cloudFail}
@@ -68,6 +71,9 @@ func multiReconciler(t *testing.T, desired int, cloudFail error) (*reconciler, *
 		c.Providers = []config.GroupProvider{{Name: config.ProviderLocal, Max: 2}, {Name: "cloud", CostPerHour: 0.5}}
 		r.g.live.Store(&c)
 		r.g.provs["cloud"] = cloud
+		for _, f := range setup {
+			f(r)
+		}
 	})
 	return r, cloud
 }
@@ -168,4 +174,36 @@ func TestProviderSkipped(t *testing.T) {
 	cloud.mu.Unlock()
 	r.clk.Advance(skipMin)
 	waitFor(t, "the cloud asked again", func() bool { return len(cloud.startTimes()) == 2 })
+}
+
+// TestRestoreOnItsProvider: after a restart each recorded instance is
+// adopted by the provider its record names, an older record's (no
+// provider) by the group's first; one whose provider left the group's
+// list is not adopted (its provider's sweep stops it).
+func TestRestoreOnItsProvider(t *testing.T) {
+	var kept []provider.Record
+	r, cloud := multiReconciler(t, 3, nil, func(r *reconciler) {
+		rec := func(name string, idx int, prov string) store.Instance {
+			return store.Instance{Record: provider.Record{Group: "web", Name: name, Index: idx, ID: name, Addr: "127.0.0.1:2000" + strconv.Itoa(idx),
+				Host: "127.0.0.1", Provider: prov}, State: string(InService), StateSince: r.clk.Now()}
+		}
+		kept = r.g.Restore(context.Background(), []store.Instance{
+			rec("web-001", 1, ""), rec("web-002", 2, config.ProviderLocal), rec("web-003", 3, "cloud"), rec("web-004", 4, "gone")})
+	})
+	if r.prov.instance("web-001") == nil || r.prov.instance("web-002") == nil || cloud.instance("web-003") == nil ||
+		r.prov.instance("web-003") != nil || cloud.instance("web-001") != nil {
+		t.Fatal("an instance adopted by another provider than its record's")
+	}
+	want := map[string]string{"web-001": config.ProviderLocal, "web-002": config.ProviderLocal, "web-003": "cloud"}
+	if len(kept) != 3 {
+		t.Fatalf("kept %+v, want web-001..003", kept)
+	}
+	for _, rec := range kept {
+		if rec.Provider != want[rec.Name] || r.provOf(rec.Name) != want[rec.Name] {
+			t.Errorf("%s kept on %q (instance on %q), want %q", rec.Name, rec.Provider, r.provOf(rec.Name), want[rec.Name])
+		}
+	}
+	if _, ok := r.state("web-004"); ok {
+		t.Error("web-004, on a provider no longer the group's, adopted")
+	}
 }

@@ -19,7 +19,8 @@ import (
 // reading real load. A load step of keep-alive GETs scales it 2 → 6: 4 on
 // the hosts, 2 in the cloud; its end brings it back to 2, the cloud's
 // first; no request fails, and the cloud's listing holds exactly the
-// group's cloud instances; the same again with the CPU saturated. Then
+// group's cloud instances; a kill -9 of shoal at 6 and its restart adopt
+// each instance on its provider; the same step with the CPU saturated. Then
 // the cloud refuses to create (quota exceeded): under the same load step
 // the group scales on the hosts up to their capacity, the cloud is
 // skipped for a back-off that grows at its next refusal, said in the
@@ -94,6 +95,39 @@ func TestGroupAcrossProviders(t *testing.T) {
 		t.Logf("%s: %d keep-alive GETs, none failed", label, res.Requests)
 	}
 	step("idle machine")
+
+	// A kill -9 of shoal at 6: the restart adopts each instance on the
+	// provider it runs on, none is taken for a stray.
+	tr.end()
+	if n := tr.failed.Load(); n != 0 || tr.ok.Load() == 0 {
+		t.Fatalf("%d of %d trickled GETs failed: %v", n, n+tr.ok.Load(), tr.samples)
+	}
+	stop := sshLoad(t, e)
+	e.eventually("6 again", 60*time.Second, inService(e, 6))
+	before := map[string]string{}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		before[in.Name] = in.Provider
+	}
+	if res := stop(); res.Failures != 0 {
+		t.Fatalf("%d of %d keep-alive GETs failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	e.kill9()
+	e.start()
+	if n := strings.Count(e.log.String(), "instance adopted"); n != 6 {
+		t.Fatalf("%d instances adopted after the kill -9, want the 6 of before %v", n, before)
+	}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		if p, ok := before[in.Name]; !ok || p != in.Provider {
+			t.Errorf("after the restart %s is on %q, before on %q", in.Name, in.Provider, p)
+		}
+	}
+	if n := strings.Count(e.log.String(), "stray instance stopped"); n != 0 {
+		t.Errorf("%d strays stopped after the restart: an instance taken for another provider's", n)
+	}
+	e.eventually("the policy scales back in to 2 after the restart", 40*time.Second, inService(e, 2))
+	e.eventually("no server left in the cloud", 15*time.Second, func() error { return cloudMatches(e, c) })
+	tr = startTrickle(t, e)
+
 	alone(t)
 	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 	step("CPU saturated")
@@ -104,7 +138,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(c.dir, "fail-start"), []byte("fail"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stop := sshLoad(t, e)
+	stop = sshLoad(t, e)
 	e.eventually("the hosts fill up to their capacity, 4", 60*time.Second, inService(e, 4))
 	e.eventually("the refusal in the events", 30*time.Second, func() error { return skipEvent(e, "skipped for 30s after a failed start (1 in a row)") })
 	// After the first back-off the cloud is asked again, refuses again,
