@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,5 +206,42 @@ func TestRestoreOnItsProvider(t *testing.T) {
 	}
 	if _, ok := r.state("web-004"); ok {
 		t.Error("web-004, on a provider no longer the group's, adopted")
+	}
+}
+
+// TestCostBudget: max_hourly_cost counts the last hour's instance-hours
+// at each provider's cost_per_hour, plus an hour of each new instance on
+// the provider it would come from: local (max 2, free) is full, so new
+// ones are the cloud's at 0.5 an hour.
+func TestCostBudget(t *testing.T) {
+	var t0 time.Time
+	r, _ := multiReconciler(t, 2, nil, func(r *reconciler) {
+		c := r.g.conf()
+		c.MaxHourlyCost = 1.6
+		r.g.live.Store(&c)
+		t0 = r.clk.Now()
+		// An hour on the cloud ended 30 minutes ago: 0.5 h in the last
+		// hour, 0.25; an older one on local costs nothing.
+		r.st.usage = []store.Usage{
+			{Name: "web-008", Provider: "cloud", Started: t0.Add(-90 * time.Minute), Ended: t0.Add(-30 * time.Minute)},
+			{Name: "web-009", Provider: config.ProviderLocal, Started: t0.Add(-90 * time.Minute), Ended: t0.Add(-30 * time.Minute)},
+		}
+	})
+	r.bringUp("web-001", "web-002")
+	ctx := context.Background()
+	u, err := r.g.UsageSince(ctx, t0.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(u.ByProvider["cloud"]-0.5) > 0.01 || math.Abs(u.ByProvider[config.ProviderLocal]-0.5) > 0.01 {
+		t.Errorf("last hour by provider %v, want 0.5 h each", u.ByProvider)
+	}
+	// 0.25 spent + 2 × 0.5 = 1.25: within 1.6; 3 more make 1.75.
+	if reason := r.g.BudgetRefusal(ctx, 4); reason != "" {
+		t.Errorf("scale-out to 4 refused: %s", reason)
+	}
+	want := "max_hourly_cost 1.6: the last hour's instance-hours cost 0.25; 3 more for an hour would cost 1.50 more, 1.75 in all"
+	if reason := r.g.BudgetRefusal(ctx, 5); reason != want {
+		t.Errorf("scale-out to 5: %q, want %q", reason, want)
 	}
 }
