@@ -102,6 +102,9 @@ type instance struct {
 	// provFailed marks a start its provider refused in a group with
 	// several: the provider is skipped, and the failure is no crash loop.
 	provFailed bool
+	// asked is set once its provider is asked to start it: from then on
+	// a provider with hosts counts it on the host it placed it on.
+	asked bool
 	rec        provider.Record
 	inst  provider.Instance // nil until the provider started it
 	state State
@@ -343,7 +346,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
-		in := &instance{name: r.Name, index: r.Index, prov: name, rec: recordOn(pi, name), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
+		in := &instance{name: r.Name, index: r.Index, prov: name, asked: true, rec: recordOn(pi, name), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
 			version: r.Version, tmpl: g.dep.tmpl, hash: r.Template, marks: marksOf(r.Marks)}
 		if in.state == InService || in.state == Unhealthy {
 			in.servingSince = since
@@ -696,6 +699,9 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 		g.drop(in, err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
 	}
+	g.mu.Lock()
+	in.asked = true
+	g.mu.Unlock()
 	pi, err := g.provOf(in).Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
 		var created *provider.CreatedError

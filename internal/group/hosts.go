@@ -271,7 +271,7 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 		return false
 	}
 	runCtx, tmpl := g.runCtx, g.dep.tmpl
-	in := &instance{name: rec.Name, index: rec.Index, prov: prov, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
+	in := &instance{name: rec.Name, index: rec.Index, prov: prov, asked: true, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
 		version: version, tmpl: tmpl, hash: tmpl.Hash(g.cfg.Name), rec: rec}
 	g.gone.forget(rec.ID)
 	g.insts[in.name] = in

@@ -123,10 +123,10 @@ func (g *Group) slotsLocked(rooms map[string]hostRoom) []slot {
 	now := g.clk.Now()
 	list := g.conf().ProviderList()
 	active := map[string]int{}
-	pending := map[string]int{} // launched, not yet placed on a host
+	pending := map[string]int{} // launched, its provider not asked yet
 	for _, in := range g.activeLocked() {
 		active[in.prov]++
-		if in.inst == nil {
+		if !in.asked {
 			pending[in.prov]++
 		}
 	}

@@ -245,3 +245,41 @@ func TestCostBudget(t *testing.T) {
 		t.Errorf("scale-out to 5: %q, want %q", reason, want)
 	}
 }
+
+// TestSlotsRoom: a provider with hosts has the free instance capacity of
+// its hosts that are up and not cordoned, less the launches its provider
+// was not asked for yet (those it was asked for it counts itself); an
+// entry's max bounds it; a host without instance capacity makes it
+// unbounded.
+func TestSlotsRoom(t *testing.T) {
+	g := scaleInGroup(t, config.ScaleInNewest, nil)
+	c := g.conf()
+	c.Providers = []config.GroupProvider{{Name: "rack"}, {Name: "cloud", Max: 3}}
+	g.live.Store(&c)
+	g.provs = Providers{"rack": fullHosts{[]provider.HostStatus{
+		{Name: "a", State: provider.HostUp, Instances: 1, CapacityInstances: 2},
+		{Name: "b", State: provider.HostUp, Instances: 3, CapacityInstances: 4},
+		{Name: "c", State: provider.HostDown, CapacityInstances: 5},
+		{Name: "d", State: provider.HostUp, CapacityInstances: 5, Cordoned: true},
+	}}, "cloud": &fakeProvider{}}
+	g.mu.Lock()
+	g.insts = map[string]*instance{
+		"web-001": {name: "web-001", prov: "rack", state: Starting},                // launched, not asked yet
+		"web-002": {name: "web-002", prov: "rack", state: InService, asked: true}, // counted by its host
+		"web-003": {name: "web-003", prov: "cloud", state: InService, asked: true},
+	}
+	g.mu.Unlock()
+	rooms := g.hostRooms()
+	g.mu.Lock()
+	slots := g.slotsLocked(rooms)
+	next := g.nextProviderLocked(rooms)
+	g.mu.Unlock()
+	// rack: a 1 + b 1 free, less web-001; cloud: max 3 less web-003.
+	if slots[0].room != 1 || slots[1].room != 2 || next != "rack" {
+		t.Errorf("slots %+v, next %q; want rack 1, cloud 2, next rack", slots, next)
+	}
+	g.provs["rack"] = fullHosts{[]provider.HostStatus{{Name: "a", State: provider.HostUp, Instances: 9}}}
+	if r := g.hostRooms()["rack"]; !r.unbounded {
+		t.Errorf("a host without instance capacity: %+v, want unbounded", r)
+	}
+}
