@@ -607,7 +607,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	y, m, d := now.Date()
 	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {
 		s.InstanceHoursToday = math.Round(u.InstanceHours*100) / 100
-		s.Providers = g.providerUsage(u)
+		s.Providers = g.providerUsage(ctx, u)
 		for _, p := range s.Providers {
 			s.CostToday += p.CostToday
 		}

@@ -246,6 +246,9 @@ type ProviderUsage struct {
 	// the last failure (zero and "" when it is not skipped).
 	SkippedUntil time.Time `json:"skipped_until,omitzero"`
 	SkipReason   string    `json:"skip_reason,omitempty"`
+	// StartDelay is its instances' measured start delay, in a group with
+	// several providers (nil before one went into service there).
+	StartDelay *StartDelay `json:"start_delay,omitempty"`
 }
 
 // recordOn is pi's record, naming the group's provider it runs on: a
@@ -257,10 +260,20 @@ func recordOn(pi provider.Instance, prov string) provider.Record {
 }
 
 // providerUsage is the group's use of each of its providers, from today's
-// usage u.
-func (g *Group) providerUsage(u Usage) []ProviderUsage {
+// usage u, with each one's measured start delay in a group with several.
+func (g *Group) providerUsage(ctx context.Context, u Usage) []ProviderUsage {
 	list := g.conf().ProviderList()
 	out := make([]ProviderUsage, len(list))
+	delays := make([]*StartDelay, len(list))
+	if len(list) > 1 {
+		for i, gp := range list {
+			sd, err := g.StartDelayOn(ctx, gp.Name)
+			if err != nil {
+				g.log.Warn("reading a provider's start delays failed", "provider", gp.Name, "err", err)
+			}
+			delays[i] = sd
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	active := map[string]int{}
@@ -271,7 +284,7 @@ func (g *Group) providerUsage(u Usage) []ProviderUsage {
 	for i, gp := range list {
 		h := u.ByProvider[gp.Name]
 		p := ProviderUsage{Name: gp.Name, Instances: active[gp.Name], Max: gp.Max, CostPerHour: gp.CostPerHour,
-			InstanceHoursToday: math.Round(h*100) / 100, CostToday: math.Round(h*gp.CostPerHour*100) / 100}
+			InstanceHoursToday: math.Round(h*100) / 100, CostToday: math.Round(h*gp.CostPerHour*100) / 100, StartDelay: delays[i]}
 		if s := g.skips[gp.Name]; s.until.After(now) {
 			p.SkippedUntil, p.SkipReason = s.until, s.reason
 		}
