@@ -208,11 +208,11 @@ func (c *core) DrainHost(ctx context.Context, req api.HostRequest) (api.HostResp
 	var ins []hostdrain.Instance
 	groups := map[string]*group.Group{}
 	for _, g := range c.groups.All() {
-		if g.Config().Provider != h.Provider {
+		if !g.Config().UsesProvider(h.Provider) {
 			continue
 		}
 		groups[g.Name()] = g
-		for _, name := range g.InstancesOn(h.Name) {
+		for _, name := range g.InstancesOn(h.Provider, h.Name) {
 			ins = append(ins, hostdrain.Instance{Group: g.Name(), Name: name})
 		}
 	}
