@@ -19,7 +19,7 @@ type groupRef struct {
 	// providers are the name nodes of its providers' entries (nil with
 	// provider), in order.
 	providers []*yaml.Node
-	template *fields    // its template's keys
+	template  *fields // its template's keys
 	// zeroNode and zero are its scale_to_zero and that section's keys;
 	// nil when it has none.
 	zeroNode *yaml.Node

@@ -105,7 +105,7 @@ type instance struct {
 	// asked is set once its provider is asked to start it: from then on
 	// a provider with hosts counts it on the host it placed it on.
 	asked bool
-	rec        provider.Record
+	rec   provider.Record
 	inst  provider.Instance // nil until the provider started it
 	state State
 	since time.Time
@@ -190,12 +190,12 @@ type Group struct {
 	fenced atomic.Bool
 	// provs are the providers of the group's list, by name (see
 	// providers.go); skips their back-offs (under mu).
-	provs  Providers
-	skips  map[string]skip
-	lb     Balancer
-	st     stateStore
-	log    *slog.Logger
-	clk    clock
+	provs Providers
+	skips map[string]skip
+	lb    Balancer
+	st    stateStore
+	log   *slog.Logger
+	clk   clock
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex

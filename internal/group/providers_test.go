@@ -264,7 +264,7 @@ func TestSlotsRoom(t *testing.T) {
 	}}, "cloud": &fakeProvider{}}
 	g.mu.Lock()
 	g.insts = map[string]*instance{
-		"web-001": {name: "web-001", prov: "rack", state: Starting},                // launched, not asked yet
+		"web-001": {name: "web-001", prov: "rack", state: Starting},               // launched, not asked yet
 		"web-002": {name: "web-002", prov: "rack", state: InService, asked: true}, // counted by its host
 		"web-003": {name: "web-003", prov: "cloud", state: InService, asked: true},
 	}

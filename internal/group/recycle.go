@@ -138,8 +138,8 @@ func (g *Group) VoluntaryAllowed() (bool, string) {
 }
 
 // InstancesOn returns the names of the group's instances on provider
-// prov's host that
-// are not on their way out, sorted: what a host drain moves.
+// prov's host that are not on their way out, sorted: what a host drain
+// moves.
 func (g *Group) InstancesOn(prov, host string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -15,7 +15,7 @@ func TestProvidersFillInOrder(t *testing.T) {
 	rates := []float64{150, 550, 550, 550, 550, 550, 150, 150, 150, 150, 150, 150, 150, 150}
 	res, err := Simulate(Run{Group: g, Model: Model{Capacity: 200, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
 		Providers: []Provider{{Name: "rack", Capacity: 4, StartDelay: 5 * time.Second}, {Name: "cloud", StartDelay: 210 * time.Second}},
-		Interval: time.Second, Start: t0, Initial: 2, Rates: rates})
+		Interval:  time.Second, Start: t0, Initial: 2, Rates: rates})
 	if err != nil {
 		t.Fatal(err)
 	}
