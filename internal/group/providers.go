@@ -17,7 +17,17 @@ import (
 // skipped (pickProvider); a scale-in retires from the last provider first
 // (byProvider); a provider whose start failed is skipped for a back-off
 // that doubles from skipMin to skipMax while it keeps failing, and is
-// used again at the first start it accepts.
+// used again at the first start it accepts:
+//
+//	         start refused (n = 1)                back-off over: the next
+//	+------+ ----------------------> +---------+  launch that needs it asks it
+//	| used |                         | skipped |------------------+
+//	+------+ <---------------------- +---------+ <----------------+
+//	         start accepted (n = 0)   for 30 s · 2^(n-1),  refused again (n+1)
+//	                                  at most 10 min
+//
+// A refusal of a start asked before the back-off began (launches that
+// went out together) is the same refusal: it does not count again.
 
 // Providers are the built providers a group's config names, by name.
 type Providers map[string]provider.Provider
