@@ -103,22 +103,36 @@ func printGroup(w io.Writer, g group.Status) {
 	if q := g.Queue; q != nil && (q.MaxConn > 0 || q.Max > 0) {
 		fmt.Fprintf(w, "  queue %d now, %d at most, %d ms average wait  (max_conn %d per instance)\n", q.Current, q.Max, q.TimeMS, q.MaxConn)
 	}
-	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
+	fmt.Fprintf(w, "  instance-hours today %.2f", g.InstanceHoursToday)
+	if g.CostToday > 0 || slices.ContainsFunc(g.Providers, func(p group.ProviderUsage) bool { return p.CostPerHour > 0 }) {
+		fmt.Fprintf(w, "  cost today %.2f", g.CostToday)
+	}
+	fmt.Fprintln(w)
+	multi := len(g.Providers) > 1
+	if multi {
+		printProviders(w, g.Providers)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// A cloud's instances show their servers' IDs, what the cloud's
 	// console lists them by.
 	cloud := slices.ContainsFunc(g.Instances, func(in group.InstanceStatus) bool { return in.CloudID != "" })
-	if cloud {
-		fmt.Fprintln(tw, "  NAME\tCLOUD-ID\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
-	} else {
-		fmt.Fprintln(tw, "  NAME\tADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
+	head := "  NAME\t"
+	if multi {
+		head += "PROVIDER\t" // a group across providers: where each runs
 	}
+	if cloud {
+		head += "CLOUD-ID\t"
+	}
+	fmt.Fprintln(tw, head+"ADDR\tSTATE\tHEALTH\tSESSIONS\tREQUESTS\tPID\tUPTIME\tVERSION\tCHECK\tCHANGED\tREASON")
 	for _, in := range g.Instances {
 		up := "-"
 		if !in.StartedAt.IsZero() {
 			up = time.Since(in.StartedAt).Round(time.Second).String()
 		}
 		name := in.Name
+		if multi {
+			name += "\t" + in.Provider
+		}
 		if cloud {
 			id := in.CloudID
 			if id == "" {
@@ -152,6 +166,28 @@ func printGroup(w io.Writer, g group.Status) {
 	for _, f := range g.LastFailures {
 		fmt.Fprintf(w, "  failed %s at %s: %s\n", f.Instance, f.At.Local().Format(time.TimeOnly), f.Reason)
 	}
+}
+
+// printProviders writes a group's providers in its order: its instances
+// on each, their instance-hours and cost today, and a provider's back-off
+// after a failed start.
+func printProviders(w io.Writer, ps []group.ProviderUsage) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PROVIDER\tINSTANCES\tMAX\tHOURS-TODAY\tCOST/HOUR\tCOST-TODAY\tSKIPPED")
+	for _, p := range ps {
+		limit, cost, today, skipped := "-", "-", "-", "-"
+		if p.Max > 0 {
+			limit = fmt.Sprint(p.Max)
+		}
+		if p.CostPerHour > 0 {
+			cost, today = fmt.Sprintf("%g", p.CostPerHour), fmt.Sprintf("%.2f", p.CostToday)
+		}
+		if !p.SkippedUntil.IsZero() {
+			skipped = fmt.Sprintf("until %s: %s", p.SkippedUntil.Local().Format(time.TimeOnly), printable(oneLine(p.SkipReason)))
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%.2f\t%s\t%s\t%s\n", p.Name, p.Instances, limit, p.InstanceHoursToday, cost, today, skipped)
+	}
+	tw.Flush()
 }
 
 func scaleCmd(o *options) *cobra.Command {

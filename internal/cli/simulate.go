@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,6 +31,9 @@ type simulation struct {
 	Downs            int     `json:"scale_downs"`
 	MaxSize          int     `json:"max_size"`
 	Decisions        int     `json:"decisions"`
+	// ProviderSeconds are the instance-seconds by provider (a group
+	// across providers).
+	ProviderSeconds map[string]float64 `json:"provider_seconds,omitempty"`
 }
 
 func simulateCmd(o *options) *cobra.Command {
@@ -43,6 +47,7 @@ func simulateCmd(o *options) *cobra.Command {
 		serviceCV, saturatedCPU         float64
 		resolution, history             time.Duration
 		static                          bool
+		providerFlags                   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -67,7 +72,13 @@ the line of CPU against requests per instance, extended to 100 % CPU (the
 rule predictive scaling uses). A window whose load did not vary enough to
 show the slope is refused.
 
-Prints per policy the instance-seconds, the seconds the p99 exceeded --slo,
+A group across providers fills them in order: --provider NAME=CAPACITY/DELAY
+(repeat, in the group's order; CAPACITY 0: no bound) gives each one's capacity
+and start delay, the policy's look-ahead taking the delay of the provider the
+next instance comes from. Without it, a group with several providers takes each
+entry's max and the running core's measured delay there (else --start-delay).
+
+Prints per policy the instance-seconds (by provider too), the seconds the p99 exceeded --slo,
 and the scale events; --svg plots load, capacity and instances over time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,6 +152,13 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			if !cmd.Flags().Changed("start-delay") {
 				startDelay, delaySource = o.measuredStartDelay(cmd.Context(), pols[0].Group.Name)
 			}
+			provs, err := parseSimProviders(providerFlags)
+			if err != nil {
+				return bad("%v", err)
+			}
+			if len(provs) == 0 && len(pols[0].Group.ProviderList()) > 1 {
+				provs = o.simProviders(cmd.Context(), pols[0].Group, startDelay)
+			}
 			series, err := trace.ReadFile(tracePath)
 			if err != nil {
 				return bad("%v", err)
@@ -178,7 +196,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			)
 			staticSecs := float64(staticN) * toT.Sub(fromT).Seconds()
 			for _, p := range pols {
-				res, err := sim.Simulate(sim.Run{Group: p.Group, Model: model, SLO: slo, StartDelay: startDelay,
+				res, err := sim.Simulate(sim.Run{Group: p.Group, Model: model, SLO: slo, StartDelay: startDelay, Providers: provs,
 					Interval: p.Interval, Warmup: p.Warmup, Resolution: resolution, Initial: p.Group.MinSize,
 					Start: fromT, Rates: rates, History: hist})
 				if err != nil {
@@ -186,7 +204,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 				}
 				out = append(out, simulation{Policy: p.Name, Group: p.Group.Name, InstanceSeconds: res.InstanceSeconds,
 					VsStatic: res.InstanceSeconds / staticSecs, ViolationSeconds: res.ViolationSeconds, ScaleEvents: res.ScaleEvents,
-					Ups: res.Ups, Downs: res.Downs, MaxSize: res.MaxSize, Decisions: len(res.Decisions)})
+					Ups: res.Ups, Downs: res.Downs, MaxSize: res.MaxSize, Decisions: len(res.Decisions), ProviderSeconds: res.ProviderSeconds})
 				plots = append(plots, sim.Series{Name: p.Name, Minutes: res.Minutes})
 			}
 			if svg != "" {
@@ -205,7 +223,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(map[string]any{"trace": tracePath, "from": fromT, "to": toT, "scale": scale,
 					"capacity_rps": capacity, "capacity_source": capacitySource, "start_delay": startDelay.String(), "start_delay_source": delaySource, "slo": slo.String(), "static_at_peak": staticN,
-					"policies": out})
+					"providers": provs, "policies": out})
 			}
 			fmt.Fprintf(o.stdout, "%s to %s, scale %.4g%s; capacity %.1f req/s per instance (%s), base p99 %s, SLO p99 %s, start delay %s (%s); static at peak: %d instances\n\n",
 				fromT.Format("2006-01-02 15:04"), toT.Format("2006-01-02 15:04 UTC"), scale, scaleNote, capacity, capacitySource, baseP99, slo, startDelay, delaySource, staticN)
@@ -214,7 +232,19 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			for _, s := range out {
 				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.0f\t%d (%d/%d)\t%d\n", s.Policy, s.InstanceSeconds, s.VsStatic, s.ViolationSeconds, s.ScaleEvents, s.Ups, s.Downs, s.MaxSize)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil || len(provs) == 0 {
+				return err
+			}
+			// A group across providers: where the instance-seconds ran.
+			fmt.Fprintln(o.stdout)
+			for _, s := range out {
+				var parts []string
+				for _, p := range provs {
+					parts = append(parts, fmt.Sprintf("%s %.0f", p.Name, s.ProviderSeconds[p.Name]))
+				}
+				fmt.Fprintf(o.stdout, "%s instance-seconds by provider: %s\n", s.Policy, strings.Join(parts, ", "))
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -235,8 +265,52 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.DurationVar(&history, "history", 7*24*time.Hour, "trace before --from fed as history (for predictive)")
 	f.BoolVar(&static, "static", false, "also simulate the group fixed at the size the peak needs")
 	f.StringVar(&svg, "svg", "", "write a plot of load, capacity and instances to this SVG file")
+	f.StringArrayVar(&providerFlags, "provider", nil, "a provider of a group across providers, NAME=CAPACITY/DELAY (e.g. rack=4/5s, sakura=0/3m30s); repeat in the group's order")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// parseSimProviders reads --provider NAME=CAPACITY/DELAY flags.
+func parseSimProviders(flags []string) ([]sim.Provider, error) {
+	var out []sim.Provider
+	for _, f := range flags {
+		name, rest, ok1 := strings.Cut(f, "=")
+		c, d, ok2 := strings.Cut(rest, "/")
+		n, err1 := strconv.Atoi(c)
+		delay, err2 := time.ParseDuration(d)
+		if !ok1 || !ok2 || name == "" || err1 != nil || err2 != nil || n < 0 || delay < 0 {
+			return nil, fmt.Errorf("--provider %q: want NAME=CAPACITY/DELAY, e.g. rack=4/5s (capacity >= 0, 0: no bound)", f)
+		}
+		out = append(out, sim.Provider{Name: name, Capacity: n, StartDelay: delay})
+	}
+	return out, nil
+}
+
+// simProviders is g's providers for the simulator: each entry's max as
+// its capacity, and the start delay the running core measured there, or
+// fallback.
+func (o *options) simProviders(ctx context.Context, g config.Group, fallback time.Duration) []sim.Provider {
+	measured := map[string]time.Duration{}
+	if c, _, err := o.coreClient(); err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if st, err := c.Group(ctx, g.Name); err == nil {
+			for _, p := range st.Providers {
+				if p.StartDelay != nil {
+					measured[p.Name] = p.StartDelay.Median
+				}
+			}
+		}
+	}
+	var out []sim.Provider
+	for _, gp := range g.ProviderList() {
+		d, ok := measured[gp.Name]
+		if !ok {
+			d = fallback
+		}
+		out = append(out, sim.Provider{Name: gp.Name, Capacity: gp.Max, StartDelay: d})
+	}
+	return out
 }
 
 // measuredStartDelay asks the running core for group's measured start

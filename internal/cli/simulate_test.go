@@ -85,6 +85,8 @@ func TestPolicySimulateBadInput(t *testing.T) {
 		{[]string{"--saturated-cpu", "120"}, "--saturated-cpu 120: want a CPU % above 0, at most 100"},
 		{[]string{"--service-cv", "-1"}, "service time CV -1: want >= 0"},
 		{[]string{"--capacity", "measured", "--measure-window", "0s"}, "--measure-window must be > 0"},
+		{[]string{"--provider", "rack=4"}, `--provider "rack=4": want NAME=CAPACITY/DELAY`},
+		{[]string{"--provider", "rack=-1/5s"}, `--provider "rack=-1/5s": want NAME=CAPACITY/DELAY`},
 		{[]string{"--policy", bad}, "bad.yaml:7:26: groups[0].autoscale.predictive.mode: must be forecast_only or forecast_and_scale"},
 	}
 	for _, tt := range tests {
@@ -93,5 +95,35 @@ func TestPolicySimulateBadInput(t *testing.T) {
 		if code := Main(args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, errb.String(), tt.want)
 		}
+	}
+}
+
+// TestPolicySimulateProviders: with --provider the simulated group fills
+// a provider of 2 that starts in 5 s, then one of no bound that takes
+// 3m30s, and says where its instance-seconds ran.
+func TestPolicySimulateProviders(t *testing.T) {
+	tr := writeTrace(t)
+	var out, errb bytes.Buffer
+	code := Main([]string{"policy", "simulate", "--trace", tr, "--from", "1998-06-30T08:00", "--to", "1998-06-30T11:00",
+		"--policy", "../../examples/recommended.yaml", "--provider", "rack=2/5s", "--provider", "sakura=0/3m30s", "-o", "json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var doc struct {
+		Providers []struct{ Name string } `json:"providers"`
+		Policies  []struct {
+			InstanceSeconds float64            `json:"instance_seconds"`
+			ProviderSeconds map[string]float64 `json:"provider_seconds"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(doc.Providers) != 2 || len(doc.Policies) != 1 {
+		t.Fatalf("got %s", out.String())
+	}
+	p := doc.Policies[0]
+	if p.ProviderSeconds["rack"] == 0 || p.ProviderSeconds["sakura"] == 0 || p.ProviderSeconds["rack"]+p.ProviderSeconds["sakura"] != p.InstanceSeconds {
+		t.Errorf("instance-seconds %v by provider %v: want both, adding up", p.InstanceSeconds, p.ProviderSeconds)
 	}
 }

@@ -252,6 +252,20 @@ func (f *fields) integer(key string, def int) (int, *yaml.Node) {
 	return v, n
 }
 
+// number decodes key as a number, 0 and a nil node when absent or not a
+// number (reported).
+func (f *fields) number(key string) (float64, *yaml.Node) {
+	n := f.get(key)
+	if n == nil {
+		return 0, nil
+	}
+	v, ok := f.d.number(n, f.field(key))
+	if !ok {
+		return 0, nil
+	}
+	return v, n
+}
+
 func (f *fields) boolean(key string, def bool) (bool, *yaml.Node) {
 	n := f.get(key)
 	if n == nil {

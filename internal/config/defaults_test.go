@@ -116,7 +116,7 @@ groups:
     min_size: 0
     max_size: 2
     plans: [{name: one, size: 1}]
-    provider: rack
+    providers: [{name: rack}]
     placement: {strategy: pack, consolidation: {}}
     cooldown: {}
     health: {passive: {}}

@@ -16,7 +16,10 @@ import "gopkg.in/yaml.v3"
 type groupRef struct {
 	keys     *fields    // the group's
 	provider *yaml.Node // its provider key; nil: the default
-	template *fields    // its template's keys
+	// providers are the name nodes of its providers' entries (nil with
+	// provider), in order.
+	providers []*yaml.Node
+	template  *fields // its template's keys
 	// zeroNode and zero are its scale_to_zero and that section's keys;
 	// nil when it has none.
 	zeroNode *yaml.Node
@@ -30,8 +33,8 @@ func (d *decoder) link(cfg *Config, provs map[string]providerLabels, refs []grou
 		g, r := &cfg.Groups[i], refs[i]
 		// First: the provider may set health.grace, which scale_to_zero is
 		// checked against.
-		d.groupProvider(r.keys, g, r.provider, provs)
-		if !isCloud(provs, g.Provider) {
+		d.groupProvider(g, r, provs)
+		if !allCloud(provs, g) {
 			r.template.require("command") // a process needs its command
 		}
 		if g.ScaleToZero != nil {

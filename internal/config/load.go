@@ -519,6 +519,13 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 			g.MaxHourlyInstances = v
 		}
 	}
+	if v, n := f.number("max_hourly_cost"); n != nil {
+		if v < 0 {
+			d.errorf(n, f.field("max_hourly_cost"), "must be >= 0 (0: no budget), got %v", v)
+		} else {
+			g.MaxHourlyCost = v
+		}
+	}
 	g.Plans = d.plans(f.get("plans"), f.field("plans"), g.Range(), minOK && maxOK)
 	g.Autoscale = d.autoscale(f.get("autoscale"), f.field("autoscale"), &g, minOK && maxOK)
 
@@ -558,7 +565,16 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	d.limits(f, &g)
 	ref = groupRef{keys: f, zeroNode: f.get("scale_to_zero")}
 	g.Provider, ref.provider = f.str("provider", def.Provider)
-	if g.Provider != ProviderLocal && !hasKey(f.get("health"), "passive") {
+	if n := f.get("providers"); n != nil {
+		if ref.provider != nil {
+			d.errorf(n, f.field("providers"), "a group has provider or providers, not both: provider %s is the one-entry form of providers: [{name: %s}]", g.Provider, g.Provider)
+		}
+		g.Providers, ref.providers = d.groupProviders(n, f.field("providers"))
+		if len(g.Providers) > 0 {
+			g.Provider = g.Providers[0].Name
+		}
+	}
+	if slices.ContainsFunc(g.ProviderList(), func(p GroupProvider) bool { return p.Name != ProviderLocal }) && !hasKey(f.get("health"), "passive") {
 		p := defaultRemotePassive
 		g.Health.Passive = &p
 	}

@@ -473,38 +473,56 @@ func (d *decoder) labels(n *yaml.Node, path string) map[string]string {
 	return out
 }
 
-// groupProvider checks a group's provider (g.Provider, from the file at pn
-// when it names one) against the providers, and decodes its placement, which
-// only a provider with hosts has: f are the group's keys. A cloud's group
-// has no template keys but version; a provider may lend its health_grace.
-func (d *decoder) groupProvider(f *fields, g *Group, pn *yaml.Node, provs map[string]providerLabels) {
-	def := defaultGroup
-	name := g.Provider
-	pl, known := provs[name]
-	if pn != nil && name != ProviderLocal && !known {
-		names := append([]string{ProviderLocal}, slices.Sorted(maps.Keys(provs))...)
-		d.errorf(pn, f.field("provider"), "unknown provider %q; the config has %s", name, strings.Join(names, ", "))
+// groupProvider checks a group's providers (g.Providers, from the file at
+// r's nodes when it names them) against the providers, and decodes its
+// placement, which only a provider with hosts has: r.keys are the group's
+// keys. A group only on clouds has no template keys but version; its
+// providers may lend their health_grace (the longest).
+func (d *decoder) groupProvider(g *Group, r groupRef, provs map[string]providerLabels) {
+	f, def := r.keys, defaultGroup
+	nodes, field := r.providers, func(i int) string { return f.field("providers") + fmt.Sprintf("[%d].name", i) }
+	if nodes == nil {
+		nodes, field = []*yaml.Node{r.provider}, func(int) string { return f.field("provider") }
 	}
+	var hosted []string // the providers with hosts, for placement
+	grace, unknown := time.Duration(0), false
+	for i, p := range g.ProviderList() {
+		pl, known := provs[p.Name]
+		if p.Name != ProviderLocal && !known {
+			unknown = true // reported once, not again by placement
+			if i < len(nodes) && nodes[i] != nil {
+				names := append([]string{ProviderLocal}, slices.Sorted(maps.Keys(provs))...)
+				d.errorf(nodes[i], field(i), "unknown provider %q; the config has %s", p.Name, strings.Join(names, ", "))
+			}
+		}
+		if known && !pl.cloud {
+			hosted = append(hosted, p.Name)
+		}
+		if known {
+			grace = max(grace, pl.grace)
+		}
+	}
+	name := g.ProviderList()[0].Name
 	g.Placement = def.Placement
-	if known && pl.cloud {
-		d.cloudGroup(f, name, pl.typ)
+	if allCloud(provs, g) {
+		d.cloudGroup(f, name, provs[name].typ)
 	} else {
 		f.require("template") // a process needs its command
 	}
-	if known && pl.grace > 0 && !hasKey(f.get("health"), "grace") {
-		g.Health.Grace = pl.grace
+	if grace > 0 && !hasKey(f.get("health"), "grace") {
+		g.Health.Grace = grace
 	}
 	n := f.get("placement")
 	if n == nil {
 		return
 	}
 	pf := section[Placement](d, n, f.field("placement"))
-	if known && pl.cloud {
-		d.errorf(n, f.field("placement"), "provider %s creates a server for each instance, so there is no host to place it on; leave placement out", name)
-		return
-	}
-	if name == ProviderLocal {
-		d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
+	if len(hosted) == 0 && !unknown {
+		if isCloud(provs, name) {
+			d.errorf(n, f.field("placement"), "provider %s creates a server for each instance, so there is no host to place it on; leave placement out", name)
+		} else {
+			d.errorf(n, f.field("placement"), "the local provider runs every instance on this machine, so there is nothing to place; set provider to a provider with hosts, or leave placement out")
+		}
 		return
 	}
 	if s, sn := pf.str("strategy", def.Placement.Strategy); sn != nil {
@@ -522,15 +540,21 @@ func (d *decoder) groupProvider(f *fields, g *Group, pn *yaml.Node, provs map[st
 		return
 	}
 	g.Placement.Labels = d.labels(ln, pf.field("labels"))
-	if !known || pl.broken {
+	if unknown {
 		return
 	}
-	for _, h := range pl.hosts {
-		if hasLabels(h, g.Placement.Labels) {
+	for _, h := range hosted {
+		pl := provs[h]
+		if pl.broken {
 			return
 		}
+		for _, labels := range pl.hosts {
+			if hasLabels(labels, g.Placement.Labels) {
+				return
+			}
+		}
 	}
-	d.errorf(ln, pf.field("labels"), "no host of provider %s carries all of %s, so no instance could be placed", name, formatLabels(g.Placement.Labels))
+	d.errorf(ln, pf.field("labels"), "no host of provider %s carries all of %s, so no instance could be placed", strings.Join(hosted, " or "), formatLabels(g.Placement.Labels))
 }
 
 // isCloud reports whether provider name is a cloud's.
@@ -589,7 +613,7 @@ func (d *decoder) checkPlanMaps(ps []Provider, groups []Group, provs map[string]
 		}
 		known := map[string]bool{}
 		for _, g := range groups {
-			if g.Provider == p.Name {
+			if g.UsesProvider(p.Name) {
 				for _, pl := range g.Plans {
 					known[pl.Name] = true
 				}
@@ -645,4 +669,63 @@ func (d *decoder) consolidation(n *yaml.Node, path, strategy string) *Consolidat
 		c.After = v
 	}
 	return c
+}
+
+// groupProviders decodes a group's providers list: each entry's keys, and
+// max and cost_per_hour at least 0. Whether each name is a provider is
+// link's check (groupProvider); nodes are the entries' name nodes.
+func (d *decoder) groupProviders(n *yaml.Node, path string) (out []GroupProvider, nodes []*yaml.Node) {
+	items, ok := d.sequence(n, path, "a list of {name, max, cost_per_hour}")
+	if !ok {
+		return nil, nil
+	}
+	if len(items) == 0 {
+		d.errorf(n, path, "must name at least one provider")
+		return []GroupProvider{{}}, nil // an unknown one: nothing more is reported of it
+	}
+	seen := map[string]*yaml.Node{}
+	for i, item := range items {
+		f := section[GroupProvider](d, item, fmt.Sprintf("%s[%d]", path, i))
+		if f.node == nil {
+			continue
+		}
+		name, nn := f.str("name", "")
+		if nn == nil {
+			continue
+		}
+		if first, dup := seen[name]; dup {
+			d.errorf(nn, f.field("name"), "provider %s is in the list twice (first at line %d): each provider is one entry, with its max", name, first.Line)
+			continue
+		}
+		seen[name] = nn
+		p := GroupProvider{Name: name}
+		if v, vn := f.integer("max", 0); vn != nil {
+			if v < 0 {
+				d.errorf(vn, f.field("max"), "must be >= 0 (0: the provider's hosts' capacity, or no bound), got %d", v)
+			} else {
+				p.Max = v
+			}
+		}
+		if v, vn := f.number("cost_per_hour"); vn != nil {
+			if v < 0 {
+				d.errorf(vn, f.field("cost_per_hour"), "must be >= 0, got %v", v)
+			} else {
+				p.CostPerHour = v
+			}
+		}
+		out, nodes = append(out, p), append(nodes, nn)
+	}
+	return out, nodes
+}
+
+// allCloud reports whether every provider of g creates cloud servers
+// (then the group's template has no command: each server runs the
+// cloud's).
+func allCloud(provs map[string]providerLabels, g *Group) bool {
+	for _, p := range g.ProviderList() {
+		if !isCloud(provs, p.Name) {
+			return false
+		}
+	}
+	return true
 }

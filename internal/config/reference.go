@@ -19,6 +19,7 @@ func DefaultsTree() Config {
 	c.Compat.SacloudAutoscaler = &defaultSacloud
 	g := defaultGroup
 	g.Plans = []Plan{{}}
+	g.Providers = []GroupProvider{{}}
 	g.Health.Passive = &defaultPassive
 	g.Template.PreStart, g.Template.PreStop = &defaultPreStart, &defaultPreStop
 	a := defaultAutoscale

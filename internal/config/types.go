@@ -220,8 +220,16 @@ type Group struct {
 	// ScaleToZero is nil unless the group may sleep at 0 instances.
 	ScaleToZero *ScaleToZero `yaml:"scale_to_zero"`
 	// Provider names what runs the group's instances: ProviderLocal (the
-	// default) or the name of an entry of Config.Providers.
+	// default) or the name of an entry of Config.Providers. It is the
+	// one-entry form of providers; with providers it is their first, and
+	// what acts on a group's providers reads ProviderList, which has both.
 	Provider string `yaml:"provider"`
+	// Providers, instead of provider, spreads the group over several
+	// providers in order: a scale-out fills the first up to its capacity
+	// (its hosts', or the entry's max), then the next; a scale-in releases
+	// from the last first. A provider whose start fails is skipped for a
+	// back-off and the next one is used.
+	Providers []GroupProvider `yaml:"providers"`
 	// Placement chooses the host of each new instance when the provider
 	// has several.
 	Placement Placement `yaml:"placement"`
@@ -234,6 +242,11 @@ type Group struct {
 	// since) plus those it would start exceed it. Clouds bill a server for
 	// the hour it was started in, whether it ran a minute or all of it.
 	MaxHourlyInstances int `yaml:"max_hourly_instances"`
+	// MaxHourlyCost is a budget (0: none) beside MaxHourlyInstances: a
+	// scale-out is refused when the cost of the last hour's instance-hours
+	// (by their providers' cost_per_hour) plus an hour of each instance it
+	// would start (on the provider it would come from) exceeds it.
+	MaxHourlyCost float64 `yaml:"max_hourly_cost"`
 	// MaxLifetime (0: none) is how long an instance may run before the
 	// group replaces it, launch before terminate, within Disruption;
 	// each instance's turn comes a little earlier by a fixed jitter of
@@ -271,6 +284,41 @@ var defaultGroup = Group{
 	Placement:    Placement{Strategy: PlaceSpread},
 	Update:       Update{Mode: UpdateOpportunistic},
 	Disruption:   defaultDisruption,
+}
+
+// GroupProvider is one entry of a group's providers.
+type GroupProvider struct {
+	// Name is ProviderLocal or the name of an entry of providers.
+	Name string `yaml:"name" required:"true"`
+	// Max bounds the group's instances on this provider (0: its hosts'
+	// capacity, or no bound).
+	Max int `yaml:"max"`
+	// CostPerHour is what one instance there costs an hour (0: nothing),
+	// for the cost `shoal status` shows and max_hourly_cost.
+	CostPerHour float64 `yaml:"cost_per_hour"`
+}
+
+// ProviderList is the group's providers in order: Providers, or the one
+// that Provider names (ProviderLocal when neither is set, as in a Group
+// built in code).
+func (g Group) ProviderList() []GroupProvider {
+	if len(g.Providers) > 0 {
+		return g.Providers
+	}
+	if g.Provider != "" {
+		return []GroupProvider{{Name: g.Provider}}
+	}
+	return []GroupProvider{{Name: ProviderLocal}}
+}
+
+// UsesProvider reports whether name is one of the group's providers.
+func (g Group) UsesProvider(name string) bool {
+	for _, p := range g.ProviderList() {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ProviderLocal is the built-in provider: processes on this machine. It

@@ -160,29 +160,49 @@ func (a *autoscaler) apiOption(st policy.DecisionStore, cfg *config.Config) api.
 	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
 }
 
-// startDelays is a group's measured start delay for its policy, read from
-// the store at most once a minute: it changes only when an instance starts,
-// and the policy evaluates every second.
+// startDelays is a group's measured start delay for its policy: that of
+// the provider its next instance comes from (a group across providers
+// fills them in order), each provider's read from the store at most once
+// a minute: it changes only when an instance starts, and the policy
+// evaluates every second.
 type startDelays struct {
-	g    *group.Group
-	log  *slog.Logger
-	at   time.Time
+	g     *group.Group
+	log   *slog.Logger
+	cache map[string]measured
+	// last is the delay given last, kept while no provider may start.
 	last time.Duration
 }
 
+// measured is one provider's delay and when it was read.
+type measured struct {
+	at time.Time
+	d  time.Duration
+}
+
 func (s *startDelays) get(now time.Time) time.Duration {
-	if !s.at.IsZero() && now.Sub(s.at) < time.Minute {
+	prov := s.g.NextProvider()
+	if prov == "" {
 		return s.last
 	}
-	s.at = now
+	if s.cache == nil {
+		s.cache = map[string]measured{}
+	}
+	m, ok := s.cache[prov]
+	if ok && now.Sub(m.at) < time.Minute {
+		s.last = m.d
+		return m.d
+	}
+	m.at = now
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sd, err := s.g.MeasuredStartDelay(ctx)
+	sd, err := s.g.StartDelayOn(ctx, prov)
 	switch {
 	case err != nil:
-		s.log.Warn("reading the group's start delays failed; the target keeps the last one", "group", s.g.Name(), "err", err)
+		s.log.Warn("reading the group's start delays failed; the target keeps the last one", "group", s.g.Name(), "provider", prov, "err", err)
 	case sd != nil:
-		s.last = sd.Median
+		m.d = sd.Median
 	}
-	return s.last
+	s.cache[prov] = m
+	s.last = m.d
+	return m.d
 }

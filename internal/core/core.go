@@ -159,15 +159,17 @@ func restore(ctx context.Context, cfg *config.Config, st sharedStore, lb *haprox
 	var groups []*group.Group
 	kept := map[string][]provider.Record{} // by provider
 	for _, gc := range cfg.Groups {
-		prov, ok := provs.Get(gc.Provider)
-		if !ok {
-			return nil, fmt.Errorf("group %s: no provider %q", gc.Name, gc.Provider)
-		}
-		g, err := group.New(ctx, gc, prov, lb, st, log)
+		gp, err := provs.forGroup(gc)
 		if err != nil {
 			return nil, err
 		}
-		kept[gc.Provider] = append(kept[gc.Provider], g.Restore(ctx, byGroup[gc.Name])...)
+		g, err := group.New(ctx, gc, gp, lb, st, log)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range g.Restore(ctx, byGroup[gc.Name]) {
+			kept[r.Provider] = append(kept[r.Provider], r)
+		}
 		delete(byGroup, gc.Name)
 		groups = append(groups, g)
 	}
@@ -204,11 +206,11 @@ func restore(ctx context.Context, cfg *config.Config, st sharedStore, lb *haprox
 func openGroups(ctx context.Context, cfg *config.Config, st sharedStore, lb *haproxy.Manager, provs *providers, log *slog.Logger) ([]*group.Group, error) {
 	var groups []*group.Group
 	for _, gc := range cfg.Groups {
-		prov, ok := provs.Get(gc.Provider)
-		if !ok {
-			return nil, fmt.Errorf("group %s: no provider %q", gc.Name, gc.Provider)
+		gp, err := provs.forGroup(gc)
+		if err != nil {
+			return nil, err
 		}
-		g, err := group.Open(ctx, gc, prov, lb, st, log)
+		g, err := group.Open(ctx, gc, gp, lb, st, log)
 		if err != nil {
 			return nil, err
 		}

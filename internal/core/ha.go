@@ -27,9 +27,9 @@ type sharedStore interface {
 	Decisions(ctx context.Context, q store.DecisionQuery) ([]decision.Record, error)
 	LastDecisionTimes(ctx context.Context, group string, outcome decision.Outcome) (map[string]time.Time, error)
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
-	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
-	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
-	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
+	AddUsage(ctx context.Context, group string, u store.Usage) error
+	AddStartDelay(ctx context.Context, group, provider string, at time.Time, d time.Duration) error
+	StartDelays(ctx context.Context, group, provider string) ([]time.Duration, error)
 	Guard(ctx context.Context) error
 	CordonHost(ctx context.Context, h store.CordonedHost) (bool, error)
 	UncordonHost(ctx context.Context, provider, host string) (bool, error)

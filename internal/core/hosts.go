@@ -305,11 +305,11 @@ func (c *core) startDrain(h provider.HostStatus, note string) (api.HostDrain, er
 	var ins []hostdrain.Instance
 	groups := map[string]*group.Group{}
 	for _, g := range c.groups.All() {
-		if g.Config().Provider != h.Provider {
+		if !g.Config().UsesProvider(h.Provider) {
 			continue
 		}
 		groups[g.Name()] = g
-		for _, name := range g.InstancesOn(h.Name) {
+		for _, name := range g.InstancesOn(h.Provider, h.Name) {
 			ins = append(ins, hostdrain.Instance{Group: g.Name(), Name: name})
 		}
 	}

@@ -35,7 +35,7 @@ const haproxyCheckTimeout = 30 * time.Second
 func Preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, err error) {
 	var errs config.ErrorList
 	for i, g := range cfg.Groups {
-		if g.Provider != config.ProviderLocal {
+		if !g.UsesProvider(config.ProviderLocal) {
 			// Its program lives on the provider's hosts, which validate
 			// does not touch: `shoal providers check` looks there.
 			continue
@@ -332,7 +332,7 @@ func checkVIPListeners(cfg *config.Config, nonlocal func(v6 bool) bool) config.E
 func RemoteGroups(cfg *config.Config) []string {
 	var out []string
 	for _, g := range cfg.Groups {
-		if g.Provider != config.ProviderLocal {
+		if slices.ContainsFunc(g.ProviderList(), func(p config.GroupProvider) bool { return p.Name != config.ProviderLocal }) {
 			out = append(out, g.Name)
 		}
 	}

@@ -129,6 +129,19 @@ func (p *providers) Get(name string) (provider.Provider, bool) {
 	return p.byName(name)
 }
 
+// forGroup returns the providers of gc's list, by name.
+func (p *providers) forGroup(gc config.Group) (group.Providers, error) {
+	out := group.Providers{}
+	for _, gp := range gc.ProviderList() {
+		prov, ok := p.Get(gp.Name)
+		if !ok {
+			return nil, fmt.Errorf("group %s: no provider %q", gc.Name, gp.Name)
+		}
+		out[gp.Name] = prov
+	}
+	return out, nil
+}
+
 // all returns every provider by name, local first, then in config order.
 func (p *providers) all() []named {
 	p.mu.RLock()
@@ -236,7 +249,7 @@ func (p *providers) preflight(ctx context.Context, cfg *config.Config) []provide
 		}
 		tmpls := map[string]config.Template{}
 		for _, g := range cfg.Groups {
-			if g.Provider == n.name {
+			if g.UsesProvider(n.name) {
 				tmpls[g.Name] = g.Template
 			}
 		}
@@ -324,10 +337,14 @@ func (c *core) InstanceLogs(ctx context.Context, name string, opts provider.LogO
 		if !ok {
 			continue
 		}
-		prov, _ := c.provs.Get(g.Config().Provider)
+		pname := rec.Provider
+		if pname == "" {
+			pname = g.Config().ProviderList()[0].Name
+		}
+		prov, _ := c.provs.Get(pname)
 		lr, ok := prov.(provider.LogReader)
 		if !ok {
-			return fmt.Errorf("instance %s: provider %s keeps no logs", name, g.Config().Provider)
+			return fmt.Errorf("instance %s: provider %s keeps no logs", name, pname)
 		}
 		return lr.Logs(ctx, rec, opts, w)
 	}

@@ -202,11 +202,11 @@ func (c *core) prepare(ctx context.Context, cfg *config.Config) (change, error) 
 		g, ok := running[gc.Name]
 		switch {
 		case !ok:
-			prov, ok := c.provs.Get(gc.Provider)
-			if !ok {
-				return ch, fmt.Errorf("add group %s: no provider %q", gc.Name, gc.Provider)
+			gp, err := c.provs.forGroup(gc)
+			if err != nil {
+				return ch, fmt.Errorf("add %w", err)
 			}
-			g, err := group.Open(ctx, gc, prov, c.lb, c.st, c.log)
+			g, err := group.Open(ctx, gc, gp, c.lb, c.st, c.log)
 			if err != nil {
 				return ch, fmt.Errorf("add group %s: %w", gc.Name, err)
 			}
@@ -268,9 +268,9 @@ func reloadable(old, cfg *config.Config) error {
 	// to another provider would leave its instances where no one watches.
 	for _, g := range cfg.Groups {
 		for _, o := range old.Groups {
-			if o.Name == g.Name && o.Provider != g.Provider {
+			if was, is := providerNames(o), providerNames(g); o.Name == g.Name && was != is {
 				return fmt.Errorf("group %s: provider changed from %s to %s: %w; the running config stays in force. Its instances run on %s: add a group on %s, move the traffic to it, then remove this one",
-					g.Name, o.Provider, g.Provider, api.ErrNotReloadable, o.Provider, g.Provider)
+					g.Name, was, is, api.ErrNotReloadable, was, is)
 			}
 		}
 	}
@@ -287,4 +287,14 @@ func sameGroup(a, b config.Group) bool {
 	at, bt := a.Template, b.Template
 	a.Template, b.Template = config.Template{}, config.Template{}
 	return reflect.DeepEqual(a, b) && at.SameSource(bt)
+}
+
+// providerNames is g's providers in order ("rack, sakura"); their max
+// and cost_per_hour reload, the list itself does not.
+func providerNames(g config.Group) string {
+	var names []string
+	for _, gp := range g.ProviderList() {
+		names = append(names, gp.Name)
+	}
+	return strings.Join(names, ", ")
 }

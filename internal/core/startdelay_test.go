@@ -73,7 +73,7 @@ groups:
 		t.Fatalf("start delay before any start = %v, want 0", d)
 	}
 	for i, d := range []time.Duration{5 * time.Minute, 2 * time.Minute, 210 * time.Second} {
-		if err := e.st.AddStartDelay(ctx, "web", t0.Add(time.Duration(i)*time.Second), d); err != nil {
+		if err := e.st.AddStartDelay(ctx, "web", "", t0.Add(time.Duration(i)*time.Second), d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -95,6 +95,10 @@ const (
 	GroupFailing     Type = "group.failing"
 )
 
+// A group across providers (issue 42): a provider whose start failed is
+// skipped for a back-off, the next one in the group's list is used.
+const ProviderSkipped Type = "provider.skipped"
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
@@ -106,6 +110,7 @@ var Types = []Type{
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
 	RecycleStarted, RecycleWaiting, RecycleFailed, HostCordoned, HostUncordoned, HostDrained, HostDrainFailed,
 	HostConsolidating, HostConsolidated, HostConsolidationWaiting, HostConsolidationFailed, HostConsolidationSkipped,
+	ProviderSkipped,
 }
 
 // Known reports whether t is one of Types.

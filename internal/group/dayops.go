@@ -341,6 +341,9 @@ func (g *Group) replaceOrder(terminateFirst bool) (firstOut bool, note string) {
 // provider with one host (local, a cloud) always can; one with several
 // needs an up host below its capacity.
 func (g *Group) hasRoom() bool {
+	if len(g.conf().ProviderList()) > 1 {
+		return g.NextProvider() != ""
+	}
 	hosts := g.hostLoads()
 	if hosts == nil {
 		return true

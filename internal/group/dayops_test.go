@@ -285,7 +285,7 @@ func TestReplaceOrder(t *testing.T) {
 	if first, note := g.replaceOrder(false); first || !strings.Contains(note, "launch before terminate") {
 		t.Fatalf("one host, no capacity bound: %t %q, want launch before terminate", first, note)
 	}
-	g.prov = fullHosts{[]provider.HostStatus{{Name: "a", State: provider.HostUp, Instances: 2, CapacityInstances: 2}, {Name: "b", State: provider.HostDown}}}
+	g.provs = Providers{config.ProviderLocal: fullHosts{[]provider.HostStatus{{Name: "a", State: provider.HostUp, Instances: 2, CapacityInstances: 2}, {Name: "b", State: provider.HostDown}}}}
 	if first, note := g.replaceOrder(false); !first || !strings.Contains(note, "at max_size 3 and its provider has no room") {
 		t.Fatalf("full hosts at max_size: %t %q, want terminate first saying why", first, note)
 	}

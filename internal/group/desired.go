@@ -149,7 +149,11 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		g.log.Warn("scale_in least_busy: no session counts from HAProxy; retiring the newest", "err", statErr)
 		policy = config.ScaleInNewest
 	}
+	list := g.conf().ProviderList()
 	order := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)
+	if len(list) > 1 {
+		order = byProvider(order, func(prov string) int { return rankOf(list, prov) })
+	}
 	picks, passed := unprotected(order, len(active)-want)
 	if g.removed {
 		// A group a reload removed retires every instance, protected or not.
@@ -415,6 +419,10 @@ type Status struct {
 	// InstanceHoursToday is what the group's instances ran since local
 	// midnight: what a cloud bills.
 	InstanceHoursToday float64 `json:"instance_hours_today"`
+	// Providers are the group's providers in its order: its instances on
+	// each, their instance-hours and cost today; CostToday adds them up.
+	Providers []ProviderUsage `json:"providers"`
+	CostToday float64         `json:"cost_today,omitempty"`
 	// StartDelay is how long the group's newest instances took from
 	// their start to in service (nil before one did).
 	StartDelay *StartDelay `json:"start_delay,omitempty"`
@@ -425,16 +433,49 @@ type Status struct {
 
 // StartDelay is a group's measured time from an instance's start to in
 // service: the median of its newest Samples, what `shoal policy
-// simulate` takes as its start delay.
+// simulate` takes as its start delay. In a group across providers it is
+// the delay of the provider the next instance comes from (Provider).
 type StartDelay struct {
-	Median  time.Duration `json:"median_ns"`
-	Samples int           `json:"samples"`
+	Median   time.Duration `json:"median_ns"`
+	Samples  int           `json:"samples"`
+	Provider string        `json:"provider,omitempty"`
 }
 
 // MeasuredStartDelay returns the group's measured start delay, nil when
-// no instance of it has gone into service yet.
+// no instance of it has gone into service yet: in a group across
+// providers, that of the provider the next instance would come from (a
+// second on a host, minutes in a cloud), nil when none may start now or
+// that provider has started none yet.
 func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
-	ds, err := g.st.StartDelays(ctx, g.cfg.Name)
+	prov := g.NextProvider()
+	if prov == "" {
+		return nil, nil
+	}
+	return g.StartDelayOn(ctx, prov)
+}
+
+// NextProvider names the provider the group's next instance would start
+// on, "" when none may now (every one full or skipped).
+func (g *Group) NextProvider() string {
+	var rooms map[string]hostRoom
+	if len(g.conf().ProviderList()) > 1 {
+		rooms = g.hostRooms()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.nextProviderLocked(rooms)
+}
+
+// StartDelayOn is the group's measured start delay on provider prov (nil
+// before an instance of it went into service there). A group on one
+// provider counts every sample, those recorded before samples named
+// their provider too.
+func (g *Group) StartDelayOn(ctx context.Context, prov string) (*StartDelay, error) {
+	query := prov
+	if len(g.conf().ProviderList()) == 1 {
+		query = ""
+	}
+	ds, err := g.st.StartDelays(ctx, g.cfg.Name, query)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
@@ -443,12 +484,14 @@ func (g *Group) MeasuredStartDelay(ctx context.Context) (*StartDelay, error) {
 	if len(ds)%2 == 0 {
 		m = (ds[len(ds)/2-1] + m) / 2
 	}
-	return &StartDelay{Median: m, Samples: len(ds)}, nil
+	return &StartDelay{Median: m, Samples: len(ds), Provider: prov}, nil
 }
 
 // InstanceStatus is one instance as the API shows it.
 type InstanceStatus struct {
 	Name string `json:"name"`
+	// Provider names the provider of the group's list it runs on.
+	Provider string `json:"provider"`
 	// CloudID is the cloud's ID of a cloud instance's server (a Sakura
 	// Cloud server ID, an EC2 instance ID), what its console shows.
 	CloudID  string         `json:"cloud_id,omitempty"`
@@ -511,7 +554,7 @@ func (g *Group) Status(ctx context.Context) Status {
 	}
 	retiring := map[string]bool{}
 	for _, in := range g.insts {
-		is := InstanceStatus{Name: in.name, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
+		is := InstanceStatus{Name: in.name, Provider: in.prov, Addr: in.rec.Addr, State: in.state, PID: in.pid(), StartedAt: in.rec.StartedAt,
 			Since: in.since, Version: in.version, Waiting: in.wait.why, Template: in.hash, Drifted: in.hash != "" && in.hash != s.Template, Protected: in.marks.protected}
 		if !in.ejected.IsZero() {
 			until := in.ejected
@@ -570,6 +613,10 @@ func (g *Group) Status(ctx context.Context) Status {
 	y, m, d := now.Date()
 	if u, err := g.UsageSince(ctx, time.Date(y, m, d, 0, 0, 0, 0, now.Location())); err == nil {
 		s.InstanceHoursToday = math.Round(u.InstanceHours*100) / 100
+		s.Providers = g.providerUsage(ctx, u)
+		for _, p := range s.Providers {
+			s.CostToday += p.CostToday
+		}
 	} else {
 		g.log.Warn("reading the group's usage failed", "err", err)
 	}

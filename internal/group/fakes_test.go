@@ -477,6 +477,7 @@ type fakeStore struct {
 	// usage is what Usage answers from (tests set it; AddUsage adds).
 	usage []store.Usage
 	// startDelays are the start delays recorded.
+	delayProvs  []string
 	startDelays []time.Duration
 	// guard is what Guard answers (nil: this node leads).
 	guard error
@@ -500,24 +501,31 @@ func (s *fakeStore) Usage(_ context.Context, _ string, since time.Time) ([]store
 	return out, nil
 }
 
-func (s *fakeStore) AddUsage(_ context.Context, _, name string, started, ended time.Time) error {
+func (s *fakeStore) AddUsage(_ context.Context, _ string, u store.Usage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.usage = append(s.usage, store.Usage{Name: name, Started: started, Ended: ended})
+	s.usage = append(s.usage, u)
 	return nil
 }
 
-func (s *fakeStore) AddStartDelay(_ context.Context, _ string, _ time.Time, d time.Duration) error {
+func (s *fakeStore) AddStartDelay(_ context.Context, _, prov string, _ time.Time, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.startDelays = append(s.startDelays, d)
+	s.delayProvs = append(s.delayProvs, prov)
 	return nil
 }
 
-func (s *fakeStore) StartDelays(context.Context, string) ([]time.Duration, error) {
+func (s *fakeStore) StartDelays(_ context.Context, _, prov string) ([]time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.startDelays), nil
+	var out []time.Duration
+	for i, d := range s.startDelays {
+		if prov == "" || s.delayProvs[i] == prov {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 func (s *fakeStore) GroupState(_ context.Context, name string) (store.GroupState, bool, error) {

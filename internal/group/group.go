@@ -98,6 +98,14 @@ type Failure struct {
 type instance struct {
 	name  string
 	index int
+	// prov names the provider it runs on, one of the group's list.
+	prov string
+	// provFailed marks a start its provider refused in a group with
+	// several: the provider is skipped, and the failure is no crash loop.
+	provFailed bool
+	// asked is set once its provider is asked to start it: from then on
+	// a provider with hosts counts it on the host it placed it on.
+	asked bool
 	rec   provider.Record
 	inst  provider.Instance // nil until the provider started it
 	state State
@@ -150,9 +158,9 @@ type stateStore interface {
 	DeleteInstance(ctx context.Context, name string) error
 	InsertDecision(ctx context.Context, d *decision.Record) error
 	Usage(ctx context.Context, group string, since time.Time) ([]store.Usage, error)
-	AddUsage(ctx context.Context, group, name string, started, ended time.Time) error
-	AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error
-	StartDelays(ctx context.Context, group string) ([]time.Duration, error)
+	AddUsage(ctx context.Context, group string, u store.Usage) error
+	AddStartDelay(ctx context.Context, group, provider string, at time.Time, d time.Duration) error
+	StartDelays(ctx context.Context, group, provider string) ([]time.Duration, error)
 }
 
 // Group reconciles one configured group. It owns the instance set and the
@@ -184,11 +192,14 @@ type Group struct {
 	// more (no launch, no retirement, no stop); its instances are the new
 	// leader's. A new term runs new Groups.
 	fenced atomic.Bool
-	prov   provider.Provider
-	lb     Balancer
-	st     stateStore
-	log    *slog.Logger
-	clk    clock
+	// provs are the providers of the group's list, by name (see
+	// providers.go); skips their back-offs (under mu).
+	provs Providers
+	skips map[string]skip
+	lb    Balancer
+	st    stateStore
+	log   *slog.Logger
+	clk   clock
 
 	// stateMu serialises writes of the group's state to the store.
 	stateMu sync.Mutex
@@ -249,8 +260,8 @@ type Group struct {
 
 // New creates a group with its persisted state (desired size, cooldowns) or,
 // for a group never seen before, min_size, and records that state.
-func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
-	g, err := Open(ctx, cfg, prov, lb, st, log)
+func New(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
+	g, err := Open(ctx, cfg, provs, lb, st, log)
 	if err != nil {
 		return nil, err
 	}
@@ -264,14 +275,14 @@ func New(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balan
 // HAProxy takes the new config, and one that fails there must leave the
 // store as it was. The state is recorded at its first change; until then
 // the stored one stands, clamped into the configured range at every start.
-func Open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
-	return open(ctx, cfg, prov, lb, st, log, wallClock{})
+func Open(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, st stateStore, log *slog.Logger) (*Group, error) {
+	return open(ctx, cfg, provs, lb, st, log, wallClock{})
 }
 
 // open is Open on clk: the reconciler's unit tests run it on a fake clock.
-func open(ctx context.Context, cfg config.Group, prov provider.Provider, lb Balancer, st stateStore, log *slog.Logger, clk clock) (*Group, error) {
+func open(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, st stateStore, log *slog.Logger, clk clock) (*Group, error) {
 	g := &Group{
-		cfg: cfg, prov: prov, lb: lb, st: st, clk: clk,
+		cfg: cfg, provs: provs, skips: map[string]skip{}, lb: lb, st: st, clk: clk,
 		log:     log.With("group", cfg.Name),
 		desired: cfg.MinSize,
 		insts:   map[string]*instance{},
@@ -307,10 +318,13 @@ func (g *Group) Name() string { return g.cfg.Name }
 // DeleteTimeout is how long a retirement waits for the provider's API to
 // accept a deletion before its job fails (0: the provider has no such API).
 func (g *Group) DeleteTimeout() time.Duration {
-	if d, ok := g.prov.(provider.Deleter); ok {
-		return d.DeleteTimeout()
+	var out time.Duration
+	for _, p := range g.provs {
+		if d, ok := p.(provider.Deleter); ok {
+			out = max(out, d.DeleteTimeout())
+		}
 	}
-	return 0
+	return out
 }
 
 // Config returns the group's configuration.
@@ -326,13 +340,21 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		if since.IsZero() {
 			since = g.clk.Now()
 		}
-		pi, err := g.prov.Adopt(ctx, r.Record, g.dep.tmpl)
+		name := g.providerOf(r.Record)
+		prov := g.provs[name]
+		if prov == nil {
+			// Its provider's own sweep stops it: it is not kept.
+			g.log.Warn("recorded instance's provider is no longer the group's; it will be replaced", "instance", r.Name, "provider", name)
+			g.deleteRecord(ctx, r.Name)
+			continue
+		}
+		pi, err := prov.Adopt(ctx, r.Record, g.dep.tmpl)
 		if err != nil {
 			g.log.Warn("recorded instance is gone; it will be replaced", "instance", r.Name, "addr", r.Addr, "err", err)
 			g.deleteRecord(ctx, r.Name)
 			continue
 		}
-		in := &instance{name: r.Name, index: r.Index, rec: pi.Record(), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
+		in := &instance{name: r.Name, index: r.Index, prov: name, asked: true, rec: recordOn(pi, name), inst: pi, state: State(r.State), since: since, retire: make(chan struct{}),
 			version: r.Version, tmpl: g.dep.tmpl, hash: r.Template, marks: marksOf(r.Marks)}
 		in.ejected, in.ejections = ejectionOf(r.Marks)
 		if in.state == InService || in.state == Unhealthy {
@@ -439,15 +461,20 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	// A deploy's surge instances are wanted too.
 	surplus := len(g.activeLocked()) > g.desired+g.dep.surge
+	short := len(g.activeLocked()) < g.desired+g.dep.surge
 	g.mu.Unlock()
 	var (
 		sessions map[string]int
 		statErr  error
 		hosts    map[string]hostLoad
+		rooms    map[string]hostRoom
 	)
 	if surplus {
 		sessions, statErr = g.busyness(ctx)
 		hosts = g.hostLoads()
+	}
+	if short && len(g.conf().ProviderList()) > 1 {
+		rooms = g.hostRooms()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -472,7 +499,16 @@ func (g *Group) reconcile(ctx context.Context) {
 			return
 		}
 		for range need {
-			g.launchLocked(ctx)
+			prov := g.nextProviderLocked(rooms)
+			if prov == "" {
+				// Every provider is full or skipped: try again when a
+				// back-off ends (the resync finds room that frees up).
+				if at := g.skipEndsLocked(); !at.IsZero() {
+					g.clk.AfterFunc(at.Sub(g.clk.Now()), g.poke)
+				}
+				return
+			}
+			g.launchLocked(ctx, prov)
 		}
 	case len(active) > want:
 		g.retireSurplusLocked(want, sessions, statErr, hosts)
@@ -491,7 +527,7 @@ func (g *Group) activeLocked() []*instance {
 	return active
 }
 
-func (g *Group) launchLocked(ctx context.Context) {
+func (g *Group) launchLocked(ctx context.Context, prov string) {
 	idx := 1
 	for g.indexUsedLocked(idx) {
 		idx++
@@ -500,6 +536,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
+		prov:    prov,
 		state:   Starting,
 		since:   g.clk.Now(),
 		retire:  make(chan struct{}),
@@ -681,22 +718,36 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 		g.drop(in, err.Error(), stopOnly) // nothing started: nothing to stop
 		return false
 	}
-	pi, err := g.prov.Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
+	g.mu.Lock()
+	in.asked = true
+	g.mu.Unlock()
+	pi, err := g.provOf(in).Start(ctx, provider.Spec{Group: g.cfg.Name, Name: in.name, Index: in.index, Template: in.tmpl, Placement: c.Placement, Plan: plan.Name})
 	if err != nil {
 		var created *provider.CreatedError
 		if errors.As(err, &created) {
 			// Its server was billed while it booted.
-			if uerr := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, in.name, created.Created, g.clk.Now()); uerr != nil {
+			u := store.Usage{Name: in.name, Provider: in.prov, Started: created.Created, Ended: g.clk.Now()}
+			if uerr := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, u); uerr != nil {
 				g.log.Warn("recording the usage of a failed start failed", "instance", in.name, "err", uerr)
 			}
 		}
-		g.drop(in, "start failed: "+err.Error(), stopOnly) // nothing started: nothing to stop
+		if ctx.Err() == nil && g.providerFailed(ctx, in.prov, err) {
+			g.mu.Lock()
+			in.provFailed = true
+			g.mu.Unlock()
+		}
+		reason := "start failed: " + err.Error()
+		if len(c.ProviderList()) > 1 {
+			reason = fmt.Sprintf("start failed on provider %s: %v", in.prov, err)
+		}
+		g.drop(in, reason, stopOnly) // nothing started: nothing to stop
 		return false
 	}
+	g.providerStarted(in.prov)
 	g.mu.Lock()
-	in.inst, in.rec = pi, pi.Record()
+	in.inst, in.rec = pi, recordOn(pi, in.prov)
 	g.mu.Unlock()
-	g.log.Info("instance started", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "host", in.rec.Host, "version", in.version)
+	g.log.Info("instance started", "instance", in.name, "provider", in.prov, "pid", in.pid(), "addr", in.rec.Addr, "host", in.rec.Host, "version", in.version)
 	g.persist(ctx, in)
 	g.launched(ctx, in)
 	g.recordPlacement(ctx, in, pi)
@@ -770,7 +821,7 @@ func (g *Group) recordStartDelay(ctx context.Context, in *instance, launched tim
 	g.mu.Lock()
 	now := in.since
 	g.mu.Unlock()
-	if err := g.st.AddStartDelay(context.WithoutCancel(ctx), g.cfg.Name, now, now.Sub(launched)); err != nil {
+	if err := g.st.AddStartDelay(context.WithoutCancel(ctx), g.cfg.Name, in.prov, now, now.Sub(launched)); err != nil {
 		g.log.Warn("recording the start delay failed", "instance", in.name, "err", err)
 	}
 }
@@ -810,7 +861,7 @@ func (g *Group) retire(ctx context.Context, in *instance) bool {
 		}
 		g.setState(ctx, in, Draining)
 	}
-	if d, ok := g.prov.(provider.Deleter); ok && timeout >= 0 {
+	if d, ok := g.provOf(in).(provider.Deleter); ok && timeout >= 0 {
 		switch g.deleteDrained(ctx, in, d, timeout) {
 		case deleted:
 			g.setState(ctx, in, Stopping)
@@ -993,7 +1044,7 @@ func (g *Group) fail(in *instance, reason string) {
 	// host is down, is an accident: its replacement starts at once.
 	// Failures of instances that never got that far are a crash loop and
 	// back off.
-	crash := !lost && (in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService)
+	crash := !lost && !in.provFailed && (in.servingSince.IsZero() || now.Sub(in.servingSince) < stableService)
 	served := !in.servingSince.IsZero()
 	in.state, in.since = Failed, now
 	g.failures = append(g.failures, Failure{Instance: in.name, Reason: reason, At: now, job: in.job, version: in.version, crash: crash})

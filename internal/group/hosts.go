@@ -58,19 +58,48 @@ func (h hostLoad) String() string {
 	return fmt.Sprintf("%d instances, unbounded", s.Instances)
 }
 
-// hostLoads returns the hosts of a provider with several, by name; nil
-// for a provider with one (local). It asks the provider, so it is called
-// without g.mu.
+// hostLoads returns the hosts of the group's providers with several, by
+// name; nil when none has (local, clouds). It asks the providers, so it is
+// called without g.mu.
 func (g *Group) hostLoads() map[string]hostLoad {
-	hl, ok := g.prov.(provider.HostLister)
-	if !ok {
-		return nil
-	}
-	out := map[string]hostLoad{}
-	for _, h := range hl.Hosts() {
-		out[h.Name] = hostLoad{status: h}
+	var out map[string]hostLoad
+	for _, gp := range g.conf().ProviderList() {
+		hl, ok := g.provs[gp.Name].(provider.HostLister)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]hostLoad{}
+		}
+		for _, h := range hl.Hosts() {
+			out[h.Name] = hostLoad{status: h}
+		}
 	}
 	return out
+}
+
+// hostProvider is the group's provider with hosts that has host (its
+// first when none has): whose instance a returning host found.
+func (g *Group) hostProvider(host string) string {
+	first := ""
+	for _, gp := range g.conf().ProviderList() {
+		hl, ok := g.provs[gp.Name].(provider.HostLister)
+		if !ok {
+			continue
+		}
+		if first == "" {
+			first = gp.Name
+		}
+		for _, h := range hl.Hosts() {
+			if h.Name == host {
+				return gp.Name
+			}
+		}
+	}
+	if first == "" {
+		return g.conf().ProviderList()[0].Name
+	}
+	return first
 }
 
 // byHost reorders picks, the scale-in order of one group's instances, so
@@ -227,6 +256,10 @@ func (v *goneVersions) forget(id string) {
 // reserved under g.mu before the provider is asked, so a launch picks
 // another index, and a launch that came first makes the name taken.
 func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
+	prov := rec.Provider
+	if prov == "" {
+		prov = g.hostProvider(rec.Host)
+	}
 	g.mu.Lock()
 	version, known := g.gone.version(rec.ID)
 	ok := g.runCtx != nil && g.runCtx.Err() == nil && !g.removed && known && g.dep.takesBack(version) &&
@@ -238,7 +271,7 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 		return false
 	}
 	runCtx, tmpl := g.runCtx, g.dep.tmpl
-	in := &instance{name: rec.Name, index: rec.Index, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
+	in := &instance{name: rec.Name, index: rec.Index, prov: prov, asked: true, state: Starting, since: g.clk.Now(), retire: make(chan struct{}),
 		version: version, tmpl: tmpl, hash: tmpl.Hash(g.cfg.Name), rec: rec}
 	g.gone.forget(rec.ID)
 	g.insts[in.name] = in
@@ -246,7 +279,7 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 	g.notifyLocked()
 	g.mu.Unlock()
 
-	pi, err := g.prov.Adopt(ctx, rec, tmpl)
+	pi, err := g.provs[prov].Adopt(ctx, rec, tmpl)
 	if err != nil {
 		g.log.Warn("instance on a returning host could not be taken back", "instance", rec.Name, "host", rec.Host, "err", err)
 		g.forget(in)
@@ -259,7 +292,7 @@ func (g *Group) Reclaim(ctx context.Context, rec provider.Record) bool {
 		g.forget(in)
 		return false
 	}
-	in.inst, in.rec = pi, pi.Record()
+	in.inst, in.rec = pi, recordOn(pi, prov)
 	g.spawn(runCtx, in, true)
 	g.mu.Unlock()
 	g.log.Info("instance on a returning host taken back; in service once its checks pass", "instance", rec.Name, "host", rec.Host)

@@ -209,7 +209,7 @@ func TestPlacementRecorded(t *testing.T) {
 		c := r.g.conf()
 		c.Placement = config.Placement{Strategy: config.PlaceSpread, Labels: map[string]string{"zone": "a"}}
 		r.g.live.Store(&c)
-		r.g.prov = placingProvider{r.prov, specs}
+		r.g.provs[config.ProviderLocal] = placingProvider{r.prov, specs}
 	})
 	r.awaitStarts(1)
 	r.awaitGate("web-001")
@@ -253,7 +253,7 @@ func (p hostsProvider) Hosts() []provider.HostStatus {
 // not a crash loop of the program.
 func TestHostDownIsNoCrash(t *testing.T) {
 	var down atomic.Bool
-	r := newReconciler(t, 2, func(r *reconciler) { r.g.prov = hostsProvider{r.prov, &down} })
+	r := newReconciler(t, 2, func(r *reconciler) { r.g.provs[config.ProviderLocal] = hostsProvider{r.prov, &down} })
 	r.awaitStarts(2)
 	r.bringUp("web-001", "web-002")
 	down.Store(true)
@@ -299,7 +299,7 @@ func TestSpecCarriesPlan(t *testing.T) {
 		c := r.g.conf()
 		c.Plans = []config.Plan{{Name: "small", Size: 2}, {Name: "large", Size: 4}}
 		r.g.live.Store(&c)
-		r.g.prov = placingProvider{r.prov, specs}
+		r.g.provs[config.ProviderLocal] = placingProvider{r.prov, specs}
 	})
 	r.awaitStarts(2)
 	for range 2 {

@@ -53,7 +53,7 @@ func newReconciler(t *testing.T, desired int, setup func(*reconciler)) *reconcil
 		st: &fakeStore{state: map[string]store.GroupState{"web": {Name: "web", Desired: desired}},
 			insts: map[string]store.Instance{}},
 	}
-	g, err := open(context.Background(), reconcilerConfig(), r.prov, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
+	g, err := open(context.Background(), reconcilerConfig(), Providers{config.ProviderLocal: r.prov}, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func newOutage(t *testing.T, setup func(*reconciler)) (*reconciler, *fakeCloud) 
 	r := newReconciler(t, 2, func(r *reconciler) {
 		cloud = &fakeCloud{fakeProvider: r.prov}
 		cloud.setDown(errors.New("stop: exit status 75: 503 Service Unavailable"))
-		r.g.prov = cloud
+		r.g.provs[config.ProviderLocal] = cloud
 		if setup != nil {
 			setup(r)
 		}

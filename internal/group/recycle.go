@@ -137,14 +137,15 @@ func (g *Group) VoluntaryAllowed() (bool, string) {
 	return c.Disruption.Budget.Allowed(g.clk.Now(), un, total)
 }
 
-// InstancesOn returns the names of the group's instances on the host that
-// are not on their way out, sorted: what a host drain moves.
-func (g *Group) InstancesOn(host string) []string {
+// InstancesOn returns the names of the group's instances on provider
+// prov's host that are not on their way out, sorted: what a host drain
+// moves.
+func (g *Group) InstancesOn(prov, host string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []string
 	for _, in := range g.insts {
-		if in.rec.Host == host && !in.retiring && in.state != Draining && in.state != Stopping && in.state != Failed {
+		if in.prov == prov && in.rec.Host == host && !in.retiring && in.state != Draining && in.state != Stopping && in.state != Failed {
 			out = append(out, in.name)
 		}
 	}

@@ -192,10 +192,10 @@ func TestVoluntaryBudget(t *testing.T) {
 		t.Errorf("both in service: refused (%s)", why)
 	}
 	// The fake provider places every instance on 127.0.0.1.
-	if got := r.g.InstancesOn("127.0.0.1"); !slices.Equal(got, []string{"web-001", "web-002"}) {
+	if got := r.g.InstancesOn(config.ProviderLocal, "127.0.0.1"); !slices.Equal(got, []string{"web-001", "web-002"}) {
 		t.Errorf("InstancesOn = %v", got)
 	}
-	if got := r.g.InstancesOn("10.0.0.1"); len(got) != 0 {
+	if got := r.g.InstancesOn(config.ProviderLocal, "10.0.0.1"); len(got) != 0 {
 		t.Errorf("InstancesOn another host = %v", got)
 	}
 }

@@ -222,13 +222,13 @@ func TestFenceStopsProviderActions(t *testing.T) {
 	lb := newUpBalancer()
 
 	webCfg, web := fencedGroup(t, dir, "web", 0)
-	wg, err := group.New(ctx, webCfg, prov, lb, st, log)
+	wg, err := group.New(ctx, webCfg, group.Providers{config.ProviderLocal: prov}, lb, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// api is built while a leads (its state recorded), run once it no longer does.
 	apiCfg, api := fencedGroup(t, dir, "api", 1)
-	ag, err := group.New(ctx, apiCfg, prov, lb, st, log)
+	ag, err := group.New(ctx, apiCfg, group.Providers{config.ProviderLocal: prov}, lb, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestFenceStopsProviderActions(t *testing.T) {
 	t.Cleanup(func() { single.Close() })
 	soloLB := newUpBalancer()
 	close(soloLB.release) // its drains end at once
-	sg, err := group.New(ctx, soloCfg, local.New(filepath.Join(dir, "single"), log), soloLB, single, log)
+	sg, err := group.New(ctx, soloCfg, group.Providers{config.ProviderLocal: local.New(filepath.Join(dir, "single"), log)}, soloLB, single, log)
 	if err != nil {
 		t.Fatal(err)
 	}

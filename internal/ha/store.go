@@ -53,8 +53,8 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]sto
 	return s.shared.Usage(ctx, group, since)
 }
 
-func (s *Store) AddUsage(ctx context.Context, group, name string, started, ended time.Time) error {
-	return s.shared.AddUsage(ctx, group, name, started, ended)
+func (s *Store) AddUsage(ctx context.Context, group string, u store.Usage) error {
+	return s.shared.AddUsage(ctx, group, u)
 }
 
 func (s *Store) InsertJob(ctx context.Context, j *job.Job) error {

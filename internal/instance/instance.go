@@ -24,6 +24,10 @@ type Record struct {
 	Addr string
 	// Host is the machine the instance runs on, as its provider names it.
 	Host string
+	// Provider is the name of the config entry whose provider started it
+	// (a group may span several); "" in a record of an older shoal, whose
+	// groups had one.
+	Provider string `json:",omitempty"`
 	// Data is what the provider alone interprets (JSON), e.g. the local
 	// provider's pid, pid start time and marker.
 	Data      json.RawMessage

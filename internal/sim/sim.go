@@ -33,6 +33,12 @@ type Run struct {
 	SLO   time.Duration
 	// StartDelay is how long a new instance takes to enter service.
 	StartDelay time.Duration
+	// Providers, when set, are a group across providers in its order
+	// (instead of StartDelay): new instances fill each up to its capacity,
+	// taking its start delay, and a scale-in empties the last first; the
+	// policy's look-ahead takes the delay of the provider the next
+	// instance comes from, as a live shoal's does.
+	Providers []Provider
 	// Interval and Warmup are metrics.interval and metrics.warmup: the
 	// collector samples every Interval, and keeps an instance out of the
 	// group's aggregates for Warmup after it enters service.
@@ -57,9 +63,20 @@ type Run struct {
 	History []float64
 }
 
+// Provider is one provider of a simulated group across providers.
+type Provider struct {
+	Name string
+	// Capacity is how many of the group's instances it takes (0: no
+	// bound; the last one takes what the others cannot).
+	Capacity   int
+	StartDelay time.Duration
+}
+
 // Result is what a simulation measured.
 type Result struct {
-	InstanceSeconds  float64
+	InstanceSeconds float64
+	// ProviderSeconds is InstanceSeconds by provider (with Providers).
+	ProviderSeconds  map[string]float64
 	ViolationSeconds float64
 	// ScaleEvents counts accepted jobs (Ups and Downs by direction).
 	ScaleEvents, Ups, Downs int
@@ -87,7 +104,35 @@ type Minute struct {
 }
 
 // instance is a simulated instance: in service from ready on.
-type instance struct{ ready time.Time }
+type instance struct {
+	ready time.Time
+	prov  int // its index in Run.Providers
+}
+
+// nextProvider is the provider a new instance comes from beside insts:
+// the first below its capacity, else the last.
+func nextProvider(ps []Provider, insts []instance) int {
+	counts := make([]int, len(ps))
+	for _, in := range insts {
+		counts[in.prov]++
+	}
+	for i, p := range ps {
+		if p.Capacity == 0 || counts[i] < p.Capacity {
+			return i
+		}
+	}
+	return len(ps) - 1
+}
+
+// startDelay is how long the next instance beside insts takes: its
+// provider's, or the run's.
+func (r *Run) startDelay(insts []instance) (time.Duration, int) {
+	if len(r.Providers) == 0 {
+		return r.StartDelay, 0
+	}
+	i := nextProvider(r.Providers, insts)
+	return r.Providers[i].StartDelay, i
+}
 
 // job is the group's running job.
 type job struct {
@@ -113,6 +158,11 @@ func Simulate(r Run) (*Result, error) {
 	case r.Resolution != 0 && (r.Resolution < r.Interval || r.Resolution%r.Interval != 0):
 		return nil, fmt.Errorf("sim: resolution %v: want a multiple of the interval %v", r.Resolution, r.Interval)
 	}
+	for _, p := range r.Providers {
+		if p.StartDelay < 0 || p.Capacity < 0 {
+			return nil, fmt.Errorf("sim: provider %s: start delay %v, capacity %d: want >= 0", p.Name, p.StartDelay, p.Capacity)
+		}
+	}
 	g := r.Group
 	pol := g.Autoscale
 	size := r.Initial
@@ -125,14 +175,19 @@ func Simulate(r Run) (*Result, error) {
 	}
 
 	res := &Result{History: h, MaxSize: size}
-	insts := make([]instance, size)
-	for i := range insts {
-		insts[i].ready = r.Start.Add(-time.Hour) // in service and warm
+	if len(r.Providers) > 0 {
+		res.ProviderSeconds = map[string]float64{}
 	}
+	var insts []instance
+	for range size {
+		_, p := r.startDelay(insts)
+		insts = append(insts, instance{ready: r.Start.Add(-time.Hour), prov: p}) // in service and warm
+	}
+	delay, _ := r.startDelay(insts)
 	var (
 		// The start delay the simulation models is the one a live shoal
 		// would have measured.
-		state     = policy.State{Desired: size, RuleJobs: map[string]time.Time{}, StartDelay: r.StartDelay}
+		state     = policy.State{Desired: size, RuleJobs: map[string]time.Time{}, StartDelay: delay}
 		running   *job
 		jobs      int
 		dedup     policy.Dedup
@@ -171,6 +226,11 @@ func Simulate(r Run) (*Result, error) {
 		l := backlog.Step(r.Model, r.Model.Eval(rate, serving), iv)
 		secs := iv.Seconds()
 		res.InstanceSeconds += float64(len(insts)) * secs
+		if res.ProviderSeconds != nil {
+			for _, in := range insts {
+				res.ProviderSeconds[r.Providers[in.prov].Name] += secs
+			}
+		}
 		// Instance-seconds now; means over the step at the end.
 		minute.Instances += float64(len(insts)) * secs
 		minute.Serving += float64(serving) * secs
@@ -228,6 +288,7 @@ func Simulate(r Run) (*Result, error) {
 			continue
 		}
 		state.Prediction = predictor.At(g, h, t)
+		state.StartDelay, _ = r.startDelay(insts)
 		d, record := policy.Evaluate(g, h, state, t)
 		if d.Request != nil {
 			jobs++
@@ -237,14 +298,23 @@ func Simulate(r Run) (*Result, error) {
 			done := t.Add(iv)
 			if n > len(insts) {
 				res.Ups++
+				longest := time.Duration(0)
 				for range n - len(insts) {
-					insts = append(insts, instance{ready: t.Add(r.StartDelay)})
+					d, p := r.startDelay(insts)
+					insts = append(insts, instance{ready: t.Add(d), prov: p})
+					longest = max(longest, d)
 				}
-				done = t.Add(max(r.StartDelay, iv))
+				done = t.Add(max(longest, iv))
 			} else {
 				res.Downs++
-				// Instances not yet in service go first, then the newest.
-				sort.SliceStable(insts, func(a, b int) bool { return insts[a].ready.Before(insts[b].ready) })
+				// The last provider's go first; then instances not yet in
+				// service, then the newest.
+				sort.SliceStable(insts, func(a, b int) bool {
+					if insts[a].prov != insts[b].prov {
+						return insts[a].prov < insts[b].prov
+					}
+					return insts[a].ready.Before(insts[b].ready)
+				})
 				insts = insts[:n]
 			}
 			state.Desired = n

@@ -195,6 +195,13 @@ var migrations = [][]string{
 		// shoal resumes it.
 		`ALTER TABLE cordoned_hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0`,
 	},
+	{
+		// A group across providers (issue 42): the provider each instance
+		// runs on, its usage (cost per provider) and its start delays.
+		`ALTER TABLE instances ADD COLUMN provider TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE instance_usage ADD COLUMN provider TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE start_delays ADD COLUMN provider TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.
@@ -356,8 +363,8 @@ type Instance struct {
 // PutInstance creates or replaces the instance named in.Name and sets its UpdatedAt to now.
 func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO instances (name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template, provider)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			group_name = excluded.group_name,
 			idx = excluded.idx,
@@ -371,9 +378,10 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 			updated_at = excluded.updated_at,
 			version = excluded.version,
 			marks = excluded.marks,
-			template = excluded.template`,
+			template = excluded.template,
+			provider = excluded.provider`,
 		in.Name, in.Group, in.Index, in.ID, in.Addr, in.Host, string(in.Data),
-		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version, joinWords(in.Marks), in.Template)
+		formatTime(in.StartedAt), in.State, formatTime(in.StateSince), formatTime(time.Now()), in.Version, joinWords(in.Marks), in.Template, in.Provider)
 	if err != nil {
 		return fmt.Errorf("write instance %q: %w", in.Name, err)
 	}
@@ -394,8 +402,8 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 		sql  string
 		args []any
 	}{
-		{`INSERT INTO instance_usage (name, group_name, started_at, ended_at)
-			SELECT name, group_name, started_at, ? FROM instances WHERE name = ? AND started_at IS NOT NULL`,
+		{`INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider)
+			SELECT name, group_name, started_at, ?, provider FROM instances WHERE name = ? AND started_at IS NOT NULL`,
 			[]any{formatTime(now), name}},
 		{`DELETE FROM instances WHERE name = ?`, []any{name}},
 		{`DELETE FROM instance_usage WHERE ended_at < ?`, []any{formatTime(now.Add(-usageKept))}},
@@ -411,8 +419,9 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 }
 
 // AddStartDelay records that an instance of group went into service at
-// at, d after its start, keeping the group's newest startDelaysKept.
-func (s *Store) AddStartDelay(ctx context.Context, group string, at time.Time, d time.Duration) error {
+// at, d after its start on provider, keeping the group's newest
+// startDelaysKept.
+func (s *Store) AddStartDelay(ctx context.Context, group, provider string, at time.Time, d time.Duration) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("record start delay of group %s: %w", group, err)
@@ -422,7 +431,7 @@ func (s *Store) AddStartDelay(ctx context.Context, group string, at time.Time, d
 		sql  string
 		args []any
 	}{
-		{`INSERT INTO start_delays (group_name, at, seconds) VALUES (?, ?, ?)`, []any{group, formatTime(at), d.Seconds()}},
+		{`INSERT INTO start_delays (group_name, at, seconds, provider) VALUES (?, ?, ?, ?)`, []any{group, formatTime(at), d.Seconds(), provider}},
 		{`DELETE FROM start_delays WHERE group_name = ? AND rowid NOT IN
 			(SELECT rowid FROM start_delays WHERE group_name = ? ORDER BY at DESC, rowid DESC LIMIT ?)`,
 			[]any{group, group, startDelaysKept}},
@@ -438,10 +447,10 @@ func (s *Store) AddStartDelay(ctx context.Context, group string, at time.Time, d
 }
 
 // StartDelays returns group's newest start delays (at most
-// startDelaysKept), oldest first.
-func (s *Store) StartDelays(ctx context.Context, group string) ([]time.Duration, error) {
+// startDelaysKept), oldest first: those on provider, or all ("").
+func (s *Store) StartDelays(ctx context.Context, group, provider string) ([]time.Duration, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT seconds FROM start_delays WHERE group_name = ? ORDER BY at, rowid`, group)
+		`SELECT seconds FROM start_delays WHERE group_name = ? AND (? = '' OR provider = ?) ORDER BY at, rowid`, group, provider, provider)
 	if err != nil {
 		return nil, fmt.Errorf("read start delays of group %s: %w", group, err)
 	}
@@ -460,12 +469,12 @@ func (s *Store) StartDelays(ctx context.Context, group string) ([]time.Duration,
 	return out, nil
 }
 
-// AddUsage keeps what an instance that was never recorded ran for (a
-// cloud server created for a start that failed): from started to ended.
-func (s *Store) AddUsage(ctx context.Context, group, name string, started, ended time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO instance_usage (name, group_name, started_at, ended_at) VALUES (?, ?, ?, ?)`,
-		name, group, formatTime(started), formatTime(ended)); err != nil {
-		return fmt.Errorf("record usage of instance %q: %w", name, err)
+// AddUsage keeps what an instance of group that was never recorded ran
+// for (a cloud server created for a start that failed).
+func (s *Store) AddUsage(ctx context.Context, group string, u Usage) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider) VALUES (?, ?, ?, ?, ?)`,
+		u.Name, group, formatTime(u.Started), formatTime(u.Ended), u.Provider); err != nil {
+		return fmt.Errorf("record usage of instance %q: %w", u.Name, err)
 	}
 	return nil
 }
@@ -474,13 +483,15 @@ func (s *Store) AddUsage(ctx context.Context, group, name string, started, ended
 type Usage struct {
 	Name           string
 	Started, Ended time.Time
+	// Provider is the instance's (see instance.Record.Provider).
+	Provider string `json:",omitempty"`
 }
 
 // Usage returns the usage of group's instances that ended after since
 // (at most usageKept ago).
 func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usage, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, started_at, ended_at FROM instance_usage WHERE group_name = ? AND ended_at > ? ORDER BY ended_at`,
+		`SELECT name, started_at, ended_at, provider FROM instance_usage WHERE group_name = ? AND ended_at > ? ORDER BY ended_at`,
 		group, formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
@@ -492,7 +503,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usa
 			u          Usage
 			start, end sql.NullString
 		)
-		if err := rows.Scan(&u.Name, &start, &end); err != nil {
+		if err := rows.Scan(&u.Name, &start, &end, &u.Provider); err != nil {
 			return nil, fmt.Errorf("read usage of group %s: %w", group, err)
 		}
 		if u.Started, err = parseTime(start); err != nil {
@@ -512,7 +523,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usa
 // Instances returns all stored instances ordered by group, then index.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template
+		`SELECT name, group_name, idx, provider_id, addr, host, provider_data, started_at, state, state_since, updated_at, version, marks, template, provider
 		FROM instances ORDER BY group_name, idx, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -526,7 +537,7 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 			started, since, updatedAt sql.NullString
 		)
 		if err := rows.Scan(&in.Name, &in.Group, &in.Index, &in.ID, &in.Addr, &in.Host, &data,
-			&started, &in.State, &since, &updatedAt, &in.Version, &marks, &in.Template); err != nil {
+			&started, &in.State, &since, &updatedAt, &in.Version, &marks, &in.Template, &in.Provider); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
 		in.Marks = splitWords(marks)

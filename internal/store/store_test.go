@@ -618,7 +618,7 @@ func TestUsage(t *testing.T) {
 	}
 
 	// A failed start's server, never recorded as an instance.
-	if err := s.AddUsage(ctx, "api", "api-002", started, before); err != nil {
+	if err := s.AddUsage(ctx, "api", Usage{Name: "api-002", Started: started, Ended: before}); err != nil {
 		t.Fatal(err)
 	}
 	us, err = s.Usage(ctx, "api", before.Add(-time.Hour))
@@ -638,11 +638,11 @@ func TestStartDelaysKeepsNewest(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
 	for i := range startDelaysKept + 5 {
-		if err := s.AddStartDelay(ctx, "web", t0.Add(time.Duration(i)*time.Minute), time.Duration(i+1)*time.Second); err != nil {
+		if err := s.AddStartDelay(ctx, "web", "", t0.Add(time.Duration(i)*time.Minute), time.Duration(i+1)*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AddStartDelay(ctx, "api", t0, 210*time.Second); err != nil {
+	if err := s.AddStartDelay(ctx, "api", "", t0, 210*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -650,14 +650,53 @@ func TestStartDelaysKeepsNewest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	web, err := s.StartDelays(ctx, "web")
+	web, err := s.StartDelays(ctx, "web", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(web) != startDelaysKept || web[0] != 6*time.Second || web[len(web)-1] != time.Duration(startDelaysKept+5)*time.Second {
 		t.Fatalf("web's start delays %v; want the newest %d, 6s to %ds", web, startDelaysKept, startDelaysKept+5)
 	}
-	if api, err := s.StartDelays(ctx, "api"); err != nil || len(api) != 1 || api[0] != 210*time.Second {
+	if api, err := s.StartDelays(ctx, "api", ""); err != nil || len(api) != 1 || api[0] != 210*time.Second {
 		t.Fatalf("api's start delays %v, %v; want [3m30s]", api, err)
+	}
+}
+
+// TestInstanceProvider: an instance's provider (a group across
+// providers) is kept with it, in its usage once it ends, and with each
+// start delay, which are read by provider or all together.
+func TestInstanceProvider(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	started := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	in := Instance{Record: instance.Record{Group: "web", Name: "web-003", Provider: "sakura", StartedAt: started}, State: "in-service"}
+	if err := s.PutInstance(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := s.Instances(ctx)
+	if err != nil || len(ins) != 1 || ins[0].Provider != "sakura" {
+		t.Fatalf("instances %+v, %v; want web-003 on sakura", ins, err)
+	}
+	if err := s.DeleteInstance(ctx, "web-003"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUsage(ctx, "web", Usage{Name: "web-004", Provider: "sakura", Started: started, Ended: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	us, err := s.Usage(ctx, "web", started.Add(-time.Minute))
+	if err != nil || len(us) != 2 || us[0].Provider != "sakura" || us[1].Provider != "sakura" {
+		t.Fatalf("usage %+v, %v; want both on sakura", us, err)
+	}
+	t0 := time.Now()
+	for i, p := range []string{"rack", "sakura", "rack"} {
+		if err := s.AddStartDelay(ctx, "web", p, t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rack, err := s.StartDelays(ctx, "web", "rack"); err != nil || len(rack) != 2 || rack[1] != 3*time.Second {
+		t.Errorf("rack's start delays %v, %v; want [1s 3s]", rack, err)
+	}
+	if all, err := s.StartDelays(ctx, "web", ""); err != nil || len(all) != 3 {
+		t.Errorf("all start delays %v, %v; want 3", all, err)
 	}
 }

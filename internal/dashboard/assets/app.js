@@ -163,9 +163,21 @@ function renderGroup(m) {
     [fmt(cpu[i.name], 1, " %"), "num"],
     i.version,
     i.addr,
+    i.provider,
     marks(instanceMarks(i)),
     [actButtons(instanceActs(i).map(([act, label]) => [act, label, () => instanceAct(i.name, act)])), "acts"],
   ], { instance: i.name, state: i.state, marks: instanceMarks(i).map(([m]) => m).join(" ") })));
+  // The group's providers in its order: a scale-out fills them in turn,
+  // a scale-in empties the last first.
+  fill($("#providers tbody"), (g.providers || []).map((p) => row([
+    p.name,
+    [p.instances, "num"],
+    [p.max || "–", "num"],
+    [fmt(p.instance_hours_today, 2), "num"],
+    [p.cost_per_hour ? p.cost_per_hour : "–", "num"],
+    [p.cost_per_hour ? fmt(p.cost_today, 2) : "–", "num"],
+    p.skipped_until ? [`until ${time(p.skipped_until)}: ${p.skip_reason}`, "bad"] : "–",
+  ], { provider: p.name })));
 
   state.jobs = m.jobs || [];
   renderJobs();
@@ -445,7 +457,7 @@ function route() {
   state.chart = null;
   $("#chart").replaceChildren();
   $("#chart").dataset.points = "0";
-  for (const t of ["#instances tbody", "#jobs tbody", "#events tbody"]) fill($(t), []);
+  for (const t of ["#instances tbody", "#providers tbody", "#jobs tbody", "#events tbody"]) fill($(t), []);
   $("#result").textContent = "";
   $("#group").hidden = !state.group;
   $("#group-name").textContent = state.group;

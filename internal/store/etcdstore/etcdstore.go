@@ -202,7 +202,7 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 	}
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
 	if found && !in.StartedAt.IsZero() {
-		u, err := s.usageOps(in.Group, store.Usage{Name: name, Started: in.StartedAt, Ended: time.Now().UTC()})
+		u, err := s.usageOps(in.Group, store.Usage{Name: name, Started: in.StartedAt, Ended: time.Now().UTC(), Provider: in.Provider})
 		if err != nil {
 			return fmt.Errorf("delete instance %q: %w", name, err)
 		}
@@ -216,13 +216,13 @@ func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 
 // AddUsage records what an instance that was never stored ran for (a
 // cloud server whose boot failed is billed all the same).
-func (s *Store) AddUsage(ctx context.Context, group, name string, started, ended time.Time) error {
-	ops, err := s.usageOps(group, store.Usage{Name: name, Started: started, Ended: ended})
+func (s *Store) AddUsage(ctx context.Context, group string, u store.Usage) error {
+	ops, err := s.usageOps(group, u)
 	if err == nil {
 		_, err = s.commit(ctx, nil, ops...)
 	}
 	if err != nil {
-		return fmt.Errorf("record usage of instance %q: %w", name, err)
+		return fmt.Errorf("record usage of instance %q: %w", u.Name, err)
 	}
 	return nil
 }

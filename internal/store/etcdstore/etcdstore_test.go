@@ -98,7 +98,7 @@ func TestStore(t *testing.T) {
 		t.Errorf("Usage after the end = %+v, %v", usage, err)
 	}
 	// A boot that failed before its instance was stored is billed too.
-	if err := s.AddUsage(ctx, "api", "api-7", began.Add(-time.Minute), began); err != nil {
+	if err := s.AddUsage(ctx, "api", store.Usage{Name: "api-7", Started: began.Add(-time.Minute), Ended: began}); err != nil {
 		t.Fatal(err)
 	}
 	if usage, err := s.Usage(ctx, "api", began.Add(-time.Second)); err != nil || len(usage) != 2 || usage[0].Name != "api-7" {
