@@ -31,9 +31,10 @@ func (d *decoder) link(cfg *Config, provs map[string]providerLabels, refs []grou
 		// First: the provider may set health.grace, which scale_to_zero is
 		// checked against.
 		d.groupProvider(r.keys, g, r.provider, provs)
-		if !isCloud(provs, g.Provider) {
+		if !isCloud(provs, g.Provider) && !g.Template.IsContainer() {
 			r.template.require("command") // a process needs its command
 		}
+		d.checkContainer(r.template, g.Template, g.Provider, isCloud(provs, g.Provider))
 		if g.ScaleToZero != nil {
 			d.checkScaleToZero(g, r.zeroNode, r.zero, cfg.HAProxy.Timeouts.Queue, cfg.Metrics.Interval)
 		}

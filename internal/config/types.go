@@ -483,6 +483,25 @@ type Template struct {
 	// A group whose instances are processes (not a cloud's) needs Command.
 	Command []string          `yaml:"command" json:"command"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
+	// Image, when set, makes each instance a container of this image (an
+	// OCI reference, registry/name:tag or @digest) run by Runtime on the
+	// instance's host (local and ssh providers) instead of Command: its
+	// entrypoint gets Args (templates, as Command's) and Env, and Port
+	// inside is published on the instance's host address and port.
+	Image   string   `yaml:"image" json:"image,omitempty"`
+	Port    int      `yaml:"port" json:"port,omitempty"`
+	Args    []string `yaml:"args" json:"args,omitempty"`
+	Volumes []string `yaml:"volumes" json:"volumes,omitempty"`
+	// Runtime is the container runtime's program: podman or docker.
+	Runtime string `yaml:"runtime" json:"runtime,omitempty"`
+	// RegistryAuth is a registry credentials file (containers-auth.json,
+	// as `podman login` writes it; docker: the directory of its
+	// config.json), read by the runtime and never by shoal's logs.
+	RegistryAuth string `yaml:"registry_auth" json:"registry_auth,omitempty"`
+	// InsecureRegistry pulls Image over plain HTTP (podman's
+	// --tls-verify=false for this pull only): a registry on a trusted
+	// network or a test's.
+	InsecureRegistry bool `yaml:"insecure_registry" json:"insecure_registry,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
 	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
@@ -509,7 +528,16 @@ type Template struct {
 
 // defaultTemplate holds the defaults of a template's keys; Load resolves
 // Dir against the config file's directory.
-var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs}
+var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs, Runtime: RuntimePodman}
+
+// Container runtimes (template.runtime).
+const (
+	RuntimePodman = "podman"
+	RuntimeDocker = "docker"
+)
+
+// IsContainer reports whether t's instances are containers of an image.
+func (t *Template) IsContainer() bool { return t.Image != "" }
 
 // TemplateData is what instance templates can refer to.
 type TemplateData struct {
