@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -126,26 +125,10 @@ func checkVolume(dir, v string) (string, error) {
 }
 
 // checkContainer checks a container template against the group's
-// provider: only the local and ssh providers run containers, and the local
-// one needs the runtime on this machine (an ssh host's is `shoal providers
-// check`'s).
-func (d *decoder) checkContainer(tf *fields, t Template, provider string, cloud bool) {
-	n := tf.get("image")
-	if n == nil {
-		return
-	}
-	if cloud {
+// provider: only the local and ssh providers run containers (the runtime
+// is core.Preflight's on this machine, `shoal providers check`'s on a host).
+func (d *decoder) checkContainer(tf *fields, provider string, cloud bool) {
+	if n := tf.get("image"); n != nil && cloud {
 		d.errorf(n, tf.field("image"), "provider %s creates a server for each instance from its own image; container images run on the local and ssh providers", provider)
-		return
-	}
-	if provider != ProviderLocal {
-		return
-	}
-	if _, err := exec.LookPath(t.Runtime); err != nil {
-		at, field := n, tf.field("image")
-		if rn := tf.get("runtime"); rn != nil {
-			at, field = rn, tf.field("runtime")
-		}
-		d.errorf(at, field, "container runtime %s not found on this machine's PATH: install it, or set template.runtime", t.Runtime)
 	}
 }
