@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // deployPoll is how often a deploy re-plans without a change event, so that
@@ -104,6 +105,14 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	g.mu.Lock()
 	serving, servingVersion := g.dep.tmpl, g.dep.version
 	g.mu.Unlock()
+	if p, ok := g.prov.(provider.Preparer); ok {
+		// A container image is pulled on every host first: a deploy whose
+		// image cannot be had fails here, before it touches an instance.
+		progress(fmt.Sprintf("preparing version %s on the provider's hosts", version))
+		if err := p.Prepare(ctx, target); err != nil {
+			return fmt.Errorf("deploy of %s: preparing its hosts failed; no instance was touched: %w", version, err)
+		}
+	}
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 
 	failure, err := g.roll(ctx, target, version, g.clk.Now(), threshold, progress)
