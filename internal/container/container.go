@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/config"
@@ -37,7 +38,8 @@ const (
 )
 
 // Runner runs a runtime's argv where the containers live and returns its
-// stdout; with w set, stdout goes to w as it comes instead (logs). An
+// stdout; with w set, stdout and stderr go to w as they come instead
+// (logs: a runtime writes a container's stderr to its own). An
 // error of a command that ran carries its stderr: the runtime's own words.
 type Runner interface {
 	Run(ctx context.Context, argv []string, w io.Writer) ([]byte, error)
@@ -54,11 +56,13 @@ const maxStderr = 2 << 10
 func (Local) Run(ctx context.Context, argv []string, w io.Writer) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var out, stderr bytes.Buffer
-	cmd.Stdout = &out
+	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if w != nil {
-		cmd.Stdout = w
+		// A runtime writes a container's stderr to its own; the two
+		// streams are copied by two goroutines, one at a time into w.
+		lw := &lockedWriter{w: w}
+		cmd.Stdout, cmd.Stderr = lw, io.MultiWriter(lw, &stderr)
 	}
-	cmd.Stderr = &stderr
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
 	if err != nil {
@@ -72,6 +76,18 @@ func (Local) Run(ctx context.Context, argv []string, w io.Writer) ([]byte, error
 		return out.Bytes(), fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
 	}
 	return out.Bytes(), nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Spec is one container to run for an instance.
