@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/container"
+	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/testcontainer"
+)
+
+// namesOf are the names of g's instances, sorted.
+func namesOf(g group.Status) []string {
+	var names []string
+	for _, in := range g.Instances {
+		names = append(names, in.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// containerImages lists the image of every container labelled with owner.
+func containerImages(t *testing.T, owner string) []string {
+	t.Helper()
+	out, err := exec.Command("podman", "ps", "--all", "--filter", "label="+container.LabelOwner+"="+owner, "--format", "{{.Image}}").Output()
+	if err != nil {
+		t.Fatalf("podman ps: %v", err)
+	}
+	imgs := strings.Fields(string(out))
+	slices.Sort(imgs)
+	return imgs
+}
+
+// TestContainerGroup runs a group of containers of an image built in the
+// test and pulled from a registry on 127.0.0.1, under keep-alive load:
+// it scales 2 → 4, a deploy of a tag the registry lacks fails before it
+// touches an instance (the runtime's words in the job), a deploy to a new
+// tag replaces every container, and a kill -9 of shoal with the CPU
+// saturated is followed by the adoption of every container by its labels
+// (none replaced, none orphaned); no request fails. A stop of shoal
+// leaves no container.
+func TestContainerGroup(t *testing.T) {
+	parallel(t)
+	testcontainer.Podman(t)
+	reg := testcontainer.StartRegistry(t)
+	v1 := reg.PushDemo(t, "shoaltest/web", "1")
+	v2 := reg.PushDemo(t, "shoaltest/web", "2")
+	g := groupSpec{Name: "web", Min: 2, Max: 4, Drain: "2s",
+		Container: fmt.Sprintf(`image: %q, port: 8080, insecure_registry: true, args: ["--listen", ":8080", "--name", "{{.Name}}"]`, v1)}
+	e := newEnv(t, "", g)
+	owner := e.stateDir()
+	testcontainer.Sweep(t, reg, container.LabelOwner+"="+owner)
+	if out, stderr, code := e.cli("validate"); code != 0 {
+		t.Fatalf("validate exited %d:\n%s%s", code, out, stderr)
+	}
+	e.start()
+	e.waitInService("web", 2)
+	if imgs := containerImages(t, owner); !slices.Equal(imgs, []string{v1, v1}) {
+		t.Fatalf("containers run %v, want 2 of %s", imgs, v1)
+	}
+
+	stop := load(t, e)
+	time.Sleep(500 * time.Millisecond)
+	scaleSync(t, e, "--size", "4")
+	e.waitInService("web", 4)
+	e.checkInSync("web")
+	before := groupOf(t, e.status(), "web")
+	names := namesOf(before)
+
+	// A tag the registry lacks: the deploy fails at the pull, no instance touched.
+	out, stderr, code := e.cli("deploy", "web", "--set", "template.image="+reg.Ref("shoaltest/web", "no-such-tag"), "--sync")
+	t.Logf("shoal deploy of a missing tag:\n%s%s", out, stderr)
+	if code != 1 || !strings.Contains(out, "no instance was touched") || !strings.Contains(strings.ToLower(out), "manifest unknown") {
+		t.Fatalf("deploy of a missing tag exited %d; want 1 with the runtime's message:\n%s%s", code, out, stderr)
+	}
+	if now := groupOf(t, e.status(), "web"); !slices.Equal(namesOf(now), names) || now.Version != before.Version {
+		t.Fatalf("after the failed deploy: instances %v version %s, want %v version %s", namesOf(now), now.Version, names, before.Version)
+	}
+
+	// A new tag rolls out like any template change.
+	out, stderr, code = e.cli("deploy", "web", "--set", "template.image="+v2, "--sync")
+	if code != 0 {
+		t.Fatalf("deploy to %s exited %d:\n%s%s", v2, code, out, stderr)
+	}
+	e.waitInService("web", 4)
+	deployed := groupOf(t, e.status(), "web")
+	if deployed.Version == before.Version || versions(deployed)[deployed.Version] != 4 {
+		t.Fatalf("after the deploy: version %s (was %s), instances %v", deployed.Version, before.Version, versions(deployed))
+	}
+	want := []string{v2, v2, v2, v2}
+	e.eventually("the old containers are gone", 30*time.Second, func() error {
+		if imgs := containerImages(t, owner); !slices.Equal(imgs, want) {
+			return fmt.Errorf("containers run %v, want %v", imgs, want)
+		}
+		return nil
+	})
+
+	// kill -9 with the CPU saturated: the containers serve on; the next
+	// shoal adopts each by its labels.
+	names = namesOf(deployed)
+	alone(t)
+	stopHogs := cpuHogs(t, 4, 3*time.Minute)
+	defer stopHogs()
+	e.kill9()
+	time.Sleep(2 * time.Second)
+	e.start()
+	e.waitInService("web", 4)
+	adopted := groupOf(t, e.status(), "web")
+	if !slices.Equal(namesOf(adopted), names) {
+		t.Fatalf("after kill -9 and restart: instances %v, want the same %v adopted", namesOf(adopted), names)
+	}
+	if imgs := containerImages(t, owner); !slices.Equal(imgs, want) {
+		t.Fatalf("after the restart containers run %v, want %v (no orphan, none replaced)", imgs, want)
+	}
+	if !strings.Contains(e.log.String(), "adopted container") {
+		t.Fatalf("shoal's log does not say it adopted containers:\n%s", e.log)
+	}
+	e.checkInSync("web")
+	time.Sleep(time.Second)
+	stopHogs()
+	res := stop()
+	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	if res.Requests < 100 {
+		t.Fatalf("only %d requests went through", res.Requests)
+	}
+
+	e.stop()
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner); len(ids) != 0 {
+		t.Fatalf("containers left after shoal stopped: %v", ids)
+	}
+}
