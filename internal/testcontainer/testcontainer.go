@@ -41,8 +41,9 @@ func Podman(t testing.TB) string {
 // this process's own), and a cgroup v2 hierarchy mounted beside v1 with a
 // controller in it, which crun refuses ("cgroups in hybrid mode not
 // supported"): crun then runs through a wrapper that unmounts the v2
-// hierarchy in a mount namespace of its own. CONTAINERS_CONF is set for
-// this process and what it starts (shoal serve).
+// hierarchy in a mount namespace of its own (crunWrapper). CONTAINERS_CONF
+// is set for this process and what it starts (shoal serve, and the test
+// hosts' sshd: see testhost).
 var usable = sync.OnceValue(func() error {
 	if err := tryRun(); err == nil {
 		return nil
@@ -56,8 +57,7 @@ var usable = sync.OnceValue(func() error {
 		return err
 	}
 	wrap := filepath.Join(dir, "crun-unified-off")
-	script := "#!/bin/sh\nexec unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"' crun \"$@\"\n"
-	if err := os.WriteFile(wrap, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(wrap, []byte(crunWrapper), 0o755); err != nil {
 		return err
 	}
 	conf := fmt.Sprintf("[containers]\ndefault_ulimits = [\"nofile=%d:%d\", \"nproc=%d:%d\"]\n[engine]\nruntime = \"crunwrap\"\n[engine.runtimes]\ncrunwrap = [%q]\n",
@@ -69,6 +69,24 @@ var usable = sync.OnceValue(func() error {
 	os.Setenv("CONTAINERS_CONF", path)
 	return tryRun()
 })
+
+// crunWrapper runs crun in a mount namespace of its own where
+// /sys/fs/cgroup holds the cgroup v1 hierarchies only: the v2 one
+// unmounted, or, where /sys is a fresh sysfs (`ip netns exec` mounts one:
+// the test hosts of package testhost), the v1 hierarchies mounted again.
+const crunWrapper = `#!/bin/sh
+exec unshare -m sh -c '
+if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ]; then
+	umount /sys/fs/cgroup/unified 2>/dev/null
+else
+	mount -t tmpfs cgroup /sys/fs/cgroup || exit 1
+	for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
+		mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || exit 1
+	done
+	mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+fi
+exec crun "$@"' crun "$@"
+`
 
 // tryRun runs a throwaway container of an empty image: podman import of
 // an empty tarball, then a run that fails in the image (no program) or

@@ -1,0 +1,122 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/container"
+	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/testcontainer"
+)
+
+// TestContainersOnHosts runs a container template on the lab's hosts
+// (network namespaces with sshd; podman there through the session, its
+// storage this machine's): each container serves on its host's address,
+// its process is sampled by the host's poll, its logs come over SSH, a
+// restarted provider adopts it, a sweep without its record removes it, and
+// a stop leaves no container. The registry is on this machine's 127.0.0.1,
+// which the hosts' namespaces cannot reach: the image is pulled here into
+// the storage the hosts share, and a deploy's pull from the hosts fails
+// with the runtime's words, as a registry that is down does.
+func TestContainersOnHosts(t *testing.T) {
+	t.Parallel() // its own lab, owner, state, registry and image
+	testcontainer.Podman(t) // before the lab: its sshd passes podman's settings on
+	reg := testcontainer.StartRegistry(t)
+	image := reg.PushDemo(t, "shoaltest/ssh", "1")
+	if out, err := exec.Command("podman", "pull", "--quiet", "--tls-verify=false", image).CombinedOutput(); err != nil {
+		t.Fatalf("pull %s here: %v\n%s", image, err, out)
+	}
+	l := newLab(t, 2)
+	state := t.TempDir()
+	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
+	testcontainer.Sweep(t, reg, container.LabelOwner+"="+p1.owner)
+	tmpl := config.Template{Image: image, Port: 8080, Runtime: config.RuntimePodman, InsecureRegistry: true,
+		Args: []string{"--listen", ":8080", "--name", "{{.Name}}"}, StopTimeout: 3 * time.Second, CPUs: 1}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := p1.Start(ctx, spec("web", 1, tmpl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p1.Start(ctx, spec("web", 2, tmpl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Record().Host == b.Record().Host {
+		t.Errorf("spread put both on %s", a.Record().Host)
+	}
+	for _, in := range []provider.Instance{a, b} {
+		serving(t, in)
+		if !running(in.Record()) {
+			t.Errorf("%s: its container's process is not the recorded one", in.Record().Name)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		u, ok := a.(provider.Sampler).Usage()
+		if ok && u.RSS > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usage sample of the container: %+v %v", u, ok)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var logs bytes.Buffer
+	if err := p1.Logs(ctx, a.Record(), provider.LogOptions{Lines: 5}, &logs); err != nil || !strings.Contains(logs.String(), "serving") {
+		t.Fatalf("logs over ssh: %v\n%s", err, logs.String())
+	}
+
+	// The hosts cannot reach the registry: the pull fails there, with podman's message.
+	err = p1.Prepare(ctx, tmpl)
+	if err == nil || !strings.Contains(err.Error(), "on host "+l.Hosts[0].Addr) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Prepare from hosts that cannot reach the registry: %v", err)
+	}
+
+	// A restarted shoal adopts a; its sweep with only a kept removes b's container.
+	p2 := runProvider(t, labConfig(t, l), Options{StateDir: state})
+	a2, err := p2.Adopt(ctx, a.Record(), tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := p2.StopStrays(ctx, []provider.Record{a.Record()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stopped) == 0 || stopped[0].Name != "web-002" {
+		t.Fatalf("sweep stopped %+v, want web-002", stopped)
+	}
+	waitDone(t, b, 5*time.Second)
+	eventually := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	eventually("web-002's container is left after the sweep", func() bool {
+		return len(testcontainer.Containers(t, container.LabelInstance+"=web-002")) == 0
+	})
+	serving(t, a2)
+
+	// Stop: the runtime's stop, the container gone.
+	if err := a2.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a2, time.Second)
+	if running(a.Record()) {
+		t.Error("stopped container's process still runs")
+	}
+	eventually("containers left after the stop", func() bool {
+		return len(testcontainer.Containers(t, container.LabelOwner+"="+p1.owner)) == 0
+	})
+}
