@@ -24,7 +24,7 @@ import (
 // the storage the hosts share, and a deploy's pull from the hosts fails
 // with the runtime's words, as a registry that is down does.
 func TestContainersOnHosts(t *testing.T) {
-	t.Parallel() // its own lab, owner, state, registry and image
+	t.Parallel()            // its own lab, owner, state, registry and image
 	testcontainer.Podman(t) // before the lab: its sshd passes podman's settings on
 	reg := testcontainer.StartRegistry(t)
 	image := reg.PushDemo(t, "shoaltest/ssh", "1")
