@@ -484,23 +484,31 @@ type Template struct {
 	Command []string          `yaml:"command" json:"command"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	// Image, when set, makes each instance a container of this image (an
-	// OCI reference, registry/name:tag or @digest) run by Runtime on the
-	// instance's host (local and ssh providers) instead of Command: its
-	// entrypoint gets Args (templates, as Command's) and Env, and Port
-	// inside is published on the instance's host address and port.
-	Image   string   `yaml:"image" json:"image,omitempty"`
-	Port    int      `yaml:"port" json:"port,omitempty"`
-	Args    []string `yaml:"args" json:"args,omitempty"`
+	// OCI reference: registry/name:tag or @digest) on the local or ssh
+	// provider's host, instead of a process of Command: pulled on the
+	// host before it is needed, run by Runtime, stopped with the runtime's
+	// stop (grace: StopTimeout), its logs the runtime's.
+	Image string `yaml:"image" json:"image,omitempty"`
+	// Port is the port the container serves on inside; the instance's
+	// host address and port (what HAProxy connects to) are published to it.
+	Port int `yaml:"port" json:"port,omitempty"`
+	// Args are the image entrypoint's arguments, templates as Command's,
+	// each expanded into one argument.
+	Args []string `yaml:"args" json:"args,omitempty"`
+	// Volumes are the container's mounts, HOST:CONTAINER[:OPTIONS]; a
+	// relative host path is the config file's directory's, a bare name a
+	// runtime's named volume.
 	Volumes []string `yaml:"volumes" json:"volumes,omitempty"`
 	// Runtime is the container runtime's program: podman or docker.
 	Runtime string `yaml:"runtime" json:"runtime,omitempty"`
-	// RegistryAuth is a registry credentials file (containers-auth.json,
-	// as `podman login` writes it; docker: the directory of its
-	// config.json), read by the runtime and never by shoal's logs.
+	// RegistryAuth is the registry credentials the pulls use: podman's
+	// auth file (as `podman login` writes it), docker's directory of its
+	// config.json. The runtime reads it (on an ssh host, the same path
+	// there); shoal never logs it.
 	RegistryAuth string `yaml:"registry_auth" json:"registry_auth,omitempty"`
 	// InsecureRegistry pulls Image over plain HTTP (podman's
-	// --tls-verify=false for this pull only): a registry on a trusted
-	// network or a test's.
+	// --tls-verify=false, for this pull only): a registry on a trusted
+	// network. Docker has no such flag (its daemon's insecure-registries).
 	InsecureRegistry bool `yaml:"insecure_registry" json:"insecure_registry,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
 	Dir string `yaml:"dir" json:"dir,omitempty"`
