@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/container"
 	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/testcontainer"
@@ -51,7 +52,11 @@ func TestContainerGroup(t *testing.T) {
 	v2 := reg.PushDemo(t, "shoaltest/web", "2")
 	g := groupSpec{Name: "web", Min: 2, Max: 4, Drain: "2s",
 		Container: fmt.Sprintf(`image: %q, port: 8080, insecure_registry: true, args: ["--listen", ":8080", "--name", "{{.Name}}"]`, v1)}
-	e := newEnv(t, "", g)
+	// A group whose tag the registry lacks: its starts fail, and back off.
+	missing := groupSpec{Name: "gone", Min: 1, Max: 1, Extra: "    hosts: [gone.example]\n",
+		Container: fmt.Sprintf(`image: %q, port: 8080, insecure_registry: true`, reg.Ref("shoaltest/web", "never-pushed"))}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr), g, missing)
 	owner := e.stateDir()
 	testcontainer.Sweep(t, reg, container.LabelOwner+"="+owner)
 	if out, stderr, code := e.cli("validate"); code != 0 {
@@ -61,6 +66,30 @@ func TestContainerGroup(t *testing.T) {
 	e.waitInService("web", 2)
 	if imgs := containerImages(t, owner); !slices.Equal(imgs, []string{v1, v1}) {
 		t.Fatalf("containers run %v, want 2 of %s", imgs, v1)
+	}
+	// Their CPU and memory are read as a process's.
+	e.eventually("the containers' memory in /metrics", 20*time.Second, func() error {
+		_, text := httpGet(t, "http://"+metricsAddr+"/metrics", "")
+		for _, name := range []string{"web-001", "web-002"} {
+			series := `shoal_instance_resident_memory_bytes{group="web",instance="` + name + `"}`
+			if v := metricValue(text, series); v == "" || v == "0" {
+				return fmt.Errorf("%s = %q", series, v)
+			}
+		}
+		return nil
+	})
+	// The missing tag: the group's instance fails with podman's words, is
+	// retried with back-off, and leaves no container.
+	e.eventually("the missing tag's failure in the events", 30*time.Second, func() error {
+		for _, ev := range e.events(api.EventsQuery{Group: "gone"}) {
+			if strings.Contains(strings.ToLower(ev.Reason), "manifest unknown") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event of group gone says manifest unknown: %+v", e.events(api.EventsQuery{Group: "gone"}))
+	})
+	if ids := testcontainer.Containers(t, container.LabelGroup+"=gone"); len(ids) != 0 {
+		t.Fatalf("the failed starts left containers: %v", ids)
 	}
 
 	stop := load(t, e)
