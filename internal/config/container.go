@@ -43,7 +43,8 @@ func (d *decoder) container(f *fields, t *Template, data TemplateData, over func
 	if err := CheckImage(image); err != nil {
 		d.errorf(in, f.field("image"), "%v", err)
 	}
-	t.Image, t.Runtime = image, defaultTemplate.Runtime
+	// podman unless set: a container's only (a process has no runtime).
+	t.Image, t.Runtime = image, RuntimePodman
 	if cn := f.get("command"); cn != nil {
 		d.errorf(cn, f.field("command"), "a container runs its image's entrypoint: set template.args for its arguments, or leave image out to run a command")
 	}

@@ -499,7 +499,8 @@ type Template struct {
 	// relative host path is the config file's directory's, a bare name a
 	// runtime's named volume.
 	Volumes []string `yaml:"volumes" json:"volumes,omitempty"`
-	// Runtime is the container runtime's program: podman or docker.
+	// Runtime is the container runtime's program: podman (a container's
+	// when not set) or docker.
 	Runtime string `yaml:"runtime" json:"runtime,omitempty"`
 	// RegistryAuth is the registry credentials the pulls use: podman's
 	// auth file (as `podman login` writes it), docker's directory of its
@@ -536,7 +537,7 @@ type Template struct {
 
 // defaultTemplate holds the defaults of a template's keys; Load resolves
 // Dir against the config file's directory.
-var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs, Runtime: RuntimePodman}
+var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs}
 
 // Container runtimes (template.runtime).
 const (
