@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,18 @@ func TestContainersOnHosts(t *testing.T) {
 	err = p1.Prepare(ctx, tmpl)
 	if err == nil || !strings.Contains(err.Error(), "on host "+l.Hosts[0].Addr) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Prepare from hosts that cannot reach the registry: %v", err)
+	}
+
+	// providers check: the runtime on each host, or its absence.
+	absent := tmpl
+	absent.Runtime = "no-such-runtime"
+	for _, r := range p1.Preflight(ctx, map[string]config.Template{"web": tmpl, "odd": absent}) {
+		if r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "template of group odd: container runtime no-such-runtime: command no-such-runtime not found on host "+r.Host) {
+			t.Errorf("preflight of %s: problems %q", r.Host, r.Problems)
+		}
+		if !slices.Contains(r.Notes, "group web: container runtime podman found") {
+			t.Errorf("preflight of %s: notes %q", r.Host, r.Notes)
+		}
 	}
 
 	// A restarted shoal adopts a; its sweep with only a kept removes b's container.
