@@ -249,11 +249,15 @@ func Sweep(t testing.TB, r *Registry, labelFilter string) {
 	})
 }
 
-// Containers lists the IDs of the containers (running or not) matching a
-// label filter (KEY=VALUE).
-func Containers(t testing.TB, labelFilter string) []string {
+// Containers lists the IDs of the containers (running or not) matching
+// every label filter (KEY=VALUE).
+func Containers(t testing.TB, labelFilters ...string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "--all", "--quiet", "--no-trunc", "--filter", "label="+labelFilter).Output()
+	argv := []string{"ps", "--all", "--quiet", "--no-trunc"}
+	for _, f := range labelFilters {
+		argv = append(argv, "--filter", "label="+f)
+	}
+	out, err := exec.Command("podman", argv...).Output()
 	if err != nil {
 		t.Fatalf("podman ps: %v", err)
 	}

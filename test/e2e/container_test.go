@@ -165,3 +165,44 @@ func TestContainerGroup(t *testing.T) {
 		t.Fatalf("containers left after shoal stopped: %v", ids)
 	}
 }
+
+// TestContainerKillDuringPull kills shoal -9 while its first instance's
+// image is being pulled and run (right after it answers, before the
+// instance is in service), three times over: every restart adopts what was
+// recorded and removes what was not, so that in the end exactly the
+// group's instances run, one container each, and a stop leaves none.
+func TestContainerKillDuringPull(t *testing.T) {
+	parallel(t)
+	testcontainer.Podman(t)
+	reg := testcontainer.StartRegistry(t)
+	image := reg.PushDemo(t, "shoaltest/killed", "1")
+	g := groupSpec{Name: "web", Min: 2, Max: 2,
+		Container: fmt.Sprintf(`image: %q, port: 8080, insecure_registry: true, args: ["--listen", ":8080", "--name", "{{.Name}}"]`, image)}
+	e := newEnv(t, "", g)
+	owner := e.stateDir()
+	testcontainer.Sweep(t, reg, container.LabelOwner+"="+owner)
+	for i, wait := range []time.Duration{0, 300 * time.Millisecond, 800 * time.Millisecond} {
+		e.start()
+		time.Sleep(wait)
+		e.kill9()
+		t.Logf("kill %d after %s: containers %d", i+1, wait, len(testcontainer.Containers(t, container.LabelOwner+"="+owner)))
+	}
+	e.start()
+	e.waitInService("web", 2)
+	names := namesOf(groupOf(t, e.status(), "web"))
+	e.eventually("one container per instance, none orphaned", 30*time.Second, func() error {
+		if all := testcontainer.Containers(t, container.LabelOwner+"="+owner); len(all) != len(names) {
+			return fmt.Errorf("%d containers, want %d (one for each of %v)", len(all), len(names), names)
+		}
+		for _, n := range names {
+			if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner, container.LabelInstance+"="+n); len(ids) != 1 {
+				return fmt.Errorf("instance %s has containers %v, want one", n, ids)
+			}
+		}
+		return nil
+	})
+	e.stop()
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner); len(ids) != 0 {
+		t.Fatalf("containers left after shoal stopped: %v", ids)
+	}
+}
