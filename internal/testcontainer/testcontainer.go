@@ -10,10 +10,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,12 +158,21 @@ type Registry struct {
 	Addr string
 }
 
-// StartRegistry starts a registry; the test's cleanup stops it.
+// StartRegistry starts a registry on 127.0.0.1; the test's cleanup stops
+// it.
 func StartRegistry(t testing.TB) *Registry {
+	t.Helper()
+	return StartRegistryOn(t, "127.0.0.1")
+}
+
+// StartRegistryOn starts a registry on ip, one of this machine's loopback
+// addresses or a test host's link (testhost.Host.Peer: what that host
+// reaches).
+func StartRegistryOn(t testing.TB, ip string) *Registry {
 	t.Helper()
 	bin := testdep.Command(t, "docker-registry", "docker-registry")
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", testport.Free(t))
+	addr := net.JoinHostPort(ip, strconv.Itoa(testport.Free(t)))
 	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
 		filepath.Join(dir, "data"), addr)
 	cfg := filepath.Join(dir, "config.yml")

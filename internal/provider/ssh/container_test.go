@@ -133,3 +133,50 @@ func TestContainersOnHosts(t *testing.T) {
 		return len(testcontainer.Containers(t, container.LabelOwner+"="+p1.owner)) == 0
 	})
 }
+
+// TestContainerPullOnHost: a host pulls from a registry it reaches (on its
+// link's other end, this machine's side): a deploy's pull there succeeds
+// and the container runs the pulled image; a tag the registry lacks fails
+// with podman's words from the host.
+func TestContainerPullOnHost(t *testing.T) {
+	t.Parallel() // its own lab, owner, state, registry and image
+	testcontainer.Podman(t)
+	l := newLab(t, 1)
+	reg := testcontainer.StartRegistryOn(t, l.Hosts[0].Peer)
+	image := reg.PushDemo(t, "shoaltest/onhost", "1")
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
+	testcontainer.Sweep(t, reg, container.LabelOwner+"="+p.owner)
+	tmpl := config.Template{Image: image, Port: 8080, Runtime: config.RuntimePodman, InsecureRegistry: true,
+		Args: []string{"--listen", ":8080", "--name", "{{.Name}}"}, StopTimeout: 3 * time.Second, CPUs: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.waitFirst(ctx, p.hostOf(l.Hosts[0].Addr))
+
+	if err := p.Prepare(ctx, tmpl); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if out, err := exec.Command("podman", "image", "exists", image).CombinedOutput(); err != nil {
+		t.Fatalf("the host's pull left no image %s: %v %s", image, err, out)
+	}
+	in, err := p.Start(ctx, spec("web", 1, tmpl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving(t, in)
+
+	missing := tmpl
+	missing.Image = reg.Ref("shoaltest/onhost", "no-such-tag")
+	err = p.Prepare(ctx, missing)
+	if err == nil || !strings.Contains(err.Error(), "on host "+l.Hosts[0].Addr) || !strings.Contains(strings.ToLower(err.Error()), "manifest unknown") {
+		t.Fatalf("Prepare of a missing tag: %v, want podman's manifest unknown from the host", err)
+	}
+	if _, err := p.Start(ctx, spec("web", 2, missing)); err == nil || !strings.Contains(strings.ToLower(err.Error()), "manifest unknown") {
+		t.Fatalf("Start of a missing tag: %v", err)
+	}
+	if err := in.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+p.owner); len(ids) != 0 {
+		t.Fatalf("containers left: %v", ids)
+	}
+}
