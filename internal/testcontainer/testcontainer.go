@@ -241,34 +241,89 @@ func (r *Registry) PushDemo(t testing.TB, name, tag string) string {
 	return ref
 }
 
-// Sweep removes, at t's cleanup, every container labelled shoal.owner=owner
-// (running or not) and the images of r: nothing a test's shoal ran is
-// left, whatever the test's outcome.
-func Sweep(t testing.TB, r *Registry, labelFilter string) {
+// Exec runs a podman argv where the containers are and returns its
+// stdout: Here, or Over a test host's SSH session (a test host's containers
+// are seen only there: podman keeps their network namespaces in the mount
+// namespace of the host's sshd, and podman ps elsewhere fails to join them).
+type Exec func(argv ...string) ([]byte, error)
+
+// Here runs argv on this machine.
+func Here(argv ...string) ([]byte, error) {
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return out, err
+}
+
+// Over runs argv on a test host with OpenSSH's client (its lab's key, the
+// host key checked), every word quoted for the remote shell.
+func Over(keyFile, knownHosts, user, addr string) Exec {
+	return func(argv ...string) ([]byte, error) {
+		q := make([]string, len(argv))
+		for i, a := range argv {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "ssh", "-i", keyFile, "-o", "UserKnownHostsFile="+knownHosts,
+			"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", user+"@"+addr, strings.Join(q, " ")).Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return out, err
+	}
+}
+
+// Sweep removes, at t's cleanup, every container labelled with
+// labelFilter (KEY=VALUE; running or not) and the images of r: nothing a
+// test's shoal ran is left, whatever the test's outcome.
+func Sweep(t testing.TB, r *Registry, labelFilter string) { SweepWith(t, Here, r, labelFilter) }
+
+// SweepWith is Sweep with the containers' podman reached through run and
+// every label filter to match (a test host's: its shoal.host too).
+func SweepWith(t testing.TB, run Exec, r *Registry, labelFilters ...string) {
 	t.Helper()
 	t.Cleanup(func() {
-		out, _ := exec.Command("podman", "ps", "--all", "--quiet", "--filter", "label="+labelFilter).Output()
+		argv := []string{"podman", "ps", "--all", "--quiet"}
+		for _, f := range labelFilters {
+			argv = append(argv, "--filter", "label="+f)
+		}
+		out, err := run(argv...)
+		if err != nil {
+			t.Errorf("sweeping the test's containers: %v", err)
+		}
 		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("podman", append([]string{"rm", "--force", "--time", "0"}, ids...)...).Run()
+			if _, err := run(append([]string{"podman", "rm", "--force", "--time", "0"}, ids...)...); err != nil {
+				t.Errorf("sweeping the test's containers: %v", err)
+			}
 		}
 		if r != nil {
-			out, _ := exec.Command("podman", "images", "--quiet", "--filter", "reference="+r.Addr+"/*").Output()
+			out, _ := run("podman", "images", "--quiet", "--filter", "reference="+r.Addr+"/*")
 			if ids := strings.Fields(string(out)); len(ids) > 0 {
-				_ = exec.Command("podman", append([]string{"rmi", "--force"}, ids...)...).Run()
+				_, _ = run(append([]string{"podman", "rmi", "--force"}, ids...)...)
 			}
 		}
 	})
 }
 
 // Containers lists the IDs of the containers (running or not) matching
-// every label filter (KEY=VALUE).
+// every label filter (KEY=VALUE). The filters must exclude other tests'
+// containers on test hosts (name the owner): podman ps here fails on one
+// of those (see Exec).
 func Containers(t testing.TB, labelFilters ...string) []string {
 	t.Helper()
-	argv := []string{"ps", "--all", "--quiet", "--no-trunc"}
+	return ContainersWith(t, Here, labelFilters...)
+}
+
+// ContainersWith is Containers with podman reached through run.
+func ContainersWith(t testing.TB, run Exec, labelFilters ...string) []string {
+	t.Helper()
+	argv := []string{"podman", "ps", "--all", "--quiet", "--no-trunc"}
 	for _, f := range labelFilters {
 		argv = append(argv, "--filter", "label="+f)
 	}
-	out, err := exec.Command("podman", argv...).Output()
+	out, err := run(argv...)
 	if err != nil {
 		t.Fatalf("podman ps: %v", err)
 	}

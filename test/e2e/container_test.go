@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -24,10 +23,11 @@ func namesOf(g group.Status) []string {
 	return names
 }
 
-// containerImages lists the image of every container labelled with owner.
-func containerImages(t *testing.T, owner string) []string {
+// containerImages lists the image of every container labelled with owner,
+// through run.
+func containerImages(t *testing.T, run testcontainer.Exec, owner string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "--all", "--filter", "label="+container.LabelOwner+"="+owner, "--format", "{{.Image}}").Output()
+	out, err := run("podman", "ps", "--all", "--filter", "label="+container.LabelOwner+"="+owner, "--format", "{{.Image}}")
 	if err != nil {
 		t.Fatalf("podman ps: %v", err)
 	}
@@ -64,7 +64,7 @@ func TestContainerGroup(t *testing.T) {
 	}
 	e.start()
 	e.waitInService("web", 2)
-	if imgs := containerImages(t, owner); !slices.Equal(imgs, []string{v1, v1}) {
+	if imgs := containerImages(t, testcontainer.Here, owner); !slices.Equal(imgs, []string{v1, v1}) {
 		t.Fatalf("containers run %v, want 2 of %s", imgs, v1)
 	}
 	// Their CPU and memory are read as a process's.
@@ -88,7 +88,7 @@ func TestContainerGroup(t *testing.T) {
 		}
 		return fmt.Errorf("no event of group gone says manifest unknown: %+v", e.events(api.EventsQuery{Group: "gone"}))
 	})
-	if ids := testcontainer.Containers(t, container.LabelGroup+"=gone"); len(ids) != 0 {
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner, container.LabelGroup+"=gone"); len(ids) != 0 {
 		t.Fatalf("the failed starts left containers: %v", ids)
 	}
 
@@ -122,7 +122,7 @@ func TestContainerGroup(t *testing.T) {
 	}
 	want := []string{v2, v2, v2, v2}
 	e.eventually("the old containers are gone", 30*time.Second, func() error {
-		if imgs := containerImages(t, owner); !slices.Equal(imgs, want) {
+		if imgs := containerImages(t, testcontainer.Here, owner); !slices.Equal(imgs, want) {
 			return fmt.Errorf("containers run %v, want %v", imgs, want)
 		}
 		return nil
@@ -142,7 +142,7 @@ func TestContainerGroup(t *testing.T) {
 	if !slices.Equal(namesOf(adopted), names) {
 		t.Fatalf("after kill -9 and restart: instances %v, want the same %v adopted", namesOf(adopted), names)
 	}
-	if imgs := containerImages(t, owner); !slices.Equal(imgs, want) {
+	if imgs := containerImages(t, testcontainer.Here, owner); !slices.Equal(imgs, want) {
 		t.Fatalf("after the restart containers run %v, want %v (no orphan, none replaced)", imgs, want)
 	}
 	if !strings.Contains(e.log.String(), "adopted container") {
@@ -205,4 +205,98 @@ func TestContainerKillDuringPull(t *testing.T) {
 	if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner); len(ids) != 0 {
 		t.Fatalf("containers left after shoal stopped: %v", ids)
 	}
+}
+
+// TestContainerGroupOnSSHHost runs a container group on a namespace host
+// over SSH (podman there, through shoal's session), its registry on the
+// host's link (this machine's end, which it reaches), under keep-alive
+// load: it scales 2 → 3, `shoal logs` reads a container's output over SSH,
+// a deploy of a missing tag fails at the host's pull before it touches an
+// instance, a deploy to a new tag pulls it on the host and replaces every
+// container, and after a kill -9 of shoal every container is adopted (none
+// replaced, none orphaned); no request fails. A stop leaves no container.
+func TestContainerGroupOnSSHHost(t *testing.T) {
+	parallel(t)
+	testcontainer.Podman(t) // before the lab: its sshd passes podman's settings on
+	lab := newLab(t, 1)
+	reg := testcontainer.StartRegistryOn(t, lab.Hosts[0].Peer)
+	v1 := reg.PushDemo(t, "shoaltest/sshweb", "1")
+	v2 := reg.PushDemo(t, "shoaltest/sshweb", "2")
+	g := sshGroup("web", "rack", 2, 3, "")
+	g.Command, g.Drain = "", "2s"
+	g.Container = fmt.Sprintf(`image: %q, port: 8080, insecure_registry: true, args: ["--listen", ":8080", "--name", "{{.Name}}"]`, v1)
+	e := newEnv(t, sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: lab.Hosts[0]}}}), g)
+	e.start()
+	e.waitInService("web", 2)
+	// The host's containers are seen from its sessions only.
+	on := testcontainer.Over(lab.KeyFile, lab.KnownHosts, lab.User, lab.Hosts[0].Addr)
+	owner := ""
+	for _, id := range testcontainer.ContainersWith(t, on, container.LabelHost+"="+lab.Hosts[0].Addr, container.LabelInstance+"=web-001") {
+		out, err := on("podman", "inspect", "--format", `{{index .Config.Labels "shoal.owner"}}`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner = strings.TrimSpace(string(out))
+	}
+	if owner == "" {
+		t.Fatalf("no container of web-001 on %s", lab.Hosts[0].Addr)
+	}
+	testcontainer.SweepWith(t, on, reg, container.LabelOwner+"="+owner)
+
+	stop := sshLoad(t, e)
+	time.Sleep(500 * time.Millisecond)
+	scaleSync(t, e, "--size", "3")
+	e.waitInService("web", 3)
+	e.checkInSync("web")
+	before := groupOf(t, e.status(), "web")
+	out, stderr, code := e.cliWithin(15*time.Second, "logs", "web-001")
+	if code != 0 || !strings.Contains(out+stderr, "serving") {
+		t.Fatalf("shoal logs web-001: exit %d, want its startup line:\n%s%s", code, out, stderr)
+	}
+
+	out, stderr, code = e.cli("deploy", "web", "--set", "template.image="+reg.Ref("shoaltest/sshweb", "no-such-tag"), "--sync")
+	if code != 1 || !strings.Contains(out, "no instance was touched") || !strings.Contains(out, "on host "+lab.Hosts[0].Addr) || !strings.Contains(strings.ToLower(out), "manifest unknown") {
+		t.Fatalf("deploy of a missing tag exited %d; want 1 with podman's message from the host:\n%s%s", code, out, stderr)
+	}
+	if now := groupOf(t, e.status(), "web"); !slices.Equal(namesOf(now), namesOf(before)) || now.Version != before.Version {
+		t.Fatalf("after the failed deploy: instances %v version %s, want %v version %s", namesOf(now), now.Version, namesOf(before), before.Version)
+	}
+	out, stderr, code = e.cli("deploy", "web", "--set", "template.image="+v2, "--sync")
+	if code != 0 {
+		t.Fatalf("deploy to %s exited %d:\n%s%s", v2, code, out, stderr)
+	}
+	e.waitInService("web", 3)
+	want := []string{v2, v2, v2}
+	e.eventually("the old containers are gone", 30*time.Second, func() error {
+		if imgs := containerImages(t, on, owner); !slices.Equal(imgs, want) {
+			return fmt.Errorf("containers run %v, want %v", imgs, want)
+		}
+		return nil
+	})
+
+	names := namesOf(groupOf(t, e.status(), "web"))
+	e.kill9()
+	time.Sleep(time.Second)
+	e.start()
+	e.waitInService("web", 3)
+	if got := namesOf(groupOf(t, e.status(), "web")); !slices.Equal(got, names) {
+		t.Fatalf("after kill -9 and restart: instances %v, want the same %v adopted", got, names)
+	}
+	if imgs := containerImages(t, on, owner); !slices.Equal(imgs, want) {
+		t.Fatalf("after the restart containers run %v, want %v (no orphan, none replaced)", imgs, want)
+	}
+	e.checkInSync("web")
+	time.Sleep(time.Second)
+	res := stop()
+	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	e.stop()
+	e.eventually("no container left after shoal stopped", 15*time.Second, func() error {
+		if ids := testcontainer.ContainersWith(t, on, container.LabelOwner+"="+owner); len(ids) != 0 {
+			return fmt.Errorf("containers left: %v", ids)
+		}
+		return nil
+	})
 }

@@ -71,7 +71,7 @@ func TestContainerLifecycle(t *testing.T) {
 	if _, err := proc.StartTicks(in.PID()); err != nil || in.PID() <= 0 {
 		t.Fatalf("the container's process %d is not on this machine: %v", in.PID(), err)
 	}
-	if ids := testcontainer.Containers(t, container.LabelInstance+"=web-001"); len(ids) != 1 {
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+p.owner, container.LabelInstance+"=web-001"); len(ids) != 1 {
 		t.Fatalf("containers labelled web-001: %v, want 1", ids)
 	}
 	var logs bytes.Buffer
@@ -112,7 +112,7 @@ func TestContainerLifecycle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the adopted instance's Done did not close after its container was swept")
 	}
-	if ids := testcontainer.Containers(t, container.LabelInstance+"=web-001"); len(ids) != 0 {
+	if ids := testcontainer.Containers(t, container.LabelOwner+"="+p.owner, container.LabelInstance+"=web-001"); len(ids) != 0 {
 		t.Fatalf("containers left after the sweep: %v", ids)
 	}
 

@@ -35,7 +35,21 @@ func TestContainersOnHosts(t *testing.T) {
 	l := newLab(t, 2)
 	state := t.TempDir()
 	p1 := runProvider(t, labConfig(t, l), Options{StateDir: state})
-	testcontainer.Sweep(t, reg, container.LabelOwner+"="+p1.owner)
+	on := make([]testcontainer.Exec, len(l.Hosts))
+	for i, h := range l.Hosts {
+		// A host's containers are seen from its sessions only.
+		on[i] = testcontainer.Over(l.KeyFile, l.KnownHosts, l.User, h.Addr)
+		testcontainer.SweepWith(t, on[i], reg, container.LabelOwner+"="+p1.owner, container.LabelHost+"="+h.Addr)
+	}
+	onHostOf := func(rec provider.Record) testcontainer.Exec {
+		for i, h := range l.Hosts {
+			if h.Addr == rec.Host {
+				return on[i]
+			}
+		}
+		t.Fatalf("no lab host %s", rec.Host)
+		return nil
+	}
 	tmpl := config.Template{Image: image, Port: 8080, Runtime: config.RuntimePodman, InsecureRegistry: true,
 		Args: []string{"--listen", ":8080", "--name", "{{.Name}}"}, StopTimeout: 3 * time.Second, CPUs: 1}
 
@@ -117,7 +131,7 @@ func TestContainersOnHosts(t *testing.T) {
 		}
 	}
 	eventually("web-002's container is left after the sweep", func() bool {
-		return len(testcontainer.Containers(t, container.LabelInstance+"=web-002")) == 0
+		return len(testcontainer.ContainersWith(t, onHostOf(b.Record()), container.LabelOwner+"="+p1.owner, container.LabelHost+"="+b.Record().Host)) == 0
 	})
 	serving(t, a2)
 
@@ -130,7 +144,7 @@ func TestContainersOnHosts(t *testing.T) {
 		t.Error("stopped container's process still runs")
 	}
 	eventually("containers left after the stop", func() bool {
-		return len(testcontainer.Containers(t, container.LabelOwner+"="+p1.owner)) == 0
+		return len(testcontainer.ContainersWith(t, onHostOf(a.Record()), container.LabelOwner+"="+p1.owner, container.LabelHost+"="+a.Record().Host)) == 0
 	})
 }
 
@@ -145,7 +159,8 @@ func TestContainerPullOnHost(t *testing.T) {
 	reg := testcontainer.StartRegistryOn(t, l.Hosts[0].Peer)
 	image := reg.PushDemo(t, "shoaltest/onhost", "1")
 	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir()})
-	testcontainer.Sweep(t, reg, container.LabelOwner+"="+p.owner)
+	on := testcontainer.Over(l.KeyFile, l.KnownHosts, l.User, l.Hosts[0].Addr)
+	testcontainer.SweepWith(t, on, reg, container.LabelOwner+"="+p.owner)
 	tmpl := config.Template{Image: image, Port: 8080, Runtime: config.RuntimePodman, InsecureRegistry: true,
 		Args: []string{"--listen", ":8080", "--name", "{{.Name}}"}, StopTimeout: 3 * time.Second, CPUs: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -176,7 +191,7 @@ func TestContainerPullOnHost(t *testing.T) {
 	if err := in.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ids := testcontainer.Containers(t, container.LabelOwner+"="+p.owner); len(ids) != 0 {
+	if ids := testcontainer.ContainersWith(t, on, container.LabelOwner+"="+p.owner); len(ids) != 0 {
 		t.Fatalf("containers left: %v", ids)
 	}
 }
