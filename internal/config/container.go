@@ -91,14 +91,9 @@ func (d *decoder) container(f *fields, t *Template, data TemplateData, over func
 		}
 	}
 	if auth, an := f.str("registry_auth", ""); an != nil {
+		// Checked by link where it is read: this machine's for the local
+		// provider, each host's for ssh.
 		t.RegistryAuth = abs(d.dir, auth)
-		if fi, err := os.Stat(t.RegistryAuth); err != nil {
-			d.errorf(an, f.field("registry_auth"), "registry credentials: %v", err)
-		} else if t.Runtime == RuntimeDocker && !fi.IsDir() {
-			d.errorf(an, f.field("registry_auth"), "docker reads credentials from the directory of its config.json (docker --config DIR), and %s is a file", t.RegistryAuth)
-		} else if t.Runtime == RuntimePodman && fi.IsDir() {
-			d.errorf(an, f.field("registry_auth"), "podman reads credentials from an auth file (podman --authfile FILE, as `podman login` writes it), and %s is a directory", t.RegistryAuth)
-		}
 	}
 	if insecure, bn := f.boolean("insecure_registry", false); bn != nil {
 		if insecure && t.Runtime == RuntimeDocker {
@@ -126,10 +121,22 @@ func checkVolume(dir, v string) (string, error) {
 }
 
 // checkContainer checks a container template against the group's
-// provider: only the local and ssh providers run containers (the runtime
-// is core.Preflight's on this machine, `shoal providers check`'s on a host).
-func (d *decoder) checkContainer(tf *fields, provider string, cloud bool) {
+// provider: only the local and ssh providers run containers, and the local
+// one reads registry_auth here (the runtime is core.Preflight's on this
+// machine, `shoal providers check`'s on a host).
+func (d *decoder) checkContainer(tf *fields, t Template, provider string, cloud bool) {
 	if n := tf.get("image"); n != nil && cloud {
 		d.errorf(n, tf.field("image"), "provider %s creates a server for each instance from its own image; container images run on the local and ssh providers", provider)
+	}
+	an := tf.get("registry_auth")
+	if an == nil || provider != ProviderLocal || !t.IsContainer() {
+		return // an ssh host's file is on the host
+	}
+	if fi, err := os.Stat(t.RegistryAuth); err != nil {
+		d.errorf(an, tf.field("registry_auth"), "registry credentials: %v", err)
+	} else if t.Runtime == RuntimeDocker && !fi.IsDir() {
+		d.errorf(an, tf.field("registry_auth"), "docker reads credentials from the directory of its config.json (docker --config DIR), and %s is a file", t.RegistryAuth)
+	} else if t.Runtime == RuntimePodman && fi.IsDir() {
+		d.errorf(an, tf.field("registry_auth"), "podman reads credentials from an auth file (podman --authfile FILE, as `podman login` writes it), and %s is a directory", t.RegistryAuth)
 	}
 }

@@ -122,3 +122,18 @@ groups:
 		t.Fatalf("Parse: %v", err)
 	}
 }
+
+// TestContainerOnSSHAuthOnHosts: an ssh group's registry_auth is a file on
+// its hosts, not looked for here.
+func TestContainerOnSSHAuthOnHosts(t *testing.T) {
+	dir, _ := filepath.Abs("testdata/ssh")
+	doc := "listen: 127.0.0.1:8080\nproviders: [{name: rack, type: ssh, hosts: [{address: 10.0.0.2, user: deploy, key_file: " + dir + "/id_ed25519, known_hosts: " + dir + "/known_hosts}]}]\n" +
+		"groups:\n  - {name: web, min_size: 1, max_size: 2, provider: rack, template: {image: \"app:1\", port: 80, registry_auth: /etc/shoal/on-the-hosts.json}}\n"
+	cfg, err := Parse("shoal.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Groups[0].Template.RegistryAuth; got != "/etc/shoal/on-the-hosts.json" {
+		t.Fatalf("registry_auth %q", got)
+	}
+}

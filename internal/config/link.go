@@ -34,7 +34,7 @@ func (d *decoder) link(cfg *Config, provs map[string]providerLabels, refs []grou
 		if !isCloud(provs, g.Provider) && !g.Template.IsContainer() {
 			r.template.require("command") // a process needs its command
 		}
-		d.checkContainer(r.template, g.Provider, isCloud(provs, g.Provider))
+		d.checkContainer(r.template, g.Template, g.Provider, isCloud(provs, g.Provider))
 		if g.ScaleToZero != nil {
 			d.checkScaleToZero(g, r.zeroNode, r.zero, cfg.HAProxy.Timeouts.Queue, cfg.Metrics.Interval)
 		}
