@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
+
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/container"
 	"github.com/shoal-lb/shoal/internal/proc"
@@ -82,6 +84,7 @@ func (p *Provider) Prepare(ctx context.Context, t config.Template) error {
 		return nil
 	}
 	p.noteRuntime(t.Runtime)
+	p.noteImage(t)
 	p.mu.Lock()
 	var hosts []*host
 	for _, name := range slices.Sorted(maps.Keys(p.hosts)) {
@@ -108,12 +111,53 @@ func (p *Provider) Prepare(ctx context.Context, t config.Template) error {
 	return errors.Join(errs...)
 }
 
+// noteImage remembers t as the newest template of its image's repository
+// (one per repository, so that a deploy replaces its predecessor): what a
+// host that connects pulls ahead of its first instance.
+func (p *Provider) noteImage(t config.Template) {
+	named, err := reference.ParseNormalizedNamed(t.Image)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.images == nil {
+		p.images = make(map[string]config.Template)
+	}
+	p.images[named.Name()] = t
+}
+
+// pullAhead pulls, in the background on h that just connected, the images
+// of the container templates started or prepared so far, unless they are
+// there already: a new host (or one back) has them before an instance is
+// placed there. A failure is logged; a start there pulls again.
+func (p *Provider) pullAhead(ctx context.Context, h *host) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.images) == 0 || p.run == nil {
+		return
+	}
+	tmpls := slices.Collect(maps.Values(p.images))
+	p.run.wg.Go(func() {
+		for _, t := range tmpls {
+			if err := container.Ensure(ctx, runner{p: p, h: h, timeout: pullTimeout}, &t); err != nil {
+				if ctx.Err() == nil {
+					p.log.Warn("pulling an image ahead on a connected host failed; a start there pulls it again", "host", h.name, "image", t.Image, "err", err)
+				}
+				continue
+			}
+			p.log.Info("image on the host ahead of its instances", "host", h.name, "image", t.Image)
+		}
+	})
+}
+
 // launchContainer runs spec's container on h with port published on the
 // host's address; its image is pulled first unless it is there already.
 // It returns the data of its process.
 func (p *Provider) launchContainer(ctx context.Context, h *host, spec provider.Spec, port int) (data, error) {
 	tmpl := spec.Template
 	p.noteRuntime(tmpl.Runtime)
+	p.noteImage(tmpl)
 	args, env, err := tmpl.Expand(config.TemplateData{Name: spec.Name, Host: h.name, Port: port, Index: spec.Index, Group: spec.Group})
 	if err != nil {
 		return data{}, fmt.Errorf("expand template: %w", err)

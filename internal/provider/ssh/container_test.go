@@ -195,3 +195,37 @@ func TestContainerPullOnHost(t *testing.T) {
 		t.Fatalf("containers left: %v", ids)
 	}
 }
+
+// TestContainerPullAhead: a host added to the provider (or back) pulls the
+// images of the container templates prepared so far as it connects, before
+// an instance is placed there.
+func TestContainerPullAhead(t *testing.T) {
+	t.Parallel() // its own lab, owner, state, registry and image
+	testcontainer.Podman(t)
+	l := newLab(t, 1)
+	reg := testcontainer.StartRegistryOn(t, l.Hosts[0].Peer)
+	image := reg.PushDemo(t, "shoaltest/ahead", "1")
+	empty := labConfig(t, l)
+	empty.Hosts = nil
+	p := runProvider(t, empty, Options{StateDir: t.TempDir()})
+	testcontainer.SweepWith(t, testcontainer.Over(l.KeyFile, l.KnownHosts, l.User, l.Hosts[0].Addr), reg, container.LabelOwner+"="+p.owner)
+	tmpl := config.Template{Image: image, Port: 8080, Runtime: config.RuntimePodman, InsecureRegistry: true, StopTimeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Prepare(ctx, tmpl); err != nil {
+		t.Fatalf("Prepare with no host: %v", err)
+	}
+	if err := exec.Command("podman", "image", "exists", image).Run(); err == nil {
+		t.Fatalf("%s is here before any host pulled it", image)
+	}
+	if err := p.Update(labConfig(t, l)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for exec.Command("podman", "image", "exists", image).Run() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new host did not pull %s ahead", image)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

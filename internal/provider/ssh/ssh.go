@@ -94,8 +94,11 @@ type Provider struct {
 	hosts map[string]*host
 	// run is set while Run runs: hosts added by Update start there.
 	run *runState
-	// runtimes are the container runtimes the sweeps look through.
+	// runtimes are the container runtimes the sweeps look through;
+	// images the container templates a connecting host pulls ahead, by
+	// repository (see noteImage).
 	runtimes map[string]bool
+	images   map[string]config.Template
 }
 
 type runState struct {
