@@ -299,9 +299,19 @@ func SweepWith(t testing.TB, run Exec, r *Registry, labelFilters ...string) {
 			}
 		}
 		if r != nil {
-			out, _ := run("podman", "images", "--quiet", "--filter", "reference="+r.Addr+"/*")
-			if ids := strings.Fields(string(out)); len(ids) > 0 {
-				_, _ = run(append([]string{"podman", "rmi", "--force"}, ids...)...)
+			// podman's reference filter does not match across the
+			// repository's slashes: pick r's images by name here.
+			out, _ := run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}")
+			var refs []string
+			for _, ref := range strings.Fields(string(out)) {
+				if strings.HasPrefix(ref, r.Addr+"/") {
+					refs = append(refs, ref)
+				}
+			}
+			if len(refs) > 0 {
+				if _, err := run(append([]string{"podman", "rmi", "--force"}, refs...)...); err != nil {
+					t.Errorf("removing the test's images: %v", err)
+				}
 			}
 		}
 	})
