@@ -37,10 +37,12 @@ deps:
 # debootstrap, with which test/package makes the Debian root it installs the
 # package into (cached in /var/cache/shoal-test, with the .debs apt fetches
 # when the getting-started guide installs the package there), and file, which
-# checks the package's binaries are static.
+# checks the package's binaries are static; podman (with buildah's and
+# crun's dependencies) and docker-registry, with which the container
+# tests build an image, push it to a registry on 127.0.0.1 and run it.
 PEBBLE_VERSION := v2.10.1
 test-deps:
-	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft debootstrap file
+	@bash scripts/install-deps.sh haproxy prometheus:promtool prometheus-alertmanager:amtool prometheus-alertmanager openssh-server:sshd openssh-client:ssh-keygen iproute2:ip jq util-linux:flock chromium etcd-server:etcd keepalived nftables:nft debootstrap file podman docker-registry
 	@bash scripts/install-moto.sh
 	$(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION) github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$(PEBBLE_VERSION)
 

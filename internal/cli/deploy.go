@@ -28,7 +28,9 @@ func deployCmd(o *options) *cobra.Command {
 		Long: `A deploy replaces the group's instances with ones started from its current
 template (after a config reload changed it), or from the template with variables
 overridden: --set KEY=VALUE for a variable declared in template.vars (the values
-stay set for later deploys and replacements). It is a job (kind deploy) that takes
+stay set for later deploys and replacements), and --set template.image=REF for a
+container template's image (pulled on every host first: a pull that fails fails
+the deploy before it touches an instance). It is a job (kind deploy) that takes
 the group's lock; its pace is the group's deploy section (max_surge,
 max_unavailable, min_ready, failure_threshold). If new instances fail, it rolls
 back and the job fails with the reason.
@@ -68,7 +70,7 @@ unknown group or variable.`,
 			return jobExit(job)
 		},
 	}
-	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a template variable, KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a template variable, KEY=VALUE, or template.image=REF (repeatable)")
 	cmd.Flags().BoolVar(&sync, "sync", false, "wait for the deploy to end, printing each instance's progress")
 	cmd.Flags().BoolVar(&status, "status", false, "show how many instances run the template's version and how many others")
 	cmd.Flags().StringVar(&source, "source", "cli", "recorded on the job as its source")

@@ -1139,7 +1139,7 @@ listen: nowhere
 		`shoal.yaml:7:17: groups[0].template.command[0]: template: can't evaluate field Prot (have .Name, .Port, .Index, .Group, .Vars)`,
 		`shoal.yaml:8:5: groups[1]: has neither hosts nor path_prefixes, so it would be a second default backend after groups[0] (web); give one of them hosts or path_prefixes`,
 		`shoal.yaml:8:11: groups[1].name: duplicate group name "web" (first at line 2)`,
-		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, dir, stop_timeout, cpus, vars, version, pre_start, pre_stop`,
+		`shoal.yaml:11:40: groups[1].template.bogus: unknown field; allowed: command, env, image, port, args, volumes, runtime, registry_auth, insecure_registry, dir, stop_timeout, cpus, vars, version, pre_start, pre_stop`,
 		`shoal.yaml:12:12: state_dir: must be a string, got a list`,
 		`shoal.yaml:13:9: listen: must be host:port, got "nowhere"`,
 	}

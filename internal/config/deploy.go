@@ -178,6 +178,23 @@ func (t Template) Overrides() map[string]string { return maps.Clone(t.overrides)
 // Every name must be declared in t.Vars; the result is trial-run like a
 // loaded template, so a value that breaks an expansion is refused here.
 func (t Template) WithVars(group string, set map[string]string) (Template, error) {
+	if img, ok := set[SetImage]; ok {
+		// Not a variable: the container image to roll out.
+		if !t.IsContainer() {
+			return Template{}, fmt.Errorf("%s: the template runs a command, not a container image", SetImage)
+		}
+		if err := CheckImage(img); err != nil {
+			return Template{}, fmt.Errorf("%s: %w", SetImage, err)
+		}
+		set = maps.Clone(set)
+		delete(set, SetImage)
+		t.Image = img
+		t.overrides = maps.Clone(t.overrides)
+		if t.overrides == nil {
+			t.overrides = map[string]string{}
+		}
+		t.overrides[SetImage] = img
+	}
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if _, ok := t.Vars[k]; !ok {
 			return Template{}, &UnknownVarError{Name: k, Known: t.VarNames()}
@@ -278,6 +295,12 @@ func (t Template) digest(group string) string {
 		write(t.Command...)
 	}
 	write("dir", t.Dir)
+	if t.IsContainer() {
+		// Only a container's: the versions of process templates stay as
+		// they were.
+		write("image", t.Image, strconv.Itoa(t.Port), t.Runtime, t.RegistryAuth, strconv.FormatBool(t.InsecureRegistry))
+		write(t.Volumes...)
+	}
 	for _, hk := range []*Hook{t.PreStart, t.PreStop} {
 		write("hook")
 		if hk == nil {
@@ -303,5 +326,7 @@ func (t Template) SameSource(u Template) bool {
 	}
 	return slices.Equal(t.Command, u.Command) && maps.Equal(t.Env, u.Env) && t.Dir == u.Dir &&
 		t.StopTimeout == u.StopTimeout && t.CPUs == u.CPUs && maps.Equal(t.Vars, u.Vars) && t.Label == u.Label &&
-		maps.Equal(t.overrides, u.overrides) && sameHook(t.PreStart, u.PreStart) && sameHook(t.PreStop, u.PreStop)
+		maps.Equal(t.overrides, u.overrides) && sameHook(t.PreStart, u.PreStart) && sameHook(t.PreStop, u.PreStop) &&
+		t.Image == u.Image && t.Port == u.Port && slices.Equal(t.Args, u.Args) && slices.Equal(t.Volumes, u.Volumes) &&
+		t.Runtime == u.Runtime && t.RegistryAuth == u.RegistryAuth && t.InsecureRegistry == u.InsecureRegistry
 }

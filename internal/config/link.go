@@ -34,8 +34,11 @@ func (d *decoder) link(cfg *Config, provs map[string]providerLabels, refs []grou
 		// First: the provider may set health.grace, which scale_to_zero is
 		// checked against.
 		d.groupProvider(g, r, provs)
-		if !allCloud(provs, g) {
+		if !allCloud(provs, g) && !g.Template.IsContainer() {
 			r.template.require("command") // a process needs its command
+		}
+		for _, p := range g.ProviderList() {
+			d.checkContainer(r.template, g.Template, p.Name, isCloud(provs, p.Name))
 		}
 		if g.ScaleToZero != nil {
 			d.checkScaleToZero(g, r.zeroNode, r.zero, cfg.HAProxy.Timeouts.Queue, cfg.Metrics.Interval)

@@ -683,7 +683,8 @@ func (d *decoder) template(n *yaml.Node, path, group string) (Template, *fields)
 		return false
 	}
 
-	if cn := f.get("command"); cn != nil {
+	d.container(f, &t, data, overTotal)
+	if cn := f.get("command"); cn != nil && !t.IsContainer() {
 		t.Command, t.program.Command = d.argv(cn, f.field("command"), data, overTotal)
 	}
 

@@ -31,7 +31,9 @@ func DecodeTemplate(group, data string) (Template, error) {
 	if err := json.Unmarshal([]byte(data), &s); err != nil {
 		return Template{}, fmt.Errorf("stored template: %w", err)
 	}
-	t, err := compileTemplate(s.Command, s.Env, s.Vars)
+	t, err := compile(Template{Command: s.Command, Env: s.Env, Vars: s.Vars,
+		Image: s.Image, Port: s.Port, Args: s.Args, Volumes: s.Volumes, Runtime: s.Runtime,
+		RegistryAuth: s.RegistryAuth, InsecureRegistry: s.InsecureRegistry})
 	if err != nil {
 		return Template{}, fmt.Errorf("stored template: %w", err)
 	}

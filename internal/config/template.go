@@ -21,23 +21,33 @@ func NewTemplate(command []string, env map[string]string) (Template, error) {
 }
 
 func compileTemplate(command []string, env, vars map[string]string) (Template, error) {
-	if len(command) == 0 {
+	return compile(Template{Command: command, Env: env, Vars: vars})
+}
+
+// compile compiles src's argv (Command, or a container's Args) and Env
+// into a copy of src.
+func compile(src Template) (Template, error) {
+	field, argv := "command", src.Command
+	if src.IsContainer() {
+		field, argv = "args", src.Args
+	} else if len(argv) == 0 {
 		return Template{}, errors.New("command: must not be empty")
 	}
 	// The group is not known here; any valid name serves for the trial run.
-	data := sampleData("web", vars)
-	t := Template{Command: command, Env: env, Vars: vars}
-	t.program.Command = make(template.Argv, len(command))
-	for i, s := range command {
+	data := sampleData("web", src.Vars)
+	t := src
+	t.program = template.Program{Command: make(template.Argv, len(argv))}
+	for i, s := range argv {
 		a, out, err := template.Compile(s, data)
-		if err == nil && i == 0 && out == "" {
+		if err == nil && i == 0 && out == "" && !src.IsContainer() {
 			err = errors.New("expands to an empty program name")
 		}
 		if err != nil {
-			return Template{}, fmt.Errorf("command[%d]: %w", i, err)
+			return Template{}, fmt.Errorf("%s[%d]: %w", field, i, err)
 		}
 		t.program.Command[i] = a
 	}
+	env := src.Env
 	t.program.Env = make(map[string]*template.Arg, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if err := template.CheckEnvName(k); err != nil {
@@ -53,13 +63,17 @@ func compileTemplate(command []string, env, vars map[string]string) (Template, e
 }
 
 // Expand expands the template for one instance, with t's variables: each
-// command element to exactly one argument, and env as sorted KEY=VALUE
-// strings. A Template built as a literal rather than by Load or NewTemplate
-// is compiled on each call.
+// command element (a container's args) to exactly one argument, and env as
+// sorted KEY=VALUE strings. A Template built as a literal rather than by
+// Load or NewTemplate is compiled on each call.
 func (t *Template) Expand(d TemplateData) (argv []string, env []string, err error) {
 	p := t.program
-	if len(p.Command) != len(t.Command) || len(p.Env) != len(t.Env) || len(t.Command) == 0 {
-		c, err := compileTemplate(t.Command, t.Env, t.Vars)
+	src := t.Command
+	if t.IsContainer() {
+		src = t.Args
+	}
+	if len(p.Command) != len(src) || len(p.Env) != len(t.Env) || (len(src) == 0 && !t.IsContainer()) {
+		c, err := compile(*t)
 		if err != nil {
 			return nil, nil, err
 		}

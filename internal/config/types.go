@@ -562,6 +562,34 @@ type Template struct {
 	// A group whose instances are processes (not a cloud's) needs Command.
 	Command []string          `yaml:"command" json:"command"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
+	// Image, when set, makes each instance a container of this image (an
+	// OCI reference: registry/name:tag or @digest) on the local or ssh
+	// provider's host, instead of a process of Command: pulled on the
+	// host before it is needed, run by Runtime, stopped with the runtime's
+	// stop (grace: StopTimeout), its logs the runtime's.
+	Image string `yaml:"image" json:"image,omitempty"`
+	// Port is the port the container serves on inside; the instance's
+	// host address and port (what HAProxy connects to) are published to it.
+	Port int `yaml:"port" json:"port,omitempty"`
+	// Args are the image entrypoint's arguments, templates as Command's,
+	// each expanded into one argument.
+	Args []string `yaml:"args" json:"args,omitempty"`
+	// Volumes are the container's mounts, HOST:CONTAINER[:OPTIONS]; a
+	// relative host path is the config file's directory's, a bare name a
+	// runtime's named volume.
+	Volumes []string `yaml:"volumes" json:"volumes,omitempty"`
+	// Runtime is the container runtime's program: podman (a container's
+	// when not set) or docker.
+	Runtime string `yaml:"runtime" json:"runtime,omitempty"`
+	// RegistryAuth is the registry credentials the pulls use: podman's
+	// auth file (as `podman login` writes it), docker's directory of its
+	// config.json. The runtime reads it (on an ssh host, the same path
+	// there); shoal never logs it.
+	RegistryAuth string `yaml:"registry_auth" json:"registry_auth,omitempty"`
+	// InsecureRegistry pulls Image over plain HTTP (podman's
+	// --tls-verify=false, for this pull only): a registry on a trusted
+	// network. Docker has no such flag (its daemon's insecure-registries).
+	InsecureRegistry bool `yaml:"insecure_registry" json:"insecure_registry,omitempty"`
 	// Dir is the working directory (default: the config file's directory).
 	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// StopTimeout is the grace between SIGTERM and SIGKILL.
@@ -589,6 +617,15 @@ type Template struct {
 // defaultTemplate holds the defaults of a template's keys; Load resolves
 // Dir against the config file's directory.
 var defaultTemplate = Template{StopTimeout: 10 * time.Second, CPUs: DefaultCPUs}
+
+// Container runtimes (template.runtime).
+const (
+	RuntimePodman = "podman"
+	RuntimeDocker = "docker"
+)
+
+// IsContainer reports whether t's instances are containers of an image.
+func (t *Template) IsContainer() bool { return t.Image != "" }
 
 // TemplateData is what instance templates can refer to.
 type TemplateData struct {

@@ -26,7 +26,7 @@ const haproxyCheckTimeout = 30 * time.Second
 
 // Preflight runs the checks that need this machine rather than the file alone,
 // for `shoal validate` and `shoal serve` alike: every local group's program
-// can be found, and the HAProxy configuration shoal renders passes `haproxy
+// (a container's runtime) can be found, and the HAProxy configuration shoal renders passes `haproxy
 // -c`. A group on another provider runs its program on that provider's
 // hosts: RemoteGroups names them, for `shoal providers check`.
 // Problems are a config.ErrorList pointing at the most relevant field.
@@ -38,6 +38,15 @@ func Preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, er
 		if !g.UsesProvider(config.ProviderLocal) {
 			// Its program lives on the provider's hosts, which validate
 			// does not touch: `shoal providers check` looks there.
+			continue
+		}
+		if g.Template.IsContainer() {
+			// The runtime runs the image's own program.
+			if _, err := exec.LookPath(g.Template.Runtime); err != nil {
+				errs = append(errs, cfg.FieldError(fmt.Sprintf("groups[%d].template.runtime", i),
+					"container runtime %s not found on this machine's PATH (template.image %s runs with it): install it, or set template.runtime: %v",
+					g.Template.Runtime, g.Template.Image, err))
+			}
 			continue
 		}
 		// The first instance's argv: enough to find the program, which

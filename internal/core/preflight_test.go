@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -125,5 +126,27 @@ groups:
 	}
 	if refused := err != nil && strings.Contains(err.Error(), want); refused != (lerr != nil) {
 		t.Errorf("Preflight refuses %t (%v), the kernel refuses %t (%v)", refused, err, lerr != nil, lerr)
+	}
+}
+
+// TestPreflightContainerRuntime: a local container group's runtime must be
+// on this machine's PATH; its absence is reported at the template (at
+// runtime when the file sets it).
+func TestPreflightContainerRuntime(t *testing.T) {
+	const text = "listen: 127.0.0.1:18080\nstate_dir: state\ngroups:\n  - name: web\n    min_size: 1\n    max_size: 1\n    template: {image: \"registry.example.com/app:1.4\", port: 8080%s}\n"
+	t.Setenv("PATH", t.TempDir())
+	for _, tc := range []struct{ extra, want string }{
+		{"", `shoal.yaml:7:15: groups[0].template.runtime: container runtime podman not found on this machine's PATH (template.image registry.example.com/app:1.4 runs with it)`},
+		{", runtime: docker", `shoal.yaml:7:76: groups[0].template.runtime: container runtime docker not found on this machine's PATH`},
+	} {
+		cfg := loadConfig(t, fmt.Sprintf(text, tc.extra))
+		_, err := Preflight(context.Background(), cfg)
+		got := ""
+		if err != nil {
+			got = strings.TrimPrefix(err.Error(), filepath.Dir(cfg.Path)+"/")
+		}
+		if !strings.HasPrefix(got, tc.want) {
+			t.Fatalf("Preflight error:\n got: %s\nwant: %s...", got, tc.want)
+		}
 	}
 }

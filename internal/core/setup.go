@@ -202,6 +202,12 @@ func (s *serving) setupLocalProvider() error {
 		// The pair's local instances are the pair's, whichever node started them.
 		s.local.MarkAs(s.cfg.HA.Owner())
 	}
+	for _, g := range s.cfg.Groups {
+		if g.Provider == config.ProviderLocal && g.Template.IsContainer() {
+			// Where a crashed shoal may have left containers it never recorded.
+			s.local.UseRuntimes(g.Template.Runtime)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.local.MaintainLogs(ctx, s.cfg.InstanceLogs) })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/haproxy"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // deployPoll is how often a deploy re-plans without a change event, so that
@@ -104,6 +105,19 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	g.mu.Lock()
 	serving, servingVersion := g.dep.tmpl, g.dep.version
 	g.mu.Unlock()
+	// A container image is pulled on every host of every provider first: a
+	// deploy whose image cannot be had fails here, before it touches an
+	// instance.
+	for _, gp := range g.conf().ProviderList() {
+		p, ok := g.provs[gp.Name].(provider.Preparer)
+		if !ok {
+			continue
+		}
+		progress(fmt.Sprintf("preparing version %s on provider %s's hosts", version, gp.Name))
+		if err := p.Prepare(ctx, target); err != nil {
+			return fmt.Errorf("deploy of %s: preparing provider %s's hosts failed; no instance was touched: %w", version, gp.Name, err)
+		}
+	}
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 
 	failure, err := g.roll(ctx, target, version, g.clk.Now(), threshold, progress)

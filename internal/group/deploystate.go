@@ -83,7 +83,7 @@ func (d *deployState) setBase(t config.Template) {
 	d.base = t
 	keep := map[string]string{}
 	for k, v := range d.vars {
-		if _, ok := t.Vars[k]; ok {
+		if _, ok := t.Vars[k]; ok || (k == config.SetImage && t.IsContainer()) {
 			keep[k] = v
 		} else {
 			d.log.Warn("deployed template variable is no longer declared; dropped", "var", k)

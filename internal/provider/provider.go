@@ -220,6 +220,14 @@ type Preflighter interface {
 	Preflight(ctx context.Context, tmpls map[string]config.Template) []PreflightResult
 }
 
+// Preparer is a provider that readies its hosts for a template before an
+// instance of it is needed: a container image pulled on every host. A
+// deploy prepares its target first and fails, touching no instance, when
+// a host cannot be readied.
+type Preparer interface {
+	Prepare(ctx context.Context, t config.Template) error
+}
+
 // LogOptions select what LogReader writes.
 type LogOptions struct {
 	// Lines is how many of the newest lines to write first (0: all kept).

@@ -269,12 +269,22 @@ PidFile %s
 MaxSessions 100
 MaxStartups 100
 LogLevel VERBOSE
-SetEnv SHLVL=1
-`, h.Addr, filepath.Join(h.dir, "host_key"), filepath.Join(l.Dir, "authorized_keys"), filepath.Join(h.dir, "sshd.pid"))
+SetEnv SHLVL=1%s
+`, h.Addr, filepath.Join(h.dir, "host_key"), filepath.Join(l.Dir, "authorized_keys"), filepath.Join(h.dir, "sshd.pid"), containersConf())
 	if err := os.WriteFile(filepath.Join(h.dir, "sshd_config"), []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("test hosts: %w", err)
 	}
 	return nil
+}
+
+// containersConf passes this process's CONTAINERS_CONF (a machine's
+// podman settings for tests, see package testcontainer) to the sessions,
+// as more of SetEnv's words.
+func containersConf() string {
+	if c := os.Getenv("CONTAINERS_CONF"); c != "" && !strings.ContainsAny(c, " \t\n\"") {
+		return " CONTAINERS_CONF=" + c
+	}
+	return ""
 }
 
 // StartSSHD starts the host's sshd (in the foreground of its own process

@@ -212,6 +212,9 @@ type groupSpec struct {
 	// Cloud is a group on a cloud provider (set in Extra): it has no
 	// template, since its servers run their image.
 	Cloud bool
+	// Container is the template's container keys (image, port, args),
+	// one flow mapping's inner text, replacing the command.
+	Container string
 }
 
 // shoalEnv is one shoal core under test with its own state dir and ports.
@@ -286,7 +289,9 @@ func (e *shoalEnv) writeConfig(extraTop string, groups ...groupSpec) {
 			health = "{path: /healthz, interval: 300ms, rise: 2, fall: 2, timeout: 1s, grace: 15s}"
 		}
 		fmt.Fprintf(&b, "    health: %s\n", health)
-		if !g.Cloud {
+		if g.Container != "" {
+			fmt.Fprintf(&b, "    template: {%s, stop_timeout: 3s}\n", g.Container)
+		} else if !g.Cloud {
 			command := g.Command
 			if command == "" {
 				command = fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]`, filepath.Join(binDir, "demo-backend"))

@@ -59,6 +59,11 @@ type Provider struct {
 	// names holds the newest process of each instance name, so that the logs
 	// of running instances are never expired.
 	names map[string]*proc.Process
+	// containers are the container IDs of the container instances p
+	// started or adopted, by their process; runtimes the container
+	// runtimes StopStrays looks through (see UseRuntimes).
+	containers map[*proc.Process]string
+	runtimes   map[string]bool
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -73,7 +78,8 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if err != nil {
 		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
 	}
-	return &Provider{stateDir: abs, owner: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process)}
+	return &Provider{stateDir: abs, owner: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process),
+		containers: make(map[*proc.Process]string), runtimes: make(map[string]bool)}
 }
 
 // MarkAs marks the instances started from now on with owner instead of
@@ -108,21 +114,41 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 			return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
 		}
 	}
+	if spec.Template.IsContainer() {
+		in, err := p.startContainer(ctx, spec, port)
+		if err != nil {
+			p.releasePort(port)
+			return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
+		}
+		p.track(port, spec.Name, in.proc, in.d.Container)
+		return in, nil
+	}
 	pr, err := p.start(spec, port)
 	if err != nil {
 		p.releasePort(port)
 		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
 	}
-	p.mu.Lock()
-	p.ports[port] = pr
-	p.names[spec.Name] = pr
-	p.mu.Unlock()
+	p.track(port, spec.Name, pr, "")
 
 	d := procData{PID: pr.PID(), PIDStart: pr.StartTicks(), Marker: spec.Name}
 	rec := d.record(spec.Name, port)
 	rec.Group, rec.Index, rec.StartedAt = spec.Group, spec.Index, time.Now()
 	p.log.Debug("started instance", "group", rec.Group, "instance", rec.Name, "pid", d.PID, "port", port)
 	return &localInstance{rec: rec, d: d, port: port, proc: pr, stopTimeout: spec.Template.StopTimeout, p: p, tmpl: spec.Template}, nil
+}
+
+// track notes an instance's process, its port (0: none known) and its
+// container ("" for a process).
+func (p *Provider) track(port int, name string, pr *proc.Process, containerID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if port > 0 {
+		p.ports[port] = pr
+	}
+	p.names[name] = pr
+	if containerID != "" {
+		p.containers[pr] = containerID
+	}
 }
 
 func (p *Provider) start(spec provider.Spec, port int) (*proc.Process, error) {
@@ -189,6 +215,16 @@ func (p *Provider) Adopt(ctx context.Context, rec instance.Record, tmpl config.T
 	if err != nil || d.PID <= 0 {
 		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, provider.ErrGone)
 	}
+	port := addrPort(rec.Addr)
+	if d.Container != "" {
+		pr, err := p.adoptContainer(ctx, rec, d)
+		if err != nil {
+			return nil, err
+		}
+		p.track(port, rec.Name, pr, d.Container)
+		p.log.Info("adopted container", "group", rec.Group, "instance", rec.Name, "container", d.Container, "pid", d.PID, "port", port)
+		return &localInstance{rec: rec, d: d, port: port, proc: pr, stopTimeout: tmpl.StopTimeout, p: p, tmpl: tmpl}, nil
+	}
 	// Unreadable means exited, or another user's process: not ours either way.
 	env, err := proc.Environ(d.PID)
 	if err != nil {
@@ -204,13 +240,7 @@ func (p *Provider) Adopt(ctx context.Context, rec instance.Record, tmpl config.T
 	if err != nil {
 		return nil, fmt.Errorf("adopt instance %s (pid %d): %w", rec.Name, d.PID, err)
 	}
-	port := addrPort(rec.Addr)
-	p.mu.Lock()
-	if port > 0 {
-		p.ports[port] = pr
-	}
-	p.names[rec.Name] = pr
-	p.mu.Unlock()
+	p.track(port, rec.Name, pr, "")
 	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "pid", d.PID, "port", port)
 	return &localInstance{rec: rec, d: d, port: port, proc: pr, stopTimeout: tmpl.StopTimeout, p: p, tmpl: tmpl}, nil
 }
@@ -245,6 +275,8 @@ func (p *Provider) StopStrays(ctx context.Context, keep []instance.Record) ([]in
 	if err != nil {
 		return nil, err
 	}
+	// Containers are found by their labels, in their runtimes.
+	cstopped, cerr := p.stopContainerStrays(ctx, keep)
 
 	var (
 		wg      sync.WaitGroup
@@ -273,7 +305,7 @@ func (p *Provider) StopStrays(ctx context.Context, keep []instance.Record) ([]in
 	for _, s := range stopped {
 		recs = append(recs, s.d.record(s.name, 0))
 	}
-	return recs, errors.Join(errs...)
+	return append(recs, cstopped...), errors.Join(append(errs, cerr)...)
 }
 
 func (p *Provider) stopStray(ctx context.Context, s stray) error {
@@ -377,6 +409,11 @@ func (p *Provider) reservePort() (int, error) {
 			delete(p.ports, port)
 		}
 	}
+	for pr := range p.containers {
+		if exited(pr) {
+			delete(p.containers, pr)
+		}
+	}
 	// The kernel may hand out the port of an instance that has not bound it
 	// yet, or that is restarting; retry rather than share it.
 	for range 100 {
@@ -430,8 +467,13 @@ type procData struct {
 	// PIDStart is the start time in clock ticks since boot, from
 	// /proc/PID/stat: a reused pid has another.
 	PIDStart uint64 `json:"pid_start"`
-	// Marker is the instance's SHOAL_INSTANCE.
+	// Marker is the instance's SHOAL_INSTANCE (a container's
+	// shoal.instance label).
 	Marker string `json:"marker"`
+	// Container and Runtime are a container instance's ID and runtime;
+	// PID is then its process.
+	Container string `json:"container,omitempty"`
+	Runtime   string `json:"runtime,omitempty"`
 }
 
 func decode(raw []byte) (procData, error) {
@@ -499,7 +541,11 @@ func (in *localInstance) ExitReason() string { return in.proc.ExitReason() }
 // Stop sends SIGTERM to the instance's process group, SIGKILL after the
 // template's StopTimeout, and waits until the process is gone.
 func (in *localInstance) Stop(ctx context.Context) error {
-	if err := in.proc.Stop(ctx, in.stopTimeout); err != nil {
+	stop := in.proc.Stop
+	if in.d.Container != "" {
+		stop = func(ctx context.Context, _ time.Duration) error { return in.stopContainer(ctx) }
+	}
+	if err := stop(ctx, in.stopTimeout); err != nil {
 		return fmt.Errorf("stop instance %s: %w", in.rec.Name, err)
 	}
 	return nil

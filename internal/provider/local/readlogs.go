@@ -31,6 +31,13 @@ func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.
 	if err := provider.CheckName(rec.Name); err != nil {
 		return fmt.Errorf("read log of instance %q: %w", rec.Name, err)
 	}
+	if d, err := decode(rec.Data); err == nil && d.Container != "" {
+		// A container's output is its runtime's.
+		if err := p.containerLogs(ctx, d, opts, w); err != nil {
+			return fmt.Errorf("read log of instance %s: %w", rec.Name, err)
+		}
+		return nil
+	}
 	path := filepath.Join(p.stateDir, "logs", rec.Name+".log")
 	f, err := os.Open(path)
 	if err != nil {

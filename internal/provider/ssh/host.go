@@ -238,6 +238,7 @@ func (p *Provider) connected(ctx context.Context, h *host, c *gossh.Client) erro
 	if err := p.stopAbandoned(ctx, h); err != nil {
 		p.log.Warn("stopping what failed launches started failed; asked again", "host", h.name, "in", owedEvery, "err", err)
 	}
+	p.pullAhead(ctx, h)
 	return nil
 }
 

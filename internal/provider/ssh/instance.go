@@ -99,7 +99,19 @@ func (in *instance) Stop(ctx context.Context) error {
 		return nil
 	default:
 	}
-	err := in.p.stopProcess(ctx, in.h, in.key(), in.tmpl.StopTimeout)
+	var err error
+	if in.d.Container != "" {
+		// The runtime's stop; its process is then gone (or the host did
+		// not answer, as for a process).
+		if err = in.stopContainer(ctx); err == nil {
+			// Nothing of its process group outlives the stop.
+			if err = in.p.stopProcess(ctx, in.h, in.key(), in.tmpl.StopTimeout); errors.Is(err, errAlreadyGone) {
+				err = nil
+			}
+		}
+	} else {
+		err = in.p.stopProcess(ctx, in.h, in.key(), in.tmpl.StopTimeout)
+	}
 	switch {
 	case err == nil:
 		in.p.finish(in, "stopped (on host "+in.h.name+")")

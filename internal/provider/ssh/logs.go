@@ -30,6 +30,16 @@ func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.
 		return fmt.Errorf("logs of %s: host %q is not in provider %s", rec.Name, hostName, p.name)
 	}
 	p.waitFirst(ctx, h)
+	if d, err := decode(rec.Data); err == nil && d.Container != "" {
+		err := p.containerLogs(ctx, h, d, opts, w)
+		if err != nil && ctx.Err() != nil && opts.Follow {
+			return nil // followed until told to stop
+		}
+		if err != nil {
+			return fmt.Errorf("logs of %s on %s: %w", rec.Name, h.name, err)
+		}
+		return nil
+	}
 	n := "+1"
 	if opts.Lines > 0 {
 		n = strconv.Itoa(opts.Lines)

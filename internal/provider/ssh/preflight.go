@@ -94,6 +94,15 @@ func (p *Provider) preflightHost(ctx context.Context, h *host, tmpls map[string]
 	}
 	for _, group := range slices.Sorted(maps.Keys(tmpls)) {
 		tmpl := tmpls[group]
+		if tmpl.IsContainer() {
+			// The runtime runs the image's own program.
+			if _, err := exec(script(prepare, p.logDir(), ".", tmpl.Runtime)); err != nil {
+				problem("template of group %s: container runtime %s: %v", group, tmpl.Runtime, remoteError(h, err, tmpl.Runtime, "."))
+				continue
+			}
+			r.Notes = append(r.Notes, fmt.Sprintf("group %s: container runtime %s found", group, tmpl.Runtime))
+			continue
+		}
 		argv, _, err := tmpl.Expand(config.TemplateData{Name: group + "-001", Host: h.name, Port: hc.Ports.Min, Index: 1, Group: group})
 		if err != nil {
 			problem("template of group %s: %v", group, err)

@@ -94,6 +94,11 @@ type Provider struct {
 	hosts map[string]*host
 	// run is set while Run runs: hosts added by Update start there.
 	run *runState
+	// runtimes are the container runtimes the sweeps look through;
+	// images the container templates a connecting host pulls ahead, by
+	// repository (see noteImage).
+	runtimes map[string]bool
+	images   map[string]config.Template
 }
 
 type runState struct {
@@ -372,6 +377,10 @@ type data struct {
 	Port     int    `json:"port"`
 	// Marker is the instance's SHOAL_INSTANCE.
 	Marker string `json:"marker"`
+	// Container and Runtime are a container instance's ID and runtime;
+	// PID is then the container's process.
+	Container string `json:"container,omitempty"`
+	Runtime   string `json:"runtime,omitempty"`
 }
 
 func decode(raw []byte) (data, error) {
@@ -455,7 +464,7 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	if err != nil {
 		return nil, fmt.Errorf("expand template: %w", err)
 	}
-	if strings.Contains(argv[0], "=") {
+	if !tmpl.IsContainer() && strings.Contains(argv[0], "=") {
 		return nil, fmt.Errorf("command %q: a program name with '=' cannot be run through env(1)", argv[0])
 	}
 	if tmpl.PreStart != nil {
@@ -465,16 +474,11 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 			return nil, err
 		}
 	}
-	env := slices.Concat(tenv, p.markers(h, spec.Name))
-	args := slices.Concat([]string{p.logDir(), workDir(tmpl.Dir), argv[0], spec.Name}, env, argv)
-	ct, _, _ := p.settings()
-	launch := slices.Concat([]string{"env"}, p.markers(h, spec.Name), script(launchScript, args...))
-	out, err := p.sh(ctx, h, ct+5*time.Second, launch)
 	var d data
-	if err != nil {
-		err = remoteError(h, err, argv[0], tmpl.Dir)
-	} else if _, serr := fmt.Sscan(string(out), &d.PID, &d.PIDStart); serr != nil || d.PID <= 0 {
-		err = fmt.Errorf("launch: unexpected output %q", out)
+	if tmpl.IsContainer() {
+		d, err = p.launchContainer(ctx, h, spec, port)
+	} else {
+		d, err = p.launch(ctx, h, spec.Name, tmpl, argv, tenv)
 	}
 	if err != nil {
 		// The process may run although its launch failed (one that timed
@@ -494,6 +498,23 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	p.mu.Unlock()
 	p.log.Info("started instance", "group", rec.Group, "instance", rec.Name, "host", h.name, "pid", d.PID, "port", port, "placement", why)
 	return in, nil
+}
+
+// launch starts a process instance on h and returns its pid and start time.
+func (p *Provider) launch(ctx context.Context, h *host, name string, tmpl config.Template, argv, tenv []string) (data, error) {
+	env := slices.Concat(tenv, p.markers(h, name))
+	args := slices.Concat([]string{p.logDir(), workDir(tmpl.Dir), argv[0], name}, env, argv)
+	ct, _, _ := p.settings()
+	launch := slices.Concat([]string{"env"}, p.markers(h, name), script(launchScript, args...))
+	out, err := p.sh(ctx, h, ct+5*time.Second, launch)
+	if err != nil {
+		return data{}, remoteError(h, err, argv[0], tmpl.Dir)
+	}
+	var d data
+	if _, serr := fmt.Sscan(string(out), &d.PID, &d.PIDStart); serr != nil || d.PID <= 0 {
+		return data{}, fmt.Errorf("launch: unexpected output %q", out)
+	}
+	return d, nil
 }
 
 // workDir is the working directory on the host: the template's, or the
@@ -659,6 +680,7 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	} else if err != nil {
 		return nil, fmt.Errorf("adopt instance %s: %w", rec.Name, err)
 	}
+	p.noteRuntime(d.Runtime)
 	in := p.newInstance(h, rec, d, tmpl, verified)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -703,12 +725,18 @@ func (p *Provider) verify(ctx context.Context, h *host, d data) error {
 // when they connect.
 func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]provider.Record, error) {
 	kept := make(map[string]map[procKey]bool)
+	keptContainers := make(map[string]map[string]bool)
 	for _, r := range keep {
 		if d, err := decode(r.Data); err == nil && d.Host != "" {
 			if kept[d.Host] == nil {
 				kept[d.Host] = make(map[procKey]bool)
+				keptContainers[d.Host] = make(map[string]bool)
 			}
 			kept[d.Host][procKey{d.PID, d.PIDStart}] = true
+			if d.Container != "" {
+				keptContainers[d.Host][d.Container] = true
+				p.noteRuntime(d.Runtime)
+			}
 		}
 	}
 	p.mu.Lock()
@@ -725,6 +753,11 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 	for _, h := range all {
 		wg.Go(func() {
 			recs, err := p.sweep(ctx, h, kept[h.name])
+			if err == nil {
+				var crecs []provider.Record
+				crecs, err = p.sweepContainers(ctx, h, keptContainers[h.name])
+				recs = append(recs, crecs...)
+			}
 			if errors.Is(err, provider.ErrHostDown) {
 				p.mu.Lock()
 				h.sweepKeep, h.sweepPending = kept[h.name], true
