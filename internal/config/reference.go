@@ -33,6 +33,12 @@ func DefaultsTree() Config {
 	o.FailureRate, o.Latency = &defaultFailureRate, &defaultLatencyOutlier
 	g.Outliers = &o
 	g.Limits = &defaultLimits
+	can := defaultCanary
+	can.Steps = []CanaryStep{defaultCanaryStep}
+	an := defaultCanaryAnalysis
+	an.MaxErrorRate, an.MaxP99 = &defaultCanaryError, &defaultCanaryP99
+	can.Analysis = &an
+	g.Deploy.Canary = &can
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression
@@ -145,6 +151,7 @@ func KeyValues() map[string][]string {
 	return map[string][]string{
 		"Config.shutdown":    {ShutdownKeep, ShutdownStop},
 		"Group.balance":      balanceAlgorithms,
+		"Deploy.strategy":    DeployStrategies,
 		"Group.scale_in":     ScaleInPolicies,
 		"Placement.strategy": {PlaceSpread, PlacePack},
 		"Update.mode":        UpdateModes,
