@@ -24,14 +24,17 @@ const minLatencySamples = 20
 // Weights returns the per-server weights that give canaries servers of the
 // canary version percent % of the requests and stables servers of the
 // stable version the rest: canaries×wc / (canaries×wc + stables×ws) is as
-// close to percent as HAProxy's weights (0 to 256) allow. At 100 % the
-// stable servers get 0: no request.
+// close to percent as HAProxy's weights (1 to 256) allow. At 100 % a
+// stable server keeps weight 1 (1/257 of a canary's share, while a step of
+// 100 % runs as many canaries as the group's size): a weight that
+// survives HAProxy's restarts and reloads as any other, for the moment
+// until the stable servers are retired.
 func Weights(canaries, stables int, percent float64) (wc, ws int) {
 	switch {
 	case canaries <= 0:
-		return 0, MaxWeight
+		return 1, MaxWeight
 	case percent >= 100 || stables <= 0:
-		return MaxWeight, 0
+		return MaxWeight, 1
 	}
 	p := percent / 100
 	best, bestErr := [2]int{1, MaxWeight}, math.Inf(1)

@@ -26,10 +26,10 @@ func TestWeightsGiveTheShareWhateverTheCounts(t *testing.T) {
 			}
 		}
 	}
-	if wc, ws := Weights(2, 3, 100); wc != MaxWeight || ws != 0 {
-		t.Errorf("100%%: %d, %d; want all to the canary", wc, ws)
+	if wc, ws := Weights(3, 3, 100); wc != MaxWeight || ws != 1 || Share(3, 3, wc, ws) < 0.99 {
+		t.Errorf("100%%: %d, %d; want all but 1/257 to the canary", wc, ws)
 	}
-	if wc, ws := Weights(0, 3, 25); wc != 0 || ws != MaxWeight {
+	if wc, ws := Weights(0, 3, 25); wc != 1 || ws != MaxWeight {
 		t.Errorf("no canary: %d, %d", wc, ws)
 	}
 }

@@ -82,6 +82,17 @@ const (
 	GroupFailing     Type = "group.failing"
 )
 
+// Canary deploys (a group's deploy.strategy canary): each step with its
+// weights, a pause and a resume, the promotion, and a rollback with the
+// figures that decided it.
+const (
+	CanaryStep       Type = "canary.step"
+	CanaryPaused     Type = "canary.paused"
+	CanaryResumed    Type = "canary.resumed"
+	CanaryPromoted   Type = "canary.promoted"
+	CanaryRolledBack Type = "canary.rolled_back"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
@@ -92,6 +103,7 @@ var Types = []Type{
 	HostDown, HostUp, DeployFinished, DeployRolledBack, DeployIgnored,
 	HAProxyRestarted, GSLBRestarted, LeaderChanged, CertificateExpiring, PolicyDecision,
 	RecycleStarted, RecycleWaiting, RecycleFailed, HostCordoned, HostUncordoned, HostDrained, HostDrainFailed,
+	CanaryStep, CanaryPaused, CanaryResumed, CanaryPromoted, CanaryRolledBack,
 }
 
 // Known reports whether t is one of Types.

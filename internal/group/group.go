@@ -70,6 +70,7 @@ type Balancer interface {
 	MarkReady(backend, name string)
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
 	Undrain(ctx context.Context, backend, name string) error
+	SetWeight(ctx context.Context, backend, name string, weight int) error
 	RemoveServer(ctx context.Context, backend, name string) error
 	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
@@ -235,6 +236,11 @@ type Group struct {
 	// ej judges outliers (outliers.go); it has its own lock.
 	ej ejector
 
+	// can is the canary deploy running (canary.go; nil when none), under
+	// mu; canLat its latency window, fed by the access log without mu.
+	can    *canaryRun
+	canLat atomic.Pointer[latencyWindow]
+
 	wake chan struct{}
 	wg   sync.WaitGroup
 }
@@ -382,6 +388,7 @@ func (g *Group) Run(ctx context.Context) {
 	g.runCtx = ctx
 	g.startOutliersLocked()
 	g.mu.Unlock()
+	g.recoverCanary(ctx)
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
 	defer stop()
@@ -477,7 +484,7 @@ func (g *Group) launchLocked(ctx context.Context) {
 	for g.indexUsedLocked(idx) {
 		idx++
 	}
-	tmpl, version := g.dep.launching()
+	tmpl, version := g.dep.launching(g.countVersionLocked(g.dep.target))
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
@@ -1053,7 +1060,9 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
+	s := haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
+	s.Weight = g.canaryWeight(in)
+	return s
 }
 
 // pid is the instance's process, 0 before it has one.
