@@ -63,15 +63,23 @@ type CanaryAnalysis struct {
 // Above (percent; 0: no absolute bound) and above VsStable times the
 // stable version's over the same window (0: no comparison).
 type CanaryErrorRate struct {
-	Above    float64 `yaml:"above"`
+	// Above is the share of 5xx answers, in percent ("1%"), beyond which
+	// the canary fails (0: no absolute bound).
+	Above float64 `yaml:"above"`
+	// VsStable is how many times the stable version's share the canary's
+	// must be to fail ("2x", at least 1; 0: no comparison).
 	VsStable float64 `yaml:"vs_stable"`
 }
 
 // CanaryP99 fails a canary whose p99 is above Above (0: no absolute bound)
 // and above VsStable times the stable version's (0: no comparison).
 type CanaryP99 struct {
-	Above    time.Duration `yaml:"above"`
-	VsStable float64       `yaml:"vs_stable"`
+	// Above is the p99 beyond which the canary fails (0: no absolute
+	// bound).
+	Above time.Duration `yaml:"above"`
+	// VsStable is how many times the stable version's p99 the canary's
+	// must be to fail ("1.5x", at least 1; 0: no comparison).
+	VsStable float64 `yaml:"vs_stable"`
 }
 
 var (
