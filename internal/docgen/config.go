@@ -98,8 +98,8 @@ var schemaForms = map[string]obj{
 	}, "x-form": "percent (\"1%\")"},
 	"CanaryErrorRate.vs_stable": vsStableSchema,
 	"CanaryP99.vs_stable":       vsStableSchema,
-	"Predictive.lookback": {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
-	"Group.cooldown":      {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
+	"Predictive.lookback":       {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
+	"Group.cooldown":            {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
 	"AccessLog.sample": {"anyOf": []any{
 		obj{"const": "auto"},
 		obj{"type": "integer", "minimum": 0},
