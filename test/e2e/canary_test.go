@@ -309,3 +309,209 @@ func TestCanaryRolledBackOnErrors(t *testing.T) {
 	}
 	e.checkInSync("web")
 }
+
+// deployStatus is `shoal deploy status web`'s output.
+func deployStatus(t *testing.T, e *shoalEnv) string {
+	t.Helper()
+	out, stderr, code := e.cli("deploy", "status", "web")
+	if code != 0 {
+		t.Fatalf("shoal deploy status exited %d: %s", code, stderr)
+	}
+	return out
+}
+
+func waitDeployStatus(t *testing.T, e *shoalEnv, what string, timeout time.Duration, want ...string) string {
+	t.Helper()
+	var out string
+	e.eventually(what, timeout, func() error {
+		out = deployStatus(t, e)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return fmt.Errorf("no %q in:\n%s", w, out)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// TestCanaryCheckpoints: a step with pause: true waits for resume; an
+// operator's pause stops the step's clock and resume starts it again;
+// promote ends the canary at once and the new version replaces the stable
+// one; status shows the step, weights, figures and time left; a deploy
+// while the canary runs is ignored; no request fails under load.
+func TestCanaryCheckpoints(t *testing.T) {
+	parallel(t)
+	e := newEnv(t, "", canaryGroup(3, "[{weight: 10%, for: 2s, pause: true}, {weight: 50%, for: 60s}, {weight: 100%}]",
+		"{max_error_rate: {above: 1%, vs_stable: 2x}, min_requests: 50, interval: 1s}"))
+	e.start()
+	e.waitInService("web", 3)
+	before := groupOf(t, e.status(), "web")
+	if out := deployStatus(t, e); !strings.Contains(out, "strategy canary") || !strings.Contains(out, "no canary running") {
+		t.Fatalf("status without a canary:\n%s", out)
+	}
+	if _, stderr, code := e.cli("deploy", "pause", "web"); code != 3 || !strings.Contains(stderr, "no canary deploy is running") {
+		t.Fatalf("pause without a canary exited %d: %s", code, stderr)
+	}
+	if _, stderr, code := e.cli("deploy", "pause", "nope"); code != 2 || !strings.Contains(stderr, `unknown group "nope"`) {
+		t.Fatalf("pause of an unknown group exited %d: %s", code, stderr)
+	}
+
+	stopLoad := load(t, e)
+	out, stderr, code := e.cli("deploy", "web", "--set", "release=2")
+	if code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	id := strings.Fields(out)[1]
+	if _, _, code := e.cli("deploy", "web", "--set", "release=3"); code != 3 {
+		t.Fatalf("a second deploy while the canary runs exited %d, want 3 (ignored)", code)
+	}
+	st := waitDeployStatus(t, e, "step 1 paused by its pause: true", time.Minute, "step 1/3", "weight 10%", "paused", "time left 0s")
+	t.Logf("paused at step 1:\n%s", st)
+	if !strings.Contains(st, "canary 1 on 1 instance(s)") && !strings.Contains(st, "on 1 instance(s), stable") {
+		t.Errorf("status lacks the weights:\n%s", st)
+	}
+	if !strings.Contains(st, "analysis (every 1s): pass") {
+		t.Errorf("status lacks the analysis:\n%s", st)
+	}
+	e.waitEvent("canary paused", 5*time.Second, 0, eventOf("canary.paused", ""))
+	time.Sleep(1500 * time.Millisecond)
+	if st := deployStatus(t, e); !strings.Contains(st, "step 1/3") || !strings.Contains(st, "paused") {
+		t.Fatalf("a step with pause: true went on by itself:\n%s", st)
+	}
+	if out, stderr, code := e.cli("deploy", "resume", "web"); code != 0 {
+		t.Fatalf("resume exited %d:\n%s%s", code, out, stderr)
+	}
+	waitDeployStatus(t, e, "step 2 running", time.Minute, "step 2/3", "weight 50%", "running")
+	if out, stderr, code := e.cli("deploy", "pause", "web"); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("pause exited %d:\n%s%s", code, out, stderr)
+	}
+	left := func(s string) string {
+		_, rest, _ := strings.Cut(s, "time left ")
+		f, _, _ := strings.Cut(rest, "\n")
+		return f
+	}
+	a := left(deployStatus(t, e))
+	time.Sleep(1500 * time.Millisecond)
+	if b := left(deployStatus(t, e)); a != b {
+		t.Errorf("the step's clock ran while paused: %s, then %s", a, b)
+	}
+	e.cli("deploy", "resume", "web")
+	if out, stderr, code := e.cli("deploy", "promote", "web"); code != 0 {
+		t.Fatalf("promote exited %d:\n%s%s", code, out, stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := e.client().Job(ctx, id, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jobrun.Done {
+		t.Fatalf("deploy job after promote: %+v", j)
+	}
+	time.Sleep(500 * time.Millisecond)
+	res := stopLoad()
+	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	after := groupOf(t, e.status(), "web")
+	if after.Version == before.Version || versions(after)[after.Version] != 3 {
+		t.Fatalf("after promote: version %q, instances %v", after.Version, versions(after))
+	}
+	for _, typ := range []string{"canary.step", "canary.paused", "canary.resumed", "canary.promoted"} {
+		if len(filterEvents(e.events(api.EventsQuery{Group: "web"}), eventOf(typ, ""))) == 0 {
+			t.Errorf("no %s event", typ)
+		}
+	}
+	if ev := filterEvents(e.events(api.EventsQuery{Group: "web"}), eventOf("canary.promoted", "")); len(ev) > 0 && !strings.Contains(ev[0].Reason, "promoted by an operator at step 2/3") {
+		t.Errorf("promotion event: %q", ev[0].Reason)
+	}
+	e.checkInSync("web")
+}
+
+func filterEvents(evs []api.Event, match func(api.Event) bool) []api.Event {
+	var out []api.Event
+	for _, ev := range evs {
+		if match(ev) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestCanaryAbortAndKill: abort rolls a canary back at once (weights back,
+// its instance gone, the job failed with why). A kill -9 of shoal in the
+// middle of a canary rolls it back when shoal starts again: the analysis'
+// window died with the process (see group/canary.go). The canary's
+// instance is drained and stopped, every server's weight is the default
+// again, and no request fails throughout.
+func TestCanaryAbortAndKill(t *testing.T) {
+	parallel(t)
+	e := newEnv(t, "", canaryGroup(2, "[{weight: 20%, for: 60s}, {weight: 100%}]",
+		"{max_error_rate: {above: 1%}, min_requests: 50, interval: 1s}"))
+	e.start()
+	e.waitInService("web", 2)
+	before := groupOf(t, e.status(), "web")
+	stopLoad := load(t, e)
+
+	out, _, code := e.cli("deploy", "web", "--set", "release=2")
+	if code != 0 {
+		t.Fatalf("deploy exited %d", code)
+	}
+	id := strings.Fields(out)[1]
+	waitDeployStatus(t, e, "step 1 running", time.Minute, "step 1/2", "running")
+	if out, stderr, code := e.cli("deploy", "abort", "web"); code != 0 {
+		t.Fatalf("abort exited %d:\n%s%s", code, out, stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := e.client().Job(ctx, id, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jobrun.Failed || !strings.Contains(j.Reason, "rolled back: aborted by an operator at step 1/2") {
+		t.Fatalf("job after abort: %+v", j)
+	}
+	checkStable := func(when string) {
+		t.Helper()
+		e.eventually("only stable instances "+when, time.Minute, func() error {
+			g := groupOf(t, e.status(), "web")
+			if g.Version != before.Version || versions(g)[before.Version] != 2 || len(g.Instances) != 2 {
+				return fmt.Errorf("version %q, instances %v", g.Version, versions(g))
+			}
+			for _, in := range g.Instances {
+				if w := e.serverStat("web", in.Name).Weight; w != 100 {
+					return fmt.Errorf("%s has weight %d", in.Name, w)
+				}
+			}
+			return nil
+		})
+	}
+	checkStable("after abort")
+
+	out, _, code = e.cli("deploy", "web", "--set", "release=3")
+	if code != 0 {
+		t.Fatalf("second deploy exited %d", code)
+	}
+	id = strings.Fields(out)[1]
+	st := waitDeployStatus(t, e, "step 1 running", time.Minute, "step 1/2", "running")
+	t.Logf("before the kill:\n%s", st)
+	e.kill9()
+	e.start()
+	checkStable("after kill -9 and a new start")
+	ev := e.waitEvent("rolled back after the restart", 10*time.Second, 0, func(ev api.Event) bool {
+		return eventOf("canary.rolled_back", "")(ev) && strings.Contains(ev.Reason, "interrupted by a restart of shoal")
+	})
+	t.Logf("%s", ev.Reason)
+	if j, err := e.client().Job(context.Background(), id, 0); err == nil {
+		t.Logf("the interrupted deploy's job: %s %s", j.State, j.Reason)
+	}
+	time.Sleep(500 * time.Millisecond)
+	res := stopLoad()
+	t.Logf("%d requests, %d failures %v, spread %v", res.Requests, res.Failures, res.FailureKinds, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	e.checkInSync("web")
+}
