@@ -515,3 +515,48 @@ func TestCanaryAbortAndKill(t *testing.T) {
 	}
 	e.checkInSync("web")
 }
+
+// TestCanaryRolledBackOnP99: a version answering twice as slowly (60 ms
+// added per request against the stable version's 30 ms: long enough that
+// a busy machine's few milliseconds of tail do not blur the factor) and
+// without any error is rolled back on its p99 (max_p99 vs_stable 1.5x),
+// read from the sampled access log; no request fails.
+func TestCanaryRolledBackOnP99(t *testing.T) {
+	parallel(t)
+	const interval = 2 * time.Second
+	spec := canaryGroup(3, "[{weight: 25%, for: 60s}, {weight: 100%}]",
+		fmt.Sprintf("{max_error_rate: {above: 1%%}, max_p99: {vs_stable: 1.5x}, min_requests: 100, interval: %s}", interval))
+	spec.Extra = strings.Replace(spec.Extra, `delay: "0s"`, `delay: "30ms"`, 1)
+	e := newEnv(t, "", spec)
+	e.start()
+	e.waitInService("web", 3)
+	before := groupOf(t, e.status(), "web")
+
+	alone(t)
+	stopLoad := load(t, e)
+	time.Sleep(500 * time.Millisecond)
+	out, stderr, code := e.cli("deploy", "web", "--set", "delay=60ms", "--sync")
+	t.Logf("shoal deploy:\n%s%s", out, stderr)
+	if code != 1 || !strings.Contains(out, "rolled back: analysis: p99") {
+		t.Fatalf("deploy of a 2x slower version exited %d, want 1 and a rollback on its p99", code)
+	}
+	time.Sleep(500 * time.Millisecond)
+	res := stopLoad()
+	t.Logf("%d requests, %d failures, p99 %s, spread %v", res.Requests, res.Failures, res.P99, res.ByInstance)
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	ev := e.waitEvent("canary rolled back", 5*time.Second, 0, eventOf("canary.rolled_back", ""))
+	t.Logf("%s", ev.Reason)
+	if !strings.Contains(ev.Reason, "beyond max_p99 (1.5x the stable version's)") {
+		t.Errorf("rollback event: %q", ev.Reason)
+	}
+	e.eventually("only stable instances", time.Minute, func() error {
+		g := groupOf(t, e.status(), "web")
+		if g.Version != before.Version || versions(g)[before.Version] != 3 || len(g.Instances) != 3 {
+			return fmt.Errorf("version %q, instances %v", g.Version, versions(g))
+		}
+		return nil
+	})
+	e.checkInSync("web")
+}
