@@ -17,9 +17,11 @@ import (
 // MaxWeight is HAProxy's highest server weight.
 const MaxWeight = 256
 
-// minLatencySamples is the fewest sampled requests a p99 is taken of;
-// fewer say nothing about the tail.
-const minLatencySamples = 20
+// minLatencySamples is the fewest sampled requests a p99 is taken of:
+// of fewer, the "p99" is the slowest one or two, and a fresh instance's
+// first requests (new connections, a cold runtime) on a busy machine
+// failed a good canary on 26 samples.
+const minLatencySamples = 100
 
 // Weights returns the per-server weights that give canaries servers of the
 // canary version percent % of the requests and stables servers of the

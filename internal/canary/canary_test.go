@@ -58,7 +58,7 @@ func TestJudge(t *testing.T) {
 	a := config.CanaryAnalysis{MinRequests: 200, Interval: time.Second,
 		MaxErrorRate: &config.CanaryErrorRate{Above: 1, VsStable: 2},
 		MaxP99:       &config.CanaryP99{VsStable: 1.5}}
-	stable := Figures{Requests: 4000, Errors: 4, Latencies: lat(100, 10*time.Millisecond)}
+	stable := Figures{Requests: 4000, Errors: 4, Latencies: lat(400, 10*time.Millisecond)}
 	for _, c := range []struct {
 		name   string
 		can    Figures
@@ -68,16 +68,16 @@ func TestJudge(t *testing.T) {
 	}{
 		{"too few requests", Figures{Requests: 199, Errors: 100}, stable, Wait, "judged from 200 canary requests"},
 		{"3% errors", Figures{Requests: 200, Errors: 6}, stable, Fail, "error rate 3.00% beyond max_error_rate (above 1% and 2x the stable version's)"},
-		{"good", Figures{Requests: 200, Errors: 1, Latencies: lat(30, 11*time.Millisecond)}, stable, Pass, "canary 200 requests, 1 5xx (0.50%)"},
+		{"good", Figures{Requests: 200, Errors: 1, Latencies: lat(100, 11*time.Millisecond)}, stable, Pass, "canary 200 requests, 1 5xx (0.50%)"},
 		// Above 1 % but no worse than the stable version: the fault is
 		// not the canary's.
 		{"as bad as stable", Figures{Requests: 1000, Errors: 30}, Figures{Requests: 4000, Errors: 120}, Pass, "stable 4000 requests, 120 5xx (3.00%)"},
-		{"2x slower", Figures{Requests: 300, Latencies: lat(30, 20*time.Millisecond)}, stable, Fail, "p99 20ms beyond max_p99 (1.5x the stable version's)"},
-		{"slow but few samples", Figures{Requests: 300, Latencies: lat(10, 20*time.Millisecond)}, stable, Pass, "p99 canary unknown (10 samples)"},
+		{"2x slower", Figures{Requests: 300, Latencies: lat(100, 20*time.Millisecond)}, stable, Fail, "p99 20ms beyond max_p99 (1.5x the stable version's)"},
+		{"slow but few samples", Figures{Requests: 300, Latencies: lat(99, 20*time.Millisecond)}, stable, Pass, "p99 canary unknown (99 samples)"},
 		// At 100 % the stable version answers nothing: the absolute bound
 		// alone judges.
 		{"alone, 3% errors", Figures{Requests: 300, Errors: 9}, Figures{}, Fail, "error rate 3.00%"},
-		{"alone, slow", Figures{Requests: 300, Latencies: lat(30, time.Second)}, Figures{}, Pass, ""},
+		{"alone, slow", Figures{Requests: 300, Latencies: lat(100, time.Second)}, Figures{}, Pass, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := Judge(a, c.can, c.stable)

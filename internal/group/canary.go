@@ -156,7 +156,7 @@ type VersionFigure struct {
 	Requests  int64   `json:"requests"`
 	Errors    int64   `json:"errors"`
 	ErrorRate float64 `json:"error_rate"`
-	// P99 is 0 with fewer than 20 sampled requests.
+	// P99 is 0 with fewer than 100 sampled requests.
 	P99     time.Duration `json:"p99"`
 	Samples int           `json:"samples"`
 }

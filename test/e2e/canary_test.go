@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,17 @@ func weightShare(p serverPoll, canary func(string) bool) float64 {
 // stable instances are replaced and the new version serves.
 func TestCanaryPromotedThroughSteps(t *testing.T) {
 	parallel(t)
+	canaryPromoted(t, 0)
+}
+
+// TestCanaryPromotedCPUSaturated is the same with busy loops saturating
+// every core.
+func TestCanaryPromotedCPUSaturated(t *testing.T) {
+	parallel(t)
+	canaryPromoted(t, runtime.NumCPU()+1)
+}
+
+func canaryPromoted(t *testing.T, hogs int) {
 	e := newEnv(t, "", canaryGroup(3, "[{weight: 5%, for: 8s}, {weight: 25%, for: 8s}, {weight: 100%, for: 3s}]",
 		"{max_error_rate: {above: 1%, vs_stable: 2x}, max_p99: {vs_stable: 3x}, min_requests: 100, interval: 1s}"))
 	e.start()
@@ -123,6 +135,10 @@ func TestCanaryPromotedThroughSteps(t *testing.T) {
 	isCanary := func(name string) bool { return !stable[name] }
 
 	alone(t)
+	if hogs > 0 {
+		stopHogs := cpuHogs(t, hogs, 3*time.Minute)
+		defer stopHogs()
+	}
 	stopLoad := load(t, e)
 	polls := pollServers(t, e)
 	time.Sleep(500 * time.Millisecond)
@@ -516,17 +532,17 @@ func TestCanaryAbortAndKill(t *testing.T) {
 	e.checkInSync("web")
 }
 
-// TestCanaryRolledBackOnP99: a version answering twice as slowly (60 ms
-// added per request against the stable version's 30 ms: long enough that
-// a busy machine's few milliseconds of tail do not blur the factor) and
+// TestCanaryRolledBackOnP99: a version answering twice as slowly (200 ms
+// added per request against the stable version's 100 ms: long enough that
+// a busy machine's 20 ms or so of tail do not blur the factor) and
 // without any error is rolled back on its p99 (max_p99 vs_stable 1.5x),
 // read from the sampled access log; no request fails.
 func TestCanaryRolledBackOnP99(t *testing.T) {
 	parallel(t)
 	const interval = 2 * time.Second
-	spec := canaryGroup(3, "[{weight: 25%, for: 60s}, {weight: 100%}]",
+	spec := canaryGroup(3, "[{weight: 50%, for: 60s}, {weight: 100%}]",
 		fmt.Sprintf("{max_error_rate: {above: 1%%}, max_p99: {vs_stable: 1.5x}, min_requests: 100, interval: %s}", interval))
-	spec.Extra = strings.Replace(spec.Extra, `delay: "0s"`, `delay: "30ms"`, 1)
+	spec.Extra = strings.Replace(spec.Extra, `delay: "0s"`, `delay: "100ms"`, 1)
 	e := newEnv(t, "", spec)
 	e.start()
 	e.waitInService("web", 3)
@@ -535,7 +551,7 @@ func TestCanaryRolledBackOnP99(t *testing.T) {
 	alone(t)
 	stopLoad := load(t, e)
 	time.Sleep(500 * time.Millisecond)
-	out, stderr, code := e.cli("deploy", "web", "--set", "delay=60ms", "--sync")
+	out, stderr, code := e.cli("deploy", "web", "--set", "delay=200ms", "--sync")
 	t.Logf("shoal deploy:\n%s%s", out, stderr)
 	if code != 1 || !strings.Contains(out, "rolled back: analysis: p99") {
 		t.Fatalf("deploy of a 2x slower version exited %d, want 1 and a rollback on its p99", code)
