@@ -102,6 +102,21 @@ func TestDeployStateRoll(t *testing.T) {
 		t.Fatalf("after a failed roll launches start %s with surge %d, want %s without", v, d.surge, serving)
 	}
 
+	// A canary of two instances: launches start v2 until two are active,
+	// then the serving version (a stable one's replacement, a scale-up);
+	// it ends with the roll.
+	d.begin(v2, target)
+	d.canary, d.surge = 2, 2
+	for rolled, want := range []string{v2, v2, serving, serving} {
+		if _, v := d.launching(rolled); v != want {
+			t.Fatalf("canary of 2 with %d of v2 active: launches start %s, want %s", rolled, v, want)
+		}
+	}
+	d.end()
+	if _, v := d.launching(0); v != serving || d.canary != 0 {
+		t.Fatalf("after a canary launches start %s (canary %d), want %s", v, d.canary, serving)
+	}
+
 	d.begin(v2, target)
 	d.end()
 	d.serve(target, v2)

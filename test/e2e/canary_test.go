@@ -25,10 +25,10 @@ import (
 func canaryGroup(size int, steps, analysis string) groupSpec {
 	return groupSpec{
 		Name: "web", Min: size, Max: size + 2,
-		Command: fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}", "--fail-share", "{{.Vars.fail}}", "--delay", "{{.Vars.delay}}"]`,
+		Command: fmt.Sprintf(`[%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}", "--fail-share", "{{.Vars.fail}}", "--delay", "{{.Vars.delay}}", "--health-status", "{{.Vars.health}}"]`,
 			filepath.Join(binDir, "demo-backend")),
 		Env: `{RELEASE: "{{.Vars.release}}"}`,
-		Extra: "      vars: {fail: \"0\", delay: \"0s\", release: \"1\"}\n" +
+		Extra: "      vars: {fail: \"0\", delay: \"0s\", health: \"200\", release: \"1\"}\n" +
 			"    deploy: {strategy: canary, max_surge: 1, canary: {steps: " + steps + ", analysis: " + analysis + "}}\n",
 	}
 }
@@ -586,7 +586,7 @@ func TestCanaryRolledBackOnP99(t *testing.T) {
 func TestCanaryHashShareByKey(t *testing.T) {
 	parallel(t)
 	spec := canaryGroup(3, "[{weight: 25%, for: 120s}, {weight: 100%}]", "{max_error_rate: {above: 1%}, min_requests: 10, interval: 1s}")
-	spec.Extra = "      vars: {fail: \"0\", delay: \"0s\", release: \"1\"}\n    balance: hash\n    hash_on: \"header:X-User\"\n" + spec.Extra[strings.Index(spec.Extra, "    deploy:"):]
+	spec.Extra = "      vars: {fail: \"0\", delay: \"0s\", health: \"200\", release: \"1\"}\n    balance: hash\n    hash_on: \"header:X-User\"\n" + spec.Extra[strings.Index(spec.Extra, "    deploy:"):]
 	e := newEnv(t, "", spec)
 	e.start()
 	e.waitInService("web", 3)
@@ -635,4 +635,34 @@ func TestCanaryHashShareByKey(t *testing.T) {
 		t.Errorf("%.1f%% of the users on the canary at a 25%% step", share)
 	}
 	e.cli("deploy", "abort", "web")
+}
+
+// TestCanaryRolledBackOnHealth: a canary whose health check answers 500
+// never takes a request: it fails its gate (fall checks in a row), the
+// canary is rolled back at once with the reason, and no request fails.
+func TestCanaryRolledBackOnHealth(t *testing.T) {
+	parallel(t)
+	e := newEnv(t, "", canaryGroup(2, "[{weight: 10%, for: 60s}, {weight: 100%}]", "{max_error_rate: {above: 1%}, min_requests: 50, interval: 1s}"))
+	e.start()
+	e.waitInService("web", 2)
+	before := groupOf(t, e.status(), "web")
+	stopLoad := load(t, e)
+	out, stderr, code := e.cli("deploy", "web", "--set", "health=500", "--sync")
+	t.Logf("shoal deploy:\n%s%s", out, stderr)
+	if code != 1 || !strings.Contains(out, "rolled back: health: web-003 failed health check") {
+		t.Fatalf("deploy of a canary failing its health check exited %d, want 1 and the health failure", code)
+	}
+	res := stopLoad()
+	if res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
+	ev := e.waitEvent("canary rolled back", 5*time.Second, 0, eventOf("canary.rolled_back", ""))
+	if !strings.Contains(ev.Reason, "health: web-003 failed health check 2 times: HTTP 500") {
+		t.Errorf("rollback event: %q", ev.Reason)
+	}
+	g := groupOf(t, e.status(), "web")
+	if g.Version != before.Version || versions(g)[before.Version] != 2 || len(g.Instances) != 2 {
+		t.Fatalf("after the rollback: version %q, instances %v", g.Version, versions(g))
+	}
+	e.checkInSync("web")
 }
