@@ -26,6 +26,9 @@ type Message struct {
 	// newest 200 in the first).
 	Jobs   []jobrun.Job `json:"jobs,omitempty"`
 	Events []api.Event  `json:"events,omitempty"`
+	// Deploy is the stream's group's deploy: a running canary's step,
+	// weights and figures (GET /v1/groups/{group}/deploy).
+	Deploy *api.DeployStatus `json:"deploy,omitempty"`
 	// Errors are the API calls that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -109,6 +112,12 @@ func (d *Handler) message(ctx context.Context, group string, after *int64) Messa
 		fail(err)
 	}
 	m.Jobs = js.Jobs
+	var dep api.DeployStatus
+	if err := d.call(ctx, "/v1/groups/"+url.PathEscape(group)+"/deploy", &dep); err != nil {
+		fail(err)
+	} else {
+		m.Deploy = &dep
+	}
 	// A host's, HAProxy's or a certificate's events belong to no group and
 	// concern each.
 	q := url.Values{"group": {group}, "ungrouped": {"true"}, "limit": {fmt.Sprint(maxEvents)}}

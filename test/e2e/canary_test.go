@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/dashboard"
+	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/jobrun"
 )
@@ -665,4 +669,81 @@ func TestCanaryRolledBackOnHealth(t *testing.T) {
 		t.Fatalf("after the rollback: version %q, instances %v", g.Version, versions(g))
 	}
 	e.checkInSync("web")
+}
+
+// TestCanaryDashboard: the dashboard's stream carries a running canary's
+// status (step, weights, figures), and its buttons' requests (the page's
+// POST with the session cookie) pause and abort it.
+func TestCanaryDashboard(t *testing.T) {
+	parallel(t)
+	const token = "canary-s3cret"
+	port := freePort(t)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\n", port, token),
+		canaryGroup(2, "[{weight: 20%, for: 120s}, {weight: 100%}]", "{max_error_rate: {above: 1%}, min_requests: 20, interval: 1s}"))
+	e.start()
+	e.waitInService("web", 2)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c, session := dashboardLogin(t, base, token)
+	stopLoad := load(t, e)
+	defer stopLoad()
+	if out, stderr, code := e.cli("deploy", "web", "--set", "release=2"); code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/ui/stream?group=web", nil)
+	req.AddCookie(session)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	next := func(what string, ok func(*group.CanaryStatus) bool) *group.CanaryStatus {
+		t.Helper()
+		for sc.Scan() {
+			line, found := strings.CutPrefix(sc.Text(), "data: ")
+			if !found {
+				continue
+			}
+			var m dashboard.Message
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("stream message: %v", err)
+			}
+			if m.Deploy != nil && ok(m.Deploy.Canary) {
+				return m.Deploy.Canary
+			}
+		}
+		t.Fatalf("the stream ended (%v) before %s", sc.Err(), what)
+		return nil
+	}
+	st := next("the canary's step 1 running", func(c *group.CanaryStatus) bool {
+		return c != nil && c.Step == 1 && c.Phase == group.CanaryRunning && c.Canary.Requests > 0
+	})
+	t.Logf("stream: step %d/%d %g%%, weights %d/%d, canary %+v, stable %+v", st.Step, st.Steps, st.Weight, st.CanaryWeight, st.StableWeight, st.Canary, st.StableFigures)
+	if st.CanaryInstances != 1 || st.StableInstances != 2 || st.CanaryWeight < 1 || st.StableWeight < 1 {
+		t.Errorf("stream's canary status: %+v", st)
+	}
+	act := func(a string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/groups/web/deploy/"+a, nil)
+		req.AddCookie(session)
+		req.Header.Set("Origin", base)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the dashboard's %s: %s", a, resp.Status)
+		}
+	}
+	act("pause")
+	next("the canary paused", func(c *group.CanaryStatus) bool { return c != nil && c.Phase == group.CanaryPaused })
+	act("abort")
+	next("the canary gone", func(c *group.CanaryStatus) bool { return c == nil })
+	if res := stopLoad(); res.Failures != 0 {
+		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
+	}
 }
