@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,7 +94,10 @@ type canaryRun struct {
 	can, stab canary.Figures
 	last      canary.Result
 	judged    time.Time
-	cmd       chan string
+	// cmd takes an operator's commands while the steps run; done is
+	// closed when they end, so that a command sent then is told so.
+	cmd  chan string
+	done chan struct{}
 }
 
 // latencyWindow holds the access log's sampled latencies of both versions
@@ -191,6 +195,9 @@ func (g *Group) CanaryStatus() (CanaryStatus, bool) {
 // CanaryCommand hands a running canary an operator's command (one of
 // CanaryActions); ErrNoCanary when none runs.
 func (g *Group) CanaryCommand(action string) error {
+	if !slices.Contains(CanaryActions, action) {
+		return fmt.Errorf("group %s: unknown canary command %q (valid: %v)", g.cfg.Name, action, CanaryActions)
+	}
 	g.mu.Lock()
 	r := g.can
 	g.mu.Unlock()
@@ -200,6 +207,8 @@ func (g *Group) CanaryCommand(action string) error {
 	select {
 	case r.cmd <- action:
 		return nil
+	case <-r.done:
+		return fmt.Errorf("group %s: %w (its steps have ended)", g.cfg.Name, ErrNoCanary)
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("group %s: the canary did not take the command %s in time", g.cfg.Name, action)
 	}
@@ -252,7 +261,7 @@ func (g *Group) servingCountsLocked(version string) (canaries, stables int) {
 func (g *Group) canaryPhase(ctx context.Context, target config.Template, version, servingVersion string, started time.Time, progress DeployProgress) (bool, error) {
 	c := *g.conf().Deploy.Canary
 	threshold := g.conf().Deploy.FailureThreshold
-	r := &canaryRun{version: version, stable: servingVersion, cfg: c, phase: CanaryStarting, applied: map[string]int{}, cmd: make(chan string)}
+	r := &canaryRun{version: version, stable: servingVersion, cfg: c, phase: CanaryStarting, applied: map[string]int{}, cmd: make(chan string), done: make(chan struct{})}
 	g.mu.Lock()
 	g.dep.begin(version, target)
 	g.can = r
@@ -261,6 +270,7 @@ func (g *Group) canaryPhase(ctx context.Context, target config.Template, version
 	g.canLat.Store(lat)
 
 	failure, promoted, err := g.runCanary(ctx, r, lat, threshold, started, progress)
+	close(r.done)
 	g.canLat.Store(nil)
 	if promoted {
 		g.mu.Lock()
