@@ -760,3 +760,67 @@ func TestCanaryDashboard(t *testing.T) {
 		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
 }
+
+// TestCanaryStickyShareByClient: with sticky sessions a canary's weight is
+// a share of new clients: each of 400 clients without a cookie is placed
+// by the weights (about the step's share lands on the canary) and stays on
+// its instance, so its version, with the cookie it got.
+func TestCanaryStickyShareByClient(t *testing.T) {
+	parallel(t)
+	spec := canaryGroup(3, "[{weight: 25%, for: 120s}, {weight: 100%}]", "{max_error_rate: {above: 1%}, min_requests: 10, interval: 1s}")
+	spec.Extra = "      vars: {fail: \"0\", delay: \"0s\", health: \"200\", release: \"1\"}\n    sticky: {cookie: SHOALSRV}\n" + spec.Extra[strings.Index(spec.Extra, "    deploy:"):]
+	e := newEnv(t, "", spec)
+	e.start()
+	e.waitInService("web", 3)
+	stable := map[string]bool{}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		stable[in.Name] = true
+	}
+	if out, stderr, code := e.cli("deploy", "web", "--set", "release=2"); code != 0 {
+		t.Fatalf("deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	waitDeployStatus(t, e, "step 1 running", time.Minute, "step 1/2", "running")
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(cookie *http.Cookie) (string, *http.Cookie) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+e.listen+"/", nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET: %s", resp.Status)
+		}
+		for _, c := range resp.Cookies() {
+			if c.Name == "SHOALSRV" {
+				return resp.Header.Get("X-Instance"), c
+			}
+		}
+		return resp.Header.Get("X-Instance"), nil
+	}
+	const clients = 400
+	onCanary := 0
+	for range clients {
+		home, cookie := get(nil)
+		if cookie == nil {
+			t.Fatalf("a new client got no sticky cookie from %s", home)
+		}
+		for range 2 {
+			if again, _ := get(cookie); again != home {
+				t.Fatalf("a client with its cookie went to %s, then %s", home, again)
+			}
+		}
+		if !stable[home] {
+			onCanary++
+		}
+	}
+	share := 100 * float64(onCanary) / clients
+	t.Logf("%d of %d new clients on the canary: %.1f%%", onCanary, clients, share)
+	if share < 23 || share > 27 {
+		t.Errorf("%.1f%% of the new clients on the canary at a 25%% step", share)
+	}
+	e.cli("deploy", "abort", "web")
+}
