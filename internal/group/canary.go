@@ -575,8 +575,11 @@ func (g *Group) analyse(ctx context.Context, r *canaryRun, lat *latencyWindow, n
 // rollBackCanary ends a canary that failed: the stable servers get their
 // weight back at once, the canary's instances are drained and stopped, and
 // the event says why with the figures.
-func (g *Group) rollBackCanary(ctx context.Context, version, failure string) {
-	ctx = context.WithoutCancel(ctx)
+func (g *Group) rollBackCanary(runCtx context.Context, version, failure string) {
+	// The rollback's records and weights are done even when the deploy's
+	// context has ended (a timeout, shoal stopping); waiting for the
+	// instances to go is not, as shoal stopping takes them anyway.
+	ctx := context.WithoutCancel(runCtx)
 	g.mu.Lock()
 	g.can = nil
 	g.dep.end()
@@ -596,7 +599,7 @@ func (g *Group) rollBackCanary(ctx context.Context, version, failure string) {
 	g.poke()
 	g.log.Warn("canary rolled back", "version", version, "reason", failure, "retired", retired)
 	g.record(ctx, event.CanaryRolledBack, version, fmt.Sprintf("canary %s rolled back: %s", version, failure))
-	g.waitGone(ctx, version)
+	g.waitGone(runCtx, version)
 }
 
 // waitGone waits until no instance of version is left, at most as long as
