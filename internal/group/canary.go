@@ -45,6 +45,9 @@ import (
 //	         | rolled back |  weights back to the stable set, canary
 //	         +-------------+  instances drained and stopped; S serves
 //
+// A step with an analysis ends once its for has passed and its last
+// judgement passed: never on a canary that got fewer than min_requests.
+//
 // A restart of shoal (or its kill -9) mid-canary rolls the canary back
 // when the group runs again (recoverCanary): the analysis's window and the
 // operator's pauses are gone with the process, and a canary judged on half
@@ -348,7 +351,12 @@ steps:
 					return f, false, nil
 				}
 				g.mu.Lock()
-				passed := r.phase == CanaryRunning && r.elapsed >= st.For
+				// A step with an analysis ends only once it has passed:
+				// a canary that never got min_requests (too little
+				// traffic, ejected as an outlier) is not promoted unjudged;
+				// the job's timeout rolls it back.
+				judged := r.cfg.Analysis == nil || r.last.Verdict == canary.Pass
+				passed := r.phase == CanaryRunning && r.elapsed >= st.For && judged
 				askPause := passed && st.Pause && !stepPaused
 				if askPause {
 					stepPaused, r.userPaused, r.phase = true, true, CanaryPaused
