@@ -94,6 +94,9 @@ type DeployProgress func(msg string)
 //	                                                          with back-off
 //
 // While a roll runs, launches start the version it rolls; otherwise S.
+// With deploy.strategy canary, T first runs beside S on a share of the
+// requests (canaryPhase, drawn in canary.go); only once promoted is it
+// rolled out as above, and a canary that fails is rolled back there.
 //
 // A failed deploy returns an error wrapping ErrRolledBack with the first
 // failure, and the rollback's own if it could not finish; an interrupted

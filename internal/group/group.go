@@ -161,6 +161,8 @@ type stateStore interface {
 //	deleteRetry                   its retries' timing (the wait is the instance's, under mu)
 //	statsCache    stats.go        HAProxy's stats answer shared by the health polls (own lock)
 //	goneVersions  hosts.go        finished instances' versions, for Reclaim (under mu)
+//	canaryRun     canary.go       a running canary: step, weights, figures (under mu);
+//	latencyWindow                 its access-log latencies (own lock: the log's reader feeds it)
 //
 // A part whose answers are decided together with the instance set has no
 // lock of its own: a second lock would let a launch, a take-back or a
