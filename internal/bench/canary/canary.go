@@ -157,7 +157,13 @@ func measure(ctx context.Context, env *bench.Env, sbin, backend, strategy string
 		}
 	}
 	// Back to a good version for the rolling run (the bad one serves),
-	// then a good version's deploy, timed.
+	// then a good version's deploy, timed, under the same load: a canary
+	// step ends only once its analysis has judged min_requests.
+	stop, err = loadgen.Start(ctx, loadgen.Options{URL: sh.URL("/"), Concurrency: conns, Timeout: 10 * time.Second})
+	if err != nil {
+		return r, err
+	}
+	defer stop()
 	t0 := time.Now()
 	if _, err := sh.CLI(ctx, 10*time.Minute, "deploy", "web", "--set", "fail=0", "--set", "release=2", "--sync"); err != nil {
 		return r, fmt.Errorf("good deploy: %w", err)
