@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	name := fs.String("name", "", "instance name for the page and the X-Instance header (default: the listen address)")
 	healthStatus := fs.Int("health-status", http.StatusOK, "HTTP status /healthz answers (200-599)")
 	failShare := fs.Float64("fail-share", 0, "answer this share of requests (0 to 1; not /healthz) with 500; POST /fail?share=S changes it")
+	delay := fs.Duration("delay", 0, "answer every request (not /healthz) this much later; POST /slow?ms=N changes it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +79,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if !validShare(*failShare) {
 		return fmt.Errorf("--fail-share must be from 0 to 1, got %g", *failShare)
+	}
+	if *delay < 0 || *delay > maxWork {
+		return fmt.Errorf("--delay must be from 0 to %s, got %s", maxWork, *delay)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -115,6 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	fails := &failures{}
 	fails.set(*failShare)
+	fails.delay = *delay
 	srv.Handler = withFailures(fails, srv.Handler)
 	srv.Handler = withEcho(srv.Handler, *name, stderr)
 	srv.Handler = withWebSocket(srv.Handler, *name)

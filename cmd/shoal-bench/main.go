@@ -30,6 +30,7 @@ import (
 	"syscall"
 
 	"github.com/shoal-lb/shoal/internal/bench"
+	"github.com/shoal-lb/shoal/internal/bench/canary"
 	"github.com/shoal-lb/shoal/internal/bench/chaos"
 	"github.com/shoal-lb/shoal/internal/bench/clouds"
 	"github.com/shoal-lb/shoal/internal/bench/collection"
@@ -50,7 +51,7 @@ import (
 
 // commands are the benchmarks, by name.
 var commands = index(chaos.Command, clouds.Command, collection.Command, compare.Command, dashboard.Command, demo.Command,
-	gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
+	canary.Command, gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
 
 // index maps the benchmarks by name; a name given twice is a programming error.
 func index(cs ...*bench.Command) map[string]*bench.Command {

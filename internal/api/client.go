@@ -62,7 +62,7 @@ func (c *Client) Scale(ctx context.Context, groupName string, req ScaleRequest) 
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/scale", req, &j)
 }
 
-// Deploy submits a rolling deploy.
+// Deploy submits a deploy (rolling, or a canary by the group's deploy.strategy).
 func (c *Client) Deploy(ctx context.Context, groupName string, req DeployRequest) (jobrun.Job, error) {
 	var j jobrun.Job
 	return j, c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(groupName)+"/deploy", req, &j)

@@ -109,6 +109,8 @@ func NewHandler(m *jobrun.Manager, groups Groups, log *slog.Logger, token string
 	h.mux.HandleFunc("GET /v1/groups/{group}", h.groupStatus)
 	h.mux.HandleFunc("POST /v1/groups/{group}/scale", h.leaderOnly(h.scale))
 	h.mux.HandleFunc("POST /v1/groups/{group}/deploy", h.leaderOnly(h.deploy))
+	h.mux.HandleFunc("GET /v1/groups/{group}/deploy", h.deployStatus)
+	h.mux.HandleFunc("POST /v1/groups/{group}/deploy/{act}", h.leaderOnly(h.deployAct))
 	h.mux.HandleFunc("POST /v1/instances/{act}", h.leaderOnly(h.instances))
 	h.mux.HandleFunc("GET /v1/jobs", h.listJobs)
 	h.mux.HandleFunc("GET /v1/jobs/{id}", h.getJob)

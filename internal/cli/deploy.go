@@ -33,7 +33,9 @@ container template's image (pulled on every host first: a pull that fails fails
 the deploy before it touches an instance). It is a job (kind deploy) that takes
 the group's lock; its pace is the group's deploy section (max_surge,
 max_unavailable, min_ready, failure_threshold). If new instances fail, it rolls
-back and the job fails with the reason.
+back and the job fails with the reason. With deploy.strategy canary the new
+version first serves a growing share of the requests beside the stable one,
+judged by its traffic (see shoal deploy status, pause, resume, promote, abort).
 Exit status with --sync: 0 done, 1 failed (rolled back), 3 ignored; 2 for an
 unknown group or variable.`,
 		Args: cobra.ExactArgs(1),
@@ -74,6 +76,7 @@ unknown group or variable.`,
 	cmd.Flags().BoolVar(&sync, "sync", false, "wait for the deploy to end, printing each instance's progress")
 	cmd.Flags().BoolVar(&status, "status", false, "show how many instances run the template's version and how many others")
 	cmd.Flags().StringVar(&source, "source", "cli", "recorded on the job as its source")
+	cmd.AddCommand(deployActCmds(o)...)
 	return cmd
 }
 

@@ -125,7 +125,7 @@ groups:
       command: [app]
       pre_start: {command: [pre]}
       pre_stop: {command: [post]}
-    deploy: {}
+    deploy: {strategy: canary, canary: {steps: [{weight: 5%}], analysis: {min_requests: 10, max_error_rate: {above: 1%}, max_p99: {above: 1s}}}}
     scale_to_zero: {}
     outliers: {max_ejected: 50%, failure_rate: {}, latency: {}}
     autoscale:

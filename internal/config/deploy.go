@@ -21,17 +21,23 @@ import (
 // time beyond the desired size, at most MaxUnavailable of the desired size
 // may be out of service, every new instance must stay in service MinReady
 // before an old one is retired, and FailureThreshold failed new instances
-// roll the deploy back.
+// roll the deploy back. Strategy canary first runs the new version beside
+// the stable one on a share of the requests (Canary, see canary.go).
 type Deploy struct {
+	// Strategy is rolling (the default) or canary.
+	Strategy         string        `yaml:"strategy"`
 	MaxSurge         int           `yaml:"max_surge"`
 	MaxUnavailable   int           `yaml:"max_unavailable"`
 	MinReady         time.Duration `yaml:"min_ready"`
 	FailureThreshold int           `yaml:"failure_threshold"`
+	// Canary is the canary's steps and analysis; set when Strategy is
+	// canary, nil otherwise.
+	Canary *Canary `yaml:"canary"`
 }
 
 // DefaultDeploy is a group's deploy pacing when its config has none: one new
 // instance at a time and never fewer than the desired size in service.
-var DefaultDeploy = Deploy{MaxSurge: 1, MaxUnavailable: 0, MinReady: 0, FailureThreshold: 1}
+var DefaultDeploy = Deploy{Strategy: StrategyRolling, MaxSurge: 1, MaxUnavailable: 0, MinReady: 0, FailureThreshold: 1}
 
 // Hook is a lifecycle command run for an instance: argv expanded like the
 // instance's command, run in its own process group, killed after Timeout.
@@ -84,6 +90,7 @@ func (d *decoder) deploy(n *yaml.Node, path string) Deploy {
 		}
 		d.errorf(at, field, "max_surge and max_unavailable must not both be 0: a deploy could never replace an instance")
 	}
+	d.strategy(f, n, &dep)
 	return dep
 }
 

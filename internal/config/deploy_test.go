@@ -11,7 +11,7 @@ import (
 func TestDeployConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, group, at, want string }{
 		{"unknown deploy field", `deploy: {max_surge: 1, surge: 2}`, `surge: 2`,
-			`groups[0].deploy.surge: unknown field; allowed: max_surge, max_unavailable, min_ready, failure_threshold`},
+			`groups[0].deploy.surge: unknown field; allowed: strategy, max_surge, max_unavailable, min_ready, failure_threshold, canary`},
 		{"no progress possible", `deploy: {max_surge: 0}`, `0}`,
 			`groups[0].deploy.max_surge: max_surge and max_unavailable must not both be 0: a deploy could never replace an instance`},
 		{"threshold zero", `deploy: {failure_threshold: 0}`, `0}`,
@@ -63,7 +63,7 @@ groups:
 		t.Fatal(err)
 	}
 	g := cfg.Groups[0]
-	if g.Deploy != (Deploy{MaxSurge: 2, MaxUnavailable: 1, MinReady: 5 * time.Second, FailureThreshold: 2}) {
+	if g.Deploy != (Deploy{Strategy: StrategyRolling, MaxSurge: 2, MaxUnavailable: 1, MinReady: 5 * time.Second, FailureThreshold: 2}) {
 		t.Fatalf("deploy = %+v", g.Deploy)
 	}
 	tmpl := g.Template

@@ -35,6 +35,12 @@ func DefaultsTree() Config {
 	g.Outliers = &o
 	g.Limits = &defaultLimits
 	g.Placement.Consolidation = &defaultConsolidation
+	can := defaultCanary
+	can.Steps = []CanaryStep{defaultCanaryStep}
+	an := defaultCanaryAnalysis
+	an.MaxErrorRate, an.MaxP99 = &defaultCanaryError, &defaultCanaryP99
+	can.Analysis = &an
+	g.Deploy.Canary = &can
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression
@@ -147,6 +153,7 @@ func KeyValues() map[string][]string {
 	return map[string][]string{
 		"Config.shutdown":    {ShutdownKeep, ShutdownStop},
 		"Group.balance":      balanceAlgorithms,
+		"Deploy.strategy":    DeployStrategies,
 		"Group.scale_in":     ScaleInPolicies,
 		"Placement.strategy": {PlaceSpread, PlacePack},
 		"Update.mode":        UpdateModes,

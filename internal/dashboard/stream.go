@@ -29,6 +29,9 @@ type Message struct {
 	// Drains are the host drains of this run of shoal, newest first, when
 	// a provider places instances on hosts (status.hosts).
 	Drains []api.HostDrain `json:"drains,omitempty"`
+	// Deploy is the stream's group's deploy: a running canary's step,
+	// weights and figures (GET /v1/groups/{group}/deploy).
+	Deploy *api.DeployStatus `json:"deploy,omitempty"`
 	// Errors are the API calls that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -119,6 +122,12 @@ func (d *Handler) message(ctx context.Context, group string, after *int64) Messa
 		fail(err)
 	}
 	m.Jobs = js.Jobs
+	var dep api.DeployStatus
+	if err := d.call(ctx, "/v1/groups/"+url.PathEscape(group)+"/deploy", &dep); err != nil {
+		fail(err)
+	} else {
+		m.Deploy = &dep
+	}
 	// A host's, HAProxy's or a certificate's events belong to no group and
 	// concern each.
 	q := url.Values{"group": {group}, "ungrouped": {"true"}, "limit": {fmt.Sprint(maxEvents)}}

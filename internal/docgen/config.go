@@ -88,8 +88,18 @@ var schemaForms = map[string]obj{
 		obj{"type": "number", "exclusiveMinimum": 1},
 		obj{"type": "string", "pattern": `^\s*[0-9.]+x$`},
 	}, "x-form": "multiple (\"3x\")"},
-	"Predictive.lookback": {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
-	"Group.cooldown":      {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
+	"CanaryStep.weight": {"anyOf": []any{
+		obj{"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},
+	}, "x-form": "percent (\"5%\")"},
+	"CanaryErrorRate.above": {"anyOf": []any{
+		obj{"type": "number", "minimum": 0, "exclusiveMaximum": 100},
+		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},
+	}, "x-form": "percent (\"1%\")"},
+	"CanaryErrorRate.vs_stable": vsStableSchema,
+	"CanaryP99.vs_stable":       vsStableSchema,
+	"Predictive.lookback":       {"type": "string", "pattern": `^[0-9]+d$|^[0-9]+h(0m(0s)?)?$`, "x-form": "days (\"7d\")"},
+	"Group.cooldown":            {"anyOf": []any{durationSchema, nil}, "x-form": "duration or mapping"}, // nil: the type's
 	"AccessLog.sample": {"anyOf": []any{
 		obj{"const": "auto"},
 		obj{"type": "integer", "minimum": 0},
@@ -122,6 +132,12 @@ var schemaForms = map[string]obj{
 }
 
 type obj = map[string]any
+
+// vsStableSchema is a canary's multiple of the stable version's figure.
+var vsStableSchema = obj{"anyOf": []any{
+	obj{"type": "number", "minimum": 1},
+	obj{"type": "string", "pattern": `^\s*[0-9.]+x$`},
+}, "x-form": "multiple (\"2x\")"}
 
 // refRow is one key of docs/config.md.
 type refRow struct {

@@ -99,6 +99,17 @@ const (
 // skipped for a back-off, the next one in the group's list is used.
 const ProviderSkipped Type = "provider.skipped"
 
+// Canary deploys (a group's deploy.strategy canary): each step with its
+// weights, a pause and a resume, the promotion, and a rollback with the
+// figures that decided it.
+const (
+	CanaryStep       Type = "canary.step"
+	CanaryPaused     Type = "canary.paused"
+	CanaryResumed    Type = "canary.resumed"
+	CanaryPromoted   Type = "canary.promoted"
+	CanaryRolledBack Type = "canary.rolled_back"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
@@ -111,6 +122,7 @@ var Types = []Type{
 	RecycleStarted, RecycleWaiting, RecycleFailed, HostCordoned, HostUncordoned, HostDrained, HostDrainFailed,
 	HostConsolidating, HostConsolidated, HostConsolidationWaiting, HostConsolidationFailed, HostConsolidationSkipped,
 	ProviderSkipped,
+	CanaryStep, CanaryPaused, CanaryResumed, CanaryPromoted, CanaryRolledBack,
 }
 
 // Known reports whether t is one of Types.

@@ -95,6 +95,9 @@ type DeployProgress func(msg string)
 //	                                                          with back-off
 //
 // While a roll runs, launches start the version it rolls; otherwise S.
+// With deploy.strategy canary, T first runs beside S on a share of the
+// requests (canaryPhase, drawn in canary.go); only once promoted is it
+// rolled out as above, and a canary that fails is rolled back there.
 //
 // A failed deploy returns an error wrapping ErrRolledBack with the first
 // failure, and the rollback's own if it could not finish; an interrupted
@@ -119,8 +122,18 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 		}
 	}
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
+	started := g.clk.Now()
+	if g.conf().Deploy.Strategy == config.StrategyCanary && version != servingVersion {
+		// A canary first (canary.go); promoted, it is replaced as below.
+		promoted, err := g.canaryPhase(ctx, target, version, servingVersion, started, progress)
+		if !promoted {
+			return err
+		}
+		// Whatever the roll's end, every server ends at the same weight.
+		defer g.resetWeights(context.WithoutCancel(ctx), func(*instance) bool { return true })
+	}
 
-	failure, err := g.roll(ctx, target, version, g.clk.Now(), threshold, progress)
+	failure, err := g.roll(ctx, target, version, started, threshold, progress)
 	if err == nil && failure == "" {
 		if err := g.setServing(context.WithoutCancel(ctx), target, version); err != nil {
 			return fmt.Errorf("deploy of %s done, but recording it as the serving version failed: %w", version, err)

@@ -53,6 +53,10 @@ type deployState struct {
 	surge    int
 	target   string
 	rollTmpl config.Template
+	// canary, while a canary deploy runs, is how many instances of target
+	// it wants: launches start target until that many are active, and the
+	// serving template beyond (canary.go).
+	canary int
 }
 
 // newDeployState returns the templates of a group configured with base,
@@ -127,14 +131,16 @@ func (d *deployState) begin(version string, tmpl config.Template) {
 
 // end ends the roll: launches start the serving template again.
 func (d *deployState) end() {
-	d.surge, d.target, d.rollTmpl = 0, "", config.Template{}
+	d.surge, d.target, d.rollTmpl, d.canary = 0, "", config.Template{}, 0
 }
 
 // launching returns what a new instance starts: the serving template, or
-// during a roll the one it rolls. A replacement or scale-up never starts a
-// reloaded template that has not served yet.
-func (d *deployState) launching() (config.Template, string) {
-	if d.target != "" {
+// during a roll the one it rolls; during a canary, the one it rolls only
+// while fewer than its canary instances are active (rolled is how many).
+// A replacement or scale-up never starts a reloaded template that has not
+// served yet.
+func (d *deployState) launching(rolled int) (config.Template, string) {
+	if d.target != "" && (d.canary == 0 || rolled < d.canary) {
 		return d.rollTmpl, d.target
 	}
 	return d.tmpl, d.version

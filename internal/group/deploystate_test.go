@@ -91,21 +91,36 @@ func TestDeployStateRoll(t *testing.T) {
 
 	d.begin(v2, target)
 	d.surge = 1
-	if tmpl, v := d.launching(); v != v2 || tmpl.Vars["tag"] != "v2" {
+	if tmpl, v := d.launching(0); v != v2 || tmpl.Vars["tag"] != "v2" {
 		t.Fatalf("during the roll launches start %s, want %s", v, v2)
 	}
 	if !d.rolls(v2) || d.rolls(serving) || d.takesBack(serving) {
 		t.Fatalf("during the roll: rolls(v2) %v, rolls(serving) %v, takesBack(serving) %v", d.rolls(v2), d.rolls(serving), d.takesBack(serving))
 	}
 	d.end()
-	if _, v := d.launching(); v != serving || d.surge != 0 || d.rolls(v2) {
+	if _, v := d.launching(0); v != serving || d.surge != 0 || d.rolls(v2) {
 		t.Fatalf("after a failed roll launches start %s with surge %d, want %s without", v, d.surge, serving)
+	}
+
+	// A canary of two instances: launches start v2 until two are active,
+	// then the serving version (a stable one's replacement, a scale-up);
+	// it ends with the roll.
+	d.begin(v2, target)
+	d.canary, d.surge = 2, 2
+	for rolled, want := range []string{v2, v2, serving, serving} {
+		if _, v := d.launching(rolled); v != want {
+			t.Fatalf("canary of 2 with %d of v2 active: launches start %s, want %s", rolled, v, want)
+		}
+	}
+	d.end()
+	if _, v := d.launching(0); v != serving || d.canary != 0 {
+		t.Fatalf("after a canary launches start %s (canary %d), want %s", v, d.canary, serving)
 	}
 
 	d.begin(v2, target)
 	d.end()
 	d.serve(target, v2)
-	if _, v := d.launching(); v != v2 || d.version != v2 || d.vars["tag"] != "v2" || d.configured() != "" {
+	if _, v := d.launching(0); v != v2 || d.version != v2 || d.vars["tag"] != "v2" || d.configured() != "" {
 		t.Fatalf("after a deploy: launching %s, serving %s, vars %v, configured %q; want %s everywhere", v, d.version, d.vars, d.configured(), v2)
 	}
 	tmpl, vars := d.stored(false)

@@ -115,6 +115,7 @@ func (statsOnly) AddServer(context.Context, haproxy.Server, bool) error         
 func (statsOnly) MarkReady(string, string)                                      {}
 func (statsOnly) Drain(context.Context, string, string, time.Duration) error    { return nil }
 func (statsOnly) Undrain(context.Context, string, string) error                 { return nil }
+func (statsOnly) SetWeight(context.Context, string, string, int) error          { return nil }
 func (statsOnly) RemoveServer(context.Context, string, string) error            { return nil }
 func (statsOnly) ShutdownSessions(context.Context, string, string) error        { return nil }
 func (b statsOnly) Stats(context.Context, string) ([]haproxy.ServerStat, error) { return b.stats, nil }

@@ -569,3 +569,8 @@ func (s *fakeStore) record(name string) (store.Instance, bool) {
 	in, ok := s.insts[name]
 	return in, ok
 }
+
+func (b *fakeBalancer) SetWeight(_ context.Context, _, name string, weight int) error {
+	b.ev.add("weight %s %d", name, weight)
+	return nil
+}

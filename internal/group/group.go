@@ -71,6 +71,7 @@ type Balancer interface {
 	MarkReady(backend, name string)
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
 	Undrain(ctx context.Context, backend, name string) error
+	SetWeight(ctx context.Context, backend, name string, weight int) error
 	RemoveServer(ctx context.Context, backend, name string) error
 	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
@@ -172,6 +173,8 @@ type stateStore interface {
 //	deleteRetry                   its retries' timing (the wait is the instance's, under mu)
 //	statsCache    stats.go        HAProxy's stats answer shared by the health polls (own lock)
 //	goneVersions  hosts.go        finished instances' versions, for Reclaim (under mu)
+//	canaryRun     canary.go       a running canary: step, weights, figures (under mu);
+//	latencyWindow                 its access-log latencies (own lock: the log's reader feeds it)
 //
 // A part whose answers are decided together with the instance set has no
 // lock of its own: a second lock would let a launch, a take-back or a
@@ -253,6 +256,11 @@ type Group struct {
 
 	// ej judges outliers (outliers.go); it has its own lock.
 	ej ejector
+
+	// can is the canary deploy running (canary.go; nil when none), under
+	// mu; canLat its latency window, fed by the access log without mu.
+	can    *canaryRun
+	canLat atomic.Pointer[latencyWindow]
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -423,6 +431,7 @@ func (g *Group) Run(ctx context.Context) {
 	g.runCtx = ctx
 	g.startOutliersLocked()
 	g.mu.Unlock()
+	g.recoverCanary(ctx)
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
 	defer stop()
@@ -532,7 +541,7 @@ func (g *Group) launchLocked(ctx context.Context, prov string) {
 	for g.indexUsedLocked(idx) {
 		idx++
 	}
-	tmpl, version := g.dep.launching()
+	tmpl, version := g.dep.launching(g.countVersionLocked(g.dep.target))
 	in := &instance{
 		name:    fmt.Sprintf("%s-%03d", g.cfg.Name, idx),
 		index:   idx,
@@ -1124,7 +1133,9 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
-	return haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
+	s := haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
+	s.Weight = g.canaryWeight(in)
+	return s
 }
 
 // pid is the instance's process, 0 before it has one.

@@ -35,6 +35,9 @@ type ejector struct {
 // ObserveLatency takes one sampled request of an instance from the access
 // log: its time to the response.
 func (g *Group) ObserveLatency(server string, at time.Time, took time.Duration) {
+	if w := g.canLat.Load(); w != nil {
+		w.observe(server, took) // a canary's analysis (canary.go)
+	}
 	g.ej.mu.Lock()
 	defer g.ej.mu.Unlock()
 	if g.ej.det != nil {

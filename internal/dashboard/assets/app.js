@@ -179,6 +179,7 @@ function renderGroup(m) {
     p.skipped_until ? [`until ${time(p.skipped_until)}: ${p.skip_reason}`, "bad"] : "–",
   ], { provider: p.name })));
 
+  renderCanary(m.deploy);
   state.jobs = m.jobs || [];
   renderJobs();
   followJob();
@@ -464,6 +465,33 @@ function route() {
   connect();
 }
 
+// renderCanary shows a running canary (GET /v1/groups/G/deploy): its
+// step, weights, both versions' figures and the time left.
+function renderCanary(d) {
+  const c = d && d.canary;
+  $("#canary").hidden = !c;
+  if (!c) return;
+  const ms = (ns) => (ns ? `${(ns / 1e6).toFixed(1)} ms` : "–");
+  const fig = (f) => `${f.requests} requests, ${f.errors} 5xx (${(100 * f.error_rate).toFixed(2)} %), p99 ${ms(f.p99)} (${f.samples} samples)`;
+  $("#canary-status").textContent = [
+    `${c.version} vs stable ${c.stable}: step ${c.step}/${c.steps}, ${c.weight} %, ${c.phase}, ${(c.time_left / 1e9).toFixed(0)} s left`,
+    `weights: canary ${c.canary_weight} on ${c.canary_instances}, stable ${c.stable_weight} on ${c.stable_instances}`,
+    `canary: ${fig(c.canary)}`,
+    `stable: ${fig(c.stable_figures)}`,
+    c.analysis_verdict ? `analysis: ${c.analysis_verdict}` : "",
+  ].filter(Boolean).join("\n");
+}
+
+// canaryAct posts a canary checkpoint (pause, resume, promote, abort).
+async function canaryAct(act) {
+  const out = $("#result");
+  const r = await fetch(`/v1/groups/${encodeURIComponent(state.group)}/deploy/${act}`, { method: "POST", credentials: "same-origin" });
+  if (r.status === 401) { location.reload(); return; }
+  const a = await r.json();
+  out.className = r.ok ? "ok" : "bad";
+  out.textContent = r.ok ? `canary: ${act}` : a.error;
+}
+
 // submit posts a group's job request (scale, deploy) and shows the answer:
 // the job, an ignored job with its reason, or the error.
 async function submit(path, body) {
@@ -478,6 +506,12 @@ function init() {
   $("#deploy").addEventListener("click", () => {
     confirmAct(`Deploy ${state.group}: replace every instance with the configured template?`).then((yes) => { if (yes) submit("deploy", {}); });
   });
+  for (const b of document.querySelectorAll("#canary button")) {
+    b.addEventListener("click", () => {
+      if (b.dataset.act !== "abort") { canaryAct(b.dataset.act); return; }
+      confirmAct(`Abort the canary of ${state.group}?`).then((yes) => { if (yes) canaryAct("abort"); });
+    });
+  }
   for (const b of document.querySelectorAll(".ranges button")) {
     b.addEventListener("click", () => {
       for (const o of document.querySelectorAll(".ranges button")) o.classList.toggle("on", o === b);

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/group"
+)
+
+// deployActCmds are `shoal deploy pause|resume|promote|abort GROUP` and
+// `shoal deploy status GROUP`: a canary's checkpoints and what it shows.
+func deployActCmds(o *options) []*cobra.Command {
+	what := map[string]string{
+		group.CanaryPause:   "pause the group's canary: its step's clock stops, the analysis goes on (and still rolls back)",
+		group.CanaryResume:  "resume a paused canary, or one a step's pause: true holds",
+		group.CanaryPromote: "promote the group's canary now: its version replaces the stable one as a rolling deploy",
+		group.CanaryAbort:   "abort the group's canary: weights back to the stable version, canary instances drained and stopped",
+	}
+	var cmds []*cobra.Command
+	for _, act := range group.CanaryActions {
+		cmds = append(cmds, &cobra.Command{
+			Use:     act + " GROUP",
+			Short:   what[act],
+			Example: "  shoal deploy " + act + " web",
+			Long: what[act] + `.
+Exit status: 0 done, 3 when the group runs no canary, 2 for an unknown group.`,
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := o.client()
+				if err != nil {
+					return err
+				}
+				d, err := c.DeployAct(cmd.Context(), args[0], act)
+				var ae *api.Error
+				if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+					return &exitError{code: exitIgnored, msg: ae.ErrorResponse.Error}
+				}
+				if err != nil {
+					return apiExit(err)
+				}
+				fmt.Fprintf(o.stdout, "%s: %s\n", args[0], act)
+				printCanaryStatus(o.stdout, d)
+				return nil
+			},
+		})
+	}
+	cmds = append(cmds, &cobra.Command{
+		Use:     "status GROUP",
+		Short:   "show a running canary: its step, the weights, both versions' figures and the time left",
+		Example: "  shoal deploy status web",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			d, err := c.DeployStatus(cmd.Context(), args[0])
+			if err != nil {
+				return apiExit(err)
+			}
+			printCanaryStatus(o.stdout, d)
+			return nil
+		},
+	})
+	return cmds
+}
+
+func printCanaryStatus(w io.Writer, d api.DeployStatus) {
+	fmt.Fprintf(w, "group %s  version %s  strategy %s\n", d.Group, d.Version, d.Strategy)
+	c := d.Canary
+	if c == nil {
+		if d.Deploying != "" {
+			fmt.Fprintf(w, "  deploying %s (rolling)\n", d.Deploying)
+		} else {
+			fmt.Fprintln(w, "  no canary running")
+		}
+		return
+	}
+	fmt.Fprintf(w, "  canary %s  step %d/%d  weight %g%%  %s  time left %s\n", c.Version, c.Step, c.Steps, c.Weight, c.Phase, c.TimeLeft.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  weights: canary %d on %d instance(s), stable %d on %d instance(s)\n", c.CanaryWeight, c.CanaryInstances, c.StableWeight, c.StableInstances)
+	line := func(name string, f group.VersionFigure) {
+		p99 := "p99 unknown"
+		if f.P99 > 0 {
+			p99 = "p99 " + f.P99.Round(100*time.Microsecond).String()
+		}
+		fmt.Fprintf(w, "  %-7s %d requests, %d 5xx (%.2f%%), %s (%d samples)\n", name+":", f.Requests, f.Errors, 100*f.ErrorRate, p99, f.Samples)
+	}
+	line("canary", c.Canary)
+	line("stable", c.StableFigures)
+	if c.AnalysisVerdict != "" {
+		fmt.Fprintf(w, "  analysis (every %s): %s\n", c.AnalysisInterval, c.AnalysisVerdict)
+	}
+}
