@@ -320,8 +320,7 @@ func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *
 
 func (d *decoder) metric(f *fields, key string) (string, *yaml.Node) {
 	m, mn := f.str(key, "")
-	if mn != nil && !slices.Contains(MetricPaths, m) {
-		d.errorf(mn, f.field(key), "unknown metric %q; known: %s", m, strings.Join(MetricPaths, ", "))
+	if mn != nil && !d.metricOrFormula(mn, f.field(key), m) {
 		return "", nil
 	}
 	return m, mn

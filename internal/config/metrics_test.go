@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ groups:
 		t.Fatalf("Parse: %v", err)
 	}
 	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Retention: Retention{Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour}}
-	if cfg.Metrics != want {
+	if !reflect.DeepEqual(cfg.Metrics, want) {
 		t.Errorf("Metrics = %+v, want %+v", cfg.Metrics, want)
 	}
 	for i, cpus := range []float64{4, 0.25, 1} {
@@ -38,7 +39,7 @@ groups:
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if cfg.Metrics != DefaultMetrics {
+	if !reflect.DeepEqual(cfg.Metrics, DefaultMetrics) {
 		t.Errorf("default Metrics = %+v, want %+v", cfg.Metrics, DefaultMetrics)
 	}
 }

@@ -154,8 +154,6 @@ func KeyValues() map[string][]string {
 		"Health.method":      checkMethods,
 		"Passive.observe":    observeModes,
 		"Passive.on_error":   onErrors,
-		"Rule.metric":        MetricPaths,
-		"Target.metric":      MetricPaths,
 		"NotifyTarget.type":  notify,
 		"Provider.type":      providers,
 	}
