@@ -53,7 +53,7 @@ func TestParseMetricsErrors(t *testing.T) {
 		{"metrics: {interval: 2m}\n", `shoal.yaml:2:21: metrics.interval: must be from 100ms to 1m0s, got 2m0s`},
 		{"metrics: {interval: fast}\n", `shoal.yaml:2:21: metrics.interval: must be a duration such as "30s" or "3m", or a whole number of seconds; got "fast"`},
 		{"metrics: {warmup: -1s}\n", `shoal.yaml:2:19: metrics.warmup: must not be negative, got -1s`},
-		{"metrics: {intervall: 1s}\n", `shoal.yaml:2:11: metrics.intervall: unknown field; allowed: interval, warmup, retention, listen`},
+		{"metrics: {intervall: 1s}\n", `shoal.yaml:2:11: metrics.intervall: unknown field; allowed: interval, warmup, retention, listen, sources`},
 		{"metrics: [1s]\n", `shoal.yaml:2:10: metrics: must be a mapping, got a list`},
 		{"metrics: {interval: 2s, retention: {ring: 1s}}\n", `shoal.yaml:2:43: metrics.retention.ring: must be at least metrics.interval (2s), got 1s`},
 		{"metrics: {interval: 100ms, retention: {ring: 24h}}\n", `shoal.yaml:2:46: metrics.retention.ring: must hold at most 100000 intervals of 100ms, got 24h0m0s`},

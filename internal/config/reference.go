@@ -34,6 +34,10 @@ func DefaultsTree() Config {
 	g.Outliers = &o
 	g.Limits = &defaultLimits
 	c.Groups = []Group{g}
+	src := defaultSource
+	src.Prometheus = &PromSource{Auth: &PromAuth{Basic: &PromBasic{}}}
+	src.HTTP = &HTTPSource{}
+	c.Metrics.Sources = []Source{src}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression
 	fe.RateLimit = &defaultRateLimit
@@ -155,6 +159,7 @@ func KeyValues() map[string][]string {
 		"Passive.observe":    observeModes,
 		"Passive.on_error":   onErrors,
 		"NotifyTarget.type":  notify,
+		"Source.on_missing":  {SourceHold, SourceUp, SourceDown},
 		"Provider.type":      providers,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -156,7 +157,7 @@ func (d *decoder) source(item *yaml.Node, path string, interval time.Duration) (
 	switch {
 	case nn == nil:
 		return Source{}, nil, false
-	case !nameRE.MatchString(name) || strings.ContainsAny(name, "-."):
+	case !bareMetric.MatchString(name) || strings.Contains(name, "."):
 		d.errorf(nn, f.field("name"), "must be a letter followed by letters, digits and _ (a formula names it), got %q", name)
 		return Source{}, nil, false
 	case slices.Contains(MetricPaths, name) || slices.Contains(formulaRoots(), name):
@@ -419,9 +420,10 @@ func (f *Formula) Eval(sources []string, vals map[string]float64) (float64, erro
 
 // IsFormula reports whether a policy's metric is a formula rather than one
 // name.
-func IsFormula(metric string) bool {
-	return !nameRE.MatchString(metric) || strings.ContainsAny(metric, " ()+-*/%?:<>=!&|,\"'")
-}
+func IsFormula(metric string) bool { return !bareMetric.MatchString(metric) }
+
+// bareMetric is one metric's name: a source's, or one of shoal's (cpu.avg).
+var bareMetric = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$`)
 
 // metricOrFormula checks a policy's metric m at node n: one of shoal's
 // metrics, a source, or a formula over both; errors point into the formula.
@@ -432,6 +434,10 @@ func (d *decoder) metricOrFormula(n *yaml.Node, field, m string) bool {
 	names := make([]string, len(d.sourceList))
 	for i, s := range d.sourceList {
 		names[i] = s.Name
+	}
+	if !IsFormula(m) {
+		d.errorf(n, field, "unknown metric %q; known: %s", m, strings.Join(append(names, MetricPaths...), ", "))
+		return false
 	}
 	if _, err := CompileFormula(m, names); err != nil {
 		var fe *FormulaError
