@@ -120,9 +120,13 @@ func (s *Set) queryRange(ctx context.Context, src config.Source, group string, f
 	}
 	var out []metrics.Point
 	for _, r := range rs {
-		v, ok := s.split(src.Name, r.Reading)[seriesKey(src.Name, "")]
+		vals, _, err := s.split(src.Name, r.Reading)
+		if err != nil {
+			return nil, fmt.Errorf("at %s: %w", r.T.UTC().Format(time.RFC3339), err)
+		}
+		v, ok := vals[seriesKey(src.Name, "")]
 		if !ok {
-			v, ok = s.split(src.Name, r.Reading)[seriesKey(src.Name, group)]
+			v, ok = vals[seriesKey(src.Name, group)]
 		}
 		if ok {
 			out = append(out, metrics.Point{T: r.T, V: v})

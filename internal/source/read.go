@@ -39,7 +39,12 @@ import (
 // Reading is what one read of a source gave: one value, or one per
 // instance (by the label or key the source gave).
 type Reading struct {
-	Value     float64
+	// Value is the one value when Single.
+	Value  float64
+	Single bool
+	// Instances are the values by instance label or key, if it gave any
+	// (a Prometheus sample keeps its target's instance label even when it
+	// is the only one).
 	Instances map[string]float64
 }
 
@@ -109,7 +114,7 @@ func (l *limited) Write(p []byte) (int, error) {
 func parseOutput(out []byte) (Reading, error) {
 	s := strings.TrimSpace(string(out))
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
-		return checked(Reading{Value: v})
+		return checked(Reading{Value: v, Single: true})
 	}
 	var doc struct {
 		Value     *float64           `json:"value"`
@@ -119,7 +124,7 @@ func parseOutput(out []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf(`printed %q; want a number, {"value": N} or {"instances": {"NAME": N, ...}}`, clip(s))
 	}
 	if doc.Value != nil {
-		return checked(Reading{Value: *doc.Value})
+		return checked(Reading{Value: *doc.Value, Single: true})
 	}
 	return checked(Reading{Instances: doc.Instances})
 }
@@ -167,9 +172,9 @@ func readHTTP(ctx context.Context, h *config.HTTPSource) (Reading, error) {
 	}
 	switch x := v.(type) {
 	case float64:
-		return checked(Reading{Value: x})
+		return checked(Reading{Value: x, Single: true})
 	case int:
-		return Reading{Value: float64(x)}, nil
+		return Reading{Value: float64(x), Single: true}, nil
 	case map[string]any:
 		r := Reading{Instances: map[string]float64{}}
 		for k, e := range x {
@@ -270,15 +275,27 @@ func (p *prom) auth(req *http.Request) error {
 	return nil
 }
 
-// promAnswer is the API's envelope.
+// promAnswer is the API's envelope; Data is a query's result, or
+// format_query's string.
 type promAnswer struct {
-	Status    string `json:"status"`
-	ErrorType string `json:"errorType"`
-	Error     string `json:"error"`
-	Data      struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	} `json:"data"`
+	Status    string          `json:"status"`
+	ErrorType string          `json:"errorType"`
+	Error     string          `json:"error"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// promResult is a query's data.
+type promResult struct {
+	ResultType string          `json:"resultType"`
+	Result     json.RawMessage `json:"result"`
+}
+
+func (a *promAnswer) result() (promResult, error) {
+	var r promResult
+	if err := json.Unmarshal(a.Data, &r); err != nil {
+		return r, fmt.Errorf("not a query's result: %w", err)
+	}
+	return r, nil
 }
 
 type promSeries struct {
@@ -313,55 +330,58 @@ func readProm(ctx context.Context, ps *config.PromSource) (Reading, error) {
 	if err != nil {
 		return Reading{}, err
 	}
-	switch a.Data.ResultType {
+	data, err := a.result()
+	if err != nil {
+		return Reading{}, err
+	}
+	switch data.ResultType {
 	case "scalar":
 		var s [2]any
-		if err := json.Unmarshal(a.Data.Result, &s); err != nil {
+		if err := json.Unmarshal(data.Result, &s); err != nil {
 			return Reading{}, fmt.Errorf("query %q: %w", clip(ps.Query), err)
 		}
 		v, err := sampleValue(s[1])
 		if err != nil {
 			return Reading{}, err
 		}
-		return checked(Reading{Value: v})
+		return checked(Reading{Value: v, Single: true})
 	case "vector":
 	default:
-		return Reading{}, fmt.Errorf("query %q gave a %s; want an instant vector of one sample, or one per instance", clip(ps.Query), a.Data.ResultType)
+		return Reading{}, fmt.Errorf("query %q gave a %s; want an instant vector of one sample, or one per instance", clip(ps.Query), data.ResultType)
 	}
 	var series []promSeries
-	if err := json.Unmarshal(a.Data.Result, &series); err != nil {
+	if err := json.Unmarshal(data.Result, &series); err != nil {
 		return Reading{}, fmt.Errorf("query %q: %w", clip(ps.Query), err)
 	}
 	return vectorReading(ps.Query, series, func(s promSeries) any { return s.Value[1] })
 }
 
-// vectorReading makes one reading of a vector's samples: one sample is the
-// value; several must each have a distinct instance label.
+// vectorReading makes one reading of a vector's samples: one sample is
+// the value (and its instance's, if labelled); several must each have a
+// distinct instance label.
 func vectorReading(query string, series []promSeries, value func(promSeries) any) (Reading, error) {
-	switch len(series) {
-	case 0:
+	if len(series) == 0 {
 		return Reading{}, fmt.Errorf("query %q gave no sample", clip(query))
-	case 1:
-		if _, ok := series[0].Metric["instance"]; !ok {
-			v, err := sampleValue(value(series[0]))
-			if err != nil {
-				return Reading{}, err
-			}
-			return checked(Reading{Value: v})
-		}
 	}
-	r := Reading{Instances: map[string]float64{}}
+	r := Reading{Single: len(series) == 1}
 	for _, s := range series {
-		inst, ok := s.Metric["instance"]
-		if !ok {
-			return Reading{}, fmt.Errorf("query %q gave %d series, not all with an instance label; aggregate it to one (sum(...)) or keep instance", clip(query), len(series))
-		}
-		if _, dup := r.Instances[inst]; dup {
-			return Reading{}, fmt.Errorf("query %q gave several series for instance %s; aggregate by (instance)", clip(query), inst)
-		}
 		v, err := sampleValue(value(s))
 		if err != nil {
 			return Reading{}, err
+		}
+		r.Value = v
+		inst, ok := s.Metric["instance"]
+		switch {
+		case !ok && r.Single:
+			continue
+		case !ok:
+			return Reading{}, fmt.Errorf("query %q gave %d series, not all with an instance label; aggregate it to one (sum(...)) or by (instance)", clip(query), len(series))
+		}
+		if r.Instances == nil {
+			r.Instances = map[string]float64{}
+		}
+		if _, dup := r.Instances[inst]; dup {
+			return Reading{}, fmt.Errorf("query %q gave %d series, several for instance %s; aggregate it to one (sum(...)) or by (instance)", clip(query), len(series), inst)
 		}
 		r.Instances[inst] = v
 	}
@@ -400,11 +420,15 @@ func QueryRange(ctx context.Context, s config.Source, from, to time.Time, step t
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", s.Name, err)
 	}
-	if a.Data.ResultType != "matrix" {
-		return nil, fmt.Errorf("source %s: query_range gave a %s", s.Name, a.Data.ResultType)
+	data, err := a.result()
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", s.Name, err)
+	}
+	if data.ResultType != "matrix" {
+		return nil, fmt.Errorf("source %s: query_range gave a %s", s.Name, data.ResultType)
 	}
 	var series []promSeries
-	if err := json.Unmarshal(a.Data.Result, &series); err != nil {
+	if err := json.Unmarshal(data.Result, &series); err != nil {
 		return nil, fmt.Errorf("source %s: %w", s.Name, err)
 	}
 	// Regroup by time: each step is what the instant query read then.

@@ -2,9 +2,12 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +104,11 @@ func (s *Set) ReadOnce(ctx context.Context, src config.Source, now time.Time) {
 	if ctx.Err() != nil {
 		return
 	}
+	var vals map[string]float64
+	perInstance := false
+	if err == nil {
+		vals, perInstance, err = s.split(src.Name, r)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.status[src.Name]
@@ -115,33 +123,41 @@ func (s *Set) ReadOnce(ctx context.Context, src config.Source, now time.Time) {
 	if st.LastError != "" {
 		s.log.Info("metrics source answers again", "source", src.Name)
 	}
-	st.LastError, st.Last, st.Value, st.PerInstance = "", now, r.Value, r.Instances != nil
-	for key, v := range s.split(src.Name, r) {
+	st.LastError, st.Last, st.Value, st.PerInstance = "", now, r.Value, perInstance
+	for key, v := range vals {
 		s.add(key, metrics.Point{T: now, V: v}, now)
 	}
 }
 
-// split is the series r adds to: one value for all groups, or each group's
-// average over its matched in-service instances.
-func (s *Set) split(name string, r Reading) map[string]float64 {
-	if r.Instances == nil {
-		return map[string]float64{seriesKey(name, ""): r.Value}
-	}
-	sums, counts := map[string]float64{}, map[string]int{}
-	for _, in := range s.instances() {
-		if !in.InService {
-			continue
+// split is the series r adds to: when its instances match shoal's, each
+// group's average over its matched in-service instances (perInstance);
+// otherwise its one value, for all groups.
+func (s *Set) split(name string, r Reading) (vals map[string]float64, perInstance bool, err error) {
+	if r.Instances != nil {
+		sums, counts := map[string]float64{}, map[string]int{}
+		matched := false
+		for _, in := range s.instances() {
+			v, ok := match(r.Instances, in)
+			matched = matched || ok
+			if ok && in.InService {
+				sums[in.Group] += v
+				counts[in.Group]++
+			}
 		}
-		if v, ok := match(r.Instances, in); ok {
-			sums[in.Group] += v
-			counts[in.Group]++
+		if matched {
+			out := map[string]float64{}
+			for g, n := range counts {
+				out[seriesKey(name, g)] = sums[g] / float64(n)
+			}
+			return out, true, nil
 		}
 	}
-	out := map[string]float64{}
-	for g, n := range counts {
-		out[seriesKey(name, g)] = sums[g] / float64(n)
+	if !r.Single {
+		keys := slices.Sorted(maps.Keys(r.Instances))
+		return nil, false, fmt.Errorf("source %s: %d values by instance (%s), none of them an instance of shoal (matched by name, host:port or host); aggregate them to one",
+			name, len(keys), clip(strings.Join(keys, ", ")))
 	}
-	return out
+	return map[string]float64{seriesKey(name, ""): r.Value}, false, nil
 }
 
 // match finds in's value among a reading's instances: by its name, its
