@@ -74,3 +74,9 @@ func (s *autoscaleAPI) replayHistory(ctx context.Context, group string) (policy.
 	h := s.a.Sources.Replay(ctx, group, base)
 	return h, h.Err
 }
+
+// Sources returns the metrics sources' states (GET /v1/sources).
+func (c *Client) Sources(ctx context.Context) ([]SourceStatus, error) {
+	var r SourcesResponse
+	return r.Sources, c.do(ctx, http.MethodGet, "/v1/sources", nil, &r)
+}
