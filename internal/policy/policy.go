@@ -404,12 +404,12 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		if len(pts) > 0 {
 			what = fmt.Sprintf("%s is stale (newest sample at %s)", r.Metric, pts[len(pts)-1].T.UTC().Format(time.RFC3339))
 		}
-		onMissing := r.OnMissing
+		onMissing, srcMissing := r.OnMissing, false
 		if src, why, missing := e.missingSource(r.Metric, e.now); missing {
 			if op, acts := e.onMissingSource(r.Name, src, why); acts {
 				return e.ruleCooldown(r, op), true
 			}
-			what, onMissing = why, src.OnMissing
+			what, onMissing, srcMissing = why, src.OnMissing, true
 		}
 		// on_missing: up acts on a metric missing for the whole window while
 		// the group itself was measured (its size series), so that the first
@@ -420,7 +420,9 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
-		if e.wentMissing(r.Metric) {
+		// A missing source is said at every evaluation (the runner keeps
+		// the first of a run): it may never have answered at all.
+		if srcMissing || e.wentMissing(r.Metric) {
 			if len(e.missing) == 0 {
 				e.missing = append(e.missing, r.Name)
 			}
@@ -637,15 +639,15 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	latest, ok := e.sample(t.Metric)
 	readyP, readyOK := e.sample("ready")
 	if !ok || !readyOK {
-		what := fmt.Sprintf("%s or ready is missing or stale", t.Metric)
+		what, srcMissing := fmt.Sprintf("%s or ready is missing or stale", t.Metric), false
 		if src, why, missing := e.missingSource(t.Metric, e.now); missing {
 			if mop, acts := e.onMissingSource(TargetName, src, why); acts {
 				mop.fired = mop.code == ""
 				return mop, true
 			}
-			what = why + "; on_missing: hold"
+			what, srcMissing = why+"; on_missing: hold", true
 		}
-		if e.wentMissing(t.Metric) || ok && e.wentMissing("ready") {
+		if srcMissing || e.wentMissing(t.Metric) || ok && e.wentMissing("ready") {
 			if len(e.missing) == 0 {
 				e.missing = append(e.missing, TargetName)
 			}
