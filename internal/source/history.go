@@ -183,12 +183,17 @@ func (h *History) Points(path string, from, to time.Time) []metrics.Point {
 	}
 	ins := make([]input, len(f.Inputs))
 	var times []time.Time
+	step := time.Duration(math.MaxInt64)
 	for i, p := range f.Inputs {
 		age := ownMaxAge
 		if src, ok := sourceByName(h.sources, p); ok {
 			age = src.MaxAgeOf()
+			step = min(step, src.Interval)
 		}
 		ins[i] = input{p, age, h.Points(p, from.Add(-age), to)}
+		if pts := ins[i].pts; len(pts) >= 2 {
+			step = min(step, pts[len(pts)-1].T.Sub(pts[len(pts)-2].T))
+		}
 		for _, pt := range ins[i].pts {
 			if !pt.T.Before(from) {
 				times = append(times, pt.T)
@@ -196,7 +201,7 @@ func (h *History) Points(path string, from, to time.Time) []metrics.Point {
 		}
 	}
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	times = cluster(times, step/2)
 	if len(f.Inputs) == 0 && len(times) == 0 {
 		times = []time.Time{to} // a constant
 	}
@@ -311,4 +316,20 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// cluster keeps the last of each run of times less than gap apart: inputs
+// read at nearly the same moment (two sources of one interval) make one
+// point, so that the formula's series is spaced as its inputs are, which
+// the policies' gap and coverage checks measure.
+func cluster(times []time.Time, gap time.Duration) []time.Time {
+	var out []time.Time
+	for _, t := range times {
+		if n := len(out); n > 0 && t.Sub(out[n-1]) < gap {
+			out[n-1] = t
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
