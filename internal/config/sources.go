@@ -45,7 +45,9 @@ type Source struct {
 // PromSource is an instant PromQL query against a Prometheus server.
 type PromSource struct {
 	// URL is the server's base URL (http://127.0.0.1:9090).
-	URL   string    `yaml:"url" required:"true"`
+	URL string `yaml:"url" required:"true"`
+	// Query is instant PromQL giving one sample, or one per instance (an
+	// instance label naming shoal's instances by name, host:port or host).
 	Query string    `yaml:"query" required:"true"`
 	Auth  *PromAuth `yaml:"auth"`
 	// CAFile verifies an https server's certificate.
@@ -62,12 +64,14 @@ type PromAuth struct {
 
 // PromBasic is HTTP basic authentication with the password in a file.
 type PromBasic struct {
+	// Username logs in with the password read from PasswordFile.
 	Username     string `yaml:"username" required:"true"`
 	PasswordFile string `yaml:"password_file" required:"true"`
 }
 
 // HTTPSource reads a number from an endpoint's JSON.
 type HTTPSource struct {
+	// URL is GET for JSON at each read.
 	URL string `yaml:"url" required:"true"`
 	// JSONPath is a jq expression (gojq) giving a number, or an object of
 	// instance → number.

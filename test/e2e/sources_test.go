@@ -190,6 +190,12 @@ func TestScaleOnPrometheus(t *testing.T) {
 	again = slices.Compact(again)
 	if !slices.Equal(again, live) {
 		t.Errorf("policy test %v, want the live loop's %v", again, live)
+		for _, ev := range e.events(api.EventsQuery{Group: "web"}) {
+			t.Logf("live %s %s %s → %d: %s", ev.Time.Format("15:04:05.000"), ev.Outcome, ev.Code, ev.Recommendation, ev.Reason)
+		}
+		for _, d := range replayed {
+			t.Logf("replayed %s %s %s → %d: %s", d.Time.Format("15:04:05.000"), d.Outcome, d.Code, d.Recommendation, d.Reason)
+		}
 	}
 }
 
