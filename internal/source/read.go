@@ -248,7 +248,9 @@ func newProm(p *config.PromSource) (*prom, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", p.CAFile)
 		}
-		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		// A client per read (the CA file may be replaced): no idle
+		// connections left behind in a transport nobody uses again.
+		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, DisableKeepAlives: true}
 	}
 	return &prom{cfg: p, client: c}, nil
 }
@@ -413,8 +415,11 @@ func QueryRange(ctx context.Context, s config.Source, from, to time.Time, step t
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"query": {s.Prometheus.Query},
-		"start": {strconv.FormatInt(from.Unix(), 10)}, "end": {strconv.FormatInt(to.Unix(), 10)},
+	// Steps start at from to the millisecond: a replay evaluating at from
+	// plus whole intervals sees at each step what an instant query then
+	// would have.
+	unix := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1e3, 'f', 3, 64) }
+	q := url.Values{"query": {s.Prometheus.Query}, "start": {unix(from)}, "end": {unix(to)},
 		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
 	a, err := p.call(ctx, "/api/v1/query_range", q)
 	if err != nil {
