@@ -268,6 +268,9 @@ func TestSourceBadInput(t *testing.T) {
 		}
 		return nil
 	})
+	if out, stderr, code := e.cli("sources"); code != 0 || !strings.Contains(out, "queue_depth") || !strings.Contains(out, "aggregate it to one") || !strings.Contains(out, `printed "lots of jobs"`) {
+		t.Errorf("shoal sources: exit %d, %s%s", code, out, stderr)
+	}
 	ev := e.waitEvent("the target's missing decision", 30*time.Second, 0, func(ev api.Event) bool { return ev.Code == "missing" })
 	if !strings.Contains(ev.Reason, "source queue_depth has no value") || !strings.Contains(ev.Reason, "several for instance") {
 		t.Errorf("missing decision: %q; want the source and its error", ev.Reason)
