@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -57,16 +58,20 @@ type PromSource struct {
 // PromAuth authenticates to Prometheus; the secrets are read from files at
 // each read, never stored in the config or logged.
 type PromAuth struct {
-	// BearerFile holds a bearer token.
+	// BearerFile holds a bearer token; BearerEnv names the environment
+	// variable holding it instead.
 	BearerFile string     `yaml:"bearer_file"`
+	BearerEnv  string     `yaml:"bearer_env"`
 	Basic      *PromBasic `yaml:"basic"`
 }
 
 // PromBasic is HTTP basic authentication with the password in a file.
 type PromBasic struct {
-	// Username logs in with the password read from PasswordFile.
+	// Username logs in with the password read from PasswordFile, or from
+	// the environment variable PasswordEnv names.
 	Username     string `yaml:"username" required:"true"`
-	PasswordFile string `yaml:"password_file" required:"true"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
 }
 
 // HTTPSource reads a number from an endpoint's JSON.
@@ -229,15 +234,20 @@ func (d *decoder) promSource(n *yaml.Node, path string) *PromSource {
 		af := section[PromAuth](d, an, f.field("auth"))
 		p.Auth = &PromAuth{}
 		p.Auth.BearerFile = d.secretFile(af, "bearer_file")
+		p.Auth.BearerEnv = d.envName(af, "bearer_env")
 		if bn := af.get("basic"); bn != nil {
 			bf := section[PromBasic](d, bn, af.field("basic"))
 			b := &PromBasic{}
 			b.Username, _ = bf.str("username", "")
 			b.PasswordFile = d.secretFile(bf, "password_file")
+			b.PasswordEnv = d.envName(bf, "password_env")
+			if bf.node != nil && (bf.has("password_file") == bf.has("password_env")) {
+				d.errorf(bn, af.field("basic"), "needs exactly one of password_file and password_env")
+			}
 			p.Auth.Basic = b
 		}
-		if (p.Auth.BearerFile == "") == (p.Auth.Basic == nil) {
-			d.errorf(an, f.field("auth"), "needs exactly one of bearer_file and basic")
+		if n := btoi(af.has("bearer_file")) + btoi(af.has("bearer_env")) + btoi(af.has("basic")); n != 1 {
+			d.errorf(an, f.field("auth"), "needs exactly one of bearer_file, bearer_env and basic")
 		}
 	}
 	if c, cn := f.str("ca_file", ""); cn != nil {
@@ -261,6 +271,25 @@ func (d *decoder) secretFile(f *fields, key string) string {
 		d.errorf(pn, f.field(key), "must be a readable file: %v", err)
 	}
 	return p
+}
+
+// envName reads the name of an environment variable holding a secret:
+// only the name is kept; the secret is read when used.
+func (d *decoder) envName(f *fields, key string) string {
+	v, vn := f.str(key, "")
+	if vn != nil && !envNameRE.MatchString(v) {
+		d.errorf(vn, f.field(key), "must be an environment variable's name such as PROM_TOKEN, got %q", truncate(v))
+	}
+	return v
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (d *decoder) httpSource(n *yaml.Node, path string) *HTTPSource {
@@ -457,6 +486,16 @@ func (d *decoder) metricOrFormula(n *yaml.Node, field, m string) bool {
 		return false
 	}
 	return true
+}
+
+// ReadSecretEnv reads a secret from the environment variable name; what
+// failed names the variable, never a value.
+func ReadSecretEnv(name string) (string, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("environment variable %s is empty or unset", name)
+	}
+	return v, nil
 }
 
 // ReadSecret reads a secret file for a request, trimming one trailing

@@ -57,6 +57,9 @@ func TestSourceErrors(t *testing.T) {
 		{`{name: backlog,`, `{name: size,`, `"size" is one of shoal's own metrics`},
 		{`"http://127.0.0.1:9090"`, `"http://u:pw@127.0.0.1:9090"`, `must not hold credentials`},
 		{`timeout: 1s`, `timeout: 3s`, `metrics.sources[1].timeout: must be at most interval (2s), got 3s`},
+		{`query: "sum(jobs_queued)"}`, `query: "sum(jobs_queued)", auth: {bearer_env: TOKEN, basic: {username: u, password_env: PW}}}`, `metrics.sources[0].prometheus.auth: needs exactly one of bearer_file, bearer_env and basic`},
+		{`query: "sum(jobs_queued)"}`, `query: "sum(jobs_queued)", auth: {basic: {username: u}}}`, `metrics.sources[0].prometheus.auth.basic: needs exactly one of password_file and password_env`},
+		{`query: "sum(jobs_queued)"}`, `query: "sum(jobs_queued)", auth: {bearer_env: "$TOKEN"}}`, `bearer_env: must be an environment variable's name such as PROM_TOKEN, got "$TOKEN"`},
 	} {
 		doc := strings.Replace(sourcesDoc, tc.from, tc.to, 1)
 		_, err := Parse("shoal.yaml", []byte(doc))

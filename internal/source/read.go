@@ -267,10 +267,20 @@ func (p *prom) auth(req *http.Request) error {
 			return fmt.Errorf("bearer_file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
-	case a.Basic != nil:
-		pw, err := config.ReadSecret(a.Basic.PasswordFile)
+	case a.BearerEnv != "":
+		tok, err := config.ReadSecretEnv(a.BearerEnv)
 		if err != nil {
-			return fmt.Errorf("password_file: %w", err)
+			return fmt.Errorf("bearer_env: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	case a.Basic != nil:
+		read, what, from := config.ReadSecret, "password_file", a.Basic.PasswordFile
+		if a.Basic.PasswordEnv != "" {
+			read, what, from = config.ReadSecretEnv, "password_env", a.Basic.PasswordEnv
+		}
+		pw, err := read(from)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		req.SetBasicAuth(a.Basic.Username, pw)
 	}

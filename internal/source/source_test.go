@@ -241,6 +241,16 @@ func TestBearerFromFile(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "401") {
 		t.Errorf("err = %v; want the 401 without the token", err)
 	}
+	// From the environment, and basic auth's password likewise.
+	t.Setenv("SHOAL_TEST_PROM_TOKEN", "fr0m-env")
+	src.Prometheus.Auth = &config.PromAuth{BearerEnv: "SHOAL_TEST_PROM_TOKEN"}
+	if _, err := Read(context.Background(), src); got != "Bearer fr0m-env" || strings.Contains(err.Error(), "fr0m-env") {
+		t.Errorf("Authorization = %q, err %v", got, err)
+	}
+	src.Prometheus.Auth = &config.PromAuth{Basic: &config.PromBasic{Username: "shoal", PasswordEnv: "SHOAL_TEST_PROM_UNSET"}}
+	if _, err := Read(context.Background(), src); err == nil || !strings.Contains(err.Error(), "environment variable SHOAL_TEST_PROM_UNSET is empty or unset") {
+		t.Errorf("unset password_env: err = %v", err)
+	}
 }
 
 // TestFormulaHistory: a formula over a source and the group's own metric
