@@ -121,15 +121,6 @@ func (s Source) Kind() string {
 	return "command"
 }
 
-// SourceByName returns the source called name.
-func (m Metrics) SourceByName(name string) (Source, bool) {
-	i := slices.IndexFunc(m.Sources, func(s Source) bool { return s.Name == name })
-	if i < 0 {
-		return Source{}, false
-	}
-	return m.Sources[i], true
-}
-
 func (d *decoder) sources(n *yaml.Node, path string, interval time.Duration) []Source {
 	if n == nil {
 		return nil

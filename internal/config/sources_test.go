@@ -29,7 +29,7 @@ func TestSourcesAndFormulas(t *testing.T) {
 	if n := len(cfg.Metrics.Sources); n != 2 {
 		t.Fatalf("sources = %d, want 2", n)
 	}
-	q, _ := cfg.Metrics.SourceByName("queue_depth")
+	q := cfg.Metrics.Sources[0]
 	if q.Kind() != "prometheus" || q.OnMissing != SourceUp || q.MaxAgeOf() != 30e9 {
 		t.Errorf("queue_depth = %+v (max age %s)", q, q.MaxAgeOf())
 	}

@@ -89,7 +89,7 @@ func (s *Set) loop(ctx context.Context, src config.Source) {
 	tick := time.NewTicker(src.Interval)
 	defer tick.Stop()
 	for {
-		s.ReadOnce(ctx, src, time.Now())
+		s.readOnce(ctx, src, time.Now())
 		select {
 		case <-ctx.Done():
 			return
@@ -98,8 +98,8 @@ func (s *Set) loop(ctx context.Context, src config.Source) {
 	}
 }
 
-// ReadOnce reads src now and records what it gave, or its error.
-func (s *Set) ReadOnce(ctx context.Context, src config.Source, now time.Time) {
+// readOnce reads src now and records what it gave, or its error.
+func (s *Set) readOnce(ctx context.Context, src config.Source, now time.Time) {
 	r, err := Read(ctx, src)
 	if ctx.Err() != nil {
 		return
