@@ -15,12 +15,16 @@ import (
 	"github.com/shoal-lb/shoal/internal/decision"
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
+	"github.com/shoal-lb/shoal/internal/source"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // Autoscaling is what the metrics, events and policy-test endpoints read.
 type Autoscaling struct {
 	Metrics *metrics.Collector
+	// Sources are metrics.sources, which policies read beside Metrics; nil
+	// when the core runs none.
+	Sources *source.Set
 	Store   DecisionReader
 	// MetricsInterval is metrics.interval, for validating candidate policies.
 	MetricsInterval time.Duration
@@ -86,6 +90,7 @@ func WithAutoscaling(a Autoscaling) Option {
 		h.mux.HandleFunc("GET /v1/cpu-usage", s.cpuUsage)
 		h.mux.HandleFunc("GET /v1/events", s.events)
 		h.mux.HandleFunc("POST /v1/groups/{group}/policy/test", s.policyTest)
+		h.mux.HandleFunc("GET /v1/sources", s.sources)
 	}
 }
 
@@ -445,7 +450,7 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 	if file == "" {
 		file = "policy"
 	}
-	candidate, err := config.ParseAutoscale(truncate(file), body, g, s.a.MetricsInterval, s.a.MetricsKept)
+	candidate, err := config.ParseAutoscale(truncate(file), body, g, s.a.MetricsInterval, s.a.MetricsKept, s.sourceList()...)
 	if err != nil {
 		badRequest(w, err)
 		return
@@ -464,7 +469,15 @@ func (s *autoscaleAPI) policyTest(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), MaxPolicyTestTime)
 	defer cancel()
 	to := time.Now()
-	decisions, err := policy.Replay(ctx, g.PolicyGroup(), s.a.Metrics.ForGroup(g.Name), to.Add(-window), to)
+	hist, srcErr := s.replayHistory(ctx, g.Name)
+	decisions, err := policy.Replay(ctx, g.PolicyGroup(), hist, to.Add(-window), to)
+	if err == nil {
+		err = srcErr()
+		if err != nil {
+			writeError(w, http.StatusBadGateway, ErrorResponse{Error: fmt.Sprintf("policy test of %s: %v", g.Name, err)})
+			return
+		}
+	}
 	switch {
 	case r.Context().Err() != nil:
 		// Nobody reads an answer; the log says the work stopped.

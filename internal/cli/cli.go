@@ -100,7 +100,7 @@ func newRoot(o *options) *cobra.Command {
 	root.AddCommand(instancesCmd(o), providersCmd(o), hostsCmd(o), logsCmd(o))
 	root.AddCommand(deployCmd(o))
 	root.AddCommand(reloadCmd(o), stopCmd(o), certsCmd(o))
-	root.AddCommand(metricsCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
+	root.AddCommand(metricsCmd(o), sourcesCmd(o), cpuUsageCmd(o), eventsCmd(o), policyCmd(o))
 	root.AddCommand(topCmd(o), versionCmd(o), checkCmd(o), haCmd(o), manCmd(root))
 	root.AddCommand(initCmd(o))
 	// cobra's own help and completion commands, made now to have examples.

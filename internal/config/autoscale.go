@@ -68,7 +68,9 @@ var untrackable = []string{"ready", "size"}
 // Over, as a CloudWatch alarm compares one datapoint).
 type Rule struct {
 	// Name is "rule-N" (N counting from 1) unless the file names the rule.
-	Name   string `yaml:"name"`
+	Name string `yaml:"name"`
+	// Metric is one of shoal's metrics, a metrics.sources name, or a
+	// formula over both ("queue_depth / max(size, 1)").
 	Metric string `yaml:"metric" required:"true"`
 	// Above and Below are the thresholds, each set when its Has flag is: the
 	// value must be above Above and below Below, strictly (with both, between).
@@ -157,6 +159,8 @@ func (a Action) String() string {
 // Target keeps a metric near Value by resizing the group, like Kubernetes'
 // HorizontalPodAutoscaler.
 type Target struct {
+	// Metric is as a rule's; a source with one value, or a formula reading
+	// no per-instance metric nor size or ready, is a group total (as queue).
 	Metric string  `yaml:"metric" required:"true"`
 	Value  float64 `yaml:"value" required:"true"`
 	// Tolerance is the relative band around Value in which nothing changes.
@@ -320,8 +324,7 @@ func (d *decoder) autoscale(n *yaml.Node, path string, g *Group, groupOK bool) *
 
 func (d *decoder) metric(f *fields, key string) (string, *yaml.Node) {
 	m, mn := f.str(key, "")
-	if mn != nil && !slices.Contains(MetricPaths, m) {
-		d.errorf(mn, f.field(key), "unknown metric %q; known: %s", m, strings.Join(MetricPaths, ", "))
+	if mn != nil && !d.metricOrFormula(mn, f.field(key), m) {
 		return "", nil
 	}
 	return m, mn

@@ -36,6 +36,8 @@ type decoder struct {
 	// listeners are the addresses the file has shoal or HAProxy listen
 	// on, compared once it is read (see checkListeners).
 	listeners []listenerAt
+	// sourceList are metrics.sources, which policies' metrics may name.
+	sourceList []Source
 }
 
 func (d *decoder) at(field string, n *yaml.Node) {

@@ -66,7 +66,12 @@ const everySection = `frontends:
 admin: {}
 haproxy: {timeouts: {}}
 access_log: {}
-metrics: {retention: {}}
+metrics:
+  retention: {}
+  sources:
+    - {name: q, command: [q]}
+    - {name: p, prometheus: {url: "http://127.0.0.1:9090", query: up, auth: {basic: {username: u, password_file: ../testdata/secret}}}}
+    - {name: h, http: {url: "http://127.0.0.1:9091/q", json_path: .depth}}
 instance_logs: {}
 notify:
   targets: [{name: page, type: command, command: [page]}]
@@ -173,6 +178,11 @@ func TestLoadAppliesDefaults(t *testing.T) {
 		}
 	}
 	cfg.Providers[0].Spec = specs
+
+	// A source has one kind: the table has every kind's keys in one, so
+	// does the first source, with the others'.
+	srcs := cfg.Metrics.Sources
+	srcs[0].Prometheus, srcs[0].HTTP = srcs[1].Prometheus, srcs[2].HTTP
 
 	// A route has one action: the table has every action's keys in one,
 	// so does the first route, with the second's respond.

@@ -108,7 +108,7 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 		{"required", "    max_size: 2\n", "", "max_size"},
 		{"provider type's keys", "    type: exec\n", "    type: exec\n    hosts: []\n", "hosts"},
 		{"duration", "cooldown: {}", "cooldown: {up: soon}", "up"},
-		{"metric", "metric: cpu.avg, above", "metric: cpu.mean, above", "metric"},
+		{"source's on_missing", "command: [q]}", "command: [q], on_missing: later}", "on_missing"},
 		{"notify type", "type: command, command", "type: pigeon, command", "type"},
 		{"notify type's required keys", "type: command, command: [page]", "type: command", "command"},
 		{"notify type's keys", "command: [page]}", "command: [page], url: \"http://127.0.0.1:1/\"}", "url"},

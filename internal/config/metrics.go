@@ -19,6 +19,8 @@ type Metrics struct {
 	// Listen is an optional loopback host:port serving the Prometheus
 	// exposition (GET /metrics) without a token, as exporters usually do.
 	Listen string `yaml:"listen"`
+	// Sources are metrics read from outside shoal (see Source).
+	Sources []Source `yaml:"sources"`
 }
 
 // Retention is how long metrics history is kept: Ring is how much
@@ -77,6 +79,8 @@ func (d *decoder) metrics(n *yaml.Node) Metrics {
 			m.Ring = v
 		}
 	}
+	m.Sources = d.sources(f.get("sources"), f.field("sources"), m.Interval)
+	d.sourceList = m.Sources
 	m.Ten = d.retention(r, "10s", m.Ten, 10*time.Second)
 	m.Minute = d.retention(r, "1m", m.Minute, time.Minute)
 	return m

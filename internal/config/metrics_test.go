@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ groups:
 		t.Fatalf("Parse: %v", err)
 	}
 	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Retention: Retention{Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour}}
-	if cfg.Metrics != want {
+	if !reflect.DeepEqual(cfg.Metrics, want) {
 		t.Errorf("Metrics = %+v, want %+v", cfg.Metrics, want)
 	}
 	for i, cpus := range []float64{4, 0.25, 1} {
@@ -38,7 +39,7 @@ groups:
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if cfg.Metrics != DefaultMetrics {
+	if !reflect.DeepEqual(cfg.Metrics, DefaultMetrics) {
 		t.Errorf("default Metrics = %+v, want %+v", cfg.Metrics, DefaultMetrics)
 	}
 }
@@ -52,7 +53,7 @@ func TestParseMetricsErrors(t *testing.T) {
 		{"metrics: {interval: 2m}\n", `shoal.yaml:2:21: metrics.interval: must be from 100ms to 1m0s, got 2m0s`},
 		{"metrics: {interval: fast}\n", `shoal.yaml:2:21: metrics.interval: must be a duration such as "30s" or "3m", or a whole number of seconds; got "fast"`},
 		{"metrics: {warmup: -1s}\n", `shoal.yaml:2:19: metrics.warmup: must not be negative, got -1s`},
-		{"metrics: {intervall: 1s}\n", `shoal.yaml:2:11: metrics.intervall: unknown field; allowed: interval, warmup, retention, listen`},
+		{"metrics: {intervall: 1s}\n", `shoal.yaml:2:11: metrics.intervall: unknown field; allowed: interval, warmup, retention, listen, sources`},
 		{"metrics: [1s]\n", `shoal.yaml:2:10: metrics: must be a mapping, got a list`},
 		{"metrics: {interval: 2s, retention: {ring: 1s}}\n", `shoal.yaml:2:43: metrics.retention.ring: must be at least metrics.interval (2s), got 1s`},
 		{"metrics: {interval: 100ms, retention: {ring: 24h}}\n", `shoal.yaml:2:46: metrics.retention.ring: must hold at most 100000 intervals of 100ms, got 24h0m0s`},

@@ -38,7 +38,7 @@ func TestMonitoringListenerErrors(t *testing.T) {
 		{"metrics:\n  listen: 127.0.0.1:http\n",
 			`shoal.yaml:4:11: metrics.listen: port must be a number from 1 to 65535, got "http"`},
 		{"metrics:\n  port: 9101\n",
-			`shoal.yaml:4:3: metrics.port: unknown field; allowed: interval, warmup, retention, listen`},
+			`shoal.yaml:4:3: metrics.port: unknown field; allowed: interval, warmup, retention, listen, sources`},
 		{"haproxy:\n  prometheus: 192.168.1.5:8405\n",
 			`shoal.yaml:4:15: haproxy.prometheus: must be a loopback address such as 127.0.0.1:9101 (it serves metrics without authentication), got "192.168.1.5:8405"`},
 		{"haproxy:\n  prometheus: 8405\n",

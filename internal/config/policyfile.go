@@ -12,8 +12,8 @@ import (
 // metricsInterval is the running config's metrics.interval and metricsKept
 // its Retention.Kept (0: unchecked). Problems are an ErrorList naming path,
 // like Load's. Empty data yields nil: no candidate.
-func ParseAutoscale(path string, data []byte, g Group, metricsInterval, metricsKept time.Duration) (*Autoscale, error) {
-	d := &decoder{file: path, budget: 1000 + 2*len(data)}
+func ParseAutoscale(path string, data []byte, g Group, metricsInterval, metricsKept time.Duration, sources ...Source) (*Autoscale, error) {
+	d := &decoder{file: path, budget: 1000 + 2*len(data), sourceList: sources}
 	root, ok := d.top(data, "a policy file")
 	if !ok {
 		return nil, d.errs

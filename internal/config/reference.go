@@ -42,6 +42,10 @@ func DefaultsTree() Config {
 	can.Analysis = &an
 	g.Deploy.Canary = &can
 	c.Groups = []Group{g}
+	src := defaultSource
+	src.Prometheus = &PromSource{Auth: &PromAuth{Basic: &PromBasic{}}}
+	src.HTTP = &HTTPSource{}
+	c.Metrics.Sources = []Source{src}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression
 	fe.RateLimit = &defaultRateLimit
@@ -163,9 +167,8 @@ func KeyValues() map[string][]string {
 		"Health.method":      checkMethods,
 		"Passive.observe":    observeModes,
 		"Passive.on_error":   onErrors,
-		"Rule.metric":        MetricPaths,
-		"Target.metric":      MetricPaths,
 		"NotifyTarget.type":  notify,
+		"Source.on_missing":  {SourceHold, SourceUp, SourceDown},
 		"Provider.type":      providers,
 	}
 }

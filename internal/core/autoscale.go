@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/promexp"
+	"github.com/shoal-lb/shoal/internal/source"
 )
 
 // logFeedBuffer is how many access-log entries may wait for the collector;
@@ -28,6 +29,8 @@ const logFeedBuffer = 4096
 // registry of groups runs one per group that has a policy).
 type autoscaler struct {
 	col *metrics.Collector
+	// sources reads metrics.sources beside the collector, never in its way.
+	sources *source.Set
 	// waker wakes and puts to sleep the groups that scale to zero.
 	waker *waker
 	log   *slog.Logger
@@ -61,7 +64,8 @@ func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, j
 		return nil, err
 	}
 	wk.col = col
-	return &autoscaler{col: col, waker: wk, log: log, jm: jm}, nil
+	srcs := source.NewSet(cfg.Metrics, sourceInstances(groups), log.With("component", "sources"))
+	return &autoscaler{col: col, sources: srcs, waker: wk, log: log, jm: jm}, nil
 }
 
 // start runs the collector and feeds it the access log (reader may be nil
@@ -74,6 +78,11 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 	go func() {
 		defer a.collectWG.Done()
 		a.col.Run(cctx)
+	}()
+	a.collectWG.Add(1)
+	go func() {
+		defer a.collectWG.Done()
+		a.sources.Run(cctx)
 	}()
 	if reader != nil {
 		entries, unsubscribe := reader.Subscribe(logFeedBuffer)
@@ -99,6 +108,7 @@ func (a *autoscaler) start(st policy.DecisionStore, reader *accesslog.Reader, me
 	}()
 	if met != nil {
 		met.SetInstanceSource(a.col)
+		met.Registry().MustRegister(sourceReads{a.sources})
 	}
 }
 
@@ -111,7 +121,7 @@ func (a *autoscaler) policy(g *group.Group) func(context.Context) {
 	gc := g.Config().PolicyGroup()
 	r := &policy.Runner{
 		Group:   gc,
-		Metrics: a.col.ForGroup(gc.Name),
+		Metrics: a.sources.ForGroup(gc.Name, a.col.ForGroup(gc.Name)),
 		Jobs:    a.jm,
 		State:   policyState(g, gc, a.jm, a.log),
 		Store:   a.st,
@@ -157,7 +167,7 @@ func (a *autoscaler) close() {
 
 // apiOption serves the autoscaler's metrics, events and policy tests.
 func (a *autoscaler) apiOption(st policy.DecisionStore, cfg *config.Config) api.Option {
-	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
+	return api.WithAutoscaling(api.Autoscaling{Metrics: a.col, Sources: a.sources, Store: st, MetricsInterval: cfg.Metrics.Interval, MetricsRing: cfg.Metrics.Ring, MetricsKept: cfg.Metrics.Retention.Kept()})
 }
 
 // startDelays is a group's measured start delay for its policy: that of
@@ -205,4 +215,20 @@ func (s *startDelays) get(now time.Time) time.Duration {
 	s.cache[prov] = m
 	s.last = m.d
 	return m.d
+}
+
+// sourceInstances lists the groups' instances for the sources' per-instance
+// readings, matched by name or address.
+func sourceInstances(groups *registry) func() []source.Instance {
+	return func() []source.Instance {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var out []source.Instance
+		for _, g := range groups.All() {
+			for _, in := range g.Status(ctx).Instances {
+				out = append(out, source.Instance{Group: g.Name(), Name: in.Name, Addr: in.Addr, InService: in.State == group.InService})
+			}
+		}
+		return out
+	}
 }

@@ -16,7 +16,7 @@ import (
 // together.
 func MetricCollectors() []prometheus.Collector {
 	cs := promexp.New(noGroups{}, func() int64 { return 0 }).Collectors()
-	cs = append(cs, cloudCalls{}, certExpiry{}, accessLogLines{}, routeDenials{})
+	cs = append(cs, cloudCalls{}, certExpiry{}, accessLogLines{}, routeDenials{}, sourceReads{})
 	cs = append(cs, notify.MetricCollectors()...)
 	return append(cs, gslb.MetricCollectors()...)
 }

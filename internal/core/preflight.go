@@ -64,6 +64,7 @@ func Preflight(ctx context.Context, cfg *config.Config) (haproxyChecked bool, er
 	}
 
 	errs = append(errs, checkExecPrograms(cfg)...)
+	errs = append(errs, checkSources(ctx, cfg)...)
 	errs = append(errs, checkVIPListeners(cfg, nonlocalBind)...)
 
 	paths := haproxy.PathsFor(cfg.StateDir)

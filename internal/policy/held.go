@@ -2,6 +2,8 @@ package policy
 
 import (
 	"sort"
+
+	"github.com/shoal-lb/shoal/internal/config"
 	"time"
 )
 
@@ -52,4 +54,20 @@ func (hh *heldHistory) Points(path string, from, to time.Time) []Point {
 	lo := sort.Search(len(s.pts), func(i int) bool { return !s.pts[i].T.Before(from) })
 	hi := sort.Search(len(s.pts), func(i int) bool { return s.pts[i].T.After(to) })
 	return s.pts[lo:hi:hi]
+}
+
+// Missing and Inputs pass a sourced history's answers through (see Sourced);
+// its Points are read through the held series.
+func (hh *heldHistory) Missing(path string, now time.Time) (config.Source, string, bool) {
+	if s, ok := hh.h.(Sourced); ok {
+		return s.Missing(path, now)
+	}
+	return config.Source{}, "", false
+}
+
+func (hh *heldHistory) Inputs(path string) ([]string, bool) {
+	if s, ok := hh.h.(Sourced); ok {
+		return s.Inputs(path)
+	}
+	return []string{path}, false
 }

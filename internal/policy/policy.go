@@ -363,7 +363,7 @@ func truncSat(f float64) int {
 func (e *evaluation) sample(path string) (Point, bool) {
 	iv := e.p.Interval
 	pts := e.h.Points(path, e.now.Add(-max(3*iv, minStale)-maxStaleSlack), e.now)
-	if !fresh(pts, e.now, iv) {
+	if !e.isFresh(path, pts, e.now) {
 		return Point{}, false
 	}
 	p := pts[len(pts)-1]
@@ -380,7 +380,18 @@ func (e *evaluation) wentMissing(path string) bool {
 	iv := e.p.Interval
 	prev := e.now.Add(-iv)
 	pts := e.h.Points(path, prev.Add(-max(3*iv, minStale)-maxStaleSlack), prev)
-	return fresh(pts, prev, iv)
+	return e.isFresh(path, pts, prev)
+}
+
+// isFresh reports whether pts, path's recent samples, are fresh at t: a
+// metric reading a source is while each source it reads has a value within
+// its max_age (a source read every 30 s is not stale 5 s after a read).
+func (e *evaluation) isFresh(path string, pts []Point, t time.Time) bool {
+	if e.readsSource(path) {
+		_, _, missing := e.missingSource(path, t)
+		return !missing && len(pts) > 0
+	}
+	return fresh(pts, t, e.p.Interval)
 }
 
 func (e *evaluation) rule(r config.Rule) (opinion, bool) {
@@ -393,6 +404,13 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		if len(pts) > 0 {
 			what = fmt.Sprintf("%s is stale (newest sample at %s)", r.Metric, pts[len(pts)-1].T.UTC().Format(time.RFC3339))
 		}
+		onMissing, srcMissing := r.OnMissing, false
+		if src, why, missing := e.missingSource(r.Metric, e.now); missing {
+			if op, acts := e.onMissingSource(r.Name, src, why); acts {
+				return e.ruleCooldown(r, op), true
+			}
+			what, onMissing, srcMissing = why, src.OnMissing, true
+		}
 		// on_missing: up acts on a metric missing for the whole window while
 		// the group itself was measured (its size series), so that the first
 		// seconds of collection, or a restart, do not scale out.
@@ -402,7 +420,9 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
 		}
-		if e.wentMissing(r.Metric) {
+		// A missing source is said at every evaluation (the runner keeps
+		// the first of a run): it may never have answered at all.
+		if srcMissing || e.wentMissing(r.Metric) {
 			if len(e.missing) == 0 {
 				e.missing = append(e.missing, r.Name)
 			}
@@ -410,7 +430,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 			if r.OnMissing == config.OnMissingUp {
 				then = fmt.Sprintf("scaling up if it stays missing for %s", fmtDur(w))
 			}
-			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, r.OnMissing, then))
+			e.missing = append(e.missing, fmt.Sprintf("%s: %s; on_missing: %s, %s", r.Name, what, onMissing, then))
 		}
 		return op, false
 	}
@@ -583,11 +603,11 @@ func reading(v float64) string {
 	return num(math.Round(v*p) / p)
 }
 
-// recommend is the target's recommendation from one sample: value v with
+// recommend is the target's recommendation from one sample: value v (a
+// group total, or per instance) with
 // ready instances, for a group of size n, and what the formula alone gives.
 // Inside the tolerance band it is n.
-func recommend(t config.Target, v float64, ready, n int) (rec, raw int, inBand bool) {
-	total := slices.Contains(totals, t.Metric)
+func recommend(t config.Target, total bool, v float64, ready, n int) (rec, raw int, inBand bool) {
 	units := v
 	if !total {
 		units = v * float64(ready)
@@ -619,21 +639,30 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	latest, ok := e.sample(t.Metric)
 	readyP, readyOK := e.sample("ready")
 	if !ok || !readyOK {
-		if e.wentMissing(t.Metric) || ok && e.wentMissing("ready") {
+		what, srcMissing := fmt.Sprintf("%s or ready is missing or stale", t.Metric), false
+		if src, why, missing := e.missingSource(t.Metric, e.now); missing {
+			if mop, acts := e.onMissingSource(TargetName, src, why); acts {
+				mop.fired = mop.code == ""
+				return mop, true
+			}
+			what, srcMissing = why+"; on_missing: hold", true
+		}
+		if srcMissing || e.wentMissing(t.Metric) || ok && e.wentMissing("ready") {
 			if len(e.missing) == 0 {
 				e.missing = append(e.missing, TargetName)
 			}
-			e.missing = append(e.missing, fmt.Sprintf("target: %s or ready is missing or stale; the size holds", t.Metric))
+			e.missing = append(e.missing, fmt.Sprintf("target: %s; the size holds", what))
 		}
 		return op, false
 	}
 	ready := int(readyP.V)
-	rec, raw, inBand := recommend(t, latest.V, ready, cur)
+	total := e.total(t.Metric)
+	rec, raw, inBand := recommend(t, total, latest.V, ready, cur)
 	desc := fmt.Sprintf("%s %s with %d ready → %d for target %s", t.Metric, reading(latest.V), ready, rec, num(t.Value))
 	if growth, why := e.lookAhead(t); growth > 1 {
 		// Only a scale-out looks ahead: what the load does after the
 		// instances arrive is the next evaluation's to see.
-		if r, w, b := recommend(t, latest.V*growth, ready, cur); r > rec && r > cur {
+		if r, w, b := recommend(t, total, latest.V*growth, ready, cur); r > rec && r > cur {
 			rec, raw, inBand = r, w, b
 			desc = fmt.Sprintf("%s %s × %s (%s) with %d ready → %d for target %s", t.Metric, reading(latest.V), reading(growth), why, ready, rec, num(t.Value))
 		}
@@ -701,7 +730,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 			if sp, ok := at(sizePts, p.T); ok {
 				n = int(sp.V)
 			}
-			if pr, _, _ := recommend(t, p.V, r, n); pr > high {
+			if pr, _, _ := recommend(t, total, p.V, r, n); pr > high {
 				high, highAt = pr, p.T
 			}
 		}

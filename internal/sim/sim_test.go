@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,5 +229,29 @@ func TestConcurrencyTarget(t *testing.T) {
 	last := res.History.Points("concurrency", t0.Add(170*time.Second), t0.Add(180*time.Second))
 	if len(last) == 0 || last[len(last)-1].V > 0.8 {
 		t.Errorf("concurrency at the end = %v, want near the target 0.5", last)
+	}
+}
+
+// TestLoadPolicyRefusesSources: a policy reading metrics.sources is refused
+// with a reason, not simulated on a metric the simulator never produces.
+func TestLoadPolicyRefusesSources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "queue.yaml")
+	doc := `listen: 127.0.0.1:8080
+metrics:
+  sources: [{name: queue_depth, command: [queue-depth]}]
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    template: {command: [app]}
+    autoscale:
+      target: {metric: "queue_depth / max(size, 1)", value: 10}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadPolicy(path, "")
+	if err == nil || !strings.Contains(err.Error(), `metric "queue_depth / max(size, 1)" reads outside shoal`) {
+		t.Errorf("LoadPolicy = %v", err)
 	}
 }
