@@ -104,6 +104,15 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(w, "  queue %d now, %d at most, %d ms average wait  (max_conn %d per instance)\n", q.Current, q.Max, q.TimeMS, q.MaxConn)
 	}
 	fmt.Fprintf(w, "  instance-hours today %.2f\n", g.InstanceHoursToday)
+	if len(g.WarmPool) > 0 {
+		// Out of rotation and outside the group's size: each server's
+		// state in the pool (warm: waiting to be taken).
+		var ws []string
+		for _, s := range g.WarmPool {
+			ws = append(ws, fmt.Sprintf("%s %s %s", s.Name, s.ID, s.State))
+		}
+		fmt.Fprintf(w, "  warm pool %d: %s\n", len(g.WarmPool), strings.Join(ws, ", "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// A cloud's instances show their servers' IDs, what the cloud's
 	// console lists them by.

@@ -415,6 +415,9 @@ type Status struct {
 	// Queue is HAProxy's queue for the group (nil when HAProxy cannot
 	// say).
 	Queue *Queue `json:"queue,omitempty"`
+	// WarmPool is the servers of the group's warm pool (warm_pool): out
+	// of rotation, not counted in its size.
+	WarmPool []provider.WarmServer `json:"warm_pool,omitempty"`
 }
 
 // StartDelay is a group's measured time from an instance's start to in
@@ -556,6 +559,7 @@ func (g *Group) Status(ctx context.Context) Status {
 			s.InService++
 		}
 	}
+	s.WarmPool = g.warmPool()
 	if sd, err := g.MeasuredStartDelay(ctx); err == nil {
 		s.StartDelay = sd
 	} else {

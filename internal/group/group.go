@@ -369,6 +369,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		kept = append(kept, in.rec)
 		g.log.Info("instance adopted", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "state", in.state)
 	}
+	g.setWarmPool()
 	return kept
 }
 
@@ -382,6 +383,7 @@ func (g *Group) Run(ctx context.Context) {
 	g.runCtx = ctx
 	g.startOutliersLocked()
 	g.mu.Unlock()
+	g.setWarmPool()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
 	defer stop()
@@ -393,6 +395,7 @@ func (g *Group) Run(ctx context.Context) {
 			g.runCtx = nil // no Reclaim spawns from now on
 			g.mu.Unlock()
 			g.wg.Wait()
+			g.emptyWarmPool()
 			return
 		case <-g.wake:
 		case <-resync:

@@ -233,3 +233,36 @@ type LogOptions struct {
 type LogReader interface {
 	Logs(ctx context.Context, rec Record, opts LogOptions, w io.Writer) error
 }
+
+// WarmServer is one server of a group's warm pool, as `shoal status` and
+// the API show it.
+type WarmServer struct {
+	Name string `json:"name"`
+	// ID is the cloud's ID of the server.
+	ID string `json:"id"`
+	// State is where it is in the pool: "creating", "booting",
+	// "stopping" (being shut down to wait), "warm" (waiting: stopped or
+	// running, as the pool's state says), "taking" (a scale-out is
+	// booting it into service), "deleting" (drifted or surplus).
+	State string `json:"state"`
+	// Template is the hash of the template it was created from.
+	Template string    `json:"template"`
+	Since    time.Time `json:"since"`
+}
+
+// WarmPooler is a provider that keeps groups' warm pools: servers created
+// ahead of need, out of rotation, that its Start takes before creating
+// one, and to which a retirement may return a server
+// (warm_pool.reuse_on_scale_in).
+type WarmPooler interface {
+	// SetWarmPool sets group's pool (nil: none, its servers are deleted)
+	// and the template its servers start from; members created from
+	// another are replaced. A group sets it before the provider sweeps
+	// strays, so that the servers of its pool are adopted, not swept.
+	SetWarmPool(group string, wp *config.WarmPool, tmpl config.Template)
+	// WarmPool lists group's pool servers.
+	WarmPool(group string) []WarmServer
+	// EmptyWarmPool deletes group's pool servers (a group stopping with
+	// its instances) and returns once they are gone or ctx ends.
+	EmptyWarmPool(ctx context.Context, group string) error
+}

@@ -98,6 +98,9 @@ type Provider struct {
 	// pendingSweep is the keep of a StopStrays that could not list: the
 	// poller sweeps with it at its first listing that works.
 	pendingSweep map[string]bool
+	// pools are the groups' warm pools (pool.go), woken by poolWake.
+	pools    map[string]*pool
+	poolWake chan struct{}
 	// busy counts Starts waiting for a boot and Stops waiting for a
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int
@@ -151,7 +154,7 @@ func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provid
 		name: name, d: d, cfg: cfg, opts: opts, log: opts.Log,
 		fast:   min(fastInterval, cfg.Interval),
 		listed: make(chan struct{}), insts: map[string]*instance{}, claims: map[string]claim{}, doomed: map[string]*doom{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), poolWake: make(chan struct{}, 1),
 	}
 	if cfg.Emulator != nil {
 		t, err := config.NewTemplate(cfg.Emulator.StandIn, nil)
@@ -195,6 +198,11 @@ type data struct {
 	Driver string `json:"driver"`
 	// StandIn is the record of the emulator stand-in serving for it.
 	StandIn *provider.Record `json:"stand_in,omitempty"`
+	// Tagged is the server's TagInstance when it may wait in a warm pool
+	// (a pool member taken carries the name it was created with), and
+	// Template the hash of the template it runs.
+	Tagged   string `json:"tagged,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // Run lists the servers every interval (every second while one boots or
@@ -205,6 +213,7 @@ func (p *Provider) Run(ctx context.Context) {
 		close(p.stopped)
 		p.wg.Wait()
 	}()
+	p.wg.Go(func() { p.runPools(ctx) })
 	failures := 0
 	for {
 		last := time.Now()
@@ -228,7 +237,7 @@ func (p *Provider) Run(ctx context.Context) {
 		}
 		p.mu.Lock()
 		wait := p.cfg.Interval
-		if p.busy > 0 || len(p.doomed) > 0 {
+		if p.busy > 0 || len(p.doomed) > 0 || p.poolsBusyLocked() {
 			wait = p.fast
 		}
 		p.mu.Unlock()
@@ -403,6 +412,9 @@ func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	if !ok || in.p != p {
 		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
 	}
+	if p.returnToPool(in) {
+		return nil
+	}
 	p.mu.Lock()
 	d := p.doomed[in.id]
 	if d != nil {
@@ -553,7 +565,11 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	p.setBusy(1)
 	defer p.setBusy(-1)
 	p.setClaim(spec.Name, claim{})
-	in, err := p.start(ctx, spec)
+	in := p.takeWarm(ctx, spec)
+	var err error
+	if in == nil {
+		in, err = p.start(ctx, spec)
+	}
 	// For a while after a Start, a server listed under its name and any
 	// other ID is a leftover of a create that failed or was retried.
 	until := time.Now().Add(p.cfg.BootTimeout)
@@ -574,7 +590,7 @@ func (p *Provider) setClaim(name string, c claim) {
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
 		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
-		Tags: map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
+		Tags: p.tags(spec.Group, spec.Name, spec.Template.Hash(spec.Group)),
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
 	var srv Server
@@ -682,7 +698,10 @@ func (p *Provider) addr(s Server) string {
 }
 
 func (p *Provider) newInstance(group, name string, index int, s Server, standIn provider.Instance, tmpl config.Template) *instance {
-	d := data{ID: s.ID, Name: s.Name, Driver: p.opts.Driver}
+	d := data{ID: s.ID, Name: s.Name, Driver: p.opts.Driver, Template: tmpl.Hash(group)}
+	if s.Tags[TagPool] != "" {
+		d.Tagged = s.Tags[TagInstance]
+	}
 	addr := p.addr(s)
 	if standIn != nil {
 		r := standIn.Record()
@@ -693,6 +712,7 @@ func (p *Provider) newInstance(group, name string, index int, s Server, standIn 
 		p:   p,
 		rec: provider.Record{Group: group, Name: name, Index: index, ID: s.ID, Addr: addr, Host: s.Name, Data: raw},
 		id:  s.ID, standIn: standIn, done: make(chan struct{}), verified: true,
+		hash: d.Template, tagged: d.Tagged,
 	}
 	if standIn != nil {
 		// The stand-in is the server's process: its exit is the server's.
@@ -733,7 +753,11 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 		}
 		return nil, fmt.Errorf("adopt instance %s: server %s deleted while shoal was down (%s): %w", rec.Name, d.ID, state, provider.ErrGone)
 	}
-	if s.Tags[TagInstance] != "" && s.Tags[TagInstance] != rec.Name {
+	tagged := rec.Name
+	if d.Tagged != "" {
+		tagged = d.Tagged // taken from a warm pool
+	}
+	if s.Tags[TagInstance] != "" && s.Tags[TagInstance] != tagged {
 		return nil, fmt.Errorf("adopt instance %s: server %s is tagged as %s: %w", rec.Name, d.ID, s.Tags[TagInstance], provider.ErrGone)
 	}
 	var standIn provider.Instance
@@ -748,7 +772,7 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 			return nil, fmt.Errorf("adopt instance %s: emulator stand-in: %w", rec.Name, err)
 		}
 	}
-	in = &instance{p: p, rec: rec, id: d.ID, standIn: standIn, done: make(chan struct{}), verified: verified}
+	in = &instance{p: p, rec: rec, id: d.ID, standIn: standIn, done: make(chan struct{}), verified: verified, hash: d.Template, tagged: d.Tagged}
 	if standIn != nil {
 		in.watchStandIn()
 	}
@@ -803,6 +827,10 @@ func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.
 	}
 	var strays []Server
 	for id, s := range p.listing {
+		// A server of a group's warm pool is the pool's to adopt or delete.
+		if _, pooled := p.pools[s.Tags[TagPool]]; pooled && s.Tags[TagPool] != "" {
+			continue
+		}
 		if !kept[id] && s.Phase != Gone {
 			strays = append(strays, s)
 		}

@@ -55,8 +55,16 @@ type instance struct {
 	stopping bool
 	// deleted: the cloud accepted Provider.Delete's call; Stop does not
 	// ask again.
-	deleted  bool
+	deleted bool
+	// returned: Provider.Delete returned the server to its group's warm
+	// pool; Stop has nothing to do.
+	returned bool
 	standOff sync.Once // the stand-in is stopped once
+
+	// hash is the template's (config.Template.Hash) the server runs;
+	// tagged its TagInstance when it may wait in a warm pool ("" when
+	// its group had none at its create).
+	hash, tagged string
 }
 
 var _ provider.CloudServer = (*instance)(nil)
@@ -171,8 +179,11 @@ func (in *instance) Stop(ctx context.Context) error {
 	p := in.p
 	in.mu.Lock()
 	in.stopping = true
-	deleted := in.deleted
+	deleted, returned := in.deleted, in.returned
 	in.mu.Unlock()
+	if returned {
+		return nil // the warm pool's now
+	}
 	p.setBusy(1)
 	defer p.setBusy(-1)
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
