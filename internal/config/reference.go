@@ -33,6 +33,7 @@ func DefaultsTree() Config {
 	o.FailureRate, o.Latency = &defaultFailureRate, &defaultLatencyOutlier
 	g.Outliers = &o
 	g.Limits = &defaultLimits
+	g.WarmPool = &defaultWarmPool
 	c.Groups = []Group{g}
 	fe := defaultFrontend
 	fe.Compression = &defaultCompression

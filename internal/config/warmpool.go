@@ -60,6 +60,7 @@ func (d *decoder) warmPool(n *yaml.Node, path string, g *Group) *WarmPool {
 	if s, sn := f.str("state", w.State); sn != nil {
 		if !slices.Contains(WarmStates, s) {
 			d.errorf(sn, f.field("state"), "must be one of %s (pool servers shut down, or running out of rotation), got %q", strings.Join(WarmStates, ", "), s)
+			w.State = "" // refused already: not checked against the provider
 		} else {
 			w.State = s
 		}
@@ -79,7 +80,7 @@ func (d *decoder) checkWarmPool(g *Group, n *yaml.Node, f *fields, pl providerLa
 		d.errorf(n, path, "provider %s cannot keep a warm pool: only a cloud provider's servers (exec, ec2, sacloud) can be created ahead of need and kept out of rotation", g.Provider)
 		return
 	}
-	if pl.broken || slices.Contains(pl.warmStates, g.WarmPool.State) {
+	if pl.broken || g.WarmPool.State == "" || slices.Contains(pl.warmStates, g.WarmPool.State) {
 		return
 	}
 	if len(pl.warmStates) == 0 {

@@ -85,8 +85,11 @@ type Provider struct {
 	listedAt time.Time
 	listErr  error
 	listFrom time.Time
-	listed   chan struct{}
-	insts    map[string]*instance // by server ID
+	// listingFrom is when the newest successful listing began: a server
+	// created since may be missing from it.
+	listingFrom time.Time
+	listed      chan struct{}
+	insts       map[string]*instance // by server ID
 	// claims are the instance names with a Start in flight or recently
 	// ended, and the server ID each owns ("" for none): a listed server
 	// carrying such a name under another ID is a leftover of a create that
@@ -308,7 +311,7 @@ func (p *Provider) refresh(ctx context.Context) error {
 			listing[s.ID] = s
 		}
 	}
-	p.listing, p.listedAt, p.listErr = listing, now, nil
+	p.listing, p.listedAt, p.listErr, p.listingFrom = listing, now, nil, from
 	for id, in := range p.insts {
 		s, ok := listing[id]
 		if ok && s.Phase != Gone {

@@ -235,6 +235,11 @@ func (p *Provider) tendPools(ctx context.Context) {
 				continue
 			}
 			s, ok := p.listing[id]
+			if !ok && p.listingFrom.Before(m.since) {
+				// Created after the newest listing began.
+				live++
+				continue
+			}
 			if !ok || s.Phase == Gone {
 				if m.state != memberDeleting {
 					p.log.Warn("warm pool server gone", "provider", p.name, "group", pl.group, "server", m.name, "id", id)
@@ -358,6 +363,9 @@ func (p *Provider) poolCreateLocked(ctx context.Context, pl *pool) {
 	req := CreateRequest{Name: name, Group: pl.group, Template: pl.tmpl, Tags: map[string]string{
 		TagOwner: p.opts.Owner, TagGroup: pl.group, TagInstance: name, TagPool: pl.group, TagTemplate: pl.hash,
 	}}
+	// Claimed while it runs: a listing that shows the server before the
+	// create returns must not adopt it as well.
+	p.claims[name] = claim{}
 	p.wg.Go(func() {
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
 		var srv Server
@@ -371,6 +379,8 @@ func (p *Provider) poolCreateLocked(ctx context.Context, pl *pool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		pl.creating--
+		// A server the failed create left is adopted at the next listing.
+		delete(p.claims, name)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
