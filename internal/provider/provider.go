@@ -246,8 +246,12 @@ type WarmServer struct {
 	// booting it into service), "deleting" (drifted or surplus).
 	State string `json:"state"`
 	// Template is the hash of the template it was created from.
-	Template string    `json:"template"`
-	Since    time.Time `json:"since"`
+	Template string `json:"template"`
+	// Since is when it entered its State; Joined when it became the
+	// pool's (created, adopted, or returned by a scale-in): the cloud
+	// bills it from then as the pool's, toward the group's cost.
+	Since  time.Time `json:"since"`
+	Joined time.Time `json:"joined"`
 }
 
 // WarmPooler is a provider that keeps groups' warm pools: servers created

@@ -34,6 +34,11 @@ import (
 //	                             v  +----------+
 //	exited: "server X deleted outside shoal (state S)"
 //
+// A Provider.Delete of a server its group's warm pool takes back
+// (reuse_on_scale_in, pool.go) exits it at once, "returned to the warm
+// pool", and Stop does nothing more; a Start may begin by taking a pool
+// server instead of a Create (pool.go draws that life).
+//
 // A failing listing moves nothing: no instance is taken for gone because
 // the cloud's API could not be asked. A Provider.Delete the cloud refuses
 // moves nothing either: the server runs on, and the group serves with it;

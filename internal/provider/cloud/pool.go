@@ -64,7 +64,7 @@ type pool struct {
 type member struct {
 	id, name, hash string
 	state          string // a provider.WarmServer state
-	since          time.Time
+	since, joined  time.Time
 	busy           bool
 }
 
@@ -114,7 +114,7 @@ func (p *Provider) WarmPool(group string) []provider.WarmServer {
 	}
 	var out []provider.WarmServer
 	for _, m := range pl.members {
-		out = append(out, provider.WarmServer{Name: m.name, ID: m.id, State: m.state, Template: m.hash, Since: m.since})
+		out = append(out, provider.WarmServer{Name: m.name, ID: m.id, State: m.state, Template: m.hash, Since: m.since, Joined: m.joined})
 	}
 	for range pl.creating {
 		out = append(out, provider.WarmServer{Name: "(creating)", State: "creating", Template: pl.hash})
@@ -304,7 +304,11 @@ func (p *Provider) adoptPoolLocked(pl *pool) {
 		if s.Phase == Stopped {
 			state = memberStopping // becomes warm at once if the pool waits stopped
 		}
-		pl.members[id] = &member{id: id, name: s.Tags[TagInstance], hash: s.Tags[TagTemplate], state: state, since: time.Now()}
+		joined := s.Created // billed since its create, when the cloud says
+		if joined.IsZero() {
+			joined = time.Now()
+		}
+		pl.members[id] = &member{id: id, name: s.Tags[TagInstance], hash: s.Tags[TagTemplate], state: state, since: time.Now(), joined: joined}
 		p.log.Info("warm pool server adopted", "provider", p.name, "group", pl.group, "server", s.Tags[TagInstance], "id", id, "state", s.State)
 	}
 }
@@ -390,7 +394,7 @@ func (p *Provider) poolCreateLocked(ctx context.Context, pl *pool) {
 			p.log.Warn("creating a warm pool server: the cloud returned no server ID", "provider", p.name, "group", pl.group)
 		default:
 			p.log.Info("warm pool server created", "provider", p.name, "group", pl.group, "server", name, "id", srv.ID)
-			pl.members[srv.ID] = &member{id: srv.ID, name: name, hash: req.Tags[TagTemplate], state: memberBooting, since: time.Now()}
+			pl.members[srv.ID] = &member{id: srv.ID, name: name, hash: req.Tags[TagTemplate], state: memberBooting, since: time.Now(), joined: time.Now()}
 		}
 	})
 }
@@ -508,7 +512,7 @@ func (p *Provider) returnToPool(in *instance) bool {
 	}
 	if ok {
 		delete(p.insts, in.id)
-		pl.members[in.id] = &member{id: in.id, name: in.tagged, hash: in.hash, state: memberBooting, since: time.Now()}
+		pl.members[in.id] = &member{id: in.id, name: in.tagged, hash: in.hash, state: memberBooting, since: time.Now(), joined: time.Now()}
 		p.pokePools()
 	}
 	p.mu.Unlock()
