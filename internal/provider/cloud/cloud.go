@@ -619,7 +619,7 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	p.setClaim(spec.Name, claim{id: srv.ID})
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
-	booted, err := p.waitRunning(ctx, srv.ID)
+	booted, err := p.waitRunning(ctx, srv.ID, false)
 	var standIn provider.Instance
 	if err == nil && p.standIns != nil {
 		standIn, err = p.standIns.Start(ctx, provider.Spec{Group: spec.Group, Name: spec.Name, Index: spec.Index, Template: p.standIn})
@@ -652,8 +652,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 
 // waitRunning waits until a listing shows server id running with an IP
 // (any running server against an emulator, whose IPs are not used), for
-// at most boot_timeout.
-func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
+// at most boot_timeout. Resuming (a warm pool's server powered on), a
+// listing may still show it stopped.
+func (p *Provider) waitRunning(ctx context.Context, id string, resuming bool) (Server, error) {
 	errBoot := fmt.Errorf("not running within boot_timeout %s", p.cfg.BootTimeout)
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.BootTimeout, errBoot)
 	defer cancel()
@@ -667,7 +668,7 @@ func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
 		case ok && s.Phase == Running && (s.IP != "" || p.standIns != nil):
 			p.log.Info("server running", "provider", p.name, "id", id, "ip", s.IP, "boot", time.Since(start).Round(time.Millisecond))
 			return s, nil
-		case ok && (s.Phase == Gone || s.Phase == Stopping):
+		case ok && (s.Phase == Gone || s.Phase == Stopping || s.Phase == Stopped && !resuming):
 			return Server{}, fmt.Errorf("%s while booting (state %s)", s.Phase, s.State)
 		}
 		select {
@@ -785,6 +786,11 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 		return other, nil
 	}
 	p.insts[d.ID] = in
+	for _, pl := range p.pools {
+		// Recorded as an instance: not the pool's, whatever a listing
+		// before this adoption made of it.
+		delete(pl.members, d.ID)
+	}
 	if !verified {
 		p.log.Warn("adopting a server unverified: listing fails; verified at the first listing that works", "provider", p.name, "instance", rec.Name, "id", d.ID)
 	} else {

@@ -476,7 +476,7 @@ func (p *Provider) boot(ctx context.Context, spec provider.Spec, m *member, s Se
 			return nil, fmt.Errorf("power on: %w", err)
 		}
 	}
-	booted, err := p.waitRunning(ctx, m.id)
+	booted, err := p.waitRunning(ctx, m.id, true)
 	if err != nil {
 		return nil, err
 	}
