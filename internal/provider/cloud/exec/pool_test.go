@@ -2,7 +2,9 @@ package exec_test
 
 import (
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +207,44 @@ func TestWarmPoolKilledMidRefill(t *testing.T) {
 	if left := c.servers(); len(left) != 0 {
 		t.Errorf("servers %v left after emptying the pool", left)
 	}
+}
+
+// TestWarmPoolRunning: a pool that waits running needs no power commands:
+// its servers boot once and serve out of rotation; a Start takes one
+// without a create or a power-on, at once.
+func TestWarmPoolRunning(t *testing.T) {
+	c := newFakeCloud(t)
+	c.setBoot(2)
+	e := newProvider(t, c, "owner-r", nil)
+	ctx := ctxFor(t, time.Minute)
+	v1 := tmplOf(t, "v1")
+	e.prov.SetWarmPool("web", &config.WarmPool{Size: 1, State: config.WarmRunning}, v1)
+	pool := e.warm(t, 1, 30*time.Second)
+	for id, m := range pool {
+		if s := c.servers()[id]; s.Stopped || s.PID == 0 {
+			t.Errorf("warm server %s of a running pool is not running: %+v", id, s)
+		}
+		if got := testbin.Get(t, net.JoinHostPort(c.servers()[id].Address, strconv.Itoa(c.port))); got != m.Name {
+			t.Errorf("warm server %s answers as %q", id, got)
+		}
+	}
+	sp := spec("web-001", 1)
+	sp.Template = v1
+	begin := time.Now()
+	in, err := e.prov.Start(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(begin)
+	if _, ok := pool[in.Record().ID]; !ok {
+		t.Fatalf("Start made %s, want the pool's %v", in.Record().ID, pool)
+	}
+	if calls := c.calls(); calls["power_on"] != 0 || calls["power_off"] != 0 {
+		t.Errorf("power commands run for a running pool: %v", calls)
+	}
+	t.Logf("took the running pool's server in %s", took.Round(time.Millisecond))
+	if took >= time.Second {
+		t.Errorf("taking a running server took %s", took)
+	}
+	e.warm(t, 1, 30*time.Second)
 }

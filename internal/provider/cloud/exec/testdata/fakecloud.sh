@@ -33,7 +33,7 @@ down)
 	if [ ! -e "$dir/api-up" ]; then echo "fakecloud: 503 Service Unavailable" >&2; exit 75; fi ;;
 esac
 
-now=$(date +%s)
+now=$(date +%s.%N) # boots are timed to the nanosecond, not in whole seconds
 # dup: the first start creates its server but says "later" (a create that
 # timed out at the API's edge), so the retry makes a second one.
 if [ "$mode" = dup ] && [ "$cmd" = start ] && [ ! -e "$dir/dup-done" ]; then
