@@ -235,9 +235,12 @@ func (p *Provider) tendPools(ctx context.Context) {
 				continue
 			}
 			s, ok := p.listing[id]
-			if !ok && p.listingFrom.Before(m.since) {
-				// Created after the newest listing began.
-				live++
+			if p.listingFrom.Before(m.since) {
+				// The listing predates its last change (its create, a
+				// power call): the next one tells.
+				if m.state != memberDeleting {
+					live++
+				}
 				continue
 			}
 			if !ok || s.Phase == Gone {
@@ -308,7 +311,7 @@ func (p *Provider) adoptPoolLocked(pl *pool) {
 		if joined.IsZero() {
 			joined = time.Now()
 		}
-		pl.members[id] = &member{id: id, name: s.Tags[TagInstance], hash: s.Tags[TagTemplate], state: state, since: time.Now(), joined: joined}
+		pl.members[id] = &member{id: id, name: s.Tags[TagInstance], hash: s.Tags[TagTemplate], state: state, since: p.listingFrom, joined: joined}
 		p.log.Info("warm pool server adopted", "provider", p.name, "group", pl.group, "server", s.Tags[TagInstance], "id", id, "state", s.State)
 	}
 }
@@ -336,7 +339,8 @@ func (p *Provider) poolActLocked(ctx context.Context, pl *pool, m *member, state
 			p.log.Warn("warm pool server: "+what+" failed; retried", "provider", p.name, "group", pl.group, "server", m.name, "id", m.id, "err", err)
 		}
 		p.mu.Lock()
-		m.busy = false
+		// Acted on from now: listings that began before say nothing of it.
+		m.busy, m.since = false, time.Now()
 		p.mu.Unlock()
 	})
 }
