@@ -159,7 +159,7 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 	}
 	for _, p := range picks {
 		in := p.in
-		in.retiring = true
+		in.retiring, in.scaleIn = true, true
 		close(in.retire)
 		r := Retirement{Instance: in.name, Reason: p.why}
 		if policy != g.conf().ScaleIn {

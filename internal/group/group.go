@@ -106,6 +106,9 @@ type instance struct {
 	// keepWaitingLocked). Read it under g.mu.
 	retire   chan struct{}
 	retiring bool
+	// scaleIn: a scale-in chose it (not a replacement): its cloud server
+	// may go back to the group's warm pool (provider.ForScaleIn).
+	scaleIn bool
 	// job tags the instance with the job whose size change started or retired
 	// it (0: none): only failures of its own instances fail a job.
 	job uint64

@@ -121,6 +121,23 @@ type Deleter interface {
 	DeleteTimeout() time.Duration
 }
 
+// scaleInKey is the context key ForScaleIn sets.
+type scaleInKey struct{}
+
+// ForScaleIn marks ctx of a Deleter.Delete retiring an instance that a
+// scale-in chose: a provider with a warm pool may keep its server
+// (warm_pool.reuse_on_scale_in). A replacement's (drift, max_lifetime, a
+// deploy's roll) is never kept: it is retired to be renewed.
+func ForScaleIn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scaleInKey{}, true)
+}
+
+// IsScaleIn reports whether ctx is ForScaleIn's.
+func IsScaleIn(ctx context.Context) bool {
+	v, _ := ctx.Value(scaleInKey{}).(bool)
+	return v
+}
+
 // ErrHostDown reports that an instance's host is unreachable: what was
 // asked of it (a stop, a log read) could not be done now. A provider stops
 // what still runs there once the host is back.

@@ -415,7 +415,7 @@ func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	if !ok || in.p != p {
 		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
 	}
-	if p.returnToPool(in) {
+	if provider.IsScaleIn(ctx) && p.returnToPool(in) {
 		return nil
 	}
 	p.mu.Lock()

@@ -30,11 +30,10 @@ import (
 //	+----------+           +---------+                               |
 //	  | create fails:         |  ^ listed running,                   v
 //	  | dropped, retried      |  | state stopped: PowerOff   +------+
-//	  | at the next listing   |  +--------->+----------+     | warm |<-- Delete of a
-//	                          |   listed    | stopping |---->|      |    retiring
-//	                          |   stopped   +----------+     +------+    instance, reuse
-//	                          |   (state stopped)  listed stopped |      on, template
-//	                          |                                   |      current, room
+//	  | after 1 s doubling    |  +--------->+----------+     | warm |
+//	                          |   listed    | stopping |---->|      |
+//	                          |   stopped   +----------+     +------+
+//	                          |   (state stopped)  listed stopped |
 //	                          | boot_timeout, gone       Start takes it (template
 //	                          v                          current): PowerOn if stopped,
 //	                     +----------+                    wait running, stand-in
@@ -44,8 +43,12 @@ import (
 //	                          v                                 creates a server instead
 //	                     (no member)
 //
-// A member absent from, or gone in, a successful listing is dropped; a
-// failing listing moves nothing. Pool servers count toward cost, not
+// A scale-in's Delete (reuse_on_scale_in, the pool's template, room in
+// the pool) makes its server a member, booting: a listing that shows it
+// running then powers it off, or has it warm. A member absent from, or
+// gone in, a successful listing is dropped; a failing listing moves
+// nothing, and neither does one that began before the member's last
+// change. Pool servers count toward cost, not
 // toward the group's size: they are not the group's instances.
 type pool struct {
 	group string
@@ -59,6 +62,10 @@ type pool struct {
 	// creating counts creates in flight (their servers have no ID yet).
 	creating int
 	seq      int
+	// failed counts the creates that failed in a row; none is tried
+	// before retryAt (1 s doubling to maxBackoff).
+	failed  int
+	retryAt time.Time
 }
 
 type member struct {
@@ -282,7 +289,7 @@ func (p *Provider) tendPools(ctx context.Context) {
 				live--
 			}
 		}
-		for ; live < pl.cfg.Size; live++ {
+		for ; live < pl.cfg.Size && !time.Now().Before(pl.retryAt); live++ {
 			p.poolCreateLocked(ctx, pl)
 		}
 		if pl.cfg.Size == 0 && len(pl.members) == 0 && pl.creating == 0 {
@@ -389,10 +396,16 @@ func (p *Provider) poolCreateLocked(ctx context.Context, pl *pool) {
 		pl.creating--
 		// A server the failed create left is adopted at the next listing.
 		delete(p.claims, name)
+		if err != nil || srv.ID == "" {
+			pl.failed++
+			pl.retryAt = time.Now().Add(min(time.Second<<min(pl.failed-1, 5), maxBackoff))
+		} else {
+			pl.failed, pl.retryAt = 0, time.Time{}
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				p.log.Warn("creating a warm pool server failed; retried at the next listing", "provider", p.name, "group", pl.group, "err", err)
+				p.log.Warn("creating a warm pool server failed; retried after a back-off", "provider", p.name, "group", pl.group, "retry_at", pl.retryAt, "err", err)
 			}
 		case srv.ID == "":
 			p.log.Warn("creating a warm pool server: the cloud returned no server ID", "provider", p.name, "group", pl.group)
@@ -497,7 +510,8 @@ func (p *Provider) boot(ctx context.Context, spec provider.Spec, m *member, s Se
 
 // returnToPool makes in's server a member of its group's pool instead of
 // deleting it, if the pool returns servers (reuse_on_scale_in), has room,
-// and in runs the pool's template; it reports whether it did. in exits
+// and in runs the pool's template; it reports whether it did. Only a
+// scale-in's Delete asks (provider.ForScaleIn). in exits
 // ("returned to the warm pool"); its emulator stand-in stops.
 func (p *Provider) returnToPool(in *instance) bool {
 	p.mu.Lock()
@@ -506,7 +520,9 @@ func (p *Provider) returnToPool(in *instance) bool {
 	ok := pl != nil && pl.cfg.ReuseOnScaleIn && in.hash != "" && in.hash == pl.hash && in.tagged != "" &&
 		listed && s.Phase == Running && p.doomed[in.id] == nil
 	if ok {
-		n := pl.creating
+		// Creates in flight leave room: a server booted already is worth
+		// more than one on its way (the surplus is deleted).
+		n := 0
 		for _, m := range pl.members {
 			if m.state != memberDeleting {
 				n++

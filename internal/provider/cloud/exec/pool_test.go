@@ -96,8 +96,8 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("%d creates, want 3 (2 to fill, 1 to refill)", n)
 	}
 
-	// A full pool: the retirement deletes.
-	if err := e.prov.Delete(ctx, in); err != nil {
+	// A full pool: the scale-in deletes.
+	if err := e.prov.Delete(provider.ForScaleIn(ctx), in); err != nil {
 		t.Fatal(err)
 	}
 	if err := in.Stop(ctx); err != nil {
@@ -114,7 +114,24 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.warm(t, 1, 10*time.Second)
-	if err := e.prov.Delete(ctx, in); err != nil {
+	// A replacement's retirement (drift, max_lifetime) never returns it.
+	replaced, err := e.prov.Start(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.prov.Delete(ctx, replaced); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaced.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitDone(t, replaced, time.Second); r != "stopped" {
+		t.Errorf("a replacement's retirement: exit reason %q, want stopped (deleted)", r)
+	}
+	if _, ok := c.servers()[replaced.Record().ID]; ok {
+		t.Errorf("server %s retired for a replacement is still in the cloud", replaced.Record().ID)
+	}
+	if err := e.prov.Delete(provider.ForScaleIn(ctx), in); err != nil {
 		t.Fatal(err)
 	}
 	if err := in.Stop(ctx); err != nil {
@@ -123,11 +140,11 @@ func TestWarmPool(t *testing.T) {
 	if r := waitDone(t, in, time.Second); r != "returned to the warm pool" {
 		t.Errorf("exit reason %q", r)
 	}
+	c.misbehave("start", "") // the pool refills its second
 	back := e.warm(t, 2, 30*time.Second)
 	if _, ok := back[in.Record().ID]; !ok || !c.servers()[in.Record().ID].Stopped {
 		t.Errorf("retired server %s not back in the pool, shut down: %v", in.Record().ID, back)
 	}
-	c.misbehave("start", "")
 
 	// Drift: a new template replaces both members.
 	v2 := tmplOf(t, "v2")
