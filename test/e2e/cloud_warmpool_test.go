@@ -110,7 +110,8 @@ func (c *execCloud) poolMatches(e *shoalEnv, instances, pool int) error {
 // measured in this test. The pool refills in the background; shoal
 // killed -9 mid-refill adopts the pool's servers at its restart (no
 // orphan, nothing created twice); `shoal status` shows the pool; a
-// stopping shoal deletes it. No request fails, the CPU saturated from the
+// scale-in returns its servers to a pool with room (reuse_on_scale_in)
+// and deletes them when it is full; a stopping shoal deletes the pool. No request fails, the CPU saturated from the
 // kill on.
 func TestExecCloudWarmPool(t *testing.T) {
 	parallel(t) // mostly waits on polls and boots: see the package doc
@@ -203,6 +204,17 @@ func TestExecCloudWarmPool(t *testing.T) {
 	// A full pool: scale-in deletes (reuse only when it has room).
 	scaleSync(t, e, "--size", "2")
 	e.eventually("2 instances and the pool of 2", 30*time.Second, func() error { return c.poolMatches(e, 2, 2) })
+
+	// Room in the pool: a scale-out takes both warm servers, and while
+	// the pool refills (slowly now), a scale-in returns its two servers to
+	// it instead of deleting them; the refill's surplus is deleted.
+	c.set("boot", 15)
+	scaleSync(t, e, "--size", "4")
+	scaleSync(t, e, "--size", "2")
+	if n := strings.Count(e.log.String(), "server returned to the warm pool"); n != 2 {
+		t.Errorf("%d servers returned to the warm pool by the scale-in, want 2", n)
+	}
+	e.eventually("2 instances and the pool of 2 again", 60*time.Second, func() error { return c.poolMatches(e, 2, 2) })
 	res := stop()
 	stopHogs()
 	checkNoFailures(t, "scaling with a warm pool, kill -9 and adoption with the CPU saturated", res)

@@ -73,6 +73,9 @@ type member struct {
 	state          string // a provider.WarmServer state
 	since, joined  time.Time
 	busy           bool
+	// fresh: created by a refill and not warm yet; a surplus loses these
+	// first, and they leave room for a server a scale-in returns.
+	fresh bool
 }
 
 // Member states, as provider.WarmServer shows them.
@@ -232,6 +235,7 @@ func (p *Provider) tendPools(ctx context.Context) {
 	_, canPower := p.d.(PowerDriver)
 	for _, pl := range p.pools {
 		p.adoptPoolLocked(pl)
+		p.trimPoolLocked(ctx, pl)
 		live := pl.creating
 		for id, m := range pl.members {
 			if m.busy || m.state == memberTaking {
@@ -260,12 +264,8 @@ func (p *Provider) tendPools(ctx context.Context) {
 			if m.state == memberDeleting {
 				continue
 			}
-			switch {
-			case m.hash != pl.hash:
+			if m.hash != pl.hash {
 				p.poolDeleteLocked(ctx, pl, m, "drifted: created from template "+m.hash+", the group's is "+pl.hash)
-				continue
-			case live >= pl.cfg.Size:
-				p.poolDeleteLocked(ctx, pl, m, fmt.Sprintf("surplus: the pool keeps %d", pl.cfg.Size))
 				continue
 			}
 			live++
@@ -294,6 +294,44 @@ func (p *Provider) tendPools(ctx context.Context) {
 		}
 		if pl.cfg.Size == 0 && len(pl.members) == 0 && pl.creating == 0 {
 			delete(p.pools, pl.group)
+		}
+	}
+}
+
+// trimPoolLocked deletes pl's members beyond its size, those furthest
+// from warm first: fresh ones, booting, stopping, then warm, the newest
+// first. Members in action are left for a later listing. p.mu is held.
+func (p *Provider) trimPoolLocked(ctx context.Context, pl *pool) {
+	var ms []*member
+	for _, m := range pl.members {
+		if m.state != memberDeleting && m.state != memberTaking {
+			ms = append(ms, m)
+		}
+	}
+	extra := len(ms) - pl.cfg.Size
+	if extra <= 0 {
+		return
+	}
+	rank := func(m *member) int {
+		switch {
+		case m.fresh:
+			return 0
+		case m.state == memberBooting:
+			return 1
+		case m.state == memberStopping:
+			return 2
+		}
+		return 3
+	}
+	slices.SortFunc(ms, func(a, b *member) int {
+		if r := rank(a) - rank(b); r != 0 {
+			return r
+		}
+		return b.joined.Compare(a.joined)
+	})
+	for _, m := range ms[:extra] {
+		if !m.busy {
+			p.poolDeleteLocked(ctx, pl, m, fmt.Sprintf("surplus: the pool keeps %d", pl.cfg.Size))
 		}
 	}
 }
@@ -328,6 +366,7 @@ func (p *Provider) setMemberLocked(pl *pool, m *member, state string) {
 		return
 	}
 	if state == memberWarm {
+		m.fresh = false
 		p.log.Info("warm pool server ready", "provider", p.name, "group", pl.group, "server", m.name, "id", m.id, "state", pl.cfg.State)
 	}
 	m.state, m.since = state, time.Now()
@@ -411,7 +450,7 @@ func (p *Provider) poolCreateLocked(ctx context.Context, pl *pool) {
 			p.log.Warn("creating a warm pool server: the cloud returned no server ID", "provider", p.name, "group", pl.group)
 		default:
 			p.log.Info("warm pool server created", "provider", p.name, "group", pl.group, "server", name, "id", srv.ID)
-			pl.members[srv.ID] = &member{id: srv.ID, name: name, hash: req.Tags[TagTemplate], state: memberBooting, since: time.Now(), joined: time.Now()}
+			pl.members[srv.ID] = &member{id: srv.ID, name: name, hash: req.Tags[TagTemplate], state: memberBooting, since: time.Now(), joined: time.Now(), fresh: true}
 		}
 	})
 }
@@ -520,11 +559,12 @@ func (p *Provider) returnToPool(in *instance) bool {
 	ok := pl != nil && pl.cfg.ReuseOnScaleIn && in.hash != "" && in.hash == pl.hash && in.tagged != "" &&
 		listed && s.Phase == Running && p.doomed[in.id] == nil
 	if ok {
-		// Creates in flight leave room: a server booted already is worth
-		// more than one on its way (the surplus is deleted).
+		// Creates in flight and fresh members leave room: a server booted
+		// already is worth more than one on its way (trimPoolLocked
+		// deletes the surplus, fresh ones first).
 		n := 0
 		for _, m := range pl.members {
-			if m.state != memberDeleting {
+			if m.state != memberDeleting && !m.fresh {
 				n++
 			}
 		}
