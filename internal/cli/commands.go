@@ -108,6 +108,15 @@ func printGroup(w io.Writer, g group.Status) {
 		fmt.Fprintf(w, "  cost today %.2f", g.CostToday)
 	}
 	fmt.Fprintln(w)
+	if len(g.WarmPool) > 0 {
+		// Out of rotation and outside the group's size: each server's
+		// state in the pool (warm: waiting to be taken).
+		var ws []string
+		for _, s := range g.WarmPool {
+			ws = append(ws, fmt.Sprintf("%s %s %s", s.Name, s.ID, s.State))
+		}
+		fmt.Fprintf(w, "  warm pool %d: %s\n", len(g.WarmPool), strings.Join(ws, ", "))
+	}
 	multi := len(g.Providers) > 1
 	if multi {
 		printProviders(w, g.Providers)

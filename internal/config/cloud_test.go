@@ -32,7 +32,7 @@ func TestParseExecProviderErrors(t *testing.T) {
 		{"interval too short", "interval: 2s", "interval: 10ms",
 			`testdata/shoal.yaml:6:15: providers[0].interval: must be at least 100ms and at most 10m0s, got 10ms`},
 		{"ssh key on exec", "    timeout: 30s\n", "    timeout: 30s\n    hosts: []\n",
-			`testdata/shoal.yaml:12:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, start, stop, list, timeout`},
+			`testdata/shoal.yaml:12:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, start, stop, list, power_off, power_on, timeout`},
 		{"stand-in without stand_in", "      stand_in: [demo-backend, --listen, \"127.0.0.1:{{.Port}}\"]\n", "      stand_ins: []\n",
 			"testdata/shoal.yaml:13:7: providers[0].emulator.stand_ins: unknown field; allowed: stand_in\n" +
 				"testdata/shoal.yaml:13:7: providers[0].emulator.stand_in: required"},
@@ -161,5 +161,60 @@ func TestProviderHealthGrace(t *testing.T) {
 	_, err := Parse("testdata/shoal.yaml", []byte(doc+"    health_grace: 0s\ngroups:\n"+groups))
 	if err == nil || !strings.Contains(err.Error(), "providers[0].health_grace: must be at least 1s") {
 		t.Errorf("health_grace 0s: %v", err)
+	}
+}
+
+// TestWarmPoolErrors: a warm pool larger than its group can grow, in a
+// state that is not one of the two, or on a provider that cannot keep it
+// (not a cloud's, or stopped without power_off and power_on) is refused
+// where it is written; a running pool on an exec provider without them,
+// and a stopped one with them, are accepted.
+func TestWarmPoolErrors(t *testing.T) {
+	const prov = "    provider: cli\n"
+	power := "    timeout: 30s\n    power_off: [mycloud, stop, \"{{.ID}}\"]\n    power_on: [mycloud, start, \"{{.ID}}\"]\n"
+	tests := []struct {
+		name     string
+		old, new string
+		want     string
+	}{
+		{"above max_size", prov, prov + "    warm_pool: {size: 5, state: running}\n",
+			`testdata/shoal.yaml:19:23: groups[0].warm_pool.size: must be at most the group's max_size (4), got 5: a pool larger than the group could ever take from holds servers that never serve`},
+		{"no size", prov, prov + "    warm_pool: {state: running}\n",
+			`testdata/shoal.yaml:19:16: groups[0].warm_pool.size: required`},
+		{"unknown state", prov, prov + "    warm_pool: {size: 2, state: paused}\n",
+			`testdata/shoal.yaml:19:33: groups[0].warm_pool.state: must be one of stopped, running (pool servers shut down, or running out of rotation), got "paused"`},
+		{"stopped without power commands", prov, prov + "    warm_pool: {size: 2}\n",
+			`testdata/shoal.yaml:19:16: groups[0].warm_pool.state: provider cli (type exec) can keep pool servers only running, not stopped: set the provider's power_off and power_on commands to keep them stopped`},
+		{"on the local provider", prov, "    warm_pool: {size: 2, state: running}\n    template: {command: [app]}\n",
+			`testdata/shoal.yaml:18:16: groups[0].warm_pool: provider local cannot keep a warm pool: only a cloud provider's servers (exec, ec2, sacloud) can be created ahead of need and kept out of rotation`},
+		{"power_off without power_on", "    timeout: 30s\n", "    timeout: 30s\n    power_off: [mycloud, stop, \"{{.ID}}\"]\n",
+			`testdata/shoal.yaml:12:16: providers[0].power_on: required with power_off: a server shut down must be booted again, and one booted shut down`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := parseEdited(t, execDoc, tt.old, tt.new)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse error:\n got: %s\nwant: %s", got, tt.want)
+			}
+		})
+	}
+	for _, ok := range []struct {
+		power, pool string
+		want        WarmPool
+	}{
+		{"    timeout: 30s\n", "    warm_pool: {size: 2, state: running}\n", WarmPool{Size: 2, State: WarmRunning}},
+		{power, "    warm_pool: {size: 4, reuse_on_scale_in: true}\n", WarmPool{Size: 4, State: WarmStopped, ReuseOnScaleIn: true}},
+	} {
+		doc := strings.Replace(strings.Replace(execDoc, "    timeout: 30s\n", ok.power, 1), prov, prov+ok.pool, 1)
+		cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", ok.pool, err)
+		}
+		if w := cfg.Groups[0].WarmPool; w == nil || *w != ok.want {
+			t.Errorf("%s: warm_pool = %+v, want %+v", ok.pool, w, ok.want)
+		}
 	}
 }

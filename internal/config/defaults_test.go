@@ -62,6 +62,7 @@ const everySection = `frontends:
     rate_limit: {requests: 100, per: 10s}
     routes:
       - {path_prefix: /old, redirect: {https: true}}
+      - {path_prefix: /pool, group: pool}
       - {respond: {status: 503}}
 admin: {}
 haproxy: {timeouts: {}}
@@ -100,6 +101,8 @@ providers:
     start: [start]
     stop: [stop]
     list: [list]
+    power_off: [power-off]
+    power_on: [power-on]
     emulator: {stand_in: [stand-in]}
   - name: aws
     type: ec2
@@ -138,6 +141,11 @@ groups:
       target: {metric: cpu.avg, value: 50, max_step: {}}
       schedule: [{cron: "0 9 * * *", duration: 1h, min_size: 1}]
       predictive: {}
+  - name: pool
+    min_size: 0
+    max_size: 1
+    provider: cli
+    warm_pool: {size: 1}
 `
 
 // TestLoadAppliesDefaults fails when a default in a table and the value Load
@@ -187,10 +195,14 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	// A route has one action: the table has every action's keys in one,
 	// so does the first route, with the second's respond.
 	routes := cfg.Frontends[0].Routes
-	routes[0].Respond = routes[1].Respond
+	routes[0].Respond = routes[2].Respond
+	// A warm pool is a cloud group's: the second group's.
+	cfg.Groups[0].WarmPool = cfg.Groups[1].WarmPool
 	// The shorthand's keys (listen, compression) exclude frontends: they
 	// come from a file of their own.
-	short, err := Parse("conf/shoal.yaml", []byte("listen: 127.0.0.1:8080\ncompression: {}\n"+everySection[strings.Index(everySection, "\nadmin:")+1:]))
+	// (without the second group, routed by frontends only).
+	rest := everySection[strings.Index(everySection, "\nadmin:")+1 : strings.Index(everySection, "  - name: pool\n")]
+	short, err := Parse("conf/shoal.yaml", []byte("listen: 127.0.0.1:8080\ncompression: {}\n"+rest))
 	if err != nil {
 		t.Fatalf("Parse the shorthand: %v", err)
 	}

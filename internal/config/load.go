@@ -584,6 +584,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
 	d.recycling(f, &g)
 	g.Outliers = d.outliers(f.get("outliers"), f.field("outliers"), &g)
+	g.WarmPool = d.warmPool(f.get("warm_pool"), f.field("warm_pool"), &g)
 	return g, ref, nameNode, true
 }
 

@@ -28,6 +28,10 @@ type providerLabels struct {
 	cloud bool
 	// typ is its type.
 	typ string
+	// warmStates are the warm pool states its servers can wait in (none:
+	// it keeps no warm pool); warmHint says how to have the others.
+	warmStates []string
+	warmHint   string
 	// grace is its health_grace (0: none).
 	grace time.Duration
 	// node and path are the entry's, for errors about it found later.
@@ -68,6 +72,9 @@ func (d *decoder) providers(n *yaml.Node) ([]Provider, map[string]providerLabels
 			pl := providerLabels{broken: len(d.errs) > errs, cloud: p.Cloud != nil, typ: p.Type, grace: p.HealthGrace, node: item, path: path}
 			if pt, ok := LookupProvider(p.Type); ok && pt.Hosts != nil {
 				pl.hosts = pt.Hosts(&p)
+			}
+			if pt, ok := LookupProvider(p.Type); ok && pt.WarmStates != nil {
+				pl.warmStates, pl.warmHint = pt.WarmStates(&p)
 			}
 			provs[p.Name] = pl
 		}
@@ -114,6 +121,11 @@ type ProviderType struct {
 	// Check, when set, checks all entries together once each is decoded
 	// (what no one entry shows).
 	Check func(e *ProviderEntries, ps []Provider)
+	// WarmStates, when set, returns the warm pool states (WarmStopped,
+	// WarmRunning) p's servers can wait in, and for the others what p
+	// lacks (", since it has no power_off and power_on commands"). A type
+	// without it keeps no warm pool.
+	WarmStates func(p *Provider) (states []string, hint string)
 }
 
 // providerTypes are the registered types, in the order they registered:
@@ -504,6 +516,7 @@ func (d *decoder) groupProvider(g *Group, r groupRef, provs map[string]providerL
 	}
 	name := g.ProviderList()[0].Name
 	g.Placement = def.Placement
+	d.checkWarmPool(g, f.get("warm_pool"), f, provs)
 	if allCloud(provs, g) {
 		d.cloudGroup(f, name, provs[name].typ)
 	} else {

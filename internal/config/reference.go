@@ -41,6 +41,7 @@ func DefaultsTree() Config {
 	an.MaxErrorRate, an.MaxP99 = &defaultCanaryError, &defaultCanaryP99
 	can.Analysis = &an
 	g.Deploy.Canary = &can
+	g.WarmPool = &defaultWarmPool
 	c.Groups = []Group{g}
 	src := defaultSource
 	src.Prometheus = &PromSource{Auth: &PromAuth{Basic: &PromBasic{}}}

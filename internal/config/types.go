@@ -260,6 +260,9 @@ type Group struct {
 	// Outliers is nil unless instances that answer worse than the rest
 	// are taken out of rotation (outliers.go).
 	Outliers *Outliers `yaml:"outliers"`
+	// WarmPool is nil unless the group keeps servers ahead of need (a
+	// cloud provider's only).
+	WarmPool *WarmPool `yaml:"warm_pool"`
 	// Limits is nil unless each instance serves at most Limits.MaxConn
 	// requests at once, the rest waiting in HAProxy's queue.
 	Limits *Limits `yaml:"limits"`

@@ -181,7 +181,13 @@ func (g *Group) deleteDrained(ctx context.Context, in *instance, d provider.Dele
 			}
 			return ended
 		}
-		err = d.Delete(ctx, in.inst)
+		dctx := ctx
+		g.mu.Lock()
+		if in.scaleIn {
+			dctx = provider.ForScaleIn(ctx)
+		}
+		g.mu.Unlock()
+		err = d.Delete(dctx, in.inst)
 		if ctx.Err() != nil {
 			g.shutdown(in)
 			return ended

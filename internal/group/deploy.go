@@ -57,6 +57,7 @@ func (g *Group) setServing(ctx context.Context, t config.Template, version strin
 	g.mu.Lock()
 	g.dep.serve(t, version)
 	g.mu.Unlock()
+	g.setWarmPool()
 	return g.persistState(ctx)
 }
 

@@ -169,7 +169,7 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 	}
 	for _, p := range picks {
 		in := p.in
-		in.retiring = true
+		in.retiring, in.scaleIn = true, true
 		close(in.retire)
 		r := Retirement{Instance: in.name, Reason: p.why}
 		if policy != g.conf().ScaleIn {
@@ -429,6 +429,9 @@ type Status struct {
 	// Queue is HAProxy's queue for the group (nil when HAProxy cannot
 	// say).
 	Queue *Queue `json:"queue,omitempty"`
+	// WarmPool is the servers of the group's warm pool (warm_pool): out
+	// of rotation, not counted in its size.
+	WarmPool []provider.WarmServer `json:"warm_pool,omitempty"`
 }
 
 // StartDelay is a group's measured time from an instance's start to in
@@ -605,6 +608,7 @@ func (g *Group) Status(ctx context.Context) Status {
 			s.InService++
 		}
 	}
+	s.WarmPool = g.warmPool()
 	if sd, err := g.MeasuredStartDelay(ctx); err == nil {
 		s.StartDelay = sd
 	} else {

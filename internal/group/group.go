@@ -116,6 +116,9 @@ type instance struct {
 	// keepWaitingLocked). Read it under g.mu.
 	retire   chan struct{}
 	retiring bool
+	// scaleIn: a scale-in chose it (not a replacement): its cloud server
+	// may go back to the group's warm pool (provider.ForScaleIn).
+	scaleIn bool
 	// job tags the instance with the job whose size change started or retired
 	// it (0: none): only failures of its own instances fail a job.
 	job uint64
@@ -418,6 +421,7 @@ func (g *Group) Restore(ctx context.Context, recs []store.Instance) []provider.R
 		kept = append(kept, in.rec)
 		g.log.Info("instance adopted", "instance", in.name, "pid", in.pid(), "addr", in.rec.Addr, "state", in.state)
 	}
+	g.setWarmPool()
 	return kept
 }
 
@@ -432,6 +436,7 @@ func (g *Group) Run(ctx context.Context) {
 	g.startOutliersLocked()
 	g.mu.Unlock()
 	g.recoverCanary(ctx)
+	g.setWarmPool()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
 	defer stop()
@@ -443,6 +448,7 @@ func (g *Group) Run(ctx context.Context) {
 			g.runCtx = nil // no Reclaim spawns from now on
 			g.mu.Unlock()
 			g.wg.Wait()
+			g.emptyWarmPool()
 			return
 		case <-g.wake:
 		case <-resync:

@@ -28,6 +28,7 @@ func (g *Group) Update(ctx context.Context, c config.Group) {
 	defer g.stateMu.Unlock()
 	g.live.Store(&c)
 	g.setTemplate(c.Template)
+	g.setWarmPool()
 	g.mu.Lock()
 	g.startOutliersLocked()
 	old := g.desired

@@ -32,7 +32,9 @@ func (u Usage) Cost(list []config.GroupProvider) float64 {
 // UsageSince reads the group's usage since t: its instances now, and the
 // store's record of those that ended. An instance counts from its start:
 // for a cloud server, from its create, as the cloud bills it (the boot
-// included, and a server that never booted too; see provider.CreatedError).
+// included, and a server that never booted too; see provider.CreatedError),
+// and a warm pool's servers count from when they joined it (while they
+// are its: one deleted earlier is not recorded).
 func (g *Group) UsageSince(ctx context.Context, t time.Time) (Usage, error) {
 	ended, err := g.st.Usage(ctx, g.cfg.Name, t)
 	if err != nil {
@@ -52,6 +54,14 @@ func (g *Group) UsageSince(ctx context.Context, t time.Time) (Usage, error) {
 		}
 	}
 	g.mu.Unlock()
+	// The warm pool's servers are billed too, though they are not the
+	// group's instances (nor counted in Running: max_hourly_instances
+	// bounds what serves).
+	for _, s := range g.warmPool() {
+		if !s.Joined.IsZero() {
+			u.InstanceHours += now.Sub(later(s.Joined, t)).Hours()
+		}
+	}
 	for _, e := range ended {
 		u.Ended++
 		add(g.providerOf(provider.Record{Provider: e.Provider}), e.Ended.Sub(later(e.Started, t)).Hours())

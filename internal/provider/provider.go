@@ -121,6 +121,23 @@ type Deleter interface {
 	DeleteTimeout() time.Duration
 }
 
+// scaleInKey is the context key ForScaleIn sets.
+type scaleInKey struct{}
+
+// ForScaleIn marks ctx of a Deleter.Delete retiring an instance that a
+// scale-in chose: a provider with a warm pool may keep its server
+// (warm_pool.reuse_on_scale_in). A replacement's (drift, max_lifetime, a
+// deploy's roll) is never kept: it is retired to be renewed.
+func ForScaleIn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scaleInKey{}, true)
+}
+
+// IsScaleIn reports whether ctx is ForScaleIn's.
+func IsScaleIn(ctx context.Context) bool {
+	v, _ := ctx.Value(scaleInKey{}).(bool)
+	return v
+}
+
 // ErrHostDown reports that an instance's host is unreachable: what was
 // asked of it (a stop, a log read) could not be done now. A provider stops
 // what still runs there once the host is back.
@@ -240,4 +257,41 @@ type LogOptions struct {
 // lives (on the instance's host for ssh).
 type LogReader interface {
 	Logs(ctx context.Context, rec Record, opts LogOptions, w io.Writer) error
+}
+
+// WarmServer is one server of a group's warm pool, as `shoal status` and
+// the API show it.
+type WarmServer struct {
+	Name string `json:"name"`
+	// ID is the cloud's ID of the server.
+	ID string `json:"id"`
+	// State is where it is in the pool: "creating", "booting",
+	// "stopping" (being shut down to wait), "warm" (waiting: stopped or
+	// running, as the pool's state says), "taking" (a scale-out is
+	// booting it into service), "deleting" (drifted or surplus).
+	State string `json:"state"`
+	// Template is the hash of the template it was created from.
+	Template string `json:"template"`
+	// Since is when it entered its State; Joined when it became the
+	// pool's (created, adopted, or returned by a scale-in): the cloud
+	// bills it from then as the pool's, toward the group's cost.
+	Since  time.Time `json:"since"`
+	Joined time.Time `json:"joined"`
+}
+
+// WarmPooler is a provider that keeps groups' warm pools: servers created
+// ahead of need, out of rotation, that its Start takes before creating
+// one, and to which a retirement may return a server
+// (warm_pool.reuse_on_scale_in).
+type WarmPooler interface {
+	// SetWarmPool sets group's pool (nil: none, its servers are deleted)
+	// and the template its servers start from; members created from
+	// another are replaced. A group sets it before the provider sweeps
+	// strays, so that the servers of its pool are adopted, not swept.
+	SetWarmPool(group string, wp *config.WarmPool, tmpl config.Template)
+	// WarmPool lists group's pool servers.
+	WarmPool(group string) []WarmServer
+	// EmptyWarmPool deletes group's pool servers (a group stopping with
+	// its instances) and returns once they are gone or ctx ends.
+	EmptyWarmPool(ctx context.Context, group string) error
 }

@@ -44,7 +44,9 @@ func newExecCloud(t *testing.T) *execCloud {
 	// Servers outlive shoal (they are the cloud's): this test's go with it.
 	t.Cleanup(func() {
 		for _, s := range c.servers() {
-			_ = syscall.Kill(s.PID, syscall.SIGKILL)
+			if s.PID > 0 { // 0: powered off (and kill(0) is this process group)
+				_ = syscall.Kill(s.PID, syscall.SIGKILL)
+			}
 		}
 	})
 	return c

@@ -148,6 +148,11 @@ function renderGroup(m) {
     if (g[k] && new Date(g[k]) > now) info += `; ${label} cooldown until ${time(g[k])}`;
   }
   if (g.haproxy_error) info += `; HAProxy: ${g.haproxy_error}`;
+  // A cloud group's warm pool: out of rotation, outside its size.
+  if (g.warm_pool && g.warm_pool.length) {
+    const warm = g.warm_pool.filter((s) => s.state === "warm").length;
+    info += `; warm pool ${g.warm_pool.length} (${warm} warm)`;
+  }
   $("#group-info").textContent = info;
   renderQueue(g.queue);
 

@@ -85,8 +85,11 @@ type Provider struct {
 	listedAt time.Time
 	listErr  error
 	listFrom time.Time
-	listed   chan struct{}
-	insts    map[string]*instance // by server ID
+	// listingFrom is when the newest successful listing began: a server
+	// created since may be missing from it.
+	listingFrom time.Time
+	listed      chan struct{}
+	insts       map[string]*instance // by server ID
 	// claims are the instance names with a Start in flight or recently
 	// ended, and the server ID each owns ("" for none): a listed server
 	// carrying such a name under another ID is a leftover of a create that
@@ -98,6 +101,9 @@ type Provider struct {
 	// pendingSweep is the keep of a StopStrays that could not list: the
 	// poller sweeps with it at its first listing that works.
 	pendingSweep map[string]bool
+	// pools are the groups' warm pools (pool.go), woken by poolWake.
+	pools    map[string]*pool
+	poolWake chan struct{}
 	// busy counts Starts waiting for a boot and Stops waiting for a
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int
@@ -151,7 +157,7 @@ func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provid
 		name: name, d: d, cfg: cfg, opts: opts, log: opts.Log,
 		fast:   min(fastInterval, cfg.Interval),
 		listed: make(chan struct{}), insts: map[string]*instance{}, claims: map[string]claim{}, doomed: map[string]*doom{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), poolWake: make(chan struct{}, 1),
 	}
 	if cfg.Emulator != nil {
 		t, err := config.NewTemplate(cfg.Emulator.StandIn, nil)
@@ -195,6 +201,11 @@ type data struct {
 	Driver string `json:"driver"`
 	// StandIn is the record of the emulator stand-in serving for it.
 	StandIn *provider.Record `json:"stand_in,omitempty"`
+	// Tagged is the server's TagInstance when it may wait in a warm pool
+	// (a pool member taken carries the name it was created with), and
+	// Template the hash of the template it runs.
+	Tagged   string `json:"tagged,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // Run lists the servers every interval (every second while one boots or
@@ -205,6 +216,7 @@ func (p *Provider) Run(ctx context.Context) {
 		close(p.stopped)
 		p.wg.Wait()
 	}()
+	p.wg.Go(func() { p.runPools(ctx) })
 	failures := 0
 	for {
 		last := time.Now()
@@ -228,7 +240,7 @@ func (p *Provider) Run(ctx context.Context) {
 		}
 		p.mu.Lock()
 		wait := p.cfg.Interval
-		if p.busy > 0 || len(p.doomed) > 0 {
+		if p.busy > 0 || len(p.doomed) > 0 || p.poolsBusyLocked() {
 			wait = p.fast
 		}
 		p.mu.Unlock()
@@ -299,7 +311,7 @@ func (p *Provider) refresh(ctx context.Context) error {
 			listing[s.ID] = s
 		}
 	}
-	p.listing, p.listedAt, p.listErr = listing, now, nil
+	p.listing, p.listedAt, p.listErr, p.listingFrom = listing, now, nil, from
 	for id, in := range p.insts {
 		s, ok := listing[id]
 		if ok && s.Phase != Gone {
@@ -402,6 +414,9 @@ func (p *Provider) Delete(ctx context.Context, pi provider.Instance) error {
 	in, ok := pi.(*instance)
 	if !ok || in.p != p {
 		return fmt.Errorf("delete instance %s: not a server of provider %s", pi.Record().Name, p.name)
+	}
+	if provider.IsScaleIn(ctx) && p.returnToPool(in) {
+		return nil
 	}
 	p.mu.Lock()
 	d := p.doomed[in.id]
@@ -553,7 +568,11 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	p.setBusy(1)
 	defer p.setBusy(-1)
 	p.setClaim(spec.Name, claim{})
-	in, err := p.start(ctx, spec)
+	in := p.takeWarm(ctx, spec)
+	var err error
+	if in == nil {
+		in, err = p.start(ctx, spec)
+	}
 	// For a while after a Start, a server listed under its name and any
 	// other ID is a leftover of a create that failed or was retried.
 	until := time.Now().Add(p.cfg.BootTimeout)
@@ -574,7 +593,7 @@ func (p *Provider) setClaim(name string, c claim) {
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
 		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
-		Tags: map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
+		Tags: p.tags(spec.Group, spec.Name, spec.Template.Hash(spec.Group)),
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
 	var srv Server
@@ -600,7 +619,7 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 	p.setClaim(spec.Name, claim{id: srv.ID})
 	p.log.Info("server created; waiting for it to boot", "provider", p.name, "instance", spec.Name, "id", srv.ID)
 
-	booted, err := p.waitRunning(ctx, srv.ID)
+	booted, err := p.waitRunning(ctx, srv.ID, false)
 	var standIn provider.Instance
 	if err == nil && p.standIns != nil {
 		standIn, err = p.standIns.Start(ctx, provider.Spec{Group: spec.Group, Name: spec.Name, Index: spec.Index, Template: p.standIn})
@@ -633,8 +652,9 @@ func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, er
 
 // waitRunning waits until a listing shows server id running with an IP
 // (any running server against an emulator, whose IPs are not used), for
-// at most boot_timeout.
-func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
+// at most boot_timeout. Resuming (a warm pool's server powered on), a
+// listing may still show it stopped.
+func (p *Provider) waitRunning(ctx context.Context, id string, resuming bool) (Server, error) {
 	errBoot := fmt.Errorf("not running within boot_timeout %s", p.cfg.BootTimeout)
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.BootTimeout, errBoot)
 	defer cancel()
@@ -648,7 +668,7 @@ func (p *Provider) waitRunning(ctx context.Context, id string) (Server, error) {
 		case ok && s.Phase == Running && (s.IP != "" || p.standIns != nil):
 			p.log.Info("server running", "provider", p.name, "id", id, "ip", s.IP, "boot", time.Since(start).Round(time.Millisecond))
 			return s, nil
-		case ok && (s.Phase == Gone || s.Phase == Stopping):
+		case ok && (s.Phase == Gone || s.Phase == Stopping || s.Phase == Stopped && !resuming):
 			return Server{}, fmt.Errorf("%s while booting (state %s)", s.Phase, s.State)
 		}
 		select {
@@ -682,7 +702,10 @@ func (p *Provider) addr(s Server) string {
 }
 
 func (p *Provider) newInstance(group, name string, index int, s Server, standIn provider.Instance, tmpl config.Template) *instance {
-	d := data{ID: s.ID, Name: s.Name, Driver: p.opts.Driver}
+	d := data{ID: s.ID, Name: s.Name, Driver: p.opts.Driver, Template: tmpl.Hash(group)}
+	if s.Tags[TagPool] != "" {
+		d.Tagged = s.Tags[TagInstance]
+	}
 	addr := p.addr(s)
 	if standIn != nil {
 		r := standIn.Record()
@@ -693,6 +716,7 @@ func (p *Provider) newInstance(group, name string, index int, s Server, standIn 
 		p:   p,
 		rec: provider.Record{Group: group, Name: name, Index: index, ID: s.ID, Addr: addr, Host: s.Name, Data: raw},
 		id:  s.ID, standIn: standIn, done: make(chan struct{}), verified: true,
+		hash: d.Template, tagged: d.Tagged,
 	}
 	if standIn != nil {
 		// The stand-in is the server's process: its exit is the server's.
@@ -733,7 +757,11 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 		}
 		return nil, fmt.Errorf("adopt instance %s: server %s deleted while shoal was down (%s): %w", rec.Name, d.ID, state, provider.ErrGone)
 	}
-	if s.Tags[TagInstance] != "" && s.Tags[TagInstance] != rec.Name {
+	tagged := rec.Name
+	if d.Tagged != "" {
+		tagged = d.Tagged // taken from a warm pool
+	}
+	if s.Tags[TagInstance] != "" && s.Tags[TagInstance] != tagged {
 		return nil, fmt.Errorf("adopt instance %s: server %s is tagged as %s: %w", rec.Name, d.ID, s.Tags[TagInstance], provider.ErrGone)
 	}
 	var standIn provider.Instance
@@ -748,7 +776,7 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 			return nil, fmt.Errorf("adopt instance %s: emulator stand-in: %w", rec.Name, err)
 		}
 	}
-	in = &instance{p: p, rec: rec, id: d.ID, standIn: standIn, done: make(chan struct{}), verified: verified}
+	in = &instance{p: p, rec: rec, id: d.ID, standIn: standIn, done: make(chan struct{}), verified: verified, hash: d.Template, tagged: d.Tagged}
 	if standIn != nil {
 		in.watchStandIn()
 	}
@@ -758,6 +786,11 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 		return other, nil
 	}
 	p.insts[d.ID] = in
+	for _, pl := range p.pools {
+		// Recorded as an instance: not the pool's, whatever a listing
+		// before this adoption made of it.
+		delete(pl.members, d.ID)
+	}
 	if !verified {
 		p.log.Warn("adopting a server unverified: listing fails; verified at the first listing that works", "provider", p.name, "instance", rec.Name, "id", d.ID)
 	} else {
@@ -803,6 +836,10 @@ func (p *Provider) sweep(ctx context.Context, kept map[string]bool) ([]provider.
 	}
 	var strays []Server
 	for id, s := range p.listing {
+		// A server of a group's warm pool is the pool's to adopt or delete.
+		if _, pooled := p.pools[s.Tags[TagPool]]; pooled && s.Tags[TagPool] != "" {
+			continue
+		}
 		if !kept[id] && s.Phase != Gone {
 			strays = append(strays, s)
 		}

@@ -23,6 +23,15 @@ const (
 	TagOwner    = "shoal-owner"
 	TagGroup    = "shoal-group"
 	TagInstance = "shoal-instance"
+	// TagPool names the group whose warm pool a server may wait in; every
+	// server of a group with a warm pool carries it, so that one created
+	// by a shoal killed before it recorded it is adopted into the pool
+	// rather than swept.
+	TagPool = "shoal-pool"
+	// TagTemplate is the hash of the template (config.Template.Hash) a
+	// pool group's server was created from: a pool member of another is
+	// drifted, and replaced.
+	TagTemplate = "shoal-template"
 )
 
 // Phase is where a server is in its cloud's lifecycle, mapped from the
@@ -37,6 +46,9 @@ const (
 	Running Phase = "running"
 	// Stopping: shutting down or being deleted.
 	Stopping Phase = "stopping"
+	// Stopped: shut down but not deleted (a warm pool's server waiting);
+	// only a PowerDriver's servers are listed so.
+	Stopped Phase = "stopped"
 	// Gone: deleted or terminated (some clouds list them for a while).
 	Gone Phase = "gone"
 )
@@ -110,6 +122,19 @@ type Sweeper interface {
 	// create in flight in this process uses, and returns what it deleted,
 	// each described for the log ("note web-003-startup-1 (ID)").
 	SweepStrays(ctx context.Context, owner string) ([]string, error)
+}
+
+// PowerDriver is a Driver that can shut a server down and boot it again
+// without deleting it: what a warm pool whose servers wait stopped needs
+// (warm_pool.state: stopped). The pool's lifecycle is the provider's; a
+// driver only gains these two calls.
+type PowerDriver interface {
+	// PowerOff asks for server id's shutdown and returns once the cloud
+	// accepted it; listings then show it Stopping, then Stopped.
+	PowerOff(ctx context.Context, id string) error
+	// PowerOn asks for a Stopped server's boot and returns once the
+	// cloud accepted it; listings then show it Pending, then Running.
+	PowerOn(ctx context.Context, id string) error
 }
 
 // ShutdownModer is a Driver whose Delete shuts a server down one of

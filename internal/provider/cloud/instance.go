@@ -34,6 +34,11 @@ import (
 //	                             v  +----------+
 //	exited: "server X deleted outside shoal (state S)"
 //
+// A Provider.Delete of a server its group's warm pool takes back
+// (reuse_on_scale_in, pool.go) exits it at once, "returned to the warm
+// pool", and Stop does nothing more; a Start may begin by taking a pool
+// server instead of a Create (pool.go draws that life).
+//
 // A failing listing moves nothing: no instance is taken for gone because
 // the cloud's API could not be asked. A Provider.Delete the cloud refuses
 // moves nothing either: the server runs on, and the group serves with it;
@@ -55,8 +60,16 @@ type instance struct {
 	stopping bool
 	// deleted: the cloud accepted Provider.Delete's call; Stop does not
 	// ask again.
-	deleted  bool
+	deleted bool
+	// returned: Provider.Delete returned the server to its group's warm
+	// pool; Stop has nothing to do.
+	returned bool
 	standOff sync.Once // the stand-in is stopped once
+
+	// hash is the template's (config.Template.Hash) the server runs;
+	// tagged its TagInstance when it may wait in a warm pool ("" when
+	// its group had none at its create).
+	hash, tagged string
 }
 
 var _ provider.CloudServer = (*instance)(nil)
@@ -171,8 +184,11 @@ func (in *instance) Stop(ctx context.Context) error {
 	p := in.p
 	in.mu.Lock()
 	in.stopping = true
-	deleted := in.deleted
+	deleted, returned := in.deleted, in.returned
 	in.mu.Unlock()
+	if returned {
+		return nil // the warm pool's now
+	}
 	p.setBusy(1)
 	defer p.setBusy(-1)
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)

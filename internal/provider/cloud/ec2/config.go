@@ -27,6 +27,8 @@ var ProviderType = config.ProviderType{
 	Name: Type, Cloud: true, Keys: []any{keyDefaults()}, Required: []string{"port"},
 	Source: "the provider's launch_template or ami",
 	Decode: decode,
+	// Stopped with StopInstances, started again with StartInstances.
+	WarmStates: func(*config.Provider) ([]string, string) { return config.WarmStates, "" },
 	Plans: func(p *config.Provider) (string, []string) {
 		return "instance_types", slices.Sorted(maps.Keys(Of(*p).InstanceTypes))
 	},

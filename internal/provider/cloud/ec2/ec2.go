@@ -51,7 +51,10 @@ type Driver struct {
 	regionOK bool
 }
 
-var _ cloud.Driver = (*Driver)(nil)
+var (
+	_ cloud.Driver      = (*Driver)(nil)
+	_ cloud.PowerDriver = (*Driver)(nil)
+)
 
 // New returns the driver of cfg. It calls no API: bad credentials show at
 // the first call.
@@ -221,6 +224,27 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// PowerOff stops the instance (StopInstances): a warm pool's server waits
+// stopped, billed for its volumes only.
+func (d *Driver) PowerOff(ctx context.Context, id string) error {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := d.client.StopInstances(cctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
+		return d.apiErr(ctx, "StopInstances", err)
+	}
+	return nil
+}
+
+// PowerOn starts a stopped instance (StartInstances).
+func (d *Driver) PowerOn(ctx context.Context, id string) error {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := d.client.StartInstances(cctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
+		return d.apiErr(ctx, "StartInstances", err)
+	}
+	return nil
+}
+
 // List returns every instance tagged shoal-owner=owner, terminated ones
 // (which EC2 lists for about an hour) as Gone, in one paged
 // DescribeInstances: one call per pageSize instances, never one per
@@ -335,18 +359,22 @@ func (d *Driver) server(i types.Instance) cloud.Server {
 //	   └──────────────────────┴──> terminated
 //
 //	pending → Pending; running → Running;
-//	shutting-down, stopping, stopped → Stopping; terminated → Gone.
+//	shutting-down, stopping → Stopping; stopped → Stopped;
+//	terminated → Gone.
 //
 // A stopped instance is not Gone: it still exists and costs its volumes,
-// so the provider terminates it rather than forget it.
+// so the provider terminates it rather than forget it (or keeps it, as a
+// warm pool's server).
 func phase(state string) cloud.Phase {
 	switch types.InstanceStateName(state) {
 	case types.InstanceStateNamePending:
 		return cloud.Pending
 	case types.InstanceStateNameRunning:
 		return cloud.Running
-	case types.InstanceStateNameShuttingDown, types.InstanceStateNameStopping, types.InstanceStateNameStopped:
+	case types.InstanceStateNameShuttingDown, types.InstanceStateNameStopping:
 		return cloud.Stopping
+	case types.InstanceStateNameStopped:
+		return cloud.Stopped
 	case types.InstanceStateNameTerminated:
 		return cloud.Gone
 	}

@@ -98,7 +98,7 @@ func TestAPIErrBounds(t *testing.T) {
 func TestPhase(t *testing.T) {
 	for state, want := range map[string]cloud.Phase{
 		"pending": cloud.Pending, "running": cloud.Running, "shutting-down": cloud.Stopping,
-		"stopping": cloud.Stopping, "stopped": cloud.Stopping, "terminated": cloud.Gone, "hibernating": cloud.Pending,
+		"stopping": cloud.Stopping, "stopped": cloud.Stopped, "terminated": cloud.Gone, "hibernating": cloud.Pending,
 	} {
 		if got := phase(state); got != want {
 			t.Errorf("phase(%s) = %s, want %s", state, got, want)

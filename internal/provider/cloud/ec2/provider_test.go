@@ -220,3 +220,86 @@ func TestRegionEC2DoesNotServe(t *testing.T) {
 		t.Errorf("DescribeRegions called %d times for 2 creates, want once", n)
 	}
 }
+
+// TestWarmPoolMoto: a warm pool that waits stopped on EC2 (moto): its
+// instances are launched, then stopped (StopInstances), tagged as the
+// pool's; a Start takes one (StartInstances, no RunInstances) and serves
+// from its stand-in; the pool refills; a shoal killed then adopts the
+// pool's instances; emptying the pool terminates them.
+func TestWarmPoolMoto(t *testing.T) {
+	e := newMotoEnv(t)
+	t.Cleanup(func() { e.calls.report(t) })
+	d := e.driver(t, Config{LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Default"}, Address: AddressPrivate})
+	const owner = "owner-pool"
+	stateDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmpl := spec("web-001", 1).Template
+	wp := &config.WarmPool{Size: 2, State: config.WarmStopped}
+
+	warm := func(p *running) map[string]bool {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			ids := map[string]bool{}
+			for _, s := range p.WarmPool("web") {
+				if s.State == "warm" {
+					ids[s.ID] = true
+				}
+			}
+			if len(ids) == 2 && len(p.WarmPool("web")) == 2 {
+				return ids
+			}
+		}
+		t.Fatalf("warm pool %+v, want 2 warm", p.WarmPool("web"))
+		return nil
+	}
+	first := runProvider(t, d, owner, stateDir)
+	first.SetWarmPool("web", wp, tmpl)
+	pool := warm(first)
+	for id := range pool {
+		s := listed(t, d, owner)[id]
+		if s.Phase != cloud.Stopped || s.Tags[cloud.TagPool] != "web" || s.Tags[cloud.TagTemplate] != tmpl.Hash("web") {
+			t.Errorf("pool instance %s: %+v, want stopped, tagged as web's pool", id, s)
+		}
+	}
+	runs := e.calls.count("RunInstances")
+	in, err := first.Start(ctx, spec("web-001", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := in.Record()
+	if !pool[rec.ID] || e.calls.count("StartInstances") != 1 {
+		t.Errorf("Start made %s with %d StartInstances, want one of the pool's %v started", rec.ID, e.calls.count("StartInstances"), pool)
+	}
+	if got := testbin.Get(t, rec.Addr); got != "stand-in-web-001" {
+		t.Errorf("GET %s answered as %q", rec.Addr, got)
+	}
+	if s := listed(t, d, owner)[rec.ID]; s.Phase != cloud.Running {
+		t.Errorf("taken instance %+v, want running", s)
+	}
+	refilled := warm(first)
+	if n := e.calls.count("RunInstances") - runs; n != 1 {
+		t.Errorf("%d RunInstances since the take, want 1 (the refill)", n)
+	}
+
+	first.stop() // killed: the next run adopts the pool's instances
+	second := runProvider(t, d, owner, stateDir)
+	if _, err := second.Adopt(ctx, rec, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	second.SetWarmPool("web", wp, tmpl) // as a group's Restore: after its adoptions
+	if swept, err := second.StopStrays(ctx, []provider.Record{rec}); err != nil || len(swept) != 0 {
+		t.Fatalf("StopStrays swept %+v (%v), want nothing: the pool's are the pool's", swept, err)
+	}
+	if adopted := warm(second); fmt.Sprint(adopted) != fmt.Sprint(refilled) {
+		t.Errorf("pool after the restart %v, want the adopted %v", adopted, refilled)
+	}
+	if err := second.EmptyWarmPool(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	for id := range refilled {
+		if s := listed(t, d, owner)[id]; s.Phase != cloud.Gone {
+			t.Errorf("pool instance %s after emptying the pool: %+v, want terminated", id, s)
+		}
+	}
+}

@@ -21,6 +21,13 @@ type Config struct {
 	Stop []string `yaml:"stop" required:"true"`
 	// List prints a JSON array of the servers tagged shoal-owner={{.Owner}}.
 	List []string `yaml:"list" required:"true"`
+	// PowerOff shuts the server {{.ID}} down without deleting it, and
+	// PowerOn boots it again (both optional, together): a group's warm
+	// pool can then wait stopped (warm_pool.state: stopped). list must
+	// then say "stopped" of a server shut down (without them a stopped
+	// server is taken for gone).
+	PowerOff []string `yaml:"power_off"`
+	PowerOn  []string `yaml:"power_on"`
 	// Timeout bounds one run of a command.
 	Timeout time.Duration `yaml:"timeout"`
 }
@@ -40,6 +47,12 @@ var ProviderType = config.ProviderType{
 	Name: Type, Cloud: true, Keys: []any{Defaults},
 	Source: "what the provider's start command makes",
 	Decode: decode,
+	WarmStates: func(p *config.Provider) ([]string, string) {
+		if c := Of(*p); c != nil && len(c.PowerOff) > 0 && len(c.PowerOn) > 0 {
+			return config.WarmStates, ""
+		}
+		return []string{config.WarmRunning}, ": set the provider's power_off and power_on commands to keep them stopped"
+	},
 }
 
 // Of returns the exec keys of entry p (nil when p is not an exec entry).
@@ -56,7 +69,7 @@ func decode(e *config.ProviderEntry, p *config.Provider) {
 	for _, cmd := range []struct {
 		key string
 		out *[]string
-	}{{"start", &c.Start}, {"stop", &c.Stop}, {"list", &c.List}} {
+	}{{"start", &c.Start}, {"stop", &c.Stop}, {"list", &c.List}, {"power_off", &c.PowerOff}, {"power_on", &c.PowerOn}} {
 		n := e.Node(cmd.key)
 		if n == nil {
 			continue
@@ -80,6 +93,11 @@ func decode(e *config.ProviderEntry, p *config.Provider) {
 				s = e.FromConfigDir(s)
 			}
 			*cmd.out = append(*cmd.out, s)
+		}
+	}
+	for _, pair := range [][2]string{{"power_off", "power_on"}, {"power_on", "power_off"}} {
+		if n := e.Node(pair[0]); n != nil && e.Node(pair[1]) == nil {
+			e.Errorf(n, e.Field(pair[1]), "required with %s: a server shut down must be booted again, and one booted shut down", pair[0])
 		}
 	}
 	c.Timeout = e.Duration("timeout", Defaults.Timeout, minTimeout, maxTimeout)

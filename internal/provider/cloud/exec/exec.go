@@ -8,7 +8,10 @@
 //	{"id": "i-0abc", "name": "web-001", "address": "10.0.0.5" (or "host:port", or "ip": ...),
 //	 "state": "running", "tags": {"shoal-owner": "...", "shoal-group": "web", "shoal-instance": "web-001"}}
 //
-// stop deletes {{.ID}} (deleting a server already gone must succeed). The
+// stop deletes {{.ID}} (deleting a server already gone must succeed).
+// power_off and power_on (optional, together) shut {{.ID}} down and boot
+// it again, for a warm pool that waits stopped; list then says "stopped"
+// of a server shut down. The
 // commands get the server's tags in the environment (SHOAL_OWNER,
 // SHOAL_GROUP, SHOAL_INSTANCE, and all of them as a JSON object in
 // SHOAL_TAGS); list must print them back, since only servers tagged with
@@ -50,11 +53,38 @@ const (
 // Driver runs an exec provider's commands. It is safe for concurrent use.
 type Driver struct {
 	start, stop, list Command
+	// powerOff and powerOn are nil unless configured (power_off,
+	// power_on): only then is the driver a cloud.PowerDriver.
+	powerOff, powerOn *Command
 	timeout           time.Duration
 	port              int
 }
 
 var _ cloud.Driver = (*Driver)(nil)
+
+// powered is a Driver with power_off and power_on: a cloud.PowerDriver.
+type powered struct{ *Driver }
+
+var _ cloud.PowerDriver = powered{}
+
+// PowerOff runs power_off for id.
+func (d powered) PowerOff(ctx context.Context, id string) error {
+	return d.run(ctx, "power_off", *d.powerOff, Data{ID: id, Port: d.port}, nil, nil)
+}
+
+// PowerOn runs power_on for id.
+func (d powered) PowerOn(ctx context.Context, id string) error {
+	return d.run(ctx, "power_on", *d.powerOn, Data{ID: id, Port: d.port}, nil, nil)
+}
+
+// Cloud is d as the provider drives it: a cloud.PowerDriver when it has
+// power_off and power_on.
+func (d *Driver) Cloud() cloud.Driver {
+	if d.powerOff != nil && d.powerOn != nil {
+		return powered{d}
+	}
+	return d
+}
 
 // New compiles cfg's command templates; port is the provider's port
 // ({{.Port}} in them).
@@ -73,6 +103,20 @@ func New(cfg Config, port int) (*Driver, error) {
 			return nil, fmt.Errorf("exec %s: %w", c.name, err)
 		}
 		*c.out = cmd
+	}
+	for _, c := range []struct {
+		name string
+		argv []string
+		out  **Command
+	}{{"power_off", cfg.PowerOff, &d.powerOff}, {"power_on", cfg.PowerOn, &d.powerOn}} {
+		if len(c.argv) == 0 {
+			continue
+		}
+		cmd, err := CompileCommand(c.argv)
+		if err != nil {
+			return nil, fmt.Errorf("exec %s: %w", c.name, err)
+		}
+		*c.out = &cmd
 	}
 	return d, nil
 }
@@ -150,18 +194,22 @@ type entry struct {
 // server is e as a server of this provider: an address without a port
 // needs the provider's.
 func (d *Driver) server(e entry) (cloud.Server, error) {
-	s, err := e.server()
+	s, err := e.server(d)
 	if err == nil && s.IP != "" && s.Port == 0 && d.port == 0 {
 		err = fmt.Errorf("address %q has no port, and the provider sets none: print \"host:port\", or set the provider's port", s.IP)
 	}
 	return s, err
 }
 
-func (e entry) server() (cloud.Server, error) {
+func (e entry) server(d *Driver) (cloud.Server, error) {
 	if e.ID == "" {
 		return cloud.Server{}, errors.New(`no "id"`)
 	}
 	s := cloud.Server{ID: e.ID, Name: e.Name, State: e.State, Phase: phase(e.State), Tags: e.Tags, Created: e.Created}
+	if s.Phase == cloud.Gone && d.powerOff != nil && strings.EqualFold(e.State, "stopped") {
+		// With power_off, "stopped" is shut down, not deleted.
+		s.Phase = cloud.Stopped
+	}
 	if s.Name == "" {
 		s.Name = e.ID
 	}

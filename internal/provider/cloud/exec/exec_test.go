@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	osexec "os/exec"
@@ -74,9 +75,11 @@ func (c *fakeCloud) script() string {
 func (c *fakeCloud) config() exec.Config {
 	s := c.script()
 	return exec.Config{
-		Start: []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
-		Stop:  []string{"sh", s, c.dir, "stop", "{{.ID}}"},
-		List:  []string{"sh", s, c.dir, "list", "{{.Owner}}"},
+		Start:    []string{"sh", s, c.dir, "start", "{{.Name}}", "{{.Port}}"},
+		Stop:     []string{"sh", s, c.dir, "stop", "{{.ID}}"},
+		List:     []string{"sh", s, c.dir, "list", "{{.Owner}}"},
+		PowerOff: []string{"sh", s, c.dir, "power_off", "{{.ID}}"},
+		PowerOn:  []string{"sh", s, c.dir, "power_on", "{{.ID}}"},
 		// A bound on the shell-and-jq stand-in, not what a test proves
 		// (those that time a command out set their own): on a loaded
 		// machine a create took over 5 s.
@@ -108,6 +111,8 @@ type fakeServer struct {
 	Address string            `json:"address"`
 	PID     int               `json:"pid"`
 	Tags    map[string]string `json:"tags"`
+	// Stopped: powered off (power_off), not deleted.
+	Stopped bool `json:"stopped"`
 }
 
 // servers reads the cloud's servers from its files, not through the CLI.
@@ -160,6 +165,9 @@ type env struct {
 	owner    string
 	cfg      config.CloudProvider
 	stateDir string
+	// stop ends the provider's Run as a shoal killed would: nothing is
+	// deleted.
+	stop func()
 }
 
 // newProvider returns a running cloud provider over c's exec driver.
@@ -177,15 +185,19 @@ func newProviderWith(t *testing.T, c *fakeCloud, owner string, tweak func(*confi
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	d, err := exec.New(c.config(), cfg.Port)
+	ed, err := exec.New(c.config(), cfg.Port)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := ed.Cloud()
 	stateDir := t.TempDir()
 	if cfg.Emulator != nil && c.stateDir != "" {
 		stateDir = c.stateDir // a restarted shoal: the same stand-ins
 	}
 	opts.Owner, opts.Driver, opts.StateDir = owner, exec.Type, stateDir
+	if opts.Log == nil && os.Getenv("POOLDEBUG") != "" {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	p, err := cloud.New("fake", d, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +206,9 @@ func newProviderWith(t *testing.T, c *fakeCloud, owner string, tweak func(*confi
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &env{cloud: c, prov: p, owner: owner, cfg: cfg, stateDir: stateDir}
+	stop := func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return &env{cloud: c, prov: p, owner: owner, cfg: cfg, stateDir: stateDir, stop: stop}
 }
 
 func spec(name string, index int) provider.Spec {

@@ -10,6 +10,10 @@ import (
 
 func init() {
 	cloud.RegisterDriver(Type, func(_ context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
-		return New(*Of(pc), pc.Cloud.Port)
+		d, err := New(*Of(pc), pc.Cloud.Port)
+		if err != nil {
+			return nil, err
+		}
+		return d.Cloud(), nil
 	})
 }

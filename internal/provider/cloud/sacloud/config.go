@@ -31,6 +31,8 @@ var ProviderType = config.ProviderType{
 		return "server_plans", slices.Sorted(maps.Keys(Of(*p).ServerPlans))
 	},
 	Check: checkProviders,
+	// Shut down and booted again through the server API.
+	WarmStates: func(*config.Provider) ([]string, string) { return config.WarmStates, "" },
 }
 
 // Of returns the sacloud keys of entry p (nil when p is not a sacloud

@@ -3,6 +3,7 @@ package sacloud
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -31,7 +32,11 @@ func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver
 	cfg := config.CloudProvider{Port: 80, Interval: 200 * time.Millisecond, BootTimeout: 20 * time.Second,
 		CreateTimeout: 20 * time.Second, DeleteTimeout: 10 * time.Second,
 		Emulator: &config.Emulator{StandIn: []string{bin, "--listen", "127.0.0.1:{{.Port}}", "--name", "stand-in-{{.Name}}"}}}
-	p, err := cloud.New("sakura", d, cfg, cloud.Options{Owner: owner, Driver: Type, StateDir: stateDir})
+	opts := cloud.Options{Owner: owner, Driver: Type, StateDir: stateDir}
+	if os.Getenv("POOLDEBUG") != "" {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	p, err := cloud.New("sakura", d, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +170,87 @@ func TestThroughCloudProvider(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d servers listed, want the %d recorded: %+v", len(servers), len(recs), servers)
+		}
+	}
+}
+
+// TestWarmPoolFake: a warm pool that waits shut down on Sakura Cloud (the
+// fake API): its servers are created, booted, shut down and listed
+// stopped, tagged as the pool's; a Start takes one (booted again, no
+// create) and serves from its stand-in; the pool refills; emptying it
+// deletes its servers.
+func TestWarmPoolFake(t *testing.T) {
+	owner := ownerID(t)
+	stateDir, err := os.MkdirTemp("", "sacloud-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(stateDir) })
+	defer func(d time.Duration) { fake.PowerOnDuration = d }(fake.PowerOnDuration)
+	fake.PowerOnDuration = 100 * time.Millisecond
+	p, d := newProvider(t, owner, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tmpl := spec("web-001", 1).Template
+	p.SetWarmPool("web", &config.WarmPool{Size: 2, State: config.WarmStopped}, tmpl)
+
+	warm := func() map[string]bool {
+		t.Helper()
+		for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			ids := map[string]bool{}
+			for _, s := range p.WarmPool("web") {
+				if s.State == "warm" {
+					ids[s.ID] = true
+				}
+			}
+			if len(ids) == 2 && len(p.WarmPool("web")) == 2 {
+				return ids
+			}
+		}
+		t.Fatalf("warm pool %+v, want 2 warm", p.WarmPool("web"))
+		return nil
+	}
+	listed := func() map[string]cloud.Server {
+		t.Helper()
+		list, err := d.List(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]cloud.Server{}
+		for _, s := range list {
+			out[s.ID] = s
+		}
+		return out
+	}
+	pool := warm()
+	for id := range pool {
+		if s := listed()[id]; s.Phase != cloud.Stopped || s.State != "down" || s.Tags[cloud.TagPool] != "web" {
+			t.Errorf("pool server %s: %+v, want down, tagged as web's pool", id, s)
+		}
+	}
+	creates := p.Calls().Create
+	in, err := p.Start(ctx, spec("web-001", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := in.Record()
+	// The one create since is the pool's refill.
+	if !pool[rec.ID] || p.Calls().Create > creates+1 {
+		t.Errorf("Start made %s (%d creates), want one of the pool's %v booted", rec.ID, p.Calls().Create-creates, pool)
+	}
+	if s := listed()[rec.ID]; s.Phase != cloud.Running {
+		t.Errorf("taken server %+v, want up", s)
+	}
+	if got := testbin.Get(t, rec.Addr); got != "stand-in-web-001" {
+		t.Errorf("GET %s answered as %q", rec.Addr, got)
+	}
+	refilled := warm()
+	if err := p.EmptyWarmPool(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	for id := range refilled {
+		if s, ok := listed()[id]; ok {
+			t.Errorf("pool server %s after emptying the pool: %+v", id, s)
 		}
 	}
 }

@@ -60,13 +60,47 @@ type Driver struct {
 	// creating counts the creates in flight by instance name: their
 	// startup-script notes are in use, not strays (see SweepStrays).
 	creating map[string]int
+	// poweredOff are the servers PowerOff shut down (a warm pool's), by
+	// ID: listed stopped once down, as the API's InstanceBeforeStatus
+	// (up) says too, which not every API (the fake) keeps.
+	poweredOff map[string]bool
 }
 
 var (
 	_ cloud.Driver        = (*Driver)(nil)
 	_ cloud.Sweeper       = (*Driver)(nil)
 	_ cloud.ShutdownModer = (*Driver)(nil)
+	_ cloud.PowerDriver   = (*Driver)(nil)
 )
+
+// PowerOff shuts a warm pool's server down (gracefully, or forced as
+// shutdown_force says) and returns once the API accepted it: it is listed
+// stopped once down.
+func (d *Driver) PowerOff(ctx context.Context, id string) error {
+	sid := types.StringID(id)
+	if err := d.servers.Shutdown(ctx, d.zone, sid, &iaas.ShutdownOption{Force: d.cfg.ShutdownForce}); err != nil {
+		return apiError("shut down server "+id, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.poweredOff == nil {
+		d.poweredOff = map[string]bool{}
+	}
+	d.poweredOff[id] = true
+	return nil
+}
+
+// PowerOn boots a warm pool's stopped server and returns once the API
+// accepted it.
+func (d *Driver) PowerOn(ctx context.Context, id string) error {
+	if err := d.servers.Boot(ctx, d.zone, types.StringID(id)); err != nil {
+		return apiError("boot server "+id, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.poweredOff, id)
+	return nil
+}
 
 // ShutdownMode is how Delete shuts a running server down: "forced" (a
 // power-off) with shutdown_force, else "graceful" (an ACPI shutdown).
@@ -1023,6 +1057,11 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		}
 		for _, srv := range res.Servers {
 			s := toServer(srv)
+			d.mu.Lock()
+			if s.Phase == cloud.Pending && srv.InstanceStatus.IsDown() && d.poweredOff[s.ID] && s.Tags[cloud.TagPool] != "" {
+				s.Phase = cloud.Stopped
+			}
+			d.mu.Unlock()
 			// The API's tag search is what filters; this keeps a
 			// broader match (a prefix) out all the same.
 			if s.Tags[cloud.TagOwner] == owner {
@@ -1052,6 +1091,14 @@ func serverTags(own []string, markers map[string]string) types.Tags {
 	tags = append(tags, tagOwner+"="+markers[cloud.TagOwner])
 	if g := tagGroup + "=" + markers[cloud.TagGroup]; len(g) <= maxTagLen {
 		tags = append(tags, g)
+	}
+	// A warm pool group's servers: the pool's marker and template. One
+	// too long for a tag goes without, and is swept after a restart
+	// rather than adopted into the pool.
+	for _, k := range []string{cloud.TagPool, cloud.TagTemplate} {
+		if v, ok := markers[k]; ok && len(k)+1+len(v) <= maxTagLen {
+			tags = append(tags, k+"="+v)
+		}
 	}
 	slices.Sort(tags)
 	return tags
@@ -1105,6 +1152,7 @@ func checkTags(tags types.Tags) error {
 //	instance status       phase
 //	up                    running
 //	cleaning              stopping  (shutting down)
+//	down, was up before   stopped   (a server tagged shoal-pool: a warm pool's, shut down)
 //	down, was up before   stopping  (stopped: shoal or an operator shut it down)
 //	down, never up        pending   (created: disks copying, booting)
 func toServer(srv *iaas.Server) cloud.Server {
@@ -1124,6 +1172,10 @@ func toServer(srv *iaas.Server) cloud.Server {
 	switch {
 	case srv.InstanceStatus.IsUp():
 		s.Phase = cloud.Running
+	case srv.InstanceStatus.IsDown() && srv.InstanceBeforeStatus.IsUp() && s.Tags[cloud.TagPool] != "":
+		// A warm pool's server shut down (or one of a pool group's on its
+		// way to deletion, which the provider tells apart).
+		s.Phase = cloud.Stopped
 	case srv.InstanceStatus == types.ServerInstanceStatuses.Cleaning,
 		srv.InstanceBeforeStatus.IsUp():
 		s.Phase = cloud.Stopping

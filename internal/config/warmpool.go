@@ -1,0 +1,107 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// WarmPool is a group's pool of servers created ahead of need, out of
+// rotation: a scale-out takes one (boots it if stopped) instead of waiting
+// for a create and a first boot. Pool servers count toward cost, not
+// toward the group's size.
+type WarmPool struct {
+	// Size is how many servers the pool keeps (at most the group's
+	// max_size).
+	Size int `yaml:"size" required:"true"`
+	// State is how pool servers wait: WarmStopped (shut down: the cloud
+	// bills their disks only; a take boots them) or WarmRunning (running
+	// out of rotation: a take only health-checks them).
+	State string `yaml:"state"`
+	// ReuseOnScaleIn returns a server a scale-in retires to the pool
+	// instead of deleting it, while the pool has room and the server runs
+	// the group's current template.
+	ReuseOnScaleIn bool `yaml:"reuse_on_scale_in"`
+}
+
+// The warm pool states.
+const (
+	WarmStopped = "stopped"
+	WarmRunning = "running"
+)
+
+// WarmStates lists the valid warm pool states.
+var WarmStates = []string{WarmStopped, WarmRunning}
+
+var defaultWarmPool = WarmPool{State: WarmStopped}
+
+// warmPool decodes a group's warm_pool (nil when it has none); its
+// provider is checked by link (checkWarmPool).
+func (d *decoder) warmPool(n *yaml.Node, path string, g *Group) *WarmPool {
+	if n == nil {
+		return nil
+	}
+	f := section[WarmPool](d, n, path)
+	if f.node == nil {
+		return nil
+	}
+	w := new(defaultWarmPool)
+	if v, vn := f.integer("size", 0); vn != nil {
+		switch {
+		case v < 1:
+			d.errorf(vn, f.field("size"), "must be at least 1 (to keep no pool, leave warm_pool out), got %d", v)
+		case g.MaxSize > 0 && v > g.MaxSize:
+			d.errorf(vn, f.field("size"), "must be at most the group's max_size (%d), got %d: a pool larger than the group could ever take from holds servers that never serve", g.MaxSize, v)
+		default:
+			w.Size = v
+		}
+	}
+	if s, sn := f.str("state", w.State); sn != nil {
+		if !slices.Contains(WarmStates, s) {
+			d.errorf(sn, f.field("state"), "must be one of %s (pool servers shut down, or running out of rotation), got %q", strings.Join(WarmStates, ", "), s)
+			w.State = "" // refused already: not checked against the provider
+		} else {
+			w.State = s
+		}
+	}
+	w.ReuseOnScaleIn, _ = f.boolean("reuse_on_scale_in", false)
+	return w
+}
+
+// checkWarmPool refuses a warm pool its group's provider cannot keep: not
+// a cloud's, or a state the provider's type (or entry) cannot hold.
+func (d *decoder) checkWarmPool(g *Group, n *yaml.Node, f *fields, provs map[string]providerLabels) {
+	if g.WarmPool == nil || n == nil {
+		return
+	}
+	path := f.field("warm_pool")
+	// The pool is kept by the group's cloud provider: in a group across
+	// providers, the one its scale-outs rent.
+	var clouds []string
+	for _, p := range g.ProviderList() {
+		if pl, ok := provs[p.Name]; ok && pl.cloud {
+			clouds = append(clouds, p.Name)
+		}
+	}
+	switch len(clouds) {
+	case 0:
+		d.errorf(n, path, "provider %s cannot keep a warm pool: only a cloud provider's servers (exec, ec2, sacloud) can be created ahead of need and kept out of rotation", g.Provider)
+		return
+	case 1:
+	default:
+		d.errorf(n, path, "the group has %d cloud providers (%s): a warm pool is kept by one, so the group may name only one", len(clouds), strings.Join(clouds, ", "))
+		return
+	}
+	name := clouds[0]
+	pl := provs[name]
+	if pl.broken || g.WarmPool.State == "" || slices.Contains(pl.warmStates, g.WarmPool.State) {
+		return
+	}
+	if len(pl.warmStates) == 0 {
+		d.errorf(n, path, "provider %s (type %s) cannot keep a warm pool", name, pl.typ)
+		return
+	}
+	d.errorf(n, path+".state", "provider %s (type %s) can keep pool servers only %s, not %s%s", name, pl.typ,
+		strings.Join(pl.warmStates, " or "), g.WarmPool.State, pl.warmHint)
+}

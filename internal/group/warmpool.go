@@ -1,0 +1,61 @@
+package group
+
+import (
+	"context"
+	"time"
+
+	"github.com/shoal-lb/shoal/internal/provider"
+)
+
+// emptyPoolWait bounds the deletion of a warm pool's servers when the
+// group stops with its instances.
+const emptyPoolWait = 2 * time.Minute
+
+// setWarmPool tells a provider that keeps warm pools (the cloud's) the
+// group's pool and serving template: at restore (before the provider
+// sweeps strays, so that it adopts the pool's servers), at Run, at a
+// reload, and when a deploy changes the serving template (its members of
+// the old template are replaced).
+func (g *Group) setWarmPool() {
+	wp, ok := g.pooler()
+	if !ok || g.fenced.Load() {
+		return
+	}
+	g.mu.Lock()
+	tmpl := g.dep.tmpl
+	g.mu.Unlock()
+	wp.SetWarmPool(g.cfg.Name, g.conf().WarmPool, tmpl)
+}
+
+// emptyWarmPool deletes the pool's servers: the group stops with its
+// instances (shoal stopping without keeping them, or the group removed).
+func (g *Group) emptyWarmPool() {
+	wp, ok := g.pooler()
+	if !ok || g.keep.Load() || g.fenced.Load() || g.conf().WarmPool == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), emptyPoolWait)
+	defer cancel()
+	if err := wp.EmptyWarmPool(ctx, g.cfg.Name); err != nil {
+		g.log.Warn("deleting the warm pool's servers failed; the next start sweeps them", "err", err)
+	}
+}
+
+// warmPool is the group's pool servers, for Status.
+func (g *Group) warmPool() []provider.WarmServer {
+	if wp, ok := g.pooler(); ok {
+		return wp.WarmPool(g.cfg.Name)
+	}
+	return nil
+}
+
+// pooler is the provider of the group's list that keeps warm pools (the
+// config allows one cloud provider in a group with a pool).
+func (g *Group) pooler() (provider.WarmPooler, bool) {
+	for _, gp := range g.conf().ProviderList() {
+		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok {
+			return wp, true
+		}
+	}
+	return nil, false
+}
