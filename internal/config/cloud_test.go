@@ -218,3 +218,25 @@ func TestWarmPoolErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmPoolAcrossProviders: in a group across providers the pool is
+// kept by its one cloud provider; two clouds are refused.
+func TestWarmPoolAcrossProviders(t *testing.T) {
+	const group = "    provider: cli\n"
+	mixed := strings.Replace(execDoc, group, "    providers: [{name: local}, {name: cli, max: 3}]\n    template: {command: [app]}\n    warm_pool: {size: 2, state: running}\n", 1)
+	cfg, err := Parse("testdata/shoal.yaml", []byte(mixed))
+	if err != nil {
+		t.Fatalf("a pool in a group of local and one cloud: %v", err)
+	}
+	if w := cfg.Groups[0].WarmPool; w == nil || w.Size != 2 {
+		t.Errorf("warm_pool = %+v", w)
+	}
+	second := "    timeout: 30s\n  - name: cli2\n    type: exec\n    port: 8080\n    start: [mycloud, create]\n    stop: [mycloud, delete, \"{{.ID}}\"]\n    list: [mycloud, list]\n"
+	two := strings.Replace(strings.Replace(execDoc, "    timeout: 30s\n", second, 1), group,
+		"    providers: [{name: cli}, {name: cli2}]\n    warm_pool: {size: 2, state: running}\n", 1)
+	_, err = Parse("testdata/shoal.yaml", []byte(two))
+	want := "groups[0].warm_pool: the group has 2 cloud providers (cli, cli2): a warm pool is kept by one, so the group may name only one"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("two clouds: err = %v, want %q", err, want)
+	}
+}
