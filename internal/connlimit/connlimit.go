@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -205,7 +206,7 @@ func (l *Listener) admit(c net.Conn, src string) (*Conn, []*Conn) {
 func (l *Listener) victim(ok func(*Conn) bool) *Conn {
 	var best *Conn
 	for c := range l.conns {
-		if !c.idle || c.authed || c.probation || !ok(c) {
+		if !c.idle || c.authed || c.probation || !ok(c) || pending(c.Conn) {
 			continue
 		}
 		if best == nil || l.bySrc[c.src] > l.bySrc[best.src] || l.bySrc[c.src] == l.bySrc[best.src] && c.seq < best.seq {
@@ -213,6 +214,28 @@ func (l *Listener) victim(ok func(*Conn) bool) *Conn {
 		}
 	}
 	return best
+}
+
+// pending reports whether c's peer sent bytes the server has yet to read:
+// a request on its way in is not idle, even while a loaded machine has not
+// yet run the server's read of it (an operator's connection was closed
+// so, as a flood's renewals took its place). It peeks without the read
+// lock a blocked server read holds.
+func pending(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int
+	var buf [1]byte
+	_ = rc.Control(func(fd uintptr) {
+		n, _, _ = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	})
+	return n > 0
 }
 
 // remove takes c out of the counts; l.mu is held.

@@ -189,3 +189,48 @@ func TestSource(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingRequestIsNotIdle: a connection whose request waits unread (a
+// busy machine has not run the server's read yet) is not closed to make
+// room; an older silent one is not spared for it.
+func TestPendingRequestIsNotIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(ln, "test", Limits{Max: 8, PerSource: 2}, slog.New(slog.DiscardHandler))
+	l.Track(&http.Server{}) // tracked, never served: nothing reads
+	defer l.Close()
+	accept := func() net.Conn {
+		t.Helper()
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	sending := dial(t, ln.Addr().String())
+	accept()
+	silent := dial(t, ln.Addr().String())
+	accept()
+	if _, err := sending.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the bytes reach the server's socket
+	dial(t, ln.Addr().String())
+	accept()
+
+	open := func(c *client) bool {
+		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout()
+	}
+	if !open(sending) {
+		t.Error("the connection with a request waiting was closed for a newcomer")
+	}
+	if open(silent) {
+		t.Error("the silent connection was kept and the source went over its cap")
+	}
+}
