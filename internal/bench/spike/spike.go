@@ -96,9 +96,9 @@ type liveOutcome struct {
 	StartDelays map[string]time.Duration `json:"start_delay_ns"`
 	// Measured says which of StartDelays shoal measured (the others are
 	// the nominal ones: no instance went into service there).
-	Measured map[string]bool `json:"start_delay_measured"`
-	Simulated   outcome                  `json:"simulated"`
-	Failures    []string                 `json:"failure_samples,omitempty"`
+	Measured  map[string]bool `json:"start_delay_measured"`
+	Simulated outcome         `json:"simulated"`
+	Failures  []string        `json:"failure_samples,omitempty"`
 }
 
 func runSpike(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (*bench.Report, error) {
