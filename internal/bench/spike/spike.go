@@ -104,7 +104,7 @@ type liveOutcome struct {
 func runSpike(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (*bench.Report, error) {
 	var trc bench.TraceFlags
 	trc.Register(fs)
-	liveFrom := fs.String("live-from", "1998-06-30T19:30", "live slice start, UTC")
+	liveFrom := fs.String("live-from", "1998-06-30T20:00", "live slice start, UTC")
 	liveTo := fs.String("live-to", "1998-06-30T22:30", "live slice end, UTC")
 	speedup := fs.Float64("speedup", 30, "K: a trace minute of the live slice lasts 1m/K; its delays and the policy's windows are divided by K too")
 	peak := fs.Int("peak", 6, "the day's peak needs this many instances at 90% of their capacity (sets the scale)")
@@ -116,7 +116,7 @@ func runSpike(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 	target := fs.Float64("target", 0.5, "the policy's target: requests/s per instance as a share of the calibrated capacity")
 	settle := fs.Duration("settle", 30*time.Second, "live: the slice's first rate for this long before the replay, the group settling to it")
 	maxSize := fs.Int("max", 16, "the group's max_size (hosts only: the hosts' capacity)")
-	live := fs.String("live", "hosts+cloud,all-cloud", "live setups, comma-separated, of hosts+cloud, hosts+warm, all-cloud, hosts-only ('' for none)")
+	live := fs.String("live", "hosts+cloud,hosts+warm,all-cloud", "live setups, comma-separated, of hosts+cloud, hosts+warm, all-cloud, hosts-only ('' for none)")
 	workMS := fs.Int("ms", 1, "CPU per request: GET /work?ms=M")
 	waitMS := fs.Int("wait", 9, "waiting (I/O) per request after its CPU: &wait=W")
 	slo := bench.SLOFlag(fs)
