@@ -170,6 +170,7 @@ func runSpike(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 	if err != nil {
 		return nil, err
 	}
+	machine := bench.NewMachine() // its load average before the run
 
 	// 1. Calibrate one instance: the model of both parts.
 	query := fmt.Sprintf("/work?ms=%d&wait=%d", *workMS, *waitMS)
@@ -219,7 +220,7 @@ func runSpike(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 		lives = append(lives, lo)
 	}
 
-	rep := &bench.Report{Date: time.Now(), Machine: bench.NewMachine()}
+	rep := &bench.Report{Date: time.Now(), Machine: machine}
 	boot := scaledBoot(*cloudDelay, *speedup)
 	rep.Settings = []bench.Setting{
 		{Name: "day (simulated)", Value: fmt.Sprintf("%s, %s to %s, a rate per trace minute", filepath.Base(tw.Path), tw.From.Format("2006-01-02 15:04"), tw.To.Format("2006-01-02 15:04 UTC"))},
