@@ -493,6 +493,10 @@ func runLive(ctx context.Context, env *bench.Env, l loaded, s setup, r liveRun) 
 				lo.StartDelays[p.Name], lo.Measured[p.Name] = p.StartDelay.Median, true
 			}
 		}
+		// A group on one provider has its measured delay on the group.
+		if len(st.Providers) == 1 && !lo.Measured[st.Providers[0].Name] && st.StartDelay != nil && st.StartDelay.Samples > 0 {
+			lo.StartDelays[st.Providers[0].Name], lo.Measured[st.Providers[0].Name] = st.StartDelay.Median, true
+		}
 	}
 	step := time.Duration(float64(time.Minute) / r.speedup)
 	so, err := simulate(l, s, r.model, r.slo, r.slice.Start, r.slice.Rates(r.scale), step, r.cost, lo.StartDelays, lo.Initial)
