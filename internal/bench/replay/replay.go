@@ -4,9 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,12 +96,12 @@ func runReplay(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 	}
 
 	// 1. Calibrate one instance.
-	cal, err := calibrate(ctx, env, backend, query, *calib)
+	cal, err := bench.Calibrate(ctx, env, backend, query, *calib)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	capacity, cpus, baseP99 := cal.capacity, cal.cpus, cal.p99
-	env.Log.Info("calibrated", "capacity_rps", capacity, "cpus", cpus, "base_p99", baseP99, "service_cv", cal.serviceCV, "saturated_cpu", cal.saturatedCPU)
+	capacity, cpus, baseP99 := cal.Capacity, cal.CPUs, cal.P99
+	env.Log.Info("calibrated", "capacity_rps", capacity, "cpus", cpus, "base_p99", baseP99, "service_cv", cal.ServiceCV, "saturated_cpu", cal.SaturatedCPU)
 	if *scale == 0 {
 		if *scale, err = sim.DefaultScale(w, capacity); err != nil {
 			return nil, err
@@ -197,7 +195,7 @@ func runReplay(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 
 	// 5. The simulator on the same compressed window.
 	step := time.Duration(float64(time.Minute) / *speedup)
-	model := sim.Model{Capacity: capacity, BaseP99: baseP99, ServiceCV: cal.serviceCV, SaturatedCPU: cal.saturatedCPU}
+	model := sim.Model{Capacity: capacity, BaseP99: baseP99, ServiceCV: cal.ServiceCV, SaturatedCPU: cal.SaturatedCPU}
 	interval := pol.Interval
 	if step%interval != 0 {
 		interval = step
@@ -232,7 +230,7 @@ func runReplay(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 		{Name: "S (scale)", Value: fmt.Sprintf("%.5g: req/s = requests per minute × S / 60 (peak %.0f req/s)", *scale, slices.Max(w.Rates(*scale)))},
 		{Name: "request mix", Value: fmt.Sprintf("GET %s on demo-backend --workers 1", query)},
 		{Name: "calibrated capacity", Value: fmt.Sprintf("%.1f req/s per instance (serial requests for %s) at %.3f core, its template.cpus; base p99 %s; service time CV %.2f; with requests queued for it (%d clients for %s) it shows %.0f %% CPU",
-			capacity, *calib, cpus, baseP99.Round(10*time.Microsecond), cal.serviceCV, saturatingClients, *calib, cal.saturatedCPU)},
+			capacity, *calib, cpus, baseP99.Round(10*time.Microsecond), cal.ServiceCV, bench.SaturatingClients, *calib, cal.SaturatedCPU)},
 		{Name: "SLO", Value: fmt.Sprintf("p99 %s per second (a second with errors counts as over)", *slo)},
 		{Name: "simulator start delay", Value: fmt.Sprintf("%s (median of the replay's scale-out jobs)", startDelay)},
 	}
@@ -274,111 +272,6 @@ func violationNote(simV, real float64) string {
 		return fmt.Sprintf("the replay had none, the simulator %.0f s", simV)
 	}
 	return fmt.Sprintf("simulator error %+.1f%%", 100*(simV-real)/real)
-}
-
-// calibration is what calibrate measured on one instance.
-type calibration struct {
-	// capacity (requests/s), p99 and the coefficient of variation of the
-	// service time, from serial requests: a serial request's latency is its
-	// service time.
-	capacity  float64
-	p99       time.Duration
-	serviceCV float64
-	// cpus is the CPU per request (from /proc) times the capacity: the
-	// share of a core that reads as 100 %.
-	cpus float64
-	// saturatedCPU is the CPU, in percent of cpus, the instance shows with
-	// requests always queued for it: less than 100, as it spends less per
-	// request when the next one is already waiting.
-	saturatedCPU float64
-}
-
-// saturatingClients keep a one-worker instance's queue from running dry.
-const saturatingClients = 4
-
-// calibrate measures one demo-backend with one worker: serial GET query for
-// d, then saturatingClients at once for d.
-func calibrate(ctx context.Context, env *bench.Env, backend, query string, d time.Duration) (calibration, error) {
-	var cal calibration
-	p, port, err := env.StartBackend(ctx, backend, "calibrate", "--workers", "1")
-	if err != nil {
-		return cal, err
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, query)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer client.CloseIdleConnections()
-	t0, err := bench.CPUTicks(p.Pid())
-	if err != nil {
-		return cal, err
-	}
-	var lat []time.Duration
-	start := time.Now()
-	for time.Since(start) < d {
-		if err := ctx.Err(); err != nil {
-			return cal, err
-		}
-		s := time.Now()
-		resp, err := client.Get(url)
-		if err != nil {
-			return cal, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return cal, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-		}
-		lat = append(lat, time.Since(s))
-	}
-	elapsed := time.Since(start)
-	t1, err := bench.CPUTicks(p.Pid())
-	if err != nil {
-		return cal, err
-	}
-	cpuPerReq := float64(t1-t0) / bench.ClockTicks / float64(len(lat))
-	if cpuPerReq <= 0 {
-		return cal, fmt.Errorf("no CPU time measured for %d requests", len(lat))
-	}
-	var sum, sumSq float64
-	for _, l := range lat {
-		sum += l.Seconds()
-		sumSq += l.Seconds() * l.Seconds()
-	}
-	mean := sum / float64(len(lat))
-	cal.serviceCV = math.Sqrt(max(0, sumSq/float64(len(lat))-mean*mean)) / mean
-	slices.Sort(lat)
-	cal.p99 = lat[len(lat)*99/100]
-	cal.capacity = float64(len(lat)) / elapsed.Seconds()
-	cal.cpus = max(0.001, math.Round(cpuPerReq*cal.capacity*1000)/1000)
-
-	stop, err := loadgen.Start(ctx, loadgen.Options{URL: url, Concurrency: saturatingClients, Timeout: 10 * time.Second})
-	if err != nil {
-		return cal, err
-	}
-	time.Sleep(time.Second) // the queue fills
-	t0, err = bench.CPUTicks(p.Pid())
-	if err != nil {
-		stop()
-		return cal, err
-	}
-	start = time.Now()
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-	t1, err = bench.CPUTicks(p.Pid())
-	elapsed = time.Since(start)
-	res := stop()
-	if err != nil {
-		return cal, err
-	}
-	if err := ctx.Err(); err != nil {
-		return cal, err
-	}
-	if res.Failures > 0 {
-		return cal, fmt.Errorf("%s: %d of %d saturating requests failed: %v", url, res.Failures, res.Requests, res.FailureSamples)
-	}
-	cal.saturatedCPU = min(100, 100*float64(t1-t0)/bench.ClockTicks/elapsed.Seconds()/cal.cpus)
-	return cal, nil
 }
 
 // replayConfig rewrites the policy file for the replay: its listen address,
