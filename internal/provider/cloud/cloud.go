@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -574,12 +575,14 @@ func (p *Provider) setClaim(name string, c claim) {
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
 		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
-		Tags: map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
+		Tags:  map[string]string{TagOwner: p.opts.Owner, TagGroup: spec.Group, TagInstance: spec.Name},
+		Token: rand.Text(),
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
 	var srv Server
 	err := retry(cctx, func() error {
 		p.calls[callCreate].Add(1)
+		req.Attempt++
 		var err error
 		srv, err = p.d.Create(cctx, req)
 		if errors.Is(err, ErrRetryable) {

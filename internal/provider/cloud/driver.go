@@ -81,6 +81,14 @@ type CreateRequest struct {
 	// Template is the group's template: drivers that pass user data or an
 	// argv (exec) expand it.
 	Template config.Template
+	// Token is the same for every attempt of one Start and differs
+	// between Starts: drivers whose API takes an idempotency token (EC2's
+	// ClientToken) pass it, so that a create retried after a lost answer
+	// does not make a second server.
+	Token string
+	// Attempt counts the attempts of this Start's create, from 1: a driver
+	// may look for the server an earlier attempt made before creating.
+	Attempt int
 }
 
 // Driver is one cloud's API, as the provider uses it. Every call is bounded

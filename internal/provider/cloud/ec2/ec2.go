@@ -135,6 +135,14 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	if err := d.checkRegion(ctx); err != nil {
 		return cloud.Server{}, err
 	}
+	if req.Attempt > 1 && req.Token != "" {
+		// EC2 itself answers a repeated ClientToken with the instance it
+		// made; this lookup makes sure of it where the API does not
+		// (emulators), at one call per retry only.
+		if s, ok, err := d.byToken(ctx, req); err != nil || ok {
+			return s, err
+		}
+	}
 	in := d.runInput(req)
 	cctx, cancel := d.call(ctx)
 	defer cancel()
@@ -146,6 +154,30 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 		return cloud.Server{}, fmt.Errorf("ec2 RunInstances: asked for 1 instance, got %d", len(out.Instances))
 	}
 	return d.server(out.Instances[0]), nil
+}
+
+// TagToken carries the create's idempotency token (its ClientToken) on
+// the instance, by which a retried create finds what an attempt whose
+// answer was lost made.
+const TagToken = "shoal-create"
+
+// byToken returns the instance an earlier attempt of req made, if any.
+func (d *Driver) byToken(ctx context.Context, req cloud.CreateRequest) (cloud.Server, bool, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	out, err := d.client.DescribeInstances(cctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + TagToken), Values: []string{req.Token}},
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+	}})
+	if err != nil {
+		return cloud.Server{}, false, d.apiErr(ctx, "DescribeInstances", err)
+	}
+	for _, r := range out.Reservations {
+		if len(r.Instances) > 0 {
+			return d.server(r.Instances[0]), true, nil
+		}
+	}
+	return cloud.Server{}, false, nil
 }
 
 // runInput is the RunInstances request of req: the config's launch
@@ -201,11 +233,19 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	}
 	maps.Copy(tags, req.Tags)
 	tags["Name"] = req.Name
-	spec := types.TagSpecification{ResourceType: types.ResourceTypeInstance}
-	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		spec.Tags = append(spec.Tags, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	if req.Token != "" {
+		in.ClientToken = aws.String(req.Token)
+		tags[TagToken] = req.Token
 	}
-	in.TagSpecifications = []types.TagSpecification{spec}
+	var list []types.Tag
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		list = append(list, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	// The volumes and network interfaces carry the same tags, so that
+	// cost reports and an operator's sweeps find what an instance owns.
+	for _, rt := range []types.ResourceType{types.ResourceTypeInstance, types.ResourceTypeVolume, types.ResourceTypeNetworkInterface} {
+		in.TagSpecifications = append(in.TagSpecifications, types.TagSpecification{ResourceType: rt, Tags: list})
+	}
 	return in
 }
 
