@@ -53,13 +53,25 @@ func keyDefaults() Config {
 // security_groups then override), or from ami and instance_type.
 type Config struct {
 	Region string `yaml:"region" required:"true"`
+	// Credentials is where the keys come from: env (CredsEnv: only
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN),
+	// file (CredsFile: CredentialsFile's Profile, nothing else), or
+	// default (CredsDefault: the SDK's default chain: the environment,
+	// ~/.aws/config's Profile with SSO or credential_process, web
+	// identity, the instance role through IMDS). Left out, it is file
+	// with a credentials_file and env without.
+	Credentials string `yaml:"credentials"`
 	// CredentialsFile is a shared credentials file (the INI file of
-	// ~/.aws/credentials) whose Profile holds the keys; without it they
-	// come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-	// AWS_SESSION_TOKEN. Nothing else of the SDK's default chain (instance
-	// roles, SSO, ~/.aws/config) is used.
+	// ~/.aws/credentials) whose Profile holds the keys.
 	CredentialsFile string `yaml:"credentials_file"`
-	Profile         string `yaml:"profile"`
+	// Profile is the profile of CredentialsFile, or with credentials:
+	// default the profile of ~/.aws/config the chain starts from.
+	Profile string `yaml:"profile"`
+	// RoleARN is a role assumed (STS AssumeRole) with the keys the
+	// credentials give, as RoleSessionName; its short-lived keys are
+	// renewed before they expire.
+	RoleARN         string `yaml:"role_arn"`
+	RoleSessionName string `yaml:"role_session_name"`
 	// Endpoint replaces the EC2 API's address; it is meant for emulators
 	// (moto) only.
 	Endpoint       string          `yaml:"endpoint"`
@@ -94,8 +106,11 @@ type LaunchTemplate struct {
 	Version string `yaml:"version"`
 }
 
-// Values of Config.Market and Config.Address.
+// Values of Config.Credentials, Config.Market and Config.Address.
 const (
+	CredsEnv       = "env"
+	CredsFile      = "file"
+	CredsDefault   = "default"
 	OnDemand       = "on-demand"
 	Spot           = "spot"
 	AddressPrivate = "private"
@@ -103,7 +118,7 @@ const (
 )
 
 // Defaults holds the defaults of an ec2 provider's keys.
-var Defaults = Config{Profile: "default", Market: OnDemand, Address: AddressPrivate}
+var Defaults = Config{Profile: "default", RoleSessionName: "shoal", Market: OnDemand, Address: AddressPrivate}
 
 // defaultLaunchTemplate holds the defaults of a launch template's keys.
 var defaultLaunchTemplate = LaunchTemplate{Version: "$Default"}
@@ -126,6 +141,8 @@ var (
 	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9-]+$`)
 	tagKeyRE       = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$`)
 	spotPriceRE    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	roleARNRE      = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+	sessionNameRE  = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
 )
 
 // decode decodes the keys of a provider of type ec2.
@@ -227,27 +244,61 @@ func match(f *config.ProviderEntry, key string, re *regexp.Regexp, what string) 
 	return v
 }
 
-// ec2Credentials decodes where the keys come from and checks, without
-// calling AWS, that they are there. Messages never show a key.
+// decodeCredentials decodes where the keys come from and checks, without
+// calling AWS, that what it can check is there. Messages never show a key.
 func decodeCredentials(f *config.ProviderEntry, e *Config) {
 	file, fn := f.String("credentials_file", "")
 	profile, pn := f.String("profile", e.Profile)
 	e.Profile = profile
-	if fn == nil {
+	e.Credentials = CredsEnv
+	if fn != nil {
+		e.Credentials = CredsFile
+	}
+	if c, cn := f.String("credentials", e.Credentials); cn != nil {
+		switch {
+		case c != CredsEnv && c != CredsFile && c != CredsDefault:
+			f.Errorf(cn, f.Field("credentials"), "must be %s, %s or %s, got %q", CredsEnv, CredsFile, CredsDefault, c)
+		case c != CredsFile && fn != nil:
+			f.Errorf(fn, f.Field("credentials_file"), "applies to credentials: %s only (credentials is %s)", CredsFile, c)
+		case c == CredsFile && fn == nil:
+			f.Errorf(cn, f.Field("credentials_file"), "required with credentials: %s: the shared credentials file whose profile holds the keys", CredsFile)
+		}
+		e.Credentials = c
+	}
+	if r, n := f.String("role_arn", ""); n != nil {
+		if !roleARNRE.MatchString(r) {
+			f.Errorf(n, f.Field("role_arn"), "must be an IAM role's ARN such as arn:aws:iam::123456789012:role/shoal, got %q", r)
+		}
+		e.RoleARN = r
+	}
+	if r, n := f.String("role_session_name", e.RoleSessionName); n != nil {
+		switch {
+		case e.RoleARN == "":
+			f.Errorf(n, f.Field("role_session_name"), "applies to role_arn only; name the role to assume, or leave it out")
+		case !sessionNameRE.MatchString(r):
+			f.Errorf(n, f.Field("role_session_name"), "must be 2 to 64 of letters, digits and _ + = , . @ -, got %q", r)
+		}
+		e.RoleSessionName = r
+	}
+	switch e.Credentials {
+	case CredsEnv:
 		if pn != nil {
-			f.Errorf(pn, f.Field("profile"), "applies to credentials_file only; without it the keys come from %s and %s", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+			f.Errorf(pn, f.Field("profile"), "applies to credentials: %s or %s only; with %s the keys come from %s and %s", CredsFile, CredsDefault, CredsEnv, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
 		}
 		for _, v := range []string{EnvAWSAccessKeyID, EnvAWSSecretAccessKey} {
 			if f.Root() != nil && os.Getenv(v) == "" {
-				f.Errorf(f.Root(), f.Field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, or name a credentials_file", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+				f.Errorf(f.Root(), f.Field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, name a credentials_file, or use credentials: %s (the SDK's default chain: instance role, SSO, web identity)", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey, CredsDefault)
 				break
 			}
 		}
-		return
-	}
-	e.CredentialsFile = f.Path(file)
-	if err := CheckAWSCredentialsFile(e.CredentialsFile, profile); err != nil {
-		f.Errorf(fn, f.Field("credentials_file"), "%v", err)
+	case CredsFile:
+		if fn == nil {
+			return
+		}
+		e.CredentialsFile = f.Path(file)
+		if err := CheckAWSCredentialsFile(e.CredentialsFile, profile); err != nil {
+			f.Errorf(fn, f.Field("credentials_file"), "%v", err)
+		}
 	}
 }
 

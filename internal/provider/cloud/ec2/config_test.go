@@ -81,7 +81,7 @@ func TestParseEC2CredentialsEnv(t *testing.T) {
 	}
 	t.Setenv(ec2.EnvAWSSecretAccessKey, "")
 	_, err = config.Parse(testdataFile, []byte(doc))
-	if want := "../../../config/testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file"; err == nil || err.Error() != want {
+	if want := "../../../config/testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_SECRET_ACCESS_KEY is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a credentials_file, or use credentials: default (the SDK's default chain: instance role, SSO, web identity)"; err == nil || err.Error() != want {
 		t.Errorf("Parse without a secret in the environment:\n got: %v\nwant: %s", err, want)
 	}
 }
@@ -94,4 +94,42 @@ func readDoc(path string) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestParseEC2CredentialsKeys: credentials, role_arn and
+// role_session_name, and each refusal at its FILE:LINE:COL.
+func TestParseEC2CredentialsKeys(t *testing.T) {
+	chain := strings.Replace(ec2Doc, "credentials_file: aws/credentials\n    profile: shoal\n",
+		"credentials: default\n    profile: ci\n    role_arn: arn:aws:iam::123456789012:role/shoal\n    role_session_name: web\n", 1)
+	cfg, err := config.Parse(testdataFile, []byte(chain))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if e := ec2.Of(cfg.Providers[0]); e.Credentials != ec2.CredsDefault || e.Profile != "ci" || e.RoleARN != "arn:aws:iam::123456789012:role/shoal" || e.RoleSessionName != "web" || e.CredentialsFile != "" {
+		t.Errorf("ec2 = %+v", e)
+	}
+	cfg, err = config.Parse(testdataFile, []byte(ec2Doc))
+	if err != nil || ec2.Of(cfg.Providers[0]).Credentials != ec2.CredsFile {
+		t.Errorf("with a credentials_file: %v, credentials %q, want file", err, ec2.Of(cfg.Providers[0]).Credentials)
+	}
+	const file = "../../../config/testdata/shoal.yaml"
+	for _, c := range []struct{ from, to, want string }{
+		{"credentials_file: aws/credentials\n", "credentials: imds\n    credentials_file: aws/credentials\n",
+			file + `:7:18: providers[0].credentials: must be env, file or default, got "imds"`},
+		{"credentials_file: aws/credentials\n", "credentials: default\n    credentials_file: aws/credentials\n",
+			file + `:8:23: providers[0].credentials_file: applies to credentials: file only (credentials is default)`},
+		{"credentials_file: aws/credentials\n    profile: shoal\n", "credentials: file\n",
+			file + `:7:18: providers[0].credentials_file: required with credentials: file: the shared credentials file whose profile holds the keys`},
+		{"profile: shoal\n", "profile: shoal\n    role_arn: arn:aws:iam::12:role/x\n",
+			file + `:9:15: providers[0].role_arn: must be an IAM role's ARN such as arn:aws:iam::123456789012:role/shoal, got "arn:aws:iam::12:role/x"`},
+		{"profile: shoal\n", "profile: shoal\n    role_session_name: web\n",
+			file + `:9:24: providers[0].role_session_name: applies to role_arn only; name the role to assume, or leave it out`},
+		{"profile: shoal\n", "profile: shoal\n    role_arn: arn:aws:iam::123456789012:role/shoal\n    role_session_name: \"a b\"\n",
+			file + `:10:24: providers[0].role_session_name: must be 2 to 64 of letters, digits and _ + = , . @ -, got "a b"`},
+	} {
+		_, err := config.Parse(testdataFile, []byte(strings.Replace(ec2Doc, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.to, err, c.want)
+		}
+	}
 }

@@ -21,8 +21,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 )
@@ -69,9 +72,10 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 		return nil, err
 	}
 	// The aws.Config is built here, not by config.LoadDefaultConfig, so
-	// that nothing the config does not name (AWS_* variables, ~/.aws/config,
-	// instance roles, AWS_ENDPOINT_URL) changes where shoal sends requests
-	// or whose keys it signs them with.
+	// that nothing the config does not name (AWS_ENDPOINT_URL, retry
+	// settings in ~/.aws/config) changes where shoal sends requests, and
+	// only credentials: default lets the SDK's chain choose whose keys it
+	// signs them with.
 	ac := aws.Config{
 		Region:      cfg.Region,
 		Credentials: aws.NewCredentialsCache(creds),
@@ -90,20 +94,64 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 const credentialsRefresh = 5 * time.Minute
 
 // credentials returns the provider of the keys cfg names, checking now
-// that they are there. Errors name the file or variable, never a key.
+// that they are there (the default chain is asked at the first call: an
+// instance role is not there before the instance serves IMDS). Errors name
+// the file, variable or role, never a key.
 func credentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
-	if cfg.CredentialsFile == "" {
-		v := aws.Credentials{
-			AccessKeyID:     os.Getenv(EnvAWSAccessKeyID),
-			SecretAccessKey: os.Getenv(EnvAWSSecretAccessKey),
-			SessionToken:    os.Getenv(EnvAWSSessionToken),
-			Source:          "environment",
-		}
-		if !v.HasKeys() {
-			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
-		}
-		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
+	base, err := baseCredentials(ctx, cfg)
+	if err != nil || cfg.RoleARN == "" {
+		return base, err
 	}
+	// The role's keys are asked of STS with the base keys; an emulator's
+	// endpoint serves STS too.
+	sc := aws.Config{Region: cfg.Region, Credentials: aws.NewCredentialsCache(base), Retryer: func() aws.Retryer { return aws.NopRetryer{} }}
+	if cfg.Endpoint != "" {
+		sc.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	return stscreds.NewAssumeRoleProvider(sts.NewFromConfig(sc), cfg.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+		o.RoleSessionName = cfg.RoleSessionName
+	}), nil
+}
+
+// baseCredentials are the keys of cfg's credentials setting.
+func baseCredentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
+	switch cfg.Credentials {
+	case CredsDefault:
+		var opts []func(*awsconfig.LoadOptions) error
+		if cfg.Profile != "" && cfg.Profile != Defaults.Profile {
+			opts = append(opts, awsconfig.WithSharedConfigProfile(cfg.Profile))
+		}
+		// Only the chain's credentials are taken: nothing else it reads
+		// (AWS_ENDPOINT_URL, retry settings) changes where shoal sends
+		// requests.
+		lc, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("ec2: credentials: default (profile %s): %w", cfg.Profile, err)
+		}
+		if lc.Credentials == nil {
+			return nil, errors.New("ec2: credentials: default: the SDK's chain found no source of credentials")
+		}
+		return lc.Credentials, nil
+	case CredsFile, "":
+		if cfg.CredentialsFile != "" {
+			return fileCredentials(ctx, cfg)
+		}
+	}
+	v := aws.Credentials{
+		AccessKeyID:     os.Getenv(EnvAWSAccessKeyID),
+		SecretAccessKey: os.Getenv(EnvAWSSecretAccessKey),
+		SessionToken:    os.Getenv(EnvAWSSessionToken),
+		Source:          "environment",
+	}
+	if !v.HasKeys() {
+		return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+	}
+	return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
+}
+
+// fileCredentials are the keys of cfg's credentials file, read again every
+// credentialsRefresh.
+func fileCredentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
 	file := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
 		sc, err := LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)
 		if err != nil {

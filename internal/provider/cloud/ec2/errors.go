@@ -87,8 +87,8 @@ var hints = []struct{ prefix, hint string }{
 	{"InvalidSecurityGroupID", "check security_groups: each must exist in the subnet's VPC"},
 	{"InvalidLaunchTemplate", "check launch_template: the template and its version must exist in the provider's region"},
 	{"InvalidKeyPair", "check key_name: the key pair must exist in the provider's region"},
-	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
-	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
+	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
+	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
 	{"SignatureDoesNotMatch", "EC2 refused the credentials: check the secret key"},
 	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions"},
 }
