@@ -197,6 +197,15 @@ type HostStatus struct {
 	Cordoned bool `json:"cordoned,omitempty"`
 }
 
+// Zoner is a provider that places instances in several zones (EC2's
+// availability zones, by subnet): a group's scale-in takes from the zone
+// with the most of its instances first, so that the group stays spread.
+type Zoner interface {
+	// Zone is where the instance runs ("" when the provider does not
+	// know, e.g. before its first listing shows it).
+	Zone(rec Record) string
+}
+
 // HostLister is a provider that places instances on several hosts.
 type HostLister interface {
 	Hosts() []HostStatus

@@ -487,6 +487,13 @@ func (p *Provider) Reachable(ctx context.Context) error {
 // DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
 func (p *Provider) DeleteTimeout() time.Duration { return p.cfg.DeleteTimeout }
 
+// Zone is the zone the newest listing shows rec's server in.
+func (p *Provider) Zone(rec provider.Record) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listing[rec.ID].Zone
+}
+
 // destroy marks id doomed and deletes it, retrying any error with
 // back-off until ctx ends: deleting is idempotent, and a server left
 // running costs money. What destroy cannot finish the poller retries.

@@ -62,6 +62,9 @@ type Server struct {
 	Tags  map[string]string
 	// Created is when the cloud created it (zero if it does not say).
 	Created time.Time
+	// Zone is where the cloud placed it (EC2's availability zone; "" for
+	// clouds whose provider entry has one zone).
+	Zone string
 }
 
 // CreateRequest is what the provider asks a driver to create.

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Type is the type name of ec2 entries of providers: instances run as EC2
@@ -81,10 +82,18 @@ type Config struct {
 	// InstanceTypes maps the group's plan names (its plans' names) to an
 	// instance type; a plan not listed, or no plan, takes InstanceType
 	// (or the launch template's).
-	InstanceTypes  map[string]string `yaml:"instance_types"`
-	Subnet         string            `yaml:"subnet"`
-	SecurityGroups []string          `yaml:"security_groups"`
-	KeyName        string            `yaml:"key_name"`
+	InstanceTypes map[string]string `yaml:"instance_types"`
+	Subnet        string            `yaml:"subnet"`
+	// Subnets are several subnets, one per availability zone: each new
+	// instance goes to the one with the fewest of its group's, and a
+	// scale-in takes from the zone with the most (instead of subnet).
+	Subnets []string `yaml:"subnets"`
+	// UserData is the instances' user data, a template of the instance's
+	// fields ({{.Name}}, {{.Group}}, {{.Index}}, {{.Plan}}, {{.Subnet}},
+	// {{.Owner}}, {{.Port}}), sent base64-encoded as EC2 wants.
+	UserData       string   `yaml:"user_data"`
+	SecurityGroups []string `yaml:"security_groups"`
+	KeyName        string   `yaml:"key_name"`
 	// IAMInstanceProfile is an instance profile's name or ARN.
 	IAMInstanceProfile string `yaml:"iam_instance_profile"`
 	// Market is on-demand (OnDemand) or spot (Spot); SpotMaxPrice (USD an hour, "" for
@@ -190,6 +199,25 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 		}
 	}
 	e.Subnet = match(f, "subnet", subnetRE, "a subnet ID such as subnet-0123456789abcdef0")
+	seen := map[string]bool{}
+	for _, it := range f.Strings("subnets") {
+		switch {
+		case !subnetRE.MatchString(it.Val):
+			f.Errorf(it.Node, it.Field, "must be a subnet ID such as subnet-0123456789abcdef0, got %q", it.Val)
+		case seen[it.Val]:
+			f.Errorf(it.Node, it.Field, "%s is listed twice; list each subnet (one per availability zone) once", it.Val)
+		case e.Subnet != "":
+			f.Errorf(it.Node, it.Field, "subnet and subnets exclude each other: list the one subnet in subnets, or leave subnets out")
+		}
+		seen[it.Val] = true
+		e.Subnets = append(e.Subnets, it.Val)
+	}
+	if u, n := f.String("user_data", ""); n != nil {
+		if _, err := CompileUserData(u); err != nil {
+			f.Errorf(n, f.Field("user_data"), "%v", err)
+		}
+		e.UserData = u
+	}
 	for _, it := range f.Strings("security_groups") {
 		if !securityRE.MatchString(it.Val) {
 			f.Errorf(it.Node, it.Field, "must be a security group ID such as sg-0123456789abcdef0, got %q", it.Val)
@@ -223,6 +251,31 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 		e.Tags = decodeTags(f, n, f.Field("tags"))
 	}
 	p.Spec = &e
+}
+
+// maxUserData is EC2's limit of user data, before base64.
+const maxUserData = 16 << 10
+
+// UserData is what user_data is expanded with for each instance.
+type UserData struct {
+	Name, Group, Plan, Subnet, Owner string
+	Index, Port                      int
+}
+
+// sampleUserData is what user_data is trial-run with at load.
+var sampleUserData = UserData{Name: "web-001", Group: "web", Plan: "small", Subnet: "subnet-0123456789abcdef0", Owner: "shoal-0", Index: 1, Port: 8080}
+
+// CompileUserData compiles user_data and trial-runs it: a misspelt field,
+// or a script past EC2's 16 KiB, fails when the config loads.
+func CompileUserData(text string) (template.Argv, error) {
+	arg, out, err := template.Compile(text, sampleUserData)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxUserData {
+		return nil, fmt.Errorf("expands to %d bytes; EC2 takes at most %d (16 KiB) of user data", len(out), maxUserData)
+	}
+	return template.Argv{arg}, nil
 }
 
 // InstanceTypeFor returns the instance type of a group's plan: its entry

@@ -133,3 +133,31 @@ func TestParseEC2CredentialsKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestParseEC2SubnetsUserData: subnets and user_data, and each refusal at
+// its FILE:LINE:COL.
+func TestParseEC2SubnetsUserData(t *testing.T) {
+	doc := strings.Replace(ec2Doc, "subnet: subnet-0123456789abcdef0\n",
+		"subnets: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]\n    user_data: \"#!/bin/sh\\necho {{.Name}}\\n\"\n", 1)
+	cfg, err := config.Parse(testdataFile, []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if e := ec2.Of(cfg.Providers[0]); strings.Join(e.Subnets, ",") != "subnet-0123456789abcdef0,subnet-0123456789abcdef1" || e.Subnet != "" || e.UserData != "#!/bin/sh\necho {{.Name}}\n" {
+		t.Errorf("ec2 = %+v", e)
+	}
+	const file = "../../../config/testdata/shoal.yaml"
+	for _, c := range []struct{ to, want string }{
+		{"subnets: [subnet-0123456789abcdef0, subnet-0123456789abcdef0]\n",
+			file + `:10:41: providers[0].subnets[1]: subnet-0123456789abcdef0 is listed twice; list each subnet (one per availability zone) once`},
+		{"subnets: [subnet-01]\n", file + `:10:15: providers[0].subnets[0]: must be a subnet ID such as subnet-0123456789abcdef0, got "subnet-01"`},
+		{"subnet: subnet-0123456789abcdef0\n    subnets: [subnet-0123456789abcdef1]\n",
+			file + `:11:15: providers[0].subnets[0]: subnet and subnets exclude each other: list the one subnet in subnets, or leave subnets out`},
+		{"subnet: subnet-0123456789abcdef0\n    user_data: \"{{.Nmae}}\"\n", file + `:11:16: providers[0].user_data: `},
+	} {
+		_, err := config.Parse(testdataFile, []byte(strings.Replace(ec2Doc, "subnet: subnet-0123456789abcdef0\n", c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.to, err, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ package ec2
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // defaultCallTimeout bounds one API call (one page of a listing) when the
@@ -52,14 +54,26 @@ type Driver struct {
 	// the first create and when a listing fails until then.
 	mu       sync.Mutex
 	regionOK bool
+	// placing counts, by group and subnet, the creates under way (not
+	// listed yet), which the next pick of a subnet counts too.
+	placing map[string]map[string]int
+
+	// userData is user_data compiled; port is what {{.Port}} gives.
+	userData template.Argv
+	port     int
 }
 
 var _ cloud.Driver = (*Driver)(nil)
 
-// New returns the driver of cfg. It calls no API: bad credentials show at
-// the first call.
-func New(ctx context.Context, cfg Config) (cloud.Driver, error) {
-	return newDriver(ctx, cfg)
+// New returns the driver of cfg, whose servers serve on port. It calls no
+// API: bad credentials show at the first call.
+func New(ctx context.Context, cfg Config, port int) (cloud.Driver, error) {
+	d, err := newDriver(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.port = port
+	return d, nil
 }
 
 // newDriver is New with options for the EC2 client (tests count calls).
@@ -86,7 +100,13 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 	if cfg.Endpoint != "" {
 		ac.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	return &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout}, nil
+	d := &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout, placing: map[string]map[string]int{}}
+	if cfg.UserData != "" {
+		if d.userData, err = CompileUserData(cfg.UserData); err != nil {
+			return nil, fmt.Errorf("ec2: user_data: %w", err)
+		}
+	}
+	return d, nil
 }
 
 // credentialsRefresh is how long keys read from a file are used before the
@@ -191,7 +211,19 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 			return s, err
 		}
 	}
-	in := d.runInput(req)
+	subnet := d.cfg.Subnet
+	if len(d.cfg.Subnets) > 0 {
+		var done func()
+		var err error
+		if subnet, done, err = d.pickSubnet(ctx, req); err != nil {
+			return cloud.Server{}, err
+		}
+		defer done()
+	}
+	in, err := d.runInput(req, subnet)
+	if err != nil {
+		return cloud.Server{}, err
+	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	out, err := d.client.RunInstances(cctx, in)
@@ -202,6 +234,53 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 		return cloud.Server{}, fmt.Errorf("ec2 RunInstances: asked for 1 instance, got %d", len(out.Instances))
 	}
 	return d.server(out.Instances[0]), nil
+}
+
+// pickSubnet returns the subnet of subnets with the fewest of req's group's
+// live instances (listed, plus creates under way in this process), the
+// first listed among equals, and the function that ends its count as
+// under way (once the create has returned, a listing shows it).
+func (d *Driver) pickSubnet(ctx context.Context, req cloud.CreateRequest) (string, func(), error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	count := map[string]int{}
+	pages := ec2.NewDescribeInstancesPaginator(d.client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+		{Name: aws.String("tag:" + cloud.TagGroup), Values: []string{req.Group}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}, MaxResults: aws.Int32(d.pageSize)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(cctx)
+		if err != nil {
+			return "", nil, d.apiErr(ctx, "DescribeInstances", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				count[aws.ToString(i.SubnetId)]++
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	placing := d.placing[req.Group]
+	if placing == nil {
+		placing = map[string]int{}
+		d.placing[req.Group] = placing
+	}
+	best := d.cfg.Subnets[0]
+	for _, s := range d.cfg.Subnets[1:] {
+		if count[s]+placing[s] < count[best]+placing[best] {
+			best = s
+		}
+	}
+	placing[best]++
+	return best, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if placing[best]--; placing[best] == 0 {
+			delete(placing, best)
+		}
+	}, nil
 }
 
 // TagToken carries the create's idempotency token (its ClientToken) on
@@ -232,7 +311,7 @@ func (d *Driver) byToken(ctx context.Context, req cloud.CreateRequest) (cloud.Se
 // template, AMI, type (the one instance_types gives req's plan), network
 // and market, and every tag at launch, so
 // that no instance ever exists without its marker.
-func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
+func (d *Driver) runInput(req cloud.CreateRequest, subnet string) (*ec2.RunInstancesInput, error) {
 	c := d.cfg
 	in := &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1)}
 	if lt := c.LaunchTemplate; lt != nil {
@@ -250,8 +329,19 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	if t := c.InstanceTypeFor(req.Plan); t != "" {
 		in.InstanceType = types.InstanceType(t)
 	}
-	if c.Subnet != "" {
-		in.SubnetId = aws.String(c.Subnet)
+	if subnet != "" {
+		in.SubnetId = aws.String(subnet)
+	}
+	if d.userData != nil {
+		ud, err := d.userData.Expand(UserData{Name: req.Name, Group: req.Group, Plan: req.Plan, Subnet: subnet,
+			Owner: req.Tags[cloud.TagOwner], Index: req.Index, Port: d.port})
+		if err != nil {
+			return nil, fmt.Errorf("ec2: user_data of %s: %w", req.Name, err)
+		}
+		if len(ud[0]) > maxUserData {
+			return nil, fmt.Errorf("ec2: user_data of %s expands to %d bytes; EC2 takes at most %d", req.Name, len(ud[0]), maxUserData)
+		}
+		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(ud[0])))
 	}
 	in.SecurityGroupIds = c.SecurityGroups
 	if c.KeyName != "" {
@@ -294,7 +384,7 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	for _, rt := range []types.ResourceType{types.ResourceTypeInstance, types.ResourceTypeVolume, types.ResourceTypeNetworkInterface} {
 		in.TagSpecifications = append(in.TagSpecifications, types.TagSpecification{ResourceType: rt, Tags: list})
 	}
-	return in
+	return in, nil
 }
 
 // Delete terminates the instance. One that is already terminated, or that
@@ -409,6 +499,9 @@ func (d *Driver) server(i types.Instance) cloud.Server {
 	}
 	if i.State != nil {
 		s.State = string(i.State.Name)
+	}
+	if i.Placement != nil {
+		s.Zone = aws.ToString(i.Placement.AvailabilityZone)
 	}
 	s.Phase = phase(s.State)
 	return s
