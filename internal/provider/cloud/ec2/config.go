@@ -80,9 +80,10 @@ type Config struct {
 	AMI            string          `yaml:"ami"`
 	InstanceType   string          `yaml:"instance_type"`
 	// InstanceTypes maps the group's plan names (its plans' names) to an
-	// instance type; a plan not listed, or no plan, takes InstanceType
-	// (or the launch template's).
-	InstanceTypes map[string]string `yaml:"instance_types"`
+	// instance type, or to a list of them tried in order when EC2 has no
+	// capacity for one (InsufficientInstanceCapacity); a plan not listed,
+	// or no plan, takes InstanceType (or the launch template's).
+	InstanceTypes map[string][]string `yaml:"instance_types"`
 	Subnet        string            `yaml:"subnet"`
 	// Subnets are several subnets, one per availability zone: each new
 	// instance goes to the one with the fewest of its group's, and a
@@ -178,17 +179,32 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 	e.InstanceType = match(f, "instance_type", instanceTypeRE, "an instance type such as t3.micro")
 	if n := f.Node("instance_types"); n != nil {
 		entries, _ := f.Entries(n, f.Field("instance_types"))
-		e.InstanceTypes = make(map[string]string, len(entries))
+		e.InstanceTypes = make(map[string][]string, len(entries))
 		for _, it := range entries {
 			field := config.Join(f.Field("instance_types"), it.Key)
-			v, ok := f.Value(it.V, field)
-			if !ok {
-				continue
+			nodes := []*yaml.Node{it.V}
+			if it.V.Kind == yaml.SequenceNode {
+				if nodes = it.V.Content; len(nodes) == 0 {
+					f.Errorf(it.V, field, "must name at least one instance type")
+				}
 			}
-			if !instanceTypeRE.MatchString(v) {
-				f.Errorf(it.V, field, "must be an instance type such as t3.micro, got %q", v)
+			for i, vn := range nodes {
+				vf := field
+				if it.V.Kind == yaml.SequenceNode {
+					vf = fmt.Sprintf("%s[%d]", field, i)
+				}
+				v, ok := f.Value(vn, vf)
+				if !ok {
+					continue
+				}
+				switch {
+				case !instanceTypeRE.MatchString(v):
+					f.Errorf(vn, vf, "must be an instance type such as t3.micro, got %q", v)
+				case slices.Contains(e.InstanceTypes[it.Key], v):
+					f.Errorf(vn, vf, "%s is listed twice for plan %s", v, it.Key)
+				}
+				e.InstanceTypes[it.Key] = append(e.InstanceTypes[it.Key], v)
 			}
-			e.InstanceTypes[it.Key] = v
 		}
 	}
 	if e.LaunchTemplate == nil && f.Root() != nil {
@@ -278,14 +294,17 @@ func CompileUserData(text string) (template.Argv, error) {
 	return template.Argv{arg}, nil
 }
 
-// InstanceTypeFor returns the instance type of a group's plan: its entry
-// in instance_types, else instance_type ("" leaves it to the launch
-// template).
-func (e *Config) InstanceTypeFor(plan string) string {
+// InstanceTypesFor returns the instance types of a group's plan, in the
+// order they are tried: its entry in instance_types, else instance_type
+// (none leaves it to the launch template).
+func (e *Config) InstanceTypesFor(plan string) []string {
 	if t, ok := e.InstanceTypes[plan]; ok && plan != "" {
 		return t
 	}
-	return e.InstanceType
+	if e.InstanceType == "" {
+		return nil
+	}
+	return []string{e.InstanceType}
 }
 
 // ec2Match reads key, which must match re (what describes it).
@@ -303,11 +322,13 @@ func decodeCredentials(f *config.ProviderEntry, e *Config) {
 	file, fn := f.String("credentials_file", "")
 	profile, pn := f.String("profile", e.Profile)
 	e.Profile = profile
-	e.Credentials = CredsEnv
+	// mode is what credentials says, or what its absence means; the
+	// config keeps "" for the latter.
+	mode := CredsEnv
 	if fn != nil {
-		e.Credentials = CredsFile
+		mode = CredsFile
 	}
-	if c, cn := f.String("credentials", e.Credentials); cn != nil {
+	if c, cn := f.String("credentials", ""); cn != nil {
 		switch {
 		case c != CredsEnv && c != CredsFile && c != CredsDefault:
 			f.Errorf(cn, f.Field("credentials"), "must be %s, %s or %s, got %q", CredsEnv, CredsFile, CredsDefault, c)
@@ -316,7 +337,7 @@ func decodeCredentials(f *config.ProviderEntry, e *Config) {
 		case c == CredsFile && fn == nil:
 			f.Errorf(cn, f.Field("credentials_file"), "required with credentials: %s: the shared credentials file whose profile holds the keys", CredsFile)
 		}
-		e.Credentials = c
+		e.Credentials, mode = c, c
 	}
 	if r, n := f.String("role_arn", ""); n != nil {
 		if !roleARNRE.MatchString(r) {
@@ -333,7 +354,7 @@ func decodeCredentials(f *config.ProviderEntry, e *Config) {
 		}
 		e.RoleSessionName = r
 	}
-	switch e.Credentials {
+	switch mode {
 	case CredsEnv:
 		if pn != nil {
 			f.Errorf(pn, f.Field("profile"), "applies to credentials: %s or %s only; with %s the keys come from %s and %s", CredsFile, CredsDefault, CredsEnv, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)

@@ -49,14 +49,26 @@ func TestParseEC2(t *testing.T) {
 	}
 	// A plan picks its instance type; one not listed (or none) takes
 	// instance_type, here the launch template's ("").
-	for plan, want := range map[string]string{"medium": "t3.small", "largest": "c7g.xlarge", "smallest": "", "": ""} {
-		if got := e.InstanceTypeFor(plan); got != want {
-			t.Errorf("InstanceTypeFor(%q) = %q, want %q", plan, got, want)
+	// A list is the plan's fallbacks, in order.
+	for plan, want := range map[string]string{"medium": "t3.small", "largest": "c7g.xlarge,c6g.xlarge", "smallest": "", "": ""} {
+		if got := strings.Join(e.InstanceTypesFor(plan), ","); got != want {
+			t.Errorf("InstanceTypesFor(%q) = %q, want %q", plan, got, want)
 		}
 	}
 	e.InstanceType = "t3.micro"
-	if got := e.InstanceTypeFor("smallest"); got != "t3.micro" {
-		t.Errorf("InstanceTypeFor(smallest) with instance_type t3.micro = %q", got)
+	if got := strings.Join(e.InstanceTypesFor("smallest"), ","); got != "t3.micro" {
+		t.Errorf("InstanceTypesFor(smallest) with instance_type t3.micro = %q", got)
+	}
+	const file = "../../../config/testdata/shoal.yaml"
+	for _, c := range []struct{ to, want string }{
+		{"largest: []}", file + `:15:49: providers[0].instance_types.largest: must name at least one instance type`},
+		{"largest: [c7g.xlarge, c7g.xlarge]}", file + `:15:62: providers[0].instance_types.largest[1]: c7g.xlarge is listed twice for plan largest`},
+		{"largest: [c7g.xlarge, C7]}", file + `:15:62: providers[0].instance_types.largest[1]: must be an instance type such as t3.micro, got "C7"`},
+	} {
+		_, err := config.Parse(testdataFile, []byte(strings.Replace(ec2Doc, "largest: [c7g.xlarge, c6g.xlarge]}", c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.to, err, c.want)
+		}
 	}
 }
 
@@ -109,8 +121,8 @@ func TestParseEC2CredentialsKeys(t *testing.T) {
 		t.Errorf("ec2 = %+v", e)
 	}
 	cfg, err = config.Parse(testdataFile, []byte(ec2Doc))
-	if err != nil || ec2.Of(cfg.Providers[0]).Credentials != ec2.CredsFile {
-		t.Errorf("with a credentials_file: %v, credentials %q, want file", err, ec2.Of(cfg.Providers[0]).Credentials)
+	if err != nil || ec2.Of(cfg.Providers[0]).Credentials != "" {
+		t.Errorf("with a credentials_file: %v, credentials %q, want it left out (file)", err, ec2.Of(cfg.Providers[0]).Credentials)
 	}
 	const file = "../../../config/testdata/shoal.yaml"
 	for _, c := range []struct{ from, to, want string }{

@@ -220,9 +220,37 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 		}
 		defer done()
 	}
+	choices := d.cfg.InstanceTypesFor(req.Plan)
+	if len(choices) == 0 {
+		choices = []string{""} // the launch template's
+	}
+	var err error
+	for i, t := range choices {
+		var s cloud.Server
+		if s, err = d.run(ctx, req, subnet, t, i); err == nil || !noCapacity(err) {
+			return s, err
+		}
+		// No capacity for this type here now: the next in the plan's
+		// list, at once; the last one's refusal is retried with back-off.
+	}
+	if len(choices) > 1 {
+		err = fmt.Errorf("%w (no capacity for any of %s)", err, strings.Join(choices, ", "))
+	}
+	return cloud.Server{}, err
+}
+
+// run is one RunInstances of req with instance type t ("": the launch
+// template's), the plan's i-th choice.
+func (d *Driver) run(ctx context.Context, req cloud.CreateRequest, subnet, t string, i int) (cloud.Server, error) {
 	in, err := d.runInput(req, subnet)
 	if err != nil {
 		return cloud.Server{}, err
+	}
+	in.InstanceType = types.InstanceType(t)
+	if i > 0 && in.ClientToken != nil {
+		// Another type is another request to EC2: a token of its own,
+		// derived, so that its retries stay idempotent too.
+		in.ClientToken = aws.String(fmt.Sprintf("%s-%d", req.Token, i))
 	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
@@ -325,9 +353,6 @@ func (d *Driver) runInput(req cloud.CreateRequest, subnet string) (*ec2.RunInsta
 	}
 	if c.AMI != "" {
 		in.ImageId = aws.String(c.AMI)
-	}
-	if t := c.InstanceTypeFor(req.Plan); t != "" {
-		in.InstanceType = types.InstanceType(t)
 	}
 	if subnet != "" {
 		in.SubnetId = aws.String(subnet)

@@ -139,6 +139,21 @@ func (d *Driver) apiErr(ctx context.Context, op string, err error) error {
 	return e
 }
 
+// capacityCodes are the errors that say EC2 has no capacity for the
+// instance type (in the subnet's zone) right now: a plan's next type may
+// have it.
+var capacityCodes = map[string]bool{
+	"InsufficientInstanceCapacity": true,
+	"InsufficientCapacity":         true,
+	"Unsupported":                  true, // the type is not offered in the zone
+}
+
+// noCapacity reports whether err is one of capacityCodes.
+func noCapacity(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && capacityCodes[ae.ErrorCode()]
+}
+
 // notFound reports whether err says the instance does not exist (any
 // more).
 func notFound(err error) bool {
