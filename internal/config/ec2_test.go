@@ -55,7 +55,7 @@ func TestParseEC2Errors(t *testing.T) {
 		{"shoal's tag", "{team: web}", "{shoal-owner: me}",
 			`testdata/shoal.yaml:14:12: providers[0].tags.shoal-owner: shoal-owner is set by shoal on every instance; choose another key`},
 		{"ssh keys on ec2", "tags:", "hosts: []\n    tags:",
-			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials, credentials_file, profile, role_arn, role_session_name, endpoint, launch_template, ami, instance_type, instance_types, subnet, subnets, user_data, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials, credentials_file, profile, role_arn, role_session_name, endpoint, launch_template, ami, instance_type, instance_types, subnet, subnets, user_data, security_groups, key_name, iam_instance_profile, market, spot_max_price, spot, address, tags`},
 		{"unknown plan in instance_types", "{medium: t3.small,", "{huge: t3.small,",
 			`testdata/shoal.yaml:15:22: providers[0].instance_types.huge: no group on provider aws has a plan "huge"; plans: largest, medium, smallest`},
 		{"bad instance type", "largest: [c7g.xlarge, c6g.xlarge]}", "largest: big}",

@@ -84,7 +84,7 @@ type Config struct {
 	// capacity for one (InsufficientInstanceCapacity); a plan not listed,
 	// or no plan, takes InstanceType (or the launch template's).
 	InstanceTypes map[string][]string `yaml:"instance_types"`
-	Subnet        string            `yaml:"subnet"`
+	Subnet        string              `yaml:"subnet"`
 	// Subnets are several subnets, one per availability zone: each new
 	// instance goes to the one with the fewest of its group's, and a
 	// scale-in takes from the zone with the most (instead of subnet).
@@ -101,11 +101,22 @@ type Config struct {
 	// the on-demand price) caps a spot instance's price.
 	Market       string `yaml:"market"`
 	SpotMaxPrice string `yaml:"spot_max_price"`
+	// Spot is how a spot market mixes in on-demand instances.
+	Spot SpotOptions `yaml:"spot"`
 	// Address is which of an instance's addresses it serves on:
 	// private (AddressPrivate) or public (AddressPublic).
 	Address string `yaml:"address"`
 	// Tags are put on every instance besides its Name and shoal's markers.
 	Tags map[string]string `yaml:"tags"`
+}
+
+// SpotOptions mix on-demand instances into a group on the spot market:
+// its first OnDemandBase live instances are on-demand, the rest spot; and
+// with Fallback a spot request EC2 refuses for capacity, price or the
+// account's spot limit is made on-demand instead of retried.
+type SpotOptions struct {
+	OnDemandBase int  `yaml:"on_demand_base"`
+	Fallback     bool `yaml:"fallback"`
 }
 
 // LaunchTemplate names a launch template by ID or by name, and its
@@ -128,7 +139,7 @@ const (
 )
 
 // Defaults holds the defaults of an ec2 provider's keys.
-var Defaults = Config{Profile: "default", RoleSessionName: "shoal", Market: OnDemand, Address: AddressPrivate}
+var Defaults = Config{Profile: "default", RoleSessionName: "shoal", Market: OnDemand, Address: AddressPrivate, Spot: SpotOptions{Fallback: true}}
 
 // defaultLaunchTemplate holds the defaults of a launch template's keys.
 var defaultLaunchTemplate = LaunchTemplate{Version: "$Default"}
@@ -256,6 +267,19 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 			f.Errorf(n, f.Field("spot_max_price"), `must be a price in USD an hour such as "0.05", got %q`, p)
 		}
 		e.SpotMaxPrice = p
+	}
+	if n := f.Node("spot"); n != nil {
+		sf := f.Section(n, f.Field("spot"), SpotOptions{})
+		if e.Market != Spot {
+			f.Errorf(n, f.Field("spot"), "applies to spot instances only; set market: spot, or leave it out")
+		}
+		if b, bn := sf.Int("on_demand_base", 0); bn != nil {
+			if b < 0 {
+				sf.Errorf(bn, sf.Field("on_demand_base"), "must be 0 or more (the group's first instances that are on-demand), got %d", b)
+			}
+			e.Spot.OnDemandBase = b
+		}
+		e.Spot.Fallback, _ = sf.Bool("fallback", e.Spot.Fallback)
 	}
 	if a, n := f.String("address", e.Address); n != nil {
 		if a != AddressPrivate && a != AddressPublic {

@@ -173,3 +173,39 @@ func TestParseEC2SubnetsUserData(t *testing.T) {
 		}
 	}
 }
+
+// TestParseEC2Spot: spot's on_demand_base and fallback, and their
+// refusals at FILE:LINE:COL.
+func TestParseEC2Spot(t *testing.T) {
+	cfg, err := config.Parse(testdataFile, []byte(strings.Replace(ec2Doc, "spot_max_price: \"0.05\"\n", "spot_max_price: \"0.05\"\n    spot: {on_demand_base: 2, fallback: false}\n", 1)))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if s := ec2.Of(cfg.Providers[0]).Spot; s.OnDemandBase != 2 || s.Fallback {
+		t.Errorf("spot = %+v", s)
+	}
+	if s := ec2.Of(mustParse(t, ec2Doc).Providers[0]).Spot; s.OnDemandBase != 0 || !s.Fallback {
+		t.Errorf("spot left out = %+v, want no base and fallback", s)
+	}
+	const file = "../../../config/testdata/shoal.yaml"
+	for _, c := range []struct{ from, to, want string }{
+		{"spot_max_price: \"0.05\"\n", "spot_max_price: \"0.05\"\n    spot: {on_demand_base: -1}\n",
+			file + `:14:28: providers[0].spot.on_demand_base: must be 0 or more (the group's first instances that are on-demand), got -1`},
+		{"market: spot\n    spot_max_price: \"0.05\"\n", "spot: {on_demand_base: 1}\n",
+			file + `:12:11: providers[0].spot: applies to spot instances only; set market: spot, or leave it out`},
+	} {
+		_, err := config.Parse(testdataFile, []byte(strings.Replace(ec2Doc, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.to, err, c.want)
+		}
+	}
+}
+
+func mustParse(t *testing.T, doc string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse(testdataFile, []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return cfg
+}

@@ -220,6 +220,14 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 		}
 		defer done()
 	}
+	spot := d.cfg.Market == Spot
+	if spot && d.cfg.Spot.OnDemandBase > 0 {
+		onDemand, err := d.liveOnDemand(ctx, req)
+		if err != nil {
+			return cloud.Server{}, err
+		}
+		spot = onDemand >= d.cfg.Spot.OnDemandBase
+	}
 	choices := d.cfg.InstanceTypesFor(req.Plan)
 	if len(choices) == 0 {
 		choices = []string{""} // the launch template's
@@ -227,7 +235,12 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	var err error
 	for i, t := range choices {
 		var s cloud.Server
-		if s, err = d.run(ctx, req, subnet, t, i); err == nil || !noCapacity(err) {
+		s, err = d.run(ctx, req, subnet, t, i, spot)
+		if err != nil && spot && d.cfg.Spot.Fallback && spotRefused(err) {
+			// Spot refused: this type on-demand, its own token again.
+			s, err = d.run(ctx, req, subnet, t, i+len(choices), false)
+		}
+		if err == nil || !noCapacity(err) {
 			return s, err
 		}
 		// No capacity for this type here now: the next in the plan's
@@ -241,10 +254,13 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 
 // run is one RunInstances of req with instance type t ("": the launch
 // template's), the plan's i-th choice.
-func (d *Driver) run(ctx context.Context, req cloud.CreateRequest, subnet, t string, i int) (cloud.Server, error) {
+func (d *Driver) run(ctx context.Context, req cloud.CreateRequest, subnet, t string, i int, spot bool) (cloud.Server, error) {
 	in, err := d.runInput(req, subnet)
 	if err != nil {
 		return cloud.Server{}, err
+	}
+	if !spot {
+		in.InstanceMarketOptions = nil
 	}
 	in.InstanceType = types.InstanceType(t)
 	if i > 0 && in.ClientToken != nil {
@@ -262,6 +278,33 @@ func (d *Driver) run(ctx context.Context, req cloud.CreateRequest, subnet, t str
 		return cloud.Server{}, fmt.Errorf("ec2 RunInstances: asked for 1 instance, got %d", len(out.Instances))
 	}
 	return d.server(out.Instances[0]), nil
+}
+
+// liveOnDemand counts req's group's live (pending, running) on-demand
+// instances, for the spot market's on_demand_base.
+func (d *Driver) liveOnDemand(ctx context.Context, req cloud.CreateRequest) (int, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	n := 0
+	pages := ec2.NewDescribeInstancesPaginator(d.client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+		{Name: aws.String("tag:" + cloud.TagGroup), Values: []string{req.Group}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}, MaxResults: aws.Int32(d.pageSize)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(cctx)
+		if err != nil {
+			return 0, d.apiErr(ctx, "DescribeInstances", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				if i.InstanceLifecycle != types.InstanceLifecycleTypeSpot {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
 }
 
 // pickSubnet returns the subnet of subnets with the fewest of req's group's

@@ -154,6 +154,22 @@ func noCapacity(err error) bool {
 	return errors.As(err, &ae) && capacityCodes[ae.ErrorCode()]
 }
 
+// spotRefusedCodes are EC2's refusals of a spot request that an
+// on-demand one of the same type may not meet: no spot capacity, a price
+// cap below the market, the account's spot limit.
+var spotRefusedCodes = map[string]bool{
+	"InsufficientInstanceCapacity": true,
+	"InsufficientCapacity":         true,
+	"SpotMaxPriceTooLow":           true,
+	"MaxSpotInstanceCountExceeded": true,
+}
+
+// spotRefused reports whether err is one of spotRefusedCodes.
+func spotRefused(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && spotRefusedCodes[ae.ErrorCode()]
+}
+
 // notFound reports whether err says the instance does not exist (any
 // more).
 func notFound(err error) bool {
