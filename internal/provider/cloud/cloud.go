@@ -487,6 +487,17 @@ func (p *Provider) Reachable(ctx context.Context) error {
 // DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
 func (p *Provider) DeleteTimeout() time.Duration { return p.cfg.DeleteTimeout }
 
+// Preflight checks the driver's config against its cloud's API when the
+// driver can (cloud.Preflighter); nothing otherwise.
+func (p *Provider) Preflight(ctx context.Context, _ map[string]config.Template) []provider.PreflightResult {
+	c, ok := p.d.(Preflighter)
+	if !ok {
+		return nil
+	}
+	where, problems, notes := c.Preflight(ctx)
+	return []provider.PreflightResult{{Provider: p.name, Host: where, OK: len(problems) == 0, Problems: problems, Notes: notes}}
+}
+
 // Zone is the zone the newest listing shows rec's server in.
 func (p *Provider) Zone(rec provider.Record) string {
 	p.mu.Lock()

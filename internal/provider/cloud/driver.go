@@ -123,6 +123,14 @@ type Sweeper interface {
 	SweepStrays(ctx context.Context, owner string) ([]string, error)
 }
 
+// Preflighter is a Driver that can check its config against the cloud's
+// API before anything runs (`shoal providers check`): zones and plans
+// against the API's lists. Problems and notes are in words an operator can
+// act on; where says what was checked (the API's root, the zone).
+type Preflighter interface {
+	Preflight(ctx context.Context) (where string, problems, notes []string)
+}
+
 // ShutdownModer is a Driver whose Delete shuts a server down one of
 // several ways; ShutdownMode names the configured one ("graceful",
 // "forced").
