@@ -3,6 +3,7 @@ package group
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -52,5 +53,23 @@ func TestByZone(t *testing.T) {
 	one := []pick{{in: inst("x-2", "", InService)}, {in: inst("x-1", "", InService)}}
 	if names(byZone(one, zone)) != "x-2 x-1" {
 		t.Errorf("without zones: %s", names(byZone(one, zone)))
+	}
+}
+
+// TestDueInterrupted: an instance the cloud interrupts is due before any
+// other, without max_lifetime or proactive updates, and outside the
+// disruption budget (involuntary).
+func TestDueInterrupted(t *testing.T) {
+	now := time.Date(2026, 12, 6, 14, 0, 0, 0, time.UTC)
+	cands := []recycleCandidate{
+		{name: "web-001", started: now.Add(-48 * time.Hour)},
+		{name: "web-002", started: now.Add(-time.Hour), interrupted: "spot interruption notice"},
+	}
+	due := dueInstances(now, cands, 24*time.Hour, false)
+	if len(due) != 2 || due[0].name != "web-002" || !due[0].involuntary || due[0].why != "interrupted: spot interruption notice" || due[1].involuntary {
+		t.Errorf("due %+v; want web-002 first, involuntary, then web-001 by lifetime", due)
+	}
+	if due := dueInstances(now, cands, 0, false); len(due) != 1 || due[0].name != "web-002" {
+		t.Errorf("without max_lifetime: due %+v, want the interrupted one only", due)
 	}
 }

@@ -206,6 +206,14 @@ type Zoner interface {
 	Zone(rec Record) string
 }
 
+// Interrupter is a provider whose cloud may take an instance back with
+// notice (EC2's spot interruption, two minutes): the group replaces such
+// an instance at once, its replacement started before it is drained.
+type Interrupter interface {
+	// Interrupted is the notice rec's instance got ("": none).
+	Interrupted(rec Record) string
+}
+
 // HostLister is a provider that places instances on several hosts.
 type HostLister interface {
 	Hosts() []HostStatus

@@ -498,6 +498,13 @@ func (p *Provider) Preflight(ctx context.Context, _ map[string]config.Template) 
 	return []provider.PreflightResult{{Provider: p.name, Host: where, OK: len(problems) == 0, Problems: problems, Notes: notes}}
 }
 
+// Interrupted is the notice the newest listing shows for rec's server.
+func (p *Provider) Interrupted(rec provider.Record) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listing[rec.ID].Interrupted
+}
+
 // Zone is the zone the newest listing shows rec's server in.
 func (p *Provider) Zone(rec provider.Record) string {
 	p.mu.Lock()

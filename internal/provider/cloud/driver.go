@@ -65,6 +65,9 @@ type Server struct {
 	// Zone is where the cloud placed it (EC2's availability zone; "" for
 	// clouds whose provider entry has one zone).
 	Zone string
+	// Interrupted is the cloud's notice that it takes the server back
+	// soon (a spot interruption), in words; "" for none.
+	Interrupted string
 }
 
 // CreateRequest is what the provider asks a driver to create.

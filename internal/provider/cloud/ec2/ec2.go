@@ -480,6 +480,8 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		o.StopOnDuplicateToken = true
 	})
 	var out []cloud.Server
+	// spot are the running spot instances listed: where, by ID.
+	spot := map[string]int{}
 	for pages.HasMorePages() {
 		cctx, cancel := d.call(ctx)
 		page, err := pages.NextPage(cctx)
@@ -493,11 +495,48 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				out = append(out, d.server(i))
+				if i.InstanceLifecycle == types.InstanceLifecycleTypeSpot && i.State != nil && i.State.Name == types.InstanceStateNameRunning {
+					spot[aws.ToString(i.InstanceId)] = len(out) - 1
+				}
 			}
+		}
+	}
+	if len(spot) > 0 {
+		if err := d.markInterrupted(ctx, out, spot); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// markInterrupted marks the listed spot instances whose request EC2 has
+// marked for termination: the two-minute interruption notice, which
+// shoal, not running on those instances, cannot read from their IMDS.
+// It is one paged DescribeSpotInstanceRequests of the marked requests
+// per listing, without EventBridge or anything to deploy.
+func (d *Driver) markInterrupted(ctx context.Context, out []cloud.Server, spot map[string]int) error {
+	pages := ec2.NewDescribeSpotInstanceRequestsPaginator(d.client, &ec2.DescribeSpotInstanceRequestsInput{
+		Filters:    []types.Filter{{Name: aws.String("status-code"), Values: []string{interruptionCode}}},
+		MaxResults: aws.Int32(d.pageSize),
+	})
+	for pages.HasMorePages() {
+		cctx, cancel := d.call(ctx)
+		page, err := pages.NextPage(cctx)
+		cancel()
+		if err != nil {
+			return d.apiErr(ctx, "DescribeSpotInstanceRequests", err)
+		}
+		for _, r := range page.SpotInstanceRequests {
+			if at, ok := spot[aws.ToString(r.InstanceId)]; ok {
+				out[at].Interrupted = "spot interruption notice (" + interruptionCode + "): EC2 takes it back in about two minutes"
+			}
+		}
+	}
+	return nil
+}
+
+// interruptionCode is the spot request status of an interruption notice.
+const interruptionCode = "marked-for-termination"
 
 // checkRegion makes sure, once, that EC2 knows the configured region and
 // the account may use it: a region the SDK resolves to an endpoint that
