@@ -177,6 +177,12 @@ func TestLimitRetriedUntilCreateTimeout(t *testing.T) {
 		if answerRegions(w, r) {
 			return
 		}
+		if r.Form.Get("Action") == "DescribeInstances" {
+			// A retry first looks for what an earlier attempt made: none.
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>5d30</requestId><reservationSet/></DescribeInstancesResponse>`)
+			return
+		}
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>VcpuLimitExceeded</Code><Message>You have requested more vCPU capacity than your current vCPU limit of 32 allows.</Message></Error></Errors><RequestID>5d2f</RequestID></Response>`)
