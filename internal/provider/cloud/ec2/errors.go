@@ -90,7 +90,7 @@ var hints = []struct{ prefix, hint string }{
 	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
 	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
 	{"SignatureDoesNotMatch", "EC2 refused the credentials: check the secret key"},
-	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions"},
+	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions (with spot, ec2:DescribeSpotInstanceRequests; with role_arn, sts:AssumeRole on the role)"},
 }
 
 // apiErr describes err, the failure of operation op called under ctx.
