@@ -27,8 +27,8 @@ func TestParseEC2Errors(t *testing.T) {
 		{"no region", "    region: ap-northeast-1\n", "",
 			`testdata/shoal.yaml:3:5: providers[0].region: required`},
 		{"no credentials", "    credentials_file: aws/credentials\n", "",
-			"testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_ACCESS_KEY_ID is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a credentials_file\n" +
-				`testdata/shoal.yaml:7:14: providers[0].profile: applies to credentials_file only; without it the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`},
+			"testdata/shoal.yaml:3:5: providers[0].credentials_file: AWS_ACCESS_KEY_ID is not set in shoal's environment; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a credentials_file, or use credentials: default (the SDK's default chain: instance role, SSO, web identity)\n" +
+				`testdata/shoal.yaml:7:14: providers[0].profile: applies to credentials: file or default only; with env the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`},
 		{"missing profile", "profile: shoal", "profile: nobody",
 			`testdata/shoal.yaml:7:23: providers[0].credentials_file: ` + creds + ` has no profile [nobody]`},
 		{"profile without keys", "profile: shoal", "profile: role",
@@ -55,10 +55,10 @@ func TestParseEC2Errors(t *testing.T) {
 		{"shoal's tag", "{team: web}", "{shoal-owner: me}",
 			`testdata/shoal.yaml:14:12: providers[0].tags.shoal-owner: shoal-owner is set by shoal on every instance; choose another key`},
 		{"ssh keys on ec2", "tags:", "hosts: []\n    tags:",
-			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials_file, profile, endpoint, launch_template, ami, instance_type, instance_types, subnet, security_groups, key_name, iam_instance_profile, market, spot_max_price, address, tags`},
+			`testdata/shoal.yaml:14:5: providers[0].hosts: unknown field; allowed: name, type, health_grace, port, interval, boot_timeout, create_timeout, delete_timeout, emulator, region, credentials, credentials_file, profile, role_arn, role_session_name, endpoint, launch_template, ami, instance_type, instance_types, subnet, subnets, user_data, security_groups, key_name, iam_instance_profile, market, spot_max_price, spot, address, tags`},
 		{"unknown plan in instance_types", "{medium: t3.small,", "{huge: t3.small,",
 			`testdata/shoal.yaml:15:22: providers[0].instance_types.huge: no group on provider aws has a plan "huge"; plans: largest, medium, smallest`},
-		{"bad instance type", "largest: c7g.xlarge}", "largest: big}",
+		{"bad instance type", "largest: [c7g.xlarge, c6g.xlarge]}", "largest: big}",
 			`testdata/shoal.yaml:15:49: providers[0].instance_types.largest: must be an instance type such as t3.micro, got "big"`},
 	}
 	for _, tt := range tests {

@@ -125,10 +125,11 @@ var schemaForms = map[string]obj{
 		obj{"type": "integer", "minimum": 1},
 		obj{"type": "string", "pattern": `^\s*([0-9]+|[0-9]+%)\s*$`},
 	}, "x-form": "instances, or percent (\"10%\")"},
-	"Frontend.bind":     oneOrMoreSchema,
-	"Route.host":        oneOrMoreSchema,
-	"Route.path_prefix": oneOrMoreSchema,
-	"Route.method":      oneOrMoreSchema,
+	"ec2.Config.instance_types": {"type": "object", "additionalProperties": oneOrMoreSchema},
+	"Frontend.bind":             oneOrMoreSchema,
+	"Route.host":                oneOrMoreSchema,
+	"Route.path_prefix":         oneOrMoreSchema,
+	"Route.method":              oneOrMoreSchema,
 }
 
 type obj = map[string]any

@@ -150,7 +150,7 @@ func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr e
 		policy = config.ScaleInNewest
 	}
 	list := g.conf().ProviderList()
-	order := byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs)
+	order := byZone(byHost(scaleInOrder(active, policy, sessions), hosts, g.conf().Template.CPUs), g.zoneOf)
 	if len(list) > 1 {
 		order = byProvider(order, func(prov string) int { return rankOf(list, prov) })
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/event"
+	"github.com/shoal-lb/shoal/internal/provider"
 )
 
 // Recycling replaces instances voluntarily: those older than max_lifetime
@@ -68,6 +69,9 @@ type recycleCandidate struct {
 	name    string
 	started time.Time
 	drifted bool
+	// interrupted is the cloud's notice that it takes the instance back
+	// (provider.Interrupter), "" for none.
+	interrupted string
 }
 
 // dueInstance is an instance to recycle and why.
@@ -76,6 +80,9 @@ type dueInstance struct {
 	why  string
 	// at is when it became due (zero for drift alone), for the order.
 	at time.Time
+	// involuntary: the cloud takes it back anyway (an interruption);
+	// replaced at once, outside the disruption budget.
+	involuntary bool
 }
 
 // dueInstances returns the candidates due at now, most overdue first
@@ -83,8 +90,12 @@ type dueInstance struct {
 // lifetime less their jitter (lifetime 0: never), or drifted when
 // proactive.
 func dueInstances(now time.Time, cands []recycleCandidate, lifetime time.Duration, proactive bool) []dueInstance {
-	var out []dueInstance
+	var out, interrupted []dueInstance
 	for _, c := range cands {
+		if c.interrupted != "" {
+			interrupted = append(interrupted, dueInstance{name: c.name, why: "interrupted: " + c.interrupted, involuntary: true})
+			continue
+		}
 		if lifetime > 0 && !c.started.IsZero() {
 			at := c.started.Add(lifetime - lifetimeJitter(c.name, lifetime))
 			if !now.Before(at) {
@@ -106,7 +117,8 @@ func dueInstances(now time.Time, cands []recycleCandidate, lifetime time.Duratio
 		}
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.name, b.name))
 	})
-	return out
+	// An interrupted instance goes before everything: it has minutes.
+	return append(interrupted, out...)
 }
 
 // Unavailable counts the group's instances out of service against its
@@ -185,9 +197,6 @@ func (g *Group) Recycle(ctx context.Context, r Replacer) {
 func (g *Group) recycleOnce(ctx context.Context, rc *recycler) bool {
 	c := g.conf()
 	proactive := c.Update.Mode == config.UpdateProactive
-	if c.MaxLifetime == 0 && !proactive {
-		return false
-	}
 	now := g.clk.Now()
 	g.mu.Lock()
 	serving := g.dep.tmpl.Hash(g.cfg.Name)
@@ -196,7 +205,12 @@ func (g *Group) recycleOnce(ctx context.Context, rc *recycler) bool {
 		if in.state != InService || in.retiring || in.marks.protected {
 			continue
 		}
-		cands = append(cands, recycleCandidate{name: in.name, started: in.rec.StartedAt, drifted: in.hash != "" && in.hash != serving})
+		cand := recycleCandidate{name: in.name, started: in.rec.StartedAt, drifted: in.hash != "" && in.hash != serving}
+		if ir, ok := g.provOf(in).(provider.Interrupter); ok {
+			// Reads the provider's newest listing only (its own lock).
+			cand.interrupted = ir.Interrupted(in.rec)
+		}
+		cands = append(cands, cand)
 	}
 	g.mu.Unlock()
 	due := dueInstances(now, cands, c.MaxLifetime, proactive)
@@ -205,7 +219,7 @@ func (g *Group) recycleOnce(ctx context.Context, rc *recycler) bool {
 		return false
 	}
 	first := due[0]
-	if ok, why := g.VoluntaryAllowed(); !ok {
+	if ok, why := g.VoluntaryAllowed(); !ok && !first.involuntary {
 		if why != rc.waited {
 			rc.waited = why
 			g.record(ctx, event.RecycleWaiting, first.name, fmt.Sprintf("%s is due (%s), %d due in all; the replacement waits: %s", first.name, first.why, len(due), why))

@@ -214,6 +214,23 @@ type HostStatus struct {
 	Cordoned bool `json:"cordoned,omitempty"`
 }
 
+// Zoner is a provider that places instances in several zones (EC2's
+// availability zones, by subnet): a group's scale-in takes from the zone
+// with the most of its instances first, so that the group stays spread.
+type Zoner interface {
+	// Zone is where the instance runs ("" when the provider does not
+	// know, e.g. before its first listing shows it).
+	Zone(rec Record) string
+}
+
+// Interrupter is a provider whose cloud may take an instance back with
+// notice (EC2's spot interruption, two minutes): the group replaces such
+// an instance at once, its replacement started before it is drained.
+type Interrupter interface {
+	// Interrupted is the notice rec's instance got ("": none).
+	Interrupted(rec Record) string
+}
+
 // HostLister is a provider that places instances on several hosts.
 type HostLister interface {
 	Hosts() []HostStatus

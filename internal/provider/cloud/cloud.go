@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -501,6 +502,31 @@ func (p *Provider) Reachable(ctx context.Context) error {
 // DeleteTimeout is the provider's delete_timeout (see provider.Deleter).
 func (p *Provider) DeleteTimeout() time.Duration { return p.cfg.DeleteTimeout }
 
+// Preflight checks the driver's config against its cloud's API when the
+// driver can (cloud.Preflighter); nothing otherwise.
+func (p *Provider) Preflight(ctx context.Context, _ map[string]config.Template) []provider.PreflightResult {
+	c, ok := p.d.(Preflighter)
+	if !ok {
+		return nil
+	}
+	where, problems, notes := c.Preflight(ctx)
+	return []provider.PreflightResult{{Provider: p.name, Host: where, OK: len(problems) == 0, Problems: problems, Notes: notes}}
+}
+
+// Interrupted is the notice the newest listing shows for rec's server.
+func (p *Provider) Interrupted(rec provider.Record) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listing[rec.ID].Interrupted
+}
+
+// Zone is the zone the newest listing shows rec's server in.
+func (p *Provider) Zone(rec provider.Record) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listing[rec.ID].Zone
+}
+
 // destroy marks id doomed and deletes it, retrying any error with
 // back-off until ctx ends: deleting is idempotent, and a server left
 // running costs money. What destroy cannot finish the poller retries.
@@ -593,12 +619,14 @@ func (p *Provider) setClaim(name string, c claim) {
 func (p *Provider) start(ctx context.Context, spec provider.Spec) (*instance, error) {
 	req := CreateRequest{
 		Name: spec.Name, Group: spec.Group, Index: spec.Index, Plan: spec.Plan, Template: spec.Template,
-		Tags: p.tags(spec.Group, spec.Name, spec.Template.Hash(spec.Group)),
+		Tags:  p.tags(spec.Group, spec.Name, spec.Template.Hash(spec.Group)),
+		Token: rand.Text(),
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
 	var srv Server
 	err := retry(cctx, func() error {
 		p.calls[callCreate].Add(1)
+		req.Attempt++
 		var err error
 		srv, err = p.d.Create(cctx, req)
 		if errors.Is(err, ErrRetryable) {

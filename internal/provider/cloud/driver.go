@@ -74,6 +74,12 @@ type Server struct {
 	Tags  map[string]string
 	// Created is when the cloud created it (zero if it does not say).
 	Created time.Time
+	// Zone is where the cloud placed it (EC2's availability zone; "" for
+	// clouds whose provider entry has one zone).
+	Zone string
+	// Interrupted is the cloud's notice that it takes the server back
+	// soon (a spot interruption), in words; "" for none.
+	Interrupted string
 }
 
 // CreateRequest is what the provider asks a driver to create.
@@ -93,6 +99,14 @@ type CreateRequest struct {
 	// Template is the group's template: drivers that pass user data or an
 	// argv (exec) expand it.
 	Template config.Template
+	// Token is the same for every attempt of one Start and differs
+	// between Starts: drivers whose API takes an idempotency token (EC2's
+	// ClientToken) pass it, so that a create retried after a lost answer
+	// does not make a second server.
+	Token string
+	// Attempt counts the attempts of this Start's create, from 1: a driver
+	// may look for the server an earlier attempt made before creating.
+	Attempt int
 }
 
 // Driver is one cloud's API, as the provider uses it. Every call is bounded
@@ -135,6 +149,14 @@ type PowerDriver interface {
 	// PowerOn asks for a Stopped server's boot and returns once the
 	// cloud accepted it; listings then show it Pending, then Running.
 	PowerOn(ctx context.Context, id string) error
+}
+
+// Preflighter is a Driver that can check its config against the cloud's
+// API before anything runs (`shoal providers check`): zones and plans
+// against the API's lists. Problems and notes are in words an operator can
+// act on; where says what was checked (the API's root, the zone).
+type Preflighter interface {
+	Preflight(ctx context.Context) (where string, problems, notes []string)
 }
 
 // ShutdownModer is a Driver whose Delete shuts a server down one of

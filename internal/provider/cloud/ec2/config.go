@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // Type is the type name of ec2 entries of providers: instances run as EC2
@@ -55,13 +56,25 @@ func keyDefaults() Config {
 // security_groups then override), or from ami and instance_type.
 type Config struct {
 	Region string `yaml:"region" required:"true"`
+	// Credentials is where the keys come from: env (CredsEnv: only
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN),
+	// file (CredsFile: CredentialsFile's Profile, nothing else), or
+	// default (CredsDefault: the SDK's default chain: the environment,
+	// ~/.aws/config's Profile with SSO or credential_process, web
+	// identity, the instance role through IMDS). Left out, it is file
+	// with a credentials_file and env without.
+	Credentials string `yaml:"credentials"`
 	// CredentialsFile is a shared credentials file (the INI file of
-	// ~/.aws/credentials) whose Profile holds the keys; without it they
-	// come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-	// AWS_SESSION_TOKEN. Nothing else of the SDK's default chain (instance
-	// roles, SSO, ~/.aws/config) is used.
+	// ~/.aws/credentials) whose Profile holds the keys.
 	CredentialsFile string `yaml:"credentials_file"`
-	Profile         string `yaml:"profile"`
+	// Profile is the profile of CredentialsFile, or with credentials:
+	// default the profile of ~/.aws/config the chain starts from.
+	Profile string `yaml:"profile"`
+	// RoleARN is a role assumed (STS AssumeRole) with the keys the
+	// credentials give, as RoleSessionName; its short-lived keys are
+	// renewed before they expire.
+	RoleARN         string `yaml:"role_arn"`
+	RoleSessionName string `yaml:"role_session_name"`
 	// Endpoint replaces the EC2 API's address; it is meant for emulators
 	// (moto) only.
 	Endpoint       string          `yaml:"endpoint"`
@@ -69,23 +82,43 @@ type Config struct {
 	AMI            string          `yaml:"ami"`
 	InstanceType   string          `yaml:"instance_type"`
 	// InstanceTypes maps the group's plan names (its plans' names) to an
-	// instance type; a plan not listed, or no plan, takes InstanceType
-	// (or the launch template's).
-	InstanceTypes  map[string]string `yaml:"instance_types"`
-	Subnet         string            `yaml:"subnet"`
-	SecurityGroups []string          `yaml:"security_groups"`
-	KeyName        string            `yaml:"key_name"`
+	// instance type, or to a list of them tried in order when EC2 has no
+	// capacity for one (InsufficientInstanceCapacity); a plan not listed,
+	// or no plan, takes InstanceType (or the launch template's).
+	InstanceTypes map[string][]string `yaml:"instance_types"`
+	Subnet        string              `yaml:"subnet"`
+	// Subnets are several subnets, one per availability zone: each new
+	// instance goes to the one with the fewest of its group's, and a
+	// scale-in takes from the zone with the most (instead of subnet).
+	Subnets []string `yaml:"subnets"`
+	// UserData is the instances' user data, a template of the instance's
+	// fields ({{.Name}}, {{.Group}}, {{.Index}}, {{.Plan}}, {{.Subnet}},
+	// {{.Owner}}, {{.Port}}), sent base64-encoded as EC2 wants.
+	UserData       string   `yaml:"user_data"`
+	SecurityGroups []string `yaml:"security_groups"`
+	KeyName        string   `yaml:"key_name"`
 	// IAMInstanceProfile is an instance profile's name or ARN.
 	IAMInstanceProfile string `yaml:"iam_instance_profile"`
 	// Market is on-demand (OnDemand) or spot (Spot); SpotMaxPrice (USD an hour, "" for
 	// the on-demand price) caps a spot instance's price.
 	Market       string `yaml:"market"`
 	SpotMaxPrice string `yaml:"spot_max_price"`
+	// Spot is how a spot market mixes in on-demand instances.
+	Spot SpotOptions `yaml:"spot"`
 	// Address is which of an instance's addresses it serves on:
 	// private (AddressPrivate) or public (AddressPublic).
 	Address string `yaml:"address"`
 	// Tags are put on every instance besides its Name and shoal's markers.
 	Tags map[string]string `yaml:"tags"`
+}
+
+// SpotOptions mix on-demand instances into a group on the spot market:
+// its first OnDemandBase live instances are on-demand, the rest spot; and
+// with Fallback a spot request EC2 refuses for capacity, price or the
+// account's spot limit is made on-demand instead of retried.
+type SpotOptions struct {
+	OnDemandBase int  `yaml:"on_demand_base"`
+	Fallback     bool `yaml:"fallback"`
 }
 
 // LaunchTemplate names a launch template by ID or by name, and its
@@ -96,8 +129,11 @@ type LaunchTemplate struct {
 	Version string `yaml:"version"`
 }
 
-// Values of Config.Market and Config.Address.
+// Values of Config.Credentials, Config.Market and Config.Address.
 const (
+	CredsEnv       = "env"
+	CredsFile      = "file"
+	CredsDefault   = "default"
 	OnDemand       = "on-demand"
 	Spot           = "spot"
 	AddressPrivate = "private"
@@ -105,7 +141,7 @@ const (
 )
 
 // Defaults holds the defaults of an ec2 provider's keys.
-var Defaults = Config{Profile: "default", Market: OnDemand, Address: AddressPrivate}
+var Defaults = Config{Profile: "default", RoleSessionName: "shoal", Market: OnDemand, Address: AddressPrivate, Spot: SpotOptions{Fallback: true}}
 
 // defaultLaunchTemplate holds the defaults of a launch template's keys.
 var defaultLaunchTemplate = LaunchTemplate{Version: "$Default"}
@@ -128,6 +164,8 @@ var (
 	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9-]+$`)
 	tagKeyRE       = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$`)
 	spotPriceRE    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	roleARNRE      = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+	sessionNameRE  = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
 )
 
 // decode decodes the keys of a provider of type ec2.
@@ -154,17 +192,32 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 	e.InstanceType = match(f, "instance_type", instanceTypeRE, "an instance type such as t3.micro")
 	if n := f.Node("instance_types"); n != nil {
 		entries, _ := f.Entries(n, f.Field("instance_types"))
-		e.InstanceTypes = make(map[string]string, len(entries))
+		e.InstanceTypes = make(map[string][]string, len(entries))
 		for _, it := range entries {
 			field := config.Join(f.Field("instance_types"), it.Key)
-			v, ok := f.Value(it.V, field)
-			if !ok {
-				continue
+			nodes := []*yaml.Node{it.V}
+			if it.V.Kind == yaml.SequenceNode {
+				if nodes = it.V.Content; len(nodes) == 0 {
+					f.Errorf(it.V, field, "must name at least one instance type")
+				}
 			}
-			if !instanceTypeRE.MatchString(v) {
-				f.Errorf(it.V, field, "must be an instance type such as t3.micro, got %q", v)
+			for i, vn := range nodes {
+				vf := field
+				if it.V.Kind == yaml.SequenceNode {
+					vf = fmt.Sprintf("%s[%d]", field, i)
+				}
+				v, ok := f.Value(vn, vf)
+				if !ok {
+					continue
+				}
+				switch {
+				case !instanceTypeRE.MatchString(v):
+					f.Errorf(vn, vf, "must be an instance type such as t3.micro, got %q", v)
+				case slices.Contains(e.InstanceTypes[it.Key], v):
+					f.Errorf(vn, vf, "%s is listed twice for plan %s", v, it.Key)
+				}
+				e.InstanceTypes[it.Key] = append(e.InstanceTypes[it.Key], v)
 			}
-			e.InstanceTypes[it.Key] = v
 		}
 	}
 	if e.LaunchTemplate == nil && f.Root() != nil {
@@ -175,6 +228,25 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 		}
 	}
 	e.Subnet = match(f, "subnet", subnetRE, "a subnet ID such as subnet-0123456789abcdef0")
+	seen := map[string]bool{}
+	for _, it := range f.Strings("subnets") {
+		switch {
+		case !subnetRE.MatchString(it.Val):
+			f.Errorf(it.Node, it.Field, "must be a subnet ID such as subnet-0123456789abcdef0, got %q", it.Val)
+		case seen[it.Val]:
+			f.Errorf(it.Node, it.Field, "%s is listed twice; list each subnet (one per availability zone) once", it.Val)
+		case e.Subnet != "":
+			f.Errorf(it.Node, it.Field, "subnet and subnets exclude each other: list the one subnet in subnets, or leave subnets out")
+		}
+		seen[it.Val] = true
+		e.Subnets = append(e.Subnets, it.Val)
+	}
+	if u, n := f.String("user_data", ""); n != nil {
+		if _, err := CompileUserData(u); err != nil {
+			f.Errorf(n, f.Field("user_data"), "%v", err)
+		}
+		e.UserData = u
+	}
 	for _, it := range f.Strings("security_groups") {
 		if !securityRE.MatchString(it.Val) {
 			f.Errorf(it.Node, it.Field, "must be a security group ID such as sg-0123456789abcdef0, got %q", it.Val)
@@ -198,6 +270,19 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 		}
 		e.SpotMaxPrice = p
 	}
+	if n := f.Node("spot"); n != nil {
+		sf := f.Section(n, f.Field("spot"), SpotOptions{})
+		if e.Market != Spot {
+			f.Errorf(n, f.Field("spot"), "applies to spot instances only; set market: spot, or leave it out")
+		}
+		if b, bn := sf.Int("on_demand_base", 0); bn != nil {
+			if b < 0 {
+				sf.Errorf(bn, sf.Field("on_demand_base"), "must be 0 or more (the group's first instances that are on-demand), got %d", b)
+			}
+			e.Spot.OnDemandBase = b
+		}
+		e.Spot.Fallback, _ = sf.Bool("fallback", e.Spot.Fallback)
+	}
 	if a, n := f.String("address", e.Address); n != nil {
 		if a != AddressPrivate && a != AddressPublic {
 			f.Errorf(n, f.Field("address"), "must be %s or %s, got %q", AddressPrivate, AddressPublic, a)
@@ -210,14 +295,42 @@ func decode(pe *config.ProviderEntry, p *config.Provider) {
 	p.Spec = &e
 }
 
-// InstanceTypeFor returns the instance type of a group's plan: its entry
-// in instance_types, else instance_type ("" leaves it to the launch
-// template).
-func (e *Config) InstanceTypeFor(plan string) string {
+// maxUserData is EC2's limit of user data, before base64.
+const maxUserData = 16 << 10
+
+// UserData is what user_data is expanded with for each instance.
+type UserData struct {
+	Name, Group, Plan, Subnet, Owner string
+	Index, Port                      int
+}
+
+// sampleUserData is what user_data is trial-run with at load.
+var sampleUserData = UserData{Name: "web-001", Group: "web", Plan: "small", Subnet: "subnet-0123456789abcdef0", Owner: "shoal-0", Index: 1, Port: 8080}
+
+// CompileUserData compiles user_data and trial-runs it: a misspelt field,
+// or a script past EC2's 16 KiB, fails when the config loads.
+func CompileUserData(text string) (template.Argv, error) {
+	arg, out, err := template.Compile(text, sampleUserData)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxUserData {
+		return nil, fmt.Errorf("expands to %d bytes; EC2 takes at most %d (16 KiB) of user data", len(out), maxUserData)
+	}
+	return template.Argv{arg}, nil
+}
+
+// InstanceTypesFor returns the instance types of a group's plan, in the
+// order they are tried: its entry in instance_types, else instance_type
+// (none leaves it to the launch template).
+func (e *Config) InstanceTypesFor(plan string) []string {
 	if t, ok := e.InstanceTypes[plan]; ok && plan != "" {
 		return t
 	}
-	return e.InstanceType
+	if e.InstanceType == "" {
+		return nil
+	}
+	return []string{e.InstanceType}
 }
 
 // ec2Match reads key, which must match re (what describes it).
@@ -229,27 +342,63 @@ func match(f *config.ProviderEntry, key string, re *regexp.Regexp, what string) 
 	return v
 }
 
-// ec2Credentials decodes where the keys come from and checks, without
-// calling AWS, that they are there. Messages never show a key.
+// decodeCredentials decodes where the keys come from and checks, without
+// calling AWS, that what it can check is there. Messages never show a key.
 func decodeCredentials(f *config.ProviderEntry, e *Config) {
 	file, fn := f.String("credentials_file", "")
 	profile, pn := f.String("profile", e.Profile)
 	e.Profile = profile
-	if fn == nil {
+	// mode is what credentials says, or what its absence means; the
+	// config keeps "" for the latter.
+	mode := CredsEnv
+	if fn != nil {
+		mode = CredsFile
+	}
+	if c, cn := f.String("credentials", ""); cn != nil {
+		switch {
+		case c != CredsEnv && c != CredsFile && c != CredsDefault:
+			f.Errorf(cn, f.Field("credentials"), "must be %s, %s or %s, got %q", CredsEnv, CredsFile, CredsDefault, c)
+		case c != CredsFile && fn != nil:
+			f.Errorf(fn, f.Field("credentials_file"), "applies to credentials: %s only (credentials is %s)", CredsFile, c)
+		case c == CredsFile && fn == nil:
+			f.Errorf(cn, f.Field("credentials_file"), "required with credentials: %s: the shared credentials file whose profile holds the keys", CredsFile)
+		}
+		e.Credentials, mode = c, c
+	}
+	if r, n := f.String("role_arn", ""); n != nil {
+		if !roleARNRE.MatchString(r) {
+			f.Errorf(n, f.Field("role_arn"), "must be an IAM role's ARN such as arn:aws:iam::123456789012:role/shoal, got %q", r)
+		}
+		e.RoleARN = r
+	}
+	if r, n := f.String("role_session_name", e.RoleSessionName); n != nil {
+		switch {
+		case e.RoleARN == "":
+			f.Errorf(n, f.Field("role_session_name"), "applies to role_arn only; name the role to assume, or leave it out")
+		case !sessionNameRE.MatchString(r):
+			f.Errorf(n, f.Field("role_session_name"), "must be 2 to 64 of letters, digits and _ + = , . @ -, got %q", r)
+		}
+		e.RoleSessionName = r
+	}
+	switch mode {
+	case CredsEnv:
 		if pn != nil {
-			f.Errorf(pn, f.Field("profile"), "applies to credentials_file only; without it the keys come from %s and %s", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+			f.Errorf(pn, f.Field("profile"), "applies to credentials: %s or %s only; with %s the keys come from %s and %s", CredsFile, CredsDefault, CredsEnv, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
 		}
 		for _, v := range []string{EnvAWSAccessKeyID, EnvAWSSecretAccessKey} {
 			if f.Root() != nil && os.Getenv(v) == "" {
-				f.Errorf(f.Root(), f.Field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, or name a credentials_file", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+				f.Errorf(f.Root(), f.Field("credentials_file"), "%s is not set in shoal's environment; set %s and %s, name a credentials_file, or use credentials: %s (the SDK's default chain: instance role, SSO, web identity)", v, EnvAWSAccessKeyID, EnvAWSSecretAccessKey, CredsDefault)
 				break
 			}
 		}
-		return
-	}
-	e.CredentialsFile = f.Path(file)
-	if err := CheckAWSCredentialsFile(e.CredentialsFile, profile); err != nil {
-		f.Errorf(fn, f.Field("credentials_file"), "%v", err)
+	case CredsFile:
+		if fn == nil {
+			return
+		}
+		e.CredentialsFile = f.Path(file)
+		if err := CheckAWSCredentialsFile(e.CredentialsFile, profile); err != nil {
+			f.Errorf(fn, f.Field("credentials_file"), "%v", err)
+		}
 	}
 }
 

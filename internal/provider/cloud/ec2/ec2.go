@@ -10,6 +10,7 @@ package ec2
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,10 +22,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
+	"github.com/shoal-lb/shoal/internal/template"
 )
 
 // defaultCallTimeout bounds one API call (one page of a listing) when the
@@ -49,6 +54,13 @@ type Driver struct {
 	// the first create and when a listing fails until then.
 	mu       sync.Mutex
 	regionOK bool
+	// placing counts, by group and subnet, the creates under way (not
+	// listed yet), which the next pick of a subnet counts too.
+	placing map[string]map[string]int
+
+	// userData is user_data compiled; port is what {{.Port}} gives.
+	userData template.Argv
+	port     int
 }
 
 var (
@@ -56,10 +68,15 @@ var (
 	_ cloud.PowerDriver = (*Driver)(nil)
 )
 
-// New returns the driver of cfg. It calls no API: bad credentials show at
-// the first call.
-func New(ctx context.Context, cfg Config) (cloud.Driver, error) {
-	return newDriver(ctx, cfg)
+// New returns the driver of cfg, whose servers serve on port. It calls no
+// API: bad credentials show at the first call.
+func New(ctx context.Context, cfg Config, port int) (cloud.Driver, error) {
+	d, err := newDriver(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.port = port
+	return d, nil
 }
 
 // newDriver is New with options for the EC2 client (tests count calls).
@@ -72,9 +89,10 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 		return nil, err
 	}
 	// The aws.Config is built here, not by config.LoadDefaultConfig, so
-	// that nothing the config does not name (AWS_* variables, ~/.aws/config,
-	// instance roles, AWS_ENDPOINT_URL) changes where shoal sends requests
-	// or whose keys it signs them with.
+	// that nothing the config does not name (AWS_ENDPOINT_URL, retry
+	// settings in ~/.aws/config) changes where shoal sends requests, and
+	// only credentials: default lets the SDK's chain choose whose keys it
+	// signs them with.
 	ac := aws.Config{
 		Region:      cfg.Region,
 		Credentials: aws.NewCredentialsCache(creds),
@@ -85,7 +103,13 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 	if cfg.Endpoint != "" {
 		ac.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	return &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout}, nil
+	d := &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout, placing: map[string]map[string]int{}}
+	if cfg.UserData != "" {
+		if d.userData, err = CompileUserData(cfg.UserData); err != nil {
+			return nil, fmt.Errorf("ec2: user_data: %w", err)
+		}
+	}
+	return d, nil
 }
 
 // credentialsRefresh is how long keys read from a file are used before the
@@ -93,20 +117,64 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 const credentialsRefresh = 5 * time.Minute
 
 // credentials returns the provider of the keys cfg names, checking now
-// that they are there. Errors name the file or variable, never a key.
+// that they are there (the default chain is asked at the first call: an
+// instance role is not there before the instance serves IMDS). Errors name
+// the file, variable or role, never a key.
 func credentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
-	if cfg.CredentialsFile == "" {
-		v := aws.Credentials{
-			AccessKeyID:     os.Getenv(EnvAWSAccessKeyID),
-			SecretAccessKey: os.Getenv(EnvAWSSecretAccessKey),
-			SessionToken:    os.Getenv(EnvAWSSessionToken),
-			Source:          "environment",
-		}
-		if !v.HasKeys() {
-			return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
-		}
-		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
+	base, err := baseCredentials(ctx, cfg)
+	if err != nil || cfg.RoleARN == "" {
+		return base, err
 	}
+	// The role's keys are asked of STS with the base keys; an emulator's
+	// endpoint serves STS too.
+	sc := aws.Config{Region: cfg.Region, Credentials: aws.NewCredentialsCache(base), Retryer: func() aws.Retryer { return aws.NopRetryer{} }}
+	if cfg.Endpoint != "" {
+		sc.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	return stscreds.NewAssumeRoleProvider(sts.NewFromConfig(sc), cfg.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+		o.RoleSessionName = cfg.RoleSessionName
+	}), nil
+}
+
+// baseCredentials are the keys of cfg's credentials setting.
+func baseCredentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
+	switch cfg.Credentials {
+	case CredsDefault:
+		var opts []func(*awsconfig.LoadOptions) error
+		if cfg.Profile != "" && cfg.Profile != Defaults.Profile {
+			opts = append(opts, awsconfig.WithSharedConfigProfile(cfg.Profile))
+		}
+		// Only the chain's credentials are taken: nothing else it reads
+		// (AWS_ENDPOINT_URL, retry settings) changes where shoal sends
+		// requests.
+		lc, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("ec2: credentials: default (profile %s): %w", cfg.Profile, err)
+		}
+		if lc.Credentials == nil {
+			return nil, errors.New("ec2: credentials: default: the SDK's chain found no source of credentials")
+		}
+		return lc.Credentials, nil
+	case CredsFile, "":
+		if cfg.CredentialsFile != "" {
+			return fileCredentials(ctx, cfg)
+		}
+	}
+	v := aws.Credentials{
+		AccessKeyID:     os.Getenv(EnvAWSAccessKeyID),
+		SecretAccessKey: os.Getenv(EnvAWSSecretAccessKey),
+		SessionToken:    os.Getenv(EnvAWSSessionToken),
+		Source:          "environment",
+	}
+	if !v.HasKeys() {
+		return nil, fmt.Errorf("ec2: without a credentials_file, %s and %s must both be set", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+	}
+	return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return v, nil }), nil
+}
+
+// fileCredentials are the keys of cfg's credentials file, read again every
+// credentialsRefresh.
+func fileCredentials(ctx context.Context, cfg Config) (aws.CredentialsProvider, error) {
 	file := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
 		sc, err := LoadAWSProfile(ctx, cfg.CredentialsFile, cfg.Profile)
 		if err != nil {
@@ -138,7 +206,71 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	if err := d.checkRegion(ctx); err != nil {
 		return cloud.Server{}, err
 	}
-	in := d.runInput(req)
+	if req.Attempt > 1 && req.Token != "" {
+		// EC2 itself answers a repeated ClientToken with the instance it
+		// made; this lookup makes sure of it where the API does not
+		// (emulators), at one call per retry only.
+		if s, ok, err := d.byToken(ctx, req); err != nil || ok {
+			return s, err
+		}
+	}
+	subnet := d.cfg.Subnet
+	if len(d.cfg.Subnets) > 0 {
+		var done func()
+		var err error
+		if subnet, done, err = d.pickSubnet(ctx, req); err != nil {
+			return cloud.Server{}, err
+		}
+		defer done()
+	}
+	spot := d.cfg.Market == Spot
+	if spot && d.cfg.Spot.OnDemandBase > 0 {
+		onDemand, err := d.liveOnDemand(ctx, req)
+		if err != nil {
+			return cloud.Server{}, err
+		}
+		spot = onDemand >= d.cfg.Spot.OnDemandBase
+	}
+	choices := d.cfg.InstanceTypesFor(req.Plan)
+	if len(choices) == 0 {
+		choices = []string{""} // the launch template's
+	}
+	var err error
+	for i, t := range choices {
+		var s cloud.Server
+		s, err = d.run(ctx, req, subnet, t, i, spot)
+		if err != nil && spot && d.cfg.Spot.Fallback && spotRefused(err) {
+			// Spot refused: this type on-demand, its own token again.
+			s, err = d.run(ctx, req, subnet, t, i+len(choices), false)
+		}
+		if err == nil || !noCapacity(err) {
+			return s, err
+		}
+		// No capacity for this type here now: the next in the plan's
+		// list, at once; the last one's refusal is retried with back-off.
+	}
+	if len(choices) > 1 {
+		err = fmt.Errorf("%w (no capacity for any of %s)", err, strings.Join(choices, ", "))
+	}
+	return cloud.Server{}, err
+}
+
+// run is one RunInstances of req with instance type t ("": the launch
+// template's), the plan's i-th choice.
+func (d *Driver) run(ctx context.Context, req cloud.CreateRequest, subnet, t string, i int, spot bool) (cloud.Server, error) {
+	in, err := d.runInput(req, subnet)
+	if err != nil {
+		return cloud.Server{}, err
+	}
+	if !spot {
+		in.InstanceMarketOptions = nil
+	}
+	in.InstanceType = types.InstanceType(t)
+	if i > 0 && in.ClientToken != nil {
+		// Another type is another request to EC2: a token of its own,
+		// derived, so that its retries stay idempotent too.
+		in.ClientToken = aws.String(fmt.Sprintf("%s-%d", req.Token, i))
+	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	out, err := d.client.RunInstances(cctx, in)
@@ -151,11 +283,109 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	return d.server(out.Instances[0]), nil
 }
 
+// liveOnDemand counts req's group's live (pending, running) on-demand
+// instances, for the spot market's on_demand_base.
+func (d *Driver) liveOnDemand(ctx context.Context, req cloud.CreateRequest) (int, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	n := 0
+	pages := ec2.NewDescribeInstancesPaginator(d.client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+		{Name: aws.String("tag:" + cloud.TagGroup), Values: []string{req.Group}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}, MaxResults: aws.Int32(d.pageSize)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(cctx)
+		if err != nil {
+			return 0, d.apiErr(ctx, "DescribeInstances", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				if i.InstanceLifecycle != types.InstanceLifecycleTypeSpot {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// pickSubnet returns the subnet of subnets with the fewest of req's group's
+// live instances (listed, plus creates under way in this process), the
+// first listed among equals, and the function that ends its count as
+// under way (once the create has returned, a listing shows it).
+func (d *Driver) pickSubnet(ctx context.Context, req cloud.CreateRequest) (string, func(), error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	count := map[string]int{}
+	pages := ec2.NewDescribeInstancesPaginator(d.client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+		{Name: aws.String("tag:" + cloud.TagGroup), Values: []string{req.Group}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}, MaxResults: aws.Int32(d.pageSize)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(cctx)
+		if err != nil {
+			return "", nil, d.apiErr(ctx, "DescribeInstances", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				count[aws.ToString(i.SubnetId)]++
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	placing := d.placing[req.Group]
+	if placing == nil {
+		placing = map[string]int{}
+		d.placing[req.Group] = placing
+	}
+	best := d.cfg.Subnets[0]
+	for _, s := range d.cfg.Subnets[1:] {
+		if count[s]+placing[s] < count[best]+placing[best] {
+			best = s
+		}
+	}
+	placing[best]++
+	return best, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if placing[best]--; placing[best] == 0 {
+			delete(placing, best)
+		}
+	}, nil
+}
+
+// TagToken carries the create's idempotency token (its ClientToken) on
+// the instance, by which a retried create finds what an attempt whose
+// answer was lost made.
+const TagToken = "shoal-create"
+
+// byToken returns the instance an earlier attempt of req made, if any.
+func (d *Driver) byToken(ctx context.Context, req cloud.CreateRequest) (cloud.Server, bool, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	out, err := d.client.DescribeInstances(cctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + TagToken), Values: []string{req.Token}},
+		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
+	}})
+	if err != nil {
+		return cloud.Server{}, false, d.apiErr(ctx, "DescribeInstances", err)
+	}
+	for _, r := range out.Reservations {
+		if len(r.Instances) > 0 {
+			return d.server(r.Instances[0]), true, nil
+		}
+	}
+	return cloud.Server{}, false, nil
+}
+
 // runInput is the RunInstances request of req: the config's launch
 // template, AMI, type (the one instance_types gives req's plan), network
 // and market, and every tag at launch, so
 // that no instance ever exists without its marker.
-func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
+func (d *Driver) runInput(req cloud.CreateRequest, subnet string) (*ec2.RunInstancesInput, error) {
 	c := d.cfg
 	in := &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1)}
 	if lt := c.LaunchTemplate; lt != nil {
@@ -170,11 +400,19 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	if c.AMI != "" {
 		in.ImageId = aws.String(c.AMI)
 	}
-	if t := c.InstanceTypeFor(req.Plan); t != "" {
-		in.InstanceType = types.InstanceType(t)
+	if subnet != "" {
+		in.SubnetId = aws.String(subnet)
 	}
-	if c.Subnet != "" {
-		in.SubnetId = aws.String(c.Subnet)
+	if d.userData != nil {
+		ud, err := d.userData.Expand(UserData{Name: req.Name, Group: req.Group, Plan: req.Plan, Subnet: subnet,
+			Owner: req.Tags[cloud.TagOwner], Index: req.Index, Port: d.port})
+		if err != nil {
+			return nil, fmt.Errorf("ec2: user_data of %s: %w", req.Name, err)
+		}
+		if len(ud[0]) > maxUserData {
+			return nil, fmt.Errorf("ec2: user_data of %s expands to %d bytes; EC2 takes at most %d", req.Name, len(ud[0]), maxUserData)
+		}
+		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(ud[0])))
 	}
 	in.SecurityGroupIds = c.SecurityGroups
 	if c.KeyName != "" {
@@ -204,12 +442,20 @@ func (d *Driver) runInput(req cloud.CreateRequest) *ec2.RunInstancesInput {
 	}
 	maps.Copy(tags, req.Tags)
 	tags["Name"] = req.Name
-	spec := types.TagSpecification{ResourceType: types.ResourceTypeInstance}
-	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		spec.Tags = append(spec.Tags, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	if req.Token != "" {
+		in.ClientToken = aws.String(req.Token)
+		tags[TagToken] = req.Token
 	}
-	in.TagSpecifications = []types.TagSpecification{spec}
-	return in
+	var list []types.Tag
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		list = append(list, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	// The volumes and network interfaces carry the same tags, so that
+	// cost reports and an operator's sweeps find what an instance owns.
+	for _, rt := range []types.ResourceType{types.ResourceTypeInstance, types.ResourceTypeVolume, types.ResourceTypeNetworkInterface} {
+		in.TagSpecifications = append(in.TagSpecifications, types.TagSpecification{ResourceType: rt, Tags: list})
+	}
+	return in, nil
 }
 
 // Delete terminates the instance. One that is already terminated, or that
@@ -258,6 +504,8 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		o.StopOnDuplicateToken = true
 	})
 	var out []cloud.Server
+	// spot are the running spot instances listed: where, by ID.
+	spot := map[string]int{}
 	for pages.HasMorePages() {
 		cctx, cancel := d.call(ctx)
 		page, err := pages.NextPage(cctx)
@@ -271,11 +519,48 @@ func (d *Driver) List(ctx context.Context, owner string) ([]cloud.Server, error)
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				out = append(out, d.server(i))
+				if i.InstanceLifecycle == types.InstanceLifecycleTypeSpot && i.State != nil && i.State.Name == types.InstanceStateNameRunning {
+					spot[aws.ToString(i.InstanceId)] = len(out) - 1
+				}
 			}
+		}
+	}
+	if len(spot) > 0 {
+		if err := d.markInterrupted(ctx, out, spot); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// markInterrupted marks the listed spot instances whose request EC2 has
+// marked for termination: the two-minute interruption notice, which
+// shoal, not running on those instances, cannot read from their IMDS.
+// It is one paged DescribeSpotInstanceRequests of the marked requests
+// per listing, without EventBridge or anything to deploy.
+func (d *Driver) markInterrupted(ctx context.Context, out []cloud.Server, spot map[string]int) error {
+	pages := ec2.NewDescribeSpotInstanceRequestsPaginator(d.client, &ec2.DescribeSpotInstanceRequestsInput{
+		Filters:    []types.Filter{{Name: aws.String("status-code"), Values: []string{interruptionCode}}},
+		MaxResults: aws.Int32(d.pageSize),
+	})
+	for pages.HasMorePages() {
+		cctx, cancel := d.call(ctx)
+		page, err := pages.NextPage(cctx)
+		cancel()
+		if err != nil {
+			return d.apiErr(ctx, "DescribeSpotInstanceRequests", err)
+		}
+		for _, r := range page.SpotInstanceRequests {
+			if at, ok := spot[aws.ToString(r.InstanceId)]; ok {
+				out[at].Interrupted = "spot interruption notice (" + interruptionCode + "): EC2 takes it back in about two minutes"
+			}
+		}
+	}
+	return nil
+}
+
+// interruptionCode is the spot request status of an interruption notice.
+const interruptionCode = "marked-for-termination"
 
 // checkRegion makes sure, once, that EC2 knows the configured region and
 // the account may use it: a region the SDK resolves to an endpoint that
@@ -345,6 +630,9 @@ func (d *Driver) server(i types.Instance) cloud.Server {
 	}
 	if i.State != nil {
 		s.State = string(i.State.Name)
+	}
+	if i.Placement != nil {
+		s.Zone = aws.ToString(i.Placement.AvailabilityZone)
 	}
 	s.Phase = phase(s.State)
 	return s

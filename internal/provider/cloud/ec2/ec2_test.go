@@ -280,7 +280,7 @@ func TestMoto(t *testing.T) {
 		ctx := t.Context()
 		d := e.driver(t, Config{
 			LaunchTemplate: &LaunchTemplate{Name: e.lt, Version: "$Latest"},
-			InstanceTypes:  map[string]string{"medium": "t3.small", "largest": "c5.xlarge"},
+			InstanceTypes:  map[string][]string{"medium": {"t3.small"}, "largest": {"c5.xlarge"}},
 		})
 		for i, tt := range []struct {
 			plan string

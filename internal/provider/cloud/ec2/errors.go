@@ -87,10 +87,10 @@ var hints = []struct{ prefix, hint string }{
 	{"InvalidSecurityGroupID", "check security_groups: each must exist in the subnet's VPC"},
 	{"InvalidLaunchTemplate", "check launch_template: the template and its version must exist in the provider's region"},
 	{"InvalidKeyPair", "check key_name: the key pair must exist in the provider's region"},
-	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
-	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, or the environment's keys"},
+	{"AuthFailure", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
+	{"InvalidClientTokenId", "EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn"},
 	{"SignatureDoesNotMatch", "EC2 refused the credentials: check the secret key"},
-	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions"},
+	{"UnauthorizedOperation", "the credentials may not do this: allow ec2:RunInstances, ec2:CreateTags, ec2:DescribeInstances, ec2:TerminateInstances and ec2:DescribeRegions (with spot, ec2:DescribeSpotInstanceRequests; with role_arn, sts:AssumeRole on the role)"},
 }
 
 // apiErr describes err, the failure of operation op called under ctx.
@@ -137,6 +137,37 @@ func (d *Driver) apiErr(ctx context.Context, op string, err error) error {
 		e.hint = "temporary"
 	}
 	return e
+}
+
+// capacityCodes are the errors that say EC2 has no capacity for the
+// instance type (in the subnet's zone) right now: a plan's next type may
+// have it.
+var capacityCodes = map[string]bool{
+	"InsufficientInstanceCapacity": true,
+	"InsufficientCapacity":         true,
+	"Unsupported":                  true, // the type is not offered in the zone
+}
+
+// noCapacity reports whether err is one of capacityCodes.
+func noCapacity(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && capacityCodes[ae.ErrorCode()]
+}
+
+// spotRefusedCodes are EC2's refusals of a spot request that an
+// on-demand one of the same type may not meet: no spot capacity, a price
+// cap below the market, the account's spot limit.
+var spotRefusedCodes = map[string]bool{
+	"InsufficientInstanceCapacity": true,
+	"InsufficientCapacity":         true,
+	"SpotMaxPriceTooLow":           true,
+	"MaxSpotInstanceCountExceeded": true,
+}
+
+// spotRefused reports whether err is one of spotRefusedCodes.
+func spotRefused(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && spotRefusedCodes[ae.ErrorCode()]
 }
 
 // notFound reports whether err says the instance does not exist (any

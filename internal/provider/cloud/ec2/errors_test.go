@@ -56,7 +56,7 @@ func TestAPIErr(t *testing.T) {
 		{400, "MaxSpotInstanceCountExceeded", true, "ec2 RunInstances: MaxSpotInstanceCountExceeded: the message (the account's limit of spot instances is reached, retried until create_timeout: raise it, or use market: on-demand)"},
 		{400, "InvalidAMIID.Malformed", false, "ec2 RunInstances: InvalidAMIID.Malformed: the message (check ami (or the launch template's AMI): it must exist in the provider's region and be usable by the account)"},
 		{400, "InvalidSubnetID.NotFound", false, "ec2 RunInstances: InvalidSubnetID.NotFound: the message (check subnet: it must exist in the provider's region)"},
-		{401, "AuthFailure", false, "ec2 RunInstances: AuthFailure: the message (EC2 refused the credentials: check credentials_file and profile, or the environment's keys)"},
+		{401, "AuthFailure", false, "ec2 RunInstances: AuthFailure: the message (EC2 refused the credentials: check credentials_file and profile, the environment's keys, or with credentials: default the chain's source and role_arn)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
@@ -175,6 +175,12 @@ func TestLimitRetriedUntilCreateTimeout(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "text/xml")
 		if answerRegions(w, r) {
+			return
+		}
+		if r.Form.Get("Action") == "DescribeInstances" {
+			// A retry first looks for what an earlier attempt made: none.
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>5d30</requestId><reservationSet/></DescribeInstancesResponse>`)
 			return
 		}
 		w.WriteHeader(http.StatusBadRequest)

@@ -11,6 +11,6 @@ import (
 func init() {
 	// New calls no API; the context reads the credentials file only.
 	cloud.RegisterDriver(Type, func(ctx context.Context, pc config.Provider, _ *slog.Logger) (cloud.Driver, error) {
-		return New(ctx, *Of(pc))
+		return New(ctx, *Of(pc), pc.Cloud.Port)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,7 +79,11 @@ type Config struct {
 	// fake of the API, an emulator: no account, no server, no address
 	// anyone can reach. FakeStorePath keeps the fake's state in a JSON
 	// file, so that a restarted shoal (or a test) sees the same servers.
-	FakeMode      bool   `yaml:"fake_mode"`
+	FakeMode bool `yaml:"fake_mode"`
+	// APIRootURL replaces the API's root URL
+	// (https://secure.sakura.ad.jp/cloud/zone): a proxy, or a fake API
+	// another process serves. Only this provider's calls go there.
+	APIRootURL    string `yaml:"api_root_url"`
 	FakeStorePath string `yaml:"fake_store_path"`
 }
 
@@ -263,6 +268,19 @@ func decode(f *config.ProviderEntry, p *config.Provider) {
 		f.Errorf(fn, f.Field("fake_mode"), "the fake API's servers cannot serve: give emulator.stand_in, a local process to stand in for each")
 	case !s.FakeMode && en != nil:
 		f.Errorf(en, f.Field("emulator"), "stands in for the fake API's servers: set fake_mode: true, or leave emulator out to use real servers")
+	}
+	if r, n := f.String("api_root_url", ""); n != nil {
+		u, err := url.Parse(r)
+		switch {
+		case err == nil && u.User != nil:
+			// Not echoed: the userinfo may be a password.
+			f.Errorf(n, f.Field("api_root_url"), "must not hold credentials (user:password@); the API keys come from credentials_file or the environment")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "":
+			f.Errorf(n, f.Field("api_root_url"), "must be an http:// or https:// URL without credentials or query, such as https://secure.sakura.ad.jp/cloud/zone, got %q", r)
+		case s.FakeMode:
+			f.Errorf(n, f.Field("api_root_url"), "the fake API (fake_mode) runs in shoal's process and has no URL: use one or the other")
+		}
+		s.APIRootURL = strings.TrimSuffix(r, "/")
 	}
 	if path, n := f.String("fake_store_path", ""); n != nil {
 		s.FakeStorePath = f.Path(path)

@@ -161,3 +161,25 @@ func readDoc(path string) string {
 	}
 	return string(b)
 }
+
+// TestParseAPIRootURL: api_root_url, and its refusals at FILE:LINE:COL.
+func TestParseAPIRootURL(t *testing.T) {
+	cfg, err := config.Parse("testdata/shoal.yaml", []byte(strings.Replace(sacloudDoc, "    zone: tk1b\n", "    zone: tk1b\n    api_root_url: http://127.0.0.1:9000/cloud/zone/\n", 1)))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	i := slices.IndexFunc(cfg.Providers, func(p config.Provider) bool { return p.Name == "sakura" })
+	if got := Of(cfg.Providers[i]).APIRootURL; got != "http://127.0.0.1:9000/cloud/zone" {
+		t.Errorf("api_root_url = %q, want it without the trailing slash", got)
+	}
+	for _, c := range []struct{ add, want string }{
+		{"    api_root_url: ftp://proxy/cloud\n", `testdata/shoal.yaml:7:19: providers[0].api_root_url: must be an http:// or https:// URL without credentials or query, such as https://secure.sakura.ad.jp/cloud/zone, got "ftp://proxy/cloud"`},
+		{"    api_root_url: https://user:pw@proxy/cloud\n", `testdata/shoal.yaml:7:19: providers[0].api_root_url: must not hold credentials (user:password@); the API keys come from credentials_file or the environment`},
+		{"    fake_mode: true\n    emulator: {stand_in: [app]}\n    api_root_url: http://127.0.0.1:9000/cloud/zone\n", `testdata/shoal.yaml:9:19: providers[0].api_root_url: the fake API (fake_mode) runs in shoal's process and has no URL: use one or the other`},
+	} {
+		_, err := config.Parse("testdata/shoal.yaml", []byte(strings.Replace(sacloudDoc, "    zone: tk1b\n", "    zone: tk1b\n"+c.add, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw@") {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.add, err, c.want)
+		}
+	}
+}

@@ -49,6 +49,7 @@ type Driver struct {
 	switches iaas.SwitchAPI
 	notes    iaas.NoteAPI
 	plans    iaas.ServerPlanAPI
+	zones    iaas.ZoneAPI
 
 	// mu guards the IDs the template's selectors resolved to (archives and
 	// switches are looked up once, not once per server), and creating.
@@ -141,6 +142,7 @@ func New(cfg Config, log *slog.Logger) (cloud.Driver, error) {
 		switches:   iaas.NewSwitchOp(caller),
 		notes:      iaas.NewNoteOp(caller),
 		plans:      iaas.NewServerPlanOp(caller),
+		zones:      iaas.NewZoneOp(caller),
 		plansSold:  map[Plan]bool{},
 		archiveIDs: map[int]types.ID{},
 		switchIDs:  map[int]types.ID{},
@@ -175,7 +177,7 @@ func newCaller(cfg Config, log *slog.Logger) (iaas.APICaller, error) {
 		return nil, err
 	}
 	mode.real = true
-	return api.NewCallerWithOptions(&api.CallerOptions{Options: &client.Options{
+	c := api.NewCallerWithOptions(&api.CallerOptions{Options: &client.Options{
 		AccessToken:        token,
 		AccessTokenSecret:  secret,
 		HttpRequestTimeout: 60,
@@ -184,7 +186,26 @@ func newCaller(cfg Config, log *slog.Logger) (iaas.APICaller, error) {
 		RetryMax:     2,
 		RetryWaitMin: 1,
 		RetryWaitMax: 5,
-	}}), nil
+	}})
+	if cfg.APIRootURL != "" {
+		return &rootCaller{next: c, root: cfg.APIRootURL}, nil
+	}
+	return c, nil
+}
+
+// rootCaller sends one provider's calls to its api_root_url: iaas-api-go
+// builds every URL from a process-wide root (iaas.SakuraCloudAPIRoot),
+// which this replaces per call, leaving other providers' alone.
+type rootCaller struct {
+	next iaas.APICaller
+	root string
+}
+
+func (r *rootCaller) Do(ctx context.Context, method, uri string, body any) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(uri, iaas.SakuraCloudAPIRoot); ok {
+		uri = r.root + rest
+	}
+	return r.next.Do(ctx, method, uri, body)
 }
 
 // useFake switches the process to the fake API; mode is locked.
@@ -516,6 +537,44 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 		s.IP = nicIPs[0]
 	}
 	return s, nil
+}
+
+// Preflight checks zone against the API's list of zones, and the plan of
+// every group plan (template.plan, server_plans) against the zone's plans.
+func (d *Driver) Preflight(ctx context.Context) (string, []string, []string) {
+	where := "API " + iaas.SakuraCloudAPIRoot
+	if d.cfg.APIRootURL != "" {
+		where = "API " + d.cfg.APIRootURL
+	}
+	if d.cfg.FakeMode {
+		where = "fake API"
+	}
+	var problems, notes []string
+	zones, err := d.zones.Find(ctx, nil)
+	if err != nil {
+		return where, []string{apiError("list zones", err).Error()}, nil
+	}
+	var names []string
+	for _, z := range zones.Zones {
+		names = append(names, z.Name)
+	}
+	slices.Sort(names)
+	if !slices.Contains(names, d.zone) {
+		return where, []string{fmt.Sprintf("sacloud: zone %s is not in the API's list of zones (%s): check zone", d.zone, strings.Join(names, ", "))}, nil
+	}
+	notes = append(notes, "zone "+d.zone+" listed by the API")
+	plans := map[string]Plan{"": d.cfg.Template.Plan}
+	for name, pl := range d.cfg.ServerPlans {
+		plans[name] = pl
+	}
+	for _, name := range slices.Sorted(maps.Keys(plans)) {
+		if err := d.checkPlan(ctx, name, plans[name]); err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("plan %d cores / %d GB sold in %s", plans[name].Core, plans[name].Memory, d.zone))
+	}
+	return where, problems, notes
 }
 
 // checkPlan makes sure the zone sells plan (the server size of the group's
