@@ -43,6 +43,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/bench/overload"
 	"github.com/shoal-lb/shoal/internal/bench/reaction"
 	"github.com/shoal-lb/shoal/internal/bench/replay"
+	"github.com/shoal-lb/shoal/internal/bench/scale"
 	"github.com/shoal-lb/shoal/internal/bench/throughput"
 	"github.com/shoal-lb/shoal/internal/bench/tlsbench"
 	"github.com/shoal-lb/shoal/internal/bench/zero"
@@ -50,7 +51,7 @@ import (
 
 // commands are the benchmarks, by name.
 var commands = index(chaos.Command, clouds.Command, collection.Command, compare.Command, dashboard.Command, demo.Command,
-	gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, throughput.Command, tlsbench.Command, zero.Command)
+	gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, scale.Command, throughput.Command, tlsbench.Command, zero.Command)
 
 // index maps the benchmarks by name; a name given twice is a programming error.
 func index(cs ...*bench.Command) map[string]*bench.Command {
