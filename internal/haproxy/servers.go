@@ -269,7 +269,8 @@ func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) er
 	return m.tolerateDown(ctx, fmt.Sprintf("shutdown sessions server %s/%s", backend, name), err)
 }
 
-// Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
+// Stats returns backend's servers as HAProxy saw them at most StatsMaxAge
+// ago (one answer for every backend, see serverStats), or ErrNotRunning.
 func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
 	m.mu.Lock()
 	up := m.up
@@ -277,9 +278,14 @@ func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, erro
 	if !up {
 		return nil, fmt.Errorf("haproxy stats for %s: %w", backend, ErrNotRunning)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-	defer cancel()
-	return m.client.Stats(ctx, backend)
+	if !hapword.Name(backend) {
+		return nil, fmt.Errorf("haproxy stats: invalid backend name %q", backend)
+	}
+	return m.stats.backend(ctx, backend, func(ctx context.Context) ([]ServerStat, error) {
+		ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		defer cancel()
+		return m.client.ServerStats(ctx)
+	})
 }
 
 // check validates s, which ends up in runtime API command lines, and fills

@@ -128,18 +128,24 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	rep := &bench.Report{Date: time.Now(), Machine: bench.NewMachine()}
 	var levels []*level
 	rep.Details = &levels
+	var failed []bench.Figure
 	for _, n := range sizes {
 		l, err := measure(ctx, env, sbin, standin, n, *rest, *settle)
-		if l != nil {
-			levels = append(levels, l)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%d instances: %w", n, err)
+			// The sizes measured stand; the one that failed is a finding.
+			env.Log.Error("size failed", "instances", n, "err", err)
+			failed = append(failed, bench.Figure{Name: fmt.Sprintf("run at N = %d", n), Verdict: "FAIL", Note: err.Error()})
+			break
 		}
+		levels = append(levels, l)
 	}
 	for _, l := range levels {
 		rep.Figures = append(rep.Figures, figures(l)...)
 	}
+	rep.Figures = append(rep.Figures, failed...)
 	rep.Settings = []bench.Setting{
 		{Name: "instances", Value: fmt.Sprintf("internal/testbin/standin processes (local provider), %d a group, HAProxy health check every %s", perGroup, checkEvery)},
 		{Name: "metrics.interval", Value: "1s"},
