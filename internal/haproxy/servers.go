@@ -606,9 +606,11 @@ func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, b
 }
 
 // run sends one command line with a bounded wait and checks the answer.
+// Every change to a server goes through it, so the next Stats sees it.
 func (m *Manager) run(ctx context.Context, cmd, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
+	defer m.stats.forget()
 	return m.client.expect(ctx, cmd, want)
 }
 

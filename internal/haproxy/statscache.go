@@ -44,3 +44,11 @@ func (c *serverStats) backend(ctx context.Context, backend string, fetch func(ct
 	}
 	return slices.Clone(c.stats[backend]), nil // the caller's to change
 }
+
+// forget drops the cached answer: after a change to a server the next
+// read asks HAProxy (what a caller changed, it reads back).
+func (c *serverStats) forget() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
