@@ -171,7 +171,7 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 	if err != nil {
 		return nil, err
 	}
-	cfgText := config(port, adminPort, token, stateDir, standin, g, "")
+	cfgText := renderConfig(port, adminPort, token, stateDir, standin, g, "")
 	sh, err := env.StartShoalNamed(fmt.Sprintf("shoal-%d", n), sbin, cfgText)
 	if err != nil {
 		return nil, err
@@ -230,7 +230,7 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 	if err != nil {
 		return l, err
 	}
-	if err := os.WriteFile(sh.Config, []byte(config(port, adminPort, token, stateDir, standin, g, group(g))), 0o600); err != nil {
+	if err := os.WriteFile(sh.Config, []byte(renderConfig(port, adminPort, token, stateDir, standin, g, group(g))), 0o600); err != nil {
 		return l, err
 	}
 	t0 = time.Now()
@@ -292,9 +292,9 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 // group names group i (1-based).
 func group(i int) string { return fmt.Sprintf("g%02d", i) }
 
-// config renders g groups of up to perGroup stand-ins; changed names the
+// renderConfig renders g groups of up to perGroup stand-ins; changed names the
 // group a reload changes (its drain_timeout), "" for none.
-func config(port, adminPort int, token, stateDir, standin string, g int, changed string) string {
+func renderConfig(port, adminPort int, token, stateDir, standin string, g int, changed string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\nstate_dir: %s\nadmin:\n  listen: 127.0.0.1:%d\n  token: %s\nmetrics:\n  interval: 1s\ngroups:\n", port, stateDir, adminPort, token)
 	for i := 1; i <= g; i++ {
