@@ -85,6 +85,7 @@ type level struct {
 	// metrics.db over the rest window.
 	DBBytes     int64    `json:"metrics_db_bytes"`
 	DBGrowthDay float64  `json:"metrics_db_growth_bytes_per_day"`
+	DB          dbSteady `json:"metrics_db"`
 	APIms       apiTimes `json:"api_ms"`
 }
 
@@ -219,6 +220,9 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 	}
 	l.DBBytes = dbSize(dbPath)
 	l.DBGrowthDay = float64(l.DBBytes-db0) / time.Since(t0).Seconds() * 86400
+	if l.DB, err = estimateDB(ctx, dbPath); err != nil {
+		return l, err
+	}
 	env.Log.Info("measured", "instances", n, "shoal_cpu", bench.Round2(l.CPU), "rss_mib", bench.Round2(l.RSSKiB/1024), "haproxy_cpu", bench.Round2(l.HAPCPU))
 
 	if l.APIms, err = apiTimesOf(ctx, sh, adminPort, token); err != nil {
@@ -589,6 +593,9 @@ func figures(l *level) []bench.Figure {
 			Note: fmt.Sprintf("%d of %d adopted with the same pid", l.Adopted, l.Instances)},
 		{Name: "reload changing one group" + at, Unit: "s", Value: bench.Num(l.ReloadS), Note: fmt.Sprintf("other groups' servers untouched: %v", l.Untouched),
 			Verdict: map[bool]string{true: "PASS", false: "FAIL"}[l.Untouched]},
+		{Name: "metrics.db once its retention holds" + at, Unit: "MiB", Value: bench.Num(l.DB.SteadyMiB), Goal: "< 1 GiB at N = 1,000",
+			Note: fmt.Sprintf("%d instance series × a day of 1 m roll-ups + %d group series × (a day of 10 s + 30 days of 1 m) = %d rows at %.0f bytes a row (the file's now: %d rows)",
+				l.DB.InstanceSeries, l.DB.GroupSeries, l.DB.SteadyRows, l.DB.BytesPerRow, l.DB.Rows)},
 		{Name: "metrics.db growth at this rate" + at, Unit: "MiB/day", Value: bench.Num(l.DBGrowthDay / (1 << 20)),
 			Note: fmt.Sprintf("%.1f MiB after the run, growth over the rest window; per-instance series are kept a day (1 m roll-ups), so the file levels off near a day's growth plus the groups' 1 m roll-ups for 30 days", float64(l.DBBytes)/(1<<20))},
 	}
@@ -610,12 +617,12 @@ func figures(l *level) []bench.Figure {
 
 func markdown(levels []*level) string {
 	var b strings.Builder
-	b.WriteString("| N | G | shoal CPU (base) | RSS | HAProxy CPU (base) | 0→N/2→N | N→N/2 | failed | adopt | reload | metrics.db/day | status | events | /metrics | stream |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| N | G | shoal CPU (base) | RSS | HAProxy CPU (base) | 0→N/2→N | N→N/2 | failed | adopt | reload | metrics.db/day | metrics.db steady | status | events | /metrics | stream |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range levels {
-		fmt.Fprintf(&b, "| %d | %d | %.2f %% (%.2f) | %.0f MiB | %.2f %% (%.2f) | %.1f+%.1f s | %.1f s | %d/%d | %.1f s | %.2f s | %.1f MiB | %.0f ms | %.0f ms | %.0f ms | %.0f ms |\n",
+		fmt.Fprintf(&b, "| %d | %d | %.2f %% (%.2f) | %.0f MiB | %.2f %% (%.2f) | %.1f+%.1f s | %.1f s | %d/%d | %.1f s | %.2f s | %.1f MiB | %.1f MiB | %.0f ms | %.0f ms | %.0f ms | %.0f ms |\n",
 			l.Instances, l.Groups, l.CPU, l.BaseCPU, l.RSSKiB/1024, l.HAPCPU, l.BaseHAPCPU, l.UpHalfS, l.UpFullS, l.DownHalfS,
-			l.LoadFailed, l.LoadSent, l.AdoptS, l.ReloadS, l.DBGrowthDay/(1<<20), l.APIms.Status, l.APIms.Events, l.APIms.Prom, l.APIms.Stream)
+			l.LoadFailed, l.LoadSent, l.AdoptS, l.ReloadS, l.DBGrowthDay/(1<<20), l.DB.SteadyMiB, l.APIms.Status, l.APIms.Events, l.APIms.Prom, l.APIms.Stream)
 	}
 	return b.String()
 }
