@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	// The "sqlite" driver, as shoal's store uses it.
-	_ "modernc.org/sqlite"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // dbSteady is metrics.db's size once its retention holds, with the
@@ -26,7 +25,8 @@ type dbSteady struct {
 
 func estimateDB(ctx context.Context, path string) (dbSteady, error) {
 	var e dbSteady
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	// As shoal reads it: WAL, a reader never waits for its writer.
+	db, err := sql.Open("sqlite", store.DSN(path, false, "query_only(true)"))
 	if err != nil {
 		return e, fmt.Errorf("open %s: %w", path, err)
 	}
