@@ -78,6 +78,13 @@ type Balancer interface {
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
 }
 
+// sharedStats is a Balancer whose stats can come from one answer shared by
+// every group (haproxy.Manager): the health polls read through it, so that
+// their cost does not grow with the number of groups.
+type sharedStats interface {
+	SharedStats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
+}
+
 // Failure is an instance that exited or never became healthy.
 type Failure struct {
 	Instance string    `json:"instance"`
@@ -291,7 +298,12 @@ func open(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, s
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
-	g.stats = newStatsCache(func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }, clk, statsMaxAge)
+	fetch := func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }
+	if s, ok := lb.(sharedStats); ok {
+		// One answer for every group's polls.
+		fetch = func(ctx context.Context) ([]haproxy.ServerStat, error) { return s.SharedStats(ctx, cfg.Name) }
+	}
+	g.stats = newStatsCache(fetch, clk, statsMaxAge)
 	g.live.Store(&cfg)
 	gs, ok, err := st.GroupState(ctx, cfg.Name)
 	if err != nil {

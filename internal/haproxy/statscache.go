@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// StatsMaxAge is how old an answer of Manager.Stats may be: every group's
+// StatsMaxAge is how old an answer of Manager.SharedStats may be: every group's
 // health polls read their servers through it, and with one `show stat` per
 // backend per poll the cost grew with the groups (at 15 groups of 20
 // instances, 38 % of shoal's CPU at rest was their `show stat`s). One
