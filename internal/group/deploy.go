@@ -340,7 +340,8 @@ func planDeploy(v deployView) deployStep {
 // the last check only, and its status stays until the next check ends, so
 // the streak is measured in time: the fall-th check ends at most
 // (fall − 1) × (interval + timeout) after the first, with the longest of
-// inter, fastinter and downinter, plus one poll of the stats.
+// inter, fastinter and downinter, plus one poll of the stats and the
+// most their answer may have aged (the group's cache and the Manager's).
 type failStreak struct {
 	since time.Time
 }
@@ -354,7 +355,7 @@ func (f *failStreak) observe(st haproxy.ServerStat, h config.Health, now time.Ti
 		f.since = now
 	}
 	inter := max(h.Interval, h.FastInter, h.DownInter)
-	return now.Sub(f.since) >= time.Duration(h.Fall-1)*(inter+h.Timeout)+statsMaxAge+healthPoll
+	return now.Sub(f.since) >= time.Duration(h.Fall-1)*(inter+h.Timeout)+statsMaxAge+haproxy.StatsMaxAge+healthPoll
 }
 
 // checkReason says what a failed check saw: "HTTP 500" for a bad status,

@@ -56,8 +56,10 @@ const (
 	healthPoll = 200 * time.Millisecond
 	// healthWatch is how often an instance in service has its status read.
 	healthWatch = 500 * time.Millisecond
-	// statsMaxAge is how long one answer of HAProxy's stats serves polls.
-	statsMaxAge = 100 * time.Millisecond
+	// statsMaxAge is how long one answer of HAProxy's stats serves polls;
+	// the answer itself is up to haproxy.StatsMaxAge old (one for all
+	// groups), so the two add up to 100 ms.
+	statsMaxAge = 50 * time.Millisecond
 	// removeTimeout bounds taking a server out of HAProxy, removeRetry
 	// spaces the attempts; HAProxy's own timeout server (30 s by default)
 	// ends connections to a silent host.
@@ -75,6 +77,13 @@ type Balancer interface {
 	RemoveServer(ctx context.Context, backend, name string) error
 	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
+}
+
+// sharedStats is a Balancer whose stats can come from one answer shared by
+// every group (haproxy.Manager): the health polls read through it, so that
+// their cost does not grow with the number of groups.
+type sharedStats interface {
+	SharedStats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
 }
 
 // Failure is an instance that exited or never became healthy.
@@ -300,7 +309,12 @@ func open(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, s
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
-	g.stats = newStatsCache(func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }, clk, statsMaxAge)
+	fetch := func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }
+	if s, ok := lb.(sharedStats); ok {
+		// One answer for every group's polls.
+		fetch = func(ctx context.Context) ([]haproxy.ServerStat, error) { return s.SharedStats(ctx, cfg.Name) }
+	}
+	g.stats = newStatsCache(fetch, clk, statsMaxAge)
 	g.live.Store(&cfg)
 	gs, ok, err := st.GroupState(ctx, cfg.Name)
 	if err != nil {

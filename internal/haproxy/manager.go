@@ -63,6 +63,9 @@ type Manager struct {
 	// life serializes Start, Stop, Detach and Reload.
 	life sync.Mutex
 
+	// stats is the answer of every backend's servers that Stats serves.
+	stats serverStats
+
 	mu       sync.Mutex
 	registry map[serverKey]*entry
 	// text and hash are the configuration HAProxy runs, without servers

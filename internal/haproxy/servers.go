@@ -271,15 +271,40 @@ func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) er
 
 // Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
 func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
-	m.mu.Lock()
-	up := m.up
-	m.mu.Unlock()
-	if !up {
-		return nil, fmt.Errorf("haproxy stats for %s: %w", backend, ErrNotRunning)
+	if err := m.statsOf(backend); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	return m.client.Stats(ctx, backend)
+}
+
+// SharedStats is Stats as HAProxy saw it at most StatsMaxAge ago, from one
+// answer for every backend (see serverStats): what the groups' health
+// polls read, many times a second each.
+func (m *Manager) SharedStats(ctx context.Context, backend string) ([]ServerStat, error) {
+	if err := m.statsOf(backend); err != nil {
+		return nil, err
+	}
+	return m.stats.backend(ctx, backend, func(ctx context.Context) ([]ServerStat, error) {
+		ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+		defer cancel()
+		return m.client.ServerStats(ctx)
+	})
+}
+
+// statsOf says why backend's stats cannot be read, if they cannot.
+func (m *Manager) statsOf(backend string) error {
+	m.mu.Lock()
+	up := m.up
+	m.mu.Unlock()
+	if !up {
+		return fmt.Errorf("haproxy stats for %s: %w", backend, ErrNotRunning)
+	}
+	if !hapword.Name(backend) {
+		return fmt.Errorf("haproxy stats: invalid backend name %q", backend)
+	}
+	return nil
 }
 
 // check validates s, which ends up in runtime API command lines, and fills
@@ -600,9 +625,11 @@ func (m *Manager) stat(ctx context.Context, backend, name string) (ServerStat, b
 }
 
 // run sends one command line with a bounded wait and checks the answer.
+// Every change to a server goes through it, so the next Stats sees it.
 func (m *Manager) run(ctx context.Context, cmd, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
+	defer m.stats.forget()
 	return m.client.expect(ctx, cmd, want)
 }
 

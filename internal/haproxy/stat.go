@@ -192,6 +192,15 @@ func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error
 	return kept, nil
 }
 
+// ServerStats returns the servers of every backend, in one answer.
+func (c *Client) ServerStats(ctx context.Context) ([]ServerStat, error) {
+	stats, err := c.showStat(ctx, "-1 4 -1")
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(stats, func(s ServerStat) bool { return s.Type != TypeServer || s.Name == handoffServer }), nil
+}
+
 // BackendStats returns every backend's own line and its servers' lines, in
 // one answer so that all are read at the same moment. The hand-off server
 // of a held backend is HAProxy's, not an instance: it is left out, as Stats

@@ -67,8 +67,9 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	// loadgen is the client the HA tests run inside a network namespace.
-	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend", "cmd/loadgen"} {
+	// loadgen is the client the HA tests run inside a network namespace;
+	// standin the instance that costs least (TestScaleHundredInstances).
+	for _, pkg := range []string{"cmd/shoal", "cmd/demo-backend", "cmd/loadgen", "internal/testbin/standin"} {
 		args := []string{"build", "-o", dir}
 		// SHOAL_E2E_RACE=1 runs the suite against a race-detecting shoal.
 		if os.Getenv("SHOAL_E2E_RACE") != "" && pkg == "cmd/shoal" {

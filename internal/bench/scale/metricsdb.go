@@ -1,0 +1,69 @@
+package scale
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/shoal-lb/shoal/internal/store"
+)
+
+// dbSteady is metrics.db's size once its retention holds, with the
+// defaults: per-instance series (GROUP/INSTANCE/METRIC) 1 m roll-ups for a
+// day, group series 10 s roll-ups for a day and 1 m ones for 30 days. Its
+// bytes per row are the file's now (pages over rows: an overestimate
+// while the file is young, its fixed part spread over few rows).
+type dbSteady struct {
+	InstanceSeries int     `json:"instance_series"`
+	GroupSeries    int     `json:"group_series"`
+	Rows           int64   `json:"rows"`
+	BytesPerRow    float64 `json:"bytes_per_row"`
+	SteadyRows     int64   `json:"steady_rows"`
+	SteadyMiB      float64 `json:"steady_mib"`
+}
+
+func estimateDB(ctx context.Context, path string) (dbSteady, error) {
+	var e dbSteady
+	// As shoal reads it: WAL, a reader never waits for its writer.
+	db, err := sql.Open("sqlite", store.DSN(path, false, "query_only(true)"))
+	if err != nil {
+		return e, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT path FROM series")
+	if err != nil {
+		return e, fmt.Errorf("read %s: %w", path, err)
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return e, err
+		}
+		if strings.Count(p, "/") == 2 {
+			e.InstanceSeries++
+		} else {
+			e.GroupSeries++
+		}
+	}
+	rows.Close()
+	var r10, r1m, pages, pageSize int64
+	for _, q := range []struct {
+		sql string
+		out *int64
+	}{{"SELECT count(*) FROM rollup_10s", &r10}, {"SELECT count(*) FROM rollup_1m", &r1m}, {"PRAGMA page_count", &pages}, {"PRAGMA page_size", &pageSize}} {
+		if err := db.QueryRowContext(ctx, q.sql).Scan(q.out); err != nil {
+			return e, fmt.Errorf("%s of %s: %w", q.sql, path, err)
+		}
+	}
+	e.Rows = r10 + r1m
+	if e.Rows == 0 {
+		return e, fmt.Errorf("%s has no roll-up yet", path)
+	}
+	e.BytesPerRow = float64(pages*pageSize) / float64(e.Rows)
+	const day10s, day1m = 24 * 360, 24 * 60
+	e.SteadyRows = int64(e.InstanceSeries)*day1m + int64(e.GroupSeries)*(day10s+30*day1m)
+	e.SteadyMiB = float64(e.SteadyRows) * e.BytesPerRow / (1 << 20)
+	return e, nil
+}
