@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 
-	"github.com/shoal-lb/shoal/internal/store"
+	// The file is an operator's to read as well: through SQLite, not
+	// through shoal's store.
+	_ "modernc.org/sqlite"
 )
 
 // dbSteady is metrics.db's size once its retention holds, with the
@@ -25,8 +28,9 @@ type dbSteady struct {
 
 func estimateDB(ctx context.Context, path string) (dbSteady, error) {
 	var e dbSteady
-	// As shoal reads it: WAL, a reader never waits for its writer.
-	db, err := sql.Open("sqlite", store.DSN(path, false, "query_only(true)"))
+	// Read-only beside shoal's writer (WAL: a reader never waits for it).
+	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(5000)&_pragma=query_only(true)"}).String()
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return e, fmt.Errorf("open %s: %w", path, err)
 	}
