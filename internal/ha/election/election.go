@@ -493,7 +493,12 @@ candidate:
 			err := el.Resign(rctx)
 			rcancel()
 			if err != nil {
-				n.log.Warn("ha: resign", "err", err)
+				// The key would stay with the live session, and no other
+				// node could lead (this one campaigns again after its
+				// hold): let the session's lease lapse, which takes the
+				// key with it within the lease. Run makes a new session.
+				n.log.Warn("ha: resign failed; letting the session's lease lapse", "err", err)
+				sess.Orphan()
 			}
 			n.log.Info("ha: stepped down", "hold", 2*n.cfg.Lease)
 			reply <- nil
