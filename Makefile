@@ -61,7 +61,7 @@ E2E := ./test/e2e/
 PKG_P ?= 4
 test: test-deps vet
 	$(GO) test -count=1 -timeout 8m -p $(PKG_P) $$($(GO) list ./... | grep -v /test/e2e)
-	$(GO) test -count=1 -timeout 15m -parallel 8 $(E2E)
+	$(GO) test -count=1 -timeout 25m -parallel 8 $(E2E)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 
 # docs regenerates the reference pages of docs/ from the code (internal/docgen):

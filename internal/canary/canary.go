@@ -151,7 +151,9 @@ func Judge(a config.CanaryAnalysis, can, stable Figures) Result {
 	}
 	if p := a.MaxP99; p != nil && cok {
 		over := p.Above == 0 || cp > p.Above
-		vs := p.VsStable == 0 || !sok || float64(cp) > p.VsStable*float64(sp)
+		// The access log times in whole milliseconds: a stable p99 of 0
+		// is under 1 ms, not nothing (a canary at 1 ms is not 3x it).
+		vs := p.VsStable == 0 || !sok || float64(cp) > p.VsStable*float64(max(sp, latencyResolution))
 		if p.Above == 0 && !sok {
 			vs = false
 		}
@@ -161,6 +163,9 @@ func Judge(a config.CanaryAnalysis, can, stable Figures) Result {
 	}
 	return Result{Verdict: Pass, Reason: figures}
 }
+
+// latencyResolution is the access log's: its timers are whole milliseconds.
+const latencyResolution = time.Millisecond
 
 func p99Text(d time.Duration, ok bool, n int) string {
 	if !ok {

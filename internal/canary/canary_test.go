@@ -73,6 +73,10 @@ func TestJudge(t *testing.T) {
 		// not the canary's.
 		{"as bad as stable", Figures{Requests: 1000, Errors: 30}, Figures{Requests: 4000, Errors: 120}, Pass, "stable 4000 requests, 120 5xx (3.00%)"},
 		{"2x slower", Figures{Requests: 300, Latencies: lat(100, 20*time.Millisecond)}, stable, Fail, "p99 20ms beyond max_p99 (1.5x the stable version's)"},
+		// The log's timers are whole ms: 1 ms against a stable 0 (under
+		// 1 ms) is no regression; 3 ms against it is.
+		{"1 ms vs under 1 ms", Figures{Requests: 300, Latencies: lat(100, time.Millisecond)}, Figures{Requests: 900, Latencies: lat(400, 0)}, Pass, "p99 canary 1ms"},
+		{"3 ms vs under 1 ms", Figures{Requests: 300, Latencies: lat(100, 3*time.Millisecond)}, Figures{Requests: 900, Latencies: lat(400, 0)}, Fail, "p99 3ms beyond max_p99"},
 		{"slow but few samples", Figures{Requests: 300, Latencies: lat(99, 20*time.Millisecond)}, stable, Pass, "p99 canary unknown (99 samples)"},
 		// At 100 % the stable version answers nothing: the absolute bound
 		// alone judges.
