@@ -51,18 +51,15 @@ vet:
 	$(GO) vet ./...
 
 # test runs every test: unit tests and the integration tests that start real
-# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1. The
-# end-to-end suite runs on its own after the packages, so its load tests do not
-# share the machine with the packages' HAProxy tests.
-# The packages' tests mostly wait (on HAProxy, sshd, keepalived, etcd,
-# pebble, moto, child processes), so more packages run at once than the
-# machine has cores (go test's default -p): PKG_P of them.
+# HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
+# scripts/test.sh runs the packages' tests beside the end-to-end suite (both
+# mostly wait); the suite's load and measuring steps wait until the packages'
+# tests end, so they still have the machine to themselves. More packages run
+# at once than the machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
 PKG_P ?= 4
 test: test-deps vet
-	$(GO) test -count=1 -timeout 8m -p $(PKG_P) $$($(GO) list ./... | grep -v /test/e2e)
-	$(GO) test -count=1 -timeout 25m -parallel 8 $(E2E)
-	$(GO) test -count=1 -run '^$$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
+	GO=$(GO) PKG_P=$(PKG_P) E2E=$(E2E) bash scripts/test.sh
 
 # docs regenerates the reference pages of docs/ from the code (internal/docgen):
 # the config's keys, defaults and JSON Schema, the commands, the metrics

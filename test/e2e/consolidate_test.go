@@ -73,6 +73,7 @@ func TestSSHConsolidation(t *testing.T) {
 	if res.Failures != 0 {
 		t.Fatalf("%d of %d requests failed during the consolidation: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
+	shareAgain(t)
 	emptied := ev.Sources[0]
 	kept := a.Addr
 	if emptied == a.Addr {

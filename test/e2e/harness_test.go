@@ -1,11 +1,9 @@
 // Package e2e tests shoal as an operator runs it: the real shoal binary, real
 // HAProxy, real demo-backend instances and real HTTP traffic on 127.0.0.1.
 //
-// Tests that send load or bound a latency run one at a time, so they have
-// the machine to themselves; those that spend most of their time waiting
-// out a window, a timeout, a restart or a job, sending no load and bounding
-// no latency from above, call t.Parallel and run beside each other once the
-// others are done (each has its own state directory, ports and HAProxy).
+// Tests run side by side (each has its own state directory, ports and
+// HAProxy); a step that saturates the CPU or measures the machine runs
+// alone (machine_sched_test.go says how they share it).
 package e2e
 
 import (
@@ -89,76 +87,10 @@ func run(m *testing.M) int {
 		w := time.AfterFunc(d-min(d/10, 30*time.Second), sweepLive)
 		defer w.Stop()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go machine.openWhen(ctx, os.Getenv(aloneAfterEnv))
 	return m.Run()
-}
-
-// machine is how the suite's tests share this machine. Every test starts
-// its own shoal, HAProxy, instances and hosts (free ports, namespaces and
-// cgroups of its own), so most run side by side: parallel. A test that
-// saturates every CPU on purpose, or whose assertions are figures of the
-// machine (throughput, CPU, latency weights), runs alone: exclusive, so
-// its load pushes no other test past its bounds and no other test skews
-// its figures. Call one of them once in a test's tree: a test whose
-// subtests run side by side calls t.Parallel itself and parallel or
-// exclusive in each subtest. (A parent holding the lock while its
-// subtests wait for a slot that tests blocked on the lock hold is a
-// deadlock; so is taking a read lock twice behind a waiting exclusive.)
-//
-//	parallel ──RLock──► runs beside the other parallel tests
-//	exclusive ──Lock──► waits for them to end, runs alone
-var machine sync.RWMutex
-
-func parallel(t *testing.T) {
-	t.Helper()
-	t.Parallel()
-	began := time.Now()
-	machine.RLock()
-	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
-	st := &machineHold{}
-	holds.Store(t, st)
-	t.Cleanup(func() { // registered first: runs after the test's own cleanups
-		holds.Delete(t)
-		if st.alone {
-			machine.Unlock()
-		} else {
-			machine.RUnlock()
-		}
-	})
-}
-
-// alone turns a parallel test exclusive for the rest of it, from the step
-// that saturates the CPU or measures on: what comes before (starting
-// nodes, instances, load) runs beside the others.
-func alone(t *testing.T) {
-	t.Helper()
-	v, ok := holds.Load(t)
-	if !ok {
-		t.Fatal("alone: the test did not call parallel")
-	}
-	st := v.(*machineHold)
-	if st.alone {
-		return
-	}
-	machine.RUnlock() // an RWMutex cannot be upgraded: let go, then wait
-	began := time.Now()
-	machine.Lock()
-	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
-	st.alone = true
-}
-
-// machineHold is how a parallel test holds machine now.
-type machineHold struct{ alone bool }
-
-// holds maps a parallel test to its machineHold.
-var holds sync.Map
-
-func exclusive(t *testing.T) {
-	t.Helper()
-	t.Parallel()
-	began := time.Now()
-	machine.Lock()
-	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
-	t.Cleanup(machine.Unlock)
 }
 
 // live lists the envs whose processes their cleanup has not yet stopped,

@@ -137,6 +137,7 @@ func TestSSHHostDrainResume(t *testing.T) {
 	if res.Failures != 0 {
 		t.Errorf("%d of %d requests failed across the drain and the kill: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
+	shareAgain(t)
 	if !e.hostStatuses()[a.Addr].Cordoned {
 		t.Error("the drained host is not cordoned after the restart")
 	}

@@ -134,6 +134,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 	step("CPU saturated")
 	stopHogs()
+	shareAgain(t)
 
 	// The cloud refuses: the hosts take what they can, the cloud is
 	// skipped, nothing leaks.

@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// aloneAfterEnv names a file: until it exists, no step runs alone. make
+// test runs the packages' tests beside this suite and creates the file
+// when they end, so that a step that saturates the CPU or measures the
+// machine never shares it with them (the suite's parallel part does).
+const aloneAfterEnv = "SHOAL_E2E_ALONE_AFTER"
+
+// machine is how the suite's tests share this machine. Every test starts
+// its own shoal, HAProxy, instances and hosts (free ports, namespaces and
+// cgroups of its own), so most run side by side: parallel. A step that
+// saturates every CPU on purpose, or whose assertions are figures of the
+// machine (throughput, CPU, latency weights, outage bounds), runs alone,
+// so its load pushes no other test past its bounds and no other test
+// skews its figures. Call parallel or exclusive once in a test's tree
+// (a test whose subtests run side by side calls t.Parallel itself and
+// parallel or exclusive in each subtest).
+//
+// Steps that run alone are batched, not interleaved: a test that asks to
+// run alone waits in line while parallel tests keep starting; when no
+// parallel test is running (every slot holds a test in line, or none is
+// left to start) and the line is open (aloneAfterEnv), the line runs one
+// test at a time and new parallel tests wait until it is empty. A test back from its alone step (shareAgain)
+// rejoins the parallel ones. Before, each alone step stopped new tests and
+// waited for every running one to end: the machine idled through each.
+//
+//	            parallel ──► shared ──alone──► in line ──(open, no shared test)──► alone
+//	                           ▲                                                     │
+//	                           └──────────────────── shareAgain ◄────────────────────┘
+//	exclusive ──► in line ──► alone ──► end
+var machine = &sched{closed: true}
+
+type sched struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	shared int            // tests running side by side now
+	line   []*machineHold // tests waiting to run alone, first first
+	holder *machineHold   // the test running alone, if any
+	closed bool           // the line may not run yet (aloneAfterEnv)
+}
+
+// machineHold is how one test holds machine now.
+type machineHold struct{ alone bool }
+
+// holds maps a test to its machineHold.
+var holds sync.Map
+
+func (s *sched) lock() {
+	s.mu.Lock()
+	if s.cond.L == nil {
+		s.cond.L = &s.mu
+	}
+}
+
+// lineRuns says the machine belongs to the line: it is open, someone is
+// in it and no parallel test runs. Parallel tests wait until it is empty.
+func (s *sched) lineRuns() bool {
+	return len(s.line) > 0 && s.shared == 0 && !s.closed
+}
+
+// join waits until parallel tests may run, then counts one more.
+func (s *sched) join() {
+	s.lock()
+	defer s.mu.Unlock()
+	for s.holder != nil || s.lineRuns() {
+		s.cond.Wait()
+	}
+	s.shared++
+}
+
+// leaveShared counts one fewer parallel test.
+func (s *sched) leaveShared() {
+	s.shared--
+	s.cond.Broadcast()
+}
+
+// queue puts st in line and waits for its turn to run alone.
+func (s *sched) queue(st *machineHold) {
+	s.line = append(s.line, st)
+	s.cond.Broadcast()
+	for !s.lineRuns() || s.holder != nil || s.line[0] != st {
+		s.cond.Wait()
+	}
+	s.line = s.line[1:]
+	s.holder = st
+	st.alone = true
+}
+
+// release ends st's alone step: the next in line runs, or, the line
+// empty, parallel tests start again.
+func (s *sched) release(st *machineHold) {
+	s.holder = nil
+	st.alone = false
+	s.cond.Broadcast()
+}
+
+// openWhen keeps the line closed until the file at path exists (no path:
+// open at once).
+func (s *sched) openWhen(ctx context.Context, path string) {
+	open := func() {
+		s.lock()
+		s.closed = false
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+	if path == "" {
+		open()
+		return
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			open()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	began := time.Now()
+	machine.join()
+	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
+	st := &machineHold{}
+	holds.Store(t, st)
+	t.Cleanup(func() { // registered first: runs after the test's own cleanups
+		holds.Delete(t)
+		machine.lock()
+		defer machine.mu.Unlock()
+		if st.alone {
+			machine.release(st)
+		} else {
+			machine.leaveShared()
+		}
+	})
+}
+
+// alone turns a parallel test exclusive from the step that saturates the
+// CPU or measures on, until shareAgain or its end: what comes before
+// (starting nodes, instances, load) runs beside the others.
+func alone(t *testing.T) {
+	t.Helper()
+	st := holdOf(t)
+	if st.alone {
+		return
+	}
+	began := time.Now()
+	machine.lock()
+	machine.leaveShared()
+	machine.queue(st)
+	machine.mu.Unlock()
+	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
+}
+
+// shareAgain ends a test's alone step: what follows (waiting out a
+// back-off, a window, a clean-up) runs beside the others again.
+func shareAgain(t *testing.T) {
+	t.Helper()
+	st := holdOf(t)
+	if !st.alone {
+		return
+	}
+	machine.lock()
+	machine.release(st)
+	machine.mu.Unlock()
+	t.Logf("machine: shared again")
+	machine.join()
+}
+
+func holdOf(t *testing.T) *machineHold {
+	t.Helper()
+	v, ok := holds.Load(t)
+	if !ok {
+		t.Fatal("the test did not call parallel")
+	}
+	return v.(*machineHold)
+}
+
+func exclusive(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	began := time.Now()
+	st := &machineHold{}
+	machine.lock()
+	machine.queue(st)
+	machine.mu.Unlock()
+	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		machine.lock()
+		machine.release(st)
+		machine.mu.Unlock()
+	})
+}
+
+// TestMachineSchedBatchesAloneSteps drives a sched of its own: a test in
+// line does not stop parallel tests from starting; it runs once none is
+// running, never beside one; and the line runs one at a time.
+func TestMachineSchedBatchesAloneSteps(t *testing.T) {
+	parallel(t)
+	s := &sched{}
+	var mu sync.Mutex
+	sharedNow, aloneNow, maxAlone := 0, 0, 0
+	var bad []string
+	enter := func(alone bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if alone {
+			aloneNow++
+			maxAlone = max(maxAlone, aloneNow)
+			if sharedNow > 0 {
+				bad = append(bad, "an alone step ran beside a parallel test")
+			}
+		} else {
+			sharedNow++
+			if aloneNow > 0 {
+				bad = append(bad, "a parallel test ran beside an alone step")
+			}
+		}
+	}
+	leave := func(alone bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if alone {
+			aloneNow--
+		} else {
+			sharedNow--
+		}
+	}
+
+	// One parallel test runs; another asks to run alone and waits in line.
+	s.join()
+	enter(false)
+	inLine := make(chan struct{})
+	ranAlone := make(chan struct{})
+	go func() {
+		s.join()
+		enter(false)
+		leave(false)
+		s.lock()
+		close(inLine)
+		s.leaveShared()
+		st := &machineHold{}
+		s.queue(st)
+		s.mu.Unlock()
+		enter(true)
+		time.Sleep(20 * time.Millisecond)
+		leave(true)
+		s.lock()
+		s.release(st)
+		s.mu.Unlock()
+		close(ranAlone)
+	}()
+	<-inLine
+	// A new parallel test still starts while the line waits.
+	started := make(chan struct{})
+	go func() { s.join(); close(started) }()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a parallel test could not start while a test waited in line")
+	}
+	enter(false)
+	select {
+	case <-ranAlone:
+		t.Fatal("the alone step ran while parallel tests ran")
+	case <-time.After(100 * time.Millisecond):
+	}
+	for range 2 { // both parallel tests end: the line runs
+		leave(false)
+		s.lock()
+		s.leaveShared()
+		s.mu.Unlock()
+	}
+	select {
+	case <-ranAlone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the line did not run once no parallel test ran")
+	}
+
+	// A closed line does not run, and parallel tests go on starting.
+	s.lock()
+	s.closed = true
+	s.mu.Unlock()
+	st := &machineHold{}
+	queued := make(chan struct{})
+	go func() {
+		s.lock()
+		s.queue(st)
+		s.mu.Unlock()
+		close(queued)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	s.join()
+	s.lock()
+	s.leaveShared()
+	s.mu.Unlock()
+	select {
+	case <-queued:
+		t.Fatal("a closed line ran")
+	case <-time.After(100 * time.Millisecond):
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := filepath.Join(t.TempDir(), "packages-done")
+	go s.openWhen(ctx, opened)
+	if err := os.WriteFile(opened, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-queued:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the line did not run once its file was there")
+	}
+	s.lock()
+	s.release(st)
+	s.mu.Unlock()
+
+	// Three in line at once, then released: one at a time.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := &machineHold{}
+			s.lock()
+			s.queue(st)
+			s.mu.Unlock()
+			enter(true)
+			time.Sleep(10 * time.Millisecond)
+			leave(true)
+			s.lock()
+			s.release(st)
+			s.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	s.join() // the line is empty: parallel tests start again
+	if len(bad) > 0 || maxAlone != 1 {
+		t.Fatalf("%v; at most %d alone at once, want 1", bad, maxAlone)
+	}
+}
