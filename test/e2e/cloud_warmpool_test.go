@@ -125,7 +125,6 @@ func TestExecCloudWarmPool(t *testing.T) {
 	e := newEnv(t, prov, g)
 	e.start()
 	e.waitInService("web", 2)
-	stop := load(t, e)
 
 	// timedScale scales web to n and returns how long the new instance
 	// took to go into service (the scale job ends then).
@@ -136,6 +135,7 @@ func TestExecCloudWarmPool(t *testing.T) {
 		return time.Since(begin)
 	}
 	alone(t) // the two scale-outs are measured
+	stop := load(t, e)
 	cold := timedScale(3)
 	e.checkInSync("web")
 	scaleSync(t, e, "--size", "2")
