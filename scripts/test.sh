@@ -11,19 +11,31 @@ GO=${GO:-go}
 PKG_P=${PKG_P:-4}
 E2E=${E2E:-./test/e2e/}
 
+# TEST_JSON_DIR=DIR keeps go test's -json events of each part there (per-test
+# times: the slowest tests, how long each waited for the machine).
+json=()
+out_pkgs=/dev/stdout
+out_e2e=/dev/stdout
+if [[ -n ${TEST_JSON_DIR:-} ]]; then
+	mkdir -p "$TEST_JSON_DIR"
+	json=(-json)
+	out_pkgs=$TEST_JSON_DIR/packages.json
+	out_e2e=$TEST_JSON_DIR/e2e.json
+fi
+
 done_file=$(mktemp -u "${TMPDIR:-/tmp}/shoal-packages-done.XXXXXX")
 trap 'rm -f "$done_file"' EXIT
 
 mapfile -t pkgs < <($GO list ./... | grep -v /test/e2e)
 (
-	$GO test -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}"
+	$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
 	rc=$?
 	touch "$done_file"
 	exit $rc
 ) &
 pkg_pid=$!
 
-SHOAL_E2E_ALONE_AFTER=$done_file $GO test -count=1 -timeout 25m -parallel 8 "$E2E"
+SHOAL_E2E_ALONE_AFTER=$done_file $GO test "${json[@]}" -count=1 -timeout 25m -parallel 8 "$E2E" >"$out_e2e"
 e2e_rc=$?
 wait $pkg_pid
 pkg_rc=$?
