@@ -41,6 +41,11 @@ type Options struct {
 	Requests int64
 	// Timeout bounds each request, body included; 0 means no limit.
 	Timeout time.Duration
+	// Pace is the least time between the starts of one worker's requests;
+	// 0 sends them back to back. A paced load keeps requests in flight on
+	// every connection without taking every core (a test that shares the
+	// machine with others).
+	Pace time.Duration
 	// Header is added to every request. A "Host" entry sets the request's Host.
 	Header http.Header
 	// TLS, when set, configures https connections (RootCAs, ServerName).
@@ -271,11 +276,24 @@ func failureKind(err error, failure string) string {
 
 // work sends requests one after another until the run ends.
 func (r *run) work(s *workerStats) {
+	var pace *time.Timer
+	if r.opts.Pace > 0 {
+		pace = time.NewTimer(0)
+		defer pace.Stop()
+	}
 	for r.ctx.Err() == nil {
 		// Running out of requests ends only this worker: the others finish
 		// the requests they have in flight, so exactly Requests complete.
 		if r.opts.Requests > 0 && r.issued.Add(1) > r.opts.Requests {
 			return
+		}
+		if pace != nil {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-pace.C:
+			}
+			pace.Reset(r.opts.Pace)
 		}
 		r.do(s)
 	}

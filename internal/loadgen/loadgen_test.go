@@ -319,3 +319,22 @@ func TestRunHTTP2(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPace: with Pace, each worker starts a request at most once per
+// Pace, on its one kept-alive connection.
+func TestRunPace(t *testing.T) {
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	const pace, workers, took = 20 * time.Millisecond, 2, 400 * time.Millisecond
+	res, err := Run(context.Background(), Options{URL: srv.URL + "/", Concurrency: workers, Duration: took, Pace: pace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A request at the start and one per Pace after: at most took/pace+1
+	// per worker. Unpaced, this server answers thousands in that time.
+	if most := int64(workers * (took/pace + 1)); res.Requests > most || res.Requests < 4 || res.Failures != 0 {
+		t.Fatalf("%d requests (%d failed) in %s, want 4 to %d", res.Requests, res.Failures, took, most)
+	}
+	if got := conns.Load(); got != workers {
+		t.Errorf("server saw %d connections, want %d", got, workers)
+	}
+}

@@ -27,10 +27,17 @@ var web = groupSpec{Name: "web", Min: 2, Max: 5, Plans: "{smallest: 2, medium: 3
 // loadConcurrency is how many keep-alive connections load uses.
 const loadConcurrency = 4
 
+// loadPace is the least time between the requests of one of load's
+// connections: up to 2,000 requests a second in all, always some in
+// flight, without taking every core from the tests beside it (unpaced, one
+// test's load took both cores). A step that needs a busy machine saturates
+// it on purpose (cpuHogs), alone.
+const loadPace = 2 * time.Millisecond
+
 // load sends keep-alive requests through the balancer until stop is called.
 func load(t *testing.T, e *shoalEnv) (stop func() loadgen.Result) {
 	t.Helper()
-	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second})
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second, Pace: loadPace})
 	if err != nil {
 		t.Fatal(err)
 	}
