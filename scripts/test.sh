@@ -35,7 +35,7 @@ mapfile -t pkgs < <($GO list ./... | grep -v /test/e2e)
 ) &
 pkg_pid=$!
 
-SHOAL_E2E_ALONE_AFTER=$done_file $GO test "${json[@]}" -count=1 -timeout 25m -parallel 8 "$E2E" >"$out_e2e"
+SHOAL_E2E_ALONE_AFTER=$done_file $GO test "${json[@]}" -count=1 -timeout 25m -parallel 16 "$E2E" >"$out_e2e"
 e2e_rc=$?
 wait $pkg_pid
 pkg_rc=$?

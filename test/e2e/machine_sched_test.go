@@ -37,7 +37,7 @@ const aloneAfterEnv = "SHOAL_E2E_ALONE_AFTER"
 //	                           ▲                                                     │
 //	                           └──────────────────── shareAgain ◄────────────────────┘
 //	exclusive ──► in line ──► alone ──► end
-var machine = &sched{closed: true}
+var machine = &sched{closed: true, most: 8}
 
 type sched struct {
 	mu     sync.Mutex
@@ -46,6 +46,10 @@ type sched struct {
 	line   []*machineHold // tests waiting to run alone, first first
 	holder *machineHold   // the test running alone, if any
 	closed bool           // the line may not run yet (aloneAfterEnv)
+	// most is how many tests run side by side at once (0: no bound). go
+	// test's -parallel (make test: 16) is larger, so that the tests
+	// waiting in line do not take the slots of parallel ones.
+	most int
 }
 
 // machineHold is how one test holds machine now.
@@ -71,7 +75,7 @@ func (s *sched) lineRuns() bool {
 func (s *sched) join() {
 	s.lock()
 	defer s.mu.Unlock()
-	for s.holder != nil || s.lineRuns() {
+	for s.holder != nil || s.lineRuns() || (s.most > 0 && s.shared >= s.most) {
 		s.cond.Wait()
 	}
 	s.shared++
@@ -353,5 +357,25 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	s.join() // the line is empty: parallel tests start again
 	if len(bad) > 0 || maxAlone != 1 {
 		t.Fatalf("%v; at most %d alone at once, want 1", bad, maxAlone)
+	}
+
+	// At most most side by side: the next waits for one to end.
+	s.lock()
+	s.most = 1
+	s.mu.Unlock()
+	second := make(chan struct{})
+	go func() { s.join(); close(second) }()
+	select {
+	case <-second:
+		t.Fatal("a second parallel test started beside the one most allows")
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.lock()
+	s.leaveShared()
+	s.mu.Unlock()
+	select {
+	case <-second:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second parallel test did not start when the first ended")
 	}
 }
