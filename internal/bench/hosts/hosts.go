@@ -347,23 +347,14 @@ func (a *abortCount) since(names []string) (there, elsewhere int64) {
 	return there, elsewhere
 }
 
-// lightLoad sends GETs at rate until the returned stop is called.
+// lightLoad sends GETs at rate until the returned stop is called (again:
+// the same result).
 func lightLoad(ctx context.Context, url string, rate float64) (stop func() loadgen.OpenResult) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan loadgen.OpenResult, 1)
-	go func() {
-		res, _ := loadgen.RunOpen(ctx, loadgen.OpenOptions{URL: url, Timeout: 10 * time.Second, MaxConns: 8,
-			Schedule: []loadgen.Segment{{Rate: rate, Duration: time.Hour}}})
-		done <- res
-	}()
-	var res *loadgen.OpenResult
+	load := bench.StartOpenLoad(ctx, loadgen.OpenOptions{URL: url, Timeout: 10 * time.Second, MaxConns: 8,
+		Schedule: []loadgen.Segment{{Rate: rate, Duration: time.Hour}}})
 	return func() loadgen.OpenResult {
-		if res == nil {
-			cancel()
-			r := <-done
-			res = &r
-		}
-		return *res
+		res, _ := load.Stop()
+		return res
 	}
 }
 
