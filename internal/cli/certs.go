@@ -27,22 +27,10 @@ one not served at all NOT SERVED.`,
   shoal certs -o json | jq -r '.certificates[] | select(.expiring) | .names[]'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			resp, err := c.Certs(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				return printJSON(o.stdout, resp)
-			}
-			printCerts(o.stdout, resp.Certificates)
-			return nil
+			_, err := show(cmd, o, (*api.Client).Certs, func(w io.Writer, resp api.CertsResponse) {
+				printCerts(w, resp.Certificates)
+			})
+			return err
 		},
 	}
 	addOutputFlag(cmd, o)

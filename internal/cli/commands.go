@@ -35,6 +35,30 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// show is a read command's run with -o text|json: check -o, reach the core,
+// ask it (get, a method expression such as (*api.Client).HA fits), then print
+// the answer as JSON or, with text, for a person. The answer is returned for
+// a command whose exit status depends on it.
+func show[T any](cmd *cobra.Command, o *options, get func(*api.Client, context.Context) (T, error), text func(io.Writer, T)) (T, error) {
+	var v T
+	if err := o.checkOutput(); err != nil {
+		return v, err
+	}
+	c, err := o.client()
+	if err != nil {
+		return v, err
+	}
+	v, err = get(c, cmd.Context())
+	if err != nil {
+		return v, apiExit(err)
+	}
+	if o.output == "json" {
+		return v, printJSON(o.stdout, v)
+	}
+	text(o.stdout, v)
+	return v, nil
+}
+
 func statusCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/shoal-lb/shoal/internal/api"
 )
 
 func cpuUsageCmd(o *options) *cobra.Command {
@@ -36,11 +34,7 @@ that scripts written for the cloud run unchanged; shoal needs neither.`,
 			if len(prefixes) == 0 {
 				return &exitError{code: exitUsage, msg: "--prefix is required (the instances' name prefix, such as the group's name)"}
 			}
-			w, err := api.ParseWindow(window)
-			if err != nil {
-				return &exitError{code: exitUsage, msg: "--time: " + err.Error()}
-			}
-			q, err := parseQuery(query)
+			w, q, err := parseWindowQuery(window, query)
 			if err != nil {
 				return err
 			}

@@ -36,22 +36,8 @@ func haStatusCmd(o *options) *cobra.Command {
   shoal ha status -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			st, err := c.HA(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				return printJSON(o.stdout, st)
-			}
-			printHA(o.stdout, st)
-			return nil
+			_, err := show(cmd, o, (*api.Client).HA, printHA)
+			return err
 		},
 	}
 	addOutputFlag(cmd, o)

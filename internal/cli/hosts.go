@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -27,26 +28,14 @@ a cordon, and resume a drain (even after a kill -9 of shoal, or of the leader).`
   shoal hosts uncordon web2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			resp, err := c.Hosts(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				return printJSON(o.stdout, resp)
-			}
-			if len(resp.Hosts) == 0 {
-				fmt.Fprintln(o.stdout, "no provider with hosts (every group runs on this machine or a cloud)")
-				return nil
-			}
-			printHosts(o.stdout, resp.Hosts)
-			return nil
+			_, err := show(cmd, o, (*api.Client).Hosts, func(w io.Writer, resp api.HostsResponse) {
+				if len(resp.Hosts) == 0 {
+					fmt.Fprintln(w, "no provider with hosts (every group runs on this machine or a cloud)")
+					return
+				}
+				printHosts(w, resp.Hosts)
+			})
+			return err
 		},
 	}
 	addOutputFlag(cmd, o)
@@ -58,22 +47,13 @@ a cordon, and resume a drain (even after a kill -9 of shoal, or of the leader).`
 			Example: "  shoal hosts " + name + " web2\n  shoal hosts " + name + " web2 --provider lab",
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := o.checkOutput(); err != nil {
-					return err
+				hostAct := func(c *api.Client, ctx context.Context) (api.HostResponse, error) {
+					return c.HostAct(ctx, name, args[0], prov)
 				}
-				c, err := o.client()
-				if err != nil {
-					return err
-				}
-				resp, err := c.HostAct(cmd.Context(), name, args[0], prov)
-				if err != nil {
-					return apiExit(err)
-				}
-				if o.output == "json" {
-					return printJSON(o.stdout, resp)
-				}
-				fmt.Fprintln(o.stdout, printable(resp.Message))
-				return nil
+				_, err := show(cmd, o, hostAct, func(w io.Writer, resp api.HostResponse) {
+					fmt.Fprintln(w, printable(resp.Message))
+				})
+				return err
 			},
 		}
 		c.Flags().StringVar(&prov, "provider", "", "the host's provider, when several have a host of that name")
@@ -86,22 +66,14 @@ a cordon, and resume a drain (even after a kill -9 of shoal, or of the leader).`
 		Example: "  shoal hosts drains -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
+			hostDrains := func(c *api.Client, ctx context.Context) (api.HostDrainsResponse, error) {
+				ds, err := c.HostDrains(ctx)
+				return api.HostDrainsResponse{Drains: ds}, err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ds, err := c.HostDrains(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				return printJSON(o.stdout, api.HostDrainsResponse{Drains: ds})
-			}
-			printDrains(o.stdout, ds)
-			return nil
+			_, err := show(cmd, o, hostDrains, func(w io.Writer, resp api.HostDrainsResponse) {
+				printDrains(w, resp.Drains)
+			})
+			return err
 		},
 	}
 	addOutputFlag(drains, o)

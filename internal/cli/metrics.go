@@ -52,11 +52,7 @@ instances, so its scripts work unchanged.`,
 			if format != "" && output == "table" {
 				return &exitError{code: exitUsage, msg: "--format sacloud-cpu-usage prints JSON; it cannot be combined with -o table"}
 			}
-			w, err := api.ParseWindow(window)
-			if err != nil {
-				return &exitError{code: exitUsage, msg: "--time: " + err.Error()}
-			}
-			q, err := parseQuery(query)
+			w, q, err := parseWindowQuery(window, query)
 			if err != nil {
 				return err
 			}
@@ -95,15 +91,20 @@ instances, so its scripts work unchanged.`,
 }
 
 // parseQuery compiles a --query program; a bad one is bad input.
-func parseQuery(src string) (*metrics.Query, error) {
-	if src == "" {
-		return nil, nil
-	}
-	q, err := metrics.ParseQuery(src)
+// parseWindowQuery reads --time and --query, each a usage error when bad.
+func parseWindowQuery(window, query string) (time.Duration, *metrics.Query, error) {
+	w, err := api.ParseWindow(window)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, msg: "--query: " + err.Error()}
+		return 0, nil, &exitError{code: exitUsage, msg: "--time: " + err.Error()}
 	}
-	return q, nil
+	if query == "" {
+		return w, nil, nil
+	}
+	q, err := metrics.ParseQuery(query)
+	if err != nil {
+		return 0, nil, &exitError{code: exitUsage, msg: "--query: " + err.Error()}
+	}
+	return w, q, nil
 }
 
 // printQuery prints every value q emits over v as compact JSON, one a line,

@@ -36,23 +36,11 @@ problem; it gives up on a host that does not answer within the connect
 timeout and on the whole check after ` + api.PreflightTimeout.String() + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.client()
+			resp, err := show(cmd, o, (*api.Client).PreflightProviders, func(w io.Writer, resp api.PreflightResponse) {
+				printPreflight(w, resp.Results)
+			})
 			if err != nil {
 				return err
-			}
-			resp, err := c.PreflightProviders(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				if err := printJSON(o.stdout, resp); err != nil {
-					return err
-				}
-			} else {
-				printPreflight(o.stdout, resp.Results)
 			}
 			if !resp.OK {
 				return &exitError{code: exitFailed, msg: "some hosts have problems"}

@@ -25,22 +25,10 @@ on_missing says. Credentials are never shown.`,
   shoal sources -o json | jq '.[] | select(.last_error != null)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			srcs, err := c.Sources(cmd.Context())
-			if err != nil {
-				return apiExit(err)
-			}
-			if o.output == "json" {
-				return printJSON(o.stdout, srcs)
-			}
-			printSources(o.stdout, srcs, time.Now())
-			return nil
+			_, err := show(cmd, o, (*api.Client).Sources, func(w io.Writer, srcs []api.SourceStatus) {
+				printSources(w, srcs, time.Now())
+			})
+			return err
 		},
 	}
 	addOutputFlag(cmd, o)

@@ -346,17 +346,8 @@ func (d *decoder) rule(item *yaml.Node, path string, i int, interval time.Durati
 		return Rule{}, nil, false
 	}
 	r := defaultRule
-	r.Name = fmt.Sprintf("rule-%d", i+1)
-	nameNode := f.node
-	if name, nn := f.str("name", ""); nn != nil {
-		if !nameRE.MatchString(name) {
-			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
-		} else if what := reservedName(name); what != "" {
-			d.errorf(nn, f.field("name"), "%q names %s in decisions; choose another name", name, what)
-		} else {
-			r.Name, nameNode = name, nn
-		}
-	}
+	var nameNode *yaml.Node
+	r.Name, nameNode = d.decisionName(f, fmt.Sprintf("rule-%d", i+1))
 	r.Metric, _ = d.metric(f, "metric")
 
 	above, below := f.get("above"), f.get("below")
@@ -591,6 +582,25 @@ func (d *decoder) step(n *yaml.Node, path string, def Step) Step {
 	return def
 }
 
+// decisionName is the name of a rule or a schedule, which decisions record:
+// its name field when that is valid, with the field's node, or else def
+// (rule-N, schedule-N) and the item's node, where a duplicate is reported.
+func (d *decoder) decisionName(f *fields, def string) (string, *yaml.Node) {
+	name, nn := f.str("name", "")
+	if nn == nil {
+		return def, f.node
+	}
+	if !nameRE.MatchString(name) {
+		d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
+		return def, f.node
+	}
+	if what := reservedName(name); what != "" {
+		d.errorf(nn, f.field("name"), "%q names %s in decisions; choose another name", name, what)
+		return def, f.node
+	}
+	return name, nn
+}
+
 // schedule returns the schedule at item and the node its name is reported
 // at: its name, or item itself for a default name.
 func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupOK bool) (Schedule, *yaml.Node, bool) {
@@ -599,17 +609,8 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 		return Schedule{}, nil, false
 	}
 	s := defaultSchedule
-	s.Name = fmt.Sprintf("schedule-%d", i+1)
-	nameNode := f.node
-	if name, nn := f.str("name", ""); nn != nil {
-		if !nameRE.MatchString(name) {
-			d.errorf(nn, f.field("name"), "must match %s, got %q", namePattern, name)
-		} else if what := reservedName(name); what != "" {
-			d.errorf(nn, f.field("name"), "%q names %s in decisions; choose another name", name, what)
-		} else {
-			s.Name, nameNode = name, nn
-		}
-	}
+	var nameNode *yaml.Node
+	s.Name, nameNode = d.decisionName(f, fmt.Sprintf("schedule-%d", i+1))
 	loc, _ := time.LoadLocation(s.Timezone) // the table's zone, which always loads
 	if tz, tn := f.str("timezone", ""); tn != nil {
 		l, err := time.LoadLocation(tz)

@@ -92,13 +92,7 @@ func (m *Manager) MarkReady(backend, name string) {
 // have stopped coming for stickyQuiet.
 func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.Duration) error {
 	k := serverKey{backend, name}
-	m.mu.Lock()
-	e := m.registry[k]
-	if e != nil {
-		e.draining = true
-	}
-	up := m.up
-	m.mu.Unlock()
+	e, up := m.registered(k, func(e *entry) { e.draining = true })
 	if e == nil {
 		return fmt.Errorf("drain server %q/%q: not registered", backend, name)
 	}
@@ -191,17 +185,23 @@ func (m *Manager) quiet(ctx context.Context, backend, name string, q *quiet) (bo
 	return time.Since(q.since) >= stickyQuiet, nil
 }
 
+// registered changes the registered server k with set, under m.mu, and
+// returns its entry (nil when it is not registered) and whether HAProxy is up.
+func (m *Manager) registered(k serverKey, set func(*entry)) (e *entry, up bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e = m.registry[k]
+	if e != nil {
+		set(e)
+	}
+	return e, m.up
+}
+
 // Undrain puts a draining server back into rotation: its retirement could
 // not go on (its cloud refused to delete it), and it still serves.
 func (m *Manager) Undrain(ctx context.Context, backend, name string) error {
 	k := serverKey{backend, name}
-	m.mu.Lock()
-	e := m.registry[k]
-	if e != nil {
-		e.draining = false
-	}
-	up := m.up
-	m.mu.Unlock()
+	e, up := m.registered(k, func(e *entry) { e.draining = false })
 	if e == nil {
 		return fmt.Errorf("undrain server %q/%q: not registered", backend, name)
 	}

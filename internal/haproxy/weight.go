@@ -25,13 +25,7 @@ func (m *Manager) SetWeight(ctx context.Context, backend, name string, weight in
 		return err
 	}
 	defer unlock()
-	m.mu.Lock()
-	e := m.registry[k]
-	if e != nil {
-		e.srv.Weight = weight
-	}
-	up := m.up
-	m.mu.Unlock()
+	e, up := m.registered(k, func(e *entry) { e.srv.Weight = weight })
 	if e == nil {
 		return fmt.Errorf("set weight of %s/%s: not registered", backend, name)
 	}

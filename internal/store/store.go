@@ -393,54 +393,49 @@ func (s *Store) PutInstance(ctx context.Context, in Instance) error {
 // an error.
 func (s *Store) DeleteInstance(ctx context.Context, name string) error {
 	now := time.Now()
-	tx, err := s.db.BeginTx(ctx, nil)
+	err := s.execAll(ctx,
+		stmt{`INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider)
+			SELECT name, group_name, started_at, ?, provider FROM instances WHERE name = ? AND started_at IS NOT NULL`,
+			[]any{formatTime(now), name}},
+		stmt{`DELETE FROM instances WHERE name = ?`, []any{name}},
+		stmt{`DELETE FROM instance_usage WHERE ended_at < ?`, []any{formatTime(now.Add(-usageKept))}})
 	if err != nil {
 		return fmt.Errorf("delete instance %q: %w", name, err)
 	}
+	return nil
+}
+
+// stmt is one SQL statement with its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// execAll runs the statements in one transaction: all of them, or none.
+func (s *Store) execAll(ctx context.Context, stmts ...stmt) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
 	defer tx.Rollback()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider)
-			SELECT name, group_name, started_at, ?, provider FROM instances WHERE name = ? AND started_at IS NOT NULL`,
-			[]any{formatTime(now), name}},
-		{`DELETE FROM instances WHERE name = ?`, []any{name}},
-		{`DELETE FROM instance_usage WHERE ended_at < ?`, []any{formatTime(now.Add(-usageKept))}},
-	} {
+	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
-			return fmt.Errorf("delete instance %q: %w", name, err)
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("delete instance %q: %w", name, err)
-	}
-	return nil
+	return tx.Commit()
 }
 
 // AddStartDelay records that an instance of group went into service at
 // at, d after its start on provider, keeping the group's newest
 // startDelaysKept.
 func (s *Store) AddStartDelay(ctx context.Context, group, provider string, at time.Time, d time.Duration) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("record start delay of group %s: %w", group, err)
-	}
-	defer tx.Rollback()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO start_delays (group_name, at, seconds, provider) VALUES (?, ?, ?, ?)`, []any{group, formatTime(at), d.Seconds(), provider}},
-		{`DELETE FROM start_delays WHERE group_name = ? AND rowid NOT IN
+	err := s.execAll(ctx,
+		stmt{`INSERT INTO start_delays (group_name, at, seconds, provider) VALUES (?, ?, ?, ?)`, []any{group, formatTime(at), d.Seconds(), provider}},
+		stmt{`DELETE FROM start_delays WHERE group_name = ? AND rowid NOT IN
 			(SELECT rowid FROM start_delays WHERE group_name = ? ORDER BY at DESC, rowid DESC LIMIT ?)`,
-			[]any{group, group, startDelaysKept}},
-	} {
-		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
-			return fmt.Errorf("record start delay of group %s: %w", group, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+			[]any{group, group, startDelaysKept}})
+	if err != nil {
 		return fmt.Errorf("record start delay of group %s: %w", group, err)
 	}
 	return nil

@@ -7,8 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/loadgen"
-	"github.com/shoal-lb/shoal/internal/testhost"
 
 	"github.com/shoal-lb/shoal/internal/bench"
 )
@@ -102,18 +99,15 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	if err != nil {
 		return nil, err
 	}
-	labDir := filepath.Join(env.Work, "hosts")
-	if err := os.Mkdir(labDir, 0o700); err != nil {
-		return nil, err
-	}
-	lab, err := testhost.New(ctx, labDir, 2)
+	lab, err := bench.TestHosts(ctx, env, 2)
 	if err != nil {
-		return nil, fmt.Errorf("test hosts: %w", err)
+		return nil, err
 	}
 	defer lab.Close()
 
 	sh, err := env.StartShoalOn(sbin, func(port int) string {
-		return config(port, filepath.Join(env.Work, "state"), backend, 2*slices.Max(sizes)+1, providerYAML(lab, filepath.Join(env.Work, "remote")))
+		return bench.HostsConfig(port, filepath.Join(env.Work, "state"), backend, 1, 2*slices.Max(sizes)+1,
+			bench.SSHProviderYAML(lab, filepath.Join(env.Work, "remote"), 0), groupYAML)
 	})
 	if err != nil {
 		return nil, err
@@ -241,7 +235,7 @@ func (r runner) measure(ctx context.Context, name, host string, n int, do func(*
 		if err == nil {
 			there := 0
 			for _, in := range st.Instances {
-				if hostOf(in.Addr) == host {
+				if bench.HostOf(in.Addr) == host {
 					there++
 				}
 			}
@@ -276,7 +270,7 @@ func (r runner) byHand(ctx context.Context, w *way, x string, n int) error {
 	}
 	var names []string
 	for _, in := range st.Instances {
-		if hostOf(in.Addr) == x {
+		if bench.HostOf(in.Addr) == x {
 			names = append(names, in.Name)
 		}
 	}
@@ -325,7 +319,7 @@ func (r runner) soleHost(ctx context.Context, n int) (string, error) {
 	}
 	per := map[string]int{}
 	for _, in := range st.Instances {
-		per[hostOf(in.Addr)]++
+		per[bench.HostOf(in.Addr)]++
 	}
 	for h, c := range per {
 		if c == n && len(per) == 1 {
@@ -343,46 +337,9 @@ func stepList(steps []step) string {
 	return strings.Join(parts, ", ")
 }
 
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
-}
-
-// providerYAML is a providers section with one ssh provider, rack, on
-// every host of lab.
-func providerYAML(lab *testhost.Lab, remoteDir string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "providers:\n  - name: rack\n    type: ssh\n    remote_dir: %s\n    hosts:\n", remoteDir)
-	for _, h := range lab.Hosts {
-		fmt.Fprintf(&b, "      - {address: %q, user: %s, key_file: %q, known_hosts: %q}\n", h.Addr, lab.User, lab.KeyFile, lab.KnownHosts)
-	}
-	return b.String()
-}
-
-// config is one pack-placed group of demo-backends on the ssh provider.
-func config(port int, stateDir, backend string, maxSize int, providers string) string {
-	return fmt.Sprintf(`listen: 127.0.0.1:%d
-state_dir: %s
-haproxy:
-  timeouts: {connect: 500ms, server: 5s}
-metrics: {interval: 1s}
-%sgroups:
-  - name: web
-    min_size: 1
-    max_size: %d
-    cooldown: {up: 0s, down: 0s}
-    drain_timeout: 5s
-    provider: rack
-    placement: {strategy: pack}
-    disruption: {max_unavailable: 1}
-    health: {path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 2, fall: 2, timeout: 500ms, grace: 30s,
-      passive: {observe: layer4, error_limit: 1, on_error: mark-down}}
-    template:
-      command: [%q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]
-      env: {GOMAXPROCS: "1"}
-      stop_timeout: 5s
-`, port, stateDir, providers, maxSize, backend)
-}
+// groupYAML places the group's instances on the ssh provider, all on one
+// host, and replaces them one at a time.
+const groupYAML = `provider: rack
+placement: {strategy: pack}
+disruption: {max_unavailable: 1}
+`

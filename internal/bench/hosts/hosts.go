@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,13 +92,9 @@ func runHosts(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 	if err != nil {
 		return nil, err
 	}
-	labDir := filepath.Join(env.Work, "hosts")
-	if err := os.Mkdir(labDir, 0o700); err != nil {
-		return nil, err
-	}
-	lab, err := testhost.New(ctx, labDir, *nhosts)
+	lab, err := bench.TestHosts(ctx, env, *nhosts)
 	if err != nil {
-		return nil, fmt.Errorf("test hosts: %w", err)
+		return nil, err
 	}
 	defer lab.Close()
 
@@ -125,7 +119,7 @@ func runHosts(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []stri
 
 	// Then the same on the hosts, and a host's failure.
 	sh, err := env.StartShoalOn(sbin, func(port int) string {
-		return hostsConfig(port, filepath.Join(env.Work, "state-ssh"), backend, *burst, sshProviderYAML(lab, filepath.Join(env.Work, "remote"), *downAfter))
+		return hostsConfig(port, filepath.Join(env.Work, "state-ssh"), backend, *burst, bench.SSHProviderYAML(lab, filepath.Join(env.Work, "remote"), *downAfter))
 	})
 	if err != nil {
 		return nil, err
@@ -241,7 +235,7 @@ func hostFailure(ctx context.Context, env *bench.Env, sh *bench.Shoal, h *testho
 	var doomed []string
 	aborts := newAbortCount()
 	for _, in := range st.Instances {
-		if hostOf(in.Addr) == h.Addr {
+		if bench.HostOf(in.Addr) == h.Addr {
 			doomed = append(doomed, in.Name)
 		}
 		aborts.see(in.Name, in.Health != "-", in.ServerAborts)
@@ -286,7 +280,7 @@ func hostFailure(ctx context.Context, env *bench.Env, sh *bench.Shoal, h *testho
 			if slices.Contains(doomed, in.Name) && in.Health.IsUp() {
 				serving++
 			}
-			if hostOf(in.Addr) == h.Addr {
+			if bench.HostOf(in.Addr) == h.Addr {
 				there++
 			}
 		}
@@ -353,23 +347,14 @@ func (a *abortCount) since(names []string) (there, elsewhere int64) {
 	return there, elsewhere
 }
 
-// lightLoad sends GETs at rate until the returned stop is called.
+// lightLoad sends GETs at rate until the returned stop is called (again:
+// the same result).
 func lightLoad(ctx context.Context, url string, rate float64) (stop func() loadgen.OpenResult) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan loadgen.OpenResult, 1)
-	go func() {
-		res, _ := loadgen.RunOpen(ctx, loadgen.OpenOptions{URL: url, Timeout: 10 * time.Second, MaxConns: 8,
-			Schedule: []loadgen.Segment{{Rate: rate, Duration: time.Hour}}})
-		done <- res
-	}()
-	var res *loadgen.OpenResult
+	load := bench.StartOpenLoad(ctx, loadgen.OpenOptions{URL: url, Timeout: 10 * time.Second, MaxConns: 8,
+		Schedule: []loadgen.Segment{{Rate: rate, Duration: time.Hour}}})
 	return func() loadgen.OpenResult {
-		if res == nil {
-			cancel()
-			r := <-done
-			res = &r
-		}
-		return *res
+		res, _ := load.Stop()
+		return res
 	}
 }
 
@@ -381,55 +366,19 @@ func countOn(ctx context.Context, sh *bench.Shoal, host string) int {
 	}
 	n := 0
 	for _, in := range st.Instances {
-		if hostOf(in.Addr) == host {
+		if bench.HostOf(in.Addr) == host {
 			n++
 		}
 	}
 	return n
 }
 
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
-}
-
-// sshProviderYAML is a providers section with one ssh provider, rack, on
-// every host of lab.
-func sshProviderYAML(lab *testhost.Lab, remoteDir string, downAfter time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "providers:\n  - name: rack\n    type: ssh\n    host_down_after: %s\n    remote_dir: %s\n    hosts:\n", downAfter, remoteDir)
-	for _, h := range lab.Hosts {
-		fmt.Fprintf(&b, "      - {address: %q, user: %s, key_file: %q, known_hosts: %q}\n", h.Addr, lab.User, lab.KeyFile, lab.KnownHosts)
-	}
-	return b.String()
-}
-
-// hostsConfig is one group of demo-backends listening on {{.Host}}, on the
-// provider of providers (the local one when empty).
+// hostsConfig is the group of demo-backends on the provider of providers
+// (the local one when empty), spread over the hosts.
 func hostsConfig(port int, stateDir, backend string, maxSize int, providers string) string {
 	group := ""
 	if providers != "" {
-		group = "    provider: rack\n    placement: {strategy: spread}\n"
+		group = "provider: rack\nplacement: {strategy: spread}\n"
 	}
-	return fmt.Sprintf(`listen: 127.0.0.1:%d
-state_dir: %s
-haproxy:
-  timeouts: {connect: 500ms, server: 5s}
-metrics: {interval: 1s}
-%sgroups:
-  - name: web
-    min_size: 2
-    max_size: %d
-    cooldown: {up: 0s, down: 0s}
-    drain_timeout: 5s
-    health: {path: /healthz, interval: 500ms, fastinter: 500ms, downinter: 500ms, rise: 2, fall: 2, timeout: 500ms, grace: 30s,
-      passive: {observe: layer4, error_limit: 1, on_error: mark-down}}
-%s    template:
-      command: [%q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]
-      env: {GOMAXPROCS: "1"}
-      stop_timeout: 5s
-`, port, stateDir, providers, maxSize, group, backend)
+	return bench.HostsConfig(port, stateDir, backend, 2, maxSize, providers, group)
 }
