@@ -574,3 +574,13 @@ func (b *fakeBalancer) SetWeight(_ context.Context, _, name string, weight int) 
 	b.ev.add("weight %s %d", name, weight)
 	return nil
 }
+
+// SetWeights records one line of weights, as HAProxy gets it.
+func (b *fakeBalancer) SetWeights(_ context.Context, _ string, ws []haproxy.ServerWeight) error {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s %d", w.Name, w.Weight))
+	}
+	b.ev.add("weights %s", strings.Join(parts, ", "))
+	return nil
+}
