@@ -223,6 +223,9 @@ func (g *Group) applyBlueGreenWeights(ctx context.Context, r *blueGreenRun) erro
 	if lat := g.canLat.Load(); lat != nil {
 		lat.setCanaries(green)
 	}
+	byName := func(a, b haproxy.ServerWeight) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(up, byName)
+	slices.SortFunc(down, byName)
 	sets := append(up, down...)
 	if len(sets) == 0 {
 		return nil

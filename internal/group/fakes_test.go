@@ -355,6 +355,8 @@ type fakeBalancer struct {
 	mu      sync.Mutex
 	servers map[string]haproxy.ServerStat
 	drains  map[string]time.Duration
+	// added is each server's weight when it was added (a deploy's).
+	added map[string]int
 	polls   int // calls of Stats
 	// refuse is how many more RemoveServer calls fail, as HAProxy's while
 	// connections are attached.
@@ -370,6 +372,10 @@ func (b *fakeBalancer) AddServer(_ context.Context, s haproxy.Server, ready bool
 		st.Status = "UP"
 	}
 	b.servers[s.Name] = st
+	if b.added == nil {
+		b.added = map[string]int{}
+	}
+	b.added[s.Name] = s.Weight
 	b.ev.add("add %s", s.Name)
 	return nil
 }
