@@ -357,7 +357,7 @@ type fakeBalancer struct {
 	drains  map[string]time.Duration
 	// added is each server's weight when it was added (a deploy's).
 	added map[string]int
-	polls   int // calls of Stats
+	polls int // calls of Stats
 	// refuse is how many more RemoveServer calls fail, as HAProxy's while
 	// connections are attached.
 	refuse int
