@@ -74,12 +74,13 @@ type blueGreenRun struct {
 	applied map[string]int
 	// an is the analysis before the switch, canary's: a one-step canary
 	// at cfg.Weight; after the switch it only counts both sets' figures.
-	an                 *canaryRun
-	started, keepUntil time.Time
-	switched           time.Time
-	reason             string
-	cmd                chan string
-	done               chan struct{}
+	an *canaryRun
+	// switched is when every request moved to green, keepUntil when blue
+	// is stopped; reason why the run reached its phase.
+	switched, keepUntil time.Time
+	reason              string
+	cmd                 chan string
+	done                chan struct{}
 }
 
 // BlueGreenStatus is a blue/green deploy as the API and `shoal deploy
@@ -253,7 +254,7 @@ func (g *Group) blueGreenPhase(ctx context.Context, target config.Template, vers
 		an.cfg = config.Canary{Steps: []config.CanaryStep{{Weight: c.Weight}}, Analysis: c.Analysis}
 	}
 	r := &blueGreenRun{version: version, blue: blue, cfg: c, phase: canary.StartingGreen, an: an, applied: map[string]int{},
-		started: started, cmd: make(chan string), done: make(chan struct{})}
+		cmd: make(chan string), done: make(chan struct{})}
 	g.mu.Lock()
 	r.want = g.desired
 	g.dep.begin(version, target)

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/dashboard"
+	"github.com/shoal-lb/shoal/internal/group"
 	"github.com/shoal-lb/shoal/internal/jobrun"
 )
 
@@ -31,7 +37,8 @@ func blueGreenGroup(size int, bg string) groupSpec {
 //  1. green (a whole second set) starts out of rotation, is analysed, and
 //     takes every request at once; blue stays UP at weight 0, gets no
 //     request, and a scale request meanwhile is ignored (the deploy's job
-//     holds the group, as during a canary);
+//     holds the group, as during a canary); the dashboard shows it with a
+//     Rollback button;
 //  2. `shoal deploy rollback` switches back at once and green is drained
 //     and stopped;
 //  3. a kill -9 of shoal after a switch rolls back when shoal starts again
@@ -43,7 +50,10 @@ func blueGreenGroup(size int, bg string) groupSpec {
 // No request fails in any of them.
 func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 	parallel(t)
-	e := newEnv(t, "", blueGreenGroup(2, "{keep_old: 12s, weight: 10%, analysis: {max_error_rate: {above: 1%, vs_stable: 2x}, min_requests: 50, interval: 1s}}"))
+	const token = "bluegreen-s3cret"
+	port := freePort(t)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\n", port, token),
+		blueGreenGroup(2, "{keep_old: 12s, weight: 10%, analysis: {max_error_rate: {above: 1%, vs_stable: 2x}, min_requests: 50, interval: 1s}}"))
 	e.start()
 	e.waitInService("web", 2)
 	before := groupOf(t, e.status(), "web")
@@ -134,6 +144,7 @@ func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 	if _, stderr, code := e.cli("deploy", "pause", "web"); code != 2 || !strings.Contains(stderr, "not a command of this deploy") {
 		t.Errorf("pause of a blue/green deploy exited %d: %s", code, stderr)
 	}
+	dashboardShowsBlueGreen(t, fmt.Sprintf("http://127.0.0.1:%d", port), token)
 
 	// 2. The rollback: blue takes every request at once.
 	if out, stderr, code := e.cli("deploy", "rollback", "web"); code != 0 {
@@ -181,8 +192,10 @@ func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 	alone(t)
 	stopLoad = load(t, e)
 	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 15*time.Second)
+	began := time.Now()
 	id = deploy("4")
-	_, green = waitSwitched(15 * time.Second)
+	_, green = waitSwitched(14 * time.Second)
+	t.Logf("saturated: deploy to switch in %s", time.Since(began).Round(10*time.Millisecond))
 	time.Sleep(time.Second)
 	stopHogs()
 	j, err = e.client().Job(ctx, id, time.Minute)
@@ -220,4 +233,64 @@ func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 		}
 	}
 	e.checkInSync("web")
+}
+
+// dashboardShowsBlueGreen checks the dashboard's side of a switched
+// blue/green deploy: the group page has its Rollback button, the stream
+// carries its phase, sets and weights, and the page's deploy acts reach it
+// (pause, which a blue/green deploy has no use for, is refused with 400).
+func dashboardShowsBlueGreen(t *testing.T, base, token string) {
+	t.Helper()
+	c, session := dashboardLogin(t, base, token)
+	get := func(path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.AddCookie(session)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := get("/ui/")
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `<div id="bluegreen"`) || !strings.Contains(string(page), `data-act="rollback"`) {
+		t.Errorf("the dashboard's page has no blue/green panel with a Rollback button")
+	}
+	resp = get("/ui/stream?group=web")
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var bg *group.BlueGreenStatus
+	for bg == nil && sc.Scan() {
+		line, found := strings.CutPrefix(sc.Text(), "data: ")
+		if !found {
+			continue
+		}
+		var m dashboard.Message
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stream message: %v", err)
+		}
+		if m.Deploy != nil {
+			bg = m.Deploy.BlueGreen
+			if bg == nil {
+				t.Fatalf("the stream's deploy has no blue/green status: %+v", m.Deploy)
+			}
+		}
+	}
+	resp.Body.Close()
+	if bg == nil || bg.Phase != "switched" || !bg.Running || bg.GreenInstances != 2 || bg.BlueInstances != 2 || bg.GreenWeight != 100 || bg.BlueWeight != 0 || bg.KeepUntil == nil {
+		t.Fatalf("the stream's blue/green status: %+v", bg)
+	}
+	req, _ := http.NewRequest("POST", base+"/v1/groups/web/deploy/pause", nil)
+	req.AddCookie(session)
+	req.Header.Set("Origin", base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("the dashboard's pause of a blue/green deploy: %s, want 400", resp.Status)
+	}
 }
