@@ -1,8 +1,10 @@
 // Package canary is the pure logic of a canary deploy: the HAProxy weights
 // that give the canary its share of the requests whatever the instance
 // counts, how many canary instances a step runs, and the analysis that
-// compares the canary with the stable version over one window. The group
-// runs the deploy (group/canary.go); nothing here reads a clock or HAProxy.
+// compares the canary with the stable version over one window; and a
+// blue/green deploy's phases (bluegreen.go), whose analysis is the same.
+// The group runs the deploys (group/canary.go, group/bluegreen.go);
+// nothing here reads a clock or HAProxy.
 package canary
 
 import (

@@ -35,7 +35,9 @@ the group's lock; its pace is the group's deploy section (max_surge,
 max_unavailable, min_ready, failure_threshold). If new instances fail, it rolls
 back and the job fails with the reason. With deploy.strategy canary the new
 version first serves a growing share of the requests beside the stable one,
-judged by its traffic (see shoal deploy status, pause, resume, promote, abort).
+judged by its traffic (see shoal deploy status, pause, resume, promote, abort);
+with blue_green a whole second set starts beside the serving one and takes every
+request at once, the old set kept for keep_old (see shoal deploy rollback).
 Exit status with --sync: 0 done, 1 failed (rolled back), 3 ignored; 2 for an
 unknown group or variable.`,
 		Args: cobra.ExactArgs(1),

@@ -11,12 +11,13 @@ import (
 
 // Values of Deploy.Strategy.
 const (
-	StrategyRolling = "rolling"
-	StrategyCanary  = "canary"
+	StrategyRolling   = "rolling"
+	StrategyCanary    = "canary"
+	StrategyBlueGreen = "blue_green"
 )
 
 // DeployStrategies lists the values of deploy.strategy.
-var DeployStrategies = []string{StrategyRolling, StrategyCanary}
+var DeployStrategies = []string{StrategyRolling, StrategyCanary, StrategyBlueGreen}
 
 // Canary runs a new version beside the stable one, step by step on a
 // growing share of the requests (HAProxy weights), while Analysis compares
@@ -94,11 +95,12 @@ var (
 // job with a bounded time.
 const maxCanaryStepFor = 24 * time.Hour
 
-// strategy decodes deploy.strategy and deploy.canary into dep.
+// strategy decodes deploy.strategy, deploy.canary and deploy.blue_green
+// into dep.
 func (d *decoder) strategy(f *fields, n *yaml.Node, dep *Deploy) {
 	if s, sn := f.str("strategy", dep.Strategy); sn != nil {
 		switch s {
-		case StrategyRolling, StrategyCanary:
+		case StrategyRolling, StrategyCanary, StrategyBlueGreen:
 			dep.Strategy = s
 		default:
 			d.errorf(sn, f.field("strategy"), "must be one of %s, got %q", strings.Join(DeployStrategies, ", "), s)
@@ -113,6 +115,7 @@ func (d *decoder) strategy(f *fields, n *yaml.Node, dep *Deploy) {
 	case cn != nil:
 		dep.Canary = d.canary(cn, f.field("canary"))
 	}
+	d.blueGreen(f, dep)
 }
 
 func (d *decoder) canary(n *yaml.Node, path string) *Canary {
@@ -256,12 +259,15 @@ func (d *decoder) vsStable(f *fields) float64 {
 	return 0
 }
 
-// checkCanaryLatency checks that a canary judging p99 has the access log
-// it reads the latencies from.
+// checkCanaryLatency checks that a canary or a blue/green deploy judging
+// p99 has the access log it reads the latencies from.
 func (d *decoder) checkCanaryLatency(cfg *Config) {
 	for i, g := range cfg.Groups {
 		if c := g.Deploy.Canary; c != nil && c.Analysis != nil && c.Analysis.MaxP99 != nil && !cfg.AccessLog.Enabled {
 			d.errorAt(fmt.Sprintf("groups[%d].deploy.canary.analysis.max_p99", i), "needs the access log (access_log.enabled), whose sampled requests give each version's latency")
+		}
+		if b := g.Deploy.BlueGreen; b != nil && b.Analysis != nil && b.Analysis.MaxP99 != nil && !cfg.AccessLog.Enabled {
+			d.errorAt(fmt.Sprintf("groups[%d].deploy.blue_green.analysis.max_p99", i), "needs the access log (access_log.enabled), whose sampled requests give each version's latency")
 		}
 	}
 }

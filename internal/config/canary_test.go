@@ -65,7 +65,7 @@ func TestCanaryConfigErrors(t *testing.T) {
 		{"strategy without canary", `{strategy: canary}`, `{strategy`,
 			`groups[0].deploy.canary: required with strategy: canary (its steps and analysis)`},
 		{"unknown strategy", `{strategy: bluegreen}`, `bluegreen`,
-			`groups[0].deploy.strategy: must be one of rolling, canary, got "bluegreen"`},
+			`groups[0].deploy.strategy: must be one of rolling, canary, blue_green, got "bluegreen"`},
 		{"analysis judging nothing", `{strategy: canary, canary: {steps: [{weight: 5%}], analysis: {min_requests: 10}}}`, `{min_requests`,
 			`groups[0].deploy.canary.analysis: judges nothing: give max_error_rate, max_p99 or both`},
 	} {

@@ -146,6 +146,7 @@ groups:
     max_size: 1
     provider: cli
     warm_pool: {size: 1}
+    deploy: {strategy: blue_green, blue_green: {weight: 5%, analysis: {min_requests: 10, max_error_rate: {above: 1%}, max_p99: {above: 1s}}}}
 `
 
 // TestLoadAppliesDefaults fails when a default in a table and the value Load
@@ -198,6 +199,9 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	routes[0].Respond = routes[2].Respond
 	// A warm pool is a cloud group's: the second group's.
 	cfg.Groups[0].WarmPool = cfg.Groups[1].WarmPool
+	// A deploy has one strategy: the table has canary's and blue_green's
+	// keys; blue_green is the second group's.
+	cfg.Groups[0].Deploy.BlueGreen = cfg.Groups[1].Deploy.BlueGreen
 	// The shorthand's keys (listen, compression) exclude frontends: they
 	// come from a file of their own.
 	// (without the second group, routed by frontends only).

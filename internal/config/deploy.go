@@ -22,9 +22,11 @@ import (
 // may be out of service, every new instance must stay in service MinReady
 // before an old one is retired, and FailureThreshold failed new instances
 // roll the deploy back. Strategy canary first runs the new version beside
-// the stable one on a share of the requests (Canary, see canary.go).
+// the stable one on a share of the requests (Canary, see canary.go);
+// blue_green starts a whole second set and switches every request to it at
+// once (BlueGreen, see bluegreen.go).
 type Deploy struct {
-	// Strategy is rolling (the default) or canary.
+	// Strategy is rolling (the default), canary or blue_green.
 	Strategy         string        `yaml:"strategy"`
 	MaxSurge         int           `yaml:"max_surge"`
 	MaxUnavailable   int           `yaml:"max_unavailable"`
@@ -33,6 +35,9 @@ type Deploy struct {
 	// Canary is the canary's steps and analysis; set when Strategy is
 	// canary, nil otherwise.
 	Canary *Canary `yaml:"canary"`
+	// BlueGreen is how long the old set is kept and the optional analysis
+	// before the switch; set when Strategy is blue_green, nil otherwise.
+	BlueGreen *BlueGreen `yaml:"blue_green"`
 }
 
 // DefaultDeploy is a group's deploy pacing when its config has none: one new

@@ -11,7 +11,7 @@ import (
 func TestDeployConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, group, at, want string }{
 		{"unknown deploy field", `deploy: {max_surge: 1, surge: 2}`, `surge: 2`,
-			`groups[0].deploy.surge: unknown field; allowed: strategy, max_surge, max_unavailable, min_ready, failure_threshold, canary`},
+			`groups[0].deploy.surge: unknown field; allowed: strategy, max_surge, max_unavailable, min_ready, failure_threshold, canary, blue_green`},
 		{"no progress possible", `deploy: {max_surge: 0}`, `0}`,
 			`groups[0].deploy.max_surge: max_surge and max_unavailable must not both be 0: a deploy could never replace an instance`},
 		{"threshold zero", `deploy: {failure_threshold: 0}`, `0}`,

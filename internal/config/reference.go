@@ -41,6 +41,11 @@ func DefaultsTree() Config {
 	an.MaxErrorRate, an.MaxP99 = &defaultCanaryError, &defaultCanaryP99
 	can.Analysis = &an
 	g.Deploy.Canary = &can
+	bg := defaultBlueGreen
+	bgan := defaultCanaryAnalysis
+	bgan.MaxErrorRate, bgan.MaxP99 = &defaultCanaryError, &defaultCanaryP99
+	bg.Analysis = &bgan
+	g.Deploy.BlueGreen = &bg
 	g.WarmPool = &defaultWarmPool
 	c.Groups = []Group{g}
 	src := defaultSource

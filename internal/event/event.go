@@ -110,6 +110,17 @@ const (
 	CanaryRolledBack Type = "canary.rolled_back"
 )
 
+// Blue/green deploys (a group's deploy.strategy blue_green): the green set
+// starting, its analysis at a small weight, the switch, the end (the old
+// set stopped) and a rollback, each with its figures.
+const (
+	BlueGreenStarted    Type = "blue_green.started"
+	BlueGreenAnalysing  Type = "blue_green.analysing"
+	BlueGreenSwitched   Type = "blue_green.switched"
+	BlueGreenDone       Type = "blue_green.done"
+	BlueGreenRolledBack Type = "blue_green.rolled_back"
+)
+
 // Types lists every event type, for config checks and docs.
 var Types = []Type{
 	InstanceLaunched, InstanceLaunchFailed, InstanceTerminated, InstanceTerminateFailed,
@@ -123,6 +134,7 @@ var Types = []Type{
 	HostConsolidating, HostConsolidated, HostConsolidationWaiting, HostConsolidationFailed, HostConsolidationSkipped,
 	ProviderSkipped,
 	CanaryStep, CanaryPaused, CanaryResumed, CanaryPromoted, CanaryRolledBack,
+	BlueGreenStarted, BlueGreenAnalysing, BlueGreenSwitched, BlueGreenDone, BlueGreenRolledBack,
 }
 
 // Known reports whether t is one of Types.

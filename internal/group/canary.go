@@ -198,6 +198,9 @@ func (g *Group) CanaryStatus() (CanaryStatus, bool) {
 // CanaryCommand hands a running canary an operator's command (one of
 // CanaryActions); ErrNoCanary when none runs.
 func (g *Group) CanaryCommand(action string) error {
+	if action == BlueGreenRollback {
+		action = CanaryAbort // a canary's rollback is its abort
+	}
 	if !slices.Contains(CanaryActions, action) {
 		return fmt.Errorf("group %s: unknown canary command %q (valid: %v)", g.cfg.Name, action, CanaryActions)
 	}
@@ -217,13 +220,13 @@ func (g *Group) CanaryCommand(action string) error {
 	}
 }
 
-// canaryWeight is the weight a server of in gets while a canary runs (0:
-// HAProxy's default, outside a canary).
-func (g *Group) canaryWeight(in *instance) int {
+// deployWeight is the weight a server of in gets while a canary or a
+// blue/green deploy runs (0: HAProxy's default, outside one).
+func (g *Group) deployWeight(in *instance) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.can == nil {
-		return 0
+		return g.blueGreenWeightLocked(in)
 	}
 	if in.version == g.can.version {
 		return g.can.wc
@@ -660,30 +663,41 @@ func (g *Group) resetWeights(ctx context.Context, which func(*instance) bool) {
 // defaultWeight is HAProxy's weight of every server outside a canary.
 const defaultWeight = 100
 
-// recoverCanary rolls back a canary that a restart of shoal interrupted
-// (see the drawing): instances of a version other than the serving one in
-// a canary group are retired, and every server gets the default weight
-// again (an adopted HAProxy kept the canary's). g.mu must not be held.
-func (g *Group) recoverCanary(ctx context.Context) {
-	if g.conf().Deploy.Strategy != config.StrategyCanary {
+// recoverDeploy rolls back a canary or a blue/green deploy that a restart
+// of shoal interrupted (see the drawings here and in bluegreen.go): the
+// serving version's servers get the default weight again first (an
+// adopted HAProxy kept the deploy's, and a blue/green switch left them at
+// 0), then instances of another version are retired. g.mu must not be
+// held.
+func (g *Group) recoverDeploy(ctx context.Context) {
+	t := event.CanaryRolledBack
+	what := "canary"
+	switch g.conf().Deploy.Strategy {
+	case config.StrategyCanary:
+	case config.StrategyBlueGreen:
+		t, what = event.BlueGreenRolledBack, "blue/green"
+	default:
 		return
 	}
 	g.mu.Lock()
 	serving := g.dep.version
+	g.mu.Unlock()
+	g.resetWeights(ctx, func(in *instance) bool { return in.state == InService && in.version == serving })
+	g.mu.Lock()
 	var leftovers []string
 	versions := map[string]bool{}
 	for _, in := range g.insts {
 		if in.version != serving && !in.retiring {
 			leftovers = append(leftovers, in.name)
 			versions[in.version] = true
-			g.retireLocked(in, "canary interrupted by a restart of shoal")
+			g.retireLocked(in, what+" interrupted by a restart of shoal")
 		}
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
-	g.resetWeights(ctx, func(in *instance) bool { return in.state == InService })
+	slices.Sort(leftovers)
 	for v := range versions {
-		g.record(ctx, event.CanaryRolledBack, v, fmt.Sprintf("canary %s rolled back: interrupted by a restart of shoal (its instances %v are drained and stopped; the serving version %s serves)", v, leftovers, serving))
+		g.record(ctx, t, v, fmt.Sprintf("%s %s rolled back: interrupted by a restart of shoal (its instances %v are drained and stopped; the serving version %s serves)", what, v, leftovers, serving))
 	}
 	if len(leftovers) > 0 {
 		g.poke()
@@ -707,6 +721,9 @@ func canaryTimeout(c config.Group) time.Duration {
 	return d
 }
 
-// CanaryTimeout is what a canary adds to a deploy's time limit (0 for a
-// rolling deploy); the job runner adds it to the rolling deploy's.
-func (g *Group) CanaryTimeout() time.Duration { return canaryTimeout(g.conf()) }
+// StrategyTimeout is what a canary or a blue/green deploy adds to a
+// deploy's time limit (0 for a rolling deploy); the job runner adds it to
+// the rolling deploy's.
+func (g *Group) StrategyTimeout() time.Duration {
+	return canaryTimeout(g.conf()) + blueGreenTimeout(g.conf())
+}

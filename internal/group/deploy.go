@@ -98,7 +98,9 @@ type DeployProgress func(msg string)
 // While a roll runs, launches start the version it rolls; otherwise S.
 // With deploy.strategy canary, T first runs beside S on a share of the
 // requests (canaryPhase, drawn in canary.go); only once promoted is it
-// rolled out as above, and a canary that fails is rolled back there.
+// rolled out as above, and a canary that fails is rolled back there. With
+// blue_green, a whole set of T starts beside S and takes every request at
+// once (blueGreenPhase, bluegreen.go); no roll follows.
 //
 // A failed deploy returns an error wrapping ErrRolledBack with the first
 // failure, and the rollback's own if it could not finish; an interrupted
@@ -124,6 +126,10 @@ func (g *Group) Deploy(ctx context.Context, target config.Template, progress Dep
 	}
 	progress(fmt.Sprintf("deploying version %s (serving %s)", version, servingVersion))
 	started := g.clk.Now()
+	if g.conf().Deploy.Strategy == config.StrategyBlueGreen && version != servingVersion {
+		// A whole second set, switched to at once (bluegreen.go).
+		return g.blueGreenPhase(ctx, target, version, servingVersion, started, progress)
+	}
 	if g.conf().Deploy.Strategy == config.StrategyCanary && version != servingVersion {
 		// A canary first (canary.go); promoted, it is replaced as below.
 		promoted, err := g.canaryPhase(ctx, target, version, servingVersion, started, progress)

@@ -111,11 +111,14 @@ func TestJobFailsOnlyOnItsOwnInstances(t *testing.T) {
 // statsOnly is a Balancer that only answers Stats, for status tests.
 type statsOnly struct{ stats []haproxy.ServerStat }
 
-func (statsOnly) AddServer(context.Context, haproxy.Server, bool) error         { return nil }
-func (statsOnly) MarkReady(string, string)                                      {}
-func (statsOnly) Drain(context.Context, string, string, time.Duration) error    { return nil }
-func (statsOnly) Undrain(context.Context, string, string) error                 { return nil }
-func (statsOnly) SetWeight(context.Context, string, string, int) error          { return nil }
+func (statsOnly) AddServer(context.Context, haproxy.Server, bool) error      { return nil }
+func (statsOnly) MarkReady(string, string)                                   {}
+func (statsOnly) Drain(context.Context, string, string, time.Duration) error { return nil }
+func (statsOnly) Undrain(context.Context, string, string) error              { return nil }
+func (statsOnly) SetWeight(context.Context, string, string, int) error       { return nil }
+func (statsOnly) SetWeights(context.Context, string, []haproxy.ServerWeight) error {
+	return nil
+}
 func (statsOnly) RemoveServer(context.Context, string, string) error            { return nil }
 func (statsOnly) ShutdownSessions(context.Context, string, string) error        { return nil }
 func (b statsOnly) Stats(context.Context, string) ([]haproxy.ServerStat, error) { return b.stats, nil }

@@ -355,7 +355,9 @@ type fakeBalancer struct {
 	mu      sync.Mutex
 	servers map[string]haproxy.ServerStat
 	drains  map[string]time.Duration
-	polls   int // calls of Stats
+	// added is each server's weight when it was added (a deploy's).
+	added map[string]int
+	polls int // calls of Stats
 	// refuse is how many more RemoveServer calls fail, as HAProxy's while
 	// connections are attached.
 	refuse int
@@ -370,6 +372,10 @@ func (b *fakeBalancer) AddServer(_ context.Context, s haproxy.Server, ready bool
 		st.Status = "UP"
 	}
 	b.servers[s.Name] = st
+	if b.added == nil {
+		b.added = map[string]int{}
+	}
+	b.added[s.Name] = s.Weight
 	b.ev.add("add %s", s.Name)
 	return nil
 }
@@ -572,5 +578,15 @@ func (s *fakeStore) record(name string) (store.Instance, bool) {
 
 func (b *fakeBalancer) SetWeight(_ context.Context, _, name string, weight int) error {
 	b.ev.add("weight %s %d", name, weight)
+	return nil
+}
+
+// SetWeights records one line of weights, as HAProxy gets it.
+func (b *fakeBalancer) SetWeights(_ context.Context, _ string, ws []haproxy.ServerWeight) error {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s %d", w.Name, w.Weight))
+	}
+	b.ev.add("weights %s", strings.Join(parts, ", "))
 	return nil
 }

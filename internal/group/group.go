@@ -74,6 +74,7 @@ type Balancer interface {
 	Drain(ctx context.Context, backend, name string, timeout time.Duration) error
 	Undrain(ctx context.Context, backend, name string) error
 	SetWeight(ctx context.Context, backend, name string, weight int) error
+	SetWeights(ctx context.Context, backend string, weights []haproxy.ServerWeight) error
 	RemoveServer(ctx context.Context, backend, name string) error
 	ShutdownSessions(ctx context.Context, backend, name string) error
 	Stats(ctx context.Context, backend string) ([]haproxy.ServerStat, error)
@@ -187,6 +188,7 @@ type stateStore interface {
 //	goneVersions  hosts.go        finished instances' versions, for Reclaim (under mu)
 //	canaryRun     canary.go       a running canary: step, weights, figures (under mu);
 //	latencyWindow                 its access-log latencies (own lock: the log's reader feeds it)
+//	blueGreenRun  bluegreen.go    a blue/green deploy: phase, weights, figures (under mu)
 //
 // A part whose answers are decided together with the instance set has no
 // lock of its own: a second lock would let a launch, a take-back or a
@@ -273,6 +275,9 @@ type Group struct {
 	// mu; canLat its latency window, fed by the access log without mu.
 	can    *canaryRun
 	canLat atomic.Pointer[latencyWindow]
+	// bg is the blue/green deploy running, or the last one of this run
+	// (bluegreen.go; nil when none), under mu; it shares canLat.
+	bg *blueGreenRun
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -449,7 +454,7 @@ func (g *Group) Run(ctx context.Context) {
 	g.runCtx = ctx
 	g.startOutliersLocked()
 	g.mu.Unlock()
-	g.recoverCanary(ctx)
+	g.recoverDeploy(ctx)
 	g.setWarmPool()
 
 	resync, stop := g.clk.NewTicker(resyncEvery)
@@ -1154,7 +1159,7 @@ func (g *Group) deleteRecord(ctx context.Context, name string) {
 func (g *Group) server(in *instance) haproxy.Server {
 	conf := g.conf()
 	s := haproxy.Server{Backend: g.cfg.Name, Name: in.name, Addr: in.rec.Addr}.WithGroup(conf)
-	s.Weight = g.canaryWeight(in)
+	s.Weight = g.deployWeight(in)
 	return s
 }
 

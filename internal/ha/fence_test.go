@@ -60,6 +60,9 @@ func (b *upBalancer) Drain(ctx context.Context, _, name string, _ time.Duration)
 
 func (b *upBalancer) Undrain(context.Context, string, string) error        { return nil }
 func (b *upBalancer) SetWeight(context.Context, string, string, int) error { return nil }
+func (b *upBalancer) SetWeights(context.Context, string, []haproxy.ServerWeight) error {
+	return nil
+}
 
 func (b *upBalancer) RemoveServer(_ context.Context, _, name string) error {
 	b.mu.Lock()

@@ -103,7 +103,8 @@ type Server struct {
 	Health config.Health
 	// Proto is the group's proto: "h2" speaks HTTP/2 (h2c) to the server.
 	Proto string
-	// Weight is HAProxy's weight, 1 to 256; 0 means 100.
+	// Weight is HAProxy's weight, 1 to 256; 0 means 100, and WeightOff
+	// HAProxy's 0 (out of rotation, checks running).
 	Weight int
 	// MaxConn is HAProxy's maxconn (0: no limit) and SlowStart its
 	// slowstart (0: none), from the group's limits and slow_start.

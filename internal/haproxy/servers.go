@@ -325,8 +325,8 @@ func (m *Manager) check(s Server) (Server, error) {
 	if ap, err := netip.ParseAddrPort(s.Addr); err != nil || ap.Addr().Zone() != "" || ap.Port() == 0 {
 		return fail("address %q must be an IP address and a port 1 to 65535", s.Addr)
 	}
-	if s.Weight < 1 || s.Weight > 256 {
-		return fail("weight %d must be 1 to 256", s.Weight)
+	if s.Weight != WeightOff && (s.Weight < 1 || s.Weight > 256) {
+		return fail("weight %d must be 1 to 256 (or off)", s.Weight)
 	}
 	if s.MaxConn < 0 || s.SlowStart < 0 || s.SlowStart > maxTimer {
 		return fail("maxconn %d must be >= 0 and slowstart %s from 0 to %s", s.MaxConn, s.SlowStart, maxTimer)
@@ -424,8 +424,11 @@ func serverArgs(s Server) (netip.AddrPort, string, error) {
 		return addr, "", fmt.Errorf("server %s/%s: %w", s.Backend, s.Name, err)
 	}
 	weight := s.Weight
-	if weight == 0 {
+	switch weight {
+	case 0:
 		weight = 100
+	case WeightOff:
+		weight = 0
 	}
 	// HAProxy 2.6 gives dynamic servers no idle-connection pool (static ones get
 	// these values by default): without them every request opens a new backend

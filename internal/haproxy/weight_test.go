@@ -63,4 +63,42 @@ func TestSetWeight(t *testing.T) {
 		}
 		return st["b1"].Weight == 40, fmt.Sprint(st["b1"].Weight)
 	})
+
+	// Out of rotation: a server added at weight off passes its gate (UP at
+	// weight 0); a switch on one line swaps which server is in rotation,
+	// and a reload keeps it.
+	b2 := startBackend(t, "b2")
+	if err := m.AddServer(ctx, Server{Backend: "web", Name: "b2", Addr: loopback(b2.port), Health: cfg.Groups[0].Health, Weight: WeightOff}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "b2 UP at weight 0", func() (bool, string) {
+		st, err := statsByName(t, m, "web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return st["b2"].Status.IsUp() && st["b2"].Weight == 0, fmt.Sprint(st["b2"].Status, st["b2"].Weight)
+	})
+	if err := m.SetWeights(ctx, "web", []ServerWeight{{"b2", 100}, {"b1", WeightOff}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := statsByName(t, m, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["b1"].Weight != 0 || !st["b1"].Status.IsUp() || st["b2"].Weight != 100 {
+		t.Fatalf("after the switch: b1 %s weight %d, b2 weight %d", st["b1"].Status, st["b1"].Weight, st["b2"].Weight)
+	}
+	if err := m.SetWeights(ctx, "web", []ServerWeight{{"b2", 100}, {"nope", 1}}); err == nil {
+		t.Error("SetWeights with an unregistered server: no error")
+	}
+	if ok, err := m.Reload(ctx, cfg); err != nil || !ok {
+		t.Fatalf("Reload = %v, %v", ok, err)
+	}
+	waitFor(t, 10*time.Second, "the switch kept by a reload", func() (bool, string) {
+		st, err := statsByName(t, m, "web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return st["b1"].Weight == 0 && st["b1"].Status.IsUp() && st["b2"].Weight == 100, fmt.Sprint(st["b1"], st["b2"])
+	})
 }

@@ -72,7 +72,7 @@ func deployTimeout(g *group.Group) time.Duration {
 		}
 	}
 	steps := max(1, (g.Desired()+c.Deploy.MaxSurge-1)/max(1, c.Deploy.MaxSurge))
-	return 2*time.Duration(steps+1)*per + time.Minute + g.CanaryTimeout()
+	return 2*time.Duration(steps+1)*per + time.Minute + g.StrategyTimeout()
 }
 
 func (m *Manager) runDeploy(g *group.Group, j Job, target config.Template) {

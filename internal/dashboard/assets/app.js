@@ -185,6 +185,7 @@ function renderGroup(m) {
   ], { provider: p.name })));
 
   renderCanary(m.deploy);
+  renderBlueGreen(m.deploy);
   state.jobs = m.jobs || [];
   renderJobs();
   followJob();
@@ -487,14 +488,36 @@ function renderCanary(d) {
   ].filter(Boolean).join("\n");
 }
 
-// canaryAct posts a canary checkpoint (pause, resume, promote, abort).
+// renderBlueGreen shows a blue/green deploy (GET /v1/groups/G/deploy):
+// its phase, both sets, their weights and figures; its buttons only while
+// it runs.
+function renderBlueGreen(d) {
+  const b = d && d.blue_green;
+  $("#bluegreen").hidden = !b;
+  if (!b) return;
+  const ms = (ns) => (ns ? `${(ns / 1e6).toFixed(1)} ms` : "–");
+  const fig = (f) => `${f.requests} requests, ${f.errors} 5xx (${(100 * f.error_rate).toFixed(2)} %), p99 ${ms(f.p99)} (${f.samples} samples)`;
+  const phase = b.phase === "switched" && b.keep_until ? `switched, keeping blue until ${time(b.keep_until)}` : b.phase;
+  $("#bluegreen-status").textContent = [
+    `${b.version} (green) vs ${b.blue} (blue): ${phase}`,
+    b.reason ? `why: ${b.reason}` : "",
+    `green: ${b.green_instances}/${b.green_want} in service at weight ${b.green_weight}; blue: ${b.blue_instances} at weight ${b.blue_weight}`,
+    `green: ${fig(b.green)}`,
+    `blue: ${fig(b.blue_figures)}`,
+    b.analysis_verdict ? `analysis at ${b.analysis_weight} %: ${b.analysis_verdict}` : "",
+  ].filter(Boolean).join("\n");
+  for (const btn of document.querySelectorAll("#bluegreen button")) btn.hidden = !b.running;
+}
+
+// canaryAct posts a canary checkpoint (pause, resume, promote, abort) or a
+// blue/green deploy's (promote, rollback).
 async function canaryAct(act) {
   const out = $("#result");
   const r = await fetch(`/v1/groups/${encodeURIComponent(state.group)}/deploy/${act}`, { method: "POST", credentials: "same-origin" });
   if (r.status === 401) { location.reload(); return; }
   const a = await r.json();
   out.className = r.ok ? "ok" : "bad";
-  out.textContent = r.ok ? `canary: ${act}` : a.error;
+  out.textContent = r.ok ? `deploy: ${act}` : a.error;
 }
 
 // submit posts a group's job request (scale, deploy) and shows the answer:
@@ -511,6 +534,12 @@ function init() {
   $("#deploy").addEventListener("click", () => {
     confirmAct(`Deploy ${state.group}: replace every instance with the configured template?`).then((yes) => { if (yes) submit("deploy", {}); });
   });
+  for (const b of document.querySelectorAll("#bluegreen button")) {
+    b.addEventListener("click", () => {
+      if (b.dataset.act !== "rollback") { canaryAct(b.dataset.act); return; }
+      confirmAct(`Switch ${state.group} back to blue?`).then((yes) => { if (yes) canaryAct("rollback"); });
+    });
+  }
   for (const b of document.querySelectorAll("#canary button")) {
     b.addEventListener("click", () => {
       if (b.dataset.act !== "abort") { canaryAct(b.dataset.act); return; }
