@@ -45,6 +45,12 @@ func reconcilerConfig() config.Group {
 // nil, prepares them (or restores instances) before Run starts.
 func newReconciler(t *testing.T, desired int, setup func(*reconciler)) *reconciler {
 	t.Helper()
+	return newReconcilerWith(t, reconcilerConfig(), desired, setup)
+}
+
+// newReconcilerWith is newReconciler of a group configured cfg.
+func newReconcilerWith(t *testing.T, cfg config.Group, desired int, setup func(*reconciler)) *reconciler {
+	t.Helper()
 	clk := newFakeClock()
 	ev := &events{}
 	r := &reconciler{t: t, clk: clk, ev: ev,
@@ -53,7 +59,7 @@ func newReconciler(t *testing.T, desired int, setup func(*reconciler)) *reconcil
 		st: &fakeStore{state: map[string]store.GroupState{"web": {Name: "web", Desired: desired}},
 			insts: map[string]store.Instance{}},
 	}
-	g, err := open(context.Background(), reconcilerConfig(), Providers{config.ProviderLocal: r.prov}, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
+	g, err := open(context.Background(), cfg, Providers{config.ProviderLocal: r.prov}, r.lb, r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
