@@ -50,9 +50,19 @@ import (
 // judgement passed: never on a canary that got fewer than min_requests.
 //
 // A restart of shoal (or its kill -9) mid-canary rolls the canary back
-// when the group runs again (recoverCanary): the analysis's window and the
-// operator's pauses are gone with the process, and a canary judged on half
-// a window is not judged. Run `shoal deploy` again to start over.
+// when the group runs again (recoverCanary), and so does an HA failover:
+// the new leader's groups run from the shared records as after a restart.
+// The analysis's window and the operator's pauses are gone with the
+// process, and a canary judged on half a window is not judged. Run
+// `shoal deploy` again to start over.
+//
+// While the steps run, a scaling job may run beside the deploy's (jobrun):
+// the desired size is the stable version's, the canary's instances run
+// beside it (its surge). A scale-out adds stable instances, and canary
+// ones in proportion in a step by instance count (canary.StepInstances);
+// the weights keep the step's share whatever the counts. A scale-in
+// retires stable instances only (retireSurplusLocked), never the last
+// one below a step of 100 % (CanaryScaleRefusal).
 
 // ErrNoCanary is a canary command for a group that runs no canary.
 var ErrNoCanary = errors.New("no canary deploy is running")
@@ -727,8 +737,8 @@ func (g *Group) resetWeights(ctx context.Context, which func(*instance) bool) {
 // defaultWeight is HAProxy's weight of every server outside a canary.
 const defaultWeight = 100
 
-// recoverCanary rolls back a canary that a restart of shoal interrupted
-// (see the drawing): instances of a version other than the serving one in
+// recoverCanary rolls back a canary that a restart of shoal or an HA
+// failover interrupted (see the drawing): instances of a version other than the serving one in
 // a canary group are retired, and every server gets the default weight
 // again (an adopted HAProxy kept the canary's). g.mu must not be held.
 func (g *Group) recoverCanary(ctx context.Context) {
@@ -743,14 +753,14 @@ func (g *Group) recoverCanary(ctx context.Context) {
 		if in.version != serving && !in.retiring {
 			leftovers = append(leftovers, in.name)
 			versions[in.version] = true
-			g.retireLocked(in, "canary interrupted by a restart of shoal")
+			g.retireLocked(in, "canary interrupted by a restart of shoal or a change of HA leader")
 		}
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.resetWeights(ctx, func(in *instance) bool { return in.state == InService })
 	for v := range versions {
-		g.record(ctx, event.CanaryRolledBack, v, fmt.Sprintf("canary %s rolled back: interrupted by a restart of shoal (its instances %v are drained and stopped; the serving version %s serves)", v, leftovers, serving))
+		g.record(ctx, event.CanaryRolledBack, v, fmt.Sprintf("canary %s rolled back: interrupted by a restart of shoal or a change of HA leader (its instances %v are drained and stopped; the serving version %s serves)", v, leftovers, serving))
 	}
 	if len(leftovers) > 0 {
 		g.poke()
