@@ -96,7 +96,7 @@ func runCanary(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 	}, {
 		Name: "shoal's CPU per request over the bad deploy's window", Unit: "µs", Value: bench.Num(bench.Round2(can.ShoalCPU)),
 		Baseline: "rolling deploy", BaselineValue: bench.Num(bench.Round2(roll.ShoalCPU)), Ratio: bench.RatioOf(bench.Num(can.ShoalCPU), bench.Num(roll.ShoalCPU)),
-		Note: fmt.Sprintf("utime+stime of shoal serve (/proc/PID/stat) over the window, per request answered; %.0f requests/s canary, %.0f rolling: the canary's analysis and weights cost this", can.RPS, roll.RPS),
+		Note: fmt.Sprintf("utime+stime of shoal serve (/proc/PID/stat) over the window, per request answered (canary: its analysis's stats reads and weight changes; rolling: its instance replacements); %.0f requests/s canary, %.0f rolling", can.RPS, roll.RPS),
 	}, {
 		Name: "HAProxy's CPU per request over the bad deploy's window", Unit: "µs", Value: bench.Num(bench.Round2(can.HAProxyCPU)),
 		Baseline: "rolling deploy", BaselineValue: bench.Num(bench.Round2(roll.HAProxyCPU)), Ratio: bench.RatioOf(bench.Num(can.HAProxyCPU), bench.Num(roll.HAProxyCPU)),
