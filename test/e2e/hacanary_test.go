@@ -42,7 +42,7 @@ func TestHAPairCanaryFailover(t *testing.T) {
 	waitDeployStatus(t, a.shoalEnv, "the canary's first step running", time.Minute, "step 1/2", "running")
 	p.waitMirrored(a, b, 3)
 
-	load := p.clientLoad(haClientTimeout)
+	load := p.clientLoad(haCrashTimeout) // as TestHAPairCrash: a SYN the dead node's kernel drops is sent again
 	time.Sleep(time.Second)
 	p.killNode(a)
 	p.waitRoles(b, 20*time.Second)
