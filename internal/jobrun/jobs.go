@@ -296,13 +296,14 @@ func (m *Manager) takesBesideLocked(g *group.Group, group string) bool {
 	return m.running[group] != "" && m.beside[group] == "" && g.CanaryTakesScaling()
 }
 
-// holderLocked is the job that holds group: the running one, or a scaling
-// job beside a canary that outlived it ("" when none). m.mu must be held.
+// holderLocked is the job that holds group: a scaling job beside a
+// canary (what another scaling request waits for), else the running one
+// ("" when none). m.mu must be held.
 func (m *Manager) holderLocked(group string) string {
-	if id := m.running[group]; id != "" {
+	if id := m.beside[group]; id != "" {
 		return id
 	}
-	return m.beside[group]
+	return m.running[group]
 }
 
 // accept records j as accepted, takes the group's lock for it and runs it.

@@ -1,7 +1,7 @@
 package jobrun
 
-// Running returns the id of the job running for group (the deploy, when a
-// scaling job runs beside its canary), or "" when none is.
+// Running returns the id of the job running for group (the scaling job,
+// when one runs beside a canary's deploy), or "" when none is.
 func (m *Manager) Running(group string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
