@@ -70,6 +70,33 @@ func Instances(desired int, percent float64) int {
 	return max(1, int(math.Ceil(float64(desired)*percent/100-1e-9)))
 }
 
+// StepInstances is how many canary instances step runs with the group's
+// desired size now, started being how many it wanted at its start and
+// running how many run now. A step by weight keeps the count it started
+// with: a scale-out adds stable instances and the weights keep the
+// canary's share of the requests. A step by instance count grows with the
+// group. Neither shrinks: a scale-in retires stable instances only, so
+// the canary keeps what it is judged on.
+func StepInstances(step config.CanaryStep, desired, started, running int) int {
+	want := started
+	if step.ByInstances() {
+		want = max(want, Instances(desired, step.Instances))
+	}
+	return max(want, running)
+}
+
+// StepWeights returns the weights of canary and stable servers in step: a
+// step by weight gives the canary its share of the requests (Weights); a
+// step by instance count gives every server the same weight, so the
+// canary's share is its share of the servers (at 100 % the stable servers
+// keep weight 1, as a step by weight's).
+func StepWeights(step config.CanaryStep, canaries, stables int) (wc, ws int) {
+	if !step.ByInstances() || step.Instances >= 100 || canaries <= 0 {
+		return Weights(canaries, stables, step.Share())
+	}
+	return MaxWeight, MaxWeight
+}
+
 // Figures are one version's answers over a window: HAProxy's requests and
 // 5xx answers (differences of req_tot and hrsp_5xx), and the access log's
 // sampled times to respond.

@@ -101,3 +101,48 @@ func TestP99(t *testing.T) {
 		t.Fatalf("p99 of 1..100 ms = %s, %v", p, ok)
 	}
 }
+
+// TestStepWeights: a step by weight keeps the share whatever the counts;
+// one by instances gives every server the same weight, but at 100 %.
+func TestStepWeights(t *testing.T) {
+	for _, tc := range []struct {
+		what       string
+		step       config.CanaryStep
+		c, s       int
+		share, tol float64
+	}{
+		{"by weight, 1 of 4", config.CanaryStep{Weight: 25}, 1, 3, 25, 0.5},
+		{"by weight after a scale-out", config.CanaryStep{Weight: 25}, 1, 9, 25, 0.5},
+		{"by instances, 1 of 4", config.CanaryStep{Instances: 25}, 1, 3, 25, 1e-9},
+		{"by instances, 2 of 7", config.CanaryStep{Instances: 25}, 2, 5, 100 * 2.0 / 7, 1e-9},
+		{"by instances at 100%", config.CanaryStep{Instances: 100}, 3, 3, 100 * 256.0 / 257, 0.01},
+	} {
+		wc, ws := StepWeights(tc.step, tc.c, tc.s)
+		if got := 100 * Share(tc.c, tc.s, wc, ws); math.Abs(got-tc.share) > tc.tol {
+			t.Errorf("%s: weights %d/%d give %.2f%%, want %.2f%%", tc.what, wc, ws, got, tc.share)
+		}
+	}
+}
+
+// TestStepInstances: a step by weight keeps the count it started with
+// through a scale-out; one by instances grows with the group; neither
+// goes below the canary instances running.
+func TestStepInstances(t *testing.T) {
+	byWeight, byCount := config.CanaryStep{Weight: 25}, config.CanaryStep{Instances: 25}
+	for _, tc := range []struct {
+		what                            string
+		step                            config.CanaryStep
+		desired, started, running, want int
+	}{
+		{"by weight, at its start", byWeight, 3, 1, 0, 1},
+		{"by weight, scaled out to 9", byWeight, 9, 1, 1, 1},
+		{"by instances, scaled out to 5", byCount, 5, 1, 1, 2},
+		{"by instances, scaled out to 9", byCount, 9, 1, 1, 3},
+		{"by instances, scaled in to 2", byCount, 2, 1, 2, 2},
+		{"by weight, more running than asked", byWeight, 3, 1, 2, 2},
+	} {
+		if got := StepInstances(tc.step, tc.desired, tc.started, tc.running); got != tc.want {
+			t.Errorf("%s: %d canary instances, want %d", tc.what, got, tc.want)
+		}
+	}
+}

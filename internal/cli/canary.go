@@ -95,7 +95,11 @@ func printCanaryStatus(w io.Writer, d api.DeployStatus) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "  canary %s  step %d/%d  weight %g%%  %s  time left %s\n", c.Version, c.Step, c.Steps, c.Weight, c.Phase, c.TimeLeft.Round(100*time.Millisecond))
+	share := fmt.Sprintf("weight %g%%", c.Weight)
+	if c.Instances > 0 {
+		share = fmt.Sprintf("instances %g%% (weight %g%%)", c.Instances, c.Weight)
+	}
+	fmt.Fprintf(w, "  canary %s  step %d/%d  %s  %s  time left %s\n", c.Version, c.Step, c.Steps, share, c.Phase, c.TimeLeft.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  weights: canary %d on %d instance(s), stable %d on %d instance(s)\n", c.CanaryWeight, c.CanaryInstances, c.StableWeight, c.StableInstances)
 	line := func(name string, f group.VersionFigure) { figureLine(w, name, f) }
 	line("canary", c.Canary)

@@ -31,11 +31,18 @@ type Canary struct {
 	Analysis *CanaryAnalysis `yaml:"analysis"`
 }
 
-// CanaryStep is one share of the requests and how long it lasts.
+// CanaryStep is one share of the requests and how long it lasts: a step
+// gives either Weight or Instances.
 type CanaryStep struct {
 	// Weight is the share of requests the canary gets, in percent ("5%"),
-	// whatever the instance counts.
-	Weight float64 `yaml:"weight" required:"true"`
+	// whatever the instance counts: a scale-out during the step adds
+	// stable instances and the weights keep the share.
+	Weight float64 `yaml:"weight"`
+	// Instances is the canary's instances as a share of the group's size,
+	// in percent ("25%"): every server gets the same weight, so the canary
+	// gets its share of the servers, and a scale-out during the step adds
+	// canary instances in proportion.
+	Instances float64 `yaml:"instances"`
 	// For is how long the step lasts once its weight is set (0: the next
 	// step follows as soon as its instances serve).
 	For time.Duration `yaml:"for"`
@@ -43,6 +50,13 @@ type CanaryStep struct {
 	// promote) before the next step; the analysis goes on meanwhile.
 	Pause bool `yaml:"pause"`
 }
+
+// Share is the step's percentage: its weight, or for a step by instance
+// count its share of the group's instances.
+func (s CanaryStep) Share() float64 { return max(s.Weight, s.Instances) }
+
+// ByInstances reports a step by instance count (instances:).
+func (s CanaryStep) ByInstances() bool { return s.Instances > 0 }
 
 // CanaryAnalysis is what rolls a canary back: its error rate or p99 beyond
 // the bounds over the step so far, judged every Interval once the canary
@@ -134,7 +148,7 @@ func (d *decoder) canary(n *yaml.Node, path string) *Canary {
 			field := fmt.Sprintf("%s[%d]", f.field("steps"), i)
 			s, ok := d.canaryStep(it, field, prev, i == len(items)-1)
 			if ok {
-				prev = s.Weight
+				prev = s.Share()
 				c.Steps = append(c.Steps, s)
 			}
 		}
@@ -152,26 +166,38 @@ func (d *decoder) canaryStep(n *yaml.Node, path string, prev float64, last bool)
 		return CanaryStep{}, false
 	}
 	s := defaultCanaryStep
-	wn := f.get("weight")
-	if wn == nil {
+	wn, in := f.get("weight"), f.get("instances")
+	key := "weight"
+	switch {
+	case wn != nil && in != nil:
+		d.errorf(in, f.field("instances"), "conflicts with weight: a step is by weight (a share of the requests) or by instances (a share of the group's instances), not both")
 		return s, false
+	case wn == nil && in == nil:
+		d.errorf(n, f.field("weight"), "required (or instances): the canary's share of the requests, such as 5%%")
+		return s, false
+	case in != nil:
+		wn, key = in, "instances"
 	}
-	w, ok := d.percentOf(wn, f.field("weight"))
+	w, ok := d.percentOf(wn, f.field(key))
 	if !ok {
 		return s, false
 	}
 	switch {
 	case w <= 0:
-		d.errorf(wn, f.field("weight"), "must be above 0%%, got %s: a step of 0%% sends the canary nothing to judge", wn.Value)
+		d.errorf(wn, f.field(key), "must be above 0%%, got %s: a step of 0%% sends the canary nothing to judge", wn.Value)
 		return s, false
 	case w > 100:
-		d.errorf(wn, f.field("weight"), "must be at most 100%%, got %s", wn.Value)
+		d.errorf(wn, f.field(key), "must be at most 100%%, got %s", wn.Value)
 		return s, false
 	case w <= prev:
-		d.errorf(wn, f.field("weight"), "must be above the step before's %g%%, got %s: weights must increase", prev, wn.Value)
+		d.errorf(wn, f.field(key), "must be above the step before's %g%%, got %s: steps must increase", prev, wn.Value)
 		return s, false
 	}
-	s.Weight = w
+	if key == "instances" {
+		s.Instances = w
+	} else {
+		s.Weight = w
+	}
 	s.For = d.within(f, "for", 0, 0, maxCanaryStepFor)
 	s.Pause, _ = f.boolean("pause", false)
 	if !last && s.For == 0 && !s.Pause {

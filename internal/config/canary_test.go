@@ -18,7 +18,7 @@ groups:
     deploy:
       strategy: canary
       canary:
-        steps: [{weight: 5%, for: 5m}, {weight: 25%, for: 10m, pause: true}, {weight: 100%}]
+        steps: [{weight: 5%, for: 5m}, {instances: 25%, for: 10m, pause: true}, {weight: 100%}]
         analysis: {max_error_rate: {above: 1%, vs_stable: 2x}, max_p99: {vs_stable: 1.5x}, min_requests: 200, interval: 30s}
 `
 	cfg, err := Parse("shoal.yaml", []byte(doc))
@@ -30,7 +30,7 @@ groups:
 	if dep.Strategy != StrategyCanary || c == nil || len(c.Steps) != 3 {
 		t.Fatalf("deploy = %+v", dep)
 	}
-	if c.Steps[0] != (CanaryStep{Weight: 5, For: 5 * time.Minute}) || c.Steps[1] != (CanaryStep{Weight: 25, For: 10 * time.Minute, Pause: true}) || c.Steps[2] != (CanaryStep{Weight: 100}) {
+	if c.Steps[0] != (CanaryStep{Weight: 5, For: 5 * time.Minute}) || c.Steps[1] != (CanaryStep{Instances: 25, For: 10 * time.Minute, Pause: true}) || c.Steps[2] != (CanaryStep{Weight: 100}) {
 		t.Fatalf("steps = %+v", c.Steps)
 	}
 	a := c.Analysis
@@ -43,9 +43,9 @@ func TestCanaryConfigErrors(t *testing.T) {
 	const analysis = `analysis: {max_error_rate: {above: 1%}, min_requests: 10}`
 	for _, tc := range []struct{ name, deploy, at, want string }{
 		{"weights not increasing", `{strategy: canary, canary: {steps: [{weight: 25%, for: 1m}, {weight: 5%}]}}`, `5%}`,
-			`groups[0].deploy.canary.steps[1].weight: must be above the step before's 25%, got 5%: weights must increase`},
+			`groups[0].deploy.canary.steps[1].weight: must be above the step before's 25%, got 5%: steps must increase`},
 		{"equal weights", `{strategy: canary, canary: {steps: [{weight: 25%, for: 1m}, {weight: 25%}]}}`, `25%}`,
-			`groups[0].deploy.canary.steps[1].weight: must be above the step before's 25%, got 25%: weights must increase`},
+			`groups[0].deploy.canary.steps[1].weight: must be above the step before's 25%, got 25%: steps must increase`},
 		{"step of 0", `{strategy: canary, canary: {steps: [{weight: 0%, for: 1m}, {weight: 5%}]}}`, `0%`,
 			`groups[0].deploy.canary.steps[0].weight: must be above 0%, got 0%: a step of 0% sends the canary nothing to judge`},
 		{"weight over 100", `{strategy: canary, canary: {steps: [{weight: 5%, for: 1m}, {weight: 120%}]}}`, `120%`,
@@ -60,6 +60,14 @@ func TestCanaryConfigErrors(t *testing.T) {
 			`groups[0].deploy.canary.analysis.max_p99.vs_stable: must be from 1x to 1000x, got 0.9: below 1 a canary as good as the stable version fails`},
 		{"step without for", `{strategy: canary, canary: {steps: [{weight: 5%}, {weight: 50%}], ` + analysis + `}}`, `{weight: 5%}`,
 			`groups[0].deploy.canary.steps[0].for: required on every step but the last (or pause: true): a step of no time judges nothing`},
+		{"weight and instances", `{strategy: canary, canary: {steps: [{weight: 5%, instances: 10%}]}}`, `10%`,
+			`groups[0].deploy.canary.steps[0].instances: conflicts with weight: a step is by weight (a share of the requests) or by instances (a share of the group's instances), not both`},
+		{"neither weight nor instances", `{strategy: canary, canary: {steps: [{for: 1m}, {weight: 50%}]}}`, `{for`,
+			`groups[0].deploy.canary.steps[0].weight: required (or instances): the canary's share of the requests, such as 5%`},
+		{"instances over 100", `{strategy: canary, canary: {steps: [{instances: 25%, for: 1m}, {instances: 150%}]}}`, `150%`,
+			`groups[0].deploy.canary.steps[1].instances: must be at most 100%, got 150%`},
+		{"instances not increasing", `{strategy: canary, canary: {steps: [{weight: 25%, for: 1m}, {instances: 25%}]}}`, `25%}]`,
+			`groups[0].deploy.canary.steps[1].instances: must be above the step before's 25%, got 25%: steps must increase`},
 		{"canary without strategy", `{canary: {steps: [{weight: 5%}]}}`, `{steps`,
 			`groups[0].deploy.canary: applies only to strategy: canary, and strategy is "rolling"`},
 		{"strategy without canary", `{strategy: canary}`, `{strategy`,

@@ -145,7 +145,7 @@ func policyState(g *group.Group, gc config.Group, jm *jobrun.Manager, log *slog.
 	auto := gc.Autoscale.Target != nil && gc.Autoscale.Target.StartDelay.Auto
 	return func() policy.State {
 		up, down := g.Cooldowns()
-		s := policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: jm.Running(gc.Name)}
+		s := policy.State{Desired: g.Desired(), UpCooldownUntil: up, DownCooldownUntil: down, RunningJob: jm.Blocking(gc.Name)}
 		if auto {
 			s.StartDelay = delay.get(time.Now())
 		}

@@ -96,6 +96,10 @@ var schemaForms = map[string]obj{
 		obj{"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 100},
 		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},
 	}, "x-form": "percent (\"5%\")"},
+	"CanaryStep.instances": {"anyOf": []any{
+		obj{"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},
+	}, "x-form": "percent (\"25%\")"},
 	"CanaryErrorRate.above": {"anyOf": []any{
 		obj{"type": "number", "minimum": 0, "exclusiveMaximum": 100},
 		obj{"type": "string", "pattern": `^\s*[0-9.]+\s*%$`},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -49,9 +50,19 @@ import (
 // judgement passed: never on a canary that got fewer than min_requests.
 //
 // A restart of shoal (or its kill -9) mid-canary rolls the canary back
-// when the group runs again (recoverCanary): the analysis's window and the
-// operator's pauses are gone with the process, and a canary judged on half
-// a window is not judged. Run `shoal deploy` again to start over.
+// when the group runs again (recoverDeploy), and so does an HA failover:
+// the new leader's groups run from the shared records as after a restart.
+// The analysis's window and the operator's pauses are gone with the
+// process, and a canary judged on half a window is not judged. Run
+// `shoal deploy` again to start over.
+//
+// While the steps run, a scaling job may run beside the deploy's (jobrun):
+// the desired size is the stable version's, the canary's instances run
+// beside it (its surge). A scale-out adds stable instances, and canary
+// ones in proportion in a step by instance count (canary.StepInstances);
+// the weights keep the step's share whatever the counts. A scale-in
+// retires stable instances only (retireSurplusLocked), never the last
+// one below a step of 100 % (CanaryScaleRefusal).
 
 // ErrNoCanary is a canary command for a group that runs no canary.
 var ErrNoCanary = errors.New("no canary deploy is running")
@@ -141,10 +152,14 @@ type CanaryStatus struct {
 	Version string `json:"version"`
 	Stable  string `json:"stable"`
 	Phase   string `json:"phase"`
-	// Step is 1-based, of Steps; Weight the step's share in percent.
-	Step   int     `json:"step"`
-	Steps  int     `json:"steps"`
-	Weight float64 `json:"weight"`
+	// Step is 1-based, of Steps; Weight the step's share of the requests
+	// in percent. Instances, for a step by instance count, is the
+	// canary's share of the group's size that step runs (its Weight is
+	// then the share its instances in service get).
+	Step      int     `json:"step"`
+	Steps     int     `json:"steps"`
+	Weight    float64 `json:"weight"`
+	Instances float64 `json:"instances,omitempty"`
 	// TimeLeft is what is left of the step's for (0 once passed).
 	TimeLeft         time.Duration `json:"time_left"`
 	CanaryInstances  int           `json:"canary_instances"`
@@ -183,7 +198,7 @@ func (g *Group) CanaryStatus() (CanaryStatus, bool) {
 	}
 	st := r.cfg.Steps[r.step]
 	s := CanaryStatus{Version: r.version, Stable: r.stable, Phase: r.phase, Step: r.step + 1, Steps: len(r.cfg.Steps),
-		Weight: st.Weight, TimeLeft: max(0, st.For-r.elapsed), CanaryWeight: r.wc, StableWeight: r.ws,
+		Weight: st.Weight, Instances: st.Instances, TimeLeft: max(0, st.For-r.elapsed), CanaryWeight: r.wc, StableWeight: r.ws,
 		Canary: figureOf(r.can), StableFigures: figureOf(r.stab), Analysis: r.last.Reason}
 	if r.cfg.Analysis != nil {
 		s.AnalysisInterval = r.cfg.Analysis.Interval
@@ -192,6 +207,9 @@ func (g *Group) CanaryStatus() (CanaryStatus, bool) {
 		}
 	}
 	s.CanaryInstances, s.StableInstances = g.servingCountsLocked(r.version)
+	if st.ByInstances() {
+		s.Weight = math.Round(1000*canary.Share(s.CanaryInstances, s.StableInstances, r.wc, r.ws)) / 10
+	}
 	return s, true
 }
 
@@ -218,6 +236,37 @@ func (g *Group) CanaryCommand(action string) error {
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("group %s: the canary did not take the command %s in time", g.cfg.Name, action)
 	}
+}
+
+// CanaryTakesScaling reports whether a canary runs its steps: a scaling
+// job may then run beside the deploy's job (jobrun), adding or retiring
+// stable instances while the weights keep the canary's share. Once
+// promoted, the rolling deploy holds the group as any deploy does.
+func (g *Group) CanaryTakesScaling() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.can != nil && g.can.phase != CanaryPromoting
+}
+
+// CanaryScaleRefusal is why a size of n cannot be had while a canary runs
+// ("" when it can, or no canary runs): the canary's instances run beside
+// the desired size, which is the stable version's, and a step below 100 %
+// needs a stable instance to send the rest of the requests to.
+func (g *Group) CanaryScaleRefusal(n int) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.can == nil || n >= 1 || g.can.cfg.Steps[g.can.step].Share() >= 100 {
+		return ""
+	}
+	return fmt.Sprintf("a canary of %s runs at step %d/%d: a scale-in keeps at least 1 stable instance beside it (size %d asked); abort or promote the canary first",
+		g.can.version, g.can.step+1, len(g.can.cfg.Steps), n)
+}
+
+// canaryInstanceLocked reports whether in is an instance of the running
+// canary: a scale-in leaves those alone (retireSurplusLocked). g.mu must
+// be held.
+func (g *Group) canaryInstanceLocked(in *instance) bool {
+	return g.can != nil && in.version == g.can.version
 }
 
 // deployWeight is the weight a server of in gets while a canary or a
@@ -311,21 +360,44 @@ steps:
 	for step := 0; step < len(r.cfg.Steps); step++ {
 		st := r.cfg.Steps[step]
 		g.mu.Lock()
-		want := canary.Instances(g.desired, st.Weight)
+		// asked is what the step asked for at its start: a step by
+		// weight keeps it through a scale-out, one by instance count grows
+		// with the group (canary.StepInstances); neither goes below the
+		// canary instances already running.
+		asked := canary.StepInstances(st, g.desired, canary.Instances(g.desired, st.Share()), g.countVersionLocked(r.version))
+		want := asked
 		r.step, r.phase, r.elapsed, r.judged, r.last = step, CanaryStarting, 0, time.Time{}, canary.Result{}
 		g.dep.canary, g.dep.surge = want, want
 		g.notifyLocked()
 		g.mu.Unlock()
 		g.poke()
-		progress(fmt.Sprintf("canary step %d/%d: %g%% of the requests, %d canary instance(s) of %s", step+1, len(r.cfg.Steps), st.Weight, want, r.version))
+		progress(fmt.Sprintf("canary step %d/%d: %s, %d canary instance(s) of %s", step+1, len(r.cfg.Steps), stepText(st), want, r.version))
 		running := false
 		// stepPaused: the step's pause: true has been asked for.
 		stepPaused := false
 		for {
+			// Taken before what it reads: a change meanwhile wakes the loop.
+			g.mu.Lock()
+			ch := g.changed
+			g.mu.Unlock()
 			if f := g.canaryHealthFailure(r.version, started, threshold, wentDown); f != "" {
 				return f, false, nil
 			}
 			now := g.clk.Now()
+			g.mu.Lock()
+			// A scale-out or -in during the step (a scaling job runs beside
+			// a canary): a step by instance count follows the group.
+			w := canary.StepInstances(st, g.desired, asked, g.countVersionLocked(r.version))
+			grew := w != want
+			if grew {
+				want = w
+				g.dep.canary, g.dep.surge = want, want
+				g.notifyLocked()
+			}
+			g.mu.Unlock()
+			if grew {
+				g.poke()
+			}
 			g.applyWeights(ctx, r, lat)
 			g.mu.Lock()
 			canaries, stables := g.servingCountsLocked(r.version)
@@ -339,8 +411,8 @@ steps:
 				if r.userPaused {
 					r.phase = CanaryPaused
 				}
-				msg := fmt.Sprintf("step %d/%d: %g%% of the requests (%d canary at weight %d, %d stable at weight %d: %.1f%%)",
-					step+1, len(r.cfg.Steps), st.Weight, canaries, r.wc, stables, r.ws, 100*canary.Share(canaries, stables, r.wc, r.ws))
+				msg := fmt.Sprintf("step %d/%d: %s (%d canary at weight %d, %d stable at weight %d: %.1f%%)",
+					step+1, len(r.cfg.Steps), stepText(st), canaries, r.wc, stables, r.ws, 100*canary.Share(canaries, stables, r.wc, r.ws))
 				g.mu.Unlock()
 				progress(msg)
 				g.record(ctx, event.CanaryStep, r.version, "canary "+r.version+" "+msg)
@@ -373,9 +445,6 @@ steps:
 				}
 			}
 			last = now
-			g.mu.Lock()
-			ch := g.changed
-			g.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return "", false, context.Cause(ctx)
@@ -393,6 +462,14 @@ steps:
 	g.canaryEvent(ctx, event.CanaryPromoted, r, fmt.Sprintf("every step passed (%d)", len(r.cfg.Steps)))
 	g.setPhase(r, CanaryPromoting)
 	return "", true, nil
+}
+
+// stepText says what a step gives the canary, for events and progress.
+func stepText(st config.CanaryStep) string {
+	if st.ByInstances() {
+		return fmt.Sprintf("%g%% of the group's instances", st.Instances)
+	}
+	return fmt.Sprintf("%g%% of the requests", st.Weight)
 }
 
 // canaryCommand applies an operator's command: promote, abort (with the
@@ -485,7 +562,7 @@ func (g *Group) canaryHealthFailure(version string, started time.Time, threshold
 func (g *Group) applyWeights(ctx context.Context, r *canaryRun, lat *latencyWindow) {
 	g.mu.Lock()
 	canaries, stables := g.servingCountsLocked(r.version)
-	r.wc, r.ws = canary.Weights(canaries, stables, r.cfg.Steps[r.step].Weight)
+	r.wc, r.ws = canary.StepWeights(r.cfg.Steps[r.step], canaries, stables)
 	type set struct {
 		name string
 		w    int
@@ -591,13 +668,12 @@ func (g *Group) rollBackCanary(runCtx context.Context, version, failure string) 
 	// context has ended (a timeout, shoal stopping); waiting for the
 	// instances to go is not, as shoal stopping takes them anyway.
 	ctx := context.WithoutCancel(runCtx)
+	// The canary's instances retire in the same instant as the canary
+	// ends: with its surge gone, they would otherwise count as a surplus
+	// the reconciler may take stable instances for.
 	g.mu.Lock()
 	g.can = nil
 	g.dep.end()
-	g.notifyLocked()
-	g.mu.Unlock()
-	g.resetWeights(ctx, func(in *instance) bool { return in.version != version })
-	g.mu.Lock()
 	var retired []string
 	for _, in := range g.insts {
 		if in.version == version && !in.retiring {
@@ -607,6 +683,7 @@ func (g *Group) rollBackCanary(runCtx context.Context, version, failure string) 
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
+	g.resetWeights(ctx, func(in *instance) bool { return in.version != version })
 	g.poke()
 	g.log.Warn("canary rolled back", "version", version, "reason", failure, "retired", retired)
 	g.record(ctx, event.CanaryRolledBack, version, fmt.Sprintf("canary %s rolled back: %s", version, failure))
@@ -690,14 +767,14 @@ func (g *Group) recoverDeploy(ctx context.Context) {
 		if in.version != serving && !in.retiring {
 			leftovers = append(leftovers, in.name)
 			versions[in.version] = true
-			g.retireLocked(in, what+" interrupted by a restart of shoal")
+			g.retireLocked(in, what+" interrupted by a restart of shoal or a change of HA leader")
 		}
 	}
 	g.notifyLocked()
 	g.mu.Unlock()
 	slices.Sort(leftovers)
 	for v := range versions {
-		g.record(ctx, t, v, fmt.Sprintf("%s %s rolled back: interrupted by a restart of shoal (its instances %v are drained and stopped; the serving version %s serves)", what, v, leftovers, serving))
+		g.record(ctx, t, v, fmt.Sprintf("%s %s rolled back: interrupted by a restart of shoal or a change of HA leader (its instances %v are drained and stopped; the serving version %s serves)", what, v, leftovers, serving))
 	}
 	if len(leftovers) > 0 {
 		g.poke()

@@ -686,10 +686,13 @@ func (g *Group) settledLocked() (settled bool, blocked []string) {
 			protected = append(protected, in.name)
 		}
 	}
+	// A canary's instances run beside the desired size (a scaling job
+	// may run beside a canary).
+	want := g.desired + g.dep.canary
 	switch {
-	case n == g.desired:
+	case n == want:
 		return true, nil
-	case n > g.desired && n-len(protected) <= g.desired && g.protectedNote != "":
+	case n > want && n-len(protected) <= want && g.protectedNote != "":
 		// The scale-in ran and found only protected ones left (see
 		// retireSurplusLocked): not merely a surplus it has yet to see.
 		slices.Sort(protected)

@@ -82,11 +82,13 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 		}
 	}
 	g.desired = n
-	active := len(g.activeLocked())
+	// A deploy's surge is wanted beside the size (a canary's instances,
+	// when a scaling job runs beside it).
+	active := len(g.activeLocked()) - g.dep.surge
 	g.owedLaunch, g.owedRetire = max(0, n-active), max(0, active-n)
 	// The instances a smaller size retires are chosen now, so that the job
 	// can say which and why (Retirements); the reconciler starts the rest.
-	if active > n+g.dep.surge {
+	if active > n {
 		g.retireSurplusLocked(n+g.dep.surge, sessions, statErr, hosts)
 	}
 	g.notifyLocked()
@@ -139,6 +141,13 @@ func (g *Group) busyness(ctx context.Context) (map[string]int, error) {
 // nil for a provider with one), and records each choice. g.mu must be held.
 func (g *Group) retireSurplusLocked(want int, sessions map[string]int, statErr error, hosts map[string]hostLoad) {
 	active := g.activeLocked()
+	if g.can != nil {
+		// A canary's instances are what it is judged on, and the surge
+		// keeps them: a scale-in during a canary retires stable ones.
+		stable := slices.DeleteFunc(slices.Clone(active), g.canaryInstanceLocked)
+		want -= len(active) - len(stable)
+		active = stable
+	}
 	if len(active) <= want {
 		g.protectedNote = ""
 		return

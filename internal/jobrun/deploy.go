@@ -48,7 +48,7 @@ func (m *Manager) SubmitDeploy(ctx context.Context, req DeployRequest) (Job, err
 	size := g.Desired()
 	j := Job{Group: req.Group, Source: req.Source, Kind: Deploy, From: size, Target: size,
 		CreatedAt: now, Version: target.Version(req.Group)}
-	if running := m.running[req.Group]; running != "" {
+	if running := m.holderLocked(req.Group); running != "" {
 		j.State, j.Reason, j.FinishedAt = Ignored, fmt.Sprintf("another job (%s) is running for group %s", running, req.Group), &now
 		if err := m.st.InsertJob(ctx, &j); err != nil {
 			return Job{}, fmt.Errorf("record job: %w", err)

@@ -54,7 +54,7 @@ func (m *Manager) SubmitInstances(ctx context.Context, req InstanceRequest) (Job
 	j := Job{Group: g.Name(), Source: source, Kind: req.Kind, From: size, Target: size, CreatedAt: now,
 		Instances: slices.Clone(req.Instances)}
 	reason := ""
-	if running := m.running[j.Group]; running != "" {
+	if running := m.holderLocked(j.Group); running != "" {
 		reason = fmt.Sprintf("another job (%s) is running for group %s", running, j.Group)
 	} else {
 		reason = g.ActRefusal(req.Kind, req.Instances, req.Options)

@@ -105,8 +105,11 @@ type Manager struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	running map[string]string        // group → running job id
-	ended   map[string]chan struct{} // job id → closed when it ends
+	running map[string]string // group → running job id
+	// beside is a scaling job running beside a canary deploy (the
+	// group's running job): group → its id.
+	beside map[string]string
+	ended  map[string]chan struct{} // job id → closed when it ends
 
 	// observe, when set, sees every job as it enters a state (metrics).
 	observe func(Job)
@@ -137,6 +140,7 @@ func NewStandbyManager(groups Groups, st stateStore, log *slog.Logger) *Manager 
 		st:            st,
 		log:           log,
 		running:       map[string]string{},
+		beside:        map[string]string{},
 		ended:         map[string]chan struct{}{},
 		timeout:       defaultTimeout,
 		deployTimeout: deployTimeout,
@@ -244,14 +248,24 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 	from := g.Desired()
 	j := Job{Group: req.Group, Source: req.Source, Kind: req.Kind, Plan: req.Plan, From: from, Target: from, CreatedAt: now}
 	target, reason, inputErr := resolve(g, req, from)
+	// A canary's steps take scaling requests: the stable instances scale
+	// while the weights keep the canary's share (group/canary.go).
+	beside := req.Kind != Wake && m.takesBesideLocked(g, req.Group)
+	holder := m.holderLocked(req.Group)
+	if beside {
+		holder = ""
+	}
 	switch {
 	case inputErr != nil:
 		reason = inputErr.Msg
-	case m.running[req.Group] != "":
-		reason = fmt.Sprintf("another job (%s) is running for group %s", m.running[req.Group], req.Group)
+	case holder != "":
+		reason = fmt.Sprintf("another job (%s) is running for group %s", holder, req.Group)
 	case reason == "":
 		j.Target = target
-		if req.Kind != Wake {
+		if beside {
+			reason = g.CanaryScaleRefusal(target)
+		}
+		if reason == "" && req.Kind != Wake {
 			reason = cooldownReason(g, from, target, now)
 		}
 		if reason == "" {
@@ -270,18 +284,43 @@ func (m *Manager) Submit(ctx context.Context, req Request) (Job, error) {
 		return j, nil
 	}
 
+	if beside {
+		return m.acceptIn(ctx, g, j, m.run, m.beside)
+	}
 	return m.accept(ctx, g, j, m.run)
+}
+
+// takesBesideLocked reports whether g's running job is a canary in its
+// steps with no scaling job beside it yet: one may run. m.mu must be held.
+func (m *Manager) takesBesideLocked(g *group.Group, group string) bool {
+	return m.running[group] != "" && m.beside[group] == "" && g.CanaryTakesScaling()
+}
+
+// holderLocked is the job that holds group: a scaling job beside a
+// canary (what another scaling request waits for), else the running one
+// ("" when none). m.mu must be held.
+func (m *Manager) holderLocked(group string) string {
+	if id := m.beside[group]; id != "" {
+		return id
+	}
+	return m.running[group]
 }
 
 // accept records j as accepted, takes the group's lock for it and runs it.
 // m.mu must be held.
 func (m *Manager) accept(ctx context.Context, g *group.Group, j Job, run func(*group.Group, Job)) (Job, error) {
+	return m.acceptIn(ctx, g, j, run, m.running)
+}
+
+// acceptIn is accept with the lock held in slot: m.running, or m.beside
+// for a scaling job beside a canary.
+func (m *Manager) acceptIn(ctx context.Context, g *group.Group, j Job, run func(*group.Group, Job), slot map[string]string) (Job, error) {
 	j.State = Accepted
 	if err := m.st.InsertJob(ctx, &j); err != nil {
 		return Job{}, fmt.Errorf("record job: %w", err)
 	}
 	m.logJob(j)
-	m.running[j.Group] = j.ID
+	slot[j.Group] = j.ID
 	m.ended[j.ID] = make(chan struct{})
 	m.wg.Add(1)
 	go func() {
@@ -295,7 +334,11 @@ func (m *Manager) accept(ctx context.Context, g *group.Group, j Job, run func(*g
 // release ends a job's hold on its group and wakes its waiters.
 func (m *Manager) release(j Job) {
 	m.mu.Lock()
-	delete(m.running, j.Group)
+	for _, slot := range []map[string]string{m.running, m.beside} {
+		if slot[j.Group] == j.ID {
+			delete(slot, j.Group)
+		}
+	}
 	close(m.ended[j.ID])
 	delete(m.ended, j.ID)
 	m.mu.Unlock()

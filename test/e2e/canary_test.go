@@ -113,10 +113,12 @@ func weightShare(p serverPoll, canary func(string) bool) float64 {
 }
 
 // TestCanaryPromotedThroughSteps deploys a good version by canary, 5 % →
-// 25 % → 100 %, under keep-alive load: no request fails, and the share of
-// requests the canary got while each step's weights held, measured from
-// HAProxy's own counters, is within 2 points of the step's weight. Then the
-// stable instances are replaced and the new version serves.
+// 25 % → 100 %, under keep-alive load, and scales the group out (3 → 4)
+// during the 25 % step: the scaling job runs beside the canary and adds a
+// stable instance. No request fails, and the share of requests the canary
+// got while each step's weights held, measured from HAProxy's own
+// counters, is within 2 points of the step's weight, after the scale-out
+// too. Then the stable instances are replaced and the new version serves.
 func TestCanaryPromotedThroughSteps(t *testing.T) {
 	parallel(t)
 	canaryPromoted(t, 0)
@@ -151,10 +153,37 @@ func canaryPromoted(t *testing.T, hogs int) {
 	stopLoad := load(t, e)
 	polls := pollServers(t, e)
 	time.Sleep(500 * time.Millisecond)
-	out, stderr, code := e.cli("deploy", "web", "--set", "release=2", "--sync")
-	t.Logf("shoal deploy:\n%s%s", out, stderr)
+	out, stderr, code := e.cli("deploy", "web", "--set", "release=2")
 	if code != 0 {
-		t.Fatalf("canary deploy exited %d", code)
+		t.Fatalf("canary deploy exited %d:\n%s%s", code, out, stderr)
+	}
+	deployID := strings.Fields(out)[1]
+	// A scale-out during the 25 % step: a job of its own, done while the
+	// canary runs.
+	waitDeployStatus(t, e, "step 2 running", time.Minute, "step 2/3", "weight 25%", "running")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	four := 4
+	sj, err := e.client().Scale(ctx, "web", api.ScaleRequest{Size: &four})
+	if err != nil || sj.State == jobrun.Ignored {
+		t.Fatalf("a scale-out during the canary: %+v, %v", sj, err)
+	}
+	if sj, err = e.client().WaitJob(ctx, sj.ID); err != nil || sj.State != jobrun.Done {
+		t.Fatalf("the scale-out's job: %+v, %v", sj, err)
+	}
+	if st := deployStatus(t, e); !strings.Contains(st, "step 2/3") {
+		t.Errorf("the scale-out ended after the 25%% step:\n%s", st)
+	}
+	for _, in := range groupOf(t, e.status(), "web").Instances {
+		if in.Version == before.Version {
+			stable[in.Name] = true // the scale-out's
+		}
+	}
+	if len(stable) != 4 {
+		t.Fatalf("after the scale-out %d instances of the stable version, want 4", len(stable))
+	}
+	if dj, err := e.client().Job(ctx, deployID, 2*time.Minute); err != nil || dj.State != jobrun.Done {
+		t.Fatalf("the canary deploy: %+v, %v", dj, err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	res := stopLoad()
@@ -168,6 +197,8 @@ func canaryPromoted(t *testing.T, hogs int) {
 	// got are the share those weights gave.
 	type tally struct{ can, all int64 }
 	by := map[float64]*tally{}
+	// scaled is the 25 % step with the scale-out's stable instance serving.
+	scaled := &tally{}
 	for i := 1; i < len(ps); i++ {
 		a, b := ps[i-1], ps[i]
 		wa, wb := weightShare(a, isCanary), weightShare(b, isCanary)
@@ -188,16 +219,36 @@ func canaryPromoted(t *testing.T, hogs int) {
 			tl = &tally{}
 			by[step] = tl
 		}
+		stables := 0
+		for n, up := range b.serving {
+			if up && !isCanary(n) {
+				stables++
+			}
+		}
 		for n, r := range b.reqs {
 			d := r - a.reqs[n]
 			if d < 0 {
 				continue
 			}
 			tl.all += d
+			if step == 25 && stables == 4 {
+				scaled.all += d
+			}
 			if isCanary(n) {
 				tl.can += d
+				if step == 25 && stables == 4 {
+					scaled.can += d
+				}
 			}
 		}
+	}
+	if scaled.all < 300 {
+		t.Fatalf("25%% step after the scale-out: too few requests measured (%+v)", scaled)
+	}
+	got := 100 * float64(scaled.can) / float64(scaled.all)
+	t.Logf("25%% step after the scale-out (4 stable): canary got %d of %d requests: %.2f%%", scaled.can, scaled.all, got)
+	if math.Abs(got-25) > 2 {
+		t.Errorf("after the scale-out the canary got %.2f%% of the requests, want 25 within 2 points", got)
 	}
 	for _, w := range []float64{5, 25, 100} {
 		tl := by[w]
@@ -212,7 +263,7 @@ func canaryPromoted(t *testing.T, hogs int) {
 	}
 
 	after := groupOf(t, e.status(), "web")
-	if after.Version == before.Version || versions(after)[after.Version] != 3 || after.Deploying != "" {
+	if after.Version == before.Version || versions(after)[after.Version] != 4 || after.Deploying != "" {
 		t.Fatalf("after the canary: version %q (was %q), instances %v", after.Version, before.Version, versions(after))
 	}
 	evs := e.events(api.EventsQuery{Group: "web"})
@@ -231,6 +282,7 @@ func canaryPromoted(t *testing.T, hogs int) {
 	if steps != 3 || promoted != 1 {
 		t.Fatalf("%d canary.step and %d canary.promoted events, want 3 and 1", steps, promoted)
 	}
+	e.waitInService("web", 4) // the stable instances retired have stopped
 	e.checkInSync("web")
 }
 

@@ -2,9 +2,12 @@ package canary
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +36,11 @@ type strategyRun struct {
 	Outcome     string  `json:"outcome"`
 	GoodDeploy  float64 `json:"good_deploy_s"`
 	RPS         float64 `json:"rps"`
+	// ShoalCPU and HAProxyCPU are CPU time per request (µs, utime+stime
+	// from /proc) over the bad deploy's window: shoal serve's process and
+	// HAProxy's (master and worker).
+	ShoalCPU   float64 `json:"shoal_cpu_us_per_request"`
+	HAProxyCPU float64 `json:"haproxy_cpu_us_per_request"`
 }
 
 type details struct {
@@ -85,6 +93,14 @@ func runCanary(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 		Name: "a good version's deploy, total time", Unit: "s", Value: bench.Num(can.GoodDeploy),
 		Baseline: "rolling deploy", BaselineValue: bench.Num(roll.GoodDeploy), Ratio: bench.RatioOf(bench.Num(can.GoodDeploy), bench.Num(roll.GoodDeploy)),
 		Note: fmt.Sprintf("canary steps 5%%, 25%% for %s each, then 100%% and the rolling replacement", *step),
+	}, {
+		Name: "shoal's CPU per request over the bad deploy's window", Unit: "µs", Value: bench.Num(bench.Round2(can.ShoalCPU)),
+		Baseline: "rolling deploy", BaselineValue: bench.Num(bench.Round2(roll.ShoalCPU)), Ratio: bench.RatioOf(bench.Num(can.ShoalCPU), bench.Num(roll.ShoalCPU)),
+		Note: fmt.Sprintf("utime+stime of shoal serve (/proc/PID/stat) over the window, per request answered (canary: its analysis's stats reads and weight changes; rolling: its instance replacements); %.0f requests/s canary, %.0f rolling", can.RPS, roll.RPS),
+	}, {
+		Name: "HAProxy's CPU per request over the bad deploy's window", Unit: "µs", Value: bench.Num(bench.Round2(can.HAProxyCPU)),
+		Baseline: "rolling deploy", BaselineValue: bench.Num(bench.Round2(roll.HAProxyCPU)), Ratio: bench.RatioOf(bench.Num(can.HAProxyCPU), bench.Num(roll.HAProxyCPU)),
+		Note: "utime+stime of HAProxy's master and worker over the window, per request answered",
 	}}
 	rep.Settings = []bench.Setting{
 		{Name: "group", Value: fmt.Sprintf("%d demo-backends (GOMAXPROCS=1), health every 200 ms; deploy max_surge 1, min_ready 1s", *instances)},
@@ -92,9 +108,9 @@ func runCanary(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []str
 		{Name: "canary", Value: fmt.Sprintf("steps 5%% for %s, 25%% for %s, 100%%; analysis max_error_rate {above: 1%%, vs_stable: 2x}, min_requests %d, interval %s; bad requests counted for %s from the deploy's start", *step, *step, *minRequests, *interval, *window)},
 	}
 	var md strings.Builder
-	md.WriteString("| strategy | requests in the window | 500s of the bad version | other failures | bad deploy | good deploy |\n|---|---:|---:|---:|---|---:|\n")
+	md.WriteString("| strategy | requests in the window | requests/s | shoal CPU/request | HAProxy CPU/request | 500s of the bad version | other failures | bad deploy | good deploy |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, r := range det.Runs {
-		fmt.Fprintf(&md, "| %s | %d | %d | %d | %s | %.1f s |\n", r.Strategy, r.Requests, r.Bad, r.OtherFailed, r.Outcome, r.GoodDeploy)
+		fmt.Fprintf(&md, "| %s | %d | %.0f | %.1f µs | %.1f µs | %d | %d | %s | %.1f s |\n", r.Strategy, r.Requests, r.RPS, r.ShoalCPU, r.HAProxyCPU, r.Bad, r.OtherFailed, r.Outcome, r.GoodDeploy)
 	}
 	rep.Markdown = md.String()
 	return rep, nil
@@ -135,6 +151,7 @@ func measure(ctx context.Context, env *bench.Env, sbin, backend, strategy string
 		return r, err
 	}
 	start := time.Now()
+	cpu := startCPU(sh.Proc.Pid())
 	out, derr := sh.CLI(ctx, window+5*time.Minute, "deploy", "web", "--set", fmt.Sprintf("fail=%g", fail), "--sync")
 	r.Outcome = "rolled out"
 	if derr != nil {
@@ -147,8 +164,16 @@ func measure(ctx context.Context, env *bench.Env, sbin, backend, strategy string
 	if rest := window - time.Since(start); rest > 0 {
 		time.Sleep(rest)
 	}
+	shoalTicks, hapTicks, cerr := cpu()
 	res := stop()
+	if cerr != nil {
+		return r, cerr
+	}
 	r.Requests, r.RPS = res.Requests, res.RPS
+	if res.Requests > 0 {
+		perReq := func(ticks int64) float64 { return 1e6 * float64(ticks) / bench.ClockTicks / float64(res.Requests) }
+		r.ShoalCPU, r.HAProxyCPU = perReq(shoalTicks), perReq(hapTicks)
+	}
 	for kind, n := range res.FailureKinds {
 		if kind == "HTTP 500" {
 			r.Bad += n
@@ -170,4 +195,45 @@ func measure(ctx context.Context, env *bench.Env, sbin, backend, strategy string
 	}
 	r.GoodDeploy = time.Since(t0).Seconds()
 	return r, nil
+}
+
+// startCPU reads the CPU ticks of shoal (pid) and of its HAProxy
+// processes now; the function it returns reads them again and returns
+// what each used since. An HAProxy process started meanwhile counts from
+// 0: its whole life lies in between.
+func startCPU(pid int) func() (shoal, haproxy int64, err error) {
+	s0, err0 := bench.CPUTicks(pid)
+	h0 := map[int]int64{}
+	for _, p := range haproxies(pid) {
+		if t, err := bench.CPUTicks(p); err == nil {
+			h0[p] = t
+		}
+	}
+	return func() (int64, int64, error) {
+		s1, err1 := bench.CPUTicks(pid)
+		if err := errors.Join(err0, err1); err != nil {
+			return 0, 0, fmt.Errorf("shoal's CPU: %w", err)
+		}
+		var h int64
+		for _, p := range haproxies(pid) {
+			if t, err := bench.CPUTicks(p); err == nil {
+				h += t - h0[p]
+			}
+		}
+		if h == 0 && len(h0) == 0 {
+			return 0, 0, errors.New("HAProxy's CPU: shoal runs no haproxy process")
+		}
+		return s1 - s0, h, nil
+	}
+}
+
+// haproxies lists the haproxy processes below pid.
+func haproxies(pid int) []int {
+	var out []int
+	for _, p := range bench.Descendants(pid) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/comm"); err == nil && strings.TrimSpace(string(b)) == "haproxy" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
