@@ -241,12 +241,14 @@ type Group struct {
 	replacing  []string
 	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
-	// crashLoop is set by a crash (see fail) and cleared when an instance
-	// first goes into service: meanwhile the reconciler starts one
+	// crashLoop is set by a crash (see fail), the latest at lastCrash,
+	// and cleared when an instance first goes into service: meanwhile, for
+	// failureWindow after the latest crash, the reconciler starts one
 	// instance at a time, a probe, once each back-off ends, rather than
 	// the whole shortfall (500 processes a minute for a group of 500
 	// whose template cannot start).
 	crashLoop bool
+	lastCrash time.Time
 	// round numbers the reconciler's launch passes; reported is the
 	// newest round whose crash was reported (an event and a warning), and
 	// quiet counts the crashes since left unreported, from quietSince: a
@@ -544,7 +546,7 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.clk.AfterFunc(wait, g.poke)
 			return
 		}
-		if g.crashLoop {
+		if g.crashLoop && g.clk.Now().Sub(g.lastCrash) < failureWindow {
 			// One probe at a time: its end (failure or service) pokes
 			// the reconciler.
 			if g.startingLocked() {
@@ -1137,7 +1139,7 @@ func (g *Group) fail(in *instance, reason string) {
 	g.nextLaunch = now.Add(backoff)
 	report, told := true, reason
 	if crash {
-		g.crashLoop = true
+		g.crashLoop, g.lastCrash = true, now
 		switch {
 		case in.round > 0 && in.round <= g.reported:
 			report = false
