@@ -175,7 +175,7 @@ func hostDeath(ctx context.Context, env *bench.Env, lab *testhost.Lab, sbin, sta
 			}
 		}
 		for h, c := range on {
-			if h != dies.Addr {
+			if h != dies.Addr && h != "" { // "": not placed yet
 				ph.peak(h, c)
 			}
 		}

@@ -112,7 +112,7 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	rep.Settings = []bench.Setting{
 		{Name: "instances", Value: "internal/testbin/standin processes; HAProxy checks every instance"},
 		{Name: "backoff", Value: fmt.Sprintf("group `bad` of %d (its program exits at once) beside %d groups of 10 at rest, local provider; window %v after the first pass failed; baseline: the same with bad's template working, its %d at rest", *bad, *others, *window, *bad)},
-		{Name: "host", Value: fmt.Sprintf("ssh provider on network-namespace hosts, placement pack; the dying host holds all of the group (%d, baseline %d), the two others have room for %d; health every 500 ms, fall 2, timeout 500 ms; host_down_after %v; the host dies by SIGKILL of everything in it and its link set down", *big, *small, *room, hostDownAfter)},
+		{Name: "host", Value: fmt.Sprintf("ssh provider on network-namespace hosts, placement pack; the dying host holds all of the group (%d, baseline %d), the two others have room for %d; health every 500 ms, fall 2, timeout 500 ms; host_down_after %v, connect_timeout 15 s (the shared machine's load, 40 to 70, made live hosts' 5 s shell answers fail); the instances serve 35 s (past 30 s: steadily) before the host dies by SIGKILL of everything in it and its link set down", *big, *small, *room, hostDownAfter)},
 	}
 	rep.Markdown = md.String()
 	return rep, nil
