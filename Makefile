@@ -102,7 +102,7 @@ demo: deps build
 # runs as root; clouds needs jq, flock and moto: make test-deps; dashboard
 # saves its screenshots in bench/results/screenshots). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.
-BENCH       ?= throughput tls reaction collection overload iobound zero hosts hostdrain clouds dashboard gslb canary spike scale
+BENCH       ?= throughput tls reaction collection overload iobound zero hosts hostdrain clouds dashboard gslb canary spike scale scalefaults
 BENCH_FLAGS ?=
 bench: build
 	@bash scripts/install-deps.sh haproxy wrk nginx openssh-server:sshd openssh-client:ssh-keygen iproute2:ip chromium gdnsd

@@ -45,6 +45,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/bench/reaction"
 	"github.com/shoal-lb/shoal/internal/bench/replay"
 	"github.com/shoal-lb/shoal/internal/bench/scale"
+	"github.com/shoal-lb/shoal/internal/bench/scalefaults"
 	"github.com/shoal-lb/shoal/internal/bench/spike"
 	"github.com/shoal-lb/shoal/internal/bench/throughput"
 	"github.com/shoal-lb/shoal/internal/bench/tlsbench"
@@ -53,7 +54,7 @@ import (
 
 // commands are the benchmarks, by name.
 var commands = index(chaos.Command, clouds.Command, collection.Command, compare.Command, dashboard.Command, demo.Command,
-	canary.Command, gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, scale.Command, spike.Command, throughput.Command, tlsbench.Command, zero.Command)
+	canary.Command, gslb.Command, hostdrain.Command, hosts.Command, iobound.Command, overload.Command, reaction.Command, replay.Command, scale.Command, scalefaults.Command, spike.Command, throughput.Command, tlsbench.Command, zero.Command)
 
 // index maps the benchmarks by name; a name given twice is a programming error.
 func index(cs ...*bench.Command) map[string]*bench.Command {

@@ -73,6 +73,7 @@ func indent(s, prefix string) string {
 	return b.String()
 }
 
-// GroupCap is the largest max_size shoal's config accepts, so the most
-// instances one benchmark group may have.
+// GroupCap is the most instances one group of the benchmarks that spread
+// instances over groups has (shoal's config accepts up to 1,000; these
+// benchmarks were measured with groups of 100).
 const GroupCap = 100

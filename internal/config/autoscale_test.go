@@ -169,7 +169,7 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			name: "add zero",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {add: 0}}]
 `,
-			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 100 (the largest max_size), got 0`,
+			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 1000 (the largest max_size), got 0`,
 		},
 		{
 			name: "size outside the group",
@@ -181,7 +181,7 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			name: "percent zero",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {percent: 0}}]
 `,
-			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 10000, got 0`,
+			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 100000, got 0`,
 		},
 		{
 			name: "bad on_missing",
@@ -260,33 +260,33 @@ metrics: {retention: {10s: 0, 1m: 0}}
 			name: "bad max_step",
 			body: `      target: {metric: cpu.avg, value: 50, max_step: {up: lots}}
 `,
-			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got "lots"`,
+			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 1000) or a percentage such as "100%" (above 0 to 100000%), got "lots"`,
 		},
 		// Sizes that overflow n+N wrapped a scale-up into a scale-in to min_size.
 		{
 			name: "add overflowing the size",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {add: 9223372036854775807}}]
 `,
-			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 100 (the largest max_size), got 9223372036854775807`,
+			want: `shoal.yaml:9:67: groups[0].autoscale.rules[0].action.add: must be from 1 to 1000 (the largest max_size), got 9223372036854775807`,
 		},
 		{
 			name: "remove more than a group holds",
-			body: `      rules: [{metric: cpu.avg, below: 5, for: 1m, action: {remove: 101}}]
+			body: `      rules: [{metric: cpu.avg, below: 5, for: 1m, action: {remove: 1001}}]
 `,
-			want: `shoal.yaml:9:69: groups[0].autoscale.rules[0].action.remove: must be from 1 to 100 (the largest max_size), got 101`,
+			want: `shoal.yaml:9:69: groups[0].autoscale.rules[0].action.remove: must be from 1 to 1000 (the largest max_size), got 1001`,
 		},
 		{
 			name: "percent overflowing the size",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 1m, action: {percent: 1e300}}]
 `,
-			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 10000, got 1e300`,
+			want: `shoal.yaml:9:71: groups[0].autoscale.rules[0].action.percent: must be a non-zero percentage from -100 to 100000, got 1e300`,
 		},
 		{
 			name: "max_step overflowing the size",
 			body: `      target: {metric: cpu.avg, value: 50, max_step: {up: "1e300%", down: 9223372036854775807}}
 `,
-			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got "1e300%"
-shoal.yaml:9:75: groups[0].autoscale.target.max_step.down: must be a number of instances (1 to 100) or a percentage such as "100%" (above 0 to 10000%), got 9223372036854775807`,
+			want: `shoal.yaml:9:59: groups[0].autoscale.target.max_step.up: must be a number of instances (1 to 1000) or a percentage such as "100%" (above 0 to 100000%), got "1e300%"
+shoal.yaml:9:75: groups[0].autoscale.target.max_step.down: must be a number of instances (1 to 1000) or a percentage such as "100%" (above 0 to 100000%), got 9223372036854775807`,
 		},
 		{
 			name: "cron with six fields",

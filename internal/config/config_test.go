@@ -359,10 +359,10 @@ groups:
 groups:
   - name: web
     min_size: 1
-    max_size: 101
+    max_size: 1001
     template: {command: [app]}
 `,
-			want: `shoal.yaml:5:15: groups[0].max_size: must be from 1 to 100, got 101`,
+			want: `shoal.yaml:5:15: groups[0].max_size: must be from 1 to 1000, got 1001`,
 		},
 		{
 			name: "min_size above max_size",

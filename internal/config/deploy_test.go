@@ -15,7 +15,7 @@ func TestDeployConfigErrors(t *testing.T) {
 		{"no progress possible", `deploy: {max_surge: 0}`, `0}`,
 			`groups[0].deploy.max_surge: max_surge and max_unavailable must not both be 0: a deploy could never replace an instance`},
 		{"threshold zero", `deploy: {failure_threshold: 0}`, `0}`,
-			`groups[0].deploy.failure_threshold: must be from 1 to 100, got 0`},
+			`groups[0].deploy.failure_threshold: must be from 1 to 1000, got 0`},
 		{"min_ready not a duration", `deploy: {min_ready: soon}`, `soon`,
 			`groups[0].deploy.min_ready: must be a duration such as "30s" or "3m", or a whole number of seconds; got "soon"`},
 		{"undeclared variable", `template: {command: [app, "{{.Vars.tag}}"]}`, `"{{.Vars.tag}}"`,

@@ -27,7 +27,9 @@ import (
 // running backend.
 var balanceAlgorithms = []string{"roundrobin", "leastconn", "first", BalanceHash}
 
-const maxGroupSize = 100
+// maxGroupSize bounds max_size: shoal was measured at 1,000 instances on one
+// machine (issue 45), and a group may hold them all.
+const maxGroupSize = 1000
 
 // namePattern keeps group and plan names usable as HAProxy backend names and
 // as instance name prefixes.

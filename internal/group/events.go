@@ -42,9 +42,12 @@ func (g *Group) launched(ctx context.Context, in *instance) {
 
 // failed records an instance's failure: one that never served failed to
 // launch; one that served is unhealthy, and replaced by the next launch.
-func (g *Group) failed(in *instance, served bool, reason string) {
+// Unless report is set (see fail) no event is recorded.
+func (g *Group) failed(in *instance, served bool, reason string, report bool) {
 	if !served {
-		g.record(context.Background(), event.InstanceLaunchFailed, in.name, fmt.Sprintf("%s failed to launch: %s", in.name, reason))
+		if report {
+			g.record(context.Background(), event.InstanceLaunchFailed, in.name, fmt.Sprintf("%s failed to launch: %s", in.name, reason))
+		}
 		return
 	}
 	g.mu.Lock()
@@ -53,5 +56,7 @@ func (g *Group) failed(in *instance, served bool, reason string) {
 		g.replacing = g.replacing[len(g.replacing)-maxFailures:]
 	}
 	g.mu.Unlock()
-	g.record(context.Background(), event.InstanceUnhealthy, in.name, fmt.Sprintf("%s failed in service: %s", in.name, reason))
+	if report {
+		g.record(context.Background(), event.InstanceUnhealthy, in.name, fmt.Sprintf("%s failed in service: %s", in.name, reason))
+	}
 }

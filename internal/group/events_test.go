@@ -1,8 +1,12 @@
 package group
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,5 +71,97 @@ func TestEventsLaunchFailed(t *testing.T) {
 		if d.Outcome == decision.Event && d.Reason != "web-001 failed to launch: start failed: pre_start hook: exit status 3" {
 			t.Errorf("reason %q", d.Reason)
 		}
+	}
+}
+
+// lockedBuffer is a log's output that tests read while the group writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestEventsCrashLoopReportedOncePerBackoff: a group of 5 whose template
+// cannot start launches its 5 at once, and their failures are one event
+// and one warning; then one instance at a time probes, once a back-off,
+// each probe's failure reported with the count left unreported before it;
+// once a probe goes into service the rest launch.
+func TestEventsCrashLoopReportedOncePerBackoff(t *testing.T) {
+	var logs lockedBuffer
+	r := newReconciler(t, 5, func(r *reconciler) {
+		r.g.log = slog.New(slog.NewTextHandler(&logs, nil)).With("group", "web")
+		r.prov.onStart = func(in *fakeInstance) { in.exit("exit status 1") }
+	})
+	launchFailed := func() []string {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		var out []string
+		for _, d := range r.st.decisions {
+			if d.Outcome == decision.Event && d.Rule+"."+string(d.Code) == "instance.launch_failed" {
+				out = append(out, d.Reason)
+			}
+		}
+		return out
+	}
+	empty := func() bool {
+		r.g.mu.Lock()
+		defer r.g.mu.Unlock()
+		return len(r.g.insts) == 0
+	}
+	f := r.awaitFailure(5)
+	waitFor(t, "the 5 forgotten", empty)
+	if n := len(r.prov.startTimes()); n != 5 {
+		t.Fatalf("%d starts, want the 5 of the first pass", n)
+	}
+	if got := launchFailed(); len(got) != 1 {
+		t.Fatalf("failed launches recorded %q; want one for the pass of 5", got)
+	}
+	if n := logs.count(`msg="instance failed"`); n != 1 {
+		t.Fatalf("%d warnings of a failed instance, want 1:\n%s", n, logs.b.String())
+	}
+
+	// Five crashes: the next launch waits 16 s, and is one probe.
+	r.clk.awaitAfterFunc(t, f.At.Add(16*time.Second), "the back-off")
+	r.clk.Advance(16 * time.Second)
+	f = r.awaitFailure(6)
+	waitFor(t, "the probe forgotten", empty)
+	if n := len(r.prov.startTimes()); n != 6 {
+		t.Fatalf("%d starts after the back-off, want one probe (6)", n)
+	}
+	got := launchFailed()
+	if len(got) != 2 || !strings.Contains(got[1], "(and 4 more instances since 2026-01-01T00:00:00Z, not reported one by one") {
+		t.Fatalf("failed launches recorded %q; want the probe's, counting the 4 left unreported", got)
+	}
+	if n := logs.count(`msg="instance failed"`); n != 2 {
+		t.Fatalf("%d warnings of a failed instance, want 2", n)
+	}
+
+	// The template starts again: the next probe goes into service, then
+	// the other 4 launch.
+	r.prov.mu.Lock()
+	r.prov.onStart = nil
+	r.prov.mu.Unlock()
+	r.clk.awaitAfterFunc(t, f.At.Add(32*time.Second), "the back-off")
+	r.clk.Advance(32 * time.Second)
+	r.awaitStarts(7)
+	if n := len(r.prov.startTimes()); n != 7 {
+		t.Fatalf("%d starts, want one probe (7) before it is in service", n)
+	}
+	r.bringUp("web-001")
+	r.awaitStarts(11)
+	r.awaitGate("web-002", "web-003", "web-004", "web-005")
+	if n := len(r.prov.startTimes()); n != 11 {
+		t.Fatalf("%d starts, want 11", n)
 	}
 }

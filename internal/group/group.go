@@ -132,6 +132,9 @@ type instance struct {
 	// job tags the instance with the job whose size change started or retired
 	// it (0: none): only failures of its own instances fail a job.
 	job uint64
+	// round is the reconciler's launch pass that started it (0: adopted
+	// or taken back): a crash loop is reported once a round (see fail).
+	round int
 	// version is the template version the instance runs (or will run).
 	version string
 	// hash is the hash of the template it was started from
@@ -240,6 +243,22 @@ type Group struct {
 	replacing  []string
 	retired    []Retirement // the newest job's scale-in choices (see Retirements)
 	nextLaunch time.Time
+	// crashLoop is set by a crash (see fail), the latest at lastCrash,
+	// and cleared when an instance first goes into service: meanwhile, for
+	// failureWindow after the latest crash, the reconciler starts one
+	// instance at a time, a probe, once each back-off ends, rather than
+	// the whole shortfall (500 processes a minute for a group of 500
+	// whose template cannot start).
+	crashLoop bool
+	lastCrash time.Time
+	// round numbers the reconciler's launch passes; reported is the
+	// newest round whose crash was reported (an event and a warning), and
+	// quiet counts the crashes since left unreported, from quietSince: a
+	// crash loop is reported once a back-off, not once an instance.
+	round      int
+	reported   int
+	quiet      int
+	quietSince time.Time
 	restored   []*instance
 	// jobSeq numbers the marks of jobs; the newest one owns the launches and
 	// retirements its SetDesired made necessary (owedLaunch, owedRetire).
@@ -532,6 +551,15 @@ func (g *Group) reconcile(ctx context.Context) {
 			g.clk.AfterFunc(wait, g.poke)
 			return
 		}
+		if g.crashLoop && g.clk.Now().Sub(g.lastCrash) < failureWindow {
+			// One probe at a time: its end (failure or service) pokes
+			// the reconciler.
+			if g.startingLocked() {
+				return
+			}
+			need = 1
+		}
+		g.round++
 		for range need {
 			prov := g.nextProviderLocked(rooms)
 			if prov == "" {
@@ -561,6 +589,16 @@ func (g *Group) activeLocked() []*instance {
 	return active
 }
 
+// startingLocked reports an instance on its way into service.
+func (g *Group) startingLocked() bool {
+	for _, in := range g.insts {
+		if in.state == Starting && !in.retiring {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *Group) launchLocked(ctx context.Context, prov string) {
 	idx := 1
 	for g.indexUsedLocked(idx) {
@@ -577,6 +615,7 @@ func (g *Group) launchLocked(ctx context.Context, prov string) {
 		version: version,
 		tmpl:    tmpl,
 		hash:    tmpl.Hash(g.cfg.Name),
+		round:   g.round,
 	}
 	if g.owedLaunch > 0 {
 		in.job = g.jobSeq
@@ -637,6 +676,9 @@ func (g *Group) spawn(ctx context.Context, in *instance, gate bool) {
 //	| failed |--> gone (drop): out of HAProxy, stopped. The next launch
 //	+--------+    backs off 1 s doubling to 60 s if it had not served
 //	              steadily for 30 s (crash loop); else it starts at once.
+//	              In a crash loop one instance at a time is launched (a
+//	              probe) until one goes into service, and the loop is
+//	              reported once a back-off, not once an instance.
 //
 // An operator's acts add the states drained and standby (see dayops.go).
 // An unhealthy instance whose checks time out while it holds requests is
@@ -1069,7 +1111,11 @@ func (g *Group) stopProcess(in *instance) {
 	g.record(ctx, event.InstanceTerminated, in.name, what)
 }
 
-// fail records a failure for status, jobs and crash-loop back-off.
+// fail records a failure for status, jobs and crash-loop back-off. A
+// crash is reported (an event, a warning) only if no other crash of its
+// launch pass was: a pass of 500 instances whose template cannot start is
+// one report, and the back-off's probes one each; the crashes left
+// unreported are counted in the next report.
 func (g *Group) fail(in *instance, reason string) {
 	lost := g.hostDown(in)
 	g.mu.Lock()
@@ -1096,10 +1142,33 @@ func (g *Group) fail(in *instance, reason string) {
 		backoff = min(time.Second<<(recent-1), maxBackoff)
 	}
 	g.nextLaunch = now.Add(backoff)
+	report, told := true, reason
+	if crash {
+		g.crashLoop, g.lastCrash = true, now
+		switch {
+		case in.round > 0 && in.round <= g.reported:
+			report = false
+			if g.quiet == 0 {
+				g.quietSince = now
+			}
+			g.quiet++
+		default:
+			g.reported = max(g.reported, in.round)
+			if g.quiet > 0 {
+				told += fmt.Sprintf(" (and %d more instances since %s, not reported one by one: a crash loop is reported once a back-off)",
+					g.quiet, g.quietSince.UTC().Format(time.RFC3339))
+				g.quiet = 0
+			}
+		}
+	}
 	g.notifyLocked()
 	g.mu.Unlock()
-	g.log.Warn("instance failed", "instance", in.name, "reason", reason, "recent_failures", recent, "next_start_after", backoff)
-	g.failed(in, served, reason)
+	if report {
+		g.log.Warn("instance failed", "instance", in.name, "reason", told, "recent_failures", recent, "next_start_after", backoff)
+	} else {
+		g.log.Debug("instance failed (a crash of a launch pass already reported)", "instance", in.name, "reason", reason)
+	}
+	g.failed(in, served, told, report)
 	// Its replacement need not wait until it is stopped and removed.
 	g.poke()
 }
@@ -1128,11 +1197,22 @@ func (g *Group) setStateIf(ctx context.Context, in *instance, s State, ok func()
 		return false
 	}
 	in.state, in.since = s, g.clk.Now()
+	ended := false
 	if s == InService && in.servingSince.IsZero() {
 		in.servingSince = in.since
+		// The template starts: the rest of the shortfall may launch.
+		ended, g.crashLoop = g.crashLoop, false
 	}
 	g.notifyLocked()
+	quiet := g.quiet
+	if ended {
+		g.quiet = 0
+	}
 	g.mu.Unlock()
+	if ended {
+		g.log.Info("crash loop over: an instance went into service; the rest launch", "instance", in.name, "unreported_failures", quiet)
+		g.poke()
+	}
 	g.log.Info("instance "+string(s), "instance", in.name, "addr", in.rec.Addr)
 	g.persist(context.WithoutCancel(ctx), in)
 	return true

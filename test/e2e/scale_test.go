@@ -6,9 +6,11 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/haproxy"
 )
 
@@ -133,4 +135,56 @@ func (e *shoalEnv) serverChanges() map[string]map[string]time.Duration {
 		}
 	}
 	return out
+}
+
+// TestCrashLoopReportedOnce is the small version of `shoal-bench
+// scalefaults`' back-off: a group of 50 whose program exits at once
+// launches its 50 together once, reports their failure once (one
+// instance.launch_failed event, one warning), launches nothing more
+// during its back-off (60 s after so many crashes), and the group beside
+// it serves on.
+func TestCrashLoopReportedOnce(t *testing.T) {
+	parallel(t) // 52 stand-ins, 50 of them exiting at once: a light load
+	standin := filepath.Join(binDir, "standin")
+	health := "{path: /healthz, interval: 1s, rise: 2, fall: 3, timeout: 1s, grace: 30s}"
+	e := newEnv(t, "",
+		groupSpec{Name: "ok", Min: 2, Max: 2, Command: fmt.Sprintf(`[%q, "127.0.0.1:{{.Port}}"]`, standin), Health: health},
+		// No address: the stand-in prints its usage and exits 2.
+		groupSpec{Name: "bad", Min: 50, Max: 50, Command: fmt.Sprintf(`[%q]`, standin), Health: health, Extra: "    path_prefixes: [/bad]\n"})
+	e.start()
+	e.waitInService("ok", 2)
+	count := func() (launched, failed int) {
+		for _, ev := range e.events(api.EventsQuery{Group: "bad", Limit: 1000}) {
+			switch ev.Rule + "." + string(ev.Code) {
+			case "instance.launched":
+				launched++
+			case "instance.launch_failed":
+				failed++
+			}
+		}
+		return launched, failed
+	}
+	e.eventually("the first pass of 50 launched and gone", 45*time.Second, func() error {
+		s, err := e.client().Group(context.Background(), "bad")
+		if err != nil {
+			return err
+		}
+		if launched, _ := count(); launched < 50 || len(s.Instances) > 0 {
+			return fmt.Errorf("%d launched, %d instances left", launched, len(s.Instances))
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // the back-off launches nothing meanwhile
+	launched, failed := count()
+	warnings := 0
+	for line := range strings.Lines(e.log.String()) {
+		if strings.Contains(line, `msg="instance failed"`) && strings.Contains(line, "group=bad") {
+			warnings++
+		}
+	}
+	if launched != 50 || failed != 1 || warnings != 1 {
+		t.Fatalf("%d launched, %d instance.launch_failed events, %d warnings; want 50, 1 and 1 (once a back-off, not once an instance)", launched, failed, warnings)
+	}
+	e.waitInService("ok", 2)
+	e.checkInSync("ok")
 }
