@@ -91,6 +91,7 @@ func WithAutoscaling(a Autoscaling) Option {
 		h.mux.HandleFunc("GET /v1/events", s.events)
 		h.mux.HandleFunc("POST /v1/groups/{group}/policy/test", s.policyTest)
 		h.mux.HandleFunc("GET /v1/sources", s.sources)
+		h.mux.HandleFunc("GET /v1/sources/history", s.sourcesHistory)
 	}
 }
 

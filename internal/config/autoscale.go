@@ -60,6 +60,24 @@ var MetricPaths = []string{
 	"concurrency", "queue_max", "queue_time_ms",
 }
 
+// MetricsRead are the metrics a's target and rules read, each once: shoal's
+// own, sources' names or formulas.
+func (a *Autoscale) MetricsRead() []string {
+	var out []string
+	add := func(m string) {
+		if m != "" && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if a.Target != nil {
+		add(a.Target.Metric)
+	}
+	for _, r := range a.Rules {
+		add(r.Metric)
+	}
+	return out
+}
+
 // untrackable metrics describe the group's size, not its load.
 var untrackable = []string{"ready", "size"}
 
