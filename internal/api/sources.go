@@ -25,9 +25,12 @@ type SourceStatus struct {
 	Last        *time.Time `json:"last,omitempty"`
 	Value       *float64   `json:"value,omitempty"`
 	PerInstance bool       `json:"per_instance"`
-	Interval    string     `json:"interval"`
-	MaxAge      string     `json:"max_age"`
-	OnMissing   string     `json:"on_missing"`
+	// Stale is true while its newest value is older than MaxAge (or it
+	// has none): a policy reading it acts by its OnMissing.
+	Stale     bool   `json:"stale"`
+	Interval  string `json:"interval"`
+	MaxAge    string `json:"max_age"`
+	OnMissing string `json:"on_missing"`
 }
 
 // SourcesResponse is GET /v1/sources.
@@ -42,7 +45,8 @@ func (s *autoscaleAPI) sources(w http.ResponseWriter, _ *http.Request) {
 		for i, st := range s.a.Sources.Statuses() {
 			src := s.a.Sources.Sources()[i]
 			ss := SourceStatus{Name: st.Name, Kind: st.Kind, Errors: st.Errors, LastError: st.LastError, PerInstance: st.PerInstance,
-				Interval: src.Interval.String(), MaxAge: src.MaxAgeOf().String(), OnMissing: src.OnMissing}
+				Interval: src.Interval.String(), MaxAge: src.MaxAgeOf().String(), OnMissing: src.OnMissing,
+				Stale: st.Last.IsZero() || time.Since(st.Last) > src.MaxAgeOf()}
 			if !st.Last.IsZero() {
 				last := st.Last
 				ss.Last = &last

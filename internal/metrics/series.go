@@ -29,8 +29,15 @@ type Series struct {
 // showing it as a sliver of the window; and a step is never shorter than
 // the sampling interval, so a short history is not a row of gaps.
 func (c *Collector) Series(group string, metrics []string, to time.Time, window time.Duration, n int) Series {
+	return c.SeriesOf(c.ForGroup(group), group, metrics, to, window, n)
+}
+
+// SeriesOf is Series read from h, the group's history as its policy reads
+// it: with metrics.sources and formulas beside shoal's own metrics.
+func (c *Collector) SeriesOf(h interface {
+	Points(path string, from, to time.Time) []Point
+}, group string, metrics []string, to time.Time, window time.Duration, n int) Series {
 	from := to.Add(-window)
-	h := c.ForGroup(group)
 	pts := make(map[string][]Point, len(metrics))
 	oldest := to
 	for _, m := range metrics {
