@@ -84,8 +84,8 @@ type SourcesHistoryResponse struct {
 // source's values for group over [from, to] (RFC 3339; at most a policy
 // test's longest window), as a policy test replays them: a Prometheus
 // source's asked of Prometheus (query_range), a command's or an HTTP
-// endpoint's what this shoal read since it started (metrics.ring, at least
-// an hour). The simulator (shoal policy simulate) runs a policy reading
+// endpoint's what this shoal read since it started (metrics.retention.ring,
+// at least an hour). The simulator (shoal policy simulate) runs a policy reading
 // sources on them.
 func (s *autoscaleAPI) sourcesHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -96,7 +96,7 @@ A policy reading metrics.sources (a source, or a formula over one) runs on
 the sources' recorded values, which the running shoal (--config or --socket)
 gives (GET /v1/sources/history): a Prometheus source's asked of Prometheus
 (query_range), a command's or an HTTP endpoint's what that shoal read since
-it started (metrics.ring, at least an hour). They are replayed at the times
+it started (metrics.retention.ring, at least an hour). They are replayed at the times
 they were read, from --sources-from (default --from) on, beside the load of
 the trace; the policy's names must be the running shoal's sources.
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,18 @@ type Predictor struct {
 	// instance's load near its value, so the minutes the forecast reads
 	// often span too little load to measure it again.
 	measured *measurement
+}
+
+// SourceHistory is how long g's predictive floor reads back a metric from
+// outside shoal (a source or formula it forecasts), which the sources must
+// keep; 0 when it forecasts shoal's own.
+func SourceHistory(g config.Group) time.Duration {
+	a := g.Autoscale
+	if a == nil || a.Predictive == nil || slices.Contains(config.MetricPaths, a.Predictive.MetricOf()) {
+		return 0
+	}
+	m := forecast.Default
+	return a.Predictive.Lookback + m.TrendWindow + m.ErrorWindow + a.Predictive.Horizon + time.Minute
 }
 
 // At returns the prediction for the minute of now, computing it on the
