@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/sim"
@@ -426,24 +427,34 @@ func (o *options) recordedSources(ctx context.Context, p sim.Policy, sourcesFrom
 		return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%s: the policy reads metrics.sources, whose recorded values come from the running shoal: %v", p.Name, err)}
 	}
 	// The policy reads back up to a source's max_age before the window's
-	// first evaluation.
-	lead := time.Duration(0)
+	// first evaluation, a predictive floor on a source its lookback.
+	lead := policy.SourceHistory(p.Group)
 	for _, s := range p.Sources {
 		lead = max(lead, s.MaxAgeOf())
 	}
 	shift := from.Sub(at)
-	r, err := c.SourcesHistory(ctx, p.Group.Name, at.Add(-lead), at.Add(to.Sub(from)))
-	if err != nil {
-		return nil, apiExit(err)
-	}
 	pts := map[string][]policy.Point{}
 	per := map[string]bool{}
-	for _, sh := range r.Sources {
-		ps := make([]policy.Point, len(sh.Points))
-		for i, pt := range sh.Points {
-			ps[i] = policy.Point{T: pt.T.Add(shift), V: pt.V}
+	// In windows the API takes (a day at most), oldest first.
+	for lo, end := at.Add(-lead), at.Add(to.Sub(from)); lo.Before(end); lo = lo.Add(api.MaxPolicyTestWindow) {
+		hi := minTime(lo.Add(api.MaxPolicyTestWindow), end)
+		r, err := c.SourcesHistory(ctx, p.Group.Name, lo, hi)
+		if err != nil {
+			return nil, apiExit(err)
 		}
-		pts[sh.Name], per[sh.Name] = ps, sh.PerInstance
+		for _, sh := range r.Sources {
+			for _, pt := range sh.Points {
+				// Each window holds both its ends: a point on the edge once.
+				if n := len(pts[sh.Name]); n > 0 && !pt.T.Add(shift).After(pts[sh.Name][n-1].T) {
+					continue
+				}
+				pts[sh.Name] = append(pts[sh.Name], policy.Point{T: pt.T.Add(shift), V: pt.V})
+			}
+			if _, ok := pts[sh.Name]; !ok {
+				pts[sh.Name] = nil
+			}
+			per[sh.Name] = sh.PerInstance
+		}
 	}
 	for _, s := range p.Sources {
 		if _, ok := pts[s.Name]; !ok {
@@ -453,4 +464,11 @@ func (o *options) recordedSources(ctx context.Context, p sim.Policy, sourcesFrom
 	return func(h *sim.History) policy.Metrics {
 		return source.Recorded(p.Group.Name, h, p.Sources, pts, per)
 	}, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
