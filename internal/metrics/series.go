@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,7 +48,9 @@ func (c *Collector) SeriesOf(h interface {
 		}
 		p := h.Points(path, from, to)
 		pts[m] = p
-		if len(p) > 0 && p[0].T.Before(oldest) {
+		// The window fits the group's own history: a source read since
+		// shoal started may be older than the group (or its first sample).
+		if len(p) > 0 && p[0].T.Before(oldest) && (isOwn(m) || !slices.ContainsFunc(metrics, isOwn)) {
 			oldest = p[0].T
 		}
 	}
@@ -75,6 +78,8 @@ func (c *Collector) SeriesOf(h interface {
 	}
 	return s
 }
+
+func isOwn(m string) bool { return slices.Contains(GroupMetrics, m) }
 
 // Count reports whether a group metric counts instances: its steps take
 // their last sample (a roll-up's most).
