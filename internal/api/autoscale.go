@@ -91,6 +91,7 @@ func WithAutoscaling(a Autoscaling) Option {
 		h.mux.HandleFunc("GET /v1/events", s.events)
 		h.mux.HandleFunc("POST /v1/groups/{group}/policy/test", s.policyTest)
 		h.mux.HandleFunc("GET /v1/sources", s.sources)
+		h.mux.HandleFunc("GET /v1/sources/history", s.sourcesHistory)
 	}
 }
 
@@ -262,7 +263,29 @@ func (s *autoscaleAPI) series(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, SeriesResponse{Series: s.a.Metrics.Series(g.Name, names, time.Now(), window, n), Policy: lines})
+	// A source, or a formula the policy reads, is charted as the policy
+	// reads it; a formula in the request is not run (only the config's
+	// are checked).
+	var h policy.Metrics = s.a.Metrics.ForGroup(g.Name)
+	if s.a.Sources != nil {
+		h = chartable{Metrics: h, sourced: s.a.Sources.ForGroup(g.Name, s.a.Metrics.ForGroup(g.Name)), lines: lines}
+	}
+	writeJSON(w, http.StatusOK, SeriesResponse{Series: s.a.Metrics.SeriesOf(h, g.Name, names, time.Now(), window, n), Policy: lines})
+}
+
+// chartable reads a group's sources, and the formulas its policy reads,
+// from sourced; anything else from its own history.
+type chartable struct {
+	policy.Metrics
+	sourced policy.Metrics
+	lines   []PolicyLine
+}
+
+func (c chartable) Points(path string, from, to time.Time) []metrics.Point {
+	if !config.IsFormula(path) || slices.ContainsFunc(c.lines, func(l PolicyLine) bool { return l.Metric == path }) {
+		return c.sourced.Points(path, from, to)
+	}
+	return c.Metrics.Points(path, from, to)
 }
 
 // CPUUsageResponse is GET /v1/cpu-usage: each ready instance's CPU in

@@ -14,8 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/policy"
 	"github.com/shoal-lb/shoal/internal/sim"
+	"github.com/shoal-lb/shoal/internal/source"
 	"github.com/shoal-lb/shoal/internal/trace"
 )
 
@@ -34,11 +37,23 @@ type simulation struct {
 	// ProviderSeconds are the instance-seconds by provider (a group
 	// across providers).
 	ProviderSeconds map[string]float64 `json:"provider_seconds,omitempty"`
+	// Scalings are the jobs the policy asked for, in order.
+	Scalings []scaling `json:"scalings"`
+}
+
+// scaling is one simulated job: when, and from what size to what.
+type scaling struct {
+	Time   time.Time `json:"time"`
+	From   int       `json:"from"`
+	To     int       `json:"to"`
+	Rule   string    `json:"rule"`
+	Reason string    `json:"reason"`
 }
 
 func simulateCmd(o *options) *cobra.Command {
 	var (
 		tracePath, from, to, group, svg string
+		sourcesFrom                     string
 		policies                        []string
 		capacityFlag                    string
 		scale                           float64
@@ -77,6 +92,14 @@ A group across providers fills them in order: --provider NAME=CAPACITY/DELAY
 and start delay, the policy's look-ahead taking the delay of the provider the
 next instance comes from. Without it, a group with several providers takes each
 entry's max and the running core's measured delay there (else --start-delay).
+
+A policy reading metrics.sources (a source, or a formula over one) runs on
+the sources' recorded values, which the running shoal (--config or --socket)
+gives (GET /v1/sources/history): a Prometheus source's asked of Prometheus
+(query_range), a command's or an HTTP endpoint's what that shoal read since
+it started (metrics.retention.ring, at least an hour). They are replayed at the times
+they were read, from --sources-from (default --from) on, beside the load of
+the trace; the policy's names must be the running shoal's sources.
 
 Prints per policy the instance-seconds (by provider too), the seconds the p99 exceeded --slo,
 and the scale events; --svg plots load, capacity and instances over time.`,
@@ -196,15 +219,27 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 			)
 			staticSecs := float64(staticN) * toT.Sub(fromT).Seconds()
 			for _, p := range pols {
-				res, err := sim.Simulate(sim.Run{Group: p.Group, Model: model, SLO: slo, StartDelay: startDelay, Providers: provs,
+				run := sim.Run{Group: p.Group, Model: model, SLO: slo, StartDelay: startDelay, Providers: provs,
 					Interval: p.Interval, Warmup: p.Warmup, Resolution: resolution, Initial: p.Group.MinSize,
-					Start: fromT, Rates: rates, History: hist})
+					Start: fromT, Rates: rates, History: hist}
+				if p.ReadsSources() {
+					if run.Sources, err = o.recordedSources(cmd.Context(), p, sourcesFrom, fromT, toT); err != nil {
+						return err
+					}
+				}
+				res, err := sim.Simulate(run)
 				if err != nil {
 					return bad("%s: %v", p.Name, err)
 				}
+				scalings := []scaling{}
+				for _, d := range res.Decisions {
+					if d.Request != nil {
+						scalings = append(scalings, scaling{Time: d.Time, From: d.Current, To: d.Recommendation, Rule: d.Rule, Reason: d.Reason})
+					}
+				}
 				out = append(out, simulation{Policy: p.Name, Group: p.Group.Name, InstanceSeconds: res.InstanceSeconds,
 					VsStatic: res.InstanceSeconds / staticSecs, ViolationSeconds: res.ViolationSeconds, ScaleEvents: res.ScaleEvents,
-					Ups: res.Ups, Downs: res.Downs, MaxSize: res.MaxSize, Decisions: len(res.Decisions), ProviderSeconds: res.ProviderSeconds})
+					Ups: res.Ups, Downs: res.Downs, MaxSize: res.MaxSize, Decisions: len(res.Decisions), ProviderSeconds: res.ProviderSeconds, Scalings: scalings})
 				plots = append(plots, sim.Series{Name: p.Name, Minutes: res.Minutes})
 			}
 			if svg != "" {
@@ -265,6 +300,7 @@ and the scale events; --svg plots load, capacity and instances over time.`,
 	f.DurationVar(&history, "history", 7*24*time.Hour, "trace before --from fed as history (for predictive)")
 	f.BoolVar(&static, "static", false, "also simulate the group fixed at the size the peak needs")
 	f.StringVar(&svg, "svg", "", "write a plot of load, capacity and instances to this SVG file")
+	f.StringVar(&sourcesFrom, "sources-from", "", "for a policy reading metrics.sources: where their recorded values start, RFC 3339 or a duration ago such as 2h (default: --from)")
 	f.StringArrayVar(&providerFlags, "provider", nil, "a provider of a group across providers, NAME=CAPACITY/DELAY (e.g. rack=4/5s, sakura=0/3m30s); repeat in the group's order")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	return cmd
@@ -371,4 +407,68 @@ func (o *options) measuredCapacity(ctx context.Context, group string, window tim
 			group, window, resp.Explanation)}
 	}
 	return *resp.CapacityRPS, fmt.Sprintf("measured by shoal: group %s over the last %s: %s", group, window, resp.Explanation), nil
+}
+
+// recordedSources asks the running shoal for the values of the sources p
+// reads, over the window [from, to] shifted to start at sourcesFrom ("":
+// from itself), and returns them for the simulator at the simulation's
+// times.
+func (o *options) recordedSources(ctx context.Context, p sim.Policy, sourcesFrom string, from, to time.Time) (func(*sim.History) policy.Metrics, error) {
+	at := from
+	if sourcesFrom != "" {
+		if d, err := time.ParseDuration(sourcesFrom); err == nil && d > 0 {
+			at = time.Now().Add(-d)
+		} else if at, err = time.Parse(time.RFC3339Nano, sourcesFrom); err != nil {
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("--sources-from %q: want an RFC 3339 time or a duration ago such as 2h", sourcesFrom)}
+		}
+	}
+	c, _, err := o.coreClient()
+	if err != nil {
+		return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%s: the policy reads metrics.sources, whose recorded values come from the running shoal: %v", p.Name, err)}
+	}
+	// The policy reads back up to a source's max_age before the window's
+	// first evaluation, a predictive floor on a source its lookback.
+	lead := policy.SourceHistory(p.Group)
+	for _, s := range p.Sources {
+		lead = max(lead, s.MaxAgeOf())
+	}
+	shift := from.Sub(at)
+	pts := map[string][]policy.Point{}
+	per := map[string]bool{}
+	// In windows the API takes (a day at most), oldest first.
+	for lo, end := at.Add(-lead), at.Add(to.Sub(from)); lo.Before(end); lo = lo.Add(api.MaxPolicyTestWindow) {
+		hi := minTime(lo.Add(api.MaxPolicyTestWindow), end)
+		r, err := c.SourcesHistory(ctx, p.Group.Name, lo, hi)
+		if err != nil {
+			return nil, apiExit(err)
+		}
+		for _, sh := range r.Sources {
+			for _, pt := range sh.Points {
+				// Each window holds both its ends: a point on the edge once.
+				if n := len(pts[sh.Name]); n > 0 && !pt.T.Add(shift).After(pts[sh.Name][n-1].T) {
+					continue
+				}
+				pts[sh.Name] = append(pts[sh.Name], policy.Point{T: pt.T.Add(shift), V: pt.V})
+			}
+			if _, ok := pts[sh.Name]; !ok {
+				pts[sh.Name] = nil
+			}
+			per[sh.Name] = sh.PerInstance
+		}
+	}
+	for _, s := range p.Sources {
+		if _, ok := pts[s.Name]; !ok {
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%s: source %s is not one of the running shoal's sources, which record what the simulator replays", p.Name, s.Name)}
+		}
+	}
+	return func(h *sim.History) policy.Metrics {
+		return source.Recorded(p.Group.Name, h, p.Sources, pts, per)
+	}, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

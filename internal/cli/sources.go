@@ -18,7 +18,8 @@ func sourcesCmd(o *options) *cobra.Command {
 		Short: "The metrics sources (metrics.sources): last value, last read, errors",
 		Long: `Lists metrics.sources as shoal last read them: the value (or "per
 instance" for a source whose values are its groups' averages), when it last
-gave one, its failed reads since shoal started and the latest read's error.
+gave one ("stale" past its max_age), its failed reads since shoal started
+and the latest read's error.
 A policy treats a source older than its max_age as missing and does what its
 on_missing says. Credentials are never shown.`,
 		Example: `  shoal sources
@@ -52,6 +53,9 @@ func printSources(w io.Writer, srcs []api.SourceStatus, now time.Time) {
 		}
 		if s.Last != nil {
 			read = now.Sub(*s.Last).Round(time.Second).String() + " ago"
+		}
+		if s.Stale {
+			read += " (stale)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.Kind, value, read, s.MaxAge, s.OnMissing, s.Errors, printable(s.LastError))
 	}

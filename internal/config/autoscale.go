@@ -60,6 +60,32 @@ var MetricPaths = []string{
 	"concurrency", "queue_max", "queue_time_ms",
 }
 
+// MetricsRead are the metrics a's target and rules read, each once: shoal's
+// own, sources' names or formulas.
+func (a *Autoscale) MetricsRead() []string {
+	var out []string
+	add := func(m string) {
+		if m != "" && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if a.Target != nil {
+		add(a.Target.Metric)
+	}
+	for _, r := range a.Rules {
+		add(r.Metric)
+	}
+	for _, s := range a.Schedules {
+		if s.When != nil {
+			add(s.When.Metric)
+		}
+	}
+	if a.Predictive != nil {
+		add(a.Predictive.MetricOf())
+	}
+	return out
+}
+
 // untrackable metrics describe the group's size, not its load.
 var untrackable = []string{"ready", "size"}
 
@@ -254,6 +280,49 @@ type Schedule struct {
 	MinSize int    `yaml:"min_size"`
 	MaxSize int    `yaml:"max_size"`
 	Plan    string `yaml:"plan"`
+	// When, if set, guards the schedule: its bounds hold in its window
+	// only while the guard's metric is beyond its threshold (a fresh
+	// value; a stale source closes the guard).
+	When *Guard `yaml:"when"`
+}
+
+// Guard is a condition on a metric: one of shoal's, a metrics.sources name,
+// or a formula over both.
+type Guard struct {
+	Metric string `yaml:"metric" required:"true"`
+	// Above and Below are the thresholds, each set when its Has flag is:
+	// the value must be above Above and below Below, strictly.
+	HasAbove, HasBelow bool
+	Above              float64 `yaml:"above"`
+	Below              float64 `yaml:"below"`
+}
+
+// Holds reports whether v is beyond g's thresholds.
+func (g *Guard) Holds(v float64) bool {
+	return (!g.HasAbove || v > g.Above) && (!g.HasBelow || v < g.Below)
+}
+
+func (d *decoder) guard(n *yaml.Node, path string) *Guard {
+	f := section[Guard](d, n, path)
+	if f.node == nil {
+		return nil
+	}
+	g := &Guard{}
+	g.Metric, _ = d.metric(f, "metric")
+	above, below := f.get("above"), f.get("below")
+	if above != nil {
+		g.Above, g.HasAbove = d.number(above, f.field("above"))
+	}
+	if below != nil {
+		g.Below, g.HasBelow = d.number(below, f.field("below"))
+	}
+	switch {
+	case above == nil && below == nil:
+		d.errorf(f.node, path, "needs above or below: the threshold (both: a band the value must be inside)")
+	case g.HasAbove && g.HasBelow && g.Below <= g.Above:
+		d.errorf(below, f.field("below"), "must be greater than above (%s) for a band between them, got %s", above.Value, below.Value)
+	}
+	return g
 }
 
 // defaultSchedule holds the defaults of a schedule's keys.
@@ -674,6 +743,9 @@ func (d *decoder) schedule(item *yaml.Node, path string, i int, g *Group, groupO
 	}
 	if s.MinSize > 0 && s.MaxSize > 0 && s.MinSize > s.MaxSize {
 		d.errorf(maxN, f.field("max_size"), "must be >= the schedule's minimum (%d), got %d", s.MinSize, s.MaxSize)
+	}
+	if wn := f.get("when"); wn != nil {
+		s.When = d.guard(wn, f.field("when"))
 	}
 	return s, nameNode, true
 }

@@ -139,7 +139,7 @@ groups:
     autoscale:
       rules: [{metric: cpu.avg, above: 80, for: 1m, action: up}]
       target: {metric: cpu.avg, value: 50, max_step: {}}
-      schedule: [{cron: "0 9 * * *", duration: 1h, min_size: 1}]
+      schedule: [{cron: "0 9 * * *", duration: 1h, min_size: 1, when: {metric: cpu.avg, above: 0, below: 1}}]
       predictive: {}
   - name: pool
     min_size: 0

@@ -22,6 +22,20 @@ type Predictive struct {
 	// Capacity is the requests per second one instance serves at 100 % CPU;
 	// 0 means measured from the group's own recent history.
 	Capacity float64 `yaml:"capacity"`
+	// Metric is what is forecast: requests_per_second (the default), or a
+	// group total from elsewhere, a metrics.sources name or a formula (a
+	// queue's depth). PerInstance is then how much of it one instance is
+	// planned to take: the floor is the forecast peak ÷ PerInstance.
+	Metric      string  `yaml:"metric"`
+	PerInstance float64 `yaml:"per_instance"`
+}
+
+// MetricOf is the metric p forecasts.
+func (p *Predictive) MetricOf() string {
+	if p.Metric == "" {
+		return "requests_per_second"
+	}
+	return p.Metric
 }
 
 // defaultPredictive holds the defaults of a predictive section's keys.
@@ -67,7 +81,31 @@ func (d *decoder) predictive(n *yaml.Node, path string) *Predictive {
 			p.Mode = m
 		}
 	}
-	if cn := f.get("capacity"); cn != nil {
+	m, mn := f.str("metric", "")
+	known := true
+	if mn != nil {
+		p.Metric, known = m, d.metricOrFormula(mn, f.field("metric"), m)
+	}
+	pn := f.get("per_instance")
+	if pn != nil {
+		if v, ok := d.number(pn, f.field("per_instance")); ok {
+			if v <= 0 {
+				d.errorf(pn, f.field("per_instance"), "must be > 0 of the metric per instance, got %s", pn.Value)
+			} else {
+				p.PerInstance = v
+			}
+		}
+	}
+	switch {
+	case !known:
+	case p.MetricOf() != "requests_per_second" && pn == nil && mn != nil:
+		d.errorf(mn, f.field("metric"), "%q needs per_instance: how much of it one instance takes, which sizes the floor", p.Metric)
+	case p.MetricOf() == "requests_per_second" && pn != nil:
+		d.errorf(pn, f.field("per_instance"), "is for a metric other than requests_per_second, whose share per instance comes from capacity and the target")
+	}
+	if cn := f.get("capacity"); cn != nil && p.MetricOf() != "requests_per_second" {
+		d.errorf(cn, f.field("capacity"), "is for requests_per_second; %q is sized by per_instance", p.Metric)
+	} else if cn != nil {
 		if v, ok := d.number(cn, f.field("capacity")); ok {
 			if v <= 0 {
 				d.errorf(cn, f.field("capacity"), "must be > 0 requests per second per instance, got %s", cn.Value)

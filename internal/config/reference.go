@@ -25,7 +25,9 @@ func DefaultsTree() Config {
 	a := defaultAutoscale
 	a.Rules = []Rule{defaultRule}
 	a.Target = &defaultTarget
-	a.Schedules = []Schedule{defaultSchedule}
+	sched := defaultSchedule
+	sched.When = &Guard{}
+	a.Schedules = []Schedule{sched}
 	a.Predictive = &defaultPredictive
 	g.Autoscale = &a
 	g.ScaleToZero = &defaultScaleToZero

@@ -71,3 +71,57 @@ func TestSourceErrors(t *testing.T) {
 		}
 	}
 }
+
+// scheduleDoc guards a schedule and forecasts a source.
+const scheduleDoc = `listen: 127.0.0.1:8080
+metrics:
+  sources:
+    - {name: queue_depth, command: [/bin/echo, "3"], interval: 2s, timeout: 1s}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 8
+    template: {command: [app]}
+    autoscale:
+      target: {metric: cpu.avg, value: 50}
+      schedule:
+        - {name: rush, cron: "0 8 * * *", duration: 2h, min_size: 4, when: {metric: "queue_depth / max(size, 1)", above: 10}}
+      predictive: {metric: queue_depth, per_instance: 20, lookback: 1d}
+`
+
+// TestSourcesInSchedulesAndPredictive: a schedule's guard and the
+// predictive floor take a source or a formula wherever they take a
+// metric, with FILE:LINE:COL errors for unknown names.
+func TestSourcesInSchedulesAndPredictive(t *testing.T) {
+	cfg, err := Parse("shoal.yaml", []byte(scheduleDoc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	a := cfg.Groups[0].Autoscale
+	w := a.Schedules[0].When
+	if w == nil || w.Metric != "queue_depth / max(size, 1)" || !w.HasAbove || w.Above != 10 || w.HasBelow {
+		t.Errorf("when = %+v", w)
+	}
+	if p := a.Predictive; p.MetricOf() != "queue_depth" || p.PerInstance != 20 {
+		t.Errorf("predictive = %+v", p)
+	}
+	if got := strings.Join(a.MetricsRead(), ","); got != "cpu.avg,queue_depth / max(size, 1),queue_depth" {
+		t.Errorf("MetricsRead = %s", got)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{`"queue_depth / max(size, 1)"`, `"queue_dept / max(size, 1)"`, `shoal.yaml:13:86: groups[0].autoscale.schedule[0].when.metric: metric "queue_dept / max(size, 1)": unknown name queue_dept`},
+		{`when: {metric: "queue_depth / max(size, 1)", above: 10}`, `when: {metric: backlog, above: 10}`, `shoal.yaml:13:85: groups[0].autoscale.schedule[0].when.metric: unknown metric "backlog"; known: queue_depth, cpu.avg`},
+		{`above: 10}`, `above: 10, below: 5}`, `groups[0].autoscale.schedule[0].when.below: must be greater than above (10) for a band between them, got 5`},
+		{`above: 10}`, `}`, `groups[0].autoscale.schedule[0].when: needs above or below`},
+		{`{metric: queue_depth, per_instance`, `{metric: queue_dept, per_instance`, `shoal.yaml:14:28: groups[0].autoscale.predictive.metric: unknown metric "queue_dept"`},
+		{`per_instance: 20, `, ``, `shoal.yaml:14:28: groups[0].autoscale.predictive.metric: "queue_depth" needs per_instance`},
+		{`per_instance: 20, `, `per_instance: 20, capacity: 50, `, `groups[0].autoscale.predictive.capacity: is for requests_per_second`},
+		{`metric: queue_depth, per_instance: 20, `, `per_instance: 20, `, `groups[0].autoscale.predictive.per_instance: is for a metric other than requests_per_second`},
+	} {
+		doc := strings.Replace(scheduleDoc, tc.from, tc.to, 1)
+		_, err := Parse("shoal.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s → %s: err = %v, want %q", tc.from, tc.to, err, tc.want)
+		}
+	}
+}

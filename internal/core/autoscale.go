@@ -65,6 +65,9 @@ func openAutoscaler(cfg *config.Config, groups *registry, lb *haproxy.Manager, j
 	}
 	wk.col = col
 	srcs := source.NewSet(cfg.Metrics, sourceInstances(groups), log.With("component", "sources"))
+	for _, g := range cfg.Groups {
+		srcs.KeepAtLeast(policy.SourceHistory(g))
+	}
 	return &autoscaler{col: col, sources: srcs, waker: wk, log: log, jm: jm}, nil
 }
 

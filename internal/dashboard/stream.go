@@ -32,6 +32,9 @@ type Message struct {
 	// Deploy is the stream's group's deploy: a running canary's step,
 	// weights and figures (GET /v1/groups/{group}/deploy).
 	Deploy *api.DeployStatus `json:"deploy,omitempty"`
+	// Sources are metrics.sources' states (GET /v1/sources): never their
+	// credentials.
+	Sources []api.SourceStatus `json:"sources,omitempty"`
 	// Errors are the API calls that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -107,6 +110,11 @@ func (d *Handler) message(ctx context.Context, group string, after *int64) Messa
 			m.Last[g.Name] = ev.Events[0]
 		}
 	}
+	var srcs api.SourcesResponse
+	if err := d.call(ctx, "/v1/sources", &srcs); err != nil {
+		fail(err)
+	}
+	m.Sources = srcs.Sources
 	if len(m.Status.Hosts) > 0 {
 		var dr api.HostDrainsResponse
 		if err := d.call(ctx, "/v1/hosts/drains", &dr); err != nil {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,8 +30,15 @@ type Series struct {
 // showing it as a sliver of the window; and a step is never shorter than
 // the sampling interval, so a short history is not a row of gaps.
 func (c *Collector) Series(group string, metrics []string, to time.Time, window time.Duration, n int) Series {
+	return c.SeriesOf(c.ForGroup(group), group, metrics, to, window, n)
+}
+
+// SeriesOf is Series read from h, the group's history as its policy reads
+// it: with metrics.sources and formulas beside shoal's own metrics.
+func (c *Collector) SeriesOf(h interface {
+	Points(path string, from, to time.Time) []Point
+}, group string, metrics []string, to time.Time, window time.Duration, n int) Series {
 	from := to.Add(-window)
-	h := c.ForGroup(group)
 	pts := make(map[string][]Point, len(metrics))
 	oldest := to
 	for _, m := range metrics {
@@ -40,7 +48,9 @@ func (c *Collector) Series(group string, metrics []string, to time.Time, window 
 		}
 		p := h.Points(path, from, to)
 		pts[m] = p
-		if len(p) > 0 && p[0].T.Before(oldest) {
+		// The window fits the group's own history: a source read since
+		// shoal started may be older than the group (or its first sample).
+		if len(p) > 0 && p[0].T.Before(oldest) && (isOwn(m) || !slices.ContainsFunc(metrics, isOwn)) {
 			oldest = p[0].T
 		}
 	}
@@ -68,6 +78,8 @@ func (c *Collector) Series(group string, metrics []string, to time.Time, window 
 	}
 	return s
 }
+
+func isOwn(m string) bool { return slices.Contains(GroupMetrics, m) }
 
 // Count reports whether a group metric counts instances: its steps take
 // their last sample (a roll-up's most).

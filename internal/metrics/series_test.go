@@ -96,6 +96,13 @@ func TestSeriesFitsHistory(t *testing.T) {
 	if len(s.Times) != 10 || s.Step != 2 || s.Times[0] != t0.Add(20*time.Second).Unix() || s.Times[9] != t0.Add(38*time.Second).Unix() {
 		t.Errorf("20 s window: %d steps of %gs from %d", len(s.Times), s.Step, s.Times[0])
 	}
+	// A source read before the group's first sample (since shoal started)
+	// does not stretch the window: it fits the group's own history.
+	early := withSource{c.ForGroup("web"), "backlog", []Point{{T: t0.Add(-20 * time.Second), V: 7}, {T: to, V: 7}}}
+	s = c.SeriesOf(early, "web", []string{"size", "backlog"}, to, time.Hour, 360)
+	if len(s.Times) != 40 || s.Times[0] != t0.Unix() || s.Values["backlog"][39] == nil || *s.Values["backlog"][39] != 7 {
+		t.Errorf("with a source read 20 s earlier: %d steps from %d, backlog %v; want the group's 40 from %d", len(s.Times), s.Times[0], s.Values["backlog"], t0.Unix())
+	}
 	// No history: one empty step at the end.
 	s = c.Series("api", []string{"size"}, to, time.Hour, 360)
 	if len(s.Times) != 1 || s.Values["size"][0] != nil {
@@ -137,4 +144,24 @@ func TestSeriesGrid(t *testing.T) {
 	if v9, v10 := s.Values["size"][9], s.Values["size"][10]; v9 == nil || *v9 != 1 || v10 == nil || *v10 != 2 {
 		t.Errorf("steps at 9 s and 10 s: %v, %v; want 1 then 2", v9, v10)
 	}
+}
+
+// withSource is a group's history with one more series, as a source's.
+type withSource struct {
+	GroupHistory
+	name string
+	pts  []Point
+}
+
+func (w withSource) Points(path string, from, to time.Time) []Point {
+	if path != w.name {
+		return w.GroupHistory.Points(path, from, to)
+	}
+	var out []Point
+	for _, p := range w.pts {
+		if !p.T.Before(from) && !p.T.After(to) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

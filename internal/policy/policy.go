@@ -145,7 +145,11 @@ func evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Rec
 	}
 	predLo := false
 	if pred != nil && pred.Off == "" {
-		e.values["forecast.requests_per_second"] = pred.Rate
+		key := "forecast." + e.p.Predictive.MetricOf()
+		if config.IsFormula(e.p.Predictive.MetricOf()) {
+			key = "forecast.value"
+		}
+		e.values[key] = pred.Rate
 		e.values["forecast.floor"] = float64(pred.Floor)
 		// The forecast raises the floor; it never lowers anything, so it
 		// cannot scale in on its own.
@@ -829,12 +833,44 @@ func (e *evaluation) extremeSize(period time.Duration, largest bool) (int, bool)
 	return min(int(v), e.s.Desired), true
 }
 
+// guardHolds reports whether g's metric is beyond its thresholds now: a
+// fresh value only (a source within its max_age), so that a stale one
+// never opens a schedule's bounds.
+func (e *evaluation) guardHolds(g *config.Guard) bool {
+	if !e.readsSource(g.Metric) {
+		p, ok := e.sample(g.Metric)
+		return ok && g.Holds(p.V)
+	}
+	if _, _, missing := e.missingSource(g.Metric, e.now); missing {
+		return false
+	}
+	// Its sources are fresh; its newest value is within the longest
+	// max_age a source may have.
+	var pts []Point
+	for _, back := range []time.Duration{time.Minute, maxSourceAge} {
+		if pts = e.h.Points(g.Metric, e.now.Add(-back), e.now); len(pts) > 0 {
+			break
+		}
+	}
+	if len(pts) == 0 || !finite(pts[len(pts)-1].V) {
+		return false
+	}
+	v := pts[len(pts)-1].V
+	e.values[g.Metric] = v
+	return g.Holds(v)
+}
+
+// maxSourceAge bounds how far back a guard looks for a source's newest
+// value: Missing has said it is within the source's max_age, which is at
+// least its interval (at most 10 minutes) and rarely longer.
+const maxSourceAge = time.Hour
+
 // schedules returns the size bounds at now and the names of the schedules
 // that set them.
 func (e *evaluation) schedules() (lo, hi int, names []string) {
 	lo, hi = e.g.MinSize, e.g.MaxSize
 	for _, s := range e.p.Schedules {
-		if !s.Cron.Active(e.now, s.Duration) {
+		if !s.Cron.Active(e.now, s.Duration) || s.When != nil && !e.guardHolds(s.When) {
 			continue
 		}
 		names = append(names, s.Name)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,18 @@ type Predictor struct {
 	measured *measurement
 }
 
+// SourceHistory is how long g's predictive floor reads back a metric from
+// outside shoal (a source or formula it forecasts), which the sources must
+// keep; 0 when it forecasts shoal's own.
+func SourceHistory(g config.Group) time.Duration {
+	a := g.Autoscale
+	if a == nil || a.Predictive == nil || slices.Contains(config.MetricPaths, a.Predictive.MetricOf()) {
+		return 0
+	}
+	m := forecast.Default
+	return a.Predictive.Lookback + m.TrendWindow + m.ErrorWindow + a.Predictive.Horizon + time.Minute
+}
+
 // At returns the prediction for the minute of now, computing it on the
 // minute's first call; nil when g does not pre-scale.
 func (p *Predictor) At(g config.Group, h Metrics, now time.Time) *Prediction {
@@ -123,6 +136,7 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 		pr.Off = fmt.Sprintf(format, a...) + "; predictive stays off, the reactive policy acts alone"
 		return pr
 	}
+	metric := cfg.MetricOf()
 	model := forecast.Default
 	model.Days = max(1, int(cfg.Lookback/model.Period))
 	// The forecast reads the trend window before each minute it judges
@@ -140,7 +154,7 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 		if !from.Before(to) {
 			return
 		}
-		pts := h.Points("requests_per_second", from, to.Add(-time.Nanosecond))
+		pts := h.Points(metric, from, to.Add(-time.Nanosecond))
 		i0 := int(from.Sub(start) / forecast.Step)
 		sums := make([]float64, int(to.Sub(from)/forecast.Step)+1)
 		ns := make([]int, len(sums))
@@ -177,7 +191,7 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 	}
 	if first < 0 {
 		short := &forecast.InsufficientError{Need: model.Need()}
-		return off("history", "no requests_per_second history yet: %s", strings.TrimPrefix(short.Error(), "forecast: "))
+		return off("history", "no %s history yet: %s", metric, strings.TrimPrefix(short.Error(), "forecast: "))
 	}
 	hist := forecast.History{Start: start.Add(time.Duration(first) * forecast.Step), Values: vals[first:]}
 	f, err := model.Forecast(hist, m, cfg.Horizon)
@@ -188,7 +202,7 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 			kind = "history"
 			// The windows above skip most of the lookback; say how much
 			// history there really is (a short one is cheap to read).
-			if pts := h.Points("requests_per_second", start, m); len(pts) > 0 {
+			if pts := h.Points(metric, start, m); len(pts) > 0 {
 				short.Have = m.Sub(pts[0].T.Truncate(forecast.Step))
 			}
 		}
@@ -199,6 +213,19 @@ func predict(g config.Group, h Metrics, m time.Time, last *measurement) Predicti
 			model.ErrorWindow, cfg.Horizon, 100*f.RecentError, 100*model.MaxError)
 	}
 
+	if metric != "requests_per_second" {
+		// A total from elsewhere (a queue): each instance takes its share.
+		pr.Rate, pr.PerInstance = f.Peak, cfg.PerInstance
+		need := pr.Rate / pr.PerInstance
+		if !finite(need) || need < 0 {
+			return off("forecast", "floor = forecast peak %v of %s ÷ %v per instance is not a number of instances", pr.Rate, metric, pr.PerInstance)
+		}
+		if need > 0 {
+			pr.Floor = int(math.Ceil(min(need, math.MaxInt32) - 1e-9))
+		}
+		pr.Explanation = fmt.Sprintf("floor %d = ⌈forecast peak %s %.1f ÷ per_instance %s⌉; %s", pr.Floor, metric, pr.Rate, num(pr.PerInstance), f.Explanation)
+		return pr
+	}
 	pr.Capacity = cfg.Capacity
 	source := "configured"
 	if pr.Capacity == 0 {

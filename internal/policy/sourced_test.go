@@ -124,3 +124,54 @@ func TestFormulaPerInstance(t *testing.T) {
 		t.Errorf("values = %v; want the formula's", d.Values)
 	}
 }
+
+// TestScheduleGuardOnSource: a schedule guarded by a source holds its
+// bounds only while the source's fresh value is beyond the guard's
+// threshold; a stale source closes the guard.
+func TestScheduleGuardOnSource(t *testing.T) {
+	g, src := sourcedGroup(t, "hold", `      schedule:
+        - {name: rush, cron: "* * * * *", duration: 1h, min_size: 6, when: {metric: queue_depth, above: 100}}
+`)
+	srcs := map[string]config.Source{"queue_depth": src}
+	h := sourcedHistory{history: queue(base(), 0, 150), sources: srcs}
+	d, record := Evaluate(g, h, State{Desired: 4}, secs(0))
+	check(t, "queue 150", d, record, want{record: true, code: CodeScale, rule: "rush", request: size(6, "rush")})
+	if d.Values["queue_depth"] != 150 {
+		t.Errorf("values %v: want the guard's queue_depth", d.Values)
+	}
+	h = sourcedHistory{history: queue(base(), 0, 50), sources: srcs}
+	if d, _ := Evaluate(g, h, State{Desired: 4}, secs(0)); d.Request != nil {
+		t.Errorf("queue 50, under the guard's 100: %s → %d (%s); want the schedule closed", d.Code, d.Recommendation, d.Reason)
+	}
+	// 150, but read 40 s ago (max_age 30 s): the guard does not open.
+	h = sourcedHistory{history: queue(base().fill("size", 1, 40, constant(4)).fill("ready", 1, 40, constant(4)), 0, 150), sources: srcs}
+	if d, _ := Evaluate(g, h, State{Desired: 4}, secs(40)); d.Request != nil {
+		t.Errorf("stale queue: %s → %d (%s); want the schedule closed", d.Code, d.Recommendation, d.Reason)
+	}
+}
+
+// TestPredictiveOnSource: the predictive floor forecasts a source (a queue
+// whose depth peaks daily from 12:10) and sizes it by per_instance.
+func TestPredictiveOnSource(t *testing.T) {
+	g, src := sourcedGroup(t, "hold", `      predictive: {metric: queue_depth, per_instance: 200, lookback: 3d, horizon: 15m, mode: forecast_and_scale}
+`)
+	h := history{}
+	for tm := t0.Add(-3 * 24 * time.Hour); tm.Before(t0.Add(-10 * time.Minute)); tm = tm.Add(time.Minute) {
+		v := 100.0
+		if m := tm.Hour()*60 + tm.Minute(); m >= 12*60+10 && m < 13*60 {
+			v = 1000
+		}
+		h["queue_depth"] = append(h["queue_depth"], Point{T: tm, V: v})
+	}
+	h.fill("queue_depth", -600, 0, constant(100)).fill("size", -600, 0, constant(2)).fill("ready", -600, 0, constant(2))
+	sh := sourcedHistory{history: h, sources: map[string]config.Source{"queue_depth": src}}
+	var p Predictor
+	d, _ := Evaluate(g, sh, State{Desired: 2, Prediction: p.At(g, sh, t0)}, t0)
+	if d.Request == nil || d.Rule != PredictiveName || d.Recommendation != 5 ||
+		!strings.Contains(d.Reason, "floor 5 = ⌈forecast peak queue_depth 1000.0 ÷ per_instance 200⌉") {
+		t.Fatalf("got %s %s → %d: %q; want predictive's floor 5 = 1000 ÷ 200", d.Rule, d.Code, d.Recommendation, d.Reason)
+	}
+	if d.Values["forecast.queue_depth"] != 1000 {
+		t.Errorf("values %v: want forecast.queue_depth 1000", d.Values)
+	}
+}

@@ -16,6 +16,8 @@ type Policy struct {
 	Group config.Group
 	// Interval and Warmup are the config's metrics.interval and metrics.warmup.
 	Interval, Warmup time.Duration
+	// Sources are the config's metrics.sources, which the policy may read.
+	Sources []config.Source
 }
 
 // LoadPolicy loads the shoal config at path and returns its group named
@@ -29,10 +31,7 @@ func LoadPolicy(path, group string) (Policy, error) {
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	for _, g := range cfg.Groups {
 		if group == "" && g.Autoscale != nil || group != "" && g.Name == group {
-			if err := simulable(g); err != nil {
-				return Policy{}, fmt.Errorf("%s: %w", path, err)
-			}
-			return Policy{Name: name, Group: g, Interval: cfg.Metrics.Interval, Warmup: cfg.Metrics.Warmup}, nil
+			return Policy{Name: name, Group: g, Interval: cfg.Metrics.Interval, Warmup: cfg.Metrics.Warmup, Sources: cfg.Metrics.Sources}, nil
 		}
 	}
 	if group != "" {
@@ -49,25 +48,12 @@ func Static(p Policy, size int) Policy {
 	return Policy{Name: fmt.Sprintf("static-%d", size), Group: g, Interval: p.Interval, Warmup: p.Warmup}
 }
 
-// simulable refuses a policy reading metrics.sources or a formula: the
-// simulator models shoal's own metrics from the load, and has no model of
-// a queue or a business metric outside it.
-func simulable(g config.Group) error {
-	a := g.Autoscale
-	if a == nil {
-		return nil
+// ReadsSources reports whether p's policy reads a metric from outside
+// shoal (metrics.sources, or a formula): the simulator then needs the
+// sources' recorded values (Run.Sources), as the load does not model them.
+func (p Policy) ReadsSources() bool {
+	if p.Group.Autoscale == nil {
+		return false
 	}
-	var metrics []string
-	for _, r := range a.Rules {
-		metrics = append(metrics, r.Metric)
-	}
-	if a.Target != nil {
-		metrics = append(metrics, a.Target.Metric)
-	}
-	for _, m := range metrics {
-		if !slices.Contains(config.MetricPaths, m) {
-			return fmt.Errorf("group %s: metric %q reads outside shoal (metrics.sources or a formula), which the simulator cannot model; replay it with shoal policy test", g.Name, m)
-		}
-	}
-	return nil
+	return slices.ContainsFunc(p.Group.Autoscale.MetricsRead(), func(m string) bool { return !slices.Contains(config.MetricPaths, m) })
 }

@@ -61,6 +61,11 @@ type Run struct {
 	// Start, oldest first, as the 1-minute roll-ups a live shoal keeps
 	// (what predictive pre-scaling reads).
 	History []float64
+	// Sources, for a policy reading metrics.sources or a formula, is the
+	// history the policy reads over the simulated one: the sources'
+	// recorded values beside it (source.Recorded). The load does not
+	// drive them; they are replayed as they were read.
+	Sources func(*History) policy.Metrics
 }
 
 // Provider is one provider of a simulated group across providers.
@@ -174,6 +179,10 @@ func Simulate(r Run) (*Result, error) {
 		h.add("requests_per_second", r.Start.Add(-time.Duration(len(r.History)-i)*time.Minute), v)
 	}
 
+	var hm policy.Metrics = h
+	if r.Sources != nil {
+		hm = r.Sources(h)
+	}
 	res := &Result{History: h, MaxSize: size}
 	if len(r.Providers) > 0 {
 		res.ProviderSeconds = map[string]float64{}
@@ -287,9 +296,9 @@ func Simulate(r Run) (*Result, error) {
 		if pol == nil || t.Sub(r.Start)%pol.Interval != 0 {
 			continue
 		}
-		state.Prediction = predictor.At(g, h, t)
+		state.Prediction = predictor.At(g, hm, t)
 		state.StartDelay, _ = r.startDelay(insts)
-		d, record := policy.Evaluate(g, h, state, t)
+		d, record := policy.Evaluate(g, hm, state, t)
 		if d.Request != nil {
 			jobs++
 			d.Outcome, d.JobID = decision.Accepted, "sim-"+strconv.Itoa(jobs)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/decision"
+	"github.com/shoal-lb/shoal/internal/metrics"
 	"github.com/shoal-lb/shoal/internal/policy"
+	"github.com/shoal-lb/shoal/internal/source"
 )
 
 var t0 = time.Date(1998, 6, 30, 8, 0, 0, 0, time.UTC)
@@ -232,26 +234,71 @@ func TestConcurrencyTarget(t *testing.T) {
 	}
 }
 
-// TestLoadPolicyRefusesSources: a policy reading metrics.sources is refused
-// with a reason, not simulated on a metric the simulator never produces.
-func TestLoadPolicyRefusesSources(t *testing.T) {
+// TestSimulateOnRecordedSources: a policy reading a source and a formula
+// over it is simulated on the source's recorded values, replayed at the
+// times they were read: the queue's growth scales out to what the target
+// asks, its drain back in, whatever the load.
+func TestSimulateOnRecordedSources(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "queue.yaml")
 	doc := `listen: 127.0.0.1:8080
 metrics:
-  sources: [{name: queue_depth, command: [queue-depth]}]
+  sources: [{name: queue_depth, command: [queue-depth], interval: 1s}]
 groups:
   - name: web
     min_size: 1
     max_size: 4
+    cooldown: {up: 0s, down: 0s}
     template: {command: [app]}
     autoscale:
-      target: {metric: "queue_depth / max(size, 1)", value: 10}
+      target: {metric: "queue_depth + 0", value: 10, scale_in_stabilization: 3s, max_step: {up: 10, down: 10}, period: 1s}
 `
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := LoadPolicy(path, "")
-	if err == nil || !strings.Contains(err.Error(), `metric "queue_depth / max(size, 1)" reads outside shoal`) {
-		t.Errorf("LoadPolicy = %v", err)
+	p, err := LoadPolicy(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ReadsSources() {
+		t.Fatal("ReadsSources = false for a formula over a source")
+	}
+	// 0 for a minute, 35 for a minute, 0 for a minute: read every second.
+	var pts []metrics.Point
+	for i := range 180 {
+		v := 0.0
+		if i >= 60 && i < 120 {
+			v = 35
+		}
+		pts = append(pts, metrics.Point{T: t0.Add(time.Duration(i) * time.Second), V: v})
+	}
+	res, err := Simulate(Run{Group: p.Group, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
+		StartDelay: 2 * time.Second, Interval: time.Second, Start: t0, Rates: []float64{1, 1, 1},
+		Sources: func(h *History) policy.Metrics {
+			return source.Recorded("web", h, p.Sources, map[string][]metrics.Point{"queue_depth": pts}, nil)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, d := range res.Decisions {
+		if d.Request != nil {
+			sizes = append(sizes, d.Recommendation)
+		}
+	}
+	if !reflect.DeepEqual(sizes, []int{4, 1}) || res.Ups != 1 || res.Downs != 1 {
+		t.Errorf("scalings %v (%d up, %d down), want [4 1]: out when the queue reached 35, in when it drained", sizes, res.Ups, res.Downs)
+		for _, d := range res.Decisions {
+			t.Logf("%s %s %s → %d: %s", d.Time.Format("15:04:05"), d.Outcome, d.Code, d.Recommendation, d.Reason)
+		}
+	}
+	// Without the source's values the policy holds: the decision says so.
+	res, err = Simulate(Run{Group: p.Group, Model: Model{Capacity: 100, BaseP99: 10 * time.Millisecond, ServiceCV: 1}, SLO: 200 * time.Millisecond,
+		Interval: time.Second, Start: t0, Rates: []float64{1},
+		Sources: func(h *History) policy.Metrics { return source.Recorded("web", h, p.Sources, nil, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Decisions) == 0 || res.ScaleEvents != 0 || !strings.Contains(res.Decisions[0].Reason, "source queue_depth has no value") {
+		t.Errorf("no recorded values: %d scalings, decisions %+v; want none, the source said missing", res.ScaleEvents, res.Decisions)
 	}
 }

@@ -109,6 +109,23 @@ func (s *Set) Replay(ctx context.Context, group string, base Base) *History {
 	return h
 }
 
+// Recorded is group's History over base with each source's values given
+// (by name, oldest first), for the simulator: a source's recorded past
+// (Replay's, fetched from a running shoal) replayed at the times it was
+// read. A source missing from pts has no values; perInstance are those
+// whose values are per-instance averages (Status.PerInstance).
+func Recorded(group string, base Base, sources []config.Source, pts map[string][]metrics.Point, perInstance map[string]bool) *History {
+	h := newHistory(group, base, sources)
+	h.read = func(name string, from, to time.Time) []metrics.Point {
+		p := pts[name]
+		lo := sort.Search(len(p), func(i int) bool { return !p[i].T.Before(from) })
+		hi := sort.Search(len(p), func(i int) bool { return p[i].T.After(to) })
+		return p[lo:hi:hi]
+	}
+	h.status = func(name string) (Status, bool) { return Status{Name: name, PerInstance: perInstance[name]}, true }
+	return h
+}
+
 // maxRangePoints is under Prometheus's limit of 11,000 points per series.
 const maxRangePoints = 10000
 

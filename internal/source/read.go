@@ -7,10 +7,13 @@
 //
 // Per-instance values: a reading may give one value per instance (a
 // Prometheus vector whose samples carry an `instance` label, a command's or
-// endpoint's {"instances": {...}} object). Such a value is matched to shoal's
-// instances by name, by address (host:port), or by host alone, and the group's
-// value is the average over its matched in-service instances: a per-instance
-// metric, as cpu.avg is. A single value is the group's total, as queue is.
+// endpoint's {"instances": {...}} object). Each key is matched to shoal's
+// instances by name, by address (host:port: the label Prometheus gives a
+// target it scrapes at the instance's port), or, for a key that is a bare
+// host, to every instance on that host; keys matching none are ignored. The
+// group's value is the average over its matched in-service instances: a
+// per-instance metric, as cpu.avg is. A single value is the group's total,
+// as queue is.
 package source
 
 import (

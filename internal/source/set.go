@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,15 @@ func NewSet(m config.Metrics, instances func() []Instance, log *slog.Logger) *Se
 		s.status[src.Name] = &Status{Name: src.Name, Kind: src.Kind()}
 	}
 	return s
+}
+
+// KeepAtLeast makes the Set keep each source's values for at least d (a
+// predictive floor forecasting a source reads its lookback); called before
+// Run.
+func (s *Set) KeepAtLeast(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ring = max(s.ring, d)
 }
 
 // Sources are the Set's sources.
@@ -161,7 +171,7 @@ func (s *Set) split(name string, r Reading) (vals map[string]float64, perInstanc
 }
 
 // match finds in's value among a reading's instances: by its name, its
-// address, or its host when the address is on the default port.
+// address, or a key that is its address's host alone (a value per host).
 func match(vals map[string]float64, in Instance) (float64, bool) {
 	for _, k := range []string{in.Name, in.Addr} {
 		if v, ok := vals[k]; ok && k != "" {
@@ -197,13 +207,13 @@ func (s *Set) points(name, group string, from, to time.Time) []metrics.Point {
 	if pts == nil {
 		pts = s.series[seriesKey(name, group)]
 	}
-	var out []metrics.Point
-	for _, p := range pts {
-		if !p.T.Before(from) && !p.T.After(to) {
-			out = append(out, p)
-		}
+	// In time order: a predictive floor's source keeps days of them.
+	lo := sort.Search(len(pts), func(i int) bool { return !pts[i].T.Before(from) })
+	hi := sort.Search(len(pts), func(i int) bool { return pts[i].T.After(to) })
+	if lo >= hi {
+		return nil
 	}
-	return out
+	return slices.Clone(pts[lo:hi])
 }
 
 // Statuses are the sources' states, in config order.

@@ -309,3 +309,59 @@ func (b fakeBase) Points(path string, from, to time.Time) []metrics.Point {
 	}
 	return out
 }
+
+// TestPerInstanceMatching: a command printing per-instance JSON, read by a
+// Set, is matched to shoal's instances by name, by address and by bare
+// host; each group's value is the average over its in-service instances,
+// and a key naming none of them is ignored.
+func TestPerInstanceMatching(t *testing.T) {
+	src := config.Source{Name: "load", Interval: time.Second, Timeout: 5 * time.Second,
+		Command: []string{"printf", `{"instances": {"web-001": 2, "127.0.0.1:10002": 4, "web-003": 100, "192.0.2.7": 10, "db-1": 99}}`}}
+	set := NewSet(config.Metrics{Sources: []config.Source{src}, Retention: config.Retention{Ring: time.Hour}}, func() []Instance {
+		return []Instance{
+			{Group: "web", Name: "web-001", Addr: "127.0.0.1:10001", InService: true},
+			{Group: "web", Name: "web-002", Addr: "127.0.0.1:10002", InService: true},
+			{Group: "web", Name: "web-003", Addr: "127.0.0.1:10003"}, // starting: not counted
+			{Group: "api", Name: "api-001", Addr: "192.0.2.7:8080", InService: true},
+		}
+	}, nil)
+	now := time.Now()
+	set.readOnce(context.Background(), src, now)
+	st := set.Statuses()[0]
+	if st.LastError != "" || !st.PerInstance {
+		t.Fatalf("status %+v; want a per-instance reading", st)
+	}
+	for group, want := range map[string]float64{"web": 3, "api": 10} {
+		if pts := set.points("load", group, now, now); len(pts) != 1 || pts[0].V != want {
+			t.Errorf("%s: %v, want %v", group, pts, want)
+		}
+	}
+}
+
+// TestPrometheusPerInstance: a real Prometheus scraping two exporters that
+// stand for shoal's instances (as it would scrape the instances' own
+// /metrics): the query keeps the instance label, the scrape target's
+// host:port, which matches each instance by its address.
+func TestPrometheusPerInstance(t *testing.T) {
+	a, b := testprom.NewExporter(t), testprom.NewExporter(t)
+	a.Set("inflight", 2)
+	b.Set("inflight", 6)
+	prom := testprom.Start(t, []string{a.Addr, b.Addr}, time.Second)
+	src := config.Source{Name: "inflight", Prometheus: &config.PromSource{URL: prom.URL, Query: "inflight"}, Interval: time.Second, Timeout: 5 * time.Second}
+	set := NewSet(config.Metrics{Sources: []config.Source{src}, Retention: config.Retention{Ring: time.Hour}}, func() []Instance {
+		return []Instance{{Group: "web", Name: "web-001", Addr: a.Addr, InService: true}, {Group: "web", Name: "web-002", Addr: b.Addr, InService: true}}
+	}, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now := time.Now()
+		set.readOnce(context.Background(), src, now)
+		pts := set.points("inflight", "web", now, now)
+		if len(pts) == 1 && pts[0].V == 4 && set.Statuses()[0].PerInstance {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web's inflight %v (status %+v); want the average 4 of its instances' 2 and 6, matched by address", pts, set.Statuses()[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

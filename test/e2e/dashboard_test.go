@@ -47,11 +47,24 @@ func TestDashboard(t *testing.T) {
 	}
 	const token = "dash-s3cret"
 	port := freePort(t)
-	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\nmetrics: {warmup: 1s}\n", port, token),
+	// Two metrics.sources: a command's backlog, which a rule reads (it never
+	// fires), and an endpoint that does not answer, whose URL holds a key
+	// the page must never show.
+	backlog := filepath.Join(t.TempDir(), "backlog")
+	if err := os.WriteFile(backlog, []byte("7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const key = "k3y-never-shown"
+	sources := fmt.Sprintf(`  sources:
+    - {name: backlog, command: [cat, %q], interval: 1s}
+    - {name: orders, http: {url: "http://127.0.0.1:%d/orders?key=%s", json_path: .n}, interval: 1s, timeout: 500ms}
+`, backlog, freePort(t), key)
+	e := newEnv(t, fmt.Sprintf("admin:\n  listen: 127.0.0.1:%d\n  token: %s\nmetrics:\n  warmup: 1s\n%s", port, token, sources),
 		groupSpec{Name: "web", Min: 1, Max: 3, Extra: `    autoscale:
       target: {metric: cpu.avg, value: 50, scale_in_stabilization: 10m}
       rules:
         - {name: busy, metric: requests_per_second, above: 40, for: 3s, action: up}
+        - {name: deep, metric: backlog, above: 100, for: 3s, action: up}
 `})
 	e.start()
 	e.waitInService("web", 1)
@@ -142,6 +155,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("chart markers %+v: want job %s named \"job %s: up 1→2\"", res.Scaled.Markers, res.Job, res.Job)
 	}
 	checkChart(t, "after the policy's scale up", res.Decided, 3)
+	checkSources(t, res, key)
 	if !strings.HasPrefix(res.Decision.Text, "busy: up 2→3") || res.PolicyJob == "" || res.PolicyJob == res.Job {
 		t.Errorf("the policy's decision marker %+v: want it named \"busy: up 2→3\" with its own job", res.Decision)
 	}
@@ -246,6 +260,49 @@ func checkChart(t *testing.T, when string, c tour.Chart, size int) {
 	}
 	if !slices.ContainsFunc(c.Series, func(s tour.Series) bool { return s.Metric == "cpu.avg" && s.Unit == "%" && s.Shape == "line" }) {
 		t.Errorf("%s: series %+v: want cpu.avg, the target's metric, on the CPU panel", when, c.Series)
+	}
+}
+
+// checkSources checks the sources panel and the chart of the source a
+// rule reads: the command's value, fresh; the failing endpoint stale with
+// its errors counted and its key nowhere.
+func checkSources(t *testing.T, res tour.Result, key string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, r := range res.Sources {
+		want[r.Name] = true
+		switch r.Name {
+		case "backlog":
+			if r.Kind != "command" || r.Value != "7" || r.Stale || r.State != "fresh" || r.Errors != "0" {
+				t.Errorf("sources panel row %+v: want backlog, command, 7, fresh, 0 errors", r)
+			}
+		case "orders":
+			if r.Kind != "http" || !r.Stale || r.Errors == "0" || !strings.Contains(r.LastError, "connection refused") {
+				t.Errorf("sources panel row %+v: want orders stale, its errors counted, the last one said", r)
+			}
+		}
+		if strings.Contains(fmt.Sprint(r), key) {
+			t.Errorf("sources panel row %+v shows the URL's key", r)
+		}
+	}
+	if !want["backlog"] || !want["orders"] {
+		t.Errorf("sources panel %+v: want backlog and orders", res.Sources)
+	}
+	var last *float64
+	for _, s := range res.Decided.Series {
+		if s.Metric == "backlog" {
+			for _, v := range s.Values {
+				if v != nil {
+					last = v
+				}
+			}
+		}
+	}
+	if last == nil || *last != 7 {
+		t.Errorf("chart series %+v: want backlog, which rule deep reads, at 7", res.Decided.Series)
+	}
+	if !slices.ContainsFunc(res.Decided.Lines, func(l tour.Line) bool { return l.Metric == "backlog" && l.Kind == "above" && l.Value == 100 }) {
+		t.Errorf("chart lines %+v: want rule deep's threshold 100 on backlog", res.Decided.Lines)
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -206,6 +207,40 @@ func TestScaleOnPrometheus(t *testing.T) {
 			t.Logf("replayed %s %s %s → %d: %s", d.Time.Format("15:04:05.000"), d.Outcome, d.Code, d.Recommendation, d.Reason)
 		}
 	}
+
+	// policy simulate over the same minutes, on the sources' recorded
+	// values (Prometheus's history, the command's as shoal read it) and a
+	// trace of the trickle's load: the scalings the live loop made.
+	from, to := began.UTC().Truncate(time.Minute), time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
+	trace := "timestamp_utc,requests\n"
+	for m := from; m.Before(to); m = m.Add(time.Minute) {
+		trace += m.Format(time.RFC3339) + ",60\n"
+	}
+	tracePath := filepath.Join(t.TempDir(), "trickle.csv")
+	if err := os.WriteFile(tracePath, []byte(trace), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := e.cli("policy", "simulate", "--trace", tracePath, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339),
+		"--capacity", "100", "--start-delay", "3s", "-o", "json")
+	var sim struct {
+		Policies []struct {
+			Scalings []struct {
+				Time time.Time `json:"time"`
+				To   int       `json:"to"`
+			} `json:"scalings"`
+		} `json:"policies"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sim) != nil || len(sim.Policies) != 1 {
+		t.Fatalf("policy simulate: exit %d: %s%s", code, out, stderr)
+	}
+	var simulated []int
+	for _, sc := range sim.Policies[0].Scalings {
+		simulated = append(simulated, sc.To)
+	}
+	t.Logf("simulated on the recorded sources: %v", simulated)
+	if !slices.Equal(simulated, live) {
+		t.Errorf("policy simulate %v, want the live loop's %v:\n%s", simulated, live, out)
+	}
 }
 
 // TestSourceBadInput: a PromQL syntax error is refused at validate by
@@ -244,6 +279,18 @@ func TestSourceBadInput(t *testing.T) {
 	_, stderr, code = e.cli("validate")
 	if code == 0 || !regexp.MustCompile(`shoal\.yaml:\d+:\d+: groups\[0\]\.autoscale\.target\.metric: metric "queue_depth / max\(sise, 1\)": unknown name sise`).MatchString(stderr) {
 		t.Errorf("validate of a formula naming an unknown source: exit %d, %s", code, stderr)
+	}
+	// A schedule's guard and the predictive floor take sources and
+	// formulas too, and name an unknown one at FILE:LINE:COL.
+	extra, g = top("sum(jobs_queued)", "queue_depth")
+	g.Extra += `      schedule: [{cron: "0 8 * * *", duration: 1h, min_size: 2, when: {metric: "backlog / max(size, 1)", above: 5}}]
+      predictive: {metric: queue_dept, per_instance: 20}
+`
+	e.writeConfig(extra, g)
+	_, stderr, code = e.cli("validate")
+	if code == 0 || !regexp.MustCompile(`shoal\.yaml:\d+:\d+: groups\[0\]\.autoscale\.predictive\.metric: unknown metric "queue_dept"; known: queue_depth, backlog,`).MatchString(stderr) ||
+		strings.Contains(stderr, "schedule") {
+		t.Errorf("validate of a predictive metric naming an unknown source (and a good guard): exit %d, %s", code, stderr)
 	}
 
 	// A query of two series (no instance of shoal's among them), and a

@@ -428,10 +428,29 @@ function renderHosts(m) {
   }));
 }
 
+// renderSources shows metrics.sources (GET /v1/sources): each one's last
+// value (a per-instance source's are its groups' averages, on their
+// charts), its age, whether a policy may act on it, and its errors.
+function renderSources(m) {
+  const list = m.sources || [];
+  $("#sources").hidden = list.length === 0;
+  const now = new Date(m.time);
+  fill($("#source-table tbody"), list.map((s) => {
+    const age = s.last ? Math.max(0, (now - new Date(s.last)) / 1000) : null;
+    const value = s.per_instance ? "per instance" : fmt(s.value, s.value !== undefined && Number.isInteger(s.value) ? 0 : 2);
+    const st = s.last ? (s.stale ? `stale (max_age ${s.max_age}; on_missing ${s.on_missing})` : "fresh") : `no value yet (on_missing ${s.on_missing})`;
+    return row([
+      s.name, s.kind, [value, "num"], [age === null ? "–" : `${age.toFixed(0)} s`, "num"],
+      [st, s.stale ? "bad" : "ok"], [s.errors, s.errors > 0 ? "num warn" : "num"], [s.last_error || "", "reason"],
+    ], { source: s.name, stale: s.stale ? "true" : "false", value: s.value === undefined ? "" : String(s.value) });
+  }));
+}
+
 function render(m) {
   state.ticks++;
   $("#clock").textContent = new Date(m.time).toLocaleString();
   renderOverview(m);
+  renderSources(m);
   renderHosts(m);
   if (!state.group) return;
   renderGroup(m);

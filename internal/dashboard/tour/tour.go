@@ -103,6 +103,12 @@ type EventRow struct {
 	Rule, Outcome, Class, Job string
 }
 
+// SourceRow is a row of the sources panel.
+type SourceRow struct {
+	Name, Kind, Value, Age, State, Errors, LastError string
+	Stale                                            bool
+}
+
 // Result is what the browser saw.
 type Result struct {
 	// LoginForm: the dashboard asked for the token before the login.
@@ -119,6 +125,9 @@ type Result struct {
 	Overview    map[string]string
 	Decisions   int
 	Ungrouped   []string
+	// Sources are the sources panel's rows, each its cells by column and
+	// whether the page marks it stale.
+	Sources []SourceRow
 	// MessagesPerSecond is the rate of the stream's messages the page
 	// rendered over 5 s.
 	MessagesPerSecond float64
@@ -172,6 +181,12 @@ const readChart = `(() => {
     TimeAxis: svg.querySelector('.axis-label[data-unit="time"]').textContent,
   };
 })()`
+
+// readSources is the script that reads the sources panel's rows.
+const readSources = `Array.from(document.querySelectorAll("#source-table tbody tr"), (tr) => {
+  const td = Array.from(tr.querySelectorAll("td"), (c) => c.textContent);
+  return { Name: td[0], Kind: td[1], Value: td[2], Age: td[3], State: td[4], Errors: td[5], LastError: td[6], Stale: tr.dataset.stale === "true" };
+})`
 
 // readTimeline is the script that reads the decisions' rows.
 const readTimeline = `Array.from(document.querySelectorAll("#events tbody tr"), (tr) => {
@@ -265,6 +280,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		count(`#instances tbody tr`, &res.Instances),
 		count(`#events tbody tr`, &res.Decisions),
 		chromedp.Evaluate(`Array.from(document.querySelectorAll('#events tbody tr[data-group=""]'), (tr) => tr.textContent)`, &res.Ungrouped),
+		chromedp.Evaluate(readSources, &res.Sources),
 		shot("2-group"),
 	); err != nil {
 		return res, err
