@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // hitCounter is a backend that counts the requests reaching it by method and
@@ -74,6 +76,7 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 	cfg.HAProxy.Timeouts.Server, cfg.HAProxy.Timeouts.Connect = 300*time.Millisecond, 200*time.Millisecond
 	// No check runs during the test: a server on a closed port stays UP.
 	cfg.Groups[0].Health.Interval = time.Minute
+	cfg.Groups[0].Retries = config.RetriesIdempotent
 	m := newTestManager(t, cfg)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
