@@ -594,7 +594,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 // layer-7 retry saves; a local instance that dies refuses the next
 // connection, which the connection retry redispatches.
 func (d *decoder) retries(f *fields, g Group) string {
-	def := RetriesConnect
+	def := defaultGroup.Retries
 	if slices.ContainsFunc(g.ProviderList(), func(p GroupProvider) bool { return p.Name != ProviderLocal }) {
 		def = RetriesIdempotent
 	}

@@ -295,6 +295,7 @@ var defaultGroup = Group{
 	ReplaceAfter: 10 * time.Second,
 	Deploy:       DefaultDeploy,
 	ScaleIn:      ScaleInNewest,
+	Retries:      RetriesConnect,
 	Provider:     ProviderLocal,
 	Placement:    Placement{Strategy: PlaceSpread},
 	Update:       Update{Mode: UpdateOpportunistic},
