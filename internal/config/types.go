@@ -275,11 +275,12 @@ type Group struct {
 	// RetriesIdempotent also idempotent requests (GET, HEAD, OPTIONS, PUT,
 	// DELETE, TRACE) that got no answer, a broken or timed-out one, or a
 	// 502-504, so that an instance dying mid-request fails no GET. HAProxy
-	// copies every request of the group for it: measured +2.8 µs of HAProxy
-	// CPU per request (+15 %), bench/README.md "Cost per request". Left
-	// out: connect for local instances (a dead one refuses the next
-	// connection), idempotent on other providers (a host that dies or drops
-	// packets swallows requests already sent); a tcp frontend's group: connect.
+	// copies every request of the group for it: measured +1.7 to 2.8 µs of
+	// HAProxy CPU per request (+9 to 15 %), bench/README.md "Cost per
+	// request". Left out: connect for local instances (a dead one refuses
+	// the next connection), idempotent on other providers (a host that dies
+	// or drops packets swallows requests already sent); a tcp frontend's
+	// group: connect.
 	Retries string `yaml:"retries"`
 }
 

@@ -88,7 +88,7 @@ var defaultsLines = []string{
 // POST must not reach the application twice: disable-l7-retry leaves it
 // the connection failure's retry only), and the application's own 500
 // never. The copy HAProxy keeps of each request for them is what they cost
-// (+2.8 µs of HAProxy CPU per request measured, bench/README.md), so the
+// (+1.7 to 2.8 µs of HAProxy CPU per request measured, bench/README.md), so the
 // method rule is in the backend too: other groups' requests skip both.
 var retryLines = []string{
 	"retry-on conn-failure empty-response junk-response response-timeout 502 503 504",
