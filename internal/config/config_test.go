@@ -88,7 +88,7 @@ groups:
     drain: 30s
     template: {command: [app]}
 `,
-			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hash_on, sticky, proto, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, providers, placement, scale_in, max_hourly_instances, max_hourly_cost, max_lifetime, update, disruption, outliers, warm_pool, limits, slow_start`,
+			want: `shoal.yaml:6:5: groups[0].drain: unknown field; allowed: name, min_size, max_size, plans, cooldown, drain_timeout, balance, hash_on, sticky, proto, hosts, path_prefixes, health, template, autoscale, replace_after, deploy, scale_to_zero, provider, providers, placement, scale_in, max_hourly_instances, max_hourly_cost, max_lifetime, update, disruption, outliers, warm_pool, limits, slow_start, retries`,
 		},
 		{
 			name: "unknown nested field",
@@ -1275,6 +1275,7 @@ compat:
 				DrainTimeout: 30 * time.Second,
 				ReplaceAfter: 10 * time.Second,
 				ScaleIn:      ScaleInNewest,
+				Retries:      RetriesConnect,
 				Update:       defaultGroup.Update,
 				Disruption:   defaultDisruption,
 				Provider:     ProviderLocal,
@@ -1313,6 +1314,7 @@ compat:
 				DrainTimeout: 5 * time.Second,
 				ReplaceAfter: 20 * time.Second,
 				ScaleIn:      ScaleInLeastBusy,
+				Retries:      RetriesConnect,
 				Update:       defaultGroup.Update,
 				Disruption:   defaultDisruption,
 				Provider:     ProviderLocal,

@@ -165,6 +165,9 @@ func TestLoadAppliesDefaults(t *testing.T) {
 	want.Groups[0].Template.Dir = confDir
 	want.Groups[0].Autoscale.Rules[0].Name = "rule-1"
 	want.Groups[0].Autoscale.Schedules[0].Name = "schedule-1"
+	// The first group is on another provider: it retries idempotent
+	// requests unless told (docgen's note on groups[].retries).
+	want.Groups[0].Retries = RetriesIdempotent
 
 	// Each provider type is an entry of its own; the table has every
 	// type's keys in one: so does the first entry, with the others' added.

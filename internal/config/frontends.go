@@ -319,6 +319,12 @@ func (d *decoder) tcpGroups(groups []Group, modes map[string]string) {
 		if g.ScaleToZero != nil {
 			d.errorAt(path+".scale_to_zero", "a tcp frontend routes to group %s, which cannot hold connections while it has no instance", g.Name)
 		}
+		switch {
+		case d.written(path+".retries") && g.Retries != RetriesConnect:
+			d.errorAt(path+".retries", "a tcp frontend routes to group %s: its backend sees bytes, not requests, so only a failed connection can be retried: retries must be connect", g.Name)
+		default:
+			g.Retries = RetriesConnect
+		}
 		if g.Outliers != nil {
 			d.errorAt(path+".outliers", "a tcp frontend routes to group %s: its backend sees bytes, not HTTP answers or their latency, so there is nothing to tell an outlier by; leave outliers out (health checks still take a dead instance out)", g.Name)
 		}

@@ -68,6 +68,14 @@ func TestParseFrontends(t *testing.T) {
 	if !reflect.DeepEqual(cfg.TCPGroups(), map[string]bool{"db": true}) {
 		t.Errorf("TCPGroups = %v", cfg.TCPGroups())
 	}
+	// Bytes, not requests: only a failed connection can be retried.
+	if cfg.Groups[3].Retries != RetriesConnect {
+		t.Errorf("the tcp group's retries %q", cfg.Groups[3].Retries)
+	}
+	bad := strings.Replace(frontendsDoc, "template: {command: [db]}}", "template: {command: [db]}, retries: idempotent}", 1)
+	if _, err := Parse("shoal.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "groups[3].retries: a tcp frontend routes to group db") {
+		t.Errorf("retries: idempotent on a tcp frontend's group: %v", err)
+	}
 	if e := cfg.FieldError("frontends[0].routes[1].path_regex", "x"); e.Line != 9 {
 		t.Errorf("FieldError does not locate a route: %v", e)
 	}

@@ -545,7 +545,6 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 		scaleIn = def.ScaleIn
 	}
 	g.ScaleIn = scaleIn
-
 	d.balance(f, &g)
 
 	for _, it := range f.strings("hosts") {
@@ -581,6 +580,7 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 		p := defaultRemotePassive
 		g.Health.Passive = &p
 	}
+	g.Retries = d.retries(f, g)
 	g.ScaleToZero, ref.zero = d.scaleToZero(f, &g, minOK)
 	g.Template, ref.template = d.template(f.get("template"), f.field("template"), g.Name)
 	g.Deploy = d.deploy(f.get("deploy"), f.field("deploy"))
@@ -588,6 +588,25 @@ func (d *decoder) group(item *yaml.Node, path string, shorthand bool) (g Group, 
 	g.Outliers = d.outliers(f.get("outliers"), f.field("outliers"), &g)
 	g.WarmPool = d.warmPool(f.get("warm_pool"), f.field("warm_pool"), &g)
 	return g, ref, nameNode, true
+}
+
+// retries decodes a group's retries. Left out, a group with instances on
+// another machine (ssh, a cloud) retries idempotent requests too: a host
+// that dies or drops packets swallows requests already sent, which only a
+// layer-7 retry saves; a local instance that dies refuses the next
+// connection, which the connection retry redispatches.
+func (d *decoder) retries(f *fields, g Group) string {
+	def := defaultGroup.Retries
+	if slices.ContainsFunc(g.ProviderList(), func(p GroupProvider) bool { return p.Name != ProviderLocal }) {
+		def = RetriesIdempotent
+	}
+	v, n := f.str("retries", def)
+	if n != nil && !slices.Contains(RetryModes, v) {
+		d.errorf(n, f.field("retries"), "must be one of %s (connect: retry failed connections only; idempotent: also idempotent requests that failed after they were sent), got %q",
+			strings.Join(RetryModes, ", "), v)
+		return def
+	}
+	return v
 }
 
 // cooldown accepts {up, down} or, as the seed wrote it, one duration for both.

@@ -166,3 +166,36 @@ func testdataDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestRetriesDefault: a group on another provider than local retries
+// idempotent requests that failed after they were sent unless it says
+// otherwise; a local group retries failed connections only; a value
+// outside the two is an error at its position.
+func TestRetriesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new, want string
+	}{
+		{"remote, left out", "", "", RetriesIdempotent},
+		{"remote, written", "    provider: rack\n", "    provider: rack\n    retries: connect\n", RetriesConnect},
+		{"local", "    provider: rack\n    placement: {strategy: pack, labels: {zone: b}}\n", "", RetriesConnect},
+		{"local, written", "    provider: rack\n    placement: {strategy: pack, labels: {zone: b}}\n", "    retries: idempotent\n", RetriesIdempotent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := providersDoc
+			if tc.old != "" {
+				doc = strings.Replace(doc, tc.old, tc.new, 1)
+			}
+			cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Groups[0].Retries; got != tc.want {
+				t.Errorf("retries = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	err := parseEdited(t, providersDoc, "    provider: rack\n", "    provider: rack\n    retries: always\n")
+	if want := `groups[0].retries: must be one of connect, idempotent`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want it to say %q", err, want)
+	}
+}

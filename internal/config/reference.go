@@ -167,6 +167,7 @@ func KeyValues() map[string][]string {
 		"Group.balance":      balanceAlgorithms,
 		"Deploy.strategy":    DeployStrategies,
 		"Group.scale_in":     ScaleInPolicies,
+		"Group.retries":      RetryModes,
 		"Placement.strategy": {PlaceSpread, PlacePack},
 		"Update.mode":        UpdateModes,
 		"Frontend.mode":      {ModeHTTP, ModeTCP},

@@ -15,6 +15,7 @@ import (
 var writtenAs = map[string]string{
 	"access_log.sample":        "`auto`",
 	"providers[].health_grace": "`10m` for exec, sacloud and ec2; none for ssh",
+	"groups[].retries":         "`connect` on the local provider; `idempotent` on others",
 }
 
 // defaultNotes say what a default is relative to, or how Load makes it.
@@ -33,6 +34,7 @@ var defaultNotes = map[string]string{
 	"groups[].provider":                      "the built-in provider: this machine",
 	"providers[].health_grace":               "the health.grace of its groups that set none; without it, theirs",
 	"groups[].max_hourly_instances":          "0: no budget",
+	"groups[].retries":                       "a tcp frontend's group: connect",
 	"providers[].credentials_file":           "ec2: the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; sacloud: from SAKURACLOUD_ACCESS_TOKEN and SAKURACLOUD_ACCESS_TOKEN_SECRET",
 	"providers[].profile":                    "ec2: a profile of credentials_file, or with credentials: default the chain's",
 	"providers[].credentials":                "ec2: file with a credentials_file, env without",

@@ -60,7 +60,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// per reload). With it, the old worker answers the connection's next
 	// request with "Connection: close"; idle connections end with timeout
 	// http-keep-alive (hardStopAfter outlasts it).
-	lines = append(lines, "option forwardfor", "option idle-close-on-response", idempotentOnly)
+	lines = append(lines, "option forwardfor", "option idle-close-on-response")
 	if cfg.HA != nil && cfg.HA.VIP != nil {
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")

@@ -361,8 +361,8 @@ func TestPassiveCheck(t *testing.T) {
 	cfg.Groups[0].Health = h
 	good := startHTTP(t, "good", 200, "ok", 200)
 	// Healthy by its check, but every request fails with a status that
-	// retry-on does not cover: a 500-504 is retried on the other server and
-	// never reaches the passive check.
+	// no retry covers (with retries: idempotent a 502-504 is retried on the
+	// other server and never reaches the passive check).
 	broken := startHTTP(t, "broken", 200, "ok", http.StatusInsufficientStorage)
 	m := startHealthManager(t, cfg,
 		Server{Backend: "web", Name: "good", Addr: loopback(good.port)},

@@ -67,6 +67,7 @@ func TestRender(t *testing.T) {
 	cfg.HAProxy.Global = []string{"nbthread 1"}
 	cfg.HAProxy.Defaults = []string{"timeout server 60s"}
 	cfg.AccessLog.Sample = 10
+	cfg.Groups[1].Retries = config.RetriesIdempotent
 	p := PathsFor(dir)
 	got, err := Render(routed(cfg), p)
 	if err != nil {
@@ -79,13 +80,12 @@ func TestRender(t *testing.T) {
 		"    nbthread 1\n",
 		"\ndefaults\n    mode http\n",
 		"    retries 3\n    option redispatch 1\n",
-		"    retry-on conn-failure empty-response junk-response response-timeout 502 503 504\n",
+		"    retry-on conn-failure\n",
 		"    timeout connect 5000ms\n    timeout client 30000ms\n    timeout server 30000ms\n",
 		"    timeout http-request 10000ms\n    timeout http-keep-alive 10000ms\n    timeout queue 30000ms\n",
 		"    timeout server 60s\n",
 		"\nfrontend shoal\n    bind 127.0.0.1:8080\n    option forwardfor\n",
 		"    option idle-close-on-response\n",
-		"    http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }\n",
 		"    http-request set-header X-Forwarded-Proto http\n",
 		"    log unix@" + p.LogSocket + " format raw sample 1:10 local0\n",
 		"    log-format \"%Ts.%ms %ci:%cp %b %s %ST %Tw %Tc %Tr %Ta %B %rc %tsc %[var(txn.shoal_sample)] %HM %HU\"\n",
@@ -101,12 +101,21 @@ func TestRender(t *testing.T) {
 			"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host localhost\n" +
 			"    http-check expect status 200-399\n    timeout check 500ms\n",
 		"\nbackend api\n    balance leastconn\n",
+		// retries: idempotent is the api group's alone.
+		"    retry-on conn-failure empty-response junk-response response-timeout 502 503 504\n" +
+			"    http-request disable-l7-retry if !{ method GET HEAD OPTIONS PUT DELETE TRACE }\n\nbackend static\n",
 		"\nbackend static\n    balance first\n",
 	}
 	for _, w := range want {
 		if !strings.Contains(got, w) {
 			t.Errorf("config lacks %q:\n%s", w, got)
 		}
+	}
+	if n := strings.Count(got, "retry-on "); n != 2 {
+		t.Errorf("%d retry-on lines, want 2 (defaults' and group api's):\n%s", n, got)
+	}
+	if n := strings.Count(got, "disable-l7-retry"); n != 1 {
+		t.Errorf("%d disable-l7-retry rules, want 1 (group api's):\n%s", n, got)
 	}
 	if strings.Contains(got, "\n    server ") {
 		t.Errorf("config has static servers; all servers must be dynamic:\n%s", got)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-lb/shoal/internal/config"
 )
 
 // hitCounter is a backend that counts the requests reaching it by method and
@@ -59,10 +61,18 @@ func (h *hitCounter) count(key string) int {
 }
 
 // TestRetriesNeverReplayWrites checks which requests HAProxy sends to an
-// instance again: a request that may have reached the application only if its
-// method is idempotent, never after the application's own 500, and a failed
-// connection (nothing was sent) for every method.
+// instance again: with retries: idempotent, a request that may have reached
+// the application only if its method is idempotent, never after the
+// application's own 500; with retries: connect (a local group's default),
+// none that may have reached it; with either, a failed connection (nothing
+// was sent) for every method.
 func TestRetriesNeverReplayWrites(t *testing.T) {
+	for _, mode := range []string{config.RetriesIdempotent, config.RetriesConnect} {
+		t.Run(mode, func(t *testing.T) { testRetries(t, mode) })
+	}
+}
+
+func testRetries(t *testing.T, mode string) {
 	requireHAProxy(t)
 	ctx := context.Background()
 	stateDir := t.TempDir()
@@ -74,6 +84,7 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 	cfg.HAProxy.Timeouts.Server, cfg.HAProxy.Timeouts.Connect = 300*time.Millisecond, 200*time.Millisecond
 	// No check runs during the test: a server on a closed port stays UP.
 	cfg.Groups[0].Health.Interval = time.Minute
+	cfg.Groups[0].Retries = mode
 	m := newTestManager(t, cfg)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -102,7 +113,11 @@ func TestRetriesNeverReplayWrites(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	const once, retried = 1, 4 // retried: the first attempt and retries 3
+	const once = 1
+	retried := 4 // the first attempt and retries 3
+	if mode == config.RetriesConnect {
+		retried = once
+	}
 	for _, tc := range []struct {
 		method, path string
 		status, hits int

@@ -132,7 +132,10 @@ func TestHungInstanceRequestsAnswered(t *testing.T) {
 			g := web
 			g.Min, g.Max, g.Plans = 2, 2, ""
 			g.Health = "{path: /healthz}" // every default: interval 2s, timeout 1s, fall 3
-			g.Extra = "    replace_after: 7s\n"
+			// A held GET is answered by another instance only with layer-7
+			// retries, which a local group opts into (with retries: connect
+			// it is answered 502 within the same bound; routing.md, Retries).
+			g.Extra = "    replace_after: 7s\n    retries: idempotent\n"
 			e := newEnv(t, "", g)
 			e.start()
 			e.waitInService("web", 2)

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,24 +18,38 @@ import (
 )
 
 // throughput measures what shoal's HAProxy configuration costs. It loads the
-// demo page (GET /) three ways:
+// demo page (GET /) five ways:
 //
-//	(a) direct   one demo-backend, no proxy;
-//	(b) haproxy  a minimal hand-written haproxy.cfg over two static demo-backends;
-//	(c) shoal    shoal's own HAProxy over the two instances of a shoal group.
+//	(a) direct       one demo-backend, no proxy;
+//	(b) haproxy      a minimal hand-written haproxy.cfg over two static demo-backends;
+//	(c) shoal        shoal's own HAProxy, its defaults, over a group's two instances;
+//	(d) shoal-off    (c) with the optional features off (access_log.sample: 0);
+//	(e) shoal-retry  (c) with the group's retries: idempotent (layer-7 retries).
 //
-// (c)/(b) is the cost of shoal's configuration; the goal is >= 0.97. The
-// machine's speed drifts between rounds, so the targets are measured back to
-// back in every round, in alternating order (a b c, then c b a), and the
-// ratio is the median of the per-round ratios of (c) to (b). Then it scales
-// the group to 5 and samples shoal's own idle CPU and RSS.
+// Each of (c), (d), (e) against (b) in requests/s and in HAProxy's CPU per
+// request (utime+stime of the HAProxy processes over the round, divided by
+// the round's requests) is the cost of shoal's configuration: the goals are
+// >= 0.97x and <= 1.10x for (c), parity (>= 0.99x, <= 1.03x) for (d); (e)
+// prices the opt-in. The machine's speed drifts between rounds, so the
+// targets are measured back to back in every round, in alternating order
+// (a..e, then e..a), and each ratio is the median of the per-round ratios.
+// Every process compared is started by this one process, in one session
+// (the scheduler shares CPU per session). Then it scales (c)'s group to 5
+// and samples shoal's own idle CPU and RSS.
 var Command = &bench.Command{
 	Name:    "throughput",
 	Summary: "req/s and latency through shoal's HAProxy vs a minimal haproxy.cfg vs direct; shoal idle CPU",
 	Run:     runThroughput,
 }
 
-const throughputRatioGoal = 0.97
+// The goals against (b): shoal's defaults, and with the optional features
+// off (parity, within what this machine can tell apart).
+const (
+	throughputRatioGoal = 0.97
+	cpuRatioGoal        = 1.10
+	parityRatioGoal     = 0.99
+	parityCPUGoal       = 1.03
+)
 
 type target struct {
 	Key    string         `json:"key"`
@@ -41,18 +57,26 @@ type target struct {
 	Status string         `json:"status"` // "ok" or why it was not measured
 	URL    string         `json:"-"`
 	Rounds []bench.Sample `json:"rounds"`
+	// CPUus is HAProxy's CPU per request in each round, in µs (proxies only).
+	CPUus []float64 `json:"cpu_us_per_request,omitempty"`
+	// pids lists the processes whose CPU is the target's (nil: not a proxy).
+	pids func() []int
 	// Medians over the rounds.
 	RPS    *float64 `json:"rps"`
 	P50ms  *float64 `json:"p50_ms"`
 	P99ms  *float64 `json:"p99_ms"`
+	CPU    *float64 `json:"cpu_us_per_request_median,omitempty"`
 	Errors int64    `json:"errors"`
 }
 
 type throughputDetails struct {
-	Targets     []*target `json:"targets"`
-	RoundRatios []float64 `json:"round_ratios_shoal_haproxy"`
-	PageBytes   int       `json:"page_bytes"`
-	Idle        struct {
+	Targets []*target `json:"targets"`
+	// Per-round ratios of each shoal target to (b): requests/s and CPU per
+	// request, by target key.
+	RoundRatios    map[string][]float64 `json:"round_ratios_rps"`
+	RoundCPURatios map[string][]float64 `json:"round_ratios_cpu_per_request"`
+	PageBytes      int                  `json:"page_bytes"`
+	Idle           struct {
 		Status    string   `json:"status"`
 		Instances int      `json:"instances"`
 		Seconds   float64  `json:"seconds"`
@@ -66,7 +90,7 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	seconds := fs.Duration("seconds", 6*time.Second, "length of a round")
 	conns := fs.Int("conns", 32, "connections")
 	idle := fs.Duration("idle", 20*time.Second, "how long to sample shoal's idle CPU (0: skip)")
-	nbthread := fs.Int("nbthread", 0, "nbthread for both HAProxies (0: HAProxy's default, which shoal uses unless told otherwise)")
+	nbthread := fs.Int("nbthread", 0, "nbthread for every HAProxy (0: HAProxy's default, which shoal uses unless told otherwise)")
 	var bins bench.BinFlags
 	bins.Register(fs)
 	toolName := fs.String("tool", "wrk", "wrk, or loadgen (also the fallback without wrk)")
@@ -86,11 +110,14 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	}
 
 	rep := &bench.Report{Date: time.Now(), Machine: bench.NewMachine()}
-	det := &throughputDetails{}
+	det := &throughputDetails{RoundRatios: map[string][]float64{}, RoundCPURatios: map[string][]float64{}}
 	direct := &target{Key: "direct", Label: "(a) demo-backend, direct"}
 	haproxy := &target{Key: "haproxy", Label: "(b) minimal haproxy.cfg, 2 servers"}
-	shoalT := &target{Key: "shoal", Label: "(c) shoal's HAProxy, 2 instances"}
-	det.Targets = []*target{direct, haproxy, shoalT}
+	shoalT := &target{Key: "shoal", Label: "(c) shoal's HAProxy, defaults, 2 instances"}
+	offT := &target{Key: "shoal-off", Label: "(d) shoal, optional features off (access_log.sample: 0)"}
+	retryT := &target{Key: "shoal-retry", Label: "(e) shoal, retries: idempotent"}
+	shoals := []*target{shoalT, offT, retryT}
+	det.Targets = []*target{direct, haproxy, shoalT, offT, retryT}
 	rep.Details = det
 
 	// (a), and the two static backends of (b).
@@ -116,14 +143,20 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		haproxy.Status = err.Error()
 	}
 
-	// (c)
+	// (c), (d), (e): three shoals side by side, each with its own state.
 	var sh *bench.Shoal
-	if hap == "" {
-		shoalT.Status = "haproxy not installed"
-	} else {
-		sh, err = startShoalGroup(ctx, env, sbin, backend, *nbthread, shoalT)
+	for _, t := range shoals {
+		if hap == "" {
+			t.Status = "haproxy not installed"
+			continue
+		}
+		s, err := startShoalGroup(ctx, env, sbin, backend, *nbthread, t)
 		if err != nil {
-			shoalT.Status = err.Error()
+			t.Status = err.Error()
+			continue
+		}
+		if t == shoalT {
+			sh = s
 		}
 	}
 
@@ -137,14 +170,15 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		}
 	}
 	for r := 1; r <= *rounds; r++ {
-		order := []*target{direct, haproxy, shoalT}
+		order := slices.Clone(det.Targets)
 		if r%2 == 0 {
-			order = []*target{shoalT, haproxy, direct}
+			slices.Reverse(order)
 		}
 		for _, t := range order {
 			if t.Status != "ok" {
 				continue
 			}
+			cpu0 := cpuTicks(t.pids)
 			s, err := tool.Measure(ctx, t.URL, *seconds)
 			if err == nil {
 				err = ctx.Err() // interrupted: a cut-short round is no sample
@@ -152,7 +186,13 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			if err != nil {
 				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
 			}
-			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
+			var us float64
+			if t.pids != nil {
+				// The round's requests: wrk's rate over the round's length.
+				us = (cpuTicks(t.pids) - cpu0) / bench.ClockTicks / (s.RPS * seconds.Seconds()) * 1e6
+				t.CPUus = append(t.CPUus, us)
+			}
+			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "cpu_us", bench.Round2(us), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
 			t.Rounds = append(t.Rounds, s)
 		}
 	}
@@ -163,6 +203,9 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			t.Errors += s.Errors
 		}
 		t.RPS, t.P50ms, t.P99ms = bench.Num(bench.Median(rps)), bench.Num(bench.Median(p50)), bench.Num(bench.Median(p99))
+		if cpu := finite(t.CPUus); len(cpu) > 0 {
+			t.CPU = bench.Num(bench.Median(cpu))
+		}
 	}
 
 	// Idle CPU with 5 instances.
@@ -184,60 +227,135 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		}
 	}
 
-	// Figures: shoal against the minimal HAProxy of the same run.
-	if len(shoalT.Rounds) > 0 && len(haproxy.Rounds) == len(shoalT.Rounds) {
-		for i := range shoalT.Rounds {
-			det.RoundRatios = append(det.RoundRatios, shoalT.Rounds[i].RPS/haproxy.Rounds[i].RPS)
+	// Figures: each shoal against the minimal HAProxy of the same rounds.
+	for _, t := range shoals {
+		if len(t.Rounds) == 0 || len(haproxy.Rounds) != len(t.Rounds) {
+			continue
+		}
+		for i := range t.Rounds {
+			det.RoundRatios[t.Key] = append(det.RoundRatios[t.Key], t.Rounds[i].RPS/haproxy.Rounds[i].RPS)
+			if i < len(t.CPUus) && i < len(haproxy.CPUus) {
+				det.RoundCPURatios[t.Key] = append(det.RoundCPURatios[t.Key], t.CPUus[i]/haproxy.CPUus[i])
+			}
 		}
 	}
-	ratio := bench.Num(bench.Median(det.RoundRatios))
-	var ratioOfMedians *float64
-	if shoalT.RPS != nil && haproxy.RPS != nil {
-		ratioOfMedians = bench.Num(*shoalT.RPS / *haproxy.RPS)
+	goals := map[string][2]float64{shoalT.Key: {throughputRatioGoal, cpuRatioGoal}, offT.Key: {parityRatioGoal, parityCPUGoal}}
+	for _, t := range shoals {
+		rr, cr := det.RoundRatios[t.Key], finite(det.RoundCPURatios[t.Key])
+		var ratio, cpuRatio *float64
+		if len(rr) > 0 {
+			ratio = bench.Num(bench.Median(rr))
+		}
+		if len(cr) > 0 {
+			cpuRatio = bench.Num(bench.Median(cr))
+		}
+		rpsFig := bench.Figure{
+			Name: t.Label + " req/s", Unit: "req/s", Value: t.RPS,
+			Baseline: haproxy.Label, BaselineValue: haproxy.RPS, Ratio: ratio,
+			Note: fmt.Sprintf("median of the per-round ratios (%s); ratio of the medians: %s",
+				bench.JoinFloats(rr, "%.3f"), bench.FmtNum(bench.RatioOf(t.RPS, haproxy.RPS))),
+		}
+		cpuFig := bench.Figure{
+			Name: t.Label + " HAProxy CPU per request", Unit: "µs", Value: t.CPU,
+			Baseline: haproxy.Label, BaselineValue: haproxy.CPU, Ratio: cpuRatio,
+			Note: fmt.Sprintf("utime+stime of the HAProxy processes over a round / its requests; median of the per-round ratios (%s)",
+				bench.JoinFloats(cr, "%.3f")),
+		}
+		if g, ok := goals[t.Key]; ok {
+			rpsFig.Goal = fmt.Sprintf(">= %.2f", g[0])
+			rpsFig.Verdict = bench.Verdict(ratio, func(v float64) bool { return v >= g[0] })
+			cpuFig.Goal = fmt.Sprintf("<= %.2f", g[1])
+			cpuFig.Verdict = bench.Verdict(cpuRatio, func(v float64) bool { return v <= g[1] })
+		} else {
+			rpsFig.Note = "the price of the opt-in; " + rpsFig.Note
+		}
+		if t.Status != "ok" {
+			rpsFig.Note, cpuFig.Note = t.Status, t.Status
+		}
+		rep.Figures = append(rep.Figures, rpsFig, cpuFig)
 	}
-	rep.Figures = []bench.Figure{{
-		Name: "(c) shoal req/s", Unit: "req/s", Value: shoalT.RPS,
-		Baseline: "(b) minimal haproxy.cfg", BaselineValue: haproxy.RPS, Ratio: ratio,
-		Goal: fmt.Sprintf(">= %.2f", throughputRatioGoal), Verdict: bench.Verdict(ratio, func(v float64) bool { return v >= throughputRatioGoal }),
-		Note: fmt.Sprintf("ratio is the median of the per-round ratios (%s); ratio of the medians: %s",
-			bench.JoinFloats(det.RoundRatios, "%.3f"), bench.FmtNum(ratioOfMedians)),
-	}, {
+	rep.Figures = append(rep.Figures, bench.Figure{
 		Name: "(c) shoal p50", Unit: "ms", Value: shoalT.P50ms,
-		Baseline: "(b) minimal haproxy.cfg", BaselineValue: haproxy.P50ms, Ratio: bench.RatioOf(shoalT.P50ms, haproxy.P50ms),
-	}, {
+		Baseline: haproxy.Label, BaselineValue: haproxy.P50ms, Ratio: bench.RatioOf(shoalT.P50ms, haproxy.P50ms),
+	}, bench.Figure{
 		Name: "(c) shoal p99", Unit: "ms", Value: shoalT.P99ms,
-		Baseline: "(b) minimal haproxy.cfg", BaselineValue: haproxy.P99ms, Ratio: bench.RatioOf(shoalT.P99ms, haproxy.P99ms),
-	}, {
+		Baseline: haproxy.Label, BaselineValue: haproxy.P99ms, Ratio: bench.RatioOf(shoalT.P99ms, haproxy.P99ms),
+	}, bench.Figure{
 		Name: "(b) minimal haproxy.cfg req/s", Unit: "req/s", Value: haproxy.RPS,
 		Baseline: "(a) direct", BaselineValue: direct.RPS, Ratio: bench.RatioOf(haproxy.RPS, direct.RPS),
 		Note: "what any HAProxy in front costs on this machine, for scale",
-	}, {
+	}, bench.Figure{
 		Name: "shoal idle CPU, 5 instances", Unit: "% of one core", Value: det.Idle.CPU,
 		Note: idleNote(det),
-	}}
+	})
 
 	rep.Settings = []bench.Setting{
 		{Name: "load", Value: fmt.Sprintf("%s, GET / (%d-byte page), %d rounds per target in alternating order, medians shown", tool.Desc, det.PageBytes, *rounds)},
 		{Name: "HAProxy nbthread", Value: nbthreadDesc(*nbthread)},
+		{Name: "processes", Value: "every compared process started by shoal-bench, in one session"},
 	}
 	if tool.Note != "" {
 		rep.Settings = append(rep.Settings, bench.Setting{Name: "load tool", Value: tool.Note})
 	}
 	var md strings.Builder
-	md.WriteString("| target | req/s | p50 | p99 | errors | req/s per round |\n|---|---:|---:|---:|---:|---|\n")
+	md.WriteString("| target | req/s | HAProxy CPU per request | p50 | p99 | errors | req/s per round | µs per round |\n|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, t := range det.Targets {
 		if t.Status != "ok" {
-			fmt.Fprintf(&md, "| %s | %s | | | | |\n", t.Label, t.Status)
+			fmt.Fprintf(&md, "| %s | %s | | | | | | |\n", t.Label, t.Status)
 			continue
 		}
 		var per []float64
 		for _, s := range t.Rounds {
 			per = append(per, s.RPS)
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s ms | %s ms | %d | %s |\n", t.Label, bench.FmtNum(t.RPS), bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, bench.JoinFloats(per, "%.0f"))
+		cpu := ""
+		if t.CPU != nil {
+			cpu = bench.FmtNum(t.CPU) + " µs"
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s ms | %s ms | %d | %s | %s |\n", t.Label, bench.FmtNum(t.RPS), cpu, bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, bench.JoinFloats(per, "%.0f"), bench.JoinFloats(t.CPUus, "%.1f"))
 	}
 	rep.Markdown = md.String()
 	return rep, nil
+}
+
+// cpuTicks sums utime+stime of the processes pids lists: 0 without a list,
+// NaN when one cannot be read (it exited mid-round), so that such a round
+// shows no figure rather than a wrong one.
+func cpuTicks(pids func() []int) float64 {
+	if pids == nil {
+		return 0
+	}
+	ps := pids()
+	if len(ps) == 0 {
+		return math.NaN()
+	}
+	var sum int64
+	for _, p := range ps {
+		t, err := bench.CPUTicks(p)
+		if err != nil {
+			return math.NaN()
+		}
+		sum += t
+	}
+	return float64(sum)
+}
+
+// finite drops the rounds whose CPU could not be read.
+func finite(vs []float64) []float64 {
+	return slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+}
+
+// haproxyBelow returns the HAProxy processes below pid (shoal's master and
+// worker).
+func haproxyBelow(pid int) []int {
+	var out []int
+	for _, p := range bench.Descendants(pid) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == "haproxy" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func nbthreadDesc(n int) string {
@@ -294,21 +412,32 @@ backend be
     server s2 127.0.0.1:%d
 `, port, backendPorts[0], backendPorts[1])
 	t.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	if _, err := bench.StartHAProxyConfig(ctx, env, hap, "haproxy", cfg.String(), t.URL); err != nil {
+	p, err := bench.StartHAProxyConfig(ctx, env, hap, "haproxy", cfg.String(), t.URL)
+	if err != nil {
 		return err
 	}
+	t.pids = func() []int { return []int{p.Pid()} }
 	t.Status = "ok"
 	return nil
 }
 
+// startShoalGroup starts a shoal named t.Key with group web of 2 instances:
+// its defaults for (c), the optional features off for (d), layer-7 retries
+// for (e).
 func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, nbthread int, t *target) (*bench.Shoal, error) {
-	render := func(port int) string {
-		var cfg strings.Builder
-		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, "state"))
-		if nbthread > 0 {
-			fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
-		}
-		fmt.Fprintf(&cfg, `groups:
+	port, err := env.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, t.Key))
+	if nbthread > 0 {
+		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
+	}
+	if t.Key == "shoal-off" {
+		cfg.WriteString("access_log: {sample: 0}\n")
+	}
+	fmt.Fprintf(&cfg, `groups:
   - name: web
     min_size: 2
     max_size: 5
@@ -318,10 +447,11 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
     template:
       command: [%q, "--listen", "127.0.0.1:{{.Port}}", "--name", "{{.Name}}"]
 `, backend)
-		return cfg.String()
+	if t.Key == "shoal-retry" {
+		cfg.WriteString("    retries: idempotent\n")
 	}
-	env.Log.Info("starting shoal")
-	sh, err := env.StartShoalOn(bin, render)
+	env.Log.Info("starting shoal", "target", t.Key)
+	sh, err := env.StartShoalNamed(t.Key, bin, cfg.String())
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +462,7 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
 	if err := bench.WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
 		return nil, err
 	}
+	t.pids = func() []int { return haproxyBelow(sh.Proc.Pid()) }
 	t.Status = "ok"
 	return sh, nil
 }
