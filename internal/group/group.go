@@ -463,9 +463,11 @@ func (g *Group) Run(ctx context.Context) {
 			g.mu.Unlock()
 			g.wg.Wait()
 			g.emptyWarmPool()
+			g.recordPoolLeft(ctx)
 			return
 		case <-g.wake:
 		case <-resync:
+			g.recordPoolLeft(ctx)
 		}
 	}
 }

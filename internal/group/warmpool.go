@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // emptyPoolWait bounds the deletion of a warm pool's servers when the
@@ -41,6 +42,27 @@ func (g *Group) emptyWarmPool() {
 	}
 }
 
+// recordPoolLeft records the time in the pool of the servers that left
+// it since the last call (see provider.WarmPooler.WarmPoolLeft): billed,
+// toward cost_per_hour and max_hourly_cost. A kill -9 loses the spans
+// not recorded yet (at most resyncEvery's).
+func (g *Group) recordPoolLeft(ctx context.Context) {
+	wp, ok := g.pooler()
+	if !ok {
+		return
+	}
+	prov := g.poolerName()
+	for _, s := range wp.WarmPoolLeft(g.cfg.Name) {
+		if s.Joined.IsZero() || !s.Left.After(s.Joined) {
+			continue
+		}
+		u := store.Usage{Name: s.Name, Provider: prov, Started: s.Joined, Ended: s.Left, Pool: true}
+		if err := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, u); err != nil {
+			g.log.Warn("recording the usage of a warm pool server failed", "server", s.Name, "err", err)
+		}
+	}
+}
+
 // warmPool is the group's pool servers, for Status.
 func (g *Group) warmPool() []provider.WarmServer {
 	if wp, ok := g.pooler(); ok {
@@ -50,12 +72,23 @@ func (g *Group) warmPool() []provider.WarmServer {
 }
 
 // pooler is the provider of the group's list that keeps warm pools (the
-// config allows one cloud provider in a group with a pool).
+// config allows one in a group with a pool).
 func (g *Group) pooler() (provider.WarmPooler, bool) {
+	wp, _ := g.poolerEntry()
+	return wp, wp != nil
+}
+
+// poolerName is the name of the group's entry of its pooler ("" if none).
+func (g *Group) poolerName() string {
+	_, name := g.poolerEntry()
+	return name
+}
+
+func (g *Group) poolerEntry() (provider.WarmPooler, string) {
 	for _, gp := range g.conf().ProviderList() {
 		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok {
-			return wp, true
+			return wp, gp.Name
 		}
 	}
-	return nil, false
+	return nil, ""
 }
