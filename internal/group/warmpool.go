@@ -25,7 +25,11 @@ func (g *Group) setWarmPool() {
 	g.mu.Lock()
 	tmpl := g.dep.tmpl
 	g.mu.Unlock()
-	wp.SetWarmPool(g.cfg.Name, g.conf().WarmPool, tmpl)
+	c := g.conf()
+	if wc, ok := wp.(provider.WarmChecker); ok && c.WarmPool != nil {
+		wc.SetWarmCheck(g.cfg.Name, c.Health, c.Placement)
+	}
+	wp.SetWarmPool(g.cfg.Name, c.WarmPool, tmpl)
 }
 
 // emptyWarmPool deletes the pool's servers: the group stops with its
@@ -85,8 +89,13 @@ func (g *Group) poolerName() string {
 }
 
 func (g *Group) poolerEntry() (provider.WarmPooler, string) {
-	for _, gp := range g.conf().ProviderList() {
-		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok {
+	c := g.conf()
+	name := ""
+	if c.WarmPool != nil {
+		name = c.WarmPool.Provider
+	}
+	for _, gp := range c.ProviderList() {
+		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok && (name == "" || gp.Name == name) {
 			return wp, gp.Name
 		}
 	}

@@ -299,6 +299,20 @@ type WarmServer struct {
 	Left time.Time `json:"left,omitzero"`
 }
 
+// WarmChecker is a WarmPooler whose pool instances run out of rotation
+// on its hosts and are health-checked by it (ssh's running pool): the
+// group gives it its health check and placement, before SetWarmPool.
+type WarmChecker interface {
+	SetWarmCheck(group string, h config.Health, pl config.Placement)
+}
+
+// Prechecked is an instance that passed its group's health check before
+// Start returned it (taken from a running pool on hosts): the group puts
+// it into HAProxy in service, without the health gate's wait.
+type Prechecked interface {
+	Prechecked() bool
+}
+
 // WarmPooler is a provider that keeps groups' warm pools: servers created
 // ahead of need, out of rotation, that its Start takes before creating
 // one, and to which a retirement may return a server
