@@ -43,9 +43,9 @@ type instance struct {
 }
 
 var (
-	_ provider.Instance = (*instance)(nil)
-	_ provider.Placed   = (*instance)(nil)
-	_ provider.Sampler  = (*instance)(nil)
+	_ provider.Instance   = (*instance)(nil)
+	_ provider.Placed     = (*instance)(nil)
+	_ provider.Sampler    = (*instance)(nil)
 	_ provider.Prechecked = (*instance)(nil)
 )
 

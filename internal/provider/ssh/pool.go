@@ -115,8 +115,8 @@ func (p *Provider) SetWarmCheck(group string, h config.Health, pl config.Placeme
 }
 
 // SetWarmPool sets group's pool (see provider.WarmPooler): before the
-// first sweep it only registers it, so that its processes are adopted
-// rather than stopped as strays.
+// first sweep (StopStrays) it only registers it, so that its processes
+// are adopted rather than stopped as strays, and none is started twice.
 func (p *Provider) SetWarmPool(group string, wp *config.WarmPool, tmpl config.Template) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -313,7 +313,9 @@ func (p *Provider) tendPools(ctx context.Context) {
 				probes = append(probes, probe{pl, name, m, pl.health, m.in.rec.Addr})
 			}
 		}
-		for ; live < pl.cfg.Size && !time.Now().Before(pl.retryAt); live++ {
+		// Before the first sweep the killed run's members are not adopted
+		// yet: a refill would start them twice.
+		for ; p.swept && live < pl.cfg.Size && !time.Now().Before(pl.retryAt); live++ {
 			p.poolStartLocked(ctx, pl)
 		}
 		if pl.cfg.Size == 0 && len(pl.members) == 0 && pl.starting == 0 {

@@ -109,6 +109,9 @@ type Provider struct {
 	poolLeft map[string][]provider.WarmServer
 	poolWake chan struct{}
 	poolWG   sync.WaitGroup
+	// swept: StopStrays ran, so the processes a killed shoal's pools
+	// left are adopted (pools refill only from then on).
+	swept bool
 }
 
 type runState struct {
@@ -812,6 +815,10 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 		})
 	}
 	wg.Wait()
+	p.mu.Lock()
+	p.swept = true
+	p.pokePools()
+	p.mu.Unlock()
 	slices.SortFunc(stopped, func(a, b provider.Record) int { return strings.Compare(a.ID, b.ID) })
 	return stopped, errors.Join(errs...)
 }
