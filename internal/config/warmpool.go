@@ -10,14 +10,17 @@ import (
 // WarmPool is a group's pool of servers created ahead of need, out of
 // rotation: a scale-out takes one (boots it if stopped) instead of waiting
 // for a create and a first boot. Pool servers count toward cost, not
-// toward the group's size.
+// toward the group's size. On an ssh provider the pool is instances
+// started and health-checked on the hosts (state running only), which
+// count toward the hosts' capacity.
 type WarmPool struct {
 	// Size is how many servers the pool keeps (at most the group's
 	// max_size).
 	Size int `yaml:"size" required:"true"`
 	// State is how pool servers wait: WarmStopped (shut down: the cloud
 	// bills their disks only; a take boots them) or WarmRunning (running
-	// out of rotation: a take only health-checks them).
+	// out of rotation: a take only health-checks them; on an ssh provider,
+	// checked already, it goes in service at once).
 	State string `yaml:"state"`
 	// ReuseOnScaleIn returns a server a scale-in retires to the pool
 	// instead of deleting it, while the pool has room and the server runs
