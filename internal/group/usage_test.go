@@ -125,6 +125,7 @@ func TestWarmPoolCost(t *testing.T) {
 		c := r.g.conf()
 		c.Providers = []config.GroupProvider{{Name: config.ProviderLocal, CostPerHour: 2}}
 		c.MaxHourlyCost = 10
+		c.WarmPool = &config.WarmPool{Size: 1, State: config.WarmRunning, Provider: config.ProviderLocal}
 		// 1 running + 3 more: the pool's 2 servers would make it 6.
 		c.MaxHourlyInstances = 4
 		r.g.live.Store(&c)
