@@ -362,13 +362,19 @@ func (p *Provider) poolStartLocked(ctx context.Context, pl *pool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		pl.starting--
-		if err != nil {
+		switch {
+		case errors.Is(err, errNoHost):
+			// No room (the hosts full, the usual case): asked again at the
+			// next look, which costs no command on a host.
+		case err != nil:
 			pl.failed++
 			pl.retryAt = time.Now().Add(min(time.Second<<min(pl.failed-1, 6), maxPoolBackoff))
+		}
+		if err != nil {
 			// A full set of hosts is the usual reason: said once.
 			if why := err.Error(); why != pl.refused && ctx.Err() == nil {
 				pl.refused = why
-				p.log.Info("starting a warm pool instance failed; retried after a back-off", "group", pl.group, "retry_at", pl.retryAt, "err", err)
+				p.log.Info("starting a warm pool instance failed; tried again later", "group", pl.group, "retry_at", pl.retryAt, "err", err)
 			}
 			return
 		}
