@@ -186,7 +186,7 @@ func TestWarmPoolErrors(t *testing.T) {
 		{"stopped without power commands", prov, prov + "    warm_pool: {size: 2}\n",
 			`testdata/shoal.yaml:19:16: groups[0].warm_pool.state: provider cli (type exec) can keep pool servers only running, not stopped: set the provider's power_off and power_on commands to keep them stopped`},
 		{"on the local provider", prov, "    warm_pool: {size: 2, state: running}\n    template: {command: [app]}\n",
-			`testdata/shoal.yaml:18:16: groups[0].warm_pool: provider local cannot keep a warm pool: only a cloud provider's servers (exec, ec2, sacloud) can be created ahead of need and kept out of rotation`},
+			`testdata/shoal.yaml:18:16: groups[0].warm_pool: provider local cannot keep a warm pool: only a cloud provider's servers (exec, ec2, sacloud), created ahead of need, or an ssh provider's instances, running out of rotation, can`},
 		{"power_off without power_on", "    timeout: 30s\n", "    timeout: 30s\n    power_off: [mycloud, stop, \"{{.ID}}\"]\n",
 			`testdata/shoal.yaml:12:16: providers[0].power_on: required with power_off: a server shut down must be booted again, and one booted shut down`},
 	}
@@ -205,8 +205,8 @@ func TestWarmPoolErrors(t *testing.T) {
 		power, pool string
 		want        WarmPool
 	}{
-		{"    timeout: 30s\n", "    warm_pool: {size: 2, state: running}\n", WarmPool{Size: 2, State: WarmRunning}},
-		{power, "    warm_pool: {size: 4, reuse_on_scale_in: true}\n", WarmPool{Size: 4, State: WarmStopped, ReuseOnScaleIn: true}},
+		{"    timeout: 30s\n", "    warm_pool: {size: 2, state: running}\n", WarmPool{Size: 2, State: WarmRunning, Provider: "cli"}},
+		{power, "    warm_pool: {size: 4, reuse_on_scale_in: true}\n", WarmPool{Size: 4, State: WarmStopped, ReuseOnScaleIn: true, Provider: "cli"}},
 	} {
 		doc := strings.Replace(strings.Replace(execDoc, "    timeout: 30s\n", ok.power, 1), prov, prov+ok.pool, 1)
 		cfg, err := Parse("testdata/shoal.yaml", []byte(doc))
@@ -235,7 +235,7 @@ func TestWarmPoolAcrossProviders(t *testing.T) {
 	two := strings.Replace(strings.Replace(execDoc, "    timeout: 30s\n", second, 1), group,
 		"    providers: [{name: cli}, {name: cli2}]\n    warm_pool: {size: 2, state: running}\n", 1)
 	_, err = Parse("testdata/shoal.yaml", []byte(two))
-	want := "groups[0].warm_pool: the group has 2 cloud providers (cli, cli2): a warm pool is kept by one, so the group may name only one"
+	want := "groups[0].warm_pool: the group has 2 providers that could keep its warm pool (cli, cli2): a warm pool is kept by one, so the group may name only one"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("two clouds: err = %v, want %q", err, want)
 	}

@@ -69,3 +69,30 @@ func TestGroupProvidersErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmPoolOnHosts: an ssh provider keeps a running pool (its
+// instances out of rotation), not a stopped one, nor one of an image;
+// in a group with a cloud too, the cloud keeps the pool.
+func TestWarmPoolOnHosts(t *testing.T) {
+	const group = "    provider: rack\n"
+	running := strings.Replace(providersDoc, group, group+"    warm_pool: {size: 2, state: running, reuse_on_scale_in: true}\n", 1)
+	cfg, err := Parse("testdata/shoal.yaml", []byte(running))
+	if err != nil {
+		t.Fatalf("a running pool on ssh hosts: %v", err)
+	}
+	if w := cfg.Groups[0].WarmPool; w == nil || *w != (WarmPool{Size: 2, State: WarmRunning, ReuseOnScaleIn: true, Provider: "rack"}) {
+		t.Errorf("warm_pool = %+v, kept by rack", w)
+	}
+	_, err = Parse("testdata/shoal.yaml", []byte(strings.Replace(providersDoc, group, group+"    warm_pool: {size: 2}\n", 1)))
+	want := "groups[0].warm_pool.state: provider rack (type ssh) can keep pool servers only running, not stopped (an ssh provider's pool is instances started and health-checked on its hosts, out of rotation)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a stopped pool on ssh hosts: %v, want %q", err, want)
+	}
+	cfg, err = Parse("testdata/shoal.yaml", []byte(strings.Replace(multiDoc, "    max_hourly_cost: 1.5\n", "    max_hourly_cost: 1.5\n    warm_pool: {size: 1, state: running}\n", 1)))
+	if err != nil {
+		t.Fatalf("a pool in a group of hosts and a cloud: %v", err)
+	}
+	if w := cfg.Groups[0].WarmPool; w == nil || w.Provider != "cli" {
+		t.Errorf("warm_pool = %+v, want it kept by the cloud, cli", w)
+	}
+}

@@ -487,9 +487,11 @@ func (g *Group) Run(ctx context.Context) {
 			g.mu.Unlock()
 			g.wg.Wait()
 			g.emptyWarmPool()
+			g.recordPoolLeft(ctx)
 			return
 		case <-g.wake:
 		case <-resync:
+			g.recordPoolLeft(ctx)
 		}
 	}
 }
@@ -834,9 +836,22 @@ func (g *Group) start(ctx context.Context, in *instance) bool {
 // checks pass. It reports whether the instance went into service; if not, it
 // has already been cleaned up.
 func (g *Group) gate(ctx context.Context, in *instance) bool {
-	if err := g.lb.AddServer(ctx, g.server(in), false); err != nil {
+	// An instance of a running pool on hosts passed its checks out of
+	// rotation: it goes in service at once ("enable server" without
+	// "health down"), HAProxy's checks watching it from then on.
+	pc, ok := in.inst.(provider.Prechecked)
+	ready := ok && pc.Prechecked()
+	if err := g.lb.AddServer(ctx, g.server(in), ready); err != nil {
 		g.drop(in, "adding to HAProxy failed: "+err.Error(), stopOnly)
 		return false
+	}
+	if ready {
+		g.mu.Lock()
+		launched := in.since
+		g.mu.Unlock()
+		g.setState(ctx, in, InService)
+		g.recordStartDelay(ctx, in, launched)
+		return true
 	}
 	deadline, stopDeadline := g.clk.NewTimer(g.conf().Health.Grace)
 	defer stopDeadline()
@@ -1093,6 +1108,13 @@ func (g *Group) stopProcess(in *instance) {
 	// that up to delete_timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), max(g.conf().Template.StopTimeout+10*time.Second, g.DeleteTimeout()))
 	defer cancel()
+	g.mu.Lock()
+	if in.scaleIn {
+		// A running pool on hosts may take its process back
+		// (warm_pool.reuse_on_scale_in).
+		ctx = provider.ForScaleIn(ctx)
+	}
+	g.mu.Unlock()
 	if err := in.inst.Stop(ctx); err != nil {
 		g.log.Error("stopping instance failed", "instance", in.name, "pid", in.pid(), "err", err)
 		g.record(ctx, event.InstanceTerminateFailed, in.name, fmt.Sprintf("stopping %s failed: %v", in.name, err))

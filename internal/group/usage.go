@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -33,9 +34,11 @@ func (u Usage) Cost(list []config.GroupProvider) float64 {
 // store's record of those that ended. An instance counts from its start:
 // for a cloud server, from its create, as the cloud bills it (the boot
 // included, and a server that never booted too; see provider.CreatedError),
-// and a warm pool's servers count from when they joined it (while they
-// are its: one deleted earlier is not recorded).
+// and a warm pool's servers count from when they joined it until they
+// left it (deleted, or taken by a scale-out: then as an instance), on the
+// provider that keeps the pool.
 func (g *Group) UsageSince(ctx context.Context, t time.Time) (Usage, error) {
+	g.recordPoolLeft(ctx)
 	ended, err := g.st.Usage(ctx, g.cfg.Name, t)
 	if err != nil {
 		return Usage{}, err
@@ -55,14 +58,19 @@ func (g *Group) UsageSince(ctx context.Context, t time.Time) (Usage, error) {
 	}
 	g.mu.Unlock()
 	// The warm pool's servers are billed too, though they are not the
-	// group's instances (nor counted in Running: max_hourly_instances
-	// bounds what serves).
+	// group's instances (nor counted in Running or Ended:
+	// max_hourly_instances bounds what serves).
+	pooler := g.poolerName()
 	for _, s := range g.warmPool() {
 		if !s.Joined.IsZero() {
-			u.InstanceHours += now.Sub(later(s.Joined, t)).Hours()
+			add(pooler, now.Sub(later(s.Joined, t)).Hours())
 		}
 	}
 	for _, e := range ended {
+		if e.Pool {
+			add(cmp.Or(e.Provider, pooler), e.Ended.Sub(later(e.Started, t)).Hours())
+			continue
+		}
 		u.Ended++
 		add(g.providerOf(provider.Record{Provider: e.Provider}), e.Ended.Sub(later(e.Started, t)).Hours())
 	}

@@ -3,8 +3,10 @@ package group
 import (
 	"context"
 	"errors"
+	"github.com/shoal-lb/shoal/internal/config"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,5 +85,91 @@ func TestUsageOfFailedBoot(t *testing.T) {
 	}
 	if u.Ended < 1 || u.InstanceHours < 10.0/60-0.01 {
 		t.Errorf("usage = %+v, want the failed boot's 10 minutes counted", u)
+	}
+}
+
+// fakePooler is a provider keeping a warm pool: its members now, and the
+// servers that left it (deleted, or taken), handed out once.
+type fakePooler struct {
+	*fakeProvider
+	mu      sync.Mutex
+	members []provider.WarmServer
+	left    []provider.WarmServer
+}
+
+func (p *fakePooler) SetWarmPool(string, *config.WarmPool, config.Template) {}
+func (p *fakePooler) EmptyWarmPool(context.Context, string) error           { return nil }
+func (p *fakePooler) WarmPool(string) []provider.WarmServer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.members)
+}
+func (p *fakePooler) WarmPoolLeft(string) []provider.WarmServer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.left
+	p.left = nil
+	return l
+}
+
+// TestWarmPoolCost: a warm pool's servers count toward the group's cost
+// (cost_per_hour of the provider keeping the pool, max_hourly_cost) while
+// in the pool and, once deleted, for the time they were its (recorded in
+// the store, so it outlives the provider's memory); they are not counted
+// as instances by max_hourly_instances.
+func TestWarmPoolCost(t *testing.T) {
+	var t0 time.Time
+	var wp *fakePooler
+	r := newReconciler(t, 1, func(r *reconciler) {
+		t0 = r.clk.Now()
+		c := r.g.conf()
+		c.Providers = []config.GroupProvider{{Name: config.ProviderLocal, CostPerHour: 2}}
+		c.MaxHourlyCost = 10
+		c.WarmPool = &config.WarmPool{Size: 1, State: config.WarmRunning, Provider: config.ProviderLocal}
+		// 1 running + 3 more: the pool's 2 servers would make it 6.
+		c.MaxHourlyInstances = 4
+		r.g.live.Store(&c)
+		wp = &fakePooler{fakeProvider: r.prov,
+			// In the pool for the last 30 minutes.
+			members: []provider.WarmServer{{Name: "web-warm-a", State: "warm", Joined: t0.Add(-30 * time.Minute)}},
+			// Deleted 10 minutes ago after an hour in the pool.
+			left: []provider.WarmServer{{Name: "web-warm-b", State: "deleting", Joined: t0.Add(-70 * time.Minute), Left: t0.Add(-10 * time.Minute)}},
+		}
+		r.g.provs[config.ProviderLocal] = wp
+	})
+	r.awaitStarts(1)
+	ctx := context.Background()
+	u, err := r.g.UsageSince(ctx, t0.Add(-2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 h (member) + 1 h (deleted) + ~0 (the instance started now).
+	if math.Abs(u.InstanceHours-1.5) > 0.01 || math.Abs(u.ByProvider[config.ProviderLocal]-1.5) > 0.01 {
+		t.Errorf("usage = %+v, want 1.5 instance-hours, all on %s", u, config.ProviderLocal)
+	}
+	if c := u.Cost(r.g.conf().ProviderList()); math.Abs(c-3) > 0.02 {
+		t.Errorf("cost = %.2f, want 3 (1.5 h at 2/h)", c)
+	}
+	if u.Running != 1 || u.Ended != 0 {
+		t.Errorf("usage counts %d running, %d ended; want 1 and 0 (pool servers are not instances)", u.Running, u.Ended)
+	}
+	r.st.mu.Lock()
+	rec := slices.Clone(r.st.usage)
+	r.st.mu.Unlock()
+	if len(rec) != 1 || !rec[0].Pool || rec[0].Name != "web-warm-b" || rec[0].Provider != config.ProviderLocal {
+		t.Fatalf("store's usage = %+v, want the deleted pool server's, marked Pool", rec)
+	}
+	// Asked again: read from the store (the provider handed it out once).
+	if u2, _ := r.g.UsageSince(ctx, t0.Add(-2*time.Hour)); math.Abs(u2.InstanceHours-u.InstanceHours) > 0.01 {
+		t.Errorf("usage asked again = %.3f h, want %.3f", u2.InstanceHours, u.InstanceHours)
+	}
+	// The last hour: the member's 0.5 h and b's 50 min, 1.33 h at 2/h =
+	// 2.67; 3 more for an hour (6) fit in 10, 4 more (8) do not.
+	if reason := r.g.BudgetRefusal(ctx, 4); reason != "" {
+		t.Errorf("scale-out to 4 refused: %s", reason)
+	}
+	want := "max_hourly_cost 10: the last hour's instance-hours cost 2.67; 4 more for an hour would cost 8.00 more, 10.67 in all"
+	if reason := r.g.BudgetRefusal(ctx, 5); reason != want {
+		t.Errorf("scale-out to 5: %q, want %q", reason, want)
 	}
 }

@@ -5,26 +5,46 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/store"
 )
 
 // emptyPoolWait bounds the deletion of a warm pool's servers when the
 // group stops with its instances.
 const emptyPoolWait = 2 * time.Minute
 
-// setWarmPool tells a provider that keeps warm pools (the cloud's) the
-// group's pool and serving template: at restore (before the provider
+// setWarmPool tells the provider that keeps the group's warm pool (a
+// cloud's, or an ssh provider's running pool) the pool and serving
+// template, and the group's other providers that keep pools that it has
+// none there: at restore (before the provider
 // sweeps strays, so that it adopts the pool's servers), at Run, at a
 // reload, and when a deploy changes the serving template (its members of
 // the old template are replaced).
 func (g *Group) setWarmPool() {
-	wp, ok := g.pooler()
-	if !ok || g.fenced.Load() {
+	if g.fenced.Load() {
 		return
 	}
 	g.mu.Lock()
 	tmpl := g.dep.tmpl
 	g.mu.Unlock()
-	wp.SetWarmPool(g.cfg.Name, g.conf().WarmPool, tmpl)
+	c := g.conf()
+	keeper := g.poolerName()
+	// Every provider of the group that keeps pools hears of it: the one
+	// keeping the pool, and the others that none is theirs (a reload that
+	// removed the pool, or moved it).
+	for _, gp := range c.ProviderList() {
+		wp, ok := g.provs[gp.Name].(provider.WarmPooler)
+		if !ok {
+			continue
+		}
+		if gp.Name != keeper {
+			wp.SetWarmPool(g.cfg.Name, nil, tmpl)
+			continue
+		}
+		if wc, ok := wp.(provider.WarmChecker); ok {
+			wc.SetWarmCheck(g.cfg.Name, c.Health, c.Placement)
+		}
+		wp.SetWarmPool(g.cfg.Name, c.WarmPool, tmpl)
+	}
 }
 
 // emptyWarmPool deletes the pool's servers: the group stops with its
@@ -41,6 +61,28 @@ func (g *Group) emptyWarmPool() {
 	}
 }
 
+// recordPoolLeft records the time in the pool of the servers that left
+// it since the last call (see provider.WarmPooler.WarmPoolLeft): billed,
+// toward cost_per_hour and max_hourly_cost. A kill -9 loses the spans
+// not recorded yet (at most resyncEvery's).
+func (g *Group) recordPoolLeft(ctx context.Context) {
+	for _, gp := range g.conf().ProviderList() {
+		wp, ok := g.provs[gp.Name].(provider.WarmPooler)
+		if !ok {
+			continue
+		}
+		for _, s := range wp.WarmPoolLeft(g.cfg.Name) {
+			if s.Joined.IsZero() || !s.Left.After(s.Joined) {
+				continue
+			}
+			u := store.Usage{Name: s.Name, Provider: gp.Name, Started: s.Joined, Ended: s.Left, Pool: true}
+			if err := g.st.AddUsage(context.WithoutCancel(ctx), g.cfg.Name, u); err != nil {
+				g.log.Warn("recording the usage of a warm pool server failed", "server", s.Name, "err", err)
+			}
+		}
+	}
+}
+
 // warmPool is the group's pool servers, for Status.
 func (g *Group) warmPool() []provider.WarmServer {
 	if wp, ok := g.pooler(); ok {
@@ -50,12 +92,27 @@ func (g *Group) warmPool() []provider.WarmServer {
 }
 
 // pooler is the provider of the group's list that keeps warm pools (the
-// config allows one cloud provider in a group with a pool).
+// config allows one in a group with a pool).
 func (g *Group) pooler() (provider.WarmPooler, bool) {
-	for _, gp := range g.conf().ProviderList() {
-		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok {
-			return wp, true
+	wp, _ := g.poolerEntry()
+	return wp, wp != nil
+}
+
+// poolerName is the name of the group's entry of its pooler ("" if none).
+func (g *Group) poolerName() string {
+	_, name := g.poolerEntry()
+	return name
+}
+
+func (g *Group) poolerEntry() (provider.WarmPooler, string) {
+	c := g.conf()
+	if c.WarmPool == nil {
+		return nil, ""
+	}
+	for _, gp := range c.ProviderList() {
+		if wp, ok := g.provs[gp.Name].(provider.WarmPooler); ok && (c.WarmPool.Provider == "" || gp.Name == c.WarmPool.Provider) {
+			return wp, gp.Name
 		}
 	}
-	return nil, false
+	return nil, ""
 }

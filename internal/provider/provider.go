@@ -294,6 +294,23 @@ type WarmServer struct {
 	// bills it from then as the pool's, toward the group's cost.
 	Since  time.Time `json:"since"`
 	Joined time.Time `json:"joined"`
+	// Left is when it left the pool (deleted, gone, or taken by a
+	// scale-out), for WarmPoolLeft.
+	Left time.Time `json:"left,omitzero"`
+}
+
+// WarmChecker is a WarmPooler whose pool instances run out of rotation
+// on its hosts and are health-checked by it (ssh's running pool): the
+// group gives it its health check and placement, before SetWarmPool.
+type WarmChecker interface {
+	SetWarmCheck(group string, h config.Health, pl config.Placement)
+}
+
+// Prechecked is an instance that passed its group's health check before
+// Start returned it (taken from a running pool on hosts): the group puts
+// it into HAProxy in service, without the health gate's wait.
+type Prechecked interface {
+	Prechecked() bool
 }
 
 // WarmPooler is a provider that keeps groups' warm pools: servers created
@@ -311,4 +328,9 @@ type WarmPooler interface {
 	// EmptyWarmPool deletes group's pool servers (a group stopping with
 	// its instances) and returns once they are gone or ctx ends.
 	EmptyWarmPool(ctx context.Context, group string) error
+	// WarmPoolLeft returns the servers that left group's pool since it
+	// last asked (deleted, gone, or taken as an instance), each once,
+	// with Joined and Left: the group records their time in the pool as
+	// billed (store.Usage.Pool).
+	WarmPoolLeft(group string) []WarmServer
 }

@@ -202,6 +202,12 @@ var migrations = [][]string{
 		`ALTER TABLE instance_usage ADD COLUMN provider TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE start_delays ADD COLUMN provider TEXT NOT NULL DEFAULT ''`,
 	},
+	{
+		// A warm pool's server that left its pool (deleted, or taken by a
+		// scale-out): billed for its time there, not one of the group's
+		// instances (Usage.Pool).
+		`ALTER TABLE instance_usage ADD COLUMN pool INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // startDelaysKept is how many of a group's newest start delays are kept.
@@ -465,10 +471,11 @@ func (s *Store) StartDelays(ctx context.Context, group, provider string) ([]time
 }
 
 // AddUsage keeps what an instance of group that was never recorded ran
-// for (a cloud server created for a start that failed).
+// for (a cloud server created for a start that failed), or what a server
+// of its warm pool was the pool's for (Pool).
 func (s *Store) AddUsage(ctx context.Context, group string, u Usage) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider) VALUES (?, ?, ?, ?, ?)`,
-		u.Name, group, formatTime(u.Started), formatTime(u.Ended), u.Provider); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO instance_usage (name, group_name, started_at, ended_at, provider, pool) VALUES (?, ?, ?, ?, ?, ?)`,
+		u.Name, group, formatTime(u.Started), formatTime(u.Ended), u.Provider, u.Pool); err != nil {
 		return fmt.Errorf("record usage of instance %q: %w", u.Name, err)
 	}
 	return nil
@@ -480,13 +487,17 @@ type Usage struct {
 	Started, Ended time.Time
 	// Provider is the instance's (see instance.Record.Provider).
 	Provider string `json:",omitempty"`
+	// Pool marks the time a server was its group's warm pool's: billed,
+	// but not one of the group's instances (max_hourly_instances does not
+	// count it).
+	Pool bool `json:",omitempty"`
 }
 
 // Usage returns the usage of group's instances that ended after since
 // (at most usageKept ago).
 func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usage, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT name, started_at, ended_at, provider FROM instance_usage WHERE group_name = ? AND ended_at > ? ORDER BY ended_at`,
+		`SELECT name, started_at, ended_at, provider, pool FROM instance_usage WHERE group_name = ? AND ended_at > ? ORDER BY ended_at`,
 		group, formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("read usage of group %s: %w", group, err)
@@ -498,7 +509,7 @@ func (s *Store) Usage(ctx context.Context, group string, since time.Time) ([]Usa
 			u          Usage
 			start, end sql.NullString
 		)
-		if err := rows.Scan(&u.Name, &start, &end, &u.Provider); err != nil {
+		if err := rows.Scan(&u.Name, &start, &end, &u.Provider, &u.Pool); err != nil {
 			return nil, fmt.Errorf("read usage of group %s: %w", group, err)
 		}
 		if u.Started, err = parseTime(start); err != nil {

@@ -680,12 +680,15 @@ func TestInstanceProvider(t *testing.T) {
 	if err := s.DeleteInstance(ctx, "web-003"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddUsage(ctx, "web", Usage{Name: "web-004", Provider: "sakura", Started: started, Ended: time.Now()}); err != nil {
+	if err := s.AddUsage(ctx, "web", Usage{Name: "web-004", Provider: "sakura", Started: started, Ended: time.Now(), Pool: true}); err != nil {
 		t.Fatal(err)
 	}
 	us, err := s.Usage(ctx, "web", started.Add(-time.Minute))
 	if err != nil || len(us) != 2 || us[0].Provider != "sakura" || us[1].Provider != "sakura" {
 		t.Fatalf("usage %+v, %v; want both on sakura", us, err)
+	}
+	if us[0].Pool || !us[1].Pool {
+		t.Errorf("usage %+v: want only web-004's marked as a warm pool server's", us)
 	}
 	t0 := time.Now()
 	for i, p := range []string{"rack", "sakura", "rack"} {

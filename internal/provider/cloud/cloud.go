@@ -105,6 +105,9 @@ type Provider struct {
 	// pools are the groups' warm pools (pool.go), woken by poolWake.
 	pools    map[string]*pool
 	poolWake chan struct{}
+	// poolLeft are the servers that left a group's pool since its group
+	// last asked (WarmPoolLeft), by group: their time there is billed.
+	poolLeft map[string][]provider.WarmServer
 	// busy counts Starts waiting for a boot and Stops waiting for a
 	// deletion: the poller lists at the fast interval meanwhile.
 	busy int

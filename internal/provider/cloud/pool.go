@@ -133,6 +133,26 @@ func (p *Provider) WarmPool(group string) []provider.WarmServer {
 	return out
 }
 
+// leftPoolLocked drops m from pl, keeping its time there for
+// WarmPoolLeft; p.mu is held.
+func (p *Provider) leftPoolLocked(pl *pool, m *member) {
+	delete(pl.members, m.id)
+	if p.poolLeft == nil {
+		p.poolLeft = map[string][]provider.WarmServer{}
+	}
+	p.poolLeft[pl.group] = append(p.poolLeft[pl.group], provider.WarmServer{Name: m.name, ID: m.id, State: m.state, Template: m.hash, Since: m.since, Joined: m.joined, Left: time.Now()})
+}
+
+// WarmPoolLeft returns, once, the servers that left group's pool (see
+// provider.WarmPooler).
+func (p *Provider) WarmPoolLeft(group string) []provider.WarmServer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	left := p.poolLeft[group]
+	delete(p.poolLeft, group)
+	return left
+}
+
 // EmptyWarmPool deletes group's pool servers and waits until listings
 // no longer show them (see provider.WarmPooler).
 func (p *Provider) EmptyWarmPool(ctx context.Context, group string) error {
@@ -258,7 +278,7 @@ func (p *Provider) tendPools(ctx context.Context) {
 				if m.state != memberDeleting {
 					p.log.Warn("warm pool server gone", "provider", p.name, "group", pl.group, "server", m.name, "id", id)
 				}
-				delete(pl.members, id)
+				p.leftPoolLocked(pl, m)
 				continue
 			}
 			if m.state == memberDeleting {
@@ -507,7 +527,7 @@ func (p *Provider) takeWarm(ctx context.Context, spec provider.Spec) *instance {
 	in, err := p.boot(ctx, spec, m, s)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(pl.members, m.id)
+	p.leftPoolLocked(pl, m)
 	if err != nil {
 		p.log.Warn("taking a warm pool server failed; creating one instead", "provider", p.name, "instance", spec.Name, "server", m.name, "id", m.id, "err", err)
 		p.doomed[m.id] = &doom{} // the poller deletes it

@@ -25,6 +25,11 @@ const Type = "ssh"
 // ProviderType is ssh's entry type (registered by provider/all).
 var ProviderType = config.ProviderType{Name: Type, Keys: []any{keyDefaults()},
 	Decode: decodeEntry,
+	// A pool on hosts is processes running out of rotation: there is no
+	// server to shut down and boot.
+	WarmStates: func(*config.Provider) ([]string, string) {
+		return []string{config.WarmRunning}, " (an ssh provider's pool is instances started and health-checked on its hosts, out of rotation)"
+	},
 	Hosts: func(p *config.Provider) []map[string]string {
 		var hosts []map[string]string
 		for _, h := range Of(*p).Hosts {

@@ -370,8 +370,8 @@ func (p *Provider) poll(ctx context.Context, h *host) error {
 
 // finishLocked ends in's tracking with reason; p.mu is held.
 func (p *Provider) finishLocked(in *instance, reason string) {
-	if in.h.insts[in.rec.Name] == in {
-		delete(in.h.insts, in.rec.Name)
+	if in.h.insts[in.d.Marker] == in {
+		delete(in.h.insts, in.d.Marker)
 	}
 	in.finish(reason)
 }
@@ -405,14 +405,21 @@ func (p *Provider) watch(ctx context.Context) {
 }
 
 func (p *Provider) evaluate(now time.Time) {
-	// Checks is the core's, called without p.mu.
+	// Checks is the core's, called without p.mu. A pool's instance is out
+	// of rotation: HAProxy does not check it, the pool does.
 	p.mu.Lock()
 	var insts []*instance
+	passing := map[*instance]bool{}
 	for _, h := range p.hosts {
-		insts = slices.AppendSeq(insts, maps.Values(h.insts))
+		for _, in := range h.insts {
+			if in.pool != "" {
+				passing[in] = in.poolPassing
+				continue
+			}
+			insts = append(insts, in)
+		}
 	}
 	p.mu.Unlock()
-	passing := make(map[*instance]bool, len(insts))
 	for _, in := range insts {
 		if p.opts.Checks != nil {
 			ok, known := p.opts.Checks(in.rec)
@@ -486,7 +493,10 @@ func (p *Provider) markDown(h *host, now, unreachableSince, failingSince time.Ti
 	}
 	p.log.Warn("host down", "host", h.name, "instances", len(h.insts), "reason", reason)
 	for _, in := range h.insts {
-		h.lost[in.key()] = in.rec
+		if in.pool == "" {
+			// A pool's instance is not the group's: not offered back.
+			h.lost[in.key()] = in.rec
+		}
 		p.finishLocked(in, reason)
 	}
 	return reason
@@ -511,6 +521,8 @@ func (p *Provider) guard(ctx context.Context) error {
 type marked struct {
 	proc.Stat
 	name string
+	// pool is its SHOAL_POOL (see poolMarker), "" without one.
+	pool string
 }
 
 func (m marked) key() procKey { return procKey{m.PID, m.StartTicks} }
@@ -526,15 +538,19 @@ func (p *Provider) listMarked(ctx context.Context, h *host) ([]marked, error) {
 	}
 	var ms []marked
 	for line := range strings.Lines(string(out)) {
-		name, stat, ok := strings.Cut(line, "\t")
+		name, rest, ok := strings.Cut(line, "\t")
 		if !ok || name == "" {
+			continue
+		}
+		pool, stat, ok := strings.Cut(rest, "\t")
+		if !ok {
 			continue
 		}
 		st, err := proc.ParseStat([]byte(stat))
 		if err != nil {
 			continue
 		}
-		ms = append(ms, marked{Stat: st, name: name})
+		ms = append(ms, marked{Stat: st, name: name, pool: pool})
 	}
 	return ms, nil
 }
@@ -586,7 +602,7 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 		if in.verified {
 			continue
 		}
-		if m, ok := present[in.key()]; ok && m.leader() && m.name == in.rec.Name {
+		if m, ok := present[in.key()]; ok && m.leader() && m.name == in.d.Marker {
 			in.verified = true
 			continue
 		}
@@ -610,6 +626,7 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 		case lost && !p.nameLiveLocked(m.name):
 			offers = append(offers, offer{m, rec})
 		case h.sweepKeep[m.key()]:
+		case !wasDown && p.adoptPoolLocked(h, m):
 		case sweeping || wasDown:
 			stop = append(stop, m)
 		}

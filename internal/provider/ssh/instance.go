@@ -32,13 +32,26 @@ type instance struct {
 	// when its checks started failing (zero while they pass).
 	verified     bool
 	failingSince time.Time
+	// pool is the group whose warm pool the process waits in ("" once
+	// an instance: see pool.go); poolPassing whether its last checks
+	// passed.
+	pool        string
+	poolPassing bool
+	// prechecked: taken from a running pool, it passed the group's
+	// check out of rotation (provider.Prechecked).
+	prechecked bool
 }
 
 var (
-	_ provider.Instance = (*instance)(nil)
-	_ provider.Placed   = (*instance)(nil)
-	_ provider.Sampler  = (*instance)(nil)
+	_ provider.Instance   = (*instance)(nil)
+	_ provider.Placed     = (*instance)(nil)
+	_ provider.Sampler    = (*instance)(nil)
+	_ provider.Prechecked = (*instance)(nil)
 )
+
+// Prechecked reports whether the instance was taken from a running pool,
+// its checks passed out of rotation.
+func (in *instance) Prechecked() bool { return in.prechecked }
 
 func (p *Provider) newInstance(h *host, rec provider.Record, d data, tmpl config.Template, verified bool) *instance {
 	placement := "adopted on " + h.name
@@ -98,6 +111,9 @@ func (in *instance) Stop(ctx context.Context) error {
 	case <-in.done:
 		return nil
 	default:
+	}
+	if provider.IsScaleIn(ctx) && in.p.returnToPool(in) {
+		return nil
 	}
 	var err error
 	if in.d.Container != "" {

@@ -48,7 +48,13 @@ func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.
 	if opts.Follow {
 		argv = append(argv, "-F")
 	}
-	argv = append(argv, "--", path.Join(p.logDir(), rec.Name+".log"))
+	// The log is named for the process's marker: a warm pool's process
+	// keeps its pool name once it serves as an instance.
+	logName := rec.Name
+	if d, err := decode(rec.Data); err == nil && d.Marker != "" && provider.CheckName(d.Marker) == nil {
+		logName = d.Marker
+	}
+	argv = append(argv, "--", path.Join(p.logDir(), logName+".log"))
 	_, err := p.exec(ctx, h, argv, runOpts{Stdout: w})
 	if err != nil && ctx.Err() != nil && opts.Follow {
 		return nil // followed until told to stop

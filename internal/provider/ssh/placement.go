@@ -13,6 +13,10 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider"
 )
 
+// errNoHost: every host refused a new instance (full, down, cordoned,
+// labels); a pool's refill tries again at its next look.
+var errNoHost = errors.New("no host can take it")
+
 // candidate is a host that can take an instance.
 type candidate struct {
 	h              *host
@@ -53,7 +57,7 @@ func (p *Provider) place(spec provider.Spec) (*host, string, error) {
 		if len(refusals) == 0 {
 			return nil, "", errors.New("no hosts")
 		}
-		return nil, "", fmt.Errorf("no host can take it: %s", strings.Join(refusals, "; "))
+		return nil, "", fmt.Errorf("%w: %s", errNoHost, strings.Join(refusals, "; "))
 	}
 	strategy := spec.Placement.Strategy
 	if strategy == "" {

@@ -92,16 +92,17 @@ done
 
 // markedScript lists the processes carrying SHOAL_OWNER=$1 and
 // SHOAL_HOST=$2 (the running hooks, SHOAL_HOOK, left out): per process a
-// line "SHOAL_INSTANCE-value<TAB>stat line". grep reads the environments
-// of all processes in one go.
+// line "SHOAL_INSTANCE-value<TAB>SHOAL_POOL-value<TAB>stat line". grep
+// reads the environments of all processes in one go.
 const markedScript = `cd /proc || exit 1
 files=$(grep -lzxF -e "SHOAL_OWNER=$1" [0-9]*/environ 2>/dev/null)
 [ -n "$files" ] || exit 0
 for f in $(grep -lzxF -e "SHOAL_HOST=$2" $files 2>/dev/null); do
 	grep -qz '^SHOAL_HOOK=' $f 2>/dev/null && continue
 	name=$(grep -zaE '^SHOAL_INSTANCE=' $f 2>/dev/null | tr -d '\0')
+	pool=$(grep -zaE '^SHOAL_POOL=' $f 2>/dev/null | tr -d '\0')
 	read -r s <${f%/environ}/stat 2>/dev/null || continue
-	printf '%s\t%s\n' "${name#SHOAL_INSTANCE=}" "$s"
+	printf '%s\t%s\t%s\n' "${name#SHOAL_INSTANCE=}" "${pool#SHOAL_POOL=}" "$s"
 done
 exit 0
 `

@@ -51,6 +51,9 @@ const (
 	envHost     = "SHOAL_HOST"
 	envInstance = "SHOAL_INSTANCE"
 	envHook     = "SHOAL_HOOK"
+	// envPool marks a process started while its group had a warm pool
+	// (see poolMarker).
+	envPool = "SHOAL_POOL"
 )
 
 // strayGrace is how long a stray gets between SIGTERM and SIGKILL; its
@@ -99,6 +102,16 @@ type Provider struct {
 	// repository (see noteImage).
 	runtimes map[string]bool
 	images   map[string]config.Template
+	// pools are the groups' running warm pools (pool.go), woken by
+	// poolWake, their starts and stops in poolWG; poolLeft the instances
+	// that left a pool since its group last asked.
+	pools    map[string]*pool
+	poolLeft map[string][]provider.WarmServer
+	poolWake chan struct{}
+	poolWG   sync.WaitGroup
+	// swept: StopStrays ran, so the processes a killed shoal's pools
+	// left are adopted (pools refill only from then on).
+	swept bool
 }
 
 type runState struct {
@@ -122,7 +135,7 @@ func New(name string, cfg Config, opts Options) (*Provider, error) {
 	if owner == "" {
 		owner = OwnerID(opts.StateDir)
 	}
-	p := &Provider{name: name, owner: owner, opts: opts, log: opts.Log.With("provider", name), hosts: make(map[string]*host)}
+	p := &Provider{name: name, owner: owner, opts: opts, log: opts.Log.With("provider", name), hosts: make(map[string]*host), poolWake: make(chan struct{}, 1)}
 	if err := p.Update(cfg); err != nil {
 		return nil, err
 	}
@@ -213,6 +226,7 @@ func (p *Provider) Run(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	rs.wg.Go(func() { p.watch(ctx) })
+	rs.wg.Go(func() { p.runPools(ctx) })
 	<-ctx.Done()
 	// From now on Update starts no connection manager: every wg.Go
 	// happens before the Wait.
@@ -381,6 +395,10 @@ type data struct {
 	// PID is then the container's process.
 	Container string `json:"container,omitempty"`
 	Runtime   string `json:"runtime,omitempty"`
+	// Pool is the group whose SHOAL_POOL the process carries (started
+	// while its group had a warm pool): its Marker may be a pool name,
+	// and a scale-in may return it to the pool.
+	Pool string `json:"pool,omitempty"`
 }
 
 func decode(raw []byte) (data, error) {
@@ -423,11 +441,24 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	all := slices.Collect(maps.Values(p.hosts))
 	p.mu.Unlock()
 	p.waitFirst(ctx, all...)
+	if in := p.takeWarm(ctx, spec); in != nil {
+		return in, nil
+	}
+	in, err := p.start(ctx, spec, false)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// start places spec's instance and starts it there; a pool member
+// (member) waits out of rotation in its group's pool.
+func (p *Provider) start(ctx context.Context, spec provider.Spec, member bool) (*instance, error) {
 	h, why, err := p.place(spec)
 	if err != nil {
 		return nil, fmt.Errorf("start instance %s: %w", spec.Name, err)
 	}
-	in, err := p.startOn(ctx, h, spec, why)
+	in, err := p.startOn(ctx, h, spec, why, member)
 	if err != nil {
 		p.unreserve(h, spec.Name)
 		err = fmt.Errorf("start instance %s on %s: %w", spec.Name, h.name, err)
@@ -453,7 +484,7 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec) (provider.Inst
 	return in, nil
 }
 
-func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why string) (*instance, error) {
+func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why string, member bool) (*instance, error) {
 	port, err := p.reservePort(ctx, h, spec.Name)
 	if err != nil {
 		return nil, err
@@ -463,6 +494,11 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 	argv, tenv, err := tmpl.Expand(td)
 	if err != nil {
 		return nil, fmt.Errorf("expand template: %w", err)
+	}
+	pooled := ""
+	if pm := p.poolMarker(spec.Group, tmpl, port); pm != "" && !tmpl.IsContainer() {
+		// Found again by it after a restart, or returned by a scale-in.
+		tenv, pooled = append(tenv, envPool+"="+pm), spec.Group
 	}
 	if !tmpl.IsContainer() && strings.Contains(argv[0], "=") {
 		return nil, fmt.Errorf("command %q: a program name with '=' cannot be run through env(1)", argv[0])
@@ -487,12 +523,15 @@ func (p *Provider) startOn(ctx context.Context, h *host, spec provider.Spec, why
 		p.abandon(h, spec.Name)
 		return nil, err
 	}
-	d.Host, d.Port, d.Marker = h.name, port, spec.Name
+	d.Host, d.Port, d.Marker, d.Pool = h.name, port, spec.Name, pooled
 	rec := d.record(spec.Name)
 	rec.Group, rec.Index, rec.StartedAt = spec.Group, spec.Index, time.Now()
 	in := p.newInstance(h, rec, d, tmpl, true)
 	in.placement = why
 	p.mu.Lock()
+	if member {
+		in.pool = spec.Group
+	}
 	delete(h.pending, spec.Name)
 	h.insts[spec.Name] = in
 	p.mu.Unlock()
@@ -658,13 +697,15 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	if h == nil {
 		return nil, fmt.Errorf("adopt instance %s: host %s is not in provider %s: %w", rec.Name, d.Host, p.name, provider.ErrGone)
 	}
-	if d.Marker != rec.Name {
+	// The marker is the instance's name, or the pool name of a warm
+	// pool's process taken into service (see pool.go).
+	if d.Marker != rec.Name && d.Pool == "" {
 		return nil, fmt.Errorf("adopt instance %s: recorded as %q: %w", rec.Name, d.Marker, provider.ErrGone)
 	}
 	p.waitFirst(ctx, h)
 	key := procKey{d.PID, d.PIDStart}
 	p.mu.Lock()
-	if in := h.insts[rec.Name]; in != nil {
+	if in := h.insts[d.Marker]; in != nil {
 		p.mu.Unlock()
 		if in.key() == key {
 			return in, nil
@@ -684,10 +725,10 @@ func (p *Provider) Adopt(ctx context.Context, rec provider.Record, tmpl config.T
 	in := p.newInstance(h, rec, d, tmpl, verified)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if other := h.insts[rec.Name]; other != nil {
+	if other := h.insts[d.Marker]; other != nil {
 		return nil, fmt.Errorf("adopt instance %s: adopted meanwhile: %w", rec.Name, provider.ErrGone)
 	}
-	h.insts[rec.Name] = in
+	h.insts[d.Marker] = in
 	delete(h.lost, key)
 	p.log.Info("adopted instance", "group", rec.Group, "instance", rec.Name, "host", h.name, "pid", d.PID, "verified", verified)
 	return in, nil
@@ -774,6 +815,10 @@ func (p *Provider) StopStrays(ctx context.Context, keep []provider.Record) ([]pr
 		})
 	}
 	wg.Wait()
+	p.mu.Lock()
+	p.swept = true
+	p.pokePools()
+	p.mu.Unlock()
 	slices.SortFunc(stopped, func(a, b provider.Record) int { return strings.Compare(a.ID, b.ID) })
 	return stopped, errors.Join(errs...)
 }
@@ -788,7 +833,7 @@ func (p *Provider) sweep(ctx context.Context, h *host, keep map[procKey]bool) ([
 	var strays []marked
 	p.mu.Lock()
 	for _, m := range ms {
-		if keep[m.key()] || p.trackedLocked(h, m) {
+		if keep[m.key()] || p.trackedLocked(h, m) || p.adoptPoolLocked(h, m) {
 			continue
 		}
 		strays = append(strays, m)

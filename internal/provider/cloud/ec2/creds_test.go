@@ -163,4 +163,30 @@ func TestCredentialsChain(t *testing.T) {
 			t.Errorf("signed with %q, want the assumed role's temporary key (ASIA...)", got)
 		}
 	})
+	// Web identity (EKS's IRSA, a CI's OIDC token): the chain trades the
+	// token file's JWT for a role's keys with AssumeRoleWithWebIdentity,
+	// which moto's STS answers (it does not check the token's signature),
+	// reached through AWS_ENDPOINT_URL_STS. No static key is anywhere.
+	t.Run("WebIdentity", func(t *testing.T) {
+		dir := isolateChain(t)
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+		token := filepath.Join(dir, "token")
+		// header.payload.signature, base64url: {"alg":"none"} and an issuer/subject.
+		jwt := "eyJhbGciOiJub25lIn0.eyJpc3MiOiJodHRwczovL29pZGMuZXhhbXBsZSIsInN1YiI6InNob2FsIiwiYXVkIjoic3RzLmFtYXpvbmF3cy5jb20ifQ.c2ln"
+		if err := os.WriteFile(token, []byte(jwt), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", token)
+		t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/shoal-web-identity")
+		t.Setenv("AWS_ROLE_SESSION_NAME", "shoal-ci")
+		t.Setenv("AWS_ENDPOINT_URL_STS", e.endpoint)
+		got := list(t, base)
+		if !strings.HasPrefix(got, "ASIA") {
+			t.Errorf("signed with %q, want the web identity role's temporary key (ASIA...)", got)
+		}
+	})
+	// Not tested: SSO, for moto cannot serve the IAM Identity Center
+	// portal's GetRoleCredentials nor its OIDC login. The SDK's chain
+	// reads an SSO profile as it reads the sources above; shoal passes the
+	// chain through (credentials: default).
 }

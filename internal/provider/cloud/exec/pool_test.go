@@ -164,6 +164,31 @@ func TestWarmPool(t *testing.T) {
 			t.Fatalf("pool %v, cloud %v: want 2 new members of %s and nothing else", renewed, c.servers(), v2.Hash("web"))
 		}
 	}
+
+	// Every server that left the pool is handed out once, with its time
+	// there, for the group's cost: the two taken by Start, the two
+	// drifted ones deleted.
+	left := map[string]provider.WarmServer{}
+	for _, s := range e.prov.WarmPoolLeft("web") {
+		if s.Joined.IsZero() || !s.Left.After(s.Joined) {
+			t.Errorf("left pool server %s: joined %s, left %s", s.Name, s.Joined, s.Left)
+		}
+		left[s.ID] = s
+	}
+	for id := range back {
+		if _, ok := left[id]; !ok {
+			t.Errorf("drifted member %s deleted, not reported as left: %v", id, left)
+		}
+	}
+	if _, ok := left[rec.ID]; !ok {
+		t.Errorf("member %s taken by Start not reported as left", rec.ID)
+	}
+	if len(left) < 4 {
+		t.Errorf("%d servers left the pool, want at least 4 (2 taken, 2 drifted): %v", len(left), left)
+	}
+	if again := e.prov.WarmPoolLeft("web"); len(again) != 0 {
+		t.Errorf("asked again: %v, want nothing (each is handed out once)", again)
+	}
 }
 
 // TestWarmPoolKilledMidRefill: a shoal killed while its pool's servers are
