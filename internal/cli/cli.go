@@ -42,6 +42,7 @@ type options struct {
 	socket     string
 	logFormat  string
 	logLevel   string
+	pprof      bool
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
@@ -256,7 +257,7 @@ func serveCmd(o *options) *cobra.Command {
 			if _, err := o.preflight(ctx, cfg); err != nil {
 				return err
 			}
-			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload}); err != nil {
+			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload, Pprof: o.pprof}); err != nil {
 				return &exitError{code: exitFailed, msg: err.Error()}
 			}
 			return nil
@@ -264,6 +265,7 @@ func serveCmd(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.logFormat, "log-format", "logfmt", "log format: logfmt or json")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.Flags().BoolVar(&o.pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the admin socket (never on TCP)")
 	return cmd
 }
 

@@ -101,6 +101,7 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	sizesFlag := fs.String("sizes", "100,300,1000", "instance counts, each a multiple of 20 (groups of 20)")
 	rest := fs.Duration("rest", 60*time.Second, "how long to sample CPU at rest (and metrics.db's growth)")
 	settle := fs.Duration("settle", 10*time.Second, "wait after the bursts before sampling")
+	profDir := fs.String("pprof", "", "a directory: run shoal with --pprof and save its CPU profile over the rest window and its heap after it, as N-cpu.pprof and N-heap.pprof (the profiler's own cost is then in the CPU figure)")
 	var bins bench.BinFlags
 	bins.RegisterShoal(fs)
 	if err := bench.Parse(fs, args); err != nil {
@@ -131,7 +132,7 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 	rep.Details = &levels
 	var failed []bench.Figure
 	for _, n := range sizes {
-		l, err := measure(ctx, env, sbin, standin, n, *rest, *settle)
+		l, err := measure(ctx, env, sbin, standin, n, *rest, *settle, *profDir)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -159,7 +160,7 @@ func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (
 }
 
 // measure runs one size in a shoal of its own.
-func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, rest, settle time.Duration) (*level, error) {
+func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, rest, settle time.Duration, profDir string) (*level, error) {
 	g := n / perGroup
 	l := &level{Instances: n, Groups: g, RestSeconds: rest.Seconds()}
 	adminPort, err := env.FreePort()
@@ -173,7 +174,11 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 		return nil, err
 	}
 	cfgText := renderConfig(port, adminPort, token, stateDir, standin, g, "")
-	sh, err := env.StartShoalNamed(fmt.Sprintf("shoal-%d", n), sbin, cfgText)
+	var serveArgs []string
+	if profDir != "" {
+		serveArgs = append(serveArgs, "--pprof")
+	}
+	sh, err := env.StartShoalNamed(fmt.Sprintf("shoal-%d", n), sbin, cfgText, serveArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -215,8 +220,17 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 	db0 := dbSize(dbPath)
 	env.Log.Info("at rest", "instances", n, "seconds", rest.Seconds())
 	t0 = time.Now()
+	var prof <-chan error
+	if profDir != "" {
+		prof = saveProfile(ctx, sh, fmt.Sprintf("debug/pprof/profile?seconds=%d", int(rest.Seconds())), filepath.Join(profDir, fmt.Sprintf("%d-cpu.pprof", n)))
+	}
 	if l.CPU, l.RSSKiB, l.HAPCPU, err = atRest(ctx, sh.Proc.Pid(), hap(), rest); err != nil {
 		return l, err
+	}
+	if prof != nil {
+		if err := errors.Join(<-prof, <-saveProfile(ctx, sh, "debug/pprof/heap", filepath.Join(profDir, fmt.Sprintf("%d-heap.pprof", n)))); err != nil {
+			return l, err
+		}
 	}
 	l.DBBytes = dbSize(dbPath)
 	l.DBGrowthDay = float64(l.DBBytes-db0) / time.Since(t0).Seconds() * 86400
@@ -291,6 +305,42 @@ func measure(ctx context.Context, env *bench.Env, sbin, standin string, n int, r
 		return l, err
 	}
 	return l, nil
+}
+
+// saveProfile saves one of shoal's profiles (serve --pprof) to path; its
+// channel gets the outcome.
+func saveProfile(ctx context.Context, sh *bench.Shoal, what, path string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", sh.Cfg.Admin.Socket)
+			}}}
+			defer c.CloseIdleConnections()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://shoal/"+what, nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				return fmt.Errorf("profile %s: %w", what, err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("profile %s: HTTP %d", what, resp.StatusCode)
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				f.Close()
+				return fmt.Errorf("profile %s: %w", what, err)
+			}
+			return f.Close()
+		}()
+	}()
+	return done
 }
 
 // group names group i (1-based).
