@@ -41,5 +41,5 @@ func (m *Manager) SetWeight(ctx context.Context, backend, name string, weight in
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
 	err = m.run(ctx, "set server "+backend+"/"+name+" weight "+strconv.Itoa(weight), "")
-	return m.tolerateDown(ctx, fmt.Sprintf("set weight of %s/%s", backend, name), err)
+	return m.tolerateDown(ctx, &k, fmt.Sprintf("set weight of %s/%s", backend, name), err)
 }
