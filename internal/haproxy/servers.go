@@ -280,16 +280,33 @@ func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, erro
 
 // SharedStats is Stats as HAProxy saw it at most StatsMaxAge ago, from one
 // answer for every backend (see serverStats): what the groups' health
-// polls read, many times a second each.
+// polls and `shoal status` read, many times a second each.
 func (m *Manager) SharedStats(ctx context.Context, backend string) ([]ServerStat, error) {
 	if err := m.statsOf(backend); err != nil {
 		return nil, err
 	}
-	return m.stats.backend(ctx, backend, func(ctx context.Context) ([]ServerStat, error) {
-		ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-		defer cancel()
-		return m.client.ServerStats(ctx)
-	})
+	return m.stats.backend(ctx, backend, m.fetchShared)
+}
+
+// SharedBackendStat is BackendStat from the same answer as SharedStats.
+func (m *Manager) SharedBackendStat(ctx context.Context, backend string) (ServerStat, error) {
+	if err := m.statsOf(backend); err != nil {
+		return ServerStat{}, err
+	}
+	s, ok, err := m.stats.backendLine(ctx, backend, m.fetchShared)
+	if err != nil {
+		return ServerStat{}, err
+	}
+	if !ok {
+		return ServerStat{}, fmt.Errorf("haproxy stats: no backend %q", backend)
+	}
+	return s, nil
+}
+
+func (m *Manager) fetchShared(ctx context.Context) ([]ServerStat, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.BackendStats(ctx)
 }
 
 // statsOf says why backend's stats cannot be read, if they cannot.

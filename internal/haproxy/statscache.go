@@ -22,30 +22,55 @@ const StatsMaxAge = 200 * time.Millisecond
 // of its own: a fetch is a Runtime API round trip that must not hold the
 // Manager's mu.
 type serverStats struct {
-	mu    sync.Mutex
-	at    time.Time               // of the last fetch; zero: none yet
-	stats map[string][]ServerStat // by backend
-	err   error
+	mu       sync.Mutex
+	at       time.Time               // of the last fetch; zero: none yet
+	stats    map[string][]ServerStat // servers by backend
+	backends map[string]ServerStat   // each backend's own line
+	err      error
 }
 
-// backend returns backend's servers from an answer at most StatsMaxAge
-// old, fetching a new one with fetch when it is older.
-func (c *serverStats) backend(ctx context.Context, backend string, fetch func(ctx context.Context) ([]ServerStat, error)) ([]ServerStat, error) {
-	c.mu.Lock()
+// read fills the cache from an answer at most StatsMaxAge old, fetching
+// (every backend's line and its servers') when it is older. The caller
+// holds mu.
+func (c *serverStats) read(ctx context.Context, fetch func(ctx context.Context) ([]ServerStat, error)) error {
 	if c.at.IsZero() || time.Since(c.at) >= StatsMaxAge {
 		var all []ServerStat
 		all, c.err = fetch(ctx)
 		c.at = time.Now()
 		c.stats = map[string][]ServerStat{}
+		c.backends = map[string]ServerStat{}
 		for _, s := range all {
-			c.stats[s.Backend] = append(c.stats[s.Backend], s)
+			switch s.Type {
+			case TypeServer:
+				c.stats[s.Backend] = append(c.stats[s.Backend], s)
+			case TypeBackend:
+				c.backends[s.Backend] = s
+			}
 		}
 	}
+	return c.err
+}
+
+// backend returns backend's servers from an answer at most StatsMaxAge old.
+func (c *serverStats) backend(ctx context.Context, backend string, fetch func(ctx context.Context) ([]ServerStat, error)) ([]ServerStat, error) {
+	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return nil, c.err
+	if err := c.read(ctx, fetch); err != nil {
+		return nil, err
 	}
 	return slices.Clone(c.stats[backend]), nil // the caller's to change
+}
+
+// backendLine returns backend's own line from an answer at most
+// StatsMaxAge old.
+func (c *serverStats) backendLine(ctx context.Context, backend string, fetch func(ctx context.Context) ([]ServerStat, error)) (ServerStat, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.read(ctx, fetch); err != nil {
+		return ServerStat{}, false, err
+	}
+	s, ok := c.backends[backend]
+	return s, ok, nil
 }
 
 // forget drops the cached answer: after a change to a server the next
