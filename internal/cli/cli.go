@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -223,6 +224,13 @@ func serveCmd(o *options) *cobra.Command {
 			cfg, err := o.loadConfig()
 			if err != nil {
 				return err
+			}
+			if os.Getenv("GOGC") == "" {
+				// Most of serve's heap is the metrics ring, live for an
+				// hour: Go's default (a heap twice the live one) put
+				// 1,000 instances at 515 MiB resident; 50 % keeps them
+				// under 300 MB for little CPU at rest.
+				debug.SetGCPercent(50)
 			}
 			// SIGTERM does what the config's shutdown says (keep: leave
 			// HAProxy and the instances serving for the next shoal serve);
