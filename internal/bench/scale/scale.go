@@ -51,6 +51,7 @@ const (
 	goalRSSMiB   = 300.0 // shoal's resident memory
 	goalAdoptS   = 15.0  // kill -9 to every instance adopted
 	goalAPIms    = 200.0 // every API answer
+	goalDBMiB    = 1024  // metrics.db once the default retention holds
 	loadRate     = 100.0 // requests/s to each of two groups during bursts
 	loadConns    = 32
 	checkEvery   = "2s" // HAProxy's health check of every instance
@@ -644,6 +645,7 @@ func figures(l *level) []bench.Figure {
 		{Name: "reload changing one group" + at, Unit: "s", Value: bench.Num(l.ReloadS), Note: fmt.Sprintf("other groups' servers untouched: %v", l.Untouched),
 			Verdict: map[bool]string{true: "PASS", false: "FAIL"}[l.Untouched]},
 		{Name: "metrics.db once its retention holds" + at, Unit: "MiB", Value: bench.Num(l.DB.SteadyMiB), Goal: "< 1 GiB at N = 1,000",
+			Verdict: bench.Verdict(bench.Num(l.DB.SteadyMiB), lt(goalDBMiB)),
 			Note: fmt.Sprintf("%d instance series × 12 h of 1 m roll-ups + %d group series × (12 h of 10 s + 7 days of 1 m + 30 days of 1 h) = %d rows at %.0f bytes a row (the file's now: %d rows; a young file's bytes a row overestimate, TestDefaultRetentionBound measures 37)",
 				l.DB.InstanceSeries, l.DB.GroupSeries, l.DB.SteadyRows, l.DB.BytesPerRow, l.DB.Rows)},
 		{Name: "metrics.db growth at this rate" + at, Unit: "MiB/day", Value: bench.Num(l.DBGrowthDay / (1 << 20)),
