@@ -96,6 +96,10 @@ type apiTimes struct {
 	Events float64 `json:"shoal_events"`
 	Prom   float64 `json:"metrics"`
 	Stream float64 `json:"ui_stream_first_message"`
+	// The same answers without the CLI's process start, which a loaded
+	// machine stretches most.
+	StatusAPI float64 `json:"get_v1_status"`
+	EventsAPI float64 `json:"get_v1_events"`
 }
 
 func run(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (*bench.Report, error) {
@@ -556,6 +560,8 @@ func apiTimesOf(ctx context.Context, sh *bench.Shoal, adminPort int, token strin
 		{&t.Status, func() error { _, err := sh.CLI(ctx, 30*time.Second, "status"); return err }},
 		{&t.Events, func() error { _, err := sh.CLI(ctx, 30*time.Second, "events"); return err }},
 		{&t.Prom, func() error { return get(ctx, unix, "http://shoal/metrics", nil, false) }},
+		{&t.StatusAPI, func() error { return get(ctx, unix, "http://shoal/v1/status", nil, false) }},
+		{&t.EventsAPI, func() error { return get(ctx, unix, "http://shoal/v1/events", nil, false) }},
 		{&t.Stream, func() error {
 			return get(ctx, web, base+"/ui/stream?group="+group(1), session, true)
 		}},
@@ -658,6 +664,8 @@ func figures(l *level) []bench.Figure {
 	}{
 		{"`shoal status`", l.APIms.Status, "median of 5 runs of the CLI, its process start included"},
 		{"`shoal events`", l.APIms.Events, "median of 5 runs of the CLI, its process start included"},
+		{"GET /v1/status", l.APIms.StatusAPI, "median of 5, over the admin socket (`shoal status` without its process start)"},
+		{"GET /v1/events", l.APIms.EventsAPI, "median of 5, over the admin socket (`shoal events` without its process start)"},
 		{"GET /metrics", l.APIms.Prom, "median of 5, over the admin socket"},
 		{"dashboard stream, first message", l.APIms.Stream, "median of 5, logged in over the admin TCP listener"},
 	} {
