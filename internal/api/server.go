@@ -42,6 +42,9 @@ type StatusResponse struct {
 	// lately, the most refused first (at most haproxy.TopLimited a
 	// frontend).
 	RateLimited []haproxy.LimitedClient `json:"rate_limited,omitempty"`
+	// MeasuredLimits is the largest fleet shoal was measured at, and its
+	// cost there.
+	MeasuredLimits *MeasuredLimits `json:"measured_limits,omitempty"`
 }
 
 // ScaleRequest is the body of POST /v1/groups/{name}/scale: exactly one of

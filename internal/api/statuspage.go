@@ -76,6 +76,7 @@ func (h *Handler) collectStatus(ctx context.Context) StatusResponse {
 		resp.Hosts = h.providers.Hosts()
 	}
 	resp.RateLimited = h.limitedClients(ctx)
+	resp.MeasuredLimits = &Measured
 	return resp
 }
 

@@ -56,20 +56,20 @@ func (e *Env) StartShoalFile(bin, path string) (*Shoal, error) {
 // StartShoalNamed is StartShoal for one of several shoals running side by
 // side: its config is WORK/NAME.yaml and its log WORK/NAME.log (each needs
 // its own state_dir).
-func (e *Env) StartShoalNamed(name, bin, config string) (*Shoal, error) {
+func (e *Env) StartShoalNamed(name, bin, config string, serveArgs ...string) (*Shoal, error) {
 	path := filepath.Join(e.Work, name+".yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	return e.startShoalFile(name, bin, path)
+	return e.startShoalFile(name, bin, path, serveArgs...)
 }
 
-func (e *Env) startShoalFile(name, bin, path string) (*Shoal, error) {
+func (e *Env) startShoalFile(name, bin, path string, serveArgs ...string) (*Shoal, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.StartServe(name, bin, path)
+	p, err := e.StartServe(name, bin, path, serveArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func (s *Shoal) LogTail(lines int) string { return s.env.LogTail(s.Proc.Name, li
 
 // StartServe runs `shoal serve -c path` as the process name (its log is
 // WORK/NAME.log).
-func (e *Env) StartServe(name, bin, path string) (*Proc, error) {
-	p, err := e.Start(name, bin, "serve", "-c", path)
+func (e *Env) StartServe(name, bin, path string, args ...string) (*Proc, error) {
+	p, err := e.Start(name, append([]string{bin, "serve", "-c", path}, args...)...)
 	if err != nil {
 		return nil, err
 	}

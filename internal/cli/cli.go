@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -42,6 +43,7 @@ type options struct {
 	socket     string
 	logFormat  string
 	logLevel   string
+	pprof      bool
 	output     string
 	stdout     io.Writer
 	stderr     io.Writer
@@ -223,6 +225,13 @@ func serveCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if os.Getenv("GOGC") == "" {
+				// Most of serve's heap is the metrics ring, live for an
+				// hour: Go's default (a heap twice the live one) put
+				// 1,000 instances at 515 MiB resident; 50 % keeps them
+				// under 300 MB for little CPU at rest.
+				debug.SetGCPercent(50)
+			}
 			// SIGTERM does what the config's shutdown says (keep: leave
 			// HAProxy and the instances serving for the next shoal serve);
 			// SIGINT stops everything; SIGHUP reloads the config.
@@ -256,7 +265,7 @@ func serveCmd(o *options) *cobra.Command {
 			if _, err := o.preflight(ctx, cfg); err != nil {
 				return err
 			}
-			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload}); err != nil {
+			if err := core.ServeOptions(ctx, cfg, log, core.Options{Frontends: frontends(cfg, log), Reload: reload, Pprof: o.pprof}); err != nil {
 				return &exitError{code: exitFailed, msg: err.Error()}
 			}
 			return nil
@@ -264,6 +273,7 @@ func serveCmd(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.logFormat, "log-format", "logfmt", "log format: logfmt or json")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.Flags().BoolVar(&o.pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the admin socket (never on TCP)")
 	return cmd
 }
 

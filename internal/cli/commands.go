@@ -96,11 +96,37 @@ func statusCmd(o *options) *cobra.Command {
 				printLimited(o.stdout, st.RateLimited)
 			}
 			printHAOf(cmd.Context(), o.stdout, c)
+			printLimits(o.stdout, st)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text (a table), html, csv or json")
 	return cmd
+}
+
+// printLimits says how large a fleet shoal was measured at and what each
+// figure was, and whether this one is larger.
+func printLimits(w io.Writer, st api.StatusResponse) {
+	l := st.MeasuredLimits
+	if l == nil {
+		return
+	}
+	n := 0
+	for _, g := range st.Groups {
+		n += len(g.Instances)
+	}
+	fmt.Fprintf(w, "\nmeasured at %d instances in %d groups (%s):", l.Instances, l.Groups, l.Report)
+	for i, f := range l.Figures {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %s (goal %s)", sep, f.Name, f.Value, f.Goal)
+	}
+	fmt.Fprintln(w)
+	if n > l.Instances || len(st.Groups) > l.Groups {
+		fmt.Fprintf(w, "this shoal runs %d instances in %d groups: beyond what it was measured at\n", n, len(st.Groups))
+	}
 }
 
 func printGroup(w io.Writer, g group.Status) {

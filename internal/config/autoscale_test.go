@@ -123,7 +123,7 @@ metrics: {interval: 2s}
 		{
 			name: "for longer than a shortened history",
 			body: `      rules: [{metric: cpu.avg, above: 50, for: 2h, action: up}]
-metrics: {retention: {10s: 0, 1m: 0}}
+metrics: {retention: {10s: 0, 1m: 0, 1h: 0}}
 `,
 			want: `shoal.yaml:9:49: groups[0].autoscale.rules[0].for: must be at most the metrics history kept (1h0m0s, the longest of metrics.retention), got 2h0m0s`,
 		},

@@ -25,7 +25,7 @@ groups:
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Retention: Retention{Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour}}
+	want := Metrics{Interval: 500 * time.Millisecond, Warmup: 10 * time.Second, Retention: Retention{Ring: 30 * time.Minute, Ten: 0, Minute: 168 * time.Hour, Hour: 720 * time.Hour, Instances: 12 * time.Hour}}
 	if !reflect.DeepEqual(cfg.Metrics, want) {
 		t.Errorf("Metrics = %+v, want %+v", cfg.Metrics, want)
 	}
@@ -58,7 +58,10 @@ func TestParseMetricsErrors(t *testing.T) {
 		{"metrics: {interval: 2s, retention: {ring: 1s}}\n", `shoal.yaml:2:43: metrics.retention.ring: must be at least metrics.interval (2s), got 1s`},
 		{"metrics: {interval: 100ms, retention: {ring: 24h}}\n", `shoal.yaml:2:46: metrics.retention.ring: must hold at most 100000 intervals of 100ms, got 24h0m0s`},
 		{"metrics: {retention: {10s: 5s}}\n", `shoal.yaml:2:28: metrics.retention.10s: must be 0 (keep none) or at least 10s, got 5s`},
-		{"metrics: {retention: {5m: 1h}}\n", `shoal.yaml:2:23: metrics.retention.5m: unknown field; allowed: ring, 10s, 1m`},
+		{"metrics: {retention: {1h: 30m}}\n", `shoal.yaml:2:27: metrics.retention.1h: must be 0 (keep none) or at least 1h0m0s, got 30m0s`},
+		{"metrics: {retention: {1m: 24h, instances: 48h}}\n", `shoal.yaml:2:43: metrics.retention.instances: must be at most metrics.retention.1m (24h0m0s): instances' history is kept at 1 m resolution, got 48h0m0s`},
+		{"metrics: {retention: {instances: 30s}}\n", `shoal.yaml:2:34: metrics.retention.instances: must be 0 (keep none) or at least 1m0s, got 30s`},
+		{"metrics: {retention: {5m: 1h}}\n", `shoal.yaml:2:23: metrics.retention.5m: unknown field; allowed: ring, 10s, 1m, 1h, instances`},
 	}
 	for _, tt := range tests {
 		_, err := Parse("shoal.yaml", []byte("listen: :8080\n"+tt.doc+metricsGroups))

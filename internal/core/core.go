@@ -60,6 +60,8 @@ type Options struct {
 	// Reload, on each receive, re-reads the config file as POST /v1/reload
 	// does (SIGHUP).
 	Reload <-chan struct{}
+	// Pprof serves Go's profiles on the admin socket (`serve --pprof`).
+	Pprof bool
 }
 
 // Serve runs the core until ctx ends. Extra frontends run beside the API.
@@ -222,7 +224,7 @@ func openGroups(ctx context.Context, cfg *config.Config, st sharedStore, lb *hap
 // serveAPI serves the control API on the unix socket and, if configured, TCP
 // with the dashboard.
 // A listener that dies calls fail. The WaitGroup ends when all have stopped.
-func serveAPI(ctx context.Context, cfg *config.Config, jm *jobrun.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, opts ...api.Option) (*sync.WaitGroup, error) {
+func serveAPI(ctx context.Context, cfg *config.Config, jm *jobrun.Manager, groups api.Groups, met *promexp.Metrics, ctl api.Control, log *slog.Logger, fail context.CancelCauseFunc, pprof bool, opts ...api.Option) (*sync.WaitGroup, error) {
 	opts = append(opts, api.WithMetrics(met), api.WithControl(ctl))
 	var wg sync.WaitGroup
 	alog := log.With("component", "api")
@@ -230,7 +232,11 @@ func serveAPI(ctx context.Context, cfg *config.Config, jm *jobrun.Manager, group
 	if err != nil {
 		return &wg, err
 	}
-	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, groups, alog, "", opts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
+	sockOpts := opts
+	if pprof {
+		sockOpts = append(slices.Clip(opts), api.WithPprof())
+	}
+	serve(ctx, &wg, &http.Server{Handler: api.NewHandler(jm, groups, alog, "", sockOpts...), ReadHeaderTimeout: 10 * time.Second}, ul, fail)
 	if cfg.Admin.Listen != "" {
 		dlog := log.With("component", "dashboard")
 		ui := api.WithUI(func(a http.Handler) api.UI { return dashboard.New(ctx, a, cfg.Admin.Token, dlog) })

@@ -429,7 +429,7 @@ func (s *serving) setupReloads() error {
 // setupAPI serves the control API, the dashboard and /metrics until serving
 // ends; they (and the frontends) have stopped before anything else stops.
 func (s *serving) setupAPI() error {
-	servers, err := serveAPI(s.srvCtx, s.cfg, s.jm, s.reg, s.met, s.c, s.log, s.stopServers, s.apiOpts...)
+	servers, err := serveAPI(s.srvCtx, s.cfg, s.jm, s.reg, s.met, s.c, s.log, s.stopServers, s.opts.Pprof, s.apiOpts...)
 	s.servers = servers
 	s.onStop(servers.Wait)
 	return err

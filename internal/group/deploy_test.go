@@ -116,7 +116,7 @@ func TestPlanDeploySimulated(t *testing.T) {
 
 func TestFailStreak(t *testing.T) {
 	// Checks every 300ms taking up to 1s: the second of fall 2 ends at most
-	// 1.3s after the first, and the stats are read every 200ms (100ms old).
+	// 1.3s after the first, and the stats are read every 200ms (250ms old).
 	h := config.Health{Interval: 300 * time.Millisecond, Timeout: time.Second, Fall: 2}
 	var f failStreak
 	t0 := time.Now()
@@ -135,12 +135,12 @@ func TestFailStreak(t *testing.T) {
 	if f.observe(bad, h, t0.Add(1400*time.Millisecond)) {
 		t.Fatal("a passing check did not restart the streak")
 	}
-	if !f.observe(bad, h, t0.Add(3000*time.Millisecond)) {
+	if !f.observe(bad, h, t0.Add(3200*time.Millisecond)) { // 1.3 s + a poll + the answers' 250 ms of age after 1.4 s
 		t.Fatal("fall failing answers in a row did not fail it")
 	}
 	one := config.Health{Interval: time.Second, Timeout: time.Second, Fall: 1}
 	var g failStreak
-	if g.observe(bad, one, t0); !g.observe(bad, one, t0.Add(300*time.Millisecond)) {
+	if g.observe(bad, one, t0); !g.observe(bad, one, t0.Add(450*time.Millisecond)) {
 		t.Fatal("with fall 1, one bad answer did not fail it")
 	}
 	if got := checkReason(bad); got != "HTTP 500" {

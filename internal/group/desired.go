@@ -547,9 +547,11 @@ type InstanceStatus struct {
 	LastChange      *time.Time `json:"last_change,omitempty"`
 }
 
-// Status reports the group with live health and sessions from HAProxy.
+// Status reports the group with live health and sessions from HAProxy, as
+// its health polls read them (at most statsMaxAge and
+// haproxy.StatsMaxAge old; a change shoal made is read back afresh).
 func (g *Group) Status(ctx context.Context) Status {
-	stats, statErr := g.lb.Stats(ctx, g.cfg.Name)
+	stats, statErr := g.stats.all(ctx)
 	now := g.clk.Now()
 	c := g.conf()
 	g.mu.Lock()

@@ -333,10 +333,11 @@ func open(ctx context.Context, cfg config.Group, provs Providers, lb Balancer, s
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}
-	fetch := func(ctx context.Context) ([]haproxy.ServerStat, error) { return lb.Stats(ctx, cfg.Name) }
-	if s, ok := lb.(sharedStats); ok {
-		// One answer for every group's polls.
-		fetch = func(ctx context.Context) ([]haproxy.ServerStat, error) { return s.SharedStats(ctx, cfg.Name) }
+	fetch := func(ctx context.Context) ([]haproxy.ServerStat, error) {
+		if s, ok := g.lb.(sharedStats); ok {
+			return s.SharedStats(ctx, cfg.Name) // one answer for every group's polls
+		}
+		return g.lb.Stats(ctx, cfg.Name)
 	}
 	g.stats = newStatsCache(fetch, clk, statsMaxAge)
 	g.live.Store(&cfg)

@@ -25,14 +25,26 @@ type backendStater interface {
 	BackendStat(ctx context.Context, backend string) (haproxy.ServerStat, error)
 }
 
+// sharedBackendStater reads it from the answer the health polls share
+// (haproxy.Manager.SharedBackendStat): `shoal status` of 50 groups asks
+// HAProxy once, not 100 times.
+type sharedBackendStater interface {
+	SharedBackendStat(ctx context.Context, backend string) (haproxy.ServerStat, error)
+}
+
 // queue reads the group's queue from HAProxy, with servers (the backend's
 // servers' lines, read already); nil when HAProxy cannot say.
 func (g *Group) queue(ctx context.Context, servers []haproxy.ServerStat) *Queue {
-	bs, ok := g.lb.(backendStater)
-	if !ok {
+	var b haproxy.ServerStat
+	var err error
+	switch lb := g.lb.(type) {
+	case sharedBackendStater:
+		b, err = lb.SharedBackendStat(ctx, g.cfg.Name)
+	case backendStater:
+		b, err = lb.BackendStat(ctx, g.cfg.Name)
+	default:
 		return nil
 	}
-	b, err := bs.BackendStat(ctx, g.cfg.Name)
 	if err != nil {
 		return nil // Status reports HAProxy's error from the servers' read
 	}

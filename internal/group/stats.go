@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,13 +37,7 @@ func newStatsCache(fetch func(ctx context.Context) ([]haproxy.ServerStat, error)
 // answer is maxAge old; ok is false when HAProxy gave no answer or has no
 // such server.
 func (c *statsCache) server(ctx context.Context, name string) (haproxy.ServerStat, bool) {
-	c.mu.Lock()
-	if c.at.IsZero() || c.clk.Now().Sub(c.at) >= c.maxAge {
-		c.stats, c.err = c.fetch(ctx)
-		c.at = c.clk.Now()
-	}
-	stats, err := c.stats, c.err
-	c.mu.Unlock()
+	stats, err := c.read(ctx)
 	if err != nil {
 		return haproxy.ServerStat{}, false
 	}
@@ -52,4 +47,23 @@ func (c *statsCache) server(ctx context.Context, name string) (haproxy.ServerSta
 		}
 	}
 	return haproxy.ServerStat{}, false
+}
+
+// read returns the cached answer, fetched anew if it is maxAge old; the
+// caller must not change it.
+func (c *statsCache) read(ctx context.Context) ([]haproxy.ServerStat, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || c.clk.Now().Sub(c.at) >= c.maxAge {
+		c.stats, c.err = c.fetch(ctx)
+		c.at = c.clk.Now()
+	}
+	return c.stats, c.err
+}
+
+// all returns every server of the backend as the cache has them: the
+// caller's to change.
+func (c *statsCache) all(ctx context.Context) ([]haproxy.ServerStat, error) {
+	stats, err := c.read(ctx)
+	return slices.Clone(stats), err
 }

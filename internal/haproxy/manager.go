@@ -68,6 +68,10 @@ type Manager struct {
 
 	mu       sync.Mutex
 	registry map[serverKey]*entry
+	// unsynced are the servers a change could not reach HAProxy for; the
+	// resync loop is kicked to bring them in line (resync.go).
+	unsynced   map[serverKey]struct{}
+	resyncKick chan struct{}
 	// text and hash are the configuration HAProxy runs, without servers
 	// (what Render returns); the master record carries the hash.
 	text, hash string
@@ -131,13 +135,14 @@ func NewManager(cfg *config.Config, log *slog.Logger) *Manager {
 	}
 	p := PathsFor(cfg.StateDir)
 	return &Manager{
-		cfg:      cfg,
-		log:      log.With("component", "haproxy"),
-		paths:    p,
-		client:   &Client{Socket: p.AdminSocket},
-		master:   &Client{Socket: p.MasterSocket},
-		registry: make(map[serverKey]*entry),
-		tokens:   make(map[string]bool),
+		cfg:        cfg,
+		log:        log.With("component", "haproxy"),
+		paths:      p,
+		client:     &Client{Socket: p.AdminSocket},
+		master:     &Client{Socket: p.MasterSocket},
+		registry:   make(map[serverKey]*entry),
+		resyncKick: make(chan struct{}, 1),
+		tokens:     make(map[string]bool),
 
 		hardStopFloor: minHardStop,
 	}
@@ -281,7 +286,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.stopSupervisor, m.supervisorDone = cancel, done
 	go func() {
 		defer close(done)
+		rctx, stopResync := context.WithCancel(sctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { m.resyncLoop(rctx) })
 		m.supervise(sctx, p, logStart, bin)
+		stopResync()
+		wg.Wait()
 	}()
 	if stale {
 		m.log.Info("reloading the adopted haproxy with this configuration", "pid", p.PID())

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -72,7 +71,7 @@ func (m *Manager) AddServer(ctx context.Context, s Server, ready bool) error {
 		}
 		m.mu.Unlock()
 	}
-	return m.tolerateDown(ctx, fmt.Sprintf("add server %s/%s", s.Backend, s.Name), err)
+	return m.tolerateDown(ctx, []serverKey{k}, fmt.Sprintf("add server %s/%s", s.Backend, s.Name), err)
 }
 
 // MarkReady records that a server passed its checks, so that re-adding it
@@ -117,7 +116,7 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 			return nil
 		}
 		if err != nil {
-			return m.tolerateDown(ctx, what, err)
+			return m.tolerateDown(ctx, []serverKey{k}, what, err)
 		}
 	}
 
@@ -133,7 +132,7 @@ func (m *Manager) Drain(ctx context.Context, backend, name string, timeout time.
 		}
 		m.reloadMu.RUnlock()
 		if err != nil {
-			return m.tolerateDown(ctx, what, err)
+			return m.tolerateDown(ctx, []serverKey{k}, what, err)
 		}
 		if quiet {
 			m.log.Debug("server drained", "backend", backend, "server", name, "took", time.Since(start))
@@ -216,7 +215,7 @@ func (m *Manager) Undrain(ctx context.Context, backend, name string) error {
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
 	err = m.run(ctx, "set server "+backend+"/"+name+" state ready", "")
-	return m.tolerateDown(ctx, fmt.Sprintf("undrain server %s/%s", backend, name), err)
+	return m.tolerateDown(ctx, []serverKey{k}, fmt.Sprintf("undrain server %s/%s", backend, name), err)
 }
 
 // RemoveServer unregisters a server and deletes it from HAProxy once no
@@ -241,7 +240,7 @@ func (m *Manager) RemoveServer(ctx context.Context, backend, name string) error 
 	}
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
-	return m.tolerateDown(ctx, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
+	return m.tolerateDown(ctx, []serverKey{k}, fmt.Sprintf("remove server %s/%s", backend, name), m.removeFromHAProxy(ctx, backend, name))
 }
 
 // ShutdownSessions ends every request a server holds. A request that got no
@@ -266,7 +265,7 @@ func (m *Manager) ShutdownSessions(ctx context.Context, backend, name string) er
 	if isAPIError(err, msgNoSuchServer) {
 		return nil
 	}
-	return m.tolerateDown(ctx, fmt.Sprintf("shutdown sessions server %s/%s", backend, name), err)
+	return m.tolerateDown(ctx, nil, fmt.Sprintf("shutdown sessions server %s/%s", backend, name), err)
 }
 
 // Stats returns backend's servers as HAProxy sees them, or ErrNotRunning.
@@ -281,16 +280,33 @@ func (m *Manager) Stats(ctx context.Context, backend string) ([]ServerStat, erro
 
 // SharedStats is Stats as HAProxy saw it at most StatsMaxAge ago, from one
 // answer for every backend (see serverStats): what the groups' health
-// polls read, many times a second each.
+// polls and `shoal status` read, many times a second each.
 func (m *Manager) SharedStats(ctx context.Context, backend string) ([]ServerStat, error) {
 	if err := m.statsOf(backend); err != nil {
 		return nil, err
 	}
-	return m.stats.backend(ctx, backend, func(ctx context.Context) ([]ServerStat, error) {
-		ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-		defer cancel()
-		return m.client.ServerStats(ctx)
-	})
+	return m.stats.backend(ctx, backend, m.fetchShared)
+}
+
+// SharedBackendStat is BackendStat from the same answer as SharedStats.
+func (m *Manager) SharedBackendStat(ctx context.Context, backend string) (ServerStat, error) {
+	if err := m.statsOf(backend); err != nil {
+		return ServerStat{}, err
+	}
+	s, ok, err := m.stats.backendLine(ctx, backend, m.fetchShared)
+	if err != nil {
+		return ServerStat{}, err
+	}
+	if !ok {
+		return ServerStat{}, fmt.Errorf("haproxy stats: no backend %q", backend)
+	}
+	return s, nil
+}
+
+func (m *Manager) fetchShared(ctx context.Context) ([]ServerStat, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return m.client.BackendStats(ctx)
 }
 
 // statsOf says why backend's stats cannot be read, if they cannot.
@@ -634,20 +650,6 @@ func (m *Manager) run(ctx context.Context, cmd, want string) error {
 	defer cancel()
 	defer m.stats.forget()
 	return m.client.expect(ctx, cmd, want)
-}
-
-// tolerateDown lets a command fail when HAProxy cannot be reached: the
-// registry changed anyway, and the supervisor applies it after the restart.
-func (m *Manager) tolerateDown(ctx context.Context, what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var netErr *net.OpError
-	if ctx.Err() != nil || !errors.As(err, &netErr) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	m.log.Warn("haproxy unreachable; the change applies when it is back", "op", what, "err", err)
-	return nil
 }
 
 // sync makes HAProxy's servers match the registry: it adds what is missing

@@ -82,5 +82,5 @@ func (m *Manager) SetWeights(ctx context.Context, backend string, weights []Serv
 	m.reloadMu.RLock()
 	defer m.reloadMu.RUnlock()
 	err := m.run(ctx, strings.Join(cmds, "; "), "")
-	return m.tolerateDown(ctx, fmt.Sprintf("set weights in %s", backend), err)
+	return m.tolerateDown(ctx, keys, fmt.Sprintf("set weights in %s", backend), err)
 }

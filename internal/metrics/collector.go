@@ -207,6 +207,9 @@ func Open(opts Options) (*Collector, error) {
 	if opts.Minute > 0 {
 		c.rollups = append(c.rollups, &rollup{lv: &level1m, accs: make(map[string]*bucketAcc)})
 	}
+	if opts.Hour > 0 {
+		c.rollups = append(c.rollups, &rollup{lv: &level1h, accs: make(map[string]*bucketAcc)})
+	}
 	return c, nil
 }
 
@@ -426,8 +429,8 @@ func (c *Collector) record(ctx context.Context, now time.Time, vals map[string]f
 	}
 	if now.Sub(c.lastPrune) >= pruneEvery {
 		c.lastPrune = now
-		keep := map[string]time.Duration{level10s.table: c.opts.Ten, level1m.table: c.opts.Minute}
-		if err := c.db.prune(ctx, now, keep); err != nil {
+		keep := map[string]time.Duration{level10s.table: c.opts.Ten, level1m.table: c.opts.Minute, level1h.table: c.opts.Hour}
+		if err := c.db.prune(ctx, now, keep, c.opts.Instances); err != nil {
 			c.log.Warn("metrics: prune history", "err", err)
 		}
 	}
@@ -603,7 +606,7 @@ func (p point) weight() int64 { return max(p.N, 1) }
 
 // Points returns the series at path (see Path and InstancePath) with
 // from <= T <= to, oldest first, at the finest resolution held for each part
-// of the range: the ring, then 10-second, then 1-minute buckets. A path ending
+// of the range: the ring, then 10-second, 1-minute, then 1-hour buckets. A path ending
 // in ":max" returns the buckets' maxima instead of their averages. An error
 // reading the database is logged and yields what the ring holds.
 func (c *Collector) Points(path string, from, to time.Time) []Point {
@@ -652,21 +655,31 @@ func (c *Collector) points(ctx context.Context, key string, from, to time.Time) 
 		}
 		older = p10
 	}
-	if from.Before(end) && c.opts.Minute > 0 {
-		p1m, err := c.db.read(ctx, &level1m, key, from, end)
+	// Then each coarser level, for what the finer ones do not hold.
+	for _, lv := range []struct {
+		lv   *level
+		keep time.Duration
+	}{{&level1m, c.opts.Minute}, {&level1h, c.opts.Hour}} {
+		if !from.Before(end) || lv.keep <= 0 {
+			continue
+		}
+		pc, err := c.db.read(ctx, lv.lv, key, from, end)
 		errs = append(errs, err)
-		// The minute row that end falls in overlaps the finer data after
+		// The coarse row that end falls in overlaps the finer data after
 		// it (a fresh core's first minute is in the ring and in its
 		// still-filling row): when that data holds at least as many of the
-		// minute's samples, the row would only repeat them, stamped up to a
-		// minute early.
-		if n := len(p1m); n > 0 {
-			last := p1m[n-1]
-			if next := last.T.Add(level1m.step); next.After(end) && last.N <= samplesIn(older, last.T, next)+samplesIn(recent, last.T, next) {
-				p1m = p1m[:n-1]
+		// row's samples, the row would only repeat them, stamped up to a
+		// step early.
+		if n := len(pc); n > 0 {
+			last := pc[n-1]
+			if next := last.T.Add(lv.lv.step); next.After(end) && last.N <= samplesIn(older, last.T, next)+samplesIn(recent, last.T, next) {
+				pc = pc[:n-1]
 			}
 		}
-		older = append(p1m, older...)
+		if len(pc) > 0 {
+			end = pc[0].T
+		}
+		older = append(pc, older...)
 	}
 	return append(older, recent...), errors.Join(errs...)
 }

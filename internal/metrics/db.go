@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -23,15 +24,35 @@ type level struct {
 // finest roll-up.
 const RollupStep = 10 * time.Second
 
-// Per-instance series are kept at one-minute resolution only, and for at
-// most a day: at 10 s for 30 days, 200 instances would need gigabytes.
+// Per-instance series are kept at one-minute resolution only, and for
+// metrics.retention.instances: at 10 s for 30 days, 200 instances would
+// need gigabytes. The groups' series go coarser as they age (10 s, 1 m,
+// 1 h), so a month of them is small.
 var (
 	level10s = level{table: "rollup_10s", step: RollupStep}
 	level1m  = level{table: "rollup_1m", step: time.Minute, instances: true}
-	levels   = []level{level10s, level1m}
+	level1h  = level{table: "rollup_1h", step: time.Hour}
+	levels   = []level{level10s, level1m, level1h}
 )
 
-const maxInstanceRetention = 24 * time.Hour
+// StoredRows is how many rows metrics.db holds once r's retention holds,
+// for groupSeries series of groups and instanceSeries of instances (every
+// instance's metrics): the bound on its size, at the bytes a row takes
+// (TestDefaultRetentionBound measures them).
+func StoredRows(r config.Retention, groupSeries, instanceSeries int) int64 {
+	perGroup := int64(r.Ten/level10s.step + r.Minute/level1m.step + r.Hour/level1h.step)
+	perInstance := int64(min(r.Instances, r.Minute) / level1m.step)
+	return int64(groupSeries)*perGroup + int64(instanceSeries)*perInstance
+}
+
+// SeriesPerGroup and SeriesPerInstance are the most series the collector
+// writes for a group (size, ready, 7 of CPU, 5 of HAProxy's queue and
+// sessions, 5 rates, 3 latencies) and for an instance (CPU, RSS, sessions,
+// 2 rates).
+const (
+	SeriesPerGroup    = 22
+	SeriesPerInstance = 5
+)
 
 // schema creates the series table and one roll-up table per level.
 func schema() []string {
@@ -221,7 +242,7 @@ func ceilUnix(t time.Time) int64 {
 
 // prune deletes buckets older than each level's retention, series by series
 // so that every delete is a range of the primary key.
-func (d *db) prune(ctx context.Context, now time.Time, keep map[string]time.Duration) error {
+func (d *db) prune(ctx context.Context, now time.Time, keep map[string]time.Duration, instances time.Duration) error {
 	for _, lv := range levels {
 		for p, id := range d.ids {
 			k := keep[lv.table]
@@ -229,7 +250,7 @@ func (d *db) prune(ctx context.Context, now time.Time, keep map[string]time.Dura
 				if !lv.instances {
 					continue
 				}
-				k = min(k, maxInstanceRetention)
+				k = min(k, instances)
 			}
 			if _, err := d.sql.ExecContext(ctx, `DELETE FROM `+lv.table+` WHERE series = ? AND t < ?`, id, now.Add(-k).Unix()); err != nil {
 				return fmt.Errorf("prune metrics: %w", err)

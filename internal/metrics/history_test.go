@@ -214,6 +214,7 @@ func TestDocumentTimeWeighted(t *testing.T) {
 	c := openHistory(t, filepath.Join(t.TempDir(), "metrics.db"))
 	defer c.Close()
 	c.opts.Ring = time.Hour
+	c.opts.Instances = 24 * time.Hour // a day of the instance's rows is read back
 	c.ring = newRing(3600)
 	ctx := context.Background()
 	// On a 4 h boundary, so that one 4 h period of ServersCPU holds the

@@ -431,7 +431,7 @@ func (r *ring) latest(key string) (float64, bool) {
 	if s == nil || r.ticks == 0 || s.last != r.ticks-1 {
 		return 0, false
 	}
-	return s.vals[s.last%uint64(r.n)], true
+	return float64(s.vals[s.last%uint64(r.n)]), true
 }
 
 func TestWriteTable(t *testing.T) {

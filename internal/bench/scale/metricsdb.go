@@ -7,14 +7,18 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/shoal-lb/shoal/internal/config"
+	"github.com/shoal-lb/shoal/internal/metrics"
+
 	// The file is an operator's to read as well: through SQLite, not
 	// through shoal's store.
 	_ "modernc.org/sqlite"
 )
 
 // dbSteady is metrics.db's size once its retention holds, with the
-// defaults: per-instance series (GROUP/INSTANCE/METRIC) 1 m roll-ups for a
-// day, group series 10 s roll-ups for a day and 1 m ones for 30 days. Its
+// defaults (config.DefaultMetrics: per-instance series, GROUP/INSTANCE/METRIC,
+// 1 m roll-ups for 12 h; group series 10 s ones for 12 h, 1 m for 7 days,
+// 1 h for 30 days; the rows by metrics.StoredRows). Its
 // bytes per row are the file's now (pages over rows: an overestimate
 // while the file is young, its fixed part spread over few rows).
 type dbSteady struct {
@@ -52,22 +56,22 @@ func estimateDB(ctx context.Context, path string) (dbSteady, error) {
 		}
 	}
 	rows.Close()
-	var r10, r1m, pages, pageSize int64
+	var r10, r1m, r1h, pages, pageSize int64
 	for _, q := range []struct {
 		sql string
 		out *int64
-	}{{"SELECT count(*) FROM rollup_10s", &r10}, {"SELECT count(*) FROM rollup_1m", &r1m}, {"PRAGMA page_count", &pages}, {"PRAGMA page_size", &pageSize}} {
+	}{{"SELECT count(*) FROM rollup_10s", &r10}, {"SELECT count(*) FROM rollup_1m", &r1m}, {"SELECT count(*) FROM rollup_1h", &r1h},
+		{"PRAGMA page_count", &pages}, {"PRAGMA page_size", &pageSize}} {
 		if err := db.QueryRowContext(ctx, q.sql).Scan(q.out); err != nil {
 			return e, fmt.Errorf("%s of %s: %w", q.sql, path, err)
 		}
 	}
-	e.Rows = r10 + r1m
+	e.Rows = r10 + r1m + r1h
 	if e.Rows == 0 {
 		return e, fmt.Errorf("%s has no roll-up yet", path)
 	}
 	e.BytesPerRow = float64(pages*pageSize) / float64(e.Rows)
-	const day10s, day1m = 24 * 360, 24 * 60
-	e.SteadyRows = int64(e.InstanceSeries)*day1m + int64(e.GroupSeries)*(day10s+30*day1m)
+	e.SteadyRows = metrics.StoredRows(config.DefaultMetrics.Retention, e.GroupSeries, e.InstanceSeries)
 	e.SteadyMiB = float64(e.SteadyRows) * e.BytesPerRow / (1 << 20)
 	return e, nil
 }
