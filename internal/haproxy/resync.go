@@ -145,8 +145,11 @@ func (m *Manager) resyncServer(ctx context.Context, k serverKey) error {
 		state = "drain"
 	}
 	weight := cur.srv.Weight
-	if weight == 0 {
+	switch weight {
+	case 0:
 		weight = 100
+	case WeightOff:
+		weight = 0
 	}
 	id := k.backend + "/" + k.name
 	return m.run(ctx, "set server "+id+" state "+state+"; set server "+id+" weight "+strconv.Itoa(weight), "")
