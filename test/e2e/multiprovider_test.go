@@ -50,9 +50,16 @@ func TestGroupAcrossProviders(t *testing.T) {
 	tr := startTrickle(t, e)
 
 	// The load step: 2 → 4 on the hosts, → 6 with the cloud's 2; its end
-	// back to 2, the cloud's first. Then again with the CPU saturated.
-	step := func(label string) {
+	// back to 2, the cloud's first. Then again with the CPU saturated
+	// while the load runs (it runs alone then; the scale-in that follows
+	// the load's end shares the machine again).
+	step := func(label string, busy bool) {
 		t.Helper()
+		stopHogs := func() {}
+		if busy {
+			alone(t)
+			stopHogs = cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
+		}
 		begin := time.Now()
 		stop := sshLoad(t, e)
 		e.eventually(label+": the policy scales out to 6, all in service", 60*time.Second, inService(e, 6))
@@ -76,6 +83,10 @@ func TestGroupAcrossProviders(t *testing.T) {
 			t.Errorf("%s: shoal status shows no providers or cost:\n%s", label, out)
 		}
 		res := stop()
+		stopHogs()
+		if busy {
+			shareAgain(t)
+		}
 		e.eventually(label+": the cloud's instances go first", 40*time.Second, func() error {
 			got := byProvider(e)
 			if got["cli"] != 0 {
@@ -94,7 +105,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 		}
 		t.Logf("%s: %d keep-alive GETs, none failed", label, res.Requests)
 	}
-	step("idle machine")
+	step("idle machine", false)
 
 	// A kill -9 of shoal at 6: the restart adopts each instance on the
 	// provider it runs on, none is taken for a stray.
@@ -130,11 +141,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 	e.eventually("no server left in the cloud", 15*time.Second, func() error { return cloudMatches(e, c) })
 	tr = startTrickle(t, e)
 
-	alone(t)
-	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
-	step("CPU saturated")
-	stopHogs()
-	shareAgain(t)
+	step("CPU saturated", true)
 
 	// The cloud refuses: the hosts take what they can, the cloud is
 	// skipped, nothing leaks.
