@@ -52,10 +52,10 @@ vet:
 
 # test runs every test: unit tests and the integration tests that start real
 # HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
-# scripts/test.sh runs the packages' tests beside the end-to-end suite (both
-# mostly wait); the suite's load and measuring steps wait until the packages'
-# tests end, so they still have the machine to themselves. More packages run
-# at once than the machine has cores (go test's default -p): PKG_P of them.
+# scripts/test.sh runs the packages' tests, then the end-to-end suite, then
+# the fuzz run. The packages' tests mostly wait (on HAProxy, sshd,
+# keepalived, etcd, pebble, moto, child processes), so more packages run at
+# once than the machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
 PKG_P ?= 4
 test: test-deps vet

@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
-# make test's tests: the packages' tests and the end-to-end suite side by
-# side, then the config parser's fuzz run. Both mostly wait (on HAProxy,
-# sshd, keepalived, etcd, pebble, moto, child processes), so together they
-# take about the time of the longer one. The suite's steps that saturate the
-# CPU or measure the machine wait until the packages' tests have ended
-# (SHOAL_E2E_ALONE_AFTER names the file that says so), so they still have the
-# machine to themselves.
+# make test's tests: the packages' tests, then the end-to-end suite, then the
+# config parser's fuzz run. They run one after the other: the packages' tests
+# bound times of their own (VIP handovers, holds, log following) that the
+# suite's load pushed past when both ran at once.
 set -uo pipefail
 GO=${GO:-go}
 PKG_P=${PKG_P:-4}
@@ -23,22 +20,15 @@ if [[ -n ${TEST_JSON_DIR:-} ]]; then
 	out_e2e=$TEST_JSON_DIR/e2e.json
 fi
 
-done_file=$(mktemp -u "${TMPDIR:-/tmp}/shoal-packages-done.XXXXXX")
-trap 'rm -f "$done_file"' EXIT
-
 mapfile -t pkgs < <($GO list ./... | grep -v /test/e2e)
-(
-	$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
-	rc=$?
-	touch "$done_file"
-	exit $rc
-) &
-pkg_pid=$!
-
-SHOAL_E2E_ALONE_AFTER=$done_file $GO test "${json[@]}" -count=1 -timeout 25m -parallel 16 "$E2E" >"$out_e2e"
-e2e_rc=$?
-wait $pkg_pid
+$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
 pkg_rc=$?
+
+# -parallel 16: the suite bounds how many tests run side by side itself
+# (test/e2e/machine_sched_test.go); the slots over that are for the tests
+# waiting in line to run alone.
+$GO test "${json[@]}" -count=1 -timeout 25m -parallel 16 "$E2E" >"$out_e2e"
+e2e_rc=$?
 
 $GO test -count=1 -run '^$' -fuzz FuzzParse -fuzztime 10s ./internal/config/
 fuzz_rc=$?

@@ -29,7 +29,7 @@ type Metrics struct {
 // disk; Instances how long each instance's own 1-minute ones are (at most
 // Minute). metrics.db's rows are then, per group series,
 // Ten/10s + Minute/1m + Hour/1h and, per instance series, Instances/1m
-// (internal/metrics' StoredRows): with the defaults, 1,000 instances in 50
+// (Retention.Rows): with the defaults, 1,000 instances in 50
 // groups keep about 18 million rows, under 1 GB (TestDefaultRetentionBound).
 type Retention struct {
 	// Ring is how much per-interval history is kept in memory.
@@ -42,6 +42,17 @@ type Retention struct {
 	Hour time.Duration `yaml:"1h"`
 	// Instances is how long each instance's 1-minute roll-ups are kept, at most 1m's (0: none).
 	Instances time.Duration `yaml:"instances"`
+}
+
+// Rows is how many rows metrics.db holds once r holds, for groupSeries
+// series of groups and instanceSeries of instances (every instance's
+// metrics): a row per series per 10 s, 1 min and 1 h bucket kept (the
+// levels the keys name). At the bytes a row takes (internal/metrics'
+// TestDefaultRetentionBound measures them) it bounds metrics.db's size.
+func (r Retention) Rows(groupSeries, instanceSeries int) int64 {
+	perGroup := int64(r.Ten/(10*time.Second) + r.Minute/time.Minute + r.Hour/time.Hour)
+	perInstance := int64(min(r.Instances, r.Minute) / time.Minute)
+	return int64(groupSeries)*perGroup + int64(instanceSeries)*perInstance
 }
 
 // Kept is how far back any history is kept: a policy window longer than

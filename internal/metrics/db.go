@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/store"
 )
 
@@ -34,16 +33,6 @@ var (
 	level1h  = level{table: "rollup_1h", step: time.Hour}
 	levels   = []level{level10s, level1m, level1h}
 )
-
-// StoredRows is how many rows metrics.db holds once r's retention holds,
-// for groupSeries series of groups and instanceSeries of instances (every
-// instance's metrics): the bound on its size, at the bytes a row takes
-// (TestDefaultRetentionBound measures them).
-func StoredRows(r config.Retention, groupSeries, instanceSeries int) int64 {
-	perGroup := int64(r.Ten/level10s.step + r.Minute/level1m.step + r.Hour/level1h.step)
-	perInstance := int64(min(r.Instances, r.Minute) / level1m.step)
-	return int64(groupSeries)*perGroup + int64(instanceSeries)*perInstance
-}
 
 // SeriesPerGroup and SeriesPerInstance are the most series the collector
 // writes for a group (size, ready, 7 of CPU, 5 of HAProxy's queue and

@@ -12,7 +12,7 @@ import (
 
 // TestDefaultRetentionBound: with the default metrics.retention, metrics.db
 // for 1,000 instances in 50 groups over 30 days holds at most ~1 GB. The
-// rows kept are counted from the retention (StoredRows); the bytes a row
+// rows kept are counted from the retention (config's Retention.Rows); the bytes a row
 // takes are measured by writing rows as the collector does (every series'
 // bucket of one time together, so the table's pages fill in the order they
 // do in use) and reading SQLite's page count.
@@ -20,12 +20,12 @@ func TestDefaultRetentionBound(t *testing.T) {
 	r := config.DefaultMetrics.Retention
 	const instances, groups = 1000, 50
 	gs, is := groups*SeriesPerGroup, instances*SeriesPerInstance
-	rows := StoredRows(r, gs, is)
+	rows := r.Rows(gs, is)
 	// 10 s for 12 h, 1 m for 7 days, 1 h for 30 days a group series;
 	// 1 m for 12 h an instance series.
 	want := int64(gs)*(12*360+7*24*60+30*24) + int64(is)*12*60
 	if rows != want {
-		t.Fatalf("StoredRows = %d, want %d", rows, want)
+		t.Fatalf("Rows = %d, want %d", rows, want)
 	}
 	if r.Kept() < 30*24*time.Hour {
 		t.Fatalf("the defaults keep %v of history, want 30 days", r.Kept())

@@ -87,9 +87,6 @@ func run(m *testing.M) int {
 		w := time.AfterFunc(d-min(d/10, 30*time.Second), sweepLive)
 		defer w.Stop()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go machine.openWhen(ctx, os.Getenv(aloneAfterEnv))
 	return m.Run()
 }
 

@@ -1,19 +1,10 @@
 package e2e
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 )
-
-// aloneAfterEnv names a file: until it exists, no step runs alone. make
-// test runs the packages' tests beside this suite and creates the file
-// when they end, so that a step that saturates the CPU or measures the
-// machine never shares it with them (the suite's parallel part does).
-const aloneAfterEnv = "SHOAL_E2E_ALONE_AFTER"
 
 // machine is how the suite's tests share this machine. Every test starts
 // its own shoal, HAProxy, instances and hosts (free ports, namespaces and
@@ -28,16 +19,16 @@ const aloneAfterEnv = "SHOAL_E2E_ALONE_AFTER"
 // Steps that run alone are batched, not interleaved: a test that asks to
 // run alone waits in line while parallel tests keep starting; when no
 // parallel test is running (every slot holds a test in line, or none is
-// left to start) and the line is open (aloneAfterEnv), the line runs one
-// test at a time and new parallel tests wait until it is empty. A test back from its alone step (shareAgain)
+// left to start), the line runs one test at a time and new parallel tests
+// wait until it is empty. A test back from its alone step (shareAgain)
 // rejoins the parallel ones. Before, each alone step stopped new tests and
 // waited for every running one to end: the machine idled through each.
 //
-//	            parallel ──► shared ──alone──► in line ──(open, no shared test)──► alone
-//	                           ▲                                                     │
-//	                           └──────────────────── shareAgain ◄────────────────────┘
+//	            parallel ──► shared ──alone──► in line ──(no shared test)──► alone
+//	                           ▲                                               │
+//	                           └──────────────── shareAgain ◄──────────────────┘
 //	exclusive ──► in line ──► alone ──► end
-var machine = &sched{closed: true, most: 8}
+var machine = &sched{most: 8}
 
 type sched struct {
 	mu     sync.Mutex
@@ -45,7 +36,6 @@ type sched struct {
 	shared int            // tests running side by side now
 	line   []*machineHold // tests waiting to run alone, first first
 	holder *machineHold   // the test running alone, if any
-	closed bool           // the line may not run yet (aloneAfterEnv)
 	// most is how many tests run side by side at once (0: no bound). go
 	// test's -parallel (make test: 16) is larger, so that the tests
 	// waiting in line do not take the slots of parallel ones.
@@ -65,10 +55,10 @@ func (s *sched) lock() {
 	}
 }
 
-// lineRuns says the machine belongs to the line: it is open, someone is
-// in it and no parallel test runs. Parallel tests wait until it is empty.
+// lineRuns says the machine belongs to the line: someone is in it and no
+// parallel test runs. Parallel tests wait until it is empty.
 func (s *sched) lineRuns() bool {
-	return len(s.line) > 0 && s.shared == 0 && !s.closed
+	return len(s.line) > 0 && s.shared == 0
 }
 
 // join waits until parallel tests may run, then counts one more.
@@ -105,34 +95,6 @@ func (s *sched) release(st *machineHold) {
 	s.holder = nil
 	st.alone = false
 	s.cond.Broadcast()
-}
-
-// openWhen keeps the line closed until the file at path exists (no path:
-// open at once).
-func (s *sched) openWhen(ctx context.Context, path string) {
-	open := func() {
-		s.lock()
-		s.closed = false
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	}
-	if path == "" {
-		open()
-		return
-	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(path); err == nil {
-			open()
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 func parallel(t *testing.T) {
@@ -296,44 +258,6 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the line did not run once no parallel test ran")
 	}
-
-	// A closed line does not run, and parallel tests go on starting.
-	s.lock()
-	s.closed = true
-	s.mu.Unlock()
-	st := &machineHold{}
-	queued := make(chan struct{})
-	go func() {
-		s.lock()
-		s.queue(st)
-		s.mu.Unlock()
-		close(queued)
-	}()
-	time.Sleep(50 * time.Millisecond)
-	s.join()
-	s.lock()
-	s.leaveShared()
-	s.mu.Unlock()
-	select {
-	case <-queued:
-		t.Fatal("a closed line ran")
-	case <-time.After(100 * time.Millisecond):
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opened := filepath.Join(t.TempDir(), "packages-done")
-	go s.openWhen(ctx, opened)
-	if err := os.WriteFile(opened, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-queued:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the line did not run once its file was there")
-	}
-	s.lock()
-	s.release(st)
-	s.mu.Unlock()
 
 	// Three in line at once, then released: one at a time.
 	var wg sync.WaitGroup

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/shoal-lb/shoal/internal/config"
-	"github.com/shoal-lb/shoal/internal/metrics"
 
 	// The file is an operator's to read as well: through SQLite, not
 	// through shoal's store.
@@ -18,7 +17,7 @@ import (
 // dbSteady is metrics.db's size once its retention holds, with the
 // defaults (config.DefaultMetrics: per-instance series, GROUP/INSTANCE/METRIC,
 // 1 m roll-ups for 12 h; group series 10 s ones for 12 h, 1 m for 7 days,
-// 1 h for 30 days; the rows by metrics.StoredRows). Its
+// 1 h for 30 days; the rows by config's Retention.Rows). Its
 // bytes per row are the file's now (pages over rows: an overestimate
 // while the file is young, its fixed part spread over few rows).
 type dbSteady struct {
@@ -71,7 +70,7 @@ func estimateDB(ctx context.Context, path string) (dbSteady, error) {
 		return e, fmt.Errorf("%s has no roll-up yet", path)
 	}
 	e.BytesPerRow = float64(pages*pageSize) / float64(e.Rows)
-	e.SteadyRows = metrics.StoredRows(config.DefaultMetrics.Retention, e.GroupSeries, e.InstanceSeries)
+	e.SteadyRows = config.DefaultMetrics.Retention.Rows(e.GroupSeries, e.InstanceSeries)
 	e.SteadyMiB = float64(e.SteadyRows) * e.BytesPerRow / (1 << 20)
 	return e, nil
 }
