@@ -190,6 +190,9 @@ func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 	// 4. The switch with the CPU saturated (at most 15 s of it), then
 	// keep_old's end.
 	alone(t)
+	// The wait in line may outlast ctx: a deadline of its own from here.
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	stopLoad = load(t, e)
 	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 15*time.Second)
 	began := time.Now()
