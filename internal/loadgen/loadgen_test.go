@@ -245,7 +245,10 @@ func TestRunLongestGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failures == 0 || res.LongestGap < 390*time.Millisecond || res.LongestGap > 600*time.Millisecond {
+	// The gap runs from the client's receipt of the last answer before the
+	// window, which a busy machine delays by tens of ms, to the first after:
+	// a little under 400ms at times, never near a steady server's few ms.
+	if res.Failures == 0 || res.LongestGap < 300*time.Millisecond || res.LongestGap > 600*time.Millisecond {
 		t.Errorf("%d failures, longest gap %v; want failures and a gap of about 400ms", res.Failures, res.LongestGap)
 	}
 
