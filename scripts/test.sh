@@ -6,7 +6,7 @@
 # time; PARTS="packages e2e" runs only the parts named.
 set -uo pipefail
 GO=${GO:-go}
-PKG_P=${PKG_P:-4}
+PKG_P=${PKG_P:-6}
 E2E=${E2E:-./test/e2e/}
 PARTS=${PARTS:-packages e2e fuzz}
 
@@ -48,11 +48,11 @@ packages() {
 	$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
 }
 
-# -parallel 16: the suite bounds how many tests run side by side itself
+# -parallel 64: the suite bounds how many tests run side by side itself
 # (test/e2e/machine_sched_test.go); the slots over that are for the tests
 # waiting in line to run alone.
 e2e() {
-	$GO test "${json[@]}" -count=1 -timeout 25m -parallel 16 "$E2E" >"$out_e2e"
+	$GO test "${json[@]}" -count=1 -timeout 25m -parallel 64 "$E2E" >"$out_e2e"
 }
 
 # A count, not a duration: a -fuzztime duration fails with "context deadline

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +30,34 @@ import (
 //	                           ▲                                               │
 //	                           └──────────────── shareAgain ◄──────────────────┘
 //	exclusive ──► in line ──► alone ──► end
+//
+// Parallel tests start longest first (slowFirst), so that no long one
+// starts last and runs on alone at the end.
 var machine = &sched{most: 8}
+
+// slowFirst names the tests that take longest beside the others (measured
+// from make test's -json events: time from start to end, less the wait in
+// line), longest first. The others start after them, in go test's order.
+var slowFirst = []string{
+	"TestSSHHostDrainResume", "TestSSHConsolidation", "TestHAPairRecycleCordon",
+	"TestGroupAcrossProviders", "TestLifetimeRecycle", "TestContainerGroupOnSSHHost",
+	"TestContainerGroup", "TestScaleOnPrometheus", "TestOutlierEjectionSurvivesRestart",
+	"TestHAPair", "TestAutoscaleStabilizationGap", "TestGettingStartedGuide",
+	"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered",
+	"TestExecCloudWarmPool", "TestSSHHostsScaleFailRecover", "TestReloadsUnderCPUContention",
+	"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart", "TestHAPairCrash",
+	"TestDashboardDayOps",
+}
+
+// startRank is a test's rank to start: a test back from its alone step
+// first (its instances run), then slowFirst's, then the others.
+func startRank(test string) int {
+	top, _, _ := strings.Cut(test, "/")
+	if i := slices.Index(slowFirst, top); i >= 0 {
+		return i
+	}
+	return len(slowFirst)
+}
 
 type sched struct {
 	mu     sync.Mutex
@@ -37,9 +66,12 @@ type sched struct {
 	line   []*machineHold // tests waiting to run alone, first first
 	holder *machineHold   // the test running alone, if any
 	// most is how many tests run side by side at once (0: no bound). go
-	// test's -parallel (make test: 16) is larger, so that the tests
+	// test's -parallel (make test: 64) is larger, so that the tests
 	// waiting in line do not take the slots of parallel ones.
 	most int
+	// waiting holds the ranks of the tests waiting to start, in the order
+	// they asked: the lowest starts first.
+	waiting []*int
 }
 
 // machineHold is how one test holds machine now.
@@ -61,14 +93,34 @@ func (s *sched) lineRuns() bool {
 	return len(s.line) > 0 && s.shared == 0
 }
 
-// join waits until parallel tests may run, then counts one more.
-func (s *sched) join() {
+// join waits until parallel tests may run and no test of a lower rank
+// waits to start, then counts one more.
+func (s *sched) join(rank int) {
 	s.lock()
 	defer s.mu.Unlock()
-	for s.holder != nil || s.lineRuns() || (s.most > 0 && s.shared >= s.most) {
+	me := &rank
+	s.waiting = append(s.waiting, me)
+	for s.holder != nil || s.lineRuns() || (s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
+	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
 	s.shared++
+	s.cond.Broadcast() // the next in rank may start too
+}
+
+// ahead says a test of a lower rank than me, or of its rank and earlier,
+// waits to start.
+func (s *sched) ahead(me *int) bool {
+	before := true
+	for _, w := range s.waiting {
+		switch {
+		case w == me:
+			before = false
+		case *w < *me || (*w == *me && before):
+			return true
+		}
+	}
+	return false
 }
 
 // leaveShared counts one fewer parallel test.
@@ -101,7 +153,7 @@ func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
 	began := time.Now()
-	machine.join()
+	machine.join(startRank(t.Name()))
 	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
 	st := &machineHold{}
 	holds.Store(t, st)
@@ -146,7 +198,7 @@ func shareAgain(t *testing.T) {
 	machine.release(st)
 	machine.mu.Unlock()
 	t.Logf("machine: shared again")
-	machine.join()
+	machine.join(-1)
 }
 
 func holdOf(t *testing.T) *machineHold {
@@ -210,12 +262,12 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	}
 
 	// One parallel test runs; another asks to run alone and waits in line.
-	s.join()
+	s.join(0)
 	enter(false)
 	inLine := make(chan struct{})
 	ranAlone := make(chan struct{})
 	go func() {
-		s.join()
+		s.join(0)
 		enter(false)
 		leave(false)
 		s.lock()
@@ -235,7 +287,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	<-inLine
 	// A new parallel test still starts while the line waits.
 	started := make(chan struct{})
-	go func() { s.join(); close(started) }()
+	go func() { s.join(0); close(started) }()
 	select {
 	case <-started:
 	case <-time.After(5 * time.Second):
@@ -278,7 +330,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s.join() // the line is empty: parallel tests start again
+	s.join(0) // the line is empty: parallel tests start again
 	if len(bad) > 0 || maxAlone != 1 {
 		t.Fatalf("%v; at most %d alone at once, want 1", bad, maxAlone)
 	}
@@ -288,11 +340,25 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	s.most = 1
 	s.mu.Unlock()
 	second := make(chan struct{})
-	go func() { s.join(); close(second) }()
+	go func() { s.join(0); close(second) }()
 	select {
 	case <-second:
 		t.Fatal("a second parallel test started beside the one most allows")
 	case <-time.After(100 * time.Millisecond):
+	}
+	// Waiting to start, the lower rank goes first, whenever it asked.
+	ranked := make(chan int, 2)
+	for i, r := range []int{5, 2} {
+		go func() { s.join(r); ranked <- r }()
+		for { // r waits (behind the second) before the next asks
+			s.lock()
+			n := len(s.waiting)
+			s.mu.Unlock()
+			if n == i+2 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	s.lock()
 	s.leaveShared()
@@ -302,4 +368,14 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the second parallel test did not start when the first ended")
 	}
+	s.lock()
+	s.leaveShared()
+	s.mu.Unlock()
+	if first := <-ranked; first != 2 {
+		t.Fatalf("the test of rank %d started first; want rank 2 before rank 5", first)
+	}
+	s.lock()
+	s.leaveShared()
+	s.mu.Unlock()
+	<-ranked
 }
