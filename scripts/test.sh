@@ -48,11 +48,11 @@ packages() {
 	$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
 }
 
-# -parallel 64: the suite bounds how many tests run side by side itself
-# (test/e2e/machine_sched_test.go); the slots over that are for the tests
-# waiting in line to run alone.
+# -parallel 512, more than the suite has tests: the suite bounds how many
+# run side by side itself and starts the longest first
+# (test/e2e/machine_sched_test.go); go test's slots only hold them there.
 e2e() {
-	$GO test "${json[@]}" -count=1 -timeout 25m -parallel 64 "$E2E" >"$out_e2e"
+	$GO test "${json[@]}" -count=1 -timeout 25m -parallel 512 "$E2E" >"$out_e2e"
 }
 
 # A count, not a duration: a -fuzztime duration fails with "context deadline

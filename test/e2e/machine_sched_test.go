@@ -66,8 +66,8 @@ type sched struct {
 	line   []*machineHold // tests waiting to run alone, first first
 	holder *machineHold   // the test running alone, if any
 	// most is how many tests run side by side at once (0: no bound). go
-	// test's -parallel (make test: 64) is larger, so that the tests
-	// waiting in line do not take the slots of parallel ones.
+	// test's -parallel (make test: 512) is larger than the suite, so that
+	// every test waits here, in rank, and those in line take no slot.
 	most int
 	// waiting holds the ranks of the tests waiting to start, in the order
 	// they asked: the lowest starts first.
