@@ -38,9 +38,7 @@ import (
 // labelled axis, the policy's target and threshold lie on the metrics they
 // watch, and the jobs and the decision are markers that name them.
 func TestDashboard(t *testing.T) {
-	// Chromium drives a page that redraws each second: beside seven other
-	// tests it lost nodes and timed out its login (flaky in this round's runs).
-	exclusive(t)
+	parallel(t) // alone from the tour on: Chromium drives the page
 	if _, err := tour.Browser(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
@@ -108,6 +106,10 @@ func TestDashboard(t *testing.T) {
 	})
 	e.waitInService("web", 1)
 
+	// Chromium drives a page that redraws each second: beside seven other
+	// tests it lost nodes and timed out its login (flaky in this round's
+	// runs).
+	alone(t)
 	// Traffic for the live figures, until the test ends.
 	startTrickle(t, e)
 	ctx, stop := context.WithTimeout(context.Background(), 4*time.Minute)
