@@ -74,8 +74,9 @@ type sched struct {
 	waiting []*int
 }
 
-// machineHold is how one test holds machine now.
-type machineHold struct{ alone bool }
+// machineHold is how one test holds machine now: alone, or (done) no
+// longer at all, its alone step over as its clean-up began.
+type machineHold struct{ alone, done bool }
 
 // holds maps a test to its machineHold.
 var holds sync.Map
@@ -161,9 +162,10 @@ func parallel(t *testing.T) {
 		holds.Delete(t)
 		machine.lock()
 		defer machine.mu.Unlock()
-		if st.alone {
+		switch {
+		case st.alone:
 			machine.release(st)
-		} else {
+		case !st.done:
 			machine.leaveShared()
 		}
 	})
@@ -184,6 +186,17 @@ func alone(t *testing.T) {
 	machine.queue(st)
 	machine.mu.Unlock()
 	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
+	// The step ends where the test's clean-up begins: what it set up before
+	// (shoal, HAProxy, instances) stops beside the next in line. What it
+	// started since (load, CPU hogs) stops first: cleanups run last first.
+	t.Cleanup(func() {
+		machine.lock()
+		defer machine.mu.Unlock()
+		if st.alone {
+			machine.release(st)
+			st.done = true
+		}
+	})
 }
 
 // shareAgain ends a test's alone step: what follows (waiting out a
