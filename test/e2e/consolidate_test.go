@@ -104,7 +104,11 @@ func TestSSHConsolidation(t *testing.T) {
 	}
 
 	// Must not: a protected instance on one host, 3 moves > max_moves 2 on
-	// the other.
+	// the other. (Waiting to share the machine again, the namespace hosts'
+	// sshd may have answered too late under the alone steps' busy loops:
+	// a host seen down is held off from placement for a while, which the
+	// scale to 5 needs.)
+	e.waitHostsUp(2 * time.Minute)
 	scaleSync(t, e, "--size", "5")
 	e.waitInService("web", 5)
 	if got := e.perHost("web"); got[kept] != 4 || got[emptied] != 1 {

@@ -32,29 +32,45 @@ import (
 //	exclusive ──► in line ──► alone ──► end
 //
 // Parallel tests start longest first (slowFirst), so that no long one
-// starts last and runs on alone at the end.
+// starts last and runs on alone at the end; the tests with a step alone
+// start last (aloneLast): in line, a test's shoal, HAProxy and instances
+// idle until the shared tests are done, and twenty such took a part of the
+// machine from them.
 var machine = &sched{most: 8}
 
-// slowFirst names the tests that take longest beside the others (measured
-// from make test's -json events: time from start to end, less the wait in
-// line), longest first. The others start after them, in go test's order.
-var slowFirst = []string{
-	"TestSSHHostDrainResume", "TestSSHConsolidation", "TestHAPairRecycleCordon",
-	"TestGroupAcrossProviders", "TestLifetimeRecycle", "TestContainerGroupOnSSHHost",
-	"TestContainerGroup", "TestScaleOnPrometheus", "TestOutlierEjectionSurvivesRestart",
-	"TestHAPair", "TestAutoscaleStabilizationGap", "TestGettingStartedGuide",
-	"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered",
-	"TestExecCloudWarmPool", "TestSSHHostsScaleFailRecover", "TestReloadsUnderCPUContention",
-	"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart", "TestHAPairCrash",
-	"TestDashboardDayOps",
-}
+// slowFirst names the tests without a step alone that take longest
+// (measured from make test's -json events), longest first; aloneLast
+// those with one, the longest to reach it first. The others start between,
+// in go test's order.
+var (
+	slowFirst = []string{
+		"TestHAPairRecycleCordon", "TestContainerGroupOnSSHHost", "TestScaleOnPrometheus",
+		"TestOutlierEjectionSurvivesRestart", "TestAutoscaleStabilizationGap", "TestGettingStartedGuide",
+		"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered", "TestSSHHostsScaleFailRecover",
+		"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart", "TestDashboardDayOps",
+		"TestEC2MotoScaleKillRestart", "TestCloudPolicyScalesOutAndIn", "TestEC2MotoSubnetsSpread",
+	}
+	aloneLast = []string{
+		"TestLifetimeRecycle", "TestContainerGroup", "TestPerInstanceRateAfterScaleOut",
+		"TestGroupAcrossProviders", "TestHAPairCrash", "TestBlueGreenSwitchRollbackAndKill",
+		"TestQueueLimits", "TestHAPair", "TestDashboardMarksEjected", "TestExecCloudWarmPool",
+		"TestDashboard", "TestSSHWarmPoolRunning", "TestSSHHostDrainResume",
+		"TestInstancesActsUnderCPUContention", "TestSimulateMeasuresCapacity",
+		"TestCanaryRolledBackOnP99", "TestCanaryRolledBackOnErrors", "TestCanaryPromotedCPUSaturated",
+		"TestRestartWithChangedHAProxyConfig", "TestReloadsUnderCPUContentionTLS", "TestSSHConsolidation",
+		"TestLatencyWeightedThroughRamp", "TestReloadsUnderCPUContention",
+	}
+)
 
-// startRank is a test's rank to start: a test back from its alone step
-// first (its instances run), then slowFirst's, then the others.
+// startRank is a test's rank to start, lowest first: a test back from its
+// alone step (-1: its instances run), slowFirst's, the others, aloneLast's.
 func startRank(test string) int {
 	top, _, _ := strings.Cut(test, "/")
 	if i := slices.Index(slowFirst, top); i >= 0 {
 		return i
+	}
+	if i := slices.Index(aloneLast, top); i >= 0 {
+		return len(slowFirst) + 1 + i
 	}
 	return len(slowFirst)
 }

@@ -154,6 +154,19 @@ func (e *shoalEnv) hostStatuses() map[string]provider.HostStatus {
 	return out
 }
 
+// waitHostsUp waits until every host is up, none held off from placement.
+func (e *shoalEnv) waitHostsUp(timeout time.Duration) {
+	e.t.Helper()
+	e.eventually("every host up", timeout, func() error {
+		for _, h := range e.hostStatuses() {
+			if h.State != provider.HostUp {
+				return fmt.Errorf("host %s is %s (held off until %v): %s", h.Name, h.State, h.HeldOffUntil, h.LastError)
+			}
+		}
+		return nil
+	})
+}
+
 // perHost counts group's instances by the host part of their address.
 func (e *shoalEnv) perHost(group string) map[string]int {
 	e.t.Helper()

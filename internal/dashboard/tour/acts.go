@@ -37,16 +37,9 @@ func Open(ctx context.Context, o Options) (*Page, error) {
 		return nil, err
 	}
 	p := &Page{ctx: bctx, timeout: o.Timeout, errs: errs, close: closeBrowser}
-	groupRow := `#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`
-	if err := p.run("log in and open group "+o.Group,
-		chromedp.Navigate(o.URL+"/ui/"),
-		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
-		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
-		chromedp.Submit(`#token`, chromedp.ByQuery),
-		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
-		chromedp.Click(groupRow, chromedp.ByQuery),
+	if err := p.run("log in and open group "+o.Group, append(logIn(o),
 		p.poll("the instance table fills", `document.querySelectorAll("#instances tbody tr").length > 0`),
-	); err != nil {
+	)...); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -104,7 +97,7 @@ func (p *Page) act(button, out, ended string) (Answer, error) {
 	var a Answer
 	q := strconv.Quote
 	err := p.run("click "+button+" and confirm",
-		chromedp.Click(button, chromedp.ByQuery),
+		clickWhenThere(button),
 		chromedp.WaitVisible(`#confirm`, chromedp.ByQuery),
 		chromedp.Click(`#confirm-yes`, chromedp.ByQuery),
 		chromedp.WaitNotVisible(`#confirm`, chromedp.ByQuery),
@@ -112,4 +105,25 @@ func (p *Page) act(button, out, ended string) (Answer, error) {
 		chromedp.Evaluate(`(() => { const o = document.querySelector(`+q(out)+`); return { Job: o.dataset.job || "", State: o.dataset.state || "", Text: o.textContent, Error: o.dataset.error || "" }; })()`, &a),
 	)
 	return a, err
+}
+
+// logIn opens the dashboard, logs in with o.Token and clicks o.Group's row
+// of the overview.
+func logIn(o Options) []chromedp.Action {
+	return []chromedp.Action{
+		chromedp.Navigate(o.URL + "/ui/"),
+		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
+		chromedp.Submit(`#token`, chromedp.ByQuery),
+		clickWhenThere(`#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`),
+	}
+}
+
+// clickWhenThere clicks the first element sel matches, from the page's own
+// script once there is one. The overview and the tables are redrawn each
+// second: a node chromedp looked up first could be gone when its click
+// came ("Could not find node with given id", on a busy machine).
+func clickWhenThere(sel string) chromedp.Action {
+	return chromedp.Poll(`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`); if (!e) return false; e.click(); return true; })()`,
+		nil, chromedp.WithPollingInterval(100*time.Millisecond))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -60,18 +59,9 @@ func openGroup(ctx context.Context, o *Options) (context.Context, context.Cancel
 		cancel()
 		return nil, nil, fmt.Errorf("dashboard: start %s: %w", bin, err)
 	}
-	groupRow := `#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`
 	tctx, cancelStep := context.WithTimeout(bctx, 2*o.Timeout)
 	defer cancelStep()
-	if err := chromedp.Run(tctx,
-		chromedp.Navigate(o.URL+"/ui/"),
-		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
-		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
-		chromedp.Submit(`#token`, chromedp.ByQuery),
-		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
-		chromedp.Click(groupRow, chromedp.ByQuery),
-		chromedp.WaitVisible(`#instances tbody tr`, chromedp.ByQuery),
-	); err != nil {
+	if err := chromedp.Run(tctx, append(logIn(*o), chromedp.WaitVisible(`#instances tbody tr`, chromedp.ByQuery))...); err != nil {
 		cancel()
 		return nil, nil, fmt.Errorf("dashboard: log in and open group %s: %w", o.Group, err)
 	}

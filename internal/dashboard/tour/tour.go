@@ -258,8 +258,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := run("log in",
 		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
 		chromedp.Submit(`#token`, chromedp.ByQuery),
-		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
-		chromedp.Click(groupRow, chromedp.ByQuery),
+		clickWhenThere(groupRow),
 		poll("the chart and the instance table fill",
 			`Number(document.querySelector("#chart").dataset.points) > 0 && document.querySelector("#chart svg") !== null && document.querySelectorAll("#instances tbody tr").length > 0`),
 	); err != nil {
@@ -348,7 +347,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		chromedp.Evaluate(`(() => { const d = document.querySelector(`+js(decision)+`); return { Kind: d.dataset.kind, ID: d.dataset.id, Job: d.dataset.job, Text: (d.querySelector(".marker-label") || {}).textContent || "" }; })()`, &res.Decision),
 		chromedp.ActionFunc(func(ctx context.Context) error {
 			res.PolicyJob = res.Decision.Job
-			return chromedp.Click(`#events tbody a.job-link[data-job=`+js(res.PolicyJob)+`]`, chromedp.ByQuery).Do(ctx)
+			return clickWhenThere(`#events tbody a.job-link[data-job=` + js(res.PolicyJob) + `]`).Do(ctx)
 		}),
 		poll("the job's row is highlighted", `document.querySelector("#jobs tbody tr.hl") !== null`),
 		chromedp.Evaluate(`document.querySelector("#jobs tbody tr.hl").dataset.job`, &res.Highlighted),
@@ -434,7 +433,9 @@ func zoom(res *Result, run func(string, ...chromedp.Action) error, poll func(wha
 				chromedp.MouseEvent(input.MouseReleased, at.X1, at.Y, chromedp.ButtonLeft),
 				poll("the chart zooms in", fmt.Sprintf(`%s < %g`, span, 0.75*full)),
 				chromedp.Evaluate(span, &res.Zoomed),
-				chromedp.DoubleClick(`#chart svg .panel .plot`, chromedp.ByQuery),
+				// Where the drag was, by coordinates too: not a node of the
+				// SVG, which may be redrawn in between.
+				chromedp.MouseClickXY((at.X0+at.X1)/2, at.Y, chromedp.ClickCount(2)),
 				poll("the chart zooms out", fmt.Sprintf(`%s >= %g`, span, full)),
 				chromedp.Evaluate(span, &res.Unzoomed),
 			)

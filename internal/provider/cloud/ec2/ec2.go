@@ -54,9 +54,9 @@ type Driver struct {
 	// the first create and when a listing fails until then.
 	mu       sync.Mutex
 	regionOK bool
-	// placing counts, by group and subnet, the creates under way (not
-	// listed yet), which the next pick of a subnet counts too.
-	placing map[string]map[string]int
+	// placing holds, by group, the creates under way and those a listing
+	// may not show yet, which the next pick of a subnet counts too.
+	placing map[string][]*placement
 
 	// userData is user_data compiled; port is what {{.Port}} gives.
 	userData template.Argv
@@ -103,7 +103,7 @@ func newDriver(ctx context.Context, cfg Config, opts ...func(*ec2.Options)) (*Dr
 	if cfg.Endpoint != "" {
 		ac.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	d := &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout, placing: map[string]map[string]int{}}
+	d := &Driver{client: ec2.NewFromConfig(ac, opts...), cfg: cfg, pageSize: pageSize, callTimeout: defaultCallTimeout, placing: map[string][]*placement{}}
 	if cfg.UserData != "" {
 		if d.userData, err = CompileUserData(cfg.UserData); err != nil {
 			return nil, fmt.Errorf("ec2: user_data: %w", err)
@@ -216,13 +216,20 @@ func (d *Driver) Create(ctx context.Context, req cloud.CreateRequest) (cloud.Ser
 	}
 	subnet := d.cfg.Subnet
 	if len(d.cfg.Subnets) > 0 {
-		var done func()
+		var p *placement
 		var err error
-		if subnet, done, err = d.pickSubnet(ctx, req); err != nil {
+		if subnet, p, err = d.pickSubnet(ctx, req); err != nil {
 			return cloud.Server{}, err
 		}
-		defer done()
+		s, err := d.create(ctx, req, subnet)
+		d.placed(req.Group, p, s.ID, err)
+		return s, err
 	}
+	return d.create(ctx, req, subnet)
+}
+
+// create is Create in subnet ("": the launch template's).
+func (d *Driver) create(ctx context.Context, req cloud.CreateRequest, subnet string) (cloud.Server, error) {
 	spot := d.cfg.Market == Spot
 	if spot && d.cfg.Spot.OnDemandBase > 0 {
 		onDemand, err := d.liveOnDemand(ctx, req)
@@ -310,14 +317,28 @@ func (d *Driver) liveOnDemand(ctx context.Context, req cloud.CreateRequest) (int
 	return n, nil
 }
 
+// placement is a create of a group's instance in a subnet: under way
+// (id ""), or made at done, which a listing started before may not show.
+type placement struct {
+	subnet string
+	id     string
+	done   time.Time
+}
+
+// placingFor is how long a create counts after it returned, unless a
+// listing shows it: EC2's listings are eventually consistent.
+const placingFor = time.Minute
+
 // pickSubnet returns the subnet of subnets with the fewest of req's group's
-// live instances (listed, plus creates under way in this process), the
-// first listed among equals, and the function that ends its count as
-// under way (once the create has returned, a listing shows it).
-func (d *Driver) pickSubnet(ctx context.Context, req cloud.CreateRequest) (string, func(), error) {
+// live instances (listed, plus the creates a listing may not show: under
+// way, or made since it began), the first listed among equals, and the
+// placement it counts now, which placed ends. (A create that ended while
+// the next pick listed was counted by neither: two went into one subnet.)
+func (d *Driver) pickSubnet(ctx context.Context, req cloud.CreateRequest) (string, *placement, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	count := map[string]int{}
+	listed := map[string]bool{}
 	pages := ec2.NewDescribeInstancesPaginator(d.client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
 		{Name: aws.String("tag:" + cloud.TagOwner), Values: []string{req.Tags[cloud.TagOwner]}},
 		{Name: aws.String("tag:" + cloud.TagGroup), Values: []string{req.Group}},
@@ -331,30 +352,40 @@ func (d *Driver) pickSubnet(ctx context.Context, req cloud.CreateRequest) (strin
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				count[aws.ToString(i.SubnetId)]++
+				listed[aws.ToString(i.InstanceId)] = true
 			}
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	placing := d.placing[req.Group]
-	if placing == nil {
-		placing = map[string]int{}
-		d.placing[req.Group] = placing
+	now := time.Now()
+	d.placing[req.Group] = slices.DeleteFunc(d.placing[req.Group], func(p *placement) bool {
+		return !p.done.IsZero() && (listed[p.id] || now.Sub(p.done) > placingFor)
+	})
+	for _, p := range d.placing[req.Group] {
+		count[p.subnet]++
 	}
 	best := d.cfg.Subnets[0]
 	for _, s := range d.cfg.Subnets[1:] {
-		if count[s]+placing[s] < count[best]+placing[best] {
+		if count[s] < count[best] {
 			best = s
 		}
 	}
-	placing[best]++
-	return best, func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if placing[best]--; placing[best] == 0 {
-			delete(placing, best)
-		}
-	}, nil
+	p := &placement{subnet: best}
+	d.placing[req.Group] = append(d.placing[req.Group], p)
+	return best, p, nil
+}
+
+// placed ends p's create: made as instance id, or failed (err), when it
+// counts no more.
+func (d *Driver) placed(group string, p *placement, id string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil || id == "" {
+		d.placing[group] = slices.DeleteFunc(d.placing[group], func(q *placement) bool { return q == p })
+		return
+	}
+	p.id, p.done = id, time.Now()
 }
 
 // TagToken carries the create's idempotency token (its ClientToken) on

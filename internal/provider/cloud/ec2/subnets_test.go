@@ -94,3 +94,37 @@ func TestSubnetsAndUserData(t *testing.T) {
 		t.Errorf("provider's Zone(%s) = %q, want %q", in.Record().Name, z, zoneOf[subnets[0]])
 	}
 }
+
+// TestSubnetPickCountsCreatesNotListedYet: a create that returned after the
+// next pick's listing began is not in that listing; the pick still counts
+// it (before, its count as under way ended when it returned, and two
+// creates of a scale-out on a busy machine went into one subnet).
+func TestSubnetPickCountsCreatesNotListedYet(t *testing.T) {
+	e := newMotoEnv(t)
+	ctx := t.Context()
+	out, err := e.driver(t, Config{}).client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []types.Filter{{Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+	if err != nil || len(out.Subnets) < 3 {
+		t.Fatalf("DescribeSubnets: %v", err)
+	}
+	var subnets []string
+	for _, s := range out.Subnets[:3] {
+		subnets = append(subnets, aws.ToString(s.SubnetId))
+	}
+	d := e.driver(t, Config{AMI: e.ami, InstanceType: "t3.micro", Subnets: subnets})
+	req := request("owner-race", "web-001")
+	first, p, err := d.pickSubnet(ctx, req)
+	if err != nil || first != subnets[0] {
+		t.Fatalf("first pick %q, %v; want %s", first, err, subnets[0])
+	}
+	// Its create returned; the next listing does not show it yet.
+	d.placed(req.Group, p, "i-00000000000000001", nil)
+	second, p2, err := d.pickSubnet(ctx, request("owner-race", "web-002"))
+	if err != nil || second != subnets[1] {
+		t.Fatalf("second pick %q, %v; want %s (the first create, not listed yet, counted in %s)", second, err, subnets[1], first)
+	}
+	// A failed create counts no more.
+	d.placed(req.Group, p2, "", fmt.Errorf("refused"))
+	if third, _, err := d.pickSubnet(ctx, request("owner-race", "web-003")); err != nil || third != subnets[1] {
+		t.Fatalf("pick after a failed create %q, %v; want %s again", third, err, subnets[1])
+	}
+}
