@@ -110,12 +110,15 @@ func (p *Page) act(button, out, ended string) (Answer, error) {
 // logIn opens the dashboard, logs in with o.Token and clicks o.Group's row
 // of the overview.
 func logIn(o Options) []chromedp.Action {
+	row := `#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`
 	return []chromedp.Action{
 		chromedp.Navigate(o.URL + "/ui/"),
 		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
 		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
 		chromedp.Submit(`#token`, chromedp.ByQuery),
-		clickWhenThere(`#overview tbody tr[data-group=` + strconv.Quote(o.Group) + `]`),
+		// Through the submission's navigation, then clicked in the page.
+		chromedp.WaitVisible(row, chromedp.ByQuery),
+		clickWhenThere(row),
 	}
 }
 

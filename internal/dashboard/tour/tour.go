@@ -258,6 +258,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := run("log in",
 		chromedp.SendKeys(`#token`, o.Token, chromedp.ByQuery),
 		chromedp.Submit(`#token`, chromedp.ByQuery),
+		chromedp.WaitVisible(groupRow, chromedp.ByQuery),
 		clickWhenThere(groupRow),
 		poll("the chart and the instance table fill",
 			`Number(document.querySelector("#chart").dataset.points) > 0 && document.querySelector("#chart svg") !== null && document.querySelectorAll("#instances tbody tr").length > 0`),
