@@ -216,7 +216,8 @@ func TestVIPHandover(t *testing.T) {
 // deletes the guard.
 func TestVIPGuard(t *testing.T) {
 	// Not parallel: beside the package's other VIP tests, a dial to the
-	// VIP where nothing listens was once answered (cause not found yet).
+	// VIP where nothing listens was once answered: the listener not gone
+	// yet (below).
 	keepalivedBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -240,6 +241,20 @@ func TestVIPGuard(t *testing.T) {
 		t.Fatalf("dial the VIP with a listener: %v", err)
 	}
 	site.srv.Close() // the data plane dies; the kernel keeps the VIP
+	// On a busy machine Close can come before Serve's goroutine has taken
+	// the listener (the kernel's backlog took the first dial): Serve closes
+	// it when it runs. Until then a SYN is taken and the connection reset
+	// ("connection reset by peer"). The node's own address, unguarded, says
+	// when nothing listens.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := dial(pair.Addr[0]); errors.Is(err, syscall.ECONNREFUSED) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the site still listens 5 s after its Close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	t0 := time.Now()
 	// The dial's own deadline or the context's may end it first: either is
 	// a timeout, where a refused dial ends at once.
