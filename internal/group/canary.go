@@ -693,6 +693,12 @@ func (g *Group) rollBackCanary(runCtx context.Context, version, failure string) 
 // waitGone waits until no instance of version is left, at most as long as
 // one drain and stop take.
 func (g *Group) waitGone(ctx context.Context, version string) {
+	g.waitLeft(ctx, func(in *instance) bool { return in.version == version })
+}
+
+// waitLeft waits until no instance that leaving says is leaving is left, at
+// most as long as one drain and stop take.
+func (g *Group) waitLeft(ctx context.Context, leaving func(*instance) bool) {
 	c := g.conf()
 	timer, stop := g.clk.NewTimer(c.DrainTimeout + c.Template.StopTimeout + removeTimeout)
 	defer stop()
@@ -700,7 +706,7 @@ func (g *Group) waitGone(ctx context.Context, version string) {
 		g.mu.Lock()
 		left := 0
 		for _, in := range g.insts {
-			if in.version == version {
+			if leaving(in) {
 				left++
 			}
 		}

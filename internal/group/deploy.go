@@ -250,6 +250,10 @@ func (g *Group) roll(ctx context.Context, tmpl config.Template, version string, 
 			lastNote = note
 		}
 		if step.Done {
+			// Done once the instances it retired are gone too, as
+			// operators read it: a status read after the job shows only
+			// the new version (the last drain outlived the job before).
+			g.waitLeft(ctx, func(in *instance) bool { return in.version != version })
 			return "", nil
 		}
 		select {
