@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,8 +278,10 @@ func checkSources(t *testing.T, res tour.Result, key string) {
 		want[r.Name] = true
 		switch r.Name {
 		case "backlog":
-			if r.Kind != "command" || r.Value != "7" || r.Stale || r.State != "fresh" || r.Errors != "0" {
-				t.Errorf("sources panel row %+v: want backlog, command, 7, fresh, 0 errors", r)
+			// Its errors are counted, not asserted away: on a loaded machine
+			// a run of cat can outlast the source's timeout once.
+			if n, err := strconv.Atoi(r.Errors); r.Kind != "command" || r.Value != "7" || r.Stale || r.State != "fresh" || err != nil || n > 1 {
+				t.Errorf("sources panel row %+v: want backlog, command, 7, fresh, at most 1 error", r)
 			}
 		case "orders":
 			if r.Kind != "http" || !r.Stale || r.Errors == "0" || !strings.Contains(r.LastError, "connection refused") {
