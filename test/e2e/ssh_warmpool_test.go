@@ -39,12 +39,6 @@ func TestSSHWarmPoolRunning(t *testing.T) {
 	e := newEnv(t, prov, g)
 	e.start()
 	e.waitInService("web", 1)
-	// Longer than sshLoad's: the load runs through the kill and restart.
-	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second, Duration: 4 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop() })
 
 	timedScale := func(n int) time.Duration {
 		t.Helper()
@@ -53,6 +47,14 @@ func TestSSHWarmPoolRunning(t *testing.T) {
 		return time.Since(begin)
 	}
 	alone(t) // the two scale-outs are measured
+	// Longer than sshLoad's: the load runs through the kill and restart.
+	// (Started before the turn came, it ran unpaced through the wait in
+	// line, beside the shared tests.)
+	stop, err := loadgen.Start(context.Background(), loadgen.Options{URL: "http://" + e.listen + "/", Concurrency: loadConcurrency, Timeout: 10 * time.Second, Duration: 4 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
 	cold := timedScale(2)
 	e.checkInSync("web")
 	scaleSync(t, e, "--size", "1")
