@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -99,25 +100,48 @@ func Parse(md string) ([]Step, error) {
 
 // Missing is the first of want's lines that out does not print, in order
 // after the ones before it, and true; or false when out prints them all (it
-// may print more). subst rewrites each shown line first (the guide's port by
-// the test's).
+// may print more). Lines shown with the same time (their first two words)
+// may print in either order: shoal's parts record the events of one moment
+// each on its own (a policy's decision, and the launch of the job it
+// started, a few ms apart). subst rewrites each shown line first (the
+// guide's port by the test's).
 func Missing(want []string, out string, subst func(string) string) (string, bool) {
 	got := strings.Split(out, "\n")
-	for _, w := range want {
-		w = subst(w)
-		i := -1
-		for j, g := range got {
-			if LineMatches(w, g) {
-				i = j
-				break
+	for k := 0; k < len(want); {
+		n := 1 // the run of lines shown at one time
+		for k+n < len(want) && sameTime(want[k], want[k+n]) {
+			n++
+		}
+		last := -1
+		used := map[int]bool{}
+		for _, w := range want[k : k+n] {
+			w = subst(w)
+			i := slices.IndexFunc(got, func(g string) bool { return LineMatches(w, g) })
+			for i >= 0 && used[i] {
+				j := slices.IndexFunc(got[i+1:], func(g string) bool { return LineMatches(w, g) })
+				if j < 0 {
+					i = -1
+					break
+				}
+				i += 1 + j
 			}
+			if i < 0 {
+				return w, true
+			}
+			used[i] = true
+			last = max(last, i)
 		}
-		if i < 0 {
-			return w, true
-		}
-		got = got[i+1:]
+		got = got[last+1:]
+		k += n
 	}
 	return "", false
+}
+
+// sameTime says whether two shown lines begin with the same date and time.
+func sameTime(a, b string) bool {
+	fa, fb := strings.Fields(a), strings.Fields(b)
+	return len(fa) > 2 && len(fb) > 2 && fa[0] == fb[0] && fa[1] == fb[1] &&
+		strings.Count(fa[0], "-") == 2 && strings.Count(fa[1], ":") == 2
 }
 
 // LineMatches says whether got is the line want shows: the same words in

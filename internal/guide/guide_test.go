@@ -92,4 +92,19 @@ func TestMissing(t *testing.T) {
 	if l, missing := Missing([]string{"X"}, out, func(string) string { return "b" }); missing {
 		t.Errorf("subst not applied: %q", l)
 	}
+
+	// Lines shown at one time may print in either order; the next line
+	// still comes after both, and one printed line matches one shown.
+	events := "2026-12-06 19:49:09  web  instance  launched web-003\n2026-12-06 19:49:09  web  busy  accepted\n2026-12-06 19:49:10  web  busy  job_running\n"
+	shown := []string{"2026-12-06 09:47:44  web  busy  accepted", "2026-12-06 09:47:44  web  instance  launched web-003", "2026-12-06 09:47:45  web  busy  job_running"}
+	if l, missing := Missing(shown, events, id); missing {
+		t.Errorf("lines of one time in the other order: %q missing", l)
+	}
+	if l, missing := Missing([]string{shown[2], shown[0]}, events, id); !missing || l != shown[0] {
+		t.Errorf("lines of other times out of order: got %q %v, want %q missing", l, missing, shown[0])
+	}
+	twice := []string{"2026-12-06 09:47:44  web  busy  accepted", "2026-12-06 09:47:44  web  busy  accepted"}
+	if _, missing := Missing(twice, events, id); !missing {
+		t.Error("a line shown twice at one time matched one printed line twice")
+	}
 }
