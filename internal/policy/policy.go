@@ -402,7 +402,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	op := opinion{name: r.Name, action: r.Action}
 	w := r.Window()
 	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
-	_, ok := e.sample(r.Metric)
+	latest, ok := e.sample(r.Metric)
 	if !ok {
 		what := fmt.Sprintf("%s is missing", r.Metric)
 		if len(pts) > 0 {
@@ -438,6 +438,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		}
 		return op, false
 	}
+	pts = inEffect(pts, latest)
 	// A window not yet covered (history too short, or a gap) does not hold.
 	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false
@@ -706,7 +707,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	// rule's window not hold: what the load was then is unknown.
 	stab := t.ScaleInStabilization
 	if stab > 0 {
-		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
+		pts := inEffect(e.h.Points(t.Metric, e.now.Add(-stab), e.now), latest)
 		if !reaches(pts, e.now, stab, iv) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization
