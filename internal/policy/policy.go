@@ -418,8 +418,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		// on_missing: up acts on a metric missing for the whole window while
 		// the group itself was measured (its size series), so that the first
 		// seconds of collection, or a restart, do not scale out.
-		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
-			reaches(e.h.Points("size", e.now.Add(-w), e.now), e.now, w, e.p.Interval) {
+		if r.OnMissing == config.OnMissingUp && len(pts) == 0 && e.measured(w) {
 			op.action = config.Action{Kind: config.ActionUp}
 			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
@@ -469,6 +468,13 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	}
 	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), fmtDur(w), seen, r.Action)
 	return e.ruleCooldown(r, e.moves(op)), true
+}
+
+// measured reports whether the group itself (its size series) was measured
+// over the last w.
+func (e *evaluation) measured(w time.Duration) bool {
+	latest, ok := e.sample("size")
+	return ok && reaches(inEffect(e.h.Points("size", e.now.Add(-w), e.now), latest), e.now, w, e.p.Interval)
 }
 
 // beyond reports whether v is beyond r's thresholds (strictly: a value equal

@@ -931,9 +931,18 @@ func TestWindowOfOneInterval(t *testing.T) {
 		check(t, fmt.Sprintf("stabilization of one interval, %s after the uncollected tick", lag), d, record,
 			want{record: true, code: CodeScale, request: size(1, "target")})
 	}
+	// on_missing: up on a window of one interval: the metric was never
+	// seen, the group was measured, up to the uncollected tick.
+	blind := parseGroup(t, 1, 10, "", `      rules:
+        - {name: blind, metric: latency_ms.p99, above: 500, for: 1s, action: up, on_missing: up}
+`)
+	d, record := Evaluate(blind, h, State{Desired: 1}, secs(1).Add(5*time.Millisecond))
+	check(t, "on_missing up over one interval", d, record, want{record: true, code: CodeScale, rule: "blind", request: up("blind"),
+		reason: "latency_ms.p99 has been missing for 1s; on_missing: up"})
+
 	// The stand-in is a fresh sample, not a guess: with none, or only a
 	// stale one, the rule still holds nothing.
-	d, record := Evaluate(rule, history{}, State{Desired: 1}, secs(1))
+	d, record = Evaluate(rule, history{}, State{Desired: 1}, secs(1))
 	check(t, "no history", d, record, want{})
 	old := history{}.fill("size", -10, -5, constant(1)).fill("ready", -10, -5, constant(1))
 	d, record = Evaluate(rule, old, State{Desired: 1}, secs(1))
