@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -274,11 +275,39 @@ func (e *Env) Close(keep bool) error {
 		e.procs[i].Stop()
 	}
 	e.procs = nil
+	e.killLeftovers()
 	if keep {
 		e.Log.Info("logs kept", "dir", e.Work)
 		return nil
 	}
 	return os.RemoveAll(e.Work)
+}
+
+// killLeftovers kills every process still running from the scratch
+// directory or naming a file in it: what a shoal leaves when it is killed
+// or does not come back after a kill -9 (its HAProxy, whose config is
+// there, and its instances, stand-ins copied there). A scale run that
+// failed at its restart left 100 stand-ins and their HAProxy running.
+func (e *Env) killLeftovers() {
+	names, err := os.ReadDir("/proc")
+	if err != nil {
+		e.Log.Warn("leftover processes not looked for", "err", err)
+		return
+	}
+	mark := []byte(e.Work + string(os.PathSeparator))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", n.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, mark) {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			e.Log.Warn("killed a leftover process", "pid", pid, "cmdline", string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+	}
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on and that

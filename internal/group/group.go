@@ -58,7 +58,7 @@ const (
 	healthWatch = 500 * time.Millisecond
 	// statsMaxAge is how long one answer of HAProxy's stats serves polls;
 	// the answer itself is up to haproxy.StatsMaxAge old (one for all
-	// groups), so the two add up to 100 ms.
+	// groups), so the two add up to 250 ms.
 	statsMaxAge = 50 * time.Millisecond
 	// removeTimeout bounds taking a server out of HAProxy, removeRetry
 	// spaces the attempts; HAProxy's own timeout server (30 s by default)

@@ -246,11 +246,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := writeFileAtomic(m.paths.Config, []byte(text)); err != nil {
 		return fmt.Errorf("write haproxy config: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-	out, err := exec.CommandContext(cctx, bin, "-c", "-f", m.paths.Config).CombinedOutput()
-	cancel()
-	if err != nil {
-		return fmt.Errorf("haproxy rejected %s (%v): %s", m.paths.Config, err, strings.TrimSpace(string(out)))
+	if out, err := checkConfig(ctx, bin, m.paths.Config, cmdTimeout); err != nil {
+		if errors.Is(err, errCheckTimeout) {
+			return fmt.Errorf("checking %s: %w: %s", m.paths.Config, err, out)
+		}
+		return fmt.Errorf("haproxy rejected %s (%w): %s", m.paths.Config, err, out)
 	}
 	hash := configHash(text)
 	m.mu.Lock()
@@ -807,4 +807,24 @@ func (km *keyedMutex) lock(ctx context.Context, k serverKey) (func(), error) {
 		release()
 		return nil, fmt.Errorf("wait for server %s/%s: %w", k.backend, k.name, ctx.Err())
 	}
+}
+
+// errCheckTimeout is a `haproxy -c` that did not finish in time: on a
+// machine too busy to run it, not a config HAProxy refused (its error was
+// "signal: killed", which read as a rejection).
+var errCheckTimeout = errors.New("haproxy -c did not finish in time")
+
+// checkConfig runs `haproxy -c` on path within timeout and returns its
+// output, trimmed, when it fails.
+func checkConfig(ctx context.Context, bin, path string, timeout time.Duration) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, bin, "-c", "-f", path).CombinedOutput()
+	if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%s): %v", errCheckTimeout, timeout, err)
+	}
+	if err != nil {
+		return strings.TrimSpace(string(out)), err
+	}
+	return "", nil
 }

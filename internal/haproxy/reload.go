@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,12 +143,12 @@ func (m *Manager) reload(ctx context.Context, cfg *config.Config, text, hash str
 	if err := writeFileAtomic(next, []byte(full)); err != nil {
 		return nil, fmt.Errorf("reload haproxy: write config: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, cmdTimeout)
-	out, err := exec.CommandContext(cctx, bin, "-c", "-f", next).CombinedOutput()
-	cancel()
-	if err != nil {
+	if out, err := checkConfig(ctx, bin, next, cmdTimeout); err != nil {
 		_ = os.Remove(next)
-		return nil, fmt.Errorf("reload haproxy: the new configuration was refused (%v): %s; haproxy keeps the old one", err, strings.TrimSpace(string(out)))
+		if errors.Is(err, errCheckTimeout) {
+			return nil, fmt.Errorf("reload haproxy: checking the new configuration: %w: %s; haproxy keeps the old one", err, out)
+		}
+		return nil, fmt.Errorf("reload haproxy: the new configuration was refused (%w): %s; haproxy keeps the old one", err, out)
 	}
 
 	before, err := m.showProc(ctx)

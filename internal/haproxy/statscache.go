@@ -14,10 +14,10 @@ import (
 // answer for every backend's servers, shared by all groups, costs at most
 // 1/StatsMaxAge `show stat`s a second however many groups there are. At
 // 1,000 servers each answer is ~1,000 lines to parse, half of shoal's CPU
-// at rest (pprof, 300 instances); an age of 200 ms halved that, but on a
-// loaded machine a size rule then never decided (TestReloadFailureChangesNothing
-// under the e2e suite's load), so it stays 50 ms until that is understood.
-const StatsMaxAge = 50 * time.Millisecond
+// at rest at 50 ms (pprof, 300 instances); 200 ms halves that. (A size
+// rule that never decided on a loaded machine at 200 ms was the policy's
+// window of one interval, not this age: see policy.inEffect.)
+const StatsMaxAge = 200 * time.Millisecond
 
 // serverStats caches one answer of every backend's servers. It has a lock
 // of its own: a fetch is a Runtime API round trip that must not hold the

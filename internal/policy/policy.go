@@ -402,7 +402,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	op := opinion{name: r.Name, action: r.Action}
 	w := r.Window()
 	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
-	_, ok := e.sample(r.Metric)
+	latest, ok := e.sample(r.Metric)
 	if !ok {
 		what := fmt.Sprintf("%s is missing", r.Metric)
 		if len(pts) > 0 {
@@ -418,8 +418,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		// on_missing: up acts on a metric missing for the whole window while
 		// the group itself was measured (its size series), so that the first
 		// seconds of collection, or a restart, do not scale out.
-		if r.OnMissing == config.OnMissingUp && len(pts) == 0 &&
-			reaches(e.h.Points("size", e.now.Add(-w), e.now), e.now, w, e.p.Interval) {
+		if r.OnMissing == config.OnMissingUp && len(pts) == 0 && e.measured(w) {
 			op.action = config.Action{Kind: config.ActionUp}
 			op.reason = fmt.Sprintf("%s has been missing for %s; on_missing: up", r.Metric, fmtDur(w))
 			return e.ruleCooldown(r, e.moves(op)), true
@@ -438,6 +437,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		}
 		return op, false
 	}
+	pts = inEffect(pts, latest)
 	// A window not yet covered (history too short, or a gap) does not hold.
 	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false
@@ -468,6 +468,13 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	}
 	op.reason = fmt.Sprintf("%s %s for %s (%s); %s", r.Metric, thresholds(r), fmtDur(w), seen, r.Action)
 	return e.ruleCooldown(r, e.moves(op)), true
+}
+
+// measured reports whether the group itself (its size series) was measured
+// over the last w.
+func (e *evaluation) measured(w time.Duration) bool {
+	latest, ok := e.sample("size")
+	return ok && reaches(inEffect(e.h.Points("size", e.now.Add(-w), e.now), latest), e.now, w, e.p.Interval)
 }
 
 // beyond reports whether v is beyond r's thresholds (strictly: a value equal
@@ -706,7 +713,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	// rule's window not hold: what the load was then is unknown.
 	stab := t.ScaleInStabilization
 	if stab > 0 {
-		pts := e.h.Points(t.Metric, e.now.Add(-stab), e.now)
+		pts := inEffect(e.h.Points(t.Metric, e.now.Add(-stab), e.now), latest)
 		if !reaches(pts, e.now, stab, iv) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization

@@ -896,3 +896,55 @@ func TestTargetLooksAheadByStartDelay(t *testing.T) {
 		check(t, tt.name, d, record, tt.want)
 	}
 }
+
+// TestWindowOfOneInterval: a window as long as the collection interval
+// (for: 1s at 1 s metrics, the shortest the config allows) holds one sample
+// or none, depending on when the evaluation ticks. The collector stamps a
+// sample with its tick and records it once it has read /proc and HAProxy;
+// the policy's ticker starts just after the collector's, so at every
+// evaluation the newest recorded sample can be the previous tick's, 1 s
+// plus the evaluation's lag old: the window [now-1s, now] then holds none,
+// at every tick for as long as the two tickers keep their phase. A rule so
+// decided never, and a stabilization window of one interval was never
+// covered. The sample in effect at the window's start stands for it.
+func TestWindowOfOneInterval(t *testing.T) {
+	rule := parseGroup(t, 1, 2, "", `      rules:
+        - {name: old, metric: size, below: 100, for: 1s, action: down}
+`)
+	avg := parseGroup(t, 1, 10, "", `      rules:
+        - {name: cold, metric: cpu.avg, statistic: average, over: 1s, below: 20, action: down}
+`)
+	stab := parseGroup(t, 1, 20, "", `      target: {metric: cpu.avg, value: 50, scale_in_stabilization: 1s, max_step: {down: 10}}
+`)
+	// Samples up to the tick at 0 s; the tick at 1 s is not recorded yet.
+	h := history{}.fill("size", -10, 0, constant(1)).fill("ready", -10, 0, constant(1)).fill("cpu.avg", -10, 0, constant(10))
+	for _, lag := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 300 * time.Millisecond, 999 * time.Millisecond} {
+		now := secs(1).Add(lag)
+		d, record := Evaluate(rule, h, State{Desired: 1}, now)
+		check(t, fmt.Sprintf("rule for one interval, %s after the uncollected tick", lag), d, record,
+			want{record: true, code: CodeMinSize, rule: "old", reason: "size below 100 for 1s (highest 1)"})
+		d, record = Evaluate(avg, h, State{Desired: 4}, now)
+		check(t, fmt.Sprintf("statistic over one interval, %s after the uncollected tick", lag), d, record,
+			want{record: true, code: CodeScale, rule: "cold", request: &jobrun.Request{Group: "web", Kind: jobrun.Down, Source: "policy:cold"}})
+		hs := history{}.fill("size", -10, 0, constant(4)).fill("ready", -10, 0, constant(4)).fill("cpu.avg", -10, 0, constant(10))
+		d, record = Evaluate(stab, hs, State{Desired: 4}, now)
+		check(t, fmt.Sprintf("stabilization of one interval, %s after the uncollected tick", lag), d, record,
+			want{record: true, code: CodeScale, request: size(1, "target")})
+	}
+	// on_missing: up on a window of one interval: the metric was never
+	// seen, the group was measured, up to the uncollected tick.
+	blind := parseGroup(t, 1, 10, "", `      rules:
+        - {name: blind, metric: latency_ms.p99, above: 500, for: 1s, action: up, on_missing: up}
+`)
+	d, record := Evaluate(blind, h, State{Desired: 1}, secs(1).Add(5*time.Millisecond))
+	check(t, "on_missing up over one interval", d, record, want{record: true, code: CodeScale, rule: "blind", request: up("blind"),
+		reason: "latency_ms.p99 has been missing for 1s; on_missing: up"})
+
+	// The stand-in is a fresh sample, not a guess: with none, or only a
+	// stale one, the rule still holds nothing.
+	d, record = Evaluate(rule, history{}, State{Desired: 1}, secs(1))
+	check(t, "no history", d, record, want{})
+	old := history{}.fill("size", -10, -5, constant(1)).fill("ready", -10, -5, constant(1))
+	d, record = Evaluate(rule, old, State{Desired: 1}, secs(1))
+	check(t, "a sample 6 s old", d, record, want{record: true, code: CodeMissing, rule: "old", reason: "size is missing"})
+}

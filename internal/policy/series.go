@@ -71,6 +71,24 @@ func reaches(pts []Point, now time.Time, w, interval time.Duration) bool {
 	return pts[0].T.Sub(now.Add(-w)) <= gapLimit(w, interval, spacing)
 }
 
+// inEffect is a window's samples, pts, or when it holds none, latest (the
+// newest fresh sample, from before the window): the value in effect over
+// it. A window as long as the collection interval (for: 1s at 1 s
+// metrics) holds one sample or none, by when the evaluation runs: the
+// collector stamps a sample with its tick and records it once it has read
+// /proc and HAProxy (1–9 ms later, measured), while the policy's ticker,
+// started just after the collector's, ticks 1 ms after it; the evaluation
+// then sees the previous sample, a little over one interval old, and the
+// two tickers keep that phase, so a rule on such a window decided only when
+// a sample happened to be recorded first, and on a loaded machine never.
+// covers and reaches still bound how old latest may be.
+func inEffect(pts []Point, latest Point) []Point {
+	if len(pts) > 0 {
+		return pts
+	}
+	return []Point{latest}
+}
+
 // covers reports whether pts, the samples in [now-w, now], cover the whole
 // window: they reach back to its start, have no long gap and reach now (a
 // series that stopped within the window, though not yet stale, leaves its

@@ -585,8 +585,13 @@ func TestReloadFailureChangesNothing(t *testing.T) {
 	e.waitInService("web", 1)
 	e.waitInService("api", 1)
 	// The old rule decides: it would scale in, but web is at min_size.
-	// A few seconds alone; 60 s allows for the suite's load (once over 20 s).
+	// Its window is one metrics interval: it decides at the first
+	// evaluation after the collector's first sample (it once waited for
+	// one that ran after the collector had recorded its newest sample:
+	// seconds, and on a loaded machine for ever).
+	inService := time.Now()
 	first := e.waitEvent("the old rule's decision", time.Minute, 0, func(ev api.Event) bool { return ev.Rule == "old" })
+	t.Logf("the old rule decided %s after both groups were in service", time.Since(inService).Round(time.Millisecond))
 	apiPID := groupOf(t, e.status(), "api").Instances[0].PID
 	worker := e.worker()
 
