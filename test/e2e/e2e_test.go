@@ -30,9 +30,9 @@ const loadConcurrency = 4
 // loadPace is the least time between the requests of one of load's
 // connections: up to 1,000 requests a second in all, one in flight most of
 // the time, without taking the cores from the tests beside it (unpaced, one
-// test's load took both; at 2 ms, the loads of the eight tests that run
-// side by side took about half a core). A step that needs a busy machine
-// saturates it on purpose (cpuHogs), alone.
+// test's load took both; at 2 ms, the suite's shared part kept both cores
+// 93 % busy). A step that needs a busy machine saturates it on purpose
+// (cpuHogs), alone.
 const loadPace = 4 * time.Millisecond
 
 // load sends keep-alive requests through the balancer until stop is called.

@@ -20,11 +20,12 @@ import (
 // the hosts, 2 in the cloud; its end brings it back to 2, the cloud's
 // first; no request fails, and the cloud's listing holds exactly the
 // group's cloud instances; a kill -9 of shoal at 6 and its restart adopt
-// each instance on its provider; the same step with the CPU saturated. Then
-// the cloud refuses to create (quota exceeded): under the same load step
-// the group scales on the hosts up to their capacity, the cloud is
-// skipped for a back-off that grows at its next refusal, said in the
-// events and in shoal status, no server leaks, and nothing fails.
+// each instance on its provider. Then the cloud refuses to create (quota
+// exceeded): under the same load step the group scales on the hosts up to
+// their capacity, the cloud is skipped for a back-off that grows at its
+// next refusal, said in the events and in shoal status, no server leaks,
+// and nothing fails. Last, the cloud serving again, the load step with the
+// CPU saturated.
 func TestGroupAcrossProviders(t *testing.T) {
 	parallel(t) // mostly waits on polls and the policy's evaluations
 	lab := newLab(t, 2)
@@ -141,8 +142,6 @@ func TestGroupAcrossProviders(t *testing.T) {
 	e.eventually("no server left in the cloud", 15*time.Second, func() error { return cloudMatches(e, c) })
 	tr = startTrickle(t, e)
 
-	step("CPU saturated", true)
-
 	// The cloud refuses: the hosts take what they can, the cloud is
 	// skipped, nothing leaks.
 	if err := os.WriteFile(filepath.Join(c.dir, "fail-start"), []byte("fail"), 0o644); err != nil {
@@ -174,6 +173,26 @@ func TestGroupAcrossProviders(t *testing.T) {
 	if res.Failures != 0 || res.Requests == 0 {
 		t.Fatalf("%d of %d keep-alive GETs failed while the cloud refused: %v", res.Failures, res.Requests, res.FailureSamples)
 	}
+	if n := tr.failed.Load(); n != 0 || tr.ok.Load() == 0 {
+		t.Fatalf("%d of %d trickled GETs failed: %v", n, n+tr.ok.Load(), tr.samples)
+	}
+
+	// The cloud takes creates again once its skip has run out; the load
+	// step again, with the CPU saturated, last: it runs alone, and only its
+	// scale-in shares the machine again (a step in the middle left the rest
+	// of the test to run after every other test's step alone).
+	if err := os.Remove(filepath.Join(c.dir, "fail-start")); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the cloud no longer skipped", 2*time.Minute, func() error {
+		if until := groupOf(t, e.status(), "web").Providers[1].SkippedUntil; time.Now().Before(until) {
+			return fmt.Errorf("skipped until %v", until)
+		}
+		return nil
+	})
+	tr = startTrickle(t, e)
+	step("CPU saturated", true)
+	tr.end()
 	if n := tr.failed.Load(); n != 0 || tr.ok.Load() == 0 {
 		t.Fatalf("%d of %d trickled GETs failed: %v", n, n+tr.ok.Load(), tr.samples)
 	}
