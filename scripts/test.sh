@@ -6,7 +6,7 @@
 # time; PARTS="packages e2e" runs only the parts named.
 set -uo pipefail
 GO=${GO:-go}
-PKG_P=${PKG_P:-6}
+PKG_P=${PKG_P:-4}
 E2E=${E2E:-./test/e2e/}
 PARTS=${PARTS:-packages e2e fuzz}
 
