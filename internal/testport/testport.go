@@ -5,7 +5,7 @@
 // every outgoing connection also takes its source port: with tests side by
 // side under load, a port picked, closed and bound a second later had
 // meanwhile become some client's source port, and the bind failed. So the
-// ports come from below that range, walked from an offset of this process's
+// ports come from below that range (and below shoal's local instances'), walked from an offset of this process's
 // pid (test binaries of several packages run at once), each checked free
 // for TCP and UDP and never handed out twice by one process.
 package testport
@@ -14,18 +14,20 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/shoal-lb/shoal/internal/portrange"
 )
 
-// lowest is where the walk's range starts: above the ports services and
-// other tools commonly listen on.
-const lowest = 10000
+// The walk's range: above the ports services and other tools commonly
+// listen on, below the range shoal's local instances take theirs from
+// (provider/local) and the kernel's ephemeral range.
+const lowest, highest = 10000, 20000
 
 var walk struct {
 	sync.Mutex
-	next, lo, hi int // hi: the first ephemeral port
+	next, lo, hi int // hi: the first port past the walk
 }
 
 // Free returns a port of 127.0.0.1 that nothing listens on for TCP or UDP
@@ -44,7 +46,7 @@ func Next() (int, error) {
 	walk.Lock()
 	defer walk.Unlock()
 	if walk.hi == 0 {
-		walk.lo, walk.hi = lowest, ephemeralStart()
+		walk.lo, walk.hi = lowest, min(highest, portrange.EphemeralStart())
 		if walk.hi-walk.lo < 1000 {
 			return 0, fmt.Errorf("testport: the ephemeral range starts at %d: no room below it from %d", walk.hi, lowest)
 		}
@@ -77,17 +79,4 @@ func bindable(p int) bool {
 	}
 	c.Close()
 	return true
-}
-
-// ephemeralStart reads the first port of the kernel's ephemeral range.
-func ephemeralStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &lo, &hi); err != nil || lo <= 0 {
-		return 32768
-	}
-	return lo
 }

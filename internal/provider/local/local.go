@@ -25,6 +25,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/instance"
+	"github.com/shoal-lb/shoal/internal/portrange"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -56,6 +57,8 @@ type Provider struct {
 	// that a port is not handed out twice while an instance has yet to bind
 	// it. A nil process reserves a port for a Start in progress.
 	ports map[int]*proc.Process
+	// nextPort is where the next search for a free port begins.
+	nextPort int
 	// names holds the newest process of each instance name, so that the logs
 	// of running instances are never expired.
 	names map[string]*proc.Process
@@ -414,19 +417,53 @@ func (p *Provider) reservePort() (int, error) {
 			delete(p.containers, pr)
 		}
 	}
-	// The kernel may hand out the port of an instance that has not bound it
-	// yet, or that is restarting; retry rather than share it.
-	for range 100 {
-		port, err := freePort()
-		if err != nil {
-			return 0, err
+	from, to := portsFrom, min(portsTo, portrange.EphemeralStart())
+	if to-from < 1000 {
+		// No room below the ephemeral range: ask the kernel, as before.
+		for range 100 {
+			port, err := freePort()
+			if err != nil {
+				return 0, err
+			}
+			if _, used := p.ports[port]; !used {
+				p.ports[port] = nil
+				return port, nil
+			}
 		}
-		if _, used := p.ports[port]; !used {
+		return 0, errors.New("allocate port: every free port found is in use by an instance")
+	}
+	if p.nextPort < from || p.nextPort >= to {
+		p.nextPort = from + os.Getpid()*97%(to-from) // shoals side by side walk apart
+	}
+	for range to - from {
+		port := p.nextPort
+		if p.nextPort++; p.nextPort >= to {
+			p.nextPort = from
+		}
+		if _, used := p.ports[port]; !used && bindable(port) {
 			p.ports[port] = nil
 			return port, nil
 		}
 	}
-	return 0, errors.New("allocate port: every free port found is in use by an instance")
+	return 0, fmt.Errorf("allocate port: no free port in %d-%d", from, to-1)
+}
+
+// Instances' ports come from portsFrom up to portsTo or the kernel's
+// ephemeral range, whichever begins first, as Nomad's dynamic ports do: a
+// port the kernel picks is in the ephemeral range, which HAProxy's health
+// checks and every other outgoing connection take their source ports from,
+// and at 1,000 instances one such was now and then taken between its pick
+// and the instance's bind (the instance exited, failing the scale-out).
+const portsFrom, portsTo = 20000, 32000
+
+// bindable says nothing listens on host's TCP port now.
+func bindable(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 func (p *Provider) releasePort(port int) {
@@ -435,9 +472,9 @@ func (p *Provider) releasePort(port int) {
 	delete(p.ports, port)
 }
 
-// freePort asks the kernel for a port that is free right now. Another process
-// could take it before the instance binds it; the instance then fails its
-// health check and is replaced.
+// freePort asks the kernel for a port that is free right now (when there
+// is no room below its ephemeral range). Another process could take it
+// before the instance binds it; the instance then fails and is replaced.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/instance"
+	"github.com/shoal-lb/shoal/internal/portrange"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
 )
@@ -609,4 +610,41 @@ func withData(t *testing.T, rec instance.Record, edit func(*procData)) instance.
 	edit(&d)
 	rec.Data = d.record(rec.Name, 0).Data
 	return rec
+}
+
+// TestPortsBelowTheEphemeralRange: instances' ports come from 20000 up to
+// the kernel's ephemeral range, never twice while reserved, and a port
+// something already listens on is passed over.
+func TestPortsBelowTheEphemeralRange(t *testing.T) {
+	to := min(portsTo, portrange.EphemeralStart())
+	if to-portsFrom < 1000 {
+		t.Skipf("the ephemeral range starts at %d: no room below it", to)
+	}
+	p := New(t.TempDir(), nil)
+	first, err := p.reservePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Something else listens on the next one.
+	next := first + 1
+	if next >= to {
+		next = portsFrom
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(next)))
+	if err != nil {
+		t.Skipf("port %d is taken already: %v", next, err)
+	}
+	defer l.Close()
+	second, err := p.reservePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{first, second} {
+		if port < portsFrom || port >= to {
+			t.Errorf("port %d, want one in %d-%d", port, portsFrom, to-1)
+		}
+	}
+	if second == first || second == next {
+		t.Errorf("ports %d then %d with %d listened on: want another", first, second, next)
+	}
 }
