@@ -36,7 +36,7 @@ import (
 // start last (aloneLast): in line, a test's shoal, HAProxy and instances
 // idle until the shared tests are done, and twenty such took a part of the
 // machine from them.
-var machine = &sched{most: 10}
+var machine = &sched{most: 8}
 
 // slowFirst names the tests without a step alone that take longest
 // (measured from make test's -json events), longest first; aloneLast
