@@ -110,7 +110,7 @@ type canaryRun struct {
 	judged    time.Time
 	// cmd takes an operator's commands while the steps run; done is
 	// closed when they end, so that a command sent then is told so.
-	cmd  chan string
+	cmd  chan canaryCmd
 	done chan struct{}
 }
 
@@ -228,14 +228,31 @@ func (g *Group) CanaryCommand(action string) error {
 	if r == nil {
 		return fmt.Errorf("group %s: %w", g.cfg.Name, ErrNoCanary)
 	}
+	// Returned once applied, so that a status read next shows it (a pause
+	// returned when taken, and the status printed with it said running).
+	c := canaryCmd{action: action, applied: make(chan struct{})}
+	timeout := time.After(5 * time.Second)
 	select {
-	case r.cmd <- action:
-		return nil
+	case r.cmd <- c:
 	case <-r.done:
 		return fmt.Errorf("group %s: %w (its steps have ended)", g.cfg.Name, ErrNoCanary)
-	case <-time.After(5 * time.Second):
+	case <-timeout:
 		return fmt.Errorf("group %s: the canary did not take the command %s in time", g.cfg.Name, action)
 	}
+	select {
+	case <-c.applied:
+	case <-r.done: // a promote or an abort ends the steps
+	case <-timeout:
+		return fmt.Errorf("group %s: the canary took the command %s but did not apply it in time", g.cfg.Name, action)
+	}
+	return nil
+}
+
+// canaryCmd is an operator's command to a canary's steps; applied closes
+// once it is in effect.
+type canaryCmd struct {
+	action  string
+	applied chan struct{}
 }
 
 // CanaryTakesScaling reports whether a canary runs its steps: a scaling
@@ -316,7 +333,7 @@ func (g *Group) servingCountsLocked(version string) (canaries, stables int) {
 func (g *Group) canaryPhase(ctx context.Context, target config.Template, version, servingVersion string, started time.Time, progress DeployProgress) (bool, error) {
 	c := *g.conf().Deploy.Canary
 	threshold := g.conf().Deploy.FailureThreshold
-	r := &canaryRun{version: version, stable: servingVersion, cfg: c, phase: CanaryStarting, applied: map[string]int{}, cmd: make(chan string), done: make(chan struct{})}
+	r := &canaryRun{version: version, stable: servingVersion, cfg: c, phase: CanaryStarting, applied: map[string]int{}, cmd: make(chan canaryCmd), done: make(chan struct{})}
 	g.mu.Lock()
 	g.dep.begin(version, target)
 	g.can = r
@@ -448,8 +465,10 @@ steps:
 			select {
 			case <-ctx.Done():
 				return "", false, context.Cause(ctx)
-			case a := <-r.cmd:
-				if promote, abort := g.canaryCommand(ctx, r, a, running); promote {
+			case c := <-r.cmd:
+				promote, abort := g.canaryCommand(ctx, r, c.action, running)
+				close(c.applied)
+				if promote {
 					return "", true, nil
 				} else if abort != "" {
 					return abort, false, nil

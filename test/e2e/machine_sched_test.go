@@ -47,7 +47,7 @@ var (
 		"TestHAPairRecycleCordon", "TestContainerGroupOnSSHHost", "TestScaleOnPrometheus",
 		"TestOutlierEjectionSurvivesRestart", "TestAutoscaleStabilizationGap", "TestGettingStartedGuide",
 		"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered", "TestSSHHostsScaleFailRecover",
-		"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart", "TestDashboardDayOps",
+		"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart",
 		"TestEC2MotoScaleKillRestart", "TestCloudPolicyScalesOutAndIn", "TestEC2MotoSubnetsSpread",
 	}
 	aloneLast = []string{
@@ -58,7 +58,7 @@ var (
 		"TestInstancesActsUnderCPUContention", "TestSimulateMeasuresCapacity",
 		"TestCanaryRolledBackOnP99", "TestCanaryRolledBackOnErrors", "TestCanaryPromotedCPUSaturated",
 		"TestRestartWithChangedHAProxyConfig", "TestReloadsUnderCPUContentionTLS", "TestSSHConsolidation",
-		"TestLatencyWeightedThroughRamp", "TestReloadsUnderCPUContention",
+		"TestLatencyWeightedThroughRamp", "TestReloadsUnderCPUContention", "TestDashboardDayOps",
 	}
 )
 
