@@ -33,18 +33,9 @@ part() {
 	((rc == 0)) || failed+=("$name")
 }
 
-# The slowest packages first (measured: test/package 81 s, haproxy 63 s,
-# acme 57 s, ssh 52 s, keepalived 48 s, ...): go test starts them in the
-# order given, and the last to start bounds the part's time.
-slow=(./test/package ./internal/haproxy ./internal/acme ./internal/provider/ssh
-	./internal/ha/keepalived ./internal/provider/cloud/ec2 ./internal/provider/cloud/exec
-	./internal/ha/election ./internal/source)
 packages() {
 	local pkgs
-	mapfile -t pkgs < <(
-		$GO list "${slow[@]}"
-		$GO list ./... | grep -v /test/e2e | grep -vxF -f <($GO list "${slow[@]}")
-	)
+	mapfile -t pkgs < <($GO list ./... | grep -v /test/e2e)
 	$GO test "${json[@]}" -count=1 -timeout 8m -p "$PKG_P" "${pkgs[@]}" >"$out_pkgs"
 }
 
