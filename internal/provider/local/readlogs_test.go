@@ -158,16 +158,21 @@ func TestLogsFollowSurvivesRotation(t *testing.T) {
 		t.Fatal("Logs did not return within 5 s of its context's end")
 	}
 	ns := numbers(t, out.String())
-	gaps := 0
+	gaps, runs := 0, 0
 	for i := 1; i < len(ns); i++ {
 		if ns[i] <= ns[i-1] {
 			t.Fatalf("line %d after line %d: repeated or out of order", ns[i], ns[i-1])
 		}
-		gaps += ns[i] - ns[i-1] - 1
+		if d := ns[i] - ns[i-1] - 1; d > 0 {
+			gaps += d
+			runs++
+		}
 	}
-	// Each rotation may lose the lines written during its copy (a few
-	// of 2 ms each); following itself must lose none.
-	if gaps > rotations*5 {
-		t.Fatalf("%d lines missing from %d followed; more than the rotations lose: %v", gaps, len(ns), fmt.Sprint(ns))
+	// Each rotation may lose the lines written during its copy: one run
+	// of them, a few lines of 2 ms each, more on a busy machine (136 in
+	// one run once); following itself must lose none, which would show as
+	// a run more.
+	if runs > rotations {
+		t.Fatalf("%d lines missing from %d followed, in %d runs; the %d rotations lose one run each: %v", gaps, len(ns), runs, rotations, fmt.Sprint(ns))
 	}
 }
