@@ -317,6 +317,10 @@ func TestLeadsAgainAfterItsHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRole(t, b, 2*time.Second, leads)
+	// b's hold begins well after a's (both 2 × lease): a campaign of a
+	// that a loaded machine delays a few hundred ms (a session renewed
+	// late) still comes before b's.
+	time.Sleep(lease / 2)
 	if err := b.StepDown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
