@@ -34,7 +34,7 @@ part() {
 }
 
 # test/package first: its Debian root's apt and dpkg take 80-110 s, mostly
-# waiting; started last (go list's order), it ran on alone for a minute.
+# waiting, so they do not start last and run on alone.
 # (All the slowest first failed their timing tests beside each other.)
 packages() {
 	local pkgs
