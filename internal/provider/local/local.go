@@ -57,8 +57,6 @@ type Provider struct {
 	// that a port is not handed out twice while an instance has yet to bind
 	// it. A nil process reserves a port for a Start in progress.
 	ports map[int]*proc.Process
-	// nextPort is where the next search for a free port begins.
-	nextPort int
 	// names holds the newest process of each instance name, so that the logs
 	// of running instances are never expired.
 	names map[string]*proc.Process
@@ -432,20 +430,37 @@ func (p *Provider) reservePort() (int, error) {
 		}
 		return 0, errors.New("allocate port: every free port found is in use by an instance")
 	}
-	if p.nextPort < from || p.nextPort >= to {
-		p.nextPort = from + os.Getpid()*97%(to-from) // shoals side by side walk apart
-	}
 	for range to - from {
-		port := p.nextPort
-		if p.nextPort++; p.nextPort >= to {
-			p.nextPort = from
-		}
+		port := nextPort(from, to)
 		if _, used := p.ports[port]; !used && bindable(port) {
 			p.ports[port] = nil
 			return port, nil
 		}
 	}
 	return 0, fmt.Errorf("allocate port: no free port in %d-%d", from, to-1)
+}
+
+// portWalk is where the next search for a free port begins, one for the
+// process: Providers side by side in it (tests, or groups) would otherwise
+// walk the same ports and hand one out twice before either instance bound
+// it.
+var portWalk struct {
+	sync.Mutex
+	next int
+}
+
+// nextPort returns the walk's next port in [from, to).
+func nextPort(from, to int) int {
+	portWalk.Lock()
+	defer portWalk.Unlock()
+	if portWalk.next < from || portWalk.next >= to {
+		portWalk.next = from + os.Getpid()*97%(to-from) // shoals side by side walk apart
+	}
+	port := portWalk.next
+	if portWalk.next++; portWalk.next >= to {
+		portWalk.next = from
+	}
+	return port
 }
 
 // Instances' ports come from portsFrom up to portsTo or the kernel's
