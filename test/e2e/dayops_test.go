@@ -45,6 +45,12 @@ func (e *shoalEnv) instance(name string) (group.InstanceStatus, bool) {
 // serverStatus is HAProxy's own word for a server of web ("UP", "DRAIN").
 func (e *shoalEnv) serverStatus(name string) string {
 	e.t.Helper()
+	return e.serverStatuses()[name]
+}
+
+// serverStatuses reads every server of web's status from one show stat.
+func (e *shoalEnv) serverStatuses() map[string]string {
+	e.t.Helper()
 	c := haproxy.Client{Socket: filepath.Join(e.stateDir(), "haproxy", "admin.sock")}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -52,12 +58,11 @@ func (e *shoalEnv) serverStatus(name string) string {
 	if err != nil {
 		e.t.Fatalf("read HAProxy stats: %v", err)
 	}
+	out := map[string]string{}
 	for _, s := range stats {
-		if s.Name == name {
-			return string(s.Status)
-		}
+		out[s.Name] = string(s.Status)
 	}
-	return ""
+	return out
 }
 
 // dayActsUnderLoad runs replace, drain, undrain, standby and resume on a
