@@ -103,8 +103,16 @@ func TestDashboardMarksEjected(t *testing.T) {
 	e.waitInService("web", 3)
 	// Chromium drives a page that redraws each second: beside seven other
 	// tests it lost nodes and timed out its login (flaky in this round's
-	// runs). The ejection lasts 60 s, so it starts once the turn has come.
+	// runs). It starts and logs in before web-001 fails: on a slow machine
+	// that took 30 s of the 60 s ejection.
 	alone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	page, err := tour.Open(ctx, tour.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Token: token, Group: "web", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Close()
 	load := startPacedLoad(t, "http://"+e.listen+"/", 1)
 	defer load.end()
 	in, ok := e.instance("web-001")
@@ -117,10 +125,7 @@ func TestDashboardMarksEjected(t *testing.T) {
 	if in.EjectedUntil == nil {
 		t.Fatal("status does not show web-001 ejected")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	states, err := tour.InstanceStates(ctx, tour.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Token: token, Group: "web", Timeout: 30 * time.Second},
-		func(s map[string]tour.InstanceState) bool { return strings.Contains(s["web-001"].Text, "ejected") })
+	states, err := page.InstanceStates(func(s map[string]tour.InstanceState) bool { return strings.Contains(s["web-001"].Text, "ejected") })
 	t.Logf("states: %v", states)
 	if err != nil {
 		t.Fatal(err)

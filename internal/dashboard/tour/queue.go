@@ -3,7 +3,6 @@ package tour
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -35,54 +34,21 @@ type queueRead struct {
 	Current, Max int
 }
 
-// openGroup starts a headless browser, logs in and opens o.Group's page;
-// the returned context is the browser's, alive until cancel.
-func openGroup(ctx context.Context, o *Options) (context.Context, context.CancelFunc, error) {
-	bin, err := Browser()
-	if err != nil {
-		return nil, nil, err
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 60 * time.Second
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	cancel := func() { cancelBrowser(); cancelAlloc() }
-	// The first Run starts the browser, which lives as long as the context
-	// it was given: bctx, not a step's.
-	if err := chromedp.Run(bctx); err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("dashboard: start %s: %w", bin, err)
-	}
-	tctx, cancelStep := context.WithTimeout(bctx, 2*o.Timeout)
-	defer cancelStep()
-	if err := chromedp.Run(tctx, append(logIn(*o), chromedp.WaitVisible(`#instances tbody tr`, chromedp.ByQuery))...); err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("dashboard: log in and open group %s: %w", o.Group, err)
-	}
-	return bctx, cancel, nil
-}
-
 // Queue logs in, opens o.Group and reads its queue line while burst runs
 // (burst sends the requests that queue and returns once they are served).
 func Queue(ctx context.Context, o Options, burst func(context.Context) error) (QueueView, error) {
 	var v QueueView
-	bctx, cancel, err := openGroup(ctx, &o)
+	p, err := Open(ctx, o)
 	if err != nil {
 		return v, err
 	}
-	defer cancel()
+	defer p.Close()
 	var line queueRead
-	if err := chromedp.Run(bctx,
+	if err := p.run("read the queue line",
 		chromedp.WaitVisible(`#group-queue`, chromedp.ByQuery),
 		chromedp.Evaluate(queueLine, &line),
 	); err != nil {
-		return v, fmt.Errorf("dashboard queue: read the line: %w", err)
+		return v, err
 	}
 	v.Before = line.Text
 
@@ -95,8 +61,8 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 			waiting = false
 		case <-time.After(100 * time.Millisecond):
 		}
-		if err := chromedp.Run(bctx, chromedp.Evaluate(queueLine, &line)); err != nil {
-			return v, fmt.Errorf("dashboard queue: read the line: %w", err)
+		if err := p.run("read the queue line", chromedp.Evaluate(queueLine, &line)); err != nil {
+			return v, err
 		}
 		if line.Current > v.BusiestCurrent {
 			v.BusiestCurrent, v.Busiest, v.Class = line.Current, line.Text, line.Cls
@@ -105,14 +71,11 @@ func Queue(ctx context.Context, o Options, burst func(context.Context) error) (Q
 	if burstErr != nil {
 		return v, fmt.Errorf("dashboard queue: the burst: %w", burstErr)
 	}
-	tctx, cancelStep := context.WithTimeout(bctx, o.Timeout)
-	defer cancelStep()
-	if err := chromedp.Run(tctx,
-		chromedp.Poll(`(() => { const p = document.querySelector("#group-queue"); return p.dataset.current === "0"; })()`, nil,
-			chromedp.WithPollingInterval(100*time.Millisecond)),
+	if err := p.run("wait for the queue to empty",
+		p.poll("the queue is empty", `document.querySelector("#group-queue").dataset.current === "0"`),
 		chromedp.Evaluate(queueLine, &line),
 	); err != nil {
-		return v, fmt.Errorf("dashboard queue: wait for the queue to empty: %w", err)
+		return v, err
 	}
 	v.After, v.AfterMax = line.Text, line.Max
 	return v, nil
@@ -124,23 +87,17 @@ type InstanceState struct {
 	Text, Class string
 }
 
-// InstanceStates logs in, opens o.Group and waits until ok accepts its
-// instances' state cells (by instance name), then returns them.
-func InstanceStates(ctx context.Context, o Options, ok func(map[string]InstanceState) bool) (map[string]InstanceState, error) {
-	bctx, cancel, err := openGroup(ctx, &o)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
+// InstanceStates waits until ok accepts the open group's instances' state
+// cells (by instance name), then returns them.
+func (p *Page) InstanceStates(ok func(map[string]InstanceState) bool) (map[string]InstanceState, error) {
 	var states map[string]InstanceState
-	deadline := time.Now().Add(o.Timeout)
+	deadline := time.Now().Add(p.timeout)
 	for {
-		err := chromedp.Run(bctx, chromedp.Evaluate(`Object.fromEntries(Array.from(document.querySelectorAll("#instances tbody tr"), (tr) => {
+		if err := p.Eval(`Object.fromEntries(Array.from(document.querySelectorAll("#instances tbody tr"), (tr) => {
   const td = tr.querySelectorAll("td")[1];
   return [tr.dataset.instance, { Text: td.textContent, Class: td.className }];
-}))`, &states))
-		if err != nil {
-			return nil, fmt.Errorf("dashboard: read the instances: %w", err)
+}))`, &states); err != nil {
+			return nil, err
 		}
 		if ok(states) {
 			return states, nil
@@ -149,8 +106,8 @@ func InstanceStates(ctx context.Context, o Options, ok func(map[string]InstanceS
 			return states, fmt.Errorf("dashboard: the instances' states never showed what was awaited: %v", states)
 		}
 		select {
-		case <-ctx.Done():
-			return states, ctx.Err()
+		case <-p.ctx.Done():
+			return states, p.ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
