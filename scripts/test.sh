@@ -22,15 +22,31 @@ if [[ -n ${TEST_JSON_DIR:-} ]]; then
 	out_e2e=$TEST_JSON_DIR/e2e.json
 fi
 
+# Each part's output is kept too, so that the end can repeat what failed
+# (a package whose binary panicked or died prints no "--- FAIL" line, and
+# CI shows the output's tail).
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 failed=()
 part() {
 	local name=$1
 	shift
 	[[ " $PARTS " == *" $name "* ]] || return 0
-	"$@"
-	local rc=$?
+	"$@" 2>&1 | tee "$logs/$name"
+	local rc=${PIPESTATUS[0]}
 	echo "make test: $name rc $rc at ${SECONDS} s" >&2
 	((rc == 0)) || failed+=("$name")
+}
+
+# digest prints a failed part's failures: tests, packages, panics, fatal
+# errors and timeouts, with the lines that say where.
+digest() {
+	local f=$logs/$1
+	if [[ -n ${TEST_JSON_DIR:-} ]]; then
+		f=$TEST_JSON_DIR/$1.json
+	fi
+	echo "make test: what failed in $1:" >&2
+	grep -E -A4 -e '(--- FAIL|^FAIL|panic:|fatal error:|test timed out|signal: )' "$f" | grep -v -e '^\s*time=' | head -60 >&2
 }
 
 # test/package first: its Debian root's apt and dpkg take 80-110 s, mostly
@@ -64,6 +80,9 @@ part e2e e2e
 part fuzz fuzz
 
 if ((${#failed[@]})); then
+	for name in "${failed[@]}"; do
+		digest "$name"
+	done
 	echo "make test: failed: ${failed[*]}" >&2
 	exit 1
 fi

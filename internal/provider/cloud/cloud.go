@@ -170,9 +170,20 @@ func New(name string, d Driver, cfg config.CloudProvider, opts Options) (*Provid
 		}
 		t.StopTimeout = 5 * time.Second
 		p.standIn = t
-		p.standIns = local.New(filepath.Join(opts.StateDir, "standins", name), opts.Log.With("stand_ins", name))
+		p.standIns = local.New(standInDir(opts.StateDir, name), opts.Log.With("stand_ins", name))
 	}
 	return p, nil
+}
+
+func standInDir(stateDir, name string) string { return filepath.Join(stateDir, "standins", name) }
+
+// StopStandIns stops the emulator stand-ins that provider name started
+// with stateDir. They outlive the provider on purpose, as a cloud's
+// servers outlive shoal; whoever ends the emulated cloud (a test) ends
+// them.
+func StopStandIns(ctx context.Context, stateDir, name string) error {
+	_, err := local.New(standInDir(stateDir, name), nil).StopStrays(ctx, nil)
+	return err
 }
 
 // Name is the provider entry's name.

@@ -40,6 +40,13 @@ func runProvider(t *testing.T, d cloud.Driver, owner, stateDir string) *running 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // after Run ends: the stand-ins the test left running
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cloud.StopStandIns(ctx, stateDir, "aws"); err != nil {
+			t.Errorf("stop the stand-ins left running: %v", err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })

@@ -40,11 +40,22 @@ func newProvider(t *testing.T, owner, stateDir string) (*cloud.Provider, *Driver
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { stopStandIns(t, stateDir) }) // after Run ends
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return p, d
+}
+
+// stopStandIns ends the servers' stand-ins that the test left running (a
+// server the test never deleted, or one a failure left).
+func stopStandIns(t *testing.T, stateDir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cloud.StopStandIns(ctx, stateDir, "sakura"); err != nil {
+		t.Errorf("stop the stand-ins left running: %v", err)
+	}
 }
 
 func spec(name string, index int) provider.Spec {
