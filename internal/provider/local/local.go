@@ -65,6 +65,14 @@ type Provider struct {
 	// runtimes StopStrays looks through (see UseRuntimes).
 	containers map[*proc.Process]string
 	runtimes   map[string]bool
+
+	// logMu orders a log's rotations with its followers' reads, and
+	// rotations counts each log's rotations, by path: a follower reads the
+	// count and the file under one read lock, so a log truncated and
+	// written past the follower's offset again is not taken for the one
+	// it was reading.
+	logMu     sync.RWMutex
+	rotations map[string]int
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -80,7 +88,7 @@ func New(stateDir string, log *slog.Logger) *Provider {
 		err = fmt.Errorf("local provider: state directory %s: %w", stateDir, err)
 	}
 	return &Provider{stateDir: abs, owner: abs, dirErr: err, log: log, ports: make(map[int]*proc.Process), names: make(map[string]*proc.Process),
-		containers: make(map[*proc.Process]string), runtimes: make(map[string]bool)}
+		containers: make(map[*proc.Process]string), runtimes: make(map[string]bool), rotations: make(map[string]int)}
 }
 
 // MarkAs marks the instances started from now on with owner instead of

@@ -76,6 +76,9 @@ func (p *Provider) maintainLogs(cfg config.InstanceLogs, now time.Time) error {
 			} else {
 				p.log.Info("deleted the log of an instance gone for longer than its retention", "file", path)
 			}
+			p.logMu.Lock()
+			delete(p.rotations, path)
+			p.logMu.Unlock()
 			continue
 		}
 		if rotated {
@@ -88,7 +91,13 @@ func (p *Provider) maintainLogs(cfg config.InstanceLogs, now time.Time) error {
 			continue
 		}
 		if fi.Size() > cfg.MaxSize {
-			if err := rotate(path, cfg.Keep); err != nil {
+			p.logMu.Lock()
+			err := rotate(path, cfg.Keep)
+			if err == nil {
+				p.rotations[path]++
+			}
+			p.logMu.Unlock()
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -97,7 +106,8 @@ func (p *Provider) maintainLogs(cfg config.InstanceLogs, now time.Time) error {
 }
 
 // rotate shifts path.1 … path.keep-1 up by one, copies path to path.1 and
-// truncates path.
+// truncates path. Each copy is a new file (written aside, then renamed):
+// a follower holding one open reads what it held.
 func rotate(path string, keep int) error {
 	for i := keep - 1; i >= 1; i-- {
 		err := os.Rename(fmt.Sprintf("%s.%d", path, i), fmt.Sprintf("%s.%d", path, i+1))
@@ -122,15 +132,22 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	tmp := dst + ".new"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // liveNames returns the names of the instances this Provider runs.

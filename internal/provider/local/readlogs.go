@@ -43,66 +43,160 @@ func (p *Provider) Logs(ctx context.Context, rec provider.Record, opts provider.
 	if err != nil {
 		return fmt.Errorf("read log of instance %s: %w", rec.Name, err)
 	}
-	defer func() { f.Close() }()
-	fi, err := f.Stat()
-	if err != nil {
+	fl := &follower{p: p, path: path, f: f, end: -1}
+	defer func() { fl.f.Close() }()
+	if err := fl.tail(opts.Lines, !opts.Follow, w); err != nil {
 		return fmt.Errorf("read log of instance %s: %w", rec.Name, err)
-	}
-	off, err := writeTail(f, fi.Size(), path, opts.Lines, w)
-	if err != nil || !opts.Follow {
-		return err
 	}
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
 	for {
+		more, err := fl.step(w)
+		if err != nil {
+			return fmt.Errorf("follow log of instance %s: %w", rec.Name, err)
+		}
+		if more {
+			continue
+		}
+		if !opts.Follow {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		cur, err := os.Stat(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("follow log of instance %s: %w", rec.Name, err)
+	}
+}
+
+// follower is a reader's place in an instance's log.
+type follower struct {
+	p    *Provider
+	path string
+	f    *os.File // the log as opened
+	gen  int      // the log's rotations when off was taken
+	off  int64    // how much of generation gen was written out
+	end  int64    // where to stop in generation gen (-1: follow on)
+}
+
+// readChunk bounds how much of the log one step holds in memory.
+const readChunk = 1 << 20
+
+// tail writes the rotated copies' part of the newest lines lines (all with
+// 0) and sets the follower at the current file's part, which step writes
+// (up to the end seen now, with stop).
+func (fl *follower) tail(lines int, stop bool, w io.Writer) error {
+	fl.p.logMu.RLock()
+	fl.gen = fl.p.rotations[fl.path]
+	fi, err := fl.f.Stat()
+	var older []part
+	if err == nil {
+		fl.off, older, err = tailParts(fl.f, fi.Size(), fl.path, lines)
+		if stop {
+			fl.end = fi.Size()
 		}
-		fi, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("follow log of instance %s: %w", rec.Name, err)
+	}
+	fl.p.logMu.RUnlock()
+	defer func() {
+		for _, o := range older {
+			o.f.Close()
 		}
-		switch {
-		case cur != nil && !os.SameFile(cur, fi):
-			// Replaced (expired and started anew): the rest of the old
-			// file, then the new one from its start.
-			if _, err := copyRange(w, f, off, fi.Size()); err != nil {
-				return err
-			}
-			nf, err := os.Open(path)
-			if err != nil {
-				return fmt.Errorf("follow log of instance %s: %w", rec.Name, err)
-			}
-			f.Close()
-			f, off = nf, 0
-			continue
-		case fi.Size() < off:
-			// Truncated by a rotation: what came after off is in the copy.
-			if c, err := os.Open(path + ".1"); err == nil {
-				if ci, err := c.Stat(); err == nil && ci.Size() >= off {
-					_, err = copyRange(w, c, off, ci.Size())
-					c.Close()
-					if err != nil {
-						return err
-					}
-				} else {
-					c.Close()
-				}
-			}
-			off = 0
-		}
-		n, err := copyRange(w, f, off, fi.Size())
-		off += n
-		if err != nil {
+	}()
+	if err != nil {
+		return err
+	}
+	for i := len(older) - 1; i >= 0; i-- {
+		if _, err := copyRange(w, older[i].f, older[i].from, older[i].to); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// step writes out what the log gained since the last step: the rest of
+// the generation the follower read, from the rotated copy that holds it
+// now, the generations since, then the current file (up to readChunk of
+// it). The rotation count and the current file are read under the
+// rotation lock, so no truncation falls between them. It says whether
+// more of the current file waits.
+func (fl *follower) step(w io.Writer) (more bool, err error) {
+	p := fl.p
+	p.logMu.RLock()
+	gen := p.rotations[fl.path]
+	cur, err := os.Stat(fl.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.logMu.RUnlock()
+		return false, err
+	}
+	fi, err := fl.f.Stat()
+	if err != nil {
+		p.logMu.RUnlock()
+		return false, err
+	}
+	if cur != nil && !os.SameFile(cur, fi) {
+		// Replaced (expired and started anew): the rest of the old
+		// file, then the new one from its start.
+		p.logMu.RUnlock()
+		if _, err := copyRange(w, fl.f, fl.off, fi.Size()); err != nil {
+			return false, err
+		}
+		nf, err := os.Open(fl.path)
+		if err != nil {
+			return false, err
+		}
+		fl.f.Close()
+		fl.f, fl.off, fl.gen = nf, 0, gen
+		return true, nil
+	}
+	// Rotated d times since: generation fl.gen is path.d now (when kept),
+	// the ones after it path.d-1 … path.1, oldest first here.
+	var older []*os.File
+	from := fl.off
+	if d := gen - fl.gen; d > 0 {
+		for k := d; k >= 1; k-- {
+			c, _ := os.Open(fmt.Sprintf("%s.%d", fl.path, k)) // nil: not kept
+			older = append(older, c)
+		}
+		from = 0
+	}
+	to := fi.Size()
+	if fl.end >= 0 && gen == fl.gen {
+		to = min(to, fl.end)
+	}
+	buf := make([]byte, min(max(to-from, 0), readChunk))
+	n, err := fl.f.ReadAt(buf, from)
+	p.logMu.RUnlock()
+	defer func() {
+		for _, c := range older {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("read log: %w", err)
+	}
+	for i, c := range older {
+		if c == nil {
+			continue
+		}
+		start := int64(0)
+		if i == 0 { // generation fl.gen: its rest
+			start = fl.off
+		}
+		ci, err := c.Stat()
+		if err != nil {
+			return false, fmt.Errorf("read rotated log: %w", err)
+		}
+		if _, err := copyRange(w, c, start, ci.Size()); err != nil {
+			return false, err
+		}
+	}
+	if _, err := w.Write(buf[:n]); err != nil {
+		return false, fmt.Errorf("copy log: %w", err)
+	}
+	fl.gen, fl.off = gen, from+int64(n)
+	return fl.off < to, nil
 }
 
 // copyRange writes bytes [from, to) of f to w.
@@ -117,45 +211,45 @@ func copyRange(w io.Writer, f *os.File, from, to int64) (int64, error) {
 	return n, nil
 }
 
-// writeTail writes the last lines lines (all with 0) of the log at path,
-// whose current file f holds size bytes, reaching into its rotated copies
-// path.1, path.2, ... when f has fewer; it returns the offset in f it got to.
-func writeTail(f *os.File, size int64, path string, lines int, w io.Writer) (int64, error) {
-	type part struct {
-		f    *os.File
-		from int64
-		to   int64
-	}
-	parts := []part{}
+// part is a byte range of a rotated copy of a log.
+type part struct {
+	f        *os.File
+	from, to int64
+}
+
+// tailParts finds the last lines lines (all with 0) of the log at path,
+// whose current file f holds size bytes: where they start in f, and the
+// parts of its rotated copies path.1, path.2, ... (open; newest first)
+// when f has fewer.
+func tailParts(f *os.File, size int64, path string, lines int) (start int64, older []part, err error) {
 	need := lines
 	start, found, err := tailStart(f, size, need)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	parts = append(parts, part{f, start, size})
 	for i := 1; lines == 0 || found < need; i++ {
 		rf, err := os.Open(fmt.Sprintf("%s.%d", path, i))
 		if err != nil {
 			break // no older copy
 		}
-		defer rf.Close()
 		ri, err := rf.Stat()
 		if err != nil {
+			rf.Close()
 			break
 		}
 		need -= found
-		start, found, err = tailStart(rf, ri.Size(), need)
+		var from int64
+		from, found, err = tailStart(rf, ri.Size(), need)
 		if err != nil {
-			return 0, err
+			rf.Close()
+			for _, o := range older {
+				o.f.Close()
+			}
+			return 0, nil, err
 		}
-		parts = append(parts, part{rf, start, ri.Size()})
+		older = append(older, part{rf, from, ri.Size()})
 	}
-	for i := len(parts) - 1; i >= 0; i-- {
-		if _, err := copyRange(w, parts[i].f, parts[i].from, parts[i].to); err != nil {
-			return 0, err
-		}
-	}
-	return size, nil
+	return start, older, nil
 }
 
 // tailStart returns where the last n lines of f's first size bytes start,

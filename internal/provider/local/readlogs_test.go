@@ -176,3 +176,75 @@ func TestLogsFollowSurvivesRotation(t *testing.T) {
 		t.Fatalf("%d lines missing from %d followed, in %d runs; the %d rotations lose one run each: %v", gaps, len(ns), runs, rotations, fmt.Sprint(ns))
 	}
 }
+
+// TestFollowerSlowerThanARotation: a follower that looks again only after
+// the log was rotated and written past its offset once more goes on with
+// the rest of what it read, from the copy, then the new file from its
+// start. It looked only at the size, took the file for untruncated and
+// read on from its old offset in the new one: a line cut in two, or an
+// empty one (TestLogsFollowSurvivesRotation on a loaded machine).
+func TestFollowerSlowerThanARotation(t *testing.T) {
+	stateDir := t.TempDir()
+	p := New(stateDir, nil)
+	dir := filepath.Join(stateDir, "logs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "web-001.log")
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	n := 0
+	write := func(lines int) {
+		for range lines {
+			n++
+			fmt.Fprintf(out, "line %d\n", n)
+		}
+	}
+	write(10)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &follower{p: p, path: path, f: f, end: -1}
+	defer func() { fl.f.Close() }()
+	var got bytes.Buffer
+	if err := fl.tail(0, false, &got); err != nil {
+		t.Fatal(err)
+	}
+	step := func() {
+		t.Helper()
+		for more := true; more; {
+			if more, err = fl.step(&got); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	step()
+	write(5) // read by nobody before the rotation
+	if err := p.maintainLogs(config.InstanceLogs{MaxSize: 10, Keep: 2, Retention: time.Hour}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	write(100) // the new file, far past the follower's offset
+	step()
+	// Two rotations between looks: the first generation's rest is in .2.
+	write(5)
+	for range 2 {
+		if err := p.maintainLogs(config.InstanceLogs{MaxSize: 10, Keep: 2, Retention: time.Hour}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		write(20)
+	}
+	step()
+	ns := numbers(t, got.String())
+	if len(ns) != n || ns[0] != 1 || ns[len(ns)-1] != n {
+		t.Fatalf("followed %d lines (%v…%v), want lines 1 to %d", len(ns), ns[:min(3, len(ns))], ns[max(0, len(ns)-3):], n)
+	}
+	for i := 1; i < len(ns); i++ {
+		if ns[i] != ns[i-1]+1 {
+			t.Fatalf("line %d after line %d", ns[i], ns[i-1])
+		}
+	}
+}
