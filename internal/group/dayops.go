@@ -669,22 +669,9 @@ func unprotected(order []pick, n int) (take []pick, passed []string) {
 // beyond the desired size that a scale-in could not take (then the group
 // has settled above its desired size). g.mu must be held.
 func (g *Group) settledLocked() (settled bool, blocked []string) {
-	n := 0
-	var protected []string
-	for _, in := range g.insts {
-		if in.held() {
-			if in.keepsPlace() {
-				n++
-			}
-			continue
-		}
-		if in.state != InService || in.retiring {
-			return false, nil
-		}
-		n++
-		if in.marks.protected {
-			protected = append(protected, in.name)
-		}
+	n, protected, still := g.placesLocked()
+	if !still {
+		return false, nil
 	}
 	// A canary's instances run beside the desired size (a scaling job
 	// may run beside a canary).
@@ -699,6 +686,37 @@ func (g *Group) settledLocked() (settled bool, blocked []string) {
 		return true, protected
 	}
 	return false, nil
+}
+
+// shortLocked reports a group still below its desired size: every
+// instance in service (or held), none starting or retiring, fewer than
+// wanted, as while its providers are skipped after refusals or its
+// instances back off. g.mu must be held.
+func (g *Group) shortLocked() bool {
+	n, _, still := g.placesLocked()
+	return still && n < g.desired+g.dep.canary
+}
+
+// placesLocked counts the places the group's instances take (in service,
+// or held in place), the protected among them, and says whether none is
+// starting or retiring. g.mu must be held.
+func (g *Group) placesLocked() (n int, protected []string, still bool) {
+	for _, in := range g.insts {
+		if in.held() {
+			if in.keepsPlace() {
+				n++
+			}
+			continue
+		}
+		if in.state != InService || in.retiring {
+			return 0, nil, false
+		}
+		n++
+		if in.marks.protected {
+			protected = append(protected, in.name)
+		}
+	}
+	return n, protected, true
 }
 
 // protectedStopLocked is the error of a scale-in that stopped short of

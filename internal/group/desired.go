@@ -78,7 +78,7 @@ func (g *Group) SetDesired(ctx context.Context, n int) error {
 	if n != g.desired {
 		g.resized = g.clk.Now()
 		if n < g.desired {
-			g.scaledIn = g.resized
+			g.scaledIn, g.lowered = g.resized, g.jobSeq
 		}
 	}
 	g.desired = n
@@ -356,9 +356,13 @@ func (g *Group) Mark() Mark {
 // WaitConverged waits until every wanted instance is in service and nothing
 // else is left. It fails with ErrNotConverged if an instance that m's job
 // started or retired fails; other instances failing meanwhile are replaced
-// by the reconciler and only delay convergence. noop reports that the group
-// was already converged at m and nothing changed. A reload removing the
-// group fails it with ErrRemoved.
+// by the reconciler and only delay convergence. A job that lowered the
+// size is done once nothing starts or retires, short of it or not: the
+// launches left are owed to the sizes asked before (a scale-in from 6 to 5,
+// with 4 in service and every provider skipped after refusals, waited for
+// the skip's end, and every decision of the policy with it). noop reports
+// that the group was already converged at m and nothing changed. A reload
+// removing the group fails it with ErrRemoved.
 func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error) {
 	for {
 		g.mu.Lock()
@@ -368,7 +372,7 @@ func (g *Group) WaitConverged(ctx context.Context, m Mark) (noop bool, err error
 				failed = append(failed, f.Instance+": "+f.Reason)
 			}
 		}
-		conv := g.convergedLocked()
+		conv := g.convergedLocked() || (g.lowered == m.job && g.shortLocked())
 		stopped := g.protectedStopLocked()
 		churn, ch := g.churn, g.changed
 		// A removed group converges on no instance: not the size asked for.

@@ -108,6 +108,72 @@ func TestJobFailsOnlyOnItsOwnInstances(t *testing.T) {
 	}
 }
 
+// TestLoweringJobDoneShort: a job that lowers the size is done once
+// nothing starts or retires, though the group is short of it (its
+// providers refuse); one that raises it waits. The scale-in from 6 to 5
+// with 4 in service and every provider skipped waited for the skip's end.
+func TestLoweringJobDoneShort(t *testing.T) {
+	g, _ := newTestGroup(t)
+	ctx := context.Background()
+	if err := g.SetDesired(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	for _, n := range []string{"web-001", "web-002", "web-003"} {
+		g.insts[n] = &instance{name: n, state: InService, retire: make(chan struct{})}
+	}
+	g.mu.Unlock()
+
+	m := g.Mark()
+	if err := g.SetDesired(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := g.WaitConverged(wctx, m); err != nil {
+		t.Fatalf("the lowering job, 3 in service for 4 and none starting: %v; want it done", err)
+	}
+
+	m = g.Mark()
+	if err := g.SetDesired(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := g.WaitConverged(wctx, m); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the raising job, 3 in service for 5: %v; want it still waiting", err)
+	}
+
+	// Lowered while one still starts: it waits for the start.
+	g.mu.Lock()
+	starting := &instance{name: "web-004", state: Starting, retire: make(chan struct{})}
+	g.insts[starting.name] = starting
+	g.mu.Unlock()
+	m = g.Mark()
+	if err := g.SetDesired(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := g.WaitConverged(ctx, m); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("the lowering job ended (%v) while an instance started", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	g.mu.Lock()
+	starting.state = InService
+	g.notifyLocked()
+	g.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lowering job did not end once its group was at 4")
+	}
+}
+
 // statsOnly is a Balancer that only answers Stats, for status tests.
 type statsOnly struct{ stats []haproxy.ServerStat }
 

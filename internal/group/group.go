@@ -269,6 +269,9 @@ type Group struct {
 	// scaledIn is when SetDesired last lowered the desired size, resized
 	// when it last changed it: what a host consolidation waits on.
 	scaledIn, resized time.Time
+	// lowered is the job whose size change last lowered the desired size
+	// (see WaitConverged).
+	lowered uint64
 
 	// protectedNote is the protected instances a scale-in last stopped
 	// at, so that it is logged once, not at every pass.
