@@ -83,6 +83,20 @@ type Series struct {
 	Values              []*float64
 }
 
+// String shows a series by its values' count and last one: the values
+// are pointers (nil where the chart has a gap), which %v prints as
+// addresses.
+func (s Series) String() string {
+	last := "none"
+	for i := len(s.Values) - 1; i >= 0; i-- {
+		if v := s.Values[i]; v != nil {
+			last = strconv.FormatFloat(*v, 'g', 4, 64)
+			break
+		}
+	}
+	return fmt.Sprintf("{%s %s %s: %d values, last %s}", s.Metric, s.Shape, s.Unit, len(s.Values), last)
+}
+
 // Line is a horizontal line: the policy's target ("target") or a
 // threshold ("above", "below") on the panel of Unit, or the group's "min"
 // or "max" size.
