@@ -58,12 +58,6 @@ vet:
 # once than the machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
 PKG_P ?= 4
-# Everything make test compiles is built one way, the release binaries' (no
-# cgo, -trimpath): vet, the tests, the suite's own builds and test/package's
-# make package then share one build cache, where two ways compiled every
-# dependency twice. -w leaves DWARF out of the test binaries' links.
-test vet: export CGO_ENABLED := 0
-test vet: export GOFLAGS := $(GOFLAGS) -trimpath -ldflags=-w
 test: test-deps vet
 	GO=$(GO) PKG_P=$(PKG_P) E2E=$(E2E) bash scripts/test.sh
 
