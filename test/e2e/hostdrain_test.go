@@ -86,7 +86,7 @@ func TestSSHHostDrainResume(t *testing.T) {
 		t.Fatalf("spread: %v", got)
 	}
 	// The drain, the kill and the restart run with the cores saturated.
-	busy(t)
+	alone(t)
 	stopHogs := cpuHogs(t, 2, 4*time.Minute)
 	defer stopHogs()
 	stop := sshLoad(t, e)

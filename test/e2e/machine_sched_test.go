@@ -21,24 +21,15 @@ import (
 // Steps that run alone are batched, not interleaved: a test that asks to
 // run alone waits in line while parallel tests keep starting; when no
 // parallel test is running (every slot holds a test in line, or none is
-// left to start), the line runs one test at a time (or two busy steps)
-// and new parallel tests wait until it is empty. A test back from its alone step (shareAgain)
+// left to start), the line runs one test at a time and new parallel tests
+// wait until it is empty. A test back from its alone step (shareAgain)
 // rejoins the parallel ones. Before, each alone step stopped new tests and
 // waited for every running one to end: the machine idled through each.
-//
-// A busy step (busy) saturates the CPU with busy loops of its own and
-// asserts what must hold on a saturated machine (no request fails), not
-// figures of it: two run at once, each beside the other's load as beside
-// its own loops. A step alone measures, or drives Chromium: it runs by
-// itself.
 //
 //	            parallel ──► shared ──alone──► in line ──(no shared test)──► alone
 //	                           ▲                                               │
 //	                           └──────────────── shareAgain ◄──────────────────┘
 //	exclusive ──► in line ──► alone ──► end
-//
-//	busy ──► in line ──(the line's head, nothing holds the machine; or the
-//	                    first busy step in line, one busy step holds it)──► busy
 //
 // Parallel tests start longest first (slowFirst), so that no long one
 // starts last and runs on alone at the end; the tests with a step alone
@@ -85,11 +76,11 @@ func startRank(test string) int {
 }
 
 type sched struct {
-	mu      sync.Mutex
-	cond    sync.Cond
-	shared  int            // tests running side by side now
-	line    []*machineHold // tests waiting to run alone, first first
-	holders []*machineHold // the tests running alone: one, or two busy
+	mu     sync.Mutex
+	cond   sync.Cond
+	shared int            // tests running side by side now
+	line   []*machineHold // tests waiting to run alone, first first
+	holder *machineHold   // the test running alone, if any
 	// most is how many tests run side by side at once (0: no bound). go
 	// test's -parallel (make test: 512) is larger than the suite, so that
 	// every test waits here, in rank, and those in line take no slot.
@@ -99,13 +90,9 @@ type sched struct {
 	waiting []*int
 }
 
-// machineHold is how one test holds machine now: alone (busy: a step
-// that may run beside one other busy step), or (done) no longer at all,
-// its alone step over as its clean-up began.
-type machineHold struct{ alone, busy, done bool }
-
-// mostBusy is how many busy steps run at once.
-const mostBusy = 2
+// machineHold is how one test holds machine now: alone, or (done) no
+// longer at all, its alone step over as its clean-up began.
+type machineHold struct{ alone, done bool }
 
 // holds maps a test to its machineHold.
 var holds sync.Map
@@ -130,7 +117,7 @@ func (s *sched) join(rank int) {
 	defer s.mu.Unlock()
 	me := &rank
 	s.waiting = append(s.waiting, me)
-	for len(s.holders) > 0 || s.lineRuns() || (s.most > 0 && s.shared >= s.most) || s.ahead(me) {
+	for s.holder != nil || s.lineRuns() || (s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
 	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
@@ -163,50 +150,18 @@ func (s *sched) leaveShared() {
 func (s *sched) queue(st *machineHold) {
 	s.line = append(s.line, st)
 	s.cond.Broadcast()
-	for !s.lineRuns() || !s.next(st) || !s.mayHold(st) {
+	for !s.lineRuns() || s.holder != nil || s.line[0] != st {
 		s.cond.Wait()
 	}
-	s.line = slices.DeleteFunc(s.line, func(h *machineHold) bool { return h == st })
-	s.holders = append(s.holders, st)
+	s.line = s.line[1:]
+	s.holder = st
 	st.alone = true
-	s.cond.Broadcast() // a busy step next in line may join it
-}
-
-// next says st is next in line: its head, or, beside a busy step, the
-// first busy step in line (ahead of steps alone, which run once the busy
-// ones in line are done: pairs, not one busy step at a time between them).
-func (s *sched) next(st *machineHold) bool {
-	if s.line[0] == st {
-		return true
-	}
-	if len(s.holders) == 0 || !st.busy {
-		return false
-	}
-	i := slices.IndexFunc(s.line, func(h *machineHold) bool { return h.busy })
-	return s.line[i] == st
-}
-
-// mayHold says st may hold the machine now: nobody holds it, or st and
-// every holder are busy and there is room for one more.
-func (s *sched) mayHold(st *machineHold) bool {
-	if len(s.holders) == 0 {
-		return true
-	}
-	if !st.busy || len(s.holders) >= mostBusy {
-		return false
-	}
-	for _, h := range s.holders {
-		if !h.busy {
-			return false
-		}
-	}
-	return true
 }
 
 // release ends st's alone step: the next in line runs, or, the line
 // empty, parallel tests start again.
 func (s *sched) release(st *machineHold) {
-	s.holders = slices.DeleteFunc(s.holders, func(h *machineHold) bool { return h == st })
+	s.holder = nil
 	st.alone = false
 	s.cond.Broadcast()
 }
@@ -235,29 +190,18 @@ func parallel(t *testing.T) {
 // alone turns a parallel test exclusive from the step that saturates the
 // CPU or measures on, until shareAgain or its end: what comes before
 // (starting nodes, instances, load) runs beside the others.
-func alone(t *testing.T) { takeAlone(t, false) }
-
-// busy is alone for a step that saturates the CPU on purpose and asserts
-// no figure of the machine: it may run beside one other busy step.
-func busy(t *testing.T) { takeAlone(t, true) }
-
-func takeAlone(t *testing.T, busy bool) {
+func alone(t *testing.T) {
 	t.Helper()
 	st := holdOf(t)
 	if st.alone {
 		return
 	}
-	st.busy = busy
 	began := time.Now()
 	machine.lock()
 	machine.leaveShared()
 	machine.queue(st)
 	machine.mu.Unlock()
-	how := "alone"
-	if busy {
-		how = "busy"
-	}
-	t.Logf("machine: %s after %s", how, time.Since(began).Round(time.Millisecond))
+	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
 	// The step ends where the test's clean-up begins: what it set up before
 	// (shoal, HAProxy, instances) stops beside the next in line. What it
 	// started since (load, CPU hogs) stops first: cleanups run last first.
@@ -415,60 +359,9 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	s.join(0) // the line is empty: parallel tests start again
 	if len(bad) > 0 || maxAlone != 1 {
 		t.Fatalf("%v; at most %d alone at once, want 1", bad, maxAlone)
-	}
-
-	// In line: busy, busy, busy, alone, busy. The first two run together,
-	// the third once the first ends, beside the second, the last busy one
-	// once the third ends, ahead of the alone step, which runs by itself
-	// once no busy one is left.
-	type step struct {
-		name string
-		busy bool
-		hold time.Duration
-	}
-	var (
-		order   []string
-		beside  = map[string][]string{}
-		holding []string
-	)
-	ms := time.Millisecond
-	steps := []step{{"b1", true, 30 * ms}, {"b2", true, 150 * ms}, {"b3", true, 30 * ms}, {"a", false, 30 * ms}, {"b4", true, 30 * ms}}
-	for i, st := range steps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := &machineHold{busy: st.busy}
-			s.lock()
-			s.queue(h)
-			order = append(order, st.name)
-			beside[st.name] = slices.Clone(holding)
-			holding = append(holding, st.name)
-			s.mu.Unlock()
-			time.Sleep(st.hold)
-			s.lock()
-			holding = slices.DeleteFunc(holding, func(n string) bool { return n == st.name })
-			s.release(h)
-			s.mu.Unlock()
-		}()
-		for { // in line in this order
-			s.lock()
-			n := len(s.line) + len(order)
-			s.mu.Unlock()
-			if n == i+1 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	wg.Wait()
-	s.join(0) // the line is empty: parallel tests start again
-	if !slices.Equal(order, []string{"b1", "b2", "b3", "b4", "a"}) {
-		t.Errorf("the line ran %v, want b1 b2 b3 b4 a", order)
-	}
-	if len(beside["b1"]) != 0 || !slices.Equal(beside["b2"], []string{"b1"}) || !slices.Equal(beside["b3"], []string{"b2"}) || !slices.Equal(beside["b4"], []string{"b2"}) || len(beside["a"]) != 0 {
-		t.Errorf("held beside: %v; want b2 beside b1, b3 and b4 beside b2, a by itself", beside)
 	}
 
 	// At most most side by side: the next waits for one to end.

@@ -52,13 +52,13 @@ func TestGroupAcrossProviders(t *testing.T) {
 
 	// The load step: 2 → 4 on the hosts, → 6 with the cloud's 2; its end
 	// back to 2, the cloud's first. Then again with the CPU saturated
-	// while the load runs (it runs busy then; the scale-in that follows
+	// while the load runs (it runs alone then; the scale-in that follows
 	// the load's end shares the machine again).
-	step := func(label string, saturated bool) {
+	step := func(label string, busy bool) {
 		t.Helper()
 		stopHogs := func() {}
-		if saturated {
-			busy(t)
+		if busy {
+			alone(t)
 			stopHogs = cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 		}
 		begin := time.Now()
@@ -85,7 +85,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 		}
 		res := stop()
 		stopHogs()
-		if saturated {
+		if busy {
 			shareAgain(t)
 		}
 		e.eventually(label+": the cloud's instances go first", 40*time.Second, func() error {

@@ -851,7 +851,7 @@ func TestReloadsUnderCPUContention(t *testing.T) {
 	e := newEnv(t, gz, web)
 	e.start()
 	e.waitInService("web", 2)
-	busy(t) // with busy loops of its own
+	alone(t) // the busy machine is this test's own
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
 	time.Sleep(time.Second)
@@ -945,7 +945,7 @@ func TestReloadsUnderCPUContentionTLS(t *testing.T) {
 	e.waitInService("web", 2)
 
 	tlsConfig := &tls.Config{ServerName: "a.test", RootCAs: ca.Pool}
-	busy(t) // with busy loops of its own
+	alone(t) // the busy machine is this test's own
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	h1 := noRetryLoad(t, e, "https://"+secure+"/", tlsConfig)
 	h2, err := loadgen.Start(context.Background(), loadgen.Options{
@@ -992,7 +992,7 @@ func TestRestartWithChangedHAProxyConfig(t *testing.T) {
 	e.start()
 	e.waitInService("web", 2)
 	haproxyPID := e.haproxyPID()
-	busy(t) // with busy loops of its own
+	alone(t) // the busy machine is this test's own
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
 	time.Sleep(time.Second)
