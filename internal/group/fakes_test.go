@@ -233,6 +233,7 @@ type fakeProvider struct {
 
 	mu     sync.Mutex
 	starts []time.Time
+	names  []string // of each start
 	insts  map[string]*fakeInstance
 }
 
@@ -240,6 +241,7 @@ func (p *fakeProvider) Start(_ context.Context, spec provider.Spec) (provider.In
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starts = append(p.starts, p.clk.Now())
+	p.names = append(p.names, spec.Name)
 	p.ev.add("start %s", spec.Name)
 	if p.fail != nil {
 		return nil, p.fail
@@ -281,6 +283,13 @@ func (p *fakeProvider) startTimes() []time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.starts)
+}
+
+// startNames returns the name of each start, in order.
+func (p *fakeProvider) startNames() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.names)
 }
 
 // fakeCloud is a fakeProvider whose instances are deleted through an API

