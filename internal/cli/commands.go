@@ -263,7 +263,10 @@ func scaleCmd(o *options) *cobra.Command {
   shoal scale web --plan large --sync
   shoal scale web --size 4 --source cron`,
 		Long: `Every request becomes a job: accepted → running → done | failed, or ignored
-(cooldown, already at max/min, another job running). Exit status with --sync:
+(cooldown, already at max/min, another job running). A job that raises the
+size is done when the group has that many in service; one that lowers it,
+once nothing starts or retires (instances still owed to an earlier size, say
+from a provider that refuses, are the reconciler's). Exit status with --sync:
 0 done, 1 failed, 3 ignored; 2 for an unknown group or plan.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
