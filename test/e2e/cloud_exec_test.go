@@ -44,7 +44,15 @@ func newExecCloud(t *testing.T) *execCloud {
 	// Servers outlive shoal (they are the cloud's): this test's go with it.
 	t.Cleanup(func() {
 		for _, s := range c.servers() {
-			if s.PID > 0 { // 0: powered off (and kill(0) is this process group)
+			// 0: powered off (and kill(0) is this process group). A server
+			// whose process died may have its pid reused (pids wrap here):
+			// only a demo-backend on its address goes.
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.PID))
+			host := s.Address
+			if h, _, err := net.SplitHostPort(s.Address); err == nil {
+				host = h
+			}
+			if s.PID > 0 && host != "" && strings.Contains(string(cmd), "demo-backend") && strings.Contains(string(cmd), host+":") {
 				_ = syscall.Kill(s.PID, syscall.SIGKILL)
 			}
 		}

@@ -349,8 +349,13 @@ func (e *shoalEnv) ourProcesses() []int {
 			pids = append(pids, pid)
 		}
 	}
+	// The recorded master, if it is still that HAProxy: pids wrap here
+	// (pid_max 32768, tens of thousands of processes a run), and killing a
+	// dead master's reused pid killed another test's `shoal scale`.
 	if pid := e.haproxyPID(); pid > 0 && alive(pid) {
-		pids = append(pids, pid)
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmd, []byte(e.stateDir())) {
+			pids = append(pids, pid)
+		}
 	}
 	return pids
 }

@@ -79,13 +79,10 @@ func TestSSHHostDrainResume(t *testing.T) {
 	// A new instance passes its gate in about 4 s: the kill lands while
 	// the second replacement is under way.
 	g.Health = strings.Replace(g.Health, "rise: 1,", "rise: 8,", 1)
-	// No host dies here: the suite's short SSH timeouts (2 s to connect,
-	// down after 3 s) are for the tests that kill one. Restarted under busy
-	// loops, shoal's handshakes took longer than 2 s, the only other host
-	// was taken for down and the resumed drain's replacement found none.
-	providers := sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: a}, {h: b}}})
-	providers = strings.NewReplacer("connect_timeout: 2s", "connect_timeout: 10s", "host_down_after: 3s", "host_down_after: 20s").Replace(providers)
-	e := newEnv(t, sshTimeouts+providers, g)
+	// No host dies here. Restarted under busy loops, shoal's handshakes
+	// took longer than 2 s, the only other host was taken for down and the
+	// resumed drain's replacement found none.
+	e := newEnv(t, sshTimeouts+calmSSH(sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": {{h: a}, {h: b}}})), g)
 	e.start()
 	e.waitInService("web", 4)
 	if got := e.perHost("web"); got[a.Addr] != 2 || got[b.Addr] != 2 {

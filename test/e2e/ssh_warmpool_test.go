@@ -35,7 +35,10 @@ func TestSSHWarmPoolRunning(t *testing.T) {
 	g := sshGroup("web", "rack", 1, 3, "")
 	g.Command = fmt.Sprintf(`["sh", "-c", "sleep %d && exec \"$0\" \"$@\"", %q, "--listen", "{{.Host}}:{{.Port}}", "--name", "{{.Name}}"]`,
 		int(startup/time.Second), filepath.Join(binDir, "demo-backend"))
-	prov := sshTimeouts + sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": hosts})
+	// No host dies here: a restart under busy loops took a host for down
+	// with the suite's 2 s handshake bound, and its pool server was started
+	// anew instead of adopted.
+	prov := sshTimeouts + calmSSH(sshProviders(lab, t.TempDir(), map[string][]sshHost{"rack": hosts}))
 	e := newEnv(t, prov, g)
 	e.start()
 	e.waitInService("web", 1)
