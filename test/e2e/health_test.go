@@ -110,12 +110,18 @@ func TestHealthBodyCheck(t *testing.T) {
 		t.Errorf("load through web: %d requests, %d failures", res.Requests, res.Failures)
 	}
 
-	web := groupOf(t, e.status(), "web")
-	for _, in := range web.Instances {
-		if in.Check != "L7OK" || in.CheckCode != 200 || in.CheckDesc != "Layer7 check passed" || in.LastChange == nil {
-			t.Errorf("web instance: %+v", in)
+	// HAProxy shows a check's code and reason between checks, not while
+	// one runs (a loaded run read L7OK with code 0): read until it does.
+	var web group.Status
+	e.eventually("status shows the web instances' checks", 5*time.Second, func() error {
+		web = groupOf(t, e.status(), "web")
+		for _, in := range web.Instances {
+			if in.Check != "L7OK" || in.CheckCode != 200 || in.CheckDesc != "Layer7 check passed" || in.LastChange == nil {
+				return fmt.Errorf("web instance: %+v", in)
+			}
 		}
-	}
+		return nil
+	})
 
 	// -o csv: one row per instance with the real check columns. HAProxy
 	// shows a failing check's reason only between checks (a loaded run read
