@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# make test's tests: the packages' tests, then the end-to-end suite, then the
-# config parser's fuzz run. They run one after the other: the packages' tests
-# bound times of their own (VIP handovers, holds, log following) that the
-# suite's load pushed past when both ran at once. Each part prints its end
-# time; PARTS="packages e2e" runs only the parts named.
+# make test's tests: the packages' tests beside the end-to-end suite's
+# shared part, then the suite's steps that run alone, then the config
+# parser's fuzz run. The packages' tests bound times of their own (VIP
+# handovers, holds, log following) that the suite's steps alone (a
+# saturated CPU, load at full speed) pushed past when both ran at once: the
+# suite holds those steps until the packages are done (SHOAL_E2E_LINE_AFTER,
+# test/e2e/machine_sched_test.go). Each part prints its end time;
+# PARTS="packages e2e" runs only the parts named.
 set -uo pipefail
 GO=${GO:-go}
 PKG_P=${PKG_P:-4}
@@ -27,15 +30,15 @@ fi
 # CI shows the output's tail).
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-failed=()
+wants() { [[ " $PARTS " == *" $1 "* ]]; }
 part() {
 	local name=$1
 	shift
-	[[ " $PARTS " == *" $name "* ]] || return 0
+	wants "$name" || return 0
 	"$@" 2>&1 | tee "$logs/$name"
 	local rc=${PIPESTATUS[0]}
+	echo "$rc" >"$logs/$name.rc"
 	echo "make test: $name rc $rc at ${SECONDS} s" >&2
-	((rc == 0)) || failed+=("$name")
 }
 
 # digest prints a failed part's failures: tests, packages, panics, fatal
@@ -75,10 +78,27 @@ fuzz() {
 	$GO test -count=1 -run '^$' -fuzz FuzzParse -fuzztime 10000x ./internal/config/
 }
 
-part packages packages
-part e2e e2e
+if wants packages && wants e2e; then
+	export SHOAL_E2E_LINE_AFTER=$logs/packages.running
+	: >"$SHOAL_E2E_LINE_AFTER"
+	(
+		part packages packages
+		rm -f "$SHOAL_E2E_LINE_AFTER"
+	) &
+	part e2e e2e
+	wait
+else
+	part packages packages
+	part e2e e2e
+fi
 part fuzz fuzz
 
+failed=()
+for name in packages e2e fuzz; do
+	if [[ -f $logs/$name.rc && $(<"$logs/$name.rc") != 0 ]]; then
+		failed+=("$name")
+	fi
+done
 if ((${#failed[@]})); then
 	for name in "${failed[@]}"; do
 		digest "$name"

@@ -87,6 +87,13 @@ func run(m *testing.M) int {
 		w := time.AfterFunc(d-min(d/10, 30*time.Second), sweepLive)
 		defer w.Stop()
 	}
+	// make test runs the packages' tests beside this suite's shared part;
+	// no step alone runs until they are done.
+	if path := os.Getenv("SHOAL_E2E_LINE_AFTER"); path != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		machine.holdLineWhile(ctx, path)
+	}
 	return m.Run()
 }
 

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -51,8 +54,7 @@ var (
 		"TestEC2MotoScaleKillRestart", "TestCloudPolicyScalesOutAndIn", "TestEC2MotoSubnetsSpread",
 	}
 	aloneLast = []string{
-		"TestLifetimeRecycle", "TestContainerGroup", "TestPerInstanceRateAfterScaleOut",
-		"TestGroupAcrossProviders", "TestHAPairCrash", "TestBlueGreenSwitchRollbackAndKill",
+		"TestPerInstanceRateAfterScaleOut", "TestHAPairCrash", "TestBlueGreenSwitchRollbackAndKill",
 		"TestQueueLimits", "TestHAPair", "TestDashboardMarksEjected", "TestExecCloudWarmPool",
 		"TestDashboard", "TestSSHWarmPoolRunning", "TestSSHHostDrainResume",
 		"TestInstancesActsUnderCPUContention", "TestSimulateMeasuresCapacity",
@@ -88,6 +90,9 @@ type sched struct {
 	// waiting holds the ranks of the tests waiting to start, in the order
 	// they asked: the lowest starts first.
 	waiting []*int
+	// lineHeld keeps the line from running while something outside the
+	// suite shares the machine (make test's packages' tests).
+	lineHeld bool
 }
 
 // machineHold is how one test holds machine now: alone, or (done) no
@@ -107,7 +112,38 @@ func (s *sched) lock() {
 // lineRuns says the machine belongs to the line: someone is in it and no
 // parallel test runs. Parallel tests wait until it is empty.
 func (s *sched) lineRuns() bool {
-	return len(s.line) > 0 && s.shared == 0
+	return len(s.line) > 0 && s.shared == 0 && !s.lineHeld
+}
+
+// holdLineWhile holds the line while the file at path exists, looking
+// each half second until ctx ends.
+func (s *sched) holdLineWhile(ctx context.Context, path string) {
+	exists := func() bool { _, err := os.Stat(path); return err == nil }
+	s.lock()
+	s.lineHeld = exists()
+	held := s.lineHeld
+	s.mu.Unlock()
+	if !held {
+		return
+	}
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+				if exists() {
+					continue
+				}
+			}
+			s.lock()
+			s.lineHeld = false
+			s.cond.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+	}()
 }
 
 // join waits until parallel tests may run and no test of a lower rank
@@ -407,4 +443,41 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	s.leaveShared()
 	s.mu.Unlock()
 	<-ranked
+}
+
+// TestMachineSchedLineHeld: while the file named exists (make test's
+// packages' tests run), a test in line waits though no parallel test runs;
+// once it is gone, the line runs.
+func TestMachineSchedLineHeld(t *testing.T) {
+	parallel(t)
+	path := filepath.Join(t.TempDir(), "packages.running")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &sched{}
+	s.holdLineWhile(ctx, path)
+	ran := make(chan struct{})
+	go func() {
+		st := &machineHold{}
+		s.lock()
+		s.queue(st)
+		s.release(st)
+		s.mu.Unlock()
+		close(ran)
+	}()
+	select {
+	case <-ran:
+		t.Fatal("the line ran while the file existed")
+	case <-time.After(1200 * time.Millisecond):
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the line did not run once the file was gone")
+	}
 }
