@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/shoal-lb/shoal/internal/testport"
 	"net"
 	"strconv"
 	"strings"
@@ -225,12 +226,7 @@ func listenAs(l listenerAt) (net.Listener, error) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }
 
 // TestListenerSockets: the sacloud-compat server's unix socket cannot be

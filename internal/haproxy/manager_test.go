@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testdep"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 func requireHAProxy(t *testing.T) {
@@ -66,12 +67,7 @@ func startBackend(t *testing.T, name string) *backend {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }
 
 // testLogger collects the Manager's log and prints it if the test fails.

@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/testdep"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // startHTTP serves 200 on /, 500 on /fail and the health check.
@@ -207,12 +208,7 @@ func TestHAProxyRetries(t *testing.T) {
 	if err := m.AddServer(ctx, haproxy.Server{Backend: "web", Name: "web-001", Addr: loopback(startHTTP(t)), Health: health}, true); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := testport.Free(t) // nothing listens there
 	c, err := Open(Options{Metrics: config.DefaultMetrics, Source: &source{[]string{"web"}, func() []Target { return nil }},
 		HAProxy: m.Client(), DB: filepath.Join(t.TempDir(), "metrics.db")})
 	if err != nil {

@@ -92,7 +92,7 @@ func run(m *testing.M) int {
 	if path := os.Getenv("SHOAL_E2E_LINE_AFTER"); path != "" {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		machine.holdLineWhile(ctx, path)
+		machine.holdLineWhile(ctx, path, len(slowFirst)+1) // aloneLast's
 	}
 	return m.Run()
 }

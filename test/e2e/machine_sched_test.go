@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -91,8 +92,11 @@ type sched struct {
 	// they asked: the lowest starts first.
 	waiting []*int
 	// lineHeld keeps the line from running while something outside the
-	// suite shares the machine (make test's packages' tests).
+	// suite shares the machine (make test's packages' tests); tests of
+	// rank heldFrom or later do not start then either (0: all start): they
+	// would only wait in line, their shoal and instances running.
 	lineHeld bool
+	heldFrom int
 }
 
 // machineHold is how one test holds machine now: alone, or (done) no
@@ -115,12 +119,13 @@ func (s *sched) lineRuns() bool {
 	return len(s.line) > 0 && s.shared == 0 && !s.lineHeld
 }
 
-// holdLineWhile holds the line while the file at path exists, looking
-// each half second until ctx ends.
-func (s *sched) holdLineWhile(ctx context.Context, path string) {
+// holdLineWhile holds the line, and the start of tests of rank from or
+// later, while the file at path exists, looking each half second until ctx
+// ends.
+func (s *sched) holdLineWhile(ctx context.Context, path string, from int) {
 	exists := func() bool { _, err := os.Stat(path); return err == nil }
 	s.lock()
-	s.lineHeld = exists()
+	s.lineHeld, s.heldFrom = exists(), from
 	held := s.lineHeld
 	s.mu.Unlock()
 	if !held {
@@ -153,7 +158,8 @@ func (s *sched) join(rank int) {
 	defer s.mu.Unlock()
 	me := &rank
 	s.waiting = append(s.waiting, me)
-	for s.holder != nil || s.lineRuns() || (s.most > 0 && s.shared >= s.most) || s.ahead(me) {
+	for s.holder != nil || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
+		(s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
 	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
@@ -446,8 +452,8 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 }
 
 // TestMachineSchedLineHeld: while the file named exists (make test's
-// packages' tests run), a test in line waits though no parallel test runs;
-// once it is gone, the line runs.
+// packages' tests run), a test in line waits though no parallel test runs,
+// and a test of the held ranks does not start; once it is gone, both go.
 func TestMachineSchedLineHeld(t *testing.T) {
 	parallel(t)
 	path := filepath.Join(t.TempDir(), "packages.running")
@@ -457,8 +463,15 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := &sched{}
-	s.holdLineWhile(ctx, path)
+	s.holdLineWhile(ctx, path, 5)
 	ran := make(chan struct{})
+	var started atomic.Int32
+	for _, rank := range []int{4, 5} {
+		go func() {
+			s.join(rank)
+			started.Add(int32(rank))
+		}()
+	}
 	go func() {
 		st := &machineHold{}
 		s.lock()
@@ -472,6 +485,12 @@ func TestMachineSchedLineHeld(t *testing.T) {
 		t.Fatal("the line ran while the file existed")
 	case <-time.After(1200 * time.Millisecond):
 	}
+	if n := started.Load(); n != 4 {
+		t.Fatalf("started while the line was held: ranks summing to %d, want the one of rank 4", n)
+	}
+	s.lock()
+	s.leaveShared() // the rank 4 test ends
+	s.mu.Unlock()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -479,5 +498,12 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	case <-ran:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the line did not run once the file was gone")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for started.Load() != 9 {
+		if time.Now().After(deadline) {
+			t.Fatal("the test of rank 5 did not start once the file was gone")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

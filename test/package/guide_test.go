@@ -2,7 +2,6 @@ package pkgtest
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/guide"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // guidePath is the getting-started guide TestGettingStartedOnPackage follows.
@@ -237,13 +237,9 @@ func copyDebs(t *testing.T, from, to string) {
 	}
 }
 
-// freePort is a port on 127.0.0.1 free now.
+// freePort is a port on 127.0.0.1 free now, outside the ephemeral range
+// (testport): make test runs the e2e suite beside this test.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/portrange"
 	"github.com/shoal-lb/shoal/internal/proc"
 	"github.com/shoal-lb/shoal/internal/provider"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // helperEnv makes the test binary act as an instance (see runHelper) instead
@@ -413,12 +414,7 @@ func TestAdopt(t *testing.T) {
 // process group unless ownGroup, and kills it when the test ends.
 func startUnmanaged(t *testing.T, env []string, ownGroup bool) (port int) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port = testport.Free(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

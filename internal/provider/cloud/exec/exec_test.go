@@ -25,6 +25,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/provider"
 	"github.com/shoal-lb/shoal/internal/provider/cloud"
 	"github.com/shoal-lb/shoal/internal/provider/cloud/exec"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m) }
@@ -55,12 +56,7 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 }
 
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }
 
 func (c *fakeCloud) script() string {
