@@ -39,15 +39,24 @@ import (
 // starts last and runs on alone at the end; the tests with a step alone
 // start last (aloneLast): in line, a test's shoal, HAProxy and instances
 // idle until the shared tests are done, and twenty such took a part of the
-// machine from them.
+// machine from them. A test whose shared part before its alone step is
+// long starts first all the same: the line waits for it (in one run
+// TestGroupAcrossProviders' two minutes of back-offs held the line a
+// minute and a half while twenty-two tests waited in it).
+//
+// make test runs the packages' tests beside the suite's shared part
+// (scripts/test.sh): while the file SHOAL_E2E_LINE_AFTER names exists, the
+// line does not run (lineHeld), so that no step alone runs beside them,
+// and aloneLast's tests do not start (they would wait in line meanwhile).
 var machine = &sched{most: 8}
 
-// slowFirst names the tests without a step alone that take longest
-// (measured from make test's -json events), longest first; aloneLast
-// those with one, the longest to reach it first. The others start between,
-// in go test's order.
+// slowFirst names the tests whose shared part takes longest (measured from
+// make test's -json events), longest first; aloneLast those with a step
+// alone and a short way to it, the longest to reach it first. The others
+// start between, in go test's order.
 var (
 	slowFirst = []string{
+		"TestGroupAcrossProviders", "TestLifetimeRecycle", "TestContainerGroup",
 		"TestHAPairRecycleCordon", "TestContainerGroupOnSSHHost", "TestScaleOnPrometheus",
 		"TestOutlierEjectionSurvivesRestart", "TestAutoscaleStabilizationGap", "TestGettingStartedGuide",
 		"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered", "TestSSHHostsScaleFailRecover",
