@@ -189,7 +189,7 @@ func TestBlueGreenSwitchRollbackAndKill(t *testing.T) {
 
 	// 4. The switch with the CPU saturated (at most 15 s of it), then
 	// keep_old's end.
-	alone(t)
+	busy(t)
 	// The wait in line may outlast ctx: a deadline of its own from here.
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -150,10 +150,10 @@ func canaryPromoted(t *testing.T, hogs int) {
 	}
 	isCanary := func(name string) bool { return !stable[name] }
 
-	// The shares are HAProxy's weights, whoever else runs; the saturated
-	// run has the machine to itself, so its busy loops are the only load.
+	// The shares are HAProxy's weights, whoever else runs: the saturated
+	// run is a busy step (other busy steps may run beside it).
 	if hogs > 0 {
-		alone(t)
+		busy(t)
 		stopHogs := cpuHogs(t, hogs, 3*time.Minute)
 		defer stopHogs()
 	}

@@ -57,7 +57,7 @@ func TestSSHConsolidation(t *testing.T) {
 	}
 
 	// The moves run alone, with the CPU saturated.
-	alone(t)
+	busy(t)
 	stopHogs := cpuHogs(t, 2, 3*time.Minute)
 	stop := sshLoad(t, e)
 	time.Sleep(500 * time.Millisecond)

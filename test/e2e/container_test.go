@@ -131,7 +131,7 @@ func TestContainerGroup(t *testing.T) {
 	// kill -9 with the CPU saturated: the containers serve on; the next
 	// shoal adopts each by its labels.
 	names = namesOf(deployed)
-	alone(t)
+	busy(t)
 	stopHogs := cpuHogs(t, 4, 3*time.Minute)
 	defer stopHogs()
 	e.kill9()

@@ -76,7 +76,7 @@ func dayActsUnderLoad(t *testing.T, hogs int) {
 		t.Fatalf("scale to 2 exited %d:\n%s%s", code, out, stderr)
 	}
 	if hogs > 0 {
-		alone(t) // the busy machine is this test's own
+		busy(t) // the saturated machine is this step's own and its batch's
 		stopHogs := cpuHogs(t, hogs, 3*time.Minute)
 		defer stopHogs()
 	}

@@ -89,7 +89,7 @@ func TestSSHHostDrainResume(t *testing.T) {
 		t.Fatalf("spread: %v", got)
 	}
 	// The drain, the kill and the restart run with the cores saturated.
-	alone(t)
+	busy(t)
 	stopHogs := cpuHogs(t, 2, 4*time.Minute)
 	defer stopHogs()
 	stop := sshLoad(t, e)

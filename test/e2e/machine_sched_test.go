@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,9 +34,17 @@ import (
 // waited for every running one to end: the machine idled through each.
 //
 //	            parallel ──► shared ──alone──► in line ──(no shared test)──► alone
-//	                           ▲                                               │
+//	                           ▲           busy                                 │
 //	                           └──────────────── shareAgain ◄──────────────────┘
 //	exclusive ──► in line ──► alone ──► end
+//
+// A busy step (busy, exclusiveBusy) saturates the cores with busy loops and
+// asserts that nothing fails: it runs alone too, but beside up to mostBusy-1
+// other busy steps, and their loops are the machine's, shared (cpuHogs in a
+// busy step asks hogs for them): as many as the most any of them asks for,
+// not the sum, so that each step's own processes meet the contention they
+// would alone, plus the other steps' work. Busy steps in line go before
+// steps alone; a step alone waits until no busy step runs.
 //
 // Parallel tests start longest first (slowFirst), so that no long one
 // starts last and runs on alone at the end; the tests with a step alone
@@ -48,7 +59,7 @@ import (
 // (scripts/test.sh): while the file SHOAL_E2E_LINE_AFTER names exists, the
 // line does not run (lineHeld), so that no step alone runs beside them,
 // and aloneLast's tests do not start (they would wait in line meanwhile).
-var machine = &sched{most: 8}
+var machine = &sched{most: 8, mostBusy: 3}
 
 // slowFirst names the tests whose shared part takes longest (measured from
 // make test's -json events), longest first; aloneLast those with a step
@@ -88,11 +99,15 @@ func startRank(test string) int {
 }
 
 type sched struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	shared int            // tests running side by side now
-	line   []*machineHold // tests waiting to run alone, first first
-	holder *machineHold   // the test running alone, if any
+	mu      sync.Mutex
+	cond    sync.Cond
+	shared  int            // tests running side by side now
+	line    []*machineHold // tests waiting to run alone, first first
+	holder  *machineHold   // the test running alone, if any
+	busyNow int            // busy steps running side by side now
+	// mostBusy is how many busy steps run side by side (0: one).
+	mostBusy int
+	hogs     hogPool
 	// most is how many tests run side by side at once (0: no bound). go
 	// test's -parallel (make test: 512) is larger than the suite, so that
 	// every test waits here, in rank, and those in line take no slot.
@@ -108,9 +123,10 @@ type sched struct {
 	heldFrom int
 }
 
-// machineHold is how one test holds machine now: alone, or (done) no
-// longer at all, its alone step over as its clean-up began.
-type machineHold struct{ alone, done bool }
+// machineHold is how one test holds machine now: alone (busy: as a busy
+// step), or (done) no longer at all, its alone step over as its clean-up
+// began.
+type machineHold struct{ alone, busy, done bool }
 
 // holds maps a test to its machineHold.
 var holds sync.Map
@@ -167,7 +183,7 @@ func (s *sched) join(rank int) {
 	defer s.mu.Unlock()
 	me := &rank
 	s.waiting = append(s.waiting, me)
-	for s.holder != nil || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
+	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
 		(s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
@@ -201,18 +217,43 @@ func (s *sched) leaveShared() {
 func (s *sched) queue(st *machineHold) {
 	s.line = append(s.line, st)
 	s.cond.Broadcast()
-	for !s.lineRuns() || s.holder != nil || s.line[0] != st {
+	for !s.mayRun(st) {
 		s.cond.Wait()
 	}
-	s.line = s.line[1:]
-	s.holder = st
+	s.line = slices.DeleteFunc(s.line, func(h *machineHold) bool { return h == st })
+	if st.busy {
+		s.busyNow++
+	} else {
+		s.holder = st
+	}
 	st.alone = true
+	s.cond.Broadcast() // the next busy step may run beside st
+}
+
+// mayRun says st's turn has come: the line runs, no step alone runs, and
+// st is the first of its kind in line; a busy step then runs beside fewer
+// than mostBusy others, a step alone once no busy step runs or waits.
+func (s *sched) mayRun(st *machineHold) bool {
+	if !s.lineRuns() || s.holder != nil {
+		return false
+	}
+	if first := slices.IndexFunc(s.line, func(h *machineHold) bool { return h.busy == st.busy }); s.line[first] != st {
+		return false
+	}
+	if st.busy {
+		return s.busyNow < max(1, s.mostBusy)
+	}
+	return s.busyNow == 0 && !slices.ContainsFunc(s.line, func(h *machineHold) bool { return h.busy })
 }
 
 // release ends st's alone step: the next in line runs, or, the line
 // empty, parallel tests start again.
 func (s *sched) release(st *machineHold) {
-	s.holder = nil
+	if st.busy {
+		s.busyNow--
+	} else {
+		s.holder = nil
+	}
 	st.alone = false
 	s.cond.Broadcast()
 }
@@ -238,21 +279,34 @@ func parallel(t *testing.T) {
 	})
 }
 
-// alone turns a parallel test exclusive from the step that saturates the
-// CPU or measures on, until shareAgain or its end: what comes before
-// (starting nodes, instances, load) runs beside the others.
+// alone turns a parallel test exclusive from the step that measures on,
+// until shareAgain or its end: what comes before (starting nodes,
+// instances, load) runs beside the others.
 func alone(t *testing.T) {
+	t.Helper()
+	holdAlone(t, false)
+}
+
+// busy is alone for a step that saturates the CPU (cpuHogs) and asserts
+// nothing of the machine's figures: it may run beside other busy steps.
+func busy(t *testing.T) {
+	t.Helper()
+	holdAlone(t, true)
+}
+
+func holdAlone(t *testing.T, busy bool) {
 	t.Helper()
 	st := holdOf(t)
 	if st.alone {
 		return
 	}
+	st.busy = busy
 	began := time.Now()
 	machine.lock()
 	machine.leaveShared()
 	machine.queue(st)
 	machine.mu.Unlock()
-	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
+	t.Logf("machine: %s after %s", st.kind(), time.Since(began).Round(time.Millisecond))
 	// The step ends where the test's clean-up begins: what it set up before
 	// (shoal, HAProxy, instances) stops beside the next in line. What it
 	// started since (load, CPU hogs) stops first: cleanups run last first.
@@ -281,6 +335,86 @@ func shareAgain(t *testing.T) {
 	machine.join(-1)
 }
 
+// kind names how st holds the machine in the test's log.
+func (st *machineHold) kind() string {
+	if st.busy {
+		return "busy"
+	}
+	return "alone"
+}
+
+// hogPool is the busy loops of the busy steps that run side by side: as
+// many as the most one of them asks for. Each loop runs under timeout(1)
+// for 5 minutes at most (longer than any step's lifetime), so that none
+// outlives this test binary by long.
+type hogPool struct {
+	mu   sync.Mutex
+	want map[*int]int // hogs each request asks for
+	cmds []*exec.Cmd
+}
+
+// request asks for n loops for lifetime at most; stop (also at t's end)
+// ends the request, and the loops no other request needs.
+func (p *hogPool) request(t *testing.T, n int, lifetime time.Duration) (stop func()) {
+	t.Helper()
+	key := new(int)
+	p.mu.Lock()
+	if p.want == nil {
+		p.want = map[*int]int{}
+	}
+	p.want[key] = n
+	err := p.adjustLocked()
+	p.mu.Unlock()
+	stop = sync.OnceFunc(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.want, key)
+		_ = p.adjustLocked()
+	})
+	timer := time.AfterFunc(lifetime, stop)
+	t.Cleanup(func() {
+		timer.Stop()
+		stop()
+	})
+	if err != nil {
+		t.Fatalf("start a CPU hog: %v", err)
+	}
+	return stop
+}
+
+func (p *hogPool) adjustLocked() error {
+	most := 0
+	for _, n := range p.want {
+		most = max(most, n)
+	}
+	for len(p.cmds) > most {
+		c := p.cmds[len(p.cmds)-1]
+		p.cmds = p.cmds[:len(p.cmds)-1]
+		_ = c.Process.Signal(syscall.SIGTERM) // timeout(1) passes it on
+		_ = c.Wait()
+	}
+	for len(p.cmds) < most {
+		c := exec.Command("timeout", "300", "/bin/sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			return err
+		}
+		p.cmds = append(p.cmds, c)
+	}
+	return nil
+}
+
+// runsBusy says t runs a busy step now.
+func runsBusy(t *testing.T) bool {
+	v, ok := holds.Load(t)
+	if !ok {
+		return false
+	}
+	st := v.(*machineHold)
+	machine.lock()
+	defer machine.mu.Unlock()
+	return st.busy && st.alone
+}
+
 func holdOf(t *testing.T) *machineHold {
 	t.Helper()
 	v, ok := holds.Load(t)
@@ -292,13 +426,27 @@ func holdOf(t *testing.T) *machineHold {
 
 func exclusive(t *testing.T) {
 	t.Helper()
+	exclusiveAs(t, false)
+}
+
+// exclusiveBusy is exclusive for a test that saturates the CPU (cpuHogs):
+// it runs as a busy step.
+func exclusiveBusy(t *testing.T) {
+	t.Helper()
+	exclusiveAs(t, true)
+}
+
+func exclusiveAs(t *testing.T, busy bool) {
+	t.Helper()
 	t.Parallel()
 	began := time.Now()
-	st := &machineHold{}
+	st := &machineHold{busy: busy}
+	holds.Store(t, st)
+	t.Cleanup(func() { holds.Delete(t) })
 	machine.lock()
 	machine.queue(st)
 	machine.mu.Unlock()
-	t.Logf("machine: alone after %s", time.Since(began).Round(time.Millisecond))
+	t.Logf("machine: %s after %s", st.kind(), time.Since(began).Round(time.Millisecond))
 	t.Cleanup(func() {
 		machine.lock()
 		machine.release(st)
@@ -514,5 +662,77 @@ func TestMachineSchedLineHeld(t *testing.T) {
 			t.Fatal("the test of rank 5 did not start once the file was gone")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMachineSchedBusyStepsBatch: busy steps run side by side, at most
+// mostBusy at once, never beside a step alone; a step alone waits until no
+// busy step runs or waits, though it came first.
+func TestMachineSchedBusyStepsBatch(t *testing.T) {
+	parallel(t)
+	s := &sched{mostBusy: 2}
+	var mu sync.Mutex
+	busyNow, mostBusy, aloneNow := 0, 0, 0
+	var order []string
+	var bad []string
+	run := func(name string, busy bool, ready chan<- struct{}) {
+		st := &machineHold{busy: busy}
+		s.lock()
+		s.queue(st)
+		s.mu.Unlock()
+		mu.Lock()
+		order = append(order, name)
+		if busy {
+			busyNow++
+			mostBusy = max(mostBusy, busyNow)
+		} else {
+			aloneNow++
+		}
+		if aloneNow > 0 && busyNow > 0 || aloneNow > 1 {
+			bad = append(bad, name+" ran beside a step alone")
+		}
+		mu.Unlock()
+		time.Sleep(150 * time.Millisecond)
+		mu.Lock()
+		if busy {
+			busyNow--
+		} else {
+			aloneNow--
+		}
+		mu.Unlock()
+		s.lock()
+		s.release(st)
+		s.mu.Unlock()
+		close(ready)
+	}
+	// One parallel test runs while four get in line: a step alone first.
+	s.join(0)
+	var done []chan struct{}
+	for i, b := range []bool{false, true, true, true} {
+		ch := make(chan struct{})
+		done = append(done, ch)
+		go run(fmt.Sprintf("%d", i), b, ch)
+		for { // each is in line before the next
+			s.lock()
+			n := len(s.line)
+			s.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s.lock()
+	s.leaveShared()
+	s.mu.Unlock()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the line did not run out")
+		}
+	}
+	if len(bad) > 0 || mostBusy != 2 || order[3] != "0" {
+		t.Fatalf("%v; at most %d busy at once, want 2; order %v, want the step alone last", bad, mostBusy, order)
 	}
 }

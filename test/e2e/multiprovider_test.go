@@ -54,11 +54,11 @@ func TestGroupAcrossProviders(t *testing.T) {
 	// back to 2, the cloud's first. Then again with the CPU saturated
 	// while the load runs (it runs alone then; the scale-in that follows
 	// the load's end shares the machine again).
-	step := func(label string, busy bool) {
+	step := func(label string, saturated bool) {
 		t.Helper()
 		stopHogs := func() {}
-		if busy {
-			alone(t)
+		if saturated {
+			busy(t)
 			stopHogs = cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 		}
 		begin := time.Now()
@@ -85,7 +85,7 @@ func TestGroupAcrossProviders(t *testing.T) {
 		}
 		res := stop()
 		stopHogs()
-		if busy {
+		if saturated {
 			shareAgain(t)
 		}
 		e.eventually(label+": the cloud's instances go first", 40*time.Second, func() error {

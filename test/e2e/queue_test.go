@@ -86,7 +86,7 @@ func TestQueueLimits(t *testing.T) {
 	burst("idle machine")
 	// The same with every core saturated: still every request served, and
 	// smax (the most since HAProxy started) below covers both bursts.
-	alone(t)
+	busy(t)
 	stopHogs := cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 	burst("CPU saturated")
 	stopHogs()

@@ -34,7 +34,7 @@ func TestLifetimeRecycle(t *testing.T) {
 	// while the test only waits, beside the others; the recycle itself,
 	// every instance due at once, runs alone with the CPU saturated.
 	time.Sleep(time.Until(began.Add(61 * time.Second)))
-	alone(t)
+	busy(t)
 	stopHogs := cpuHogs(t, 2, 4*time.Minute)
 	defer stopHogs()
 	stop := load(t, e)

@@ -795,6 +795,9 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 // saturated as operators' machines are when they reload.
 func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
 	t.Helper()
+	if runsBusy(t) {
+		return machine.hogs.request(t, n, lifetime) // shared with the busy steps beside
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
 	var cmds []*exec.Cmd
 	stop = func() {
@@ -851,7 +854,7 @@ func TestReloadsUnderCPUContention(t *testing.T) {
 	e := newEnv(t, gz, web)
 	e.start()
 	e.waitInService("web", 2)
-	alone(t) // the busy machine is this test's own
+	busy(t) // the saturated machine is this step's own and its batch's
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
 	time.Sleep(time.Second)
@@ -945,7 +948,7 @@ func TestReloadsUnderCPUContentionTLS(t *testing.T) {
 	e.waitInService("web", 2)
 
 	tlsConfig := &tls.Config{ServerName: "a.test", RootCAs: ca.Pool}
-	alone(t) // the busy machine is this test's own
+	busy(t) // the saturated machine is this step's own and its batch's
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	h1 := noRetryLoad(t, e, "https://"+secure+"/", tlsConfig)
 	h2, err := loadgen.Start(context.Background(), loadgen.Options{
@@ -992,7 +995,7 @@ func TestRestartWithChangedHAProxyConfig(t *testing.T) {
 	e.start()
 	e.waitInService("web", 2)
 	haproxyPID := e.haproxyPID()
-	alone(t) // the busy machine is this test's own
+	busy(t) // the saturated machine is this step's own and its batch's
 	stopHogs := cpuHogs(t, 3, 90*time.Second)
 	stop := noRetryLoad(t, e, "http://"+e.listen+"/", nil)
 	time.Sleep(time.Second)

@@ -413,7 +413,7 @@ func TestScaleFromZeroReloadWhileHeld(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Own shoal and HAProxy; the waits are the instance's start.
 			if tc.busy {
-				exclusive(t)
+				exclusiveBusy(t)
 				cpuHogs(t, runtime.NumCPU()+1, 2*time.Minute)
 			} else {
 				parallel(t)
