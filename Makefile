@@ -52,12 +52,13 @@ vet:
 
 # test runs every test: unit tests and the integration tests that start real
 # HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
-# scripts/test.sh runs the packages' tests, then the end-to-end suite, then
-# the fuzz run. The packages' tests mostly wait (on HAProxy, sshd,
-# keepalived, etcd, pebble, moto, child processes), so more packages run at
-# once than the machine has cores (go test's default -p): PKG_P of them.
+# scripts/test.sh runs the packages' tests beside the end-to-end suite's
+# shared part, then the suite's steps alone, then the fuzz run. The
+# packages' tests mostly wait (on HAProxy, sshd, keepalived, etcd, pebble,
+# moto, child processes, apt), so more packages run at once than the
+# machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
-PKG_P ?= 4
+PKG_P ?= 5
 test: test-deps vet
 	GO=$(GO) PKG_P=$(PKG_P) E2E=$(E2E) bash scripts/test.sh
 
