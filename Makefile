@@ -58,7 +58,7 @@ vet:
 # moto, child processes, apt), so more packages run at once than the
 # machine has cores (go test's default -p): PKG_P of them.
 E2E := ./test/e2e/
-PKG_P ?= 5
+PKG_P ?= 4
 test: test-deps vet
 	GO=$(GO) PKG_P=$(PKG_P) E2E=$(E2E) bash scripts/test.sh
 

@@ -9,7 +9,7 @@
 # PARTS="packages e2e" runs only the parts named.
 set -uo pipefail
 GO=${GO:-go}
-PKG_P=${PKG_P:-5}
+PKG_P=${PKG_P:-4}
 E2E=${E2E:-./test/e2e/}
 PARTS=${PARTS:-packages e2e fuzz}
 
