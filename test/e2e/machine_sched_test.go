@@ -73,6 +73,8 @@ var (
 		"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered", "TestSSHHostsScaleFailRecover",
 		"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart",
 		"TestEC2MotoScaleKillRestart", "TestCloudPolicyScalesOutAndIn", "TestEC2MotoSubnetsSpread",
+		"TestCanaryPromotedThroughSteps", "TestPolicyTestKeepsCollectorWriting",
+		"TestScaleFromZeroNoSpuriousWake", "TestSlowStart",
 	}
 	aloneLast = []string{
 		"TestPerInstanceRateAfterScaleOut", "TestHAPairCrash", "TestBlueGreenSwitchRollbackAndKill",
