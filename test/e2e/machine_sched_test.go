@@ -58,7 +58,8 @@ import (
 // make test runs the packages' tests beside the suite's shared part
 // (scripts/test.sh): while the file SHOAL_E2E_LINE_AFTER names exists, the
 // line does not run (lineHeld), so that no step alone runs beside them,
-// and aloneLast's tests do not start (they would wait in line meanwhile).
+// and aloneLast's tests start only once the others are done (they would
+// wait in line meanwhile).
 var machine = &sched{most: 8, mostBusy: 3}
 
 // slowFirst names the tests whose shared part takes longest (measured from
@@ -119,16 +120,19 @@ type sched struct {
 	waiting []*int
 	// lineHeld keeps the line from running while something outside the
 	// suite shares the machine (make test's packages' tests); tests of
-	// rank heldFrom or later do not start then either (0: all start): they
-	// would only wait in line, their shoal and instances running.
+	// rank heldFrom or later do not start then either (0: all start) while
+	// one of a lower rank runs (early of them) or waits: they would only
+	// wait in line, their shoal and instances running. Set up beside the
+	// packages' last ones, the line may run as soon as those end.
 	lineHeld bool
 	heldFrom int
+	early    int
 }
 
 // machineHold is how one test holds machine now: alone (busy: as a busy
 // step), or (done) no longer at all, its alone step over as its clean-up
-// began.
-type machineHold struct{ alone, busy, done bool }
+// began; early while it runs shared and counts in sched.early.
+type machineHold struct{ alone, busy, done, early bool }
 
 // holds maps a test to its machineHold.
 var holds sync.Map
@@ -179,19 +183,24 @@ func (s *sched) holdLineWhile(ctx context.Context, path string, from int) {
 }
 
 // join waits until parallel tests may run and no test of a lower rank
-// waits to start, then counts one more.
-func (s *sched) join(rank int) {
+// waits to start, then counts one more; early says it counts among the
+// tests before heldFrom.
+func (s *sched) join(rank int) (early bool) {
 	s.lock()
 	defer s.mu.Unlock()
 	me := &rank
 	s.waiting = append(s.waiting, me)
-	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
+	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom && s.early > 0) ||
 		(s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
 	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
 	s.shared++
+	if early = rank >= 0 && rank < s.heldFrom; early {
+		s.early++
+	}
 	s.cond.Broadcast() // the next in rank may start too
+	return early
 }
 
 // ahead says a test of a lower rank than me, or of its rank and earlier,
@@ -209,9 +218,13 @@ func (s *sched) ahead(me *int) bool {
 	return false
 }
 
-// leaveShared counts one fewer parallel test.
-func (s *sched) leaveShared() {
+// leaveShared counts one fewer parallel test (early: one that join said
+// was).
+func (s *sched) leaveShared(early bool) {
 	s.shared--
+	if early {
+		s.early--
+	}
 	s.cond.Broadcast()
 }
 
@@ -264,9 +277,9 @@ func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
 	began := time.Now()
-	machine.join(startRank(t.Name()))
+	early := machine.join(startRank(t.Name()))
 	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
-	st := &machineHold{}
+	st := &machineHold{early: early}
 	holds.Store(t, st)
 	t.Cleanup(func() { // registered first: runs after the test's own cleanups
 		holds.Delete(t)
@@ -276,7 +289,7 @@ func parallel(t *testing.T) {
 		case st.alone:
 			machine.release(st)
 		case !st.done:
-			machine.leaveShared()
+			machine.leaveShared(st.early)
 		}
 	})
 }
@@ -305,7 +318,8 @@ func holdAlone(t *testing.T, busy bool) {
 	st.busy = busy
 	began := time.Now()
 	machine.lock()
-	machine.leaveShared()
+	machine.leaveShared(st.early)
+	st.early = false
 	machine.queue(st)
 	machine.mu.Unlock()
 	t.Logf("machine: %s after %s", st.kind(), time.Since(began).Round(time.Millisecond))
@@ -502,7 +516,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		leave(false)
 		s.lock()
 		close(inLine)
-		s.leaveShared()
+		s.leaveShared(false)
 		st := &machineHold{}
 		s.queue(st)
 		s.mu.Unlock()
@@ -532,7 +546,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	for range 2 { // both parallel tests end: the line runs
 		leave(false)
 		s.lock()
-		s.leaveShared()
+		s.leaveShared(false)
 		s.mu.Unlock()
 	}
 	select {
@@ -591,7 +605,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		}
 	}
 	s.lock()
-	s.leaveShared()
+	s.leaveShared(false)
 	s.mu.Unlock()
 	select {
 	case <-second:
@@ -599,20 +613,21 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		t.Fatal("the second parallel test did not start when the first ended")
 	}
 	s.lock()
-	s.leaveShared()
+	s.leaveShared(false)
 	s.mu.Unlock()
 	if first := <-ranked; first != 2 {
 		t.Fatalf("the test of rank %d started first; want rank 2 before rank 5", first)
 	}
 	s.lock()
-	s.leaveShared()
+	s.leaveShared(false)
 	s.mu.Unlock()
 	<-ranked
 }
 
 // TestMachineSchedLineHeld: while the file named exists (make test's
-// packages' tests run), a test in line waits though no parallel test runs,
-// and a test of the held ranks does not start; once it is gone, both go.
+// packages' tests run), a test of the held ranks does not start while one
+// of a lower rank runs, and a test in line waits though no parallel test
+// runs; once the file is gone, the line runs.
 func TestMachineSchedLineHeld(t *testing.T) {
 	parallel(t)
 	path := filepath.Join(t.TempDir(), "packages.running")
@@ -623,14 +638,36 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	defer cancel()
 	s := &sched{}
 	s.holdLineWhile(ctx, path, 5)
-	ran := make(chan struct{})
 	var started atomic.Int32
-	for _, rank := range []int{4, 5} {
+	join := func(rank int) {
 		go func() {
 			s.join(rank)
 			started.Add(int32(rank))
 		}()
 	}
+	waitStarted := func(want int32, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for started.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ranks started sum to %d, want %d", what, started.Load(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	join(4)
+	waitStarted(4, "rank 4 starts")
+	join(5)
+	time.Sleep(time.Second)
+	if n := started.Load(); n != 4 {
+		t.Fatalf("rank 5 started beside rank 4 while the line was held (sum %d)", n)
+	}
+	s.lock()
+	s.leaveShared(true) // the rank 4 test ends: rank 5 may set up
+	s.mu.Unlock()
+	waitStarted(9, "rank 5 starts once no lower rank runs")
+
+	ran := make(chan struct{})
 	go func() {
 		st := &machineHold{}
 		s.lock()
@@ -639,17 +676,14 @@ func TestMachineSchedLineHeld(t *testing.T) {
 		s.mu.Unlock()
 		close(ran)
 	}()
+	s.lock()
+	s.leaveShared(false) // the rank 5 test goes in line: none runs shared
+	s.mu.Unlock()
 	select {
 	case <-ran:
 		t.Fatal("the line ran while the file existed")
 	case <-time.After(1200 * time.Millisecond):
 	}
-	if n := started.Load(); n != 4 {
-		t.Fatalf("started while the line was held: ranks summing to %d, want the one of rank 4", n)
-	}
-	s.lock()
-	s.leaveShared() // the rank 4 test ends
-	s.mu.Unlock()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -657,13 +691,6 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	case <-ran:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the line did not run once the file was gone")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for started.Load() != 9 {
-		if time.Now().After(deadline) {
-			t.Fatal("the test of rank 5 did not start once the file was gone")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -725,7 +752,7 @@ func TestMachineSchedBusyStepsBatch(t *testing.T) {
 		}
 	}
 	s.lock()
-	s.leaveShared()
+	s.leaveShared(false)
 	s.mu.Unlock()
 	for _, ch := range done {
 		select {
