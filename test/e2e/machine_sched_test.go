@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,9 +59,8 @@ import (
 // make test runs the packages' tests beside the suite's shared part
 // (scripts/test.sh): while the file SHOAL_E2E_LINE_AFTER names exists, the
 // line does not run (lineHeld), so that no step alone runs beside them,
-// and aloneLast's tests start only once the others are done (they would
-// wait in line meanwhile).
-var machine = &sched{most: 8, mostBusy: 3}
+// and aloneLast's tests do not start (they would wait in line meanwhile).
+var machine = &sched{most: 8, mostBusy: 3, hogs: hogPool{life: 5 * time.Minute}}
 
 // slowFirst names the tests whose shared part takes longest (measured from
 // make test's -json events), longest first; aloneLast those with a step
@@ -120,19 +120,18 @@ type sched struct {
 	waiting []*int
 	// lineHeld keeps the line from running while something outside the
 	// suite shares the machine (make test's packages' tests); tests of
-	// rank heldFrom or later do not start then either (0: all start) while
-	// one of a lower rank runs (early of them) or waits: they would only
-	// wait in line, their shoal and instances running. Set up beside the
-	// packages' last ones, the line may run as soon as those end.
+	// rank heldFrom or later do not start then either (0: all start): they
+	// would only wait in line, their shoal and instances running (set up
+	// once the suite's other tests were done, beside the packages' last
+	// ones, they made those take 470 s instead of 350 s).
 	lineHeld bool
 	heldFrom int
-	early    int
 }
 
 // machineHold is how one test holds machine now: alone (busy: as a busy
 // step), or (done) no longer at all, its alone step over as its clean-up
-// began; early while it runs shared and counts in sched.early.
-type machineHold struct{ alone, busy, done, early bool }
+// began.
+type machineHold struct{ alone, busy, done bool }
 
 // holds maps a test to its machineHold.
 var holds sync.Map
@@ -183,24 +182,19 @@ func (s *sched) holdLineWhile(ctx context.Context, path string, from int) {
 }
 
 // join waits until parallel tests may run and no test of a lower rank
-// waits to start, then counts one more; early says it counts among the
-// tests before heldFrom.
-func (s *sched) join(rank int) (early bool) {
+// waits to start, then counts one more.
+func (s *sched) join(rank int) {
 	s.lock()
 	defer s.mu.Unlock()
 	me := &rank
 	s.waiting = append(s.waiting, me)
-	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom && s.early > 0) ||
+	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
 		(s.most > 0 && s.shared >= s.most) || s.ahead(me) {
 		s.cond.Wait()
 	}
 	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
 	s.shared++
-	if early = rank >= 0 && rank < s.heldFrom; early {
-		s.early++
-	}
 	s.cond.Broadcast() // the next in rank may start too
-	return early
 }
 
 // ahead says a test of a lower rank than me, or of its rank and earlier,
@@ -218,13 +212,9 @@ func (s *sched) ahead(me *int) bool {
 	return false
 }
 
-// leaveShared counts one fewer parallel test (early: one that join said
-// was).
-func (s *sched) leaveShared(early bool) {
+// leaveShared counts one fewer parallel test.
+func (s *sched) leaveShared() {
 	s.shared--
-	if early {
-		s.early--
-	}
 	s.cond.Broadcast()
 }
 
@@ -277,9 +267,9 @@ func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
 	began := time.Now()
-	early := machine.join(startRank(t.Name()))
+	machine.join(startRank(t.Name()))
 	t.Logf("machine: shared after %s", time.Since(began).Round(time.Millisecond))
-	st := &machineHold{early: early}
+	st := &machineHold{}
 	holds.Store(t, st)
 	t.Cleanup(func() { // registered first: runs after the test's own cleanups
 		holds.Delete(t)
@@ -289,7 +279,7 @@ func parallel(t *testing.T) {
 		case st.alone:
 			machine.release(st)
 		case !st.done:
-			machine.leaveShared(st.early)
+			machine.leaveShared()
 		}
 	})
 }
@@ -318,8 +308,7 @@ func holdAlone(t *testing.T, busy bool) {
 	st.busy = busy
 	began := time.Now()
 	machine.lock()
-	machine.leaveShared(st.early)
-	st.early = false
+	machine.leaveShared()
 	machine.queue(st)
 	machine.mu.Unlock()
 	t.Logf("machine: %s after %s", st.kind(), time.Since(began).Round(time.Millisecond))
@@ -359,11 +348,13 @@ func (st *machineHold) kind() string {
 	return "alone"
 }
 
-// hogPool is the busy loops of the busy steps that run side by side: as
-// many as the most one of them asks for. Each loop runs under timeout(1)
-// for 5 minutes at most (longer than any step's lifetime), so that none
-// outlives this test binary by long.
+// hogPool is busy loops (cpuHogs): a test's own, or the machine's for the
+// busy steps that run side by side, as many as the most one of them asks
+// for. Each loop runs under timeout(1) for life at most (the machine's:
+// longer than any step's lifetime), so that none outlives this test binary
+// by long, a -timeout panic running no cleanup.
 type hogPool struct {
+	life time.Duration
 	mu   sync.Mutex
 	want map[*int]int // hogs each request asks for
 	cmds []*exec.Cmd
@@ -410,7 +401,7 @@ func (p *hogPool) adjustLocked() error {
 		_ = c.Wait()
 	}
 	for len(p.cmds) < most {
-		c := exec.Command("timeout", "300", "/bin/sh", "-c", "while :; do :; done")
+		c := exec.Command("timeout", strconv.Itoa(int(p.life.Seconds())), "/bin/sh", "-c", "while :; do :; done")
 		if err := c.Start(); err != nil {
 			return err
 		}
@@ -516,7 +507,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		leave(false)
 		s.lock()
 		close(inLine)
-		s.leaveShared(false)
+		s.leaveShared()
 		st := &machineHold{}
 		s.queue(st)
 		s.mu.Unlock()
@@ -546,7 +537,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 	for range 2 { // both parallel tests end: the line runs
 		leave(false)
 		s.lock()
-		s.leaveShared(false)
+		s.leaveShared()
 		s.mu.Unlock()
 	}
 	select {
@@ -605,7 +596,7 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		}
 	}
 	s.lock()
-	s.leaveShared(false)
+	s.leaveShared()
 	s.mu.Unlock()
 	select {
 	case <-second:
@@ -613,21 +604,20 @@ func TestMachineSchedBatchesAloneSteps(t *testing.T) {
 		t.Fatal("the second parallel test did not start when the first ended")
 	}
 	s.lock()
-	s.leaveShared(false)
+	s.leaveShared()
 	s.mu.Unlock()
 	if first := <-ranked; first != 2 {
 		t.Fatalf("the test of rank %d started first; want rank 2 before rank 5", first)
 	}
 	s.lock()
-	s.leaveShared(false)
+	s.leaveShared()
 	s.mu.Unlock()
 	<-ranked
 }
 
 // TestMachineSchedLineHeld: while the file named exists (make test's
-// packages' tests run), a test of the held ranks does not start while one
-// of a lower rank runs, and a test in line waits though no parallel test
-// runs; once the file is gone, the line runs.
+// packages' tests run), a test of the held ranks does not start, and a test
+// in line waits though no parallel test runs; once it is gone, both go.
 func TestMachineSchedLineHeld(t *testing.T) {
 	parallel(t)
 	path := filepath.Join(t.TempDir(), "packages.running")
@@ -639,7 +629,7 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	s := &sched{}
 	s.holdLineWhile(ctx, path, 5)
 	var started atomic.Int32
-	join := func(rank int) {
+	for _, rank := range []int{4, 5} {
 		go func() {
 			s.join(rank)
 			started.Add(int32(rank))
@@ -655,18 +645,10 @@ func TestMachineSchedLineHeld(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	join(4)
 	waitStarted(4, "rank 4 starts")
-	join(5)
-	time.Sleep(time.Second)
-	if n := started.Load(); n != 4 {
-		t.Fatalf("rank 5 started beside rank 4 while the line was held (sum %d)", n)
-	}
 	s.lock()
-	s.leaveShared(true) // the rank 4 test ends: rank 5 may set up
+	s.leaveShared() // the rank 4 test ends
 	s.mu.Unlock()
-	waitStarted(9, "rank 5 starts once no lower rank runs")
-
 	ran := make(chan struct{})
 	go func() {
 		st := &machineHold{}
@@ -676,13 +658,13 @@ func TestMachineSchedLineHeld(t *testing.T) {
 		s.mu.Unlock()
 		close(ran)
 	}()
-	s.lock()
-	s.leaveShared(false) // the rank 5 test goes in line: none runs shared
-	s.mu.Unlock()
 	select {
 	case <-ran:
 		t.Fatal("the line ran while the file existed")
 	case <-time.After(1200 * time.Millisecond):
+	}
+	if n := started.Load(); n != 4 {
+		t.Fatalf("rank 5 started while the line was held (sum %d)", n)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -692,6 +674,7 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the line did not run once the file was gone")
 	}
+	waitStarted(9, "rank 5 starts once the file is gone")
 }
 
 // TestMachineSchedBusyStepsBatch: busy steps run side by side, at most
@@ -752,7 +735,7 @@ func TestMachineSchedBusyStepsBatch(t *testing.T) {
 		}
 	}
 	s.lock()
-	s.leaveShared(false)
+	s.leaveShared()
 	s.mu.Unlock()
 	for _, ch := range done {
 		select {
@@ -763,5 +746,44 @@ func TestMachineSchedBusyStepsBatch(t *testing.T) {
 	}
 	if len(bad) > 0 || mostBusy != 2 || order[3] != "0" {
 		t.Fatalf("%v; at most %d busy at once, want 2; order %v, want the step alone last", bad, mostBusy, order)
+	}
+}
+
+// TestHogPoolMostNotSum: busy steps side by side get as many busy loops as
+// the most one asks for; they end with the last request, or its lifetime.
+func TestHogPoolMostNotSum(t *testing.T) {
+	parallel(t)
+	p := &hogPool{life: time.Minute}
+	alive := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, c := range p.cmds {
+			if c.Process.Signal(syscall.Signal(0)) == nil {
+				n++
+			}
+		}
+		return n
+	}
+	stopA := p.request(t, 2, time.Minute)
+	stopB := p.request(t, 1, time.Minute)
+	if n := alive(); n != 2 {
+		t.Fatalf("requests for 2 and 1: %d loops, want 2", n)
+	}
+	stopA()
+	if n := alive(); n != 1 {
+		t.Fatalf("the request for 2 ended: %d loops, want 1", n)
+	}
+	stopB()
+	if n := alive(); n != 0 {
+		t.Fatalf("every request ended: %d loops, want none", n)
+	}
+	p.request(t, 1, 300*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for alive() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a request's loops outlived its lifetime")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

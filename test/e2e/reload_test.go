@@ -8,10 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -792,36 +790,15 @@ func (e *shoalEnv) removeGroupFailsJob(ctx context.Context, id, kind string, kee
 
 // cpuHogs runs n busy-loop processes (at the test's own priority) until
 // stop or lifetime, whichever comes first, so that a test sees the machine
-// saturated as operators' machines are when they reload.
+// saturated as operators' machines are when they reload: its own, or in a
+// busy step the machine's, shared with the busy steps beside it.
 func cpuHogs(t *testing.T, n int, lifetime time.Duration) (stop func()) {
 	t.Helper()
 	if runsBusy(t) {
-		return machine.hogs.request(t, n, lifetime) // shared with the busy steps beside
+		return machine.hogs.request(t, n, lifetime)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
-	var cmds []*exec.Cmd
-	stop = func() {
-		cancel()
-		for _, c := range cmds {
-			_ = c.Wait()
-		}
-		cmds = nil
-	}
-	t.Cleanup(stop)
-	for range n {
-		// timeout(1) ends the loop even if this test binary dies first
-		// (a -timeout panic runs no cleanup); stop sends it SIGTERM, which
-		// it passes on.
-		secs := strconv.Itoa(int(lifetime.Seconds()) + 1)
-		c := exec.CommandContext(ctx, "timeout", secs, "/bin/sh", "-c", "while :; do :; done")
-		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
-		c.WaitDelay = 5 * time.Second
-		if err := c.Start(); err != nil {
-			t.Fatalf("start a CPU hog: %v", err)
-		}
-		cmds = append(cmds, c)
-	}
-	return stop
+	own := &hogPool{life: lifetime + time.Second}
+	return own.request(t, n, lifetime)
 }
 
 // noRetryLoad is HTTP/1.1 load on url (https with tlsConfig) from 16
