@@ -397,11 +397,14 @@ func (p *hogPool) adjustLocked() error {
 	for len(p.cmds) > most {
 		c := p.cmds[len(p.cmds)-1]
 		p.cmds = p.cmds[:len(p.cmds)-1]
-		_ = c.Process.Signal(syscall.SIGTERM) // timeout(1) passes it on
+		// The loop's group, timeout(1) and its shell: a SIGTERM that
+		// reached timeout as it started could leave the shell looping on.
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		_ = c.Wait()
 	}
 	for len(p.cmds) < most {
 		c := exec.Command("timeout", strconv.Itoa(int(p.life.Seconds())), "/bin/sh", "-c", "while :; do :; done")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
 			return err
 		}
@@ -770,6 +773,12 @@ func TestHogPoolMostNotSum(t *testing.T) {
 	if n := alive(); n != 2 {
 		t.Fatalf("requests for 2 and 1: %d loops, want 2", n)
 	}
+	var groups []int
+	p.mu.Lock()
+	for _, c := range p.cmds {
+		groups = append(groups, c.Process.Pid)
+	}
+	p.mu.Unlock()
 	stopA()
 	if n := alive(); n != 1 {
 		t.Fatalf("the request for 2 ended: %d loops, want 1", n)
@@ -777,6 +786,13 @@ func TestHogPoolMostNotSum(t *testing.T) {
 	stopB()
 	if n := alive(); n != 0 {
 		t.Fatalf("every request ended: %d loops, want none", n)
+	}
+	for _, g := range groups { // timeout(1) and its shell, reaped by init
+		for end := time.Now().Add(3 * time.Second); syscall.Kill(-g, 0) == nil; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("process group %d still runs after every request ended", g)
+			}
+		}
 	}
 	p.request(t, 1, 300*time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
