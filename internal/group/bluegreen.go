@@ -79,8 +79,20 @@ type blueGreenRun struct {
 	// is stopped; reason why the run reached its phase.
 	switched, keepUntil time.Time
 	reason              string
-	cmd                 chan string
+	cmd                 chan canaryCmd
 	done                chan struct{}
+	// acks are the commands taken and not yet applied (the run's own
+	// goroutine's): closed once their effect is in HAProxy.
+	acks []chan struct{}
+}
+
+// ackCommands tells the operators' commands taken so far that they are
+// applied.
+func (r *blueGreenRun) ackCommands() {
+	for _, a := range r.acks {
+		close(a)
+	}
+	r.acks = nil
 }
 
 // BlueGreenStatus is a blue/green deploy as the API and `shoal deploy
@@ -155,12 +167,25 @@ func (g *Group) BlueGreenCommand(action string) error {
 	if r == nil || r.phase.Ended() {
 		return fmt.Errorf("group %s: %w", g.cfg.Name, ErrNoBlueGreen)
 	}
+	// Returned once applied, as a canary's: `shoal deploy rollback`
+	// returns with blue taking every request (it returned when the command
+	// was taken, and under load HAProxy still had blue at weight 0).
+	c := canaryCmd{action: action, applied: make(chan struct{})}
+	timeout := time.After(5 * time.Second)
 	select {
-	case r.cmd <- action:
-		return nil
+	case r.cmd <- c:
 	case <-r.done:
 		return fmt.Errorf("group %s: %w (it has ended)", g.cfg.Name, ErrNoBlueGreen)
+	case <-timeout:
+		return fmt.Errorf("group %s: the blue/green deploy did not take the command %s in time", g.cfg.Name, action)
 	}
+	select {
+	case <-c.applied:
+	case <-r.done:
+	case <-timeout:
+		return fmt.Errorf("group %s: the blue/green deploy took the command %s but did not apply it in time", g.cfg.Name, action)
+	}
+	return nil
 }
 
 // blueGreenWeightLocked is the weight a server of in gets while a
@@ -254,7 +279,7 @@ func (g *Group) blueGreenPhase(ctx context.Context, target config.Template, vers
 		an.cfg = config.Canary{Steps: []config.CanaryStep{{Weight: c.Weight}}, Analysis: c.Analysis}
 	}
 	r := &blueGreenRun{version: version, blue: blue, cfg: c, phase: canary.StartingGreen, an: an, applied: map[string]int{},
-		cmd: make(chan string), done: make(chan struct{})}
+		cmd: make(chan canaryCmd), done: make(chan struct{})}
 	g.mu.Lock()
 	r.want = g.desired
 	g.dep.begin(version, target)
@@ -267,6 +292,7 @@ func (g *Group) blueGreenPhase(ctx context.Context, target config.Template, vers
 	g.canLat.Store(lat)
 	defer g.canLat.Store(nil)
 	defer close(r.done)
+	defer r.ackCommands()
 	g.poke()
 	msg := fmt.Sprintf("starting green: %d instance(s) of %s beside blue's of %s, out of rotation until the switch", r.want, version, blue)
 	progress(msg)
@@ -322,15 +348,17 @@ func (g *Group) blueGreenPhase(ctx context.Context, target config.Template, vers
 				return g.rollBackBlueGreen(ctx, r, phase, why, interrupted, progress)
 			}
 		}
+		r.ackCommands() // their transitions, if any, are made
 		g.mu.Lock()
 		ch := g.changed
 		g.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			interrupted = context.Cause(ctx)
-		case a := <-r.cmd:
-			pending = a
-			g.log.Info("blue/green command", "version", version, "command", a)
+		case cmd := <-r.cmd:
+			pending = cmd.action
+			r.acks = append(r.acks, cmd.applied)
+			g.log.Info("blue/green command", "version", version, "command", cmd.action)
 		case <-ch:
 		case <-tick:
 		}
@@ -413,6 +441,7 @@ func (g *Group) finishBlueGreen(ctx context.Context, r *blueGreenRun, target con
 	g.mu.Unlock()
 	g.setBGPhase(r, canary.Done, why)
 	g.poke()
+	r.ackCommands()
 	slices.Sort(retired)
 	msg := fmt.Sprintf("done (%s): %s serves; blue's %s drained and stopped", why, r.version, strings.Join(retired, ", "))
 	if figures != "" {
@@ -453,6 +482,7 @@ func (g *Group) rollBackBlueGreen(runCtx context.Context, r *blueGreenRun, from 
 	g.notifyLocked()
 	g.mu.Unlock()
 	g.poke()
+	r.ackCommands() // blue serves; green's drain goes on
 	slices.Sort(retired)
 	msg := fmt.Sprintf("rolled back while %s: %s; blue (%s) serves every request, green's %s drained and stopped", from, why, r.blue, strings.Join(retired, ", "))
 	if figures != "" && !strings.Contains(why, figures) {

@@ -95,9 +95,10 @@ func TestBlueGreenSwitchThenRollback(t *testing.T) {
 	if err := r.g.BlueGreenCommand(BlueGreenRollback); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the rollback's weights", func() bool {
-		return r.lastWeights() == "web-001 100, web-002 100, web-003 -1, web-004 -1"
-	})
+	// Returned once applied: blue takes every request already.
+	if w := r.lastWeights(); w != "web-001 100, web-002 100, web-003 -1, web-004 -1" {
+		t.Fatalf("right after the rollback returned: weights %s, want blue's at 100", w)
+	}
 	var err error
 	waitFor(t, "the deploy's end", func() bool {
 		select {
