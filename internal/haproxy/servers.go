@@ -27,10 +27,11 @@ const (
 	shutdownWait = 2 * time.Second
 	// purgeDelay is how often HAProxy closes some of a server's idle
 	// connections (pool-purge-delay); "del server" is refused while any
-	// is left, so delRetry spans two purges and a margin (one was seen
-	// take 6.3 s on a loaded machine).
+	// is left, so delRetry spans four purges and a margin (one was seen
+	// take 6.3 s on a loaded machine, and beside make test's whole load
+	// two purges left a server's last idle connections in place).
 	purgeDelay = 5 * time.Second
-	delRetry   = 2*purgeDelay + 2*time.Second
+	delRetry   = 4*purgeDelay + 2*time.Second
 )
 
 // AddServer registers s and, if HAProxy runs, adds it. Unless ready, the

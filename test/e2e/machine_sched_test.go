@@ -74,8 +74,6 @@ var (
 		"TestAutoscaleRestartKeepsHistory", "TestHungInstanceRequestsAnswered", "TestSSHHostsScaleFailRecover",
 		"TestContainerKillDuringPull", "TestDrainResumesAfterCoreRestart",
 		"TestEC2MotoScaleKillRestart", "TestCloudPolicyScalesOutAndIn", "TestEC2MotoSubnetsSpread",
-		"TestCanaryPromotedThroughSteps", "TestPolicyTestKeepsCollectorWriting",
-		"TestScaleFromZeroNoSpuriousWake", "TestSlowStart",
 	}
 	aloneLast = []string{
 		"TestPerInstanceRateAfterScaleOut", "TestHAPairCrash", "TestBlueGreenSwitchRollbackAndKill",
