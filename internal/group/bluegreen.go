@@ -170,20 +170,11 @@ func (g *Group) BlueGreenCommand(action string) error {
 	// Returned once applied, as a canary's: `shoal deploy rollback`
 	// returns with blue taking every request (it returned when the command
 	// was taken, and under load HAProxy still had blue at weight 0).
-	c := canaryCmd{action: action, applied: make(chan struct{})}
-	timeout := time.After(5 * time.Second)
-	select {
-	case r.cmd <- c:
-	case <-r.done:
+	switch err := handCommand(r.cmd, r.done, action); {
+	case errors.Is(err, errRunEnded):
 		return fmt.Errorf("group %s: %w (it has ended)", g.cfg.Name, ErrNoBlueGreen)
-	case <-timeout:
-		return fmt.Errorf("group %s: the blue/green deploy did not take the command %s in time", g.cfg.Name, action)
-	}
-	select {
-	case <-c.applied:
-	case <-r.done:
-	case <-timeout:
-		return fmt.Errorf("group %s: the blue/green deploy took the command %s but did not apply it in time", g.cfg.Name, action)
+	case err != nil:
+		return fmt.Errorf("group %s: the blue/green deploy %w", g.cfg.Name, err)
 	}
 	return nil
 }

@@ -230,20 +230,37 @@ func (g *Group) CanaryCommand(action string) error {
 	}
 	// Returned once applied, so that a status read next shows it (a pause
 	// returned when taken, and the status printed with it said running).
+	switch err := handCommand(r.cmd, r.done, action); {
+	case errors.Is(err, errRunEnded):
+		return fmt.Errorf("group %s: %w (its steps have ended)", g.cfg.Name, ErrNoCanary)
+	case err != nil:
+		return fmt.Errorf("group %s: the canary %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// errRunEnded says a deploy's run ended before it took a command.
+var errRunEnded = errors.New("the run has ended")
+
+// handCommand hands action to a canary's or a blue/green deploy's loop
+// and returns once the loop has applied it or the run has ended (a
+// promote, an abort or a rollback ends it): errRunEnded when it ended
+// before taking it, an error when either wait passes 5 s.
+func handCommand(cmd chan<- canaryCmd, done <-chan struct{}, action string) error {
 	c := canaryCmd{action: action, applied: make(chan struct{})}
 	timeout := time.After(5 * time.Second)
 	select {
-	case r.cmd <- c:
-	case <-r.done:
-		return fmt.Errorf("group %s: %w (its steps have ended)", g.cfg.Name, ErrNoCanary)
+	case cmd <- c:
+	case <-done:
+		return errRunEnded
 	case <-timeout:
-		return fmt.Errorf("group %s: the canary did not take the command %s in time", g.cfg.Name, action)
+		return fmt.Errorf("did not take the command %s in time", action)
 	}
 	select {
 	case <-c.applied:
-	case <-r.done: // a promote or an abort ends the steps
+	case <-done:
 	case <-timeout:
-		return fmt.Errorf("group %s: the canary took the command %s but did not apply it in time", g.cfg.Name, action)
+		return fmt.Errorf("took the command %s but did not apply it in time", action)
 	}
 	return nil
 }
