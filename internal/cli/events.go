@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoal-lb/shoal/internal/api"
+	"github.com/shoal-lb/shoal/internal/policy"
 )
 
 // followWait is how long one long-poll of `shoal events -f` waits.
@@ -137,9 +138,11 @@ func (p *eventPrinter) print(evs []api.Event) {
 }
 
 // outcome is the OUTCOME column: the job for an accepted one, else the
-// outcome and its code.
+// outcome and its code (and the job a held-back one waits for).
 func outcome(e api.Event) string {
 	switch {
+	case e.JobID != "" && e.Code == policy.CodeJobRunning:
+		return fmt.Sprintf("%s: %s (job %s)", e.Outcome, e.Code, e.JobID)
 	case e.JobID != "":
 		return fmt.Sprintf("%s (job %s)", e.Outcome, e.JobID)
 	case e.Code != "":

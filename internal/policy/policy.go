@@ -248,7 +248,7 @@ func evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Rec
 	}
 	switch {
 	case s.RunningJob != "":
-		d.Code, d.Reason = CodeJobRunning, reason+fmt.Sprintf("; job %s is still running", s.RunningJob)
+		d.Code, d.Reason, d.JobID = CodeJobRunning, reason+fmt.Sprintf("; job %s is still running", s.RunningJob), s.RunningJob
 		return d, true
 	case final > desired && now.Before(s.UpCooldownUntil):
 		d.Code, d.Reason = CodeCooldown, reason+fmt.Sprintf("; in scale-up cooldown until %s", s.UpCooldownUntil.UTC().Format(time.RFC3339))

@@ -823,6 +823,13 @@ func TestDedup(t *testing.T) {
 	if dd.Repeat(other) {
 		t.Error("a different reason is not a repeat")
 	}
+	byJob := held
+	byJob.Code, byJob.JobID = CodeJobRunning, "1"
+	byDeploy := byJob
+	byDeploy.JobID = "2"
+	if dd.Repeat(byJob) || !dd.Repeat(byJob) || dd.Repeat(byDeploy) {
+		t.Error("held back by job 1, again, then by job 2: want only the second a repeat")
+	}
 	acted := held
 	acted.Outcome = decision.Requested
 	if dd.Repeat(acted) || dd.Repeat(acted) {

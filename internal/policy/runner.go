@@ -182,7 +182,9 @@ func submission(d decision.Record) jobrun.Request {
 func asleep(g config.Group, s State) bool { return s.Desired == 0 && g.ScaleToZero != nil }
 
 // Dedup keeps a run of identical "nothing" decisions (the same rule held back
-// for the same reason, second after second) to its first one.
+// for the same reason, second after second) to its first one. A decision
+// held back by another job than the last one's is not a repeat: a deploy
+// that follows a scale job holds the policy back too, and says so.
 type Dedup struct{ last string }
 
 // Repeat reports whether d repeats the previous decision; decisions that
@@ -192,7 +194,7 @@ func (dd *Dedup) Repeat(d decision.Record) bool {
 		dd.last = ""
 		return false
 	}
-	key := fmt.Sprintf("%s|%s|%d|%d", d.Rule, d.Code, d.Current, d.Recommendation)
+	key := fmt.Sprintf("%s|%s|%d|%d|%s", d.Rule, d.Code, d.Current, d.Recommendation, d.JobID)
 	if key == dd.last {
 		return true
 	}
