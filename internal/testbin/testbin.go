@@ -35,9 +35,13 @@ var (
 )
 
 // Main runs a package's tests and removes what was built for them: a
-// package that uses DemoBackend calls it from TestMain.
-func Main(m *testing.M) {
+// package that uses DemoBackend calls it from TestMain. after runs once
+// the tests are done (stopping what they shared).
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if dir != "" {
 		os.RemoveAll(dir)
 	}

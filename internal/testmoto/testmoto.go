@@ -135,6 +135,14 @@ func (s *Server) Close() {
 // skip would hide a broken driver.
 func ForTest(t testing.TB) *Server {
 	t.Helper()
+	s := startFor(t)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// startFor starts moto for t, skipping t (failing it in CI) without moto.
+func startFor(t testing.TB) *Server {
+	t.Helper()
 	s, err := Start(context.Background())
 	if errors.Is(err, ErrMissing) {
 		if os.Getenv("CI") != "" {
@@ -145,8 +153,68 @@ func ForTest(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
 	return s
+}
+
+// shared is Shared's moto: one per test binary, held by one test at a time.
+var shared struct {
+	mu  sync.Mutex // held by the test that has the server
+	srv *Server
+}
+
+// Shared returns the test binary's own moto, started on the first call,
+// with its state reset (moto makes its default VPC, subnets and images
+// again), held by t until t ends: a test that takes it never runs beside
+// another that does. Starting moto costs about 4 CPU-seconds (Python
+// importing every AWS service's model); the ec2 driver's tests, one after
+// the other, share one instead of starting eleven. Without moto the test
+// is skipped, or fails in CI, as with ForTest. CloseShared stops it.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.mu.Lock()
+	t.Cleanup(shared.mu.Unlock)
+	if shared.srv != nil {
+		select {
+		case <-shared.srv.done: // died: start another
+			shared.srv = nil
+		default:
+		}
+	}
+	if shared.srv == nil {
+		shared.srv = startFor(t)
+		return shared.srv
+	}
+	if err := shared.srv.reset(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return shared.srv
+}
+
+// CloseShared stops Shared's moto, if one runs: a package whose tests take
+// it calls this once they are done (testbin.Main's after).
+func CloseShared() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.srv != nil {
+		shared.srv.Close()
+		shared.srv = nil
+	}
+}
+
+// reset empties every service of moto's (moto-api/reset).
+func (s *Server) reset(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Endpoint+"/moto-api/reset", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reset moto: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reset moto: %s", resp.Status)
+	}
+	return nil
 }
 
 // freePort returns a port of 127.0.0.1 that nothing listens on now.

@@ -89,7 +89,7 @@ type motoEnv struct {
 const region = "us-east-1"
 
 func newMotoEnv(t *testing.T) *motoEnv {
-	srv := testmoto.ForTest(t)
+	srv := testmoto.Shared(t)
 	e := &motoEnv{endpoint: srv.Endpoint, calls: &calls{n: map[string]int{}, dur: map[string]time.Duration{}}}
 	e.creds = filepath.Join(t.TempDir(), "credentials")
 	if err := os.WriteFile(e.creds, []byte("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n\n[other]\naws_access_key_id = AKIAOTHER\naws_secret_access_key = other\n"), 0o600); err != nil {

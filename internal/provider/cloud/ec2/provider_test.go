@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-lb/shoal/internal/testbin"
+	"github.com/shoal-lb/shoal/internal/testmoto"
 
 	"github.com/shoal-lb/shoal/internal/config"
 	"github.com/shoal-lb/shoal/internal/provider"
@@ -20,7 +21,8 @@ import (
 // emulator mode: each instance gets a local demo-backend stand-in on
 // 127.0.0.1, which is all that is ever sent traffic.
 
-func TestMain(m *testing.M) { testbin.Main(m) }
+// The tests, one after the other, share one moto (testmoto.Shared).
+func TestMain(m *testing.M) { testbin.Main(m, testmoto.CloseShared) }
 
 // running is a cloud.Provider whose Run loop runs until stop, which
 // returns once Run has.
