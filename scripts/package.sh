@@ -72,7 +72,10 @@ Description: self-hosted autoscaling load balancer with HAProxy as its data plan
  instances (local processes, SSH hosts, clouds) and scales them by policy.
  keepalived and nftables are for the HA pair's virtual IP; etcd for its state.
 CONTROL
-  dpkg-deb --root-owner-group -Zxz --build "$r" "$out/shoal_${version}_amd64.deb" >/dev/null
+  # xz's fastest preset: 8 CPU-seconds instead of 50 for a package 13 %
+  # larger (19 MB, not 16.8); zstd, faster still, is not read by every
+  # repository tool.
+  dpkg-deb --root-owner-group -Zxz -z1 --build "$r" "$out/shoal_${version}_amd64.deb" >/dev/null
   echo "$out/shoal_${version}_amd64.deb"
   ;;
 dist)
