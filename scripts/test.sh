@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make test's tests: the packages' tests beside the end-to-end suite's
-# shared part, then the suite's steps that run alone, then the config
-# parser's fuzz run. The packages' tests bound times of their own (VIP
-# handovers, holds, log following) that the suite's steps alone (a
-# saturated CPU, load at full speed) pushed past when both ran at once: the
-# suite holds those steps until the packages are done (SHOAL_E2E_LINE_AFTER,
+# shared part, then the suite's steps that run alone; beside them all, the
+# config parser's fuzz run, niced: it takes what they leave of the machine.
+# The packages' tests bound times of their own (VIP handovers, holds, log
+# following) that the suite's steps alone (a saturated CPU, load at full
+# speed) pushed past when both ran at once: the suite holds those steps
+# until the packages are done (SHOAL_E2E_LINE_AFTER,
 # test/e2e/machine_sched_test.go). Each part prints its end time;
 # PARTS="packages e2e" runs only the parts named.
 set -uo pipefail
@@ -75,10 +76,18 @@ e2e() {
 
 # A count, not a duration: a -fuzztime duration fails with "context deadline
 # exceeded" when a starved worker misses the deadline (go.dev/issue/75804,
-# fixed in Go 1.27).
+# fixed in Go 1.27). At the lowest priority: it runs beside the other parts
+# and takes only what they leave of the machine.
 fuzz() {
-	$GO test -count=1 -run '^$' -fuzz FuzzParse -fuzztime 10000x ./internal/config/
+	nice -n 19 $GO test -count=1 -run '^$' -fuzz FuzzParse -fuzztime 10000x ./internal/config/
 }
+
+# The fuzz run (about 25 CPU-seconds, compiling included) starts first:
+# the packages' part leaves 5-10 % of the machine idle (tests waiting on
+# processes), enough for it, so it no longer runs by itself for 16 s at
+# the end.
+part fuzz fuzz &
+fuzz_pid=$!
 
 if wants packages && wants e2e; then
 	export SHOAL_E2E_LINE_AFTER=$logs/packages.running
@@ -87,13 +96,14 @@ if wants packages && wants e2e; then
 		part packages packages
 		rm -f "$SHOAL_E2E_LINE_AFTER"
 	) &
+	packages_pid=$!
 	part e2e e2e
-	wait
+	wait "$packages_pid"
 else
 	part packages packages
 	part e2e e2e
 fi
-part fuzz fuzz
+wait "$fuzz_pid"
 
 failed=()
 for name in packages e2e fuzz; do

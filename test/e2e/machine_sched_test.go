@@ -217,12 +217,24 @@ func (s *sched) join(rank int) {
 	me := &rank
 	s.waiting = append(s.waiting, me)
 	for s.holder != nil || s.busyNow > 0 || s.lineRuns() || (s.lineHeld && s.heldFrom > 0 && rank >= s.heldFrom) ||
-		(s.most > 0 && s.shared >= s.most) || s.ahead(me) {
+		(s.most > 0 && s.shared >= s.mostAt(rank)) || s.ahead(me) {
 		s.cond.Wait()
 	}
 	s.waiting = slices.DeleteFunc(s.waiting, func(w *int) bool { return w == me })
 	s.shared++
 	s.cond.Broadcast() // the next in rank may start too
+}
+
+// mostAt is how many tests run side by side when one of rank starts: most,
+// or twice that for the tests held until the packages were done. Those
+// start once the rest of the suite is in line, and their short set-up is
+// all that runs while the line waits for them (eight at a time, it took
+// 22 s at half the machine).
+func (s *sched) mostAt(rank int) int {
+	if s.heldFrom > 0 && rank >= s.heldFrom {
+		return 2 * s.most
+	}
+	return s.most
 }
 
 // ahead says a test of a lower rank than me, or of its rank and earlier,
@@ -722,6 +734,37 @@ func TestMachineSchedLineHeld(t *testing.T) {
 	case <-ran:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the line did not run once the file was gone and the held test had left")
+	}
+}
+
+// TestMachineSchedHeldStartWider: a test of the held ranks starts beside
+// twice most others, a test of another rank beside most.
+func TestMachineSchedHeldStartWider(t *testing.T) {
+	parallel(t)
+	s := &sched{most: 1, heldFrom: 5}
+	s.join(0)
+	started := make(chan int, 2)
+	go func() { s.join(5); started <- 5 }()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a held test did not start beside one other with most 1")
+	}
+	go func() { s.join(4); started <- 4 }()
+	select {
+	case <-started:
+		t.Fatal("a test of rank 4 started beside two others with most 1")
+	case <-time.After(300 * time.Millisecond):
+	}
+	for range 2 {
+		s.lock()
+		s.leaveShared()
+		s.mu.Unlock()
+	}
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the test of rank 4 did not start once the others had left")
 	}
 }
 
