@@ -11,6 +11,10 @@
 set -uo pipefail
 GO=${GO:-go}
 PKG_P=${PKG_P:-4}
+# Test binaries and the binaries tests build are linked without DWARF
+# (-w): a test binary links in 55 % of the CPU time, and make test links
+# over a hundred (about 35 CPU-seconds saved). Stack traces do not need it.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
 E2E=${E2E:-./test/e2e/}
 PARTS=${PARTS:-packages e2e fuzz}
 

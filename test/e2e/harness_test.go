@@ -92,7 +92,7 @@ func run(m *testing.M) int {
 	if path := os.Getenv("SHOAL_E2E_LINE_AFTER"); path != "" {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		machine.holdLineWhile(ctx, path, len(slowFirst)+1) // aloneLast's
+		machine.holdLineWhile(ctx, path, len(slowFirst)+1+notHeld) // aloneLast's but the first
 	}
 	return m.Run()
 }

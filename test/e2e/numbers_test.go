@@ -23,7 +23,6 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 	e := newEnv(t, fmt.Sprintf("metrics: {warmup: %s}\n", warmup), groupSpec{Name: "web", Min: 1, Max: 2})
 	e.start()
 	e.waitInService("web", 1)
-	stop := workLoad(t, e, "/work?ms=2", 4)
 	doc := func(window time.Duration) *metrics.Document {
 		t.Helper()
 		d, err := e.client().Metrics(context.Background(), "web", window, "")
@@ -39,7 +38,11 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 		return nil
 	})
 
+	// The load starts in the step alone: waiting in line, it would burn a
+	// core for nothing.
 	alone(t) // the shares are measured from the scale-out on
+	stop := workLoad(t, e, "/work?ms=2", 4)
+	time.Sleep(2 * time.Second) // web-001 serves the load by itself first
 	scaleSync(t, e, "up")
 	e.eventually("web-002 takes requests", 10*time.Second, func() error {
 		d := doc(time.Second)
