@@ -83,8 +83,10 @@ func TestCPUOfRealProcesses(t *testing.T) {
 		t.Errorf("busy group: %.1f%% of a core, want %.1f%% (≈100%% on an idle machine)", cpuBusy, want)
 	}
 	// Without the reaped children's time this would read near 0; with it,
-	// like the busy loop, whatever share the machine gives.
-	if cpuFork < cpuBusy/3 || cpuFork < 3 || cpuFork > 105 {
+	// about what the machine gives the busy loop, less each fork and exec's
+	// wait, which grows with the machine's load (beside make test's other
+	// tests: 10.5 % against the loop's 33.9 %).
+	if cpuFork < cpuBusy/5 || cpuFork < 3 || cpuFork > 105 {
 		t.Errorf("forking group: %.1f%% of a core, want as much as the machine gives a busy loop", cpuFork)
 	}
 	if cpuIdle > 3 {

@@ -218,8 +218,10 @@ func (r *Registry) Ref(name, tag string) string { return r.Addr + "/" + name + "
 // PushDemo builds an image holding only the static demo backend (its
 // entrypoint; args --listen :PORT --name NAME), tags it ref in r and
 // pushes it there, then removes it from podman's storage, so that shoal
-// pulls it. The image's label "shoal.test" is tag, so that two tags are
-// two images.
+// pulls it. The image's label "shoal.test" is tag and "shoal.test.registry"
+// r's address, so that two tags are two images, and so are two tests'
+// images of one tag: with podman's build cache they were one, and a test's
+// rmi failed on the image another test's container ran.
 func (r *Registry) PushDemo(t testing.TB, name, tag string) string {
 	t.Helper()
 	Podman(t)
@@ -230,7 +232,7 @@ func (r *Registry) PushDemo(t testing.TB, name, tag string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build static demo-backend: %v\n%s", err, out)
 	}
-	file := fmt.Sprintf("FROM scratch\nCOPY demo-backend /demo-backend\nLABEL shoal.test=%q\nENTRYPOINT [\"/demo-backend\"]\n", tag)
+	file := fmt.Sprintf("FROM scratch\nCOPY demo-backend /demo-backend\nLABEL shoal.test=%q shoal.test.registry=%q\nENTRYPOINT [\"/demo-backend\"]\n", tag, r.Addr)
 	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -74,10 +74,16 @@ func runHelper(mode string, args []string) {
 	for _, k := range []string{envStateDir, envInstance, "HELPER_PORT", "HELPER_NAME"} {
 		info.Env[k] = os.Getenv(k)
 	}
+	// Listening is said, and SIGTERM handled, before the first answer:
+	// a test that got one reads the line and may stop the helper at once.
+	fmt.Println("helper listening")
+	term := make(chan os.Signal, 1)
+	if mode != "ignore-term" {
+		signal.Notify(term, syscall.SIGTERM)
+	}
 	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		json.NewEncoder(w).Encode(info)
 	}))
-	fmt.Println("helper listening")
 
 	if mode == "ignore-term" {
 		select {} // until SIGKILL
@@ -101,8 +107,6 @@ func runHelper(mode string, args []string) {
 			}
 		}()
 	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
 	<-term
 	os.Exit(0)
 }
