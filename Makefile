@@ -98,8 +98,9 @@ fuzz:
 demo: deps build
 	@$(BIN)/shoal-bench demo
 
-# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/;
-# all of them take about 65 minutes (hosts makes network namespaces, so it
+# bench runs the benchmarks (cmd/shoal-bench) and writes bench/results/,
+# which keeps the latest report of each (a run removes its older ones); all
+# of them take about 65 minutes (hosts makes network namespaces, so it
 # runs as root; clouds needs jq, flock and moto: make test-deps; dashboard
 # saves its screenshots in bench/results/screenshots). BENCH picks
 # some, BENCH_FLAGS passes flags on, e.g. make bench BENCH=overload BENCH_FLAGS='-minutes 2'.

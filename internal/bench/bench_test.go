@@ -99,6 +99,44 @@ func TestReportWrite(t *testing.T) {
 	}
 }
 
+// TestReportWriteKeepsLatest: a measurement removes the older reports of
+// its benchmark and their plots, not those of another benchmark whose name
+// it begins, nor smoke runs; a smoke run removes nothing.
+func TestReportWriteKeepsLatest(t *testing.T) {
+	dir := t.TempDir()
+	older := []string{"20261101-000000-compare.md", "20261101-000000-compare.json", "20261101-000000-compare-local.svg"}
+	kept := []string{"20261101-000000-compare-x.md", "20261101-000000-compare-smoke.md", "20261101-000000-scale.md", "notes.md"}
+	for _, f := range append(append([]string{}, older...), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	smoke := &Report{Name: "compare", Smoke: true, Date: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	if _, _, err := smoke.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range older {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("a smoke run removed %s", f)
+		}
+	}
+	r := &Report{Name: "compare", Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+	md, js, err := r.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range older {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s is still there after a newer run", f)
+		}
+	}
+	for _, f := range append(kept, filepath.Base(md), filepath.Base(js), "20261201-000000-compare-smoke.md") {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+}
+
 // TestEnvStopsProcessTree starts a shell that leaves a child in another
 // process group (as shoal does with HAProxy and instances) and checks that
 // Close stops both.

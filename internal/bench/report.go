@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -115,6 +116,9 @@ func (r *Report) markdown() string {
 // Write writes DIR/TIMESTAMP-NAME.json and .md (with "-smoke" before the
 // extension for a smoke run) and returns their paths. Each file is written
 // under a temporary name and renamed, so a failure leaves no half report.
+// A measurement (not a smoke run) then removes the older reports of the
+// same benchmark, with their plots: bench/results keeps the latest of
+// each, and git history the others.
 func (r *Report) Write(dir string) (mdPath, jsonPath string, err error) {
 	if r.Date.IsZero() {
 		r.Date = time.Now()
@@ -145,7 +149,32 @@ func (r *Report) Write(dir string) (mdPath, jsonPath string, err error) {
 			return "", "", fmt.Errorf("report: %w", err)
 		}
 	}
+	if !r.Smoke {
+		if err := pruneOlder(dir, r.Name, filepath.Base(base)); err != nil {
+			return "", "", fmt.Errorf("report: %w", err)
+		}
+	}
 	return base + ".md", base + ".json", nil
+}
+
+// pruneOlder removes DIR's reports of benchmark name other than latest
+// (TIMESTAMP-NAME): TIMESTAMP-NAME.json, .md and TIMESTAMP-NAME-*.svg.
+func pruneOlder(dir, name, latest string) error {
+	report := regexp.MustCompile(`^(\d{8}-\d{6}-` + regexp.QuoteMeta(name) + `)(\.json|\.md|-[a-z0-9-]+\.svg)$`)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		m := report.FindStringSubmatch(e.Name())
+		if m == nil || m[1] == latest {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Machine describes where a benchmark ran.
