@@ -10,6 +10,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/api"
 	"github.com/shoal-lb/shoal/internal/container"
 	"github.com/shoal-lb/shoal/internal/group"
+	"github.com/shoal-lb/shoal/internal/loadgen"
 	"github.com/shoal-lb/shoal/internal/testcontainer"
 )
 
@@ -128,12 +129,28 @@ func TestContainerGroup(t *testing.T) {
 		return nil
 	})
 
+	checkLoad := func(what string, res loadgen.Result) {
+		t.Helper()
+		t.Logf("%s: %d requests, %d failures, spread %v", what, res.Requests, res.Failures, res.ByInstance)
+		if res.Failures != 0 {
+			t.Fatalf("%s: %d of %d requests failed: %v", what, res.Failures, res.Requests, res.FailureSamples)
+		}
+		if res.Requests < 100 {
+			t.Fatalf("%s: only %d requests went through", what, res.Requests)
+		}
+	}
+	// The load stops while the test waits in line (minutes, when the line
+	// is held) and starts again in its busy step.
+	checkLoad("the scale-out and the deploys", stop())
+
 	// kill -9 with the CPU saturated: the containers serve on; the next
 	// shoal adopts each by its labels.
 	names = namesOf(deployed)
 	busy(t)
+	stop = load(t, e)
 	stopHogs := cpuHogs(t, 4, 3*time.Minute)
 	defer stopHogs()
+	time.Sleep(500 * time.Millisecond)
 	e.kill9()
 	time.Sleep(2 * time.Second)
 	e.start()
@@ -151,14 +168,7 @@ func TestContainerGroup(t *testing.T) {
 	e.checkInSync("web")
 	time.Sleep(time.Second)
 	stopHogs()
-	res := stop()
-	t.Logf("%d requests, %d failures, spread %v", res.Requests, res.Failures, res.ByInstance)
-	if res.Failures != 0 {
-		t.Fatalf("%d of %d requests failed: %v", res.Failures, res.Requests, res.FailureSamples)
-	}
-	if res.Requests < 100 {
-		t.Fatalf("only %d requests went through", res.Requests)
-	}
+	checkLoad("kill -9 and adoption with the CPU saturated", stop())
 
 	e.stop()
 	if ids := testcontainer.Containers(t, container.LabelOwner+"="+owner); len(ids) != 0 {
