@@ -106,8 +106,20 @@ type evaluation struct {
 	s      State
 	now    time.Time
 	values map[string]float64
+	// sampled is each metric's newest sample as the evaluation first read
+	// it: the collector records samples meanwhile, and a rule's window ends
+	// at this one, so that the decision's values are those it decided on
+	// (a window read before a newer sample, all above 40, was recorded with
+	// that sample's 38.9).
+	sampled map[string]sampled
 	// missing notes metrics that just went missing; recorded if nothing else is.
 	missing []string
+}
+
+// sampled is a metric's newest fresh sample, or none (ok false).
+type sampled struct {
+	p  Point
+	ok bool
 }
 
 // Evaluate evaluates g's policy at now. record reports whether a rule, the
@@ -124,7 +136,7 @@ func Evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Rec
 }
 
 func evaluate(g config.Group, h Metrics, s State, now time.Time) (d decision.Record, record bool) {
-	e := &evaluation{g: g, p: g.Autoscale, h: h, s: s, now: now, values: map[string]float64{}}
+	e := &evaluation{g: g, p: g.Autoscale, h: h, s: s, now: now, values: map[string]float64{}, sampled: map[string]sampled{}}
 	d = decision.Record{Time: now, Group: g.Name, Current: s.Desired, Recommendation: s.Desired, Outcome: decision.Nothing}
 
 	var ops []opinion
@@ -363,8 +375,17 @@ func truncSat(f float64) int {
 	return int(f)
 }
 
-// sample records the newest fresh value of path.
+// sample records the newest fresh value of path, read once per evaluation.
 func (e *evaluation) sample(path string) (Point, bool) {
+	if r, ok := e.sampled[path]; ok {
+		return r.p, r.ok
+	}
+	p, ok := e.readSample(path)
+	e.sampled[path] = sampled{p, ok}
+	return p, ok
+}
+
+func (e *evaluation) readSample(path string) (Point, bool) {
 	iv := e.p.Interval
 	pts := e.h.Points(path, e.now.Add(-max(3*iv, minStale)-maxStaleSlack), e.now)
 	if !e.isFresh(path, pts, e.now) {
@@ -401,8 +422,10 @@ func (e *evaluation) isFresh(path string, pts []Point, t time.Time) bool {
 func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 	op := opinion{name: r.Name, action: r.Action}
 	w := r.Window()
-	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
+	// The latest sample first: the window read after it may hold newer
+	// ones, which upTo leaves out.
 	latest, ok := e.sample(r.Metric)
+	pts := e.h.Points(r.Metric, e.now.Add(-w), e.now)
 	if !ok {
 		what := fmt.Sprintf("%s is missing", r.Metric)
 		if len(pts) > 0 {
@@ -437,7 +460,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		}
 		return op, false
 	}
-	pts = inEffect(pts, latest)
+	pts = inEffect(upTo(pts, latest.T), latest)
 	// A window not yet covered (history too short, or a gap) does not hold.
 	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false

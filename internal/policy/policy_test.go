@@ -809,6 +809,37 @@ func TestStatisticWeighsTime(t *testing.T) {
 	}
 }
 
+// arriving is a history to which one sample of path arrives right after
+// the evaluation's first read of path, as the collector records one while
+// a policy evaluates.
+type arriving struct {
+	history
+	path string
+	late Point
+	read bool
+}
+
+func (a *arriving) Points(path string, from, to time.Time) []Point {
+	pts := a.history.Points(path, from, to)
+	if path == a.path && !a.read {
+		a.read = true
+		a.history[path] = append(a.history[path], a.late)
+	}
+	return pts
+}
+
+// TestDecisionValuesAreWhatItDecidedOn: a sample recorded while the policy
+// evaluates is not half seen: the rule's window ends at the latest sample
+// the evaluation read, whose value the decision records.
+func TestDecisionValuesAreWhatItDecidedOn(t *testing.T) {
+	g := parseGroup(t, 1, 8, "", "      rules:\n        - {name: hot, metric: cpu.avg, above: 40, for: 2s, action: up}\n")
+	h := &arriving{history: base().fill("cpu.avg", -600, -1, constant(45)), path: "cpu.avg", late: Point{T: secs(0), V: 38.9}}
+	d, _ := Evaluate(g, h, State{Desired: 4}, secs(0))
+	if d.Outcome != decision.Requested || d.Values["cpu.avg"] != 45 {
+		t.Errorf("decision %s with cpu.avg %v; want it requested on the samples it read, all 45, and 45 recorded", d.Outcome, d.Values["cpu.avg"])
+	}
+}
+
 func TestDedup(t *testing.T) {
 	var dd Dedup
 	held := decision.Record{Rule: "hot", Code: CodeCooldown, Outcome: decision.Nothing, Current: 4, Recommendation: 5}

@@ -71,6 +71,15 @@ func reaches(pts []Point, now time.Time, w, interval time.Duration) bool {
 	return pts[0].T.Sub(now.Add(-w)) <= gapLimit(w, interval, spacing)
 }
 
+// upTo is pts without the samples after t (recorded since the evaluation
+// read its latest one).
+func upTo(pts []Point, t time.Time) []Point {
+	for len(pts) > 0 && pts[len(pts)-1].T.After(t) {
+		pts = pts[:len(pts)-1]
+	}
+	return pts
+}
+
 // inEffect is a window's samples, pts, or when it holds none, latest (the
 // newest fresh sample, from before the window): the value in effect over
 // it. A window as long as the collection interval (for: 1s at 1 s
