@@ -317,10 +317,17 @@ func (p *Provider) pollLoop(ctx context.Context, h *host) error {
 // check too): instances whose leader is gone, or is another process, are
 // Done; the others get their group's usage.
 func (p *Provider) poll(ctx context.Context, h *host) error {
+	began := time.Now()
 	out, err := p.sh(ctx, h, 0, script(pollScript))
 	if err != nil {
 		return err
 	}
+	p.polled(h, began, out)
+	return nil
+}
+
+// polled applies a poll of h begun at began, out its stat lines.
+func (p *Provider) polled(h *host, began time.Time, out []byte) {
 	now := time.Now()
 	stats := make(map[int]proc.Stat)
 	type sum struct {
@@ -350,6 +357,12 @@ func (p *Provider) poll(ctx context.Context, h *host) error {
 			continue // reconcile decides
 		}
 		st, ok := stats[in.d.PID]
+		if !ok && in.verifiedAt.After(began) {
+			// Launched (or found) while the poll ran: the host listed
+			// /proc before its process was there. Taken for an exit, it
+			// was left running beside its replacement.
+			continue
+		}
 		if !ok || st.Zombie || st.StartTicks != in.d.PIDStart {
 			p.finishLocked(in, "exited (on host "+h.name+")")
 			continue
@@ -365,7 +378,6 @@ func (p *Provider) poll(ctx context.Context, h *host) error {
 			At:         now,
 		})
 	}
-	return nil
 }
 
 // finishLocked ends in's tracking with reason; p.mu is held.
@@ -603,7 +615,7 @@ func (p *Provider) reconcile(ctx context.Context, h *host) error {
 			continue
 		}
 		if m, ok := present[in.key()]; ok && m.leader() && m.name == in.d.Marker {
-			in.verified = true
+			in.verify()
 			continue
 		}
 		p.finishLocked(in, "gone while shoal was down")

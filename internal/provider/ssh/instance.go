@@ -28,9 +28,11 @@ type instance struct {
 	usageOK bool
 
 	// Guarded by the Provider's mu: verified is false for an adoption
-	// that could not be checked yet (host unreachable); failingSince is
-	// when its checks started failing (zero while they pass).
+	// that could not be checked yet (host unreachable), verifiedAt when it
+	// became true; failingSince is when its checks started failing (zero
+	// while they pass).
 	verified     bool
+	verifiedAt   time.Time
 	failingSince time.Time
 	// pool is the group whose warm pool the process waits in ("" once
 	// an instance: see pool.go); poolPassing whether its last checks
@@ -55,7 +57,17 @@ func (in *instance) Prechecked() bool { return in.prechecked }
 
 func (p *Provider) newInstance(h *host, rec provider.Record, d data, tmpl config.Template, verified bool) *instance {
 	placement := "adopted on " + h.name
-	return &instance{p: p, h: h, rec: rec, d: d, tmpl: tmpl, placement: placement, done: make(chan struct{}), verified: verified}
+	in := &instance{p: p, h: h, rec: rec, d: d, tmpl: tmpl, placement: placement, done: make(chan struct{})}
+	if verified {
+		in.verify()
+	}
+	return in
+}
+
+// verify marks the instance's process checked on its host (the Provider's
+// mu held, or the instance not yet shared).
+func (in *instance) verify() {
+	in.verified, in.verifiedAt = true, time.Now()
 }
 
 func (in *instance) key() procKey { return procKey{in.d.PID, in.d.PIDStart} }

@@ -307,6 +307,36 @@ func TestStartServeAdoptStop(t *testing.T) {
 	}
 }
 
+// TestLaunchedDuringPollNotExited: an instance launched while a poll of
+// its host was under way (the host listed /proc before its process was
+// there) is not taken for an exit; one verified before the poll began
+// and missing from it is. Taken for an exit, the instance ran on beside
+// its replacement: an HA test under make test's load found web-002 twice
+// on its hosts, the poll's answer applied 79 ms after the launch.
+func TestLaunchedDuringPollNotExited(t *testing.T) {
+	t.Parallel() // its own lab
+	l := newLab(t, 1)
+	p := runProvider(t, labConfig(t, l), Options{StateDir: t.TempDir(), Interval: time.Hour})
+	tmpl := demoTemplate(t)
+	began := time.Now()
+	in := start(t, p, spec("web", 1, tmpl))
+	p.mu.Lock()
+	h := p.hosts[in.Record().Host]
+	p.mu.Unlock()
+	p.polled(h, began, nil) // listed before the launch: nothing of it
+	select {
+	case <-in.Done():
+		t.Fatalf("launched during the poll: %s", in.ExitReason())
+	default:
+	}
+	p.polled(h, time.Now(), nil) // begun after it, and it is missing
+	select {
+	case <-in.Done():
+	default:
+		t.Fatal("a poll begun after the launch did not find the instance gone")
+	}
+}
+
 // TestStopStrays: after a restart, what is neither kept nor adopted is
 // stopped; another owner's instance is untouched.
 func TestStopStrays(t *testing.T) {
