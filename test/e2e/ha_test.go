@@ -160,11 +160,12 @@ type haNode struct {
 // haSpec says what varies between the pair's configs.
 type haSpec struct {
 	priorities [2]int
-	vip        bool       // with a vip section
-	iface      string     // the VIP's interface, default eth0
-	endpoint   string     // etcd endpoint, default the lab's etcd
-	hosts      bool       // the group runs on the lab's SSH hosts (else locally)
-	group      *groupSpec // the group, instead of haGroup(hosts)
+	vip        bool          // with a vip section
+	iface      string        // the VIP's interface, default eth0
+	endpoint   string        // etcd endpoint, default the lab's etcd
+	hosts      bool          // the group runs on the lab's SSH hosts (else locally)
+	group      *groupSpec    // the group, instead of haGroup(hosts)
+	lease      time.Duration // ha.lease, default haLease
 }
 
 // newHAPair makes the lab (etcd started), and writes node-a's and
@@ -221,10 +222,14 @@ func (p *haPair) topConfig(n *haNode, spec haSpec, remote string) string {
 	if iface == "" {
 		iface = "eth0"
 	}
+	lease := spec.lease
+	if lease == 0 {
+		lease = haLease
+	}
 	var b strings.Builder
 	b.WriteString(sshTimeouts)
 	fmt.Fprintf(&b, "ha:\n  node: %s\n  priority: %d\n  lease: %s\n  etcd:\n    endpoints: [%q]\n    dial_timeout: 2s\n",
-		n.name, n.priority, haLease, endpoint)
+		n.name, n.priority, lease, endpoint)
 	if spec.vip {
 		fmt.Fprintf(&b, "  vip:\n    address: %s/24\n    interface: %s\n    advert: %s\n", p.vip, iface, haAdvert)
 	}
