@@ -53,7 +53,8 @@ vet:
 # test runs every test: unit tests and the integration tests that start real
 # HAProxy, real instance processes and real HTTP traffic on 127.0.0.1.
 # scripts/test.sh runs the packages' tests beside the end-to-end suite's
-# shared part, then the suite's steps alone, then the fuzz run. The
+# shared part, then the suite's steps alone, with the fuzz run niced beside
+# them all. The
 # packages' tests mostly wait (on HAProxy, sshd, keepalived, etcd, pebble,
 # moto, child processes, apt), so more packages run at once than the
 # machine has cores (go test's default -p): PKG_P of them.
