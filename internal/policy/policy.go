@@ -460,7 +460,7 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 		}
 		return op, false
 	}
-	pts = inEffect(upTo(pts, latest.T), latest)
+	pts = inEffect(upTo(pts, latest.T), latest) // as e.window, on the samples read above
 	// A window not yet covered (history too short, or a gap) does not hold.
 	if !covers(pts, e.now, w, e.p.Interval) {
 		return op, false
@@ -497,7 +497,15 @@ func (e *evaluation) rule(r config.Rule) (opinion, bool) {
 // over the last w.
 func (e *evaluation) measured(w time.Duration) bool {
 	latest, ok := e.sample("size")
-	return ok && reaches(inEffect(e.h.Points("size", e.now.Add(-w), e.now), latest), e.now, w, e.p.Interval)
+	return ok && reaches(e.window("size", w, latest), e.now, w, e.p.Interval)
+}
+
+// window is path's samples over the last w as of latest, the sample the
+// evaluation read (e.sample, called first): those recorded since are left
+// out, so that what a decision records is what it decided on. Empty, it
+// is latest, the value in effect (inEffect).
+func (e *evaluation) window(path string, w time.Duration, latest Point) []Point {
+	return inEffect(upTo(e.h.Points(path, e.now.Add(-w), e.now), latest.T), latest)
 }
 
 // beyond reports whether v is beyond r's thresholds (strictly: a value equal
@@ -736,7 +744,7 @@ func (e *evaluation) target(t config.Target) (opinion, bool) {
 	// rule's window not hold: what the load was then is unknown.
 	stab := t.ScaleInStabilization
 	if stab > 0 {
-		pts := inEffect(e.h.Points(t.Metric, e.now.Add(-stab), e.now), latest)
+		pts := e.window(t.Metric, stab, latest)
 		if !reaches(pts, e.now, stab, iv) {
 			op.fired, op.size = false, cur
 			op.code = CodeStabilization
