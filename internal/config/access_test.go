@@ -104,15 +104,42 @@ func TestAccessOnTCP(t *testing.T) {
     mode: tcp
     bind: [127.0.0.1:5433]
     trusted_proxies: [10.0.0.0/8]
+    forwarded_headers: false
     routes: [{group: db, allow: [10.0.0.0/8]}]
 groups:
   - {name: db, min_size: 1, max_size: 1, template: {command: [db]}}
 `
 	_, err := Parse("shoal.yaml", []byte(doc))
-	for _, want := range []string{"shoal.yaml:5:22: frontends[0].trusted_proxies: applies to http frontends only", "frontends[0].routes[0].allow: applies to http frontends' routes only"} {
+	for _, want := range []string{"shoal.yaml:5:22: frontends[0].trusted_proxies: applies to http frontends only",
+		"shoal.yaml:6:24: frontends[0].forwarded_headers: applies to http frontends only",
+		"frontends[0].routes[0].allow: applies to http frontends' routes only"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error = %v\nwant %q", err, want)
 		}
+	}
+}
+
+// TestParseForwardedHeaders: on unless a frontend says false; a value that
+// is not a boolean is refused where it stands.
+func TestParseForwardedHeaders(t *testing.T) {
+	doc := func(v string) string {
+		return `frontends:
+  - {name: a, bind: [127.0.0.1:8080], routes: [{group: web}]}
+  - {name: b, bind: [127.0.0.1:8081], routes: [{group: web}], forwarded_headers: ` + v + `}
+groups:
+  - {name: web, min_size: 1, max_size: 2, template: {command: [app]}}
+`
+	}
+	cfg, err := Parse("shoal.yaml", []byte(doc("false")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Frontends[0].ForwardedHeaders || cfg.Frontends[1].ForwardedHeaders {
+		t.Errorf("forwarded_headers = %v, %v; want true (left out), false", cfg.Frontends[0].ForwardedHeaders, cfg.Frontends[1].ForwardedHeaders)
+	}
+	_, err = Parse("shoal.yaml", []byte(doc("sometimes")))
+	if want := "shoal.yaml:3:82: frontends[1].forwarded_headers: must be true or false, got \"sometimes\""; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v\nwant %q", err, want)
 	}
 }
 

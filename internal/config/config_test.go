@@ -1357,7 +1357,7 @@ compat:
 		Metrics: DefaultMetrics,
 	}
 	// The shorthand's frontend: the routed group first, the catch-all last.
-	want.Frontends = []Frontend{{Name: ShorthandName, Bind: []string{want.Listen}, Mode: ModeHTTP, Compression: want.Compression, Routes: []Route{
+	want.Frontends = []Frontend{{Name: ShorthandName, Bind: []string{want.Listen}, Mode: ModeHTTP, ForwardedHeaders: true, Compression: want.Compression, Routes: []Route{
 		{Host: []string{"api.example.com"}, PathPrefix: []string{"/api"}, Group: "api"},
 		{Group: "web"},
 	}}}

@@ -48,6 +48,13 @@ type Frontend struct {
 	// trusted proxy; for any other, the connection's source (a forged
 	// header changes nothing).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ForwardedHeaders sends instances X-Forwarded-For and
+	// X-Forwarded-Proto, replacing a client's own (default true). False
+	// passes the request's headers as the client sent them, forged ones
+	// included, and saves what the headers cost: about 5 % of HAProxy's
+	// CPU per request and 4 % of requests/s on a small page (see
+	// docs/routing.md).
+	ForwardedHeaders bool `yaml:"forwarded_headers"`
 }
 
 // Values of Frontend.Mode.
@@ -175,7 +182,7 @@ const BalanceHash = "hash"
 
 // The defaults of the sections above, one table per type (see schema.go).
 var (
-	defaultFrontend  = Frontend{Mode: ModeHTTP}
+	defaultFrontend  = Frontend{Mode: ModeHTTP, ForwardedHeaders: true}
 	defaultRoute     = Route{}
 	defaultRedirect  = Redirect{Code: 302}
 	defaultRespond   = Respond{ContentType: "text/plain"}
@@ -422,6 +429,11 @@ func (d *decoder) frontend(item *yaml.Node, path string, groups map[string]bool)
 		fe.RateLimit = d.rateLimit(n, f.field("rate_limit"))
 	}
 	fe.TrustedProxies = d.trustedProxies(f, mode)
+	if v, n := f.boolean("forwarded_headers", defaultFrontend.ForwardedHeaders); n != nil && mode == ModeTCP {
+		d.errorf(n, f.field("forwarded_headers"), "applies to http frontends only (they are headers)")
+	} else {
+		fe.ForwardedHeaders = v
+	}
 	fe.Routes = d.routes(f, mode, groups, fe.hasPlainBind())
 	return fe, true
 }

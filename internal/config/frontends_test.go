@@ -94,7 +94,7 @@ groups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Frontend{{Name: "shoal", Bind: []string{"127.0.0.1:8080"}, Mode: ModeHTTP, Compression: &Compression{Types: []string{"text/html"}}, Routes: []Route{
+	want := []Frontend{{Name: "shoal", Bind: []string{"127.0.0.1:8080"}, Mode: ModeHTTP, ForwardedHeaders: true, Compression: &Compression{Types: []string{"text/html"}}, Routes: []Route{
 		{Host: []string{"api.example.com"}, PathPrefix: []string{"/v1"}, Group: "api"},
 		{PathPrefix: []string{"/static"}, Group: "static"},
 		{Group: "web"},

@@ -18,7 +18,7 @@ func TestRenderAccess(t *testing.T) {
 	cfg := testConfig(dir, "127.0.0.1:8080")
 	cfg.Listen = ""
 	cfg.Frontends = []config.Frontend{{
-		Name: "edge", Bind: []string{"127.0.0.1:8080"}, Mode: config.ModeHTTP,
+		Name: "edge", Bind: []string{"127.0.0.1:8080"}, Mode: config.ModeHTTP, ForwardedHeaders: true,
 		TrustedProxies: []string{"127.0.0.2/32", "10.0.0.0/8"},
 		Routes: []config.Route{
 			{PathPrefix: []string{"/admin"}, Allow: []string{"127.0.0.0/8", "2001:db8::/32"}, Deny: []string{"127.0.0.9/32"},

@@ -51,25 +51,7 @@ func TestAccessLogAndSlowClients(t *testing.T) {
 	entries, unsubscribe := r.Subscribe(100)
 	defer unsubscribe()
 
-	// The instance answers with the forwarding headers it received.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s|%s", strings.Join(r.Header.Values("X-Forwarded-For"), ","), strings.Join(r.Header.Values("X-Forwarded-Proto"), ","))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-
-	m := newTestManager(t, cfg)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.AddServer(ctx, Server{Backend: "web", Name: "app", Addr: loopback(ln.Addr().(*net.TCPAddr).Port), Health: cfg.Groups[0].Health}, true); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, m, map[string]string{"app": "UP"}, true)
+	startForwardEcho(ctx, t, cfg)
 
 	// A slow client starts sending its headers one byte at a time.
 	slow := make(chan string, 1)

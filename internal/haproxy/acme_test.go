@@ -42,11 +42,11 @@ func TestRenderACME(t *testing.T) {
 	}
 
 	// HTTP-01 asks on the plain bind; the TLS bind serves what ACME got.
-	cfg.Frontends = []config.Frontend{{Name: "shoal", Bind: []string{cfg.Listen, "127.0.0.1:8443"}, Mode: config.ModeHTTP,
+	cfg.Frontends = []config.Frontend{{Name: "shoal", Bind: []string{cfg.Listen, "127.0.0.1:8443"}, Mode: config.ModeHTTP, ForwardedHeaders: true,
 		Routes: cfg.Frontends[0].Routes,
 		TLS: &config.TLS{ACME: &config.ACME{Email: "ops@example.com", Domains: []string{"example.com"}},
 			Bind: []string{"127.0.0.1:8443"}, ALPN: []string{"h2", "http/1.1"}, MinVersion: "1.2", TicketKeys: config.TicketKeysOff}},
-		{Name: "port80", Bind: []string{"127.0.0.1:8081"}, Mode: config.ModeHTTP, Routes: cfg.Frontends[0].Routes,
+		{Name: "port80", Bind: []string{"127.0.0.1:8081"}, Mode: config.ModeHTTP, ForwardedHeaders: true, Routes: cfg.Frontends[0].Routes,
 			RateLimit: &config.RateLimit{Requests: 5, Per: time.Minute, By: "ip"}}}
 	got, err := Render(cfg, PathsFor(dir))
 	if err != nil {

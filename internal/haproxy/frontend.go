@@ -49,10 +49,6 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		return append(lines, "mode tcp", "default_backend "+fe.Routes[0].Group), nil
 	}
 
-	// forwardfor is an HTTP frontend's (a tcp one would warn). A client's
-	// own X-Forwarded-For would be passed on in front of the address option
-	// forwardfor appends.
-	//
 	// idle-close-on-response keeps reloads hitless for clients that do not
 	// retry: by default a worker a reload replaces closes its idle
 	// keep-alive connections at once, and a request the client sends as
@@ -60,7 +56,11 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	// per reload). With it, the old worker answers the connection's next
 	// request with "Connection: close"; idle connections end with timeout
 	// http-keep-alive (hardStopAfter outlasts it).
-	lines = append(lines, "option forwardfor", "option idle-close-on-response")
+	if fe.ForwardedHeaders {
+		// forwardfor is an HTTP frontend's (a tcp one would warn).
+		lines = append(lines, "option forwardfor")
+	}
+	lines = append(lines, "option idle-close-on-response")
 	if cfg.HA != nil && cfg.HA.VIP != nil {
 		// A step-down drains the node before the VIP moves (Closing).
 		lines = append(lines, "http-after-response set-header Connection close if { var("+closingVar+") -m int gt 0 }")
@@ -84,17 +84,11 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	lines = append(lines, limits...)
 	lines = append(lines, tlsLines(fe)...)
-	// A trusted proxy's X-Forwarded-For goes on to the instance; anyone
-	// else's is a forgery.
-	trusted, err := trustedACL(fe)
+	fwd, err := forwardedLines(fe)
 	if err != nil {
 		return nil, err
 	}
-	if trusted != "" {
-		lines = append(lines, "http-request del-header X-Forwarded-For unless "+trusted)
-	} else {
-		lines = append(lines, "http-request del-header X-Forwarded-For")
-	}
+	lines = append(lines, fwd...)
 	switch n := cfg.AccessLog.Sample; {
 	case cfg.AccessLog.Adaptive:
 		// Each backend chooses its rate (see sampleLines).
@@ -120,6 +114,26 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 		return nil, err
 	}
 	return append(lines, routes...), nil
+}
+
+// forwardedLines are the rules of fe's forwarded headers (option forwardfor
+// appends the client's address after them): X-Forwarded-Proto, and a
+// client's own X-Forwarded-For removed, as it would be passed on in front of
+// the address forwardfor appends; a trusted proxy's goes on to the instance.
+// Without ForwardedHeaders there are none.
+func forwardedLines(fe config.Frontend) ([]string, error) {
+	if !fe.ForwardedHeaders {
+		return nil, nil
+	}
+	lines := protoLines(fe)
+	trusted, err := trustedACL(fe)
+	if err != nil {
+		return nil, err
+	}
+	if trusted != "" {
+		return append(lines, "http-request del-header X-Forwarded-For unless "+trusted), nil
+	}
+	return append(lines, "http-request del-header X-Forwarded-For"), nil
 }
 
 // bindLines returns fe's bind lines: IPv4 or IPv6 ("[::1]:80"), or every

@@ -57,31 +57,40 @@ func speaksTLS(fe config.Frontend, addr string) bool {
 	return fe.TLS != nil && (len(fe.TLS.Bind) == 0 || slices.Contains(fe.TLS.Bind, addr))
 }
 
-// tlsLines are the lines a TLS frontend adds to its section: the scheme the
-// instances see, and redirect_http's redirect of the plain binds (but ACME's
-// challenges, which must be answered over http). A frontend whose binds all
-// speak TLS, or none, sets the scheme with one unconditional rule: every
-// request runs the frontend's rules, and the TLS benchmark compares shoal
-// with a configuration that has none.
+// protoLines set X-Forwarded-Proto: the scheme the instances see. A
+// frontend whose binds all speak TLS, or none, sets it with one
+// unconditional rule: every request runs the frontend's rules, and the
+// benchmarks compare shoal with a configuration that has none.
+func protoLines(fe config.Frontend) []string {
+	switch plain := plainBinds(fe); plain {
+	case len(fe.Bind):
+		return []string{"http-request set-header X-Forwarded-Proto http"}
+	case 0:
+		return []string{"http-request set-header X-Forwarded-Proto https"}
+	}
+	return []string{
+		"http-request set-header X-Forwarded-Proto https if { ssl_fc }",
+		"http-request set-header X-Forwarded-Proto http if !{ ssl_fc }",
+	}
+}
+
+// tlsLines are the lines a TLS frontend adds to its section:
+// redirect_http's redirect of the plain binds (but ACME's challenges, which
+// must be answered over http).
 func tlsLines(fe config.Frontend) []string {
+	if p := plainBinds(fe); p == 0 || p == len(fe.Bind) || !fe.TLS.RedirectHTTP {
+		return nil
+	}
+	return []string{"http-request redirect scheme https code 301 if !{ ssl_fc } !{ path_beg " + acmeChallenge + " }"}
+}
+
+// plainBinds counts fe's binds that do not speak TLS.
+func plainBinds(fe config.Frontend) int {
 	plain := 0
 	for _, b := range fe.Bind {
 		if !speaksTLS(fe, b) {
 			plain++
 		}
 	}
-	switch plain {
-	case len(fe.Bind):
-		return []string{"http-request set-header X-Forwarded-Proto http"}
-	case 0:
-		return []string{"http-request set-header X-Forwarded-Proto https"}
-	}
-	lines := []string{
-		"http-request set-header X-Forwarded-Proto https if { ssl_fc }",
-		"http-request set-header X-Forwarded-Proto http if !{ ssl_fc }",
-	}
-	if fe.TLS.RedirectHTTP {
-		lines = append(lines, "http-request redirect scheme https code 301 if !{ ssl_fc } !{ path_beg "+acmeChallenge+" }")
-	}
-	return lines
+	return plain
 }

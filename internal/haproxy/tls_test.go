@@ -55,8 +55,11 @@ func TestRenderTLS(t *testing.T) {
 	// Every bind TLS: the scheme without a condition, and no redirect.
 	allTLS := *fe
 	allTLS.TLS = &config.TLS{RedirectHTTP: true}
-	if got := tlsLines(allTLS); len(got) != 1 || got[0] != "http-request set-header X-Forwarded-Proto https" {
+	if got := protoLines(allTLS); len(got) != 1 || got[0] != "http-request set-header X-Forwarded-Proto https" {
 		t.Errorf("a frontend whose binds all speak TLS: %q, want one unconditional X-Forwarded-Proto https", got)
+	}
+	if got := tlsLines(allTLS); len(got) != 0 {
+		t.Errorf("a frontend whose binds all speak TLS: %q, want no redirect", got)
 	}
 
 	tcp := *fe

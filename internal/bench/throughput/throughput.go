@@ -23,14 +23,17 @@ import (
 //	(a) direct       one demo-backend, no proxy;
 //	(b) haproxy      a minimal hand-written haproxy.cfg over two static demo-backends;
 //	(c) shoal        shoal's own HAProxy, its defaults, over a group's two instances;
-//	(d) shoal-off    (c) with the optional features off (access_log.sample: 0);
+//	(d) shoal-off    (c) with the optional features off (access_log.sample: 0,
+//	                 forwarded_headers: false);
 //	(e) shoal-retry  (c) with the group's retries: idempotent (layer-7 retries).
 //
 // Each of (c), (d), (e) against (b) in requests/s and in HAProxy's CPU per
 // request (utime+stime of the HAProxy processes over the round, divided by
 // the round's requests) is the cost of shoal's configuration: the goals are
 // >= 0.97x and <= 1.10x for (c), parity (>= 0.99x, <= 1.03x) for (d); (e)
-// prices the opt-in. The machine's speed drifts between rounds, so the
+// prices the opt-in. The instances' CPU per request, measured alike, shows
+// what the configuration costs the application (the forwarded headers are
+// two more headers for it to parse): requests/s falls with the sum. The machine's speed drifts between rounds, so the
 // targets are measured back to back in every round, in alternating order
 // (a..e, then e..a), and each ratio is the median of the per-round ratios.
 // Every process compared is started by this one process, in one session
@@ -59,14 +62,19 @@ type target struct {
 	Rounds []bench.Sample `json:"rounds"`
 	// CPUus is HAProxy's CPU per request in each round, in µs (proxies only).
 	CPUus []float64 `json:"cpu_us_per_request,omitempty"`
-	// pids lists the processes whose CPU is the target's (nil: not a proxy).
-	pids func() []int
+	// BackendUS is the instances' CPU per request in each round, in µs.
+	BackendUS []float64 `json:"backend_cpu_us_per_request,omitempty"`
+	// pids lists the processes whose CPU is the target's (nil: not a proxy);
+	// backends, those of the instances it sends requests to.
+	pids, backends func() []int
 	// Medians over the rounds.
-	RPS    *float64 `json:"rps"`
-	P50ms  *float64 `json:"p50_ms"`
-	P99ms  *float64 `json:"p99_ms"`
-	CPU    *float64 `json:"cpu_us_per_request_median,omitempty"`
-	Errors int64    `json:"errors"`
+	RPS   *float64 `json:"rps"`
+	P50ms *float64 `json:"p50_ms"`
+	P99ms *float64 `json:"p99_ms"`
+	CPU   *float64 `json:"cpu_us_per_request_median,omitempty"`
+	// BackendCPU is the median of BackendUS.
+	BackendCPU *float64 `json:"backend_cpu_us_per_request_median,omitempty"`
+	Errors     int64    `json:"errors"`
 }
 
 type throughputDetails struct {
@@ -114,21 +122,22 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	direct := &target{Key: "direct", Label: "(a) demo-backend, direct"}
 	haproxy := &target{Key: "haproxy", Label: "(b) minimal haproxy.cfg, 2 servers"}
 	shoalT := &target{Key: "shoal", Label: "(c) shoal's HAProxy, defaults, 2 instances"}
-	offT := &target{Key: "shoal-off", Label: "(d) shoal, optional features off (access_log.sample: 0)"}
+	offT := &target{Key: "shoal-off", Label: "(d) shoal, optional features off (access_log.sample: 0, forwarded_headers: false)"}
 	retryT := &target{Key: "shoal-retry", Label: "(e) shoal, retries: idempotent"}
 	shoals := []*target{shoalT, offT, retryT}
 	det.Targets = []*target{direct, haproxy, shoalT, offT, retryT}
 	rep.Details = det
 
 	// (a), and the two static backends of (b).
-	var backendPorts []int
+	var backendPorts, backendPids []int
 	for _, name := range []string{"bench-a", "bench-b"} {
-		_, port, err := env.StartBackend(ctx, backend, name)
+		p, port, err := env.StartBackend(ctx, backend, name)
 		if err != nil {
 			return nil, err
 		}
-		backendPorts = append(backendPorts, port)
+		backendPorts, backendPids = append(backendPorts, port), append(backendPids, p.Pid())
 	}
+	direct.backends = func() []int { return backendPids[:1] }
 	direct.URL, direct.Status = fmt.Sprintf("http://127.0.0.1:%d/", backendPorts[0]), "ok"
 	det.PageBytes, err = pageBytes(direct.URL)
 	if err != nil {
@@ -141,6 +150,8 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		haproxy.Status = "haproxy not installed (scripts/install-deps.sh haproxy)"
 	} else if err := startMinimalHAProxy(ctx, env, hap, backendPorts, *nbthread, haproxy); err != nil {
 		haproxy.Status = err.Error()
+	} else {
+		haproxy.backends = func() []int { return backendPids }
 	}
 
 	// (c), (d), (e): three shoals side by side, each with its own state.
@@ -178,7 +189,7 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			if t.Status != "ok" {
 				continue
 			}
-			cpu0 := cpuTicks(t.pids)
+			cpu0, back0 := cpuTicks(t.pids), cpuTicks(t.backends)
 			s, err := tool.Measure(ctx, t.URL, *seconds)
 			if err == nil {
 				err = ctx.Err() // interrupted: a cut-short round is no sample
@@ -186,13 +197,20 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			if err != nil {
 				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
 			}
-			var us float64
+			// The round's requests: wrk's rate over the round's length.
+			perRequest := func(ticks float64) float64 {
+				return ticks / bench.ClockTicks / (s.RPS * seconds.Seconds()) * 1e6
+			}
+			var us, back float64
 			if t.pids != nil {
-				// The round's requests: wrk's rate over the round's length.
-				us = (cpuTicks(t.pids) - cpu0) / bench.ClockTicks / (s.RPS * seconds.Seconds()) * 1e6
+				us = perRequest(cpuTicks(t.pids) - cpu0)
 				t.CPUus = append(t.CPUus, us)
 			}
-			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "cpu_us", bench.Round2(us), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
+			if t.backends != nil {
+				back = perRequest(cpuTicks(t.backends) - back0)
+				t.BackendUS = append(t.BackendUS, back)
+			}
+			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "cpu_us", bench.Round2(us), "backend_cpu_us", bench.Round2(back), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
 			t.Rounds = append(t.Rounds, s)
 		}
 	}
@@ -205,6 +223,9 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		t.RPS, t.P50ms, t.P99ms = bench.Num(bench.Median(rps)), bench.Num(bench.Median(p50)), bench.Num(bench.Median(p99))
 		if cpu := finite(t.CPUus); len(cpu) > 0 {
 			t.CPU = bench.Num(bench.Median(cpu))
+		}
+		if cpu := finite(t.BackendUS); len(cpu) > 0 {
+			t.BackendCPU = bench.Num(bench.Median(cpu))
 		}
 	}
 
@@ -281,6 +302,14 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		Name: "(c) shoal p99", Unit: "ms", Value: shoalT.P99ms,
 		Baseline: haproxy.Label, BaselineValue: haproxy.P99ms, Ratio: bench.RatioOf(shoalT.P99ms, haproxy.P99ms),
 	}, bench.Figure{
+		Name: "(c) shoal, the instances' CPU per request", Unit: "µs", Value: shoalT.BackendCPU,
+		Baseline: haproxy.Label, BaselineValue: haproxy.BackendCPU, Ratio: bench.RatioOf(shoalT.BackendCPU, haproxy.BackendCPU),
+		Note: "utime+stime of the instances over a round / its requests, medians: what the configuration costs the application",
+	}, bench.Figure{
+		Name: "(d) shoal, the instances' CPU per request", Unit: "µs", Value: offT.BackendCPU,
+		Baseline: haproxy.Label, BaselineValue: haproxy.BackendCPU, Ratio: bench.RatioOf(offT.BackendCPU, haproxy.BackendCPU),
+		Note: "as for (c)",
+	}, bench.Figure{
 		Name: "(b) minimal haproxy.cfg req/s", Unit: "req/s", Value: haproxy.RPS,
 		Baseline: "(a) direct", BaselineValue: direct.RPS, Ratio: bench.RatioOf(haproxy.RPS, direct.RPS),
 		Note: "what any HAProxy in front costs on this machine, for scale",
@@ -298,21 +327,24 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		rep.Settings = append(rep.Settings, bench.Setting{Name: "load tool", Value: tool.Note})
 	}
 	var md strings.Builder
-	md.WriteString("| target | req/s | HAProxy CPU per request | p50 | p99 | errors | req/s per round | µs per round |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+	md.WriteString("| target | req/s | HAProxy CPU per request | instances' CPU per request | p50 | p99 | errors | req/s per round | µs per round |\n|---|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, t := range det.Targets {
 		if t.Status != "ok" {
-			fmt.Fprintf(&md, "| %s | %s | | | | | | |\n", t.Label, t.Status)
+			fmt.Fprintf(&md, "| %s | %s | | | | | | | |\n", t.Label, t.Status)
 			continue
 		}
 		var per []float64
 		for _, s := range t.Rounds {
 			per = append(per, s.RPS)
 		}
-		cpu := ""
+		cpu, back := "", ""
 		if t.CPU != nil {
 			cpu = bench.FmtNum(t.CPU) + " µs"
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s | %s ms | %s ms | %d | %s | %s |\n", t.Label, bench.FmtNum(t.RPS), cpu, bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, bench.JoinFloats(per, "%.0f"), bench.JoinFloats(t.CPUus, "%.1f"))
+		if t.BackendCPU != nil {
+			back = bench.FmtNum(t.BackendCPU) + " µs"
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s ms | %s ms | %d | %s | %s |\n", t.Label, bench.FmtNum(t.RPS), cpu, back, bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, bench.JoinFloats(per, "%.0f"), bench.JoinFloats(t.CPUus, "%.1f"))
 	}
 	rep.Markdown = md.String()
 	return rep, nil
@@ -345,13 +377,13 @@ func finite(vs []float64) []float64 {
 	return slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
 }
 
-// haproxyBelow returns the HAProxy processes below pid (shoal's master and
-// worker).
-func haproxyBelow(pid int) []int {
+// below returns the processes below pid whose command is comm: shoal's
+// HAProxy master and worker, or its instances.
+func below(pid int, comm string) []int {
 	var out []int
 	for _, p := range bench.Descendants(pid) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/comm")
-		if err == nil && strings.TrimSpace(string(b)) == "haproxy" {
+		if err == nil && strings.TrimSpace(string(b)) == comm {
 			out = append(out, p)
 		}
 	}
@@ -430,12 +462,16 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
 		return nil, err
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\nstate_dir: %s\n", port, filepath.Join(env.Work, t.Key))
+	fmt.Fprintf(&cfg, "state_dir: %s\n", filepath.Join(env.Work, t.Key))
 	if nbthread > 0 {
 		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
 	}
 	if t.Key == "shoal-off" {
+		// The listen shorthand's frontend, with what it adds switched off.
 		cfg.WriteString("access_log: {sample: 0}\n")
+		fmt.Fprintf(&cfg, "frontends:\n  - {name: shoal, bind: [\"127.0.0.1:%d\"], routes: [{group: web}], forwarded_headers: false}\n", port)
+	} else {
+		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\n", port)
 	}
 	fmt.Fprintf(&cfg, `groups:
   - name: web
@@ -462,7 +498,9 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
 	if err := bench.WaitHTTP(ctx, t.URL, sh.Proc, 10*time.Second); err != nil {
 		return nil, err
 	}
-	t.pids = func() []int { return haproxyBelow(sh.Proc.Pid()) }
+	t.pids = func() []int { return below(sh.Proc.Pid(), "haproxy") }
+	comm := filepath.Base(backend)[:min(len(filepath.Base(backend)), 15)] // /proc's comm keeps 15 bytes
+	t.backends = func() []int { return below(sh.Proc.Pid(), comm) }
 	t.Status = "ok"
 	return sh, nil
 }
