@@ -18,24 +18,29 @@ import (
 )
 
 // throughput measures what shoal's HAProxy configuration costs. It loads the
-// demo page (GET /) five ways:
+// demo page (GET /) six ways:
 //
 //	(a) direct       one demo-backend, no proxy;
 //	(b) haproxy      a minimal hand-written haproxy.cfg over two static demo-backends;
 //	(c) shoal        shoal's own HAProxy, its defaults, over a group's two instances;
+//	(f) shoal-nofwd  (c) with forwarded_headers: false;
 //	(d) shoal-off    (c) with the optional features off (access_log.sample: 0,
 //	                 forwarded_headers: false);
 //	(e) shoal-retry  (c) with the group's retries: idempotent (layer-7 retries).
 //
-// Each of (c), (d), (e) against (b) in requests/s and in HAProxy's CPU per
-// request (utime+stime of the HAProxy processes over the round, divided by
-// the round's requests) is the cost of shoal's configuration: the goals are
-// >= 0.97x and <= 1.10x for (c), parity (>= 0.99x, <= 1.03x) for (d); (e)
-// prices the opt-in. The instances' CPU per request, measured alike, shows
+// Each shoal against (b) in requests/s and in HAProxy's CPU per request
+// (utime+stime of the HAProxy processes over a slice of load, divided by its
+// requests) is the cost of shoal's configuration: the goals are >= 0.97x
+// and <= 1.10x for (c), parity (>= 0.99x, <= 1.03x) for (d). A feature's
+// price is one shoal's ratio over another's, round by round: the forwarded
+// headers (c) over (f), the access log's sampling (f) over (d), layer-7
+// retries (e) over (c). The instances' CPU per request, measured alike, is
 // what the configuration costs the application (the forwarded headers are
-// two more headers for it to parse): requests/s falls with the sum. The machine's speed drifts between rounds, so the
-// targets are measured back to back in every round, in alternating order
-// (a..e, then e..a), and each ratio is the median of the per-round ratios.
+// two more headers to parse): requests/s falls with the sum.
+//
+// This machine's speed drifts within seconds, so every shoal's slice is
+// bracketed by two of (b)'s and compared with their mean; the shoals' order
+// alternates between rounds, and each ratio is the median over the rounds.
 // Every process compared is started by this one process, in one session
 // (the scheduler shares CPU per session). Then it scales (c)'s group to 5
 // and samples shoal's own idle CPU and RSS.
@@ -67,6 +72,9 @@ type target struct {
 	// pids lists the processes whose CPU is the target's (nil: not a proxy);
 	// backends, those of the instances it sends requests to.
 	pids, backends func() []int
+	// before indexes, for each of a shoal's slices, (b)'s slice just before
+	// it; (b)'s next slice is just after it.
+	before []int
 	// Medians over the rounds.
 	RPS   *float64 `json:"rps"`
 	P50ms *float64 `json:"p50_ms"`
@@ -94,8 +102,8 @@ type throughputDetails struct {
 }
 
 func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args []string) (*bench.Report, error) {
-	rounds := fs.Int("rounds", 7, "rounds per target")
-	seconds := fs.Duration("seconds", 6*time.Second, "length of a round")
+	rounds := fs.Int("rounds", 21, "rounds (each measures every target once, and (b) before each shoal)")
+	seconds := fs.Duration("seconds", 2*time.Second, "length of a slice (one target's load)")
 	conns := fs.Int("conns", 32, "connections")
 	idle := fs.Duration("idle", 20*time.Second, "how long to sample shoal's idle CPU (0: skip)")
 	nbthread := fs.Int("nbthread", 0, "nbthread for every HAProxy (0: HAProxy's default, which shoal uses unless told otherwise)")
@@ -124,8 +132,9 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	shoalT := &target{Key: "shoal", Label: "(c) shoal's HAProxy, defaults, 2 instances"}
 	offT := &target{Key: "shoal-off", Label: "(d) shoal, optional features off (access_log.sample: 0, forwarded_headers: false)"}
 	retryT := &target{Key: "shoal-retry", Label: "(e) shoal, retries: idempotent"}
-	shoals := []*target{shoalT, offT, retryT}
-	det.Targets = []*target{direct, haproxy, shoalT, offT, retryT}
+	nofwdT := &target{Key: "shoal-nofwd", Label: "(f) shoal, forwarded_headers: false"}
+	shoals := []*target{shoalT, nofwdT, offT, retryT}
+	det.Targets = []*target{direct, haproxy, shoalT, nofwdT, offT, retryT}
 	rep.Details = det
 
 	// (a), and the two static backends of (b).
@@ -180,8 +189,43 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			}
 		}
 	}
+	measure := func(r int, t *target) error {
+		cpu0, back0 := cpuTicks(t.pids), cpuTicks(t.backends)
+		s, err := tool.Measure(ctx, t.URL, *seconds)
+		if err == nil {
+			err = ctx.Err() // interrupted: a cut-short slice is no sample
+		}
+		if err != nil {
+			return fmt.Errorf("round %d of %s: %w", r, t.Key, err)
+		}
+		// The slice's requests: wrk's rate over the slice's length.
+		perRequest := func(ticks float64) float64 {
+			return ticks / bench.ClockTicks / (s.RPS * seconds.Seconds()) * 1e6
+		}
+		var us, back float64
+		if t.pids != nil {
+			us = perRequest(cpuTicks(t.pids) - cpu0)
+			t.CPUus = append(t.CPUus, us)
+		}
+		if t.backends != nil {
+			back = perRequest(cpuTicks(t.backends) - back0)
+			t.BackendUS = append(t.BackendUS, back)
+		}
+		env.Log.Info("slice", "round", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "cpu_us", bench.Round2(us), "backend_cpu_us", bench.Round2(back), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
+		t.Rounds = append(t.Rounds, s)
+		return nil
+	}
+	// (b) runs before every shoal's slice and once more at the end, so each
+	// shoal is compared with (b) just before and just after it: this
+	// machine's speed drifts within seconds, which a bracket cancels and a
+	// comparison across a round does not. The shoals' order alternates.
 	for r := 1; r <= *rounds; r++ {
-		order := slices.Clone(det.Targets)
+		if direct.Status == "ok" {
+			if err := measure(r, direct); err != nil {
+				return nil, err
+			}
+		}
+		order := slices.Clone(shoals)
 		if r%2 == 0 {
 			slices.Reverse(order)
 		}
@@ -189,29 +233,20 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			if t.Status != "ok" {
 				continue
 			}
-			cpu0, back0 := cpuTicks(t.pids), cpuTicks(t.backends)
-			s, err := tool.Measure(ctx, t.URL, *seconds)
-			if err == nil {
-				err = ctx.Err() // interrupted: a cut-short round is no sample
+			if haproxy.Status == "ok" {
+				if err := measure(r, haproxy); err != nil {
+					return nil, err
+				}
+				t.before = append(t.before, len(haproxy.Rounds)-1)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("round %d of %s: %w", r, t.Key, err)
+			if err := measure(r, t); err != nil {
+				return nil, err
 			}
-			// The round's requests: wrk's rate over the round's length.
-			perRequest := func(ticks float64) float64 {
-				return ticks / bench.ClockTicks / (s.RPS * seconds.Seconds()) * 1e6
-			}
-			var us, back float64
-			if t.pids != nil {
-				us = perRequest(cpuTicks(t.pids) - cpu0)
-				t.CPUus = append(t.CPUus, us)
-			}
-			if t.backends != nil {
-				back = perRequest(cpuTicks(t.backends) - back0)
-				t.BackendUS = append(t.BackendUS, back)
-			}
-			env.Log.Info("round", "n", r, "of", *rounds, "target", t.Key, "rps", math.Round(s.RPS), "cpu_us", bench.Round2(us), "backend_cpu_us", bench.Round2(back), "p50_ms", s.P50ms, "p99_ms", s.P99ms, "errors", s.Errors)
-			t.Rounds = append(t.Rounds, s)
+		}
+	}
+	if haproxy.Status == "ok" {
+		if err := measure(*rounds, haproxy); err != nil {
+			return nil, err
 		}
 	}
 	for _, t := range det.Targets {
@@ -248,17 +283,9 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		}
 	}
 
-	// Figures: each shoal against the minimal HAProxy of the same rounds.
+	// Figures: each shoal against the minimal HAProxy around it.
 	for _, t := range shoals {
-		if len(t.Rounds) == 0 || len(haproxy.Rounds) != len(t.Rounds) {
-			continue
-		}
-		for i := range t.Rounds {
-			det.RoundRatios[t.Key] = append(det.RoundRatios[t.Key], t.Rounds[i].RPS/haproxy.Rounds[i].RPS)
-			if i < len(t.CPUus) && i < len(haproxy.CPUus) {
-				det.RoundCPURatios[t.Key] = append(det.RoundCPURatios[t.Key], t.CPUus[i]/haproxy.CPUus[i])
-			}
-		}
+		det.RoundRatios[t.Key], det.RoundCPURatios[t.Key] = bracketed(t, haproxy)
 	}
 	goals := map[string][2]float64{shoalT.Key: {throughputRatioGoal, cpuRatioGoal}, offT.Key: {parityRatioGoal, parityCPUGoal}}
 	for _, t := range shoals {
@@ -273,13 +300,13 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		rpsFig := bench.Figure{
 			Name: t.Label + " req/s", Unit: "req/s", Value: t.RPS,
 			Baseline: haproxy.Label, BaselineValue: haproxy.RPS, Ratio: ratio,
-			Note: fmt.Sprintf("median of the per-round ratios (%s); ratio of the medians: %s",
+			Note: fmt.Sprintf("median of the per-round ratios to (b)'s mean just before and after (%s); ratio of the medians: %s",
 				bench.JoinFloats(rr, "%.3f"), bench.FmtNum(bench.RatioOf(t.RPS, haproxy.RPS))),
 		}
 		cpuFig := bench.Figure{
 			Name: t.Label + " HAProxy CPU per request", Unit: "µs", Value: t.CPU,
 			Baseline: haproxy.Label, BaselineValue: haproxy.CPU, Ratio: cpuRatio,
-			Note: fmt.Sprintf("utime+stime of the HAProxy processes over a round / its requests; median of the per-round ratios (%s)",
+			Note: fmt.Sprintf("utime+stime of the HAProxy processes over a slice / its requests; median of the per-round ratios to (b)'s mean just before and after (%s)",
 				bench.JoinFloats(cr, "%.3f")),
 		}
 		if g, ok := goals[t.Key]; ok {
@@ -287,13 +314,33 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 			rpsFig.Verdict = bench.Verdict(ratio, func(v float64) bool { return v >= g[0] })
 			cpuFig.Goal = fmt.Sprintf("<= %.2f", g[1])
 			cpuFig.Verdict = bench.Verdict(cpuRatio, func(v float64) bool { return v <= g[1] })
-		} else {
+		} else if t == retryT {
 			rpsFig.Note = "the price of the opt-in; " + rpsFig.Note
 		}
 		if t.Status != "ok" {
 			rpsFig.Note, cpuFig.Note = t.Status, t.Status
 		}
 		rep.Figures = append(rep.Figures, rpsFig, cpuFig)
+	}
+	for _, p := range []struct {
+		name      string
+		with, off *target
+	}{
+		{"the forwarded headers: (c) against (f)", shoalT, nofwdT},
+		{"the access log's sampling: (f) against (d)", nofwdT, offT},
+		{"retries: idempotent: (e) against (c)", retryT, shoalT},
+	} {
+		rr := ratios(det.RoundRatios[p.with.Key], det.RoundRatios[p.off.Key])
+		cr := finite(ratios(det.RoundCPURatios[p.with.Key], det.RoundCPURatios[p.off.Key]))
+		fig := func(what string, vs []float64) bench.Figure {
+			f := bench.Figure{Name: "price of " + p.name + ", " + what, Unit: "ratio",
+				Note: fmt.Sprintf("median of the per-round ratios of their ratios to (b) (%s)", bench.JoinFloats(vs, "%.3f"))}
+			if len(vs) > 0 {
+				f.Value = bench.Num(bench.Median(vs))
+			}
+			return f
+		}
+		rep.Figures = append(rep.Figures, fig("req/s", rr), fig("HAProxy CPU per request", cr))
 	}
 	rep.Figures = append(rep.Figures, bench.Figure{
 		Name: "(c) shoal p50", Unit: "ms", Value: shoalT.P50ms,
@@ -319,7 +366,7 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	})
 
 	rep.Settings = []bench.Setting{
-		{Name: "load", Value: fmt.Sprintf("%s, GET / (%d-byte page), %d rounds per target in alternating order, medians shown", tool.Desc, det.PageBytes, *rounds)},
+		{Name: "load", Value: fmt.Sprintf("%s, GET / (%d-byte page), %d rounds: (a), then (b) before each shoal in alternating order, (b) once more at the end; medians shown", tool.Desc, det.PageBytes, *rounds)},
 		{Name: "HAProxy nbthread", Value: nbthreadDesc(*nbthread)},
 		{Name: "processes", Value: "every compared process started by shoal-bench, in one session"},
 	}
@@ -344,10 +391,46 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 		if t.BackendCPU != nil {
 			back = bench.FmtNum(t.BackendCPU) + " µs"
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s ms | %s ms | %d | %s | %s |\n", t.Label, bench.FmtNum(t.RPS), cpu, back, bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, bench.JoinFloats(per, "%.0f"), bench.JoinFloats(t.CPUus, "%.1f"))
+		perRPS, perUS := bench.JoinFloats(per, "%.0f"), bench.JoinFloats(t.CPUus, "%.1f")
+		if len(per) > *rounds { // (b): one slice per shoal and round; the JSON has them
+			perRPS, perUS = spread(per, "%.0f"), spread(t.CPUus, "%.1f")
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s ms | %s ms | %d | %s | %s |\n", t.Label, bench.FmtNum(t.RPS), cpu, back, bench.FmtNum(t.P50ms), bench.FmtNum(t.P99ms), t.Errors, perRPS, perUS)
 	}
 	rep.Markdown = md.String()
 	return rep, nil
+}
+
+// bracketed returns, for each of t's slices, its requests/s and HAProxy CPU
+// per request as ratios to the mean of b's slices just before and after it.
+func bracketed(t, b *target) (rps, cpu []float64) {
+	for i, k := range t.before {
+		if i >= len(t.Rounds) || k+1 >= len(b.Rounds) {
+			break
+		}
+		rps = append(rps, t.Rounds[i].RPS/((b.Rounds[k].RPS+b.Rounds[k+1].RPS)/2))
+		if i < len(t.CPUus) && k+1 < len(b.CPUus) {
+			cpu = append(cpu, t.CPUus[i]/((b.CPUus[k]+b.CPUus[k+1])/2))
+		}
+	}
+	return rps, cpu
+}
+
+// spread says how many values vs has and their range.
+func spread(vs []float64, format string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d slices, "+format+"–"+format, len(vs), slices.Min(vs), slices.Max(vs))
+}
+
+// ratios divides a by b element by element, as far as both go.
+func ratios(a, b []float64) []float64 {
+	out := make([]float64, 0, min(len(a), len(b)))
+	for i := range min(len(a), len(b)) {
+		out = append(out, a[i]/b[i])
+	}
+	return out
 }
 
 // cpuTicks sums utime+stime of the processes pids lists: 0 without a list,
@@ -454,8 +537,8 @@ backend be
 }
 
 // startShoalGroup starts a shoal named t.Key with group web of 2 instances:
-// its defaults for (c), the optional features off for (d), layer-7 retries
-// for (e).
+// its defaults for (c), without forwarded headers for (f), the optional
+// features off for (d), layer-7 retries for (e).
 func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, nbthread int, t *target) (*bench.Shoal, error) {
 	port, err := env.FreePort()
 	if err != nil {
@@ -466,11 +549,14 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
 	if nbthread > 0 {
 		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
 	}
-	if t.Key == "shoal-off" {
+	switch t.Key {
+	case "shoal-off", "shoal-nofwd":
 		// The listen shorthand's frontend, with what it adds switched off.
-		cfg.WriteString("access_log: {sample: 0}\n")
+		if t.Key == "shoal-off" {
+			cfg.WriteString("access_log: {sample: 0}\n")
+		}
 		fmt.Fprintf(&cfg, "frontends:\n  - {name: shoal, bind: [\"127.0.0.1:%d\"], routes: [{group: web}], forwarded_headers: false}\n", port)
-	} else {
+	default:
 		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\n", port)
 	}
 	fmt.Fprintf(&cfg, `groups:
