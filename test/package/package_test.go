@@ -77,18 +77,10 @@ func run(t *testing.T, name string, args ...string) string {
 // first when there is none.
 func debianRoot(t *testing.T) string {
 	cache := rootCache()
-	if _, err := os.Stat(cache); err != nil {
-		t.Logf("no %s: making it with debootstrap (about a minute)", cache)
-		build := filepath.Join(t.TempDir(), "root")
-		run(t, "debootstrap", "--variant=minbase", "--include="+rootIncludes, suite, build, mirror())
-		if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		tmp := cache + ".tmp"
-		run(t, "tar", "-C", build, "-czf", tmp, ".")
-		if err := os.Rename(tmp, cache); err != nil {
-			t.Fatal(err)
-		}
+	// The tests that need a root run in parallel: one makes the cache.
+	madeRoot.Do(func() { madeRoot.err = makeRootCache(t, cache) })
+	if madeRoot.err != nil {
+		t.Fatal(madeRoot.err)
 	}
 	root := filepath.Join(t.TempDir(), "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
@@ -96,6 +88,40 @@ func debianRoot(t *testing.T) string {
 	}
 	run(t, "tar", "-C", root, "-xzf", cache)
 	return root
+}
+
+var madeRoot struct {
+	sync.Once
+	err error
+}
+
+// makeRootCache makes the cached root with debootstrap unless it exists. It
+// writes a temporary file of its own beside the cache and renames it, so a
+// test process that reads the cache never sees half of one another writes.
+func makeRootCache(t *testing.T, cache string) error {
+	if _, err := os.Stat(cache); err == nil {
+		return nil
+	}
+	t.Logf("no %s: making it with debootstrap (about a minute)", cache)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	build := filepath.Join(t.TempDir(), "root")
+	if out, err := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+rootIncludes, suite, build, mirror()).CombinedOutput(); err != nil {
+		return fmt.Errorf("debootstrap: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(cache), filepath.Base(cache)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name()) // after a successful rename there is none
+	if out, err := exec.CommandContext(ctx, "tar", "-C", build, "-czf", tmp.Name(), ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("tar of the root: %v\n%s", err, out)
+	}
+	return os.Rename(tmp.Name(), cache)
 }
 
 // mirror is the Debian mirror apt uses here (deb822 sources), so debootstrap
