@@ -80,8 +80,8 @@ func (h *Node) mirror(ctx context.Context) {
 	}
 }
 
-// served lists the servers of the groups' backends in HAProxy, and those
-// of them that are UP.
+// served lists the servers of the groups' backends in HAProxy: each with
+// whether it is in maintenance, and those of them that are UP.
 func (h *Node) served(ctx context.Context) (known, up map[mirrored]bool, err error) {
 	h.core.Lock()
 	cfg := h.core.Config()
@@ -97,7 +97,7 @@ func (h *Node) served(ctx context.Context) (known, up map[mirrored]bool, err err
 				continue
 			}
 			k := mirrored{g.Name, st.Name, st.Addr}
-			known[k] = true
+			known[k] = st.Status.InMaint()
 			if st.Status.IsUp() {
 				up[k] = true
 			}
@@ -107,7 +107,12 @@ func (h *Node) served(ctx context.Context) (known, up map[mirrored]bool, err err
 }
 
 // apply makes HAProxy serve what set says and reports whether every change
-// was made, and which servers are in service on the leader.
+// was made, and which servers are in service on the leader. known is what
+// served read: each server HAProxy has, true when it is in maintenance. A
+// server wanted but in maintenance was added and never enabled (an add cut
+// short, as when this node stopped leading mid-way): adding it again
+// finishes the job, where skipping it would leave it out of rotation and
+// the node never synced.
 func (h *Node) apply(ctx context.Context, set []store.Instance, known map[mirrored]bool) (bool, map[mirrored]bool) {
 	h.core.Lock()
 	cfg := h.core.Config()
@@ -142,7 +147,7 @@ func (h *Node) apply(ctx context.Context, set []store.Instance, known map[mirror
 		delete(known, k)
 	}
 	for k, s := range want {
-		if known[k] {
+		if maint, ok := known[k]; ok && !maint {
 			continue
 		}
 		if err := h.lb.AddServer(ctx, s, false); err != nil {
@@ -150,7 +155,7 @@ func (h *Node) apply(ctx context.Context, set []store.Instance, known map[mirror
 			h.log.Warn("mirror: adding a server failed", "group", k.backend, "instance", k.name, "err", err)
 			continue
 		}
-		known[k] = true
+		known[k] = false
 	}
 	return applied, inService
 }

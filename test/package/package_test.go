@@ -95,16 +95,22 @@ var madeRoot struct {
 	err error
 }
 
-// makeRootCache makes the cached root with debootstrap unless it exists. It
-// writes a temporary file of its own beside the cache and renames it, so a
-// test process that reads the cache never sees half of one another writes.
+// makeRootCache makes the cached root with debootstrap unless a sound one
+// exists (a damaged one, as two writers once left, is made again). It writes
+// a temporary file of its own beside the cache and renames it, so a test
+// process that reads the cache never sees half of one another writes.
 func makeRootCache(t *testing.T, cache string) error {
-	if _, err := os.Stat(cache); err == nil {
-		return nil
-	}
-	t.Logf("no %s: making it with debootstrap (about a minute)", cache)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if _, err := os.Stat(cache); err == nil {
+		out, err := exec.CommandContext(ctx, "gzip", "-t", cache).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		t.Logf("%s is damaged (gzip -t: %v: %s): making it again with debootstrap (about a minute)", cache, err, bytes.TrimSpace(out))
+	} else {
+		t.Logf("no %s: making it with debootstrap (about a minute)", cache)
+	}
 	build := filepath.Join(t.TempDir(), "root")
 	if out, err := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+rootIncludes, suite, build, mirror()).CombinedOutput(); err != nil {
 		return fmt.Errorf("debootstrap: %v\n%s", err, out)
