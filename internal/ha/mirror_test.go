@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-lb/shoal/internal/haproxy"
 	"github.com/shoal-lb/shoal/internal/instance"
 	"github.com/shoal-lb/shoal/internal/store"
+	"github.com/shoal-lb/shoal/internal/testport"
 )
 
 // configCore is a recordingCore whose config is cfg.
@@ -44,12 +45,7 @@ func TestMirrorFinishesHalfAddedServer(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	addr := ln.Addr().String()
 
-	front, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := front.Addr().String()
-	front.Close()
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(testport.Free(t)))
 	stateDir := t.TempDir()
 	health := config.DefaultHealth
 	health.Interval, health.FastInter, health.Rise = 200*time.Millisecond, 200*time.Millisecond, 1
@@ -79,6 +75,7 @@ func TestMirrorFinishesHalfAddedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
 	io.WriteString(c, "add server web/web-1 127.0.0.1:"+strconv.Itoa(port)+" check inter 200ms rise 1\n")
 	answer, _ := io.ReadAll(c)
 	c.Close()

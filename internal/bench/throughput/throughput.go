@@ -65,9 +65,9 @@ type target struct {
 	Status string         `json:"status"` // "ok" or why it was not measured
 	URL    string         `json:"-"`
 	Rounds []bench.Sample `json:"rounds"`
-	// CPUus is HAProxy's CPU per request in each round, in µs (proxies only).
+	// CPUus is HAProxy's CPU per request in each slice, in µs (proxies only).
 	CPUus []float64 `json:"cpu_us_per_request,omitempty"`
-	// BackendUS is the instances' CPU per request in each round, in µs.
+	// BackendUS is the instances' CPU per request in each slice, in µs.
 	BackendUS []float64 `json:"backend_cpu_us_per_request,omitempty"`
 	// pids lists the processes whose CPU is the target's (nil: not a proxy);
 	// backends, those of the instances it sends requests to.
@@ -351,7 +351,7 @@ func runThroughput(ctx context.Context, env *bench.Env, fs *flag.FlagSet, args [
 	}, bench.Figure{
 		Name: "(c) shoal, the instances' CPU per request", Unit: "µs", Value: shoalT.BackendCPU,
 		Baseline: haproxy.Label, BaselineValue: haproxy.BackendCPU, Ratio: bench.RatioOf(shoalT.BackendCPU, haproxy.BackendCPU),
-		Note: "utime+stime of the instances over a round / its requests, medians: what the configuration costs the application",
+		Note: "utime+stime of the instances over a slice / its requests, medians: what the configuration costs the application",
 	}, bench.Figure{
 		Name: "(d) shoal, the instances' CPU per request", Unit: "µs", Value: offT.BackendCPU,
 		Baseline: haproxy.Label, BaselineValue: haproxy.BackendCPU, Ratio: bench.RatioOf(offT.BackendCPU, haproxy.BackendCPU),
@@ -549,14 +549,13 @@ func startShoalGroup(ctx context.Context, env *bench.Env, bin, backend string, n
 	if nbthread > 0 {
 		fmt.Fprintf(&cfg, "haproxy:\n  global: [\"nbthread %d\"]\n", nbthread)
 	}
-	switch t.Key {
-	case "shoal-off", "shoal-nofwd":
-		// The listen shorthand's frontend, with what it adds switched off.
-		if t.Key == "shoal-off" {
-			cfg.WriteString("access_log: {sample: 0}\n")
-		}
+	if t.Key == "shoal-off" {
+		cfg.WriteString("access_log: {sample: 0}\n")
+	}
+	if t.Key == "shoal-off" || t.Key == "shoal-nofwd" {
+		// The listen shorthand's frontend, without forwarded headers.
 		fmt.Fprintf(&cfg, "frontends:\n  - {name: shoal, bind: [\"127.0.0.1:%d\"], routes: [{group: web}], forwarded_headers: false}\n", port)
-	default:
+	} else {
 		fmt.Fprintf(&cfg, "listen: 127.0.0.1:%d\n", port)
 	}
 	fmt.Fprintf(&cfg, `groups:
