@@ -33,7 +33,8 @@ func metricsCmd(o *options) *cobra.Command {
 max, p75-p99 across the ready instances, in percent of their cores), each
 instance with its own values and cores, requests_per_second,
 errors_per_second, latency_ms {p50 p90 p99} with the access log's sample
-rate, size and window. --prefix keeps the instances whose names start with
+rate (only while the access log is on: see access_log in the config
+reference), size and window. --prefix keeps the instances whose names start with
 it. --query runs a jq program over the document and prints each result as
 JSON, one per line. --format sacloud-cpu-usage prints what sacloud-cpu-usage
 printed (its JSON on stdout, its per-server lines on stderr) for the group's

@@ -43,7 +43,10 @@ and min-max), CPU p90 across its instances, requests/s and p99 latency over
 the last 10 seconds, sparklines of requests/s and size since top started
 (the last 5 minutes), and the autoscaler's last decisions. On a terminal the
 view is redrawn in place; otherwise each refresh prints a line per group and
-each new decision a line, for logs and scripts.`,
+each new decision a line, for logs and scripts. p99 comes from the access
+log, which is on while a feature reads latency (a latency_ms policy, a
+max_p99 analysis, outliers.latency) or with access_log.sample: auto; "-"
+otherwise.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond {

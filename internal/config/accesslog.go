@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,11 @@ const (
 func (d *decoder) accessLog(n *yaml.Node) AccessLog {
 	f := section[AccessLog](d, n, "access_log")
 	a := defaultAccessLog
-	// "auto" is the default written out; a number fixes the rate.
+	// Writing either key decides; the default follows what reads the log.
+	if f.get("sample") != nil || f.get("enabled") != nil {
+		a.WhenNeeded = false
+	}
+	// "auto" adapts the rate; a number fixes it.
 	if sn := f.get("sample"); sn == nil || sn.Kind != yaml.ScalarNode || sn.Value != "auto" {
 		if v, sn := f.integer("sample", 0); sn != nil {
 			a.Adaptive = false
@@ -80,6 +85,58 @@ func (d *decoder) accessLog(n *yaml.Node) AccessLog {
 		}
 	}
 	return a
+}
+
+// LogsRequests is whether HAProxy sends shoal its access log: when the file
+// turns it on, or by default while something reads the latencies it gives
+// (LatencyReaders). The reader is up whenever the log is enabled, so that a
+// reload adding a latency policy turns logging on in HAProxy alone.
+func (c *Config) LogsRequests() bool {
+	a := c.AccessLog
+	return a.Sample > 0 && (!a.WhenNeeded || len(c.LatencyReaders()) > 0)
+}
+
+// LatencyReaders names what reads the access log's latencies: a policy
+// metric or formula over latency_ms.*, a canary's or blue/green's max_p99,
+// outliers.latency. Each is "groups[N].…" as the file spells it.
+func (c *Config) LatencyReaders() []string {
+	var names []string
+	for _, s := range c.Metrics.Sources {
+		names = append(names, s.Name)
+	}
+	var out []string
+	for i, g := range c.Groups {
+		at := fmt.Sprintf("groups[%d]", i)
+		if a := g.Autoscale; a != nil {
+			for _, m := range a.MetricsRead() {
+				if readsLatency(m, names) {
+					out = append(out, fmt.Sprintf("%s.autoscale (%s)", at, m))
+				}
+			}
+		}
+		if cn := g.Deploy.Canary; cn != nil && cn.Analysis != nil && cn.Analysis.MaxP99 != nil {
+			out = append(out, at+".deploy.canary.analysis.max_p99")
+		}
+		if b := g.Deploy.BlueGreen; b != nil && b.Analysis != nil && b.Analysis.MaxP99 != nil {
+			out = append(out, at+".deploy.blue_green.analysis.max_p99")
+		}
+		if o := g.Outliers; o != nil && o.Latency != nil {
+			out = append(out, at+".outliers.latency")
+		}
+	}
+	return out
+}
+
+// readsLatency is whether metric m, a name or a formula, reads latency_ms.*.
+func readsLatency(m string, sources []string) bool {
+	if !IsFormula(m) {
+		return strings.HasPrefix(m, "latency_ms.")
+	}
+	f, err := CompileFormula(m, sources)
+	if err != nil {
+		return false // the decoder has reported it
+	}
+	return slices.ContainsFunc(f.Inputs, func(in string) bool { return strings.HasPrefix(in, "latency_ms.") })
 }
 
 // byteSize accepts a number of bytes or a number with a KiB, MiB or GiB suffix.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ access_log: {sample: 1, max_size: 512KiB, max_files: 5}
 	if cfg.HAProxy.Timeouts != DefaultTimeouts {
 		t.Errorf("default Timeouts = %+v", cfg.HAProxy.Timeouts)
 	}
-	if want := (AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
+	if want := (AccessLog{Enabled: true, Sample: 1, Adaptive: true, WhenNeeded: true, MaxSize: 10 << 20, MaxFiles: 3}); cfg.AccessLog != want {
 		t.Errorf("default AccessLog = %+v, want %+v", cfg.AccessLog, want)
 	}
 	cfg, err = Parse("shoal.yaml", []byte("listen: :8080\naccess_log: {sample: auto}\n"+minimalGroups))
@@ -83,5 +84,48 @@ func TestParseTimeoutsAndAccessLogErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q:\n got: %v\nwant: %s", tc.doc, err, tc.want)
 		}
+	}
+}
+
+// The default access log is on only while something reads its latencies;
+// writing enabled or sample decides for good.
+func TestAccessLogWhenNeeded(t *testing.T) {
+	const head = "listen: :8080\nmetrics:\n  sources:\n    - {name: queue_depth, command: [/bin/echo, \"3\"]}\n"
+	group := func(extra string) string {
+		return "groups:\n  - name: web\n    min_size: 1\n    max_size: 4\n    template: {command: [app]}\n" + extra
+	}
+	for _, tc := range []struct {
+		name, doc string
+		on        bool
+		readers   []string
+	}{
+		{"nothing reads latency", head + group("    autoscale: {target: {metric: cpu.avg, value: 50}}\n"), false, nil},
+		{"a source and a formula without latency", head + group("    autoscale: {target: {metric: \"queue_depth / max(size, 1)\", value: 5}}\n"), false, nil},
+		{"a latency rule", head + group("    autoscale:\n      rules: [{metric: latency_ms.p99, above: 200, for: 30s, action: up}]\n"), true,
+			[]string{"groups[0].autoscale (latency_ms.p99)"}},
+		{"a formula over latency", head + group("    autoscale: {target: {metric: \"latency_ms.p90 * queue_depth\", value: 50}}\n"), true,
+			[]string{"groups[0].autoscale (latency_ms.p90 * queue_depth)"}},
+		{"outliers by latency", head + group("    outliers: {latency: {p99_above: 2s}}\n"), true,
+			[]string{"groups[0].outliers.latency"}},
+		{"a canary judging p99", head + group("    deploy:\n      strategy: canary\n      canary:\n        steps: [{weight: 10%, for: 1m}]\n        analysis: {max_p99: {vs_stable: 1.5x}, min_requests: 100}\n"), true,
+			[]string{"groups[0].deploy.canary.analysis.max_p99"}},
+		{"sample: auto keeps it on", head + "access_log: {sample: auto}\n" + group(""), true, nil},
+		{"enabled: true keeps it on", head + "access_log: {enabled: true, max_files: 2}\n" + group(""), true, nil},
+		{"a fixed rate keeps it on", head + "access_log: {sample: 10}\n" + group(""), true, nil},
+		{"max_size alone leaves it to need", head + "access_log: {max_size: 1MiB}\n" + group(""), false, nil},
+		{"sample: 0 is off whatever reads", head + "access_log: {sample: 0}\n" + group("    autoscale: {target: {metric: cpu.avg, value: 50}}\n"), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("shoal.yaml", []byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.LogsRequests(); got != tc.on {
+				t.Errorf("LogsRequests() = %t, want %t (AccessLog %+v)", got, tc.on, cfg.AccessLog)
+			}
+			if got := cfg.LatencyReaders(); !slices.Equal(got, tc.readers) {
+				t.Errorf("LatencyReaders() = %q, want %q", got, tc.readers)
+			}
+		})
 	}
 }

@@ -1261,7 +1261,7 @@ compat:
 			Global:   []string{"nbthread 1"},
 			Timeouts: DefaultTimeouts,
 		},
-		AccessLog: AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3},
+		AccessLog: AccessLog{Enabled: true, Sample: 1, Adaptive: true, WhenNeeded: true, MaxSize: 10 << 20, MaxFiles: 3},
 		Shutdown:  ShutdownKeep,
 		Notify:    defaultNotify,
 		Groups: []Group{

@@ -133,7 +133,10 @@ func (d *decoder) outliers(n *yaml.Node, path string, g *Group) *Outliers {
 			}
 		}
 	}
-	if at := int(math.Floor(float64(g.MaxSize) * o.MaxEjected / 100)); g.MaxSize > 0 && at < 1 {
+	if at := int(math.Floor(float64(g.MaxSize) * o.MaxEjected / 100)); g.MaxSize == 1 {
+		// No max_ejected below 100% ejects the one instance, and 100% is refused.
+		d.errorf(n, path, "a group of max_size 1 has no outlier: its one instance is the whole group; give it a max_size of 2 or more, or leave outliers out")
+	} else if g.MaxSize > 0 && at < 1 {
 		d.errorf(n, f.field("max_ejected"), "%g%% of max_size %d is less than one instance: no instance could ever be ejected; raise max_ejected to at least %g%%",
 			o.MaxEjected, g.MaxSize, math.Ceil(100/float64(g.MaxSize)))
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,6 +69,8 @@ func TestOutliersErrors(t *testing.T) {
 			`shoal.yaml:8:20: groups[0].outliers.max_ejected: must be a percentage such as "30%", got "lots"`},
 		{"max_ejected below one instance", outlierDoc("      max_ejected: 20%\n"),
 			`shoal.yaml:8:7: groups[0].outliers.max_ejected: 20% of max_size 4 is less than one instance: no instance could ever be ejected; raise max_ejected to at least 25%`},
+		{"a group of one", strings.Replace(outlierDoc("      consecutive_5xx: 5\n"), "max_size: 4", "max_size: 1", 1),
+			`shoal.yaml:8:7: groups[0].outliers: a group of max_size 1 has no outlier: its one instance is the whole group; give it a max_size of 2 or more, or leave outliers out`},
 		{"failure rate above 1", outlierDoc("      failure_rate: {above: 20}\n"),
 			`shoal.yaml:8:29: groups[0].outliers.failure_rate.above: must be a share of the answers above 0 and below 1 (0.2: 20 %), got 20`},
 		{"min_requests 0", outlierDoc("      failure_rate: {min_requests: 0}\n"),

@@ -163,24 +163,35 @@ var DefaultTimeouts = Timeouts{
 // AccessLog is where HAProxy's per-request log goes: shoal receives it on a
 // unix datagram socket and appends it to STATE_DIR/logs/access.log.
 type AccessLog struct {
-	// Enabled is whether the log is on: false with "enabled: false" or
-	// "sample: 0".
+	// Enabled is whether the log can be on. Unwritten (with sample
+	// unwritten too) it is on only while a feature reads the latencies it
+	// gives: a latency_ms policy metric, a max_p99 analysis,
+	// outliers.latency. true turns it on at sample: auto; false (or
+	// "sample: 0") off.
 	Enabled bool `yaml:"enabled"`
 	// Sample logs one request in Sample; 0 turns the access log off. With
-	// Adaptive ("sample: auto", the default) it is 1, and each group's
-	// backend chooses its rate from its requests over the last second:
-	// every request below 100 a second, and about 100 a second above that.
+	// Adaptive ("sample: auto") it is 1, and each group's backend chooses
+	// its rate from its requests over the last second: every request below
+	// 100 a second, and about 100 a second above that.
 	Sample   int `yaml:"sample"`
 	Adaptive bool
+	// WhenNeeded (neither enabled nor sample written, the default) logs as
+	// "sample: auto" does, but only while a feature reads the latencies the
+	// log gives (see Config.LogsRequests): logging costs HAProxy's every
+	// request, whether or not anything reads the lines.
+	WhenNeeded bool
 	// MaxSize is the size at which access.log is rotated; MaxFiles is how many
 	// files are kept, access.log included.
 	MaxSize  int64 `yaml:"max_size"`
 	MaxFiles int   `yaml:"max_files"`
 }
 
-// defaultAccessLog is `sample: auto`: logging every request costs about
-// 23 % of HAProxy's throughput, one in ten about 4 % (auto logs about 100 lines a second).
-var defaultAccessLog = AccessLog{Enabled: true, Sample: 1, Adaptive: true, MaxSize: 10 << 20, MaxFiles: 3}
+// defaultAccessLog is on when needed, at `sample: auto`: logging every
+// request costs about 23 % of HAProxy's throughput, one in ten about 4 %;
+// auto logs about 100 lines a second, and its per-request rules still cost
+// about 2–3 % on a page that takes the application 25 µs (make bench
+// BENCH=throughput), which no one should pay for lines nothing reads.
+var defaultAccessLog = AccessLog{Enabled: true, Sample: 1, Adaptive: true, WhenNeeded: true, MaxSize: 10 << 20, MaxFiles: 3}
 
 // Group is a set of identical instances behind one HAProxy backend.
 type Group struct {

@@ -163,6 +163,9 @@ func (c *core) Reload(ctx context.Context) (resp api.ReloadResponse, err error) 
 		resp.Added = append(resp.Added, g.Name())
 	}
 	c.notify.Use(targets)
+	if old.LogsRequests() != cfg.LogsRequests() {
+		logAccessLog(c.log, cfg)
+	}
 	c.cfg = cfg
 	applied = true
 

@@ -174,7 +174,21 @@ func (s *serving) setupAccessLog() error {
 	}
 	s.reader = r
 	s.onStop(stop)
+	logAccessLog(s.log, s.cfg)
 	return nil
+}
+
+// logAccessLog says whether HAProxy logs requests, and what for, when the
+// config left that to what reads the log.
+func logAccessLog(log *slog.Logger, cfg *config.Config) {
+	if !cfg.AccessLog.WhenNeeded {
+		return
+	}
+	if r := cfg.LatencyReaders(); len(r) > 0 {
+		log.Info("access log on: read for latency", "by", strings.Join(r, ", "))
+		return
+	}
+	log.Info("access log off: nothing reads latency (access_log.sample: auto keeps it on)")
 }
 
 // setupHAProxy builds HAProxy's manager (startHAProxy starts it) and writes

@@ -525,8 +525,11 @@ func namedType(name string) reflect.Type {
 
 // jsonDefault is v as the file writes it, when the schema should say it.
 func jsonDefault(name string, v reflect.Value) (any, bool) {
-	if name == "AccessLog.sample" {
+	switch name {
+	case "AccessLog.sample":
 		return "auto", true
+	case "AccessLog.enabled":
+		return nil, false // unset: on when needed
 	}
 	if v.Kind() == reflect.Pointer || v.IsZero() && v.Kind() != reflect.Bool {
 		return nil, false

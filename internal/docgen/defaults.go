@@ -14,6 +14,7 @@ import (
 // another form: the table has what `auto` loads as (Sample 1, Adaptive).
 var writtenAs = map[string]string{
 	"access_log.sample":        "`auto`",
+	"access_log.enabled":       "unset",
 	"providers[].health_grace": "`10m` for exec, sacloud and ec2; none for ssh",
 	"groups[].retries":         "`connect` on the local provider; `idempotent` on others",
 }
@@ -24,6 +25,7 @@ var defaultNotes = map[string]string{
 	"admin.socket":                           "relative to state_dir; mode 0600",
 	"haproxy.binary":                         "looked up on PATH",
 	"access_log.sample":                      "one in N, adapted per group to log about 100 of its requests a second",
+	"access_log.enabled":                     "on only while a latency_ms policy metric, a max_p99 analysis or outliers.latency reads the log; writing enabled or sample decides",
 	"groups[].health.fastinter":              "or interval when that is shorter",
 	"groups[].health.downinter":              "the interval",
 	"groups[].template.dir":                  "the config file's directory",

@@ -194,6 +194,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 	}
 
 	tcp := cfg.TCPGroups()
+	logs := cfg.LogsRequests()
 	seen := make(map[string]bool)
 	for i, g := range cfg.Groups {
 		if !hapword.Name(g.Name) {
@@ -235,7 +236,7 @@ func render(cfg *config.Config, p Paths, servers map[string][]string, hardStopFl
 				line("%s", l)
 			}
 		}
-		if cfg.AccessLog.Adaptive && !tcp[g.Name] {
+		if cfg.AccessLog.Adaptive && logs && !tcp[g.Name] {
 			for _, l := range sampleLines {
 				line("%s", l)
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAccessLog: shoal serve writes HAProxy's sampled request log to a
@@ -52,5 +53,83 @@ func TestAccessLog(t *testing.T) {
 		if f := strings.Fields(l); len(f) != 15 || f[2] != "web" || f[3] != "web-001" || f[4] != "200" || f[12] != "-" {
 			t.Errorf("access log line %q", l)
 		}
+	}
+}
+
+// TestAccessLogWhenNeeded: by default HAProxy logs no request while nothing
+// reads latency (its rules cost every request); a reload that adds a reader
+// (outliers.latency) turns logging on without a restart, and one that
+// removes it turns it off again. shoal says which and why.
+func TestAccessLogWhenNeeded(t *testing.T) {
+	parallel(t)
+	g := groupSpec{Name: "web", Min: 1, Max: 2}
+	e := newEnv(t, "", g)
+	e.start()
+	e.waitInService("web", 1)
+	hapCfg := filepath.Join(e.stateDir(), "haproxy", "haproxy.cfg")
+	logFile := filepath.Join(e.stateDir(), "logs", "access.log")
+	send := func(mark string) {
+		t.Helper()
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		for i := range 20 {
+			resp, err := client.Get(fmt.Sprintf("http://%s/?%s=%d", e.listen, mark, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET /?%s=%d: %d", mark, i, resp.StatusCode)
+			}
+		}
+	}
+	logged := func(mark string) int {
+		b, _ := os.ReadFile(logFile) // none yet is no line
+		return strings.Count(string(b), " GET /?"+mark+"=")
+	}
+	logging := func(want bool) {
+		t.Helper()
+		b, err := os.ReadFile(hapCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(b), "log-format"); got != want {
+			t.Fatalf("haproxy.cfg has a log-format: %t, want %t:\n%s", got, want, b)
+		}
+	}
+
+	logging(false)
+	send("off")
+	if !strings.Contains(e.log.String(), "access log off: nothing reads latency") {
+		t.Errorf("shoal did not say why the access log is off:\n%s", e.log.String())
+	}
+
+	g.Extra = "    outliers: {latency: {p99_above: 10s}, max_ejected: 50%}\n"
+	e.writeConfig("", g)
+	pid := e.worker()
+	e.reload()
+	logging(true)
+	if e.worker() == pid {
+		t.Error("HAProxy's worker is the same: the log lines were not loaded")
+	}
+	if !strings.Contains(e.log.String(), "by=groups[0].outliers.latency") {
+		t.Errorf("shoal did not say what turned the access log on:\n%s", e.log.String())
+	}
+	send("on")
+	e.eventually("the requests after the reload are logged", 15*time.Second, func() error {
+		if n := logged("on"); n != 20 {
+			return fmt.Errorf("%d of 20 logged (below 100 requests/s auto logs every one)", n)
+		}
+		return nil
+	})
+
+	g.Extra = ""
+	e.writeConfig("", g)
+	e.reload()
+	logging(false)
+	send("again")
+	e.stop()
+	if n := logged("off") + logged("again"); n != 0 {
+		t.Errorf("%d requests logged while nothing read latency", n)
 	}
 }

@@ -523,13 +523,13 @@ func httpGetUnix(t *testing.T, e *shoalEnv, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestAccessLogAdaptiveSampling: with access_log.sample: auto (the default)
+// TestAccessLogAdaptiveSampling: with access_log.sample: auto
 // every request is logged while a group is quiet, and under load shoal
 // raises the group's sample rate at runtime so that about 4 % of its
 // requests are logged; the metrics document reports the rate.
 func TestAccessLogAdaptiveSampling(t *testing.T) {
 	parallel(t)
-	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
+	e := newEnv(t, "metrics: {warmup: 1s}\naccess_log: {sample: auto}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)
 	logFile := filepath.Join(e.stateDir(), "logs", "access.log")

@@ -384,7 +384,8 @@ receivers:
 			t.Errorf("%s = %q, want %q", series, got, want)
 		}
 	}
-	// The access log is on by default: its reader's counts are exposed.
+	// The access log's reader is up by default (HAProxy sends to it while
+	// something reads latency): its counts are exposed.
 	for _, kind := range []string{"request", "notice", "malformed"} {
 		if v := metricValue(text, `shoal_access_log_lines_total{kind="`+kind+`"}`); v == "" {
 			t.Errorf("no shoal_access_log_lines_total for kind %s", kind)

@@ -85,7 +85,7 @@ func TestPerInstanceRateAfterScaleOut(t *testing.T) {
 // line by line the fast requests' many lines outvoted them.
 func TestLatencyWeightedThroughRamp(t *testing.T) {
 	parallel(t)
-	e := newEnv(t, "metrics: {warmup: 1s}\n", groupSpec{Name: "web", Min: 1, Max: 1})
+	e := newEnv(t, "metrics: {warmup: 1s}\naccess_log: {sample: auto}\n", groupSpec{Name: "web", Min: 1, Max: 1})
 	e.start()
 	e.waitInService("web", 1)
 	run := func(path string, rate float64, d time.Duration) loadgen.OpenResult {

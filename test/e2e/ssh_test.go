@@ -506,7 +506,8 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	g := sshGroup("web", "rack", 2, 12, "    placement: {strategy: spread}\n")
 	remote, hooks := t.TempDir(), t.TempDir()
 	g.Template = hookLines(hooks)
-	e := newEnv(t, sshTimeouts+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
+	// The access log names the server and end of a failed request (accessLogFailures).
+	e := newEnv(t, "access_log: {sample: auto}\n"+sshTimeouts+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
 	e.start()
 	e.waitInService("web", 2)
 

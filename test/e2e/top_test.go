@@ -20,7 +20,7 @@ func TestTop(t *testing.T) {
 	parallel(t)
 	g := web
 	g.Min, g.Max, g.Plans = 1, 3, ""
-	e := newEnv(t, "", g)
+	e := newEnv(t, "access_log: {sample: auto}\n", g) // p99 is read from it
 	e.start()
 	e.waitInService("web", 1)
 	scaleSync(t, e, "--size", "2")
