@@ -507,7 +507,7 @@ func TestSSHHostsScaleFailRecover(t *testing.T) {
 	remote, hooks := t.TempDir(), t.TempDir()
 	g.Template = hookLines(hooks)
 	// The access log names the server and end of a failed request (accessLogFailures).
-	e := newEnv(t, "access_log: {sample: auto}\n"+sshTimeouts+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
+	e := newEnv(t, sshTimeouts+"access_log: {sample: auto}\n"+sshProviders(lab, remote, map[string][]sshHost{"rack": hosts}), g)
 	e.start()
 	e.waitInService("web", 2)
 
