@@ -96,35 +96,69 @@ func (c *Config) LogsRequests() bool {
 	return a.Sample > 0 && (!a.WhenNeeded || len(c.LatencyReaders()) > 0)
 }
 
-// LatencyReaders names what reads the access log's latencies: a policy
-// metric or formula over latency_ms.*, a canary's or blue/green's max_p99,
-// outliers.latency. Each is "groups[N].…" as the file spells it.
+// LatencyReaders names what reads the access log's latencies, each as
+// "groups[N].…" as the file spells it (a policy with the metric it reads).
 func (c *Config) LatencyReaders() []string {
+	var out []string
+	for _, r := range c.latencyReaders() {
+		if r.metric != "" {
+			out = append(out, fmt.Sprintf("%s (%s)", r.field, r.metric))
+		} else {
+			out = append(out, r.field)
+		}
+	}
+	return out
+}
+
+// latencyReader is a feature that reads the access log's latencies: where
+// the file sets it, the policy metric (or formula) it reads, if any, and
+// whose latency that is.
+type latencyReader struct{ field, metric, of string }
+
+// latencyReaders are the features that read the access log's latencies: a
+// policy metric or formula over latency_ms.*, a canary's or blue/green's
+// max_p99, outliers.latency.
+func (c *Config) latencyReaders() []latencyReader {
 	var names []string
 	for _, s := range c.Metrics.Sources {
 		names = append(names, s.Name)
 	}
-	var out []string
+	var out []latencyReader
 	for i, g := range c.Groups {
 		at := fmt.Sprintf("groups[%d]", i)
 		if a := g.Autoscale; a != nil {
 			for _, m := range a.MetricsRead() {
 				if readsLatency(m, names) {
-					out = append(out, fmt.Sprintf("%s.autoscale (%s)", at, m))
+					out = append(out, latencyReader{at + ".autoscale", m, "the group's latency"})
 				}
 			}
 		}
 		if cn := g.Deploy.Canary; cn != nil && cn.Analysis != nil && cn.Analysis.MaxP99 != nil {
-			out = append(out, at+".deploy.canary.analysis.max_p99")
+			out = append(out, latencyReader{at + ".deploy.canary.analysis.max_p99", "", "each version's latency"})
 		}
 		if b := g.Deploy.BlueGreen; b != nil && b.Analysis != nil && b.Analysis.MaxP99 != nil {
-			out = append(out, at+".deploy.blue_green.analysis.max_p99")
+			out = append(out, latencyReader{at + ".deploy.blue_green.analysis.max_p99", "", "each version's latency"})
 		}
 		if o := g.Outliers; o != nil && o.Latency != nil {
-			out = append(out, at+".outliers.latency")
+			out = append(out, latencyReader{at + ".outliers.latency", "", "each instance's latency"})
 		}
 	}
 	return out
+}
+
+// checkLatencyReaders refuses what reads latency when the file turns the
+// access log off: it would never see a latency.
+func (d *decoder) checkLatencyReaders(cfg *Config) {
+	if cfg.AccessLog.Enabled {
+		return
+	}
+	for _, r := range cfg.latencyReaders() {
+		of := r.of
+		if r.metric != "" {
+			of += " (" + r.metric + ")"
+		}
+		d.errorAt(r.field, "needs the access log (access_log.enabled), whose sampled requests give %s", of)
+	}
 }
 
 // readsLatency is whether metric m, a name or a formula, reads latency_ms.*.

@@ -129,3 +129,22 @@ func TestAccessLogWhenNeeded(t *testing.T) {
 		})
 	}
 }
+
+// A policy reading latency with the access log turned off would never see
+// one: validate refuses it, as it does max_p99 and outliers.latency.
+func TestLatencyPolicyNeedsAccessLog(t *testing.T) {
+	doc := `listen: :8080
+access_log: {sample: 0}
+groups:
+  - name: web
+    min_size: 1
+    max_size: 4
+    template: {command: [app]}
+    autoscale: {target: {metric: "latency_ms.p99 / 100", value: 2}}
+`
+	_, err := Parse("shoal.yaml", []byte(doc))
+	want := "shoal.yaml:8:16: groups[0].autoscale: needs the access log (access_log.enabled), whose sampled requests give the group's latency (latency_ms.p99 / 100)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}

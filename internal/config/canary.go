@@ -284,16 +284,3 @@ func (d *decoder) vsStable(f *fields) float64 {
 	}
 	return 0
 }
-
-// checkCanaryLatency checks that a canary or a blue/green deploy judging
-// p99 has the access log it reads the latencies from.
-func (d *decoder) checkCanaryLatency(cfg *Config) {
-	for i, g := range cfg.Groups {
-		if c := g.Deploy.Canary; c != nil && c.Analysis != nil && c.Analysis.MaxP99 != nil && !cfg.AccessLog.Enabled {
-			d.errorAt(fmt.Sprintf("groups[%d].deploy.canary.analysis.max_p99", i), "needs the access log (access_log.enabled), whose sampled requests give each version's latency")
-		}
-		if b := g.Deploy.BlueGreen; b != nil && b.Analysis != nil && b.Analysis.MaxP99 != nil && !cfg.AccessLog.Enabled {
-			d.errorAt(fmt.Sprintf("groups[%d].deploy.blue_green.analysis.max_p99", i), "needs the access log (access_log.enabled), whose sampled requests give each version's latency")
-		}
-	}
-}

@@ -242,8 +242,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	d.link(cfg, provs, refs)
 	cfg.Frontends = d.frontends(top, cfg) // routes name groups
 	cfg.AccessLog = d.accessLog(top.get("access_log"))
-	d.checkOutlierLatency(cfg)
-	d.checkCanaryLatency(cfg)
+	d.checkLatencyReaders(cfg)
 	cfg.InstanceLogs = d.instanceLogs(top.get("instance_logs"), "instance_logs")
 
 	cfg.Notify = d.notify(top.get("notify"), cfg.Groups)

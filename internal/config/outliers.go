@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -176,14 +175,4 @@ func (d *decoder) factor(n *yaml.Node, path string) (float64, bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// checkOutlierLatency checks that a group judging latency has the access
-// log it reads each instance's latency from.
-func (d *decoder) checkOutlierLatency(cfg *Config) {
-	for i, g := range cfg.Groups {
-		if o := g.Outliers; o != nil && o.Latency != nil && !cfg.AccessLog.Enabled {
-			d.errorAt(fmt.Sprintf("groups[%d].outliers.latency", i), "needs the access log (access_log.enabled), whose sampled requests give each instance's latency")
-		}
-	}
 }

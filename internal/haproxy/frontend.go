@@ -90,7 +90,7 @@ func frontendLines(cfg *config.Config, fe config.Frontend, p Paths) ([]string, e
 	}
 	lines = append(lines, fwd...)
 	switch n := cfg.AccessLog.Sample; {
-	case !cfg.LogsRequests():
+	case !cfg.LogsRequests(): // off, or nothing reads it
 	case cfg.AccessLog.Adaptive:
 		// Each backend chooses its rate (see sampleLines).
 		lines = append(lines, fmt.Sprintf("log unix@%s format raw local0", p.LogSocket), fmt.Sprintf("log-format %q", accesslog.Format))
